@@ -91,3 +91,7 @@ class CommitNotSupportedError(StorageError):
 
 class TagError(MvccError):
     """A bad tag name, a missing tag, or a tag that already exists."""
+
+
+class ObjectNotFoundError(StorageError, FileNotFoundError):
+    """An object that was expected in the store is not there."""
