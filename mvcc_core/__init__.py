@@ -1,0 +1,82 @@
+"""mvcc: a table format with multi-version concurrency control (Lance transaction semantics over Parquet)."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from . import operations
+from .errors import (
+    CommitConflictError,
+    CommitNotSupportedError,
+    CorruptManifestError,
+    IncompatibleConflictError,
+    MvccError,
+    ObjectNotFoundError,
+    PredicateError,
+    RetryableConflictError,
+    SchemaError,
+    StorageError,
+    TableExistsError,
+    TableNotFoundError,
+    TagError,
+    UnsupportedFeatureError,
+    VersionNotFoundError,
+)
+from .operations import (
+    Append,
+    Clone,
+    CreateIndex,
+    DataReplacement,
+    Delete,
+    Merge,
+    Overwrite,
+    Project,
+    ReserveFragments,
+    Restore,
+    Rewrite,
+    Update,
+    UpdateBases,
+    UpdateConfig,
+    UpdateMemWalState,
+)
+from .table import Table, VersionInfo, open_table, write_fragments, write_table
+
+__all__ = [
+    "Append",
+    "Clone",
+    "CommitConflictError",
+    "CommitNotSupportedError",
+    "CorruptManifestError",
+    "CreateIndex",
+    "DataReplacement",
+    "Delete",
+    "IncompatibleConflictError",
+    "Merge",
+    "MvccError",
+    "ObjectNotFoundError",
+    "Overwrite",
+    "PredicateError",
+    "Project",
+    "ReserveFragments",
+    "Restore",
+    "RetryableConflictError",
+    "Rewrite",
+    "SchemaError",
+    "StorageError",
+    "Table",
+    "TableExistsError",
+    "TableNotFoundError",
+    "TagError",
+    "Update",
+    "UpdateBases",
+    "UpdateConfig",
+    "UpdateMemWalState",
+    "UnsupportedFeatureError",
+    "VersionInfo",
+    "VersionNotFoundError",
+    "__version__",
+    "open_table",
+    "operations",
+    "write_fragments",
+    "write_table",
+]

@@ -1,0 +1,192 @@
+"""The commit loop (DESIGN.md "Commit protocol").
+
+1. Write the transaction file. 2. Load what was committed since the read version and ask the
+resolver. 3. Build the next manifest from the latest one. 4. Create it with put-if-not-exists; if
+another writer took the name, back off with jitter and go to 2.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from . import conflicts
+from ._proto import table_pb2 as pb
+from .errors import (
+    CorruptManifestError,
+    IncompatibleConflictError,
+    ObjectNotFoundError,
+    RetryableConflictError,
+    TableExistsError,
+)
+from .features import FLAG_STABLE_ROW_IDS
+from .manifest import (
+    ManifestLocation,
+    latest_manifest_location,
+    location_of,
+    read_manifest,
+    write_manifest,
+)
+from .naming import ManifestNaming
+from .storage import ObjectStore
+from .transaction import BuildContext, Transaction, build_manifest, read_transaction, write_transaction
+from .errors import TableNotFoundError
+
+DEFAULT_MAX_RETRIES = 20
+BACKOFF_BASE_SECONDS = 0.02
+BACKOFF_CAP_SECONDS = 2.0
+
+
+@dataclass
+class CommitCache:
+    """Manifests and transactions already read; both are immutable once committed."""
+
+    manifests: dict[int, pb.Manifest] = field(default_factory=dict)
+    transactions: dict[str, Transaction] = field(default_factory=dict)
+
+
+def backoff_delay(attempt: int, rng: random.Random | None = None) -> float:
+    """Exponential backoff with full jitter: concurrent losers spread out instead of colliding again."""
+    cap = min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * (2**attempt))
+    return (rng or random).uniform(cap / 4, cap)
+
+
+class Committer:
+    """Commits transactions to one table, reading each committed version at most once."""
+
+    def __init__(self, store: ObjectStore, cache: CommitCache | None = None) -> None:
+        self.store = store
+        self.cache = cache or CommitCache()
+
+    def load_manifest(self, location: ManifestLocation) -> pb.Manifest:
+        cached = self.cache.manifests.get(location.version)
+        if cached is None:
+            cached = read_manifest(self.store, location)
+            self.cache.manifests[location.version] = cached
+        return cached
+
+    def load_transaction(self, manifest: pb.Manifest) -> Transaction | None:
+        name = manifest.transaction_file
+        if not name:
+            return None
+        txn = self.cache.transactions.get(name)
+        if txn is None:
+            try:
+                txn = read_transaction(self.store, name)
+            except ObjectNotFoundError:
+                return None
+            self.cache.transactions[name] = txn
+        return txn
+
+    def _check_concurrent(
+        self, txn: Transaction, naming: ManifestNaming, latest: int, checked: set[int]
+    ) -> None:
+        for version in range(txn.read_version + 1, latest + 1):
+            if version in checked:
+                continue
+            manifest = self.load_manifest(location_of(self.store, version, naming))
+            theirs = self.load_transaction(manifest)
+            name = txn.operation.name
+            common = dict(
+                uri=self.store.uri,
+                read_version=txn.read_version,
+                conflicting_versions=[version],
+                operation=name,
+                conflicting_operation=theirs.operation.name if theirs else None,
+            )
+            if theirs is None:
+                raise RetryableConflictError(
+                    f"{name} on {self.store.uri} read version {txn.read_version}, and version {version} was "
+                    "committed without a readable transaction file, so the two cannot be checked; "
+                    "re-read the table and run the operation again",
+                    **common,
+                )
+            ctx = conflicts.ConflictContext(stable_row_ids=bool(manifest.writer_feature_flags & FLAG_STABLE_ROW_IDS))
+            outcome, rule = conflicts.resolve(txn, theirs, ctx)
+            if outcome is conflicts.Outcome.INCOMPATIBLE:
+                raise IncompatibleConflictError(
+                    f"{name} on {self.store.uri} (read version {txn.read_version}) is incompatible with "
+                    f"{theirs.operation.name} committed as version {version} ({rule.when}); the operation no "
+                    "longer means what it meant: do not retry it blindly, decide again from the new version",
+                    **common,
+                )
+            if outcome in (conflicts.Outcome.RETRYABLE, conflicts.Outcome.REBASE):
+                why = rule.when if outcome is conflicts.Outcome.RETRYABLE else f"{rule.when}; rebase not supported yet"
+                raise RetryableConflictError(
+                    f"{name} on {self.store.uri} (read version {txn.read_version}) conflicts with "
+                    f"{theirs.operation.name} committed as version {version} ({why}); re-read the table "
+                    "and run the operation again",
+                    **common,
+                )
+            checked.add(version)
+
+    def commit(
+        self,
+        txn: Transaction,
+        *,
+        naming: ManifestNaming = ManifestNaming.V2,
+        read_manifest_hint: pb.Manifest | None = None,
+        create: bool = False,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        before_put: Callable[[pb.Manifest], None] | None = None,
+    ) -> tuple[pb.Manifest, ManifestNaming]:
+        """Commit `txn` and return the manifest of the new version and the table's naming scheme.
+
+        `create=True` refuses to commit on top of an existing table (TableExistsError). A new table
+        (read version 0) uses `naming`; an existing one keeps the scheme found on disk.
+        """
+        self.store.check_commit_supported()
+        if read_manifest_hint is not None:
+            self.cache.manifests.setdefault(read_manifest_hint.version, read_manifest_hint)
+        txn_file = write_transaction(self.store, txn)
+        checked: set[int] = set()
+        build_ctx = BuildContext(load_version=self._load_version_any)
+        for attempt in range(max_retries + 1):
+            try:
+                latest_loc = latest_manifest_location(self.store)
+            except TableNotFoundError:
+                latest_loc = None
+            if latest_loc is not None and create:
+                raise TableExistsError(f"a table already exists at {self.store.uri} (version {latest_loc.version})")
+            if latest_loc is None and txn.read_version != 0:
+                raise TableNotFoundError(f"table {self.store.uri} has no versions (was it deleted?)")
+            if latest_loc is not None:
+                naming = latest_loc.naming
+                if latest_loc.version < txn.read_version:
+                    raise CorruptManifestError(
+                        f"table {self.store.uri}: latest version {latest_loc.version} is older than read version "
+                        f"{txn.read_version}"
+                    )
+                self._check_concurrent(txn, naming, latest_loc.version, checked)
+                previous = self.load_manifest(latest_loc)
+                self._naming = naming
+            else:
+                previous = None
+            version = (latest_loc.version if latest_loc else 0) + 1
+            manifest = build_manifest(previous, txn, version=version, transaction_file=txn_file, ctx=build_ctx)
+            if before_put is not None:
+                before_put(manifest)
+            if write_manifest(self.store, manifest, naming):
+                self.cache.manifests[version] = manifest
+                self.cache.transactions[txn_file] = txn
+                return manifest, naming
+            if attempt < max_retries:
+                time.sleep(backoff_delay(attempt))
+        raise RetryableConflictError(
+            f"{txn.operation.name} on {self.store.uri} lost the race for a new version {max_retries + 1} times "
+            f"(read version {txn.read_version}); re-read the table and run it again, or raise max_retries",
+            uri=self.store.uri,
+            read_version=txn.read_version,
+            operation=txn.operation.name,
+        )
+
+    def _load_version_any(self, version: int) -> pb.Manifest:
+        """Load any version (for Restore), whatever scheme the table uses."""
+        cached = self.cache.manifests.get(version)
+        if cached is not None:
+            return cached
+        return self.load_manifest(location_of(self.store, version, self._naming))
+
+    _naming: ManifestNaming = ManifestNaming.V2

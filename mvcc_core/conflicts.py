@@ -1,0 +1,293 @@
+"""The conflict resolver: what happens to our transaction when another one landed first.
+
+The rules are data: `RULES[(ours, theirs)]` is written from the "Compatibility" paragraphs of the
+specification (seed 000), read from the perspective of the operation being committed ("ours"). A pair
+that is absent is compatible. A rule may carry a condition (overlapping fragments, same config key,
+...); when the condition does not hold the pair is compatible.
+
+Rebase (merging deletion vectors, singleton indices) is its own piece of work: until it lands, a pair
+whose rule says REBASE is reported as a retryable conflict, which is always safe. See docs/conflicts.md.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from . import operations as ops
+from .transaction import Transaction
+
+
+class Outcome(enum.Enum):
+    COMPATIBLE = "compatible"
+    REBASE = "rebase"
+    RETRYABLE = "retryable"
+    INCOMPATIBLE = "incompatible"
+
+
+@dataclass(frozen=True)
+class ConflictContext:
+    """Facts about the table the conditions need."""
+
+    stable_row_ids: bool = False
+
+
+Condition = Callable[[ops.Operation, ops.Operation, ConflictContext], bool]
+
+
+@dataclass(frozen=True)
+class Rule:
+    outcome: Outcome
+    condition: Condition | None = None
+    when: str = "always"
+
+
+# ---- what an operation touches ---------------------------------------------------------------
+
+
+def touched_fragments(op: ops.Operation) -> set[int]:
+    """Ids of existing fragments an operation modifies or removes."""
+    if isinstance(op, ops.Delete):
+        return {f.id for f in op.updated_fragments} | set(op.deleted_fragment_ids)
+    if isinstance(op, ops.Update):
+        return {f.id for f in op.updated_fragments} | set(op.removed_fragment_ids)
+    if isinstance(op, ops.Rewrite):
+        ids = {f.id for f in op.old_fragments}
+        for group in op.groups:
+            ids |= {f.id for f in group.old_fragments}
+        return ids
+    if isinstance(op, ops.DataReplacement):
+        return {r.fragment_id for r in op.replacements}
+    if isinstance(op, ops.Merge):
+        return {f.id for f in op.fragments}
+    if isinstance(op, ops.CreateIndex):
+        return indexed_fragments(op)
+    return set()
+
+
+def indexed_fragments(op: ops.CreateIndex) -> set[int]:
+    from pyroaring import BitMap
+
+    ids: set[int] = set()
+    for index in op.new_indices:
+        if index.fragment_bitmap:
+            ids |= set(BitMap.deserialize(index.fragment_bitmap))
+    return ids
+
+
+FRAG_REUSE_INDEX = "__lance_frag_reuse"
+MEM_WAL_INDEX = "__lance_mem_wal"
+SINGLETON_INDICES = {FRAG_REUSE_INDEX, MEM_WAL_INDEX}
+
+
+def _overlap(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+    return bool(touched_fragments(ours) & touched_fragments(theirs))
+
+
+def _same_config_key(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+    def keys(op: ops.Operation) -> set[str]:
+        if isinstance(op, ops.UpdateConfig):
+            return op.config_keys()
+        if isinstance(op, ops.Overwrite):
+            return set(op.config_upsert_values)
+        return set()
+
+    return bool(keys(ours) & keys(theirs))
+
+
+def _carries_fri(op: ops.Operation) -> bool:
+    return isinstance(op, ops.Rewrite) and op.frag_reuse_index is not None
+
+
+def _writes_fri(op: ops.Operation) -> bool:
+    return isinstance(op, ops.CreateIndex) and any(i.name == FRAG_REUSE_INDEX for i in op.new_indices)
+
+
+def _rewrite_breaks_index(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+    rewrite = ours if isinstance(ours, ops.Rewrite) else theirs
+    return _overlap(ours, theirs, ctx) and not ctx.stable_row_ids and not _carries_fri(rewrite)
+
+
+def _rewrite_vs_rewrite(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+    return _overlap(ours, theirs, ctx) or (_carries_fri(ours) and _carries_fri(theirs))
+
+
+def _rewrite_rebases_fri(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+    return _carries_fri(ours) and _writes_fri(theirs)
+
+
+def _replaced_fields(op: ops.Operation) -> set[int]:
+    if isinstance(op, ops.DataReplacement):
+        return {fid for r in op.replacements for fid in r.new_file.fields}
+    return set()
+
+
+def _indexed_fields(op: ops.Operation) -> set[int]:
+    if isinstance(op, ops.CreateIndex):
+        return {fid for i in op.new_indices for fid in i.fields}
+    return set()
+
+
+def _replaces_indexed_field(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+    return bool((_replaced_fields(ours) | _replaced_fields(theirs)) & (_indexed_fields(ours) | _indexed_fields(theirs)))
+
+
+def _replacement_overlap(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+    return _overlap(ours, theirs, ctx) and _replaces_indexed_field(ours, theirs, ctx)
+
+
+def _same_field_and_overlap(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+    return _overlap(ours, theirs, ctx) and bool(_replaced_fields(ours) & _replaced_fields(theirs))
+
+
+def _same_singleton_index(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+    def singletons(op: ops.Operation) -> set[str]:
+        return {i.name for i in getattr(op, "new_indices", []) if i.name in SINGLETON_INDICES}
+
+    return bool(singletons(ours) & singletons(theirs))
+
+
+def _same_base(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+    assert isinstance(ours, ops.UpdateBases) and isinstance(theirs, ops.UpdateBases)
+    for a in ours.new_bases:
+        for b in theirs.new_bases:
+            if a.id == b.id or a.path == b.path or (a.HasField("name") and b.HasField("name") and a.name == b.name):
+                return True
+    return False
+
+
+def _same_region(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+    def regions(op: ops.Operation) -> set[bytes]:
+        return {g.region_id.uuid for g in getattr(op, "merged_generations", [])}
+
+    return bool(regions(ours) & regions(theirs))
+
+
+# ---- the table ------------------------------------------------------------------------------
+
+A, D, O, CI, RW, M, P, RS, RF, CL, U, UC, DR, MW, UB = (
+    "Append",
+    "Delete",
+    "Overwrite",
+    "CreateIndex",
+    "Rewrite",
+    "Merge",
+    "Project",
+    "Restore",
+    "ReserveFragments",
+    "Clone",
+    "Update",
+    "UpdateConfig",
+    "DataReplacement",
+    "UpdateMemWalState",
+    "UpdateBases",
+)
+ALL_NAMES = (A, D, O, CI, RW, M, P, RS, RF, CL, U, UC, DR, MW, UB)
+
+INCOMPATIBLE = Rule(Outcome.INCOMPATIBLE)
+RETRYABLE = Rule(Outcome.RETRYABLE)
+OVERLAP_RETRY = Rule(Outcome.RETRYABLE, _overlap, "overlapping fragments")
+OVERLAP_REBASE = Rule(Outcome.REBASE, _overlap, "overlapping fragments (same rows: retryable)")
+
+RULES: dict[tuple[str, str], Rule] = {
+    # Append: conflicts with Overwrite, Restore, UpdateMemWalState.
+    (A, O): INCOMPATIBLE,
+    (A, RS): INCOMPATIBLE,
+    (A, MW): INCOMPATIBLE,
+    # Delete
+    (D, O): INCOMPATIBLE,
+    (D, RS): INCOMPATIBLE,
+    (D, MW): INCOMPATIBLE,
+    (D, M): OVERLAP_RETRY,
+    (D, RW): OVERLAP_RETRY,
+    (D, DR): OVERLAP_RETRY,
+    (D, D): OVERLAP_REBASE,
+    (D, U): OVERLAP_REBASE,
+    # Overwrite: retryable with UpdateConfig on the same key, Overwrite, UpdateMemWalState.
+    (O, UC): Rule(Outcome.RETRYABLE, _same_config_key, "same config key"),
+    (O, O): RETRYABLE,
+    (O, MW): RETRYABLE,
+    # CreateIndex
+    (CI, O): INCOMPATIBLE,
+    (CI, RS): INCOMPATIBLE,
+    (CI, MW): INCOMPATIBLE,
+    (CI, RW): Rule(Outcome.RETRYABLE, _rewrite_breaks_index, "overlapping fragments, no stable row ids, no fragment reuse index"),
+    (CI, DR): Rule(Outcome.RETRYABLE, _replacement_overlap, "overlapping fragments and the replaced column is indexed"),
+    (CI, CI): Rule(Outcome.REBASE, _same_singleton_index, "both modify the same singleton index"),
+    # Rewrite
+    (RW, O): INCOMPATIBLE,
+    (RW, RS): INCOMPATIBLE,
+    (RW, M): RETRYABLE,
+    (RW, DR): OVERLAP_RETRY,
+    (RW, D): OVERLAP_RETRY,
+    (RW, U): OVERLAP_RETRY,
+    (RW, RW): Rule(Outcome.RETRYABLE, _rewrite_vs_rewrite, "overlapping fragments or both carry a fragment reuse index"),
+    (RW, CI): Rule(Outcome.RETRYABLE, _rewrite_breaks_index, "overlapping fragments, no fragment reuse index, no stable row ids"),
+    # Merge
+    (M, O): INCOMPATIBLE,
+    (M, RS): INCOMPATIBLE,
+    (M, MW): INCOMPATIBLE,
+    (M, P): INCOMPATIBLE,
+    (M, U): RETRYABLE,
+    (M, A): RETRYABLE,
+    (M, D): RETRYABLE,
+    (M, M): RETRYABLE,
+    (M, RW): RETRYABLE,
+    (M, DR): RETRYABLE,
+    # Project
+    (P, O): INCOMPATIBLE,
+    (P, RS): INCOMPATIBLE,
+    (P, MW): INCOMPATIBLE,
+    (P, P): RETRYABLE,
+    (P, M): RETRYABLE,
+    # Restore trumps everything but UpdateMemWalState.
+    (RS, MW): INCOMPATIBLE,
+    # ReserveFragments only changes max_fragment_id.
+    (RF, O): INCOMPATIBLE,
+    (RF, RS): INCOMPATIBLE,
+    # Update
+    (U, O): INCOMPATIBLE,
+    (U, RS): INCOMPATIBLE,
+    (U, RW): OVERLAP_RETRY,
+    (U, DR): OVERLAP_RETRY,
+    (U, M): RETRYABLE,
+    (U, D): OVERLAP_REBASE,
+    (U, U): OVERLAP_REBASE,
+    # UpdateConfig. The specification says these "conflict"; a concurrent Overwrite replaced the table
+    # (incompatible) while a concurrent change of the same key can be re-applied (retryable).
+    (UC, O): INCOMPATIBLE,
+    (UC, UC): Rule(Outcome.RETRYABLE, _same_config_key, "same config key"),
+    # DataReplacement
+    (DR, O): INCOMPATIBLE,
+    (DR, RS): INCOMPATIBLE,
+    (DR, MW): INCOMPATIBLE,
+    (DR, DR): Rule(Outcome.RETRYABLE, _same_field_and_overlap, "same field and overlapping fragments"),
+    (DR, CI): Rule(Outcome.RETRYABLE, _replaces_indexed_field, "the replaced field is indexed"),
+    (DR, RW): OVERLAP_RETRY,
+    (DR, U): OVERLAP_RETRY,
+    (DR, M): RETRYABLE,
+    # UpdateMemWalState: the specification is silent; the safe choices (docs/conflicts.md).
+    (MW, O): INCOMPATIBLE,
+    (MW, RS): INCOMPATIBLE,
+    (MW, MW): Rule(Outcome.RETRYABLE, _same_region, "same MemWAL region"),
+    (MW, U): Rule(Outcome.RETRYABLE, _same_region, "same MemWAL region"),
+    # UpdateBases conflicts only with UpdateBases on the same id, name or path.
+    (UB, UB): Rule(Outcome.INCOMPATIBLE, _same_base, "same base id, name or path"),
+}
+# Clone can only be a table's first operation: anything committed since its read version means the
+# table exists already.
+RULES.update({(CL, theirs): INCOMPATIBLE for theirs in ALL_NAMES})
+
+
+def rule_for(ours: str, theirs: str) -> Rule:
+    return RULES.get((ours, theirs), Rule(Outcome.COMPATIBLE))
+
+
+def resolve(ours: Transaction, theirs: Transaction, ctx: ConflictContext | None = None) -> tuple[Outcome, Rule]:
+    """The outcome of committing `ours` after `theirs` landed (theirs was committed since ours' read version)."""
+    ctx = ctx or ConflictContext()
+    rule = rule_for(ours.operation.name, theirs.operation.name)
+    if rule.condition is None or rule.condition(ours.operation, theirs.operation, ctx):
+        return rule.outcome, rule
+    return Outcome.COMPATIBLE, rule

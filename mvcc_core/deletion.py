@@ -1,0 +1,44 @@
+"""Deletion vectors: roaring bitmaps (portable format) of deleted row offsets within a fragment."""
+
+from __future__ import annotations
+
+import random
+
+from pyroaring import BitMap
+
+from ._proto import table_pb2 as pb
+from .errors import CorruptManifestError
+from .naming import deletion_file_path
+from .storage import ObjectStore
+
+
+def deletion_path(fragment_id: int, deletion_file: pb.DeletionFile) -> str:
+    return deletion_file_path(fragment_id, deletion_file.read_version, deletion_file.id)
+
+
+def read_deletion_vector(store: ObjectStore, fragment: pb.DataFragment) -> BitMap:
+    """The deleted row offsets of `fragment` (empty when it has no deletion file)."""
+    if not fragment.HasField("deletion_file"):
+        return BitMap()
+    path = deletion_path(fragment.id, fragment.deletion_file)
+    data = store.get(path)
+    try:
+        return BitMap.deserialize(data)
+    except Exception as exc:  # pyroaring raises plain ValueError/RuntimeError
+        raise CorruptManifestError(f"deletion file {store.uri}/{path} is corrupt: {exc}") from exc
+
+
+def write_deletion_vector(store: ObjectStore, fragment_id: int, read_version: int, deleted: BitMap) -> pb.DeletionFile:
+    """Write a new deletion file; its id is random so concurrent writers never collide."""
+    file_id = random.getrandbits(63)
+    deletion_file = pb.DeletionFile(
+        file_type=pb.DeletionFile.BITMAP, read_version=read_version, id=file_id, num_deleted_rows=len(deleted)
+    )
+    deleted.run_optimize()
+    store.put(deletion_path(fragment_id, deletion_file), deleted.serialize())
+    return deletion_file
+
+
+def live_rows(fragment: pb.DataFragment) -> int:
+    deleted = fragment.deletion_file.num_deleted_rows if fragment.HasField("deletion_file") else 0
+    return fragment.physical_rows - deleted

@@ -1,0 +1,164 @@
+"""Fragments and their data files: turning user data into Parquet files with field ids.
+
+A fragment is one Parquet file of at most `max_rows_per_file` rows (more files per fragment appear
+once columns are added or replaced). Fragment ids are not assigned here: the manifest builder
+assigns them at commit, as the specification requires for Append and Overwrite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import schema as schema_mod
+from ._proto import table_pb2 as pb
+from .errors import SchemaError
+from .naming import data_file_path, new_data_file_name
+from .storage import ObjectStore
+
+DEFAULT_MAX_ROWS_PER_FILE = 1_048_576
+ROW_GROUP_ROWS = 128 * 1024
+PARQUET_COMPRESSION = "snappy"
+
+
+def to_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReader:
+    """Accept what pylance accepts: Arrow tables/batches/readers, pandas, dicts and lists of rows."""
+    if isinstance(data, pa.RecordBatchReader):
+        return data
+    if isinstance(data, pa.Table):
+        return data.to_reader()
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data]).to_reader()
+    if isinstance(data, dict):
+        return pa.table(data, schema=schema).to_reader()
+    if hasattr(data, "to_reader") and hasattr(data, "schema"):  # pyarrow datasets, mvcc tables
+        return data.to_reader() if callable(data.to_reader) else data.to_reader
+    if type(data).__module__.startswith("pandas"):
+        return pa.Table.from_pandas(data, schema=schema, preserve_index=False).to_reader()
+    if isinstance(data, list):
+        if data and isinstance(data[0], pa.RecordBatch):
+            return pa.Table.from_batches(data).to_reader()
+        return pa.Table.from_pylist(data, schema=schema).to_reader()
+    if isinstance(data, Iterable) and schema is not None:
+        return pa.RecordBatchReader.from_batches(schema, data)
+    raise SchemaError(
+        f"cannot write data of type {type(data).__name__}: give a pyarrow Table, RecordBatch, RecordBatchReader, "
+        "pandas DataFrame, dict of columns or list of rows"
+    )
+
+
+def _field_ids(fields: list[pb.Field]) -> list[int]:
+    return [f.id for f in fields]
+
+
+class FragmentWriter:
+    """Writes batches into Parquet files, a new fragment every `max_rows_per_file` rows."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        fields: list[pb.Field],
+        schema: pa.Schema,
+        max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    ) -> None:
+        if max_rows_per_file <= 0:
+            raise ValueError(f"max_rows_per_file must be positive, got {max_rows_per_file}")
+        self.store = store
+        self.fields = fields
+        self.table_schema = schema
+        self.write_schema = schema_mod.schema_from_fields(fields, schema.metadata, with_field_ids=True)
+        self.max_rows_per_file = max_rows_per_file
+        self.fragments: list[pb.DataFragment] = []
+        self.written_paths: list[str] = []
+        self._writer: pq.ParquetWriter | None = None
+        self._sink: Any = None
+        self._path = ""
+        self._rows = 0
+        self._fs = store.arrow_filesystem()
+
+    def _open(self) -> None:
+        self._path = data_file_path(new_data_file_name())
+        self.written_paths.append(self._path)
+        self._sink = self._fs.open_output_stream(self.store.arrow_path(self._path))
+        self._writer = pq.ParquetWriter(
+            self._sink, self.write_schema, compression=PARQUET_COMPRESSION, write_statistics=True
+        )
+        self._rows = 0
+
+    def _close(self) -> None:
+        if self._writer is None:
+            return
+        self._writer.close()
+        size = self._sink.tell()
+        self._sink.close()
+        self.fragments.append(
+            pb.DataFragment(
+                files=[
+                    pb.DataFile(
+                        path=self._path.split("/", 1)[1],
+                        fields=_field_ids(self.fields),
+                        file_major_version=1,
+                        file_size_bytes=size,
+                    )
+                ],
+                physical_rows=self._rows,
+            )
+        )
+        self._writer = None
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        batch = schema_mod.conform(batch, self.table_schema)
+        batch = pa.RecordBatch.from_arrays(batch.columns, schema=self.write_schema)
+        offset = 0
+        while offset < batch.num_rows:
+            if self._writer is None:
+                self._open()
+            take = min(batch.num_rows - offset, self.max_rows_per_file - self._rows)
+            self._writer.write_batch(batch.slice(offset, take), row_group_size=ROW_GROUP_ROWS)
+            self._rows += take
+            offset += take
+            if self._rows >= self.max_rows_per_file:
+                self._close()
+
+    def finish(self) -> list[pb.DataFragment]:
+        self._close()
+        return self.fragments
+
+    def abort(self) -> None:
+        """Remove every file written so far: a failed write leaves nothing behind."""
+        if self._writer is not None:
+            try:
+                self._writer.close()
+                self._sink.close()
+            except Exception:  # noqa: BLE001 - best effort; the file is removed below anyway
+                pass
+            self._writer = None
+        self.store.delete_many(self.written_paths)
+
+
+def write_fragments_from_reader(
+    store: ObjectStore,
+    reader: pa.RecordBatchReader,
+    fields: list[pb.Field],
+    schema: pa.Schema,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+) -> list[pb.DataFragment]:
+    """Write all of `reader` as new fragments (ids unassigned); on any error nothing is left behind."""
+    schema_mod.conform(reader.schema.empty_table(), schema)  # fail before writing a byte
+    writer = FragmentWriter(store, fields, schema, max_rows_per_file)
+    try:
+        for batch in reader:
+            if batch.num_rows:
+                writer.write(batch)
+        return writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def fragment_paths(fragment: pb.DataFragment) -> Iterator[str]:
+    for data_file in fragment.files:
+        yield data_file_path(data_file.path)

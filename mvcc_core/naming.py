@@ -1,0 +1,90 @@
+"""Where every object of a table lives, and the two manifest naming schemes of the specification.
+
+V1 names a manifest `{version}.manifest`; V2 names it `{u64::MAX - version:020}.manifest`, so the
+newest version sorts first and "latest" is one LIST request with MaxKeys=1. The scheme of an existing
+table is detected from the names on disk, never configured on read.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+
+U64_MAX = 2**64 - 1
+
+VERSIONS_DIR = "_versions"
+TRANSACTIONS_DIR = "_transactions"
+DATA_DIR = "data"
+DELETIONS_DIR = "_deletions"
+INDICES_DIR = "_indices"
+TAGS_DIR = "_refs/tags"
+
+MANIFEST_SUFFIX = ".manifest"
+_V2_DIGITS = 20
+
+
+class ManifestNaming(enum.Enum):
+    V1 = "v1"
+    V2 = "v2"
+
+    @classmethod
+    def parse(cls, value: str | ManifestNaming) -> ManifestNaming:
+        if isinstance(value, ManifestNaming):
+            return value
+        try:
+            return cls(str(value).lower())
+        except ValueError:
+            raise ValueError(f"manifest_naming must be 'v1' or 'v2', got {value!r}") from None
+
+
+def manifest_name(version: int, scheme: ManifestNaming) -> str:
+    """The file name (without directory) of `version`'s manifest under `scheme`."""
+    if version < 0 or version >= U64_MAX:
+        raise ValueError(f"version {version} out of range")
+    if scheme is ManifestNaming.V2:
+        return f"{U64_MAX - version:0{_V2_DIGITS}d}{MANIFEST_SUFFIX}"
+    return f"{version}{MANIFEST_SUFFIX}"
+
+
+def manifest_path(version: int, scheme: ManifestNaming) -> str:
+    return f"{VERSIONS_DIR}/{manifest_name(version, scheme)}"
+
+
+def parse_manifest_name(name: str) -> tuple[int, ManifestNaming] | None:
+    """Version and scheme of a manifest file name; None for anything else (temp or staged files)."""
+    name = name.rsplit("/", 1)[-1]
+    if not name.endswith(MANIFEST_SUFFIX):
+        return None
+    stem = name[: -len(MANIFEST_SUFFIX)]
+    if not stem.isdigit() or not stem.isascii():
+        return None
+    if len(stem) == _V2_DIGITS:
+        return U64_MAX - int(stem), ManifestNaming.V2
+    if stem.startswith("0") and stem != "0":
+        return None
+    return int(stem), ManifestNaming.V1
+
+
+def transaction_path(read_version: int, txn_uuid: str) -> str:
+    return f"{TRANSACTIONS_DIR}/{transaction_name(read_version, txn_uuid)}"
+
+
+def transaction_name(read_version: int, txn_uuid: str) -> str:
+    return f"{read_version}-{txn_uuid}.txn"
+
+
+def new_data_file_name() -> str:
+    """A data file name relative to `data/`; uuids keep concurrent writers apart."""
+    return f"{uuid.uuid4().hex}.parquet"
+
+
+def data_file_path(name: str) -> str:
+    return f"{DATA_DIR}/{name}"
+
+
+def deletion_file_path(fragment_id: int, read_version: int, file_id: int) -> str:
+    return f"{DELETIONS_DIR}/{fragment_id}-{read_version}-{file_id}.bin"
+
+
+def tag_path(name: str) -> str:
+    return f"{TAGS_DIR}/{name}.json"

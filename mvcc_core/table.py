@@ -1,0 +1,448 @@
+"""Table: the user-facing API (pylance's shapes), and `write_table` / `open_table`.
+
+A `Table` is a handle on one version. Every write commits with the handle's version as read version
+and then advances the handle to the version it committed, as pylance does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import operations as ops
+from . import schema as schema_mod
+from ._proto import table_pb2 as pb
+from .commit import DEFAULT_MAX_RETRIES, CommitCache, Committer
+from .errors import (
+    CommitConflictError,
+    SchemaError,
+    TableExistsError,
+    TableNotFoundError,
+    TagError,
+    VersionNotFoundError,
+)
+from .fragments import DEFAULT_MAX_ROWS_PER_FILE, to_reader, write_fragments_from_reader
+from .manifest import (
+    ManifestLocation,
+    latest_manifest_location,
+    list_manifests,
+    location_of,
+    manifest_timestamp,
+    read_manifest,
+)
+from .naming import ManifestNaming
+from .scan import DEFAULT_BATCH_SIZE, Scan
+from .storage import ObjectStore, open_store
+from .tags import Tags
+from .transaction import Transaction, read_transaction
+
+VersionRef = int | str | datetime
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    version: int
+    timestamp: datetime
+    operation: str | None
+    read_version: int | None
+    uuid: str | None
+    message: str | None
+
+
+def _as_utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Table:
+    """A handle on one version of a table."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        manifest: pb.Manifest,
+        naming: ManifestNaming,
+        committer: Committer | None = None,
+        storage_options: dict[str, Any] | None = None,
+    ) -> None:
+        self._store = store
+        self._manifest = manifest
+        self._naming = naming
+        self._committer = committer or Committer(store, CommitCache())
+        self._storage_options = storage_options
+        self._schema: pa.Schema | None = None
+
+    # ---- identity and metadata ---------------------------------------------------------------
+
+    @property
+    def uri(self) -> str:
+        return self._store.uri
+
+    @property
+    def version(self) -> int:
+        return self._manifest.version
+
+    @property
+    def manifest(self) -> pb.Manifest:
+        return self._manifest
+
+    @property
+    def manifest_naming(self) -> ManifestNaming:
+        return self._naming
+
+    @property
+    def schema(self) -> pa.Schema:
+        if self._schema is None:
+            self._schema = schema_mod.schema_from_fields(list(self._manifest.fields), dict(self._manifest.schema_metadata))
+        return self._schema
+
+    @property
+    def config(self) -> dict[str, str]:
+        return dict(self._manifest.config)
+
+    @property
+    def table_metadata(self) -> dict[str, str]:
+        return dict(self._manifest.table_metadata)
+
+    @property
+    def timestamp(self) -> datetime:
+        return manifest_timestamp(self._manifest)
+
+    @property
+    def tags(self) -> Tags:
+        return Tags(self._store, self._version_exists)
+
+    def latest_version(self) -> int:
+        return latest_manifest_location(self._store).version
+
+    def get_fragments(self) -> list[pb.DataFragment]:
+        return list(self._manifest.fragments)
+
+    def __repr__(self) -> str:
+        return f"Table(uri={self.uri!r}, version={self.version}, rows={self.count_rows()})"
+
+    def __len__(self) -> int:
+        return self.count_rows()
+
+    # ---- versions ----------------------------------------------------------------------------
+
+    def _load(self, version: int) -> pb.Manifest:
+        cached = self._committer.cache.manifests.get(version)
+        if cached is not None:
+            return cached
+        manifest = read_manifest(self._store, location_of(self._store, version, self._naming))
+        self._committer.cache.manifests[version] = manifest
+        return manifest
+
+    def _version_exists(self, version: int) -> bool:
+        try:
+            self._load(version)
+        except VersionNotFoundError:
+            return False
+        return True
+
+    def _resolve(self, ref: VersionRef) -> int:
+        if isinstance(ref, bool):
+            raise VersionNotFoundError(f"not a version: {ref!r}")
+        if isinstance(ref, int):
+            self._load(ref)
+            return ref
+        if isinstance(ref, str):
+            try:
+                return self.tags.get_version(ref)
+            except TagError as exc:
+                raise VersionNotFoundError(str(exc)) from None
+        if isinstance(ref, datetime):
+            return self._version_asof(ref)
+        raise VersionNotFoundError(f"a version is an int, a tag name or a datetime, got {type(ref).__name__}")
+
+    def _version_asof(self, when: datetime) -> int:
+        """The newest version committed at or before `when` (binary search: timestamps are monotonic)."""
+        when = _as_utc(when)
+        locations = list_manifests(self._store)
+        lo, hi, found = 0, len(locations) - 1, None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            if manifest_timestamp(self._load(locations[mid].version)) <= when:
+                found, lo = locations[mid].version, mid + 1
+            else:
+                hi = mid - 1
+        if found is None:
+            raise VersionNotFoundError(f"table {self.uri} has no version committed at or before {when.isoformat()}")
+        return found
+
+    def checkout(self, ref: VersionRef) -> Table:
+        """A new handle on `ref`: a version number, a tag name, or a datetime (the version current then)."""
+        version = self._resolve(ref)
+        return Table(self._store, self._load(version), self._naming, self._committer, self._storage_options)
+
+    def checkout_latest(self) -> Table:
+        return self.checkout(self.latest_version())
+
+    def versions(self) -> list[VersionInfo]:
+        out = []
+        for loc in list_manifests(self._store):
+            manifest = self._load(loc.version)
+            txn = self._committer.load_transaction(manifest)
+            out.append(
+                VersionInfo(
+                    version=loc.version,
+                    timestamp=manifest_timestamp(manifest),
+                    operation=txn.operation.name if txn else None,
+                    read_version=txn.read_version if txn else None,
+                    uuid=txn.uuid if txn else None,
+                    message=txn.message if txn else None,
+                )
+            )
+        return out
+
+    # ---- reads -------------------------------------------------------------------------------
+
+    def scanner(
+        self,
+        columns: Sequence[str] | None = None,
+        filter: str | pc.Expression | None = None,  # noqa: A002 - pylance's name
+        with_row_address: bool = False,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+    ) -> Scan:
+        return Scan(self._store, self._manifest, columns, filter, with_row_address, batch_size)
+
+    def to_table(
+        self,
+        columns: Sequence[str] | None = None,
+        filter: str | pc.Expression | None = None,  # noqa: A002
+        with_row_address: bool = False,
+    ) -> pa.Table:
+        return self.scanner(columns, filter, with_row_address).to_table()
+
+    def to_batches(
+        self,
+        columns: Sequence[str] | None = None,
+        filter: str | pc.Expression | None = None,  # noqa: A002
+        with_row_address: bool = False,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+    ) -> Iterator[pa.RecordBatch]:
+        return self.scanner(columns, filter, with_row_address, batch_size).to_batches()
+
+    def to_reader(self) -> pa.RecordBatchReader:
+        return self.scanner().to_reader()
+
+    def count_rows(self, filter: str | pc.Expression | None = None) -> int:  # noqa: A002
+        """Without a filter: from the manifest alone, no data file is opened."""
+        return self.scanner(filter=filter, columns=[]).count_rows()
+
+    # ---- writes ------------------------------------------------------------------------------
+
+    def commit(
+        self,
+        operation: ops.Operation,
+        read_version: int | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        commit_message: str | None = None,
+    ) -> Table:
+        """Low level: commit any operation on top of `read_version` (default: this handle's version)."""
+        txn = Transaction(
+            read_version=self.version if read_version is None else read_version,
+            operation=operation,
+            message=commit_message or "",
+        )
+        manifest, naming = self._committer.commit(
+            txn, naming=self._naming, read_manifest_hint=self._manifest, max_retries=max_retries
+        )
+        self._manifest, self._naming, self._schema = manifest, naming, None
+        return self
+
+    def _write_data(self, data: Any, schema: pa.Schema, fields: list[pb.Field], max_rows_per_file: int) -> list[pb.DataFragment]:
+        return write_fragments_from_reader(self._store, to_reader(data, schema), fields, schema, max_rows_per_file)
+
+    def _commit_writing(self, operation: ops.Operation, written: list[pb.DataFragment], **kwargs: Any) -> Table:
+        """Commit an operation whose data files were just written; on a definite failure remove them."""
+        try:
+            return self.commit(operation, **kwargs)
+        except (CommitConflictError, TableExistsError, SchemaError):
+            _remove_fragments(self._store, written)
+            raise
+
+    def append(
+        self,
+        data: Any,
+        max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+        commit_message: str | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> Table:
+        fragments = self._write_data(data, self.schema, list(self._manifest.fields), max_rows_per_file)
+        return self._commit_writing(
+            ops.Append(fragments=fragments), fragments, commit_message=commit_message, max_retries=max_retries
+        )
+
+    def overwrite(
+        self,
+        data: Any,
+        schema: pa.Schema | None = None,
+        max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+        commit_message: str | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> Table:
+        """Replace all rows; the schema may change (field ids of unchanged columns are kept)."""
+        reader = to_reader(data, schema)
+        new_schema = schema or reader.schema
+        fields = _fields_for_overwrite(self._manifest, new_schema)
+        fragments = write_fragments_from_reader(self._store, reader, fields, new_schema, max_rows_per_file)
+        op = ops.Overwrite(fragments=fragments, schema=fields, schema_metadata=dict(new_schema.metadata or {}))
+        return self._commit_writing(op, fragments, commit_message=commit_message, max_retries=max_retries)
+
+    def restore(self, ref: VersionRef | None = None, commit_message: str | None = None) -> Table:
+        """Make `ref` (default: this handle's version) the latest version again; history is kept."""
+        version = self.version if ref is None else self._resolve(ref)
+        read_version = self.latest_version()
+        self._manifest = self._load(read_version)
+        return self.commit(ops.Restore(version=version), read_version=read_version, commit_message=commit_message)
+
+    def update_config(
+        self,
+        upsert: dict[str, str] | None = None,
+        delete: Sequence[str] | None = None,
+        commit_message: str | None = None,
+    ) -> Table:
+        return self.commit(ops.UpdateConfig.of(upsert, list(delete or [])), commit_message=commit_message)
+
+    def update_metadata(
+        self,
+        table_metadata: dict[str, str | None] | None = None,
+        schema_metadata: dict[str, str | None] | None = None,
+        field_metadata: dict[str, dict[str, str | None]] | None = None,
+        commit_message: str | None = None,
+    ) -> Table:
+        """Change table, schema or field metadata (a None value removes the key). Fields are named by column."""
+        by_name = schema_mod.field_ids_by_name(list(self._manifest.fields))
+        unknown = [name for name in (field_metadata or {}) if name not in by_name]
+        if unknown:
+            raise SchemaError(f"table {self.uri} has no column(s) {unknown}; columns are {list(by_name)}")
+        op = ops.UpdateConfig.of(
+            table_metadata=table_metadata,
+            schema_metadata=schema_metadata,
+            field_metadata={by_name[n]: md for n, md in (field_metadata or {}).items()},
+        )
+        return self.commit(op, commit_message=commit_message)
+
+
+def _fields_for_overwrite(current: pb.Manifest | None, schema: pa.Schema) -> list[pb.Field]:
+    if current is not None and len(current.fields):
+        old = schema_mod.schema_from_fields(list(current.fields), dict(current.schema_metadata))
+        if old.remove_metadata().equals(schema.remove_metadata()) and all(
+            old.field(i).equals(schema.field(i), check_metadata=True) for i in range(len(schema))
+        ):
+            return list(current.fields)
+        fields, _ = schema_mod.fields_from_schema(schema, next_field_id=max(current.max_field_id, 0) + 1)
+        return fields
+    fields, _ = schema_mod.fields_from_schema(schema)
+    return fields
+
+
+def _remove_fragments(store: ObjectStore, fragments: list[pb.DataFragment]) -> None:
+    from .fragments import fragment_paths
+
+    store.delete_many([p for f in fragments for p in fragment_paths(f)])
+
+
+# ---- module-level entry points ---------------------------------------------------------------
+
+
+def open_table(
+    uri: str,
+    version: VersionRef | None = None,
+    asof: datetime | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> Table:
+    """Open the latest version, or `version` (number or tag), or the version current at `asof`."""
+    store = open_store(uri, storage_options)
+    location: ManifestLocation = latest_manifest_location(store)
+    committer = Committer(store)
+    latest = read_manifest(store, location)
+    committer.cache.manifests[latest.version] = latest
+    table = Table(store, latest, location.naming, committer, storage_options)
+    if version is not None and asof is not None:
+        raise ValueError("give either version or asof, not both")
+    if version is not None:
+        return table.checkout(version)
+    if asof is not None:
+        return table.checkout(asof)
+    return table
+
+
+def write_table(
+    data: Any,
+    uri: str,
+    mode: str = "create",
+    storage_options: dict[str, Any] | None = None,
+    manifest_naming: str | ManifestNaming = "v2",
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    commit_message: str | None = None,
+    schema: pa.Schema | None = None,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+) -> Table:
+    """Create a table, or append to / overwrite an existing one (pylance's `write_dataset`)."""
+    if mode not in ("create", "append", "overwrite"):
+        raise ValueError(f"mode must be 'create', 'append' or 'overwrite', got {mode!r}")
+    naming = ManifestNaming.parse(manifest_naming)
+    store = open_store(uri, storage_options)
+    try:
+        existing = open_table(uri, storage_options=storage_options)
+    except TableNotFoundError:
+        existing = None
+    if existing is not None:
+        if mode == "create":
+            raise TableExistsError(
+                f"a table already exists at {uri} (version {existing.version}); use mode='append' or 'overwrite'"
+            )
+        if mode == "append":
+            return existing.append(data, max_rows_per_file, commit_message, max_retries)
+        return existing.overwrite(data, schema, max_rows_per_file, commit_message, max_retries)
+    reader = to_reader(data, schema)
+    table_schema = schema or reader.schema
+    fields, _ = schema_mod.fields_from_schema(table_schema)
+    fragments = write_fragments_from_reader(store, reader, fields, table_schema, max_rows_per_file)
+    op = ops.Overwrite(fragments=fragments, schema=fields, schema_metadata=dict(table_schema.metadata or {}))
+    committer = Committer(store)
+    txn = Transaction(read_version=0, operation=op, message=commit_message or "")
+    try:
+        manifest, naming = committer.commit(txn, naming=naming, create=(mode != "overwrite"), max_retries=max_retries)
+    except (CommitConflictError, TableExistsError):
+        # Definite failures: no manifest references these files. (Never on an ambiguous storage error.)
+        _remove_fragments(store, fragments)
+        raise
+    return Table(store, manifest, naming, committer, storage_options)
+
+
+def write_fragments(
+    data: Any,
+    uri: str,
+    schema: pa.Schema | None = None,
+    storage_options: dict[str, Any] | None = None,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+) -> list[pb.DataFragment]:
+    """Write data files for a later commit (distributed writers): fragments without ids, no new version.
+
+    For an existing table the data must fit its schema; for a new table the field ids are those
+    `fields_from_schema(schema)` assigns, so an Overwrite built from the same schema matches.
+    """
+    store = open_store(uri, storage_options)
+    try:
+        table = open_table(uri, storage_options=storage_options)
+        fields, table_schema = list(table.manifest.fields), table.schema
+    except TableNotFoundError:
+        reader = to_reader(data, schema)
+        table_schema = schema or reader.schema
+        fields, _ = schema_mod.fields_from_schema(table_schema)
+        return write_fragments_from_reader(store, reader, fields, table_schema, max_rows_per_file)
+    return write_fragments_from_reader(store, to_reader(data, table_schema), fields, table_schema, max_rows_per_file)
+
+
+def transaction_of(table: Table, version: int) -> Transaction | None:
+    """The transaction that produced `version` (None for manifests without one)."""
+    manifest = table._load(version)
+    return read_transaction(table._store, manifest.transaction_file) if manifest.transaction_file else None

@@ -1,0 +1,355 @@
+"""Transactions, their files under `_transactions/`, and applying an operation to a manifest.
+
+`build_manifest(previous, transaction, ...)` is the single place where the next version's manifest
+is derived: the commit loop calls it with the latest committed manifest after conflict resolution.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid as uuid_mod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from google.protobuf.message import DecodeError
+
+from . import features, framing
+from . import operations as ops
+from ._proto import table_pb2 as pb
+from ._proto import transaction_pb2 as tpb
+from .errors import CorruptManifestError, MvccError, UnsupportedFeatureError
+from .naming import transaction_path
+from .storage import ObjectStore
+
+
+@dataclass
+class Transaction:
+    read_version: int
+    operation: ops.Operation
+    uuid: str = field(default_factory=lambda: str(uuid_mod.uuid4()))
+    message: str = ""
+    properties: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def file_path(self) -> str:
+        return transaction_path(self.read_version, self.uuid)
+
+    def to_proto(self) -> tpb.Transaction:
+        txn = tpb.Transaction(
+            read_version=self.read_version, uuid=self.uuid, tag=self.message, transaction_properties=self.properties
+        )
+        getattr(txn, self.operation.proto_field).CopyFrom(self.operation.to_proto())
+        return txn
+
+    @classmethod
+    def from_proto(cls, txn: tpb.Transaction) -> Transaction:
+        return cls(
+            read_version=txn.read_version,
+            operation=ops.operation_from_proto(txn),
+            uuid=txn.uuid,
+            message=txn.tag,
+            properties=dict(txn.transaction_properties),
+        )
+
+    def encode(self) -> bytes:
+        return framing.frame(self.to_proto().SerializeToString(deterministic=True))
+
+    @classmethod
+    def decode(cls, data: bytes, where: str) -> Transaction:
+        try:
+            return cls.from_proto(tpb.Transaction.FromString(framing.unframe(data)))
+        except (framing.FramingError, DecodeError, ValueError) as exc:
+            raise CorruptManifestError(f"transaction file {where} is corrupt: {exc}") from exc
+
+
+def write_transaction(store: ObjectStore, txn: Transaction) -> str:
+    """Write the transaction file of one commit attempt and return its name (relative to `_transactions/`)."""
+    store.put(txn.file_path, txn.encode())
+    return txn.file_path.rsplit("/", 1)[-1]
+
+
+def read_transaction(store: ObjectStore, name: str) -> Transaction:
+    path = name if "/" in name else f"_transactions/{name}"
+    return Transaction.decode(store.get(path), f"{store.uri}/{path}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Building the next manifest
+
+
+class ManifestBuildError(MvccError):
+    """The operation cannot be applied to the manifest (e.g. it names fragments that do not exist)."""
+
+
+def _assign_ids(fragments: list[pb.DataFragment], manifest: pb.Manifest) -> list[pb.DataFragment]:
+    """Copy `fragments`, giving each the next fragment id; ids are assigned at manifest construction."""
+    out = []
+    next_id = (manifest.max_fragment_id + 1) if manifest.HasField("max_fragment_id") else 0
+    for frag in fragments:
+        new = pb.DataFragment()
+        new.CopyFrom(frag)
+        new.id = next_id
+        next_id += 1
+        out.append(new)
+    if out:
+        manifest.max_fragment_id = next_id - 1
+    return out
+
+
+def _replace_fragments(manifest: pb.Manifest, updated: list[pb.DataFragment], removed: set[int]) -> None:
+    by_id = {f.id: f for f in updated}
+    known = {f.id for f in manifest.fragments}
+    missing = (set(by_id) | removed) - known
+    if missing:
+        raise ManifestBuildError(f"fragments {sorted(missing)} are not in version {manifest.version}")
+    kept = []
+    for frag in manifest.fragments:
+        if frag.id in removed:
+            continue
+        kept.append(by_id.get(frag.id, frag))
+    del manifest.fragments[:]
+    manifest.fragments.extend(kept)
+
+
+def _deletion_flag(manifest: pb.Manifest) -> None:
+    if any(f.HasField("deletion_file") for f in manifest.fragments):
+        manifest.reader_feature_flags |= features.FLAG_DELETION_FILES
+        manifest.writer_feature_flags |= features.FLAG_DELETION_FILES
+
+
+def _max_field_id(fields: list[pb.Field]) -> int:
+    return max((f.id for f in fields), default=-1)
+
+
+def _apply_append(m: pb.Manifest, op: ops.Append, ctx: BuildContext) -> None:
+    m.fragments.extend(_assign_ids(op.fragments, m))
+
+
+def _apply_overwrite(m: pb.Manifest, op: ops.Overwrite, ctx: BuildContext) -> None:
+    del m.fragments[:]
+    m.fragments.extend(_assign_ids(op.fragments, m))
+    del m.fields[:]
+    m.fields.extend(op.schema)
+    m.max_field_id = max(m.max_field_id, _max_field_id(op.schema))
+    m.schema_metadata.clear()
+    m.schema_metadata.update(op.schema_metadata)
+    m.config.update(op.config_upsert_values)
+    del m.indices[:]  # the indexed data is gone
+    if op.initial_bases:
+        m.base_paths.extend(op.initial_bases)
+
+
+def _apply_restore(m: pb.Manifest, op: ops.Restore, ctx: BuildContext) -> None:
+    old = ctx.load_version(op.version)
+    max_frag = m.max_fragment_id if m.HasField("max_fragment_id") else None
+    m.CopyFrom(old)
+    # Fragment ids are never reused, even after going back in history.
+    if max_frag is not None:
+        m.max_fragment_id = max(max_frag, m.max_fragment_id)
+
+
+def _apply_reserve(m: pb.Manifest, op: ops.ReserveFragments, ctx: BuildContext) -> None:
+    if op.num_fragments <= 0:
+        raise ManifestBuildError(f"ReserveFragments needs a positive number of fragments, got {op.num_fragments}")
+    start = (m.max_fragment_id + 1) if m.HasField("max_fragment_id") else 0
+    m.max_fragment_id = start + op.num_fragments - 1
+
+
+def _apply_update_config(m: pb.Manifest, op: ops.UpdateConfig, ctx: BuildContext) -> None:
+    config = dict(m.config)
+    config.update(op.upsert_values)
+    for key in op.delete_keys:
+        config.pop(key, None)
+    ops.apply_update_map(config, op.config_updates)
+    m.config.clear()
+    m.config.update(config)
+
+    table_md = dict(m.table_metadata)
+    ops.apply_update_map(table_md, op.table_metadata_updates)
+    m.table_metadata.clear()
+    m.table_metadata.update(table_md)
+
+    schema_md = dict(m.schema_metadata)
+    schema_md.update({k: v.encode() for k, v in op.schema_metadata.items()})
+    ops.apply_update_map(schema_md, op.schema_metadata_updates, encode=str.encode)
+    m.schema_metadata.clear()
+    m.schema_metadata.update(schema_md)
+
+    fields_by_id = {f.id: f for f in m.fields}
+    field_updates = dict(op.field_metadata_updates)
+    for fid, upd in op.field_metadata.items():
+        field_updates.setdefault(fid, ops.update_map(dict(upd.metadata)))
+    for fid, updates in field_updates.items():
+        if fid not in fields_by_id:
+            raise ManifestBuildError(f"field id {fid} is not in the schema of version {m.version}")
+        md = dict(fields_by_id[fid].metadata)
+        ops.apply_update_map(md, updates, encode=str.encode)
+        fields_by_id[fid].metadata.clear()
+        fields_by_id[fid].metadata.update(md)
+
+
+def _apply_delete(m: pb.Manifest, op: ops.Delete, ctx: BuildContext) -> None:
+    _replace_fragments(m, op.updated_fragments, set(op.deleted_fragment_ids))
+    _deletion_flag(m)
+
+
+def _apply_update(m: pb.Manifest, op: ops.Update, ctx: BuildContext) -> None:
+    _replace_fragments(m, op.updated_fragments, set(op.removed_fragment_ids))
+    m.fragments.extend(_assign_ids(op.new_fragments, m))
+    _deletion_flag(m)
+
+
+def _apply_merge(m: pb.Manifest, op: ops.Merge, ctx: BuildContext) -> None:
+    del m.fragments[:]
+    m.fragments.extend(op.fragments)
+    if op.fragments:
+        m.max_fragment_id = max([m.max_fragment_id, *(f.id for f in op.fragments)])
+    del m.fields[:]
+    m.fields.extend(op.schema)
+    m.max_field_id = max(m.max_field_id, _max_field_id(op.schema))
+    m.schema_metadata.clear()
+    m.schema_metadata.update(op.schema_metadata)
+    _deletion_flag(m)
+
+
+def _apply_project(m: pb.Manifest, op: ops.Project, ctx: BuildContext) -> None:
+    del m.fields[:]
+    m.fields.extend(op.schema)
+    m.max_field_id = max(m.max_field_id, _max_field_id(op.schema))
+
+
+def _apply_create_index(m: pb.Manifest, op: ops.CreateIndex, ctx: BuildContext) -> None:
+    removed = {i.uuid.uuid for i in op.removed_indices}
+    new_names = {i.name for i in op.new_indices}
+    kept = [i for i in m.indices if i.uuid.uuid not in removed and i.name not in new_names]
+    del m.indices[:]
+    m.indices.extend(kept + list(op.new_indices))
+
+
+def _apply_rewrite(m: pb.Manifest, op: ops.Rewrite, ctx: BuildContext) -> None:
+    groups = list(op.groups)
+    if op.old_fragments or op.new_fragments:
+        groups.append(tpb.Transaction.Rewrite.RewriteGroup(old_fragments=op.old_fragments, new_fragments=op.new_fragments))
+    current = {f.id for f in m.fragments}
+    out: list[pb.DataFragment] = []
+    replaced: dict[int, list[pb.DataFragment]] = {}
+    for group in groups:
+        old_ids = [f.id for f in group.old_fragments]
+        missing = [i for i in old_ids if i not in current]
+        if missing:
+            raise ManifestBuildError(f"Rewrite replaces fragments {missing} that are not in version {m.version}")
+        if old_ids:
+            replaced[old_ids[0]] = list(group.new_fragments)
+            for i in old_ids[1:]:
+                replaced[i] = []
+    for frag in m.fragments:
+        if frag.id in replaced:
+            out.extend(replaced[frag.id])
+        else:
+            out.append(frag)
+    del m.fragments[:]
+    m.fragments.extend(out)
+    new_ids = [f.id for g in groups for f in g.new_fragments]
+    if new_ids:
+        m.max_fragment_id = max([m.max_fragment_id, *new_ids])
+    rewritten = {r.old_id.uuid: r for r in op.rewritten_indices}
+    for index in m.indices:
+        r = rewritten.get(index.uuid.uuid)
+        if r is not None:
+            index.uuid.CopyFrom(r.new_id)
+            index.index_version = r.new_index_version
+            del index.files[:]
+            index.files.extend(r.new_index_files)
+    _deletion_flag(m)
+
+
+def _apply_data_replacement(m: pb.Manifest, op: ops.DataReplacement, ctx: BuildContext) -> None:
+    by_id = {f.id: f for f in m.fragments}
+    for group in op.replacements:
+        frag = by_id.get(group.fragment_id)
+        if frag is None:
+            raise ManifestBuildError(f"DataReplacement names fragment {group.fragment_id}, not in version {m.version}")
+        new_fields = set(group.new_file.fields)
+        for data_file in frag.files:
+            kept = [fid if fid not in new_fields else -2 for fid in data_file.fields]
+            del data_file.fields[:]
+            data_file.fields.extend(kept)
+        frag.files.append(group.new_file)
+
+
+def _apply_update_bases(m: pb.Manifest, op: ops.UpdateBases, ctx: BuildContext) -> None:
+    for base in op.new_bases:
+        for existing in m.base_paths:
+            if base.id == existing.id or base.path == existing.path or (
+                base.HasField("name") and existing.HasField("name") and base.name == existing.name
+            ):
+                raise ManifestBuildError(f"base path {base.path!r} (id {base.id}) clashes with an existing base")
+        m.base_paths.append(base)
+    m.reader_feature_flags |= features.FLAG_BASE_PATHS
+
+
+def _apply_mem_wal(m: pb.Manifest, op: ops.UpdateMemWalState, ctx: BuildContext) -> None:
+    regions = {r.region_id.uuid: r for r in m.mem_wal_regions}
+    for gen in op.merged_generations:
+        region = regions.get(gen.region_id.uuid)
+        if region is None:
+            region = m.mem_wal_regions.add()
+            region.region_id.CopyFrom(gen.region_id)
+            regions[gen.region_id.uuid] = region
+        region.merged_generation = max(region.merged_generation, gen.generation)
+
+
+@dataclass
+class BuildContext:
+    """What applying an operation may need beyond the previous manifest."""
+
+    load_version: Callable[[int], pb.Manifest]
+
+
+_APPLY: dict[type[ops.Operation], Callable[[pb.Manifest, ops.Operation, BuildContext], None]] = {
+    ops.Append: _apply_append,
+    ops.Overwrite: _apply_overwrite,
+    ops.Restore: _apply_restore,
+    ops.ReserveFragments: _apply_reserve,
+    ops.UpdateConfig: _apply_update_config,
+    ops.Delete: _apply_delete,
+    ops.Update: _apply_update,
+    ops.Merge: _apply_merge,
+    ops.Project: _apply_project,
+    ops.CreateIndex: _apply_create_index,
+    ops.Rewrite: _apply_rewrite,
+    ops.DataReplacement: _apply_data_replacement,
+    ops.UpdateBases: _apply_update_bases,
+    ops.UpdateMemWalState: _apply_mem_wal,
+}
+
+
+def build_manifest(
+    previous: pb.Manifest | None,
+    txn: Transaction,
+    *,
+    version: int,
+    transaction_file: str,
+    ctx: BuildContext,
+) -> pb.Manifest:
+    """The manifest of `version`: `previous` (the latest committed) with `txn`'s operation applied."""
+    from .manifest import WRITER_LIBRARY, writer_version
+
+    op = txn.operation
+    if previous is None and not isinstance(op, ops.Overwrite):
+        raise ManifestBuildError(f"a new table must start with Overwrite, not {op.name}")
+    apply = _APPLY.get(type(op))
+    if apply is None:
+        raise UnsupportedFeatureError(f"committing a {op.name} operation is not supported yet")
+    m = pb.Manifest()
+    if previous is not None:
+        features.check_writer_flags(previous.writer_feature_flags, f"version {previous.version}")
+        m.CopyFrom(previous)
+    m.version = version
+    apply(m, op, ctx)
+    m.version = version
+    m.timestamp.FromNanoseconds(time.time_ns())
+    m.writer_version.library = WRITER_LIBRARY
+    m.writer_version.version = writer_version()
+    m.transaction_file = transaction_file
+    return m
