@@ -291,3 +291,57 @@ def resolve(ours: Transaction, theirs: Transaction, ctx: ConflictContext | None 
     if rule.condition is None or rule.condition(ours.operation, theirs.operation, ctx):
         return rule.outcome, rule
     return Outcome.COMPATIBLE, rule
+
+
+def render_markdown() -> str:
+    """docs/conflicts.md, generated from RULES so the documentation cannot drift from the code."""
+    lines = [
+        "# Conflict rules",
+        "",
+        "Generated from `mvcc_core/conflicts.py` (`RULES`) by `python -m mvcc_core.conflicts`; a test fails",
+        "when this file is stale. Rows are the operation being committed (*ours*), columns the operation",
+        "committed since our read version (*theirs*), as in the specification's Compatibility sections.",
+        "",
+        "Outcomes: `ok` compatible; `rebase` ours is transformed and committed; `retry` RetryableConflictError;",
+        "`FAIL` IncompatibleConflictError. A `*` marks a condition: when it does not hold the pair is compatible.",
+        "",
+        "Until the rebase mechanism lands, a `rebase` outcome whose condition holds is raised as a retryable",
+        "conflict (always safe: the caller re-runs on the new version).",
+        "",
+        "| ours \\ theirs | " + " | ".join(ALL_NAMES) + " |",
+        "|---|" + "---|" * len(ALL_NAMES),
+    ]
+    short = {Outcome.COMPATIBLE: "ok", Outcome.REBASE: "rebase", Outcome.RETRYABLE: "retry", Outcome.INCOMPATIBLE: "FAIL"}
+    for ours in ALL_NAMES:
+        cells = []
+        for theirs in ALL_NAMES:
+            rule = rule_for(ours, theirs)
+            cells.append(short[rule.outcome] + ("*" if rule.condition else ""))
+        lines.append(f"| **{ours}** | " + " | ".join(cells) + " |")
+    lines += ["", "## Conditions", ""]
+    for (ours, theirs), rule in RULES.items():
+        if rule.condition is not None:
+            lines.append(f"- {ours} after {theirs}: {short[rule.outcome]} only when {rule.when}.")
+    lines += [
+        "",
+        "## Choices where the specification is silent",
+        "",
+        "- *UpdateConfig* after *Overwrite* is incompatible, after *UpdateConfig* on the same key retryable: the",
+        "  specification says both \"conflict\"; re-applying a key change on the new version gives the intended",
+        "  result, while a replaced table does not.",
+        "- *UpdateMemWalState* has no compatibility section: it fails after Overwrite or Restore and is retryable",
+        "  after another UpdateMemWalState, or an Update that merged generations, of the same region.",
+        "- *Clone* can only be a table's first operation: anything committed since its read version fails it.",
+        "- *UpdateBases* clashing on id, name or path fails: retrying would clash again.",
+        "- A committed version whose transaction file cannot be read is treated as a retryable conflict.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import pathlib
+
+    target = pathlib.Path(__file__).resolve().parent.parent / "docs" / "conflicts.md"
+    target.write_text(render_markdown())
+    print(target)

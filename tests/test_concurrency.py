@@ -1,0 +1,149 @@
+"""Concurrent writers in separate OS processes, and the conflict outcomes of the commit loop."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+
+import pyarrow as pa
+import pytest
+
+import mvcc_core as mvcc
+from mvcc_core.storage import open_store
+from mvcc_core.transaction import read_transaction
+
+COMMITS_PER_WRITER = 5
+
+
+def _appender(uri: str, opts: dict | None, writer: int, commits: int, barrier) -> None:
+    barrier.wait()
+    t = mvcc.open_table(uri, storage_options=opts)
+    for i in range(commits):
+        key = writer * 1000 + i
+        t.append(pa.table({"writer": [writer], "key": [key]}), max_retries=100)
+
+
+def _run_writers(uri: str, opts: dict | None, writers: int) -> None:
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(writers)
+    procs = [
+        ctx.Process(target=_appender, args=(uri, opts, w, COMMITS_PER_WRITER, barrier)) for w in range(writers)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=240)
+    assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+
+
+@pytest.mark.parametrize("writers", [2, 8])
+@pytest.mark.parametrize("backend", ["local", pytest.param("s3", marks=pytest.mark.s3)])
+def test_concurrent_appenders(backend, writers, tmp_uri, request) -> None:
+    if backend == "s3":
+        uri, opts = request.getfixturevalue("s3_uri"), request.getfixturevalue("s3_options")
+    else:
+        uri, opts = tmp_uri, None
+    mvcc.write_table(pa.table({"writer": pa.array([], pa.int64()), "key": pa.array([], pa.int64())}), uri,
+                     storage_options=opts)
+    _run_writers(uri, opts, writers)
+
+    t = mvcc.open_table(uri, storage_options=opts)
+    total = writers * COMMITS_PER_WRITER
+    # every commit landed exactly once, versions are contiguous
+    infos = t.versions()
+    assert [v.version for v in infos] == list(range(1, total + 2))
+    assert [v.operation for v in infos] == ["Overwrite"] + ["Append"] * total
+    assert len({v.uuid for v in infos}) == total + 1
+    # every version names its own transaction file, which exists and matches
+    store = open_store(uri, opts)
+    for v in range(1, total + 2):
+        m = t.checkout(v).manifest
+        txn = read_transaction(store, m.transaction_file)
+        assert txn.uuid == infos[v - 1].uuid
+    # the rows are the union of what was written
+    keys = sorted(t.to_table()["key"].to_pylist())
+    assert keys == sorted(w * 1000 + i for w in range(writers) for i in range(COMMITS_PER_WRITER))
+    assert len({f.id for f in t.get_fragments()}) == total
+
+
+# ---- conflict outcomes through the real commit path ------------------------------------------
+
+
+def _two_handles(uri: str):
+    mvcc.write_table(pa.table({"id": [1, 2, 3]}), uri)
+    return mvcc.open_table(uri), mvcc.open_table(uri)
+
+
+def test_append_after_restore_is_incompatible(tmp_uri) -> None:
+    mvcc.write_table(pa.table({"id": [1]}), tmp_uri).append(pa.table({"id": [2]}))
+    a, b = mvcc.open_table(tmp_uri), mvcc.open_table(tmp_uri)
+    a.restore(1)
+    with pytest.raises(mvcc.IncompatibleConflictError) as info:
+        b.append(pa.table({"id": [3]}))
+    err = info.value
+    assert err.read_version == 2 and err.conflicting_versions == [3]
+    assert err.operation == "Append" and err.conflicting_operation == "Restore"
+    assert not isinstance(err, mvcc.RetryableConflictError)
+    assert mvcc.open_table(tmp_uri).to_table()["id"].to_pylist() == [1]
+    # the failed append left no data file behind
+    assert len(list((__import__("pathlib").Path(tmp_uri) / "data").iterdir())) == 2
+
+
+def test_append_after_overwrite_is_incompatible(tmp_uri) -> None:
+    a, b = _two_handles(tmp_uri)
+    a.overwrite(pa.table({"id": [9]}))
+    with pytest.raises(mvcc.IncompatibleConflictError):
+        b.append(pa.table({"id": [4]}))
+
+
+def test_appends_are_compatible_with_everything_else(tmp_uri) -> None:
+    a, b = _two_handles(tmp_uri)
+    a.update_config(upsert={"k": "v"})
+    a.commit(mvcc.ReserveFragments(num_fragments=2))
+    b.append(pa.table({"id": [4]}))
+    assert b.version == 4 and b.config == {"k": "v"}
+    assert b.to_table()["id"].to_pylist() == [1, 2, 3, 4]
+
+
+def test_update_config_same_key_is_retryable(tmp_uri) -> None:
+    a, b = _two_handles(tmp_uri)
+    a.update_config(upsert={"k": "a"})
+    with pytest.raises(mvcc.RetryableConflictError) as info:
+        b.update_config(upsert={"k": "b"})
+    assert info.value.conflicting_versions == [2]
+    b.update_config(upsert={"other": "x"})  # different key: compatible
+    assert b.config == {"k": "a", "other": "x"}
+    retry = mvcc.open_table(tmp_uri)
+    retry.update_config(upsert={"k": "b"})
+    assert retry.config["k"] == "b"
+
+
+def test_overwrite_vs_overwrite_is_retryable_and_restore_wins(tmp_uri) -> None:
+    a, b = _two_handles(tmp_uri)
+    a.overwrite(pa.table({"id": [7]}))
+    with pytest.raises(mvcc.RetryableConflictError):
+        b.overwrite(pa.table({"id": [8]}))
+    c = mvcc.open_table(tmp_uri, version=1)
+    c.restore()  # restore trumps the concurrent overwrite
+    assert c.to_table()["id"].to_pylist() == [1, 2, 3]
+
+
+def test_reserve_fragments_after_overwrite_is_incompatible(tmp_uri) -> None:
+    a, b = _two_handles(tmp_uri)
+    a.overwrite(pa.table({"id": [7]}))
+    with pytest.raises(mvcc.IncompatibleConflictError):
+        b.commit(mvcc.ReserveFragments(num_fragments=3))
+    b2 = mvcc.open_table(tmp_uri)
+    b2.commit(mvcc.ReserveFragments(num_fragments=3))
+    a.commit(mvcc.ReserveFragments(num_fragments=1), read_version=2)  # concurrent reserves are compatible
+    assert a.manifest.max_fragment_id == b2.manifest.max_fragment_id + 1
+
+
+def test_exhausted_retries_raise_retryable(tmp_uri, monkeypatch) -> None:
+    from mvcc_core import commit as commit_mod
+
+    t = mvcc.write_table(pa.table({"id": [1]}), tmp_uri)
+    monkeypatch.setattr(commit_mod, "write_manifest", lambda *a, **k: False)  # every put loses the race
+    monkeypatch.setattr(commit_mod, "BACKOFF_BASE_SECONDS", 0.0001)
+    with pytest.raises(mvcc.RetryableConflictError, match="3 times"):
+        t.append(pa.table({"id": [2]}), max_retries=2)
+    assert mvcc.open_table(tmp_uri).version == 1
