@@ -1,0 +1,140 @@
+"""Shared fixtures: table locations on a local disk, in memory and on a real S3-compatible HTTP server.
+
+The S3 server is moto in server mode, started once per session as a separate process on 127.0.0.1, so
+that S3 tests exercise the real HTTP path (s3fs, botocore, pyarrow's S3 client, conditional PUT) and
+several OS processes can share one bucket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+S3_BUCKET = "mvcc-test"
+S3_KEY = "testing"
+S3_REGION = "us-east-1"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_until_up(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            output = log.read_text(errors="replace")
+            raise RuntimeError(f"moto server exited with {proc.returncode}:\n{output}")
+        try:
+            with urllib.request.urlopen(f"{url}/moto-api/", timeout=1):
+                return
+        except urllib.error.HTTPError:
+            return  # it answers, even if not with 200
+        except OSError:
+            time.sleep(0.1)
+    output = log.read_text(errors="replace")
+    raise RuntimeError(f"moto server did not answer on {url} within {timeout}s:\n{output}")
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[str]:
+    """Endpoint url of a moto S3 server running as a subprocess for the whole session."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log_dir = Path(tempfile.mkdtemp(prefix="mvcc-moto-"))
+    log = log_dir / "moto.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+    with open(log, "wb") as log_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
+    try:
+        _wait_until_up(url, proc, log)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def s3_bucket(s3_server: str) -> str:
+    """The test bucket, created once on the session's server."""
+    import boto3
+
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3_server,
+        aws_access_key_id=S3_KEY,
+        aws_secret_access_key=S3_KEY,
+        region_name=S3_REGION,
+    )
+    client.create_bucket(Bucket=S3_BUCKET)
+    return S3_BUCKET
+
+
+@pytest.fixture
+def s3_options(s3_server: str) -> dict[str, Any]:
+    """Lance-style storage options for the session's S3 server."""
+    return {
+        "aws_access_key_id": S3_KEY,
+        "aws_secret_access_key": S3_KEY,
+        "aws_endpoint": s3_server,
+        "aws_region": S3_REGION,
+    }
+
+
+@pytest.fixture
+def s3_uri(s3_bucket: str) -> str:
+    """A fresh, empty table location on the S3 server."""
+    return f"s3://{s3_bucket}/{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def tmp_uri(tmp_path: Path) -> str:
+    """A fresh local table location (a plain path string)."""
+    return str(tmp_path / "table")
+
+
+@pytest.fixture
+def memory_uri() -> Iterator[str]:
+    """A fresh memory:// table location, emptied afterwards (the memory filesystem is process-wide)."""
+    uri = f"memory://mvcc-{uuid.uuid4().hex}"
+    yield uri
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    with contextlib.suppress(FileNotFoundError):
+        MemoryFileSystem().rm(MemoryFileSystem._strip_protocol(uri), recursive=True)
+
+
+@pytest.fixture(params=["local", "memory", pytest.param("s3", marks=pytest.mark.s3)])
+def any_uri(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any] | None]:
+    """(uri, storage_options) for each backend; the S3 server starts only if an s3 case runs."""
+    if request.param == "local":
+        return request.getfixturevalue("tmp_uri"), None
+    if request.param == "memory":
+        return request.getfixturevalue("memory_uri"), None
+    return request.getfixturevalue("s3_uri"), request.getfixturevalue("s3_options")
