@@ -20,6 +20,8 @@ from .errors import (
     ObjectNotFoundError,
     RetryableConflictError,
     TableExistsError,
+    TableNotFoundError,
+    VersionNotFoundError,
 )
 from .features import FLAG_STABLE_ROW_IDS
 from .manifest import (
@@ -32,7 +34,6 @@ from .manifest import (
 from .naming import ManifestNaming
 from .storage import ObjectStore
 from .transaction import BuildContext, Transaction, build_manifest, read_transaction, write_transaction
-from .errors import TableNotFoundError
 
 DEFAULT_MAX_RETRIES = 20
 BACKOFF_BASE_SECONDS = 0.02
@@ -172,6 +173,15 @@ class Committer:
                 self.cache.manifests[version] = manifest
                 self.cache.transactions[txn_file] = txn
                 return manifest, naming
+            # A conditional PUT whose reply was lost is retried by the client and then "fails" against
+            # our own object: if the winner names our transaction file, the commit is ours.
+            try:
+                winner = self.load_manifest(location_of(self.store, version, naming))
+            except VersionNotFoundError:
+                winner = None
+            if winner is not None and winner.transaction_file == txn_file:
+                self.cache.transactions[txn_file] = txn
+                return winner, naming
             if attempt < max_retries:
                 time.sleep(backoff_delay(attempt))
         raise RetryableConflictError(

@@ -18,7 +18,7 @@ from ._proto import transaction_pb2 as tpb
 
 
 def _is_repeated(fd: FieldDescriptor) -> bool:
-    return fd.label == FieldDescriptor.LABEL_REPEATED
+    return fd.is_repeated
 
 
 def _is_map(fd: FieldDescriptor) -> bool:

@@ -358,20 +358,21 @@ def open_table(
     asof: datetime | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> Table:
-    """Open the latest version, or `version` (number or tag), or the version current at `asof`."""
+    """Open the latest version, or `version` (number or tag), or the version current at `asof`.
+
+    Only the manifest asked for is read: an older version opens even when a newer manifest is damaged.
+    """
+    if version is not None and asof is not None:
+        raise ValueError("give either version or asof, not both")
     store = open_store(uri, storage_options)
     location: ManifestLocation = latest_manifest_location(store)
     committer = Committer(store)
-    latest = read_manifest(store, location)
-    committer.cache.manifests[latest.version] = latest
-    table = Table(store, latest, location.naming, committer, storage_options)
-    if version is not None and asof is not None:
-        raise ValueError("give either version or asof, not both")
-    if version is not None:
-        return table.checkout(version)
-    if asof is not None:
-        return table.checkout(asof)
-    return table
+    if version is None and asof is None:
+        manifest = read_manifest(store, location)
+        committer.cache.manifests[manifest.version] = manifest
+        return Table(store, manifest, location.naming, committer, storage_options)
+    handle = Table(store, pb.Manifest(), location.naming, committer, storage_options)
+    return handle.checkout(version if version is not None else asof)
 
 
 def write_table(
