@@ -1,0 +1,185 @@
+"""Arrow schema <-> manifest fields with stable field ids.
+
+Column identity is the field id, not the name, so that renames and drops are metadata-only. Nested
+types are flattened depth-first (a parent before its children) into `Field` rows that point at their
+parent; leaves keep their exact Arrow type as IPC bytes, so timezones, decimal precision and
+dictionary index types survive. Data files carry the ids as `PARQUET:field_id` on every column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.types as pat
+
+from ._proto import table_pb2 as pb
+from .errors import SchemaError
+
+FIELD_ID_KEY = b"PARQUET:field_id"
+
+
+def _logical_type(t: pa.DataType) -> str:
+    if pat.is_struct(t):
+        return "struct"
+    if pat.is_map(t):
+        return "map"
+    if pat.is_fixed_size_list(t):
+        return f"fixed_size_list:{t.list_size}"
+    if pat.is_large_list(t):
+        return "large_list"
+    if pat.is_list(t):
+        return "list"
+    return str(t)
+
+
+def _children(t: pa.DataType) -> list[pa.Field]:
+    if pat.is_struct(t):
+        return [t.field(i) for i in range(t.num_fields)]
+    if pat.is_map(t):
+        return [t.key_field, t.item_field]
+    if pat.is_list(t) or pat.is_large_list(t) or pat.is_fixed_size_list(t):
+        return [t.value_field]
+    return []
+
+
+def _check_storable(f: pa.Field, path: str) -> None:
+    t = f.type
+    if pat.is_union(t):
+        raise SchemaError(f"column {path!r} has a union type ({t}), which mvcc cannot store")
+    if isinstance(t, pa.ExtensionType):
+        raise SchemaError(f"column {path!r} has an extension type ({t}), which mvcc cannot store")
+    if pat.is_list_view(t) or pat.is_large_list_view(t) or pat.is_run_end_encoded(t):
+        raise SchemaError(f"column {path!r} has type {t}, which mvcc cannot store in Parquet")
+
+
+def _leaf_bytes(t: pa.DataType) -> bytes:
+    return pa.schema([pa.field("", t)]).serialize().to_pybytes()
+
+
+def fields_from_schema(schema: pa.Schema, next_field_id: int = 0) -> tuple[list[pb.Field], int]:
+    """Flatten `schema` into fields with ids `next_field_id`, `next_field_id + 1`, ... (depth-first)."""
+    names = schema.names
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise SchemaError(f"duplicate column names {dupes}")
+    out: list[pb.Field] = []
+    counter = next_field_id
+
+    def add(f: pa.Field, parent: int, path: str) -> None:
+        nonlocal counter
+        _check_storable(f, path)
+        fid = counter
+        counter += 1
+        md = {k.decode(): v for k, v in (f.metadata or {}).items() if k != FIELD_ID_KEY}
+        field = pb.Field(
+            id=fid, parent_id=parent, name=f.name, logical_type=_logical_type(f.type), nullable=f.nullable, metadata=md
+        )
+        children = _children(f.type)
+        if pat.is_map(f.type):
+            field.keys_sorted = f.type.keys_sorted
+        if not children:
+            field.arrow_type = _leaf_bytes(f.type)
+        out.append(field)
+        for child in children:
+            add(child, fid, f"{path}.{child.name}")
+
+    for f in schema:
+        add(f, -1, f.name)
+    return out, counter - 1
+
+
+def schema_from_fields(
+    fields: Sequence[pb.Field],
+    schema_metadata: Mapping[str, bytes] | None = None,
+    *,
+    with_field_ids: bool = False,
+) -> pa.Schema:
+    """Rebuild the exact Arrow schema; `with_field_ids` stamps `PARQUET:field_id` for writing Parquet."""
+    children: dict[int, list[pb.Field]] = {}
+    for f in fields:
+        children.setdefault(f.parent_id, []).append(f)
+
+    def build(f: pb.Field) -> pa.Field:
+        kids = [build(c) for c in children.get(f.id, [])]
+        lt = f.logical_type
+        if lt == "struct":
+            t: pa.DataType = pa.struct(kids)
+        elif lt == "map":
+            t = pa.map_(kids[0], kids[1], keys_sorted=f.keys_sorted)
+        elif lt == "list":
+            t = pa.list_(kids[0])
+        elif lt == "large_list":
+            t = pa.large_list(kids[0])
+        elif lt.startswith("fixed_size_list:"):
+            t = pa.list_(kids[0], int(lt.split(":", 1)[1]))
+        else:
+            t = pa.ipc.read_schema(pa.py_buffer(f.arrow_type)).field(0).type
+        md = dict(f.metadata)
+        if with_field_ids:
+            md[FIELD_ID_KEY.decode()] = str(f.id)
+        return pa.field(f.name, t, f.nullable, metadata=md or None)
+
+    top = [build(f) for f in children.get(-1, [])]
+    return pa.schema(top, metadata=dict(schema_metadata) if schema_metadata else None)
+
+
+def field_ids_by_name(fields: Sequence[pb.Field]) -> dict[str, int]:
+    """Top-level column name -> field id."""
+    return {f.name: f.id for f in fields if f.parent_id == -1}
+
+
+def _fits(data_type: pa.DataType, table_type: pa.DataType) -> bool:
+    """Whether a column of `data_type` may be cast to `table_type` without changing any value."""
+    if data_type.equals(table_type):
+        return True
+    if pat.is_dictionary(table_type) and not pat.is_dictionary(data_type):
+        return data_type.equals(table_type.value_type)
+    if pat.is_dictionary(data_type) and not pat.is_dictionary(table_type):
+        return data_type.value_type.equals(table_type)
+    if pat.is_dictionary(data_type) and pat.is_dictionary(table_type):
+        return data_type.value_type.equals(table_type.value_type)
+    kids_d, kids_t = _children(data_type), _children(table_type)
+    if kids_d and _logical_type(data_type) == _logical_type(table_type) and len(kids_d) == len(kids_t):
+        # nested types that differ only in child names ("item" vs "element") or nullability
+        if pat.is_struct(data_type) and [k.name for k in kids_d] != [k.name for k in kids_t]:
+            return False
+        return all(_fits(a.type, b.type) for a, b in zip(kids_d, kids_t, strict=True))
+    return False
+
+
+def conform(data: pa.Table | pa.RecordBatch, table_schema: pa.Schema) -> pa.Table | pa.RecordBatch:
+    """Make `data` fit the table's schema for a write, or raise SchemaError naming every bad column.
+
+    Columns are matched by name and reordered. Casts are only those that change no value: a plain
+    column into a dictionary-encoded one and back, and nested types whose child fields are named
+    differently. Anything else (a missing or extra column, another type, nulls in a non-nullable
+    column) is refused, as Lance and Delta refuse an append with a different schema.
+    """
+    problems = []
+    names = data.schema.names
+    missing = [n for n in table_schema.names if n not in names]
+    extra = [n for n in names if n not in table_schema.names]
+    if missing:
+        problems.append(f"missing column(s) {missing}")
+    if extra:
+        problems.append(f"column(s) {extra} are not in the table")
+    columns = []
+    for f in table_schema:
+        if f.name not in names:
+            continue
+        col = data.column(f.name)
+        if not _fits(col.type, f.type):
+            problems.append(f"column {f.name!r}: table has {f.type}, data has {col.type}")
+            continue
+        if not f.nullable and col.null_count:
+            problems.append(f"column {f.name!r} is not nullable, data has {col.null_count} null(s)")
+            continue
+        if not col.type.equals(f.type):
+            col = col.cast(f.type)
+        columns.append(col)
+    if problems:
+        raise SchemaError("data does not fit the table's schema: " + "; ".join(problems))
+    if isinstance(data, pa.RecordBatch):
+        return pa.RecordBatch.from_arrays(columns, schema=table_schema)
+    return pa.Table.from_arrays(columns, schema=table_schema)
