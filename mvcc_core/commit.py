@@ -81,9 +81,7 @@ class Committer:
             self.cache.transactions[name] = txn
         return txn
 
-    def _check_concurrent(
-        self, txn: Transaction, naming: ManifestNaming, latest: int, checked: set[int]
-    ) -> None:
+    def _check_concurrent(self, txn: Transaction, naming: ManifestNaming, latest: int, checked: set[int]) -> None:
         for version in range(txn.read_version + 1, latest + 1):
             if version in checked:
                 continue

@@ -166,7 +166,7 @@ def _same_region(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContex
 
 # ---- the table ------------------------------------------------------------------------------
 
-A, D, O, CI, RW, M, P, RS, RF, CL, U, UC, DR, MW, UB = (
+A, D, OW, CI, RW, M, P, RS, RF, CL, U, UC, DR, MW, UB = (
     "Append",
     "Delete",
     "Overwrite",
@@ -183,7 +183,7 @@ A, D, O, CI, RW, M, P, RS, RF, CL, U, UC, DR, MW, UB = (
     "UpdateMemWalState",
     "UpdateBases",
 )
-ALL_NAMES = (A, D, O, CI, RW, M, P, RS, RF, CL, U, UC, DR, MW, UB)
+ALL_NAMES = (A, D, OW, CI, RW, M, P, RS, RF, CL, U, UC, DR, MW, UB)
 
 INCOMPATIBLE = Rule(Outcome.INCOMPATIBLE)
 RETRYABLE = Rule(Outcome.RETRYABLE)
@@ -192,11 +192,11 @@ OVERLAP_REBASE = Rule(Outcome.REBASE, _overlap, "overlapping fragments (same row
 
 RULES: dict[tuple[str, str], Rule] = {
     # Append: conflicts with Overwrite, Restore, UpdateMemWalState.
-    (A, O): INCOMPATIBLE,
+    (A, OW): INCOMPATIBLE,
     (A, RS): INCOMPATIBLE,
     (A, MW): INCOMPATIBLE,
     # Delete
-    (D, O): INCOMPATIBLE,
+    (D, OW): INCOMPATIBLE,
     (D, RS): INCOMPATIBLE,
     (D, MW): INCOMPATIBLE,
     (D, M): OVERLAP_RETRY,
@@ -205,27 +205,37 @@ RULES: dict[tuple[str, str], Rule] = {
     (D, D): OVERLAP_REBASE,
     (D, U): OVERLAP_REBASE,
     # Overwrite: retryable with UpdateConfig on the same key, Overwrite, UpdateMemWalState.
-    (O, UC): Rule(Outcome.RETRYABLE, _same_config_key, "same config key"),
-    (O, O): RETRYABLE,
-    (O, MW): RETRYABLE,
+    (OW, UC): Rule(Outcome.RETRYABLE, _same_config_key, "same config key"),
+    (OW, OW): RETRYABLE,
+    (OW, MW): RETRYABLE,
     # CreateIndex
-    (CI, O): INCOMPATIBLE,
+    (CI, OW): INCOMPATIBLE,
     (CI, RS): INCOMPATIBLE,
     (CI, MW): INCOMPATIBLE,
-    (CI, RW): Rule(Outcome.RETRYABLE, _rewrite_breaks_index, "overlapping fragments, no stable row ids, no fragment reuse index"),
+    (CI, RW): Rule(
+        Outcome.RETRYABLE,
+        _rewrite_breaks_index,
+        "overlapping fragments, no stable row ids, no fragment reuse index",
+    ),
     (CI, DR): Rule(Outcome.RETRYABLE, _replacement_overlap, "overlapping fragments and the replaced column is indexed"),
     (CI, CI): Rule(Outcome.REBASE, _same_singleton_index, "both modify the same singleton index"),
     # Rewrite
-    (RW, O): INCOMPATIBLE,
+    (RW, OW): INCOMPATIBLE,
     (RW, RS): INCOMPATIBLE,
     (RW, M): RETRYABLE,
     (RW, DR): OVERLAP_RETRY,
     (RW, D): OVERLAP_RETRY,
     (RW, U): OVERLAP_RETRY,
-    (RW, RW): Rule(Outcome.RETRYABLE, _rewrite_vs_rewrite, "overlapping fragments or both carry a fragment reuse index"),
-    (RW, CI): Rule(Outcome.RETRYABLE, _rewrite_breaks_index, "overlapping fragments, no fragment reuse index, no stable row ids"),
+    (RW, RW): Rule(
+        Outcome.RETRYABLE, _rewrite_vs_rewrite, "overlapping fragments or both carry a fragment reuse index"
+    ),
+    (RW, CI): Rule(
+        Outcome.RETRYABLE,
+        _rewrite_breaks_index,
+        "overlapping fragments, no fragment reuse index, no stable row ids",
+    ),
     # Merge
-    (M, O): INCOMPATIBLE,
+    (M, OW): INCOMPATIBLE,
     (M, RS): INCOMPATIBLE,
     (M, MW): INCOMPATIBLE,
     (M, P): INCOMPATIBLE,
@@ -236,7 +246,7 @@ RULES: dict[tuple[str, str], Rule] = {
     (M, RW): RETRYABLE,
     (M, DR): RETRYABLE,
     # Project
-    (P, O): INCOMPATIBLE,
+    (P, OW): INCOMPATIBLE,
     (P, RS): INCOMPATIBLE,
     (P, MW): INCOMPATIBLE,
     (P, P): RETRYABLE,
@@ -244,10 +254,10 @@ RULES: dict[tuple[str, str], Rule] = {
     # Restore trumps everything but UpdateMemWalState.
     (RS, MW): INCOMPATIBLE,
     # ReserveFragments only changes max_fragment_id.
-    (RF, O): INCOMPATIBLE,
+    (RF, OW): INCOMPATIBLE,
     (RF, RS): INCOMPATIBLE,
     # Update
-    (U, O): INCOMPATIBLE,
+    (U, OW): INCOMPATIBLE,
     (U, RS): INCOMPATIBLE,
     (U, RW): OVERLAP_RETRY,
     (U, DR): OVERLAP_RETRY,
@@ -256,10 +266,10 @@ RULES: dict[tuple[str, str], Rule] = {
     (U, U): OVERLAP_REBASE,
     # UpdateConfig. The specification says these "conflict"; a concurrent Overwrite replaced the table
     # (incompatible) while a concurrent change of the same key can be re-applied (retryable).
-    (UC, O): INCOMPATIBLE,
+    (UC, OW): INCOMPATIBLE,
     (UC, UC): Rule(Outcome.RETRYABLE, _same_config_key, "same config key"),
     # DataReplacement
-    (DR, O): INCOMPATIBLE,
+    (DR, OW): INCOMPATIBLE,
     (DR, RS): INCOMPATIBLE,
     (DR, MW): INCOMPATIBLE,
     (DR, DR): Rule(Outcome.RETRYABLE, _same_field_and_overlap, "same field and overlapping fragments"),
@@ -268,7 +278,7 @@ RULES: dict[tuple[str, str], Rule] = {
     (DR, U): OVERLAP_RETRY,
     (DR, M): RETRYABLE,
     # UpdateMemWalState: the specification is silent; the safe choices (docs/conflicts.md).
-    (MW, O): INCOMPATIBLE,
+    (MW, OW): INCOMPATIBLE,
     (MW, RS): INCOMPATIBLE,
     (MW, MW): Rule(Outcome.RETRYABLE, _same_region, "same MemWAL region"),
     (MW, U): Rule(Outcome.RETRYABLE, _same_region, "same MemWAL region"),
@@ -311,7 +321,12 @@ def render_markdown() -> str:
         "| ours \\ theirs | " + " | ".join(ALL_NAMES) + " |",
         "|---|" + "---|" * len(ALL_NAMES),
     ]
-    short = {Outcome.COMPATIBLE: "ok", Outcome.REBASE: "rebase", Outcome.RETRYABLE: "retry", Outcome.INCOMPATIBLE: "FAIL"}
+    short = {
+        Outcome.COMPATIBLE: "ok",
+        Outcome.REBASE: "rebase",
+        Outcome.RETRYABLE: "retry",
+        Outcome.INCOMPATIBLE: "FAIL",
+    }
     for ours in ALL_NAMES:
         cells = []
         for theirs in ALL_NAMES:
@@ -327,7 +342,7 @@ def render_markdown() -> str:
         "## Choices where the specification is silent",
         "",
         "- *UpdateConfig* after *Overwrite* is incompatible, after *UpdateConfig* on the same key retryable: the",
-        "  specification says both \"conflict\"; re-applying a key change on the new version gives the intended",
+        '  specification says both "conflict"; re-applying a key change on the new version gives the intended',
         "  result, while a replaced table does not.",
         "- *UpdateMemWalState* has no compatibility section: it fails after Overwrite or Restore and is retryable",
         "  after another UpdateMemWalState, or an Update that merged generations, of the same region.",

@@ -56,8 +56,7 @@ def read_manifest(store: ObjectStore, location: ManifestLocation) -> pb.Manifest
     manifest = decode_manifest(data, f"{store.uri}/{location.path}")
     if manifest.version != location.version:
         raise CorruptManifestError(
-            f"manifest {store.uri}/{location.path} says version {manifest.version}, "
-            f"its name says {location.version}"
+            f"manifest {store.uri}/{location.path} says version {manifest.version}, its name says {location.version}"
         )
     return manifest
 

@@ -243,9 +243,7 @@ class _Translator:
         if not self.predicate.strip():
             raise self.fail("the predicate is empty")
         try:
-            statements = [
-                s for s in sqlglot.parse(self.predicate, dialect=_PredicateDialect) if s is not None
-            ]
+            statements = [s for s in sqlglot.parse(self.predicate, dialect=_PredicateDialect) if s is not None]
         except ParseError as e:
             details = e.errors[0] if e.errors else {}
             where = ""
@@ -398,8 +396,7 @@ class _Translator:
         families = {_category(left.type), _category(right.type)} - {"null"}
         if len(families) > 1:
             raise self.fail(
-                f"type mismatch in {sql!r}: "
-                f"cannot compare {left.sql} ({left.type}) with {right.sql} ({right.type})"
+                f"type mismatch in {sql!r}: cannot compare {left.sql} ({left.type}) with {right.sql} ({right.type})"
             )
 
     def _coerce_const(self, const: _Value, other: _Value, sql: _Text) -> _Value:
@@ -463,9 +460,7 @@ class _Translator:
                 raise pa.ArrowInvalid(f"{text!r} is not a time of day (HH:MM[:SS[.ffffff]])") from e
         return string.cast(target)
 
-    def _coerce_datetime(
-        self, scalar: pa.Scalar, target: pa.DataType, other: _Value, sql: _Text
-    ) -> pa.Scalar:
+    def _coerce_datetime(self, scalar: pa.Scalar, target: pa.DataType, other: _Value, sql: _Text) -> pa.Scalar:
         source = scalar.type
         if not pa.types.is_timestamp(target):
             return scalar.cast(target)
@@ -677,9 +672,7 @@ class _Translator:
                 pc.cast(pa.array([], value.type), target)  # raises for a pair Arrow cannot cast
                 return _Value(value.expr.cast(target), target, sql)
             except _ARROW_ERRORS as e:
-                raise self.fail(
-                    f"cannot cast {value.sql} ({value.type}) to {target}: {_first_line(e)}"
-                ) from e
+                raise self.fail(f"cannot cast {value.sql} ({value.type}) to {target}: {_first_line(e)}") from e
         scalar = value.const
         try:
             if _category(value.type) == "string" and pa.types.is_timestamp(target):
@@ -745,9 +738,7 @@ class _Translator:
         sql = self._sql(node)
         value, pattern = self._decoded(self.visit(node.this)), self.visit(node.expression)
         if not pattern.is_const or _category(pattern.type) not in ("string", "null"):
-            raise self.fail(
-                f"{node.sql_name().lower()}() needs a string literal as its second argument: {sql!r}"
-            )
+            raise self.fail(f"{node.sql_name().lower()}() needs a string literal as its second argument: {sql!r}")
         if _category(value.type) != "string":
             raise self.fail(f"type mismatch in {sql!r}: {value.sql} is {value.type}, not a string")
         if not pattern.const.is_valid:
@@ -796,6 +787,5 @@ def _validate_expression(expr: pc.Expression, schema: pa.Schema) -> None:
         dataset.to_table(filter=expr)
     except _ARROW_ERRORS as e:
         raise PredicateError(
-            f"invalid filter expression {expr}: {_first_line(e)}; "
-            f"available columns: {', '.join(schema.names)}"
+            f"invalid filter expression {expr}: {_first_line(e)}; available columns: {', '.join(schema.names)}"
         ) from e

@@ -73,7 +73,12 @@ def fields_from_schema(schema: pa.Schema, next_field_id: int = 0) -> tuple[list[
         counter += 1
         md = {k.decode(): v for k, v in (f.metadata or {}).items() if k != FIELD_ID_KEY}
         field = pb.Field(
-            id=fid, parent_id=parent, name=f.name, logical_type=_logical_type(f.type), nullable=f.nullable, metadata=md
+            id=fid,
+            parent_id=parent,
+            name=f.name,
+            logical_type=_logical_type(f.type),
+            nullable=f.nullable,
+            metadata=md,
         )
         children = _children(f.type)
         if pat.is_map(f.type):

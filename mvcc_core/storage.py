@@ -423,9 +423,7 @@ class _LocalBackend(_Backend):
                 except FileNotFoundError:
                     continue  # removed while we listed (e.g. a temporary file)
                 if stat.S_ISREG(st.st_mode):
-                    yield ObjectMeta(
-                        self.rel_of(entry.path), st.st_size, datetime.fromtimestamp(st.st_mtime, UTC)
-                    )
+                    yield ObjectMeta(self.rel_of(entry.path), st.st_size, datetime.fromtimestamp(st.st_mtime, UTC))
 
     def list(self, prefix: str) -> list[ObjectMeta]:
         return sorted(self._walk(prefix), key=lambda m: m.path)
@@ -456,9 +454,7 @@ def _fsync_dir(path: str) -> None:
 class _S3Backend(_Backend):
     """S3 through the s3fs client, calling the S3 API directly where one request must do (no caches)."""
 
-    def __init__(
-        self, fs: fsspec.AbstractFileSystem, bucket: str, prefix: str, conditional_put: bool
-    ) -> None:
+    def __init__(self, fs: fsspec.AbstractFileSystem, bucket: str, prefix: str, conditional_put: bool) -> None:
         super().__init__(fs, f"{bucket}/{prefix}" if prefix else bucket)
         self.bucket = bucket
         self.prefix = prefix
@@ -549,9 +545,7 @@ class _S3Backend(_Backend):
             key = obj["Key"]
             if key.endswith("/"):
                 continue  # "directory" marker objects written by some tools
-            yield ObjectMeta(
-                self.rel_of_key(key), int(obj.get("Size", 0)), _to_datetime(obj.get("LastModified"))
-            )
+            yield ObjectMeta(self.rel_of_key(key), int(obj.get("Size", 0)), _to_datetime(obj.get("LastModified")))
 
     def list(self, prefix: str) -> list[ObjectMeta]:
         out: list[ObjectMeta] = []
@@ -617,9 +611,7 @@ def _local_arrow_filesystem() -> pyarrow.fs.FileSystem:
             parent = posixpath.dirname(path)
             if parent:
                 self.create_dir(parent, recursive=True)
-            return super().open_output_stream(
-                path, compression=compression, buffer_size=buffer_size, metadata=metadata
-            )
+            return super().open_output_stream(path, compression=compression, buffer_size=buffer_size, metadata=metadata)
 
         def __reduce__(self) -> tuple[Any, ...]:
             return (_local_arrow_filesystem, ())

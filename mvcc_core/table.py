@@ -97,7 +97,9 @@ class Table:
     @property
     def schema(self) -> pa.Schema:
         if self._schema is None:
-            self._schema = schema_mod.schema_from_fields(list(self._manifest.fields), dict(self._manifest.schema_metadata))
+            self._schema = schema_mod.schema_from_fields(
+                list(self._manifest.fields), dict(self._manifest.schema_metadata)
+            )
         return self._schema
 
     @property
@@ -256,7 +258,9 @@ class Table:
         self._manifest, self._naming, self._schema = manifest, naming, None
         return self
 
-    def _write_data(self, data: Any, schema: pa.Schema, fields: list[pb.Field], max_rows_per_file: int) -> list[pb.DataFragment]:
+    def _write_data(
+        self, data: Any, schema: pa.Schema, fields: list[pb.Field], max_rows_per_file: int
+    ) -> list[pb.DataFragment]:
         return write_fragments_from_reader(self._store, to_reader(data, schema), fields, schema, max_rows_per_file)
 
     def _commit_writing(self, operation: ops.Operation, written: list[pb.DataFragment], **kwargs: Any) -> Table:

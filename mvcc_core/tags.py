@@ -38,7 +38,12 @@ class Tags:
         self._version_exists = version_exists
 
     def _check_version(self, name: str, version: int) -> None:
-        if not isinstance(version, int) or isinstance(version, bool) or version < 1 or not self._version_exists(version):
+        if (
+            not isinstance(version, int)
+            or isinstance(version, bool)
+            or version < 1
+            or not self._version_exists(version)
+        ):
             raise VersionNotFoundError(f"cannot tag {name!r}: table {self._store.uri} has no version {version!r}")
 
     @staticmethod

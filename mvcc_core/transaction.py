@@ -36,7 +36,10 @@ class Transaction:
 
     def to_proto(self) -> tpb.Transaction:
         txn = tpb.Transaction(
-            read_version=self.read_version, uuid=self.uuid, tag=self.message, transaction_properties=self.properties
+            read_version=self.read_version,
+            uuid=self.uuid,
+            tag=self.message,
+            transaction_properties=self.properties,
         )
         getattr(txn, self.operation.proto_field).CopyFrom(self.operation.to_proto())
         return txn
@@ -229,7 +232,9 @@ def _apply_create_index(m: pb.Manifest, op: ops.CreateIndex, ctx: BuildContext) 
 def _apply_rewrite(m: pb.Manifest, op: ops.Rewrite, ctx: BuildContext) -> None:
     groups = list(op.groups)
     if op.old_fragments or op.new_fragments:
-        groups.append(tpb.Transaction.Rewrite.RewriteGroup(old_fragments=op.old_fragments, new_fragments=op.new_fragments))
+        groups.append(
+            tpb.Transaction.Rewrite.RewriteGroup(old_fragments=op.old_fragments, new_fragments=op.new_fragments)
+        )
     current = {f.id for f in m.fragments}
     out: list[pb.DataFragment] = []
     replaced: dict[int, list[pb.DataFragment]] = {}
@@ -280,8 +285,10 @@ def _apply_data_replacement(m: pb.Manifest, op: ops.DataReplacement, ctx: BuildC
 def _apply_update_bases(m: pb.Manifest, op: ops.UpdateBases, ctx: BuildContext) -> None:
     for base in op.new_bases:
         for existing in m.base_paths:
-            if base.id == existing.id or base.path == existing.path or (
-                base.HasField("name") and existing.HasField("name") and base.name == existing.name
+            if (
+                base.id == existing.id
+                or base.path == existing.path
+                or (base.HasField("name") and existing.HasField("name") and base.name == existing.name)
             ):
                 raise ManifestBuildError(f"base path {base.path!r} (id {base.id}) clashes with an existing base")
         m.base_paths.append(base)

@@ -25,9 +25,7 @@ def _appender(uri: str, opts: dict | None, writer: int, commits: int, barrier) -
 def _run_writers(uri: str, opts: dict | None, writers: int) -> None:
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(writers)
-    procs = [
-        ctx.Process(target=_appender, args=(uri, opts, w, COMMITS_PER_WRITER, barrier)) for w in range(writers)
-    ]
+    procs = [ctx.Process(target=_appender, args=(uri, opts, w, COMMITS_PER_WRITER, barrier)) for w in range(writers)]
     for p in procs:
         p.start()
     for p in procs:
@@ -42,8 +40,11 @@ def test_concurrent_appenders(backend, writers, tmp_uri, request) -> None:
         uri, opts = request.getfixturevalue("s3_uri"), request.getfixturevalue("s3_options")
     else:
         uri, opts = tmp_uri, None
-    mvcc.write_table(pa.table({"writer": pa.array([], pa.int64()), "key": pa.array([], pa.int64())}), uri,
-                     storage_options=opts)
+    mvcc.write_table(
+        pa.table({"writer": pa.array([], pa.int64()), "key": pa.array([], pa.int64())}),
+        uri,
+        storage_options=opts,
+    )
     _run_writers(uri, opts, writers)
 
     t = mvcc.open_table(uri, storage_options=opts)

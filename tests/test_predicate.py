@@ -206,9 +206,7 @@ def parquet_dataset(tmp_path_factory: pytest.TempPathFactory) -> ds.Dataset:
 
 
 @pytest.mark.parametrize(("sql", "expected"), CASES, ids=[c[0] for c in CASES])
-def test_same_rows_through_parquet_pushdown(
-    parquet_dataset: ds.Dataset, sql: str, expected: list[int]
-) -> None:
+def test_same_rows_through_parquet_pushdown(parquet_dataset: ds.Dataset, sql: str, expected: list[int]) -> None:
     result = parquet_dataset.to_table(filter=to_expression(sql, SCHEMA))
     assert result.column("id").to_pylist() == expected
 
@@ -233,9 +231,7 @@ def test_comparisons_prune_row_groups(parquet_dataset: ds.Dataset, sql: str, row
 
 def test_modulo_of_negatives_follows_sql() -> None:
     schema = pa.schema([("a", pa.int64()), ("b", pa.int64()), ("x", pa.float64())])
-    table = pa.table(
-        {"a": [-7, 7, -7, 7, 0], "b": [3, 3, -3, -3, 5], "x": [-7.5, 7.5, -7.5, 7.5, 0.0]}, schema=schema
-    )
+    table = pa.table({"a": [-7, 7, -7, 7, 0], "b": [3, 3, -3, -3, 5], "x": [-7.5, 7.5, -7.5, 7.5, 0.0]}, schema=schema)
     for sql, expected in [
         ("a % b = -1", [-7, -7]),  # -7 % 3 and -7 % -3
         ("a % b = 1", [7, 7]),
@@ -266,9 +262,7 @@ def test_identifiers_are_case_sensitive() -> None:
 
 def test_dictionary_and_large_strings() -> None:
     schema = pa.schema([("d", pa.dictionary(pa.int32(), pa.string())), ("l", pa.large_string())])
-    table = pa.table(
-        {"d": pa.array(["x", "y", None]).dictionary_encode(), "l": ["ab", "cd", None]}, schema=schema
-    )
+    table = pa.table({"d": pa.array(["x", "y", None]).dictionary_encode(), "l": ["ab", "cd", None]}, schema=schema)
     assert len(table.filter(to_expression("d = 'x' OR l LIKE 'c%'", schema))) == 2
     assert len(table.filter(to_expression("upper(d) IN ('Y')", schema))) == 1
 

@@ -288,9 +288,7 @@ _ROUNDS = 4
 _PROCESSES = 8
 
 
-def _contend(
-    uri: str, options: dict[str, Any] | None, names: list[str], me: int, barrier: Any, results: Any
-) -> None:
+def _contend(uri: str, options: dict[str, Any] | None, names: list[str], me: int, barrier: Any, results: Any) -> None:
     store = ObjectStore(uri, options)
     store.exists("warm-up")  # connect before the race, so all processes start together
     for name in names:
@@ -304,10 +302,7 @@ def _race(uri: str, options: dict[str, Any] | None) -> None:
     barrier = ctx.Barrier(_PROCESSES)
     results = ctx.Queue()
     names = [f"_versions/{18446744073709551614 - i}.manifest" for i in range(_ROUNDS)]
-    procs = [
-        ctx.Process(target=_contend, args=(uri, options, names, me, barrier, results))
-        for me in range(_PROCESSES)
-    ]
+    procs = [ctx.Process(target=_contend, args=(uri, options, names, me, barrier, results)) for me in range(_PROCESSES)]
     for p in procs:
         p.start()
     outcomes = [results.get(timeout=60) for _ in range(_ROUNDS * _PROCESSES)]
@@ -388,9 +383,7 @@ def test_s3_list_follows_continuation_tokens(s3_uri: str, s3_options: dict[str, 
 
 
 @pytest.mark.s3
-def test_s3_delete_many_is_batched(
-    s3_uri: str, s3_options: dict[str, Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_s3_delete_many_is_batched(s3_uri: str, s3_options: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(storage_mod, "_S3_DELETE_BATCH", 7)
     store = ObjectStore(s3_uri, s3_options)
     names = [f"batch/{i:02d}" for i in range(20)]
@@ -447,9 +440,7 @@ def test_s3_arrow_filesystem_is_native_when_possible(s3_uri: str, s3_options: di
 
 @pytest.mark.s3
 @pytest.mark.parametrize("value", ["false", False, "disabled"])
-def test_s3_without_conditional_put_cannot_commit(
-    s3_uri: str, s3_options: dict[str, Any], value: Any
-) -> None:
+def test_s3_without_conditional_put_cannot_commit(s3_uri: str, s3_options: dict[str, Any], value: Any) -> None:
     store = ObjectStore(s3_uri, {**s3_options, "conditional_put": value})
     assert store.supports_atomic_commit is False
     with pytest.raises(CommitNotSupportedError) as info:
@@ -462,9 +453,7 @@ def test_s3_without_conditional_put_cannot_commit(
 
 
 @pytest.mark.s3
-def test_s3_store_from_aws_environment_variables(
-    s3_server: str, s3_uri: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_s3_store_from_aws_environment_variables(s3_server: str, s3_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("AWS_"):
             monkeypatch.delenv(name)

@@ -43,13 +43,19 @@ def all_types_table() -> pa.Table:
             "bin": pa.array([b"\x00\x01", None, b"", b"z"], pa.binary()),
             "lbin": pa.array([b"a", b"b", None, b"c"], pa.large_binary()),
             "fsb": pa.array([b"abcd", b"efgh", None, b"ijkl"], pa.binary(4)),
-            "dec": pa.array([decimal.Decimal("1.25"), None, decimal.Decimal("-99999999.99"), decimal.Decimal("0")],
-                            pa.decimal128(10, 2)),
-            "dec256": pa.array([decimal.Decimal("1.5"), None, decimal.Decimal("2"), decimal.Decimal("3")],
-                               pa.decimal256(40, 5)),
+            "dec": pa.array(
+                [decimal.Decimal("1.25"), None, decimal.Decimal("-99999999.99"), decimal.Decimal("0")],
+                pa.decimal128(10, 2),
+            ),
+            "dec256": pa.array(
+                [decimal.Decimal("1.5"), None, decimal.Decimal("2"), decimal.Decimal("3")],
+                pa.decimal256(40, 5),
+            ),
             "d32": pa.array([dt.date(2020, 1, 1), None, dt.date(1970, 1, 1), dt.date(2999, 12, 31)], pa.date32()),
-            "ts": pa.array([dt.datetime(2024, 1, 1, 12, 0), None, dt.datetime(1999, 1, 1), dt.datetime(2030, 5, 5)],
-                           pa.timestamp("us")),
+            "ts": pa.array(
+                [dt.datetime(2024, 1, 1, 12, 0), None, dt.datetime(1999, 1, 1), dt.datetime(2030, 5, 5)],
+                pa.timestamp("us"),
+            ),
             "ts_utc": pa.array([0, 1, None, 3], pa.timestamp("us", tz="UTC")),
             "ts_ny": pa.array([0, 10**9, 2, None], pa.timestamp("ms", tz="America/New_York")),
             "t64": pa.array([0, 1000, None, 5], pa.time64("us")),
@@ -195,14 +201,22 @@ def test_update_config_and_metadata(tmp_uri) -> None:
     t.update_config(upsert={"a": "1", "b": "2"})
     t.update_config(upsert={"b": "3"}, delete=["a"])
     assert t.config == {"b": "3"}
-    t.update_metadata(table_metadata={"owner": "data-eng"}, schema_metadata={"k": "v"},
-                      field_metadata={"name": {"pii": "yes"}})
+    t.update_metadata(
+        table_metadata={"owner": "data-eng"},
+        schema_metadata={"k": "v"},
+        field_metadata={"name": {"pii": "yes"}},
+    )
     r = mvcc.open_table(tmp_uri)
     assert r.table_metadata == {"owner": "data-eng"}
     assert r.schema.metadata[b"k"] == b"v"
     assert r.schema.field("name").metadata == {b"pii": b"yes"}
     assert r.checkout(2).config == {"a": "1", "b": "2"}
-    assert [v.operation for v in r.versions()] == ["Overwrite", "UpdateConfig", "UpdateConfig", "UpdateConfig"]
+    assert [v.operation for v in r.versions()] == [
+        "Overwrite",
+        "UpdateConfig",
+        "UpdateConfig",
+        "UpdateConfig",
+    ]
     with pytest.raises(mvcc.SchemaError, match="nope"):
         t.update_metadata(field_metadata={"nope": {"x": "y"}})
 
