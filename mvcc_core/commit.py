@@ -29,6 +29,7 @@ from .manifest import (
     latest_manifest_location,
     location_of,
     read_manifest,
+    write_latest_hint,
     write_manifest,
 )
 from .naming import ManifestNaming
@@ -168,6 +169,7 @@ class Committer:
             if before_put is not None:
                 before_put(manifest)
             if write_manifest(self.store, manifest, naming):
+                write_latest_hint(self.store, version, naming)
                 self.cache.manifests[version] = manifest
                 self.cache.transactions[txn_file] = txn
                 return manifest, naming

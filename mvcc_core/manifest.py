@@ -6,6 +6,8 @@ loop transforms. Writes go through put-if-not-exists so that exactly one writer 
 
 from __future__ import annotations
 
+import contextlib
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -13,7 +15,7 @@ from google.protobuf.message import DecodeError
 
 from . import features, framing
 from ._proto import table_pb2 as pb
-from .errors import CorruptManifestError, ObjectNotFoundError, TableNotFoundError, VersionNotFoundError
+from .errors import CorruptManifestError, ObjectNotFoundError, StorageError, TableNotFoundError, VersionNotFoundError
 from .naming import VERSIONS_DIR, ManifestNaming, manifest_path, parse_manifest_name
 from .storage import ObjectStore
 
@@ -78,8 +80,43 @@ def list_manifests(store: ObjectStore) -> list[ManifestLocation]:
     return [found[v] for v in sorted(found)]
 
 
+# A local directory listing grows with the number of versions. Like Iceberg's version-hint.text, a
+# small hint names a recent version; the reader then checks that its successor does not exist, so a
+# stale hint costs one more stat per missed version and is never trusted blindly.
+LATEST_HINT = f"{VERSIONS_DIR}/_latest_version_hint.json"
+
+
+def _uses_hint(store: ObjectStore) -> bool:
+    return store.scheme == "file"
+
+
+def write_latest_hint(store: ObjectStore, version: int, naming: ManifestNaming) -> None:
+    """Best effort: a missing or stale hint only makes the next lookup slower."""
+    if not _uses_hint(store):
+        return
+    with contextlib.suppress(StorageError, OSError):
+        store.put(LATEST_HINT, json.dumps({"version": version, "naming": naming.value}).encode())
+
+
+def _latest_from_hint(store: ObjectStore) -> ManifestLocation | None:
+    try:
+        hint = json.loads(store.get(LATEST_HINT))
+        version, naming = int(hint["version"]), ManifestNaming(hint["naming"])
+    except (ObjectNotFoundError, ValueError, KeyError, TypeError):
+        return None
+    if not store.exists(manifest_path(version, naming)):
+        return None
+    while store.exists(manifest_path(version + 1, naming)):
+        version += 1
+    return location_of(store, version, naming)
+
+
 def latest_manifest_location(store: ObjectStore) -> ManifestLocation:
     """The newest version. With V2 naming this is a single LIST request asking for one key."""
+    if _uses_hint(store):
+        hinted = _latest_from_hint(store)
+        if hinted is not None:
+            return hinted
     first = store.list_first(VERSIONS_DIR)
     if first is not None:
         parsed = parse_manifest_name(first.path)

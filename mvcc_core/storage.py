@@ -406,30 +406,51 @@ class _LocalBackend(_Backend):
             raise
 
     def _walk(self, prefix: str) -> Iterator[ObjectMeta]:
-        base = self.full(prefix)
-        stack = [base]
+        stack = [(self.full(prefix), prefix.strip("/"))]
         while stack:
-            directory = stack.pop()
+            directory, rel_dir = stack.pop()
             try:
                 entries = list(os.scandir(directory))
             except (FileNotFoundError, NotADirectoryError):
                 continue
             for entry in entries:
+                rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
                 try:
                     if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
+                        stack.append((entry.path, rel))
                         continue
                     st = entry.stat()
                 except FileNotFoundError:
                     continue  # removed while we listed (e.g. a temporary file)
                 if stat.S_ISREG(st.st_mode):
-                    yield ObjectMeta(self.rel_of(entry.path), st.st_size, datetime.fromtimestamp(st.st_mtime, UTC))
+                    yield ObjectMeta(rel, st.st_size, datetime.fromtimestamp(st.st_mtime, UTC))
 
     def list(self, prefix: str) -> list[ObjectMeta]:
         return sorted(self._walk(prefix), key=lambda m: m.path)
 
     def list_first(self, prefix: str) -> ObjectMeta | None:
-        return min(self._walk(prefix), key=lambda m: m.path, default=None)
+        """The first object by name: names are sorted per directory, and only the winner is stat-ed."""
+
+        def first(directory: str, rel_dir: str) -> ObjectMeta | None:
+            try:
+                names = sorted(os.listdir(directory))
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+            for name in names:
+                full, rel = f"{directory}/{name}", (f"{rel_dir}/{name}" if rel_dir else name)
+                try:
+                    st = os.stat(full, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # removed while we listed
+                if stat.S_ISDIR(st.st_mode):
+                    found = first(full, rel)
+                    if found is not None:
+                        return found
+                elif stat.S_ISREG(st.st_mode):
+                    return ObjectMeta(rel, st.st_size, datetime.fromtimestamp(st.st_mtime, UTC))
+            return None
+
+        return first(self.full(prefix).rstrip("/"), prefix.strip("/"))
 
     def delete_many(self, rels: list[str]) -> None:
         for rel in rels:

@@ -93,7 +93,7 @@ def test_round_trip_every_type(any_uri) -> None:
 def test_first_version_is_one_and_v2_names(tmp_uri) -> None:
     t = mvcc.write_table(people(3), tmp_uri)
     assert t.version == 1
-    names = sorted(os.listdir(Path(tmp_uri) / "_versions"))
+    names = sorted(n for n in os.listdir(Path(tmp_uri) / "_versions") if n.endswith(".manifest"))
     assert names == ["18446744073709551614.manifest"]
     assert U64_MAX - 1 == 18446744073709551614
     assert t.manifest.transaction_file.startswith("0-")
@@ -266,7 +266,7 @@ def test_v1_named_table_opens_and_appends(any_uri) -> None:
     for i in range(10):
         t.append(people(1, start=2 + i))
     store = open_store(uri, opts)
-    names = sorted(m.path.rsplit("/", 1)[-1] for m in store.list("_versions"))
+    names = sorted(n for m in store.list("_versions") if (n := m.path.rsplit("/", 1)[-1]).endswith(".manifest"))
     assert names == sorted(f"{v}.manifest" for v in range(1, 12))
     assert latest_manifest_location(store).version == 11
     r = mvcc.open_table(uri, storage_options=opts)
@@ -386,3 +386,21 @@ def test_write_fragments_then_commit(tmp_uri) -> None:
     assert t.latest_version() == 1 and len(frags) == 2
     t.commit(mvcc.Append(fragments=frags))
     assert t.version == 2 and t.to_table()["id"].to_pylist() == [0, 1, 2, 3, 4]
+
+
+def test_stale_or_broken_latest_hint_is_never_trusted(tmp_uri) -> None:
+    from mvcc_core.manifest import LATEST_HINT
+
+    t = mvcc.write_table(people(1), tmp_uri)
+    hint = Path(tmp_uri) / LATEST_HINT
+    stale = hint.read_bytes()
+    for i in range(3):
+        t.append(people(1, start=i + 1))
+    hint.write_bytes(stale)  # a hint left behind by a slow writer
+    assert mvcc.open_table(tmp_uri).version == 4
+    hint.write_bytes(b'{"version": 99, "naming": "v2"}')  # names a version that does not exist
+    assert mvcc.open_table(tmp_uri).version == 4
+    hint.write_bytes(b"garbage")
+    assert mvcc.open_table(tmp_uri).version == 4
+    hint.unlink()
+    assert mvcc.open_table(tmp_uri).version == 4
