@@ -404,3 +404,17 @@ def test_stale_or_broken_latest_hint_is_never_trusted(tmp_uri) -> None:
     assert mvcc.open_table(tmp_uri).version == 4
     hint.unlink()
     assert mvcc.open_table(tmp_uri).version == 4
+
+
+@pytest.mark.s3
+def test_s3_latest_version_is_one_list_request(s3_uri, s3_options) -> None:
+    from test_storage import _count_calls
+
+    t = mvcc.write_table(people(1), s3_uri, storage_options=s3_options)
+    for i in range(40):
+        t.update_config(upsert={"k": str(i)})
+    store = open_store(s3_uri, s3_options)
+    sent, params = _count_calls(store, "ListObjectsV2")
+    location = latest_manifest_location(store)
+    assert location.version == 41
+    assert len(sent) == 1 and params[0]["MaxKeys"] == 1
