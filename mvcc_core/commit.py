@@ -3,12 +3,19 @@
 1. Write the transaction file. 2. Load what was committed since the read version and ask the
 resolver. 3. Build the next manifest from the latest one. 4. Create it with put-if-not-exists; if
 another writer took the name, back off with jitter and go to 2.
+
+With an external manifest store, step 4 is the specification's stage / commit / finalize / update protocol
+(see `external_store.py`): the object store then needs no conditional write at all, and losing the store's
+put-if-not-exists is the same lost race as above.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
+import uuid
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -19,20 +26,26 @@ from .errors import (
     IncompatibleConflictError,
     ObjectNotFoundError,
     RetryableConflictError,
+    StorageError,
     TableExistsError,
     TableNotFoundError,
     VersionNotFoundError,
 )
+from .external_store import ExternalManifestStore, ExternalStoreError, full_path, staged_manifest_path
+from .failpoints import failpoint
 from .features import FLAG_STABLE_ROW_IDS
 from .manifest import (
     ManifestLocation,
+    attach_external_store,
+    encode_manifest,
+    external_store_of,
     latest_manifest_location,
     location_of,
     read_manifest,
     write_latest_hint,
     write_manifest,
 )
-from .naming import ManifestNaming
+from .naming import ManifestNaming, manifest_path
 from .storage import ObjectStore
 from .transaction import BuildContext, Transaction, build_manifest, read_transaction, write_transaction
 
@@ -56,11 +69,22 @@ def backoff_delay(attempt: int, rng: random.Random | None = None) -> float:
 
 
 class Committer:
-    """Commits transactions to one table, reading each committed version at most once."""
+    """Commits transactions to one table, reading each committed version at most once.
 
-    def __init__(self, store: ObjectStore, cache: CommitCache | None = None) -> None:
+    With `external_store`, commits go through that store (and reads of `store` resolve through it too).
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        cache: CommitCache | None = None,
+        external_store: ExternalManifestStore | None = None,
+    ) -> None:
         self.store = store
         self.cache = cache or CommitCache()
+        if external_store is not None:
+            attach_external_store(store, external_store)
+        self.external_store = external_store or external_store_of(store)
 
     def load_manifest(self, location: ManifestLocation) -> pb.Manifest:
         cached = self.cache.manifests.get(location.version)
@@ -137,10 +161,12 @@ class Committer:
         `create=True` refuses to commit on top of an existing table (TableExistsError). A new table
         (read version 0) uses `naming`; an existing one keeps the scheme found on disk.
         """
-        self.store.check_commit_supported()
+        if self.external_store is None:
+            self.store.check_commit_supported()  # with an external store no conditional write is needed
         if read_manifest_hint is not None:
             self.cache.manifests.setdefault(read_manifest_hint.version, read_manifest_hint)
         txn_file = write_transaction(self.store, txn)
+        failpoint("commit.after_transaction_file")
         checked: set[int] = set()
         build_ctx = BuildContext(load_version=self._load_version_any)
         for attempt in range(max_retries + 1):
@@ -168,8 +194,14 @@ class Committer:
             manifest = build_manifest(previous, txn, version=version, transaction_file=txn_file, ctx=build_ctx)
             if before_put is not None:
                 before_put(manifest)
-            if write_manifest(self.store, manifest, naming):
-                write_latest_hint(self.store, version, naming)
+            if self.external_store is not None:
+                won = self._put_external(manifest, naming)
+            else:
+                failpoint("commit.before_manifest_put")
+                won = write_manifest(self.store, manifest, naming)
+                if won:
+                    write_latest_hint(self.store, version, naming)
+            if won:
                 self.cache.manifests[version] = manifest
                 self.cache.transactions[txn_file] = txn
                 return manifest, naming
@@ -191,6 +223,42 @@ class Committer:
             read_version=txn.read_version,
             operation=txn.operation.name,
         )
+
+    def _put_external(self, manifest: pb.Manifest, naming: ManifestNaming) -> bool:
+        """Steps 1-4 with an external store; False if another writer committed this version first."""
+        external = self.external_store
+        assert external is not None
+        version, uri = manifest.version, self.store.uri
+        staged = staged_manifest_path(version, naming, uuid.uuid4().hex)
+        self.store.put(staged, encode_manifest(manifest))  # 1. stage: a plain PUT, invisible to readers
+        failpoint("commit.after_stage")
+        staged_full = full_path(self.store, staged)
+        won = external.put_if_not_exists(uri, version, staged_full)  # 2. the commit point
+        # A retried request whose first attempt succeeded also "loses": then the entry is ours.
+        if not won and external.get(uri, version) != staged_full:
+            with contextlib.suppress(StorageError):
+                self.store.delete_many([staged])
+            return False
+        failpoint("commit.after_external_commit")
+        final = manifest_path(version, naming)
+        try:
+            self.store.copy(staged, final)  # 3. finalize: now visible to readers unaware of the store
+            failpoint("commit.after_copy")
+            write_latest_hint(self.store, version, naming)
+            failpoint("commit.before_external_update")
+            external.put(uri, version, full_path(self.store, final))  # 4. point the store at the final name
+        except (StorageError, ExternalStoreError) as exc:
+            # The commit stands (step 2 made it); the next reader synchronizes, so do not report a failure.
+            warnings.warn(
+                f"{uri} version {version} is committed but not finalized ({type(exc).__name__}: {exc}); "
+                "the next reader through the external store will finalize it",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return True
+        with contextlib.suppress(StorageError):
+            self.store.delete_many([staged])  # a reader that still holds the staged path finds the final one
+        return True
 
     def _load_version_any(self, version: int) -> pb.Manifest:
         """Load any version (for Restore), whatever scheme the table uses."""

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import weakref
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from google.protobuf.message import DecodeError
 
@@ -19,7 +21,28 @@ from .errors import CorruptManifestError, ObjectNotFoundError, StorageError, Tab
 from .naming import VERSIONS_DIR, ManifestNaming, manifest_path, parse_manifest_name
 from .storage import ObjectStore
 
+if TYPE_CHECKING:
+    from .external_store import ExternalManifestStore
+
 WRITER_LIBRARY = "mvcc"
+
+# The external manifest store of an ObjectStore, if its table commits through one. Kept beside the store (not
+# in it) so that every reader of this module -- latest version, reading a version, listing versions -- runs
+# the store's synchronization protocol without each caller passing the store around.
+_EXTERNAL: weakref.WeakKeyDictionary[ObjectStore, ExternalManifestStore] = weakref.WeakKeyDictionary()
+
+
+def attach_external_store(store: ObjectStore, external: ExternalManifestStore | None) -> None:
+    """Make `store`'s manifests resolve through `external` (None detaches)."""
+    if external is None:
+        _EXTERNAL.pop(store, None)
+    else:
+        _EXTERNAL[store] = external
+
+
+def external_store_of(store: ObjectStore) -> ExternalManifestStore | None:
+    """The external manifest store attached to `store`, if any."""
+    return _EXTERNAL.get(store)
 
 
 def writer_version() -> str:
@@ -51,10 +74,17 @@ def encode_manifest(manifest: pb.Manifest) -> bytes:
 
 
 def read_manifest(store: ObjectStore, location: ManifestLocation) -> pb.Manifest:
+    """Read one version. With an external store, a version not yet finalized is synchronized first.
+
+    A final-named manifest exists only once its version is committed to the external store (step 3 copies
+    the winner's staged file), so the store is asked only when the final name is missing.
+    """
     try:
         data = store.get(location.path)
     except ObjectNotFoundError:
-        raise VersionNotFoundError(f"table {store.uri} has no version {location.version}") from None
+        data = _read_through_external_store(store, location)
+        if data is None:
+            raise VersionNotFoundError(f"table {store.uri} has no version {location.version}") from None
     manifest = decode_manifest(data, f"{store.uri}/{location.path}")
     if manifest.version != location.version:
         raise CorruptManifestError(
@@ -68,8 +98,45 @@ def write_manifest(store: ObjectStore, manifest: pb.Manifest, naming: ManifestNa
     return store.put_if_not_exists(manifest_path(manifest.version, naming), encode_manifest(manifest))
 
 
+def _read_through_external_store(store: ObjectStore, location: ManifestLocation) -> bytes | None:
+    external = external_store_of(store)
+    if external is None:
+        return None
+    from .external_store import synchronize
+
+    path = external.get(store.uri, location.version)
+    if path is None:
+        return None
+    rel, _ = synchronize(store, external, location.version, path)
+    try:
+        return store.get(rel)
+    except ObjectNotFoundError:
+        from .external_store import ExternalStoreSyncError
+
+        raise ExternalStoreSyncError(
+            f"table {store.uri}: the external store names {path} for version {location.version}, "
+            "and that manifest does not exist"
+        ) from None
+
+
+def _latest_from_external_store(store: ObjectStore) -> ManifestLocation | None:
+    """Reader protocol: the store's latest version, synchronized; None if the store knows no version."""
+    external = external_store_of(store)
+    if external is None:
+        return None
+    from .external_store import relative_path, synchronize
+
+    entry = external.get_latest_version(store.uri)
+    if entry is None:
+        return None
+    version, path = entry
+    _, naming = relative_path(store, version, path)
+    rel, _ = synchronize(store, external, version, path)
+    return ManifestLocation(version, naming, rel)
+
+
 def list_manifests(store: ObjectStore) -> list[ManifestLocation]:
-    """Every committed version, oldest first (one full listing of `_versions/`)."""
+    """Every committed version, oldest first (one full listing of `_versions/`, plus the external store's latest)."""
     found: dict[int, ManifestLocation] = {}
     for meta in store.list(VERSIONS_DIR):
         parsed = parse_manifest_name(meta.path)
@@ -77,6 +144,9 @@ def list_manifests(store: ObjectStore) -> list[ManifestLocation]:
             continue  # temporary or staged files
         version, naming = parsed
         found.setdefault(version, ManifestLocation(version, naming, f"{VERSIONS_DIR}/{meta.path.rsplit('/', 1)[-1]}"))
+    latest = _latest_from_external_store(store)
+    if latest is not None:
+        found.setdefault(latest.version, latest)
     return [found[v] for v in sorted(found)]
 
 
@@ -112,7 +182,14 @@ def _latest_from_hint(store: ObjectStore) -> ManifestLocation | None:
 
 
 def latest_manifest_location(store: ObjectStore) -> ManifestLocation:
-    """The newest version. With V2 naming this is a single LIST request asking for one key."""
+    """The newest version. With V2 naming this is a single LIST request asking for one key.
+
+    With an external store the store decides (its latest entry, synchronized); the object store is listed
+    only for a table the store does not know yet (created before the store was used).
+    """
+    external = _latest_from_external_store(store)
+    if external is not None:
+        return external
     if _uses_hint(store):
         hinted = _latest_from_hint(store)
         if hinted is not None:

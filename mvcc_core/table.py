@@ -26,6 +26,7 @@ from .errors import (
     TagError,
     VersionNotFoundError,
 )
+from .external_store import ExternalManifestStore, split_storage_options
 from .fragments import DEFAULT_MAX_ROWS_PER_FILE, to_reader, write_fragments_from_reader
 from .manifest import (
     ManifestLocation,
@@ -361,16 +362,20 @@ def open_table(
     version: VersionRef | None = None,
     asof: datetime | None = None,
     storage_options: dict[str, Any] | None = None,
+    external_store: str | ExternalManifestStore | None = None,
 ) -> Table:
     """Open the latest version, or `version` (number or tag), or the version current at `asof`.
 
     Only the manifest asked for is read: an older version opens even when a newer manifest is damaged.
+    `external_store` (or storage option "external_store"): an ExternalManifestStore or a URI such as
+    "sqlite:///path/db"; the latest version then comes from it, and commits go through it.
     """
     if version is not None and asof is not None:
         raise ValueError("give either version or asof, not both")
+    external, storage_options = split_storage_options(storage_options, external_store)
     store = open_store(uri, storage_options)
+    committer = Committer(store, external_store=external)
     location: ManifestLocation = latest_manifest_location(store)
-    committer = Committer(store)
     if version is None and asof is None:
         manifest = read_manifest(store, location)
         committer.cache.manifests[manifest.version] = manifest
@@ -389,14 +394,19 @@ def write_table(
     commit_message: str | None = None,
     schema: pa.Schema | None = None,
     max_retries: int = DEFAULT_MAX_RETRIES,
+    external_store: str | ExternalManifestStore | None = None,
 ) -> Table:
-    """Create a table, or append to / overwrite an existing one (pylance's `write_dataset`)."""
+    """Create a table, or append to / overwrite an existing one (pylance's `write_dataset`).
+
+    With `external_store` (see `open_table`) the object store needs no conditional writes.
+    """
     if mode not in ("create", "append", "overwrite"):
         raise ValueError(f"mode must be 'create', 'append' or 'overwrite', got {mode!r}")
     naming = ManifestNaming.parse(manifest_naming)
+    external, storage_options = split_storage_options(storage_options, external_store)
     store = open_store(uri, storage_options)
     try:
-        existing = open_table(uri, storage_options=storage_options)
+        existing = open_table(uri, storage_options=storage_options, external_store=external)
     except TableNotFoundError:
         existing = None
     if existing is not None:
@@ -412,7 +422,7 @@ def write_table(
     fields, _ = schema_mod.fields_from_schema(table_schema)
     fragments = write_fragments_from_reader(store, reader, fields, table_schema, max_rows_per_file)
     op = ops.Overwrite(fragments=fragments, schema=fields, schema_metadata=dict(table_schema.metadata or {}))
-    committer = Committer(store)
+    committer = Committer(store, external_store=external)
     txn = Transaction(read_version=0, operation=op, message=commit_message or "")
     try:
         manifest, naming = committer.commit(txn, naming=naming, create=(mode != "overwrite"), max_retries=max_retries)
@@ -429,15 +439,17 @@ def write_fragments(
     schema: pa.Schema | None = None,
     storage_options: dict[str, Any] | None = None,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    external_store: str | ExternalManifestStore | None = None,
 ) -> list[pb.DataFragment]:
     """Write data files for a later commit (distributed writers): fragments without ids, no new version.
 
     For an existing table the data must fit its schema; for a new table the field ids are those
     `fields_from_schema(schema)` assigns, so an Overwrite built from the same schema matches.
     """
+    external, storage_options = split_storage_options(storage_options, external_store)
     store = open_store(uri, storage_options)
     try:
-        table = open_table(uri, storage_options=storage_options)
+        table = open_table(uri, storage_options=storage_options, external_store=external)
         fields, table_schema = list(table.manifest.fields), table.schema
     except TableNotFoundError:
         reader = to_reader(data, schema)

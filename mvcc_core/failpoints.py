@@ -1,0 +1,142 @@
+"""Named fault-injection points, so that tests can crash a writer exactly between two steps of a protocol.
+
+Code calls ``failpoint("commit.after_stage")`` at a point where a crash matters. Unarmed, that is one dict
+lookup. Armed, the point raises :class:`FailpointError`, kills the process with ``os._exit`` (no ``finally``
+blocks, no flushing: what a power cut or SIGKILL leaves behind), or sleeps (to widen a race window).
+
+Arming:
+
+* in the process itself: ``with failpoints.armed("commit.after_stage", "raise"): ...``;
+* in a child process: the environment variable ``MVCC_FAILPOINTS="commit.after_stage=exit;other=raise"``,
+  read when this module is imported.
+
+Actions: ``raise``, ``exit`` (exit code 77), ``exit(N)``, ``sleep(SECONDS)``, ``off``. The names a test may arm
+are listed in :data:`POINTS`; arming an unknown name is an error, so a typo cannot make a crash test pass
+without crashing anything.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from .errors import MvccError
+
+ENV_VAR = "MVCC_FAILPOINTS"
+DEFAULT_EXIT_CODE = 77
+
+#: Every named point and where it sits. Later protocols add their points here.
+POINTS: dict[str, str] = {
+    "commit.after_transaction_file": "the transaction file is written, no manifest yet",
+    "commit.before_manifest_put": "the next manifest is built, not yet put-if-not-exists'ed (no external store)",
+    "commit.after_stage": "external store, step 1 done: the staged manifest is written, the store not touched",
+    "commit.after_external_commit": "external store, step 2 done: the version is committed to the store",
+    "commit.after_copy": "external store, step 3 done: the staged manifest is copied to its final name",
+    "commit.before_external_update": "external store, just before step 4 (the store still names the staged path)",
+}
+
+_ACTION = re.compile(r"^(raise|off|exit(?:\((-?\d+)\))?|sleep\((\d+(?:\.\d*)?)\))$")
+
+# name -> action; empty when nothing is armed, so `failpoint` costs one lookup.
+_ARMED: dict[str, str] = {}
+
+
+class FailpointError(MvccError):
+    """Raised by a failpoint armed with "raise": a simulated crash at a named point."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"failpoint {name!r} triggered")
+        self.name = name
+
+
+def _check(name: str, action: str) -> str:
+    if name not in POINTS:
+        raise ValueError(f"unknown failpoint {name!r}; known: {sorted(POINTS)}")
+    action = action.strip().lower()
+    if not _ACTION.match(action):
+        raise ValueError(f"failpoint {name!r}: bad action {action!r} (raise, exit, exit(N), sleep(S), off)")
+    return action
+
+
+def failpoint(name: str) -> None:
+    """Trigger `name` if it is armed; otherwise do nothing (one dict lookup)."""
+    action = _ARMED.get(name)
+    if action is not None:
+        _trigger(name, action)
+
+
+def _trigger(name: str, action: str) -> None:
+    match = _ACTION.match(action)
+    assert match is not None  # validated when armed
+    if action == "raise":
+        raise FailpointError(name)
+    if action.startswith("exit"):
+        os._exit(int(match.group(2)) if match.group(2) else DEFAULT_EXIT_CODE)
+    if action.startswith("sleep"):
+        time.sleep(float(match.group(3)))
+
+
+def arm(name: str, action: str = "raise") -> None:
+    """Arm `name` for this process (until :func:`disarm`)."""
+    action = _check(name, action)
+    if action == "off":
+        _ARMED.pop(name, None)
+    else:
+        _ARMED[name] = action
+
+
+def disarm(name: str | None = None) -> None:
+    """Disarm one point, or all of them."""
+    if name is None:
+        _ARMED.clear()
+    else:
+        _ARMED.pop(name, None)
+
+
+def armed_points() -> dict[str, str]:
+    """What is armed now (a copy)."""
+    return dict(_ARMED)
+
+
+@contextmanager
+def armed(name: str, action: str = "raise") -> Iterator[None]:
+    """Arm `name` for the duration of a ``with`` block, then restore what was armed before."""
+    previous = _ARMED.get(name)
+    arm(name, action)
+    try:
+        yield
+    finally:
+        if previous is None:
+            _ARMED.pop(name, None)
+        else:
+            _ARMED[name] = previous
+
+
+def parse_spec(spec: str) -> dict[str, str]:
+    """``"a=exit;b=raise"`` (";" or "," separated) -> {"a": "exit", "b": "raise"}, validated."""
+    out: dict[str, str] = {}
+    for item in re.split(r"[;,]", spec):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, action = item.partition("=")
+        out[name.strip()] = _check(name.strip(), action if sep else "raise")
+    return out
+
+
+def env_spec(points: dict[str, str]) -> str:
+    """The value of MVCC_FAILPOINTS that arms `points` in a child process."""
+    return ";".join(f"{name}={_check(name, action)}" for name, action in points.items())
+
+
+def load_from_env() -> None:
+    """Arm what MVCC_FAILPOINTS names (done once at import; call again after changing the variable)."""
+    spec = os.environ.get(ENV_VAR, "")
+    for name, action in parse_spec(spec).items():
+        arm(name, action)
+
+
+load_from_env()
