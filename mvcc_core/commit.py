@@ -31,7 +31,7 @@ from .errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from .external_store import ExternalManifestStore, ExternalStoreError, full_path, staged_manifest_path
+from .external_store import ExternalManifestStore, ExternalStoreError, finalize, full_path, staged_manifest_path
 from .failpoints import failpoint
 from .features import FLAG_STABLE_ROW_IDS
 from .manifest import (
@@ -45,7 +45,7 @@ from .manifest import (
     write_latest_hint,
     write_manifest,
 )
-from .naming import ManifestNaming, manifest_path
+from .naming import ManifestNaming
 from .storage import ObjectStore
 from .transaction import BuildContext, Transaction, build_manifest, read_transaction, write_transaction
 
@@ -240,13 +240,8 @@ class Committer:
                 self.store.delete_many([staged])
             return False
         failpoint("commit.after_external_commit")
-        final = manifest_path(version, naming)
         try:
-            self.store.copy(staged, final)  # 3. finalize: now visible to readers unaware of the store
-            failpoint("commit.after_copy")
-            write_latest_hint(self.store, version, naming)
-            failpoint("commit.before_external_update")
-            external.put(uri, version, full_path(self.store, final))  # 4. point the store at the final name
+            finalize(self.store, external, version, staged)  # 3. copy to the final name, 4. update the store
         except (StorageError, ExternalStoreError) as exc:
             # The commit stands (step 2 made it); the next reader synchronizes, so do not report a failure.
             warnings.warn(
@@ -256,8 +251,7 @@ class Committer:
                 stacklevel=3,
             )
             return True
-        with contextlib.suppress(StorageError):
-            self.store.delete_many([staged])  # a reader that still holds the staged path finds the final one
+        write_latest_hint(self.store, version, naming)
         return True
 
     def _load_version_any(self, version: int) -> pb.Manifest:

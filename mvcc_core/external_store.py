@@ -20,6 +20,7 @@ from a URI: ``sqlite:///path/to/db`` or ``dynamodb://table?region=...&endpoint=h
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sqlite3
@@ -32,6 +33,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
 from .errors import MvccError, ObjectNotFoundError, StorageError
+from .failpoints import failpoint
 from .naming import VERSIONS_DIR, ManifestNaming, manifest_path, parse_manifest_name
 from .storage import ObjectStore
 
@@ -536,32 +538,46 @@ def relative_path(store: ObjectStore, version: int, path: str) -> tuple[str, Man
     return rel, parsed[1]
 
 
-def synchronize(store: ObjectStore, external: ExternalManifestStore, version: int, path: str) -> tuple[str, bool]:
-    """Reader steps 2-4: finalize a staged entry (copy, then update the store); the final relative path.
+def finalize(store: ObjectStore, external: ExternalManifestStore, version: int, staged: str) -> str:
+    """Steps 3 and 4: copy the staged manifest to its final name, point the store at it; the final path.
 
-    The second value says whether the entry was staged. Both steps are idempotent, so a reader racing the
-    writer (or another reader) is harmless. Any failure raises ExternalStoreSyncError: returning the staged
-    version without its final copy would make the table depend on the store.
+    Writers run it after winning step 2 and readers run it on a staged entry (the synchronization). Both
+    steps are idempotent, so a reader racing the writer or another reader is harmless. The staged file is
+    removed afterwards; whoever still holds its name finds the final manifest instead.
+    """
+    final = final_of(staged)
+    try:
+        store.copy(staged, final)
+    except ObjectNotFoundError:
+        # Someone else finished and removed the staged file, or it never existed.
+        if not store.exists(final):
+            raise ExternalStoreSyncError(
+                f"cannot synchronize {store.uri} version {version}: the external store names the staged "
+                f"manifest {full_path(store, staged)}, which does not exist, and neither does {final}"
+            ) from None
+    failpoint("commit.after_copy")
+    failpoint("commit.before_external_update")
+    external.put(store.uri, version, full_path(store, final))
+    with contextlib.suppress(StorageError):
+        store.delete_many([staged])
+    return final
+
+
+def synchronize(store: ObjectStore, external: ExternalManifestStore, version: int, path: str) -> str:
+    """The reader's protocol for one store entry: its final path relative to the table root.
+
+    A staged entry is finalized first. Any failure raises ExternalStoreSyncError (or
+    ExternalStoreUnavailableError): returning a version that exists only as a staged file would make the
+    table depend on the store, and a copy of its directory would lose that version.
     """
     rel, _ = relative_path(store, version, path)
     if not is_staged(rel):
-        return rel, False
-    final = final_of(rel)
+        return rel
     try:
-        try:
-            store.copy(rel, final)
-        except ObjectNotFoundError:
-            # The writer (or another reader) finished and removed the staged file, or it never existed.
-            if not store.exists(final):
-                raise ExternalStoreSyncError(
-                    f"cannot synchronize {store.uri} version {version}: the external store names the staged "
-                    f"manifest {path}, which does not exist, and no final manifest {final} exists either"
-                ) from None
-        external.put(store.uri, version, full_path(store, final))
+        return finalize(store, external, version, rel)
     except (ExternalStoreSyncError, ExternalStoreUnavailableError):
         raise
     except (StorageError, ExternalStoreError) as exc:
         raise ExternalStoreSyncError(
             f"cannot synchronize {store.uri} version {version} (staged {path}): {type(exc).__name__}: {exc}"
         ) from exc
-    return final, True

@@ -107,7 +107,7 @@ def _read_through_external_store(store: ObjectStore, location: ManifestLocation)
     path = external.get(store.uri, location.version)
     if path is None:
         return None
-    rel, _ = synchronize(store, external, location.version, path)
+    rel = synchronize(store, external, location.version, path)
     try:
         return store.get(rel)
     except ObjectNotFoundError:
@@ -131,7 +131,7 @@ def _latest_from_external_store(store: ObjectStore) -> ManifestLocation | None:
         return None
     version, path = entry
     _, naming = relative_path(store, version, path)
-    rel, _ = synchronize(store, external, version, path)
+    rel = synchronize(store, external, version, path)
     return ManifestLocation(version, naming, rel)
 
 
