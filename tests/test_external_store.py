@@ -478,3 +478,31 @@ def test_sqlite_store_shared_by_threads(tmp_path: Path) -> None:
     with ThreadPoolExecutor(8) as pool:
         won = [v for r in pool.map(claim, range(8)) for v in r]
     assert sorted(won) == list(range(50))
+
+
+def test_reader_finalizes_while_the_writer_is_paused(tmp_path: Path) -> None:
+    """A reader synchronizes a version whose writer is still alive between steps 2 and 3; both finish cleanly."""
+    uri, db = str(tmp_path / "t"), f"sqlite://{tmp_path / 'db'}"
+    mvcc.write_table(pa.table({"id": pa.array([1], pa.int64())}), uri, external_store=db)
+    store = open_external_store(db)
+    base = open_store(uri).uri
+    env = {**os.environ, failpoints.ENV_VAR: "commit.after_external_commit=sleep(3)"}
+    args = [sys.executable, "-W", "error::RuntimeWarning", "-c", _CHILD, uri, "null", db, "2"]
+    child = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while store.get(base, 2) is None:  # wait for the writer's step 2
+            assert time.monotonic() < deadline and child.poll() is None
+            time.sleep(0.05)
+        assert is_staged(store.get(base, 2))
+        t = mvcc.open_table(uri, external_store=db)  # the reader finalizes version 2 (copy, update, unstage)
+        assert t.version == 2 and t.to_table()["id"].to_pylist() == [1, 2]
+        assert store.get(base, 2) == f"{base}/{manifest_path(2, ManifestNaming.V2)}"
+        out, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    # the writer then found its staged file gone and the final one there: success, and no warning
+    assert child.returncode == 0 and "survived" in out, err[-2000:]
+    assert [m.path for m in open_store(uri).list("_versions") if is_staged(m.path)] == []
+    assert mvcc.open_table(uri).version == 2
