@@ -506,3 +506,21 @@ def test_reader_finalizes_while_the_writer_is_paused(tmp_path: Path) -> None:
     assert child.returncode == 0 and "survived" in out, err[-2000:]
     assert [m.path for m in open_store(uri).list("_versions") if is_staged(m.path)] == []
     assert mvcc.open_table(uri).version == 2
+
+
+def test_v1_naming_and_write_fragments_through_the_store(tmp_path: Path) -> None:
+    """V1 names stage as `{version}.manifest-{uuid}` (the specification's spelling); commits of prepared fragments."""
+    uri, db = str(tmp_path / "t"), f"sqlite://{tmp_path / 'db'}"
+    t = mvcc.write_table(pa.table({"id": [1]}), uri, manifest_naming="v1", external_store=db)
+    fragments = mvcc.write_fragments(pa.table({"id": [2, 3]}), uri, external_store=db)
+    t.commit(mvcc.Append(fragments=fragments))
+    store = open_external_store(db)
+    assert store.get_latest_version(t.uri) == (2, f"{t.uri}/_versions/2.manifest")
+    assert sorted(mvcc.open_table(uri).to_table()["id"].to_pylist()) == [1, 2, 3]
+    with failpoints.armed("commit.after_external_commit"), pytest.raises(failpoints.FailpointError):
+        t.update_config(upsert={"k": "v"})
+    entry = store.get(t.uri, 3)
+    assert entry is not None and entry.startswith(f"{t.uri}/_versions/3.manifest-") and is_staged(entry)
+    assert mvcc.open_table(uri, external_store=db).config == {"k": "v"}
+    names = sorted(n for n in os.listdir(tmp_path / "t" / "_versions") if "manifest" in n)
+    assert names == [f"{v}.manifest" for v in (1, 2, 3)]  # finalized, the staged file removed
