@@ -46,10 +46,13 @@ __all__ = [
     "ExternalStoreUnavailableError",
     "SQLiteManifestStore",
     "STORAGE_OPTION",
+    "finalize",
     "is_staged",
     "open_external_store",
     "split_storage_options",
     "staged_manifest_path",
+    "synchronize",
+    "unreferenced_staged_manifests",
 ]
 
 #: The storage_options key that names an external store (a URI or an ExternalManifestStore).
@@ -594,3 +597,35 @@ def synchronize(store: ObjectStore, external: ExternalManifestStore, version: in
         raise ExternalStoreSyncError(
             f"cannot synchronize {store.uri} version {version} (staged {path}): {type(exc).__name__}: {exc}"
         ) from exc
+
+
+# ---- garbage --------------------------------------------------------------------------------------------
+
+
+def unreferenced_staged_manifests(
+    store: ObjectStore, external: ExternalManifestStore | None = None, min_age_seconds: float = 3600.0
+) -> list[str]:
+    """Staged manifests that nothing needs any more (for retention): paths relative to the table root.
+
+    A staged file is needed while the store entry of its version names it (committed, not yet synchronized)
+    and while its writer is still between steps 1 and 2 -- which looks exactly like a dead writer's orphan,
+    hence `min_age_seconds` (files younger than that, or of unknown age, are kept). Of the older ones: with
+    the store, every staged file its version's entry does not name is garbage; without the store, only those
+    whose final manifest exists (the others might be committed versions awaiting synchronization).
+    """
+    now = time.time()
+    out = []
+    for meta in store.list(VERSIONS_DIR):
+        if not is_staged(meta.path):
+            continue
+        if meta.last_modified is None or now - meta.last_modified.timestamp() < min_age_seconds:
+            continue
+        parsed = parse_manifest_name(final_of(meta.path))
+        if parsed is None:
+            continue
+        if external is not None:
+            if external.get(store.uri, parsed[0]) != full_path(store, meta.path):
+                out.append(meta.path)
+        elif store.exists(final_of(meta.path)):
+            out.append(meta.path)
+    return out

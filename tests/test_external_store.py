@@ -258,10 +258,11 @@ def test_eight_processes_commit_through_the_store(backend: Backend) -> None:
     assert [v.version for v in infos] == list(range(1, total + 2))
     assert [v.operation for v in infos] == ["Overwrite"] + ["Append"] * total
     assert len({v.uuid for v in infos}) == total + 1
+    objects = backend.object_store()
     for version in range(1, total + 2):
         assert store.get(t.uri, version) == f"{t.uri}/{manifest_path(version, ManifestNaming.V2)}"
         manifest = t.checkout(version).manifest
-        assert read_transaction(backend.object_store(), manifest.transaction_file).uuid == infos[version - 1].uuid
+        assert read_transaction(objects, manifest.transaction_file).uuid == infos[version - 1].uuid
     assert store.get(t.uri, total + 2) is None
     # rows complete, fragments distinct
     ids = sorted(t.to_table()["id"].to_pylist())
@@ -524,3 +525,28 @@ def test_v1_naming_and_write_fragments_through_the_store(tmp_path: Path) -> None
     assert mvcc.open_table(uri, external_store=db).config == {"k": "v"}
     names = sorted(n for n in os.listdir(tmp_path / "t" / "_versions") if "manifest" in n)
     assert names == [f"{v}.manifest" for v in (1, 2, 3)]  # finalized, the staged file removed
+
+
+def test_unreferenced_staged_manifests(tmp_path: Path) -> None:
+    """What retention may delete: staged files no store entry needs (an orphan), never a committed one."""
+    from mvcc_core.external_store import unreferenced_staged_manifests
+
+    uri, db = str(tmp_path / "t"), f"sqlite://{tmp_path / 'db'}"
+    t = mvcc.write_table(pa.table({"id": [1]}), uri, external_store=db)
+    objects, store = open_store(uri), open_external_store(db)
+    with failpoints.armed("commit.after_stage"), pytest.raises(failpoints.FailpointError):
+        t.append(pa.table({"id": [2]}))  # died before step 2: an orphan
+    (orphan,) = [m.path for m in objects.list("_versions") if is_staged(m.path)]
+    with failpoints.armed("commit.after_copy"), pytest.raises(failpoints.FailpointError):
+        t.append(pa.table({"id": [3]}))  # committed, copied, store not updated
+    committed = store.get(objects.uri, 2)
+    assert is_staged(committed)
+    assert unreferenced_staged_manifests(objects, store) == []  # too young: could be a live writer's
+    assert unreferenced_staged_manifests(objects, store, min_age_seconds=0) == [orphan]
+    # Without the store, staged files whose final manifest exists are garbage: here both (the orphan's version 2
+    # was committed by the second writer, whose step 3 ran); the store-aware reader still finds the final copy.
+    both = sorted([orphan, committed[len(objects.uri) + 1 :]])
+    assert sorted(unreferenced_staged_manifests(objects, min_age_seconds=0)) == both
+    objects.delete_many(unreferenced_staged_manifests(objects, store, min_age_seconds=0))
+    assert mvcc.open_table(uri, external_store=db).to_table()["id"].to_pylist() == [1, 3]
+    assert [m.path for m in objects.list("_versions") if is_staged(m.path)] == []
