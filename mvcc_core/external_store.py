@@ -171,16 +171,19 @@ class SQLiteManifestStore(ExternalManifestStore):
             raise ExternalStoreUnavailableError(f"SQLite manifest store {self.path}: directory {parent} does not exist")
         conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
         deadline = time.monotonic() + self.timeout
-        while True:  # the first connections of several processes race to switch to WAL and create the table
-            try:
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute(_SQLITE_SCHEMA)
-                break
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() > deadline:
-                    conn.close()
-                    raise
-                time.sleep(0.01)
+        try:
+            while True:  # the first connections of several processes race to switch to WAL and create the table
+                try:
+                    conn.execute("PRAGMA journal_mode=WAL")
+                    conn.execute(_SQLITE_SCHEMA)
+                    break
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.01)
+        except sqlite3.Error:
+            conn.close()
+            raise
         self._conn, self._pid = conn, os.getpid()
         return conn
 

@@ -171,6 +171,10 @@ def test_store_uris_and_options(tmp_path: Path) -> None:
             open_external_store(bad)
     with pytest.raises(ExternalStoreUnavailableError):  # its directory does not exist
         SQLiteManifestStore(str(tmp_path / "missing" / "x.db")).get_latest_version("x")
+    (tmp_path / "garbage.db").write_bytes(b"not a database" * 100)
+    with pytest.raises(ExternalStoreError, match="garbage.db"):
+        mvcc.write_table(pa.table({"id": [1]}), str(tmp_path / "t"), external_store=f"sqlite://{tmp_path}/garbage.db")
+    assert not (tmp_path / "t").exists()
 
 
 def test_staged_names() -> None:
