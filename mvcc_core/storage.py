@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import json
 import os
 import stat
 import threading
@@ -472,6 +473,46 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+_S3_FILESYSTEMS: dict[tuple[int, str], Any] = {}
+_ARROW_S3_FILESYSTEMS: dict[tuple[int, str], Any] = {}
+_S3_FILESYSTEMS_LOCK = threading.Lock()
+
+
+_AWS_ENV = (
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_PROFILE",
+)
+
+
+def _s3_cache_key(s3_options: dict[str, Any]) -> tuple[int, str]:
+    """Process, options and the AWS_* environment they were resolved against."""
+    env = {k: os.environ.get(k) for k in _AWS_ENV}
+    return os.getpid(), json.dumps([s3_options, env], sort_keys=True, default=repr)
+
+
+def _shared_s3_filesystem(s3_options: dict[str, Any]) -> Any:
+    """One s3fs filesystem per process and set of options.
+
+    Creating the botocore client costs ~100 ms, more than the LIST that finds the latest version, so
+    stores opened with the same options share it. Listing caches stay off: only the client is shared.
+    """
+    import s3fs
+
+    key = _s3_cache_key(s3_options)
+    with _S3_FILESYSTEMS_LOCK:
+        fs = _S3_FILESYSTEMS.get(key)
+        if fs is None:
+            fs = s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False, **s3_options)
+            _S3_FILESYSTEMS[key] = fs
+        return fs
+
+
 class _S3Backend(_Backend):
     """S3 through the s3fs client, calling the S3 API directly where one request must do (no caches)."""
 
@@ -703,7 +744,6 @@ class ObjectStore:
         self._backend = _MemoryBackend(self.fs, root)
 
     def _init_s3(self, rest: str, options: dict[str, Any]) -> None:
-        import s3fs
 
         bucket, _, prefix = rest.partition("/")
         prefix = prefix.strip("/")
@@ -711,7 +751,7 @@ class ObjectStore:
             raise StorageError(f"an s3 uri needs a bucket: s3://{rest}")
         s3_options, conditional_put = _translate_s3_options(options)
         self._s3_options = s3_options
-        self.fs = s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False, **s3_options)
+        self.fs = _shared_s3_filesystem(s3_options)
         self.scheme = "s3"
         self.uri = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
         self._backend = _S3Backend(self.fs, bucket, prefix, conditional_put)
@@ -749,7 +789,17 @@ class ObjectStore:
         """A pyarrow filesystem on the same storage, for reading and writing Parquet natively."""
         with self._arrow_lock:
             if self._arrow_fs is None:
-                self._arrow_fs = self._make_arrow_filesystem()
+                if self.scheme == "s3":  # shared per process and options, like the s3fs client
+                    key = _s3_cache_key(self._s3_options)
+                    with _S3_FILESYSTEMS_LOCK:
+                        fs = _ARROW_S3_FILESYSTEMS.get(key)
+                    if fs is None:
+                        fs = self._make_arrow_filesystem()
+                        with _S3_FILESYSTEMS_LOCK:
+                            _ARROW_S3_FILESYSTEMS[key] = fs
+                    self._arrow_fs = fs
+                else:
+                    self._arrow_fs = self._make_arrow_filesystem()
             return self._arrow_fs
 
     def _make_arrow_filesystem(self) -> pyarrow.fs.FileSystem:
