@@ -160,9 +160,14 @@ def _uses_hint(store: ObjectStore) -> bool:
     return store.scheme == "file"
 
 
+# The hint is rewritten every HINT_EVERY versions (and for a new table): a reader then checks at most
+# that many successors, each one stat, while a commit rarely pays for the extra write.
+HINT_EVERY = 32
+
+
 def write_latest_hint(store: ObjectStore, version: int, naming: ManifestNaming) -> None:
     """Best effort: a missing or stale hint only makes the next lookup slower."""
-    if not _uses_hint(store):
+    if not _uses_hint(store) or (version % HINT_EVERY and version != 1):
         return
     with contextlib.suppress(StorageError, OSError):
         store.put(LATEST_HINT, json.dumps({"version": version, "naming": naming.value}).encode())

@@ -100,7 +100,30 @@ def schema_from_fields(
     *,
     with_field_ids: bool = False,
 ) -> pa.Schema:
-    """Rebuild the exact Arrow schema; `with_field_ids` stamps `PARQUET:field_id` for writing Parquet."""
+    """Rebuild the exact Arrow schema; `with_field_ids` stamps `PARQUET:field_id` for writing Parquet.
+
+    Memoized on the serialized fields: every commit and scan needs the schema, and it rarely changes.
+    """
+    key = (
+        tuple(f.SerializeToString(deterministic=True) for f in fields),
+        tuple(sorted((schema_metadata or {}).items())),
+        with_field_ids,
+    )
+    cached = _SCHEMA_CACHE.get(key)
+    if cached is None:
+        cached = _build_schema(fields, schema_metadata, with_field_ids)
+        if len(_SCHEMA_CACHE) > 256:
+            _SCHEMA_CACHE.clear()
+        _SCHEMA_CACHE[key] = cached
+    return cached
+
+
+_SCHEMA_CACHE: dict[tuple[tuple[bytes, ...], tuple, bool], pa.Schema] = {}
+
+
+def _build_schema(
+    fields: Sequence[pb.Field], schema_metadata: Mapping[str, bytes] | None, with_field_ids: bool
+) -> pa.Schema:
     children: dict[int, list[pb.Field]] = {}
     for f in fields:
         children.setdefault(f.parent_id, []).append(f)
