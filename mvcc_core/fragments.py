@@ -21,7 +21,7 @@ from .storage import ObjectStore
 
 DEFAULT_MAX_ROWS_PER_FILE = 1_048_576
 ROW_GROUP_ROWS = 128 * 1024
-PARQUET_COMPRESSION = "snappy"
+PARQUET_COMPRESSION = "zstd"
 
 
 def to_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReader:
