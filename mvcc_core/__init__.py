@@ -22,6 +22,16 @@ from .errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
+from .external_store import (
+    DynamoDBManifestStore,
+    ExternalManifestStore,
+    ExternalStoreError,
+    ExternalStoreMismatchError,
+    ExternalStoreSyncError,
+    ExternalStoreUnavailableError,
+    SQLiteManifestStore,
+    open_external_store,
+)
 from .operations import (
     Append,
     Clone,
@@ -50,6 +60,14 @@ __all__ = [
     "CreateIndex",
     "DataReplacement",
     "Delete",
+    "DynamoDBManifestStore",
+    "ExternalManifestStore",
+    "ExternalStoreError",
+    "ExternalStoreMismatchError",
+    "ExternalStoreSyncError",
+    "ExternalStoreUnavailableError",
+    "SQLiteManifestStore",
+    "open_external_store",
     "IncompatibleConflictError",
     "Merge",
     "MvccError",
