@@ -134,6 +134,7 @@ class Scan:
     def _exact(self, frag: pb.DataFragment, out_schema: pa.Schema) -> Iterator[pa.RecordBatch]:
         (path,) = list(fragment_paths(frag))
         deleted = read_deletion_vector(self.store, frag)
+        deleted_offsets = np.array(deleted.to_array(), dtype=np.uint64) if deleted else None
         file_frag = _PARQUET.make_fragment(self.store.arrow_path(path), filesystem=self._fs)
         file_frag.ensure_complete_metadata()
         starts = np.cumsum([0] + [rg.num_rows for rg in file_frag.row_groups])
@@ -153,8 +154,8 @@ class Scan:
             if self.with_row_address:
                 table = table.append_column(ROW_ADDRESS, row_address(frag.id, offsets))
             mask = None
-            if deleted:
-                mask = pa.array(~np.isin(offsets, np.fromiter(deleted, dtype=np.uint64, count=len(deleted))))
+            if deleted_offsets is not None:
+                mask = pa.array(~np.isin(offsets, deleted_offsets, assume_unique=True))
             if self.filter is not None:
                 keep = table.filter(self.filter) if mask is None else table.filter(mask).filter(self.filter)
             else:

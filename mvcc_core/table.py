@@ -300,6 +300,27 @@ class Table:
         op = ops.Overwrite(fragments=fragments, schema=fields, schema_metadata=dict(new_schema.metadata or {}))
         return self._commit_writing(op, fragments, commit_message=commit_message, max_retries=max_retries)
 
+    def delete(
+        self,
+        predicate: str | pc.Expression,
+        commit_message: str | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> Table:
+        """Delete the rows matching `predicate` (SQL or pyarrow Expression) with deletion vectors.
+
+        One Delete transaction; when no row matches, nothing is committed (the handle stays where it is).
+        """
+        from .delete import plan_delete
+
+        plan = plan_delete(self._store, self._manifest, predicate)
+        if plan.operation is None:
+            return self
+        try:
+            return self.commit(plan.operation, commit_message=commit_message, max_retries=max_retries)
+        except (CommitConflictError, SchemaError):
+            self._store.delete_many(plan.written)  # definite failure: no manifest references them
+            raise
+
     def restore(self, ref: VersionRef | None = None, commit_message: str | None = None) -> Table:
         """Make `ref` (default: this handle's version) the latest version again; history is kept."""
         version = self.version if ref is None else self._resolve(ref)
