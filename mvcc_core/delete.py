@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap, BitMap64
 
@@ -30,29 +31,37 @@ class DeletePlan:
     rows_deleted: int
 
 
-def plan_delete(store: ObjectStore, manifest: pb.Manifest, predicate: str | pc.Expression) -> DeletePlan:
-    """Find the live rows matching `predicate` in `manifest` and write the merged deletion vectors."""
-    scan = Scan(store, manifest, columns=[], filter=predicate, with_row_address=True)
-    matched: dict[int, list[np.ndarray]] = {}
-    for batch in scan.to_batches():
-        addresses = batch.column(ROW_ADDRESS).to_numpy(zero_copy_only=False).astype(np.uint64)
-        fragment_ids = addresses >> np.uint64(32)
-        for fid in np.unique(fragment_ids):
-            matched.setdefault(int(fid), []).append(addresses[fragment_ids == fid] & np.uint64(0xFFFFFFFF))
-    text = predicate if isinstance(predicate, str) else str(predicate)
-    if not matched:
-        return DeletePlan(None, [], 0)
+def find_rows(
+    store: ObjectStore, manifest: pb.Manifest, predicate: str | pc.Expression | None, columns: list[str]
+) -> pa.Table:
+    """The live rows matching `predicate` (all rows for None), with `columns` and their `_rowaddr`."""
+    return Scan(store, manifest, columns=columns, filter=predicate, with_row_address=True).to_table()
+
+
+@dataclass
+class DeletedRows:
+    """New deletion vectors for the rows at some addresses, ready to go into a Delete or Update."""
+
+    updated_fragments: list[pb.DataFragment]
+    removed_fragment_ids: list[int]
+    affected_rows: bytes
+    written: list[str]
+
+
+def delete_addresses(store: ObjectStore, manifest: pb.Manifest, addresses: np.ndarray) -> DeletedRows:
+    """Merge the row `addresses` into their fragments' deletion vectors and write the new files.
+
+    A fragment left without live rows is listed in `removed_fragment_ids` instead.
+    """
+    addresses = np.asarray(addresses, dtype=np.uint64)
+    fragment_ids = addresses >> np.uint64(32)
     by_id = {f.id: f for f in manifest.fragments}
     updated: list[pb.DataFragment] = []
     removed: list[int] = []
     written: list[str] = []
-    affected = BitMap64()
-    total = 0
     try:
-        for fid, chunks in sorted(matched.items()):
-            offsets = np.concatenate(chunks)
-            total += len(offsets)
-            affected.update((np.uint64(fid) << np.uint64(32)) | offsets)
+        for fid in (int(x) for x in np.unique(fragment_ids)):
+            offsets = addresses[fragment_ids == fid] & np.uint64(0xFFFFFFFF)
             frag = by_id[fid]
             deleted = read_deletion_vector(store, frag) | BitMap(offsets.astype(np.uint32))
             if len(deleted) >= frag.physical_rows:
@@ -67,10 +76,19 @@ def plan_delete(store: ObjectStore, manifest: pb.Manifest, predicate: str | pc.E
     except BaseException:
         store.delete_many(written)
         raise
+    return DeletedRows(updated, removed, BitMap64(addresses).serialize(), written)
+
+
+def plan_delete(store: ObjectStore, manifest: pb.Manifest, predicate: str | pc.Expression) -> DeletePlan:
+    """Find the live rows matching `predicate` in `manifest` and write the merged deletion vectors."""
+    matched = find_rows(store, manifest, predicate, [])
+    if matched.num_rows == 0:
+        return DeletePlan(None, [], 0)
+    rows = delete_addresses(store, manifest, matched.column(ROW_ADDRESS).to_numpy())
     op = ops.Delete(
-        updated_fragments=updated,
-        deleted_fragment_ids=removed,
-        predicate=text,
-        affected_rows=affected.serialize(),
+        updated_fragments=rows.updated_fragments,
+        deleted_fragment_ids=rows.removed_fragment_ids,
+        predicate=predicate if isinstance(predicate, str) else str(predicate),
+        affected_rows=rows.affected_rows,
     )
-    return DeletePlan(op, written, total)
+    return DeletePlan(op, rows.written, matched.num_rows)

@@ -64,6 +64,28 @@ def to_expression(predicate: str | pc.Expression, schema: pa.Schema) -> pc.Expre
     return _Translator(predicate, schema).run()
 
 
+def to_value_expression(sql: str, schema: pa.Schema, target: pa.DataType, column: str) -> pc.Expression:
+    """A SQL value expression (`"price * 1.1"`, `"'x'"`, `"NULL"`) over `schema`, cast to `target`.
+
+    Used by update: the cast is bound on an empty table, so a value of the wrong type fails with a
+    SchemaError naming the column before anything is read or written.
+    """
+    from .errors import SchemaError
+
+    translator = _Translator(sql, schema)
+    value = translator.parse_value()
+    # Same type family, NULL, or a string literal that the bound cast below must parse (`'2024-01-01'`).
+    literal_string = _category(value.type) == "string" and value.const is not None
+    if _category(value.type) not in ("null", _category(target)) and not literal_string:
+        raise SchemaError(f"update value for column {column!r}: {sql!r} is {value.type}, the column is {target}")
+    expr = value.expr.cast(target) if not value.type.equals(target) else value.expr
+    try:
+        translator._empty.to_table(columns={column: expr})
+    except _ARROW_ERRORS as e:
+        raise SchemaError(f"update value for column {column!r}: {sql!r} cannot be {target}: {_first_line(e)}") from e
+    return expr
+
+
 def referenced_columns(predicate: str, schema: pa.Schema) -> list[str]:
     """Top-level columns a SQL predicate reads, in schema order, so a scan can project only what it needs.
 
@@ -240,6 +262,18 @@ class _Translator:
         return PredicateError(f"invalid predicate {self.predicate!r}: {problem}")
 
     def run(self) -> pc.Expression:
+        value = self.parse_value()
+        if _category(value.type) not in ("boolean", "null"):
+            raise self.fail(f"a predicate must be a boolean condition, but {value.sql!r} is {value.type}")
+        expr = value.expr if _category(value.type) == "boolean" else self._null_bool().expr
+        try:  # the final bind, exactly as a scan will use it
+            self._empty.to_table(filter=expr)
+        except _ARROW_ERRORS as e:
+            raise self.fail(_first_line(e)) from e
+        return expr
+
+    def parse_value(self) -> _Value:
+        """Parse and translate the text as one expression of any type."""
         if not self.predicate.strip():
             raise self.fail("the predicate is empty")
         try:
@@ -261,17 +295,9 @@ class _Translator:
         if len(statements) > 1:
             raise self.fail(f"expected one expression, found {len(statements)} statements")
         try:
-            value = self.visit(statements[0], positive=True)
+            return self.visit(statements[0], positive=True)
         except RecursionError as e:
             raise self.fail("the predicate is nested too deeply") from e
-        if _category(value.type) not in ("boolean", "null"):
-            raise self.fail(f"a predicate must be a boolean condition, but {value.sql!r} is {value.type}")
-        expr = value.expr if _category(value.type) == "boolean" else self._null_bool().expr
-        try:  # the final bind, exactly as a scan will use it
-            self._empty.to_table(filter=expr)
-        except _ARROW_ERRORS as e:
-            raise self.fail(_first_line(e)) from e
-        return expr
 
     def visit(self, node: exp.Expression, positive: bool = False) -> _Value:
         """Translate ``node``; ``positive`` is True while only AND/OR lie between it and the root."""

@@ -321,6 +321,29 @@ class Table:
             self._store.delete_many(plan.written)  # definite failure: no manifest references them
             raise
 
+    def update(
+        self,
+        values: dict[str, Any],
+        where: str | pc.Expression | None = None,
+        commit_message: str | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> dict[str, int]:
+        """Set columns to SQL expressions or literals on the rows matching `where` (all rows for None).
+
+        pylance's shape; one Update transaction (REWRITE_ROWS). Returns {"num_rows_updated": n}; when no
+        row matches nothing is committed.
+        """
+        from .update import plan_update
+
+        plan = plan_update(self._store, self._manifest, values, where)
+        if plan.operation is not None:
+            try:
+                self.commit(plan.operation, commit_message=commit_message, max_retries=max_retries)
+            except (CommitConflictError, SchemaError):
+                self._store.delete_many(plan.written)  # definite failure: no manifest references them
+                raise
+        return {"num_rows_updated": plan.rows_updated}
+
     def restore(self, ref: VersionRef | None = None, commit_message: str | None = None) -> Table:
         """Make `ref` (default: this handle's version) the latest version again; history is kept."""
         version = self.version if ref is None else self._resolve(ref)
