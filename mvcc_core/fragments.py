@@ -69,7 +69,7 @@ class FragmentWriter:
         self.store = store
         self.fields = fields
         self.table_schema = schema
-        self.write_schema = schema_mod.schema_from_fields(fields, schema.metadata, with_field_ids=True)
+        self.write_schema = schema_mod.schema_from_fields(fields, schema.metadata, physical=True)
         self.max_rows_per_file = max_rows_per_file
         self.fragments: list[pb.DataFragment] = []
         self.written_paths: list[str] = []
@@ -110,8 +110,7 @@ class FragmentWriter:
         self._writer = None
 
     def write(self, batch: pa.RecordBatch) -> None:
-        batch = schema_mod.conform(batch, self.table_schema)
-        batch = pa.RecordBatch.from_arrays(batch.columns, schema=self.write_schema)
+        batch = schema_mod.relabel(schema_mod.conform(batch, self.table_schema), self.write_schema)
         offset = 0
         while offset < batch.num_rows:
             if self._writer is None:

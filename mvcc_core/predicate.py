@@ -48,20 +48,34 @@ class _PredicateDialect(Dialect):
         IDENTIFIERS = ['"', "`"]
 
 
-def to_expression(predicate: str | pc.Expression, schema: pa.Schema) -> pc.Expression:
+def to_expression(
+    predicate: str | pc.Expression, schema: pa.Schema, physical: pa.Schema | None = None
+) -> pc.Expression:
     """Turn a SQL predicate (or an Expression) into a validated Expression over ``schema``.
 
     Raises PredicateError for a syntax error, an unknown column, an unsupported construct or a type
     mismatch; the check binds the expression to ``schema``, so nothing has to be read to find out.
+    With ``physical`` (the same schema with the data files' column names) a SQL predicate is
+    resolved by the names of ``schema`` but refers to the columns of ``physical``, so it can be
+    pushed into the Parquet scan.
     """
     if isinstance(predicate, pc.Expression):
+        if physical is not None:
+            raise PredicateError("an Expression filter refers to table column names; it cannot be made physical")
         _validate_expression(predicate, schema)
         return predicate
     if not isinstance(predicate, str):
         raise PredicateError(
             f"a filter must be a SQL string or a pyarrow.compute.Expression, not {type(predicate).__name__}"
         )
-    return _Translator(predicate, schema).run()
+    return _Translator(predicate, schema, physical).run()
+
+
+def to_physical_expression(predicate: str, schema: pa.Schema, physical: pa.Schema) -> tuple[pc.Expression, list[str]]:
+    """A SQL predicate as an Expression over the data files' columns, and the table columns it reads."""
+    translator = _Translator(predicate, schema, physical)
+    expr = translator.run()
+    return expr, [name for name in schema.names if name in translator.columns]
 
 
 def to_value_expression(sql: str, schema: pa.Schema, target: pa.DataType, column: str) -> pc.Expression:
@@ -217,11 +231,12 @@ def _first_line(error: BaseException) -> str:
 class _Translator:
     """Walks one sqlglot tree and builds the Expression, checking types as it goes."""
 
-    def __init__(self, predicate: str, schema: pa.Schema) -> None:
+    def __init__(self, predicate: str, schema: pa.Schema, physical: pa.Schema | None = None) -> None:
         self.predicate = predicate
         self.schema = schema
+        self.physical = physical
         self.columns: set[str] = set()
-        self._empty = ds.dataset(schema.empty_table())
+        self._empty = ds.dataset((physical or schema).empty_table())
         self._handlers: dict[type[exp.Expression], Callable[[Any, bool], _Value]] = {
             exp.Paren: lambda n, positive: self.visit(n.this, positive),
             exp.And: self._and_or,
@@ -658,7 +673,18 @@ class _Translator:
         sql = self._sql(node)
         path, field = self._resolve(parts, sql)
         self.columns.add(path[0])
-        return _Value(pc.field(*path), field.type, sql)
+        return _Value(pc.field(*self._physical_path(path)), field.type, sql)
+
+    def _physical_path(self, path: list[str]) -> list[str]:
+        """The same column in the physical schema: walk both schemas by position."""
+        if self.physical is None:
+            return path
+        logical, physical, out = self.schema, self.physical, []
+        for part in path:
+            index = logical.get_field_index(part)
+            out.append(physical.field(index).name)
+            logical, physical = logical.field(index).type, physical.field(index).type
+        return out
 
     def _resolve(self, parts: list[str], sql: _Text) -> tuple[list[str], pa.Field]:
         """Case-sensitive lookup of a column, then of struct children for `a.b.c`."""

@@ -1,9 +1,16 @@
 """Reading a version: projection, filters pushed into Parquet, deletion vectors and row addresses.
 
-Fragments without deletions, read without row addresses, go through one pyarrow dataset over all
-their files, so Parquet row-group statistics prune and the scan runs multi-threaded. Fragments with
-deletion vectors (or when `_rowaddr` is asked for) are read row group by row group, so that each
-row's offset in its fragment is known; row groups are still pruned by statistics first.
+Data files name their columns by field id (`schema.physical_name`), so a scan works on physical
+columns and relabels them with the table's current names at the end: renames and drops need no data
+rewrite. Three paths, in manifest order:
+
+- fragments of one data file without deletions, read without row addresses, go through one pyarrow
+  dataset over all their files (row-group statistics prune, the scan runs multi-threaded);
+- one-file fragments with a deletion vector (or when `_rowaddr` is asked for) are read row group by
+  row group, so each row's offset in its fragment is known;
+- fragments of several data files (columns added or replaced later) are read file by file and put
+  side by side; each field comes from the last file that holds it (earlier copies are tombstoned),
+  and a field no file holds reads as nulls.
 """
 
 from __future__ import annotations
@@ -18,10 +25,9 @@ import pyarrow.dataset as ds
 from . import schema as schema_mod
 from ._proto import table_pb2 as pb
 from .deletion import live_rows, read_deletion_vector
-from .errors import SchemaError
-from .fragments import fragment_paths
+from .errors import CorruptManifestError, SchemaError
 from .naming import data_file_path
-from .predicate import to_expression
+from .predicate import to_expression, to_physical_expression
 from .storage import ObjectStore
 
 ROW_ADDRESS = "_rowaddr"
@@ -33,6 +39,16 @@ _PARQUET_LOCAL = ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFr
 
 def row_address(fragment_id: int, offsets: np.ndarray) -> pa.Array:
     return pa.array((np.uint64(fragment_id) << np.uint64(32)) | offsets.astype(np.uint64), type=pa.uint64())
+
+
+def field_owners(fragment: pb.DataFragment) -> dict[int, int]:
+    """Field id -> index of the data file that holds its current data (the last one listing it)."""
+    owners: dict[int, int] = {}
+    for index, data_file in enumerate(fragment.files):
+        for field_id in data_file.fields:
+            if field_id >= 0:
+                owners[field_id] = index
+    return owners
 
 
 class Scan:
@@ -50,10 +66,11 @@ class Scan:
     ) -> None:
         self.store = store
         self.manifest = manifest
-        self.table_schema = schema_mod.schema_from_fields(list(manifest.fields), dict(manifest.schema_metadata))
-        self.file_schema = schema_mod.schema_from_fields(
-            list(manifest.fields), dict(manifest.schema_metadata), with_field_ids=True
-        )
+        fields = list(manifest.fields)
+        metadata = dict(manifest.schema_metadata)
+        self.table_schema = schema_mod.schema_from_fields(fields, metadata)
+        self.physical_schema = schema_mod.schema_from_fields(fields, metadata, physical=True)
+        self._field_ids = schema_mod.field_ids_by_name(fields)
         if columns is not None:
             columns = list(columns)
             unknown = [c for c in columns if c not in self.table_schema.names]
@@ -63,11 +80,22 @@ class Scan:
                     f"columns are {self.table_schema.names}"
                 )
         self.columns = columns if columns is not None else list(self.table_schema.names)
-        self.filter = to_expression(filter, self.table_schema) if filter is not None else None
+        # A SQL filter is pushed into Parquet on physical columns; a caller's Expression names table
+        # columns, so it is applied after relabelling.
+        self.filter: pc.Expression | None = None
+        self._post_filter: pc.Expression | None = None
+        self._filter_columns: list[str] = []
+        if isinstance(filter, str):
+            self.filter, self._filter_columns = to_physical_expression(filter, self.table_schema, self.physical_schema)
+        elif filter is not None:
+            self._post_filter = to_expression(filter, self.table_schema)
+            text = str(self._post_filter)
+            self._filter_columns = [n for n in self.table_schema.names if n in text]
         self.with_row_address = with_row_address
         self.batch_size = batch_size
         self.fragments = list(manifest.fragments if fragments is None else fragments)
         self._fs = store.arrow_filesystem()
+        self._format = _PARQUET_LOCAL if store.scheme == "file" else _PARQUET
 
     @property
     def output_schema(self) -> pa.Schema:
@@ -76,123 +104,182 @@ class Scan:
             out = out.append(pa.field(ROW_ADDRESS, pa.uint64(), nullable=False))
         return out
 
-    def _dataset(self, fragments: Sequence[pb.DataFragment]) -> ds.FileSystemDataset:
-        """One dataset over the fragments' files; known file sizes spare a HEAD request per file."""
-        fmt = _PARQUET_LOCAL if self.store.scheme == "file" else _PARQUET
-        files = [
-            fmt.make_fragment(
-                self.store.arrow_path(data_file_path(df.path)),
-                filesystem=self._fs,
-                file_size=df.file_size_bytes or None,
-            )
-            for f in fragments
-            for df in f.files
-        ]
-        return ds.FileSystemDataset(files, self.file_schema, fmt, self._fs)
+    # ---- what to read
 
-    def _needs_offsets(self, frag: pb.DataFragment) -> bool:
-        return self.with_row_address or frag.HasField("deletion_file")
+    def _read_names(self) -> list[str]:
+        """Table columns to read: the output columns and what the filter needs, in schema order."""
+        wanted = set(self.columns) | set(self._filter_columns)
+        # Reading nothing would lose the row count: read the first column then (and drop it).
+        return [n for n in self.table_schema.names if n in wanted] or self.table_schema.names[:1]
 
-    def _plain_fragments(self) -> tuple[list[pb.DataFragment], list[pb.DataFragment]]:
-        """Split fragments into those the bulk path can read and those needing row offsets."""
-        plain, exact = [], []
-        for frag in self.fragments:
-            needs_offsets = self._needs_offsets(frag)
-            if len(frag.files) != 1:
-                raise SchemaError(
-                    f"fragment {frag.id} of {self.store.uri} has {len(frag.files)} data files; "
-                    "reading multi-file fragments is not supported by this version of mvcc"
-                )
-            (exact if needs_offsets else plain).append(frag)
-        return plain, exact
+    def _physical(self, names: Sequence[str]) -> list[str]:
+        return [schema_mod.physical_name(self._field_ids[n]) for n in names]
 
-    def to_batches(self) -> Iterator[pa.RecordBatch]:
-        """Stream the result; memory is bounded by a few batches, not by the table."""
+    def _file_fragment(self, data_file: pb.DataFile) -> ds.ParquetFileFragment:
+        return self._format.make_fragment(
+            self.store.arrow_path(data_file_path(data_file.path)),
+            filesystem=self._fs,
+            file_size=data_file.file_size_bytes or None,
+        )
+
+    def _path_of(self, frag: pb.DataFragment) -> str:
+        if len(frag.files) > 1:
+            return "multi"
+        if self.with_row_address or frag.HasField("deletion_file"):
+            return "exact"
+        return "bulk"
+
+    # ---- turning physical tables into results
+
+    def _finish(self, data: pa.Table | pa.RecordBatch, names: list[str]) -> Iterator[pa.RecordBatch]:
+        """Relabel physical columns `names` (plus `_rowaddr`), apply a caller's filter, project."""
+        logical = pa.schema([self.table_schema.field(n) for n in names])
+        if self.with_row_address:
+            logical = logical.append(pa.field(ROW_ADDRESS, pa.uint64(), nullable=False))
+        table = schema_mod.relabel(data, logical)
+        if isinstance(table, pa.RecordBatch):
+            table = pa.Table.from_batches([table])
+        if self._post_filter is not None:
+            table = table.filter(self._post_filter)
+        table = table.select(self.columns + ([ROW_ADDRESS] if self.with_row_address else []))
         out_schema = self.output_schema
-        self._plain_fragments()  # validates the fragments before the first batch
-        # Keep fragment order: walk the fragments in manifest order, reading runs of plain ones in bulk.
-        run: list[pb.DataFragment] = []
-        for frag in self.fragments:
-            if not self._needs_offsets(frag):
-                run.append(frag)
-                continue
-            if run:
-                yield from self._bulk(run, out_schema)
-                run = []
-            yield from self._exact(frag, out_schema)
-        if run:
-            yield from self._bulk(run, out_schema)
+        for batch in table.to_batches(max_chunksize=self.batch_size):
+            if batch.num_rows:
+                yield pa.RecordBatch.from_arrays(batch.columns, schema=out_schema) if batch.num_columns else batch
 
-    def _bulk(self, fragments: list[pb.DataFragment], out_schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-        scanner = self._dataset(fragments).scanner(
-            columns=self.columns, filter=self.filter, batch_size=self.batch_size, use_threads=True
+    def _keep(
+        self, table: pa.Table, frag: pb.DataFragment, offsets: np.ndarray, deleted: np.ndarray | None
+    ) -> pa.Table:
+        """Add row addresses, drop deleted rows, apply the pushed-down filter."""
+        if self.with_row_address:
+            table = table.append_column(ROW_ADDRESS, row_address(frag.id, offsets))
+        if deleted is not None:
+            table = table.filter(pa.array(~np.isin(offsets, deleted, assume_unique=True)))
+        if self.filter is not None:
+            table = table.filter(self.filter)
+        return table
+
+    def _deleted_offsets(self, frag: pb.DataFragment) -> np.ndarray | None:
+        deleted = read_deletion_vector(self.store, frag)
+        return np.array(deleted.to_array(), dtype=np.uint64) if deleted else None
+
+    # ---- the three paths
+
+    def _bulk(self, fragments: list[pb.DataFragment]) -> Iterator[pa.RecordBatch]:
+        names = self._read_names()
+        dataset = ds.FileSystemDataset(
+            [self._file_fragment(f.files[0]) for f in fragments], self.physical_schema, self._format, self._fs
+        )
+        scanner = dataset.scanner(
+            columns=self._physical(names), filter=self.filter, batch_size=self.batch_size, use_threads=True
         )
         for batch in scanner.to_batches():
             if batch.num_rows:
-                yield pa.RecordBatch.from_arrays(batch.columns, schema=out_schema)
+                yield from self._finish(batch, names)
 
-    def _exact(self, frag: pb.DataFragment, out_schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-        (path,) = list(fragment_paths(frag))
-        deleted = read_deletion_vector(self.store, frag)
-        deleted_offsets = np.array(deleted.to_array(), dtype=np.uint64) if deleted else None
-        file_frag = _PARQUET.make_fragment(self.store.arrow_path(path), filesystem=self._fs)
+    def _exact(self, frag: pb.DataFragment) -> Iterator[pa.RecordBatch]:
+        names = self._read_names()
+        deleted = self._deleted_offsets(frag)
+        file_frag = self._file_fragment(frag.files[0])
         file_frag.ensure_complete_metadata()
         starts = np.cumsum([0] + [rg.num_rows for rg in file_frag.row_groups])
-        wanted = set(self.columns)
         if self.filter is not None:
-            wanted |= set(_filter_columns(self.filter, self.table_schema))
-        read_cols = [n for n in self.table_schema.names if n in wanted]
-        if self.filter is not None:
-            pieces = file_frag.split_by_row_group(self.filter, schema=self.file_schema)
+            pieces = file_frag.split_by_row_group(self.filter, schema=self.physical_schema)
         else:
-            pieces = file_frag.split_by_row_group(schema=self.file_schema)
+            pieces = file_frag.split_by_row_group(schema=self.physical_schema)
         for piece in pieces:
-            rg = piece.row_groups[0].id
-            start = int(starts[rg])
-            table = piece.to_table(schema=self.file_schema, columns=read_cols)
+            start = int(starts[piece.row_groups[0].id])
+            table = piece.to_table(schema=self.physical_schema, columns=self._physical(names))
             offsets = np.arange(start, start + table.num_rows, dtype=np.uint64)
-            if self.with_row_address:
-                table = table.append_column(ROW_ADDRESS, row_address(frag.id, offsets))
-            mask = None
-            if deleted_offsets is not None:
-                mask = pa.array(~np.isin(offsets, deleted_offsets, assume_unique=True))
-            if self.filter is not None:
-                keep = table.filter(self.filter) if mask is None else table.filter(mask).filter(self.filter)
-            else:
-                keep = table if mask is None else table.filter(mask)
-            keep = keep.select(self.columns + ([ROW_ADDRESS] if self.with_row_address else []))
-            for batch in keep.to_batches(max_chunksize=self.batch_size):
-                if batch.num_rows:
-                    yield pa.RecordBatch.from_arrays(batch.columns, schema=out_schema)
+            yield from self._finish(self._keep(table, frag, offsets, deleted), names)
+
+    def _multi(self, frag: pb.DataFragment) -> Iterator[pa.RecordBatch]:
+        names = self._read_names()
+        owners = field_owners(frag)
+        by_file: dict[int, list[str]] = {}
+        for name in names:
+            owner = owners.get(self._field_ids[name])
+            if owner is not None:
+                by_file.setdefault(owner, []).append(name)
+        columns: dict[str, pa.ChunkedArray | pa.Array] = {}
+        for index, file_names in by_file.items():
+            part = self._file_fragment(frag.files[index]).to_table(
+                schema=self.physical_schema, columns=self._physical(file_names)
+            )
+            if part.num_rows != frag.physical_rows:
+                raise CorruptManifestError(
+                    f"fragment {frag.id} of {self.store.uri}: data file {frag.files[index].path} has "
+                    f"{part.num_rows} rows, the fragment {frag.physical_rows}"
+                )
+            columns.update(zip(file_names, part.columns, strict=True))
+        physical = [self.physical_schema.field(self.table_schema.get_field_index(n)) for n in names]
+        table = pa.Table.from_arrays(
+            [
+                columns[n] if n in columns else pa.nulls(frag.physical_rows, f.type)
+                for n, f in zip(names, physical, strict=True)
+            ],
+            schema=pa.schema(physical),
+        )
+        offsets = np.arange(frag.physical_rows, dtype=np.uint64)
+        yield from self._finish(self._keep(table, frag, offsets, self._deleted_offsets(frag)), names)
+
+    def _fragment_batches(self, frag: pb.DataFragment) -> Iterator[pa.RecordBatch]:
+        path = self._path_of(frag)
+        if path == "bulk":
+            return self._bulk([frag])
+        return self._exact(frag) if path == "exact" else self._multi(frag)
+
+    # ---- results
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        """Stream the result; memory is bounded by a few batches (a fragment for multi-file ones)."""
+        run: list[pb.DataFragment] = []
+        for frag in self.fragments:
+            path = self._path_of(frag)
+            if path == "bulk":
+                run.append(frag)
+                continue
+            if run:
+                yield from self._bulk(run)
+                run = []
+            yield from self._fragment_batches(frag)
+        if run:
+            yield from self._bulk(run)
 
     def to_reader(self) -> pa.RecordBatchReader:
         return pa.RecordBatchReader.from_batches(self.output_schema, self.to_batches())
 
     def to_table(self) -> pa.Table:
-        plain, exact = self._plain_fragments()
-        if not exact:
-            if not plain:
+        if self._post_filter is None and all(self._path_of(f) == "bulk" for f in self.fragments):
+            if not self.fragments:
                 return self.output_schema.empty_table()
-            table = self._dataset(plain).to_table(columns=self.columns, filter=self.filter, use_threads=True)
-            return pa.Table.from_arrays(table.columns, schema=self.output_schema)
+            names = self._read_names()
+            dataset = ds.FileSystemDataset(
+                [self._file_fragment(f.files[0]) for f in self.fragments], self.physical_schema, self._format, self._fs
+            )
+            table = dataset.to_table(columns=self._physical(names), filter=self.filter, use_threads=True)
+            table = schema_mod.relabel(table, pa.schema([self.table_schema.field(n) for n in names]))
+            return pa.Table.from_arrays(table.select(self.columns).columns, schema=self.output_schema)
         return pa.Table.from_batches(list(self.to_batches()), schema=self.output_schema)
 
     def count_rows(self) -> int:
-        if self.filter is None:
+        if self.filter is None and self._post_filter is None:
             return sum(live_rows(f) for f in self.fragments)
-        plain, exact = self._plain_fragments()
-        total = self._dataset(plain).count_rows(filter=self.filter) if plain else 0
-        if exact:
-            cols = self.columns
-            self.columns = _filter_columns(self.filter, self.table_schema) or self.table_schema.names[:1]
-            try:
-                total += sum(b.num_rows for f in exact for b in self._exact(f, self.output_schema))
-            finally:
-                self.columns = cols
-        return total
-
-
-def _filter_columns(expr: pc.Expression, schema: pa.Schema) -> list[str]:
-    """Top-level columns an expression reads (pyarrow prints field refs as plain names)."""
-    text = str(expr)
-    return [name for name in schema.names if name in text]
+        saved = self.columns
+        self.columns = []
+        try:
+            bulk = [f for f in self.fragments if self._path_of(f) == "bulk"]
+            total = 0
+            if bulk and self._post_filter is None:
+                dataset = ds.FileSystemDataset(
+                    [self._file_fragment(f.files[0]) for f in bulk], self.physical_schema, self._format, self._fs
+                )
+                total = dataset.count_rows(filter=self.filter)
+                rest = [f for f in self.fragments if self._path_of(f) != "bulk"]
+            else:
+                rest = self.fragments
+            for frag in rest:
+                total += sum(b.num_rows for b in self._fragment_batches(frag))
+            return total
+        finally:
+            self.columns = saved

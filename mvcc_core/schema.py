@@ -3,7 +3,12 @@
 Column identity is the field id, not the name, so that renames and drops are metadata-only. Nested
 types are flattened depth-first (a parent before its children) into `Field` rows that point at their
 parent; leaves keep their exact Arrow type as IPC bytes, so timezones, decimal precision and
-dictionary index types survive. Data files carry the ids as `PARQUET:field_id` on every column.
+dictionary index types survive.
+
+Data files name their columns (and struct children) by field id, `c{id}`, and also carry the id as
+`PARQUET:field_id`: the physical name never changes, so renames and drops touch only the manifest, and a
+column dropped and re-added under its old name can never be confused with the old data (Delta's column
+mapping makes the same choice). List items and map keys/values keep their Arrow names.
 """
 
 from __future__ import annotations
@@ -17,6 +22,11 @@ from ._proto import table_pb2 as pb
 from .errors import SchemaError
 
 FIELD_ID_KEY = b"PARQUET:field_id"
+
+
+def physical_name(field_id: int) -> str:
+    """The column name a data file uses for a field: stable across renames."""
+    return f"c{field_id}"
 
 
 def _logical_type(t: pa.DataType) -> str:
@@ -99,37 +109,42 @@ def schema_from_fields(
     schema_metadata: Mapping[str, bytes] | None = None,
     *,
     with_field_ids: bool = False,
+    physical: bool = False,
 ) -> pa.Schema:
     """Rebuild the exact Arrow schema; `with_field_ids` stamps `PARQUET:field_id` for writing Parquet.
+
+    `physical=True` gives the schema of the data files: the same types, with columns and struct
+    children named by field id (`physical_name`), and field ids stamped.
 
     Memoized on the serialized fields: every commit and scan needs the schema, and it rarely changes.
     """
     key = (
         tuple(f.SerializeToString(deterministic=True) for f in fields),
         tuple(sorted((schema_metadata or {}).items())),
-        with_field_ids,
+        with_field_ids or physical,
+        physical,
     )
     cached = _SCHEMA_CACHE.get(key)
     if cached is None:
-        cached = _build_schema(fields, schema_metadata, with_field_ids)
+        cached = _build_schema(fields, schema_metadata, with_field_ids or physical, physical)
         if len(_SCHEMA_CACHE) > 256:
             _SCHEMA_CACHE.clear()
         _SCHEMA_CACHE[key] = cached
     return cached
 
 
-_SCHEMA_CACHE: dict[tuple[tuple[bytes, ...], tuple, bool], pa.Schema] = {}
+_SCHEMA_CACHE: dict[tuple[tuple[bytes, ...], tuple, bool, bool], pa.Schema] = {}
 
 
 def _build_schema(
-    fields: Sequence[pb.Field], schema_metadata: Mapping[str, bytes] | None, with_field_ids: bool
+    fields: Sequence[pb.Field], schema_metadata: Mapping[str, bytes] | None, with_field_ids: bool, physical: bool
 ) -> pa.Schema:
     children: dict[int, list[pb.Field]] = {}
     for f in fields:
         children.setdefault(f.parent_id, []).append(f)
 
-    def build(f: pb.Field) -> pa.Field:
-        kids = [build(c) for c in children.get(f.id, [])]
+    def build(f: pb.Field, renamed: bool = True) -> pa.Field:
+        kids = [build(c, renamed=f.logical_type == "struct") for c in children.get(f.id, [])]
         lt = f.logical_type
         if lt == "struct":
             t: pa.DataType = pa.struct(kids)
@@ -146,10 +161,26 @@ def _build_schema(
         md = dict(f.metadata)
         if with_field_ids:
             md[FIELD_ID_KEY.decode()] = str(f.id)
-        return pa.field(f.name, t, f.nullable, metadata=md or None)
+        name = physical_name(f.id) if physical and renamed else f.name
+        return pa.field(name, t, f.nullable, metadata=md or None)
 
     top = [build(f) for f in children.get(-1, [])]
     return pa.schema(top, metadata=dict(schema_metadata) if schema_metadata else None)
+
+
+def relabel(data: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.Table | pa.RecordBatch:
+    """Give `data` the names of `schema` (same types up to names): physical <-> logical, zero-copy."""
+    columns = []
+    for col, f in zip(data.columns, schema, strict=True):
+        if not col.type.equals(f.type):
+            if isinstance(col, pa.ChunkedArray):
+                col = pa.chunked_array([c.view(f.type) for c in col.chunks], type=f.type)
+            else:
+                col = col.view(f.type)
+        columns.append(col)
+    if isinstance(data, pa.RecordBatch):
+        return pa.RecordBatch.from_arrays(columns, schema=schema)
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def field_ids_by_name(fields: Sequence[pb.Field]) -> dict[str, int]:
