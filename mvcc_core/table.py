@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,6 +41,9 @@ from .scan import DEFAULT_BATCH_SIZE, Scan
 from .storage import ObjectStore, open_store
 from .tags import Tags
 from .transaction import Transaction, read_transaction
+
+if TYPE_CHECKING:
+    from .merge_insert import MergeInsertBuilder
 
 VersionRef = int | str | datetime
 
@@ -343,6 +346,13 @@ class Table:
                 self._store.delete_many(plan.written)  # definite failure: no manifest references them
                 raise
         return {"num_rows_updated": plan.rows_updated}
+
+    def merge_insert(self, on: str | Sequence[str]) -> MergeInsertBuilder:
+        """Upsert builder with pylance's shape: `t.merge_insert("id").when_matched_update_all()
+        .when_not_matched_insert_all().execute(data)`; one Update transaction."""
+        from .merge_insert import MergeInsertBuilder
+
+        return MergeInsertBuilder(self, on)
 
     def restore(self, ref: VersionRef | None = None, commit_message: str | None = None) -> Table:
         """Make `ref` (default: this handle's version) the latest version again; history is kept."""
