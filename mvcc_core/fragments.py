@@ -161,3 +161,39 @@ def write_fragments_from_reader(
 def fragment_paths(fragment: pb.DataFragment) -> Iterator[str]:
     for data_file in fragment.files:
         yield data_file_path(data_file.path)
+
+
+def field_subtree(fields: list[pb.Field], top_ids: set[int]) -> list[pb.Field]:
+    """The fields with ids `top_ids` and all their descendants, in manifest order."""
+    keep = set(top_ids)
+    out = []
+    for f in fields:  # parents come before their children
+        if f.id in keep or f.parent_id in keep:
+            keep.add(f.id)
+            out.append(f)
+    return out
+
+
+def write_column_file(store: ObjectStore, fields: list[pb.Field], data: pa.Table) -> pb.DataFile:
+    """One data file holding only some columns of a fragment (`fields`: their subtree), all its rows.
+
+    Used by add_columns, replace_column and REWRITE_COLUMNS updates: the fragment gets the file as an
+    extra entry in `files`.
+    """
+    logical = schema_mod.schema_from_fields(fields)
+    physical = schema_mod.schema_from_fields(fields, physical=True)
+    table = schema_mod.relabel(schema_mod.conform(data, logical), physical)
+    path = data_file_path(new_data_file_name())
+    fs = store.arrow_filesystem()
+    try:
+        with fs.open_output_stream(store.arrow_path(path)) as sink:
+            pq.write_table(
+                table, sink, compression=PARQUET_COMPRESSION, write_statistics=True, row_group_size=ROW_GROUP_ROWS
+            )
+            size = sink.tell()
+    except BaseException:
+        store.delete_many([path])
+        raise
+    return pb.DataFile(
+        path=path.split("/", 1)[1], fields=_field_ids(fields), file_major_version=1, file_size_bytes=size
+    )

@@ -100,6 +100,18 @@ def to_value_expression(sql: str, schema: pa.Schema, target: pa.DataType, column
     return expr
 
 
+def to_column_expression(sql: str, schema: pa.Schema) -> tuple[pc.Expression, pa.DataType, list[str]]:
+    """A SQL value expression over `schema` for a new column: the expression, the type it computes and
+    the top-level columns it reads (add_columns)."""
+    translator = _Translator(sql, schema)
+    value = translator.parse_value()
+    try:
+        result = translator._empty.to_table(columns={"v": value.expr}).schema.field(0).type
+    except _ARROW_ERRORS as e:
+        raise translator.fail(_first_line(e)) from e
+    return value.expr, result, [name for name in schema.names if name in translator.columns]
+
+
 def referenced_columns(predicate: str, schema: pa.Schema) -> list[str]:
     """Top-level columns a SQL predicate reads, in schema order, so a scan can project only what it needs.
 

@@ -283,3 +283,21 @@ class Scan:
             return total
         finally:
             self.columns = saved
+
+
+def read_fragment(store: ObjectStore, manifest: pb.Manifest, fragment: pb.DataFragment, columns: list[str]) -> pa.Table:
+    """All physical rows of one fragment, deleted ones included, in offset order.
+
+    Column rewrites (add_columns, REWRITE_COLUMNS) write files as long as the fragment, so they must
+    see every row, not only the live ones.
+    """
+    whole = pb.DataFragment()
+    whole.CopyFrom(fragment)
+    whole.ClearField("deletion_file")
+    table = Scan(store, manifest, columns=columns, with_row_address=True, fragments=[whole]).to_table()
+    if table.num_rows != fragment.physical_rows:
+        raise CorruptManifestError(
+            f"fragment {fragment.id} of {store.uri} read {table.num_rows} rows, "
+            f"the manifest says {fragment.physical_rows}"
+        )
+    return table.drop_columns([ROW_ADDRESS])

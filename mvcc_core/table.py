@@ -318,11 +318,7 @@ class Table:
         plan = plan_delete(self._store, self._manifest, predicate)
         if plan.operation is None:
             return self
-        try:
-            return self.commit(plan.operation, commit_message=commit_message, max_retries=max_retries)
-        except (CommitConflictError, SchemaError):
-            self._store.delete_many(plan.written)  # definite failure: no manifest references them
-            raise
+        return self._commit_written(plan.operation, plan.written, commit_message, max_retries)
 
     def update(
         self,
@@ -340,12 +336,81 @@ class Table:
 
         plan = plan_update(self._store, self._manifest, values, where)
         if plan.operation is not None:
-            try:
-                self.commit(plan.operation, commit_message=commit_message, max_retries=max_retries)
-            except (CommitConflictError, SchemaError):
-                self._store.delete_many(plan.written)  # definite failure: no manifest references them
-                raise
+            self._commit_written(plan.operation, plan.written, commit_message, max_retries)
         return {"num_rows_updated": plan.rows_updated}
+
+    def _commit_written(
+        self, operation: ops.Operation, written: list[str], commit_message: str | None, max_retries: int
+    ) -> Table:
+        """Commit an operation whose files were just written; on a definite failure remove them."""
+        try:
+            return self.commit(operation, commit_message=commit_message, max_retries=max_retries)
+        except (CommitConflictError, SchemaError):
+            self._store.delete_many(written)  # no manifest references them
+            raise
+
+    # ---- schema evolution (pylance's shapes) --------------------------------------------------
+
+    def add_columns(
+        self,
+        transforms: dict[str, str] | pa.Field | list[pa.Field] | pa.Schema,
+        commit_message: str | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> Table:
+        """New columns from SQL expressions (`{"total": "price * qty"}`) or all-null columns from Arrow
+        fields. Every fragment gets one new data file; existing files are not rewritten. One Merge."""
+        from .schema_evolution import plan_add_columns
+
+        plan = plan_add_columns(self._store, self._manifest, transforms)
+        return self._commit_written(plan.operation, plan.written, commit_message, max_retries)
+
+    def merge(
+        self,
+        data: Any,
+        left_on: str,
+        right_on: str | None = None,
+        commit_message: str | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> Table:
+        """Add the columns of `data`, joined on a key column (a left join: no match gives nulls). One Merge."""
+        from .schema_evolution import plan_merge
+
+        plan = plan_merge(self._store, self._manifest, data, left_on, right_on)
+        return self._commit_written(plan.operation, plan.written, commit_message, max_retries)
+
+    def drop_columns(
+        self, columns: str | Sequence[str], commit_message: str | None = None, max_retries: int = DEFAULT_MAX_RETRIES
+    ) -> Table:
+        """Drop columns or struct fields (`"a.b"`); metadata only. One Project."""
+        from .schema_evolution import plan_drop_columns
+
+        return self.commit(
+            plan_drop_columns(self._manifest, columns), commit_message=commit_message, max_retries=max_retries
+        )
+
+    def alter_columns(self, *alterations: dict[str, Any], commit_message: str | None = None) -> Table:
+        """Rename (`{"path": "a", "name": "b"}`) or make nullable (`"nullable": True`); metadata only."""
+        from .schema_evolution import plan_alter_columns
+
+        return self.commit(plan_alter_columns(self._manifest, alterations), commit_message=commit_message)
+
+    def replace_column(
+        self,
+        column: str,
+        replacements: dict[int, Any],
+        commit_message: str | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> Table:
+        """Replace a column's values in some fragments ({fragment id: values for every physical row}).
+
+        The new values go into new files; the old ones are tombstoned. One DataReplacement.
+        """
+        from .schema_evolution import plan_replace_column
+
+        plan = plan_replace_column(self._store, self._manifest, column, replacements)
+        return self._commit_written(plan.operation, plan.written, commit_message, max_retries)
+
+    # ---- upserts -----------------------------------------------------------------------------
 
     def merge_insert(self, on: str | Sequence[str]) -> MergeInsertBuilder:
         """Upsert builder with pylance's shape: `t.merge_insert("id").when_matched_update_all()
