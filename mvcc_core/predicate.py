@@ -112,6 +112,13 @@ def to_column_expression(sql: str, schema: pa.Schema) -> tuple[pc.Expression, pa
     return value.expr, result, [name for name in schema.names if name in translator.columns]
 
 
+def value_columns(sql: str, schema: pa.Schema) -> list[str]:
+    """Top-level columns a SQL value expression reads, in schema order."""
+    translator = _Translator(sql, schema)
+    translator.parse_value()
+    return [name for name in schema.names if name in translator.columns]
+
+
 def referenced_columns(predicate: str, schema: pa.Schema) -> list[str]:
     """Top-level columns a SQL predicate reads, in schema order, so a scan can project only what it needs.
 

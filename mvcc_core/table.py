@@ -324,17 +324,19 @@ class Table:
         self,
         values: dict[str, Any],
         where: str | pc.Expression | None = None,
+        mode: str | None = None,
         commit_message: str | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> dict[str, int]:
         """Set columns to SQL expressions or literals on the rows matching `where` (all rows for None).
 
-        pylance's shape; one Update transaction (REWRITE_ROWS). Returns {"num_rows_updated": n}; when no
-        row matches nothing is committed.
+        pylance's shape; one Update transaction. `mode`: "rewrite_rows", "rewrite_columns", or None to
+        pick the cheaper (see `mvcc_core.update`). Returns {"num_rows_updated": n}; when no row matches
+        nothing is committed.
         """
         from .update import plan_update
 
-        plan = plan_update(self._store, self._manifest, values, where)
+        plan = plan_update(self._store, self._manifest, values, where, mode=mode)
         if plan.operation is not None:
             self._commit_written(plan.operation, plan.written, commit_message, max_retries)
         return {"num_rows_updated": plan.rows_updated}
