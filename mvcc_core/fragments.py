@@ -197,3 +197,20 @@ def write_column_file(store: ObjectStore, fields: list[pb.Field], data: pa.Table
     return pb.DataFile(
         path=path.split("/", 1)[1], fields=_field_ids(fields), file_major_version=1, file_size_bytes=size
     )
+
+
+def tombstone(fragment: pb.DataFragment, field_ids: set[int]) -> None:
+    """Mark `field_ids` dead (-2) in the fragment's files, before a newer file with them is added.
+
+    A file left with no live field is dropped from the fragment: nothing would read it, and once no
+    version references it retention removes it.
+    """
+    kept = []
+    for data_file in fragment.files:
+        fields = [i if i not in field_ids else -2 for i in data_file.fields]
+        if any(i >= 0 for i in fields):
+            del data_file.fields[:]
+            data_file.fields.extend(fields)
+            kept.append(data_file)
+    del fragment.files[:]
+    fragment.files.extend(kept)

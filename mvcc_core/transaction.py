@@ -18,6 +18,7 @@ from . import operations as ops
 from ._proto import table_pb2 as pb
 from ._proto import transaction_pb2 as tpb
 from .errors import CorruptManifestError, MvccError, UnsupportedFeatureError
+from .fragments import tombstone
 from .naming import transaction_path
 from .storage import ObjectStore
 
@@ -274,11 +275,7 @@ def _apply_data_replacement(m: pb.Manifest, op: ops.DataReplacement, ctx: BuildC
         frag = by_id.get(group.fragment_id)
         if frag is None:
             raise ManifestBuildError(f"DataReplacement names fragment {group.fragment_id}, not in version {m.version}")
-        new_fields = set(group.new_file.fields)
-        for data_file in frag.files:
-            kept = [fid if fid not in new_fields else -2 for fid in data_file.fields]
-            del data_file.fields[:]
-            data_file.fields.extend(kept)
+        tombstone(frag, set(group.new_file.fields))
         frag.files.append(group.new_file)
 
 

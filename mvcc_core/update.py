@@ -28,7 +28,14 @@ from ._proto import table_pb2 as pb
 from ._proto import transaction_pb2 as tpb
 from .delete import delete_addresses, find_rows
 from .errors import SchemaError
-from .fragments import DEFAULT_MAX_ROWS_PER_FILE, FragmentWriter, field_subtree, fragment_paths, write_column_file
+from .fragments import (
+    DEFAULT_MAX_ROWS_PER_FILE,
+    FragmentWriter,
+    field_subtree,
+    fragment_paths,
+    tombstone,
+    write_column_file,
+)
 from .naming import data_file_path
 from .predicate import to_value_expression, value_columns
 from .scan import ROW_ADDRESS, read_fragment
@@ -214,10 +221,7 @@ def _rewrite_columns(
             written.append(data_file_path(data_file.path))
             new = pb.DataFragment()
             new.CopyFrom(frag)
-            for existing in new.files:
-                kept = [i if i not in tombstoned else -2 for i in existing.fields]
-                del existing.fields[:]
-                existing.fields.extend(kept)
+            tombstone(new, tombstoned)
             new.files.append(data_file)
             updated.append(new)
     except BaseException:

@@ -25,21 +25,22 @@ def by_id(t: mvcc.Table) -> dict[int, dict]:
     return {r["id"]: r for r in t.to_table().to_pylist()}
 
 
-def test_update_matches_oracle(any_uri) -> None:
+@pytest.mark.parametrize("mode", ["rewrite_rows", "rewrite_columns"])
+def test_update_matches_oracle(any_uri, mode) -> None:
     uri, opts = any_uri
     t = mvcc.write_table(data(40), uri, storage_options=opts, max_rows_per_file=10)
     rows = {r["id"]: dict(r) for r in data(40).to_pylist()}
-    assert t.update({"price": "price * 2 + 1", "name": "'cheap'"}, where="id < 15 AND name IS NOT NULL") == {
+    assert t.update({"price": "price * 2 + 1", "name": "'cheap'"}, where="id < 15 AND name IS NOT NULL", mode=mode) == {
         "num_rows_updated": 12
     }
     for i, r in rows.items():
         if i < 15 and r["name"] is not None:
             r["price"], r["name"] = i * 2.0 + 1, "cheap"
     assert by_id(t) == rows
-    t.update({"name": None}, where="id >= 35")
+    t.update({"name": None}, where="id >= 35", mode=mode)
     for i in range(35, 40):
         rows[i]["name"] = None
-    t.update({"price": 0})  # every row
+    t.update({"price": 0}, mode=mode)  # every row
     for r in rows.values():
         r["price"] = 0.0
     reopened = mvcc.open_table(uri, storage_options=opts)
@@ -49,7 +50,10 @@ def test_update_matches_oracle(any_uri) -> None:
     txn = read_transaction(reopened._store, reopened.checkout(2).manifest.transaction_file)
     ids = {f.name: f.id for f in reopened.manifest.fields}
     assert sorted(txn.operation.fields_modified) == sorted([ids["price"], ids["name"]])
-    assert txn.operation.update_mode == 0  # REWRITE_ROWS
+    assert txn.operation.update_mode == (0 if mode == "rewrite_rows" else 1)
+    if mode == "rewrite_columns":  # rows stay where they were: no new fragments, same row addresses
+        assert [f.id for f in reopened.get_fragments()] == [0, 1, 2, 3]
+        assert all(len(f.files) >= 2 for f in reopened.get_fragments())
 
 
 def test_update_no_match_commits_nothing(tmp_uri) -> None:
@@ -84,3 +88,63 @@ def test_update_racing_a_delete_of_the_same_fragment_is_retryable(tmp_uri) -> No
     assert len(list((Path(tmp_uri) / "data").iterdir())) == 1  # b's new data file was removed
     mvcc.open_table(tmp_uri).update({"price": 9}, where="id = 2")
     assert by_id(mvcc.open_table(tmp_uri))[2]["price"] == 9.0
+
+
+def test_rewrite_columns_keeps_deletions_and_computes_only_matched_rows(tmp_uri) -> None:
+    t = mvcc.write_table(
+        pa.table({"id": pa.array(range(20), pa.int64()), "d": pa.array([i % 4 for i in range(20)], pa.int64())}),
+        tmp_uri,
+        max_rows_per_file=10,
+    )
+    t.delete("id IN (3, 13)")
+    # 100 / d fails for d = 0; those rows do not match, so they must not be computed
+    assert t.update({"id": "100 / d"}, where="d <> 0", mode="rewrite_columns") == {"num_rows_updated": 13}
+    expected = sorted((100 // (i % 4) if i % 4 else i, i % 4) for i in range(20) if i not in (3, 13))
+    assert sorted((r["id"], r["d"]) for r in t.to_table().to_pylist()) == expected
+    assert t.count_rows() == 18
+    assert t.checkout(2).count_rows() == 18 and sorted(t.checkout(2).to_table().column("id").to_pylist()) == [
+        i for i in range(20) if i not in (3, 13)
+    ]
+
+
+def test_rewrite_columns_then_rename_drop_append(tmp_uri) -> None:
+    t = mvcc.write_table(data(30), tmp_uri, max_rows_per_file=10)
+    t.update({"price": "price + 0.5"}, mode="rewrite_columns")
+    t.update({"price": "price * 2"}, where="id < 5", mode="rewrite_columns")
+    # the first update's price file is fully superseded, so fragment 0 drops it: original + newest
+    assert [list(f.fields) for f in t.get_fragments()[0].files] == [[0, -2, 2], [1]]
+    t.alter_columns({"path": "price", "name": "cost"})
+    t.append(pa.table({"id": pa.array([99], pa.int64()), "cost": [1.0], "name": ["new"]}))
+    got = {r["id"]: r["cost"] for r in t.to_table().to_pylist()}
+    assert got == {**{i: (i + 0.5) * (2 if i < 5 else 1) for i in range(30)}, 99: 1.0}
+    t.drop_columns(["cost"])
+    assert t.to_table().column_names == ["id", "name"] and t.count_rows("name = 'new'") == 1
+
+
+def test_update_mode_is_chosen_by_cost(tmp_uri) -> None:
+    wide = pa.table({f"c{i}": pa.array(range(100), pa.int64()) for i in range(8)})
+    t = mvcc.write_table(wide, tmp_uri, max_rows_per_file=50)
+    t.update({"c1": "c1 + 1"})  # every row, one column of eight
+    assert transaction_mode(t) == 1
+    t.update({"c1": 0}, where="c0 = 7")  # one row
+    assert transaction_mode(t) == 0
+    t.update({f"c{i}": 0 for i in range(8)})  # every column: rewriting columns cannot win
+    assert transaction_mode(t) == 0
+    assert t.to_table().to_pylist() == [{f"c{i}": 0 for i in range(8)}] * 100
+    with pytest.raises(ValueError, match="mode"):
+        t.update({"c1": 1}, mode="sideways")
+
+
+def transaction_mode(t: mvcc.Table) -> int:
+    return read_transaction(t._store, t.manifest.transaction_file).operation.update_mode
+
+
+def test_rewrite_columns_nested_and_null_into_non_nullable(tmp_uri) -> None:
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("s", pa.struct([("x", pa.int64())]))])
+    t = mvcc.write_table(pa.table({"id": [1, 2, 3], "s": [{"x": 1}, {"x": 2}, None]}, schema=schema), tmp_uri)
+    t.update({"s": "s"}, where="s.x = 2", mode="rewrite_columns")
+    assert t.to_table().column("s").to_pylist() == [{"x": 1}, {"x": 2}, None]
+    before = sorted(p.relative_to(tmp_uri) for p in Path(tmp_uri).rglob("*"))
+    with pytest.raises(mvcc.SchemaError, match="id"):
+        t.update({"id": None}, where="id = 1", mode="rewrite_columns")
+    assert sorted(p.relative_to(tmp_uri) for p in Path(tmp_uri).rglob("*")) == before
