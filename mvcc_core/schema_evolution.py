@@ -240,7 +240,7 @@ def plan_alter_columns(manifest: pb.Manifest, alterations: Sequence[Mapping[str,
         field = _resolve_path(fields, alteration["path"])
         if alteration.get("data_type") is not None:
             current = _arrow_type(schema, alteration["path"])
-            if not pa.types.is_data_type(alteration["data_type"]) or not alteration["data_type"].equals(current):
+            if not isinstance(alteration["data_type"], pa.DataType) or not alteration["data_type"].equals(current):
                 raise SchemaError(
                     f"alter_columns: changing the type of {alteration['path']!r} ({current} -> "
                     f"{alteration['data_type']}) rewrites data and is not supported; add a new column with a "
