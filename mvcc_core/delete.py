@@ -63,7 +63,7 @@ def delete_addresses(store: ObjectStore, manifest: pb.Manifest, addresses: np.nd
         for fid in (int(x) for x in np.unique(fragment_ids)):
             offsets = addresses[fragment_ids == fid] & np.uint64(0xFFFFFFFF)
             frag = by_id[fid]
-            deleted = read_deletion_vector(store, frag) | BitMap(offsets.astype(np.uint32))
+            deleted = read_deletion_vector(store, frag, manifest.base_paths) | BitMap(offsets.astype(np.uint32))
             if len(deleted) >= frag.physical_rows:
                 removed.append(fid)
                 continue

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 
 from pyroaring import BitMap
 
 from ._proto import table_pb2 as pb
+from .bases import deletion_store
 from .errors import CorruptManifestError
 from .naming import deletion_file_path
 from .storage import ObjectStore
@@ -16,10 +18,13 @@ def deletion_path(fragment_id: int, deletion_file: pb.DeletionFile) -> str:
     return deletion_file_path(fragment_id, deletion_file.read_version, deletion_file.id)
 
 
-def read_deletion_vector(store: ObjectStore, fragment: pb.DataFragment) -> BitMap:
+def read_deletion_vector(
+    store: ObjectStore, fragment: pb.DataFragment, base_paths: Iterable[pb.BasePath] = ()
+) -> BitMap:
     """The deleted row offsets of `fragment` (empty when it has no deletion file)."""
     if not fragment.HasField("deletion_file"):
         return BitMap()
+    store = deletion_store(store, base_paths, fragment.deletion_file)
     path = deletion_path(fragment.id, fragment.deletion_file)
     data = store.get(path)
     try:

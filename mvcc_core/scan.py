@@ -15,6 +15,7 @@ rewrite. Three paths, in manifest order:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -24,9 +25,9 @@ import pyarrow.dataset as ds
 
 from . import schema as schema_mod
 from ._proto import table_pb2 as pb
+from .bases import data_file_location
 from .deletion import live_rows, read_deletion_vector
-from .errors import CorruptManifestError, SchemaError
-from .naming import data_file_path
+from .errors import CorruptManifestError, ObjectNotFoundError, SchemaError
 from .predicate import to_expression, to_physical_expression
 from .storage import ObjectStore
 
@@ -94,7 +95,6 @@ class Scan:
         self.with_row_address = with_row_address
         self.batch_size = batch_size
         self.fragments = list(manifest.fragments if fragments is None else fragments)
-        self._fs = store.arrow_filesystem()
         self._format = _PARQUET_LOCAL if store.scheme == "file" else _PARQUET
 
     @property
@@ -116,11 +116,16 @@ class Scan:
         return [schema_mod.physical_name(self._field_ids[n]) for n in names]
 
     def _file_fragment(self, data_file: pb.DataFile) -> ds.ParquetFileFragment:
+        store, rel = data_file_location(self.store, self.manifest.base_paths, data_file)
         return self._format.make_fragment(
-            self.store.arrow_path(data_file_path(data_file.path)),
-            filesystem=self._fs,
-            file_size=data_file.file_size_bytes or None,
+            store.arrow_path(rel), filesystem=store.arrow_filesystem(), file_size=data_file.file_size_bytes or None
         )
+
+    def _dataset(self, fragments: list[pb.DataFragment]) -> ds.FileSystemDataset:
+        """One dataset over one-file fragments that live in one store (see `_runs`)."""
+        store, _ = data_file_location(self.store, self.manifest.base_paths, fragments[0].files[0])
+        files = [self._file_fragment(f.files[0]) for f in fragments]
+        return ds.FileSystemDataset(files, self.physical_schema, self._format, store.arrow_filesystem())
 
     def _path_of(self, frag: pb.DataFragment) -> str:
         if len(frag.files) > 1:
@@ -160,17 +165,14 @@ class Scan:
         return table
 
     def _deleted_offsets(self, frag: pb.DataFragment) -> np.ndarray | None:
-        deleted = read_deletion_vector(self.store, frag)
+        deleted = read_deletion_vector(self.store, frag, self.manifest.base_paths)
         return np.array(deleted.to_array(), dtype=np.uint64) if deleted else None
 
     # ---- the three paths
 
     def _bulk(self, fragments: list[pb.DataFragment]) -> Iterator[pa.RecordBatch]:
         names = self._read_names()
-        dataset = ds.FileSystemDataset(
-            [self._file_fragment(f.files[0]) for f in fragments], self.physical_schema, self._format, self._fs
-        )
-        scanner = dataset.scanner(
+        scanner = self._dataset(fragments).scanner(
             columns=self._physical(names), filter=self.filter, batch_size=self.batch_size, use_threads=True
         )
         for batch in scanner.to_batches():
@@ -223,43 +225,52 @@ class Scan:
         offsets = np.arange(frag.physical_rows, dtype=np.uint64)
         yield from self._finish(self._keep(table, frag, offsets, self._deleted_offsets(frag)), names)
 
-    def _fragment_batches(self, frag: pb.DataFragment) -> Iterator[pa.RecordBatch]:
-        path = self._path_of(frag)
-        if path == "bulk":
-            return self._bulk([frag])
-        return self._exact(frag) if path == "exact" else self._multi(frag)
-
     # ---- results
 
-    def to_batches(self) -> Iterator[pa.RecordBatch]:
-        """Stream the result; memory is bounded by a few batches (a fragment for multi-file ones)."""
+    def _runs(self) -> Iterator[tuple[str, list[pb.DataFragment]]]:
+        """Fragments in manifest order as ("bulk", run of one-file fragments in one store) or (path, [one])."""
         run: list[pb.DataFragment] = []
         for frag in self.fragments:
             path = self._path_of(frag)
             if path == "bulk":
+                if run and _base_of(run[0]) != _base_of(frag):
+                    yield "bulk", run
+                    run = []
                 run.append(frag)
                 continue
             if run:
-                yield from self._bulk(run)
+                yield "bulk", run
                 run = []
-            yield from self._fragment_batches(frag)
+            yield path, [frag]
         if run:
-            yield from self._bulk(run)
+            yield "bulk", run
+
+    def _run_batches(self, path: str, fragments: list[pb.DataFragment]) -> Iterator[pa.RecordBatch]:
+        if path == "bulk":
+            return self._bulk(fragments)
+        return self._exact(fragments[0]) if path == "exact" else self._multi(fragments[0])
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        """Stream the result; memory is bounded by a few batches (a fragment for multi-file ones)."""
+        with missing_files(self.store):
+            for path, fragments in self._runs():
+                yield from self._run_batches(path, fragments)
 
     def to_reader(self) -> pa.RecordBatchReader:
         return pa.RecordBatchReader.from_batches(self.output_schema, self.to_batches())
 
     def to_table(self) -> pa.Table:
-        if self._post_filter is None and all(self._path_of(f) == "bulk" for f in self.fragments):
-            if not self.fragments:
-                return self.output_schema.empty_table()
+        runs = list(self._runs())
+        if self._post_filter is None and len(runs) == 1 and runs[0][0] == "bulk":
             names = self._read_names()
-            dataset = ds.FileSystemDataset(
-                [self._file_fragment(f.files[0]) for f in self.fragments], self.physical_schema, self._format, self._fs
-            )
-            table = dataset.to_table(columns=self._physical(names), filter=self.filter, use_threads=True)
+            with missing_files(self.store):
+                table = self._dataset(runs[0][1]).to_table(
+                    columns=self._physical(names), filter=self.filter, use_threads=True
+                )
             table = schema_mod.relabel(table, pa.schema([self.table_schema.field(n) for n in names]))
             return pa.Table.from_arrays(table.select(self.columns).columns, schema=self.output_schema)
+        if not runs:
+            return self.output_schema.empty_table()
         return pa.Table.from_batches(list(self.to_batches()), schema=self.output_schema)
 
     def count_rows(self) -> int:
@@ -268,21 +279,43 @@ class Scan:
         saved = self.columns
         self.columns = []
         try:
-            bulk = [f for f in self.fragments if self._path_of(f) == "bulk"]
             total = 0
-            if bulk and self._post_filter is None:
-                dataset = ds.FileSystemDataset(
-                    [self._file_fragment(f.files[0]) for f in bulk], self.physical_schema, self._format, self._fs
-                )
-                total = dataset.count_rows(filter=self.filter)
-                rest = [f for f in self.fragments if self._path_of(f) != "bulk"]
-            else:
-                rest = self.fragments
-            for frag in rest:
-                total += sum(b.num_rows for b in self._fragment_batches(frag))
+            with missing_files(self.store):
+                for path, fragments in self._runs():
+                    if path == "bulk" and self._post_filter is None:
+                        total += self._dataset(fragments).count_rows(filter=self.filter)
+                    else:
+                        total += sum(b.num_rows for b in self._run_batches(path, fragments))
             return total
         finally:
             self.columns = saved
+
+
+def _base_of(fragment: pb.DataFragment) -> int:
+    data_file = fragment.files[0]
+    return data_file.base_id if data_file.HasField("base_id") else -1
+
+
+@contextlib.contextmanager
+def missing_files(store: ObjectStore) -> Iterator[None]:
+    """A data file that is gone (a shallow clone's source cleaned up, a file removed by hand) is an
+    ObjectNotFoundError naming it, not a bare OSError from deep inside pyarrow."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        if isinstance(exc, ObjectNotFoundError):
+            raise
+        raise ObjectNotFoundError(
+            f"a file of table {store.uri} is missing ({exc}); if the table is a shallow clone, its source may have "
+            "been cleaned up or removed"
+        ) from exc
+    except OSError as exc:
+        if "does not exist" not in str(exc) and "NoSuchKey" not in str(exc) and "Not Found" not in str(exc):
+            raise
+        raise ObjectNotFoundError(
+            f"a file of table {store.uri} is missing ({exc}); if the table is a shallow clone, its source may have "
+            "been cleaned up or removed"
+        ) from exc
 
 
 def read_fragment(store: ObjectStore, manifest: pb.Manifest, fragment: pb.DataFragment, columns: list[str]) -> pa.Table:
