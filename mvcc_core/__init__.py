@@ -5,7 +5,9 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from . import operations
+from .bases import DatasetBasePath
 from .errors import (
+    BasePathError,
     CommitConflictError,
     CommitNotSupportedError,
     CorruptManifestError,
@@ -53,6 +55,8 @@ from .table import Table, VersionInfo, open_table, write_fragments, write_table
 
 __all__ = [
     "Append",
+    "BasePathError",
+    "DatasetBasePath",
     "Clone",
     "CommitConflictError",
     "CommitNotSupportedError",

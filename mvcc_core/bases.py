@@ -9,11 +9,41 @@ way; `t.add_bases` adds named ones, e.g. another bucket). A base that `is_datase
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from ._proto import table_pb2 as pb
-from .errors import CorruptManifestError
+from .errors import BasePathError, CorruptManifestError
 from .naming import data_file_path
 from .storage import ObjectStore
+
+
+@dataclass(frozen=True)
+class DatasetBasePath:
+    """A base path to add with `t.add_bases` (pylance's name): a location data files may be written to."""
+
+    path: str
+    name: str | None = None
+    is_dataset_root: bool = False
+
+    def to_proto(self) -> pb.BasePath:
+        if not isinstance(self.path, str) or not self.path:
+            raise BasePathError(f"a base path needs a non-empty path, got {self.path!r}")
+        base = pb.BasePath(id=0, is_dataset_root=self.is_dataset_root, path=self.path.rstrip("/"))
+        if self.name is not None:
+            base.name = self.name
+        return base
+
+
+def find_base(base_paths: Iterable[pb.BasePath], ref: str | int) -> pb.BasePath:
+    """A base path by name or id; BasePathError listing the known ones otherwise."""
+    bases = list(base_paths)
+    for base in bases:
+        if (isinstance(ref, int) and base.id == ref) or (
+            isinstance(ref, str) and base.HasField("name") and base.name == ref
+        ):
+            return base
+    known = [f"{b.name if b.HasField('name') else '(unnamed)'} (id {b.id}): {b.path}" for b in bases]
+    raise BasePathError(f"no base path {ref!r}; the table has {known or 'none'}")
 
 
 def base_store(store: ObjectStore, base: pb.BasePath) -> ObjectStore:

@@ -168,7 +168,7 @@ class Committer:
         txn_file = write_transaction(self.store, txn)
         failpoint("commit.after_transaction_file")
         checked: set[int] = set()
-        build_ctx = BuildContext(load_version=self._load_version_any)
+        build_ctx = BuildContext(load_version=self._load_version_any, load_reference=self._load_reference)
         for attempt in range(max_retries + 1):
             try:
                 latest_loc = latest_manifest_location(self.store)
@@ -262,3 +262,10 @@ class Committer:
         return self.load_manifest(location_of(self.store, version, self._naming))
 
     _naming: ManifestNaming = ManifestNaming.V2
+
+    def _load_reference(self, uri: str, version: int) -> pb.Manifest:
+        """Another table's manifest (a Clone's source), opened with this store's options."""
+        from .manifest import detect_naming
+
+        source = ObjectStore(uri, self.store._init_args[1])
+        return read_manifest(source, location_of(source, version, detect_naming(source)))

@@ -152,7 +152,8 @@ def _same_base(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext)
     assert isinstance(ours, ops.UpdateBases) and isinstance(theirs, ops.UpdateBases)
     for a in ours.new_bases:
         for b in theirs.new_bases:
-            if a.id == b.id or a.path == b.path or (a.HasField("name") and b.HasField("name") and a.name == b.name):
+            same_id = a.id != 0 and a.id == b.id  # id 0: assigned when the manifest is built
+            if same_id or a.path == b.path or (a.HasField("name") and b.HasField("name") and a.name == b.name):
                 return True
     return False
 

@@ -95,3 +95,7 @@ class TagError(MvccError):
 
 class ObjectNotFoundError(StorageError, FileNotFoundError):
     """An object that was expected in the store is not there."""
+
+
+class BasePathError(MvccError):
+    """A base path that is unknown, or clashes with an existing one by id, name or path."""

@@ -63,9 +63,18 @@ class FragmentWriter:
         fields: list[pb.Field],
         schema: pa.Schema,
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+        base: pb.BasePath | None = None,
     ) -> None:
         if max_rows_per_file <= 0:
             raise ValueError(f"max_rows_per_file must be positive, got {max_rows_per_file}")
+        # Files go under the table's data/ directory, or under a base path (`{base}/data/` for a
+        # dataset root, `{base}/` otherwise) with the base's id recorded in each DataFile.
+        self.base = base
+        self._prefix = "data/" if base is None or base.is_dataset_root else ""
+        if base is not None:
+            from .bases import base_store
+
+            store = base_store(store, base)
         self.store = store
         self.fields = fields
         self.table_schema = schema
@@ -80,7 +89,7 @@ class FragmentWriter:
         self._fs = store.arrow_filesystem()
 
     def _open(self) -> None:
-        self._path = data_file_path(new_data_file_name())
+        self._path = self._prefix + new_data_file_name()
         self.written_paths.append(self._path)
         self._sink = self._fs.open_output_stream(self.store.arrow_path(self._path))
         self._writer = pq.ParquetWriter(
@@ -98,10 +107,11 @@ class FragmentWriter:
             pb.DataFragment(
                 files=[
                     pb.DataFile(
-                        path=self._path.split("/", 1)[1],
+                        path=self._path[len(self._prefix) :],
                         fields=_field_ids(self.fields),
                         file_major_version=1,
                         file_size_bytes=size,
+                        base_id=self.base.id if self.base is not None else None,
                     )
                 ],
                 physical_rows=self._rows,
@@ -144,10 +154,11 @@ def write_fragments_from_reader(
     fields: list[pb.Field],
     schema: pa.Schema,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    base: pb.BasePath | None = None,
 ) -> list[pb.DataFragment]:
     """Write all of `reader` as new fragments (ids unassigned); on any error nothing is left behind."""
     schema_mod.conform(reader.schema.empty_table(), schema)  # fail before writing a byte
-    writer = FragmentWriter(store, fields, schema, max_rows_per_file)
+    writer = FragmentWriter(store, fields, schema, max_rows_per_file, base)
     try:
         for batch in reader:
             if batch.num_rows:

@@ -303,8 +303,6 @@ def missing_files(store: ObjectStore) -> Iterator[None]:
     try:
         yield
     except FileNotFoundError as exc:
-        if isinstance(exc, ObjectNotFoundError):
-            raise
         raise ObjectNotFoundError(
             f"a file of table {store.uri} is missing ({exc}); if the table is a shallow clone, its source may have "
             "been cleaned up or removed"

@@ -17,8 +17,10 @@ import pyarrow.compute as pc
 from . import operations as ops
 from . import schema as schema_mod
 from ._proto import table_pb2 as pb
+from .bases import DatasetBasePath, find_base, remove_data_files
 from .commit import DEFAULT_MAX_RETRIES, CommitCache, Committer
 from .errors import (
+    BasePathError,
     CommitConflictError,
     SchemaError,
     TableExistsError,
@@ -35,12 +37,13 @@ from .manifest import (
     location_of,
     manifest_timestamp,
     read_manifest,
+    table_exists,
 )
 from .naming import ManifestNaming
 from .scan import DEFAULT_BATCH_SIZE, Scan
 from .storage import ObjectStore, open_store
 from .tags import Tags
-from .transaction import Transaction, read_transaction
+from .transaction import ManifestBuildError, Transaction, read_transaction
 
 if TYPE_CHECKING:
     from .merge_insert import MergeInsertBuilder
@@ -262,17 +265,12 @@ class Table:
         self._manifest, self._naming, self._schema = manifest, naming, None
         return self
 
-    def _write_data(
-        self, data: Any, schema: pa.Schema, fields: list[pb.Field], max_rows_per_file: int
-    ) -> list[pb.DataFragment]:
-        return write_fragments_from_reader(self._store, to_reader(data, schema), fields, schema, max_rows_per_file)
-
     def _commit_writing(self, operation: ops.Operation, written: list[pb.DataFragment], **kwargs: Any) -> Table:
         """Commit an operation whose data files were just written; on a definite failure remove them."""
         try:
             return self.commit(operation, **kwargs)
         except (CommitConflictError, TableExistsError, SchemaError):
-            _remove_fragments(self._store, written)
+            _remove_fragments(self._store, written, list(self._manifest.base_paths))
             raise
 
     def append(
@@ -281,11 +279,95 @@ class Table:
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
         commit_message: str | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
+        target_base: str | int | None = None,
     ) -> Table:
-        fragments = self._write_data(data, self.schema, list(self._manifest.fields), max_rows_per_file)
+        """Add rows as new fragments. `target_base`: the name or id of a base path (see `add_bases`) to
+        write the data files to instead of the table's own `data/`."""
+        base = find_base(self._manifest.base_paths, target_base) if target_base is not None else None
+        reader = to_reader(data, self.schema)
+        fragments = write_fragments_from_reader(
+            self._store, reader, list(self._manifest.fields), self.schema, max_rows_per_file, base
+        )
         return self._commit_writing(
             ops.Append(fragments=fragments), fragments, commit_message=commit_message, max_retries=max_retries
         )
+
+    def add_bases(
+        self,
+        bases: Sequence[DatasetBasePath],
+        commit_message: str | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> Table:
+        """Register base paths data may be written to (one UpdateBases); ids are assigned at commit.
+
+        A base whose id, name or path clashes with an existing one is refused with BasePathError.
+        """
+        if not bases:
+            raise BasePathError("add_bases needs at least one DatasetBasePath")
+        protos = [b.to_proto() if isinstance(b, DatasetBasePath) else DatasetBasePath(**b).to_proto() for b in bases]
+        names = [p.name for p in protos if p.HasField("name")]
+        paths = [p.path for p in protos]
+        if len(set(names)) != len(names) or len(set(paths)) != len(paths):
+            raise BasePathError(f"add_bases got the same name or path twice: {[(p.name, p.path) for p in protos]}")
+        for proto in protos:
+            if proto.path == self._store.uri.rstrip("/"):
+                raise BasePathError(f"base path {proto.path!r} is the table's own root")
+            for existing in self._manifest.base_paths:
+                if existing.path == proto.path or (
+                    proto.HasField("name") and existing.HasField("name") and existing.name == proto.name
+                ):
+                    raise BasePathError(
+                        f"base path {proto.path!r} ({proto.name or 'unnamed'}) clashes with existing base "
+                        f"{existing.path!r} ({existing.name or 'unnamed'}, id {existing.id})"
+                    )
+        try:
+            return self.commit(
+                ops.UpdateBases(new_bases=protos), commit_message=commit_message, max_retries=max_retries
+            )
+        except ManifestBuildError as exc:  # a concurrent commit added a clashing base
+            raise BasePathError(str(exc)) from exc
+
+    def clone(
+        self,
+        target_uri: str,
+        version: VersionRef | None = None,
+        shallow: bool = True,
+        storage_options: dict[str, Any] | None = None,
+        commit_message: str | None = None,
+    ) -> Table:
+        """A new table at `target_uri` whose history starts at `version` (default: this handle's).
+
+        Shallow (default): no data is copied, the clone's files point at this table through a base path,
+        so it breaks if this table's files are removed (reads then raise ObjectNotFoundError). Deep: every
+        file is copied and the clone stands alone. Writes to a clone never touch this table.
+        """
+        from .clone import check_target, deep_copy
+
+        ref = self.version if version is None else self._resolve(version)
+        source = self._load(ref)
+        options = self._storage_options if storage_options is None else storage_options
+        target = open_store(target_uri, options)
+        check_target(self._store, target)
+        if table_exists(target):
+            raise TableExistsError(f"a table already exists at {target.uri}; a clone needs an empty location")
+        copied = [] if shallow else deep_copy(self._store, source, target)
+        op = ops.Clone(
+            is_shallow=shallow,
+            ref_name=version if isinstance(version, str) else None,
+            ref_version=ref,
+            ref_path=self._store.uri,
+        )
+        committer = Committer(target)
+        try:
+            manifest, naming = committer.commit(
+                Transaction(read_version=0, operation=op, message=commit_message or ""),
+                naming=self._naming,
+                create=True,
+            )
+        except (CommitConflictError, TableExistsError):
+            target.delete_many(copied)
+            raise
+        return Table(target, manifest, naming, committer, options)
 
     def overwrite(
         self,
@@ -469,10 +551,10 @@ def _fields_for_overwrite(current: pb.Manifest | None, schema: pa.Schema) -> lis
     return fields
 
 
-def _remove_fragments(store: ObjectStore, fragments: list[pb.DataFragment]) -> None:
-    from .fragments import fragment_paths
-
-    store.delete_many([p for f in fragments for p in fragment_paths(f)])
+def _remove_fragments(
+    store: ObjectStore, fragments: list[pb.DataFragment], base_paths: Sequence[pb.BasePath] = ()
+) -> None:
+    remove_data_files(store, base_paths, fragments)
 
 
 # ---- module-level entry points ---------------------------------------------------------------

@@ -280,16 +280,54 @@ def _apply_data_replacement(m: pb.Manifest, op: ops.DataReplacement, ctx: BuildC
 
 
 def _apply_update_bases(m: pb.Manifest, op: ops.UpdateBases, ctx: BuildContext) -> None:
-    for base in op.new_bases:
+    for new in op.new_bases:
+        base = pb.BasePath()
+        base.CopyFrom(new)
+        if base.id == 0:  # unassigned: the next free id, so concurrent additions need not agree on ids
+            base.id = max((b.id for b in m.base_paths), default=0) + 1
         for existing in m.base_paths:
-            if (
-                base.id == existing.id
-                or base.path == existing.path
-                or (base.HasField("name") and existing.HasField("name") and base.name == existing.name)
-            ):
-                raise ManifestBuildError(f"base path {base.path!r} (id {base.id}) clashes with an existing base")
+            if base.id == existing.id or base.path.rstrip("/") == existing.path.rstrip("/"):
+                raise ManifestBuildError(
+                    f"base path {base.path!r} (id {base.id}) clashes with base {existing.path!r} (id {existing.id})"
+                )
+            if base.HasField("name") and existing.HasField("name") and base.name == existing.name:
+                raise ManifestBuildError(f"a base path named {base.name!r} exists already ({existing.path!r})")
         m.base_paths.append(base)
     m.reader_feature_flags |= features.FLAG_BASE_PATHS
+    m.writer_feature_flags |= features.FLAG_BASE_PATHS
+
+
+def _apply_clone(m: pb.Manifest, op: ops.Clone, ctx: BuildContext) -> None:
+    """The clone's first manifest: the source version's, its files referenced (shallow) or copied (deep)."""
+    if ctx.load_reference is None:
+        raise ManifestBuildError("a Clone needs the source table to be readable")
+    source = ctx.load_reference(op.ref_path, op.ref_version)
+    m.CopyFrom(source)
+    if not op.is_shallow:  # the client copied every file to the same relative path under the clone
+        for frag in m.fragments:
+            for data_file in frag.files:
+                data_file.ClearField("base_id")
+            if frag.HasField("deletion_file"):
+                frag.deletion_file.ClearField("base_id")
+        for index in m.indices:
+            index.ClearField("base_id")
+        del m.base_paths[:]
+        m.reader_feature_flags &= ~features.FLAG_BASE_PATHS
+        m.writer_feature_flags &= ~features.FLAG_BASE_PATHS
+        return
+    base_id = max((b.id for b in m.base_paths), default=0) + 1
+    m.base_paths.append(pb.BasePath(id=base_id, is_dataset_root=True, path=op.ref_path))
+    for frag in m.fragments:
+        for data_file in frag.files:
+            if not data_file.HasField("base_id"):
+                data_file.base_id = base_id
+        if frag.HasField("deletion_file") and not frag.deletion_file.HasField("base_id"):
+            frag.deletion_file.base_id = base_id
+    for index in m.indices:
+        if not index.HasField("base_id"):
+            index.base_id = base_id
+    m.reader_feature_flags |= features.FLAG_BASE_PATHS
+    m.writer_feature_flags |= features.FLAG_BASE_PATHS
 
 
 def _apply_mem_wal(m: pb.Manifest, op: ops.UpdateMemWalState, ctx: BuildContext) -> None:
@@ -308,6 +346,8 @@ class BuildContext:
     """What applying an operation may need beyond the previous manifest."""
 
     load_version: Callable[[int], pb.Manifest]
+    # (table uri, version) -> that table's manifest: the source of a Clone
+    load_reference: Callable[[str, int], pb.Manifest] | None = None
 
 
 _APPLY: dict[type[ops.Operation], Callable[[pb.Manifest, ops.Operation, BuildContext], None]] = {
@@ -325,6 +365,7 @@ _APPLY: dict[type[ops.Operation], Callable[[pb.Manifest, ops.Operation, BuildCon
     ops.DataReplacement: _apply_data_replacement,
     ops.UpdateBases: _apply_update_bases,
     ops.UpdateMemWalState: _apply_mem_wal,
+    ops.Clone: _apply_clone,
 }
 
 
@@ -340,8 +381,10 @@ def build_manifest(
     from .manifest import WRITER_LIBRARY, writer_version
 
     op = txn.operation
-    if previous is None and not isinstance(op, ops.Overwrite):
-        raise ManifestBuildError(f"a new table must start with Overwrite, not {op.name}")
+    if previous is None and not isinstance(op, ops.Overwrite | ops.Clone):
+        raise ManifestBuildError(f"a new table must start with Overwrite or Clone, not {op.name}")
+    if previous is not None and isinstance(op, ops.Clone):
+        raise ManifestBuildError(f"a Clone creates a table; version {previous.version} exists already")
     apply = _APPLY.get(type(op))
     if apply is None:
         raise UnsupportedFeatureError(f"committing a {op.name} operation is not supported yet")
