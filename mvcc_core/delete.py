@@ -32,10 +32,17 @@ class DeletePlan:
 
 
 def find_rows(
-    store: ObjectStore, manifest: pb.Manifest, predicate: str | pc.Expression | None, columns: list[str]
+    store: ObjectStore,
+    manifest: pb.Manifest,
+    predicate: str | pc.Expression | None,
+    columns: list[str],
+    with_row_id: bool = False,
 ) -> pa.Table:
-    """The live rows matching `predicate` (all rows for None), with `columns` and their `_rowaddr`."""
-    return Scan(store, manifest, columns=columns, filter=predicate, with_row_address=True).to_table()
+    """The live rows matching `predicate` (all rows for None), with `columns` and their `_rowaddr`
+    (and `_rowid` when asked)."""
+    return Scan(
+        store, manifest, columns=columns, filter=predicate, with_row_address=True, with_row_id=with_row_id
+    ).to_table()
 
 
 @dataclass

@@ -23,12 +23,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from . import row_ids
 from . import schema as schema_mod
 from ._proto import table_pb2 as pb
 from .bases import data_file_location
 from .deletion import live_rows, read_deletion_vector
 from .errors import CorruptManifestError, ObjectNotFoundError, SchemaError
 from .predicate import to_expression, to_physical_expression
+from .row_ids import ROW_ID
 from .storage import ObjectStore
 
 ROW_ADDRESS = "_rowaddr"
@@ -64,6 +66,7 @@ class Scan:
         with_row_address: bool = False,
         batch_size: int = DEFAULT_BATCH_SIZE,
         fragments: Sequence[pb.DataFragment] | None = None,
+        with_row_id: bool = False,
     ) -> None:
         self.store = store
         self.manifest = manifest
@@ -93,6 +96,10 @@ class Scan:
             text = str(self._post_filter)
             self._filter_columns = [n for n in self.table_schema.names if n in text]
         self.with_row_address = with_row_address
+        self.with_row_id = with_row_id
+        self._stable_ids = row_ids.enabled(manifest)
+        # the extra columns after the table's, in output order
+        self._extra = ([ROW_ID] if with_row_id else []) + ([ROW_ADDRESS] if with_row_address else [])
         self.batch_size = batch_size
         self.fragments = list(manifest.fragments if fragments is None else fragments)
         self._format = _PARQUET_LOCAL if store.scheme == "file" else _PARQUET
@@ -100,8 +107,8 @@ class Scan:
     @property
     def output_schema(self) -> pa.Schema:
         out = pa.schema([self.table_schema.field(c) for c in self.columns], metadata=self.table_schema.metadata)
-        if self.with_row_address:
-            out = out.append(pa.field(ROW_ADDRESS, pa.uint64(), nullable=False))
+        for name in self._extra:
+            out = out.append(pa.field(name, pa.uint64(), nullable=False))
         return out
 
     # ---- what to read
@@ -130,7 +137,7 @@ class Scan:
     def _path_of(self, frag: pb.DataFragment) -> str:
         if len(frag.files) > 1:
             return "multi"
-        if self.with_row_address or frag.HasField("deletion_file"):
+        if self._extra or frag.HasField("deletion_file"):
             return "exact"
         return "bulk"
 
@@ -139,14 +146,14 @@ class Scan:
     def _finish(self, data: pa.Table | pa.RecordBatch, names: list[str]) -> Iterator[pa.RecordBatch]:
         """Relabel physical columns `names` (plus `_rowaddr`), apply a caller's filter, project."""
         logical = pa.schema([self.table_schema.field(n) for n in names])
-        if self.with_row_address:
-            logical = logical.append(pa.field(ROW_ADDRESS, pa.uint64(), nullable=False))
+        for name in self._extra:
+            logical = logical.append(pa.field(name, pa.uint64(), nullable=False))
         table = schema_mod.relabel(data, logical)
         if isinstance(table, pa.RecordBatch):
             table = pa.Table.from_batches([table])
         if self._post_filter is not None:
             table = table.filter(self._post_filter)
-        table = table.select(self.columns + ([ROW_ADDRESS] if self.with_row_address else []))
+        table = table.select(self.columns + self._extra)
         out_schema = self.output_schema
         for batch in table.to_batches(max_chunksize=self.batch_size):
             if batch.num_rows:
@@ -156,6 +163,9 @@ class Scan:
         self, table: pa.Table, frag: pb.DataFragment, offsets: np.ndarray, deleted: np.ndarray | None
     ) -> pa.Table:
         """Add row addresses, drop deleted rows, apply the pushed-down filter."""
+        if self.with_row_id:  # stable ids, or the row address for tables without them (as Lance)
+            ids = row_ids.decode(frag)[offsets] if self._stable_ids else row_address(frag.id, offsets)
+            table = table.append_column(ROW_ID, pa.array(ids, pa.uint64()))
         if self.with_row_address:
             table = table.append_column(ROW_ADDRESS, row_address(frag.id, offsets))
         if deleted is not None:

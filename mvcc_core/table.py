@@ -6,6 +6,7 @@ and then advances the handle to the version it committed, as pylance does.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -13,12 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyroaring import BitMap
 
 from . import operations as ops
 from . import schema as schema_mod
 from ._proto import table_pb2 as pb
 from .bases import DatasetBasePath, find_base, remove_data_files
 from .commit import DEFAULT_MAX_RETRIES, CommitCache, Committer
+from .conflicts import MEM_WAL_INDEX
 from .errors import (
     BasePathError,
     CommitConflictError,
@@ -26,6 +29,7 @@ from .errors import (
     TableExistsError,
     TableNotFoundError,
     TagError,
+    UnsupportedFeatureError,
     VersionNotFoundError,
 )
 from .external_store import ExternalManifestStore, split_storage_options
@@ -40,6 +44,8 @@ from .manifest import (
     table_exists,
 )
 from .naming import ManifestNaming
+from .row_ids import ENABLE_CONFIG_KEY
+from .row_ids import enabled as row_ids_enabled
 from .scan import DEFAULT_BATCH_SIZE, Scan
 from .storage import ObjectStore, open_store
 from .tags import Tags
@@ -217,16 +223,19 @@ class Table:
         filter: str | pc.Expression | None = None,  # noqa: A002 - pylance's name
         with_row_address: bool = False,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        with_row_id: bool = False,
     ) -> Scan:
-        return Scan(self._store, self._manifest, columns, filter, with_row_address, batch_size)
+        """`with_row_id`: a `_rowid` column (stable ids if the table has them, else the row address)."""
+        return Scan(self._store, self._manifest, columns, filter, with_row_address, batch_size, with_row_id=with_row_id)
 
     def to_table(
         self,
         columns: Sequence[str] | None = None,
         filter: str | pc.Expression | None = None,  # noqa: A002
         with_row_address: bool = False,
+        with_row_id: bool = False,
     ) -> pa.Table:
-        return self.scanner(columns, filter, with_row_address).to_table()
+        return self.scanner(columns, filter, with_row_address, with_row_id=with_row_id).to_table()
 
     def to_batches(
         self,
@@ -234,8 +243,9 @@ class Table:
         filter: str | pc.Expression | None = None,  # noqa: A002
         with_row_address: bool = False,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        with_row_id: bool = False,
     ) -> Iterator[pa.RecordBatch]:
-        return self.scanner(columns, filter, with_row_address, batch_size).to_batches()
+        return self.scanner(columns, filter, with_row_address, batch_size, with_row_id).to_batches()
 
     def to_reader(self) -> pa.RecordBatchReader:
         return self.scanner().to_reader()
@@ -409,18 +419,24 @@ class Table:
         mode: str | None = None,
         commit_message: str | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
+        merged_generations: dict[str | uuid.UUID, int] | None = None,
     ) -> dict[str, int]:
         """Set columns to SQL expressions or literals on the rows matching `where` (all rows for None).
 
         pylance's shape; one Update transaction. `mode`: "rewrite_rows", "rewrite_columns", or None to
-        pick the cheaper (see `mvcc_core.update`). Returns {"num_rows_updated": n}; when no row matches
-        nothing is committed.
+        pick the cheaper (see `mvcc_core.update`). `merged_generations` (MemWAL region -> generation) are
+        marked merged by the same transaction (a flush of a MemWAL into the table). Returns
+        {"num_rows_updated": n}; when no row matches only the generations, if any, are committed.
         """
         from .update import plan_update
 
+        merged = _merged_generations(self._manifest, merged_generations) if merged_generations else []
         plan = plan_update(self._store, self._manifest, values, where, mode=mode)
         if plan.operation is not None:
+            plan.operation.merged_generations = merged
             self._commit_written(plan.operation, plan.written, commit_message, max_retries)
+        elif merged:
+            self.commit(ops.UpdateMemWalState(merged_generations=merged), commit_message=commit_message)
         return {"num_rows_updated": plan.rows_updated}
 
     def _commit_written(
@@ -503,6 +519,51 @@ class Table:
 
         return MergeInsertBuilder(self, on)
 
+    # ---- MemWAL state and indices -------------------------------------------------------------
+
+    def mark_generations_merged(
+        self,
+        generations: dict[str | uuid.UUID, int],
+        commit_message: str | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> Table:
+        """Record that MemWAL regions' generations up to these numbers are merged (one UpdateMemWalState).
+
+        `generations` maps a region id (UUID or its string) to a generation; a region's merged generation
+        only moves forward, so a number at or below the recorded one is refused.
+        """
+        merged = _merged_generations(self._manifest, generations)
+        return self.commit(
+            ops.UpdateMemWalState(merged_generations=merged), commit_message=commit_message, max_retries=max_retries
+        )
+
+    def mem_wal_state(self) -> dict[str, int]:
+        """MemWAL regions (UUID string) -> their merged generation, in this version."""
+        return {str(uuid.UUID(bytes=r.region_id.uuid)): r.merged_generation for r in self._manifest.mem_wal_regions}
+
+    def list_indices(self) -> list[dict[str, Any]]:
+        """The indices of this version (pylance's shape), including the MemWAL index when regions exist."""
+        out = []
+        for index in self._manifest.indices:
+            by_id = {f.id: f.name for f in self._manifest.fields}
+            covered = set(BitMap.deserialize(index.fragment_bitmap)) if index.fragment_bitmap else set()
+            live = {f.id for f in self._manifest.fragments}
+            out.append(
+                {
+                    "name": index.name,
+                    "type": index.index_type,
+                    "uuid": str(uuid.UUID(bytes=index.uuid.uuid)),
+                    "fields": [by_id.get(i, str(i)) for i in index.fields],
+                    "version": index.dataset_version,
+                    "fragment_ids": sorted(covered & live),
+                    "num_indexed_fragments": len(covered & live),
+                    "num_unindexed_fragments": len(live - covered),
+                }
+            )
+        if len(self._manifest.mem_wal_regions):
+            out.append({"name": MEM_WAL_INDEX, "type": "MemWal", "fields": [], "regions": self.mem_wal_state()})
+        return out
+
     def restore(self, ref: VersionRef | None = None, commit_message: str | None = None) -> Table:
         """Make `ref` (default: this handle's version) the latest version again; history is kept."""
         version = self.version if ref is None else self._resolve(ref)
@@ -536,6 +597,28 @@ class Table:
             field_metadata={by_name[n]: md for n, md in (field_metadata or {}).items()},
         )
         return self.commit(op, commit_message=commit_message)
+
+
+def _merged_generations(manifest: pb.Manifest, generations: dict[str | uuid.UUID, int]) -> list[pb.MergedGeneration]:
+    """Validate region ids and generation numbers; a region's merged generation only moves forward."""
+    if not generations:
+        raise ValueError("give at least one region and generation")
+    current = {r.region_id.uuid: r.merged_generation for r in manifest.mem_wal_regions}
+    out = []
+    for region, generation in generations.items():
+        try:
+            region_id = region if isinstance(region, uuid.UUID) else uuid.UUID(str(region))
+        except ValueError:
+            raise ValueError(f"MemWAL region id {region!r} is not a UUID") from None
+        if isinstance(generation, bool) or not isinstance(generation, int) or generation < 0:
+            raise ValueError(f"MemWAL region {region_id}: generation must be a non-negative int, got {generation!r}")
+        if region_id.bytes in current and generation <= current[region_id.bytes]:
+            raise ValueError(
+                f"MemWAL region {region_id} has merged generation {current[region_id.bytes]} already; "
+                f"{generation} would not move it forward"
+            )
+        out.append(pb.MergedGeneration(region_id=pb.UUID(uuid=region_id.bytes), generation=generation))
+    return out
 
 
 def _fields_for_overwrite(current: pb.Manifest | None, schema: pa.Schema) -> list[pb.Field]:
@@ -598,10 +681,13 @@ def write_table(
     schema: pa.Schema | None = None,
     max_retries: int = DEFAULT_MAX_RETRIES,
     external_store: str | ExternalManifestStore | None = None,
+    enable_stable_row_ids: bool = False,
 ) -> Table:
     """Create a table, or append to / overwrite an existing one (pylance's `write_dataset`).
 
     With `external_store` (see `open_table`) the object store needs no conditional writes.
+    `enable_stable_row_ids` (at creation only): every row gets an id that survives updates and
+    compaction (`with_row_id=True` in scans); sets the `stable_row_ids` reader and writer flags.
     """
     if mode not in ("create", "append", "overwrite"):
         raise ValueError(f"mode must be 'create', 'append' or 'overwrite', got {mode!r}")
@@ -613,6 +699,10 @@ def write_table(
     except TableNotFoundError:
         existing = None
     if existing is not None:
+        if enable_stable_row_ids and not row_ids_enabled(existing.manifest):
+            raise UnsupportedFeatureError(
+                f"stable row ids can only be enabled when a table is created; {uri} exists without them"
+            )
         if mode == "create":
             raise TableExistsError(
                 f"a table already exists at {uri} (version {existing.version}); use mode='append' or 'overwrite'"
@@ -624,7 +714,12 @@ def write_table(
     table_schema = schema or reader.schema
     fields, _ = schema_mod.fields_from_schema(table_schema)
     fragments = write_fragments_from_reader(store, reader, fields, table_schema, max_rows_per_file)
-    op = ops.Overwrite(fragments=fragments, schema=fields, schema_metadata=dict(table_schema.metadata or {}))
+    op = ops.Overwrite(
+        fragments=fragments,
+        schema=fields,
+        schema_metadata=dict(table_schema.metadata or {}),
+        config_upsert_values={ENABLE_CONFIG_KEY: "true"} if enable_stable_row_ids else {},
+    )
     committer = Committer(store, external_store=external)
     txn = Transaction(read_version=0, operation=op, message=commit_message or "")
     try:

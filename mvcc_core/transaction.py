@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from google.protobuf.message import DecodeError
 
-from . import features, framing
+from . import features, framing, row_ids
 from . import operations as ops
 from ._proto import table_pb2 as pb
 from ._proto import transaction_pb2 as tpb
@@ -125,13 +125,23 @@ def _max_field_id(fields: list[pb.Field]) -> int:
     return max((f.id for f in fields), default=-1)
 
 
+def _new_fragments(m: pb.Manifest, fragments: list[pb.DataFragment]) -> list[pb.DataFragment]:
+    """Fragments entering the table: fragment ids, and row ids when the table has stable row ids."""
+    out = _assign_ids(fragments, m)
+    row_ids.assign(m, out)
+    return out
+
+
 def _apply_append(m: pb.Manifest, op: ops.Append, ctx: BuildContext) -> None:
-    m.fragments.extend(_assign_ids(op.fragments, m))
+    m.fragments.extend(_new_fragments(m, op.fragments))
 
 
 def _apply_overwrite(m: pb.Manifest, op: ops.Overwrite, ctx: BuildContext) -> None:
+    if m.version == 1 and op.config_upsert_values.get(row_ids.ENABLE_CONFIG_KEY) == "true":
+        m.reader_feature_flags |= features.FLAG_STABLE_ROW_IDS  # only at creation: existing rows have no ids
+        m.writer_feature_flags |= features.FLAG_STABLE_ROW_IDS
     del m.fragments[:]
-    m.fragments.extend(_assign_ids(op.fragments, m))
+    m.fragments.extend(_new_fragments(m, op.fragments))
     del m.fields[:]
     m.fields.extend(op.schema)
     m.max_field_id = max(m.max_field_id, _max_field_id(op.schema))
@@ -146,10 +156,12 @@ def _apply_overwrite(m: pb.Manifest, op: ops.Overwrite, ctx: BuildContext) -> No
 def _apply_restore(m: pb.Manifest, op: ops.Restore, ctx: BuildContext) -> None:
     old = ctx.load_version(op.version)
     max_frag = m.max_fragment_id if m.HasField("max_fragment_id") else None
+    next_row_id = m.next_row_id
     m.CopyFrom(old)
-    # Fragment ids are never reused, even after going back in history.
+    # Fragment ids and row ids are never reused, even after going back in history.
     if max_frag is not None:
         m.max_fragment_id = max(max_frag, m.max_fragment_id)
+    m.next_row_id = max(next_row_id, m.next_row_id)
 
 
 def _apply_reserve(m: pb.Manifest, op: ops.ReserveFragments, ctx: BuildContext) -> None:
@@ -199,7 +211,8 @@ def _apply_delete(m: pb.Manifest, op: ops.Delete, ctx: BuildContext) -> None:
 
 def _apply_update(m: pb.Manifest, op: ops.Update, ctx: BuildContext) -> None:
     _replace_fragments(m, op.updated_fragments, set(op.removed_fragment_ids))
-    m.fragments.extend(_assign_ids(op.new_fragments, m))
+    m.fragments.extend(_new_fragments(m, op.new_fragments))
+    _merge_generations(m, op.merged_generations)
     _deletion_flag(m)
 
 
@@ -331,8 +344,15 @@ def _apply_clone(m: pb.Manifest, op: ops.Clone, ctx: BuildContext) -> None:
 
 
 def _apply_mem_wal(m: pb.Manifest, op: ops.UpdateMemWalState, ctx: BuildContext) -> None:
+    if not op.merged_generations:
+        raise ManifestBuildError("UpdateMemWalState needs at least one merged generation")
+    _merge_generations(m, op.merged_generations)
+
+
+def _merge_generations(m: pb.Manifest, generations: list[pb.MergedGeneration]) -> None:
+    """MemWAL state: each region's merged generation only moves forward."""
     regions = {r.region_id.uuid: r for r in m.mem_wal_regions}
-    for gen in op.merged_generations:
+    for gen in generations:
         region = regions.get(gen.region_id.uuid)
         if region is None:
             region = m.mem_wal_regions.add()

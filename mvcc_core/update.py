@@ -23,6 +23,7 @@ import pyarrow.dataset as ds
 from pyroaring import BitMap64
 
 from . import operations as ops
+from . import row_ids
 from . import schema as schema_mod
 from ._proto import table_pb2 as pb
 from ._proto import transaction_pb2 as tpb
@@ -38,6 +39,7 @@ from .fragments import (
 )
 from .naming import data_file_path
 from .predicate import to_value_expression, value_columns
+from .row_ids import ROW_ID
 from .scan import ROW_ADDRESS, read_fragment
 from .storage import ObjectStore
 
@@ -141,10 +143,11 @@ def _rewrite_rows(
     max_rows_per_file: int,
 ) -> UpdatePlan:
     fields = list(manifest.fields)
-    matched = find_rows(store, manifest, where, list(schema.names))
+    stable = row_ids.enabled(manifest)
+    matched = find_rows(store, manifest, where, list(schema.names), with_row_id=stable)
     if matched.num_rows == 0:
         return UpdatePlan(None, [], 0, REWRITE_ROWS)
-    old = matched.drop_columns([ROW_ADDRESS])
+    old = matched.drop_columns([ROW_ADDRESS, *([ROW_ID] if stable else [])])
     projection = {n: expressions.get(n, pc.field(n)) for n in schema.names}
     try:
         new_rows = ds.dataset(old).to_table(columns=projection)
@@ -160,6 +163,8 @@ def _rewrite_rows(
     except BaseException:
         writer.abort()
         raise
+    if stable:  # the rows moved, their ids did not change
+        row_ids.split(matched.column(ROW_ID).to_numpy(), new_fragments)
     written = [p for f in new_fragments for p in fragment_paths(f)]
     try:
         deleted = delete_addresses(store, manifest, matched.column(ROW_ADDRESS).to_numpy())
