@@ -1,0 +1,220 @@
+"""Upsert: `t.merge_insert(on)` with pylance's builder, committed as one Update transaction.
+
+Source rows are joined with the live target rows on the key columns (a NULL key matches nothing, as in
+SQL). Matched rows are updated REWRITE_ROWS-style (old version deleted by vector, source row written
+to a new fragment), unmatched source rows inserted, and with `when_not_matched_by_source_delete` target
+rows without a source row deleted. Duplicate keys in the source are refused: which row wins would be
+arbitrary.
+
+The keys of inserted rows go into the Update's `inserted_rows` filter so that two concurrent upserts
+inserting the same key can be told apart from two inserting different keys. A key hashes to the first
+8 bytes (little-endian u64) of BLAKE2b over the `repr` of its Python values joined by U+001F, which is
+the same in every process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from . import operations as ops
+from . import row_ids
+from . import schema as schema_mod
+from ._proto import table_pb2 as pb
+from ._proto import transaction_pb2 as tpb
+from .commit import DEFAULT_MAX_RETRIES
+from .delete import delete_addresses, find_rows
+from .errors import SchemaError
+from .fragments import DEFAULT_MAX_ROWS_PER_FILE, FragmentWriter, fragment_paths, to_reader
+from .predicate import to_expression
+from .row_ids import ROW_ID
+from .scan import ROW_ADDRESS
+from .storage import ObjectStore
+
+if TYPE_CHECKING:
+    from .table import Table
+
+_T, _S = "__target_row", "__source_row"
+
+
+def key_hash(values: Sequence[Any]) -> int:
+    """The u64 hash of one key (a tuple of Python values) recorded in `inserted_rows`."""
+    text = "\x1f".join(repr(v) for v in values)
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+
+
+class MergeInsertBuilder:
+    """pylance's `merge_insert` builder: choose the clauses, then `execute(data)`."""
+
+    def __init__(self, table: Table, on: str | Sequence[str]) -> None:
+        self._table = table
+        self._on = [on] if isinstance(on, str) else list(on)
+        if not self._on:
+            raise SchemaError("merge_insert needs at least one key column")
+        unknown = [c for c in self._on if c not in table.schema.names]
+        if unknown:
+            raise SchemaError(
+                f"merge_insert key column(s) {unknown} are not in the table; columns are {table.schema.names}"
+            )
+        self._update = False
+        self._update_condition: str | None = None
+        self._insert = False
+        self._delete_by_source = False
+        self._delete_condition: str | None = None
+
+    def when_matched_update_all(self, condition: str | None = None) -> MergeInsertBuilder:
+        """Replace matched target rows by their source rows; `condition` may use `source.col` / `target.col`."""
+        self._update, self._update_condition = True, condition
+        return self
+
+    def when_not_matched_insert_all(self) -> MergeInsertBuilder:
+        self._insert = True
+        return self
+
+    def when_not_matched_by_source_delete(self, expr: str | None = None) -> MergeInsertBuilder:
+        """Delete target rows that no source row matches (only those matching `expr`, if given)."""
+        self._delete_by_source, self._delete_condition = True, expr
+        return self
+
+    def execute(
+        self, data: Any, commit_message: str | None = None, max_retries: int = DEFAULT_MAX_RETRIES
+    ) -> dict[str, int]:
+        """Run the upsert as one Update; returns pylance's counts. Nothing is committed when nothing changes."""
+        t = self._table
+        store, manifest, schema = t._store, t.manifest, t.schema
+        source = schema_mod.conform(to_reader(data, schema).read_all(), schema)
+        self._check_unique(source)
+        stable = row_ids.enabled(manifest)
+        need_all = self._update_condition is not None
+        target_cols = list(schema.names) if need_all else list(self._on)
+        delete_filter = None
+        if self._delete_condition is not None:
+            delete_filter = to_expression(self._delete_condition, schema)
+            if not need_all:
+                target_cols = list(schema.names)
+        if self._update_condition is not None:
+            nested = pa.schema(
+                [pa.field("source", pa.struct(list(schema))), pa.field("target", pa.struct(list(schema)))]
+            )
+            update_filter = to_expression(self._update_condition, nested)
+        target = find_rows(store, manifest, None, target_cols, with_row_id=stable)
+        pairs = self._join(target, source)
+        target_idx = pairs.column(_T).to_numpy()
+        source_idx = pairs.column(_S).to_numpy()
+        if self._update and self._update_condition is not None and len(pairs):
+            both = pa.table(
+                {
+                    "source": _struct(source.take(source_idx), schema),
+                    "target": _struct(target.select(schema.names).take(target_idx), schema),
+                }
+            )
+            mask = _filter_mask(both, update_filter)
+            target_idx, source_idx = target_idx[mask], source_idx[mask]
+        matched_source = np.zeros(source.num_rows, dtype=bool)
+        matched_source[pairs.column(_S).to_numpy()] = True
+        matched_target = np.zeros(target.num_rows, dtype=bool)
+        matched_target[pairs.column(_T).to_numpy()] = True
+
+        updated_src = source_idx if self._update else np.array([], dtype=np.int64)
+        updated_tgt = target_idx if self._update else np.array([], dtype=np.int64)
+        inserted_src = np.flatnonzero(~matched_source) if self._insert else np.array([], dtype=np.int64)
+        deleted_tgt = np.array([], dtype=np.int64)
+        if self._delete_by_source:
+            unmatched = ~matched_target
+            if delete_filter is not None:
+                unmatched &= _filter_mask(target, delete_filter)
+            deleted_tgt = np.flatnonzero(unmatched)
+        if not len(updated_src) and not len(inserted_src) and not len(deleted_tgt):
+            return {"num_inserted_rows": 0, "num_updated_rows": 0, "num_deleted_rows": 0}
+
+        fields = list(manifest.fields)
+        written: list[str] = []
+        new_fragments = []
+        try:
+            if stable:  # updated rows keep their ids; inserted rows get new ids at commit
+                moved = _write(store, fields, schema, [source.take(updated_src)])
+                row_ids.split(target.column(ROW_ID).to_numpy()[updated_tgt], moved)
+                new_fragments = moved + _write(store, fields, schema, [source.take(inserted_src)])
+            else:
+                new_fragments = _write(store, fields, schema, [source.take(updated_src), source.take(inserted_src)])
+            written = [p for f in new_fragments for p in fragment_paths(f)]
+            addresses = target.column(ROW_ADDRESS).to_numpy()[np.concatenate([updated_tgt, deleted_tgt])]
+            deleted = delete_addresses(store, manifest, addresses) if len(addresses) else None
+        except BaseException:
+            store.delete_many(written)
+            raise
+        ids = schema_mod.field_ids_by_name(fields)
+        inserted = source.select(self._on).take(inserted_src).to_pylist()
+        op = ops.Update(
+            removed_fragment_ids=deleted.removed_fragment_ids if deleted else [],
+            updated_fragments=deleted.updated_fragments if deleted else [],
+            new_fragments=new_fragments,
+            fields_modified=sorted(ids[c] for c in schema.names if c not in self._on) if len(updated_src) else [],
+            update_mode=tpb.Transaction.REWRITE_ROWS,
+            inserted_rows=tpb.Transaction.KeyExistenceFilter(
+                field_ids=[ids[c] for c in self._on],
+                key_hashes=[key_hash([row[c] for c in self._on]) for row in inserted],
+            ),
+            affected_rows=deleted.affected_rows if deleted else b"",
+        )
+        t._commit_written(op, written + (deleted.written if deleted else []), commit_message, max_retries)
+        return {
+            "num_inserted_rows": len(inserted_src),
+            "num_updated_rows": len(updated_src),
+            "num_deleted_rows": len(deleted_tgt),
+        }
+
+    def _check_unique(self, source: pa.Table) -> None:
+        keys = source.select(self._on)
+        counts = keys.group_by(self._on).aggregate([([], "count_all")])
+        dupes = counts.filter(pc.greater(counts.column("count_all"), 1))
+        for row in dupes.to_pylist():
+            if all(row[c] is not None for c in self._on):  # NULL keys match nothing, so they may repeat
+                key = {c: row[c] for c in self._on}
+                raise SchemaError(
+                    f"merge_insert source has {row['count_all']} rows with key {key}; keys in the source must be "
+                    "unique (deduplicate it first)"
+                )
+
+    def _join(self, target: pa.Table, source: pa.Table) -> pa.Table:
+        """(target row, source row) index pairs of equal, non-NULL keys."""
+        left = target.select(self._on).append_column(_T, pa.array(np.arange(target.num_rows), pa.int64()))
+        right = source.select(self._on).append_column(_S, pa.array(np.arange(source.num_rows), pa.int64()))
+        try:
+            joined = left.join(right, keys=self._on, join_type="inner")
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise SchemaError(f"merge_insert cannot join on {self._on}: {exc}") from exc
+        return joined.select([_T, _S])
+
+
+def _struct(table: pa.Table, schema: pa.Schema) -> pa.StructArray:
+    """A table as one struct column, so a condition can say `source.price` / `target.price`."""
+    return pa.StructArray.from_arrays([c.combine_chunks() for c in table.columns], fields=list(schema))
+
+
+def _filter_mask(table: pa.Table, expr: pc.Expression) -> np.ndarray:
+    """Which rows of `table` satisfy `expr` (NULL counts as false)."""
+    values = ds.dataset(table).to_table(columns={"m": expr}).column("m")
+    return pc.fill_null(values, False).to_numpy(zero_copy_only=False).astype(bool)
+
+
+def _write(
+    store: ObjectStore, fields: list[pb.Field], schema: pa.Schema, parts: list[pa.Table]
+) -> list[pb.DataFragment]:
+    """The rows of `parts`, in order, as new fragments (removed again on error)."""
+    writer = FragmentWriter(store, fields, schema, DEFAULT_MAX_ROWS_PER_FILE)
+    try:
+        for part in parts:
+            for batch in part.to_batches():
+                if batch.num_rows:
+                    writer.write(batch)
+        return writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
