@@ -16,7 +16,10 @@ rewrite. Three paths, in manifest order:
 from __future__ import annotations
 
 import contextlib
+import os
+from collections import deque
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -34,6 +37,8 @@ from .row_ids import ROW_ID
 from .storage import ObjectStore
 
 ROW_ADDRESS = "_rowaddr"
+# Threads reading multi-file fragments one by one (each is several small reads; I/O bound on S3).
+_FRAGMENT_THREADS = max(4, 2 * (os.cpu_count() or 2))
 DEFAULT_BATCH_SIZE = 131_072
 _PARQUET = ds.ParquetFileFormat()
 # Pre-buffering coalesces reads into few large requests: a win on S3, a small loss on a local disk.
@@ -138,7 +143,7 @@ class Scan:
         if len(frag.files) > 1:
             return "multi"
         if self._extra or frag.HasField("deletion_file"):
-            return "exact"
+            return "offsets"
         return "bulk"
 
     # ---- turning physical tables into results
@@ -162,12 +167,8 @@ class Scan:
     def _keep(
         self, table: pa.Table, frag: pb.DataFragment, offsets: np.ndarray, deleted: np.ndarray | None
     ) -> pa.Table:
-        """Add row addresses, drop deleted rows, apply the pushed-down filter."""
-        if self.with_row_id:  # stable ids, or the row address for tables without them (as Lance)
-            ids = row_ids.decode(frag)[offsets] if self._stable_ids else row_address(frag.id, offsets)
-            table = table.append_column(ROW_ID, pa.array(ids, pa.uint64()))
-        if self.with_row_address:
-            table = table.append_column(ROW_ADDRESS, row_address(frag.id, offsets))
+        """Add row ids / addresses, drop deleted rows, apply the pushed-down filter."""
+        table = self._with_ids(table, frag, offsets)
         if deleted is not None:
             table = table.filter(pa.array(~np.isin(offsets, deleted, assume_unique=True)))
         if self.filter is not None:
@@ -189,21 +190,70 @@ class Scan:
             if batch.num_rows:
                 yield from self._finish(batch, names)
 
-    def _exact(self, frag: pb.DataFragment) -> Iterator[pa.RecordBatch]:
+    def _offsets(self, fragments: list[pb.DataFragment]) -> Iterator[pa.RecordBatch]:
+        """One-file fragments whose row offsets matter (deletion vectors, `_rowaddr`, `_rowid`).
+
+        One multi-threaded dataset scan; `scan_batches` yields each fragment's batches in order and
+        names their file, so a running count gives every row's offset. The filter cannot be pushed
+        into the scan (it would drop rows before they are counted): it runs on buffered batches.
+        """
         names = self._read_names()
-        deleted = self._deleted_offsets(frag)
-        file_frag = self._file_fragment(frag.files[0])
-        file_frag.ensure_complete_metadata()
-        starts = np.cumsum([0] + [rg.num_rows for rg in file_frag.row_groups])
+        by_path = {}
+        for frag in fragments:
+            store, rel = data_file_location(self.store, self.manifest.base_paths, frag.files[0])
+            by_path[store.arrow_path(rel)] = frag
+        seen: dict[int, int] = {}
+        live: dict[int, np.ndarray | None] = {}
+        buffer: list[pa.Table] = []
+        buffered = 0
+        scanner = self._dataset(fragments).scanner(
+            columns=self._physical(names), batch_size=self.batch_size, use_threads=True
+        )
+        for tagged in scanner.scan_batches():
+            batch = tagged.record_batch
+            frag = by_path[tagged.fragment.path]
+            start = seen.get(frag.id, 0)
+            seen[frag.id] = start + batch.num_rows
+            if not batch.num_rows:
+                continue
+            if frag.id not in live:
+                live[frag.id] = self._live_mask(frag)
+            offsets = np.arange(start, start + batch.num_rows, dtype=np.uint64)
+            table = self._with_ids(pa.Table.from_batches([batch]), frag, offsets)
+            mask = live[frag.id]
+            if mask is not None:
+                table = table.filter(pa.array(mask[start : start + batch.num_rows]))
+            buffer.append(table)
+            buffered += table.num_rows
+            if buffered >= self.batch_size:
+                yield from self._flush(buffer, names)
+                buffer, buffered = [], 0
+        if buffer:
+            yield from self._flush(buffer, names)
+
+    def _flush(self, tables: list[pa.Table], names: list[str]) -> Iterator[pa.RecordBatch]:
+        table = pa.concat_tables(tables)
         if self.filter is not None:
-            pieces = file_frag.split_by_row_group(self.filter, schema=self.physical_schema)
-        else:
-            pieces = file_frag.split_by_row_group(schema=self.physical_schema)
-        for piece in pieces:
-            start = int(starts[piece.row_groups[0].id])
-            table = piece.to_table(schema=self.physical_schema, columns=self._physical(names))
-            offsets = np.arange(start, start + table.num_rows, dtype=np.uint64)
-            yield from self._finish(self._keep(table, frag, offsets, deleted), names)
+            table = table.filter(self.filter)
+        yield from self._finish(table, names)
+
+    def _live_mask(self, frag: pb.DataFragment) -> np.ndarray | None:
+        """False at deleted offsets; None when the fragment has no deletions."""
+        deleted = self._deleted_offsets(frag)
+        if deleted is None:
+            return None
+        mask = np.ones(frag.physical_rows, dtype=bool)
+        mask[deleted.astype(np.int64)] = False
+        return mask
+
+    def _with_ids(self, table: pa.Table, frag: pb.DataFragment, offsets: np.ndarray) -> pa.Table:
+        """Append `_rowid` / `_rowaddr` for rows at `offsets` of `frag`, as asked."""
+        if self.with_row_id:  # stable ids, or the row address for tables without them (as Lance)
+            ids = row_ids.decode(frag)[offsets] if self._stable_ids else row_address(frag.id, offsets)
+            table = table.append_column(ROW_ID, pa.array(ids, pa.uint64()))
+        if self.with_row_address:
+            table = table.append_column(ROW_ADDRESS, row_address(frag.id, offsets))
+        return table
 
     def _multi(self, frag: pb.DataFragment) -> Iterator[pa.RecordBatch]:
         names = self._read_names()
@@ -238,33 +288,41 @@ class Scan:
     # ---- results
 
     def _runs(self) -> Iterator[tuple[str, list[pb.DataFragment]]]:
-        """Fragments in manifest order as ("bulk", run of one-file fragments in one store) or (path, [one])."""
+        """Fragments in manifest order, grouped: consecutive one-file fragments of one path ("bulk" or
+        "offsets") in one store form a run; a multi-file fragment is a run of its own."""
         run: list[pb.DataFragment] = []
+        kind = ""
         for frag in self.fragments:
             path = self._path_of(frag)
-            if path == "bulk":
-                if run and _base_of(run[0]) != _base_of(frag):
-                    yield "bulk", run
-                    run = []
-                run.append(frag)
-                continue
-            if run:
-                yield "bulk", run
+            if run and (path != kind or path == "multi" or _base_of(run[0]) != _base_of(frag)):
+                yield kind, run
                 run = []
-            yield path, [frag]
+            run.append(frag)
+            kind = path
         if run:
-            yield "bulk", run
+            yield kind, run
 
     def _run_batches(self, path: str, fragments: list[pb.DataFragment]) -> Iterator[pa.RecordBatch]:
         if path == "bulk":
             return self._bulk(fragments)
-        return self._exact(fragments[0]) if path == "exact" else self._multi(fragments[0])
+        return self._offsets(fragments) if path == "offsets" else self._multi(fragments[0])
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
-        """Stream the result; memory is bounded by a few batches (a fragment for multi-file ones)."""
-        with missing_files(self.store):
+        """Stream the result in manifest order; memory is bounded by a few batches (a fragment's
+        projected columns for multi-file fragments, which are read a few ahead by a thread pool)."""
+        with missing_files(self.store), ThreadPoolExecutor(max_workers=_FRAGMENT_THREADS) as pool:
+            pending: deque[Future[list[pa.RecordBatch]]] = deque()
             for path, fragments in self._runs():
-                yield from self._run_batches(path, fragments)
+                if path != "multi":
+                    while pending:
+                        yield from pending.popleft().result()
+                    yield from self._run_batches(path, fragments)
+                    continue
+                pending.append(pool.submit(lambda f=fragments: list(self._multi(f[0]))))
+                while len(pending) > 2 * _FRAGMENT_THREADS:
+                    yield from pending.popleft().result()
+            while pending:
+                yield from pending.popleft().result()
 
     def to_reader(self) -> pa.RecordBatchReader:
         return pa.RecordBatchReader.from_batches(self.output_schema, self.to_batches())

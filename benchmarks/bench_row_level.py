@@ -1,0 +1,107 @@
+"""Row-level change benchmarks (issue 3): mvcc against pylance on the same data, in the same run, as ratios.
+
+Workloads, each on a fresh copy of a 1M-row table of 200 fragments (5,000 rows each), timing only the
+operation: delete 10% of the rows (spread over every fragment), update 1% of the rows, merge_insert of
+10,000 rows (half updates of existing keys, half new keys). Not a test: run it by hand.
+
+    python benchmarks/bench_row_level.py            # 1M rows, median of 3
+    python benchmarks/bench_row_level.py --quick    # 200k rows, one run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import lance
+import numpy as np
+import pyarrow as pa
+
+import mvcc_core as mvcc
+
+
+def data(n: int, start: int = 0) -> pa.Table:
+    ids = np.arange(start, start + n, dtype=np.int64)
+    return pa.table(
+        {"id": ids, "value": ids * 0.5, "name": pa.array([f"n{i % 1000}" for i in range(start, start + n)])}
+    )
+
+
+def timed(setup: Callable[[], Any], op: Callable[[Any], Any], repeat: int) -> tuple[float, Any]:
+    """Median milliseconds of `op(setup())` over `repeat` runs, and the last handle."""
+    times, handle = [], None
+    for _ in range(repeat):
+        handle = setup()
+        start = time.perf_counter()
+        op(handle)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3, handle
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", help="write the results as JSON here")
+    args = parser.parse_args()
+    rows = 200_000 if args.quick else 1_000_000
+    per_fragment = rows // 200
+    repeat = 1 if args.quick else 3
+    root = Path(tempfile.mkdtemp(prefix="mvcc-bench-rows-"))
+    table = data(rows)
+    mvcc.write_table(table, str(root / "mvcc-base"), max_rows_per_file=per_fragment)
+    lance.write_dataset(table, str(root / "lance-base"), max_rows_per_file=per_fragment)
+    upsert = pa.concat_tables([data(5_000, rows - 5_000), data(5_000, rows)])  # 5k existing keys, 5k new
+    upsert = upsert.set_column(1, "value", pa.array(np.full(10_000, -1.0)))
+
+    def fresh_mvcc() -> mvcc.Table:
+        shutil.rmtree(root / "mvcc", ignore_errors=True)
+        shutil.copytree(root / "mvcc-base", root / "mvcc")
+        return mvcc.open_table(str(root / "mvcc"))
+
+    def fresh_lance() -> lance.LanceDataset:
+        shutil.rmtree(root / "lance", ignore_errors=True)
+        shutil.copytree(root / "lance-base", root / "lance")
+        return lance.dataset(str(root / "lance"))
+
+    workloads: list[tuple[str, Callable[[Any], Any], Callable[[Any], Any], int]] = [
+        ("delete 10% of rows", lambda t: t.delete("id % 10 = 0"), lambda d: d.delete("id % 10 = 0"), rows * 9 // 10),
+        (
+            "update 1% of rows",
+            lambda t: t.update({"value": "value + 1"}, where="id % 100 = 0"),
+            lambda d: d.update({"value": "value + 1"}, where="id % 100 = 0"),
+            rows,
+        ),
+        (
+            "merge_insert 10k rows",
+            lambda t: t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(upsert),
+            lambda d: d.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(upsert),
+            rows + 5_000,
+        ),
+    ]
+    results = []
+    print(f"{rows:,} rows in 200 fragments; median of {repeat}")
+    print(f"{'workload':<28}{'mvcc ms':>10}{'pylance ms':>12}{'ratio':>8}  target")
+    for name, mvcc_op, lance_op, expected in workloads:
+        mvcc_ms, t = timed(fresh_mvcc, mvcc_op, repeat)
+        lance_ms, d = timed(fresh_lance, lance_op, repeat)
+        mvcc_rows = mvcc.open_table(str(root / "mvcc")).count_rows()
+        lance_rows = lance.dataset(str(root / "lance")).count_rows()
+        if not mvcc_rows == lance_rows == expected:
+            print(f"  WARNING: row counts differ: mvcc {mvcc_rows}, pylance {lance_rows}, expected {expected}")
+        ratio = mvcc_ms / lance_ms
+        print(f"{name:<28}{mvcc_ms:>10.1f}{lance_ms:>12.1f}{ratio:>7.2f}x  <=1.0x")
+        results.append({"workload": name, "mvcc_ms": mvcc_ms, "pylance_ms": lance_ms, "ratio": ratio})
+    shutil.rmtree(root, ignore_errors=True)
+    if args.out:
+        Path(args.out).write_text(json.dumps({"rows": rows, "results": results}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
