@@ -8,6 +8,7 @@ row addresses (a 64-bit roaring bitmap) so the conflict resolver can compare con
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,29 +61,42 @@ def delete_addresses(store: ObjectStore, manifest: pb.Manifest, addresses: np.nd
 
     A fragment left without live rows is listed in `removed_fragment_ids` instead.
     """
-    addresses = np.asarray(addresses, dtype=np.uint64)
+    addresses = np.sort(np.asarray(addresses, dtype=np.uint64))
     fragment_ids = addresses >> np.uint64(32)
+    ids, starts = np.unique(fragment_ids, return_index=True)
     by_id = {f.id: f for f in manifest.fragments}
-    updated: list[pb.DataFragment] = []
     removed: list[int] = []
     written: list[str] = []
-    try:
-        for fid in (int(x) for x in np.unique(fragment_ids)):
-            offsets = addresses[fragment_ids == fid] & np.uint64(0xFFFFFFFF)
-            frag = by_id[fid]
-            deleted = read_deletion_vector(store, frag, manifest.base_paths) | BitMap(offsets.astype(np.uint32))
-            if len(deleted) >= frag.physical_rows:
-                removed.append(fid)
-                continue
-            deletion_file = write_deletion_vector(store, fid, manifest.version, deleted)
-            written.append(deletion_path(fid, deletion_file))
-            new = pb.DataFragment()
-            new.CopyFrom(frag)
-            new.deletion_file.CopyFrom(deletion_file)
-            updated.append(new)
+
+    def merge(fid: int, offsets: np.ndarray) -> pb.DataFragment | None:
+        """The fragment with its new deletion vector, or None when no row of it is left."""
+        frag = by_id[fid]
+        deleted = read_deletion_vector(store, frag, manifest.base_paths) | BitMap(offsets.astype(np.uint32))
+        if len(deleted) >= frag.physical_rows:
+            return None
+        deletion_file = write_deletion_vector(store, fid, manifest.version, deleted)
+        written.append(deletion_path(fid, deletion_file))
+        new = pb.DataFragment()
+        new.CopyFrom(frag)
+        new.deletion_file.CopyFrom(deletion_file)
+        return new
+
+    bounds = list(starts[1:]) + [len(addresses)]
+    groups = [
+        (int(fid), addresses[start:end] & np.uint64(0xFFFFFFFF))
+        for fid, start, end in zip(ids, starts, bounds, strict=True)
+    ]
+    try:  # one small file per fragment: on S3 each is a round trip, so a few threads write them
+        if store.scheme in ("file", "memory") or len(groups) < 2:
+            results = [merge(*g) for g in groups]
+        else:
+            with ThreadPoolExecutor(max_workers=8) as pool:
+                results = list(pool.map(lambda g: merge(*g), groups))
     except BaseException:
         store.delete_many(written)
         raise
+    updated = [r for r in results if r is not None]
+    removed = [fid for (fid, _), r in zip(groups, results, strict=True) if r is None]
     return DeletedRows(updated, removed, BitMap64(addresses).serialize(), written)
 
 

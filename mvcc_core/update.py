@@ -117,19 +117,21 @@ def plan_update(
 
     if mode is None and _leaves(fields, modified | read_ids) >= _leaves(fields, set(ids.values())):
         mode = REWRITE_ROWS  # REWRITE_COLUMNS would read every column of more rows: it cannot win
-    if mode == REWRITE_ROWS:
-        return _rewrite_rows(store, manifest, schema, expressions, values, where, max_rows_per_file)
-    matched = find_rows(store, manifest, where, [])
+    stable = row_ids.enabled(manifest)
+    # A scan costs mostly per file, not per column: read whole matching rows once, so REWRITE_ROWS
+    # needs no second scan when the estimate picks it.
+    columns = [] if mode == REWRITE_COLUMNS else list(schema.names)
+    matched = find_rows(store, manifest, where, columns, with_row_id=stable and mode != REWRITE_COLUMNS)
     if matched.num_rows == 0:
         return UpdatePlan(None, [], 0, mode or REWRITE_ROWS)
     addresses = matched.column(ROW_ADDRESS).to_numpy()
-    fragment_ids = np.unique(addresses >> np.uint64(32))
-    by_id = {f.id: f for f in manifest.fragments}
-    fragment_rows = sum(by_id[int(fid)].physical_rows for fid in fragment_ids)
     if mode is None:
+        fragment_ids = np.unique(addresses >> np.uint64(32))
+        by_id = {f.id: f for f in manifest.fragments}
+        fragment_rows = sum(by_id[int(fid)].physical_rows for fid in fragment_ids)
         mode = choose_mode(fields, modified, read_ids, len(addresses), fragment_rows)
     if mode == REWRITE_ROWS:
-        return _rewrite_rows(store, manifest, schema, expressions, values, where, max_rows_per_file)
+        return _rewrite_rows(store, manifest, schema, expressions, values, matched, max_rows_per_file)
     return _rewrite_columns(store, manifest, schema, expressions, addresses, [c for c in schema.names if c in reads])
 
 
@@ -139,21 +141,19 @@ def _rewrite_rows(
     schema: pa.Schema,
     expressions: dict[str, pc.Expression],
     values: dict[str, Any],
-    where: str | pc.Expression | None,
+    matched: pa.Table,
     max_rows_per_file: int,
 ) -> UpdatePlan:
+    """`matched`: the live matching rows, all columns, with `_rowaddr` (and `_rowid` with stable ids)."""
     fields = list(manifest.fields)
     stable = row_ids.enabled(manifest)
-    matched = find_rows(store, manifest, where, list(schema.names), with_row_id=stable)
-    if matched.num_rows == 0:
-        return UpdatePlan(None, [], 0, REWRITE_ROWS)
     old = matched.drop_columns([ROW_ADDRESS, *([ROW_ID] if stable else [])])
     projection = {n: expressions.get(n, pc.field(n)) for n in schema.names}
     try:
         new_rows = ds.dataset(old).to_table(columns=projection)
     except _ARROW_ERRORS as exc:
         raise SchemaError(f"update values {values!r} cannot be computed for the matching rows: {exc}") from exc
-    new_rows = schema_mod.conform(new_rows, schema)
+    new_rows = schema_mod.conform(new_rows, schema).combine_chunks()  # one Parquet write, not one per chunk
 
     writer = FragmentWriter(store, fields, schema, max_rows_per_file)
     try:
