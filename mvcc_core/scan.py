@@ -231,6 +231,43 @@ class Scan:
         if buffer:
             yield from self._flush(buffer, names)
 
+    def _offsets_table(self, fragments: list[pb.DataFragment]) -> pa.Table:
+        """`_offsets` for a whole result at once, vectorized: one dataset `to_table` that also returns
+        each row's fragment and batch index, from which offsets, row ids and deletions follow."""
+        names = self._read_names()
+        table = self._dataset(fragments).to_table(
+            columns=[*self._physical(names), "__fragment_index", "__batch_index"], use_threads=True
+        )
+        fragment_index = table.column("__fragment_index").to_numpy().astype(np.int64)
+        batch_index = table.column("__batch_index").to_numpy().astype(np.int64)
+        table = table.drop_columns(["__fragment_index", "__batch_index"])
+        if len(fragment_index) > 1:
+            key = fragment_index * (1 << 32) + batch_index
+            if np.any(np.diff(key) < 0):  # rows arrive grouped by batch; put batches back in file order
+                order = np.argsort(key, kind="stable")
+                table, fragment_index = table.take(order), fragment_index[order]
+        first = np.searchsorted(fragment_index, np.arange(len(fragments)))
+        offsets = (np.arange(len(fragment_index)) - first[fragment_index]).astype(np.uint64)
+        ids = np.array([f.id for f in fragments], dtype=np.uint64)
+        addresses = (ids[fragment_index] << np.uint64(32)) | offsets
+        # position of each row among all physical rows of the run, for per-row lookups
+        physical = (np.cumsum([0] + [f.physical_rows for f in fragments])[fragment_index] + offsets).astype(np.int64)
+        if self.with_row_id:
+            stable = np.concatenate([row_ids.decode(f) for f in fragments]) if self._stable_ids else None
+            values = stable[physical] if stable is not None else addresses
+            table = table.append_column(ROW_ID, pa.array(values, pa.uint64()))
+        if self.with_row_address:
+            table = table.append_column(ROW_ADDRESS, pa.array(addresses, pa.uint64()))
+        masks = [self._live_mask(f) for f in fragments]
+        if any(m is not None for m in masks):
+            live = np.concatenate(
+                [np.ones(f.physical_rows, bool) if m is None else m for f, m in zip(fragments, masks, strict=True)]
+            )
+            table = table.filter(pa.array(live[physical]))
+        if self.filter is not None:
+            table = table.filter(self.filter)
+        return pa.Table.from_batches(list(self._finish(table, names)), schema=self.output_schema)
+
     def _flush(self, tables: list[pa.Table], names: list[str]) -> Iterator[pa.RecordBatch]:
         table = pa.concat_tables(tables)
         if self.filter is not None:
@@ -329,6 +366,9 @@ class Scan:
 
     def to_table(self) -> pa.Table:
         runs = list(self._runs())
+        if len(runs) == 1 and runs[0][0] == "offsets":
+            with missing_files(self.store):
+                return self._offsets_table(runs[0][1])
         if self._post_filter is None and len(runs) == 1 and runs[0][0] == "bulk":
             names = self._read_names()
             with missing_files(self.store):
