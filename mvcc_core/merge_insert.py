@@ -7,9 +7,10 @@ rows without a source row deleted. Duplicate keys in the source are refused: whi
 arbitrary.
 
 The keys of inserted rows go into the Update's `inserted_rows` filter so that two concurrent upserts
-inserting the same key can be told apart from two inserting different keys. A key hashes to the first
-8 bytes (little-endian u64) of BLAKE2b over the `repr` of its Python values joined by U+001F, which is
-the same in every process.
+inserting the same key can be told apart from two inserting different keys. A single integer key hashes
+with SplitMix64's finalizer (its int64 bits as u64); any other key to the first 8 bytes (little-endian
+u64) of BLAKE2b over the `repr` of its Python values joined by U+001F. Both are the same in every
+process.
 """
 
 from __future__ import annotations
@@ -45,8 +46,38 @@ _T, _S = "__target_row", "__source_row"
 
 def key_hash(values: Sequence[Any]) -> int:
     """The u64 hash of one key (a tuple of Python values) recorded in `inserted_rows`."""
+    if (
+        len(values) == 1
+        and isinstance(values[0], int)
+        and not isinstance(values[0], bool)
+        and -(2**63) <= values[0] < 2**63
+    ):
+        return int(_splitmix64(np.array([values[0]], dtype=np.int64))[0])
     text = "\x1f".join(repr(v) for v in values)
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+
+
+def _splitmix64(values: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer over int64 keys as u64: a vectorized hash for the common integer key."""
+    z = values.astype(np.int64).view(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def key_hashes(keys: pa.Table) -> list[int]:
+    """`key_hash` of every row of `keys` (vectorized for one integer column without nulls)."""
+    if keys.num_rows == 0:
+        return []
+    column = keys.column(0)
+    if (
+        keys.num_columns == 1
+        and pa.types.is_integer(column.type)
+        and not column.null_count
+        and pc.max(column).as_py() < 2**63
+    ):
+        return _splitmix64(column.to_numpy()).tolist()
+    return [key_hash(list(row.values())) for row in keys.to_pylist()]
 
 
 class MergeInsertBuilder:
@@ -103,7 +134,8 @@ class MergeInsertBuilder:
                 [pa.field("source", pa.struct(list(schema))), pa.field("target", pa.struct(list(schema)))]
             )
             update_filter = to_expression(self._update_condition, nested)
-        target = find_rows(store, manifest, None, target_cols, with_row_id=stable)
+        prefilter = None if self._delete_by_source else self._key_range(source)
+        target = find_rows(store, manifest, prefilter, target_cols, with_row_id=stable)
         pairs = self._join(target, source)
         target_idx = pairs.column(_T).to_numpy()
         source_idx = pairs.column(_S).to_numpy()
@@ -150,7 +182,6 @@ class MergeInsertBuilder:
             store.delete_many(written)
             raise
         ids = schema_mod.field_ids_by_name(fields)
-        inserted = source.select(self._on).take(inserted_src).to_pylist()
         op = ops.Update(
             removed_fragment_ids=deleted.removed_fragment_ids if deleted else [],
             updated_fragments=deleted.updated_fragments if deleted else [],
@@ -159,7 +190,7 @@ class MergeInsertBuilder:
             update_mode=tpb.Transaction.REWRITE_ROWS,
             inserted_rows=tpb.Transaction.KeyExistenceFilter(
                 field_ids=[ids[c] for c in self._on],
-                key_hashes=[key_hash([row[c] for c in self._on]) for row in inserted],
+                key_hashes=key_hashes(source.select(self._on).take(inserted_src)),
             ),
             affected_rows=deleted.affected_rows if deleted else b"",
         )
@@ -170,8 +201,27 @@ class MergeInsertBuilder:
             "num_deleted_rows": len(deleted_tgt),
         }
 
+    def _key_range(self, source: pa.Table) -> str | None:
+        """`key BETWEEN min AND max` of the source keys (one integer or string key): the scan then skips
+        files whose statistics rule the range out. The join still decides what matches."""
+        if len(self._on) != 1:
+            return None
+        column = source.column(self._on[0])
+        if not (pa.types.is_integer(column.type) or pa.types.is_string(column.type)):
+            return None
+        bounds = pc.min_max(column)
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+        if low is None:
+            return "FALSE"  # only NULL keys: nothing can match
+        name = '"' + self._on[0].replace('"', '""') + '"'
+        if isinstance(low, str):
+            low, high = ("'" + v.replace("'", "''") + "'" for v in (low, high))
+        return f"{name} >= {low} AND {name} <= {high}"
+
     def _check_unique(self, source: pa.Table) -> None:
         keys = source.select(self._on)
+        if len(self._on) == 1 and len(pc.unique(keys.column(0))) == keys.num_rows:
+            return  # the common case, without a group-by
         counts = keys.group_by(self._on).aggregate([([], "count_all")])
         dupes = counts.filter(pc.greater(counts.column("count_all"), 1))
         for row in dupes.to_pylist():

@@ -133,11 +133,40 @@ class Scan:
             store.arrow_path(rel), filesystem=store.arrow_filesystem(), file_size=data_file.file_size_bytes or None
         )
 
-    def _dataset(self, fragments: list[pb.DataFragment]) -> ds.FileSystemDataset:
+    def _dataset(
+        self, fragments: list[pb.DataFragment], files: list[ds.ParquetFileFragment] | None = None
+    ) -> ds.FileSystemDataset:
         """One dataset over one-file fragments that live in one store (see `_runs`)."""
         store, _ = data_file_location(self.store, self.manifest.base_paths, fragments[0].files[0])
-        files = [self._file_fragment(f.files[0]) for f in fragments]
+        if files is None:
+            files = [self._file_fragment(f.files[0]) for f in fragments]
         return ds.FileSystemDataset(files, self.physical_schema, self._format, store.arrow_filesystem())
+
+    def _prune(self, fragments: list[pb.DataFragment]) -> tuple[list[pb.DataFragment], list[ds.ParquetFileFragment]]:
+        """Drop files whose row-group statistics rule out the filter, for scans that cannot push it down.
+
+        Whole files only (offsets must stay whole-file); the footers read here are kept by the file
+        fragments and reused by the scan.
+        """
+        files = [self._file_fragment(f.files[0]) for f in fragments]
+        if self.filter is None:
+            return fragments, files
+
+        def load(file: ds.ParquetFileFragment) -> None:
+            file.ensure_complete_metadata()
+
+        if self.store.scheme == "file":
+            for file in files:
+                load(file)
+        else:  # a round trip per footer: overlap them
+            with ThreadPoolExecutor(max_workers=_FRAGMENT_THREADS) as pool:
+                list(pool.map(load, files))
+        kept = [
+            (frag, file)
+            for frag, file in zip(fragments, files, strict=True)
+            if file.subset(self.filter, schema=self.physical_schema).num_row_groups
+        ]
+        return [k[0] for k in kept], [k[1] for k in kept]
 
     def _path_of(self, frag: pb.DataFragment) -> str:
         if len(frag.files) > 1:
@@ -198,6 +227,9 @@ class Scan:
         into the scan (it would drop rows before they are counted): it runs on buffered batches.
         """
         names = self._read_names()
+        fragments, files = self._prune(fragments)
+        if not fragments:
+            return
         by_path = {}
         for frag in fragments:
             store, rel = data_file_location(self.store, self.manifest.base_paths, frag.files[0])
@@ -206,7 +238,7 @@ class Scan:
         live: dict[int, np.ndarray | None] = {}
         buffer: list[pa.Table] = []
         buffered = 0
-        scanner = self._dataset(fragments).scanner(
+        scanner = self._dataset(fragments, files).scanner(
             columns=self._physical(names), batch_size=self.batch_size, use_threads=True
         )
         for tagged in scanner.scan_batches():
@@ -235,7 +267,10 @@ class Scan:
         """`_offsets` for a whole result at once, vectorized: one dataset `to_table` that also returns
         each row's fragment and batch index, from which offsets, row ids and deletions follow."""
         names = self._read_names()
-        table = self._dataset(fragments).to_table(
+        fragments, files = self._prune(fragments)
+        if not fragments:
+            return self.output_schema.empty_table()
+        table = self._dataset(fragments, files).to_table(
             columns=[*self._physical(names), "__fragment_index", "__batch_index"], use_threads=True
         )
         fragment_index = table.column("__fragment_index").to_numpy().astype(np.int64)
