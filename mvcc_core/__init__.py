@@ -34,6 +34,8 @@ from .external_store import (
     SQLiteManifestStore,
     open_external_store,
 )
+from .maintenance import compaction
+from .maintenance.compaction import CompactionMetrics, CompactionOptions
 from .operations import (
     Append,
     Clone,
@@ -58,6 +60,9 @@ __all__ = [
     "BasePathError",
     "DatasetBasePath",
     "Clone",
+    "CompactionMetrics",
+    "CompactionOptions",
+    "compaction",
     "CommitConflictError",
     "CommitNotSupportedError",
     "CorruptManifestError",

@@ -52,6 +52,7 @@ from .tags import Tags
 from .transaction import ManifestBuildError, Transaction, read_transaction
 
 if TYPE_CHECKING:
+    from .maintenance.optimize import Optimize
     from .merge_insert import MergeInsertBuilder
 
 VersionRef = int | str | datetime
@@ -518,6 +519,15 @@ class Table:
         from .merge_insert import MergeInsertBuilder
 
         return MergeInsertBuilder(self, on)
+
+    # ---- maintenance -------------------------------------------------------------------------
+
+    @property
+    def optimize(self) -> Optimize:
+        """pylance's `optimize` namespace: `t.optimize.compact_files(...)`."""
+        from .maintenance.optimize import Optimize
+
+        return Optimize(self)
 
     # ---- MemWAL state and indices -------------------------------------------------------------
 

@@ -1,0 +1,1 @@
+"""Table maintenance: compaction, retention (cleanup) and restore helpers."""

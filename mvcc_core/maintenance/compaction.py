@@ -1,0 +1,323 @@
+"""Compaction in three separable steps: plan (and ReserveFragments), execute tasks anywhere, commit a Rewrite.
+
+`plan` picks fragments smaller than `target_rows_per_fragment` and fragments whose deleted fraction is above
+`materialize_deletions_threshold` (and fragments spread over several files), groups adjacent ones into
+tasks (row order is kept within a group; fragments covered by different indices are never mixed), and
+commits ReserveFragments so the new fragments' ids are fixed before any task runs. Tasks and results are
+small and picklable: they run in threads, processes or Spark executors (anything with `map(fn, tasks)`).
+`commit` lands one Rewrite with every group; a concurrent delete or update of a rewritten fragment makes it
+a RetryableConflictError (the rewritten files are removed), concurrent appends never conflict.
+
+Indices are not remapped: a rewritten fragment leaves the coverage of the indices that covered it (scans
+read it directly) until `optimize_indices` adds it back. With stable row ids the rows keep their ids.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pyroaring import BitMap
+
+from .. import operations as ops
+from .. import row_ids
+from .._proto import table_pb2 as pb
+from .._proto import transaction_pb2 as tpb
+from ..bases import remove_data_files
+from ..deletion import live_rows
+from ..errors import CommitConflictError, SchemaError
+from ..fragments import FragmentWriter
+from ..row_ids import ROW_ID
+from ..scan import Scan
+
+if TYPE_CHECKING:
+    from ..table import Table
+
+
+class Executor(Protocol):
+    """Where compaction and index tasks run: `concurrent.futures` executors fit, so does a Spark executor."""
+
+    def map(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> Iterable[Any]: ...
+
+
+@dataclass(frozen=True)
+class CompactionOptions:
+    """pylance's options, plus bounds on one task."""
+
+    target_rows_per_fragment: int = 1_048_576
+    materialize_deletions: bool = True
+    materialize_deletions_threshold: float = 0.1
+    max_rows_per_task: int | None = None  # default: target_rows_per_fragment
+    max_bytes_per_task: int | None = None  # on-disk bytes of the fragments a task reads
+
+    def __post_init__(self) -> None:
+        if self.target_rows_per_fragment <= 0:
+            raise ValueError(f"target_rows_per_fragment must be positive, got {self.target_rows_per_fragment}")
+        if not 0.0 <= self.materialize_deletions_threshold <= 1.0:
+            raise ValueError(
+                f"materialize_deletions_threshold is a fraction in [0, 1], got {self.materialize_deletions_threshold}"
+            )
+
+
+@dataclass(frozen=True)
+class CompactionTask:
+    """Rewrite some adjacent fragments of version `read_version` into fragments with `new_fragment_ids`."""
+
+    read_version: int
+    fragments: tuple[bytes, ...]  # serialized DataFragment, as in read_version
+    new_fragment_ids: tuple[int, ...]
+    target_rows_per_fragment: int
+
+    def execute(self, uri: str, storage_options: dict[str, Any] | None = None) -> RewriteResult:
+        """Read the fragments (deletions applied) and write the new ones; nothing is committed."""
+        from ..table import open_table
+
+        table = open_table(uri, version=self.read_version, storage_options=storage_options)
+        old = [pb.DataFragment.FromString(f) for f in self.fragments]
+        stable = row_ids.enabled(table.manifest)
+        scan = Scan(table._store, table.manifest, fragments=old, with_row_id=stable)
+        schema = table.schema
+        writer = FragmentWriter(table._store, list(table.manifest.fields), schema, self.target_rows_per_fragment)
+        ids: list[Any] = []
+        rows = 0
+        try:
+            for batch in scan.to_batches():
+                if stable:
+                    ids.append(batch.column(ROW_ID))
+                    batch = batch.drop_columns([ROW_ID])
+                writer.write(batch)
+                rows += batch.num_rows
+            new = writer.finish()
+        except BaseException:
+            writer.abort()
+            raise
+        if len(new) > len(self.new_fragment_ids):
+            writer.abort()
+            raise RuntimeError(
+                f"compaction task wrote {len(new)} fragments for {len(self.new_fragment_ids)} reserved ids"
+            )
+        for frag, frag_id in zip(new, self.new_fragment_ids, strict=False):
+            frag.id = frag_id
+        if stable and new:
+            import numpy as np
+
+            row_ids.split(np.concatenate([c.to_numpy() for c in ids]), new)
+        return RewriteResult(
+            read_version=self.read_version,
+            old_fragments=self.fragments,
+            new_fragments=tuple(f.SerializeToString() for f in new),
+            rows=rows,
+            bytes_written=sum(df.file_size_bytes for f in new for df in f.files),
+            bytes_read=sum(df.file_size_bytes for f in old for df in f.files),
+        )
+
+
+@dataclass(frozen=True)
+class RewriteResult:
+    """What one task wrote: enough to commit it, and to remove its files if the commit fails."""
+
+    read_version: int
+    old_fragments: tuple[bytes, ...]
+    new_fragments: tuple[bytes, ...]
+    rows: int
+    bytes_written: int
+    bytes_read: int
+
+
+@dataclass
+class CompactionPlan:
+    read_version: int
+    tasks: list[CompactionTask] = field(default_factory=list)
+    options: CompactionOptions = field(default_factory=CompactionOptions)
+
+
+@dataclass(frozen=True)
+class CompactionMetrics:
+    fragments_removed: int = 0
+    fragments_added: int = 0
+    files_removed: int = 0
+    files_added: int = 0
+    rows: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    seconds: float = 0.0
+    version: int | None = None  # the Rewrite's version, None when there was nothing to do
+
+
+def _needs_rewrite(frag: pb.DataFragment, options: CompactionOptions) -> bool:
+    if len(frag.files) > 1:
+        return True
+    return live_rows(frag) < options.target_rows_per_fragment or _too_many_deletions(frag, options)
+
+
+def _too_many_deletions(frag: pb.DataFragment, options: CompactionOptions) -> bool:
+    return (
+        options.materialize_deletions
+        and frag.HasField("deletion_file")
+        and frag.deletion_file.num_deleted_rows / max(frag.physical_rows, 1) > options.materialize_deletions_threshold
+    )
+
+
+def _index_key(frag: pb.DataFragment, manifest: pb.Manifest) -> frozenset[bytes]:
+    """The indices covering a fragment: fragments with different keys are never rewritten together."""
+    return frozenset(
+        index.uuid.uuid
+        for index in manifest.indices
+        if index.fragment_bitmap and frag.id in BitMap.deserialize(index.fragment_bitmap)
+    )
+
+
+def _groups(manifest: pb.Manifest, options: CompactionOptions) -> list[list[pb.DataFragment]]:
+    """Runs of adjacent fragments worth rewriting, each within the task bounds."""
+    max_rows = options.max_rows_per_task or options.target_rows_per_fragment
+    groups: list[list[pb.DataFragment]] = []
+    current: list[pb.DataFragment] = []
+    rows = size = 0
+    key: frozenset[bytes] | None = None
+
+    def close() -> None:
+        nonlocal current, rows, size
+        if current:
+            groups.append(current)
+        current, rows, size = [], 0, 0
+
+    for frag in manifest.fragments:
+        if not _needs_rewrite(frag, options):
+            close()
+            continue
+        frag_key = _index_key(frag, manifest)
+        frag_size = sum(df.file_size_bytes for df in frag.files)
+        too_big = current and (
+            rows + live_rows(frag) > max_rows
+            or (options.max_bytes_per_task is not None and size + frag_size > options.max_bytes_per_task)
+        )
+        if current and (frag_key != key or too_big):
+            close()
+        current.append(frag)
+        rows += live_rows(frag)
+        size += frag_size
+        key = frag_key
+    close()
+
+    def worth_it(group: list[pb.DataFragment]) -> bool:
+        # one fragment alone is rewritten only to drop deletions or fold its files
+        if len(group) > 1:
+            return True
+        frag = group[0]
+        return len(frag.files) > 1 or (
+            options.materialize_deletions
+            and frag.HasField("deletion_file")
+            and frag.deletion_file.num_deleted_rows / max(frag.physical_rows, 1)
+            > options.materialize_deletions_threshold
+        )
+
+    return [g for g in groups if worth_it(g)]
+
+
+def plan(table: Table, options: CompactionOptions | None = None, **kwargs: Any) -> CompactionPlan:
+    """Choose what to rewrite in the table's version and reserve the new fragments' ids (one commit)."""
+    options = options or CompactionOptions(**kwargs)
+    manifest = table.manifest
+    groups = _groups(manifest, options)
+    result = CompactionPlan(read_version=table.version, options=options)
+    if not groups:
+        return result
+    counts = [max(1, math.ceil(sum(live_rows(f) for f in g) / options.target_rows_per_fragment)) for g in groups]
+    reserver = table.checkout(table.version)
+    reserver.commit(ops.ReserveFragments(num_fragments=sum(counts)), commit_message="compaction: reserve fragment ids")
+    next_id = reserver.manifest.max_fragment_id - sum(counts) + 1
+    for group, count in zip(groups, counts, strict=True):
+        result.tasks.append(
+            CompactionTask(
+                read_version=table.version,
+                fragments=tuple(f.SerializeToString() for f in group),
+                new_fragment_ids=tuple(range(next_id, next_id + count)),
+                target_rows_per_fragment=options.target_rows_per_fragment,
+            )
+        )
+        next_id += count
+    return result
+
+
+def commit(table: Table, results: Sequence[RewriteResult], commit_message: str | None = None) -> Table:
+    """One Rewrite of every group; on a conflict the new files are removed and the error raised."""
+    results = list(results)
+    if not results:
+        raise SchemaError("compaction.commit needs at least one RewriteResult")
+    read_versions = {r.read_version for r in results}
+    if len(read_versions) != 1:
+        raise SchemaError(f"rewrite results come from different versions {sorted(read_versions)}")
+    groups = [
+        tpb.Transaction.Rewrite.RewriteGroup(
+            old_fragments=[pb.DataFragment.FromString(f) for f in r.old_fragments],
+            new_fragments=[pb.DataFragment.FromString(f) for f in r.new_fragments],
+        )
+        for r in results
+    ]
+    new = [f for g in groups for f in g.new_fragments]
+    try:
+        return table.commit(
+            ops.Rewrite(groups=groups),
+            read_version=read_versions.pop(),
+            commit_message=commit_message or "compaction",
+        )
+    except CommitConflictError:
+        remove_data_files(table._store, table.manifest.base_paths, new)
+        raise
+
+
+class _ThreadExecutor:
+    """The default executor: a thread pool in this process."""
+
+    def __init__(self, threads: int = 4) -> None:
+        self.threads = threads
+
+    def map(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> Iterator[Any]:
+        with ThreadPoolExecutor(max_workers=self.threads) as pool:
+            yield from pool.map(fn, tasks)
+
+
+def _execute(task: CompactionTask, uri: str, storage_options: dict[str, Any] | None) -> RewriteResult:
+    """Module-level, so that `partial(_execute, ...)` pickles for process pools and Spark."""
+    return task.execute(uri, storage_options)
+
+
+def compact_files(
+    table: Table,
+    options: CompactionOptions | None = None,
+    executor: Executor | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    **kwargs: Any,
+) -> CompactionMetrics:
+    """Plan, execute every task on `executor`, commit; `progress(done, total)` after each task."""
+    start = time.perf_counter()
+    compaction_plan = plan(table, options, **kwargs)
+    if not compaction_plan.tasks:
+        return CompactionMetrics(seconds=time.perf_counter() - start)
+    run = partial(_execute, uri=table.uri, storage_options=table._storage_options)
+    results = []
+    for result in (executor or _ThreadExecutor()).map(run, compaction_plan.tasks):
+        results.append(result)
+        if progress is not None:
+            progress(len(results), len(compaction_plan.tasks))
+    base = table.checkout(compaction_plan.read_version)
+    committed = commit(base, results)
+    table._manifest, table._schema = committed.manifest, None  # the handle moves to the Rewrite, as pylance
+    old = [pb.DataFragment.FromString(f) for r in results for f in r.old_fragments]
+    new = [pb.DataFragment.FromString(f) for r in results for f in r.new_fragments]
+    return CompactionMetrics(
+        fragments_removed=len(old),
+        fragments_added=len(new),
+        files_removed=sum(len(f.files) for f in old),
+        files_added=sum(len(f.files) for f in new),
+        rows=sum(r.rows for r in results),
+        bytes_read=sum(r.bytes_read for r in results),
+        bytes_written=sum(r.bytes_written for r in results),
+        seconds=time.perf_counter() - start,
+        version=committed.version,
+    )
