@@ -35,6 +35,7 @@ from .external_store import (
     open_external_store,
 )
 from .maintenance import compaction
+from .maintenance.cleanup import CleanupStats
 from .maintenance.compaction import CompactionMetrics, CompactionOptions
 from .operations import (
     Append,
@@ -59,6 +60,7 @@ __all__ = [
     "Append",
     "BasePathError",
     "DatasetBasePath",
+    "CleanupStats",
     "Clone",
     "CompactionMetrics",
     "CompactionOptions",

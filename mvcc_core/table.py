@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -52,6 +52,7 @@ from .tags import Tags
 from .transaction import ManifestBuildError, Transaction, read_transaction
 
 if TYPE_CHECKING:
+    from .maintenance.cleanup import CleanupStats
     from .maintenance.optimize import Optimize
     from .merge_insert import MergeInsertBuilder
 
@@ -150,7 +151,16 @@ class Table:
         cached = self._committer.cache.manifests.get(version)
         if cached is not None:
             return cached
-        manifest = read_manifest(self._store, location_of(self._store, version, self._naming))
+        try:
+            manifest = read_manifest(self._store, location_of(self._store, version, self._naming))
+        except VersionNotFoundError:
+            existing = list_manifests(self._store)
+            if existing and 0 < version < existing[0].version:
+                raise VersionNotFoundError(
+                    f"version {version} of {self.uri} was removed by retention (cleanup_old_versions); the oldest "
+                    f"version left is {existing[0].version}"
+                ) from None
+            raise
         self._committer.cache.manifests[version] = manifest
         return manifest
 
@@ -528,6 +538,25 @@ class Table:
         from .maintenance.optimize import Optimize
 
         return Optimize(self)
+
+    def cleanup_old_versions(
+        self,
+        older_than: timedelta = timedelta(days=14),
+        retain_versions: int | None = None,
+        delete_unverified: bool = False,
+        error_if_tagged_old_versions: bool = True,
+        dry_run: bool = False,
+    ) -> CleanupStats:
+        """Remove old versions and the files only they use (Lance's semantics; see maintenance/cleanup.py).
+
+        The latest and tagged versions are always kept; unreferenced files younger than 7 days are kept
+        unless `delete_unverified`; `dry_run` only reports.
+        """
+        from .maintenance.cleanup import cleanup_old_versions
+
+        return cleanup_old_versions(
+            self, older_than, retain_versions, delete_unverified, error_if_tagged_old_versions, dry_run
+        )
 
     # ---- MemWAL state and indices -------------------------------------------------------------
 
