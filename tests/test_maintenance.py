@@ -1,0 +1,257 @@
+"""Compaction (ReserveFragments then Rewrite), retention (cleanup_old_versions) and restore after retention."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import pickle
+import time
+from concurrent.futures import ProcessPoolExecutor
+from datetime import timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import mvcc_core as mvcc
+from mvcc_core.storage import open_store
+
+
+def data(start: int, n: int) -> pa.Table:
+    return pa.table(
+        {"id": pa.array(range(start, start + n), pa.int64()), "v": [f"v{i}" for i in range(start, start + n)]}
+    )
+
+
+def rows(t: mvcc.Table) -> list[tuple]:
+    return sorted((r["id"], r["v"]) for r in t.to_table().to_pylist())
+
+
+def fragmented(uri: str, opts=None, **kwargs) -> mvcc.Table:
+    """40 rows in 4 fragments, then 6 one-row appends, then deletions: 10 small fragments."""
+    t = mvcc.write_table(data(0, 40), uri, storage_options=opts, max_rows_per_file=10, **kwargs)
+    for i in range(6):
+        t.append(data(100 + i, 1))
+    t.delete("id % 4 = 1 OR id = 103")
+    return t
+
+
+# ---- compaction ----------------------------------------------------------------------------------
+
+
+def test_compaction_preserves_rows_and_history(any_uri) -> None:
+    uri, opts = any_uri
+    t = fragmented(uri, opts)
+    before, version_before, fragments_before = rows(t), t.version, len(t.get_fragments())
+    seen = []
+    metrics = t.optimize.compact_files(target_rows_per_fragment=25, progress=lambda done, total: seen.append(done))
+    assert rows(t) == before
+    assert metrics.fragments_removed == fragments_before == 7 and metrics.rows == len(before) == 33
+    assert metrics.fragments_added == len(t.get_fragments()) == 2 and metrics.version == t.version
+    assert seen == list(range(1, len(seen) + 1)) and seen
+    assert all(not f.HasField("deletion_file") and f.physical_rows <= 25 for f in t.get_fragments())
+    reopened = mvcc.open_table(uri, storage_options=opts)
+    assert [v.operation for v in reopened.versions()][-2:] == ["ReserveFragments", "Rewrite"]
+    assert rows(reopened.checkout(version_before)) == before  # older versions still read
+    assert len(reopened.checkout(version_before).get_fragments()) == 7
+    again = reopened.optimize.compact_files(target_rows_per_fragment=25)
+    assert again.version is None and reopened.latest_version() == t.version  # nothing to do, nothing committed
+
+
+def test_compaction_materializes_deletions_and_folds_column_files(tmp_uri) -> None:
+    t = mvcc.write_table(data(0, 100), tmp_uri, max_rows_per_file=50)
+    t.delete("id < 20")  # 40% of fragment 0
+    t.add_columns({"w": "id * 2"})
+    t.update({"w": "0"}, where="id >= 90", mode="rewrite_columns")
+    expected = sorted(t.to_table().to_pylist(), key=lambda r: r["id"])
+    t.optimize.compact_files(target_rows_per_fragment=50)
+    assert sorted(t.to_table().to_pylist(), key=lambda r: r["id"]) == expected
+    assert [len(f.files) for f in t.get_fragments()] == [1] * len(t.get_fragments())
+    assert all(not f.HasField("deletion_file") for f in t.get_fragments())
+    assert mvcc.open_table(tmp_uri).optimize.compact_files(target_rows_per_fragment=50).version is None
+
+
+def test_compaction_keeps_stable_row_ids(tmp_uri) -> None:
+    t = fragmented(tmp_uri, enable_stable_row_ids=True)
+    ids = {r["id"]: r["_rowid"] for r in t.to_table(with_row_id=True).to_pylist()}
+    t.optimize.compact_files(target_rows_per_fragment=100)
+    assert {r["id"]: r["_rowid"] for r in t.to_table(with_row_id=True).to_pylist()} == ids
+
+
+def test_plan_tasks_run_in_other_processes(tmp_uri) -> None:
+    t = fragmented(tmp_uri)
+    before = rows(t)
+    plan = mvcc.compaction.plan(t, mvcc.CompactionOptions(target_rows_per_fragment=15))
+    assert plan.tasks and all(len(pickle.dumps(task)) < 10_000 for task in plan.tasks)
+    with ProcessPoolExecutor(2, mp_context=mp.get_context("spawn")) as pool:
+        results = list(pool.map(_execute, plan.tasks))
+    mvcc.compaction.commit(t, results)
+    assert rows(mvcc.open_table(tmp_uri)) == before
+    with pytest.raises(mvcc.SchemaError):
+        mvcc.compaction.commit(t, [])
+
+
+def _execute(task):
+    return task.execute(task_uri(), None)
+
+
+def task_uri() -> str:
+    return os.environ["MVCC_TEST_URI"]
+
+
+@pytest.fixture(autouse=True)
+def _uri_env(tmp_uri, monkeypatch):
+    monkeypatch.setenv("MVCC_TEST_URI", tmp_uri)
+
+
+def _append_many(uri: str, n: int, barrier) -> None:
+    barrier.wait()
+    t = mvcc.open_table(uri)
+    for i in range(n):
+        t.append(data(1000 + i, 1), max_retries=100)
+
+
+def test_compaction_racing_appends_in_another_process_both_land(tmp_uri) -> None:
+    t = fragmented(tmp_uri)
+    before = rows(t)
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    proc = ctx.Process(target=_append_many, args=(tmp_uri, 10, barrier))
+    proc.start()
+    barrier.wait()
+    t.optimize.compact_files(target_rows_per_fragment=100)
+    proc.join(timeout=120)
+    assert proc.exitcode == 0
+    final = mvcc.open_table(tmp_uri)
+    assert rows(final) == sorted(before + [(1000 + i, f"v{1000 + i}") for i in range(10)])
+    ops = [v.operation for v in final.versions()]
+    assert "Rewrite" in ops and ops.count("Append") == 16
+
+
+def _delete_in_process(uri: str, predicate: str) -> None:
+    mvcc.open_table(uri).delete(predicate)
+
+
+def test_compaction_racing_a_delete_of_its_fragments_is_retryable_then_succeeds(tmp_uri) -> None:
+    t = fragmented(tmp_uri)
+    plan = mvcc.compaction.plan(t, mvcc.CompactionOptions(target_rows_per_fragment=100))
+    results = [task.execute(tmp_uri) for task in plan.tasks]
+    ctx = mp.get_context("spawn")
+    proc = ctx.Process(target=_delete_in_process, args=(tmp_uri, "id = 2"))
+    proc.start()
+    proc.join(timeout=60)
+    assert proc.exitcode == 0
+    data_files = sorted((Path(tmp_uri) / "data").iterdir())
+    new_files = {f"data/{df.path}" for r in results for f in r.new_fragments for df in _frag(f).files}
+    with pytest.raises(mvcc.RetryableConflictError):
+        mvcc.compaction.commit(t, results)
+    assert not any((Path(tmp_uri) / p).exists() for p in new_files)  # the rewrite's files were removed
+    assert len(sorted((Path(tmp_uri) / "data").iterdir())) == len(data_files) - len(new_files)
+    fresh = mvcc.open_table(tmp_uri)
+    expected = rows(fresh)
+    fresh.optimize.compact_files(target_rows_per_fragment=100)
+    assert rows(fresh) == expected and (2, "v2") not in expected
+
+
+def _frag(data: bytes):
+    from mvcc_core._proto import table_pb2 as pb
+
+    return pb.DataFragment.FromString(data)
+
+
+def test_compaction_options_are_checked() -> None:
+    with pytest.raises(ValueError):
+        mvcc.CompactionOptions(target_rows_per_fragment=0)
+    with pytest.raises(ValueError):
+        mvcc.CompactionOptions(materialize_deletions_threshold=1.5)
+
+
+# ---- retention -----------------------------------------------------------------------------------
+
+
+def stored(uri: str, opts) -> set[str]:
+    return {m.path for m in open_store(uri, opts).list("")}
+
+
+def test_cleanup_keeps_latest_and_tagged_and_removes_the_rest(any_uri) -> None:
+    uri, opts = any_uri
+    t = fragmented(uri, opts)
+    t.tags.create("tagged", 3)
+    t.optimize.compact_files(target_rows_per_fragment=100)
+    latest_rows, tagged_rows = rows(t), rows(t.checkout("tagged"))
+    everything = stored(uri, opts)
+    with pytest.raises(mvcc.TagError, match="tagged"):
+        t.cleanup_old_versions(older_than=timedelta(0))
+    assert stored(uri, opts) == everything
+    dry = t.cleanup_old_versions(older_than=timedelta(0), error_if_tagged_old_versions=False, dry_run=True)
+    assert stored(uri, opts) == everything and dry.old_versions == t.version - 2
+    stats = t.cleanup_old_versions(older_than=timedelta(0), error_if_tagged_old_versions=False)
+    assert stats == dry
+    reopened = mvcc.open_table(uri, storage_options=opts)
+    assert [v.version for v in reopened.versions()] == [3, t.version]
+    assert rows(reopened) == latest_rows and rows(reopened.checkout("tagged")) == tagged_rows
+    left = stored(uri, opts)
+    assert len(everything) - len(left) == (
+        stats.old_versions
+        + stats.data_files_removed
+        + stats.deletion_files_removed
+        + stats.transaction_files_removed
+        + stats.index_files_removed
+    )
+    assert stats.data_files_removed > 0 and stats.deletion_files_removed > 0
+    with pytest.raises(mvcc.VersionNotFoundError, match="retention"):
+        reopened.restore(2)
+    with pytest.raises(mvcc.VersionNotFoundError, match="retention"):
+        reopened.checkout(1)
+    reopened.restore("tagged")
+    assert rows(reopened) == tagged_rows
+
+
+def test_cleanup_thresholds_and_unverified_files(tmp_uri) -> None:
+    t = mvcc.write_table(data(0, 5), tmp_uri)
+    for i in range(4):
+        t.append(data(10 + i, 1))
+    assert t.cleanup_old_versions().old_versions == 0  # nothing is 14 days old
+    assert t.cleanup_old_versions(older_than=timedelta(0), retain_versions=2).removed_versions == (1, 2, 3)
+    orphan = Path(tmp_uri) / "data" / "orphan.parquet"  # debris of a failed commit
+    orphan.write_bytes(b"x")
+    assert t.cleanup_old_versions(older_than=timedelta(0)).unverified_files_removed == 0 and orphan.exists()
+    old = time.time() - 8 * 24 * 3600
+    os.utime(orphan, (old, old))
+    stats = t.cleanup_old_versions(older_than=timedelta(0))
+    assert stats.unverified_files_removed == 1 and not orphan.exists()
+    fresh = Path(tmp_uri) / "data" / "fresh.parquet"
+    fresh.write_bytes(b"y")
+    assert t.cleanup_old_versions(older_than=timedelta(0), delete_unverified=True).unverified_files_removed == 1
+    assert (Path(tmp_uri) / "_versions" / "_latest_version_hint.json").exists() or t.version < 32
+    assert rows(mvcc.open_table(tmp_uri)) == rows(t)
+    for bad in ({"older_than": 3}, {"retain_versions": 0}):
+        with pytest.raises(ValueError):
+            t.cleanup_old_versions(**bad)
+
+
+def _writer(uri: str, n: int, barrier) -> None:
+    barrier.wait()
+    t = mvcc.open_table(uri)
+    for i in range(n):
+        t.append(data(5000 + i, 1), max_retries=100)
+        if i % 5 == 4:
+            t.delete(f"id = {5000 + i}")
+
+
+def test_writer_committing_during_cleanup_loses_nothing(tmp_uri) -> None:
+    t = fragmented(tmp_uri)
+    expected = rows(t)
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    proc = ctx.Process(target=_writer, args=(tmp_uri, 20, barrier))
+    proc.start()
+    barrier.wait()
+    for _ in range(5):
+        t.cleanup_old_versions(older_than=timedelta(0))
+    proc.join(timeout=120)
+    assert proc.exitcode == 0
+    t.cleanup_old_versions(older_than=timedelta(0))
+    final = mvcc.open_table(tmp_uri)
+    added = [(5000 + i, f"v{5000 + i}") for i in range(20) if i % 5 != 4]
+    assert rows(final) == sorted(expected + added)
