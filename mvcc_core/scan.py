@@ -72,6 +72,7 @@ class Scan:
         batch_size: int = DEFAULT_BATCH_SIZE,
         fragments: Sequence[pb.DataFragment] | None = None,
         with_row_id: bool = False,
+        use_index: bool = True,
     ) -> None:
         self.store = store
         self.manifest = manifest
@@ -94,6 +95,8 @@ class Scan:
         self.filter: pc.Expression | None = None
         self._post_filter: pc.Expression | None = None
         self._filter_columns: list[str] = []
+        self._filter_sql = filter if isinstance(filter, str) else None
+        self._use_index = use_index
         if isinstance(filter, str):
             self.filter, self._filter_columns = to_physical_expression(filter, self.table_schema, self.physical_schema)
         elif filter is not None:
@@ -379,9 +382,87 @@ class Scan:
             return self._bulk(fragments)
         return self._offsets(fragments) if path == "offsets" else self._multi(fragments[0])
 
+    # ---- index-assisted reads
+
+    def _index_choice(self) -> tuple[pb.IndexMetadata, pc.Expression] | None:
+        if not self._use_index or self._filter_sql is None or not len(self.manifest.indices):
+            return None
+        from .index.planner import choose_index
+
+        return choose_index(self._filter_sql, self.table_schema, self.physical_schema, self.manifest)
+
+    def _indexed(self, index: pb.IndexMetadata, expr: pc.Expression) -> Iterator[pa.RecordBatch]:
+        """Covered one-file fragments: only the rows the index names are read (then the whole filter
+        applies); other fragments are scanned as usual. Manifest order is kept."""
+        from .index.scalar import covered, lookup
+
+        cover = covered(index)
+        addresses = lookup(self.store, index, expr)
+        frag_of = addresses >> np.uint64(32)
+        direct: list[pb.DataFragment] = []
+        for frag in self.fragments:
+            if frag.id not in cover or len(frag.files) != 1:
+                direct.append(frag)
+                continue
+            if direct:
+                yield from self._sub_scan(direct).to_batches()
+                direct = []
+            offsets = addresses[frag_of == frag.id] & np.uint64(0xFFFFFFFF)
+            if len(offsets):
+                yield from self._take(frag, offsets)
+        if direct:
+            yield from self._sub_scan(direct).to_batches()
+
+    def _sub_scan(self, fragments: list[pb.DataFragment]) -> Scan:
+        return Scan(
+            self.store,
+            self.manifest,
+            self.columns,
+            self._filter_sql,
+            self.with_row_address,
+            self.batch_size,
+            fragments=fragments,
+            with_row_id=self.with_row_id,
+            use_index=False,
+        )
+
+    def _take(self, frag: pb.DataFragment, offsets: np.ndarray) -> Iterator[pa.RecordBatch]:
+        """The rows at `offsets` of a one-file fragment, reading only their row groups."""
+        import pyarrow.parquet as pq
+
+        names = self._read_names()
+        store, rel = data_file_location(self.store, self.manifest.base_paths, frag.files[0])
+        with store.arrow_filesystem().open_input_file(store.arrow_path(rel)) as source:
+            parquet = pq.ParquetFile(source)
+            physical = self._physical(names)
+            if any(n not in parquet.schema_arrow.names for n in physical):
+                yield from self._sub_scan([frag]).to_batches()
+                return
+            sizes = [parquet.metadata.row_group(i).num_rows for i in range(parquet.num_row_groups)]
+            starts = np.cumsum([0, *sizes])
+            offsets = np.sort(offsets.astype(np.int64))
+            groups = np.unique(np.searchsorted(starts, offsets, side="right") - 1)
+            table = parquet.read_row_groups([int(g) for g in groups], columns=physical)
+        selected_start = dict(
+            zip(groups.tolist(), np.cumsum([0, *[sizes[g] for g in groups]])[:-1].tolist(), strict=True)
+        )
+        group_of = np.searchsorted(starts, offsets, side="right") - 1
+        local = np.array([selected_start[g] for g in group_of.tolist()], dtype=np.int64) + offsets - starts[group_of]
+        table = pa.Table.from_arrays(
+            table.take(pa.array(local)).columns,
+            schema=pa.schema([self.physical_schema.field(self.table_schema.get_field_index(n)) for n in names]),
+        )
+        kept = self._keep(table, frag, offsets.astype(np.uint64), self._deleted_offsets(frag))
+        yield from self._finish(kept, names)
+
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         """Stream the result in manifest order; memory is bounded by a few batches (a fragment's
         projected columns for multi-file fragments, which are read a few ahead by a thread pool)."""
+        choice = self._index_choice()
+        if choice is not None:
+            with missing_files(self.store):
+                yield from self._indexed(*choice)
+            return
         with missing_files(self.store), ThreadPoolExecutor(max_workers=_FRAGMENT_THREADS) as pool:
             pending: deque[Future[list[pa.RecordBatch]]] = deque()
             for path, fragments in self._runs():
@@ -400,6 +481,8 @@ class Scan:
         return pa.RecordBatchReader.from_batches(self.output_schema, self.to_batches())
 
     def to_table(self) -> pa.Table:
+        if self._index_choice() is not None:
+            return pa.Table.from_batches(list(self.to_batches()), schema=self.output_schema)
         runs = list(self._runs())
         if len(runs) == 1 and runs[0][0] == "offsets":
             with missing_files(self.store):
@@ -422,6 +505,8 @@ class Scan:
         saved = self.columns
         self.columns = []
         try:
+            if self._index_choice() is not None:
+                return sum(b.num_rows for b in self.to_batches())
             total = 0
             with missing_files(self.store):
                 for path, fragments in self._runs():

@@ -558,6 +558,54 @@ class Table:
             self, older_than, retain_versions, delete_unverified, error_if_tagged_old_versions, dry_run
         )
 
+    # ---- scalar indices ----------------------------------------------------------------------
+
+    def create_index(
+        self,
+        column: str,
+        index_type: str = "BTREE",
+        name: str | None = None,
+        replace: bool = True,
+        commit_message: str | None = None,
+    ) -> Table:
+        """A BTREE or BITMAP index on a scalar column over every fragment (one CreateIndex).
+
+        Filters on the column (`=`, `IN`, ranges, `IS NULL`, ...) then read only the rows it names in the
+        fragments it covers. `name` defaults to `{column}_idx`; an existing index of that name is replaced,
+        or refused with `replace=False`.
+        """
+        from .index.scalar import build
+
+        name = name or f"{column}_idx"
+        existing = [i for i in self._manifest.indices if i.name == name]
+        if existing and not replace:
+            raise SchemaError(f"table {self.uri} already has an index named {name!r}; pass replace=True")
+        built = build(self._store, self._manifest, column, index_type, name)
+        op = ops.CreateIndex(new_indices=[built.metadata], removed_indices=existing)
+        return self._commit_written(op, built.written, commit_message, DEFAULT_MAX_RETRIES)
+
+    def drop_index(self, name: str, commit_message: str | None = None) -> Table:
+        """Remove an index from the table (its files stay for older versions until retention)."""
+        existing = [i for i in self._manifest.indices if i.name == name]
+        if not existing:
+            names = [i.name for i in self._manifest.indices]
+            raise SchemaError(f"table {self.uri} has no index named {name!r}; indices: {names}")
+        return self.commit(ops.CreateIndex(removed_indices=existing), commit_message=commit_message)
+
+    def _optimize_indices(self, commit_message: str | None = None) -> int:
+        """Rebuild every index that misses fragments, in one CreateIndex; returns how many were rebuilt."""
+        from .index.scalar import build, covered
+
+        live = {f.id for f in self._manifest.fragments}
+        stale = [i for i in self._manifest.indices if i.index_type in ("BTREE", "BITMAP") and live - covered(i)]
+        if not stale:
+            return 0
+        by_id = {f.id: f.name for f in self._manifest.fields}
+        built = [build(self._store, self._manifest, by_id[i.fields[0]], i.index_type, i.name) for i in stale]
+        op = ops.CreateIndex(new_indices=[b.metadata for b in built], removed_indices=stale)
+        self._commit_written(op, [p for b in built for p in b.written], commit_message, DEFAULT_MAX_RETRIES)
+        return len(stale)
+
     # ---- MemWAL state and indices -------------------------------------------------------------
 
     def mark_generations_merged(

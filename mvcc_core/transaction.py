@@ -209,7 +209,21 @@ def _apply_delete(m: pb.Manifest, op: ops.Delete, ctx: BuildContext) -> None:
     _deletion_flag(m)
 
 
+def _unindex(m: pb.Manifest, field_ids: set[int], fragment_ids: set[int]) -> None:
+    """Indices on `field_ids` stop covering fragments whose data for those fields was rewritten in place."""
+    from pyroaring import BitMap
+
+    if not field_ids or not fragment_ids:
+        return
+    for index in m.indices:
+        if set(index.fields) & field_ids and index.fragment_bitmap:
+            bitmap = BitMap.deserialize(index.fragment_bitmap) - BitMap(fragment_ids)
+            index.fragment_bitmap = bitmap.serialize()
+
+
 def _apply_update(m: pb.Manifest, op: ops.Update, ctx: BuildContext) -> None:
+    if op.update_mode == tpb.Transaction.REWRITE_COLUMNS:
+        _unindex(m, set(op.fields_modified), {f.id for f in op.updated_fragments})
     _replace_fragments(m, op.updated_fragments, set(op.removed_fragment_ids))
     m.fragments.extend(_new_fragments(m, op.new_fragments))
     _merge_generations(m, op.merged_generations)
@@ -290,6 +304,7 @@ def _apply_data_replacement(m: pb.Manifest, op: ops.DataReplacement, ctx: BuildC
             raise ManifestBuildError(f"DataReplacement names fragment {group.fragment_id}, not in version {m.version}")
         tombstone(frag, set(group.new_file.fields))
         frag.files.append(group.new_file)
+        _unindex(m, set(group.new_file.fields), {frag.id})
 
 
 def _apply_update_bases(m: pb.Manifest, op: ops.UpdateBases, ctx: BuildContext) -> None:

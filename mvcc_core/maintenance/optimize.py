@@ -37,3 +37,8 @@ class Optimize:
             max_bytes_per_task=max_bytes_per_task,
         )
         return compact_files(self._table, options, executor=executor, progress=progress)
+
+    def optimize_indices(self) -> int:
+        """Bring fragments added or rewritten since an index was built into it (the index is rebuilt over
+        the whole table, one CreateIndex for all; Lance appends a delta instead). Returns indices rebuilt."""
+        return self._table._optimize_indices()

@@ -1,0 +1,1 @@
+"""Scalar indices (BTREE, BITMAP) and the planner that lets scans use them."""
