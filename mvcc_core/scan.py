@@ -443,11 +443,11 @@ class Scan:
             offsets = np.sort(offsets.astype(np.int64))
             groups = np.unique(np.searchsorted(starts, offsets, side="right") - 1)
             table = parquet.read_row_groups([int(g) for g in groups], columns=physical)
-        selected_start = dict(
-            zip(groups.tolist(), np.cumsum([0, *[sizes[g] for g in groups]])[:-1].tolist(), strict=True)
-        )
+        # where each selected row group starts in `table`, then each offset's position there
+        selected_start = np.zeros(len(sizes), dtype=np.int64)
+        selected_start[groups] = np.cumsum([0, *[sizes[g] for g in groups]])[:-1]
         group_of = np.searchsorted(starts, offsets, side="right") - 1
-        local = np.array([selected_start[g] for g in group_of.tolist()], dtype=np.int64) + offsets - starts[group_of]
+        local = selected_start[group_of] + offsets - starts[group_of]
         table = pa.Table.from_arrays(
             table.take(pa.array(local)).columns,
             schema=pa.schema([self.physical_schema.field(self.table_schema.get_field_index(n)) for n in names]),

@@ -44,6 +44,7 @@ def choose_index(
     except sqlglot.errors.ParseError:
         return None
     ids = {f.name: f.id for f in manifest.fields if f.parent_id == -1}
+    by_column: dict[str, list[pc.Expression]] = {}
     for conjunct in _conjuncts(tree):
         if any(True for _ in conjunct.find_all(exp.Dot)) or any(c.table for c in conjunct.find_all(exp.Column)):
             continue  # a struct field path: not a scalar column of its own
@@ -53,5 +54,12 @@ def choose_index(
         except Exception:  # noqa: BLE001 - not translatable alone (the whole filter was valid): skip it
             continue
         if len(columns) == 1 and ids.get(columns[0]) in by_field:
-            return by_field[ids[columns[0]]], expr
-    return None
+            by_column.setdefault(columns[0], []).append(expr)
+    if not by_column:
+        return None
+    # the column with the most conjuncts (a range `a >= x AND a < y` is two), all of them ANDed
+    column = max(by_column, key=lambda c: len(by_column[c]))
+    combined = by_column[column][0]
+    for expr in by_column[column][1:]:
+        combined = combined & expr
+    return by_field[ids[column]], combined
