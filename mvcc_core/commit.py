@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import conflicts
+from . import rebase as rebase_mod
 from ._proto import table_pb2 as pb
 from .errors import (
     CorruptManifestError,
@@ -106,7 +107,9 @@ class Committer:
             self.cache.transactions[name] = txn
         return txn
 
-    def _check_concurrent(self, txn: Transaction, naming: ManifestNaming, latest: int, checked: set[int]) -> None:
+    def _check_concurrent(self, txn: Transaction, naming: ManifestNaming, latest: int, checked: set[int]) -> bool:
+        """Raise on a conflict; True when ours must be rebased onto the latest version first."""
+        needs_rebase = False
         for version in range(txn.read_version + 1, latest + 1):
             if version in checked:
                 continue
@@ -136,6 +139,22 @@ class Committer:
                     "longer means what it meant: do not retry it blindly, decide again from the new version",
                     **common,
                 )
+            if outcome is conflicts.Outcome.REBASE and rebase_mod.rebasable(txn.operation, theirs.operation):
+                try:
+                    rebase_mod.check_rows(txn.operation, theirs.operation)
+                except rebase_mod.RowConflict as exc:
+                    shown = ", ".join(f"{a >> 32}:{a & 0xFFFFFFFF}" for a in exc.rows)
+                    raise RetryableConflictError(
+                        f"{name} on {self.store.uri} (read version {txn.read_version}) and "
+                        f"{theirs.operation.name} committed as version {version}: {exc.reason}"
+                        + (f" (fragment:offset {shown})" if shown else "")
+                        + "; re-read the table and run the operation again",
+                        row_addresses=exc.rows,
+                        **common,
+                    ) from None
+                needs_rebase = True
+                checked.add(version)
+                continue
             if outcome in (conflicts.Outcome.RETRYABLE, conflicts.Outcome.REBASE):
                 why = rule.when if outcome is conflicts.Outcome.RETRYABLE else f"{rule.when}; rebase not supported yet"
                 raise RetryableConflictError(
@@ -145,6 +164,7 @@ class Committer:
                     **common,
                 )
             checked.add(version)
+        return needs_rebase
 
     def commit(
         self,
@@ -168,6 +188,7 @@ class Committer:
         txn_file = write_transaction(self.store, txn)
         failpoint("commit.after_transaction_file")
         checked: set[int] = set()
+        rebased_files: dict[str, list[str]] = {"written": [], "superseded": []}
         build_ctx = BuildContext(load_version=self._load_version_any, load_reference=self._load_reference)
         for attempt in range(max_retries + 1):
             try:
@@ -185,8 +206,11 @@ class Committer:
                         f"table {self.store.uri}: latest version {latest_loc.version} is older than read version "
                         f"{txn.read_version}"
                     )
-                self._check_concurrent(txn, naming, latest_loc.version, checked)
+                needs_rebase = self._check_concurrent(txn, naming, latest_loc.version, checked)
                 previous = self.load_manifest(latest_loc)
+                if needs_rebase:
+                    txn, txn_file = self._rebase(txn, previous, rebased_files)
+                    checked = set()
                 self._naming = naming
             else:
                 previous = None
@@ -204,6 +228,7 @@ class Committer:
             if won:
                 self.cache.manifests[version] = manifest
                 self.cache.transactions[txn_file] = txn
+                self._drop_superseded(rebased_files, manifest)
                 return manifest, naming
             # A conditional PUT whose reply was lost is retried by the client and then "fails" against
             # our own object: if the winner names our transaction file, the commit is ours.
@@ -223,6 +248,34 @@ class Committer:
             read_version=txn.read_version,
             operation=txn.operation.name,
         )
+
+    def _rebase(self, txn: Transaction, latest: pb.Manifest, files: dict[str, list[str]]) -> tuple[Transaction, str]:
+        """Ours rewritten on top of `latest`, as a new transaction file (the specification's rebase)."""
+        try:
+            rebased = rebase_mod.rebase(self.store, txn, latest)
+        except rebase_mod.RowConflict as exc:
+            raise RetryableConflictError(
+                f"{txn.operation.name} on {self.store.uri} (read version {txn.read_version}) cannot be rebased onto "
+                f"version {latest.version}: {exc.reason}; re-read the table and run the operation again",
+                uri=self.store.uri,
+                read_version=txn.read_version,
+                conflicting_versions=[latest.version],
+                operation=txn.operation.name,
+            ) from None
+        files["written"].extend(rebased.written)
+        files["superseded"].extend(rebased.superseded)
+        return rebased.txn, write_transaction(self.store, rebased.txn)
+
+    def _drop_superseded(self, files: dict[str, list[str]], manifest: pb.Manifest) -> None:
+        """After a rebased commit: our first deletion files (and unused rebase files) are unreferenced."""
+        if not files["superseded"] and not files["written"]:
+            return
+        from .maintenance.cleanup import referenced_files
+
+        needed = referenced_files(manifest)
+        stale = [p for p in files["superseded"] + files["written"] if p not in needed]
+        with contextlib.suppress(StorageError):
+            self.store.delete_many(stale)
 
     def _put_external(self, manifest: pb.Manifest, naming: ManifestNaming) -> bool:
         """Steps 1-4 with an external store; False if another writer committed this version first."""

@@ -5,8 +5,10 @@ specification (seed 000), read from the perspective of the operation being commi
 that is absent is compatible. A rule may carry a condition (overlapping fragments, same config key,
 ...); when the condition does not hold the pair is compatible.
 
-Rebase (merging deletion vectors, singleton indices) is its own piece of work: until it lands, a pair
-whose rule says REBASE is reported as a retryable conflict, which is always safe. See docs/conflicts.md.
+A REBASE between row-level changes (a Delete or REWRITE_ROWS Update after a Delete/Update of the same
+fragments) is carried out by `rebase.py` when the affected rows differ; any other REBASE (singleton
+index merges, REWRITE_COLUMNS ours) is still reported as a retryable conflict, which is always safe.
+See docs/conflicts.md.
 """
 
 from __future__ import annotations
@@ -316,8 +318,11 @@ def render_markdown() -> str:
         "Outcomes: `ok` compatible; `rebase` ours is transformed and committed; `retry` RetryableConflictError;",
         "`FAIL` IncompatibleConflictError. A `*` marks a condition: when it does not hold the pair is compatible.",
         "",
-        "Until the rebase mechanism lands, a `rebase` outcome whose condition holds is raised as a retryable",
-        "conflict (always safe: the caller re-runs on the new version).",
+        "A `rebase` between row-level changes (ours a Delete or a REWRITE_ROWS Update, theirs a Delete or Update)",
+        "is carried out when the affected row addresses differ: each shared fragment takes the latest files and the",
+        "union of both deletion vectors, written as a new transaction file; the same rows are a retryable conflict",
+        "naming up to five row addresses. Other `rebase` outcomes (singleton index merges, a REWRITE_COLUMNS",
+        "ours) are still raised as retryable conflicts (always safe: the caller re-runs on the new version).",
         "",
         "| ours \\ theirs | " + " | ".join(ALL_NAMES) + " |",
         "|---|" + "---|" * len(ALL_NAMES),

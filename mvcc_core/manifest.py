@@ -183,6 +183,10 @@ def _latest_from_hint(store: ObjectStore) -> ManifestLocation | None:
         return None
     while store.exists(manifest_path(version + 1, naming)):
         version += 1
+    # Retention deletes old manifests in ascending order: if the walk stopped at a hole it made, the
+    # version we stopped at is gone by now too. The latest is never deleted, so it passes this check.
+    if not store.exists(manifest_path(version, naming)):
+        return None
     return location_of(store, version, naming)
 
 

@@ -102,11 +102,16 @@ def test_delete_races(tmp_uri) -> None:
     a.append(data(5, start=100))
     b.delete("id < 5")  # compatible with a concurrent append
     assert b.to_table()["id"].to_pylist() == list(range(5, 30)) + list(range(100, 105))
-    # the same fragment deleted concurrently: rebase lands with issue 5; until then retryable
-    with pytest.raises(mvcc.RetryableConflictError):
-        c.delete("id = 7")
-    assert len(list((Path(tmp_uri) / "_deletions").iterdir())) == 1  # only b's; c's file was removed
-    mvcc.open_table(tmp_uri).delete("id = 7")
+    # other rows of the same fragment deleted concurrently: rebased, both deletions land
+    e = mvcc.open_table(tmp_uri)
+    c.delete("id = 7")
+    assert sorted(c.to_table()["id"].to_pylist()) == [i for i in range(5, 30) if i != 7] + list(range(100, 105))
+    # b's vector (still in b's version) and the merged one; c's first vector was removed after the rebase
+    assert len(list((Path(tmp_uri) / "_deletions").iterdir())) == 2
+    # the same row deleted concurrently: retryable, naming the row
+    with pytest.raises(mvcc.RetryableConflictError, match="0:7") as info:
+        e.delete("id = 7 OR id = 8")
+    assert info.value.row_addresses == [7]
     d = mvcc.open_table(tmp_uri)
     mvcc.open_table(tmp_uri).restore(1)
     with pytest.raises(mvcc.IncompatibleConflictError):

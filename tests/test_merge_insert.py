@@ -135,11 +135,14 @@ def test_bad_input_leaves_table_unchanged(tmp_path, on, source, match) -> None:
 def test_concurrent_upserts_of_the_same_fragment(tmp_path) -> None:
     uri = str(tmp_path / "t")
     mvcc.write_table(table([(i, "a", 0.0) for i in range(10)]), uri)
-    a, b = mvcc.open_table(uri), mvcc.open_table(uri)
+    a, b, c = mvcc.open_table(uri), mvcc.open_table(uri), mvcc.open_table(uri)
     a.merge_insert("id").when_matched_update_all().execute(table([(1, "a", 1.0)]))
-    data_files = sorted((Path(uri) / "data").iterdir())
-    with pytest.raises(mvcc.RetryableConflictError):
-        b.merge_insert("id").when_matched_update_all().execute(table([(2, "b", 2.0)]))
-    assert sorted((Path(uri) / "data").iterdir()) == data_files  # b's files were removed
-    mvcc.open_table(uri).merge_insert("id").when_matched_update_all().execute(table([(2, "b", 2.0)]))
+    b.merge_insert("id").when_matched_update_all().execute(table([(2, "b", 2.0)]))  # other row: rebased
     assert [r for r in content(mvcc.open_table(uri)) if r[2]] == [(1, "a", 1.0), (2, "b", 2.0)]
+    data_files = sorted((Path(uri) / "data").iterdir())
+    with pytest.raises(mvcc.RetryableConflictError) as info:  # the same row: retryable
+        c.merge_insert("id").when_matched_update_all().execute(table([(2, "c", 3.0)]))
+    assert info.value.row_addresses == [2]
+    assert sorted((Path(uri) / "data").iterdir()) == data_files  # c's files were removed
+    mvcc.open_table(uri).merge_insert("id").when_matched_update_all().execute(table([(2, "c", 3.0)]))
+    assert [r for r in content(mvcc.open_table(uri)) if r[2]] == [(1, "a", 1.0), (2, "c", 3.0)]

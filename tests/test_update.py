@@ -79,15 +79,19 @@ def test_bad_update_values_leave_table_unchanged(tmp_uri) -> None:
     assert t.latest_version() == 1
 
 
-def test_update_racing_a_delete_of_the_same_fragment_is_retryable(tmp_uri) -> None:
+def test_update_racing_a_delete_of_the_same_row_is_retryable(tmp_uri) -> None:
     mvcc.write_table(data(10), tmp_uri)
-    a, b = mvcc.open_table(tmp_uri), mvcc.open_table(tmp_uri)
-    a.delete("id = 1")
+    a, b, c = mvcc.open_table(tmp_uri), mvcc.open_table(tmp_uri), mvcc.open_table(tmp_uri)
+    a.delete("id = 2")
     with pytest.raises(mvcc.RetryableConflictError):
-        b.update({"price": 9}, where="id = 2")
+        b.update({"price": 9}, where="id = 2", mode="rewrite_rows")
     assert len(list((Path(tmp_uri) / "data").iterdir())) == 1  # b's new data file was removed
-    mvcc.open_table(tmp_uri).update({"price": 9}, where="id = 2")
-    assert by_id(mvcc.open_table(tmp_uri))[2]["price"] == 9.0
+    # REWRITE_COLUMNS rewrote whole column files: not rebased, even for other rows
+    with pytest.raises(mvcc.RetryableConflictError):
+        c.update({"price": 9}, where="id = 3", mode="rewrite_columns")
+    assert len(list((Path(tmp_uri) / "data").iterdir())) == 1
+    mvcc.open_table(tmp_uri).update({"price": 9}, where="id = 3")
+    assert by_id(mvcc.open_table(tmp_uri))[3]["price"] == 9.0
 
 
 def test_rewrite_columns_keeps_deletions_and_computes_only_matched_rows(tmp_uri) -> None:

@@ -153,7 +153,10 @@ def cleanup_old_versions(
     )
     if not dry_run:
         manifest_paths = {by_version[v].path for v in removed}
-        store.delete_many([m.path for m in doomed if m.path in manifest_paths])  # versions first
+        # versions first, oldest first: a reader walking up from the latest-version hint then never
+        # mistakes a hole for the end (see manifest._latest_from_hint)
+        doomed_paths = {m.path for m in doomed}
+        store.delete_many([by_version[v].path for v in removed if by_version[v].path in doomed_paths])
         store.delete_many([m.path for m in doomed if m.path not in manifest_paths])
         table._committer.cache.manifests.clear()
     return stats
