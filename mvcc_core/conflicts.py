@@ -68,6 +68,16 @@ def touched_fragments(op: ops.Operation) -> set[int]:
     return set()
 
 
+def inserted_keys_overlap(ours: ops.Operation, theirs: ops.Operation) -> list[int]:
+    """Key hashes both upserts inserted (same key columns): the same new key must not land twice."""
+    if not (isinstance(ours, ops.Update) and isinstance(theirs, ops.Update)):
+        return []
+    a, b = ours.inserted_rows, theirs.inserted_rows
+    if a is None or b is None or list(a.field_ids) != list(b.field_ids):
+        return []
+    return sorted(set(a.key_hashes) & set(b.key_hashes))
+
+
 def indexed_fragments(op: ops.CreateIndex) -> set[int]:
     from pyroaring import BitMap
 

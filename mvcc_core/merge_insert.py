@@ -171,6 +171,7 @@ class MergeInsertBuilder:
         try:
             if stable:  # updated rows keep their ids; inserted rows get new ids at commit
                 moved = _write(store, fields, schema, [source.take(updated_src)])
+                written = [p for f in moved for p in fragment_paths(f)]  # removed if what follows fails
                 row_ids.split(target.column(ROW_ID).to_numpy()[updated_tgt], moved)
                 new_fragments = moved + _write(store, fields, schema, [source.take(inserted_src)])
             else:

@@ -146,3 +146,40 @@ def test_concurrent_upserts_of_the_same_fragment(tmp_path) -> None:
     assert sorted((Path(uri) / "data").iterdir()) == data_files  # c's files were removed
     mvcc.open_table(uri).merge_insert("id").when_matched_update_all().execute(table([(2, "c", 3.0)]))
     assert [r for r in content(mvcc.open_table(uri)) if r[2]] == [(1, "a", 1.0), (2, "c", 3.0)]
+
+
+def test_failure_after_writing_leaves_no_files(tmp_path, monkeypatch) -> None:
+    uri = str(tmp_path / "t")
+    t = mvcc.write_table(table([(i, "a", 0.0) for i in range(4)]), uri, enable_stable_row_ids=True)
+    before = sorted(p.relative_to(uri) for p in Path(uri).rglob("*"))
+
+    def fail(*args, **kwargs):
+        raise OSError("injected")
+
+    monkeypatch.setattr("mvcc_core.merge_insert.delete_addresses", fail)  # after both data writes
+    with pytest.raises(OSError, match="injected"):
+        t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
+            table([(1, "u", 1.0), (9, "i", 1.0)])
+        )
+    monkeypatch.undo()
+    monkeypatch.setattr("mvcc_core.merge_insert.row_ids.split", fail)  # between the two data writes
+    with pytest.raises(OSError, match="injected"):
+        t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
+            table([(1, "u", 1.0), (9, "i", 1.0)])
+        )
+    assert sorted(p.relative_to(uri) for p in Path(uri).rglob("*")) == before
+    assert t.latest_version() == 1
+
+
+def test_concurrent_upserts_inserting_the_same_new_key_conflict(tmp_path) -> None:
+    uri = str(tmp_path / "t")
+    mvcc.write_table(table([(1, "a", 0.0)]), uri)
+    a, b, c = mvcc.open_table(uri), mvcc.open_table(uri), mvcc.open_table(uri)
+    a.merge_insert("id").when_not_matched_insert_all().execute(table([(7, "a", 1.0)]))
+    c.merge_insert("id").when_not_matched_insert_all().execute(table([(8, "c", 1.0)]))  # another key: lands
+    with pytest.raises(mvcc.RetryableConflictError, match="same new key"):
+        b.merge_insert("id").when_not_matched_insert_all().execute(table([(7, "b", 2.0)]))
+    mvcc.open_table(uri).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
+        table([(7, "b", 2.0)])
+    )
+    assert content(mvcc.open_table(uri)) == [(1, "a", 0.0), (7, "b", 2.0), (8, "c", 1.0)]
