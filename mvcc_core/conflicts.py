@@ -364,6 +364,11 @@ def render_markdown() -> str:
         "  after another UpdateMemWalState, or an Update that merged generations, of the same region.",
         "- *Clone* can only be a table's first operation: anything committed since its read version fails it.",
         "- *UpdateBases* clashing on id, name or path fails: retrying would clash again.",
+        "- *DataReplacement* after CreateIndex (replaced field indexed), Rewrite or Update (overlapping fragments)",
+        "  or Merge is retryable although its own section lists only DataReplacement: the other sections list",
+        "  DataReplacement against them, and we keep such pairs symmetric (the safe choice).",
+        "- tests/test_conflict_matrix.py checks every pair through real commits against expectations transcribed",
+        "  from the specification, with these deviations listed next to their reasons.",
         "- A committed version whose transaction file cannot be read is treated as a retryable conflict.",
         "",
     ]
