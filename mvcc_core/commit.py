@@ -52,6 +52,8 @@ from .transaction import BuildContext, Transaction, build_manifest, read_transac
 
 DEFAULT_MAX_RETRIES = 20
 BACKOFF_BASE_SECONDS = 0.02
+# A local commit takes a few milliseconds: the first waits are scaled to that, not to an S3 round trip.
+LOCAL_BACKOFF_BASE_SECONDS = 0.004
 BACKOFF_CAP_SECONDS = 2.0
 
 
@@ -63,9 +65,9 @@ class CommitCache:
     transactions: dict[str, Transaction] = field(default_factory=dict)
 
 
-def backoff_delay(attempt: int, rng: random.Random | None = None) -> float:
+def backoff_delay(attempt: int, rng: random.Random | None = None, base: float = BACKOFF_BASE_SECONDS) -> float:
     """Exponential backoff with full jitter: concurrent losers spread out instead of colliding again."""
-    cap = min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * (2**attempt))
+    cap = min(BACKOFF_CAP_SECONDS, base * (2**attempt))
     return (rng or random).uniform(cap / 4, cap)
 
 
@@ -248,7 +250,8 @@ class Committer:
                 self.cache.transactions[txn_file] = txn
                 return winner, naming
             if attempt < max_retries:
-                time.sleep(backoff_delay(attempt))
+                local = self.store.scheme in ("file", "memory")
+                time.sleep(backoff_delay(attempt, base=LOCAL_BACKOFF_BASE_SECONDS if local else BACKOFF_BASE_SECONDS))
         raise RetryableConflictError(
             f"{txn.operation.name} on {self.store.uri} lost the race for a new version {max_retries + 1} times "
             f"(read version {txn.read_version}); re-read the table and run it again, or raise max_retries",
