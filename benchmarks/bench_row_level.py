@@ -60,6 +60,15 @@ def main() -> None:
     lance.write_dataset(table, str(root / "lance-base"), max_rows_per_file=per_fragment)
     upsert = pa.concat_tables([data(5_000, rows - 5_000), data(5_000, rows)])  # 5k existing keys, 5k new
     upsert = upsert.set_column(1, "value", pa.array(np.full(10_000, -1.0)))
+    # the same with the 5k existing keys spread over the whole table (no key-range pruning possible)
+    spread_keys = np.sort(np.random.default_rng(0).choice(rows, 5_000, replace=False))
+    spread = pa.table(
+        {
+            "id": np.concatenate([spread_keys, np.arange(rows, rows + 5_000)]),
+            "value": np.full(10_000, -1.0),
+            "name": pa.array([f"n{i % 1000}" for i in np.concatenate([spread_keys, np.arange(rows, rows + 5_000)])]),
+        }
+    )
 
     def fresh_mvcc() -> mvcc.Table:
         shutil.rmtree(root / "mvcc", ignore_errors=True)
@@ -83,6 +92,12 @@ def main() -> None:
             "merge_insert 10k rows",
             lambda t: t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(upsert),
             lambda d: d.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(upsert),
+            rows + 5_000,
+        ),
+        (
+            "merge_insert 10k (spread)",
+            lambda t: t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(spread),
+            lambda d: d.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(spread),
             rows + 5_000,
         ),
     ]
