@@ -860,3 +860,35 @@ def _validate_expression(expr: pc.Expression, schema: pa.Schema) -> None:
         raise PredicateError(
             f"invalid filter expression {expr}: {_first_line(e)}; available columns: {', '.join(schema.names)}"
         ) from e
+
+
+def statistics_can_prune(sql: str) -> bool:
+    """Whether some top-level AND conjunct compares one bare column with constants (`=`, `<`, `IN`,
+    `BETWEEN`, `IS NULL`): the only shapes Parquet min/max statistics can rule files out for. Used to
+    skip a statistics pass that cannot help (`id % 10 = 0`)."""
+    try:
+        root = sqlglot.parse_one(sql, dialect=_PredicateDialect)
+    except SqlglotError:
+        return False
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, exp.Paren):
+            stack.append(node.this)
+            continue
+        if isinstance(node, exp.And):
+            stack.extend([node.left, node.right])
+            continue
+        if isinstance(node, exp.EQ | exp.LT | exp.LTE | exp.GT | exp.GTE | exp.Is):
+            operands = [node.this, node.expression]
+        elif isinstance(node, exp.Between):
+            operands = [node.this, node.args.get("low"), node.args.get("high")]
+        elif isinstance(node, exp.In):
+            operands = [node.this, *node.expressions]
+        else:
+            continue
+        columns = [o for o in operands if isinstance(o, exp.Column)]
+        constants = [o for o in operands if isinstance(o, exp.Literal | exp.Null | exp.Neg | exp.Boolean)]
+        if len(columns) == 1 and len(columns) + len(constants) == len(operands):
+            return True
+    return False

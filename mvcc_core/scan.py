@@ -32,7 +32,7 @@ from ._proto import table_pb2 as pb
 from .bases import data_file_location
 from .deletion import live_rows, read_deletion_vector
 from .errors import CorruptManifestError, ObjectNotFoundError, SchemaError
-from .predicate import to_expression, to_physical_expression
+from .predicate import statistics_can_prune, to_expression, to_physical_expression
 from .row_ids import ROW_ID
 from .storage import ObjectStore
 
@@ -152,7 +152,7 @@ class Scan:
         fragments and reused by the scan.
         """
         files = [self._file_fragment(f.files[0]) for f in fragments]
-        if self.filter is None:
+        if self.filter is None or self._filter_sql is None or not statistics_can_prune(self._filter_sql):
             return fragments, files
 
         def load(file: ds.ParquetFileFragment) -> None:
