@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import operations as ops
+from ._proto import transaction_pb2 as tpb
 from .transaction import Transaction
 
 
@@ -141,6 +142,17 @@ def _indexed_fields(op: ops.Operation) -> set[int]:
     return set()
 
 
+def _rewrites_indexed_columns(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+    """A REWRITE_COLUMNS Update of an indexed field in fragments the new index covers: built from the old
+    values, the index would claim those fragments with stale values."""
+    assert isinstance(ours, ops.CreateIndex) and isinstance(theirs, ops.Update)
+    if theirs.update_mode != tpb.Transaction.REWRITE_COLUMNS:
+        return False
+    if not set(theirs.fields_modified) & _indexed_fields(ours):
+        return False
+    return bool(indexed_fragments(ours) & {f.id for f in theirs.updated_fragments})
+
+
 def _replaces_indexed_field(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
     return bool((_replaced_fields(ours) | _replaced_fields(theirs)) & (_indexed_fields(ours) | _indexed_fields(theirs)))
 
@@ -232,6 +244,13 @@ RULES: dict[tuple[str, str], Rule] = {
     ),
     (CI, DR): Rule(Outcome.RETRYABLE, _replacement_overlap, "overlapping fragments and the replaced column is indexed"),
     (CI, CI): Rule(Outcome.REBASE, _same_singleton_index, "both modify the same singleton index"),
+    # Not in the specification, whose argument assumes updates move rows (REWRITE_ROWS): a REWRITE_COLUMNS
+    # update rewrites the indexed values in place.
+    (CI, U): Rule(
+        Outcome.RETRYABLE,
+        _rewrites_indexed_columns,
+        "a REWRITE_COLUMNS update of the indexed column in covered fragments",
+    ),
     # Rewrite
     (RW, OW): INCOMPATIBLE,
     (RW, RS): INCOMPATIBLE,
@@ -367,6 +386,9 @@ def render_markdown() -> str:
         "- *DataReplacement* after CreateIndex (replaced field indexed), Rewrite or Update (overlapping fragments)",
         "  or Merge is retryable although its own section lists only DataReplacement: the other sections list",
         "  DataReplacement against them, and we keep such pairs symmetric (the safe choice).",
+        "- *CreateIndex* after a REWRITE_COLUMNS *Update* of the indexed column in fragments the index covers is",
+        "  retryable: the index was built from the values the update replaced in place (the specification's",
+        "  reasoning for updates assumes rows move to new fragments, as REWRITE_ROWS does).",
         "- tests/test_conflict_matrix.py checks every pair through real commits against expectations transcribed",
         "  from the specification, with these deviations listed next to their reasons.",
         "- A committed version whose transaction file cannot be read is treated as a retryable conflict.",

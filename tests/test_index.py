@@ -126,3 +126,14 @@ def test_create_and_drop_index_errors(tmp_path) -> None:
     assert t.list_indices() == [] and t.count_rows("k = 3") == 1
     assert [v.operation for v in t.versions()][-3:] == ["CreateIndex", "CreateIndex", "CreateIndex"]
     assert any(Path(tmp_path / "t" / "_indices").iterdir())
+
+
+def test_index_built_concurrently_with_an_in_place_update_of_its_column(tmp_path) -> None:
+    t = mvcc.write_table(data(0, 40), str(tmp_path / "t"), max_rows_per_file=20)
+    builder = mvcc.open_table(str(tmp_path / "t"))
+    t.update({"k": "k + 1000"}, where="id < 5", mode="rewrite_columns")
+    with pytest.raises(mvcc.RetryableConflictError):
+        builder.create_index("k")
+    fresh = mvcc.open_table(str(tmp_path / "t"))
+    fresh.create_index("k")
+    assert answer(fresh, "k >= 1000", True) == answer(fresh, "k >= 1000", False) != []
