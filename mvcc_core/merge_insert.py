@@ -32,7 +32,7 @@ from ._proto import transaction_pb2 as tpb
 from .commit import DEFAULT_MAX_RETRIES
 from .delete import delete_addresses, find_rows
 from .errors import SchemaError
-from .fragments import DEFAULT_MAX_ROWS_PER_FILE, FragmentWriter, fragment_paths, to_reader
+from .fragments import fragment_paths, to_reader, write_fragments_from_reader
 from .predicate import to_expression
 from .row_ids import ROW_ID
 from .scan import ROW_ADDRESS
@@ -259,13 +259,4 @@ def _write(
     store: ObjectStore, fields: list[pb.Field], schema: pa.Schema, parts: list[pa.Table]
 ) -> list[pb.DataFragment]:
     """The rows of `parts`, in order, as new fragments (removed again on error)."""
-    writer = FragmentWriter(store, fields, schema, DEFAULT_MAX_ROWS_PER_FILE)
-    try:
-        for part in parts:
-            for batch in part.to_batches():
-                if batch.num_rows:
-                    writer.write(batch)
-        return writer.finish()
-    except BaseException:
-        writer.abort()
-        raise
+    return write_fragments_from_reader(store, pa.concat_tables(parts).to_reader(), fields, schema)
