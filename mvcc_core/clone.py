@@ -59,16 +59,14 @@ def deep_copy(store: ObjectStore, manifest: pb.Manifest, target: ObjectStore) ->
 
     On failure everything copied so far is removed again.
     """
-    copied: list[str] = []
     files = files_of(store, manifest)
     try:
         with ThreadPoolExecutor(max_workers=8) as pool:
-            for dst_rel in pool.map(lambda f: (copy_object(f[0], f[1], target, f[2]), f[2])[1], files):
-                copied.append(dst_rel)
+            list(pool.map(lambda f: copy_object(f[0], f[1], target, f[2]), files))
     except BaseException:
         target.delete_many([f[2] for f in files])
         raise
-    return copied
+    return [f[2] for f in files]
 
 
 def check_target(source: ObjectStore, target: ObjectStore) -> None:

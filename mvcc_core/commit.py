@@ -132,14 +132,6 @@ class Committer:
                     "re-read the table and run the operation again",
                     **common,
                 )
-            same_keys = conflicts.inserted_keys_overlap(txn.operation, theirs.operation)
-            if same_keys:
-                raise RetryableConflictError(
-                    f"{name} on {self.store.uri} (read version {txn.read_version}) and {theirs.operation.name} "
-                    f"committed as version {version} both inserted {len(same_keys)} of the same new key(s); re-read "
-                    "the table and run the upsert again (the keys now exist and will be updated)",
-                    **common,
-                )
             ctx = conflicts.ConflictContext(stable_row_ids=bool(manifest.writer_feature_flags & FLAG_STABLE_ROW_IDS))
             outcome, rule = conflicts.resolve(txn, theirs, ctx)
             if outcome is conflicts.Outcome.INCOMPATIBLE:

@@ -69,14 +69,14 @@ def touched_fragments(op: ops.Operation) -> set[int]:
     return set()
 
 
-def inserted_keys_overlap(ours: ops.Operation, theirs: ops.Operation) -> list[int]:
+def inserted_keys_overlap(ours: ops.Operation, theirs: ops.Operation) -> bool:
     """Key hashes both upserts inserted (same key columns): the same new key must not land twice."""
     if not (isinstance(ours, ops.Update) and isinstance(theirs, ops.Update)):
-        return []
+        return False
     a, b = ours.inserted_rows, theirs.inserted_rows
     if a is None or b is None or list(a.field_ids) != list(b.field_ids):
-        return []
-    return sorted(set(a.key_hashes) & set(b.key_hashes))
+        return False
+    return not set(a.key_hashes).isdisjoint(b.key_hashes)
 
 
 def indexed_fragments(op: ops.CreateIndex) -> set[int]:
@@ -215,6 +215,9 @@ RETRYABLE = Rule(Outcome.RETRYABLE)
 OVERLAP_RETRY = Rule(Outcome.RETRYABLE, _overlap, "overlapping fragments")
 OVERLAP_REBASE = Rule(Outcome.REBASE, _overlap, "overlapping fragments (same rows: retryable)")
 
+# Checked before the table: two upserts that inserted the same new key (whatever their fragments).
+SAME_INSERTED_KEYS = Rule(Outcome.RETRYABLE, None, "both inserted the same new key(s) (upserts)")
+
 RULES: dict[tuple[str, str], Rule] = {
     # Append: conflicts with Overwrite, Restore, UpdateMemWalState.
     (A, OW): INCOMPATIBLE,
@@ -329,6 +332,8 @@ def rule_for(ours: str, theirs: str) -> Rule:
 def resolve(ours: Transaction, theirs: Transaction, ctx: ConflictContext | None = None) -> tuple[Outcome, Rule]:
     """The outcome of committing `ours` after `theirs` landed (theirs was committed since ours' read version)."""
     ctx = ctx or ConflictContext()
+    if inserted_keys_overlap(ours.operation, theirs.operation):
+        return Outcome.RETRYABLE, SAME_INSERTED_KEYS
     rule = rule_for(ours.operation.name, theirs.operation.name)
     if rule.condition is None or rule.condition(ours.operation, theirs.operation, ctx):
         return rule.outcome, rule

@@ -65,7 +65,6 @@ def delete_addresses(store: ObjectStore, manifest: pb.Manifest, addresses: np.nd
     fragment_ids = addresses >> np.uint64(32)
     ids, starts = np.unique(fragment_ids, return_index=True)
     by_id = {f.id: f for f in manifest.fragments}
-    removed: list[int] = []
     written: list[str] = []
 
     def merge(fid: int, offsets: np.ndarray) -> pb.DataFragment | None:

@@ -111,6 +111,9 @@ class Scan:
         self.batch_size = batch_size
         self.fragments = list(manifest.fragments if fragments is None else fragments)
         self._format = _PARQUET_LOCAL if store.scheme == "file" else _PARQUET
+        self._live: dict[int, np.ndarray | None] = {}  # per-fragment live masks, read once
+        self._ids: dict[int, np.ndarray] = {}  # per-fragment stable row ids, decoded once
+        self._index: tuple[pb.IndexMetadata, pc.Expression] | None | bool = False  # False: not chosen yet
 
     @property
     def output_schema(self) -> pa.Schema:
@@ -196,20 +199,15 @@ class Scan:
             if batch.num_rows:
                 yield pa.RecordBatch.from_arrays(batch.columns, schema=out_schema) if batch.num_columns else batch
 
-    def _keep(
-        self, table: pa.Table, frag: pb.DataFragment, offsets: np.ndarray, deleted: np.ndarray | None
-    ) -> pa.Table:
+    def _keep(self, table: pa.Table, frag: pb.DataFragment, offsets: np.ndarray) -> pa.Table:
         """Add row ids / addresses, drop deleted rows, apply the pushed-down filter."""
         table = self._with_ids(table, frag, offsets)
-        if deleted is not None:
-            table = table.filter(pa.array(~np.isin(offsets, deleted, assume_unique=True)))
+        live = self._live_mask(frag)
+        if live is not None:
+            table = table.filter(pa.array(live[offsets.astype(np.int64)]))
         if self.filter is not None:
             table = table.filter(self.filter)
         return table
-
-    def _deleted_offsets(self, frag: pb.DataFragment) -> np.ndarray | None:
-        deleted = read_deletion_vector(self.store, frag, self.manifest.base_paths)
-        return np.array(deleted.to_array(), dtype=np.uint64) if deleted else None
 
     # ---- the three paths
 
@@ -238,7 +236,6 @@ class Scan:
             store, rel = data_file_location(self.store, self.manifest.base_paths, frag.files[0])
             by_path[store.arrow_path(rel)] = frag
         seen: dict[int, int] = {}
-        live: dict[int, np.ndarray | None] = {}
         buffer: list[pa.Table] = []
         buffered = 0
         scanner = self._dataset(fragments, files).scanner(
@@ -251,11 +248,9 @@ class Scan:
             seen[frag.id] = start + batch.num_rows
             if not batch.num_rows:
                 continue
-            if frag.id not in live:
-                live[frag.id] = self._live_mask(frag)
             offsets = np.arange(start, start + batch.num_rows, dtype=np.uint64)
             table = self._with_ids(pa.Table.from_batches([batch]), frag, offsets)
-            mask = live[frag.id]
+            mask = self._live_mask(frag)
             if mask is not None:
                 table = table.filter(pa.array(mask[start : start + batch.num_rows]))
             buffer.append(table)
@@ -291,7 +286,7 @@ class Scan:
         # position of each row among all physical rows of the run, for per-row lookups
         physical = (np.cumsum([0] + [f.physical_rows for f in fragments])[fragment_index] + offsets).astype(np.int64)
         if self.with_row_id:
-            stable = np.concatenate([row_ids.decode(f) for f in fragments]) if self._stable_ids else None
+            stable = np.concatenate([self._row_ids(f) for f in fragments]) if self._stable_ids else None
             values = stable[physical] if stable is not None else addresses
             table = table.append_column(ROW_ID, pa.array(values, pa.uint64()))
         if self.with_row_address:
@@ -313,18 +308,26 @@ class Scan:
         yield from self._finish(table, names)
 
     def _live_mask(self, frag: pb.DataFragment) -> np.ndarray | None:
-        """False at deleted offsets; None when the fragment has no deletions."""
-        deleted = self._deleted_offsets(frag)
-        if deleted is None:
-            return None
-        mask = np.ones(frag.physical_rows, dtype=bool)
-        mask[deleted.astype(np.int64)] = False
-        return mask
+        """False at deleted offsets; None when the fragment has no deletions. Read once per scan."""
+        if frag.id not in self._live:
+            deleted = read_deletion_vector(self.store, frag, self.manifest.base_paths)
+            mask = None
+            if deleted:
+                mask = np.ones(frag.physical_rows, dtype=bool)
+                mask[np.array(deleted.to_array(), dtype=np.int64)] = False
+            self._live[frag.id] = mask
+        return self._live[frag.id]
+
+    def _row_ids(self, frag: pb.DataFragment) -> np.ndarray:
+        """The fragment's stable row ids, decoded once per scan."""
+        if frag.id not in self._ids:
+            self._ids[frag.id] = row_ids.decode(frag)
+        return self._ids[frag.id]
 
     def _with_ids(self, table: pa.Table, frag: pb.DataFragment, offsets: np.ndarray) -> pa.Table:
         """Append `_rowid` / `_rowaddr` for rows at `offsets` of `frag`, as asked."""
         if self.with_row_id:  # stable ids, or the row address for tables without them (as Lance)
-            ids = row_ids.decode(frag)[offsets] if self._stable_ids else row_address(frag.id, offsets)
+            ids = self._row_ids(frag)[offsets] if self._stable_ids else row_address(frag.id, offsets)
             table = table.append_column(ROW_ID, pa.array(ids, pa.uint64()))
         if self.with_row_address:
             table = table.append_column(ROW_ADDRESS, row_address(frag.id, offsets))
@@ -358,7 +361,7 @@ class Scan:
             schema=pa.schema(physical),
         )
         offsets = np.arange(frag.physical_rows, dtype=np.uint64)
-        yield from self._finish(self._keep(table, frag, offsets, self._deleted_offsets(frag)), names)
+        yield from self._finish(self._keep(table, frag, offsets), names)
 
     # ---- results
 
@@ -385,11 +388,14 @@ class Scan:
     # ---- index-assisted reads
 
     def _index_choice(self) -> tuple[pb.IndexMetadata, pc.Expression] | None:
-        if not self._use_index or self._filter_sql is None or not len(self.manifest.indices):
-            return None
-        from .index.planner import choose_index
+        """The index answering part of the filter (chosen once per scan), or None."""
+        if self._index is False:
+            self._index = None
+            if self._use_index and self._filter_sql is not None and len(self.manifest.indices):
+                from .index.planner import choose_index
 
-        return choose_index(self._filter_sql, self.table_schema, self.physical_schema, self.manifest)
+                self._index = choose_index(self._filter_sql, self.table_schema, self.physical_schema, self.manifest)
+        return self._index
 
     def _indexed(self, index: pb.IndexMetadata, expr: pc.Expression) -> Iterator[pa.RecordBatch]:
         """Covered one-file fragments: only the rows the index names are read (then the whole filter
@@ -452,7 +458,7 @@ class Scan:
             table.take(pa.array(local)).columns,
             schema=pa.schema([self.physical_schema.field(self.table_schema.get_field_index(n)) for n in names]),
         )
-        kept = self._keep(table, frag, offsets.astype(np.uint64), self._deleted_offsets(frag))
+        kept = self._keep(table, frag, offsets.astype(np.uint64))
         yield from self._finish(kept, names)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:

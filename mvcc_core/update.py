@@ -31,11 +31,11 @@ from .delete import delete_addresses, find_rows
 from .errors import SchemaError
 from .fragments import (
     DEFAULT_MAX_ROWS_PER_FILE,
-    FragmentWriter,
     field_subtree,
     fragment_paths,
     tombstone,
     write_column_file,
+    write_fragments_from_reader,
 )
 from .naming import data_file_path
 from .predicate import to_value_expression, value_columns
@@ -155,14 +155,7 @@ def _rewrite_rows(
         raise SchemaError(f"update values {values!r} cannot be computed for the matching rows: {exc}") from exc
     new_rows = schema_mod.conform(new_rows, schema).combine_chunks()  # one Parquet write, not one per chunk
 
-    writer = FragmentWriter(store, fields, schema, max_rows_per_file)
-    try:
-        for batch in new_rows.to_batches():
-            writer.write(batch)
-        new_fragments = writer.finish()
-    except BaseException:
-        writer.abort()
-        raise
+    new_fragments = write_fragments_from_reader(store, new_rows.to_reader(), fields, schema, max_rows_per_file)
     if stable:  # the rows moved, their ids did not change
         row_ids.split(matched.column(ROW_ID).to_numpy(), new_fragments)
     written = [p for f in new_fragments for p in fragment_paths(f)]

@@ -81,18 +81,23 @@ def s3_server() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def s3_bucket(s3_server: str) -> str:
-    """The test bucket, created once on the session's server."""
+def s3_client(s3_server: str) -> Any:
+    """A plain boto3 client on the session's server, for looking at what mvcc wrote."""
     import boto3
 
-    client = boto3.client(
+    return boto3.client(
         "s3",
         endpoint_url=s3_server,
         aws_access_key_id=S3_KEY,
         aws_secret_access_key=S3_KEY,
         region_name=S3_REGION,
     )
-    client.create_bucket(Bucket=S3_BUCKET)
+
+
+@pytest.fixture(scope="session")
+def s3_bucket(s3_client: Any) -> str:
+    """The test bucket, created once on the session's server."""
+    s3_client.create_bucket(Bucket=S3_BUCKET)
     return S3_BUCKET
 
 

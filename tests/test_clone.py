@@ -6,7 +6,6 @@ import shutil
 import uuid
 from pathlib import Path
 
-import boto3
 import pyarrow as pa
 import pytest
 
@@ -111,16 +110,9 @@ def test_clone_bad_input_writes_nothing(tmp_path) -> None:
     assert not (tmp_path / "x").exists()
 
 
-def test_shallow_clone_on_s3_references_without_copying(s3_bucket, s3_options, s3_server) -> None:
+def test_shallow_clone_on_s3_references_without_copying(s3_bucket, s3_options, s3_client) -> None:
     prefix = uuid.uuid4().hex
     src = mvcc.write_table(data(0, 10), f"s3://{s3_bucket}/{prefix}/src", storage_options=s3_options)
     src.clone(f"s3://{s3_bucket}/{prefix}/clone")
-    client = boto3.client(
-        "s3",
-        endpoint_url=s3_server,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name="us-east-1",
-    )
-    keys = [o["Key"] for o in client.list_objects_v2(Bucket=s3_bucket, Prefix=f"{prefix}/clone/")["Contents"]]
+    keys = [o["Key"] for o in s3_client.list_objects_v2(Bucket=s3_bucket, Prefix=f"{prefix}/clone/")["Contents"]]
     assert not [k for k in keys if "/data/" in k]  # only a manifest and a transaction

@@ -330,18 +330,11 @@ def test_put_if_not_exists_exactly_once_s3(s3_uri: str, s3_options: dict[str, An
 
 
 @pytest.mark.s3
-def test_moto_server_enforces_if_none_match(s3_server: str, s3_bucket: str) -> None:
+def test_moto_server_enforces_if_none_match(s3_client, s3_bucket: str) -> None:
     """The S3 tests only prove something if the server refuses a second conditional PUT."""
-    import boto3
     from botocore.exceptions import ClientError
 
-    client = boto3.client(
-        "s3",
-        endpoint_url=s3_server,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name="us-east-1",
-    )
+    client = s3_client
     key = f"conditional/{uuid.uuid4().hex}"
     client.put_object(Bucket=s3_bucket, Key=key, Body=b"1", IfNoneMatch="*")
     with pytest.raises(ClientError) as info:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
 from pyroaring import BitMap
 
 from .. import operations as ops
@@ -104,8 +105,6 @@ class CompactionTask:
         for frag, frag_id in zip(new, self.new_fragment_ids, strict=False):
             frag.id = frag_id
         if stable and new:
-            import numpy as np
-
             row_ids.split(np.concatenate([c.to_numpy() for c in ids]), new)
         return RewriteResult(
             read_version=self.read_version,
@@ -282,8 +281,8 @@ class _ThreadExecutor:
             yield from pool.map(fn, tasks)
 
 
-def _execute(task: CompactionTask, uri: str, storage_options: dict[str, Any] | None) -> RewriteResult:
-    """Module-level, so that `partial(_execute, ...)` pickles for process pools and Spark."""
+def run_task(task: CompactionTask, uri: str, storage_options: dict[str, Any] | None) -> RewriteResult:
+    """Module-level, so that `partial(run_task, ...)` pickles for process pools and Spark."""
     return task.execute(uri, storage_options)
 
 
@@ -299,7 +298,7 @@ def compact_files(
     compaction_plan = plan(table, options, **kwargs)
     if not compaction_plan.tasks:
         return CompactionMetrics(seconds=time.perf_counter() - start)
-    run = partial(_execute, uri=table.uri, storage_options=table._storage_options)
+    run = partial(run_task, uri=table.uri, storage_options=table._storage_options)
     results = []
     for result in (executor or _ThreadExecutor()).map(run, compaction_plan.tasks):
         results.append(result)
