@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import schema as schema_mod
@@ -22,6 +23,54 @@ from .storage import ObjectStore
 DEFAULT_MAX_ROWS_PER_FILE = 1_048_576
 ROW_GROUP_ROWS = 128 * 1024
 PARQUET_COMPRESSION = "zstd"
+# Dictionary encoding is chosen per column from a sample: on a column of mostly distinct values the
+# Parquet writer fills a dictionary page, gives up and falls back, which costs ~3x the write time
+# and gives a larger file than plain encoding + zstd (measured: docs/format.md, "Data files").
+DICTIONARY_SAMPLE_ROWS = 8_192
+DICTIONARY_MAX_DISTINCT_FRACTION = 0.5
+
+
+def dictionary_columns(sample: pa.Table | pa.RecordBatch) -> list[str]:
+    """Parquet column paths worth dictionary-encoding, judged on `sample` (physical names).
+
+    Low-cardinality primitive columns (and columns already dictionary-typed) are; nested columns
+    keep the writer's default (all their leaves); columns of mostly distinct values are not.
+    """
+    sample = sample.slice(0, DICTIONARY_SAMPLE_ROWS)
+    chosen = []
+    for name, column in zip(sample.schema.names, sample.columns, strict=True):
+        kind = column.type
+        if pa.types.is_nested(kind):
+            chosen.append(name)  # a prefix: the writer matches leaf paths by column path
+            continue
+        if pa.types.is_dictionary(kind) or pa.types.is_boolean(kind) or pa.types.is_null(kind):
+            chosen.append(name)
+            continue
+        values = len(column) - column.null_count
+        if values == 0 or pc.count_distinct(column).as_py() <= DICTIONARY_MAX_DISTINCT_FRACTION * values:
+            chosen.append(name)
+    return chosen
+
+
+def _leaf_paths(schema: pa.Schema, columns: list[str]) -> list[str]:
+    """Expand nested top-level names in `columns` to their Parquet leaf paths."""
+    nested = {n for n in columns if pa.types.is_nested(schema.field(n).type)}
+    if not nested:
+        return columns
+    sink = pa.BufferOutputStream()
+    pq.write_table(schema.empty_table(), sink)
+    parquet_schema = pq.read_metadata(pa.BufferReader(sink.getvalue())).schema
+    leaves = [parquet_schema.column(i).path for i in range(len(parquet_schema))]
+    return [n for n in columns if n not in nested] + [p for p in leaves if p.split(".", 1)[0] in nested]
+
+
+def parquet_options(sample: pa.Table | pa.RecordBatch) -> dict[str, Any]:
+    """Writer options for data files: zstd, statistics, row groups, dictionaries chosen by `sample`."""
+    return {
+        "compression": PARQUET_COMPRESSION,
+        "write_statistics": True,
+        "use_dictionary": _leaf_paths(sample.schema, dictionary_columns(sample)),
+    }
 
 
 def to_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReader:
@@ -86,20 +135,38 @@ class FragmentWriter:
         self._sink: Any = None
         self._path = ""
         self._rows = 0
+        self._pending: list[pa.RecordBatch] = []  # rows of the current file not yet in a row group
+        self._pending_rows = 0
         self._fs = store.arrow_filesystem()
+        self._options: dict[str, Any] | None = None  # chosen from the first rows written
 
     def _open(self) -> None:
+        """Start a new file; its sink and Parquet writer come at the first flush."""
         self._path = self._prefix + new_data_file_name()
-        self.written_paths.append(self._path)
-        self._sink = self._fs.open_output_stream(self.store.arrow_path(self._path))
-        self._writer = pq.ParquetWriter(
-            self._sink, self.write_schema, compression=PARQUET_COMPRESSION, write_statistics=True
-        )
         self._rows = 0
 
-    def _close(self) -> None:
-        if self._writer is None:
+    def _flush(self, whole_groups_only: bool) -> None:
+        """Write buffered rows as row groups of ROW_GROUP_ROWS: a ParquetWriter call per small batch
+        would make a row group per batch (tiny groups compress and scan badly)."""
+        table = pa.Table.from_batches(self._pending, schema=self.write_schema)
+        ready = (self._pending_rows // ROW_GROUP_ROWS) * ROW_GROUP_ROWS if whole_groups_only else self._pending_rows
+        if not ready:
             return
+        if self._writer is None:
+            if self._options is None:
+                self._options = parquet_options(table)
+            self.written_paths.append(self._path)
+            self._sink = self._fs.open_output_stream(self.store.arrow_path(self._path))
+            self._writer = pq.ParquetWriter(self._sink, self.write_schema, **self._options)
+        self._writer.write_table(table.slice(0, ready), row_group_size=ROW_GROUP_ROWS)
+        rest = table.slice(ready)
+        self._pending = rest.combine_chunks().to_batches() if rest.num_rows else []
+        self._pending_rows = rest.num_rows
+
+    def _close(self) -> None:
+        if not self._path:
+            return
+        self._flush(whole_groups_only=False)
         self._writer.close()
         size = self._sink.tell()
         self._sink.close()
@@ -117,16 +184,19 @@ class FragmentWriter:
                 physical_rows=self._rows,
             )
         )
-        self._writer = None
+        self._writer, self._sink, self._path = None, None, ""
 
     def write(self, batch: pa.RecordBatch) -> None:
         batch = schema_mod.relabel(schema_mod.conform(batch, self.table_schema), self.write_schema)
         offset = 0
         while offset < batch.num_rows:
-            if self._writer is None:
+            if not self._path:
                 self._open()
             take = min(batch.num_rows - offset, self.max_rows_per_file - self._rows)
-            self._writer.write_batch(batch.slice(offset, take), row_group_size=ROW_GROUP_ROWS)
+            self._pending.append(batch.slice(offset, take))
+            self._pending_rows += take
+            if self._pending_rows >= ROW_GROUP_ROWS:
+                self._flush(whole_groups_only=True)
             self._rows += take
             offset += take
             if self._rows >= self.max_rows_per_file:
@@ -144,7 +214,8 @@ class FragmentWriter:
                 self._sink.close()
             except Exception:  # noqa: BLE001 - best effort; the file is removed below anyway
                 pass
-            self._writer = None
+        self._writer, self._sink, self._path = None, None, ""
+        self._pending, self._pending_rows = [], 0
         self.store.delete_many(self.written_paths)
 
 
@@ -198,9 +269,7 @@ def write_column_file(store: ObjectStore, fields: list[pb.Field], data: pa.Table
     fs = store.arrow_filesystem()
     try:
         with fs.open_output_stream(store.arrow_path(path)) as sink:
-            pq.write_table(
-                table, sink, compression=PARQUET_COMPRESSION, write_statistics=True, row_group_size=ROW_GROUP_ROWS
-            )
+            pq.write_table(table, sink, row_group_size=ROW_GROUP_ROWS, **parquet_options(table))
             size = sink.tell()
     except BaseException:
         store.delete_many([path])

@@ -1,0 +1,79 @@
+"""Data files as the fragment writer lays them out: full row groups, dictionaries only where they pay."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import mvcc_core as mvcc
+from mvcc_core.fragments import ROW_GROUP_ROWS, dictionary_columns
+
+
+def _data_file(t: mvcc.Table, fragment: int = 0) -> pq.ParquetFile:
+    return pq.ParquetFile(f"{t.uri}/data/{t.get_fragments()[fragment].files[0].path}")
+
+
+def test_small_batches_make_full_row_groups(tmp_path):
+    rows = ROW_GROUP_ROWS * 2 + 10
+    batches = [
+        pa.record_batch({"id": np.arange(start, min(start + 1000, rows), dtype=np.int64)})
+        for start in range(0, rows, 1000)
+    ]
+    reader = pa.RecordBatchReader.from_batches(batches[0].schema, batches)
+    t = mvcc.write_table(reader, str(tmp_path / "t"))
+    meta = _data_file(t).metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [ROW_GROUP_ROWS, ROW_GROUP_ROWS, 10]
+    assert t.to_table().column("id").to_pylist() == list(range(rows))
+
+
+def test_small_batches_split_across_files(tmp_path):
+    batches = [pa.record_batch({"id": np.arange(s, s + 7, dtype=np.int64)}) for s in range(0, 70, 7)]
+    t = mvcc.write_table(batches, str(tmp_path / "t"), max_rows_per_file=25)
+    assert [f.physical_rows for f in t.get_fragments()] == [25, 25, 20]
+    assert t.to_table().column("id").to_pylist() == list(range(70))
+
+
+def test_dictionary_only_for_repetitive_columns(tmp_path):
+    n = 50_000
+    rng = np.random.default_rng(1)
+    data = pa.table(
+        {
+            "id": np.arange(n, dtype=np.int64),
+            "noise": rng.random(n),
+            "status": pa.array([f"s{i % 7}" for i in range(n)]),
+            "code": rng.integers(0, 20, n),
+            "tags": pa.array([[f"t{i % 3}"] for i in range(n)]),
+            "uuid": pa.array([f"{i:032x}" for i in rng.permutation(n)]),
+        }
+    )
+    t = mvcc.write_table(data, str(tmp_path / "t"))
+    meta = _data_file(t).metadata.row_group(0)
+    encodings = {meta.column(i).path_in_schema: meta.column(i).encodings for i in range(meta.num_columns)}
+    by_name = {f.name: f"c{f.id}" for f in t.manifest.fields if f.parent_id == -1}
+
+    def dictionary_encoded(name: str) -> bool:
+        paths = [p for p in encodings if p.split(".")[0] == by_name[name]]
+        return all(any("DICT" in e for e in encodings[p]) for p in paths)
+
+    assert {name: dictionary_encoded(name) for name in data.column_names} == {
+        "id": False,
+        "noise": False,
+        "status": True,
+        "code": True,
+        "tags": True,
+        "uuid": False,
+    }
+    assert t.to_table().equals(data)
+
+
+def test_dictionary_choice_edge_cases():
+    empty = pa.table({"a": pa.array([], pa.int64())})
+    nulls = pa.table({"a": pa.array([None, None], pa.int64())})
+    flags = pa.table({"a": [True, False, True]})
+    encoded = pa.table({"a": pa.array(["x", "y"]).dictionary_encode()})
+    assert dictionary_columns(empty) == ["a"]
+    assert dictionary_columns(nulls) == ["a"]
+    assert dictionary_columns(flags) == ["a"]
+    assert dictionary_columns(encoded) == ["a"]
+    assert dictionary_columns(pa.table({"a": pa.array([1, 2, 3, 4])})) == []
