@@ -51,9 +51,11 @@ from .storage import ObjectStore
 from .transaction import BuildContext, Transaction, build_manifest, read_transaction, write_transaction
 
 DEFAULT_MAX_RETRIES = 20
-BACKOFF_BASE_SECONDS = 0.02
-# A local commit takes a few milliseconds: the first waits are scaled to that, not to an S3 round trip.
-LOCAL_BACKOFF_BASE_SECONDS = 0.004
+# Backoff in slots, as Lance's SlotBackoff: a slot is as long as our last attempt took (a few ms on a
+# local disk, tens of ms on S3), so the waits scale with the store without per-store constants.
+BACKOFF_MIN_SLOT_SECONDS = 0.0005
+BACKOFF_MAX_SLOT_SECONDS = 0.2
+BACKOFF_MAX_DOUBLINGS = 8
 BACKOFF_CAP_SECONDS = 2.0
 
 
@@ -65,10 +67,15 @@ class CommitCache:
     transactions: dict[str, Transaction] = field(default_factory=dict)
 
 
-def backoff_delay(attempt: int, rng: random.Random | None = None, base: float = BACKOFF_BASE_SECONDS) -> float:
-    """Exponential backoff with full jitter: concurrent losers spread out instead of colliding again."""
-    cap = min(BACKOFF_CAP_SECONDS, base * (2**attempt))
-    return (rng or random).uniform(cap / 4, cap)
+def backoff_delay(attempt: int, slot_seconds: float, rng: random.Random | None = None) -> float:
+    """Randomized exponential backoff: a random number of slots out of 2**(attempt + 1).
+
+    Losers of one race spread over twice as many slots each time they lose again; slot 0 retries at
+    once, which is right when the race was lost to a single other writer.
+    """
+    slot = min(max(slot_seconds, BACKOFF_MIN_SLOT_SECONDS), BACKOFF_MAX_SLOT_SECONDS)
+    slots = (rng or random).randrange(2 ** (min(attempt, BACKOFF_MAX_DOUBLINGS) + 1))
+    return min(BACKOFF_CAP_SECONDS, slots * slot + (rng or random).uniform(0, slot / 2))
 
 
 class Committer:
@@ -192,9 +199,14 @@ class Committer:
         checked: set[int] = set()
         rebased_files: dict[str, list[str]] = {"written": [], "superseded": []}
         build_ctx = BuildContext(load_version=self._load_version_any, load_reference=self._load_reference)
+        known = None  # a version seen to exist: where the next look for the latest starts
+        if read_manifest_hint is not None and txn.read_version:
+            known = location_of(self.store, txn.read_version, naming)
+        slot = BACKOFF_MAX_SLOT_SECONDS  # the quickest attempt so far: a slot of the backoff
         for attempt in range(max_retries + 1):
+            attempt_start = time.perf_counter()
             try:
-                latest_loc = latest_manifest_location(self.store)
+                latest_loc = latest_manifest_location(self.store, known)
             except TableNotFoundError:
                 latest_loc = None
             if latest_loc is not None and create:
@@ -241,9 +253,11 @@ class Committer:
             if winner is not None and winner.transaction_file == txn_file:
                 self.cache.transactions[txn_file] = txn
                 return winner, naming
+            if winner is not None:
+                known = location_of(self.store, version, naming)
             if attempt < max_retries:
-                local = self.store.scheme in ("file", "memory")
-                time.sleep(backoff_delay(attempt, base=LOCAL_BACKOFF_BASE_SECONDS if local else BACKOFF_BASE_SECONDS))
+                slot = min(slot, time.perf_counter() - attempt_start)
+                time.sleep(backoff_delay(attempt, slot))
         raise RetryableConflictError(
             f"{txn.operation.name} on {self.store.uri} lost the race for a new version {max_retries + 1} times "
             f"(read version {txn.read_version}); re-read the table and run it again, or raise max_retries",

@@ -173,12 +173,19 @@ def write_latest_hint(store: ObjectStore, version: int, naming: ManifestNaming) 
         store.put(LATEST_HINT, json.dumps({"version": version, "naming": naming.value}).encode())
 
 
-def _latest_from_hint(store: ObjectStore) -> ManifestLocation | None:
+def _latest_from_hint(store: ObjectStore, known: ManifestLocation | None = None) -> ManifestLocation | None:
+    """Walk forward from the hint, or from `known` (a version the caller saw exist) when it is newer."""
+    start: tuple[int, ManifestNaming] | None = None
     try:
         hint = json.loads(store.get(LATEST_HINT))
-        version, naming = int(hint["version"]), ManifestNaming(hint["naming"])
+        start = int(hint["version"]), ManifestNaming(hint["naming"])
     except (ObjectNotFoundError, ValueError, KeyError, TypeError):
+        pass
+    if known is not None and (start is None or known.version > start[0]):
+        start = known.version, known.naming
+    if start is None:
         return None
+    version, naming = start
     if not store.exists(manifest_path(version, naming)):
         return None
     while store.exists(manifest_path(version + 1, naming)):
@@ -190,8 +197,12 @@ def _latest_from_hint(store: ObjectStore) -> ManifestLocation | None:
     return location_of(store, version, naming)
 
 
-def latest_manifest_location(store: ObjectStore) -> ManifestLocation:
+def latest_manifest_location(store: ObjectStore, known: ManifestLocation | None = None) -> ManifestLocation:
     """The newest version. With V2 naming this is a single LIST request asking for one key.
+
+    `known`: a version the caller has seen (its read version, or the one it just lost the race for);
+    on a local disk the walk starts there when it is newer than the hint, instead of up to
+    HINT_EVERY stats from the hint.
 
     With an external store the store decides (its latest entry, synchronized); the object store is listed
     only for a table the store does not know yet (created before the store was used).
@@ -200,7 +211,7 @@ def latest_manifest_location(store: ObjectStore) -> ManifestLocation:
     if external is not None:
         return external
     if _uses_hint(store):
-        hinted = _latest_from_hint(store)
+        hinted = _latest_from_hint(store, known)
         if hinted is not None:
             return hinted
     first = store.list_first(VERSIONS_DIR)

@@ -371,6 +371,8 @@ class _LocalBackend(_Backend):
 
     def put_if_not_exists(self, rel: str, data: bytes) -> bool:
         final = self.full(rel)
+        if os.path.lexists(final):  # lost already: skip the write and fsync a loser would waste
+            return False
         tmp = self._write_temp(final, data, sync=True)
         try:
             return self._link(tmp, final)

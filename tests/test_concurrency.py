@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import statistics
 
 import pyarrow as pa
 import pytest
@@ -144,7 +145,48 @@ def test_exhausted_retries_raise_retryable(tmp_uri, monkeypatch) -> None:
 
     t = mvcc.write_table(pa.table({"id": [1]}), tmp_uri)
     monkeypatch.setattr(commit_mod, "write_manifest", lambda *a, **k: False)  # every put loses the race
-    monkeypatch.setattr(commit_mod, "BACKOFF_BASE_SECONDS", 0.0001)
     with pytest.raises(mvcc.RetryableConflictError, match="3 times"):
         t.append(pa.table({"id": [2]}), max_retries=2)
     assert mvcc.open_table(tmp_uri).version == 1
+
+
+def test_backoff_spreads_losers_over_more_slots_each_time() -> None:
+    import random
+
+    from mvcc_core.commit import BACKOFF_CAP_SECONDS, backoff_delay
+
+    rng = random.Random(7)
+    slot = 0.004
+    for attempt in range(12):
+        delays = [backoff_delay(attempt, slot, rng) for _ in range(400)]
+        slots_allowed = 2 ** (min(attempt, 8) + 1)
+        assert max(delays) <= min(BACKOFF_CAP_SECONDS, slots_allowed * slot)
+        if attempt <= 3:
+            assert min(delays) < slot  # slot 0: retrying at once is possible
+        else:
+            assert statistics.mean(delays) > slots_allowed * slot / 4
+    assert backoff_delay(30, 10.0, rng) <= BACKOFF_CAP_SECONDS  # a slow attempt is clamped
+
+
+def test_latest_lookup_starts_from_a_known_version(tmp_uri) -> None:
+    from mvcc_core import manifest as manifest_mod
+
+    t = mvcc.write_table(pa.table({"id": [0]}), tmp_uri)
+    for i in range(1, 40):
+        t.append(pa.table({"id": [i]}))
+    store = t._store
+    hinted = manifest_mod._latest_from_hint(store)
+    assert hinted is not None and hinted.version == t.version == 40
+    stats = []
+    original = store.exists
+    store.exists = lambda rel: stats.append(rel) or original(rel)  # count the walk's stat calls
+    try:
+        known = manifest_mod.location_of(store, 39, t.manifest_naming)
+        assert manifest_mod.latest_manifest_location(store, known).version == 40
+        walked = len(stats)
+        stats.clear()
+        assert manifest_mod.latest_manifest_location(store).version == 40
+    finally:
+        store.exists = original
+    # from v39: 39, 40, 41 (missing), 40 again (the retention re-check); from the hint (v32): 32..41, 40 = 11
+    assert walked == 4 and len(stats) == 11
