@@ -1,9 +1,13 @@
-"""Maintenance benchmarks (issue 6): mvcc against pylance and a plain-pyarrow floor, in the same run, as ratios.
+"""Maintenance benchmarks (issue 6): mvcc against pylance, deltalake and a plain-pyarrow floor, same run, as ratios.
 
-- compaction of 1,000 fragments x 1,000 rows (floor: pyarrow reading the same Parquet files and writing one);
-- cleanup of 1,000 old versions;
-- a point lookup and a 1% range scan on 10M rows, without and with a BTREE index.
-deltalake is not installed on this machine, so it is not compared. Not a test: run it by hand.
+- compaction of 1,000 fragments x 1,000 rows (floor: pyarrow reading the same Parquet files and writing one;
+  Delta: 1,000 appends of the same rows, then OPTIMIZE compact into one file);
+- cleanup of 1,000 old versions (Delta: 1,000 metadata-only commits, then cleanup_metadata + VACUUM; VACUUM
+  deletes unreferenced data files, cleanup_metadata deletes old _delta_log entries before the latest checkpoint,
+  while Lance/mvcc cleanup deletes old manifests and the files only they reference);
+- a point lookup and a 1% range scan on 10M rows, without and with a BTREE index (pylance with and without its
+  BTREE scalar index; Delta has no secondary index, only file statistics and Parquet row-group statistics).
+Every peer is built from the same rows in the same run. Not a test: run it by hand.
 
     python benchmarks/bench_maintenance.py            # full (10M rows for the lookups)
     python benchmarks/bench_maintenance.py --quick    # 200 fragments, 200 versions, 1M rows
@@ -27,8 +31,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
+from deltalake import DeltaTable, WriterProperties, write_deltalake
 
 import mvcc_core as mvcc
+
+# mvcc writes 128Ki-row row groups; Delta gets the same so row-group pruning is comparable.
+DELTA_WRITER = WriterProperties(max_row_group_size=128 * 1024)
 
 
 def rows(n: int, start: int = 0) -> pa.Table:
@@ -67,9 +75,11 @@ def main() -> None:
     # compaction
     t = mvcc.write_table(rows(1_000), str(root / "m-base"), max_rows_per_file=1_000)
     lance.write_dataset(rows(1_000), str(root / "l-base"))
+    write_deltalake(root / "d-base", rows(1_000), writer_properties=DELTA_WRITER)
     for i in range(1, fragments):
         t.append(rows(1_000, i * 1_000))
         lance.write_dataset(rows(1_000, i * 1_000), str(root / "l-base"), mode="append")
+        write_deltalake(root / "d-base", rows(1_000, i * 1_000), mode="append", writer_properties=DELTA_WRITER)
     target = fragments * 1_000
     m_ms = timed(
         lambda: mvcc.open_table(str(fresh(root / "m-base", root / "m"))),
@@ -81,19 +91,32 @@ def main() -> None:
         lambda d: d.optimize.compact_files(target_rows_per_fragment=target),
         repeat,
     )
+    d_ms = timed(
+        lambda: DeltaTable(fresh(root / "d-base", root / "d")),
+        lambda d: d.optimize.compact(target_size=1 << 30, writer_properties=DELTA_WRITER),
+        repeat,
+    )
     files = sorted(str(p) for p in (root / "m-base" / "data").glob("*.parquet"))
     floor_ms = timed(
         lambda: None, lambda _: pq.write_table(ds.dataset(files).to_table(), str(root / "floor.parquet")), repeat
     )
     assert mvcc.open_table(str(root / "m")).count_rows() == target
-    results["compaction"] = {"mvcc_ms": m_ms, "pylance_ms": l_ms, "floor_ms": floor_ms}
+    delta = DeltaTable(root / "d")
+    assert len(delta.file_uris()) == 1 and delta.to_pyarrow_dataset().count_rows() == target
+    results["compaction"] = {"mvcc_ms": m_ms, "pylance_ms": l_ms, "deltalake_ms": d_ms, "floor_ms": floor_ms}
 
     # cleanup of old versions
     t = mvcc.write_table(rows(10), str(root / "cm-base"))
     d = lance.write_dataset(rows(10), str(root / "cl-base"))
+    # Delta: keep no log history (retention 0) but let only the timed cleanup_metadata expire it, not commit hooks.
+    no_history = {"delta.logRetentionDuration": "interval 0 seconds", "delta.enableExpiredLogCleanup": "false"}
+    write_deltalake(root / "cd-base", rows(10), configuration=no_history)
+    dd = DeltaTable(root / "cd-base")
     for i in range(versions):
         t.update_config({"k": str(i)})
         d.update_config({"k": str(i)}) if hasattr(d, "update_config") else d.replace_schema_metadata({"k": str(i)})
+        dd.alter.set_table_description(str(i))  # metadata-only commit; arbitrary table properties are refused
+    dd.create_checkpoint()  # untimed: cleanup_metadata only drops log entries before the latest checkpoint
     cm_ms = timed(
         lambda: mvcc.open_table(str(fresh(root / "cm-base", root / "cm"))),
         lambda t: t.cleanup_old_versions(older_than=timedelta(0)),
@@ -104,21 +127,49 @@ def main() -> None:
         lambda d: d.cleanup_old_versions(older_than=timedelta(0)),
         repeat,
     )
+    cd_ms = timed(
+        lambda: DeltaTable(fresh(root / "cd-base", root / "cd")),
+        lambda d: (d.cleanup_metadata(), d.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)),
+        repeat,
+    )
     assert len(mvcc.open_table(str(root / "cm")).versions()) == 1
-    results["cleanup"] = {"mvcc_ms": cm_ms, "pylance_ms": cl_ms}
+    assert len(DeltaTable(root / "cd").history()) == 1
+    results["cleanup"] = {"mvcc_ms": cm_ms, "pylance_ms": cl_ms, "deltalake_ms": cd_ms}
 
     # lookups on a big table
-    t = mvcc.write_table(rows(big), str(root / "big"), max_rows_per_file=1_048_576)
+    data = rows(big)
+    per_file = 1_048_576
+    t = mvcc.write_table(data, str(root / "big"), max_rows_per_file=per_file)
+    lb = lance.write_dataset(data, str(root / "l-big"), max_rows_per_file=per_file)
+    for start in range(0, big, per_file):  # one append per file, so Delta gets the same ~1M rows per file
+        write_deltalake(root / "d-big", data.slice(start, per_file), mode="append", writer_properties=DELTA_WRITER)
+    db = DeltaTable(root / "d-big")
+    assert len(db.file_uris()) == len(list((root / "big" / "data").glob("*.parquet")))
     point, lo = big // 3, big // 2
     rng = f"id >= {lo} AND id < {lo + big // 100}"
-    lookups = {}
+    point_expr, rng_expr = ds.field("id") == point, (ds.field("id") >= lo) & (ds.field("id") < lo + big // 100)
+    n = max(repeat, 5)
+    lookups: dict[str, Any] = {}
     for label in ("without index", "with index"):
         if label == "with index":
             t.create_index("id")
+            lb.create_scalar_index("id", "BTREE")
         lookups[label] = {
-            "point": timed(lambda: None, lambda _: t.to_table(filter=f"id = {point}"), max(repeat, 5)),
-            "range": timed(lambda: None, lambda _: t.to_table(filter=rng), max(repeat, 5)),
+            "point": timed(lambda: None, lambda _: t.to_table(filter=f"id = {point}"), n),
+            "range": timed(lambda: None, lambda _: t.to_table(filter=rng), n),
         }
+        lookups[f"pylance {label}"] = {
+            "point": timed(lambda: None, lambda _: lb.to_table(filter=f"id = {point}"), n),
+            "range": timed(lambda: None, lambda _: lb.to_table(filter=rng), n),
+        }
+    # Delta has no index: file skipping on add-action stats, then Parquet row-group statistics, planned per query.
+    lookups["deltalake"] = {
+        "point": timed(lambda: None, lambda _: db.to_pyarrow_dataset().to_table(filter=point_expr), n),
+        "range": timed(lambda: None, lambda _: db.to_pyarrow_dataset().to_table(filter=rng_expr), n),
+    }
+    for peer in (lambda f, e: lb.to_table(filter=f), lambda f, e: db.to_pyarrow_dataset().to_table(filter=e)):
+        assert peer(f"id = {point}", point_expr).num_rows == t.to_table(filter=f"id = {point}").num_rows == 1
+        assert peer(rng, rng_expr).num_rows == t.to_table(filter=rng).num_rows == big // 100
     full_ms = timed(lambda: None, lambda _: t.to_table(), repeat)
     results["lookups"] = {**lookups, "full_scan_ms": full_ms}
 
@@ -126,9 +177,15 @@ def main() -> None:
         f"compaction of {fragments} x 1,000 rows: mvcc {m_ms:.0f} ms, pylance {l_ms:.0f} ms ({m_ms / l_ms:.2f}x, "
         f"target <= 1.0x), floor {floor_ms:.0f} ms ({m_ms / floor_ms:.2f}x, target <= 1.3x)"
     )
+    print(f"  deltalake OPTIMIZE compact to one file: {d_ms:.0f} ms (mvcc {m_ms / d_ms:.2f}x)")
     print(
         f"cleanup of {versions} versions: mvcc {cm_ms:.0f} ms, pylance {cl_ms:.0f} ms "
         f"({cm_ms / cl_ms:.2f}x, target <= 1.0x)"
+    )
+    print(
+        f"  deltalake cleanup_metadata + VACUUM(retention 0) after {versions} metadata-only commits: {cd_ms:.0f} ms "
+        f"(mvcc {cm_ms / cd_ms:.2f}x; not the same work: Delta drops _delta_log JSON before an untimed checkpoint "
+        f"and VACUUM finds no unreferenced data files, Lance/mvcc drop old manifests)"
     )
     without, with_ = lookups["without index"], lookups["with index"]
     print(f"{big:,} rows, full scan {full_ms:.0f} ms")
@@ -137,6 +194,14 @@ def main() -> None:
         f"({full_ms / with_['point']:.0f}x faster than the full scan, target >= 50x)"
     )
     print(f"  1% range:     {without['range']:.1f} ms without index, {with_['range']:.1f} ms with")
+    l_without, l_with, dl = lookups["pylance without index"], lookups["pylance with index"], lookups["deltalake"]
+    for what, key in (("point lookup", "point"), ("1% range    ", "range")):
+        print(
+            f"  {what} peers: pylance {l_without[key]:.1f} ms without index "
+            f"(mvcc {without[key] / l_without[key]:.2f}x), "
+            f"{l_with[key]:.1f} ms with BTREE (mvcc {with_[key] / l_with[key]:.2f}x); deltalake (no index) "
+            f"{dl[key]:.1f} ms (mvcc without {without[key] / dl[key]:.2f}x, with {with_[key] / dl[key]:.2f}x)"
+        )
     shutil.rmtree(root, ignore_errors=True)
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2))
