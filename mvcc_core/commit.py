@@ -165,7 +165,7 @@ class Committer:
                 checked.add(version)
                 continue
             if outcome in (conflicts.Outcome.RETRYABLE, conflicts.Outcome.REBASE):
-                why = rule.when if outcome is conflicts.Outcome.RETRYABLE else f"{rule.when}; rebase not supported yet"
+                why = rule.when if outcome is conflicts.Outcome.RETRYABLE else f"{rule.when}; it cannot be rebased"
                 raise RetryableConflictError(
                     f"{name} on {self.store.uri} (read version {txn.read_version}) conflicts with "
                     f"{theirs.operation.name} committed as version {version} ({why}); re-read the table "

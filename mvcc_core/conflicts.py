@@ -5,10 +5,10 @@ specification (seed 000), read from the perspective of the operation being commi
 that is absent is compatible. A rule may carry a condition (overlapping fragments, same config key,
 ...); when the condition does not hold the pair is compatible.
 
-A REBASE between row-level changes (a Delete or REWRITE_ROWS Update after a Delete/Update of the same
-fragments) is carried out by `rebase.py` when the affected rows differ; any other REBASE (singleton
-index merges, REWRITE_COLUMNS ours) is still reported as a retryable conflict, which is always safe.
-See docs/conflicts.md.
+A pair may hold several rules, tried in order (the first whose condition holds decides). REBASE is
+carried out by `rebase.py`: row-level changes (a Delete or Update after a Delete/Update of the same
+fragments) when the affected rows differ, and the fragment reuse index (a singleton) when two
+transactions write it. See docs/conflicts.md.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from . import operations as ops
 from ._proto import transaction_pb2 as tpb
+from .index import FRAG_REUSE_INDEX, MEM_WAL_INDEX, SINGLETON_INDICES  # noqa: F401 - re-exported
 from .transaction import Transaction
 
 
@@ -89,11 +90,6 @@ def indexed_fragments(op: ops.CreateIndex) -> set[int]:
     return ids
 
 
-FRAG_REUSE_INDEX = "__lance_frag_reuse"
-MEM_WAL_INDEX = "__lance_mem_wal"
-SINGLETON_INDICES = {FRAG_REUSE_INDEX, MEM_WAL_INDEX}
-
-
 def _overlap(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
     return bool(touched_fragments(ours) & touched_fragments(theirs))
 
@@ -114,7 +110,10 @@ def _carries_fri(op: ops.Operation) -> bool:
 
 
 def _writes_fri(op: ops.Operation) -> bool:
-    return isinstance(op, ops.CreateIndex) and any(i.name == FRAG_REUSE_INDEX for i in op.new_indices)
+    """A CreateIndex that replaces or removes the fragment reuse index (optimize_indices trimming it)."""
+    return isinstance(op, ops.CreateIndex) and any(
+        i.name == FRAG_REUSE_INDEX for i in [*op.new_indices, *op.removed_indices]
+    )
 
 
 def _rewrite_breaks_index(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
@@ -128,6 +127,10 @@ def _rewrite_vs_rewrite(ours: ops.Operation, theirs: ops.Operation, ctx: Conflic
 
 def _rewrite_rebases_fri(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
     return _carries_fri(ours) and _writes_fri(theirs)
+
+
+def _trim_rebases_over_rewrite(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+    return _writes_fri(ours) and _carries_fri(theirs)
 
 
 def _replaced_fields(op: ops.Operation) -> set[int]:
@@ -167,7 +170,8 @@ def _same_field_and_overlap(ours: ops.Operation, theirs: ops.Operation, ctx: Con
 
 def _same_singleton_index(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
     def singletons(op: ops.Operation) -> set[str]:
-        return {i.name for i in getattr(op, "new_indices", []) if i.name in SINGLETON_INDICES}
+        indices = [*getattr(op, "new_indices", []), *getattr(op, "removed_indices", [])]
+        return {i.name for i in indices if i.name in SINGLETON_INDICES}
 
     return bool(singletons(ours) & singletons(theirs))
 
@@ -218,7 +222,7 @@ OVERLAP_REBASE = Rule(Outcome.REBASE, _overlap, "overlapping fragments (same row
 # Checked before the table: two upserts that inserted the same new key (whatever their fragments).
 SAME_INSERTED_KEYS = Rule(Outcome.RETRYABLE, None, "both inserted the same new key(s) (upserts)")
 
-RULES: dict[tuple[str, str], Rule] = {
+RULES: dict[tuple[str, str], Rule | tuple[Rule, ...]] = {
     # Append: conflicts with Overwrite, Restore, UpdateMemWalState.
     (A, OW): INCOMPATIBLE,
     (A, RS): INCOMPATIBLE,
@@ -240,10 +244,19 @@ RULES: dict[tuple[str, str], Rule] = {
     (CI, OW): INCOMPATIBLE,
     (CI, RS): INCOMPATIBLE,
     (CI, MW): INCOMPATIBLE,
-    (CI, RW): Rule(
-        Outcome.RETRYABLE,
-        _rewrite_breaks_index,
-        "overlapping fragments, no stable row ids, no fragment reuse index",
+    (CI, RW): (
+        # Not in the specification (silent): ours replacing the fragment reuse index would drop the
+        # version their Rewrite added, so ours re-applies its trim to the latest index.
+        Rule(
+            Outcome.REBASE,
+            _trim_rebases_over_rewrite,
+            "ours writes the fragment reuse index and theirs carries one",
+        ),
+        Rule(
+            Outcome.RETRYABLE,
+            _rewrite_breaks_index,
+            "overlapping fragments, no stable row ids, no fragment reuse index",
+        ),
     ),
     (CI, DR): Rule(Outcome.RETRYABLE, _replacement_overlap, "overlapping fragments and the replaced column is indexed"),
     (CI, CI): Rule(Outcome.REBASE, _same_singleton_index, "both modify the same singleton index"),
@@ -264,10 +277,17 @@ RULES: dict[tuple[str, str], Rule] = {
     (RW, RW): Rule(
         Outcome.RETRYABLE, _rewrite_vs_rewrite, "overlapping fragments or both carry a fragment reuse index"
     ),
-    (RW, CI): Rule(
-        Outcome.RETRYABLE,
-        _rewrite_breaks_index,
-        "overlapping fragments, no fragment reuse index, no stable row ids",
+    (RW, CI): (
+        Rule(
+            Outcome.REBASE,
+            _rewrite_rebases_fri,
+            "theirs writes the fragment reuse index and ours carries one",
+        ),
+        Rule(
+            Outcome.RETRYABLE,
+            _rewrite_breaks_index,
+            "overlapping fragments, no fragment reuse index, no stable row ids",
+        ),
     ),
     # Merge
     (M, OW): INCOMPATIBLE,
@@ -325,8 +345,10 @@ RULES: dict[tuple[str, str], Rule] = {
 RULES.update({(CL, theirs): INCOMPATIBLE for theirs in ALL_NAMES})
 
 
-def rule_for(ours: str, theirs: str) -> Rule:
-    return RULES.get((ours, theirs), Rule(Outcome.COMPATIBLE))
+def rules_for(ours: str, theirs: str) -> tuple[Rule, ...]:
+    """The rules of a pair, in the order they are tried (the first whose condition holds decides)."""
+    rules = RULES.get((ours, theirs), Rule(Outcome.COMPATIBLE))
+    return rules if isinstance(rules, tuple) else (rules,)
 
 
 def resolve(ours: Transaction, theirs: Transaction, ctx: ConflictContext | None = None) -> tuple[Outcome, Rule]:
@@ -334,10 +356,11 @@ def resolve(ours: Transaction, theirs: Transaction, ctx: ConflictContext | None 
     ctx = ctx or ConflictContext()
     if inserted_keys_overlap(ours.operation, theirs.operation):
         return Outcome.RETRYABLE, SAME_INSERTED_KEYS
-    rule = rule_for(ours.operation.name, theirs.operation.name)
-    if rule.condition is None or rule.condition(ours.operation, theirs.operation, ctx):
-        return rule.outcome, rule
-    return Outcome.COMPATIBLE, rule
+    rules = rules_for(ours.operation.name, theirs.operation.name)
+    for rule in rules:
+        if rule.condition is None or rule.condition(ours.operation, theirs.operation, ctx):
+            return rule.outcome, rule
+    return Outcome.COMPATIBLE, rules[-1]
 
 
 def render_markdown() -> str:
@@ -355,8 +378,14 @@ def render_markdown() -> str:
         "A `rebase` between row-level changes (ours a Delete or a REWRITE_ROWS Update, theirs a Delete or Update)",
         "is carried out when the affected row addresses differ: each shared fragment takes the latest files and the",
         "union of both deletion vectors, written as a new transaction file; the same rows are a retryable conflict",
-        "naming up to five row addresses. Other `rebase` outcomes (singleton index merges, a REWRITE_COLUMNS",
-        "ours) are still raised as retryable conflicts (always safe: the caller re-runs on the new version).",
+        "naming up to five row addresses. A REWRITE_COLUMNS update keeps its column files (they cover every row of",
+        "the fragment at fixed offsets) on top of the latest fragment, unless both rewrote the same field (retryable).",
+        "",
+        "A `rebase` on the fragment reuse index (the singleton `__lance_frag_reuse`, written by compactions that defer",
+        "index remapping and trimmed by `optimize_indices`) takes the latest index and re-applies only our change: a",
+        "Rewrite adds its version, a trim removes the versions it removed. CreateIndex of `__lance_mem_wal` is",
+        "refused (MemWAL state is committed with UpdateMemWalState), so that singleton never needs merging.",
+        "A cell `a/b` lists the pair's rules in the order they are tried.",
         "",
         "| ours \\ theirs | " + " | ".join(ALL_NAMES) + " |",
         "|---|" + "---|" * len(ALL_NAMES),
@@ -370,13 +399,14 @@ def render_markdown() -> str:
     for ours in ALL_NAMES:
         cells = []
         for theirs in ALL_NAMES:
-            rule = rule_for(ours, theirs)
-            cells.append(short[rule.outcome] + ("*" if rule.condition else ""))
+            rules = rules_for(ours, theirs)
+            cells.append("/".join(short[r.outcome] + ("*" if r.condition else "") for r in rules))
         lines.append(f"| **{ours}** | " + " | ".join(cells) + " |")
     lines += ["", "## Conditions", ""]
-    for (ours, theirs), rule in RULES.items():
-        if rule.condition is not None:
-            lines.append(f"- {ours} after {theirs}: {short[rule.outcome]} only when {rule.when}.")
+    for ours, theirs in RULES:
+        for rule in rules_for(ours, theirs):
+            if rule.condition is not None:
+                lines.append(f"- {ours} after {theirs}: {short[rule.outcome]} only when {rule.when}.")
     lines += [
         "",
         "## Choices where the specification is silent",
@@ -388,6 +418,8 @@ def render_markdown() -> str:
         "  after another UpdateMemWalState, or an Update that merged generations, of the same region.",
         "- *Clone* can only be a table's first operation: anything committed since its read version fails it.",
         "- *UpdateBases* clashing on id, name or path fails: retrying would clash again.",
+        "- *CreateIndex* writing the fragment reuse index (a trim) after a *Rewrite* that carries one rebases: the",
+        "  specification makes the pair compatible, but replacing the index would drop the Rewrite's version.",
         "- *DataReplacement* after CreateIndex (replaced field indexed), Rewrite or Update (overlapping fragments)",
         "  or Merge is retryable although its own section lists only DataReplacement: the other sections list",
         "  DataReplacement against them, and we keep such pairs symmetric (the safe choice).",

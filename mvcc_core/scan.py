@@ -400,10 +400,14 @@ class Scan:
     def _indexed(self, index: pb.IndexMetadata, expr: pc.Expression) -> Iterator[pa.RecordBatch]:
         """Covered one-file fragments: only the rows the index names are read (then the whole filter
         applies); other fragments are scanned as usual. Manifest order is kept."""
+        from .index import frag_reuse
         from .index.scalar import covered, lookup
 
         cover = covered(index)
         addresses = lookup(self.store, index, expr)
+        moved = frag_reuse.address_map(self.manifest, index)
+        if moved:  # built before compactions that deferred remapping: where those rows are now
+            addresses = np.sort(moved.translate(addresses))
         frag_of = addresses >> np.uint64(32)
         direct: list[pb.DataFragment] = []
         for frag in self.fragments:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from google.protobuf.message import DecodeError
+from pyroaring import BitMap
 
 from . import features, framing, row_ids
 from . import operations as ops
@@ -19,6 +20,7 @@ from ._proto import table_pb2 as pb
 from ._proto import transaction_pb2 as tpb
 from .errors import CorruptManifestError, MvccError, UnsupportedFeatureError
 from .fragments import tombstone
+from .index import MEM_WAL_INDEX, SINGLETON_INDICES, frag_reuse
 from .naming import transaction_path
 from .storage import ObjectStore
 
@@ -250,11 +252,46 @@ def _apply_project(m: pb.Manifest, op: ops.Project, ctx: BuildContext) -> None:
 
 
 def _apply_create_index(m: pb.Manifest, op: ops.CreateIndex, ctx: BuildContext) -> None:
-    removed = {i.uuid.uuid for i in op.removed_indices}
+    if any(i.name == MEM_WAL_INDEX for i in op.new_indices):
+        raise ManifestBuildError(
+            f"CreateIndex of {MEM_WAL_INDEX!r}: MemWAL state is committed with UpdateMemWalState "
+            "(t.mark_generations_merged), not as an index"
+        )
+    removed = {i.uuid.uuid for i in op.removed_indices} | {
+        i.uuid.uuid for i in m.indices if i.name == frag_reuse.FRAG_REUSE_INDEX and _names_fri(op)
+    }
     new_names = {i.name for i in op.new_indices}
     kept = [i for i in m.indices if i.uuid.uuid not in removed and i.name not in new_names]
+    fri = next((i for i in list(m.indices) if i.name == frag_reuse.FRAG_REUSE_INDEX), None)
+    added = []
+    for index in op.new_indices:
+        index = _copy(index)
+        if fri is not None and index.name != frag_reuse.FRAG_REUSE_INDEX:
+            # built before a compaction that deferred index remapping: cover the rows where they moved
+            _follow_rewrites(index, frag_reuse.details_of(fri), since=index.dataset_version)
+        added.append(index)
     del m.indices[:]
-    m.indices.extend(kept + list(op.new_indices))
+    m.indices.extend(kept + added)
+
+
+def _names_fri(op: ops.CreateIndex) -> bool:
+    return any(i.name == frag_reuse.FRAG_REUSE_INDEX for i in [*op.new_indices, *op.removed_indices])
+
+
+def _copy(index: pb.IndexMetadata) -> pb.IndexMetadata:
+    out = pb.IndexMetadata()
+    out.CopyFrom(index)
+    return out
+
+
+def _follow_rewrites(index: pb.IndexMetadata, details: pb.FragReuseIndexDetails, since: int) -> None:
+    """Move an index's fragment coverage through the reuse index's versions newer than `since`."""
+    bitmap = BitMap.deserialize(index.fragment_bitmap) if index.fragment_bitmap else BitMap()
+    for version in details.versions:
+        if version.dataset_version > since:
+            for group in version.groups:
+                bitmap = frag_reuse.remap_fragment_bitmap(bitmap, group)
+    index.fragment_bitmap = bitmap.serialize()
 
 
 def _apply_rewrite(m: pb.Manifest, op: ops.Rewrite, ctx: BuildContext) -> None:
@@ -285,6 +322,16 @@ def _apply_rewrite(m: pb.Manifest, op: ops.Rewrite, ctx: BuildContext) -> None:
     new_ids = [f.id for g in groups for f in g.new_fragments]
     if new_ids:
         m.max_fragment_id = max([m.max_fragment_id, *new_ids])
+    if op.frag_reuse_index is not None:
+        # Deferred index remapping: indices keep covering the moved rows, readers translate addresses.
+        fri = frag_reuse.stamp(op.frag_reuse_index, m.version)
+        others = [i for i in m.indices if i.name != frag_reuse.FRAG_REUSE_INDEX]
+        for index in others:
+            if index.name not in SINGLETON_INDICES:
+                version = frag_reuse.details_of(fri).versions[-1]
+                _follow_rewrites(index, pb.FragReuseIndexDetails(versions=[version]), since=-1)
+        del m.indices[:]
+        m.indices.extend([*others, fri])
     rewritten = {r.old_id.uuid: r for r in op.rewritten_indices}
     for index in m.indices:
         r = rewritten.get(index.uuid.uuid)

@@ -9,7 +9,9 @@ small and picklable: they run in threads, processes or Spark executors (anything
 a RetryableConflictError (the rewritten files are removed), concurrent appends never conflict.
 
 Indices are not remapped: a rewritten fragment leaves the coverage of the indices that covered it (scans
-read it directly) until `optimize_indices` adds it back. With stable row ids the rows keep their ids.
+read it directly) until `optimize_indices` adds it back, unless `defer_index_remap=True`: then the Rewrite
+carries a fragment reuse index and indices keep covering the moved rows (their addresses are translated
+on read) until `optimize_indices` rebuilds them. With stable row ids the rows keep their ids.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ from .. import row_ids
 from .._proto import table_pb2 as pb
 from .._proto import transaction_pb2 as tpb
 from ..bases import remove_data_files
-from ..deletion import live_rows
+from ..deletion import live_rows, read_deletion_vector
 from ..errors import CommitConflictError, SchemaError
 from ..fragments import FragmentWriter
+from ..index import frag_reuse
 from ..row_ids import ROW_ID
 from ..scan import Scan
 
@@ -55,6 +58,9 @@ class CompactionOptions:
     materialize_deletions_threshold: float = 0.1
     max_rows_per_task: int | None = None  # default: target_rows_per_fragment
     max_bytes_per_task: int | None = None  # on-disk bytes of the fragments a task reads
+    # Lance's name: keep indices covering the moved rows through a fragment reuse index instead of
+    # dropping the rewritten fragments from them (`mvcc_core/index/frag_reuse.py`).
+    defer_index_remap: bool = False
 
     def __post_init__(self) -> None:
         if self.target_rows_per_fragment <= 0:
@@ -243,8 +249,17 @@ def plan(table: Table, options: CompactionOptions | None = None, **kwargs: Any) 
     return result
 
 
-def commit(table: Table, results: Sequence[RewriteResult], commit_message: str | None = None) -> Table:
-    """One Rewrite of every group; on a conflict the new files are removed and the error raised."""
+def commit(
+    table: Table,
+    results: Sequence[RewriteResult],
+    commit_message: str | None = None,
+    defer_index_remap: bool = False,
+) -> Table:
+    """One Rewrite of every group; on a conflict the new files are removed and the error raised.
+
+    With `defer_index_remap` the Rewrite carries the fragment reuse index with a version for these
+    groups, so indices keep covering the moved rows.
+    """
     results = list(results)
     if not results:
         raise SchemaError("compaction.commit needs at least one RewriteResult")
@@ -259,9 +274,21 @@ def commit(table: Table, results: Sequence[RewriteResult], commit_message: str |
         for r in results
     ]
     new = [f for g in groups for f in g.new_fragments]
+    fri = None
+    if defer_index_remap:
+        base = table.checkout(next(iter(read_versions)))
+        reuse_groups = [
+            frag_reuse.group_of(
+                g.old_fragments,
+                {f.id: read_deletion_vector(table._store, f, base.manifest.base_paths) for f in g.old_fragments},
+                g.new_fragments,
+            )
+            for g in groups
+        ]
+        fri = frag_reuse.with_version(frag_reuse.find(base.manifest), reuse_groups, 0)
     try:
         return table.commit(
-            ops.Rewrite(groups=groups),
+            ops.Rewrite(groups=groups, frag_reuse_index=fri),
             read_version=read_versions.pop(),
             commit_message=commit_message or "compaction",
         )
@@ -305,7 +332,7 @@ def compact_files(
         if progress is not None:
             progress(len(results), len(compaction_plan.tasks))
     base = table.checkout(compaction_plan.read_version)
-    committed = commit(base, results)
+    committed = commit(base, results, defer_index_remap=compaction_plan.options.defer_index_remap)
     table._manifest, table._schema = committed.manifest, None  # the handle moves to the Rewrite, as pylance
     old = [pb.DataFragment.FromString(f) for r in results for f in r.old_fragments]
     new = [pb.DataFragment.FromString(f) for r in results for f in r.new_fragments]

@@ -24,6 +24,7 @@ class Optimize:
         progress: Callable[[int, int], None] | None = None,
         max_rows_per_task: int | None = None,
         max_bytes_per_task: int | None = None,
+        defer_index_remap: bool = False,
     ) -> CompactionMetrics:
         """Rewrite small fragments and fragments with many deletions (ReserveFragments, then one Rewrite).
 
@@ -35,10 +36,12 @@ class Optimize:
             materialize_deletions_threshold=materialize_deletions_threshold,
             max_rows_per_task=max_rows_per_task,
             max_bytes_per_task=max_bytes_per_task,
+            defer_index_remap=defer_index_remap,
         )
         return compact_files(self._table, options, executor=executor, progress=progress)
 
     def optimize_indices(self) -> int:
         """Bring fragments added or rewritten since an index was built into it (the index is rebuilt over
-        the whole table, one CreateIndex for all; Lance appends a delta instead). Returns indices rebuilt."""
+        the whole table, one CreateIndex for all; Lance appends a delta instead), rebuild indices that rely
+        on the fragment reuse index and trim it. Returns indices rebuilt."""
         return self._table._optimize_indices()
