@@ -17,14 +17,19 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections import deque
+import threading
+from collections import OrderedDict, deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from . import row_ids
 from . import schema as schema_mod
@@ -35,6 +40,9 @@ from .errors import CorruptManifestError, ObjectNotFoundError, SchemaError
 from .predicate import statistics_can_prune, to_expression, to_physical_expression
 from .row_ids import ROW_ID
 from .storage import ObjectStore
+
+if TYPE_CHECKING:
+    from .index.planner import IndexChoice
 
 ROW_ADDRESS = "_rowaddr"
 # Threads reading multi-file fragments one by one (each is several small reads; I/O bound on S3).
@@ -59,6 +67,139 @@ def field_owners(fragment: pb.DataFragment) -> dict[int, int]:
     return owners
 
 
+# ---- per-process caches
+#
+# Scans are built per call, so what does not depend on the data is cached here: the schemas and the
+# translated filter of a SQL string (keyed by the manifest's fields, which fix both), the index choice
+# (also keyed by the manifest's indices) and Parquet footers (keyed by path and size: data and index files
+# are never rewritten in place, their names are fresh uuids). Bounded, least recently used first out.
+
+
+class LruCache:
+    def __init__(self, entries: int) -> None:
+        self._entries = entries
+        self._data: OrderedDict[Any, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any:
+        with self._lock:
+            value = self._data.get(key, _MISSING)
+            if value is not _MISSING:
+                self._data.move_to_end(key)
+            return value
+
+    def put(self, key: Any, value: Any) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self._entries:
+                self._data.popitem(last=False)
+
+    def get_or_build(self, key: Any, build: Any) -> Any:
+        """The cached value, or `build()` cached (two threads may both build; either result is right)."""
+        value = self.get(key)
+        if value is _MISSING:
+            value = build()
+            self.put(key, value)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+
+_MISSING = object()
+_SCHEMAS = LruCache(64)
+_FILTERS = LruCache(256)
+_CHOICES = LruCache(256)
+_FOOTERS = LruCache(512)
+
+
+def _schemas(manifest: pb.Manifest) -> tuple[Any, pa.Schema, pa.Schema, dict[str, int]]:
+    """(cache key, table schema, physical schema, field ids by name) of a manifest's fields."""
+    fields = list(manifest.fields)
+    metadata = dict(manifest.schema_metadata)
+    key = (tuple(f.SerializeToString(deterministic=True) for f in fields), tuple(sorted(metadata.items())))
+    found = _SCHEMAS.get(key)
+    if found is _MISSING:
+        found = (
+            schema_mod.schema_from_fields(fields, metadata),
+            schema_mod.schema_from_fields(fields, metadata, physical=True),
+            schema_mod.field_ids_by_name(fields),
+        )
+        _SCHEMAS.put(key, found)
+    return (key, *found)
+
+
+@dataclass(frozen=True)
+class Footer:
+    """A Parquet file's footer, its Arrow schema, each row group's first row and each leaf column's index."""
+
+    metadata: pq.FileMetaData
+    schema: pa.Schema
+    starts: np.ndarray  # row group i holds rows starts[i] .. starts[i + 1] - 1
+    leaves: dict[str, int]
+
+
+def parquet_footer(fs: pafs.FileSystem, key: tuple[str, str, int]) -> Footer:
+    """The footer of the file at `key` = (store scheme, path for `fs`, size or 0), read once per process."""
+    footer = _FOOTERS.get(key)
+    if footer is _MISSING:
+        with fs.open_input_file(key[1]) as source:
+            metadata = pq.ParquetFile(source).metadata
+        sizes = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
+        leaves = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
+        footer = Footer(metadata, metadata.schema.to_arrow_schema(), np.cumsum([0, *sizes]), leaves)
+        _FOOTERS.put(key, footer)
+    return footer
+
+
+def parquet_metadata(fs: pafs.FileSystem, key: tuple[str, str, int]) -> pq.FileMetaData:
+    return parquet_footer(fs, key).metadata
+
+
+# Below this many rows an Expression filter runs on the calling thread: `Table.filter` hands even one row
+# to Acero's thread pool, a fixed cost of a few hundred microseconds (most of an indexed point lookup's
+# filtering).
+_SERIAL_FILTER_ROWS = 65_536
+
+
+def filter_table(table: pa.Table, expr: pc.Expression) -> pa.Table:
+    """`table.filter(expr)`, without the thread pool for small tables (same rows, same order)."""
+    if table.num_rows >= _SERIAL_FILTER_ROWS:
+        return table.filter(expr)
+    import pyarrow.acero as acero
+
+    plan = acero.Declaration.from_sequence(
+        [
+            acero.Declaration("table_source", acero.TableSourceNodeOptions(table)),
+            acero.Declaration("filter", acero.FilterNodeOptions(expr)),
+        ]
+    )
+    return plan.to_table(use_threads=False)
+
+
+# Reading a dictionary-encoded string column as a dictionary and decoding only the taken rows is several
+# times faster than decoding the whole row group; a column chunk that fell back to plain encoding (its
+# dictionary page outgrew the writer's 1 MiB limit) is much slower to read that way, so only chunks too
+# small to have fallen back are read as dictionaries.
+_DICTIONARY_PAGE_LIMIT = 1 << 20
+
+
+def _dictionary_columns(footer: Footer, columns: list[str], groups: list[int]) -> list[str]:
+    out = []
+    for name in columns:
+        if name not in footer.schema.names or name not in footer.leaves:
+            continue
+        kind = footer.schema.field(name).type
+        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind)):
+            continue
+        chunks = [footer.metadata.row_group(g).column(footer.leaves[name]) for g in groups]
+        if all(c.has_dictionary_page and c.total_uncompressed_size < _DICTIONARY_PAGE_LIMIT for c in chunks):
+            out.append(name)
+    return out
+
+
 class Scan:
     """One read of one version. Build it, then iterate `to_batches()` or call `to_table()`."""
 
@@ -76,11 +217,7 @@ class Scan:
     ) -> None:
         self.store = store
         self.manifest = manifest
-        fields = list(manifest.fields)
-        metadata = dict(manifest.schema_metadata)
-        self.table_schema = schema_mod.schema_from_fields(fields, metadata)
-        self.physical_schema = schema_mod.schema_from_fields(fields, metadata, physical=True)
-        self._field_ids = schema_mod.field_ids_by_name(fields)
+        self._schema_key, self.table_schema, self.physical_schema, self._field_ids = _schemas(manifest)
         if columns is not None:
             columns = list(columns)
             unknown = [c for c in columns if c not in self.table_schema.names]
@@ -98,7 +235,11 @@ class Scan:
         self._filter_sql = filter if isinstance(filter, str) else None
         self._use_index = use_index
         if isinstance(filter, str):
-            self.filter, self._filter_columns = to_physical_expression(filter, self.table_schema, self.physical_schema)
+            translated = _FILTERS.get((filter, self._schema_key))
+            if translated is _MISSING:
+                translated = to_physical_expression(filter, self.table_schema, self.physical_schema)
+                _FILTERS.put((filter, self._schema_key), translated)
+            self.filter, self._filter_columns = translated[0], list(translated[1])
         elif filter is not None:
             self._post_filter = to_expression(filter, self.table_schema)
             text = str(self._post_filter)
@@ -113,7 +254,7 @@ class Scan:
         self._format = _PARQUET_LOCAL if store.scheme == "file" else _PARQUET
         self._live: dict[int, np.ndarray | None] = {}  # per-fragment live masks, read once
         self._ids: dict[int, np.ndarray] = {}  # per-fragment stable row ids, decoded once
-        self._index: tuple[pb.IndexMetadata, pc.Expression] | None | bool = False  # False: not chosen yet
+        self._index: IndexChoice | None | bool = False  # False: not chosen yet
 
     @property
     def output_schema(self) -> pa.Schema:
@@ -206,7 +347,7 @@ class Scan:
         if live is not None:
             table = table.filter(pa.array(live[offsets.astype(np.int64)]))
         if self.filter is not None:
-            table = table.filter(self.filter)
+            table = filter_table(table, self.filter)
         return table
 
     # ---- the three paths
@@ -387,25 +528,34 @@ class Scan:
 
     # ---- index-assisted reads
 
-    def _index_choice(self) -> tuple[pb.IndexMetadata, pc.Expression] | None:
-        """The index answering part of the filter (chosen once per scan), or None."""
+    def _index_choice(self) -> IndexChoice | None:
+        """The index answering part of the filter (chosen once per scan, cached per filter and manifest), or None."""
         if self._index is False:
             self._index = None
             if self._use_index and self._filter_sql is not None and len(self.manifest.indices):
                 from .index.planner import choose_index
 
-                self._index = choose_index(self._filter_sql, self.table_schema, self.physical_schema, self.manifest)
+                key = (
+                    self._filter_sql,
+                    self._schema_key,
+                    tuple(i.SerializeToString(deterministic=True) for i in self.manifest.indices),
+                )
+                choice = _CHOICES.get(key)
+                if choice is _MISSING:
+                    choice = choose_index(self._filter_sql, self.table_schema, self.physical_schema, self.manifest)
+                    _CHOICES.put(key, choice)
+                self._index = choice
         return self._index
 
-    def _indexed(self, index: pb.IndexMetadata, expr: pc.Expression) -> Iterator[pa.RecordBatch]:
+    def _indexed(self, choice: IndexChoice) -> Iterator[pa.RecordBatch]:
         """Covered one-file fragments: only the rows the index names are read (then the whole filter
         applies); other fragments are scanned as usual. Manifest order is kept."""
         from .index import frag_reuse
         from .index.scalar import covered, lookup
 
-        cover = covered(index)
-        addresses = lookup(self.store, index, expr)
-        moved = frag_reuse.address_map(self.manifest, index)
+        cover = covered(choice.index)
+        addresses = lookup(self.store, choice.index, choice.expr, choice.bounds)
+        moved = frag_reuse.address_map(self.manifest, choice.index)
         if moved:  # built before compactions that deferred remapping: where those rows are now
             addresses = np.sort(moved.translate(addresses))
         frag_of = addresses >> np.uint64(32)
@@ -437,31 +587,38 @@ class Scan:
         )
 
     def _take(self, frag: pb.DataFragment, offsets: np.ndarray) -> Iterator[pa.RecordBatch]:
-        """The rows at `offsets` of a one-file fragment, reading only their row groups."""
-        import pyarrow.parquet as pq
-
+        """The rows at `offsets` of a one-file fragment, reading only their row groups (footer cached)."""
         names = self._read_names()
-        store, rel = data_file_location(self.store, self.manifest.base_paths, frag.files[0])
-        with store.arrow_filesystem().open_input_file(store.arrow_path(rel)) as source:
-            parquet = pq.ParquetFile(source)
-            physical = self._physical(names)
-            if any(n not in parquet.schema_arrow.names for n in physical):
-                yield from self._sub_scan([frag]).to_batches()
-                return
-            sizes = [parquet.metadata.row_group(i).num_rows for i in range(parquet.num_row_groups)]
-            starts = np.cumsum([0, *sizes])
-            offsets = np.sort(offsets.astype(np.int64))
-            groups = np.unique(np.searchsorted(starts, offsets, side="right") - 1)
-            table = parquet.read_row_groups([int(g) for g in groups], columns=physical)
+        physical = self._physical(names)
+        data_file = frag.files[0]
+        store, rel = data_file_location(self.store, self.manifest.base_paths, data_file)
+        fs, path = store.arrow_filesystem(), store.arrow_path(rel)
+        footer = parquet_footer(fs, (store.scheme, path, data_file.file_size_bytes))
+        if any(n not in footer.schema.names for n in physical):
+            yield from self._sub_scan([frag]).to_batches()
+            return
+        starts = footer.starts
+        offsets = np.sort(offsets.astype(np.int64))
+        group_of = np.searchsorted(starts, offsets, side="right") - 1
+        groups = [int(g) for g in np.unique(group_of)]
+        dictionaries = _dictionary_columns(footer, physical, groups)
+        with fs.open_input_file(path) as source:
+            parquet = pq.ParquetFile(
+                source,
+                metadata=footer.metadata,
+                read_dictionary=dictionaries or None,
+                pre_buffer=store.scheme != "file",
+            )
+            table = parquet.read_row_groups(groups, columns=physical)
         # where each selected row group starts in `table`, then each offset's position there
+        sizes = np.diff(starts)
         selected_start = np.zeros(len(sizes), dtype=np.int64)
         selected_start[groups] = np.cumsum([0, *[sizes[g] for g in groups]])[:-1]
-        group_of = np.searchsorted(starts, offsets, side="right") - 1
         local = selected_start[group_of] + offsets - starts[group_of]
-        table = pa.Table.from_arrays(
-            table.take(pa.array(local)).columns,
-            schema=pa.schema([self.physical_schema.field(self.table_schema.get_field_index(n)) for n in names]),
-        )
+        fields = [self.physical_schema.field(self.table_schema.get_field_index(n)) for n in names]
+        taken = table.take(pa.array(local))
+        columns = [c if c.type == f.type else c.cast(f.type) for c, f in zip(taken.columns, fields, strict=True)]
+        table = pa.Table.from_arrays(columns, schema=pa.schema(fields))
         kept = self._keep(table, frag, offsets.astype(np.uint64))
         yield from self._finish(kept, names)
 
@@ -471,7 +628,7 @@ class Scan:
         choice = self._index_choice()
         if choice is not None:
             with missing_files(self.store):
-                yield from self._indexed(*choice)
+                yield from self._indexed(choice)
             return
         with missing_files(self.store), ThreadPoolExecutor(max_workers=_FRAGMENT_THREADS) as pool:
             pending: deque[Future[list[pa.RecordBatch]]] = deque()

@@ -5,11 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mvcc_core as mvcc
+from mvcc_core import fragments
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.index import scalar
+from mvcc_core.index.planner import choose_index
 from mvcc_core.scan import Scan
 
 
@@ -137,3 +143,188 @@ def test_index_built_concurrently_with_an_in_place_update_of_its_column(tmp_path
     fresh = mvcc.open_table(str(tmp_path / "t"))
     fresh.create_index("k")
     assert answer(fresh, "k >= 1000", True) == answer(fresh, "k >= 1000", False) != []
+
+
+# ---- lookups that read only some row groups (index statistics, row groups of the data files)
+
+
+def typed(start: int, n: int) -> pa.Table:
+    ids = range(start, start + n)
+
+    def real(i: int) -> float | None:
+        if i % 10 == 0:
+            return float("nan")
+        if i % 15 == 0:
+            return None
+        return -0.0 if i % 7 == 0 else (i % 13) / 4 - 1.5
+
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "key": pa.array([(i * 7919) % 1009 for i in ids], pa.int64()),  # unsorted, nearly unique
+            "i32": pa.array([None if i % 9 == 0 else i % 23 - 11 for i in ids], pa.int32()),
+            "u": pa.array([i * 31 % 50 for i in ids], pa.uint64()),
+            "f": pa.array([real(i) for i in ids], pa.float64()),
+            "f32": pa.array([real(i + 3) for i in ids], pa.float32()),
+            "s": pa.array([None if i % 12 == 0 else f"s{i % 9}" for i in ids]),
+            "name": pa.array([f"name-{i * 7 % 500:04d}" for i in ids]),  # high cardinality: plain encoded
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def typed_table(tmp_path_factory) -> mvcc.Table:
+    """Small row groups in the data files (16 rows) and the index files (5 rows), so lookups prune both."""
+    uri = str(tmp_path_factory.mktemp("typed") / "t")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fragments, "ROW_GROUP_ROWS", 16)
+        patch.setattr(scalar, "ROWS_PER_GROUP", 5)
+        t = mvcc.write_table(typed(0, 400), uri, max_rows_per_file=150)
+        for column, kind in [
+            ("key", "BTREE"),
+            ("i32", "BTREE"),
+            ("u", "BITMAP"),
+            ("f", "BTREE"),
+            ("f32", "BITMAP"),
+            ("s", "BTREE"),
+            ("name", "BITMAP"),
+        ]:
+            t.create_index(column, kind)
+        t.append(typed(400, 40))  # not covered
+        t.delete("id % 11 = 4 OR id = 170")  # deleted after the build
+        t.update({"name": "upper(name)"}, where="id >= 160 AND id < 170", mode="rewrite_columns")  # two files
+    assert any(len(f.files) > 1 for f in t.manifest.fragments)
+    return t
+
+
+literals = {
+    "key": st.integers(-2, 1012).map(str),
+    "i32": st.one_of(st.integers(-13, 13).map(str), st.sampled_from(["2.5", "-0.0", "3.0", "'4'", "1e1"])),
+    "u": st.one_of(st.integers(-2, 52).map(str), st.sampled_from(["-1", "18446744073709551615", "7.5"])),
+    "f": st.one_of(
+        st.integers(-8, 8).map(lambda v: str(v / 4)), st.sampled_from(["-0.0", "0", "1", "0.1", "-2", "'1.25'"])
+    ),
+    "f32": st.one_of(st.integers(-8, 8).map(lambda v: str(v / 4)), st.sampled_from(["-0.0", "0.1", "2"])),
+    "s": st.one_of(st.integers(-1, 9).map(lambda v: f"'s{v}'"), st.sampled_from(["''", "'s'", "'t'", "'S1'"])),
+    "name": st.integers(0, 501).map(lambda v: f"'name-{v:04d}'"),
+}
+
+
+@st.composite
+def typed_predicates(draw) -> str:
+    column = draw(st.sampled_from(sorted(literals)))
+    value = literals[column]
+    shape = draw(st.sampled_from(["cmp", "flipped", "between", "in", "two", "paren"]))
+    op = draw(st.sampled_from(["=", "<", "<=", ">", ">=", "<>"]))
+    if shape == "cmp":
+        return f"{column} {op} {draw(value)}"
+    if shape == "flipped":
+        return f"{draw(value)} {op} {column}"
+    if shape == "between":
+        return f"{column} BETWEEN {draw(value)} AND {draw(value)}"
+    if shape == "in":
+        items = draw(st.lists(st.one_of(value, st.just("NULL")), min_size=1, max_size=4))
+        return f"{column} IN ({', '.join(items)})"
+    if shape == "two":
+        return f"{column} >= {draw(value)} AND ({column} < {draw(value)})"
+    return f"({column} = ({draw(value)}))"
+
+
+def typed_answer(t: mvcc.Table, predicate: str, use_index: bool, **options) -> list[str]:
+    """The rows as sorted reprs (NaN equals NaN there)."""
+    scan = Scan(t._store, t.manifest, filter=predicate, use_index=use_index, **options)
+    return sorted(repr(tuple(r.values())) for r in scan.to_table().to_pylist())
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(predicate=typed_predicates(), tail=st.sampled_from(["", " AND id > 100", " AND id % 2 = 0", " OR id = 5"]))
+def test_pruned_lookups_equal_full_scan(typed_table, predicate, tail) -> None:
+    sql = predicate + tail
+    try:
+        expected = typed_answer(typed_table, sql, False)
+    except mvcc.PredicateError:
+        with pytest.raises(mvcc.PredicateError):
+            typed_answer(typed_table, sql, True)
+        return
+    assert typed_answer(typed_table, sql, True) == expected
+    options = {"columns": ["name", "id"], "with_row_address": True, "with_row_id": True}
+    assert typed_answer(typed_table, sql, True, **options) == typed_answer(typed_table, sql, False, **options)
+    assert count(typed_table, sql, True) == count(typed_table, sql, False)
+
+
+def test_planner_bounds() -> None:
+    schema = pa.schema(
+        [("k", pa.int64()), ("i", pa.int32()), ("u", pa.uint64()), ("f", pa.float32()), ("s", pa.string())]
+    )
+    physical = pa.schema([(f"c{n}", f.type) for n, f in enumerate(schema)])
+    fields = [pb.Field(name=f.name, id=n, parent_id=-1) for n, f in enumerate(schema)]
+    manifest = pb.Manifest(fields=fields)
+    for n in range(len(schema)):
+        manifest.indices.append(pb.IndexMetadata(fields=[n], index_type="BTREE", files=[pb.IndexFile(path="x")]))
+
+    def bounds(sql: str) -> list:
+        choice = choose_index(sql, schema, physical, manifest)
+        assert choice is not None, sql
+        return choice.bounds
+
+    assert bounds("k = 3") == [[(3, True, 3, True)]]
+    assert bounds("5 < k") == [[(5, False, None, False)]]
+    assert bounds("(k) <= -(4)") == [] and bounds("k <= -4") == [[(None, False, -4, True)]]
+    assert bounds("k BETWEEN 1 AND 4 AND k <> 2 AND k > 0") == [[(1, True, 4, True)], [(0, False, None, False)]]
+    assert bounds("k IN (1, NULL, -2)") == [[(1, True, 1, True), (-2, True, -2, True)]]
+    assert bounds("k IN (NULL)") == [[]]  # matches nothing
+    assert bounds("k = 2.5") == bounds("k = '3'") == bounds("k + 1 = 3") == bounds("k IS NULL") == []
+    assert bounds("k = 3.0") == [[(3, True, 3, True)]]  # exactly an integer: the filter compares in int64
+    assert bounds("i = 3000000000") == [] and bounds("i = 7") == [[(7, True, 7, True)]]
+    assert bounds("u = -1") == [] and bounds("u = 18446744073709551615") == [[(2**64 - 1, True, 2**64 - 1, True)]]
+    assert bounds("f = 0.1") == [] and bounds("f = 0.5") == [[(0.5, True, 0.5, True)]]  # 0.1 is no float32
+    assert bounds("s = 'x'") == [[("x", True, "x", True)]] and bounds("lower(s) = 'x'") == []
+    assert choose_index("s = 1", schema, physical, manifest) is None  # not a valid filter
+
+
+def test_point_lookup_reads_one_row_group_of_index_and_data(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(fragments, "ROW_GROUP_ROWS", 16)
+    monkeypatch.setattr(scalar, "ROWS_PER_GROUP", 8)
+    t = mvcc.write_table(typed(0, 400), str(tmp_path / "t"), max_rows_per_file=200)
+    t.create_index("key")
+    t.create_index("s", "BITMAP")
+    t.delete("id = 11")
+    reads: list[tuple[str, list[int]]] = []
+    original = pq.ParquetFile.read_row_groups
+
+    def spy(self, row_groups, columns=None, **kwargs):
+        reads.append((columns[-1], list(row_groups)))
+        return original(self, row_groups, columns=columns, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "read_row_groups", spy)
+    key = typed(0, 400).column("key").to_pylist()
+    for sql, rows in [(f"key = {key[250]}", [250]), ("key = 2000", []), (f"key = {key[11]}", [11])]:  # 11: deleted
+        reads.clear()
+        table = t.to_table(filter=sql)
+        assert table.column("id").to_pylist() == [r for r in rows if r != 11]
+        index_reads = [groups for column, groups in reads if column == "_rowaddr"]
+        data_reads = [groups for column, groups in reads if column != "_rowaddr"]
+        assert len(index_reads) <= 1 and all(len(g) == 1 for g in index_reads), reads
+        assert data_reads == ([[rows[0] % 200 // 16]] if rows else []), reads
+    reads.clear()
+    assert t.count_rows("s = 's4'") == typed(0, 400).filter(pc.field("s") == "s4").num_rows
+    assert [len(groups) for column, groups in reads if column == "bitmap"] == [1]  # sorted by value: one group
+    assert typed_answer(t, "s = 's4'", True) == typed_answer(t, "s = 's4'", False)
+
+
+def test_cached_filters_and_choices_follow_the_manifest(tmp_path) -> None:
+    t = mvcc.write_table(data(0, 100), str(tmp_path / "t"), max_rows_per_file=40)
+    for _ in range(2):  # a bad filter fails every time, not only before it is cached
+        with pytest.raises(mvcc.PredicateError):
+            t.to_table(filter="k = ")
+    assert t.to_table(filter="k = 3").num_rows == 5
+    t.create_index("k")  # same filter, same fields, now an index
+    assert Scan(t._store, t.manifest, filter="k = 3")._index_choice() is not None
+    t.alter_columns({"path": "k", "name": "k2"})
+    with pytest.raises(mvcc.PredicateError):
+        t.to_table(filter="k = 3")
+    assert answer(t, "k2 = 3", True) == answer(t, "k2 = 3", False)
+    t.drop_index("k_idx")
+    assert Scan(t._store, t.manifest, filter="k2 = 3")._index_choice() is None
+    t.create_index("k2", "BITMAP")  # a new index file: a new uuid, nothing stale is read
+    assert answer(t, "k2 = 3", True) == answer(t, "k2 = 3", False)
