@@ -12,11 +12,13 @@ put-if-not-exists is the same lost race as above.
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import time
 import uuid
 import warnings
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from . import conflicts
@@ -65,6 +67,24 @@ class CommitCache:
 
     manifests: dict[int, pb.Manifest] = field(default_factory=dict)
     transactions: dict[str, Transaction] = field(default_factory=dict)
+
+
+_LOOKUPS: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _lookups() -> ThreadPoolExecutor:
+    """A small pool for overlapped lookups, made per process (a pool inherited through fork has no threads)."""
+    global _LOOKUPS
+    if _LOOKUPS is None or _LOOKUPS[0] != os.getpid():
+        _LOOKUPS = (os.getpid(), ThreadPoolExecutor(max_workers=4, thread_name_prefix="mvcc-latest"))
+    return _LOOKUPS[1]
+
+
+def _latest_or_none(store: ObjectStore, known: ManifestLocation | None) -> ManifestLocation | None:
+    try:
+        return latest_manifest_location(store, known)
+    except TableNotFoundError:
+        return None
 
 
 def backoff_delay(attempt: int, slot_seconds: float, rng: random.Random | None = None) -> float:
@@ -194,21 +214,27 @@ class Committer:
             self.store.check_commit_supported()  # with an external store no conditional write is needed
         if read_manifest_hint is not None:
             self.cache.manifests.setdefault(read_manifest_hint.version, read_manifest_hint)
+        known = None  # a version seen to exist: where the next look for the latest starts
+        if read_manifest_hint is not None and txn.read_version:
+            known = location_of(self.store, txn.read_version, naming)
+        # On an object store the first look for the latest version (a LIST) overlaps the transaction
+        # file's PUT: both are round trips and neither needs the other. Seeing an older latest only
+        # means losing the conditional PUT and looking again.
+        early = None
+        if self.external_store is None and self.store.scheme not in ("file", "memory"):
+            early = _lookups().submit(_latest_or_none, self.store, known)
         txn_file = write_transaction(self.store, txn)
         failpoint("commit.after_transaction_file")
         checked: set[int] = set()
         rebased_files: dict[str, list[str]] = {"written": [], "superseded": []}
         build_ctx = BuildContext(load_version=self._load_version_any, load_reference=self._load_reference)
-        known = None  # a version seen to exist: where the next look for the latest starts
-        if read_manifest_hint is not None and txn.read_version:
-            known = location_of(self.store, txn.read_version, naming)
         slot = BACKOFF_MAX_SLOT_SECONDS  # the quickest attempt so far: a slot of the backoff
         for attempt in range(max_retries + 1):
             attempt_start = time.perf_counter()
-            try:
-                latest_loc = latest_manifest_location(self.store, known)
-            except TableNotFoundError:
-                latest_loc = None
+            if early is not None:
+                latest_loc, early = early.result(), None
+            else:
+                latest_loc = _latest_or_none(self.store, known)
             if latest_loc is not None and create:
                 raise TableExistsError(f"a table already exists at {self.store.uri} (version {latest_loc.version})")
             if latest_loc is None and txn.read_version != 0:
