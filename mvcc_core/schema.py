@@ -215,6 +215,10 @@ def conform(data: pa.Table | pa.RecordBatch, table_schema: pa.Schema) -> pa.Tabl
     differently. Anything else (a missing or extra column, another type, nulls in a non-nullable
     column) is refused, as Lance and Delta refuse an append with a different schema.
     """
+    if data.schema.equals(table_schema) and all(
+        f.nullable or not col.null_count for f, col in zip(table_schema, data.columns, strict=True)
+    ):
+        return data  # the common case (scans feeding writes): nothing to check or cast
     problems = []
     names = data.schema.names
     missing = [n for n in table_schema.names if n not in names]
