@@ -21,7 +21,7 @@ from .naming import data_file_path, new_data_file_name
 from .storage import ObjectStore
 
 DEFAULT_MAX_ROWS_PER_FILE = 1_048_576
-ROW_GROUP_ROWS = 128 * 1024
+ROW_GROUP_ROWS = 64 * 1024  # an indexed lookup reads one: 64Ki reads in half the time of 128Ki; full scans ~5% more CPU
 PARQUET_COMPRESSION = "zstd"
 # Dictionary encoding is chosen per column from a sample: on a column of mostly distinct values the
 # Parquet writer fills a dictionary page, gives up and falls back, which costs ~3x the write time
