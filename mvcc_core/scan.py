@@ -113,6 +113,7 @@ _SCHEMAS = LruCache(64)
 _FILTERS = LruCache(256)
 _CHOICES = LruCache(256)
 _FOOTERS = LruCache(512)
+_FRAGMENTS = LruCache(512)
 
 
 def _schemas(manifest: pb.Manifest) -> tuple[Any, pa.Schema, pa.Schema, dict[str, int]]:
@@ -141,17 +142,55 @@ class Footer:
     leaves: dict[str, int]
 
 
+def _remote(scheme: str) -> bool:
+    """Object stores, where opening a file by path costs a HEAD request (local disk and memory: nothing)."""
+    return scheme not in ("file", "memory")
+
+
+def parquet_fragment(fs: pafs.FileSystem, key: tuple[str, str, int]) -> ds.ParquetFileFragment:
+    """A dataset fragment of the file at `key` with its footer loaded, once per process and filesystem.
+
+    Reads through it need no HEAD request (the size is known) and no footer read; the cache key holds the
+    filesystem's id since the fragment keeps the filesystem alive.
+    """
+
+    def load() -> ds.ParquetFileFragment:
+        fragment = _PARQUET.make_fragment(key[1], filesystem=fs, file_size=key[2] or None)
+        fragment.ensure_complete_metadata()
+        return fragment
+
+    return _FRAGMENTS.get_or_build((*key, id(fs)), load)
+
+
 def parquet_footer(fs: pafs.FileSystem, key: tuple[str, str, int]) -> Footer:
     """The footer of the file at `key` = (store scheme, path for `fs`, size or 0), read once per process."""
     footer = _FOOTERS.get(key)
     if footer is _MISSING:
-        with fs.open_input_file(key[1]) as source:
-            metadata = pq.ParquetFile(source).metadata
+        if _remote(key[0]):
+            metadata = parquet_fragment(fs, key).metadata
+        else:
+            with fs.open_input_file(key[1]) as source:
+                metadata = pq.ParquetFile(source).metadata
         sizes = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
         leaves = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
         footer = Footer(metadata, metadata.schema.to_arrow_schema(), np.cumsum([0, *sizes]), leaves)
         _FOOTERS.put(key, footer)
     return footer
+
+
+def read_row_groups(
+    fs: pafs.FileSystem, key: tuple[str, str, int], groups: list[int], columns: list[str], dictionaries: list[str]
+) -> pa.Table:
+    """Row groups `groups` (ascending) of the file at `key`, columns `columns`; `dictionaries`: string columns
+    to read as dictionaries (local files only, where decoding dominates; on object stores requests do)."""
+    if _remote(key[0]):
+        return parquet_fragment(fs, key).subset(row_group_ids=groups).to_table(columns=columns)
+    footer = parquet_footer(fs, key)
+    with fs.open_input_file(key[1]) as source:
+        parquet = pq.ParquetFile(
+            source, metadata=footer.metadata, read_dictionary=dictionaries or None, pre_buffer=False
+        )
+        return parquet.read_row_groups(groups, columns=columns)
 
 
 def parquet_metadata(fs: pafs.FileSystem, key: tuple[str, str, int]) -> pq.FileMetaData:
@@ -593,7 +632,8 @@ class Scan:
         data_file = frag.files[0]
         store, rel = data_file_location(self.store, self.manifest.base_paths, data_file)
         fs, path = store.arrow_filesystem(), store.arrow_path(rel)
-        footer = parquet_footer(fs, (store.scheme, path, data_file.file_size_bytes))
+        key = (store.scheme, path, data_file.file_size_bytes)
+        footer = parquet_footer(fs, key)
         if any(n not in footer.schema.names for n in physical):
             yield from self._sub_scan([frag]).to_batches()
             return
@@ -602,14 +642,7 @@ class Scan:
         group_of = np.searchsorted(starts, offsets, side="right") - 1
         groups = [int(g) for g in np.unique(group_of)]
         dictionaries = _dictionary_columns(footer, physical, groups)
-        with fs.open_input_file(path) as source:
-            parquet = pq.ParquetFile(
-                source,
-                metadata=footer.metadata,
-                read_dictionary=dictionaries or None,
-                pre_buffer=store.scheme != "file",
-            )
-            table = parquet.read_row_groups(groups, columns=physical)
+        table = read_row_groups(fs, key, groups, physical, dictionaries)
         # where each selected row group starts in `table`, then each offset's position there
         sizes = np.diff(starts)
         selected_start = np.zeros(len(sizes), dtype=np.int64)

@@ -328,3 +328,22 @@ def test_cached_filters_and_choices_follow_the_manifest(tmp_path) -> None:
     assert Scan(t._store, t.manifest, filter="k2 = 3")._index_choice() is None
     t.create_index("k2", "BITMAP")  # a new index file: a new uuid, nothing stale is read
     assert answer(t, "k2 = 3", True) == answer(t, "k2 = 3", False)
+
+
+def test_lookups_on_every_store(any_uri, monkeypatch) -> None:
+    """Local files are read through cached footers, object stores through cached dataset fragments."""
+    uri, options = any_uri
+    monkeypatch.setattr(fragments, "ROW_GROUP_ROWS", 16)
+    monkeypatch.setattr(scalar, "ROWS_PER_GROUP", 8)
+    t = mvcc.write_table(typed(0, 200), uri, max_rows_per_file=80, storage_options=options)
+    t.create_index("key")
+    t.create_index("s", "BITMAP")
+    t.create_index("f")
+    t.delete("id % 9 = 2")
+    t.append(typed(200, 30))
+    t = mvcc.open_table(uri, storage_options=options)
+    key = typed(0, 230).column("key").to_pylist()
+    for sql in [f"key = {key[100]}", f"key = {key[11]}", f"key IN ({key[5]}, {key[210]})", "s = 's3'", "f < 0"]:
+        for repeat in range(2):  # cold, then cached footers and fragments
+            assert typed_answer(t, sql, True) == typed_answer(t, sql, False), (sql, repeat)
+    assert t.to_table(filter=f"key = {key[100]}").column("id").to_pylist() == [100]

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyroaring import BitMap, BitMap64
 
@@ -26,7 +25,7 @@ from .. import schema as schema_mod
 from .._proto import table_pb2 as pb
 from ..errors import SchemaError
 from ..naming import INDICES_DIR
-from ..scan import LruCache
+from ..scan import LruCache, filter_table, parquet_fragment, parquet_metadata, read_row_groups
 from ..storage import ObjectStore
 
 BTREE, BITMAP = "BTREE", "BITMAP"
@@ -119,7 +118,6 @@ class _Statistics:
 
 # Per index file (keyed by store scheme, path and size; index files are immutable, their names uuids).
 _STATISTICS = LruCache(64)
-_FRAGMENTS = LruCache(64)  # dataset fragments with their footer loaded, for lookups without bounds
 
 
 def _numeric(value_type: pa.DataType) -> bool:
@@ -204,7 +202,7 @@ def lookup(
     With `bounds` (literal ranges implied by `expr`, from the planner) only the index row groups whose
     statistics admit them are read; `expr` is applied to what is read either way.
     """
-    from ..scan import ROW_ADDRESS, filter_table, parquet_metadata
+    from ..scan import ROW_ADDRESS
 
     path = store.arrow_path(f"{index_dir(index)}/{INDEX_FILE}")
     size = index.files[0].size_bytes if index.files else 0
@@ -220,18 +218,9 @@ def lookup(
             groups = _row_groups(stats, bounds)
             if not groups:
                 return np.array([], dtype=np.uint64)
-            with fs.open_input_file(path) as source:
-                parquet = pq.ParquetFile(source, metadata=metadata, pre_buffer=store.scheme != "file")
-                found = filter_table(parquet.read_row_groups(groups, columns=[column, payload]), expr)
+            found = filter_table(read_row_groups(fs, key, groups, [column, payload], []), expr)
     if found is None:  # Arrow prunes the row groups (the fragment keeps the footer between lookups)
-
-        def load() -> ds.ParquetFileFragment:
-            fragment = ds.ParquetFileFormat().make_fragment(path, filesystem=fs, file_size=size or None)
-            fragment.ensure_complete_metadata()
-            return fragment
-
-        fragment = _FRAGMENTS.get_or_build((*key, id(fs)), load)  # the fragment holds `fs`: its id stays unique
-        found = fragment.to_table(columns=[column, payload], filter=expr)
+        found = parquet_fragment(fs, key).to_table(columns=[column, payload], filter=expr)
     if index.index_type == BTREE:
         return np.sort(found.column(payload).to_numpy().astype(np.uint64))
     out = BitMap64()
