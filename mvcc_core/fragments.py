@@ -170,6 +170,7 @@ class FragmentWriter:
         self._writer.close()
         size = self._sink.tell()
         self._sink.close()
+        self.store.sync(self._path)
         self.fragments.append(
             pb.DataFragment(
                 files=[
@@ -271,6 +272,7 @@ def write_column_file(store: ObjectStore, fields: list[pb.Field], data: pa.Table
         with fs.open_output_stream(store.arrow_path(path)) as sink:
             pq.write_table(table, sink, row_group_size=ROW_GROUP_ROWS, **parquet_options(table))
             size = sink.tell()
+        store.sync(path)
     except BaseException:
         store.delete_many([path])
         raise

@@ -192,6 +192,9 @@ class _Backend:
     def rel_of(self, full: str) -> str:
         return full[len(self.root) + 1 :] if self.root else full.lstrip("/")
 
+    def sync(self, rel: str) -> None:
+        """Make a file written outside this backend (by pyarrow) durable; object stores are on ack."""
+
     # --- generic fsspec implementations -------------------------------------------------------------
     def get(self, rel: str) -> bytes:
         return self.fs.cat_file(self.full(rel))
@@ -291,9 +294,30 @@ class _MemoryBackend(_Backend):
 
 
 class _LocalBackend(_Backend):
-    """A local directory, through ``os`` directly: the atomic primitives need link/replace semantics."""
+    """A local directory, through ``os`` directly: the atomic primitives need link/replace semantics.
+
+    `fsync`: make every write durable against power loss (file contents and directory entries), as
+    object_store's `LocalFileSystem::with_fsync(true)`; off by default like it and delta-rs. Commits are
+    atomic either way (a manifest appears by link, whole), and a killed process loses nothing it was
+    told was committed; only an OS crash or power cut can lose recent versions without it.
+    """
 
     atomic = True
+
+    def __init__(self, fs: fsspec.AbstractFileSystem, root: str, fsync: bool = False) -> None:
+        super().__init__(fs, root)
+        self.fsync = fsync
+
+    def sync(self, rel: str) -> None:
+        if not self.fsync:
+            return
+        full = self.full(rel)
+        fd = os.open(full, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        _fsync_dir(os.path.dirname(full))
 
     def full(self, rel: str) -> str:
         if not rel:
@@ -346,13 +370,15 @@ class _LocalBackend(_Backend):
 
     def put(self, rel: str, data: bytes) -> None:
         final = self.full(rel)
-        tmp = self._write_temp(final, data, sync=False)
+        tmp = self._write_temp(final, data, sync=self.fsync)
         try:
             os.replace(tmp, final)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
+        if self.fsync:
+            _fsync_dir(os.path.dirname(final))
 
     def _link(self, src: str, dst: str) -> bool:
         try:
@@ -366,14 +392,15 @@ class _LocalBackend(_Backend):
                     "rename-if-not-exists; committing to it needs an external manifest store"
                 ) from exc
             raise
-        _fsync_dir(os.path.dirname(dst))
+        if self.fsync:
+            _fsync_dir(os.path.dirname(dst))
         return True
 
     def put_if_not_exists(self, rel: str, data: bytes) -> bool:
         final = self.full(rel)
         if os.path.lexists(final):  # lost already: skip the write and fsync a loser would waste
             return False
-        tmp = self._write_temp(final, data, sync=True)
+        tmp = self._write_temp(final, data, sync=self.fsync)
         try:
             return self._link(tmp, final)
         finally:
@@ -402,7 +429,11 @@ class _LocalBackend(_Backend):
         tmp = os.path.join(parent, _temp_name(name))
         try:
             shutil.copyfile(src_full, tmp)
+            if self.fsync:
+                self.sync(self.rel_of(tmp))
             os.replace(tmp, dst_full)
+            if self.fsync:
+                _fsync_dir(parent)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
@@ -713,7 +744,7 @@ class ObjectStore:
         self._s3_options: dict[str, Any] = {}
         try:
             if scheme in ("file", "local"):
-                self._init_local(uri)
+                self._init_local(uri, options)
             elif scheme == "memory":
                 self._init_memory(rest)
             elif scheme in ("s3", "s3a"):
@@ -726,7 +757,7 @@ class ObjectStore:
             raise StorageError(f"cannot open object store for {uri}: {type(exc).__name__}: {exc}") from exc
 
     # --- construction ---------------------------------------------------------------------------------
-    def _init_local(self, uri: str) -> None:
+    def _init_local(self, uri: str, options: dict[str, Any]) -> None:
         from fsspec.implementations.local import LocalFileSystem
 
         root = LocalFileSystem._strip_protocol(uri)
@@ -734,7 +765,8 @@ class ObjectStore:
         self.scheme = "file"
         self.uri = root if "://" not in uri else f"file://{root}"
         self.fs = LocalFileSystem()
-        self._backend: _Backend = _LocalBackend(self.fs, root)
+        fsync = options.get("fsync", False)
+        self._backend: _Backend = _LocalBackend(self.fs, root, fsync=bool(fsync) and not _is_false(fsync))
 
     def _init_memory(self, rest: str) -> None:
         from fsspec.implementations.memory import MemoryFileSystem
@@ -892,6 +924,11 @@ class ObjectStore:
         rel = self._clean(rel)
         with self._errors("head", rel):
             return self._backend.head(rel)
+
+    def sync(self, rel: str) -> None:
+        """After writing `rel` through `arrow_filesystem()`: durable with the local `fsync` option."""
+        with self._errors("sync", rel):
+            self._backend.sync(self._clean(rel))
 
     def exists(self, rel: str) -> bool:
         """Whether an object (not a "directory") of that name exists."""
