@@ -52,6 +52,7 @@ from .tags import Tags
 from .transaction import ManifestBuildError, Transaction, read_transaction
 
 if TYPE_CHECKING:
+    from .executor import Executor
     from .maintenance.cleanup import CleanupStats
     from .maintenance.optimize import Optimize
     from .merge_insert import MergeInsertBuilder
@@ -567,12 +568,14 @@ class Table:
         name: str | None = None,
         replace: bool = True,
         commit_message: str | None = None,
+        executor: Executor | None = None,
     ) -> Table:
         """A BTREE or BITMAP index on a scalar column over every fragment (one CreateIndex).
 
         Filters on the column (`=`, `IN`, ranges, `IS NULL`, ...) then read only the rows it names in the
         fragments it covers. `name` defaults to `{column}_idx`; an existing index of that name is replaced,
-        or refused with `replace=False`.
+        or refused with `replace=False`. With `executor` (`map(fn, tasks)`: a process pool, Spark) the
+        column is read by tasks on it; this process sorts and writes the index and commits.
         """
         from .index.scalar import build
 
@@ -580,7 +583,9 @@ class Table:
         existing = [i for i in self._manifest.indices if i.name == name]
         if existing and not replace:
             raise SchemaError(f"table {self.uri} already has an index named {name!r}; pass replace=True")
-        built = build(self._store, self._manifest, column, index_type, name)
+        built = build(
+            self._store, self._manifest, column, index_type, name, None, executor, self.uri, self._storage_options
+        )
         op = ops.CreateIndex(new_indices=[built.metadata], removed_indices=existing)
         return self._commit_written(op, built.written, commit_message, DEFAULT_MAX_RETRIES)
 

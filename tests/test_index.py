@@ -347,3 +347,58 @@ def test_lookups_on_every_store(any_uri, monkeypatch) -> None:
         for repeat in range(2):  # cold, then cached footers and fragments
             assert typed_answer(t, sql, True) == typed_answer(t, sql, False), (sql, repeat)
     assert t.to_table(filter=f"key = {key[100]}").column("id").to_pylist() == [100]
+
+
+def test_index_build_runs_as_tasks_on_an_executor(tmp_uri) -> None:
+    """The column is read by picklable tasks in other processes; the index equals one built in-process."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+
+    from mvcc_core.index import tasks as index_tasks
+    from mvcc_core.index.scalar import INDEX_FILE, index_dir
+
+    t = None
+    for start in range(0, 60, 10):
+        ids = pa.array(range(start, start + 10), pa.int64())
+        data = pa.table({"id": ids, "k": pa.compute.multiply(ids, 7)})
+        t = mvcc.write_table(data, tmp_uri, mode="create" if start == 0 else "append")
+    t.delete("id IN (4, 33)")
+    tasks = index_tasks.plan(t.manifest, "k", list(t.manifest.fragments), "_indices/x", rows_per_task=25)
+    assert [len(task.fragments) for task in tasks] == [3, 3]  # about 25 live rows per task
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        by_pool = t.create_index("k", "BTREE", name="k_idx", executor=pool).manifest.indices[0]
+    in_process = t.create_index("k", "BTREE", name="k_idx").manifest.indices[0]
+
+    def content(index) -> pa.Table:
+        return pq.read_table(f"{tmp_uri}/{index_dir(index)}/{INDEX_FILE}")
+
+    assert content(by_pool).equals(content(in_process)) and content(by_pool).num_rows == 58
+    assert not list(Path(tmp_uri, "_indices").rglob("*.arrow"))  # the parts are gone
+    t = t.checkout(t.version - 1)  # the version with the index built by the pool
+    whole = t.to_table()
+    for lo, hi in [(21, 21), (0, 100), (231, 231), (28, 400)]:
+        expected = sorted(r["id"] for r in whole.to_pylist() if lo <= r["k"] <= hi)
+        assert sorted(t.to_table(filter=f"k >= {lo} AND k <= {hi}")["id"].to_pylist()) == expected
+
+
+def test_a_failed_index_task_leaves_nothing(tmp_uri) -> None:
+    from pathlib import Path
+
+    class DiesAfterOneTask:  # a worker lost mid-build: the first part is written, then the job fails
+        def map(self, fn, tasks):
+            tasks = list(tasks)
+            yield fn(tasks[0])
+            raise RuntimeError("executor lost")
+
+    t = None
+    for start in range(0, 40, 10):
+        data = pa.table({"id": pa.array(range(start, start + 10), pa.int64())})
+        t = mvcc.write_table(data, tmp_uri, mode="create" if start == 0 else "append")
+    before = t.version
+    with pytest.raises(RuntimeError, match="executor lost"):
+        t.create_index("id", executor=DiesAfterOneTask())
+    assert mvcc.open_table(tmp_uri).version == before
+    assert not [p for p in Path(tmp_uri, "_indices").rglob("*") if p.is_file()]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import uuid as uuid_mod
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -27,6 +28,9 @@ from ..errors import SchemaError
 from ..naming import INDICES_DIR
 from ..scan import LruCache, filter_table, parquet_fragment, parquet_metadata, read_row_groups
 from ..storage import ObjectStore
+
+if TYPE_CHECKING:
+    from ..executor import Executor
 
 BTREE, BITMAP = "BTREE", "BITMAP"
 INDEX_TYPES = (BTREE, BITMAP)
@@ -51,8 +55,14 @@ def build(
     index_type: str,
     name: str,
     fragments: list[pb.DataFragment] | None = None,
+    executor: Executor | None = None,
+    uri: str | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> BuiltIndex:
-    """Scan `column` of the fragments (live rows, with addresses) and write the index file."""
+    """Scan `column` of the fragments (live rows, with addresses) and write the index file.
+
+    With `executor` (and the table's `uri`), the scan runs as tasks on it (`index/tasks.py`).
+    """
     from ..scan import ROW_ADDRESS, Scan
 
     fields = list(manifest.fields)
@@ -67,7 +77,14 @@ def build(
         raise SchemaError(f"cannot index {column!r}: scalar indices need a scalar column, it is {field.logical_type}")
     fragments = list(manifest.fragments if fragments is None else fragments)
     physical = schema_mod.physical_name(field.id)
-    data = Scan(store, manifest, columns=[column], with_row_address=True, fragments=fragments).to_table()
+    index_id = uuid_mod.uuid4()
+    if executor is not None and fragments:
+        from .tasks import read_distributed
+
+        where = f"{INDICES_DIR}/{index_id}"
+        data = read_distributed(store, manifest, column, fragments, where, executor, uri or store.uri, storage_options)
+    else:
+        data = Scan(store, manifest, columns=[column], with_row_address=True, fragments=fragments).to_table()
     values = data.column(column)
     if index_type == BTREE:
         order = pc.sort_indices(data, sort_keys=[(column, "ascending")])  # nulls last
@@ -80,7 +97,6 @@ def build(
         ]
         table = pa.table({physical: grouped.column(column), "bitmap": pa.array(bitmaps, pa.binary())})
         table = table.sort_by([(physical, "ascending")])  # nulls last; row-group statistics then prune
-    index_id = uuid_mod.uuid4()
     metadata = pb.IndexMetadata(
         uuid=pb.UUID(uuid=index_id.bytes),
         fields=[field.id],
@@ -97,6 +113,7 @@ def build(
         with fs.open_output_stream(store.arrow_path(path)) as sink:
             pq.write_table(table, sink, row_group_size=ROWS_PER_GROUP, compression="zstd", write_statistics=True)
             size = sink.tell()
+        store.sync(path)
     except BaseException:
         store.delete_many([path])
         raise

@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pyroaring import BitMap
@@ -34,6 +33,7 @@ from .._proto import transaction_pb2 as tpb
 from ..bases import remove_data_files
 from ..deletion import live_rows, read_deletion_vector
 from ..errors import CommitConflictError, SchemaError
+from ..executor import Executor, ThreadExecutor
 from ..fragments import FragmentWriter
 from ..index import frag_reuse
 from ..row_ids import ROW_ID
@@ -41,12 +41,6 @@ from ..scan import Scan
 
 if TYPE_CHECKING:
     from ..table import Table
-
-
-class Executor(Protocol):
-    """Where compaction and index tasks run: `concurrent.futures` executors fit, so does a Spark executor."""
-
-    def map(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> Iterable[Any]: ...
 
 
 @dataclass(frozen=True)
@@ -297,17 +291,6 @@ def commit(
         raise
 
 
-class _ThreadExecutor:
-    """The default executor: a thread pool in this process."""
-
-    def __init__(self, threads: int = 4) -> None:
-        self.threads = threads
-
-    def map(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> Iterator[Any]:
-        with ThreadPoolExecutor(max_workers=self.threads) as pool:
-            yield from pool.map(fn, tasks)
-
-
 def run_task(task: CompactionTask, uri: str, storage_options: dict[str, Any] | None) -> RewriteResult:
     """Module-level, so that `partial(run_task, ...)` pickles for process pools and Spark."""
     return task.execute(uri, storage_options)
@@ -327,7 +310,7 @@ def compact_files(
         return CompactionMetrics(seconds=time.perf_counter() - start)
     run = partial(run_task, uri=table.uri, storage_options=table._storage_options)
     results = []
-    for result in (executor or _ThreadExecutor()).map(run, compaction_plan.tasks):
+    for result in (executor or ThreadExecutor()).map(run, compaction_plan.tasks):
         results.append(result)
         if progress is not None:
             progress(len(results), len(compaction_plan.tasks))

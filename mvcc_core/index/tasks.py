@@ -1,0 +1,111 @@
+"""Index builds as tasks: the reading of the indexed column runs on an Executor, the driver writes the index.
+
+Reading every fragment's column is the part that scales with the table, so it is split into picklable
+tasks (groups of fragments of about `rows_per_task` live rows). Each task writes its values and row
+addresses as an Arrow IPC part under the new index's directory and returns only the part's path; the
+driver reads the parts back, sorts/groups them into the index file, and removes the parts. A part left
+by a crashed driver is an unreferenced file under `_indices/`, which retention removes.
+"""
+
+from __future__ import annotations
+
+import uuid as uuid_mod
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import pyarrow as pa
+
+from .._proto import table_pb2 as pb
+from ..deletion import live_rows
+from ..executor import Executor
+from ..storage import ObjectStore
+
+DEFAULT_ROWS_PER_TASK = 1_048_576
+
+
+@dataclass(frozen=True)
+class IndexBuildTask:
+    """Read `column` (live rows, with row addresses) of some fragments of `read_version`."""
+
+    read_version: int
+    column: str
+    fragments: tuple[bytes, ...]  # serialized DataFragment
+    part_path: str
+
+    def execute(self, uri: str, storage_options: dict[str, Any] | None = None) -> IndexPart:
+        from ..scan import Scan
+        from ..table import open_table
+
+        table = open_table(uri, version=self.read_version, storage_options=storage_options)
+        fragments = [pb.DataFragment.FromString(f) for f in self.fragments]
+        data = Scan(table._store, table.manifest, columns=[self.column], with_row_address=True, fragments=fragments)
+        return write_part(table._store, self.part_path, data.to_table())
+
+
+@dataclass(frozen=True)
+class IndexPart:
+    path: str
+    rows: int
+
+
+def write_part(store: ObjectStore, path: str, data: pa.Table) -> IndexPart:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, data.schema) as writer:
+        writer.write_table(data)
+    store.put(path, sink.getvalue().to_pybytes())
+    return IndexPart(path, data.num_rows)
+
+
+def run_task(task: IndexBuildTask, uri: str, storage_options: dict[str, Any] | None) -> IndexPart:
+    """Module-level, so that `partial(run_task, ...)` pickles for process pools and Spark."""
+    return task.execute(uri, storage_options)
+
+
+def plan(
+    manifest: pb.Manifest,
+    column: str,
+    fragments: list[pb.DataFragment],
+    index_dir: str,
+    rows_per_task: int = DEFAULT_ROWS_PER_TASK,
+) -> list[IndexBuildTask]:
+    """Adjacent fragments grouped to about `rows_per_task` live rows per task."""
+    groups: list[list[pb.DataFragment]] = []
+    rows = 0
+    for frag in fragments:
+        if not groups or rows >= rows_per_task:
+            groups.append([])
+            rows = 0
+        groups[-1].append(frag)
+        rows += live_rows(frag)
+    return [
+        IndexBuildTask(
+            read_version=manifest.version,
+            column=column,
+            fragments=tuple(f.SerializeToString() for f in group),
+            part_path=f"{index_dir}/parts/{uuid_mod.uuid4().hex}.arrow",
+        )
+        for group in groups
+    ]
+
+
+def read_distributed(
+    store: ObjectStore,
+    manifest: pb.Manifest,
+    column: str,
+    fragments: list[pb.DataFragment],
+    index_dir: str,
+    executor: Executor,
+    uri: str,
+    storage_options: dict[str, Any] | None,
+    rows_per_task: int = DEFAULT_ROWS_PER_TASK,
+) -> pa.Table:
+    """The column and row addresses of `fragments` (at least one), read by tasks on `executor`, in order."""
+    tasks = plan(manifest, column, fragments, index_dir, rows_per_task)
+    written = [t.part_path for t in tasks]
+    try:
+        parts = list(executor.map(partial(run_task, uri=uri, storage_options=storage_options), tasks))
+        tables = [pa.ipc.open_file(pa.py_buffer(store.get(p.path))).read_all() for p in parts]
+    finally:
+        store.delete_many(written)
+    return pa.concat_tables(tables)
