@@ -24,7 +24,15 @@ from typing import TYPE_CHECKING
 from .._proto import table_pb2 as pb
 from ..deletion import deletion_path
 from ..errors import TagError
-from ..manifest import LATEST_HINT, ManifestLocation, list_manifests, manifest_timestamp, read_manifest
+from ..manifest import (
+    LATEST_HINT,
+    ManifestLocation,
+    latest_manifest_location,
+    list_manifests,
+    location_of,
+    manifest_timestamp,
+    read_manifest,
+)
 from ..naming import INDICES_DIR, VERSIONS_DIR, data_file_path
 from ..storage import ObjectMeta, ObjectStore
 
@@ -118,11 +126,15 @@ def cleanup_old_versions(
     for directory in _DIRECTORIES:
         files.extend(store.list(directory))
     # Versions committed meanwhile are kept, with everything they reference (read before any delete).
-    for loc in list_manifests(store):
-        if loc.version not in manifests:
-            manifests[loc.version] = read_manifest(store, loc)
-            by_version[loc.version] = loc
-            keep.add(loc.version)
+    # Versions are contiguous: look for the latest from the newest one listed (a few stats locally, one
+    # LIST on S3) instead of listing every manifest again.
+    newest = by_version[versions[-1]]
+    latest = latest_manifest_location(store, newest)
+    for version in range(newest.version + 1, latest.version + 1):
+        loc = location_of(store, version, newest.naming)
+        manifests[version] = read_manifest(store, loc)
+        by_version[version] = loc
+        keep.add(version)
     needed: set[str] = {by_version[v].path for v in keep} | {LATEST_HINT}
     for v in keep:
         needed |= referenced_files(manifests[v])
