@@ -56,7 +56,7 @@ DEFAULT_MAX_RETRIES = 20
 # Backoff in slots, as Lance's SlotBackoff: a slot is as long as our last attempt took (a few ms on a
 # local disk, tens of ms on S3), so the waits scale with the store without per-store constants.
 BACKOFF_MIN_SLOT_SECONDS = 0.0005
-BACKOFF_MAX_SLOT_SECONDS = 0.2
+BACKOFF_MAX_SLOT_SECONDS = 0.05
 BACKOFF_MAX_DOUBLINGS = 8
 BACKOFF_CAP_SECONDS = 2.0
 
@@ -76,7 +76,7 @@ def _lookups() -> ThreadPoolExecutor:
     """A small pool for overlapped lookups, made per process (a pool inherited through fork has no threads)."""
     global _LOOKUPS
     if _LOOKUPS is None or _LOOKUPS[0] != os.getpid():
-        _LOOKUPS = (os.getpid(), ThreadPoolExecutor(max_workers=4, thread_name_prefix="mvcc-latest"))
+        _LOOKUPS = (os.getpid(), ThreadPoolExecutor(max_workers=8, thread_name_prefix="mvcc-commit-reads"))
     return _LOOKUPS[1]
 
 
@@ -136,9 +136,22 @@ class Committer:
             self.cache.transactions[name] = txn
         return txn
 
+    def _prefetch(self, versions: list[int], naming: ManifestNaming) -> None:
+        """Read the manifests and transactions of `versions` concurrently (object stores: round trips
+        overlap instead of adding up; each version costs two GETs). Errors surface in the serial pass."""
+        if len(versions) < 2 or self.store.scheme in ("file", "memory"):
+            return
+
+        def fetch(version: int) -> None:
+            with contextlib.suppress(Exception):  # the serial pass reads again and reports
+                self.load_transaction(self.load_manifest(location_of(self.store, version, naming)))
+
+        list(_lookups().map(fetch, versions))
+
     def _check_concurrent(self, txn: Transaction, naming: ManifestNaming, latest: int, checked: set[int]) -> bool:
         """Raise on a conflict; True when ours must be rebased onto the latest version first."""
         needs_rebase = False
+        self._prefetch([v for v in range(txn.read_version + 1, latest + 1) if v not in checked], naming)
         for version in range(txn.read_version + 1, latest + 1):
             if version in checked:
                 continue
