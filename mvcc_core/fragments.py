@@ -158,7 +158,8 @@ class FragmentWriter:
             self.written_paths.append(self._path)
             self._sink = self._fs.open_output_stream(self.store.arrow_path(self._path))
             self._writer = pq.ParquetWriter(self._sink, self.write_schema, **self._options)
-        self._writer.write_table(table.slice(0, ready), row_group_size=ROW_GROUP_ROWS)
+        # one chunk per column: the encoder handles many small chunks (one per written batch) slowly
+        self._writer.write_table(table.slice(0, ready).combine_chunks(), row_group_size=ROW_GROUP_ROWS)
         rest = table.slice(ready)
         self._pending = rest.combine_chunks().to_batches() if rest.num_rows else []
         self._pending_rows = rest.num_rows
