@@ -598,9 +598,9 @@ class Table:
         return self.commit(ops.CreateIndex(removed_indices=existing), commit_message=commit_message)
 
     def _optimize_indices(self, commit_message: str | None = None) -> int:
-        """Rebuild every index that misses fragments, in one CreateIndex; returns how many were rebuilt."""
+        """Bring every index that misses fragments up to date, in one CreateIndex; returns how many."""
         from .index import frag_reuse
-        from .index.scalar import build, covered
+        from .index.scalar import build, covered, update
 
         live = {f.id for f in self._manifest.fragments}
         fri = frag_reuse.find(self._manifest)
@@ -611,7 +611,12 @@ class Table:
         stale = [i for i in scalar if live - covered(i) or i.dataset_version < newest_move]
         stale_ids = {i.uuid.uuid for i in stale}
         by_id = {f.id: f.name for f in self._manifest.fields}
-        built = [build(self._store, self._manifest, by_id[i.fields[0]], i.index_type, i.name) for i in stale]
+        built = [
+            build(self._store, self._manifest, by_id[i.fields[0]], i.index_type, i.name)
+            if i.dataset_version < newest_move  # its addresses moved: rebuild
+            else update(self._store, self._manifest, i)  # merge: read only the fragments it misses
+            for i in stale
+        ]
         new_indices, removed = [b.metadata for b in built], list(stale)
         if fri is not None:  # drop the versions no index needs any more (rebuilt ones are at this version)
             kept = [i.dataset_version for i in scalar if i.uuid.uuid not in stale_ids]

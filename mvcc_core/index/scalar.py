@@ -63,7 +63,7 @@ def build(
 
     With `executor` (and the table's `uri`), the scan runs as tasks on it (`index/tasks.py`).
     """
-    from ..scan import ROW_ADDRESS, Scan
+    from ..scan import Scan
 
     fields = list(manifest.fields)
     ids = schema_mod.field_ids_by_name(fields)
@@ -76,7 +76,6 @@ def build(
     if not field.arrow_type:
         raise SchemaError(f"cannot index {column!r}: scalar indices need a scalar column, it is {field.logical_type}")
     fragments = list(manifest.fragments if fragments is None else fragments)
-    physical = schema_mod.physical_name(field.id)
     index_id = uuid_mod.uuid4()
     if executor is not None and fragments:
         from .tasks import read_distributed
@@ -85,6 +84,66 @@ def build(
         data = read_distributed(store, manifest, column, fragments, where, executor, uri or store.uri, storage_options)
     else:
         data = Scan(store, manifest, columns=[column], with_row_address=True, fragments=fragments).to_table()
+    return _write_index(store, manifest, field, column, index_type, name, data, [f.id for f in fragments], index_id)
+
+
+def update(store: ObjectStore, manifest: pb.Manifest, index: pb.IndexMetadata) -> BuiltIndex:
+    """A new version of `index` covering every fragment of `manifest`, reading only what it misses.
+
+    Lance appends a delta for new fragments; we merge instead: the entries of fragments the index still
+    covers are read from its file (entries of fragments gone from the table are dropped), the fragments
+    it does not cover are scanned, and one new file is written. An index whose rows moved under a
+    fragment reuse index must be rebuilt with `build` (its addresses are stale).
+    """
+    from ..scan import Scan
+
+    field = next(f for f in manifest.fields if f.id == index.fields[0])
+    column = field.name
+    live = [f.id for f in manifest.fragments]
+    keep = covered(index) & set(live)
+    missing = [f for f in manifest.fragments if f.id not in keep]
+    kept = _entries(store, index, column, keep)
+    scanned = Scan(store, manifest, columns=[column], with_row_address=True, fragments=missing).to_table()
+    data = pa.concat_tables([kept, scanned.cast(kept.schema)]) if kept.num_rows else scanned
+    return _write_index(store, manifest, field, column, index.index_type, index.name, data, live, uuid_mod.uuid4())
+
+
+def _entries(store: ObjectStore, index: pb.IndexMetadata, column: str, fragments: set[int]) -> pa.Table:
+    """(value, row address) pairs of `index` whose fragment is in `fragments`, the value column named `column`."""
+    from ..scan import ROW_ADDRESS
+
+    physical = schema_mod.physical_name(index.fields[0])
+    path = store.arrow_path(f"{index_dir(index)}/{INDEX_FILE}")
+    if index.index_type == BTREE:
+        stored = pq.read_table(path, filesystem=store.arrow_filesystem(), columns=[physical, ROW_ADDRESS])
+        values, addresses = stored.column(physical), stored.column(ROW_ADDRESS).to_numpy()
+    else:
+        stored = pq.read_table(path, filesystem=store.arrow_filesystem(), columns=[physical, "bitmap"])
+        bitmaps = [BitMap64.deserialize(b) for b in stored.column("bitmap").to_pylist()]
+        counts = np.fromiter((len(b) for b in bitmaps), dtype=np.int64, count=len(bitmaps))
+        values = stored.column(physical).take(pa.array(np.repeat(np.arange(len(bitmaps)), counts)))
+        parts = [np.fromiter(b, dtype=np.uint64, count=len(b)) for b in bitmaps]
+        addresses = np.concatenate(parts) if parts else np.empty(0, np.uint64)
+    addresses = np.asarray(addresses, dtype=np.uint64)
+    keep = np.isin((addresses >> np.uint64(32)).astype(np.int64), np.fromiter(fragments, dtype=np.int64))
+    return pa.table({column: values.filter(pa.array(keep)), ROW_ADDRESS: pa.array(addresses[keep], pa.uint64())})
+
+
+def _write_index(
+    store: ObjectStore,
+    manifest: pb.Manifest,
+    field: pb.Field,
+    column: str,
+    index_type: str,
+    name: str,
+    data: pa.Table,
+    fragment_ids: list[int],
+    index_id: uuid_mod.UUID,
+) -> BuiltIndex:
+    """Sort (BTREE) or group (BITMAP) the (value, row address) pairs and write the index file."""
+    from ..scan import ROW_ADDRESS
+
+    physical = schema_mod.physical_name(field.id)
     values = data.column(column)
     if index_type == BTREE:
         order = pc.sort_indices(data, sort_keys=[(column, "ascending")])  # nulls last
@@ -102,7 +161,7 @@ def build(
         fields=[field.id],
         name=name,
         dataset_version=manifest.version,
-        fragment_bitmap=BitMap([f.id for f in fragments]).serialize(),
+        fragment_bitmap=BitMap(fragment_ids).serialize(),
         index_version=1,
         index_type=index_type,
     )

@@ -41,7 +41,7 @@ class Optimize:
         return compact_files(self._table, options, executor=executor, progress=progress)
 
     def optimize_indices(self) -> int:
-        """Bring fragments added or rewritten since an index was built into it (the index is rebuilt over
-        the whole table, one CreateIndex for all; Lance appends a delta instead), rebuild indices that rely
-        on the fragment reuse index and trim it. Returns indices rebuilt."""
+        """Bring fragments added or rewritten since an index was built into it (its covered entries are
+        kept, only the missing fragments are read; one CreateIndex for all), rebuild indices that rely on
+        the fragment reuse index and trim it. Returns how many indices were updated."""
         return self._table._optimize_indices()
