@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from . import operations as ops
 from ._proto import transaction_pb2 as tpb
-from .index import FRAG_REUSE_INDEX, MEM_WAL_INDEX, SINGLETON_INDICES  # noqa: F401 - re-exported
+from .index import FRAG_REUSE_INDEX, MEM_WAL_INDEX, SINGLETON_INDICES, frag_reuse  # noqa: F401 - re-exported
 from .transaction import Transaction
 
 
@@ -105,32 +105,21 @@ def _same_config_key(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictCo
     return bool(keys(ours) & keys(theirs))
 
 
-def _carries_fri(op: ops.Operation) -> bool:
-    return isinstance(op, ops.Rewrite) and op.frag_reuse_index is not None
-
-
-def _writes_fri(op: ops.Operation) -> bool:
-    """A CreateIndex that replaces or removes the fragment reuse index (optimize_indices trimming it)."""
-    return isinstance(op, ops.CreateIndex) and any(
-        i.name == FRAG_REUSE_INDEX for i in [*op.new_indices, *op.removed_indices]
-    )
-
-
 def _rewrite_breaks_index(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
     rewrite = ours if isinstance(ours, ops.Rewrite) else theirs
-    return _overlap(ours, theirs, ctx) and not ctx.stable_row_ids and not _carries_fri(rewrite)
+    return _overlap(ours, theirs, ctx) and not ctx.stable_row_ids and not frag_reuse.carried_by(rewrite)
 
 
 def _rewrite_vs_rewrite(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
-    return _overlap(ours, theirs, ctx) or (_carries_fri(ours) and _carries_fri(theirs))
+    return _overlap(ours, theirs, ctx) or (frag_reuse.carried_by(ours) and frag_reuse.carried_by(theirs))
 
 
 def _rewrite_rebases_fri(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
-    return _carries_fri(ours) and _writes_fri(theirs)
+    return frag_reuse.carried_by(ours) and frag_reuse.trimmed_by(theirs)
 
 
 def _trim_rebases_over_rewrite(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
-    return _writes_fri(ours) and _carries_fri(theirs)
+    return frag_reuse.trimmed_by(ours) and frag_reuse.carried_by(theirs)
 
 
 def _replaced_fields(op: ops.Operation) -> set[int]:

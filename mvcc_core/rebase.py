@@ -52,11 +52,7 @@ def _rewrites_columns(op: ops.Operation) -> bool:
 
 
 def _writes_fri(op: ops.Operation) -> bool:
-    if isinstance(op, ops.Rewrite):
-        return op.frag_reuse_index is not None
-    if isinstance(op, ops.CreateIndex):
-        return any(i.name == FRAG_REUSE_INDEX for i in [*op.new_indices, *op.removed_indices])
-    return False
+    return frag_reuse.carried_by(op) or frag_reuse.trimmed_by(op)
 
 
 def rebasable(ours: ops.Operation, theirs: ops.Operation) -> bool:

@@ -597,39 +597,6 @@ class Table:
             raise SchemaError(f"table {self.uri} has no index named {name!r}; indices: {names}")
         return self.commit(ops.CreateIndex(removed_indices=existing), commit_message=commit_message)
 
-    def _optimize_indices(self, commit_message: str | None = None) -> int:
-        """Bring every index that misses fragments up to date, in one CreateIndex; returns how many."""
-        from .index import frag_reuse
-        from .index.scalar import build, covered, update
-
-        live = {f.id for f in self._manifest.fragments}
-        fri = frag_reuse.find(self._manifest)
-        fri_versions = [v.dataset_version for v in frag_reuse.details_of(fri).versions]
-        newest_move = max(fri_versions, default=-1)
-        scalar = [i for i in self._manifest.indices if i.index_type in ("BTREE", "BITMAP")]
-        # stale: missing fragments, or relying on the fragment reuse index to translate moved rows
-        stale = [i for i in scalar if live - covered(i) or i.dataset_version < newest_move]
-        stale_ids = {i.uuid.uuid for i in stale}
-        by_id = {f.id: f.name for f in self._manifest.fields}
-        built = [
-            build(self._store, self._manifest, by_id[i.fields[0]], i.index_type, i.name)
-            if i.dataset_version < newest_move  # its addresses moved: rebuild
-            else update(self._store, self._manifest, i)  # merge: read only the fragments it misses
-            for i in stale
-        ]
-        new_indices, removed = [b.metadata for b in built], list(stale)
-        if fri is not None:  # drop the versions no index needs any more (rebuilt ones are at this version)
-            kept = [i.dataset_version for i in scalar if i.uuid.uuid not in stale_ids]
-            trimmed = frag_reuse.trimmed(fri, min([*kept, self.version]))
-            if trimmed is None or len(frag_reuse.details_of(trimmed).versions) < len(fri_versions):
-                removed.append(fri)
-                new_indices += [trimmed] if trimmed is not None else []
-        if not removed:
-            return 0
-        op = ops.CreateIndex(new_indices=new_indices, removed_indices=removed)
-        self._commit_written(op, [p for b in built for p in b.written], commit_message, DEFAULT_MAX_RETRIES)
-        return len(stale)
-
     # ---- MemWAL state and indices -------------------------------------------------------------
 
     def mark_generations_merged(

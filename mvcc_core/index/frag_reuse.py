@@ -19,10 +19,23 @@ from collections.abc import Iterable
 import numpy as np
 from pyroaring import BitMap
 
+from .. import operations as ops
 from .._proto import table_pb2 as pb
 from . import FRAG_REUSE_INDEX
 
 FRAG_REUSE_TYPE = "FragmentReuse"
+
+
+def carried_by(op: ops.Operation) -> bool:
+    """A Rewrite that adds a version to the index (compaction with defer_index_remap)."""
+    return isinstance(op, ops.Rewrite) and op.frag_reuse_index is not None
+
+
+def trimmed_by(op: ops.Operation) -> bool:
+    """A CreateIndex that replaces or removes the index (optimize_indices trimming it)."""
+    return isinstance(op, ops.CreateIndex) and any(
+        i.name == FRAG_REUSE_INDEX for i in [*op.new_indices, *op.removed_indices]
+    )
 
 
 def details_of(index: pb.IndexMetadata | None) -> pb.FragReuseIndexDetails:
@@ -94,13 +107,8 @@ def rebase_rewrite(ours: pb.IndexMetadata, latest: pb.IndexMetadata | None) -> p
 
 def trimmed(current: pb.IndexMetadata | None, oldest_index_version: int) -> pb.IndexMetadata | None:
     """Drop versions every other index is at least as new as; None when nothing is left."""
-    details = details_of(current)
-    kept = [v for v in details.versions if v.dataset_version > oldest_index_version]
-    if not kept:
-        return None
-    out = pb.FragReuseIndexDetails()
-    out.versions.extend(kept)
-    return make_index(out, current.dataset_version if current is not None else 0)
+    done = {v.dataset_version for v in details_of(current).versions if v.dataset_version <= oldest_index_version}
+    return rebase_trim(done, current)
 
 
 def removed_versions(before: pb.IndexMetadata | None, after: pb.IndexMetadata | None) -> set[int]:
