@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from . import operations
+from ._version import __version__
 from .bases import DatasetBasePath
 from .errors import (
     BasePathError,
     CommitConflictError,
     CommitNotSupportedError,
+    CompactionError,
     CorruptManifestError,
+    ExternalStoreError,
+    ExternalStoreMismatchError,
+    ExternalStoreSyncError,
+    ExternalStoreUnavailableError,
+    FailpointError,
     IncompatibleConflictError,
+    IndexExistsError,
+    IndexNotFoundError,
+    InvalidOperationError,
     MvccError,
     ObjectNotFoundError,
     PredicateError,
@@ -27,10 +35,6 @@ from .errors import (
 from .external_store import (
     DynamoDBManifestStore,
     ExternalManifestStore,
-    ExternalStoreError,
-    ExternalStoreMismatchError,
-    ExternalStoreSyncError,
-    ExternalStoreUnavailableError,
     SQLiteManifestStore,
     open_external_store,
 )
@@ -54,7 +58,10 @@ from .operations import (
     UpdateConfig,
     UpdateMemWalState,
 )
-from .table import Table, VersionInfo, open_table, write_fragments, write_table
+from .progress import Progress
+from .state import TableState
+from .table import DeleteResult, Table, UpdateResult, VersionInfo, open_table, write_fragments, write_table
+from .transaction import Transaction
 
 __all__ = [
     "Append",
@@ -63,7 +70,17 @@ __all__ = [
     "CleanupStats",
     "Clone",
     "CompactionMetrics",
+    "CompactionError",
     "CompactionOptions",
+    "DeleteResult",
+    "FailpointError",
+    "IndexExistsError",
+    "IndexNotFoundError",
+    "InvalidOperationError",
+    "Progress",
+    "TableState",
+    "Transaction",
+    "UpdateResult",
     "compaction",
     "CommitConflictError",
     "CommitNotSupportedError",

@@ -48,11 +48,7 @@ def find_base(base_paths: Iterable[pb.BasePath], ref: str | int) -> pb.BasePath:
 
 def base_store(store: ObjectStore, base: pb.BasePath) -> ObjectStore:
     """The store rooted at `base`, opened with `store`'s options (cached on `store`)."""
-    cache: dict[str, ObjectStore] = store.__dict__.setdefault("_base_stores", {})
-    found = cache.get(base.path)
-    if found is None:
-        found = cache[base.path] = ObjectStore(base.path, store._init_args[1])
-    return found
+    return store.sibling(base.path)
 
 
 def _base(base_paths: Iterable[pb.BasePath], base_id: int, what: str) -> pb.BasePath:
@@ -93,3 +89,16 @@ def remove_data_files(
             by_store.setdefault(id(target), (target, []))[1].append(rel)
     for target, rels in by_store.values():
         target.delete_many(rels)
+
+
+def data_file_uris(
+    store: ObjectStore, base_paths: Iterable[pb.BasePath], fragments: Iterable[pb.DataFragment]
+) -> list[str]:
+    """Full URIs of the data files of `fragments`, wherever they live (the table's root or a base path):
+    what a staged transaction lists as its files."""
+    out = []
+    for frag in fragments:
+        for data_file in frag.files:
+            target, rel = data_file_location(store, list(base_paths), data_file)
+            out.append(f"{target.uri}/{rel}")
+    return out

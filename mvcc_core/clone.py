@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 from ._proto import table_pb2 as pb
-from .bases import base_store, data_file_location, deletion_store
-from .deletion import deletion_path
 from .errors import TableExistsError
+from .files import files_of
 from .storage import ObjectStore
 
 
@@ -32,26 +30,6 @@ def copy_object(src: ObjectStore, src_rel: str, dst: ObjectStore, dst_rel: str) 
         shutil.copyfile(src.full_path(src_rel), target)
     else:
         dst.put(dst_rel, src.get(src_rel))
-
-
-def files_of(store: ObjectStore, manifest: pb.Manifest) -> list[tuple[ObjectStore, str, str]]:
-    """Every file a version references: (store it lives in, path there, path under a deep clone)."""
-    out = []
-    for frag in manifest.fragments:
-        for data_file in frag.files:
-            source, rel = data_file_location(store, manifest.base_paths, data_file)
-            out.append((source, rel, f"data/{data_file.path}"))
-        if frag.HasField("deletion_file"):
-            rel = deletion_path(frag.id, frag.deletion_file)
-            out.append((deletion_store(store, manifest.base_paths, frag.deletion_file), rel, rel))
-    for index in manifest.indices:
-        source = store
-        if index.HasField("base_id"):
-            source = base_store(store, next(b for b in manifest.base_paths if b.id == index.base_id))
-        for index_file in index.files:
-            rel = f"_indices/{uuid.UUID(bytes=index.uuid.uuid)}/{index_file.path}"
-            out.append((source, rel, rel))
-    return out
 
 
 def deep_copy(store: ObjectStore, manifest: pb.Manifest, target: ObjectStore) -> list[str]:

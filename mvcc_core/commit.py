@@ -15,9 +15,6 @@ import contextlib
 import os
 import random
 import time
-import uuid
-import warnings
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -34,19 +31,17 @@ from .errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from .external_store import ExternalManifestStore, ExternalStoreError, finalize, full_path, staged_manifest_path
 from .failpoints import failpoint
 from .features import FLAG_STABLE_ROW_IDS
+from .files import referenced_files
 from .manifest import (
+    PUT_IF_NOT_EXISTS,
+    CommitHandler,
     ManifestLocation,
-    attach_external_store,
-    encode_manifest,
-    external_store_of,
+    detect_naming,
     latest_manifest_location,
     location_of,
     read_manifest,
-    write_latest_hint,
-    write_manifest,
 )
 from .naming import ManifestNaming
 from .storage import ObjectStore
@@ -80,9 +75,11 @@ def _lookups() -> ThreadPoolExecutor:
     return _LOOKUPS[1]
 
 
-def _latest_or_none(store: ObjectStore, known: ManifestLocation | None) -> ManifestLocation | None:
+def _latest_or_none(
+    store: ObjectStore, known: ManifestLocation | None, handler: CommitHandler
+) -> ManifestLocation | None:
     try:
-        return latest_manifest_location(store, known)
+        return latest_manifest_location(store, known, handler)
     except TableNotFoundError:
         return None
 
@@ -101,25 +98,32 @@ def backoff_delay(attempt: int, slot_seconds: float, rng: random.Random | None =
 class Committer:
     """Commits transactions to one table, reading each committed version at most once.
 
-    With `external_store`, commits go through that store (and reads of `store` resolve through it too).
+    `handler` decides how versions are found and published (the object store's put-if-not-exists, or an
+    external manifest store); every read this committer makes goes through it too.
     """
 
     def __init__(
         self,
         store: ObjectStore,
         cache: CommitCache | None = None,
-        external_store: ExternalManifestStore | None = None,
+        handler: CommitHandler | None = None,
     ) -> None:
         self.store = store
         self.cache = cache or CommitCache()
-        if external_store is not None:
-            attach_external_store(store, external_store)
-        self.external_store = external_store or external_store_of(store)
+        self.handler = handler or PUT_IF_NOT_EXISTS
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickled without its cache: a task on another process reads what it needs again."""
+        return (Committer, (self.store, None, self.handler))
+
+    def latest_location(self, known: ManifestLocation | None = None) -> ManifestLocation:
+        """The table's newest version (TableNotFoundError if it has none)."""
+        return latest_manifest_location(self.store, known, self.handler)
 
     def load_manifest(self, location: ManifestLocation) -> pb.Manifest:
         cached = self.cache.manifests.get(location.version)
         if cached is None:
-            cached = read_manifest(self.store, location)
+            cached = read_manifest(self.store, location, self.handler)
             self.cache.manifests[location.version] = cached
         return cached
 
@@ -216,15 +220,13 @@ class Committer:
         read_manifest_hint: pb.Manifest | None = None,
         create: bool = False,
         max_retries: int = DEFAULT_MAX_RETRIES,
-        before_put: Callable[[pb.Manifest], None] | None = None,
     ) -> tuple[pb.Manifest, ManifestNaming]:
         """Commit `txn` and return the manifest of the new version and the table's naming scheme.
 
         `create=True` refuses to commit on top of an existing table (TableExistsError). A new table
         (read version 0) uses `naming`; an existing one keeps the scheme found on disk.
         """
-        if self.external_store is None:
-            self.store.check_commit_supported()  # with an external store no conditional write is needed
+        self.handler.check_supported(self.store)
         if read_manifest_hint is not None:
             self.cache.manifests.setdefault(read_manifest_hint.version, read_manifest_hint)
         known = None  # a version seen to exist: where the next look for the latest starts
@@ -234,20 +236,22 @@ class Committer:
         # file's PUT: both are round trips and neither needs the other. Seeing an older latest only
         # means losing the conditional PUT and looking again.
         early = None
-        if self.external_store is None and self.store.scheme not in ("file", "memory"):
-            early = _lookups().submit(_latest_or_none, self.store, known)
+        if self.handler.lists_latest and self.store.scheme not in ("file", "memory"):
+            early = _lookups().submit(_latest_or_none, self.store, known, self.handler)
         txn_file = write_transaction(self.store, txn)
         failpoint("commit.after_transaction_file")
         checked: set[int] = set()
         rebased_files: dict[str, list[str]] = {"written": [], "superseded": []}
-        build_ctx = BuildContext(load_version=self._load_version_any, load_reference=self._load_reference)
+        build_ctx = BuildContext(
+            load_version=lambda v: self._load_version_any(v, naming), load_reference=self._load_reference
+        )
         slot = BACKOFF_MAX_SLOT_SECONDS  # the quickest attempt so far: a slot of the backoff
         for attempt in range(max_retries + 1):
             attempt_start = time.perf_counter()
             if early is not None:
                 latest_loc, early = early.result(), None
             else:
-                latest_loc = _latest_or_none(self.store, known)
+                latest_loc = _latest_or_none(self.store, known, self.handler)
             if latest_loc is not None and create:
                 raise TableExistsError(f"a table already exists at {self.store.uri} (version {latest_loc.version})")
             if latest_loc is None and txn.read_version != 0:
@@ -264,20 +268,11 @@ class Committer:
                 if needs_rebase:
                     txn, txn_file = self._rebase(txn, previous, rebased_files)
                     checked = set()
-                self._naming = naming
             else:
                 previous = None
             version = (latest_loc.version if latest_loc else 0) + 1
             manifest = build_manifest(previous, txn, version=version, transaction_file=txn_file, ctx=build_ctx)
-            if before_put is not None:
-                before_put(manifest)
-            if self.external_store is not None:
-                won = self._put_external(manifest, naming)
-            else:
-                failpoint("commit.before_manifest_put")
-                won = write_manifest(self.store, manifest, naming)
-                if won:
-                    write_latest_hint(self.store, version, naming)
+            won = self.handler.publish(self.store, manifest, naming)
             if won:
                 self.cache.manifests[version] = manifest
                 self.cache.transactions[txn_file] = txn
@@ -326,55 +321,19 @@ class Committer:
         """After a rebased commit: our first deletion files (and unused rebase files) are unreferenced."""
         if not files["superseded"] and not files["written"]:
             return
-        from .maintenance.cleanup import referenced_files
-
         needed = referenced_files(manifest)
         stale = [p for p in files["superseded"] + files["written"] if p not in needed]
         with contextlib.suppress(StorageError):
             self.store.delete_many(stale)
 
-    def _put_external(self, manifest: pb.Manifest, naming: ManifestNaming) -> bool:
-        """Steps 1-4 with an external store; False if another writer committed this version first."""
-        external = self.external_store
-        assert external is not None
-        version, uri = manifest.version, self.store.uri
-        staged = staged_manifest_path(version, naming, uuid.uuid4().hex)
-        self.store.put(staged, encode_manifest(manifest))  # 1. stage: a plain PUT, invisible to readers
-        failpoint("commit.after_stage")
-        staged_full = full_path(self.store, staged)
-        won = external.put_if_not_exists(uri, version, staged_full)  # 2. the commit point
-        # A retried request whose first attempt succeeded also "loses": then the entry is ours.
-        if not won and external.get(uri, version) != staged_full:
-            with contextlib.suppress(StorageError):
-                self.store.delete_many([staged])
-            return False
-        failpoint("commit.after_external_commit")
-        try:
-            finalize(self.store, external, version, staged)  # 3. copy to the final name, 4. update the store
-        except (StorageError, ExternalStoreError) as exc:
-            # The commit stands (step 2 made it); the next reader synchronizes, so do not report a failure.
-            warnings.warn(
-                f"{uri} version {version} is committed but not finalized ({type(exc).__name__}: {exc}); "
-                "the next reader through the external store will finalize it",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-            return True
-        write_latest_hint(self.store, version, naming)
-        return True
-
-    def _load_version_any(self, version: int) -> pb.Manifest:
-        """Load any version (for Restore), whatever scheme the table uses."""
+    def _load_version_any(self, version: int, naming: ManifestNaming) -> pb.Manifest:
+        """Load any version (for Restore) of a table whose manifests use `naming`."""
         cached = self.cache.manifests.get(version)
         if cached is not None:
             return cached
-        return self.load_manifest(location_of(self.store, version, self._naming))
-
-    _naming: ManifestNaming = ManifestNaming.V2
+        return self.load_manifest(location_of(self.store, version, naming))
 
     def _load_reference(self, uri: str, version: int) -> pb.Manifest:
         """Another table's manifest (a Clone's source), opened with this store's options."""
-        from .manifest import detect_naming
-
-        source = ObjectStore(uri, self.store._init_args[1])
+        source = self.store.sibling(uri)
         return read_manifest(source, location_of(source, version, detect_naming(source)))

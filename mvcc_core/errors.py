@@ -1,8 +1,9 @@
-"""The error contract of mvcc (DESIGN.md "Errors").
+"""The error contract of mvcc: every exception mvcc raises on purpose is defined here.
 
 Callers decide on the type, never on the message: a `RetryableConflictError` may be retried on a
-fresh version, an `IncompatibleConflictError` must not be, and every other `MvccError` is bad input
-or a broken table.
+fresh version, an `IncompatibleConflictError` must not be, and every other `MvccError` is a refused
+operation or a broken table. Bad arguments (a wrong type, a value out of range) raise the built-in
+`ValueError` / `TypeError` before anything is written (docs/architecture.md, "Errors").
 """
 
 from __future__ import annotations
@@ -99,3 +100,56 @@ class ObjectNotFoundError(StorageError, FileNotFoundError):
 
 class BasePathError(MvccError):
     """A base path that is unknown, or clashes with an existing one by id, name or path."""
+
+
+class InvalidOperationError(MvccError):
+    """An operation that cannot be applied to the table's current state (it names fragments, fields or
+    indices that do not exist, or breaks a rule of the format); nothing was committed."""
+
+
+class IndexNotFoundError(InvalidOperationError):
+    """No index of the given name exists in the table's version."""
+
+
+class IndexExistsError(InvalidOperationError):
+    """An index of the given name exists already and replacing it was not allowed."""
+
+
+class CompactionError(InvalidOperationError):
+    """Compaction results that cannot be committed together (none, or built from different versions), or a
+    task that produced more fragments than it reserved ids for."""
+
+
+class ExternalStoreError(MvccError):
+    """The external manifest store refused or failed an operation."""
+
+
+class ExternalStoreUnavailableError(ExternalStoreError, StorageError):
+    """The external manifest store cannot be reached or opened (network, timeouts, a missing table)."""
+
+
+class ExternalStoreMismatchError(ExternalStoreError):
+    """A store entry that does not belong to this table: its path lies outside the table or names another version."""
+
+
+class ExternalStoreSyncError(ExternalStoreError):
+    """A staged manifest could not be finalized (missing file, failed copy or update); the read is refused."""
+
+
+class FailpointError(MvccError):
+    """Raised by a failpoint armed with "raise": a simulated crash at a named point (tests only)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"failpoint {name!r} triggered")
+        self.name = name
+
+
+def is_definite_failure(exc: BaseException) -> bool:
+    """True when `exc` proves that no version references the files a failed write staged.
+
+    Conflicts, refused operations, bad data and a broken table state are decided before (or instead of)
+    a manifest is published, so the staged files can be removed at once. A storage or external-store
+    error (a reply that may have been lost after the manifest was stored), a simulated crash, an interrupt
+    or an unexpected exception leaves the files in place: retention removes them once no version references them.
+    """
+    return isinstance(exc, MvccError) and not isinstance(exc, StorageError | ExternalStoreError | FailpointError)

@@ -26,19 +26,38 @@ import re
 import sqlite3
 import threading
 import time
+import uuid
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
-from .errors import MvccError, ObjectNotFoundError, StorageError
+from ._proto import table_pb2 as pb
+from .errors import (
+    ExternalStoreError,
+    ExternalStoreMismatchError,
+    ExternalStoreSyncError,
+    ExternalStoreUnavailableError,
+    ObjectNotFoundError,
+    StorageError,
+)
 from .failpoints import failpoint
+from .manifest import (
+    PUT_IF_NOT_EXISTS,
+    CommitHandler,
+    ManifestLocation,
+    encode_manifest,
+    write_latest_hint,
+)
 from .naming import VERSIONS_DIR, ManifestNaming, manifest_path, parse_manifest_name
 from .storage import ObjectStore
 
 __all__ = [
     "DynamoDBManifestStore",
+    "ExternalStoreHandler",
+    "commit_handler",
     "ExternalManifestStore",
     "ExternalStoreError",
     "ExternalStoreMismatchError",
@@ -59,22 +78,6 @@ __all__ = [
 STORAGE_OPTION = "external_store"
 
 T = TypeVar("T")
-
-
-class ExternalStoreError(MvccError):
-    """The external manifest store refused or failed an operation."""
-
-
-class ExternalStoreUnavailableError(ExternalStoreError, StorageError):
-    """The external manifest store cannot be reached or opened (network, timeouts, a missing table)."""
-
-
-class ExternalStoreMismatchError(ExternalStoreError):
-    """A store entry that does not belong to this table: its path lies outside the table or names another version."""
-
-
-class ExternalStoreSyncError(ExternalStoreError):
-    """A staged manifest could not be finalized (missing file, failed copy or update); the read is refused."""
 
 
 # ---- staged names --------------------------------------------------------------------------------------
@@ -632,3 +635,85 @@ def unreferenced_staged_manifests(
         elif store.exists(final_of(meta.path)):
             out.append(meta.path)
     return out
+
+
+# ---- the commit handler ---------------------------------------------------------------------------------
+
+
+class ExternalStoreHandler(CommitHandler):
+    """Commits through an external manifest store: the specification's stage / commit / finalize / update.
+
+    Readers take the latest version from the store and synchronize an entry that still names a staged
+    manifest; the object store needs no conditional write at all.
+    """
+
+    lists_latest = False
+
+    def __init__(self, external: ExternalManifestStore) -> None:
+        self.external = external
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ExternalStoreHandler, (self.external,))
+
+    def __repr__(self) -> str:
+        return f"ExternalStoreHandler({self.external!r})"
+
+    def check_supported(self, store: ObjectStore) -> None:
+        """Any store will do: the external store's put-if-not-exists is the commit point."""
+
+    def latest_location(self, store: ObjectStore) -> ManifestLocation | None:
+        """Reader protocol: the store's latest version, synchronized; None if the store knows no version
+        (a table created before the store was used: the object store is listed instead)."""
+        entry = self.external.get_latest_version(store.uri)
+        if entry is None:
+            return None
+        version, path = entry
+        _, naming = relative_path(store, version, path)
+        rel = synchronize(store, self.external, version, path)
+        return ManifestLocation(version, naming, rel)
+
+    def read_unpublished(self, store: ObjectStore, location: ManifestLocation) -> bytes | None:
+        path = self.external.get(store.uri, location.version)
+        if path is None:
+            return None
+        rel = synchronize(store, self.external, location.version, path)
+        try:
+            return store.get(rel)
+        except ObjectNotFoundError:
+            raise ExternalStoreSyncError(
+                f"table {store.uri}: the external store names {path} for version {location.version}, "
+                "and that manifest does not exist"
+            ) from None
+
+    def publish(self, store: ObjectStore, manifest: pb.Manifest, naming: ManifestNaming) -> bool:
+        """Steps 1-4; False if another writer committed this version first."""
+        version, uri = manifest.version, store.uri
+        staged = staged_manifest_path(version, naming, uuid.uuid4().hex)
+        store.put(staged, encode_manifest(manifest))  # 1. stage: a plain PUT, invisible to readers
+        failpoint("commit.after_stage")
+        staged_full = full_path(store, staged)
+        won = self.external.put_if_not_exists(uri, version, staged_full)  # 2. the commit point
+        # A retried request whose first attempt succeeded also "loses": then the entry is ours.
+        if not won and self.external.get(uri, version) != staged_full:
+            with contextlib.suppress(StorageError):
+                store.delete_many([staged])
+            return False
+        failpoint("commit.after_external_commit")
+        try:
+            finalize(store, self.external, version, staged)  # 3. copy to the final name, 4. update the store
+        except (StorageError, ExternalStoreError) as exc:
+            # The commit stands (step 2 made it); the next reader synchronizes, so do not report a failure.
+            warnings.warn(
+                f"{uri} version {version} is committed but not finalized ({type(exc).__name__}: {exc}); "
+                "the next reader through the external store will finalize it",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+            return True
+        write_latest_hint(store, version, naming)
+        return True
+
+
+def commit_handler(external: ExternalManifestStore | None) -> CommitHandler:
+    """The handler for a table: through `external` when given, else the object store's put-if-not-exists."""
+    return PUT_IF_NOT_EXISTS if external is None else ExternalStoreHandler(external)

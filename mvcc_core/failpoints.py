@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .errors import MvccError
+from .errors import FailpointError
 
 ENV_VAR = "MVCC_FAILPOINTS"
 DEFAULT_EXIT_CODE = 77
@@ -42,14 +42,6 @@ _ACTION = re.compile(r"^(raise|off|exit(?:\((-?\d+)\))?|sleep\((\d+(?:\.\d*)?)\)
 
 # name -> action; empty when nothing is armed, so `failpoint` costs one lookup.
 _ARMED: dict[str, str] = {}
-
-
-class FailpointError(MvccError):
-    """Raised by a failpoint armed with "raise": a simulated crash at a named point."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"failpoint {name!r} triggered")
-        self.name = name
 
 
 def _check(name: str, action: str) -> str:

@@ -8,46 +8,24 @@ from __future__ import annotations
 
 import contextlib
 import json
-import weakref
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from google.protobuf.message import DecodeError
 
 from . import features, framing
 from ._proto import table_pb2 as pb
+from ._version import __version__
 from .errors import CorruptManifestError, ObjectNotFoundError, StorageError, TableNotFoundError, VersionNotFoundError
+from .failpoints import failpoint
 from .naming import VERSIONS_DIR, ManifestNaming, manifest_path, parse_manifest_name
 from .storage import ObjectStore
 
-if TYPE_CHECKING:
-    from .external_store import ExternalManifestStore
-
 WRITER_LIBRARY = "mvcc"
-
-# The external manifest store of an ObjectStore, if its table commits through one. Kept beside the store (not
-# in it) so that every reader of this module -- latest version, reading a version, listing versions -- runs
-# the store's synchronization protocol without each caller passing the store around.
-_EXTERNAL: weakref.WeakKeyDictionary[ObjectStore, ExternalManifestStore] = weakref.WeakKeyDictionary()
-
-
-def attach_external_store(store: ObjectStore, external: ExternalManifestStore | None) -> None:
-    """Make `store`'s manifests resolve through `external` (None detaches)."""
-    if external is None:
-        _EXTERNAL.pop(store, None)
-    else:
-        _EXTERNAL[store] = external
-
-
-def external_store_of(store: ObjectStore) -> ExternalManifestStore | None:
-    """The external manifest store attached to `store`, if any."""
-    return _EXTERNAL.get(store)
 
 
 def writer_version() -> str:
-    from . import __version__
-
+    """The version of mvcc recorded in every manifest it writes."""
     return __version__
 
 
@@ -73,16 +51,16 @@ def encode_manifest(manifest: pb.Manifest) -> bytes:
     return framing.frame(manifest.SerializeToString(deterministic=True))
 
 
-def read_manifest(store: ObjectStore, location: ManifestLocation) -> pb.Manifest:
+def read_manifest(store: ObjectStore, location: ManifestLocation, handler: CommitHandler | None = None) -> pb.Manifest:
     """Read one version. With an external store, a version not yet finalized is synchronized first.
 
     A final-named manifest exists only once its version is committed to the external store (step 3 copies
-    the winner's staged file), so the store is asked only when the final name is missing.
+    the winner's staged file), so the handler is asked only when the final name is missing.
     """
     try:
         data = store.get(location.path)
     except ObjectNotFoundError:
-        data = _read_through_external_store(store, location)
+        data = (handler or PUT_IF_NOT_EXISTS).read_unpublished(store, location)
         if data is None:
             raise VersionNotFoundError(f"table {store.uri} has no version {location.version}") from None
     manifest = decode_manifest(data, f"{store.uri}/{location.path}")
@@ -98,45 +76,50 @@ def write_manifest(store: ObjectStore, manifest: pb.Manifest, naming: ManifestNa
     return store.put_if_not_exists(manifest_path(manifest.version, naming), encode_manifest(manifest))
 
 
-def _read_through_external_store(store: ObjectStore, location: ManifestLocation) -> bytes | None:
-    external = external_store_of(store)
-    if external is None:
+class CommitHandler:
+    """How one table finds its latest version and publishes the next one exactly once (Lance's CommitHandler).
+
+    This base class is the object store's own protocol: a manifest is published with put-if-not-exists
+    (S3's conditional PUT, a local link), and the latest version is the newest manifest listed. The external
+    manifest store's four-step protocol (`external_store.ExternalStoreHandler`) overrides it. A handler is
+    chosen once, when a table is opened, and passed to every read and commit of that table: nothing is
+    attached to a store behind the caller's back.
+    """
+
+    #: The latest version is found by listing the store, so the commit loop may overlap that LIST with
+    #: the transaction file's PUT.
+    lists_latest = True
+
+    def check_supported(self, store: ObjectStore) -> None:
+        """Raise CommitNotSupportedError if commits to `store` cannot be atomic under this handler."""
+        store.check_commit_supported()
+
+    def latest_location(self, store: ObjectStore) -> ManifestLocation | None:
+        """The latest version when the handler knows it better than a listing does (None: list the store)."""
         return None
-    from .external_store import synchronize
 
-    path = external.get(store.uri, location.version)
-    if path is None:
+    def read_unpublished(self, store: ObjectStore, location: ManifestLocation) -> bytes | None:
+        """The manifest of a committed version whose final name does not exist yet (None: no such version)."""
         return None
-    rel = synchronize(store, external, location.version, path)
-    try:
-        return store.get(rel)
-    except ObjectNotFoundError:
-        from .external_store import ExternalStoreSyncError
 
-        raise ExternalStoreSyncError(
-            f"table {store.uri}: the external store names {path} for version {location.version}, "
-            "and that manifest does not exist"
-        ) from None
+    def publish(self, store: ObjectStore, manifest: pb.Manifest, naming: ManifestNaming) -> bool:
+        """Make `manifest` the next version; False if another writer published this version first."""
+        failpoint("commit.before_manifest_put")
+        won = write_manifest(store, manifest, naming)
+        if won:
+            write_latest_hint(store, manifest.version, naming)
+        return won
 
-
-def _latest_from_external_store(store: ObjectStore) -> ManifestLocation | None:
-    """Reader protocol: the store's latest version, synchronized; None if the store knows no version."""
-    external = external_store_of(store)
-    if external is None:
-        return None
-    from .external_store import relative_path, synchronize
-
-    entry = external.get_latest_version(store.uri)
-    if entry is None:
-        return None
-    version, path = entry
-    _, naming = relative_path(store, version, path)
-    rel = synchronize(store, external, version, path)
-    return ManifestLocation(version, naming, rel)
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
 
 
-def list_manifests(store: ObjectStore) -> list[ManifestLocation]:
-    """Every committed version, oldest first (one full listing of `_versions/`, plus the external store's latest)."""
+#: The default handler: the object store's put-if-not-exists.
+PUT_IF_NOT_EXISTS = CommitHandler()
+
+
+def list_manifests(store: ObjectStore, handler: CommitHandler | None = None) -> list[ManifestLocation]:
+    """Every committed version, oldest first (one full listing of `_versions/`, plus the handler's latest)."""
     found: dict[int, ManifestLocation] = {}
     for meta in store.list(VERSIONS_DIR):
         parsed = parse_manifest_name(meta.path)
@@ -144,7 +127,7 @@ def list_manifests(store: ObjectStore) -> list[ManifestLocation]:
             continue  # temporary or staged files
         version, naming = parsed
         found.setdefault(version, ManifestLocation(version, naming, f"{VERSIONS_DIR}/{meta.path.rsplit('/', 1)[-1]}"))
-    latest = _latest_from_external_store(store)
+    latest = (handler or PUT_IF_NOT_EXISTS).latest_location(store)
     if latest is not None:
         found.setdefault(latest.version, latest)
     return [found[v] for v in sorted(found)]
@@ -197,7 +180,9 @@ def _latest_from_hint(store: ObjectStore, known: ManifestLocation | None = None)
     return location_of(store, version, naming)
 
 
-def latest_manifest_location(store: ObjectStore, known: ManifestLocation | None = None) -> ManifestLocation:
+def latest_manifest_location(
+    store: ObjectStore, known: ManifestLocation | None = None, handler: CommitHandler | None = None
+) -> ManifestLocation:
     """The newest version. With V2 naming this is a single LIST request asking for one key.
 
     `known`: a version the caller has seen (its read version, or the one it just lost the race for);
@@ -207,7 +192,7 @@ def latest_manifest_location(store: ObjectStore, known: ManifestLocation | None 
     With an external store the store decides (its latest entry, synchronized); the object store is listed
     only for a table the store does not know yet (created before the store was used).
     """
-    external = _latest_from_external_store(store)
+    external = (handler or PUT_IF_NOT_EXISTS).latest_location(store)
     if external is not None:
         return external
     if _uses_hint(store):
@@ -221,14 +206,14 @@ def latest_manifest_location(store: ObjectStore, known: ManifestLocation | None 
             name = first.path.rsplit("/", 1)[-1]
             return ManifestLocation(parsed[0], parsed[1], f"{VERSIONS_DIR}/{name}")
     # V1 tables (or a temporary file sorting first): a full listing.
-    locations = list_manifests(store)
+    locations = list_manifests(store, handler)
     if not locations:
         raise TableNotFoundError(f"no table at {store.uri}: {VERSIONS_DIR}/ holds no manifest")
     return locations[-1]
 
 
-def detect_naming(store: ObjectStore) -> ManifestNaming:
-    return latest_manifest_location(store).naming
+def detect_naming(store: ObjectStore, handler: CommitHandler | None = None) -> ManifestNaming:
+    return latest_manifest_location(store, handler=handler).naming
 
 
 def location_of(store: ObjectStore, version: int, naming: ManifestNaming) -> ManifestLocation:
@@ -239,9 +224,9 @@ def manifest_timestamp(manifest: pb.Manifest) -> datetime:
     return manifest.timestamp.ToDatetime(tzinfo=UTC)
 
 
-def table_exists(store: ObjectStore) -> bool:
+def table_exists(store: ObjectStore, handler: CommitHandler | None = None) -> bool:
     try:
-        latest_manifest_location(store)
+        latest_manifest_location(store, handler=handler)
     except TableNotFoundError:
         return False
     return True

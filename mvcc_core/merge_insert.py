@@ -16,8 +16,8 @@ process.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -36,10 +36,9 @@ from .fragments import fragment_paths, to_reader, write_fragments_from_reader
 from .predicate import to_expression
 from .row_ids import ROW_ID
 from .scan import ROW_ADDRESS
+from .state import TableState
 from .storage import ObjectStore
-
-if TYPE_CHECKING:
-    from .table import Table
+from .transaction import Transaction, check_properties
 
 _T, _S = "__target_row", "__source_row"
 
@@ -81,17 +80,27 @@ def key_hashes(keys: pa.Table) -> list[int]:
 
 
 class MergeInsertBuilder:
-    """pylance's `merge_insert` builder: choose the clauses, then `execute(data)`."""
+    """pylance's `merge_insert` builder: choose the clauses, then `execute(data)` (or `execute_uncommitted`).
 
-    def __init__(self, table: Table, on: str | Sequence[str]) -> None:
-        self._table = table
+    Built by `Table.merge_insert(on)` with the handle's state and the handle's commit, so that `execute`
+    commits through the handle and moves it.
+    """
+
+    def __init__(
+        self,
+        state: TableState,
+        on: str | Sequence[str],
+        commit: Callable[[Transaction, int], Any] | None = None,
+    ) -> None:
+        self._state = state
+        self._commit = commit or (lambda txn, retries: state.commit(txn, max_retries=retries))
         self._on = [on] if isinstance(on, str) else list(on)
         if not self._on:
             raise SchemaError("merge_insert needs at least one key column")
-        unknown = [c for c in self._on if c not in table.schema.names]
+        unknown = [c for c in self._on if c not in state.schema.names]
         if unknown:
             raise SchemaError(
-                f"merge_insert key column(s) {unknown} are not in the table; columns are {table.schema.names}"
+                f"merge_insert key column(s) {unknown} are not in the table; columns are {state.schema.names}"
             )
         self._update = False
         self._update_condition: str | None = None
@@ -114,11 +123,32 @@ class MergeInsertBuilder:
         return self
 
     def execute(
-        self, data: Any, commit_message: str | None = None, max_retries: int = DEFAULT_MAX_RETRIES
+        self,
+        data: Any,
+        *,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> dict[str, int]:
         """Run the upsert as one Update; returns pylance's counts. Nothing is committed when nothing changes."""
-        t = self._table
-        store, manifest, schema = t._store, t.manifest, t.schema
+        txn, stats = self.execute_uncommitted(
+            data, commit_message=commit_message, transaction_properties=transaction_properties
+        )
+        if txn is not None:
+            self._commit(txn, max_retries)
+        return stats
+
+    def execute_uncommitted(
+        self,
+        data: Any,
+        *,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+    ) -> tuple[Transaction | None, dict[str, int]]:
+        """Write the upsert's files and return `(Transaction, counts)` uncommitted (pylance's shape); the
+        transaction is None when nothing would change."""
+        state = self._state
+        store, manifest, schema = state.store, state.manifest, state.schema
         source = schema_mod.conform(to_reader(data, schema).read_all(), schema)
         self._check_unique(source)
         stable = row_ids.enabled(manifest)
@@ -162,8 +192,13 @@ class MergeInsertBuilder:
             if delete_filter is not None:
                 unmatched &= _filter_mask(target, delete_filter)
             deleted_tgt = np.flatnonzero(unmatched)
+        stats = {
+            "num_inserted_rows": len(inserted_src),
+            "num_updated_rows": len(updated_src),
+            "num_deleted_rows": len(deleted_tgt),
+        }
         if not len(updated_src) and not len(inserted_src) and not len(deleted_tgt):
-            return {"num_inserted_rows": 0, "num_updated_rows": 0, "num_deleted_rows": 0}
+            return None, stats
 
         fields = list(manifest.fields)
         written: list[str] = []
@@ -195,12 +230,14 @@ class MergeInsertBuilder:
             ),
             affected_rows=deleted.affected_rows if deleted else b"",
         )
-        t._commit_written(op, written + (deleted.written if deleted else []), commit_message, max_retries)
-        return {
-            "num_inserted_rows": len(inserted_src),
-            "num_updated_rows": len(updated_src),
-            "num_deleted_rows": len(deleted_tgt),
-        }
+        txn = Transaction(
+            read_version=state.version,
+            operation=op,
+            message=commit_message or "",
+            transaction_properties=check_properties(transaction_properties),
+            files=state.staged(written + (deleted.written if deleted else [])),
+        )
+        return txn, stats
 
     def _key_range(self, source: pa.Table) -> str | None:
         """`key BETWEEN min AND max` of the source keys (one integer or string key): the scan then skips

@@ -154,7 +154,9 @@ def _rebase_column_rewrite(op: ops.Update, latest: pb.Manifest) -> ops.Update:
 
 
 def replace_txn(txn: Transaction, op: ops.Operation, read_version: int) -> Transaction:
-    return Transaction(read_version=read_version, operation=op, message=txn.message, properties=txn.properties)
+    return Transaction(
+        read_version=read_version, operation=op, message=txn.message, transaction_properties=txn.transaction_properties
+    )
 
 
 def _rebase_frag_reuse(op: ops.Operation, latest_fri: pb.IndexMetadata | None) -> ops.Operation:

@@ -817,6 +817,20 @@ class ObjectStore:
         # Rebuild from uri and options in the receiving process (compaction tasks, Spark executors).
         return (self.__class__, self._init_args)
 
+    @property
+    def storage_options(self) -> dict[str, Any]:
+        """The options this store was opened with (a copy)."""
+        return dict(self._init_args[1])
+
+    def sibling(self, uri: str) -> ObjectStore:
+        """The store at another `uri` opened with this store's options (a base path, a clone's source);
+        cached per uri on this store, so the clients and caches of one are shared by every caller."""
+        siblings = self.__dict__.setdefault("_siblings", {})
+        found = siblings.get(uri)
+        if found is None:
+            found = siblings[uri] = ObjectStore(uri, self._init_args[1])
+        return found
+
     def __repr__(self) -> str:
         return f"ObjectStore({self.uri!r})"
 

@@ -1,17 +1,26 @@
 """Table: the user-facing API (pylance's shapes), and `write_table` / `open_table`.
 
 A `Table` is a handle on one version. Every write commits with the handle's version as read version
-and then advances the handle to the version it committed, as pylance does.
+and then advances the handle to the version it committed, as pylance does. The handle is the only
+mutable thing here: below it, operations receive an immutable `TableState` and return a staged
+`Transaction`, which `TableState.commit` commits (removing its files if the commit definitely failed).
+
+Every write has an uncommitted form (`append_uncommitted`, `delete_uncommitted`, ...,
+`merge_insert(...).execute_uncommitted`) for callers that commit elsewhere: a Spark driver, a catalog's
+multi-table publish, a Dagster op. Public options are keyword-only.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import uuid
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap
@@ -19,12 +28,17 @@ from pyroaring import BitMap
 from . import operations as ops
 from . import schema as schema_mod
 from ._proto import table_pb2 as pb
-from .bases import DatasetBasePath, find_base, remove_data_files
-from .commit import DEFAULT_MAX_RETRIES, CommitCache, Committer
-from .conflicts import MEM_WAL_INDEX
+from .bases import DatasetBasePath, data_file_uris, find_base
+from .clone import check_target, deep_copy
+from .commit import DEFAULT_MAX_RETRIES, Committer
+from .delete import plan_delete
+from .deletion import live_rows
 from .errors import (
     BasePathError,
-    CommitConflictError,
+    CorruptManifestError,
+    IndexExistsError,
+    IndexNotFoundError,
+    InvalidOperationError,
     SchemaError,
     TableExistsError,
     TableNotFoundError,
@@ -32,113 +46,192 @@ from .errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
-from .external_store import ExternalManifestStore, split_storage_options
-from .fragments import DEFAULT_MAX_ROWS_PER_FILE, to_reader, write_fragments_from_reader
-from .manifest import (
-    ManifestLocation,
-    latest_manifest_location,
-    list_manifests,
-    location_of,
-    manifest_timestamp,
-    read_manifest,
-    table_exists,
-)
+from .executor import Executor
+from .external_store import ExternalManifestStore, commit_handler, split_storage_options
+from .fragments import DEFAULT_MAX_ROWS_PER_FILE, fragment_paths, to_reader, write_fragments_from_reader
+from .index import MEM_WAL_INDEX
+from .index.scalar import build as build_index
+from .maintenance.cleanup import CleanupStats, cleanup_old_versions
+from .maintenance.optimize import Optimize
+from .manifest import list_manifests, manifest_timestamp, table_exists
+from .merge_insert import MergeInsertBuilder
 from .naming import ManifestNaming
 from .row_ids import ENABLE_CONFIG_KEY
 from .row_ids import enabled as row_ids_enabled
 from .scan import DEFAULT_BATCH_SIZE, Scan
-from .storage import ObjectStore, open_store
+from .schema_evolution import (
+    plan_add_columns,
+    plan_alter_columns,
+    plan_drop_columns,
+    plan_merge,
+    plan_replace_column,
+)
+from .state import TableState, commit_transaction
+from .storage import open_store
 from .tags import Tags
-from .transaction import ManifestBuildError, Transaction, read_transaction
+from .transaction import Transaction, check_properties
+from .update import plan_update
 
-if TYPE_CHECKING:
-    from .executor import Executor
-    from .maintenance.cleanup import CleanupStats
-    from .maintenance.optimize import Optimize
-    from .merge_insert import MergeInsertBuilder
+log = logging.getLogger("mvcc.table")
 
 VersionRef = int | str | datetime
+Uri = str | os.PathLike[str]
+
+
+def _uri(uri: Uri) -> str:
+    """A table uri from a string or a `pathlib.Path` (pylance accepts both)."""
+    if isinstance(uri, os.PathLike):
+        return os.fspath(uri)
+    if not isinstance(uri, str):
+        raise TypeError(f"a table uri is a str or a path, got {type(uri).__name__}")
+    return uri
 
 
 @dataclass(frozen=True)
-class VersionInfo:
+class VersionInfo(Mapping[str, Any]):
+    """One version of a table, as `Table.versions()` lists it.
+
+    Readable by attribute (`v.version`) and, as pylance's version dicts, by key (`v["version"]`,
+    `v["timestamp"]`, `v["metadata"]`; `metadata` is the transaction's `transaction_properties`). A
+    version whose manifest or transaction cannot be read is listed with `error` saying why, not skipped.
+    """
+
     version: int
-    timestamp: datetime
+    timestamp: datetime | None
     operation: str | None
     read_version: int | None
     uuid: str | None
     message: str | None
+    transaction_properties: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        return self.transaction_properties
+
+    _KEYS = (
+        "version",
+        "timestamp",
+        "metadata",
+        "operation",
+        "read_version",
+        "uuid",
+        "message",
+        "transaction_properties",
+        "error",
+    )
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._KEYS:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._KEYS)
+
+    def __len__(self) -> int:
+        return len(self._KEYS)
+
+
+class DeleteResult(dict):
+    """pylance's result of `delete`: `{"num_deleted_rows": n}`."""
+
+    @property
+    def num_deleted_rows(self) -> int:
+        return int(self["num_deleted_rows"])
+
+
+class UpdateResult(dict):
+    """pylance's result of `update`: `{"num_rows_updated": n}`."""
+
+    @property
+    def num_rows_updated(self) -> int:
+        return int(self["num_rows_updated"])
 
 
 def _as_utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-class Table:
-    """A handle on one version of a table."""
+def _check_retries(max_retries: int) -> int:
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise ValueError(f"max_retries must be a non-negative int, got {max_retries!r}")
+    return max_retries
 
-    def __init__(
-        self,
-        store: ObjectStore,
-        manifest: pb.Manifest,
-        naming: ManifestNaming,
-        committer: Committer | None = None,
-        storage_options: dict[str, Any] | None = None,
-    ) -> None:
-        self._store = store
-        self._manifest = manifest
-        self._naming = naming
-        self._committer = committer or Committer(store, CommitCache())
-        self._storage_options = storage_options
-        self._schema: pa.Schema | None = None
+
+class Table:
+    """A handle on one version of a table (pylance's `LanceDataset`).
+
+    Open one with `mvcc_core.open_table(uri)` or create one with `mvcc_core.write_table(data, uri)`.
+    Reads see the handle's version; writes commit on top of it and move the handle to the new version.
+
+    Example::
+
+        t = mvcc.write_table(pa.table({"id": [1, 2]}), "/tmp/t")
+        t.append(pa.table({"id": [3]}), commit_message="more")
+        t.to_table(filter="id > 1")
+    """
+
+    def __init__(self, state: TableState) -> None:
+        self._state = state
+
+    @classmethod
+    def from_state(cls, state: TableState) -> Table:
+        """A handle on `state` (what staged operations return)."""
+        return cls(state)
 
     # ---- identity and metadata ---------------------------------------------------------------
 
     @property
+    def state(self) -> TableState:
+        """This handle's version as an immutable `TableState` (store, manifest, committer): what
+        operations, maintenance and executor tasks receive."""
+        return self._state
+
+    @property
     def uri(self) -> str:
-        return self._store.uri
+        return self._state.uri
 
     @property
     def version(self) -> int:
-        return self._manifest.version
+        return self._state.version
 
     @property
     def manifest(self) -> pb.Manifest:
-        return self._manifest
+        return self._state.manifest
 
     @property
     def manifest_naming(self) -> ManifestNaming:
-        return self._naming
+        return self._state.naming
 
     @property
     def schema(self) -> pa.Schema:
-        if self._schema is None:
-            self._schema = schema_mod.schema_from_fields(
-                list(self._manifest.fields), dict(self._manifest.schema_metadata)
-            )
-        return self._schema
+        return self._state.schema
 
     @property
     def config(self) -> dict[str, str]:
-        return dict(self._manifest.config)
+        return dict(self.manifest.config)
 
     @property
     def table_metadata(self) -> dict[str, str]:
-        return dict(self._manifest.table_metadata)
+        return dict(self.manifest.table_metadata)
 
     @property
     def timestamp(self) -> datetime:
-        return manifest_timestamp(self._manifest)
+        return manifest_timestamp(self.manifest)
 
     @property
     def tags(self) -> Tags:
-        return Tags(self._store, self._version_exists)
+        """pylance's tags namespace: `t.tags.create(name, version)`, `.update`, `.delete`, `.list()`."""
+        return Tags(self._state.store, self._version_exists)
 
+    @property
     def latest_version(self) -> int:
-        return latest_manifest_location(self._store).version
+        """The newest version of the table (read from the store now; pylance's property)."""
+        return self._state.latest_location().version
 
     def get_fragments(self) -> list[pb.DataFragment]:
-        return list(self._manifest.fragments)
+        return list(self.manifest.fragments)
 
     def __repr__(self) -> str:
         return f"Table(uri={self.uri!r}, version={self.version}, rows={self.count_rows()})"
@@ -148,26 +241,9 @@ class Table:
 
     # ---- versions ----------------------------------------------------------------------------
 
-    def _load(self, version: int) -> pb.Manifest:
-        cached = self._committer.cache.manifests.get(version)
-        if cached is not None:
-            return cached
-        try:
-            manifest = read_manifest(self._store, location_of(self._store, version, self._naming))
-        except VersionNotFoundError:
-            existing = list_manifests(self._store)
-            if existing and 0 < version < existing[0].version:
-                raise VersionNotFoundError(
-                    f"version {version} of {self.uri} was removed by retention (cleanup_old_versions); the oldest "
-                    f"version left is {existing[0].version}"
-                ) from None
-            raise
-        self._committer.cache.manifests[version] = manifest
-        return manifest
-
     def _version_exists(self, version: int) -> bool:
         try:
-            self._load(version)
+            self._state.load(version)
         except VersionNotFoundError:
             return False
         return True
@@ -176,7 +252,7 @@ class Table:
         if isinstance(ref, bool):
             raise VersionNotFoundError(f"not a version: {ref!r}")
         if isinstance(ref, int):
-            self._load(ref)
+            self._state.load(ref)
             return ref
         if isinstance(ref, str):
             try:
@@ -190,11 +266,11 @@ class Table:
     def _version_asof(self, when: datetime) -> int:
         """The newest version committed at or before `when` (binary search: timestamps are monotonic)."""
         when = _as_utc(when)
-        locations = list_manifests(self._store)
+        locations = list_manifests(self._state.store, self._state.committer.handler)
         lo, hi, found = 0, len(locations) - 1, None
         while lo <= hi:
             mid = (lo + hi) // 2
-            if manifest_timestamp(self._load(locations[mid].version)) <= when:
+            if manifest_timestamp(self._state.load(locations[mid].version)) <= when:
                 found, lo = locations[mid].version, mid + 1
             else:
                 hi = mid - 1
@@ -204,17 +280,34 @@ class Table:
 
     def checkout(self, ref: VersionRef) -> Table:
         """A new handle on `ref`: a version number, a tag name, or a datetime (the version current then)."""
-        version = self._resolve(ref)
-        return Table(self._store, self._load(version), self._naming, self._committer, self._storage_options)
+        return Table(self._state.checkout(self._resolve(ref)))
+
+    def checkout_version(self, version: VersionRef) -> Table:
+        """pylance's name for `checkout`."""
+        return self.checkout(version)
 
     def checkout_latest(self) -> Table:
-        return self.checkout(self.latest_version())
+        return Table(self._state.latest())
 
     def versions(self) -> list[VersionInfo]:
+        """Every version, oldest first, with its operation, message and transaction properties.
+
+        A version whose manifest or transaction file is corrupt is listed with `error` set (and None for
+        what could not be read) instead of failing the whole listing.
+        """
         out = []
-        for loc in list_manifests(self._store):
-            manifest = self._load(loc.version)
-            txn = self._committer.load_transaction(manifest)
+        committer = self._state.committer
+        for loc in list_manifests(self._state.store, committer.handler):
+            try:
+                manifest = self._state.load(loc.version)
+            except CorruptManifestError as exc:
+                out.append(VersionInfo(loc.version, None, None, None, None, None, error=str(exc)))
+                continue
+            error = None
+            try:
+                txn = committer.load_transaction(manifest)
+            except CorruptManifestError as exc:
+                txn, error = None, str(exc)
             out.append(
                 VersionInfo(
                     version=loc.version,
@@ -223,8 +316,26 @@ class Table:
                     read_version=txn.read_version if txn else None,
                     uuid=txn.uuid if txn else None,
                     message=txn.message if txn else None,
+                    transaction_properties=dict(txn.transaction_properties) if txn else {},
+                    error=error,
                 )
             )
+        return out
+
+    def transaction(self, version: int | None = None) -> Transaction | None:
+        """The transaction that produced `version` (default: this handle's), None if it has no readable file."""
+        manifest = self.manifest if version is None else self._state.load(version)
+        return self._state.committer.load_transaction(manifest)
+
+    def get_transactions(self, recent_transactions: int = 10) -> list[Transaction | None]:
+        """pylance's `get_transactions`: the transactions of the newest versions up to this handle's,
+        newest first (None where a version has no readable transaction)."""
+        out: list[Transaction | None] = []
+        for version in range(self.version, max(0, self.version - recent_transactions), -1):
+            try:
+                out.append(self.transaction(version))
+            except (VersionNotFoundError, CorruptManifestError):
+                out.append(None)
         return out
 
     # ---- reads -------------------------------------------------------------------------------
@@ -233,91 +344,353 @@ class Table:
         self,
         columns: Sequence[str] | None = None,
         filter: str | pc.Expression | None = None,  # noqa: A002 - pylance's name
+        *,
         with_row_address: bool = False,
         batch_size: int = DEFAULT_BATCH_SIZE,
         with_row_id: bool = False,
     ) -> Scan:
-        """`with_row_id`: a `_rowid` column (stable ids if the table has them, else the row address)."""
-        return Scan(self._store, self._manifest, columns, filter, with_row_address, batch_size, with_row_id=with_row_id)
+        """A scan of this version. `filter`: a SQL predicate or a pyarrow Expression (pushed down and
+        answered from scalar indices alike). `with_row_id`: a `_rowid` column (stable ids if the table has
+        them, else the row address). `with_row_address`: a `_rowaddr` column."""
+        return Scan(
+            self._state.store,
+            self.manifest,
+            columns,
+            filter,
+            with_row_address,
+            batch_size,
+            with_row_id=with_row_id,
+        )
 
     def to_table(
         self,
         columns: Sequence[str] | None = None,
         filter: str | pc.Expression | None = None,  # noqa: A002
+        *,
+        limit: int | None = None,
+        offset: int | None = None,
         with_row_address: bool = False,
         with_row_id: bool = False,
     ) -> pa.Table:
-        return self.scanner(columns, filter, with_row_address, with_row_id=with_row_id).to_table()
+        """The rows of this version (matching `filter`), as one Arrow table; `offset` rows skipped and at
+        most `limit` returned, in table order."""
+        scan = self.scanner(columns, filter, with_row_address=with_row_address, with_row_id=with_row_id)
+        if limit is None and not offset:
+            return scan.to_table()
+        return _sliced(scan, limit, offset)
 
     def to_batches(
         self,
         columns: Sequence[str] | None = None,
         filter: str | pc.Expression | None = None,  # noqa: A002
+        *,
         with_row_address: bool = False,
         batch_size: int = DEFAULT_BATCH_SIZE,
         with_row_id: bool = False,
     ) -> Iterator[pa.RecordBatch]:
-        return self.scanner(columns, filter, with_row_address, batch_size, with_row_id).to_batches()
+        return self.scanner(
+            columns, filter, with_row_address=with_row_address, batch_size=batch_size, with_row_id=with_row_id
+        ).to_batches()
 
     def to_reader(self) -> pa.RecordBatchReader:
         return self.scanner().to_reader()
+
+    def head(self, num_rows: int = 5, columns: Sequence[str] | None = None) -> pa.Table:
+        """The first `num_rows` rows (pylance's `head`)."""
+        return self.to_table(columns, limit=num_rows)
+
+    def take(self, indices: Sequence[int] | np.ndarray, columns: Sequence[str] | None = None) -> pa.Table:
+        """The rows at these positions of this version (0 is the first live row), in the order given.
+
+        Only the fragments holding a requested row are read. IndexError names a position past the end.
+        """
+        positions = np.asarray(indices, dtype=np.int64)
+        total = self.count_rows()
+        bad = positions[(positions < 0) | (positions >= total)]
+        if len(bad):
+            raise IndexError(f"take: position {int(bad[0])} is out of range for {total} rows")
+        fragments = self.manifest.fragments
+        starts = np.cumsum([0] + [live_rows(f) for f in fragments])
+        owner = np.searchsorted(starts, positions, side="right") - 1
+        parts, order = [], []
+        for frag_index in np.unique(owner):
+            wanted = np.flatnonzero(owner == frag_index)
+            frag = fragments[int(frag_index)]
+            rows = Scan(self._state.store, self.manifest, columns, fragments=[frag]).to_table()
+            parts.append(rows.take(pa.array(positions[wanted] - starts[frag_index])))
+            order.append(wanted)
+        if not parts:
+            return self.scanner(columns).output_schema.empty_table()
+        combined = pa.concat_tables(parts)
+        return combined.take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
 
     def count_rows(self, filter: str | pc.Expression | None = None) -> int:  # noqa: A002
         """Without a filter: from the manifest alone, no data file is opened."""
         return self.scanner(filter=filter, columns=[]).count_rows()
 
-    # ---- writes ------------------------------------------------------------------------------
+    # ---- committing --------------------------------------------------------------------------
 
-    def commit(
+    def _txn(
         self,
         operation: ops.Operation,
+        files: Sequence[str] = (),
+        *,
+        commit_message: str | None,
+        transaction_properties: Mapping[str, str] | None,
         read_version: int | None = None,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-        commit_message: str | None = None,
-    ) -> Table:
-        """Low level: commit any operation on top of `read_version` (default: this handle's version)."""
-        txn = Transaction(
+    ) -> Transaction:
+        """A staged transaction on this handle's version; `files` relative to the table root."""
+        return Transaction(
             read_version=self.version if read_version is None else read_version,
             operation=operation,
             message=commit_message or "",
+            transaction_properties=check_properties(transaction_properties),
+            files=self._state.staged(list(files)),
         )
-        manifest, naming = self._committer.commit(
-            txn, naming=self._naming, read_manifest_hint=self._manifest, max_retries=max_retries
-        )
-        self._manifest, self._naming, self._schema = manifest, naming, None
+
+    def commit(
+        self,
+        operation: Transaction | ops.Operation,
+        *,
+        read_version: int | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+    ) -> Table:
+        """Commit a staged `Transaction` (from an `*_uncommitted` call), or any of the 15 operations on top of
+        `read_version` (default: this handle's version). The handle moves to the new version.
+
+        Raises RetryableConflictError / IncompatibleConflictError when a concurrent commit wins (a staged
+        transaction's files are then removed), InvalidOperationError when the operation cannot apply.
+        """
+        if isinstance(operation, Transaction):
+            if read_version is not None or commit_message is not None or transaction_properties is not None:
+                raise ValueError("a staged Transaction carries its read version, message and properties already")
+            txn = operation
+        elif isinstance(operation, ops.Operation):
+            txn = self._txn(
+                operation,
+                commit_message=commit_message,
+                transaction_properties=transaction_properties,
+                read_version=read_version,
+            )
+        else:
+            raise TypeError(f"commit takes a Transaction or an operation, got {type(operation).__name__}")
+        self._state = self._state.commit(txn, max_retries=_check_retries(max_retries))
         return self
 
-    def _commit_writing(self, operation: ops.Operation, written: list[pb.DataFragment], **kwargs: Any) -> Table:
-        """Commit an operation whose data files were just written; on a definite failure remove them."""
-        try:
-            return self.commit(operation, **kwargs)
-        except (CommitConflictError, TableExistsError, SchemaError):
-            _remove_fragments(self._store, written, list(self._manifest.base_paths))
-            raise
+    # ---- appends and overwrites --------------------------------------------------------------
+
+    def append_uncommitted(
+        self,
+        data: Any,
+        *,
+        max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+        target_base: str | int | None = None,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+    ) -> Transaction:
+        """Write `data` as new fragments and return the Append, uncommitted (see `append`)."""
+        base = find_base(self.manifest.base_paths, target_base) if target_base is not None else None
+        reader = to_reader(data, self.schema)
+        fragments = write_fragments_from_reader(
+            self._state.store, reader, list(self.manifest.fields), self.schema, max_rows_per_file, base
+        )
+        txn = self._txn(
+            ops.Append(fragments=fragments),
+            commit_message=commit_message,
+            transaction_properties=transaction_properties,
+        )
+        txn.files = data_file_uris(self._state.store, self.manifest.base_paths, fragments)
+        return txn
 
     def append(
         self,
         data: Any,
+        *,
+        max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+        target_base: str | int | None = None,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> Table:
+        """Add rows as new fragments (one Append). `data`: a pyarrow Table, RecordBatch(Reader), pandas
+        DataFrame or anything `pa.table` accepts, fitting the table's schema (SchemaError otherwise, before a
+        byte is written). `target_base`: the name or id of a base path (see `add_bases`) to write the data files
+        to instead of the table's own `data/`."""
+        txn = self.append_uncommitted(
+            data,
+            max_rows_per_file=max_rows_per_file,
+            target_base=target_base,
+            commit_message=commit_message,
+            transaction_properties=transaction_properties,
+        )
+        return self.commit(txn, max_retries=max_retries)
+
+    def insert(self, data: Any, *, mode: str = "append", **kwargs: Any) -> Table:
+        """pylance's `insert`: `append` (default) or `overwrite` rows of `data`."""
+        if mode == "append":
+            return self.append(data, **kwargs)
+        if mode == "overwrite":
+            return self.overwrite(data, **kwargs)
+        raise ValueError(f"insert mode must be 'append' or 'overwrite', got {mode!r}")
+
+    def overwrite_uncommitted(
+        self,
+        data: Any,
+        *,
+        schema: pa.Schema | None = None,
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
         commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+    ) -> Transaction:
+        """Write `data` and return the Overwrite replacing every row, uncommitted (see `overwrite`)."""
+        reader = to_reader(data, schema)
+        new_schema = schema or reader.schema
+        fields = _fields_for_overwrite(self.manifest, new_schema)
+        fragments = write_fragments_from_reader(self._state.store, reader, fields, new_schema, max_rows_per_file)
+        op = ops.Overwrite(fragments=fragments, schema=fields, schema_metadata=dict(new_schema.metadata or {}))
+        txn = self._txn(op, commit_message=commit_message, transaction_properties=transaction_properties)
+        txn.files = data_file_uris(self._state.store, self.manifest.base_paths, fragments)
+        return txn
+
+    def overwrite(
+        self,
+        data: Any,
+        *,
+        schema: pa.Schema | None = None,
+        max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
-        target_base: str | int | None = None,
     ) -> Table:
-        """Add rows as new fragments. `target_base`: the name or id of a base path (see `add_bases`) to
-        write the data files to instead of the table's own `data/`."""
-        base = find_base(self._manifest.base_paths, target_base) if target_base is not None else None
-        reader = to_reader(data, self.schema)
-        fragments = write_fragments_from_reader(
-            self._store, reader, list(self._manifest.fields), self.schema, max_rows_per_file, base
+        """Replace all rows (one Overwrite); the schema may change (field ids of unchanged columns are kept)."""
+        txn = self.overwrite_uncommitted(
+            data,
+            schema=schema,
+            max_rows_per_file=max_rows_per_file,
+            commit_message=commit_message,
+            transaction_properties=transaction_properties,
         )
-        return self._commit_writing(
-            ops.Append(fragments=fragments), fragments, commit_message=commit_message, max_retries=max_retries
+        return self.commit(txn, max_retries=max_retries)
+
+    # ---- row-level changes -------------------------------------------------------------------
+
+    def _stage_delete(
+        self,
+        predicate: str | pc.Expression,
+        commit_message: str | None,
+        transaction_properties: Mapping[str, str] | None,
+    ) -> tuple[Transaction | None, int]:
+        plan = plan_delete(self._state.store, self.manifest, predicate)
+        if plan.operation is None:
+            return None, 0
+        txn = self._txn(
+            plan.operation, plan.written, commit_message=commit_message, transaction_properties=transaction_properties
         )
+        return txn, plan.rows_deleted
+
+    def delete_uncommitted(
+        self,
+        predicate: str | pc.Expression,
+        *,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+    ) -> Transaction | None:
+        """Write the deletion vectors for `predicate` and return the Delete, uncommitted; None when no row
+        matches (there is nothing to commit)."""
+        return self._stage_delete(predicate, commit_message, transaction_properties)[0]
+
+    def delete(
+        self,
+        predicate: str | pc.Expression,
+        *,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> DeleteResult:
+        """Delete the rows matching `predicate` (SQL or pyarrow Expression) with deletion vectors.
+
+        One Delete transaction; when no row matches, nothing is committed (the handle stays where it is).
+        Returns pylance's `{"num_deleted_rows": n}`.
+        """
+        txn, rows = self._stage_delete(predicate, commit_message, transaction_properties)
+        if txn is not None:
+            self.commit(txn, max_retries=max_retries)
+        return DeleteResult(num_deleted_rows=rows)
+
+    def _stage_update(
+        self,
+        values: dict[str, Any],
+        where: str | pc.Expression | None,
+        mode: str | None,
+        merged_generations: dict[str | uuid.UUID, int] | None,
+        commit_message: str | None,
+        transaction_properties: Mapping[str, str] | None,
+    ) -> tuple[Transaction | None, int]:
+        merged = _merged_generations(self.manifest, merged_generations) if merged_generations else []
+        plan = plan_update(self._state.store, self.manifest, values, where, mode=mode)
+        if plan.operation is not None:
+            plan.operation.merged_generations = merged
+            op: ops.Operation = plan.operation
+        elif merged:
+            op = ops.UpdateMemWalState(merged_generations=merged)
+        else:
+            return None, 0
+        txn = self._txn(op, plan.written, commit_message=commit_message, transaction_properties=transaction_properties)
+        return txn, plan.rows_updated
+
+    def update_uncommitted(
+        self,
+        values: dict[str, Any],
+        where: str | pc.Expression | None = None,
+        *,
+        mode: str | None = None,
+        merged_generations: dict[str | uuid.UUID, int] | None = None,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+    ) -> Transaction | None:
+        """Write the updated rows or columns and return the Update, uncommitted (see `update`); None when
+        no row matches and no generation is to be marked merged."""
+        return self._stage_update(values, where, mode, merged_generations, commit_message, transaction_properties)[0]
+
+    def update(
+        self,
+        values: dict[str, Any],
+        where: str | pc.Expression | None = None,
+        *,
+        mode: str | None = None,
+        merged_generations: dict[str | uuid.UUID, int] | None = None,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> UpdateResult:
+        """Set columns to SQL expressions or literals on the rows matching `where` (all rows for None).
+
+        pylance's shape; one Update transaction. `mode`: "rewrite_rows", "rewrite_columns", or None to
+        pick the cheaper (see `mvcc_core.update`). `merged_generations` (MemWAL region -> generation) are
+        marked merged by the same transaction (a flush of a MemWAL into the table). Returns
+        `{"num_rows_updated": n}`; when no row matches only the generations, if any, are committed.
+        """
+        txn, rows = self._stage_update(values, where, mode, merged_generations, commit_message, transaction_properties)
+        if txn is not None:
+            self.commit(txn, max_retries=max_retries)
+        return UpdateResult(num_rows_updated=rows)
+
+    def merge_insert(self, on: str | Sequence[str]) -> MergeInsertBuilder:
+        """Upsert builder with pylance's shape: `t.merge_insert("id").when_matched_update_all()
+        .when_not_matched_insert_all().execute(data)`; one Update transaction. `execute_uncommitted(data)`
+        returns `(Transaction, stats)` instead of committing."""
+        return MergeInsertBuilder(self._state, on, lambda txn, retries: self.commit(txn, max_retries=retries))
+
+    # ---- base paths and clones ---------------------------------------------------------------
 
     def add_bases(
         self,
         bases: Sequence[DatasetBasePath],
+        *,
         commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> Table:
         """Register base paths data may be written to (one UpdateBases); ids are assigned at commit.
@@ -332,9 +705,9 @@ class Table:
         if len(set(names)) != len(names) or len(set(paths)) != len(paths):
             raise BasePathError(f"add_bases got the same name or path twice: {[(p.name, p.path) for p in protos]}")
         for proto in protos:
-            if proto.path == self._store.uri.rstrip("/"):
+            if proto.path == self.uri.rstrip("/"):
                 raise BasePathError(f"base path {proto.path!r} is the table's own root")
-            for existing in self._manifest.base_paths:
+            for existing in self.manifest.base_paths:
                 if existing.path == proto.path or (
                     proto.HasField("name") and existing.HasField("name") and existing.name == proto.name
                 ):
@@ -344,18 +717,23 @@ class Table:
                     )
         try:
             return self.commit(
-                ops.UpdateBases(new_bases=protos), commit_message=commit_message, max_retries=max_retries
+                ops.UpdateBases(new_bases=protos),
+                commit_message=commit_message,
+                transaction_properties=transaction_properties,
+                max_retries=max_retries,
             )
-        except ManifestBuildError as exc:  # a concurrent commit added a clashing base
+        except InvalidOperationError as exc:  # a concurrent commit added a clashing base
             raise BasePathError(str(exc)) from exc
 
     def clone(
         self,
-        target_uri: str,
+        target_uri: Uri,
         version: VersionRef | None = None,
+        *,
         shallow: bool = True,
         storage_options: dict[str, Any] | None = None,
         commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
     ) -> Table:
         """A new table at `target_uri` whose history starts at `version` (default: this handle's).
 
@@ -363,269 +741,253 @@ class Table:
         so it breaks if this table's files are removed (reads then raise ObjectNotFoundError). Deep: every
         file is copied and the clone stands alone. Writes to a clone never touch this table.
         """
-        from .clone import check_target, deep_copy
-
         ref = self.version if version is None else self._resolve(version)
-        source = self._load(ref)
-        options = self._storage_options if storage_options is None else storage_options
-        target = open_store(target_uri, options)
-        check_target(self._store, target)
+        source = self._state.load(ref)
+        options = self._state.storage_options if storage_options is None else storage_options
+        target = open_store(_uri(target_uri), options)
+        check_target(self._state.store, target)
         if table_exists(target):
             raise TableExistsError(f"a table already exists at {target.uri}; a clone needs an empty location")
-        copied = [] if shallow else deep_copy(self._store, source, target)
+        copied = [] if shallow else deep_copy(self._state.store, source, target)
         op = ops.Clone(
             is_shallow=shallow,
             ref_name=version if isinstance(version, str) else None,
             ref_version=ref,
-            ref_path=self._store.uri,
+            ref_path=self.uri,
         )
         committer = Committer(target)
-        try:
-            manifest, naming = committer.commit(
-                Transaction(read_version=0, operation=op, message=commit_message or ""),
-                naming=self._naming,
-                create=True,
-            )
-        except (CommitConflictError, TableExistsError):
-            target.delete_many(copied)
-            raise
-        return Table(target, manifest, naming, committer, options)
-
-    def overwrite(
-        self,
-        data: Any,
-        schema: pa.Schema | None = None,
-        max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
-        commit_message: str | None = None,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-    ) -> Table:
-        """Replace all rows; the schema may change (field ids of unchanged columns are kept)."""
-        reader = to_reader(data, schema)
-        new_schema = schema or reader.schema
-        fields = _fields_for_overwrite(self._manifest, new_schema)
-        fragments = write_fragments_from_reader(self._store, reader, fields, new_schema, max_rows_per_file)
-        op = ops.Overwrite(fragments=fragments, schema=fields, schema_metadata=dict(new_schema.metadata or {}))
-        return self._commit_writing(op, fragments, commit_message=commit_message, max_retries=max_retries)
-
-    def delete(
-        self,
-        predicate: str | pc.Expression,
-        commit_message: str | None = None,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-    ) -> Table:
-        """Delete the rows matching `predicate` (SQL or pyarrow Expression) with deletion vectors.
-
-        One Delete transaction; when no row matches, nothing is committed (the handle stays where it is).
-        """
-        from .delete import plan_delete
-
-        plan = plan_delete(self._store, self._manifest, predicate)
-        if plan.operation is None:
-            return self
-        return self._commit_written(plan.operation, plan.written, commit_message, max_retries)
-
-    def update(
-        self,
-        values: dict[str, Any],
-        where: str | pc.Expression | None = None,
-        mode: str | None = None,
-        commit_message: str | None = None,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-        merged_generations: dict[str | uuid.UUID, int] | None = None,
-    ) -> dict[str, int]:
-        """Set columns to SQL expressions or literals on the rows matching `where` (all rows for None).
-
-        pylance's shape; one Update transaction. `mode`: "rewrite_rows", "rewrite_columns", or None to
-        pick the cheaper (see `mvcc_core.update`). `merged_generations` (MemWAL region -> generation) are
-        marked merged by the same transaction (a flush of a MemWAL into the table). Returns
-        {"num_rows_updated": n}; when no row matches only the generations, if any, are committed.
-        """
-        from .update import plan_update
-
-        merged = _merged_generations(self._manifest, merged_generations) if merged_generations else []
-        plan = plan_update(self._store, self._manifest, values, where, mode=mode)
-        if plan.operation is not None:
-            plan.operation.merged_generations = merged
-            self._commit_written(plan.operation, plan.written, commit_message, max_retries)
-        elif merged:
-            self.commit(ops.UpdateMemWalState(merged_generations=merged), commit_message=commit_message)
-        return {"num_rows_updated": plan.rows_updated}
-
-    def _commit_written(
-        self, operation: ops.Operation, written: list[str], commit_message: str | None, max_retries: int
-    ) -> Table:
-        """Commit an operation whose files were just written; on a definite failure remove them."""
-        try:
-            return self.commit(operation, commit_message=commit_message, max_retries=max_retries)
-        except (CommitConflictError, SchemaError):
-            self._store.delete_many(written)  # no manifest references them
-            raise
+        txn = Transaction(
+            read_version=0,
+            operation=op,
+            message=commit_message or "",
+            transaction_properties=check_properties(transaction_properties),
+            files=[f"{target.uri}/{p}" for p in copied],
+        )
+        manifest, naming = commit_transaction(committer, txn, naming=self.manifest_naming, create=True)
+        return Table(TableState(target, manifest, naming, committer))
 
     # ---- schema evolution (pylance's shapes) --------------------------------------------------
 
     def add_columns(
         self,
         transforms: dict[str, str] | pa.Field | list[pa.Field] | pa.Schema,
+        *,
         commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> Table:
         """New columns from SQL expressions (`{"total": "price * qty"}`) or all-null columns from Arrow
         fields. Every fragment gets one new data file; existing files are not rewritten. One Merge."""
-        from .schema_evolution import plan_add_columns
-
-        plan = plan_add_columns(self._store, self._manifest, transforms)
-        return self._commit_written(plan.operation, plan.written, commit_message, max_retries)
+        plan = plan_add_columns(self._state.store, self.manifest, transforms)
+        txn = self._txn(
+            plan.operation, plan.written, commit_message=commit_message, transaction_properties=transaction_properties
+        )
+        return self.commit(txn, max_retries=max_retries)
 
     def merge(
         self,
         data: Any,
         left_on: str,
         right_on: str | None = None,
+        *,
         commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> Table:
         """Add the columns of `data`, joined on a key column (a left join: no match gives nulls). One Merge."""
-        from .schema_evolution import plan_merge
-
-        plan = plan_merge(self._store, self._manifest, data, left_on, right_on)
-        return self._commit_written(plan.operation, plan.written, commit_message, max_retries)
+        plan = plan_merge(self._state.store, self.manifest, data, left_on, right_on)
+        txn = self._txn(
+            plan.operation, plan.written, commit_message=commit_message, transaction_properties=transaction_properties
+        )
+        return self.commit(txn, max_retries=max_retries)
 
     def drop_columns(
-        self, columns: str | Sequence[str], commit_message: str | None = None, max_retries: int = DEFAULT_MAX_RETRIES
+        self,
+        columns: str | Sequence[str],
+        *,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> Table:
         """Drop columns or struct fields (`"a.b"`); metadata only. One Project."""
-        from .schema_evolution import plan_drop_columns
-
         return self.commit(
-            plan_drop_columns(self._manifest, columns), commit_message=commit_message, max_retries=max_retries
+            plan_drop_columns(self.manifest, columns),
+            commit_message=commit_message,
+            transaction_properties=transaction_properties,
+            max_retries=max_retries,
         )
 
-    def alter_columns(self, *alterations: dict[str, Any], commit_message: str | None = None) -> Table:
+    def alter_columns(
+        self,
+        *alterations: dict[str, Any],
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> Table:
         """Rename (`{"path": "a", "name": "b"}`) or make nullable (`"nullable": True`); metadata only."""
-        from .schema_evolution import plan_alter_columns
-
-        return self.commit(plan_alter_columns(self._manifest, alterations), commit_message=commit_message)
+        return self.commit(
+            plan_alter_columns(self.manifest, alterations),
+            commit_message=commit_message,
+            transaction_properties=transaction_properties,
+            max_retries=max_retries,
+        )
 
     def replace_column(
         self,
         column: str,
         replacements: dict[int, Any],
+        *,
         commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> Table:
         """Replace a column's values in some fragments ({fragment id: values for every physical row}).
 
         The new values go into new files; the old ones are tombstoned. One DataReplacement.
         """
-        from .schema_evolution import plan_replace_column
-
-        plan = plan_replace_column(self._store, self._manifest, column, replacements)
-        return self._commit_written(plan.operation, plan.written, commit_message, max_retries)
-
-    # ---- upserts -----------------------------------------------------------------------------
-
-    def merge_insert(self, on: str | Sequence[str]) -> MergeInsertBuilder:
-        """Upsert builder with pylance's shape: `t.merge_insert("id").when_matched_update_all()
-        .when_not_matched_insert_all().execute(data)`; one Update transaction."""
-        from .merge_insert import MergeInsertBuilder
-
-        return MergeInsertBuilder(self, on)
+        plan = plan_replace_column(self._state.store, self.manifest, column, replacements)
+        txn = self._txn(
+            plan.operation, plan.written, commit_message=commit_message, transaction_properties=transaction_properties
+        )
+        return self.commit(txn, max_retries=max_retries)
 
     # ---- maintenance -------------------------------------------------------------------------
 
     @property
     def optimize(self) -> Optimize:
-        """pylance's `optimize` namespace: `t.optimize.compact_files(...)`."""
-        from .maintenance.optimize import Optimize
+        """pylance's `optimize` namespace: `t.optimize.compact_files(...)`, `t.optimize.optimize_indices()`."""
+        return Optimize(self._state, self._advance)
 
-        return Optimize(self)
+    def _advance(self, state: TableState) -> None:
+        """Move this handle to `state` (what `t.optimize` calls after it commits)."""
+        self._state = state
 
     def cleanup_old_versions(
         self,
         older_than: timedelta = timedelta(days=14),
         retain_versions: int | None = None,
+        *,
         delete_unverified: bool = False,
         error_if_tagged_old_versions: bool = True,
         dry_run: bool = False,
+        progress: Any = None,
     ) -> CleanupStats:
         """Remove old versions and the files only they use (Lance's semantics; see maintenance/cleanup.py).
 
         The latest and tagged versions are always kept; unreferenced files younger than 7 days are kept
-        unless `delete_unverified`; `dry_run` only reports.
+        unless `delete_unverified`; `dry_run` only reports. A corrupt old manifest is counted in
+        `CleanupStats.corrupt_versions` and removed like any other old version.
+        `progress(done, total)` is called as files are removed.
         """
-        from .maintenance.cleanup import cleanup_old_versions
-
-        return cleanup_old_versions(
-            self, older_than, retain_versions, delete_unverified, error_if_tagged_old_versions, dry_run
+        stats = cleanup_old_versions(
+            self._state,
+            older_than,
+            retain_versions,
+            delete_unverified=delete_unverified,
+            error_if_tagged_old_versions=error_if_tagged_old_versions,
+            dry_run=dry_run,
+            progress=progress,
         )
+        self._state.committer.cache.manifests.clear()
+        return stats
 
     # ---- scalar indices ----------------------------------------------------------------------
+
+    def create_index_uncommitted(
+        self,
+        column: str,
+        index_type: str = "BTREE",
+        *,
+        name: str | None = None,
+        replace: bool = True,
+        executor: Executor | None = None,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+    ) -> Transaction:
+        """Write the index files and return the CreateIndex, uncommitted (see `create_index`)."""
+        name = name or f"{column}_idx"
+        existing = [i for i in self.manifest.indices if i.name == name]
+        if existing and not replace:
+            raise IndexExistsError(f"table {self.uri} already has an index named {name!r}; pass replace=True")
+        built = build_index(
+            self._state.store,
+            self.manifest,
+            column,
+            index_type,
+            name,
+            None,
+            executor,
+            self.uri,
+            self._state.storage_options,
+        )
+        op = ops.CreateIndex(new_indices=[built.metadata], removed_indices=existing)
+        return self._txn(
+            op, built.written, commit_message=commit_message, transaction_properties=transaction_properties
+        )
 
     def create_index(
         self,
         column: str,
         index_type: str = "BTREE",
+        *,
         name: str | None = None,
         replace: bool = True,
-        commit_message: str | None = None,
         executor: Executor | None = None,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> Table:
         """A BTREE or BITMAP index on a scalar column over every fragment (one CreateIndex).
 
         Filters on the column (`=`, `IN`, ranges, `IS NULL`, ...) then read only the rows it names in the
         fragments it covers. `name` defaults to `{column}_idx`; an existing index of that name is replaced,
-        or refused with `replace=False`. With `executor` (`map(fn, tasks)`: a process pool, Spark) the
-        column is read by tasks on it; this process sorts and writes the index and commits.
+        or refused with `replace=False` (IndexExistsError). With `executor` (`map(fn, tasks)`: a process pool,
+        Spark) the column is read by tasks on it; this process sorts and writes the index and commits.
         """
-        from .index.scalar import build
-
-        name = name or f"{column}_idx"
-        existing = [i for i in self._manifest.indices if i.name == name]
-        if existing and not replace:
-            raise SchemaError(f"table {self.uri} already has an index named {name!r}; pass replace=True")
-        built = build(
-            self._store, self._manifest, column, index_type, name, None, executor, self.uri, self._storage_options
+        txn = self.create_index_uncommitted(
+            column,
+            index_type,
+            name=name,
+            replace=replace,
+            executor=executor,
+            commit_message=commit_message,
+            transaction_properties=transaction_properties,
         )
-        op = ops.CreateIndex(new_indices=[built.metadata], removed_indices=existing)
-        return self._commit_written(op, built.written, commit_message, DEFAULT_MAX_RETRIES)
+        return self.commit(txn, max_retries=max_retries)
 
-    def drop_index(self, name: str, commit_message: str | None = None) -> Table:
-        """Remove an index from the table (its files stay for older versions until retention)."""
-        existing = [i for i in self._manifest.indices if i.name == name]
-        if not existing:
-            names = [i.name for i in self._manifest.indices]
-            raise SchemaError(f"table {self.uri} has no index named {name!r}; indices: {names}")
-        return self.commit(ops.CreateIndex(removed_indices=existing), commit_message=commit_message)
+    def create_scalar_index(
+        self, column: str, index_type: str = "BTREE", *, name: str | None = None, replace: bool = True, **kwargs: Any
+    ) -> Table:
+        """pylance's name for `create_index` on a scalar column."""
+        return self.create_index(column, index_type, name=name, replace=replace, **kwargs)
 
-    # ---- MemWAL state and indices -------------------------------------------------------------
-
-    def mark_generations_merged(
+    def drop_index(
         self,
-        generations: dict[str | uuid.UUID, int],
+        name: str,
+        *,
         commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> Table:
-        """Record that MemWAL regions' generations up to these numbers are merged (one UpdateMemWalState).
-
-        `generations` maps a region id (UUID or its string) to a generation; a region's merged generation
-        only moves forward, so a number at or below the recorded one is refused.
-        """
-        merged = _merged_generations(self._manifest, generations)
+        """Remove an index from the table (its files stay for older versions until retention)."""
+        existing = [i for i in self.manifest.indices if i.name == name]
+        if not existing:
+            names = [i.name for i in self.manifest.indices]
+            raise IndexNotFoundError(f"table {self.uri} has no index named {name!r}; indices: {names}")
         return self.commit(
-            ops.UpdateMemWalState(merged_generations=merged), commit_message=commit_message, max_retries=max_retries
+            ops.CreateIndex(removed_indices=existing),
+            commit_message=commit_message,
+            transaction_properties=transaction_properties,
+            max_retries=max_retries,
         )
-
-    def mem_wal_state(self) -> dict[str, int]:
-        """MemWAL regions (UUID string) -> their merged generation, in this version."""
-        return {str(uuid.UUID(bytes=r.region_id.uuid)): r.merged_generation for r in self._manifest.mem_wal_regions}
 
     def list_indices(self) -> list[dict[str, Any]]:
         """The indices of this version (pylance's shape), including the MemWAL index when regions exist."""
         out = []
-        for index in self._manifest.indices:
-            by_id = {f.id: f.name for f in self._manifest.fields}
+        by_id = {f.id: f.name for f in self.manifest.fields}
+        live = {f.id for f in self.manifest.fragments}
+        for index in self.manifest.indices:
             covered = set(BitMap.deserialize(index.fragment_bitmap)) if index.fragment_bitmap else set()
-            live = {f.id for f in self._manifest.fragments}
             out.append(
                 {
                     "name": index.name,
@@ -638,34 +1000,97 @@ class Table:
                     "num_unindexed_fragments": len(live - covered),
                 }
             )
-        if len(self._manifest.mem_wal_regions):
+        if len(self.manifest.mem_wal_regions):
             out.append({"name": MEM_WAL_INDEX, "type": "MemWal", "fields": [], "regions": self.mem_wal_state()})
         return out
 
-    def restore(self, ref: VersionRef | None = None, commit_message: str | None = None) -> Table:
-        """Make `ref` (default: this handle's version) the latest version again; history is kept."""
+    # ---- MemWAL state ------------------------------------------------------------------------
+
+    def mark_generations_merged(
+        self,
+        generations: dict[str | uuid.UUID, int],
+        *,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> Table:
+        """Record that MemWAL regions' generations up to these numbers are merged (one UpdateMemWalState).
+
+        `generations` maps a region id (UUID or its string) to a generation; a region's merged generation
+        only moves forward, so a number at or below the recorded one is refused.
+        """
+        merged = _merged_generations(self.manifest, generations)
+        return self.commit(
+            ops.UpdateMemWalState(merged_generations=merged),
+            commit_message=commit_message,
+            transaction_properties=transaction_properties,
+            max_retries=max_retries,
+        )
+
+    def mem_wal_state(self) -> dict[str, int]:
+        """MemWAL regions (UUID string) -> their merged generation, in this version."""
+        return {str(uuid.UUID(bytes=r.region_id.uuid)): r.merged_generation for r in self.manifest.mem_wal_regions}
+
+    # ---- restore and configuration -----------------------------------------------------------
+
+    def restore(
+        self,
+        ref: VersionRef | None = None,
+        *,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> Table:
+        """Make `ref` (default: this handle's version) the latest version again; history is kept.
+
+        Restore works past a corrupt latest manifest: the new version is committed after it, and the
+        corrupt one stays in the history (where `versions()` reports it) until retention removes it.
+        """
         version = self.version if ref is None else self._resolve(ref)
-        read_version = self.latest_version()
-        self._manifest = self._load(read_version)
-        return self.commit(ops.Restore(version=version), read_version=read_version, commit_message=commit_message)
+        latest = self._state.latest_location()
+        try:
+            self._state = self._state.checkout(latest.version)
+        except CorruptManifestError as exc:
+            log.warning(
+                "restoring %s to version %s past corrupt latest version %s: %s", self.uri, version, latest.version, exc
+            )
+        return self.commit(
+            ops.Restore(version=version),
+            read_version=latest.version,
+            commit_message=commit_message,
+            transaction_properties=transaction_properties,
+            max_retries=max_retries,
+        )
 
     def update_config(
         self,
         upsert: dict[str, str] | None = None,
         delete: Sequence[str] | None = None,
+        *,
         commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> Table:
-        return self.commit(ops.UpdateConfig.of(upsert, list(delete or [])), commit_message=commit_message)
+        """Set (`upsert`) and remove (`delete`) table configuration keys (one UpdateConfig)."""
+        return self.commit(
+            ops.UpdateConfig.of(upsert, list(delete or [])),
+            commit_message=commit_message,
+            transaction_properties=transaction_properties,
+            max_retries=max_retries,
+        )
 
     def update_metadata(
         self,
         table_metadata: dict[str, str | None] | None = None,
         schema_metadata: dict[str, str | None] | None = None,
         field_metadata: dict[str, dict[str, str | None]] | None = None,
+        *,
         commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> Table:
         """Change table, schema or field metadata (a None value removes the key). Fields are named by column."""
-        by_name = schema_mod.field_ids_by_name(list(self._manifest.fields))
+        by_name = schema_mod.field_ids_by_name(list(self.manifest.fields))
         unknown = [name for name in (field_metadata or {}) if name not in by_name]
         if unknown:
             raise SchemaError(f"table {self.uri} has no column(s) {unknown}; columns are {list(by_name)}")
@@ -674,7 +1099,31 @@ class Table:
             schema_metadata=schema_metadata,
             field_metadata={by_name[n]: md for n, md in (field_metadata or {}).items()},
         )
-        return self.commit(op, commit_message=commit_message)
+        return self.commit(
+            op, commit_message=commit_message, transaction_properties=transaction_properties, max_retries=max_retries
+        )
+
+
+def _sliced(scan: Scan, limit: int | None, offset: int | None) -> pa.Table:
+    """`offset` rows skipped, then at most `limit`, reading no further than needed."""
+    for name, value in (("limit", limit), ("offset", offset)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+    skip, left = offset or 0, limit
+    batches = []
+    for batch in scan.to_batches():
+        if left is not None and left <= 0:
+            break
+        if skip >= batch.num_rows:
+            skip -= batch.num_rows
+            continue
+        batch = batch.slice(skip)
+        skip = 0
+        if left is not None:
+            batch = batch.slice(0, left)
+            left -= batch.num_rows
+        batches.append(batch)
+    return pa.Table.from_batches(batches, schema=scan.output_schema)
 
 
 def _merged_generations(manifest: pb.Manifest, generations: dict[str | uuid.UUID, int]) -> list[pb.MergedGeneration]:
@@ -712,18 +1161,13 @@ def _fields_for_overwrite(current: pb.Manifest | None, schema: pa.Schema) -> lis
     return fields
 
 
-def _remove_fragments(
-    store: ObjectStore, fragments: list[pb.DataFragment], base_paths: Sequence[pb.BasePath] = ()
-) -> None:
-    remove_data_files(store, base_paths, fragments)
-
-
 # ---- module-level entry points ---------------------------------------------------------------
 
 
 def open_table(
-    uri: str,
+    uri: Uri,
     version: VersionRef | None = None,
+    *,
     asof: datetime | None = None,
     storage_options: dict[str, Any] | None = None,
     external_store: str | ExternalManifestStore | None = None,
@@ -733,49 +1177,63 @@ def open_table(
     Only the manifest asked for is read: an older version opens even when a newer manifest is damaged.
     `external_store` (or storage option "external_store"): an ExternalManifestStore or a URI such as
     "sqlite:///path/db"; the latest version then comes from it, and commits go through it.
+
+    Raises TableNotFoundError when no table is at `uri`, VersionNotFoundError for an unknown version.
     """
     if version is not None and asof is not None:
         raise ValueError("give either version or asof, not both")
     external, storage_options = split_storage_options(storage_options, external_store)
-    store = open_store(uri, storage_options)
-    committer = Committer(store, external_store=external)
-    location: ManifestLocation = latest_manifest_location(store)
+    store = open_store(_uri(uri), storage_options)
+    committer = Committer(store, handler=commit_handler(external))
+    location = committer.latest_location()
     if version is None and asof is None:
-        manifest = read_manifest(store, location)
-        committer.cache.manifests[manifest.version] = manifest
-        return Table(store, manifest, location.naming, committer, storage_options)
-    handle = Table(store, pb.Manifest(), location.naming, committer, storage_options)
+        return Table(TableState(store, committer.load_manifest(location), location.naming, committer))
+    handle = Table(TableState(store, pb.Manifest(), location.naming, committer))
     return handle.checkout(version if version is not None else asof)
 
 
 def write_table(
     data: Any,
-    uri: str,
+    uri: Uri,
     mode: str = "create",
+    *,
+    schema: pa.Schema | None = None,
     storage_options: dict[str, Any] | None = None,
     manifest_naming: str | ManifestNaming = "v2",
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     commit_message: str | None = None,
-    schema: pa.Schema | None = None,
+    transaction_properties: Mapping[str, str] | None = None,
     max_retries: int = DEFAULT_MAX_RETRIES,
     external_store: str | ExternalManifestStore | None = None,
     enable_stable_row_ids: bool = False,
 ) -> Table:
     """Create a table, or append to / overwrite an existing one (pylance's `write_dataset`).
 
-    With `external_store` (see `open_table`) the object store needs no conditional writes.
-    `enable_stable_row_ids` (at creation only): every row gets an id that survives updates and
-    compaction (`with_row_id=True` in scans); sets the `stable_row_ids` reader and writer flags.
+    `mode`: "create" (TableExistsError if a table is there), "append" or "overwrite" (both create the
+    table when there is none). With `external_store` (see `open_table`) the object store needs no
+    conditional writes. `enable_stable_row_ids` (at creation only): every row gets an id that survives
+    updates and compaction (`with_row_id=True` in scans); sets the `stable_row_ids` reader and writer flags.
+
+    Example::
+
+        t = mvcc.write_table(pa.table({"id": [1, 2, 3]}), "/tmp/t", commit_message="initial load")
     """
     if mode not in ("create", "append", "overwrite"):
         raise ValueError(f"mode must be 'create', 'append' or 'overwrite', got {mode!r}")
+    uri = _uri(uri)
     naming = ManifestNaming.parse(manifest_naming)
+    properties = check_properties(transaction_properties)
     external, storage_options = split_storage_options(storage_options, external_store)
-    store = open_store(uri, storage_options)
     try:
         existing = open_table(uri, storage_options=storage_options, external_store=external)
     except TableNotFoundError:
         existing = None
+    common = dict(
+        max_rows_per_file=max_rows_per_file,
+        commit_message=commit_message,
+        transaction_properties=properties,
+        max_retries=max_retries,
+    )
     if existing is not None:
         if enable_stable_row_ids and not row_ids_enabled(existing.manifest):
             raise UnsupportedFeatureError(
@@ -786,8 +1244,9 @@ def write_table(
                 f"a table already exists at {uri} (version {existing.version}); use mode='append' or 'overwrite'"
             )
         if mode == "append":
-            return existing.append(data, max_rows_per_file, commit_message, max_retries)
-        return existing.overwrite(data, schema, max_rows_per_file, commit_message, max_retries)
+            return existing.append(data, **common)
+        return existing.overwrite(data, schema=schema, **common)
+    store = open_store(uri, storage_options)
     reader = to_reader(data, schema)
     table_schema = schema or reader.schema
     fields, _ = schema_mod.fields_from_schema(table_schema)
@@ -798,20 +1257,24 @@ def write_table(
         schema_metadata=dict(table_schema.metadata or {}),
         config_upsert_values={ENABLE_CONFIG_KEY: "true"} if enable_stable_row_ids else {},
     )
-    committer = Committer(store, external_store=external)
-    txn = Transaction(read_version=0, operation=op, message=commit_message or "")
-    try:
-        manifest, naming = committer.commit(txn, naming=naming, create=(mode != "overwrite"), max_retries=max_retries)
-    except (CommitConflictError, TableExistsError):
-        # Definite failures: no manifest references these files. (Never on an ambiguous storage error.)
-        _remove_fragments(store, fragments)
-        raise
-    return Table(store, manifest, naming, committer, storage_options)
+    committer = Committer(store, handler=commit_handler(external))
+    txn = Transaction(
+        read_version=0,
+        operation=op,
+        message=commit_message or "",
+        transaction_properties=properties,
+        files=[f"{store.uri}/{p}" for f in fragments for p in fragment_paths(f)],
+    )
+    manifest, naming = commit_transaction(
+        committer, txn, naming=naming, create=(mode != "overwrite"), max_retries=_check_retries(max_retries)
+    )
+    return Table(TableState(store, manifest, naming, committer))
 
 
 def write_fragments(
     data: Any,
-    uri: str,
+    uri: Uri,
+    *,
     schema: pa.Schema | None = None,
     storage_options: dict[str, Any] | None = None,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
@@ -822,6 +1285,7 @@ def write_fragments(
     For an existing table the data must fit its schema; for a new table the field ids are those
     `fields_from_schema(schema)` assigns, so an Overwrite built from the same schema matches.
     """
+    uri = _uri(uri)
     external, storage_options = split_storage_options(storage_options, external_store)
     store = open_store(uri, storage_options)
     try:
@@ -833,9 +1297,3 @@ def write_fragments(
         fields, _ = schema_mod.fields_from_schema(table_schema)
         return write_fragments_from_reader(store, reader, fields, table_schema, max_rows_per_file)
     return write_fragments_from_reader(store, to_reader(data, table_schema), fields, table_schema, max_rows_per_file)
-
-
-def transaction_of(table: Table, version: int) -> Transaction | None:
-    """The transaction that produced `version` (None for manifests without one)."""
-    manifest = table._load(version)
-    return read_transaction(table._store, manifest.transaction_file) if manifest.transaction_file else None

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import time
 import uuid as uuid_mod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from google.protobuf.message import DecodeError
 from pyroaring import BitMap
@@ -18,7 +19,7 @@ from . import features, framing, row_ids
 from . import operations as ops
 from ._proto import table_pb2 as pb
 from ._proto import transaction_pb2 as tpb
-from .errors import CorruptManifestError, MvccError, UnsupportedFeatureError
+from .errors import CorruptManifestError, InvalidOperationError, UnsupportedFeatureError
 from .fragments import tombstone
 from .index import MEM_WAL_INDEX, SINGLETON_INDICES, frag_reuse
 from .naming import transaction_path
@@ -27,11 +28,38 @@ from .storage import ObjectStore
 
 @dataclass
 class Transaction:
+    """One change to a table, built on `read_version` (Lance's Transaction); committed by `Table.commit`.
+
+    A staged transaction (from `append_uncommitted`, `merge_insert(...).execute_uncommitted`, ...) has
+    already written its files, listed in `files` as full URIs; they stay invisible until it is committed.
+    `abort()` removes them; a commit that fails definitely (a conflict, a refused operation) removes them
+    itself. `transaction_properties` (str -> str) are stored with the transaction and shown by
+    `Table.versions()` (e.g. which Dagster run wrote a version).
+
+    Example::
+
+        txn = t.append_uncommitted(data, transaction_properties={"run": "42"})
+        t.commit(txn)  # or txn.abort()
+    """
+
     read_version: int
     operation: ops.Operation
     uuid: str = field(default_factory=lambda: str(uuid_mod.uuid4()))
     message: str = ""
-    properties: dict[str, str] = field(default_factory=dict)
+    transaction_properties: dict[str, str] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.read_version, bool) or not isinstance(self.read_version, int) or self.read_version < 0:
+            raise ValueError(f"read_version must be a non-negative int, got {self.read_version!r}")
+        if not isinstance(self.operation, ops.Operation):
+            raise TypeError(f"operation must be an mvcc operation, got {type(self.operation).__name__}")
+        self.transaction_properties = check_properties(self.transaction_properties)
+
+    def abort(self, storage_options: dict[str, Any] | None = None) -> None:
+        """Remove the files written for this transaction; it must not be committed afterwards."""
+        remove_files(self.files, storage_options)
+        self.files = []
 
     @property
     def file_path(self) -> str:
@@ -42,7 +70,7 @@ class Transaction:
             read_version=self.read_version,
             uuid=self.uuid,
             tag=self.message,
-            transaction_properties=self.properties,
+            transaction_properties=self.transaction_properties,
         )
         getattr(txn, self.operation.proto_field).CopyFrom(self.operation.to_proto())
         return txn
@@ -54,7 +82,7 @@ class Transaction:
             operation=ops.operation_from_proto(txn),
             uuid=txn.uuid,
             message=txn.tag,
-            properties=dict(txn.transaction_properties),
+            transaction_properties=dict(txn.transaction_properties),
         )
 
     def encode(self) -> bytes:
@@ -66,6 +94,39 @@ class Transaction:
             return cls.from_proto(tpb.Transaction.FromString(framing.unframe(data)))
         except (framing.FramingError, DecodeError, ValueError) as exc:
             raise CorruptManifestError(f"transaction file {where} is corrupt: {exc}") from exc
+
+
+def check_properties(properties: Mapping[str, str] | None) -> dict[str, str]:
+    """`transaction_properties` as a plain dict of strings (TypeError names the first bad entry)."""
+    if properties is None:
+        return {}
+    if not isinstance(properties, Mapping):
+        raise TypeError(f"transaction_properties must be a dict of str to str, got {type(properties).__name__}")
+    for key, value in properties.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError(f"transaction_properties must map str to str; got {key!r}: {value!r}")
+    return dict(properties)
+
+
+def remove_files(
+    files: Iterable[str], storage_options: dict[str, Any] | None = None, near: ObjectStore | None = None
+) -> None:
+    """Delete files given as full URIs (a staged transaction's), grouped by directory; `near`: a store whose
+    root holds most of them (the table's), used as is."""
+    by_dir: dict[str, list[str]] = {}
+    own: list[str] = []
+    prefix = f"{near.uri}/" if near is not None else None
+    for path in files:
+        if prefix is not None and path.startswith(prefix):
+            own.append(path[len(prefix) :])
+        else:
+            parent, _, name = path.rpartition("/")
+            by_dir.setdefault(parent, []).append(name)
+    if own and near is not None:
+        near.delete_many(own)
+    for parent, names in by_dir.items():
+        store = near.sibling(parent) if near is not None else ObjectStore(parent, storage_options)
+        store.delete_many(names)
 
 
 def write_transaction(store: ObjectStore, txn: Transaction) -> str:
@@ -81,10 +142,6 @@ def read_transaction(store: ObjectStore, name: str) -> Transaction:
 
 # --------------------------------------------------------------------------------------------------
 # Building the next manifest
-
-
-class ManifestBuildError(MvccError):
-    """The operation cannot be applied to the manifest (e.g. it names fragments that do not exist)."""
 
 
 def _assign_ids(fragments: list[pb.DataFragment], manifest: pb.Manifest) -> list[pb.DataFragment]:
@@ -107,7 +164,7 @@ def _replace_fragments(manifest: pb.Manifest, updated: list[pb.DataFragment], re
     known = {f.id for f in manifest.fragments}
     missing = (set(by_id) | removed) - known
     if missing:
-        raise ManifestBuildError(f"fragments {sorted(missing)} are not in version {manifest.version}")
+        raise InvalidOperationError(f"fragments {sorted(missing)} are not in version {manifest.version}")
     kept = []
     for frag in manifest.fragments:
         if frag.id in removed:
@@ -168,7 +225,7 @@ def _apply_restore(m: pb.Manifest, op: ops.Restore, ctx: BuildContext) -> None:
 
 def _apply_reserve(m: pb.Manifest, op: ops.ReserveFragments, ctx: BuildContext) -> None:
     if op.num_fragments <= 0:
-        raise ManifestBuildError(f"ReserveFragments needs a positive number of fragments, got {op.num_fragments}")
+        raise InvalidOperationError(f"ReserveFragments needs a positive number of fragments, got {op.num_fragments}")
     start = (m.max_fragment_id + 1) if m.HasField("max_fragment_id") else 0
     m.max_fragment_id = start + op.num_fragments - 1
 
@@ -199,7 +256,7 @@ def _apply_update_config(m: pb.Manifest, op: ops.UpdateConfig, ctx: BuildContext
         field_updates.setdefault(fid, ops.update_map(dict(upd.metadata)))
     for fid, updates in field_updates.items():
         if fid not in fields_by_id:
-            raise ManifestBuildError(f"field id {fid} is not in the schema of version {m.version}")
+            raise InvalidOperationError(f"field id {fid} is not in the schema of version {m.version}")
         md = dict(fields_by_id[fid].metadata)
         ops.apply_update_map(md, updates, encode=str.encode)
         fields_by_id[fid].metadata.clear()
@@ -253,7 +310,7 @@ def _apply_project(m: pb.Manifest, op: ops.Project, ctx: BuildContext) -> None:
 
 def _apply_create_index(m: pb.Manifest, op: ops.CreateIndex, ctx: BuildContext) -> None:
     if any(i.name == MEM_WAL_INDEX for i in op.new_indices):
-        raise ManifestBuildError(
+        raise InvalidOperationError(
             f"CreateIndex of {MEM_WAL_INDEX!r}: MemWAL state is committed with UpdateMemWalState "
             "(t.mark_generations_merged), not as an index"
         )
@@ -307,7 +364,7 @@ def _apply_rewrite(m: pb.Manifest, op: ops.Rewrite, ctx: BuildContext) -> None:
         old_ids = [f.id for f in group.old_fragments]
         missing = [i for i in old_ids if i not in current]
         if missing:
-            raise ManifestBuildError(f"Rewrite replaces fragments {missing} that are not in version {m.version}")
+            raise InvalidOperationError(f"Rewrite replaces fragments {missing} that are not in version {m.version}")
         if old_ids:
             replaced[old_ids[0]] = list(group.new_fragments)
             for i in old_ids[1:]:
@@ -348,7 +405,9 @@ def _apply_data_replacement(m: pb.Manifest, op: ops.DataReplacement, ctx: BuildC
     for group in op.replacements:
         frag = by_id.get(group.fragment_id)
         if frag is None:
-            raise ManifestBuildError(f"DataReplacement names fragment {group.fragment_id}, not in version {m.version}")
+            raise InvalidOperationError(
+                f"DataReplacement names fragment {group.fragment_id}, not in version {m.version}"
+            )
         tombstone(frag, set(group.new_file.fields))
         frag.files.append(group.new_file)
         _unindex(m, set(group.new_file.fields), {frag.id})
@@ -362,11 +421,11 @@ def _apply_update_bases(m: pb.Manifest, op: ops.UpdateBases, ctx: BuildContext) 
             base.id = max((b.id for b in m.base_paths), default=0) + 1
         for existing in m.base_paths:
             if base.id == existing.id or base.path.rstrip("/") == existing.path.rstrip("/"):
-                raise ManifestBuildError(
+                raise InvalidOperationError(
                     f"base path {base.path!r} (id {base.id}) clashes with base {existing.path!r} (id {existing.id})"
                 )
             if base.HasField("name") and existing.HasField("name") and base.name == existing.name:
-                raise ManifestBuildError(f"a base path named {base.name!r} exists already ({existing.path!r})")
+                raise InvalidOperationError(f"a base path named {base.name!r} exists already ({existing.path!r})")
         m.base_paths.append(base)
     m.reader_feature_flags |= features.FLAG_BASE_PATHS
     m.writer_feature_flags |= features.FLAG_BASE_PATHS
@@ -375,7 +434,7 @@ def _apply_update_bases(m: pb.Manifest, op: ops.UpdateBases, ctx: BuildContext) 
 def _apply_clone(m: pb.Manifest, op: ops.Clone, ctx: BuildContext) -> None:
     """The clone's first manifest: the source version's, its files referenced (shallow) or copied (deep)."""
     if ctx.load_reference is None:
-        raise ManifestBuildError("a Clone needs the source table to be readable")
+        raise InvalidOperationError("a Clone needs the source table to be readable")
     source = ctx.load_reference(op.ref_path, op.ref_version)
     m.CopyFrom(source)
     if not op.is_shallow:  # the client copied every file to the same relative path under the clone
@@ -407,7 +466,7 @@ def _apply_clone(m: pb.Manifest, op: ops.Clone, ctx: BuildContext) -> None:
 
 def _apply_mem_wal(m: pb.Manifest, op: ops.UpdateMemWalState, ctx: BuildContext) -> None:
     if not op.merged_generations:
-        raise ManifestBuildError("UpdateMemWalState needs at least one merged generation")
+        raise InvalidOperationError("UpdateMemWalState needs at least one merged generation")
     _merge_generations(m, op.merged_generations)
 
 
@@ -464,9 +523,9 @@ def build_manifest(
 
     op = txn.operation
     if previous is None and not isinstance(op, ops.Overwrite | ops.Clone):
-        raise ManifestBuildError(f"a new table must start with Overwrite or Clone, not {op.name}")
+        raise InvalidOperationError(f"a new table must start with Overwrite or Clone, not {op.name}")
     if previous is not None and isinstance(op, ops.Clone):
-        raise ManifestBuildError(f"a Clone creates a table; version {previous.version} exists already")
+        raise InvalidOperationError(f"a Clone creates a table; version {previous.version} exists already")
     apply = _APPLY.get(type(op))
     if apply is None:
         raise UnsupportedFeatureError(f"committing a {op.name} operation is not supported yet")

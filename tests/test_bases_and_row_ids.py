@@ -10,7 +10,6 @@ import pytest
 
 import mvcc_core as mvcc
 from mvcc_core import features
-from mvcc_core.transaction import read_transaction
 
 
 def data(start: int, n: int) -> pa.Table:
@@ -54,7 +53,7 @@ def test_clashing_base_paths_are_refused(tmp_path) -> None:
             t.add_bases(bad)
     with pytest.raises(mvcc.BasePathError, match="nope"):
         t.append(data(5, 1), target_base="nope")
-    assert t.latest_version() == 2 and len(list((tmp_path / "t" / "data").iterdir())) == 1
+    assert t.latest_version == 2 and len(list((tmp_path / "t" / "data").iterdir())) == 1
 
 
 def test_concurrent_add_bases_get_distinct_ids_or_clash(tmp_path) -> None:
@@ -83,13 +82,13 @@ def test_mem_wal_generations_through_update_mem_wal_state_and_update(any_uri) ->
     assert reopened.mem_wal_state() == {str(r1): 2, str(r2): 4}
     (index,) = reopened.list_indices()
     assert index["name"] == "__lance_mem_wal" and index["regions"] == {str(r1): 2, str(r2): 4}
-    txn = read_transaction(reopened._store, reopened.manifest.transaction_file)
+    txn = reopened.transaction()
     assert txn.operation.name == "Update" and [g.generation for g in txn.operation.merged_generations] == [2]
     assert reopened.checkout(2).mem_wal_state() == {str(r1): 1, str(r2): 4}
     for bad in ({r1: 2}, {"not-a-uuid": 1}, {r1: -1}, {}):
         with pytest.raises(ValueError):
             reopened.mark_generations_merged(bad)
-    assert reopened.latest_version() == 3
+    assert reopened.latest_version == 3
 
 
 def test_concurrent_mem_wal_updates_of_one_region_conflict(tmp_path) -> None:

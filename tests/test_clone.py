@@ -31,7 +31,7 @@ def two_uris(request: pytest.FixtureRequest, tmp_path: Path):
 
 
 def source_objects(uri: str, opts) -> list[str]:
-    store = mvcc.open_table(uri, storage_options=opts)._store
+    store = mvcc.open_table(uri, storage_options=opts).state.store
     return sorted(m.path for m in store.list(""))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing as mp
 import statistics
 
@@ -9,6 +10,8 @@ import pyarrow as pa
 import pytest
 
 import mvcc_core as mvcc
+from mvcc_core.commit import Committer
+from mvcc_core.manifest import CommitHandler
 from mvcc_core.storage import open_store
 from mvcc_core.transaction import read_transaction
 
@@ -140,14 +143,24 @@ def test_reserve_fragments_after_overwrite_is_incompatible(tmp_uri) -> None:
     assert a.manifest.max_fragment_id == b2.manifest.max_fragment_id + 1
 
 
-def test_exhausted_retries_raise_retryable(tmp_uri, monkeypatch) -> None:
-    from mvcc_core import commit as commit_mod
+class _AlwaysLoses(CommitHandler):
+    """A commit handler whose every publish finds the version taken (a writer that never wins a race)."""
 
+    def publish(self, store, manifest, naming) -> bool:
+        return False
+
+
+def test_exhausted_retries_raise_retryable_and_remove_the_staged_files(tmp_uri) -> None:
     t = mvcc.write_table(pa.table({"id": [1]}), tmp_uri)
-    monkeypatch.setattr(commit_mod, "write_manifest", lambda *a, **k: False)  # every put loses the race
+    state = t.state
+    loser = mvcc.Table(dataclasses.replace(state, committer=Committer(state.store, handler=_AlwaysLoses())))
+    before = sorted(m.path for m in state.store.list("data"))
+    txn = loser.append_uncommitted(pa.table({"id": [2]}))
+    assert len(txn.files) == 1 and txn.files[0].startswith(f"{state.uri}/data/")
     with pytest.raises(mvcc.RetryableConflictError, match="3 times"):
-        t.append(pa.table({"id": [2]}), max_retries=2)
+        loser.commit(txn, max_retries=2)
     assert mvcc.open_table(tmp_uri).version == 1
+    assert sorted(m.path for m in state.store.list("data")) == before  # the definite failure cleaned up
 
 
 def test_backoff_spreads_losers_over_more_slots_each_time() -> None:
@@ -174,7 +187,7 @@ def test_latest_lookup_starts_from_a_known_version(tmp_uri) -> None:
     t = mvcc.write_table(pa.table({"id": [0]}), tmp_uri)
     for i in range(1, 40):
         t.append(pa.table({"id": [i]}))
-    store = t._store
+    store = t.state.store
     hinted = manifest_mod._latest_from_hint(store)
     assert hinted is not None and hinted.version == t.version == 40
     stats = []

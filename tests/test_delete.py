@@ -10,7 +10,6 @@ import pytest
 from pyroaring import BitMap64
 
 import mvcc_core as mvcc
-from mvcc_core.transaction import read_transaction
 
 
 def data(n: int, start: int = 0) -> pa.Table:
@@ -59,7 +58,7 @@ def test_fully_deleted_fragments_leave_the_manifest(tmp_uri) -> None:
     t.delete("id >= 20")  # fragment 2 had one row deleted already: merged, then fully gone
     assert [f.id for f in t.get_fragments()] == [0]
     assert t.to_table()["id"].to_pylist() == list(range(10))
-    txn = read_transaction(t._store, t.manifest.transaction_file)
+    txn = t.transaction()
     assert txn.operation.deleted_fragment_ids == [2]
     assert txn.operation.predicate == "id >= 20"
     affected = BitMap64.deserialize(txn.operation.affected_rows)
@@ -93,7 +92,7 @@ def test_bad_predicate_leaves_table_unchanged(tmp_uri) -> None:
         with pytest.raises(mvcc.PredicateError):
             t.delete(bad)
     assert sorted(p.relative_to(tmp_uri) for p in Path(tmp_uri).rglob("*")) == before
-    assert t.latest_version() == 1
+    assert t.latest_version == 1
 
 
 def test_delete_races(tmp_uri) -> None:

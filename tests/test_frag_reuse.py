@@ -122,7 +122,7 @@ def test_rewrite_rebases_over_a_trim_of_the_reuse_index(tmp_uri) -> None:
     landed = compaction.commit(ours.checkout(plan.read_version), results, defer_index_remap=True)
     final = mvcc.open_table(tmp_uri)
     assert final.version == landed.version
-    txn = final._committer.load_transaction(final.manifest)
+    txn = final.transaction()
     assert txn.read_version == final.version - 1  # rebased: a new transaction file on the latest version
     assert fri_versions(final) == [final.version]  # ours only: their trim of the first version kept
     for p in [*PREDICATES, "k = 8"]:

@@ -9,7 +9,6 @@ import pytest
 
 import mvcc_core as mvcc
 from mvcc_core.merge_insert import key_hash
-from mvcc_core.transaction import read_transaction
 
 SCHEMA = pa.schema([("id", pa.int64()), ("grp", pa.string()), ("v", pa.float64())])
 
@@ -88,7 +87,7 @@ def test_composite_keys_and_inserted_rows_filter(tmp_path) -> None:
     stats = t.merge_insert(["id", "grp"]).when_matched_update_all().when_not_matched_insert_all().execute(table(source))
     assert stats == {"num_inserted_rows": 2, "num_updated_rows": 2, "num_deleted_rows": 0}
     assert content(t) == oracle_upsert(rows, source, ["id", "grp"])
-    txn = read_transaction(t._store, t.manifest.transaction_file)
+    txn = t.transaction()
     ids = {f.name: f.id for f in t.manifest.fields}
     assert list(txn.operation.inserted_rows.field_ids) == [ids["id"], ids["grp"]]
     assert sorted(txn.operation.inserted_rows.key_hashes) == sorted([key_hash([0, "c"]), key_hash([4, None])])
@@ -99,7 +98,7 @@ def test_nothing_to_do_commits_nothing(tmp_path) -> None:
     t = mvcc.write_table(table([(1, "a", 1.0)]), str(tmp_path / "t"))
     stats = t.merge_insert("id").when_matched_update_all().execute(table([(2, "b", 2.0)]))
     assert stats == {"num_inserted_rows": 0, "num_updated_rows": 0, "num_deleted_rows": 0}
-    assert t.latest_version() == 1
+    assert t.latest_version == 1
 
 
 def test_stable_row_ids_survive_upserts(tmp_path) -> None:
@@ -129,7 +128,7 @@ def test_bad_input_leaves_table_unchanged(tmp_path, on, source, match) -> None:
     with pytest.raises(mvcc.PredicateError):
         t.merge_insert("id").when_matched_update_all("source.nope > 1").execute(table([(1, "a", 1.0)]))
     assert sorted(p.relative_to(uri) for p in Path(uri).rglob("*")) == before
-    assert t.latest_version() == 1
+    assert t.latest_version == 1
 
 
 def test_concurrent_upserts_of_the_same_fragment(tmp_path) -> None:
@@ -168,7 +167,7 @@ def test_failure_after_writing_leaves_no_files(tmp_path, monkeypatch) -> None:
             table([(1, "u", 1.0), (9, "i", 1.0)])
         )
     assert sorted(p.relative_to(uri) for p in Path(uri).rglob("*")) == before
-    assert t.latest_version() == 1
+    assert t.latest_version == 1
 
 
 def test_concurrent_upserts_inserting_the_same_new_key_conflict(tmp_path) -> None:

@@ -193,7 +193,7 @@ def test_reserve_fragments(tmp_uri) -> None:
     assert [f.id for f in t.get_fragments()] == [0, 1, 2, 8]
     with pytest.raises(mvcc.MvccError):
         t.commit(mvcc.ReserveFragments(num_fragments=0))
-    assert t.latest_version() == 3
+    assert t.latest_version == 3
 
 
 def test_update_config_and_metadata(tmp_uri) -> None:
@@ -232,7 +232,7 @@ def test_overwrite_changes_schema(any_uri) -> None:
     # same schema keeps field ids
     t2 = r.overwrite(pa.table({"k": ["z"], "v": [0.0]}))
     assert [f.id for f in t2.manifest.fields] == [f.id for f in r.checkout(2).manifest.fields]
-    assert t.latest_version() == 3
+    assert t.latest_version == 3
 
 
 def test_filters_projection_row_address_and_batches(tmp_uri) -> None:
@@ -321,7 +321,7 @@ def test_unknown_writer_feature_refuses_commit(tmp_uri) -> None:
     assert r.count_rows() == 2
     with pytest.raises(mvcc.UnsupportedFeatureError, match="bit 41"):
         r.append(people(1))
-    assert r.latest_version() == 1
+    assert r.latest_version == 1
 
 
 def test_schema_mismatch_leaves_nothing(tmp_uri) -> None:
@@ -338,7 +338,7 @@ def test_schema_mismatch_leaves_nothing(tmp_uri) -> None:
             t.append(data)
         assert any(c in str(info.value) for c in ("nam", "id", "name", "extra"))
     assert _snapshot(tmp_uri) == before
-    assert t.version == 1 and t.latest_version() == 1
+    assert t.version == 1 and t.latest_version == 1
 
 
 def test_bad_predicate_fails_before_reading(tmp_uri) -> None:
@@ -383,7 +383,7 @@ def test_store_without_atomic_primitives_refuses_commit(tmp_uri, s3_uri, s3_opti
 def test_write_fragments_then_commit(tmp_uri) -> None:
     t = mvcc.write_table(people(2), tmp_uri)
     frags = mvcc.write_fragments(people(3, start=2), tmp_uri, max_rows_per_file=2)
-    assert t.latest_version() == 1 and len(frags) == 2
+    assert t.latest_version == 1 and len(frags) == 2
     t.commit(mvcc.Append(fragments=frags))
     assert t.version == 2 and t.to_table()["id"].to_pylist() == [0, 1, 2, 3, 4]
 

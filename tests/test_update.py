@@ -8,7 +8,6 @@ import pyarrow as pa
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_core.transaction import read_transaction
 
 
 def data(n: int) -> pa.Table:
@@ -47,7 +46,7 @@ def test_update_matches_oracle(any_uri, mode) -> None:
     assert by_id(reopened) == rows and reopened.count_rows() == 40
     assert [v.operation for v in reopened.versions()] == ["Overwrite", "Update", "Update", "Update"]
     assert by_id(reopened.checkout(1)) == {r["id"]: r for r in data(40).to_pylist()}
-    txn = read_transaction(reopened._store, reopened.checkout(2).manifest.transaction_file)
+    txn = reopened.transaction(2)
     ids = {f.name: f.id for f in reopened.manifest.fields}
     assert sorted(txn.operation.fields_modified) == sorted([ids["price"], ids["name"]])
     assert txn.operation.update_mode == (0 if mode == "rewrite_rows" else 1)
@@ -59,7 +58,7 @@ def test_update_matches_oracle(any_uri, mode) -> None:
 def test_update_no_match_commits_nothing(tmp_uri) -> None:
     t = mvcc.write_table(data(5), tmp_uri)
     assert t.update({"price": 1}, where="id > 100") == {"num_rows_updated": 0}
-    assert t.latest_version() == 1
+    assert t.latest_version == 1
 
 
 def test_bad_update_values_leave_table_unchanged(tmp_uri) -> None:
@@ -76,7 +75,7 @@ def test_bad_update_values_leave_table_unchanged(tmp_uri) -> None:
     with pytest.raises(mvcc.PredicateError):
         t.update({"price": 1}, where="id = = 1")
     assert sorted(p.relative_to(tmp_uri) for p in Path(tmp_uri).rglob("*")) == before
-    assert t.latest_version() == 1
+    assert t.latest_version == 1
 
 
 def test_update_racing_a_delete_of_the_same_row_is_retryable(tmp_uri) -> None:
@@ -138,7 +137,7 @@ def test_update_mode_is_chosen_by_cost(tmp_uri) -> None:
 
 
 def transaction_mode(t: mvcc.Table) -> int:
-    return read_transaction(t._store, t.manifest.transaction_file).operation.update_mode
+    return t.transaction().operation.update_mode
 
 
 def test_rewrite_columns_nested_and_null_into_non_nullable(tmp_uri) -> None:

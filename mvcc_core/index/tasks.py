@@ -19,6 +19,8 @@ import pyarrow as pa
 from .._proto import table_pb2 as pb
 from ..deletion import live_rows
 from ..executor import Executor
+from ..scan import Scan
+from ..state import TableState
 from ..storage import ObjectStore
 
 DEFAULT_ROWS_PER_TASK = 1_048_576
@@ -33,14 +35,16 @@ class IndexBuildTask:
     fragments: tuple[bytes, ...]  # serialized DataFragment
     part_path: str
 
-    def execute(self, uri: str, storage_options: dict[str, Any] | None = None) -> IndexPart:
-        from ..scan import Scan
-        from ..table import open_table
-
-        table = open_table(uri, version=self.read_version, storage_options=storage_options)
+    def execute(self, state: TableState | str, storage_options: dict[str, Any] | None = None) -> IndexPart:
+        """Read the column of the task's fragments and write it as a part; `state`: the table (a picklable
+        `TableState`), or its uri with `storage_options`."""
+        if isinstance(state, str):
+            state = TableState.open(state, self.read_version, storage_options=storage_options)
+        elif state.version != self.read_version:
+            state = state.checkout(self.read_version)
         fragments = [pb.DataFragment.FromString(f) for f in self.fragments]
-        data = Scan(table._store, table.manifest, columns=[self.column], with_row_address=True, fragments=fragments)
-        return write_part(table._store, self.part_path, data.to_table())
+        data = Scan(state.store, state.manifest, columns=[self.column], with_row_address=True, fragments=fragments)
+        return write_part(state.store, self.part_path, data.to_table())
 
 
 @dataclass(frozen=True)
@@ -57,9 +61,9 @@ def write_part(store: ObjectStore, path: str, data: pa.Table) -> IndexPart:
     return IndexPart(path, data.num_rows)
 
 
-def run_task(task: IndexBuildTask, uri: str, storage_options: dict[str, Any] | None) -> IndexPart:
-    """Module-level, so that `partial(run_task, ...)` pickles for process pools and Spark."""
-    return task.execute(uri, storage_options)
+def run_task(task: IndexBuildTask, state: TableState) -> IndexPart:
+    """Module-level, so that `partial(run_task, state=...)` pickles for process pools and Spark."""
+    return task.execute(state)
 
 
 def plan(
@@ -103,8 +107,9 @@ def read_distributed(
     """The column and row addresses of `fragments` (at least one), read by tasks on `executor`, in order."""
     tasks = plan(manifest, column, fragments, index_dir, rows_per_task)
     written = [t.part_path for t in tasks]
+    state = TableState.open(uri, manifest.version, storage_options=storage_options)
     try:
-        parts = list(executor.map(partial(run_task, uri=uri, storage_options=storage_options), tasks))
+        parts = list(executor.map(partial(run_task, state=state), tasks))
         tables = [pa.ipc.open_file(pa.py_buffer(store.get(p.path))).read_all() for p in parts]
     finally:
         store.delete_many(written)

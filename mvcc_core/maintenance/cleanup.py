@@ -14,16 +14,15 @@ Versions committed while the cleanup runs are read before anything is deleted an
 
 from __future__ import annotations
 
-import uuid
+import logging
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 
 from .._proto import table_pb2 as pb
-from ..deletion import deletion_path
-from ..errors import TagError
+from ..errors import CorruptManifestError, TagError
+from ..files import referenced_files
 from ..manifest import (
     LATEST_HINT,
     ManifestLocation,
@@ -33,14 +32,16 @@ from ..manifest import (
     manifest_timestamp,
     read_manifest,
 )
-from ..naming import INDICES_DIR, VERSIONS_DIR, data_file_path
-from ..storage import ObjectMeta, ObjectStore
+from ..naming import DATA_DIR, DELETIONS_DIR, INDICES_DIR, TRANSACTIONS_DIR, VERSIONS_DIR
+from ..progress import Progress
+from ..state import TableState
+from ..storage import ObjectMeta
+from ..tags import Tags
 
-if TYPE_CHECKING:
-    from ..table import Table
+log = logging.getLogger("mvcc.maintenance")
 
 UNVERIFIED_WINDOW = timedelta(days=7)
-_DIRECTORIES = ("data", "_deletions", "_transactions", INDICES_DIR, VERSIONS_DIR)
+_DIRECTORIES = (DATA_DIR, DELETIONS_DIR, TRANSACTIONS_DIR, INDICES_DIR, VERSIONS_DIR)
 
 
 @dataclass(frozen=True)
@@ -55,92 +56,117 @@ class CleanupStats:
     index_files_removed: int = 0
     unverified_files_removed: int = 0
     removed_versions: tuple[int, ...] = ()
+    #: Versions whose manifest could not be decoded (reported, and removed when old enough).
+    corrupt_versions: tuple[int, ...] = ()
 
 
-def referenced_files(manifest: pb.Manifest) -> set[str]:
-    """Paths (relative to the table root) of the table's own files a version needs, its manifest aside."""
-    out: set[str] = set()
-    for frag in manifest.fragments:
-        for data_file in frag.files:
-            if not data_file.HasField("base_id"):
-                out.add(data_file_path(data_file.path))
-        if frag.HasField("deletion_file") and not frag.deletion_file.HasField("base_id"):
-            out.add(deletion_path(frag.id, frag.deletion_file))
-    for index in manifest.indices:
-        if not index.HasField("base_id"):
-            for index_file in index.files:
-                out.add(f"{INDICES_DIR}/{uuid.UUID(bytes=index.uuid.uuid)}/{index_file.path}")
-    if manifest.transaction_file:
-        out.add(f"_transactions/{manifest.transaction_file}")
-    return out
-
-
-def _read_all(store: ObjectStore, locations: Iterable[ManifestLocation]) -> dict[int, pb.Manifest]:
+def _read_all(
+    state: TableState, locations: Iterable[ManifestLocation]
+) -> tuple[dict[int, pb.Manifest], dict[int, str]]:
+    """Every manifest that decodes, and for the others why not (a corrupt version must not wedge retention)."""
     locations = list(locations)
-    if store.scheme == "file":
-        return {loc.version: read_manifest(store, loc) for loc in locations}
-    with ThreadPoolExecutor(max_workers=16) as pool:  # one GET each on S3: overlap them
-        return dict(
-            zip(
-                (loc.version for loc in locations),
-                pool.map(lambda loc: read_manifest(store, loc), locations),
-                strict=True,
-            )
-        )
+
+    def read(loc: ManifestLocation) -> pb.Manifest | str:
+        try:
+            return read_manifest(state.store, loc, state.committer.handler)
+        except CorruptManifestError as exc:
+            return str(exc)
+
+    if state.store.scheme == "file":
+        results = [read(loc) for loc in locations]
+    else:
+        with ThreadPoolExecutor(max_workers=16) as pool:  # one GET each on S3: overlap them
+            results = list(pool.map(read, locations))
+    manifests, corrupt = {}, {}
+    for loc, result in zip(locations, results, strict=True):
+        if isinstance(result, str):
+            corrupt[loc.version] = result
+        else:
+            manifests[loc.version] = result
+    return manifests, corrupt
+
+
+#: Files removed per `delete_many` call when progress is reported.
+_DELETE_CHUNK = 1000
 
 
 def cleanup_old_versions(
-    table: Table,
+    state: TableState,
     older_than: timedelta = timedelta(days=14),
     retain_versions: int | None = None,
+    *,
     delete_unverified: bool = False,
     error_if_tagged_old_versions: bool = True,
     dry_run: bool = False,
+    progress: Progress | None = None,
 ) -> CleanupStats:
-    """Remove versions older than `older_than` (but see the module docstring for what is always kept)."""
+    """Remove versions older than `older_than` (but see the module docstring for what is always kept).
+
+    A version whose manifest is corrupt is dated by its file's modification time and removed like any
+    other old version (the files only it referenced are unknown: they go as unverified files, after the
+    safety window). `progress(done, total)` is called as files are removed.
+    """
     if not isinstance(older_than, timedelta) or older_than < timedelta(0):
         raise ValueError(f"older_than must be a non-negative timedelta, got {older_than!r}")
     if retain_versions is not None and (isinstance(retain_versions, bool) or retain_versions < 1):
         raise ValueError(f"retain_versions must be a positive int, got {retain_versions!r}")
-    store = table._store
+    store, handler = state.store, state.committer.handler
     now = datetime.now(UTC)
     cutoff = now - older_than
-    locations = list_manifests(store)
-    manifests = _read_all(store, locations)
-    versions = sorted(manifests)
-    tags = {name: info["version"] for name, info in table.tags.list().items()}
-    keep = {versions[-1]} | {v for v in versions if manifest_timestamp(manifests[v]) >= cutoff}
+    files: list[ObjectMeta] = []
+    for directory in _DIRECTORIES:
+        files.extend(store.list(directory))
+    modified = {m.path: m.last_modified for m in files}
+    locations = list_manifests(store, handler)
+    manifests, corrupt = _read_all(state, locations)
+    by_version = {loc.version: loc for loc in locations}
+    versions = sorted(by_version)
+    if not versions:
+        return CleanupStats()
+
+    def timestamp(version: int) -> datetime:
+        if version in manifests:
+            return manifest_timestamp(manifests[version])
+        return modified.get(by_version[version].path) or now  # unknown age: treated as new, kept
+
+    tags = {name: info["version"] for name, info in Tags(store, lambda v: v in by_version).list().items()}
+    keep = {versions[-1]} | {v for v in versions if timestamp(v) >= cutoff}
     if retain_versions is not None:
         keep |= set(versions[-retain_versions:])
-    old_tags = {name: v for name, v in tags.items() if v in manifests and v not in keep}
+    old_tags = {name: v for name, v in tags.items() if v in by_version and v not in keep}
     if old_tags and error_if_tagged_old_versions:
         raise TagError(
             f"cleanup of {store.uri} would pass over tagged versions older than {older_than}: {old_tags}; delete "
             "the tags, or call with error_if_tagged_old_versions=False to keep those versions and go on"
         )
-    keep |= set(tags.values()) & set(manifests)
+    keep |= set(tags.values()) & set(by_version)
     removed = [v for v in versions if v not in keep]
-    by_version = {loc.version: loc for loc in locations}
+    if corrupt:
+        log.warning(
+            "%s: corrupt manifests of versions %s (%s)", store.uri, sorted(corrupt), next(iter(corrupt.values()))
+        )
 
-    files: list[ObjectMeta] = []
-    for directory in _DIRECTORIES:
-        files.extend(store.list(directory))
     # Versions committed meanwhile are kept, with everything they reference (read before any delete).
     # Versions are contiguous: look for the latest from the newest one listed (a few stats locally, one
     # LIST on S3) instead of listing every manifest again.
     newest = by_version[versions[-1]]
-    latest = latest_manifest_location(store, newest)
+    latest = latest_manifest_location(store, newest, handler)
     for version in range(newest.version + 1, latest.version + 1):
         loc = location_of(store, version, newest.naming)
-        manifests[version] = read_manifest(store, loc)
         by_version[version] = loc
         keep.add(version)
+        try:
+            manifests[version] = read_manifest(store, loc, handler)
+        except CorruptManifestError as exc:
+            corrupt[version] = str(exc)
     needed: set[str] = {by_version[v].path for v in keep} | {LATEST_HINT}
     for v in keep:
-        needed |= referenced_files(manifests[v])
+        if v in manifests:
+            needed |= referenced_files(manifests[v])
     verified: set[str] = {by_version[v].path for v in removed}
     for v in removed:
-        verified |= referenced_files(manifests[v])
+        if v in manifests:
+            verified |= referenced_files(manifests[v])
     window_start = now - UNVERIFIED_WINDOW
 
     doomed: list[ObjectMeta] = []
@@ -156,19 +182,32 @@ def cleanup_old_versions(
     stats = CleanupStats(
         old_versions=len(removed),
         bytes_removed=sum(m.size for m in doomed),
-        data_files_removed=sum(1 for m in doomed if m.path.startswith("data/")),
-        deletion_files_removed=sum(1 for m in doomed if m.path.startswith("_deletions/")),
-        transaction_files_removed=sum(1 for m in doomed if m.path.startswith("_transactions/")),
+        data_files_removed=sum(1 for m in doomed if m.path.startswith(f"{DATA_DIR}/")),
+        deletion_files_removed=sum(1 for m in doomed if m.path.startswith(f"{DELETIONS_DIR}/")),
+        transaction_files_removed=sum(1 for m in doomed if m.path.startswith(f"{TRANSACTIONS_DIR}/")),
         index_files_removed=sum(1 for m in doomed if m.path.startswith(f"{INDICES_DIR}/")),
         unverified_files_removed=unverified,
         removed_versions=tuple(removed),
+        corrupt_versions=tuple(sorted(corrupt)),
+    )
+    log.info(
+        "%s %s: %d old versions, %d files, %d bytes%s",
+        "would remove from" if dry_run else "removing from",
+        store.uri,
+        stats.old_versions,
+        len(doomed),
+        stats.bytes_removed,
+        f" (corrupt versions {list(stats.corrupt_versions)})" if corrupt else "",
     )
     if not dry_run:
         manifest_paths = {by_version[v].path for v in removed}
         # versions first, oldest first: a reader walking up from the latest-version hint then never
         # mistakes a hole for the end (see manifest._latest_from_hint)
         doomed_paths = {m.path for m in doomed}
-        store.delete_many([by_version[v].path for v in removed if by_version[v].path in doomed_paths])
-        store.delete_many([m.path for m in doomed if m.path not in manifest_paths])
-        table._committer.cache.manifests.clear()
+        ordered = [by_version[v].path for v in removed if by_version[v].path in doomed_paths]
+        ordered += [m.path for m in doomed if m.path not in manifest_paths]
+        for start in range(0, len(ordered), _DELETE_CHUNK if progress else max(len(ordered), 1)):
+            store.delete_many(ordered[start : start + (_DELETE_CHUNK if progress else len(ordered))])
+            if progress is not None:
+                progress(min(start + _DELETE_CHUNK, len(ordered)), len(ordered))
     return stats

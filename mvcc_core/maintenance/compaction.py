@@ -16,12 +16,13 @@ on read) until `optimize_indices` rebuilds them. With stable row ids the rows ke
 
 from __future__ import annotations
 
+import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from pyroaring import BitMap
@@ -30,17 +31,20 @@ from .. import operations as ops
 from .. import row_ids
 from .._proto import table_pb2 as pb
 from .._proto import transaction_pb2 as tpb
-from ..bases import remove_data_files
+from ..bases import data_file_uris
+from ..commit import DEFAULT_MAX_RETRIES
 from ..deletion import live_rows, read_deletion_vector
-from ..errors import CommitConflictError, SchemaError
+from ..errors import CompactionError
 from ..executor import Executor, ThreadExecutor
 from ..fragments import FragmentWriter
 from ..index import frag_reuse
+from ..progress import Progress
 from ..row_ids import ROW_ID
 from ..scan import Scan
+from ..state import TableState
+from ..transaction import Transaction, check_properties
 
-if TYPE_CHECKING:
-    from ..table import Table
+log = logging.getLogger("mvcc.maintenance")
 
 
 @dataclass(frozen=True)
@@ -74,16 +78,21 @@ class CompactionTask:
     new_fragment_ids: tuple[int, ...]
     target_rows_per_fragment: int
 
-    def execute(self, uri: str, storage_options: dict[str, Any] | None = None) -> RewriteResult:
-        """Read the fragments (deletions applied) and write the new ones; nothing is committed."""
-        from ..table import open_table
+    def execute(self, state: TableState | str, storage_options: dict[str, Any] | None = None) -> RewriteResult:
+        """Read the fragments (deletions applied) and write the new ones; nothing is committed.
 
-        table = open_table(uri, version=self.read_version, storage_options=storage_options)
+        `state`: the plan's `CompactionPlan.state` (picklable: send it with the task to any executor), or
+        the table's uri (with `storage_options`) to open it here.
+        """
+        if isinstance(state, str):
+            state = TableState.open(state, self.read_version, storage_options=storage_options)
+        elif state.version != self.read_version:
+            state = state.checkout(self.read_version)
         old = [pb.DataFragment.FromString(f) for f in self.fragments]
-        stable = row_ids.enabled(table.manifest)
-        scan = Scan(table._store, table.manifest, fragments=old, with_row_id=stable)
-        schema = table.schema
-        writer = FragmentWriter(table._store, list(table.manifest.fields), schema, self.target_rows_per_fragment)
+        stable = row_ids.enabled(state.manifest)
+        scan = Scan(state.store, state.manifest, fragments=old, with_row_id=stable)
+        schema = state.schema
+        writer = FragmentWriter(state.store, state.fields, schema, self.target_rows_per_fragment)
         ids: list[Any] = []
         rows = 0
         try:
@@ -99,7 +108,7 @@ class CompactionTask:
             raise
         if len(new) > len(self.new_fragment_ids):
             writer.abort()
-            raise RuntimeError(
+            raise CompactionError(
                 f"compaction task wrote {len(new)} fragments for {len(self.new_fragment_ids)} reserved ids"
             )
         for frag, frag_id in zip(new, self.new_fragment_ids, strict=False):
@@ -130,9 +139,12 @@ class RewriteResult:
 
 @dataclass
 class CompactionPlan:
+    """What `plan` chose: the tasks to run (anywhere) and the state they read (`state`, picklable)."""
+
     read_version: int
     tasks: list[CompactionTask] = field(default_factory=list)
     options: CompactionOptions = field(default_factory=CompactionOptions)
+    state: TableState | None = None
 
 
 @dataclass(frozen=True)
@@ -218,22 +230,38 @@ def _groups(manifest: pb.Manifest, options: CompactionOptions) -> list[list[pb.D
     return [g for g in groups if worth_it(g)]
 
 
-def plan(table: Table, options: CompactionOptions | None = None, **kwargs: Any) -> CompactionPlan:
-    """Choose what to rewrite in the table's version and reserve the new fragments' ids (one commit)."""
+def _state_of(table: Any) -> TableState:
+    """A `Table` handle's state, or the state itself (the public functions take either)."""
+    return table if isinstance(table, TableState) else table.state
+
+
+def plan(table: Any, options: CompactionOptions | None = None, **kwargs: Any) -> CompactionPlan:
+    """Choose what to rewrite in the table's version and reserve the new fragments' ids.
+
+    Not free of side effects: unless there is nothing to do, it commits a ReserveFragments (Lance's first
+    step of a distributed compaction), so that the ids of the new fragments are fixed before any task runs.
+    `table`: a `Table` or a `TableState`; the handle itself does not move.
+    """
+    state = _state_of(table)
     options = options or CompactionOptions(**kwargs)
-    manifest = table.manifest
+    manifest = state.manifest
     groups = _groups(manifest, options)
-    result = CompactionPlan(read_version=table.version, options=options)
+    result = CompactionPlan(read_version=state.version, options=options, state=state)
     if not groups:
         return result
     counts = [max(1, math.ceil(sum(live_rows(f) for f in g) / options.target_rows_per_fragment)) for g in groups]
-    reserver = table.checkout(table.version)
-    reserver.commit(ops.ReserveFragments(num_fragments=sum(counts)), commit_message="compaction: reserve fragment ids")
-    next_id = reserver.manifest.max_fragment_id - sum(counts) + 1
+    reserve = Transaction(
+        read_version=state.version,
+        operation=ops.ReserveFragments(num_fragments=sum(counts)),
+        message="compaction: reserve fragment ids",
+    )
+    reserved = state.commit(reserve)
+    log.info("%s: compaction of %d groups planned at version %d", state.uri, len(groups), state.version)
+    next_id = reserved.manifest.max_fragment_id - sum(counts) + 1
     for group, count in zip(groups, counts, strict=True):
         result.tasks.append(
             CompactionTask(
-                read_version=table.version,
+                read_version=state.version,
                 fragments=tuple(f.SerializeToString() for f in group),
                 new_fragment_ids=tuple(range(next_id, next_id + count)),
                 target_rows_per_fragment=options.target_rows_per_fragment,
@@ -244,22 +272,29 @@ def plan(table: Table, options: CompactionOptions | None = None, **kwargs: Any) 
 
 
 def commit(
-    table: Table,
+    table: Any,
     results: Sequence[RewriteResult],
+    *,
     commit_message: str | None = None,
+    transaction_properties: Mapping[str, str] | None = None,
     defer_index_remap: bool = False,
-) -> Table:
-    """One Rewrite of every group; on a conflict the new files are removed and the error raised.
+    max_retries: int = DEFAULT_MAX_RETRIES,
+) -> TableState:
+    """One Rewrite of every group, on top of the results' read version; the state of the new version.
 
-    With `defer_index_remap` the Rewrite carries the fragment reuse index with a version for these
-    groups, so indices keep covering the moved rows.
+    `table`: a `Table` (which moves to the new version) or a `TableState`. On a definite failure (a concurrent
+    delete of a rewritten fragment: RetryableConflictError) the new files are removed and the error raised.
+    With `defer_index_remap` the Rewrite carries the fragment reuse index with a version for these groups,
+    so indices keep covering the moved rows.
     """
     results = list(results)
     if not results:
-        raise SchemaError("compaction.commit needs at least one RewriteResult")
+        raise CompactionError("compaction.commit needs at least one RewriteResult")
     read_versions = {r.read_version for r in results}
     if len(read_versions) != 1:
-        raise SchemaError(f"rewrite results come from different versions {sorted(read_versions)}")
+        raise CompactionError(f"rewrite results come from different versions {sorted(read_versions)}")
+    state = _state_of(table)
+    read_version = read_versions.pop()
     groups = [
         tpb.Transaction.Rewrite.RewriteGroup(
             old_fragments=[pb.DataFragment.FromString(f) for f in r.old_fragments],
@@ -268,58 +303,73 @@ def commit(
         for r in results
     ]
     new = [f for g in groups for f in g.new_fragments]
+    base = state if state.version == read_version else state.checkout(read_version)
     fri = None
     if defer_index_remap:
-        base = table.checkout(next(iter(read_versions)))
         reuse_groups = [
             frag_reuse.group_of(
                 g.old_fragments,
-                {f.id: read_deletion_vector(table._store, f, base.manifest.base_paths) for f in g.old_fragments},
+                {f.id: read_deletion_vector(base.store, f, base.manifest.base_paths) for f in g.old_fragments},
                 g.new_fragments,
             )
             for g in groups
         ]
         fri = frag_reuse.with_version(frag_reuse.find(base.manifest), reuse_groups, 0)
-    try:
-        return table.commit(
-            ops.Rewrite(groups=groups, frag_reuse_index=fri),
-            read_version=read_versions.pop(),
-            commit_message=commit_message or "compaction",
-        )
-    except CommitConflictError:
-        remove_data_files(table._store, table.manifest.base_paths, new)
-        raise
+    txn = Transaction(
+        read_version=read_version,
+        operation=ops.Rewrite(groups=groups, frag_reuse_index=fri),
+        message=commit_message or "compaction",
+        transaction_properties=check_properties(transaction_properties),
+        files=data_file_uris(base.store, base.manifest.base_paths, new),
+    )
+    if isinstance(table, TableState):
+        return base.commit(txn, max_retries=max_retries)
+    table.commit(txn, max_retries=max_retries)  # a Table handle moves to the Rewrite, as pylance's
+    return table.state
 
 
-def run_task(task: CompactionTask, uri: str, storage_options: dict[str, Any] | None) -> RewriteResult:
-    """Module-level, so that `partial(run_task, ...)` pickles for process pools and Spark."""
-    return task.execute(uri, storage_options)
+def run_task(task: CompactionTask, state: TableState) -> RewriteResult:
+    """Module-level, so that `partial(run_task, state=...)` pickles for process pools and Spark."""
+    return task.execute(state)
 
 
 def compact_files(
-    table: Table,
+    table: Any,
     options: CompactionOptions | None = None,
+    *,
     executor: Executor | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
+    commit_message: str | None = None,
+    transaction_properties: Mapping[str, str] | None = None,
     **kwargs: Any,
-) -> CompactionMetrics:
-    """Plan, execute every task on `executor`, commit; `progress(done, total)` after each task."""
+) -> tuple[CompactionMetrics, TableState]:
+    """Plan, execute every task on `executor`, commit; `progress(done, total)` after each task.
+
+    Returns the metrics and the state of the Rewrite's version (the input state when nothing was done).
+    """
     start = time.perf_counter()
     compaction_plan = plan(table, options, **kwargs)
+    state = compaction_plan.state
+    assert state is not None
     if not compaction_plan.tasks:
-        return CompactionMetrics(seconds=time.perf_counter() - start)
-    run = partial(run_task, uri=table.uri, storage_options=table._storage_options)
+        return CompactionMetrics(seconds=time.perf_counter() - start), state
+    run = partial(run_task, state=state)
     results = []
+    total = len(compaction_plan.tasks)
     for result in (executor or ThreadExecutor()).map(run, compaction_plan.tasks):
         results.append(result)
         if progress is not None:
-            progress(len(results), len(compaction_plan.tasks))
-    base = table.checkout(compaction_plan.read_version)
-    committed = commit(base, results, defer_index_remap=compaction_plan.options.defer_index_remap)
-    table._manifest, table._schema = committed.manifest, None  # the handle moves to the Rewrite, as pylance
+            progress(len(results), total)
+    committed = commit(
+        state,
+        results,
+        commit_message=commit_message,
+        transaction_properties=transaction_properties,
+        defer_index_remap=compaction_plan.options.defer_index_remap,
+    )
     old = [pb.DataFragment.FromString(f) for r in results for f in r.old_fragments]
     new = [pb.DataFragment.FromString(f) for r in results for f in r.new_fragments]
-    return CompactionMetrics(
+    metrics = CompactionMetrics(
         fragments_removed=len(old),
         fragments_added=len(new),
         files_removed=sum(len(f.files) for f in old),
@@ -330,3 +380,12 @@ def compact_files(
         seconds=time.perf_counter() - start,
         version=committed.version,
     )
+    log.info(
+        "%s: compacted %d fragments into %d (version %d, %.2f s)",
+        committed.uri,
+        metrics.fragments_removed,
+        metrics.fragments_added,
+        committed.version,
+        metrics.seconds,
+    )
+    return metrics, committed

@@ -1,38 +1,63 @@
-"""`t.optimize`: pylance's namespace for table maintenance on one handle."""
+"""`t.optimize`: pylance's namespace for table maintenance on one handle (compaction, index optimization)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
 
 from .. import operations as ops
 from ..commit import DEFAULT_MAX_RETRIES
+from ..executor import Executor
 from ..index import frag_reuse
 from ..index.scalar import BITMAP, BTREE, build, covered, update
-from .compaction import CompactionMetrics, CompactionOptions, Executor, compact_files
-
-if TYPE_CHECKING:
-    from ..table import Table
+from ..progress import Progress
+from ..state import TableState
+from ..transaction import Transaction, check_properties
+from .compaction import CompactionMetrics, CompactionOptions, compact_files
 
 
 class Optimize:
-    def __init__(self, table: Table) -> None:
-        self._table = table
+    """Maintenance of the version a handle is on; each call moves the handle to the version it commits.
+
+    Built by `Table.optimize` with the handle's state and the one way to move the handle (`advance`).
+    """
+
+    def __init__(self, state: TableState, advance: Callable[[TableState], None]) -> None:
+        self._state = state
+        self._advance = advance
 
     def compact_files(
         self,
+        *,
         target_rows_per_fragment: int = 1_048_576,
         materialize_deletions: bool = True,
         materialize_deletions_threshold: float = 0.1,
         executor: Executor | None = None,
-        progress: Callable[[int, int], None] | None = None,
+        progress: Progress | None = None,
         max_rows_per_task: int | None = None,
         max_bytes_per_task: int | None = None,
         defer_index_remap: bool = False,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
     ) -> CompactionMetrics:
         """Rewrite small fragments and fragments with many deletions (ReserveFragments, then one Rewrite).
 
-        The handle moves to the Rewrite's version. `progress(done, total)` is called after each task.
+        Args:
+            target_rows_per_fragment: fragments with fewer live rows are merged with their neighbours.
+            materialize_deletions: rewrite fragments whose deleted fraction is above the threshold.
+            materialize_deletions_threshold: that fraction, in [0, 1].
+            executor: where the rewrite tasks run: anything with `map(fn, tasks)` (a thread or process pool,
+                `mvcc_core.spark`'s executor); default: a thread pool in this process.
+            progress: `progress(done, total)` after each task.
+            max_rows_per_task / max_bytes_per_task: bounds on the fragments one task reads.
+            defer_index_remap: keep indices covering the moved rows through a fragment reuse index.
+
+        Returns the metrics (`version` is the Rewrite's, None when nothing needed rewriting). The handle moves
+        to the Rewrite's version. Raises RetryableConflictError when a concurrent delete or update touched a
+        rewritten fragment (the new files are removed).
+
+        Example::
+
+            metrics = t.optimize.compact_files(target_rows_per_fragment=100_000)
         """
         options = CompactionOptions(
             target_rows_per_fragment=target_rows_per_fragment,
@@ -42,18 +67,47 @@ class Optimize:
             max_bytes_per_task=max_bytes_per_task,
             defer_index_remap=defer_index_remap,
         )
-        return compact_files(self._table, options, executor=executor, progress=progress)
+        metrics, state = compact_files(
+            self._state,
+            options,
+            executor=executor,
+            progress=progress,
+            commit_message=commit_message,
+            transaction_properties=transaction_properties,
+        )
+        if metrics.version is not None:
+            self._state = state
+            self._advance(state)
+        return metrics
 
-    def optimize_indices(self) -> int:
+    def optimize_indices(
+        self,
+        *,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> int:
         """Bring fragments added or rewritten since an index was built into it (its covered entries are
         kept, only the missing fragments are read; one CreateIndex for all), rebuild indices that rely on
         the fragment reuse index and trim it. Returns how many indices were updated."""
-        return optimize_indices(self._table)
+        txn, count = stage_optimize_indices(
+            self._state, commit_message=commit_message, transaction_properties=transaction_properties
+        )
+        if txn is not None:
+            self._state = self._state.commit(txn, max_retries=max_retries)
+            self._advance(self._state)
+        return count
 
 
-def optimize_indices(table: Table, commit_message: str | None = None) -> int:
-    """Bring every index that misses fragments up to date, in one CreateIndex; returns how many."""
-    manifest, store = table.manifest, table._store
+def stage_optimize_indices(
+    state: TableState,
+    *,
+    commit_message: str | None = None,
+    transaction_properties: Mapping[str, str] | None = None,
+) -> tuple[Transaction | None, int]:
+    """The CreateIndex bringing every index that misses fragments up to date (files written, uncommitted),
+    and how many indices it updates; (None, 0) when every index is current."""
+    manifest, store = state.manifest, state.store
     live = {f.id for f in manifest.fragments}
     fri = frag_reuse.find(manifest)
     fri_versions = [v.dataset_version for v in frag_reuse.details_of(fri).versions]
@@ -63,21 +117,30 @@ def optimize_indices(table: Table, commit_message: str | None = None) -> int:
     stale = [i for i in scalar if live - covered(i) or i.dataset_version < newest_move]
     stale_ids = {i.uuid.uuid for i in stale}
     by_id = {f.id: f.name for f in manifest.fields}
-    built = [
-        build(store, manifest, by_id[i.fields[0]], i.index_type, i.name)
-        if i.dataset_version < newest_move  # its addresses moved: rebuild
-        else update(store, manifest, i)  # merge: read only the fragments it misses
-        for i in stale
-    ]
+    built = []
+    try:
+        for i in stale:
+            if i.dataset_version < newest_move:  # its addresses moved: rebuild
+                built.append(build(store, manifest, by_id[i.fields[0]], i.index_type, i.name))
+            else:  # merge: read only the fragments it misses
+                built.append(update(store, manifest, i))
+    except BaseException:
+        store.delete_many([p for b in built for p in b.written])
+        raise
     new_indices, removed = [b.metadata for b in built], list(stale)
     if fri is not None:  # drop the versions no index needs any more (rebuilt ones are at this version)
         kept = [i.dataset_version for i in scalar if i.uuid.uuid not in stale_ids]
-        trimmed = frag_reuse.trimmed(fri, min([*kept, table.version]))
+        trimmed = frag_reuse.trimmed(fri, min([*kept, state.version]))
         if trimmed is None or len(frag_reuse.details_of(trimmed).versions) < len(fri_versions):
             removed.append(fri)
             new_indices += [trimmed] if trimmed is not None else []
     if not removed:
-        return 0
-    op = ops.CreateIndex(new_indices=new_indices, removed_indices=removed)
-    table._commit_written(op, [p for b in built for p in b.written], commit_message, DEFAULT_MAX_RETRIES)
-    return len(stale)
+        return None, 0
+    txn = Transaction(
+        read_version=state.version,
+        operation=ops.CreateIndex(new_indices=new_indices, removed_indices=removed),
+        message=commit_message or "",
+        transaction_properties=check_properties(transaction_properties),
+        files=state.staged([p for b in built for p in b.written]),
+    )
+    return txn, len(stale)

@@ -1,0 +1,60 @@
+"""Every file a version references, in one place: retention, clones and the commit loop share it.
+
+A version needs its data files, its deletion files, its index files and its transaction file. Two views:
+`referenced_files` names the table's own files (relative to its root; files under other base paths
+belong to another table and are never removed from here), `files_of` locates every file wherever it
+lives (what a deep clone copies).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from ._proto import table_pb2 as pb
+from .bases import base_store, data_file_location, deletion_store
+from .deletion import deletion_path
+from .naming import INDICES_DIR, TRANSACTIONS_DIR, data_file_path
+from .storage import ObjectStore
+
+
+def index_directory(index: pb.IndexMetadata) -> str:
+    """The directory of an index's files, relative to the table (or base) root."""
+    return f"{INDICES_DIR}/{uuid.UUID(bytes=index.uuid.uuid)}"
+
+
+def referenced_files(manifest: pb.Manifest) -> set[str]:
+    """Paths (relative to the table root) of the table's own files a version needs, its manifest aside."""
+    out: set[str] = set()
+    for frag in manifest.fragments:
+        for data_file in frag.files:
+            if not data_file.HasField("base_id"):
+                out.add(data_file_path(data_file.path))
+        if frag.HasField("deletion_file") and not frag.deletion_file.HasField("base_id"):
+            out.add(deletion_path(frag.id, frag.deletion_file))
+    for index in manifest.indices:
+        if not index.HasField("base_id"):
+            for index_file in index.files:
+                out.add(f"{index_directory(index)}/{index_file.path}")
+    if manifest.transaction_file:
+        out.add(f"{TRANSACTIONS_DIR}/{manifest.transaction_file}")
+    return out
+
+
+def files_of(store: ObjectStore, manifest: pb.Manifest) -> list[tuple[ObjectStore, str, str]]:
+    """Every file a version references: (store it lives in, path there, path under a deep clone)."""
+    out = []
+    for frag in manifest.fragments:
+        for data_file in frag.files:
+            source, rel = data_file_location(store, manifest.base_paths, data_file)
+            out.append((source, rel, data_file_path(data_file.path)))
+        if frag.HasField("deletion_file"):
+            rel = deletion_path(frag.id, frag.deletion_file)
+            out.append((deletion_store(store, manifest.base_paths, frag.deletion_file), rel, rel))
+    for index in manifest.indices:
+        source = store
+        if index.HasField("base_id"):
+            source = base_store(store, next(b for b in manifest.base_paths if b.id == index.base_id))
+        for index_file in index.files:
+            rel = f"{index_directory(index)}/{index_file.path}"
+            out.append((source, rel, rel))
+    return out

@@ -1,0 +1,165 @@
+"""TableState: one version of a table and the means to commit on top of it.
+
+Operations, maintenance and executor tasks receive a `TableState`, never the `Table` facade: the facade
+sits above them and is the only thing that holds a mutable "current version". A state is immutable; a
+commit returns the next state. It pickles small (the committer's cache of read manifests stays behind),
+so a compaction or index task can carry it to a process pool or a Spark executor.
+
+`commit` is the one commit-or-clean-up path of the package: every write stages a `Transaction` (its
+files written, nothing visible), then commits it here. On a definite failure (`errors.is_definite_failure`:
+a conflict, a refused operation, bad data) the staged files are removed; on an ambiguous one (a storage
+error that may have followed a successful manifest write) they are left for retention.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Any
+
+import pyarrow as pa
+
+from . import schema as schema_mod
+from ._proto import table_pb2 as pb
+from .commit import DEFAULT_MAX_RETRIES, Committer
+from .errors import VersionNotFoundError, is_definite_failure
+from .external_store import ExternalManifestStore, commit_handler, split_storage_options
+from .manifest import ManifestLocation, list_manifests, location_of
+from .naming import ManifestNaming
+from .storage import ObjectStore, open_store
+from .transaction import Transaction, remove_files
+
+log = logging.getLogger("mvcc.commit")
+
+
+@dataclass(frozen=True)
+class TableState:
+    """A table at one version: its store, manifest, naming scheme and committer (with the commit handler)."""
+
+    store: ObjectStore
+    manifest: pb.Manifest
+    naming: ManifestNaming
+    committer: Committer
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as the manifest's bytes (protobuf classes do not pickle by name) and the committer
+        without its cache: what an executor task needs, nothing more."""
+        return (_unpickle, (self.store, self.manifest.SerializeToString(), self.naming, self.committer))
+
+    @classmethod
+    def open(
+        cls,
+        uri: str,
+        version: int | None = None,
+        *,
+        storage_options: dict[str, Any] | None = None,
+        external_store: str | ExternalManifestStore | None = None,
+    ) -> TableState:
+        """The latest version of the table at `uri`, or `version` (a number)."""
+        external, storage_options = split_storage_options(storage_options, external_store)
+        store = open_store(uri, storage_options)
+        committer = Committer(store, handler=commit_handler(external))
+        location = committer.latest_location()
+        state = cls(store, committer.load_manifest(location), location.naming, committer)
+        return state if version is None or version == state.version else state.checkout(version)
+
+    # ---- what it is ---------------------------------------------------------------------------------
+
+    @property
+    def uri(self) -> str:
+        return self.store.uri
+
+    @property
+    def version(self) -> int:
+        return self.manifest.version
+
+    @property
+    def storage_options(self) -> dict[str, Any]:
+        return self.store.storage_options
+
+    @property
+    def fields(self) -> list[pb.Field]:
+        return list(self.manifest.fields)
+
+    @cached_property
+    def schema(self) -> pa.Schema:
+        """The Arrow schema of this version (field metadata and schema metadata included)."""
+        return schema_mod.schema_from_fields(list(self.manifest.fields), dict(self.manifest.schema_metadata))
+
+    # ---- other versions -----------------------------------------------------------------------------
+
+    def load(self, version: int) -> pb.Manifest:
+        """The manifest of `version` (cached per committer; VersionNotFoundError says if retention removed it)."""
+        cached = self.committer.cache.manifests.get(version)
+        if cached is not None:
+            return cached
+        try:
+            return self.committer.load_manifest(location_of(self.store, version, self.naming))
+        except VersionNotFoundError:
+            existing = list_manifests(self.store, self.committer.handler)
+            if existing and 0 < version < existing[0].version:
+                raise VersionNotFoundError(
+                    f"version {version} of {self.uri} was removed by retention (cleanup_old_versions); the oldest "
+                    f"version left is {existing[0].version}"
+                ) from None
+            raise
+
+    def checkout(self, version: int) -> TableState:
+        """This table at `version`."""
+        return replace(self, manifest=self.load(version))
+
+    def latest_location(self) -> ManifestLocation:
+        return self.committer.latest_location()
+
+    def latest(self) -> TableState:
+        """This table at its newest version."""
+        location = self.latest_location()
+        return replace(self, manifest=self.committer.load_manifest(location), naming=location.naming)
+
+    # ---- committing ---------------------------------------------------------------------------------
+
+    def commit(self, transaction: Transaction, *, max_retries: int = DEFAULT_MAX_RETRIES) -> TableState:
+        """Commit a staged transaction; the state of the version it created.
+
+        On a definite failure the transaction's files are removed before the error propagates.
+        """
+        manifest, naming = commit_transaction(
+            self.committer, transaction, naming=self.naming, hint=self.manifest, max_retries=max_retries
+        )
+        return replace(self, manifest=manifest, naming=naming)
+
+    def staged(self, files: list[str]) -> list[str]:
+        """Paths relative to this table's root as the full URIs a `Transaction` lists."""
+        return [f"{self.store.uri}/{path}" for path in files]
+
+
+def commit_transaction(
+    committer: Committer,
+    transaction: Transaction,
+    *,
+    naming: ManifestNaming,
+    hint: pb.Manifest | None = None,
+    create: bool = False,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+) -> tuple[pb.Manifest, ManifestNaming]:
+    """Commit `transaction` through `committer`, removing its files on a definite failure.
+
+    `create=True` refuses to commit on top of an existing table (TableExistsError).
+    """
+    try:
+        manifest, naming = committer.commit(
+            transaction, naming=naming, read_manifest_hint=hint, create=create, max_retries=max_retries
+        )
+    except BaseException as exc:
+        if transaction.files and is_definite_failure(exc):
+            log.debug("removing %d staged files of the failed %s", len(transaction.files), transaction.operation.name)
+            remove_files(transaction.files, near=committer.store)
+            transaction.files = []
+        raise
+    transaction.files = []  # committed: the version owns them now
+    return manifest, naming
+
+
+def _unpickle(store: ObjectStore, manifest: bytes, naming: ManifestNaming, committer: Committer) -> TableState:
+    return TableState(store, pb.Manifest.FromString(manifest), naming, committer)
