@@ -12,6 +12,7 @@ put-if-not-exists is the same lost race as above.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import random
 import time
@@ -19,9 +20,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from . import conflicts
+from . import operations as ops
 from . import rebase as rebase_mod
 from ._proto import table_pb2 as pb
 from .errors import (
+    CommitConflictError,
     CorruptManifestError,
     IncompatibleConflictError,
     ObjectNotFoundError,
@@ -46,6 +49,8 @@ from .manifest import (
 from .naming import ManifestNaming
 from .storage import ObjectStore
 from .transaction import BuildContext, Transaction, build_manifest, read_transaction, write_transaction
+
+log = logging.getLogger("mvcc.commit")
 
 DEFAULT_MAX_RETRIES = 20
 # Backoff in slots, as Lance's SlotBackoff: a slot is as long as our last attempt took (a few ms on a
@@ -224,6 +229,29 @@ class Committer:
         """Commit `txn` and return the manifest of the new version and the table's naming scheme.
 
         `create=True` refuses to commit on top of an existing table (TableExistsError). A new table
+        (read version 0) uses `naming`; an existing one keeps the scheme found on disk. Conflicts are
+        logged (logger "mvcc.commit", INFO) before they propagate.
+        """
+        try:
+            return self._commit(
+                txn, naming=naming, read_manifest_hint=read_manifest_hint, create=create, max_retries=max_retries
+            )
+        except CommitConflictError as exc:
+            log.info("%s: %s: %s", self.store.uri, type(exc).__name__, exc)
+            raise
+
+    def _commit(
+        self,
+        txn: Transaction,
+        *,
+        naming: ManifestNaming = ManifestNaming.V2,
+        read_manifest_hint: pb.Manifest | None = None,
+        create: bool = False,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> tuple[pb.Manifest, ManifestNaming]:
+        """Commit `txn` and return the manifest of the new version and the table's naming scheme.
+
+        `create=True` refuses to commit on top of an existing table (TableExistsError). A new table
         (read version 0) uses `naming`; an existing one keeps the scheme found on disk.
         """
         self.handler.check_supported(self.store)
@@ -264,7 +292,7 @@ class Committer:
                         f"{txn.read_version}"
                     )
                 needs_rebase = self._check_concurrent(txn, naming, latest_loc.version, checked)
-                previous = self.load_manifest(latest_loc)
+                previous = self._previous(latest_loc, txn)
                 if needs_rebase:
                     txn, txn_file = self._rebase(txn, previous, rebased_files)
                     checked = set()
@@ -277,6 +305,14 @@ class Committer:
                 self.cache.manifests[version] = manifest
                 self.cache.transactions[txn_file] = txn
                 self._drop_superseded(rebased_files, manifest)
+                log.info(
+                    "%s: committed %s as version %d (read version %d, attempt %d)",
+                    self.store.uri,
+                    txn.operation.name,
+                    version,
+                    txn.read_version,
+                    attempt + 1,
+                )
                 return manifest, naming
             # A conditional PUT whose reply was lost is retried by the client and then "fails" against
             # our own object: if the winner names our transaction file, the commit is ours.
@@ -289,6 +325,7 @@ class Committer:
                 return winner, naming
             if winner is not None:
                 known = location_of(self.store, version, naming)
+            log.debug("%s: lost the race for version %d (attempt %d); retrying", self.store.uri, version, attempt + 1)
             if attempt < max_retries:
                 slot = min(slot, time.perf_counter() - attempt_start)
                 time.sleep(backoff_delay(attempt, slot))
@@ -299,6 +336,37 @@ class Committer:
             read_version=txn.read_version,
             operation=txn.operation.name,
         )
+
+    def _previous(self, latest: ManifestLocation, txn: Transaction) -> pb.Manifest:
+        """The latest manifest, which the next one is built from.
+
+        A corrupt latest manifest must not wedge the table: a Restore (which replaces the table's state with
+        an intact older version's) is built on the newest intact manifest instead and committed past the
+        corrupt one. Any other operation is refused with an error that says how to get out.
+        """
+        try:
+            return self.load_manifest(latest)
+        except CorruptManifestError as exc:
+            if not isinstance(txn.operation, ops.Restore):
+                raise CorruptManifestError(
+                    f"{exc}; it is the latest version of {self.store.uri}, so nothing can be committed on top of "
+                    f"it: restore an intact older version (Table.restore(N)), which commits past it"
+                ) from exc
+            for version in range(latest.version - 1, 0, -1):
+                try:
+                    intact = self.load_manifest(location_of(self.store, version, latest.naming))
+                except (CorruptManifestError, VersionNotFoundError):
+                    continue
+                log.warning(
+                    "%s: latest version %d is corrupt (%s); restoring version %d on top of version %d",
+                    self.store.uri,
+                    latest.version,
+                    exc,
+                    txn.operation.version,
+                    version,
+                )
+                return intact
+            raise
 
     def _rebase(self, txn: Transaction, latest: pb.Manifest, files: dict[str, list[str]]) -> tuple[Transaction, str]:
         """Ours rewritten on top of `latest`, as a new transaction file (the specification's rebase)."""
