@@ -17,9 +17,10 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from . import frag_reuse
 from . import operations as ops
 from ._proto import transaction_pb2 as tpb
-from .index import FRAG_REUSE_INDEX, MEM_WAL_INDEX, SINGLETON_INDICES, frag_reuse  # noqa: F401 - re-exported
+from .naming import FRAG_REUSE_INDEX, MEM_WAL_INDEX, SINGLETON_INDICES  # noqa: F401 - re-exported
 from .transaction import Transaction
 
 

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from . import schema as schema_mod
 from ._proto import table_pb2 as pb
+from .bases import base_store
 from .errors import SchemaError
 from .naming import data_file_path, new_data_file_name
 from .storage import ObjectStore
@@ -121,8 +122,6 @@ class FragmentWriter:
         self.base = base
         self._prefix = "data/" if base is None or base.is_dataset_root else ""
         if base is not None:
-            from .bases import base_store
-
             store = base_store(store, base)
         self.store = store
         self.fields = fields

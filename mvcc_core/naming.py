@@ -88,3 +88,9 @@ def deletion_file_path(fragment_id: int, read_version: int, file_id: int) -> str
 
 def tag_path(name: str) -> str:
     return f"{TAGS_DIR}/{name}.json"
+
+
+# Singleton system indices: at most one per table, merged (rebased) when two transactions write one.
+FRAG_REUSE_INDEX = "__lance_frag_reuse"
+MEM_WAL_INDEX = "__lance_mem_wal"
+SINGLETON_INDICES = frozenset({FRAG_REUSE_INDEX, MEM_WAL_INDEX})

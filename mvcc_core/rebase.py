@@ -23,12 +23,13 @@ from dataclasses import dataclass, replace
 
 from pyroaring import BitMap64
 
+from . import frag_reuse
 from . import operations as ops
 from ._proto import table_pb2 as pb
 from ._proto import transaction_pb2 as tpb
 from .deletion import deletion_path, read_deletion_vector, write_deletion_vector
 from .fragments import field_subtree, tombstone
-from .index import FRAG_REUSE_INDEX, frag_reuse
+from .naming import FRAG_REUSE_INDEX
 from .storage import ObjectStore
 from .transaction import Transaction
 

@@ -589,7 +589,7 @@ class Scan:
     def _indexed(self, choice: IndexChoice) -> Iterator[pa.RecordBatch]:
         """Covered one-file fragments: only the rows the index names are read (then the whole filter
         applies); other fragments are scanned as usual. Manifest order is kept."""
-        from .index import frag_reuse
+        from . import frag_reuse
         from .index.scalar import covered, lookup
 
         cover = covered(choice.index)

@@ -49,13 +49,12 @@ from .errors import (
 from .executor import Executor
 from .external_store import ExternalManifestStore, commit_handler, split_storage_options
 from .fragments import DEFAULT_MAX_ROWS_PER_FILE, fragment_paths, to_reader, write_fragments_from_reader
-from .index import MEM_WAL_INDEX
 from .index.scalar import build as build_index
 from .maintenance.cleanup import CleanupStats, cleanup_old_versions
 from .maintenance.optimize import Optimize
 from .manifest import list_manifests, manifest_timestamp, table_exists
 from .merge_insert import MergeInsertBuilder
-from .naming import ManifestNaming
+from .naming import MEM_WAL_INDEX, ManifestNaming
 from .row_ids import ENABLE_CONFIG_KEY
 from .row_ids import enabled as row_ids_enabled
 from .scan import DEFAULT_BATCH_SIZE, Scan

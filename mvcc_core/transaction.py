@@ -15,14 +15,14 @@ from typing import Any
 from google.protobuf.message import DecodeError
 from pyroaring import BitMap
 
-from . import features, framing, row_ids
+from . import features, frag_reuse, framing, row_ids
 from . import operations as ops
 from ._proto import table_pb2 as pb
 from ._proto import transaction_pb2 as tpb
 from .errors import CorruptManifestError, InvalidOperationError, UnsupportedFeatureError
 from .fragments import tombstone
-from .index import MEM_WAL_INDEX, SINGLETON_INDICES, frag_reuse
-from .naming import transaction_path
+from .manifest import WRITER_LIBRARY, writer_version
+from .naming import MEM_WAL_INDEX, SINGLETON_INDICES, transaction_path
 from .storage import ObjectStore
 
 
@@ -519,8 +519,6 @@ def build_manifest(
     ctx: BuildContext,
 ) -> pb.Manifest:
     """The manifest of `version`: `previous` (the latest committed) with `txn`'s operation applied."""
-    from .manifest import WRITER_LIBRARY, writer_version
-
     op = txn.operation
     if previous is None and not isinstance(op, ops.Overwrite | ops.Clone):
         raise InvalidOperationError(f"a new table must start with Overwrite or Clone, not {op.name}")

@@ -8,9 +8,9 @@ import pytest
 from pyroaring import BitMap
 
 import mvcc_core as mvcc
-from mvcc_core import compaction
-from mvcc_core.index import FRAG_REUSE_INDEX, frag_reuse
+from mvcc_core import compaction, frag_reuse
 from mvcc_core.index.scalar import covered
+from mvcc_core.naming import FRAG_REUSE_INDEX
 
 PREDICATES = ["k = 7", "k IN (3, 18, 40)", "k >= 10 AND k < 20", "k > 45", "k = 1000"]
 

@@ -1,6 +1,9 @@
-"""Scalar indices (BTREE, BITMAP), the planner that lets scans use them, and the fragment reuse index."""
+"""Scalar indices (BTREE, BITMAP) and the planner that lets scans use them.
 
-# Singleton indices: at most one per table, merged (rebased) when two transactions write one.
-FRAG_REUSE_INDEX = "__lance_frag_reuse"
-MEM_WAL_INDEX = "__lance_mem_wal"
-SINGLETON_INDICES = frozenset({FRAG_REUSE_INDEX, MEM_WAL_INDEX})
+The names of the singleton system indices live in `mvcc_core.naming` and the fragment reuse index in
+`mvcc_core.frag_reuse`: transactions and conflict rules need them, and sit below this package.
+"""
+
+from ..naming import FRAG_REUSE_INDEX, MEM_WAL_INDEX, SINGLETON_INDICES
+
+__all__ = ["FRAG_REUSE_INDEX", "MEM_WAL_INDEX", "SINGLETON_INDICES"]

@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 from pyroaring import BitMap
 
+from .. import frag_reuse, row_ids
 from .. import operations as ops
-from .. import row_ids
 from .._proto import table_pb2 as pb
 from .._proto import transaction_pb2 as tpb
 from ..bases import data_file_uris
@@ -37,7 +37,6 @@ from ..deletion import live_rows, read_deletion_vector
 from ..errors import CompactionError
 from ..executor import Executor, ThreadExecutor
 from ..fragments import FragmentWriter
-from ..index import frag_reuse
 from ..progress import Progress
 from ..row_ids import ROW_ID
 from ..scan import Scan

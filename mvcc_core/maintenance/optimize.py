@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from .. import frag_reuse
 from .. import operations as ops
 from ..commit import DEFAULT_MAX_RETRIES
 from ..executor import Executor
-from ..index import frag_reuse
 from ..index.scalar import BITMAP, BTREE, build, covered, update
 from ..progress import Progress
 from ..state import TableState
