@@ -43,6 +43,7 @@ class CommitConflictError(MvccError):
 
     @property
     def conflicting_version(self) -> int | None:
+        """The newest version ours collided with (None when unknown, e.g. retries exhausted)."""
         return self.conflicting_versions[-1] if self.conflicting_versions else None
 
 

@@ -68,18 +68,22 @@ class TableState:
 
     @property
     def uri(self) -> str:
+        """The table's root."""
         return self.store.uri
 
     @property
     def version(self) -> int:
+        """The version of `manifest`."""
         return self.manifest.version
 
     @property
     def storage_options(self) -> dict[str, Any]:
+        """The options the table's store was opened with."""
         return self.store.storage_options
 
     @property
     def fields(self) -> list[pb.Field]:
+        """The schema as the manifest's flattened fields (with their stable ids)."""
         return list(self.manifest.fields)
 
     @cached_property
@@ -110,6 +114,7 @@ class TableState:
         return replace(self, manifest=self.load(version))
 
     def latest_location(self) -> ManifestLocation:
+        """Where the table's newest version is (read from the store now)."""
         return self.committer.latest_location()
 
     def latest(self) -> TableState:

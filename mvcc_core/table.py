@@ -106,6 +106,7 @@ class VersionInfo(Mapping[str, Any]):
 
     @property
     def metadata(self) -> dict[str, str]:
+        """pylance's name: the transaction's `transaction_properties`."""
         return self.transaction_properties
 
     _KEYS = (
@@ -137,6 +138,7 @@ class DeleteResult(dict):
 
     @property
     def num_deleted_rows(self) -> int:
+        """How many rows the delete removed."""
         return int(self["num_deleted_rows"])
 
 
@@ -145,6 +147,7 @@ class UpdateResult(dict):
 
     @property
     def num_rows_updated(self) -> int:
+        """How many rows the update changed."""
         return int(self["num_rows_updated"])
 
 
@@ -189,34 +192,42 @@ class Table:
 
     @property
     def uri(self) -> str:
+        """The table's root, normalized (an absolute path for local tables, `s3://bucket/prefix` on S3)."""
         return self._state.uri
 
     @property
     def version(self) -> int:
+        """The version this handle reads (and writes on top of)."""
         return self._state.version
 
     @property
     def manifest(self) -> pb.Manifest:
+        """This version's manifest protobuf (read-only by convention: copy before changing it)."""
         return self._state.manifest
 
     @property
     def manifest_naming(self) -> ManifestNaming:
+        """How the table names its manifests (V1 or V2), detected from the files."""
         return self._state.naming
 
     @property
     def schema(self) -> pa.Schema:
+        """The Arrow schema of this version."""
         return self._state.schema
 
     @property
     def config(self) -> dict[str, str]:
+        """The table's configuration keys of this version (see `update_config`)."""
         return dict(self.manifest.config)
 
     @property
     def table_metadata(self) -> dict[str, str]:
+        """The table's metadata of this version (see `update_metadata`)."""
         return dict(self.manifest.table_metadata)
 
     @property
     def timestamp(self) -> datetime:
+        """When this version was committed (UTC)."""
         return manifest_timestamp(self.manifest)
 
     @property
@@ -230,6 +241,7 @@ class Table:
         return self._state.latest_location().version
 
     def get_fragments(self) -> list[pb.DataFragment]:
+        """The fragments of this version (protobuf `DataFragment`s: id, data files, deletion file, rows)."""
         return list(self.manifest.fragments)
 
     def __repr__(self) -> str:
@@ -286,6 +298,7 @@ class Table:
         return self.checkout(version)
 
     def checkout_latest(self) -> Table:
+        """A new handle on the newest version."""
         return Table(self._state.latest())
 
     def versions(self) -> list[VersionInfo]:
@@ -387,11 +400,13 @@ class Table:
         batch_size: int = DEFAULT_BATCH_SIZE,
         with_row_id: bool = False,
     ) -> Iterator[pa.RecordBatch]:
+        """Stream the rows of this version as record batches (memory bounded by a few batches)."""
         return self.scanner(
             columns, filter, with_row_address=with_row_address, batch_size=batch_size, with_row_id=with_row_id
         ).to_batches()
 
     def to_reader(self) -> pa.RecordBatchReader:
+        """All rows of this version as a `pyarrow.RecordBatchReader` (what Arrow consumers take)."""
         return self.scanner().to_reader()
 
     def head(self, num_rows: int = 5, columns: Sequence[str] | None = None) -> pa.Table:

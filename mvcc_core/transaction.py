@@ -63,9 +63,11 @@ class Transaction:
 
     @property
     def file_path(self) -> str:
+        """Where this transaction's file goes, relative to the table root."""
         return transaction_path(self.read_version, self.uuid)
 
     def to_proto(self) -> tpb.Transaction:
+        """The `mvcc.Transaction` protobuf of the transaction file."""
         txn = tpb.Transaction(
             read_version=self.read_version,
             uuid=self.uuid,
@@ -86,6 +88,7 @@ class Transaction:
         )
 
     def encode(self) -> bytes:
+        """The transaction file's bytes (the protobuf in mvcc's checksummed frame)."""
         return framing.frame(self.to_proto().SerializeToString(deterministic=True))
 
     @classmethod
