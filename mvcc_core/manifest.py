@@ -156,7 +156,7 @@ def write_latest_hint(store: ObjectStore, version: int, naming: ManifestNaming) 
         store.put(LATEST_HINT, json.dumps({"version": version, "naming": naming.value}).encode())
 
 
-def _latest_from_hint(store: ObjectStore, known: ManifestLocation | None = None) -> ManifestLocation | None:
+def latest_from_hint(store: ObjectStore, known: ManifestLocation | None = None) -> ManifestLocation | None:
     """Walk forward from the hint, or from `known` (a version the caller saw exist) when it is newer."""
     start: tuple[int, ManifestNaming] | None = None
     try:
@@ -196,7 +196,7 @@ def latest_manifest_location(
     if external is not None:
         return external
     if _uses_hint(store):
-        hinted = _latest_from_hint(store, known)
+        hinted = latest_from_hint(store, known)
         if hinted is not None:
             return hinted
     first = store.list_first(VERSIONS_DIR)

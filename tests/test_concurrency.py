@@ -188,7 +188,7 @@ def test_latest_lookup_starts_from_a_known_version(tmp_uri) -> None:
     for i in range(1, 40):
         t.append(pa.table({"id": [i]}))
     store = t.state.store
-    hinted = manifest_mod._latest_from_hint(store)
+    hinted = manifest_mod.latest_from_hint(store)
     assert hinted is not None and hinted.version == t.version == 40
     stats = []
     original = store.exists

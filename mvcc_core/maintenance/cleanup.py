@@ -202,7 +202,7 @@ def cleanup_old_versions(
     if not dry_run:
         manifest_paths = {by_version[v].path for v in removed}
         # versions first, oldest first: a reader walking up from the latest-version hint then never
-        # mistakes a hole for the end (see manifest._latest_from_hint)
+        # mistakes a hole for the end (see manifest.latest_from_hint)
         doomed_paths = {m.path for m in doomed}
         ordered = [by_version[v].path for v in removed if by_version[v].path in doomed_paths]
         ordered += [m.path for m in doomed if m.path not in manifest_paths]
