@@ -33,6 +33,7 @@ from .errors import (
     TableExistsError,
     TableNotFoundError,
     VersionNotFoundError,
+    is_definite_failure,
 )
 from .failpoints import failpoint
 from .features import FLAG_STABLE_ROW_IDS
@@ -232,28 +233,36 @@ class Committer:
         (read version 0) uses `naming`; an existing one keeps the scheme found on disk. Conflicts are
         logged (logger "mvcc.commit", INFO) before they propagate.
         """
+        rebased_files: dict[str, list[str]] = {"written": [], "superseded": []}
         try:
             return self._commit(
-                txn, naming=naming, read_manifest_hint=read_manifest_hint, create=create, max_retries=max_retries
+                txn,
+                naming=naming,
+                read_manifest_hint=read_manifest_hint,
+                create=create,
+                max_retries=max_retries,
+                rebased_files=rebased_files,
             )
-        except CommitConflictError as exc:
-            log.info("%s: %s: %s", self.store.uri, type(exc).__name__, exc)
+        except BaseException as exc:
+            if isinstance(exc, CommitConflictError):
+                log.info("%s: %s: %s", self.store.uri, type(exc).__name__, exc)
+            if rebased_files["written"] and is_definite_failure(exc):
+                # deletion files a rebase wrote for an attempt that never landed: nothing references them
+                with contextlib.suppress(StorageError):
+                    self.store.delete_many(rebased_files["written"])
             raise
 
     def _commit(
         self,
         txn: Transaction,
         *,
-        naming: ManifestNaming = ManifestNaming.V2,
-        read_manifest_hint: pb.Manifest | None = None,
-        create: bool = False,
-        max_retries: int = DEFAULT_MAX_RETRIES,
+        naming: ManifestNaming,
+        read_manifest_hint: pb.Manifest | None,
+        create: bool,
+        max_retries: int,
+        rebased_files: dict[str, list[str]],
     ) -> tuple[pb.Manifest, ManifestNaming]:
-        """Commit `txn` and return the manifest of the new version and the table's naming scheme.
-
-        `create=True` refuses to commit on top of an existing table (TableExistsError). A new table
-        (read version 0) uses `naming`; an existing one keeps the scheme found on disk.
-        """
+        """The commit loop itself (see `commit`); files written by rebases are collected in `rebased_files`."""
         self.handler.check_supported(self.store)
         if read_manifest_hint is not None:
             self.cache.manifests.setdefault(read_manifest_hint.version, read_manifest_hint)
@@ -269,7 +278,6 @@ class Committer:
         txn_file = write_transaction(self.store, txn)
         failpoint("commit.after_transaction_file")
         checked: set[int] = set()
-        rebased_files: dict[str, list[str]] = {"written": [], "superseded": []}
         build_ctx = BuildContext(
             load_version=lambda v: self._load_version_any(v, naming), load_reference=self._load_reference
         )
