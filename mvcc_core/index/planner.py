@@ -21,7 +21,7 @@ from sqlglot import exp
 
 from .._proto import table_pb2 as pb
 from ..predicate import _PredicateDialect, to_physical_expression
-from .scalar import BTREE
+from .lookup import BTREE
 
 # One (lower, lower inclusive, upper, upper inclusive) range; None for an open end.
 Range = tuple[object | None, bool, object | None, bool]
