@@ -20,6 +20,7 @@ import os
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -49,11 +50,11 @@ from .parquet_io import (
     read_row_groups,
     row_address,
 )
-from .predicate import statistics_can_prune, to_expression, to_physical_expression
+from .predicate import BoundFilter, filter_cache_key
 from .row_ids import ROW_ID
 from .storage import ObjectStore
 
-__all__ = ["DEFAULT_BATCH_SIZE", "ROW_ADDRESS", "Scan", "missing_files", "read_fragment"]
+__all__ = ["DEFAULT_BATCH_SIZE", "ROW_ADDRESS", "IndexUse", "Scan", "ScanPlan", "missing_files", "read_fragment"]
 
 # Threads reading multi-file fragments one by one (each is several small reads; I/O bound on S3).
 _FRAGMENT_THREADS = max(4, 2 * (os.cpu_count() or 2))
@@ -87,6 +88,27 @@ def _schemas(manifest: pb.Manifest) -> tuple[Any, pa.Schema, pa.Schema, dict[str
     return (key, *found)
 
 
+@dataclass(frozen=True)
+class IndexUse:
+    """The scalar index a scan answers its filter with."""
+
+    name: str
+    type: str  # "BTREE" or "BITMAP"
+    column: str
+    fragments: tuple[int, ...]  # fragments whose rows the index picks; the scan's others are read in full
+
+
+@dataclass(frozen=True)
+class ScanPlan:
+    """What a scan will read and how (`Scan.explain()`), decided without reading any data."""
+
+    fragments: tuple[int, ...]  # ids of the fragments read, in output order
+    columns: tuple[str, ...]  # table columns read: the output's and the filter's
+    filter_columns: tuple[str, ...]  # table columns the filter reads
+    filter_pushed_down: bool  # the filter runs inside the Parquet scan (statistics prune), not after it
+    index: IndexUse | None
+
+
 class Scan:
     """One read of one version. Build it, then iterate `to_batches()` or call `to_table()`."""
 
@@ -114,23 +136,28 @@ class Scan:
                     f"columns are {self.table_schema.names}"
                 )
         self.columns = columns if columns is not None else list(self.table_schema.names)
-        # A SQL filter is pushed into Parquet on physical columns; a caller's Expression names table
-        # columns, so it is applied after relabelling.
-        self.filter: pc.Expression | None = None
-        self._post_filter: pc.Expression | None = None
-        self._filter_columns: list[str] = []
-        self._filter_sql = filter if isinstance(filter, str) else None
+        # The filter (SQL or Expression) is bound once: pushed into Parquet on physical columns, its
+        # conjuncts read by statistics pruning and the index planner. One that cannot be analysed (an
+        # Expression naming a field by position) is applied after relabelling, reading every column.
+        self._filter_input = filter
+        self._filter_key = None if filter is None else filter_cache_key(filter)
+        self.bound: BoundFilter | None = None
+        if filter is not None:
+            key = None if self._filter_key is None else (self._filter_key, self._schema_key)
+            bound = MISSING if key is None else _FILTERS.get(key)
+            if bound is MISSING:
+                bound = BoundFilter.bind(filter, self.table_schema, self.physical_schema)
+                if key is not None:
+                    _FILTERS.put(key, bound)
+            self.bound = bound
+        self.filter: pc.Expression | None = None  # over physical columns: pushed into the scan
+        self._post_filter: pc.Expression | None = None  # over table columns: applied to relabelled rows
+        if self.bound is not None and self.bound.physical:
+            self.filter = self.bound.arrow
+        elif self.bound is not None:
+            self._post_filter = self.bound.arrow
+        self._filter_columns: list[str] = list(self.bound.columns) if self.bound is not None else []
         self._use_index = use_index
-        if isinstance(filter, str):
-            translated = _FILTERS.get((filter, self._schema_key))
-            if translated is MISSING:
-                translated = to_physical_expression(filter, self.table_schema, self.physical_schema)
-                _FILTERS.put((filter, self._schema_key), translated)
-            self.filter, self._filter_columns = translated[0], list(translated[1])
-        elif filter is not None:
-            self._post_filter = to_expression(filter, self.table_schema)
-            text = str(self._post_filter)
-            self._filter_columns = [n for n in self.table_schema.names if n in text]
         self.with_row_address = with_row_address
         self.with_row_id = with_row_id
         self._stable_ids = row_ids.enabled(manifest)
@@ -149,6 +176,23 @@ class Scan:
         for name in self._extra:
             out = out.append(pa.field(name, pa.uint64(), nullable=False))
         return out
+
+    def explain(self) -> ScanPlan:
+        """The plan of this scan: fragments, columns read, whether the filter is pushed into Parquet and
+        the index used (if any). Reads index metadata from the manifest only, no data."""
+        choice = self._index_choice()
+        index = None
+        if choice is not None:
+            cover = covered(choice.index)
+            picked = tuple(f.id for f in self.fragments if f.id in cover and len(f.files) == 1)
+            index = IndexUse(choice.index.name, choice.index.index_type, choice.column, picked)
+        return ScanPlan(
+            fragments=tuple(f.id for f in self.fragments),
+            columns=tuple(self._read_names()),
+            filter_columns=tuple(self._filter_columns),
+            filter_pushed_down=self.filter is not None,
+            index=index,
+        )
 
     # ---- what to read
 
@@ -183,7 +227,7 @@ class Scan:
         fragments and reused by the scan.
         """
         files = [self._file_fragment(f.files[0]) for f in fragments]
-        if self.filter is None or self._filter_sql is None or not statistics_can_prune(self._filter_sql):
+        if self.filter is None or self.bound is None or not self.bound.prunable:
             return fragments, files
 
         def load(file: ds.ParquetFileFragment) -> None:
@@ -419,15 +463,16 @@ class Scan:
         """The index answering part of the filter (chosen once per scan, cached per filter and manifest), or None."""
         if self._index is False:
             self._index = None
-            if self._use_index and self._filter_sql is not None and len(self.manifest.indices):
+            usable = self.bound is not None and self.bound.physical and self._filter_key is not None
+            if self._use_index and usable and len(self.manifest.indices):
                 key = (
-                    self._filter_sql,
+                    self._filter_key,
                     self._schema_key,
                     tuple(i.SerializeToString(deterministic=True) for i in self.manifest.indices),
                 )
                 choice = _CHOICES.get(key)
                 if choice is MISSING:
-                    choice = choose_index(self._filter_sql, self.table_schema, self.physical_schema, self.manifest)
+                    choice = choose_index(self.bound, self.manifest)
                     _CHOICES.put(key, choice)
                 self._index = choice
         return self._index
@@ -460,7 +505,7 @@ class Scan:
             self.store,
             self.manifest,
             self.columns,
-            self._filter_sql,
+            self._filter_input,
             self.with_row_address,
             self.batch_size,
             fragments=fragments,
