@@ -30,12 +30,12 @@ def data(start: int, n: int) -> pa.Table:
     )
 
 
-def answer(t: mvcc.Table, predicate: str, use_index: bool) -> list[tuple]:
+def answer(t: mvcc.Table, predicate: str | pc.Expression, use_index: bool) -> list[tuple]:
     scan = Scan(t._store, t.manifest, filter=predicate, use_index=use_index)
     return sorted((tuple(r.values()) for r in scan.to_table().to_pylist()), key=repr)
 
 
-def count(t: mvcc.Table, predicate: str, use_index: bool) -> int:
+def count(t: mvcc.Table, predicate: str | pc.Expression, use_index: bool) -> int:
     return Scan(t._store, t.manifest, columns=[], filter=predicate, use_index=use_index).count_rows()
 
 
@@ -75,6 +75,42 @@ def test_index_answers_equal_full_scan(table, predicate, tail) -> None:
     sql = predicate + tail
     assert answer(table, sql, True) == answer(table, sql, False)
     assert count(table, sql, True) == count(table, sql, False)
+
+
+_OPS = {"=": pc.equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater, ">=": pc.greater_equal, "<>": pc.not_equal}
+k_expressions = st.one_of(
+    st.tuples(st.sampled_from(sorted(_OPS)), values).map(
+        lambda p: (f"k {p[0]} {p[1]}", _OPS[p[0]](pc.field("k"), p[1]))
+    ),
+    st.tuples(st.sampled_from(sorted(_OPS)), values).map(
+        lambda p: (f"{p[1]} {p[0]} k", _OPS[p[0]](pc.scalar(p[1]), pc.field("k")))
+    ),
+    st.lists(values, min_size=1, max_size=4).map(
+        lambda vs: (f"k IN ({', '.join(map(str, vs))})", pc.field("k").isin(vs))
+    ),
+    st.tuples(values, values).map(
+        lambda p: (f"k BETWEEN {p[0]} AND {p[1]}", (pc.field("k") >= p[0]) & (pc.field("k") <= p[1]))
+    ),
+    st.just(("k IS NULL", pc.field("k").is_null())),
+    st.integers(-1, 6).map(lambda v: (f"g = 'g{v}'", pc.field("g") == f"g{v}")),
+)
+expression_tails = st.sampled_from(
+    [("", None), (" AND id > 100", pc.field("id") > 100), (" OR id = 5", pc.field("id") == 5)]
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pair=k_expressions, tail=expression_tails)
+def test_expression_index_answers_equal_sql_and_full_scan(table, pair, tail) -> None:
+    (sql, expr), (sql_tail, expr_tail) = pair, tail
+    if expr_tail is not None:
+        expr = expr & expr_tail if sql_tail.startswith(" AND") else expr | expr_tail
+    sql += sql_tail
+    expected = answer(table, sql, False)
+    assert answer(table, expr, True) == answer(table, expr, False) == answer(table, sql, True) == expected
+    assert count(table, expr, True) == count(table, sql, False)
+    uses_index = Scan(table._store, table.manifest, filter=expr).explain().index is not None
+    assert uses_index == (Scan(table._store, table.manifest, filter=sql).explain().index is not None)
 
 
 def test_index_is_used_and_survives_changes(tmp_path) -> None:
