@@ -6,6 +6,10 @@ here as one Expression that pyarrow.dataset can push down into Parquet row-group
 checked against the table schema before anything is read or written, so that a bad filter fails with a
 `PredicateError` that names the predicate and the problem instead of an Arrow error halfway through a scan.
 
+A scan binds its filter once (`BoundFilter.bind`): the Expression over the data files' column names, the
+columns it reads and its top-level conjuncts with their typed comparisons, which Parquet pushdown,
+statistics pruning and the index planner all read. SQL and Expression filters take that one path.
+
 SQL is parsed with sqlglot and translated node by node. Constant sub-expressions are folded to Arrow
 scalars and literals are coerced to the type of the column they are compared with, so comparisons stay
 in the plain ``pc.field(...) <op> scalar`` form that Arrow's statistics pruning recognises.
@@ -19,8 +23,10 @@ parsed as that type, and a string column compared with a number is an error.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import datetime
 import decimal
+import functools
 import math
 import struct
 from collections.abc import Callable, Hashable
@@ -71,13 +77,6 @@ def to_expression(
             f"a filter must be a SQL string or a pyarrow.compute.Expression, not {type(predicate).__name__}"
         )
     return _Translator(predicate, schema, physical).run()
-
-
-def to_physical_expression(predicate: str, schema: pa.Schema, physical: pa.Schema) -> tuple[pc.Expression, list[str]]:
-    """A SQL predicate as an Expression over the data files' columns, and the table columns it reads."""
-    translator = _Translator(predicate, schema, physical)
-    expr = translator.run()
-    return expr, [name for name in schema.names if name in translator.columns]
 
 
 def to_value_expression(sql: str, schema: pa.Schema, target: pa.DataType, column: str) -> pc.Expression:
@@ -884,12 +883,20 @@ class Comparison:
 
 @dataclass(frozen=True)
 class Conjunct:
-    """One top-level AND operand: its Expression (over the same names as the filter's), the top-level
-    columns it reads, and its comparison when it is one."""
+    """One top-level AND operand: the top-level columns it reads, its comparison when it is one, and its
+    Expression (over the same names as the filter's).
 
-    arrow: pc.Expression
+    The Expression is built when first asked for (only the index planner needs one, and only for an
+    indexed column): deserializing it costs about as much as translating a short SQL filter.
+    """
+
     columns: tuple[str, ...]
     comparison: Comparison | None
+    build: Callable[[], pc.Expression] = dataclasses.field(repr=False, compare=False)
+
+    @functools.cached_property
+    def arrow(self) -> pc.Expression:
+        return self.build()
 
 
 @dataclass(frozen=True)
@@ -963,17 +970,13 @@ class BoundFilter:
             # not analysable (a field referenced by position): every column is read and the filter is
             # applied to the rows read, over the table's names
             return cls(filter, tuple(schema.names), (), False, str(filter))
-        identity = {name: name for name in schema.names}
-        conjuncts = tree.conjuncts(filter, schema, identity)
+        expr = filter
+        if physical is not None:
+            tree = tree.renamed(schema, physical)
+            expr = tree.expression()
+        conjuncts = tree.conjuncts(expr, schema, _names_by_physical(schema, physical))
         columns = tuple(name for name in schema.names if any(name in c.columns for c in conjuncts))
-        if physical is None:
-            return cls(filter, columns, conjuncts, False, str(filter))
-        renamed = tree.renamed(schema, physical)
-        physical_conjuncts = tuple(
-            Conjunct(renamed.expression(part) if len(conjuncts) > 1 else renamed.expression(), c.columns, c.comparison)
-            for part, c in zip(renamed.conjunct_nodes(), conjuncts, strict=True)
-        )
-        return cls(renamed.expression(), columns, physical_conjuncts, True, str(filter))
+        return cls(expr, columns, conjuncts, physical is not None, str(filter))
 
 
 def filter_cache_key(filter: str | pc.Expression) -> Hashable | None:  # noqa: A002
@@ -1192,9 +1195,9 @@ class _ExpressionTree:
         out = []
         for node in nodes:
             columns = {names[f.path[0]] for f in _fields(node) if f.path[0] in names}
-            arrow = expr if len(nodes) == 1 else self.expression(node)
+            build = (lambda: expr) if len(nodes) == 1 else functools.partial(self.expression, node)
             out.append(
-                Conjunct(arrow, tuple(n for n in schema.names if n in columns), self._comparison(node, schema, names))
+                Conjunct(tuple(n for n in schema.names if n in columns), self._comparison(node, schema, names), build)
             )
         return tuple(out)
 
