@@ -41,7 +41,7 @@ from sqlglot import exp, tokens
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, SqlglotError
 
-from mvcc_core.errors import PredicateError
+from mvcc_core.errors import PredicateError, SchemaError
 
 __all__ = ["BoundFilter", "Comparison", "Conjunct", "referenced_columns", "to_expression"]
 
@@ -85,8 +85,6 @@ def to_value_expression(sql: str, schema: pa.Schema, target: pa.DataType, column
     Used by update: the cast is bound on an empty table, so a value of the wrong type fails with a
     SchemaError naming the column before anything is read or written.
     """
-    from .errors import SchemaError
-
     translator = _Translator(sql, schema)
     value = translator.parse_value()
     # Same type family, NULL, or a string literal that the bound cast below must parse (`'2024-01-01'`).
