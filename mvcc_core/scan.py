@@ -17,103 +17,58 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
-from . import row_ids
+from . import frag_reuse, row_ids
 from . import schema as schema_mod
 from ._proto import table_pb2 as pb
 from .bases import data_file_location
 from .deletion import live_rows, read_deletion_vector
 from .errors import CorruptManifestError, ObjectNotFoundError, SchemaError
-from .predicate import statistics_can_prune, to_expression, to_physical_expression
+from .index.lookup import covered, lookup
+from .index.planner import IndexChoice, choose_index
+from .parquet_io import (
+    MISSING,
+    PARQUET,
+    PARQUET_LOCAL,
+    ROW_ADDRESS,
+    LruCache,
+    dictionary_columns,
+    field_owners,
+    filter_table,
+    parquet_footer,
+    read_row_groups,
+    row_address,
+)
+from .predicate import BoundFilter, filter_cache_key
 from .row_ids import ROW_ID
 from .storage import ObjectStore
 
-if TYPE_CHECKING:
-    from .index.planner import IndexChoice
+__all__ = ["DEFAULT_BATCH_SIZE", "ROW_ADDRESS", "IndexUse", "Scan", "ScanPlan", "missing_files", "read_fragment"]
 
-ROW_ADDRESS = "_rowaddr"
 # Threads reading multi-file fragments one by one (each is several small reads; I/O bound on S3).
 _FRAGMENT_THREADS = max(4, 2 * (os.cpu_count() or 2))
 DEFAULT_BATCH_SIZE = 131_072
-_PARQUET = ds.ParquetFileFormat()
-# Pre-buffering coalesces reads into few large requests: a win on S3, a small loss on a local disk.
-_PARQUET_LOCAL = ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=False))
-
-
-def row_address(fragment_id: int, offsets: np.ndarray) -> pa.Array:
-    return pa.array((np.uint64(fragment_id) << np.uint64(32)) | offsets.astype(np.uint64), type=pa.uint64())
-
-
-def field_owners(fragment: pb.DataFragment) -> dict[int, int]:
-    """Field id -> index of the data file that holds its current data (the last one listing it)."""
-    owners: dict[int, int] = {}
-    for index, data_file in enumerate(fragment.files):
-        for field_id in data_file.fields:
-            if field_id >= 0:
-                owners[field_id] = index
-    return owners
 
 
 # ---- per-process caches
 #
 # Scans are built per call, so what does not depend on the data is cached here: the schemas and the
-# translated filter of a SQL string (keyed by the manifest's fields, which fix both), the index choice
-# (also keyed by the manifest's indices) and Parquet footers (keyed by path and size: data and index files
-# are never rewritten in place, their names are fresh uuids). Bounded, least recently used first out.
+# bound filter of a filter (keyed by the manifest's fields, which fix both) and the index choice (also
+# keyed by the manifest's indices). Parquet footers and fragments are cached in `parquet_io`.
 
-
-class LruCache:
-    def __init__(self, entries: int) -> None:
-        self._entries = entries
-        self._data: OrderedDict[Any, Any] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: Any) -> Any:
-        with self._lock:
-            value = self._data.get(key, _MISSING)
-            if value is not _MISSING:
-                self._data.move_to_end(key)
-            return value
-
-    def put(self, key: Any, value: Any) -> None:
-        with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self._entries:
-                self._data.popitem(last=False)
-
-    def get_or_build(self, key: Any, build: Any) -> Any:
-        """The cached value, or `build()` cached (two threads may both build; either result is right)."""
-        value = self.get(key)
-        if value is _MISSING:
-            value = build()
-            self.put(key, value)
-        return value
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-
-
-_MISSING = object()
 _SCHEMAS = LruCache(64)
 _FILTERS = LruCache(256)
 _CHOICES = LruCache(256)
-_FOOTERS = LruCache(512)
-_FRAGMENTS = LruCache(512)
 
 
 def _schemas(manifest: pb.Manifest) -> tuple[Any, pa.Schema, pa.Schema, dict[str, int]]:
@@ -122,7 +77,7 @@ def _schemas(manifest: pb.Manifest) -> tuple[Any, pa.Schema, pa.Schema, dict[str
     metadata = dict(manifest.schema_metadata)
     key = (tuple(f.SerializeToString(deterministic=True) for f in fields), tuple(sorted(metadata.items())))
     found = _SCHEMAS.get(key)
-    if found is _MISSING:
+    if found is MISSING:
         found = (
             schema_mod.schema_from_fields(fields, metadata),
             schema_mod.schema_from_fields(fields, metadata, physical=True),
@@ -133,110 +88,24 @@ def _schemas(manifest: pb.Manifest) -> tuple[Any, pa.Schema, pa.Schema, dict[str
 
 
 @dataclass(frozen=True)
-class Footer:
-    """A Parquet file's footer, its Arrow schema, each row group's first row and each leaf column's index."""
+class IndexUse:
+    """The scalar index a scan answers its filter with."""
 
-    metadata: pq.FileMetaData
-    schema: pa.Schema
-    starts: np.ndarray  # row group i holds rows starts[i] .. starts[i + 1] - 1
-    leaves: dict[str, int]
-
-
-def _remote(scheme: str) -> bool:
-    """Object stores, where opening a file by path costs a HEAD request (local disk and memory: nothing)."""
-    return scheme not in ("file", "memory")
+    name: str
+    type: str  # "BTREE" or "BITMAP"
+    column: str
+    fragments: tuple[int, ...]  # fragments whose rows the index picks; the scan's others are read in full
 
 
-def parquet_fragment(fs: pafs.FileSystem, key: tuple[str, str, int]) -> ds.ParquetFileFragment:
-    """A dataset fragment of the file at `key` with its footer loaded, once per process and filesystem.
+@dataclass(frozen=True)
+class ScanPlan:
+    """What a scan will read and how (`Scan.explain()`), decided without reading any data."""
 
-    Reads through it need no HEAD request (the size is known) and no footer read; the cache key holds the
-    filesystem's id since the fragment keeps the filesystem alive.
-    """
-
-    def load() -> ds.ParquetFileFragment:
-        fragment = _PARQUET.make_fragment(key[1], filesystem=fs, file_size=key[2] or None)
-        fragment.ensure_complete_metadata()
-        return fragment
-
-    return _FRAGMENTS.get_or_build((*key, id(fs)), load)
-
-
-def parquet_footer(fs: pafs.FileSystem, key: tuple[str, str, int]) -> Footer:
-    """The footer of the file at `key` = (store scheme, path for `fs`, size or 0), read once per process."""
-    footer = _FOOTERS.get(key)
-    if footer is _MISSING:
-        if _remote(key[0]):
-            metadata = parquet_fragment(fs, key).metadata
-        else:
-            with fs.open_input_file(key[1]) as source:
-                metadata = pq.ParquetFile(source).metadata
-        sizes = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
-        leaves = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
-        footer = Footer(metadata, metadata.schema.to_arrow_schema(), np.cumsum([0, *sizes]), leaves)
-        _FOOTERS.put(key, footer)
-    return footer
-
-
-def read_row_groups(
-    fs: pafs.FileSystem, key: tuple[str, str, int], groups: list[int], columns: list[str], dictionaries: list[str]
-) -> pa.Table:
-    """Row groups `groups` (ascending) of the file at `key`, columns `columns`; `dictionaries`: string columns
-    to read as dictionaries (local files only, where decoding dominates; on object stores requests do)."""
-    if _remote(key[0]):
-        return parquet_fragment(fs, key).subset(row_group_ids=groups).to_table(columns=columns)
-    footer = parquet_footer(fs, key)
-    with fs.open_input_file(key[1]) as source:
-        parquet = pq.ParquetFile(
-            source, metadata=footer.metadata, read_dictionary=dictionaries or None, pre_buffer=False
-        )
-        return parquet.read_row_groups(groups, columns=columns)
-
-
-def parquet_metadata(fs: pafs.FileSystem, key: tuple[str, str, int]) -> pq.FileMetaData:
-    return parquet_footer(fs, key).metadata
-
-
-# Below this many rows an Expression filter runs on the calling thread: `Table.filter` hands even one row
-# to Acero's thread pool, a fixed cost of a few hundred microseconds (most of an indexed point lookup's
-# filtering).
-_SERIAL_FILTER_ROWS = 65_536
-
-
-def filter_table(table: pa.Table, expr: pc.Expression) -> pa.Table:
-    """`table.filter(expr)`, without the thread pool for small tables (same rows, same order)."""
-    if table.num_rows >= _SERIAL_FILTER_ROWS:
-        return table.filter(expr)
-    import pyarrow.acero as acero
-
-    plan = acero.Declaration.from_sequence(
-        [
-            acero.Declaration("table_source", acero.TableSourceNodeOptions(table)),
-            acero.Declaration("filter", acero.FilterNodeOptions(expr)),
-        ]
-    )
-    return plan.to_table(use_threads=False)
-
-
-# Reading a dictionary-encoded string column as a dictionary and decoding only the taken rows is several
-# times faster than decoding the whole row group; a column chunk that fell back to plain encoding (its
-# dictionary page outgrew the writer's 1 MiB limit) is much slower to read that way, so only chunks too
-# small to have fallen back are read as dictionaries.
-_DICTIONARY_PAGE_LIMIT = 1 << 20
-
-
-def _dictionary_columns(footer: Footer, columns: list[str], groups: list[int]) -> list[str]:
-    out = []
-    for name in columns:
-        if name not in footer.schema.names or name not in footer.leaves:
-            continue
-        kind = footer.schema.field(name).type
-        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind)):
-            continue
-        chunks = [footer.metadata.row_group(g).column(footer.leaves[name]) for g in groups]
-        if all(c.has_dictionary_page and c.total_uncompressed_size < _DICTIONARY_PAGE_LIMIT for c in chunks):
-            out.append(name)
-    return out
+    fragments: tuple[int, ...]  # ids of the fragments read, in output order
+    columns: tuple[str, ...]  # table columns read: the output's and the filter's
+    filter_columns: tuple[str, ...]  # table columns the filter reads
+    filter_pushed_down: bool  # the filter runs inside the Parquet scan (statistics prune), not after it
+    index: IndexUse | None
 
 
 class Scan:
@@ -266,23 +135,28 @@ class Scan:
                     f"columns are {self.table_schema.names}"
                 )
         self.columns = columns if columns is not None else list(self.table_schema.names)
-        # A SQL filter is pushed into Parquet on physical columns; a caller's Expression names table
-        # columns, so it is applied after relabelling.
-        self.filter: pc.Expression | None = None
-        self._post_filter: pc.Expression | None = None
-        self._filter_columns: list[str] = []
-        self._filter_sql = filter if isinstance(filter, str) else None
+        # The filter (SQL or Expression) is bound once: pushed into Parquet on physical columns, its
+        # conjuncts read by statistics pruning and the index planner. One that cannot be analysed (an
+        # Expression naming a field by position) is applied after relabelling, reading every column.
+        self._filter_input = filter
+        self._filter_key = None if filter is None else filter_cache_key(filter)
+        self.bound: BoundFilter | None = None
+        if filter is not None:
+            key = None if self._filter_key is None else (self._filter_key, self._schema_key)
+            bound = MISSING if key is None else _FILTERS.get(key)
+            if bound is MISSING:
+                bound = BoundFilter.bind(filter, self.table_schema, self.physical_schema)
+                if key is not None:
+                    _FILTERS.put(key, bound)
+            self.bound = bound
+        self.filter: pc.Expression | None = None  # over physical columns: pushed into the scan
+        self._post_filter: pc.Expression | None = None  # over table columns: applied to relabelled rows
+        if self.bound is not None and self.bound.physical:
+            self.filter = self.bound.arrow
+        elif self.bound is not None:
+            self._post_filter = self.bound.arrow
+        self._filter_columns: list[str] = list(self.bound.columns) if self.bound is not None else []
         self._use_index = use_index
-        if isinstance(filter, str):
-            translated = _FILTERS.get((filter, self._schema_key))
-            if translated is _MISSING:
-                translated = to_physical_expression(filter, self.table_schema, self.physical_schema)
-                _FILTERS.put((filter, self._schema_key), translated)
-            self.filter, self._filter_columns = translated[0], list(translated[1])
-        elif filter is not None:
-            self._post_filter = to_expression(filter, self.table_schema)
-            text = str(self._post_filter)
-            self._filter_columns = [n for n in self.table_schema.names if n in text]
         self.with_row_address = with_row_address
         self.with_row_id = with_row_id
         self._stable_ids = row_ids.enabled(manifest)
@@ -290,7 +164,7 @@ class Scan:
         self._extra = ([ROW_ID] if with_row_id else []) + ([ROW_ADDRESS] if with_row_address else [])
         self.batch_size = batch_size
         self.fragments = list(manifest.fragments if fragments is None else fragments)
-        self._format = _PARQUET_LOCAL if store.scheme == "file" else _PARQUET
+        self._format = PARQUET_LOCAL if store.scheme == "file" else PARQUET
         self._live: dict[int, np.ndarray | None] = {}  # per-fragment live masks, read once
         self._ids: dict[int, np.ndarray] = {}  # per-fragment stable row ids, decoded once
         self._index: IndexChoice | None | bool = False  # False: not chosen yet
@@ -301,6 +175,23 @@ class Scan:
         for name in self._extra:
             out = out.append(pa.field(name, pa.uint64(), nullable=False))
         return out
+
+    def explain(self) -> ScanPlan:
+        """The plan of this scan: fragments, columns read, whether the filter is pushed into Parquet and
+        the index used (if any). Reads index metadata from the manifest only, no data."""
+        choice = self._index_choice()
+        index = None
+        if choice is not None:
+            cover = covered(choice.index)
+            picked = tuple(f.id for f in self.fragments if f.id in cover and len(f.files) == 1)
+            index = IndexUse(choice.index.name, choice.index.index_type, choice.column, picked)
+        return ScanPlan(
+            fragments=tuple(f.id for f in self.fragments),
+            columns=tuple(self._read_names()),
+            filter_columns=tuple(self._filter_columns),
+            filter_pushed_down=self.filter is not None,
+            index=index,
+        )
 
     # ---- what to read
 
@@ -335,7 +226,7 @@ class Scan:
         fragments and reused by the scan.
         """
         files = [self._file_fragment(f.files[0]) for f in fragments]
-        if self.filter is None or self._filter_sql is None or not statistics_can_prune(self._filter_sql):
+        if self.filter is None or self.bound is None or not self.bound.prunable:
             return fragments, files
 
         def load(file: ds.ParquetFileFragment) -> None:
@@ -571,17 +462,16 @@ class Scan:
         """The index answering part of the filter (chosen once per scan, cached per filter and manifest), or None."""
         if self._index is False:
             self._index = None
-            if self._use_index and self._filter_sql is not None and len(self.manifest.indices):
-                from .index.planner import choose_index
-
+            usable = self.bound is not None and self.bound.physical and self._filter_key is not None
+            if self._use_index and usable and len(self.manifest.indices):
                 key = (
-                    self._filter_sql,
+                    self._filter_key,
                     self._schema_key,
                     tuple(i.SerializeToString(deterministic=True) for i in self.manifest.indices),
                 )
                 choice = _CHOICES.get(key)
-                if choice is _MISSING:
-                    choice = choose_index(self._filter_sql, self.table_schema, self.physical_schema, self.manifest)
+                if choice is MISSING:
+                    choice = choose_index(self.bound, self.manifest)
                     _CHOICES.put(key, choice)
                 self._index = choice
         return self._index
@@ -589,9 +479,6 @@ class Scan:
     def _indexed(self, choice: IndexChoice) -> Iterator[pa.RecordBatch]:
         """Covered one-file fragments: only the rows the index names are read (then the whole filter
         applies); other fragments are scanned as usual. Manifest order is kept."""
-        from . import frag_reuse
-        from .index.scalar import covered, lookup
-
         cover = covered(choice.index)
         addresses = lookup(self.store, choice.index, choice.expr, choice.bounds)
         moved = frag_reuse.address_map(self.manifest, choice.index)
@@ -617,7 +504,7 @@ class Scan:
             self.store,
             self.manifest,
             self.columns,
-            self._filter_sql,
+            self._filter_input,
             self.with_row_address,
             self.batch_size,
             fragments=fragments,
@@ -641,7 +528,7 @@ class Scan:
         offsets = np.sort(offsets.astype(np.int64))
         group_of = np.searchsorted(starts, offsets, side="right") - 1
         groups = [int(g) for g in np.unique(group_of)]
-        dictionaries = _dictionary_columns(footer, physical, groups)
+        dictionaries = dictionary_columns(footer, physical, groups)
         table = read_row_groups(fs, key, groups, physical, dictionaries)
         # where each selected row group starts in `table`, then each offset's position there
         sizes = np.diff(starts)

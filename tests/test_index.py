@@ -16,6 +16,7 @@ from mvcc_core import fragments
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.index import scalar
 from mvcc_core.index.planner import choose_index
+from mvcc_core.predicate import BoundFilter
 from mvcc_core.scan import Scan
 
 
@@ -29,12 +30,12 @@ def data(start: int, n: int) -> pa.Table:
     )
 
 
-def answer(t: mvcc.Table, predicate: str, use_index: bool) -> list[tuple]:
+def answer(t: mvcc.Table, predicate: str | pc.Expression, use_index: bool) -> list[tuple]:
     scan = Scan(t.state.store, t.manifest, filter=predicate, use_index=use_index)
     return sorted((tuple(r.values()) for r in scan.to_table().to_pylist()), key=repr)
 
 
-def count(t: mvcc.Table, predicate: str, use_index: bool) -> int:
+def count(t: mvcc.Table, predicate: str | pc.Expression, use_index: bool) -> int:
     return Scan(t.state.store, t.manifest, columns=[], filter=predicate, use_index=use_index).count_rows()
 
 
@@ -76,13 +77,50 @@ def test_index_answers_equal_full_scan(table, predicate, tail) -> None:
     assert count(table, sql, True) == count(table, sql, False)
 
 
+_OPS = {"=": pc.equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater, ">=": pc.greater_equal, "<>": pc.not_equal}
+k_expressions = st.one_of(
+    st.tuples(st.sampled_from(sorted(_OPS)), values).map(
+        lambda p: (f"k {p[0]} {p[1]}", _OPS[p[0]](pc.field("k"), p[1]))
+    ),
+    st.tuples(st.sampled_from(sorted(_OPS)), values).map(
+        lambda p: (f"{p[1]} {p[0]} k", _OPS[p[0]](pc.scalar(p[1]), pc.field("k")))
+    ),
+    st.lists(values, min_size=1, max_size=4).map(
+        lambda vs: (f"k IN ({', '.join(map(str, vs))})", pc.field("k").isin(vs))
+    ),
+    st.tuples(values, values).map(
+        lambda p: (f"k BETWEEN {p[0]} AND {p[1]}", (pc.field("k") >= p[0]) & (pc.field("k") <= p[1]))
+    ),
+    st.just(("k IS NULL", pc.field("k").is_null())),
+    st.integers(-1, 6).map(lambda v: (f"g = 'g{v}'", pc.field("g") == f"g{v}")),
+)
+expression_tails = st.sampled_from(
+    [("", None), (" AND id > 100", pc.field("id") > 100), (" OR id = 5", pc.field("id") == 5)]
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pair=k_expressions, tail=expression_tails)
+def test_expression_index_answers_equal_sql_and_full_scan(table, pair, tail) -> None:
+    (sql, expr), (sql_tail, expr_tail) = pair, tail
+    if expr_tail is not None:
+        expr = expr & expr_tail if sql_tail.startswith(" AND") else expr | expr_tail
+    sql += sql_tail
+    expected = answer(table, sql, False)
+    assert answer(table, expr, True) == answer(table, expr, False) == answer(table, sql, True) == expected
+    assert count(table, expr, True) == count(table, sql, False)
+    uses_index = Scan(table._store, table.manifest, filter=expr).explain().index is not None
+    assert uses_index == (Scan(table._store, table.manifest, filter=sql).explain().index is not None)
+
+
 def test_index_is_used_and_survives_changes(tmp_path) -> None:
     t = mvcc.write_table(data(0, 300), str(tmp_path / "t"), max_rows_per_file=60)
     t.create_index("k")
-    scan = Scan(t.state.store, t.manifest, filter="k = 3")
-    assert scan._index_choice() is not None
-    assert Scan(t.state.store, t.manifest, filter="k = id")._index_choice() is None  # reads another column too
-    assert Scan(t.state.store, t.manifest, filter="k = 3 OR id = 1")._index_choice() is None  # not a conjunct
+    plan = Scan(t.state.store, t.manifest, filter="k = 3").explain()
+    assert plan.index is not None and (plan.index.name, plan.index.type, plan.index.column) == ("k_idx", "BTREE", "k")
+    assert plan.index.fragments == plan.fragments and plan.filter_pushed_down
+    assert Scan(t.state.store, t.manifest, filter="k = id").explain().index is None  # reads another column too
+    assert Scan(t.state.store, t.manifest, filter="k = 3 OR id = 1").explain().index is None  # not a conjunct
     assert answer(t, "k + 1 = 3", True) == answer(t, "k + 1 = 3", False)  # any expression of the column
     predicates = ["k = 3", "k IN (1, 2)", "k > 15", "k IS NULL", "k = 3 AND id > 150", "k = 99"]
 
@@ -110,7 +148,7 @@ def test_index_is_used_and_survives_changes(tmp_path) -> None:
     check()
     t.alter_columns({"path": "k", "name": "kk"})  # the index follows the field id
     assert answer(t, "kk = 4", True) == answer(t, "kk = 4", False)
-    assert Scan(t.state.store, t.manifest, filter="kk = 4")._index_choice() is not None
+    assert Scan(t.state.store, t.manifest, filter="kk = 4").explain().index.column == "kk"
 
 
 def test_create_and_drop_index_errors(tmp_path) -> None:
@@ -263,23 +301,48 @@ def test_planner_bounds() -> None:
         manifest.indices.append(pb.IndexMetadata(fields=[n], index_type="BTREE", files=[pb.IndexFile(path="x")]))
 
     def bounds(sql: str) -> list:
-        choice = choose_index(sql, schema, physical, manifest)
+        choice = choose_index(BoundFilter.bind(sql, schema, physical), manifest)
         assert choice is not None, sql
         return choice.bounds
 
     assert bounds("k = 3") == [[(3, True, 3, True)]]
     assert bounds("5 < k") == [[(5, False, None, False)]]
-    assert bounds("(k) <= -(4)") == [] and bounds("k <= -4") == [[(None, False, -4, True)]]
-    assert bounds("k BETWEEN 1 AND 4 AND k <> 2 AND k > 0") == [[(1, True, 4, True)], [(0, False, None, False)]]
+    assert bounds("(k) <= -(4)") == bounds("k <= -4") == [[(None, False, -4, True)]]  # folded constants
+    # BETWEEN is two comparisons; `<>` gives no bound
+    assert bounds("k BETWEEN 1 AND 4 AND k <> 2 AND k > 0") == [
+        [(1, True, None, False)],
+        [(None, False, 4, True)],
+        [(0, False, None, False)],
+    ]
     assert bounds("k IN (1, NULL, -2)") == [[(1, True, 1, True), (-2, True, -2, True)]]
     assert bounds("k IN (NULL)") == [[]]  # matches nothing
-    assert bounds("k = 2.5") == bounds("k = '3'") == bounds("k + 1 = 3") == bounds("k IS NULL") == []
+    assert bounds("k = 2.5") == bounds("k + 1 = 3") == bounds("k IS NULL") == []
+    assert bounds("k = '3'") == [[(3, True, 3, True)]]  # the string is parsed as the column's type, exactly
     assert bounds("k = 3.0") == [[(3, True, 3, True)]]  # exactly an integer: the filter compares in int64
     assert bounds("i = 3000000000") == [] and bounds("i = 7") == [[(7, True, 7, True)]]
     assert bounds("u = -1") == [] and bounds("u = 18446744073709551615") == [[(2**64 - 1, True, 2**64 - 1, True)]]
     assert bounds("f = 0.1") == [] and bounds("f = 0.5") == [[(0.5, True, 0.5, True)]]  # 0.1 is no float32
     assert bounds("s = 'x'") == [[("x", True, "x", True)]] and bounds("lower(s) = 'x'") == []
-    assert choose_index("s = 1", schema, physical, manifest) is None  # not a valid filter
+    assert choose_index(BoundFilter.bind("k = 3", schema), manifest) is None  # table names: not for index files
+    with pytest.raises(mvcc.PredicateError):
+        BoundFilter.bind("s = 1", schema, physical)  # not a valid filter
+    # an Expression gives the same bounds as the SQL it spells
+    expressions = [
+        (pc.field("k") == 3, "k = 3"),
+        (pc.scalar(5) < pc.field("k"), "5 < k"),
+        ((pc.field("k") >= 1) & (pc.field("k") <= 4), "k BETWEEN 1 AND 4"),
+        (pc.field("k").isin([1, -2]), "k IN (1, -2)"),
+        (pc.field("i") == 7, "i = 7"),
+        (pc.field("i") == 3_000_000_000, "i = 3000000000"),
+        (pc.field("f") == 0.1, "f = 0.1"),
+        (pc.field("f") == 0.5, "f = 0.5"),
+        (pc.field("s") == "x", "s = 'x'"),
+        (pc.field("k").is_null(), "k IS NULL"),
+    ]
+    for expr, sql in expressions:
+        choice = choose_index(BoundFilter.bind(expr, schema, physical), manifest)
+        assert choice is not None and choice.bounds == bounds(sql), (expr, sql)
+    assert choose_index(BoundFilter.bind(pc.field("k").isin([1, None]), schema, physical), manifest).bounds == []
 
 
 def test_point_lookup_reads_one_row_group_of_index_and_data(tmp_path, monkeypatch) -> None:
@@ -319,13 +382,13 @@ def test_cached_filters_and_choices_follow_the_manifest(tmp_path) -> None:
             t.to_table(filter="k = ")
     assert t.to_table(filter="k = 3").num_rows == 5
     t.create_index("k")  # same filter, same fields, now an index
-    assert Scan(t.state.store, t.manifest, filter="k = 3")._index_choice() is not None
+    assert Scan(t.state.store, t.manifest, filter="k = 3").explain().index is not None
     t.alter_columns({"path": "k", "name": "k2"})
     with pytest.raises(mvcc.PredicateError):
         t.to_table(filter="k = 3")
     assert answer(t, "k2 = 3", True) == answer(t, "k2 = 3", False)
     t.drop_index("k_idx")
-    assert Scan(t.state.store, t.manifest, filter="k2 = 3")._index_choice() is None
+    assert Scan(t.state.store, t.manifest, filter="k2 = 3").explain().index is None
     t.create_index("k2", "BITMAP")  # a new index file: a new uuid, nothing stale is read
     assert answer(t, "k2 = 3", True) == answer(t, "k2 = 3", False)
 

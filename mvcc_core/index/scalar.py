@@ -1,13 +1,16 @@
-"""Scalar indices on one column: BTREE (sorted values) and BITMAP (a row-address bitmap per value).
+"""Building scalar indices on one column: BTREE (sorted values) and BITMAP (a row-address bitmap per value).
 
 Both are one Parquet file, `_indices/{uuid}/index.parquet`, whose value column carries the indexed
 column's physical name (`c{field_id}`). A predicate on the column, translated to physical names as for a
 scan, therefore runs on the index file unchanged: a BTREE is sorted, so Parquet statistics narrow a point
 or range lookup to a row group or two; a BITMAP holds one row per distinct value with a portable
-roaring64 bitmap of its row addresses (sorted by value since the statistics then prune it too). A lookup
-with literal bounds (see `planner`) picks the row groups from the file's statistics, cached per process
-(index files are immutable), and reads only those. The index covers the fragments in its `fragment_bitmap`; rows
-deleted after the build are filtered by the scan, fragments added later are scanned directly.
+roaring64 bitmap of its row addresses (sorted by value since the statistics then prune it too). The index
+covers the fragments in its `fragment_bitmap`; rows deleted after the build are filtered by the scan,
+fragments added later are scanned directly.
+
+Building reads the table through `scan`, so this module sits above it; reading an index for a filter is
+`index.lookup`, below `scan`. The layout names (`index_dir`, `INDEX_FILE`, the types) are defined there,
+with the reader, and re-exported here.
 """
 
 from __future__ import annotations
@@ -26,24 +29,34 @@ from .. import schema as schema_mod
 from .._proto import table_pb2 as pb
 from ..errors import SchemaError
 from ..naming import INDICES_DIR
-from ..scan import LruCache, filter_table, parquet_fragment, parquet_metadata, read_row_groups
+from ..parquet_io import ROW_ADDRESS
+from ..scan import Scan
 from ..storage import ObjectStore
+from .lookup import BITMAP, BTREE, INDEX_FILE, INDEX_TYPES, covered, index_dir
 
 if TYPE_CHECKING:
     from ..executor import Executor
 
-BTREE, BITMAP = "BTREE", "BITMAP"
-INDEX_TYPES = (BTREE, BITMAP)
-INDEX_FILE = "index.parquet"
+__all__ = [
+    "BITMAP",
+    "BTREE",
+    "INDEX_FILE",
+    "INDEX_TYPES",
+    "ROWS_PER_GROUP",
+    "BuiltIndex",
+    "build",
+    "covered",
+    "index_dir",
+    "update",
+]
+
 ROWS_PER_GROUP = 8_192  # small row groups: a point lookup reads one (0.6 ms on 10M rows, 16Ki: 1.1 ms)
-
-
-def index_dir(index: pb.IndexMetadata) -> str:
-    return f"{INDICES_DIR}/{uuid_mod.UUID(bytes=index.uuid.uuid)}"
 
 
 @dataclass
 class BuiltIndex:
+    """An index written but not committed: its metadata and the files to remove if the commit fails."""
+
     metadata: pb.IndexMetadata
     written: list[str]
 
@@ -63,8 +76,6 @@ def build(
 
     With `executor` (and the table's `uri`), the scan runs as tasks on it (`index/tasks.py`).
     """
-    from ..scan import Scan
-
     fields = list(manifest.fields)
     ids = schema_mod.field_ids_by_name(fields)
     if column not in ids:
@@ -95,8 +106,6 @@ def update(store: ObjectStore, manifest: pb.Manifest, index: pb.IndexMetadata) -
     it does not cover are scanned, and one new file is written. An index whose rows moved under a
     fragment reuse index must be rebuilt with `build` (its addresses are stale).
     """
-    from ..scan import Scan
-
     field = next(f for f in manifest.fields if f.id == index.fields[0])
     column = field.name
     live = [f.id for f in manifest.fragments]
@@ -110,8 +119,6 @@ def update(store: ObjectStore, manifest: pb.Manifest, index: pb.IndexMetadata) -
 
 def _entries(store: ObjectStore, index: pb.IndexMetadata, column: str, fragments: set[int]) -> pa.Table:
     """(value, row address) pairs of `index` whose fragment is in `fragments`, the value column named `column`."""
-    from ..scan import ROW_ADDRESS
-
     physical = schema_mod.physical_name(index.fields[0])
     path = store.arrow_path(f"{index_dir(index)}/{INDEX_FILE}")
     if index.index_type == BTREE:
@@ -141,8 +148,6 @@ def _write_index(
     index_id: uuid_mod.UUID,
 ) -> BuiltIndex:
     """Sort (BTREE) or group (BITMAP) the (value, row address) pairs and write the index file."""
-    from ..scan import ROW_ADDRESS
-
     physical = schema_mod.physical_name(field.id)
     values = data.column(column)
     if index_type == BTREE:
@@ -178,132 +183,3 @@ def _write_index(
         raise
     metadata.files.append(pb.IndexFile(path=INDEX_FILE, size_bytes=size))
     return BuiltIndex(metadata, [path])
-
-
-@dataclass
-class _Statistics:
-    """The value column's per-row-group min and max. Numbers as numpy arrays (`known` False where a row
-    group has no usable min/max), strings as Arrow arrays with nulls there."""
-
-    value_type: pa.DataType
-    mins: np.ndarray | pa.Array
-    maxs: np.ndarray | pa.Array
-    known: np.ndarray
-    all_null: np.ndarray  # row groups holding only nulls: no comparison with a literal matches them
-
-
-# Per index file (keyed by store scheme, path and size; index files are immutable, their names uuids).
-_STATISTICS = LruCache(64)
-
-
-def _numeric(value_type: pa.DataType) -> bool:
-    return pa.types.is_integer(value_type) or pa.types.is_float32(value_type) or pa.types.is_float64(value_type)
-
-
-def _statistics(key: tuple[str, str, int], metadata: pq.FileMetaData, column: str) -> _Statistics | None:
-    """Per-row-group statistics of the index file's value column, built once per file and process; None
-    when the column's type is not one the planner gives bounds for."""
-    return _STATISTICS.get_or_build(key, lambda: _read_statistics(metadata, column))
-
-
-def _read_statistics(metadata: pq.FileMetaData, column: str) -> _Statistics | None:
-    schema = metadata.schema.to_arrow_schema()
-    value_type = schema.field(column).type if column in schema.names else pa.null()
-    if not (_numeric(value_type) or pa.types.is_string(value_type) or pa.types.is_large_string(value_type)):
-        return None
-    position = metadata.schema.names.index(column)
-    count = metadata.num_row_groups
-    mins: list[object] = [None] * count
-    maxs: list[object] = [None] * count
-    all_null = np.zeros(count, dtype=bool)
-    for i in range(count):
-        chunk = metadata.row_group(i).column(position)
-        found = chunk.statistics if chunk.is_stats_set else None
-        if found is not None and found.has_min_max:
-            mins[i], maxs[i] = found.min, found.max
-        elif found is not None and found.has_null_count:
-            all_null[i] = found.null_count == chunk.num_values
-    try:
-        low, high = pa.array(mins, value_type), pa.array(maxs, value_type)
-        if pa.types.is_floating(value_type):  # a NaN bound would compare false: treat it as unknown
-            low = pc.if_else(pc.is_nan(low), pa.scalar(None, value_type), low)
-            high = pc.if_else(pc.is_nan(high), pa.scalar(None, value_type), high)
-        known = pc.and_(pc.is_valid(low), pc.is_valid(high)).to_numpy(zero_copy_only=False)
-        if _numeric(value_type):
-            dtype = value_type.to_pandas_dtype()
-            low = pc.fill_null(low, pa.scalar(0, value_type)).to_numpy().astype(dtype)
-            high = pc.fill_null(high, pa.scalar(0, value_type)).to_numpy().astype(dtype)
-    except (pa.ArrowException, TypeError, ValueError, OverflowError):
-        return None
-    return _Statistics(value_type, low, high, known, all_null)
-
-
-def _admits(stats: _Statistics, bound: object, inclusive: bool, upper: bool) -> np.ndarray:
-    """Row groups whose max (lower bound) or min (upper bound) lets a value pass the bound."""
-    values = stats.mins if upper else stats.maxs
-    if isinstance(values, np.ndarray):
-        # `bound` is exactly representable in the column's type (the planner checks), so comparing it
-        # with the native dtype is exact
-        bound = np.array(bound, dtype=values.dtype)
-        if upper:
-            return (values <= bound) if inclusive else (values < bound)
-        return (values >= bound) if inclusive else (values > bound)
-    scalar = pa.scalar(bound, stats.value_type)
-    compare = (pc.less_equal if inclusive else pc.less) if upper else (pc.greater_equal if inclusive else pc.greater)
-    return pc.fill_null(compare(values, scalar), True).to_numpy(zero_copy_only=False)
-
-
-def _row_groups(stats: _Statistics, bounds: list[list[tuple]]) -> list[int]:
-    """Row groups whose min/max admit a value inside every conjunct's ranges (unknown statistics admit)."""
-    mask = ~stats.all_null
-    unknown = ~stats.known
-    for ranges in bounds:
-        admitted = unknown.copy()
-        for low, low_inclusive, high, high_inclusive in ranges:
-            ok = np.ones(len(mask), dtype=bool)
-            if low is not None:
-                ok &= _admits(stats, low, low_inclusive, upper=False)
-            if high is not None:
-                ok &= _admits(stats, high, high_inclusive, upper=True)
-            admitted |= ok
-        mask &= admitted
-    return [int(i) for i in np.flatnonzero(mask)]
-
-
-def lookup(
-    store: ObjectStore, index: pb.IndexMetadata, expr: pc.Expression, bounds: list[list[tuple]] | None = None
-) -> np.ndarray:
-    """Row addresses (sorted) whose indexed value satisfies `expr` (over the physical column name).
-
-    With `bounds` (literal ranges implied by `expr`, from the planner) only the index row groups whose
-    statistics admit them are read; `expr` is applied to what is read either way.
-    """
-    from ..scan import ROW_ADDRESS
-
-    path = store.arrow_path(f"{index_dir(index)}/{INDEX_FILE}")
-    size = index.files[0].size_bytes if index.files else 0
-    fs = store.arrow_filesystem()
-    payload = ROW_ADDRESS if index.index_type == BTREE else "bitmap"
-    column = schema_mod.physical_name(index.fields[0])
-    found: pa.Table | None = None
-    key = (store.scheme, path, size)
-    if bounds:
-        metadata = parquet_metadata(fs, key)
-        stats = _statistics(key, metadata, column)
-        if stats is not None:
-            groups = _row_groups(stats, bounds)
-            if not groups:
-                return np.array([], dtype=np.uint64)
-            found = filter_table(read_row_groups(fs, key, groups, [column, payload], []), expr)
-    if found is None:  # Arrow prunes the row groups (the fragment keeps the footer between lookups)
-        found = parquet_fragment(fs, key).to_table(columns=[column, payload], filter=expr)
-    if index.index_type == BTREE:
-        return np.sort(found.column(payload).to_numpy().astype(np.uint64))
-    out = BitMap64()
-    for data in found.column(payload).to_pylist():
-        out |= BitMap64.deserialize(data)
-    return np.array(out.to_array(), dtype=np.uint64) if len(out) else np.array([], dtype=np.uint64)
-
-
-def covered(index: pb.IndexMetadata) -> set[int]:
-    return set(BitMap.deserialize(index.fragment_bitmap)) if index.fragment_bitmap else set()
