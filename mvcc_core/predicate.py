@@ -29,7 +29,7 @@ import decimal
 import functools
 import math
 import struct
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -940,7 +940,26 @@ class BoundFilter:
         With `physical` (the same schema under the data files' column names) the bound Expression names
         physical columns. Raises PredicateError for a bad filter, naming the problem (an unknown column,
         a type mismatch, a syntax error).
+
+        A filter that negates a comparison of a floating-point column (`f <> 1.5`, `NOT (f < 2)`,
+        `f NOT IN (...)`) is bound over the table's names instead, so it is applied after the read and
+        never pushed into Parquet: Parquet min/max statistics leave NaN out, and Arrow then prunes a row
+        group of `[1.5, NaN]` for `f != 1.5` although NaN != 1.5 holds (pyarrow 26).
         """
+        if physical is not None:
+            bound = cls._bind(filter, schema, physical)
+            if _negates_float(bound.arrow, bound.columns, schema):
+                return cls._bind(filter, schema, None)
+            return bound
+        return cls._bind(filter, schema, None)
+
+    @classmethod
+    def _bind(
+        cls,
+        filter: str | pc.Expression,  # noqa: A002
+        schema: pa.Schema,
+        physical: pa.Schema | None,
+    ) -> BoundFilter:
         if isinstance(filter, str):
             translator = _Translator(filter, schema, physical)
             expr = translator.run()
@@ -975,6 +994,23 @@ class BoundFilter:
         conjuncts = tree.conjuncts(expr, schema, _names_by_physical(schema, physical))
         columns = tuple(name for name in schema.names if any(name in c.columns for c in conjuncts))
         return cls(expr, columns, conjuncts, physical is not None, str(filter))
+
+
+def _has_float(data_type: pa.DataType) -> bool:
+    if pa.types.is_floating(data_type):
+        return True
+    return any(_has_float(data_type.field(i).type) for i in range(data_type.num_fields))
+
+
+_NEGATIONS = ("!=", "invert(", "not_equal(")
+
+
+def _negates_float(expr: pc.Expression, columns: Sequence[str], schema: pa.Schema) -> bool:
+    """Whether `expr` reads a floating-point column and negates something (see `BoundFilter.bind`)."""
+    if not any(_has_float(schema.field(name).type) for name in columns if name in schema.names):
+        return False
+    text = str(expr)
+    return any(token in text for token in _NEGATIONS)
 
 
 def filter_cache_key(filter: str | pc.Expression) -> Hashable | None:  # noqa: A002

@@ -109,8 +109,8 @@ def test_expression_index_answers_equal_sql_and_full_scan(table, pair, tail) -> 
     expected = answer(table, sql, False)
     assert answer(table, expr, True) == answer(table, expr, False) == answer(table, sql, True) == expected
     assert count(table, expr, True) == count(table, sql, False)
-    uses_index = Scan(table._store, table.manifest, filter=expr).explain().index is not None
-    assert uses_index == (Scan(table._store, table.manifest, filter=sql).explain().index is not None)
+    uses_index = Scan(table.state.store, table.manifest, filter=expr).explain().index is not None
+    assert uses_index == (Scan(table.state.store, table.manifest, filter=sql).explain().index is not None)
 
 
 def test_index_is_used_and_survives_changes(tmp_path) -> None:
