@@ -33,6 +33,7 @@ from .errors import (
     TableExistsError,
     TableNotFoundError,
     VersionNotFoundError,
+    is_definite_failure,
 )
 from .failpoints import failpoint
 from .features import FLAG_STABLE_ROW_IDS
@@ -46,7 +47,7 @@ from .manifest import (
     location_of,
     read_manifest,
 )
-from .naming import ManifestNaming
+from .naming import TRANSACTIONS_DIR, ManifestNaming
 from .storage import ObjectStore
 from .transaction import BuildContext, Transaction, build_manifest, read_transaction, write_transaction
 
@@ -232,12 +233,22 @@ class Committer:
         (read version 0) uses `naming`; an existing one keeps the scheme found on disk. Conflicts are
         logged (logger "mvcc.commit", INFO) before they propagate.
         """
+        written: list[str] = []  # the transaction files and rebase files this commit writes
         try:
             return self._commit(
-                txn, naming=naming, read_manifest_hint=read_manifest_hint, create=create, max_retries=max_retries
+                txn,
+                naming=naming,
+                read_manifest_hint=read_manifest_hint,
+                create=create,
+                max_retries=max_retries,
+                written=written,
             )
-        except CommitConflictError as exc:
-            log.info("%s: %s: %s", self.store.uri, type(exc).__name__, exc)
+        except BaseException as exc:
+            if isinstance(exc, CommitConflictError):
+                log.info("%s: %s: %s", self.store.uri, type(exc).__name__, exc)
+            if written and is_definite_failure(exc):  # no version references them
+                with contextlib.suppress(StorageError):
+                    self.store.delete_many(written)
             raise
 
     def _commit(
@@ -248,11 +259,13 @@ class Committer:
         read_manifest_hint: pb.Manifest | None = None,
         create: bool = False,
         max_retries: int = DEFAULT_MAX_RETRIES,
+        written: list[str],
     ) -> tuple[pb.Manifest, ManifestNaming]:
         """Commit `txn` and return the manifest of the new version and the table's naming scheme.
 
         `create=True` refuses to commit on top of an existing table (TableExistsError). A new table
-        (read version 0) uses `naming`; an existing one keeps the scheme found on disk.
+        (read version 0) uses `naming`; an existing one keeps the scheme found on disk. `written` collects
+        the transaction and rebase files written (removed by `commit` on a definite failure).
         """
         self.handler.check_supported(self.store)
         if read_manifest_hint is not None:
@@ -267,6 +280,7 @@ class Committer:
         if self.handler.lists_latest and self.store.scheme not in ("file", "memory"):
             early = _lookups().submit(_latest_or_none, self.store, known, self.handler)
         txn_file = write_transaction(self.store, txn)
+        written.append(f"{TRANSACTIONS_DIR}/{txn_file}")
         failpoint("commit.after_transaction_file")
         checked: set[int] = set()
         rebased_files: dict[str, list[str]] = {"written": [], "superseded": []}
@@ -294,7 +308,9 @@ class Committer:
                 needs_rebase = self._check_concurrent(txn, naming, latest_loc.version, checked)
                 previous = self._previous(latest_loc, txn)
                 if needs_rebase:
+                    before = len(rebased_files["written"])
                     txn, txn_file = self._rebase(txn, previous, rebased_files)
+                    written.extend([*rebased_files["written"][before:], f"{TRANSACTIONS_DIR}/{txn_file}"])
                     checked = set()
             else:
                 previous = None
