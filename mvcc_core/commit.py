@@ -165,7 +165,12 @@ class Committer:
         for version in range(txn.read_version + 1, latest + 1):
             if version in checked:
                 continue
-            manifest = self.load_manifest(location_of(self.store, version, naming))
+            try:
+                manifest = self.load_manifest(location_of(self.store, version, naming))
+            except CorruptManifestError as exc:
+                if version != latest:
+                    raise
+                raise self._corrupt_latest(exc) from exc
             theirs = self.load_transaction(manifest)
             name = txn.operation.name
             common = dict(
@@ -364,10 +369,7 @@ class Committer:
             return self.load_manifest(latest)
         except CorruptManifestError as exc:
             if not isinstance(txn.operation, ops.Restore):
-                raise CorruptManifestError(
-                    f"{exc}; it is the latest version of {self.store.uri}, so nothing can be committed on top of "
-                    f"it: restore an intact older version (Table.restore(N)), which commits past it"
-                ) from exc
+                raise self._corrupt_latest(exc) from exc
             for version in range(latest.version - 1, 0, -1):
                 try:
                     intact = self.load_manifest(location_of(self.store, version, latest.naming))
@@ -383,6 +385,13 @@ class Committer:
                 )
                 return intact
             raise
+
+    def _corrupt_latest(self, exc: CorruptManifestError) -> CorruptManifestError:
+        """The error for any write but a Restore when the latest manifest is corrupt: it names the way out."""
+        return CorruptManifestError(
+            f"{exc}; it is the latest version of {self.store.uri}, so nothing can be committed on top of "
+            f"it: restore an intact older version (Table.restore(N)), which commits past it"
+        )
 
     def _rebase(self, txn: Transaction, latest: pb.Manifest, files: dict[str, list[str]]) -> tuple[Transaction, str]:
         """Ours rewritten on top of `latest`, as a new transaction file (the specification's rebase)."""
