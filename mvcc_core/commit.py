@@ -47,7 +47,7 @@ from .manifest import (
     location_of,
     read_manifest,
 )
-from .naming import ManifestNaming
+from .naming import TRANSACTIONS_DIR, ManifestNaming
 from .storage import ObjectStore
 from .transaction import BuildContext, Transaction, build_manifest, read_transaction, write_transaction
 
@@ -165,7 +165,12 @@ class Committer:
         for version in range(txn.read_version + 1, latest + 1):
             if version in checked:
                 continue
-            manifest = self.load_manifest(location_of(self.store, version, naming))
+            try:
+                manifest = self.load_manifest(location_of(self.store, version, naming))
+            except CorruptManifestError as exc:
+                if version != latest:
+                    raise
+                raise self._corrupt_latest(exc) from exc
             theirs = self.load_transaction(manifest)
             name = txn.operation.name
             common = dict(
@@ -233,7 +238,7 @@ class Committer:
         (read version 0) uses `naming`; an existing one keeps the scheme found on disk. Conflicts are
         logged (logger "mvcc.commit", INFO) before they propagate.
         """
-        rebased_files: dict[str, list[str]] = {"written": [], "superseded": []}
+        written: list[str] = []  # the transaction files and rebase files this commit writes
         try:
             return self._commit(
                 txn,
@@ -241,15 +246,14 @@ class Committer:
                 read_manifest_hint=read_manifest_hint,
                 create=create,
                 max_retries=max_retries,
-                rebased_files=rebased_files,
+                written=written,
             )
         except BaseException as exc:
             if isinstance(exc, CommitConflictError):
                 log.info("%s: %s: %s", self.store.uri, type(exc).__name__, exc)
-            if rebased_files["written"] and is_definite_failure(exc):
-                # deletion files a rebase wrote for an attempt that never landed: nothing references them
+            if written and is_definite_failure(exc):  # no version references them
                 with contextlib.suppress(StorageError):
-                    self.store.delete_many(rebased_files["written"])
+                    self.store.delete_many(written)
             raise
 
     def _commit(
@@ -260,9 +264,10 @@ class Committer:
         read_manifest_hint: pb.Manifest | None,
         create: bool,
         max_retries: int,
-        rebased_files: dict[str, list[str]],
+        written: list[str],
     ) -> tuple[pb.Manifest, ManifestNaming]:
-        """The commit loop itself (see `commit`); files written by rebases are collected in `rebased_files`."""
+        """The commit loop itself (see `commit`); `written` collects the transaction and rebase files it
+        writes, which `commit` removes on a definite failure."""
         self.handler.check_supported(self.store)
         if read_manifest_hint is not None:
             self.cache.manifests.setdefault(read_manifest_hint.version, read_manifest_hint)
@@ -276,8 +281,10 @@ class Committer:
         if self.handler.lists_latest and self.store.scheme not in ("file", "memory"):
             early = _lookups().submit(_latest_or_none, self.store, known, self.handler)
         txn_file = write_transaction(self.store, txn)
+        written.append(f"{TRANSACTIONS_DIR}/{txn_file}")
         failpoint("commit.after_transaction_file")
         checked: set[int] = set()
+        rebased_files: dict[str, list[str]] = {"written": [], "superseded": []}
         build_ctx = BuildContext(
             load_version=lambda v: self._load_version_any(v, naming), load_reference=self._load_reference
         )
@@ -302,7 +309,9 @@ class Committer:
                 needs_rebase = self._check_concurrent(txn, naming, latest_loc.version, checked)
                 previous = self._previous(latest_loc, txn)
                 if needs_rebase:
+                    before = len(rebased_files["written"])
                     txn, txn_file = self._rebase(txn, previous, rebased_files)
+                    written.extend([*rebased_files["written"][before:], f"{TRANSACTIONS_DIR}/{txn_file}"])
                     checked = set()
             else:
                 previous = None
@@ -356,10 +365,7 @@ class Committer:
             return self.load_manifest(latest)
         except CorruptManifestError as exc:
             if not isinstance(txn.operation, ops.Restore):
-                raise CorruptManifestError(
-                    f"{exc}; it is the latest version of {self.store.uri}, so nothing can be committed on top of "
-                    f"it: restore an intact older version (Table.restore(N)), which commits past it"
-                ) from exc
+                raise self._corrupt_latest(exc) from exc
             for version in range(latest.version - 1, 0, -1):
                 try:
                     intact = self.load_manifest(location_of(self.store, version, latest.naming))
@@ -375,6 +381,13 @@ class Committer:
                 )
                 return intact
             raise
+
+    def _corrupt_latest(self, exc: CorruptManifestError) -> CorruptManifestError:
+        """The error for any write but a Restore when the latest manifest is corrupt: it names the way out."""
+        return CorruptManifestError(
+            f"{exc}; it is the latest version of {self.store.uri}, so nothing can be committed on top of "
+            f"it: restore an intact older version (Table.restore(N)), which commits past it"
+        )
 
     def _rebase(self, txn: Transaction, latest: pb.Manifest, files: dict[str, list[str]]) -> tuple[Transaction, str]:
         """Ours rewritten on top of `latest`, as a new transaction file (the specification's rebase)."""

@@ -505,6 +505,7 @@ class Table:
         transaction_properties: Mapping[str, str] | None = None,
     ) -> Transaction:
         """Write `data` as new fragments and return the Append, uncommitted (see `append`)."""
+        transaction_properties = check_properties(transaction_properties)  # before a byte is written
         base = find_base(self.manifest.base_paths, target_base) if target_base is not None else None
         reader = to_reader(data, self.schema)
         fragments = write_fragments_from_reader(
@@ -559,6 +560,7 @@ class Table:
         transaction_properties: Mapping[str, str] | None = None,
     ) -> Transaction:
         """Write `data` and return the Overwrite replacing every row, uncommitted (see `overwrite`)."""
+        transaction_properties = check_properties(transaction_properties)  # before a byte is written
         reader = to_reader(data, schema)
         new_schema = schema or reader.schema
         fields = _fields_for_overwrite(self.manifest, new_schema)
@@ -596,6 +598,7 @@ class Table:
         commit_message: str | None,
         transaction_properties: Mapping[str, str] | None,
     ) -> tuple[Transaction | None, int]:
+        transaction_properties = check_properties(transaction_properties)  # before a byte is written
         plan = plan_delete(self._state.store, self.manifest, predicate)
         if plan.operation is None:
             return None, 0
@@ -642,6 +645,7 @@ class Table:
         commit_message: str | None,
         transaction_properties: Mapping[str, str] | None,
     ) -> tuple[Transaction | None, int]:
+        transaction_properties = check_properties(transaction_properties)  # before a byte is written
         merged = _merged_generations(self.manifest, merged_generations) if merged_generations else []
         plan = plan_update(self._state.store, self.manifest, values, where, mode=mode)
         if plan.operation is not None:
@@ -919,6 +923,7 @@ class Table:
         transaction_properties: Mapping[str, str] | None = None,
     ) -> Transaction:
         """Write the index files and return the CreateIndex, uncommitted (see `create_index`)."""
+        transaction_properties = check_properties(transaction_properties)  # before a byte is written
         name = name or f"{column}_idx"
         existing = [i for i in self.manifest.indices if i.name == name]
         if existing and not replace:
