@@ -147,6 +147,7 @@ class MergeInsertBuilder:
     ) -> tuple[Transaction | None, dict[str, int]]:
         """Write the upsert's files and return `(Transaction, counts)` uncommitted (pylance's shape); the
         transaction is None when nothing would change."""
+        properties = check_properties(transaction_properties)  # before any file is written
         state = self._state
         store, manifest, schema = state.store, state.manifest, state.schema
         source = schema_mod.conform(to_reader(data, schema).read_all(), schema)
@@ -234,7 +235,7 @@ class MergeInsertBuilder:
             read_version=state.version,
             operation=op,
             message=commit_message or "",
-            transaction_properties=check_properties(transaction_properties),
+            transaction_properties=properties,
             files=state.staged(written + (deleted.written if deleted else [])),
         )
         return txn, stats

@@ -294,16 +294,7 @@ BAD_PROPERTY_WRITES: dict[str, Callable[[mvcc.Table, Any], Any]] = {
 }
 
 
-# MergeInsertBuilder.execute_uncommitted (mvcc_core/merge_insert.py) checks the properties only when it builds the
-# Transaction, after writing the data and deletion files: they leak until retention's unverified window.
-_MERGE_LEAK = pytest.mark.xfail(
-    strict=True, reason="merge_insert writes its files before checking transaction_properties (merge_insert.py)"
-)
-
-
-@pytest.mark.parametrize(
-    "write", [pytest.param(w, marks=_MERGE_LEAK) if "merge" in w else w for w in BAD_PROPERTY_WRITES]
-)
+@pytest.mark.parametrize("write", BAD_PROPERTY_WRITES)
 @pytest.mark.parametrize("bad", [{"run": 7}, {7: "run"}, [("run", "7")]], ids=["int-value", "int-key", "list"])
 def test_bad_properties_raise_type_error_before_anything_is_written(tmp_uri, lister, write, bad) -> None:
     t = make(tmp_uri, None)
