@@ -70,7 +70,7 @@ def main() -> None:
     fragments, versions, big = (200, 200, 1_000_000) if args.quick else (1_000, 1_000, 10_000_000)
     repeat = 1 if args.quick else 3
     root = Path(tempfile.mkdtemp(prefix="mvcc-bench-maint-"))
-    results: dict[str, Any] = {}
+    results: dict[str, Any] = {"sizes": {"fragments": fragments, "versions": versions, "rows": big}}
 
     # compaction
     t = mvcc.write_table(rows(1_000), str(root / "m-base"), max_rows_per_file=1_000)

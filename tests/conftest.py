@@ -2,7 +2,10 @@
 
 The S3 server is moto in server mode, started once per session as a separate process on 127.0.0.1, so
 that S3 tests exercise the real HTTP path (s3fs, botocore, pyarrow's S3 client, conditional PUT) and
-several OS processes can share one bucket.
+several OS processes can share one bucket. It runs through `tests/moto_server.py`, which handles moto's
+write requests one at a time: moto's own conditional PUT (and DynamoDB conditional put) is a check and a
+write on separate steps of a threaded server, so concurrent requests could both win (see that file and the
+storage section of docs/format.md).
 """
 
 from __future__ import annotations
@@ -51,9 +54,12 @@ def _wait_until_up(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: 
     raise RuntimeError(f"moto server did not answer on {url} within {timeout}s:\n{output}")
 
 
+MOTO_SERVER = Path(__file__).with_name("moto_server.py")
+
+
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[str]:
-    """Endpoint url of a moto S3 server running as a subprocess for the whole session."""
+    """Endpoint url of a moto S3 server (writes serialized, `tests/moto_server.py`) for the whole session."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     log_dir = Path(tempfile.mkdtemp(prefix="mvcc-moto-"))
@@ -62,7 +68,7 @@ def s3_server() -> Iterator[str]:
     env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
     with open(log, "wb") as log_file:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            [sys.executable, str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(port)],
             stdout=log_file,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

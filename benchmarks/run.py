@@ -1,0 +1,187 @@
+"""Run every benchmark module (`benchmarks/bench_*.py`) and print one table of all their measurements.
+
+Each module runs in its own process (`python bench_X.py [--quick] --out FILE`) against the mvcc_core of the
+checkout this file is in, and writes its results as JSON; this script reads them into one table: every
+measurement, mvcc's number, each peer's number (pylance, Delta Lake, a plain-pyarrow floor) and the ratio
+mvcc / peer. For milliseconds lower is better, for commits per second higher is better. Not a test.
+
+    python benchmarks/run.py --quick    # every module's quick mode (a few minutes on 2 cores)
+    python benchmarks/run.py            # full sizes (much longer)
+    python benchmarks/run.py --quick --only foundation,row_level
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measurement of mvcc beside one peer (peer empty when the measurement has none)."""
+
+    benchmark: str
+    measurement: str
+    unit: str
+    mvcc: float
+    peer: str = ""
+    peer_value: float | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        return None if not self.peer_value else self.mvcc / self.peer_value
+
+
+# ---- one reader per module: its --out JSON -> rows -------------------------------------------------------
+
+
+def _foundation(r: dict[str, Any]) -> Iterator[Row]:
+    for workload, m in r.items():
+        yield Row("foundation", workload, "ms", m["mvcc"], "pylance", m["lance"])
+        if "floor" in m:
+            yield Row("foundation", workload, "ms", m["mvcc"], "pyarrow floor", m["floor"])
+
+
+def _concurrency(r: list[dict[str, Any]]) -> Iterator[Row]:
+    for m in r:
+        failed = f"; failed: mvcc {m['mvcc_failed']}, pylance {m['pylance_failed']}"
+        name = f"{m['writers']} appenders, {m['backend']}{failed}"
+        yield Row("concurrency", name, "commits/s", m["mvcc_tps"], "pylance", m["pylance_tps"])
+
+
+def _row_level(r: dict[str, Any]) -> Iterator[Row]:
+    for m in r["results"]:
+        name = f"{m['workload']} ({r['rows']:,} rows)"
+        yield Row("row_level", name, "ms", m["mvcc_ms"], "pylance", m["pylance_ms"])
+        yield Row("row_level", name, "ms", m["mvcc_ms"], "pyarrow floor (read id column)", r["floor_ms"])
+
+
+def _maintenance(r: dict[str, Any]) -> Iterator[Row]:
+    size = r["sizes"]
+    names = {
+        "compaction": f"compaction of {size['fragments']:,} x 1,000 rows",
+        "cleanup": f"cleanup of {size['versions']:,} versions",
+    }
+    for what, name in names.items():
+        m = r[what]
+        yield Row("maintenance", name, "ms", m["mvcc_ms"], "pylance", m["pylance_ms"])
+        yield Row("maintenance", name, "ms", m["mvcc_ms"], "deltalake", m["deltalake_ms"])
+        if "floor_ms" in m:
+            yield Row("maintenance", name, "ms", m["mvcc_ms"], "pyarrow floor", m["floor_ms"])
+    lookups = r["lookups"]
+    for key, what in (("point", "point lookup"), ("range", "1% range")):
+        label = f"{what} in {size['rows']:,} rows"
+        without, with_ = lookups["without index"][key], lookups["with index"][key]
+        yield Row("maintenance", f"{label}, no index", "ms", without, "pylance, no index",
+                  lookups["pylance without index"][key])  # fmt: skip
+        yield Row("maintenance", f"{label}, no index", "ms", without, "deltalake (no index)", lookups["deltalake"][key])
+        yield Row("maintenance", f"{label}, BTREE", "ms", with_, "pylance, BTREE", lookups["pylance with index"][key])
+        yield Row("maintenance", f"{label}, BTREE", "ms", with_, "deltalake (no index)", lookups["deltalake"][key])
+        yield Row("maintenance", f"{label}, BTREE", "ms", with_, "mvcc full scan", lookups["full_scan_ms"])
+
+
+READERS: dict[str, Callable[[Any], Iterator[Row]]] = {
+    "foundation": _foundation,
+    "concurrency": _concurrency,
+    "row_level": _row_level,
+    "maintenance": _maintenance,
+}
+
+
+# ---- running -------------------------------------------------------------------------------------------
+
+
+def modules() -> list[str]:
+    return sorted(p.stem.removeprefix("bench_") for p in HERE.glob("bench_*.py"))
+
+
+def run_module(name: str, quick: bool, workdir: Path) -> Any:
+    """Run bench_<name>.py in its own process; its JSON results. Its own report goes to <workdir>/<name>.log."""
+    out, log = workdir / f"{name}.json", workdir / f"{name}.log"
+    cmd = [sys.executable, str(HERE / f"bench_{name}.py"), "--out", str(out)] + (["--quick"] if quick else [])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))  # this checkout's core
+    start = time.monotonic()
+    with open(log, "wb") as f:
+        done = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT, check=False)
+    took = time.monotonic() - start
+    if done.returncode != 0:
+        sys.stderr.write(log.read_text(errors="replace"))
+        raise SystemExit(f"bench_{name}.py failed with exit code {done.returncode} after {took:.0f} s")
+    print(f"  bench_{name}.py: {took:.0f} s", file=sys.stderr, flush=True)
+    return json.loads(out.read_text())
+
+
+def _number(v: float | None) -> str:
+    if v is None:
+        return ""
+    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}"
+
+
+def table(rows: list[Row]) -> str:
+    header = ("benchmark", "measurement", "unit", "mvcc", "peer", "peer value", "mvcc/peer")
+    cells = [
+        (
+            r.benchmark,
+            r.measurement,
+            r.unit,
+            _number(r.mvcc),
+            r.peer,
+            _number(r.peer_value),
+            "" if r.ratio is None else f"{r.ratio:.2f}x",
+        )
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in [header, *cells]) for i in range(len(header))]
+    numeric = {3, 5, 6}
+
+    def line(row: tuple[str, ...]) -> str:
+        return "  ".join(
+            c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        )
+
+    return "\n".join([line(header), "  ".join("-" * w for w in widths), *(line(c) for c in cells)])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="each module's quick mode")
+    parser.add_argument("--only", help="comma-separated module names (without bench_), default: all")
+    args = parser.parse_args(argv)
+    names = modules()
+    unread = [n for n in names if n not in READERS]
+    if unread:
+        raise SystemExit(f"no reader in run.py for: {', '.join(f'bench_{n}.py' for n in unread)}")
+    if args.only:
+        wanted = args.only.split(",")
+        unknown = set(wanted) - set(names)
+        if unknown:
+            raise SystemExit(f"unknown benchmark module(s): {', '.join(sorted(unknown))}; have {', '.join(names)}")
+        names = [n for n in names if n in wanted]
+    mode = "quick" if args.quick else "full"
+    print(f"running {len(names)} benchmark modules ({mode})", file=sys.stderr, flush=True)
+    rows: list[Row] = []
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="mvcc-bench-run-") as workdir:
+        for name in names:
+            rows.extend(READERS[name](run_module(name, args.quick, Path(workdir))))
+    took = time.monotonic() - start
+    print(f"mvcc benchmarks, {mode} mode, {took:.0f} s")
+    print("mvcc/peer: mvcc is faster below 1.0x for ms, above 1.0x for commits/s")
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
