@@ -55,6 +55,7 @@ from .maintenance.optimize import Optimize
 from .manifest import list_manifests, manifest_timestamp, table_exists
 from .merge_insert import MergeInsertBuilder
 from .naming import MEM_WAL_INDEX, ManifestNaming
+from .progress import Progress
 from .row_ids import ENABLE_CONFIG_KEY
 from .row_ids import enabled as row_ids_enabled
 from .scan import DEFAULT_BATCH_SIZE, Scan
@@ -888,7 +889,7 @@ class Table:
         delete_unverified: bool = False,
         error_if_tagged_old_versions: bool = True,
         dry_run: bool = False,
-        progress: Any = None,
+        progress: Progress | None = None,
     ) -> CleanupStats:
         """Remove old versions and the files only they use (Lance's semantics; see maintenance/cleanup.py).
 
@@ -919,6 +920,7 @@ class Table:
         name: str | None = None,
         replace: bool = True,
         executor: Executor | None = None,
+        progress: Progress | None = None,
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
     ) -> Transaction:
@@ -934,10 +936,9 @@ class Table:
             column,
             index_type,
             name,
-            None,
-            executor,
-            self.uri,
-            self._state.storage_options,
+            executor=executor,
+            state=self._state,
+            progress=progress,
         )
         op = ops.CreateIndex(new_indices=[built.metadata], removed_indices=existing)
         return self._txn(
@@ -952,6 +953,7 @@ class Table:
         name: str | None = None,
         replace: bool = True,
         executor: Executor | None = None,
+        progress: Progress | None = None,
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
@@ -961,7 +963,8 @@ class Table:
         Filters on the column (`=`, `IN`, ranges, `IS NULL`, ...) then read only the rows it names in the
         fragments it covers. `name` defaults to `{column}_idx`; an existing index of that name is replaced,
         or refused with `replace=False` (IndexExistsError). With `executor` (`map(fn, tasks)`: a process pool,
-        Spark) the column is read by tasks on it; this process sorts and writes the index and commits.
+        Spark) the column is read by tasks on it, `progress(done, total)` after each task; this process sorts
+        and writes the index and commits. An unknown `index_type` raises ValueError.
         """
         txn = self.create_index_uncommitted(
             column,
@@ -969,6 +972,7 @@ class Table:
             name=name,
             replace=replace,
             executor=executor,
+            progress=progress,
             commit_message=commit_message,
             transaction_properties=transaction_properties,
         )

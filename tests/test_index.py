@@ -157,7 +157,7 @@ def test_create_and_drop_index_errors(tmp_path) -> None:
     files_before = sorted(p.name for p in (tmp_path / "t").rglob("*"))
     for call, error, match in [
         (lambda: t.create_index("nope"), mvcc.SchemaError, "nope"),
-        (lambda: t.create_index("k", index_type="HASH"), mvcc.SchemaError, "index_type"),
+        (lambda: t.create_index("k", index_type="HASH"), ValueError, "index_type"),
         (lambda: t.create_index("k", name="my", replace=False), mvcc.IndexExistsError, "my"),
         (lambda: t.drop_index("other"), mvcc.IndexNotFoundError, "other"),
     ]:
@@ -431,8 +431,12 @@ def test_index_build_runs_as_tasks_on_an_executor(tmp_uri) -> None:
     t.delete("id IN (4, 33)")
     tasks = index_tasks.plan(t.manifest, "k", list(t.manifest.fragments), "_indices/x", rows_per_task=25)
     assert [len(task.fragments) for task in tasks] == [3, 3]  # about 25 live rows per task
+    calls: list[tuple[int, int]] = []
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
-        by_pool = t.create_index("k", "BTREE", name="k_idx", executor=pool).manifest.indices[0]
+        by_pool = t.create_index(
+            "k", "BTREE", name="k_idx", executor=pool, progress=lambda done, total: calls.append((done, total))
+        ).manifest.indices[0]
+    assert calls[-1] == (calls[-1][1], calls[-1][1]) and len(calls) == calls[-1][1] >= 1  # one call per task
     in_process = t.create_index("k", "BTREE", name="k_idx").manifest.indices[0]
 
     def content(index) -> pa.Table:

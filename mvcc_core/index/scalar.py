@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import uuid as uuid_mod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -28,14 +27,15 @@ from pyroaring import BitMap, BitMap64
 from .. import schema as schema_mod
 from .._proto import table_pb2 as pb
 from ..errors import SchemaError
+from ..executor import Executor
 from ..naming import INDICES_DIR
 from ..parquet_io import ROW_ADDRESS
+from ..progress import Progress
 from ..scan import Scan
+from ..state import TableState
 from ..storage import ObjectStore
 from .lookup import BITMAP, BTREE, INDEX_FILE, INDEX_TYPES, covered, index_dir
-
-if TYPE_CHECKING:
-    from ..executor import Executor
+from .tasks import read_distributed
 
 __all__ = [
     "BITMAP",
@@ -69,12 +69,13 @@ def build(
     name: str,
     fragments: list[pb.DataFragment] | None = None,
     executor: Executor | None = None,
-    uri: str | None = None,
-    storage_options: dict[str, Any] | None = None,
+    state: TableState | None = None,
+    progress: Progress | None = None,
 ) -> BuiltIndex:
     """Scan `column` of the fragments (live rows, with addresses) and write the index file.
 
-    With `executor` (and the table's `uri`), the scan runs as tasks on it (`index/tasks.py`).
+    With `executor` and the table's `state` (what the tasks receive), the scan runs as tasks on it
+    (`index/tasks.py`), `progress(done, total)` after each. Raises ValueError for an unknown index type.
     """
     fields = list(manifest.fields)
     ids = schema_mod.field_ids_by_name(fields)
@@ -82,17 +83,17 @@ def build(
         raise SchemaError(f"cannot index {column!r}: the table has no such column; columns are {list(ids)}")
     index_type = index_type.upper() if isinstance(index_type, str) else index_type
     if index_type not in INDEX_TYPES:
-        raise SchemaError(f"index_type must be one of {INDEX_TYPES}, got {index_type!r}")
+        raise ValueError(f"index_type must be one of {INDEX_TYPES}, got {index_type!r}")
     field = next(f for f in fields if f.id == ids[column])
     if not field.arrow_type:
         raise SchemaError(f"cannot index {column!r}: scalar indices need a scalar column, it is {field.logical_type}")
     fragments = list(manifest.fragments if fragments is None else fragments)
     index_id = uuid_mod.uuid4()
     if executor is not None and fragments:
-        from .tasks import read_distributed
-
+        if state is None or state.version != manifest.version:
+            raise ValueError("an index build on an executor needs the TableState of the version it reads")
         where = f"{INDICES_DIR}/{index_id}"
-        data = read_distributed(store, manifest, column, fragments, where, executor, uri or store.uri, storage_options)
+        data = read_distributed(state, column, fragments, where, executor, progress=progress)
     else:
         data = Scan(store, manifest, columns=[column], with_row_address=True, fragments=fragments).to_table()
     return _write_index(store, manifest, field, column, index_type, name, data, [f.id for f in fragments], index_id)

@@ -19,6 +19,7 @@ import pyarrow as pa
 from .._proto import table_pb2 as pb
 from ..deletion import live_rows
 from ..executor import Executor
+from ..progress import Progress
 from ..scan import Scan
 from ..state import TableState
 from ..storage import ObjectStore
@@ -94,23 +95,26 @@ def plan(
 
 
 def read_distributed(
-    store: ObjectStore,
-    manifest: pb.Manifest,
+    state: TableState,
     column: str,
     fragments: list[pb.DataFragment],
     index_dir: str,
     executor: Executor,
-    uri: str,
-    storage_options: dict[str, Any] | None,
+    *,
     rows_per_task: int = DEFAULT_ROWS_PER_TASK,
+    progress: Progress | None = None,
 ) -> pa.Table:
-    """The column and row addresses of `fragments` (at least one), read by tasks on `executor`, in order."""
-    tasks = plan(manifest, column, fragments, index_dir, rows_per_task)
+    """The column and row addresses of `fragments` (at least one), read by tasks on `executor` (each gets
+    the picklable `state`), in order; `progress(done, total)` after each task."""
+    tasks = plan(state.manifest, column, fragments, index_dir, rows_per_task)
     written = [t.part_path for t in tasks]
-    state = TableState.open(uri, manifest.version, storage_options=storage_options)
     try:
-        parts = list(executor.map(partial(run_task, state=state), tasks))
-        tables = [pa.ipc.open_file(pa.py_buffer(store.get(p.path))).read_all() for p in parts]
+        parts = []
+        for part in executor.map(partial(run_task, state=state), tasks):
+            parts.append(part)
+            if progress is not None:
+                progress(len(parts), len(tasks))
+        tables = [pa.ipc.open_file(pa.py_buffer(state.store.get(p.path))).read_all() for p in parts]
     finally:
-        store.delete_many(written)
+        state.store.delete_many(written)
     return pa.concat_tables(tables)
