@@ -99,7 +99,9 @@ def translate(filter_: Filter, schema: pa.Schema) -> pc.Expression | None:
     if isinstance(filter_, IsNull):
         return column.is_null()
     if isinstance(filter_, IsNotNull):
-        return column.is_valid()
+        # not `is_valid()`: the core cannot analyse an Expression without a literal or options (its
+        # serialization has an empty batch; see docs/spark.md); `~is_null` is the same predicate
+        return ~column.is_null()
     if not _comparable(kind):
         return None
     if type(filter_) in _COMPARISONS:

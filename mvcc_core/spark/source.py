@@ -156,8 +156,7 @@ class MvccDataSource(DataSource):
         missing = [n for n in target.names if n not in available.names]
         if missing:
             raise SchemaError(
-                f"table {table.uri} version {table.version} has no column(s) {missing}; "
-                f"columns are {available.names}"
+                f"table {table.uri} version {table.version} has no column(s) {missing}; columns are {available.names}"
             )
         spark_arrow_schema(pa.schema([table.schema.field(n) for n in target.names]))  # names a column Spark lacks
         cls = MvccPushdownReader if _called_by_pushdown_planner() else MvccReader

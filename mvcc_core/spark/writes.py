@@ -235,9 +235,7 @@ class WritePlan:
     def remove_orphans(self, committed: Sequence[bytes]) -> list[str]:
         """After a commit: remove files with this write's prefix that the commit does not reference (a task
         attempt Spark discarded, e.g. a speculative duplicate)."""
-        kept = {
-            f"data/{file.path}" for blob in committed for file in pb.DataFragment.FromString(blob).files
-        }
+        kept = {f"data/{file.path}" for blob in committed for file in pb.DataFragment.FromString(blob).files}
         store = open_store(self.uri, self.storage_options)
         prefix = f"data/{self.write_id}"
         paths = [m.path for m in store.list("data") if m.path.startswith(prefix) and m.path not in kept]

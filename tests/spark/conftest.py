@@ -71,4 +71,3 @@ def spark(spark_session: Any, static_registration: bool) -> Any:
 
     register(spark_session)
     return spark_session
-

@@ -40,3 +40,222 @@ def test_read_equals_to_table(spark: Any, tmp_path: Any) -> None:
     t = mvcc_core.write_table(pa.table({"id": list(range(10)), "s": [f"v{i}" for i in range(10)]}), uri)
     got = spark_rows(spark.read.format("mvcc").load(uri))
     assert sorted_by(got, "id").equals(t.to_table())
+
+
+def all_types() -> pa.Table:
+    """Every Arrow type mvcc stores and Spark has a type for."""
+    from datetime import date, datetime
+    from decimal import Decimal
+    from zoneinfo import ZoneInfo
+
+    ny = ZoneInfo("America/New_York")
+    n = 4
+    return pa.table(
+        {
+            "id": pa.array(range(n), pa.int64()),
+            "i8": pa.array([1, -2, None, 127], pa.int8()),
+            "i16": pa.array([1, -2, None, 32767], pa.int16()),
+            "i32": pa.array([1, -2, None, 2**31 - 1], pa.int32()),
+            "f32": pa.array([1.5, None, float("nan"), -0.0], pa.float32()),
+            "f64": pa.array([1.25, None, float("inf"), 2.0], pa.float64()),
+            "dec": pa.array([Decimal("1.10"), None, Decimal("-99999.99"), Decimal("0.01")], pa.decimal128(7, 2)),
+            "s": pa.array(["a", None, "ü", ""], pa.string()),
+            "ls": pa.array(["x", "y", None, "z"], pa.large_string()),
+            "dict": pa.array(["red", "blue", "red", None]).dictionary_encode(),
+            "bin": pa.array([b"\x00", None, b"abc", b""], pa.binary()),
+            "flag": pa.array([True, False, None, True]),
+            "day": pa.array([date(2026, 11, 1), None, date(1970, 1, 1), date(2000, 2, 29)], pa.date32()),
+            "ts_utc": pa.array(
+                [datetime(2026, 1, 1, 12), None, datetime(1999, 12, 31), datetime(2026, 6, 1)],
+                pa.timestamp("us", "UTC"),
+            ),
+            "ts_ny": pa.array(
+                [
+                    datetime(2026, 3, 8, 1, 30, tzinfo=ny),
+                    None,
+                    datetime(2026, 7, 1, tzinfo=ny),
+                    datetime(2026, 11, 1, 1, 30, tzinfo=ny),
+                ],
+                pa.timestamp("us", "America/New_York"),
+            ),
+            "ts_ntz": pa.array(
+                [datetime(2026, 1, 1), None, datetime(2026, 1, 2), datetime(1900, 1, 1)], pa.timestamp("us")
+            ),
+            "nested": pa.array(
+                [{"a": 1, "b": ["x"]}, None, {"a": None, "b": []}, {"a": 3, "b": None}],
+                pa.struct([("a", pa.int32()), ("b", pa.list_(pa.string()))]),
+            ),
+            "ints": pa.array([[1, 2], None, [], [None]], pa.list_(pa.int64())),
+        }
+    )
+
+
+def test_read_every_type(spark: Any, tmp_path: Any) -> None:
+    from mvcc_core.spark.writes import spark_arrow_schema
+
+    t = mvcc_core.write_table(all_types(), str(tmp_path / "t"))
+    got = sorted_by(spark.read.format("mvcc").load(t.uri).toArrow(), "id")
+    expected = t.to_table()
+    target = spark_arrow_schema(expected.schema)
+    assert got.schema.names == expected.schema.names
+    for name in expected.schema.names:
+        want = expected.column(name).cast(target.field(name).type).to_pylist()
+        assert repr(got.column(name).to_pylist()) == repr(want), name  # repr: nan == nan, -0.0 != 0.0
+    # instants survive the zone change: New York wall clock 01:30 on 2026-03-08 is 06:30 UTC
+    assert got.column("ts_ny")[0].as_py().isoformat() == "2026-03-08T06:30:00+00:00"
+
+
+def test_unsupported_type_named(spark: Any, tmp_path: Any) -> None:
+    t = mvcc_core.write_table(pa.table({"id": [1], "u": pa.array([1], pa.uint32())}), str(tmp_path / "t"))
+    with pytest.raises(Exception, match="column 'u' of type uint32 has no Spark type"):
+        spark.read.format("mvcc").load(t.uri).schema  # noqa: B018
+    # the columns option leaves it out
+    got = spark.read.format("mvcc").option("columns", "id").load(t.uri).toArrow()
+    assert got.column("id").to_pylist() == [1]
+
+
+def history(uri: str) -> mvcc_core.Table:
+    """A history with appends, deletes, updates, schema changes (add, drop, rename) and compaction."""
+    t = mvcc_core.write_table(pa.table({"id": list(range(20)), "v": [i * 1.5 for i in range(20)]}), uri)
+    t.append(pa.table({"id": list(range(20, 30)), "v": [float(i) for i in range(20, 30)]}))
+    t.delete("id % 3 = 0")
+    t.update({"v": "v + 100"}, where="id > 25")
+    t.add_columns({"w": "id * 2"})
+    t.alter_columns({"path": "v", "name": "value"})
+    t.append(pa.table({"id": [100, 101], "value": [1.0, 2.0], "w": [0, 0]}))
+    t.drop_columns(["w"])
+    t.optimize.compact_files()
+    t.delete("id = 100")
+    return t
+
+
+def test_every_version_of_a_history(spark: Any, tmp_path: Any) -> None:
+    t = history(str(tmp_path / "t"))
+    assert t.version >= 10
+    for version in range(1, t.version + 1):
+        expected = t.checkout(version).to_table()
+        got = spark.read.format("mvcc").option("version", version).load(t.uri).toArrow()
+        assert got.schema.names == expected.schema.names, version
+        assert sorted_by(got, "id").equals(sorted_by(expected, "id").cast(got.schema)), version
+
+
+def test_time_travel_by_tag_and_timestamp(spark: Any, tmp_path: Any) -> None:
+    t = mvcc_core.write_table(pa.table({"id": [1, 2]}), str(tmp_path / "t"))
+    t.tags.create("first", 1)
+    when = t.timestamp
+    t.append(pa.table({"id": [3]}))
+    assert spark.read.format("mvcc").option("tag", "first").load(t.uri).count() == 2
+    assert spark.read.format("mvcc").option("timestamp", when.isoformat()).load(t.uri).count() == 2
+    assert spark.read.format("mvcc").load(t.uri).count() == 3
+
+
+def test_partitions_group_fragments(spark: Any, tmp_path: Any) -> None:
+    t = mvcc_core.write_table(pa.table({"id": list(range(100))}), str(tmp_path / "t"), max_rows_per_file=10)
+    assert len(t.get_fragments()) == 10
+    df = spark.read.format("mvcc").option("rows_per_partition", 30).load(t.uri)
+    assert df.rdd.getNumPartitions() == 4  # 30 + 30 + 30 + 10 rows
+    assert sorted(df.toArrow().column("id").to_pylist()) == list(range(100))
+    assert spark.read.format("mvcc").load(t.uri).rdd.getNumPartitions() == 1
+
+
+def test_empty_table(spark: Any, tmp_path: Any) -> None:
+    t = mvcc_core.write_table(pa.table({"id": pa.array([], pa.int64())}), str(tmp_path / "t"))
+    assert spark.read.format("mvcc").load(t.uri).count() == 0
+
+
+FILTERS = [
+    "id = 7",
+    "id > 20 AND s LIKE 'v1%'",
+    "s IN ('v3', 'v40', 'nope')",
+    "f < 3.0",
+    "f IS NULL OR id < 2",
+    "NOT (id <=> 5)",
+    "s LIKE '%9'",
+    "s LIKE '%2%'",
+    "day >= DATE'2026-01-10'",
+    "id IS NOT NULL AND grp = 'b'",
+]
+
+
+def filter_table(uri: str) -> mvcc_core.Table:
+    from datetime import date, timedelta
+
+    n = 50
+    data = pa.table(
+        {
+            "id": list(range(n)),
+            "s": [None if i == 4 else f"v{i}" for i in range(n)],
+            "f": [float("nan") if i == 3 else (None if i == 6 else i / 2) for i in range(n)],
+            "day": [date(2026, 1, 1) + timedelta(days=i) for i in range(n)],
+            "grp": pa.array(["a" if i % 2 else "b" for i in range(n)]).dictionary_encode(),
+        }
+    )
+    t = mvcc_core.write_table(data, uri, max_rows_per_file=10)
+    t.delete("id = 8")
+    return t
+
+
+@pytest.mark.parametrize("pushdown", ["true", "false"])
+def test_filters_equal_spark_filtering(spark: Any, tmp_path: Any, pushdown: str) -> None:
+    t = filter_table(str(tmp_path / "t"))
+    with conf(spark, PUSHDOWN, "false"):
+        unfiltered = spark.read.format("mvcc").load(t.uri).cache()
+        expected = {f: sorted(r["id"] for r in unfiltered.where(f).collect()) for f in FILTERS}
+        unfiltered.unpersist()
+    with conf(spark, PUSHDOWN, pushdown):
+        for predicate in FILTERS:
+            got = sorted(r["id"] for r in spark.read.format("mvcc").load(t.uri).where(predicate).collect())
+            assert got == expected[predicate], predicate
+    assert expected["id = 7"] == [7] and 3 in expected["NOT (id <=> 5)"]
+
+
+def test_pushdown_reaches_the_scan_and_its_index(spark: Any, tmp_path: Any) -> None:
+    """The reader takes Spark's filters (pushdown on): the core's scan gets them and answers from the
+    scalar index; a float comparison and a nested column are handed back to Spark."""
+    from pyspark.sql.datasource import EqualTo, GreaterThan, IsNotNull
+
+    from mvcc_core.spark import MvccDataSource
+    from mvcc_core.spark.source import MvccPushdownReader
+
+    t = filter_table(str(tmp_path / "t"))
+    t.create_index("id", "BTREE")
+    source = MvccDataSource({"path": t.uri})
+    reader = MvccPushdownReader(t.state, t.to_table().schema, 1_000_000)
+    wanted = [EqualTo(("id",), 17), IsNotNull(("id",)), GreaterThan(("f",), 1.0), EqualTo(("nested", "x"), 1)]
+    returned = list(reader.pushFilters(wanted))
+    assert returned == wanted[2:]
+    (partition,) = reader.partitions()
+    plan = reader.scan(partition).explain()
+    assert plan.index is not None and plan.index.column == "id"
+    assert plan.filter_pushed_down
+    assert pa.Table.from_batches(list(reader.read(partition))).column("id").to_pylist() == [17]
+    assert source.name() == "mvcc"
+    # and through Spark: the same answer with pushdown on
+    with conf(spark, PUSHDOWN, "true"):
+        assert [r["id"] for r in spark.read.format("mvcc").load(t.uri).where("id = 17").collect()] == [17]
+
+
+BAD_READS = [
+    ({"verison": "1"}, "unknown mvcc read option"),
+    ({"version": "99"}, "99"),
+    ({"version": "x"}, "'version' must be a positive integer"),
+    ({"tag": "nope"}, "nope"),
+    ({"version": "1", "tag": "a"}, "at most one"),
+    ({"timestamp": "yesterday"}, "ISO 8601"),
+    ({"timestamp": "2000-01-01T00:00:00Z"}, "no version committed at or before"),
+    ({"columns": "id,zz"}, "no column"),
+]
+
+
+@pytest.mark.parametrize(("options", "message"), BAD_READS)
+def test_bad_read_options(spark: Any, tmp_path: Any, options: dict[str, str], message: str) -> None:
+    t = mvcc_core.write_table(pa.table({"id": [1]}), str(tmp_path / "t"))
+    with pytest.raises(Exception, match=message):
+        spark.read.format("mvcc").options(**options).load(t.uri).collect()
+
+
+def test_not_an_mvcc_path(spark: Any, tmp_path: Any) -> None:
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "x.parquet").write_bytes(b"not a table")
+    with pytest.raises(Exception, match="no mvcc table at"):
+        spark.read.format("mvcc").load(str(tmp_path / "plain")).collect()
