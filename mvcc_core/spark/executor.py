@@ -18,8 +18,8 @@ import pickle
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from pyspark import cloudpickle
 import pyarrow as pa
+from pyspark import cloudpickle
 
 METHODS = ("auto", "rdd", "dataframe")
 
@@ -67,10 +67,7 @@ class SparkExecutor:
         items = list(tasks)
         if not items:
             return iter(())
-        if self.method == "rdd":
-            results = self._rdd(fn, items)
-        else:
-            results = self._dataframe(fn, items)
+        results = self._rdd(fn, items) if self.method == "rdd" else self._dataframe(fn, items)
         return iter(_unwrap(results))
 
     def _rdd(self, fn: Callable[[Any], Any], items: list[Any]) -> list[tuple[bool, bytes]]:

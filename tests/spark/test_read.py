@@ -7,10 +7,9 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from spark_helpers import PUSHDOWN, ROOT, conf
 
 import mvcc_core
-
-from spark_helpers import PUSHDOWN, ROOT, conf
 
 
 def spark_rows(df: Any) -> pa.Table:
