@@ -60,7 +60,16 @@ from .operations import (
 )
 from .progress import Progress
 from .state import TableState
-from .table import DeleteResult, Table, UpdateResult, VersionInfo, open_table, write_fragments, write_table
+from .table import (
+    DeleteResult,
+    Table,
+    UpdateResult,
+    VersionInfo,
+    create_table_from_fragments,
+    open_table,
+    write_fragments,
+    write_table,
+)
 from .transaction import Transaction
 
 __all__ = [
@@ -124,5 +133,6 @@ __all__ = [
     "open_table",
     "operations",
     "write_fragments",
+    "create_table_from_fragments",
     "write_table",
 ]

@@ -16,8 +16,10 @@ import logging
 import os
 import random
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 
 from . import conflicts
 from . import operations as ops
@@ -54,6 +56,9 @@ from .transaction import BuildContext, Transaction, build_manifest, read_transac
 log = logging.getLogger("mvcc.commit")
 
 DEFAULT_MAX_RETRIES = 20
+
+#: `rows_match(store, manifest, fragments, predicate)`: does any row of these fragments match the predicate?
+RowsMatch = Callable[[ObjectStore, pb.Manifest, Sequence[pb.DataFragment], str], bool]
 # Backoff in slots, as Lance's SlotBackoff: a slot is as long as our last attempt took (a few ms on a
 # local disk, tens of ms on S3), so the waits scale with the store without per-store constants.
 BACKOFF_MIN_SLOT_SECONDS = 0.0005
@@ -158,7 +163,9 @@ class Committer:
 
         list(_lookups().map(fetch, versions))
 
-    def _check_concurrent(self, txn: Transaction, naming: ManifestNaming, latest: int, checked: set[int]) -> bool:
+    def _check_concurrent(
+        self, txn: Transaction, naming: ManifestNaming, latest: int, checked: set[int], rows_match: RowsMatch | None
+    ) -> bool:
         """Raise on a conflict; True when ours must be rebased onto the latest version first."""
         needs_rebase = False
         self._prefetch([v for v in range(txn.read_version + 1, latest + 1) if v not in checked], naming)
@@ -187,7 +194,10 @@ class Committer:
                     "re-read the table and run the operation again",
                     **common,
                 )
-            ctx = conflicts.ConflictContext(stable_row_ids=bool(manifest.writer_feature_flags & FLAG_STABLE_ROW_IDS))
+            ctx = conflicts.ConflictContext(
+                stable_row_ids=bool(manifest.writer_feature_flags & FLAG_STABLE_ROW_IDS),
+                rows_match=None if rows_match is None else partial(rows_match, self.store, manifest),
+            )
             outcome, rule = conflicts.resolve(txn, theirs, ctx)
             if outcome is conflicts.Outcome.INCOMPATIBLE:
                 raise IncompatibleConflictError(
@@ -231,12 +241,15 @@ class Committer:
         read_manifest_hint: pb.Manifest | None = None,
         create: bool = False,
         max_retries: int = DEFAULT_MAX_RETRIES,
+        rows_match: RowsMatch | None = None,
     ) -> tuple[pb.Manifest, ManifestNaming]:
         """Commit `txn` and return the manifest of the new version and the table's naming scheme.
 
         `create=True` refuses to commit on top of an existing table (TableExistsError). A new table
         (read version 0) uses `naming`; an existing one keeps the scheme found on disk. Conflicts are
-        logged (logger "mvcc.commit", INFO) before they propagate.
+        logged (logger "mvcc.commit", INFO) before they propagate. `rows_match(store, manifest, fragments,
+        predicate)` lets conflict rules ask whether another transaction's new rows match a predicate (reading
+        data is above this layer; without it such rules assume the rows match).
         """
         written: list[str] = []  # the transaction files and rebase files this commit writes
         try:
@@ -247,6 +260,7 @@ class Committer:
                 create=create,
                 max_retries=max_retries,
                 written=written,
+                rows_match=rows_match,
             )
         except BaseException as exc:
             if isinstance(exc, CommitConflictError):
@@ -265,6 +279,7 @@ class Committer:
         create: bool,
         max_retries: int,
         written: list[str],
+        rows_match: RowsMatch | None,
     ) -> tuple[pb.Manifest, ManifestNaming]:
         """The commit loop itself (see `commit`); `written` collects the transaction and rebase files it
         writes, which `commit` removes on a definite failure."""
@@ -306,7 +321,7 @@ class Committer:
                         f"table {self.store.uri}: latest version {latest_loc.version} is older than read version "
                         f"{txn.read_version}"
                     )
-                needs_rebase = self._check_concurrent(txn, naming, latest_loc.version, checked)
+                needs_rebase = self._check_concurrent(txn, naming, latest_loc.version, checked, rows_match)
                 previous = self._previous(latest_loc, txn)
                 if needs_rebase:
                     before = len(rebased_files["written"])

@@ -7,7 +7,7 @@ assigns them at commit, as the specification requires for Append and Overwrite.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -114,7 +114,13 @@ class FragmentWriter:
         schema: pa.Schema,
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
         base: pb.BasePath | None = None,
+        file_prefix: str | None = None,
+        check: Callable[[pa.RecordBatch], None] | None = None,
     ) -> None:
+        """`file_prefix`: data file names start with it (see `naming.new_data_file_name`). `check(batch)`
+        runs on every batch before it is written (a partition-scoped overwrite's predicate); its error
+        aborts the write, with every file written so far removed."""
+        new_data_file_name(file_prefix)  # a bad prefix fails before anything is written
         if max_rows_per_file <= 0:
             raise ValueError(f"max_rows_per_file must be positive, got {max_rows_per_file}")
         # Files go under the table's data/ directory, or under a base path (`{base}/data/` for a
@@ -128,6 +134,8 @@ class FragmentWriter:
         self.table_schema = schema
         self.write_schema = schema_mod.schema_from_fields(fields, schema.metadata, physical=True)
         self.max_rows_per_file = max_rows_per_file
+        self.file_prefix = file_prefix
+        self.check = check
         self.fragments: list[pb.DataFragment] = []
         self.written_paths: list[str] = []
         self._writer: pq.ParquetWriter | None = None
@@ -141,7 +149,7 @@ class FragmentWriter:
 
     def _open(self) -> None:
         """Start a new file; its sink and Parquet writer come at the first flush."""
-        self._path = self._prefix + new_data_file_name()
+        self._path = self._prefix + new_data_file_name(self.file_prefix)
         self._rows = 0
 
     def _flush(self, whole_groups_only: bool) -> None:
@@ -188,7 +196,10 @@ class FragmentWriter:
         self._writer, self._sink, self._path = None, None, ""
 
     def write(self, batch: pa.RecordBatch) -> None:
-        batch = schema_mod.relabel(schema_mod.conform(batch, self.table_schema), self.write_schema)
+        batch = schema_mod.conform(batch, self.table_schema)
+        if self.check is not None:
+            self.check(batch)
+        batch = schema_mod.relabel(batch, self.write_schema)
         offset = 0
         while offset < batch.num_rows:
             if not self._path:
@@ -227,10 +238,16 @@ def write_fragments_from_reader(
     schema: pa.Schema,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     base: pb.BasePath | None = None,
+    *,
+    file_prefix: str | None = None,
+    check: Callable[[pa.RecordBatch], None] | None = None,
 ) -> list[pb.DataFragment]:
-    """Write all of `reader` as new fragments (ids unassigned); on any error nothing is left behind."""
+    """Write all of `reader` as new fragments (ids unassigned); on any error nothing is left behind.
+
+    `file_prefix` and `check`: see `FragmentWriter`.
+    """
     schema_mod.conform(reader.schema.empty_table(), schema)  # fail before writing a byte
-    writer = FragmentWriter(store, fields, schema, max_rows_per_file, base)
+    writer = FragmentWriter(store, fields, schema, max_rows_per_file, base, file_prefix=file_prefix, check=check)
     try:
         for batch in reader:
             if batch.num_rows:

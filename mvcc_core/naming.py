@@ -73,9 +73,14 @@ def transaction_name(read_version: int, txn_uuid: str) -> str:
     return f"{read_version}-{txn_uuid}.txn"
 
 
-def new_data_file_name() -> str:
-    """A data file name relative to `data/`; uuids keep concurrent writers apart."""
-    return f"{uuid.uuid4().hex}.parquet"
+def new_data_file_name(prefix: str | None = None) -> str:
+    """A data file name relative to `data/`; uuids keep concurrent writers apart. `prefix` (a write id)
+    lets a distributed writer find every file of a failed write by listing, without its tasks' reports."""
+    if prefix is None:
+        return f"{uuid.uuid4().hex}.parquet"
+    if not prefix or not all(c.isalnum() or c in "-_" for c in prefix):
+        raise ValueError(f"a data file prefix is letters, digits, '-' and '_', got {prefix!r}")
+    return f"{prefix}-{uuid.uuid4().hex}.parquet"
 
 
 def data_file_path(name: str) -> str:

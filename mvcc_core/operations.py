@@ -182,6 +182,7 @@ class Update(Operation):
     update_mode: int = tpb.Transaction.REWRITE_ROWS
     inserted_rows: tpb.Transaction.KeyExistenceFilter | None = None
     affected_rows: bytes = b""
+    replace_predicate: str = ""
 
 
 @dataclass

@@ -27,6 +27,7 @@ from .errors import VersionNotFoundError, is_definite_failure
 from .external_store import ExternalManifestStore, commit_handler, split_storage_options
 from .manifest import ManifestLocation, list_manifests, location_of
 from .naming import ManifestNaming
+from .replace import rows_match
 from .storage import ObjectStore, open_store
 from .transaction import Transaction, remove_files
 
@@ -154,7 +155,12 @@ def commit_transaction(
     """
     try:
         manifest, naming = committer.commit(
-            transaction, naming=naming, read_manifest_hint=hint, create=create, max_retries=max_retries
+            transaction,
+            naming=naming,
+            read_manifest_hint=hint,
+            create=create,
+            max_retries=max_retries,
+            rows_match=rows_match,
         )
     except BaseException as exc:
         if transaction.files and is_definite_failure(exc):

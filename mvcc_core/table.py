@@ -56,6 +56,7 @@ from .manifest import list_manifests, manifest_timestamp, table_exists
 from .merge_insert import MergeInsertBuilder
 from .naming import MEM_WAL_INDEX, ManifestNaming
 from .progress import Progress
+from .replace import check_rows, replace_operation
 from .row_ids import ENABLE_CONFIG_KEY
 from .row_ids import enabled as row_ids_enabled
 from .scan import DEFAULT_BATCH_SIZE, Scan
@@ -555,13 +556,31 @@ class Table:
         self,
         data: Any,
         *,
+        where: str | None = None,
         schema: pa.Schema | None = None,
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
     ) -> Transaction:
-        """Write `data` and return the Overwrite replacing every row, uncommitted (see `overwrite`)."""
+        """Write `data` and return the Overwrite replacing every row (or, with `where`, the partition-scoped
+        overwrite replacing the rows matching it), uncommitted (see `overwrite`)."""
         transaction_properties = check_properties(transaction_properties)  # before a byte is written
+        if where is not None:
+            if schema is not None and not schema.equals(self.schema):
+                raise SchemaError(
+                    f"a partition-scoped overwrite keeps the table's schema; {self.uri} has {self.schema}"
+                )
+            fragments = write_fragments_from_reader(
+                self._state.store,
+                to_reader(data, self.schema),
+                list(self.manifest.fields),
+                self.schema,
+                max_rows_per_file,
+                check=check_rows(where, self.schema),
+            )
+            return self.overwrite_fragments_uncommitted(
+                fragments, where=where, commit_message=commit_message, transaction_properties=transaction_properties
+            )
         reader = to_reader(data, schema)
         new_schema = schema or reader.schema
         fields = _fields_for_overwrite(self.manifest, new_schema)
@@ -575,21 +594,78 @@ class Table:
         self,
         data: Any,
         *,
+        where: str | None = None,
         schema: pa.Schema | None = None,
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> Table:
-        """Replace all rows (one Overwrite); the schema may change (field ids of unchanged columns are kept)."""
+        """Replace all rows (one Overwrite); the schema may change (field ids of unchanged columns are kept).
+
+        With `where` (a SQL predicate; Delta's `replaceWhere`), replace exactly the rows matching it by `data`,
+        in one commit (an Update recording the predicate). It fails closed: if any row of `data` does not match
+        `where`, PredicateError names the predicate and the row and nothing is written; an empty `data` only
+        deletes. A concurrent commit that inserted rows matching `where` makes it a RetryableConflictError;
+        inserts into other partitions do not conflict.
+
+        Example::
+
+            t.overwrite(day_rows, where="day = DATE '2026-11-01'")
+        """
         txn = self.overwrite_uncommitted(
             data,
+            where=where,
             schema=schema,
             max_rows_per_file=max_rows_per_file,
             commit_message=commit_message,
             transaction_properties=transaction_properties,
         )
         return self.commit(txn, max_retries=max_retries)
+
+    # ---- distributed writers: fragments written elsewhere ----------------------------------------
+
+    def append_fragments_uncommitted(
+        self,
+        fragments: Sequence[pb.DataFragment],
+        *,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+    ) -> Transaction:
+        """The Append of fragments written by `mvcc_core.write_fragments` (on executors, say), uncommitted;
+        commit it with `commit`. Its `files` are the fragments' data files (removed if the commit fails)."""
+        properties = check_properties(transaction_properties)
+        txn = self._txn(
+            ops.Append(fragments=list(fragments)), commit_message=commit_message, transaction_properties=properties
+        )
+        txn.files = data_file_uris(self._state.store, self.manifest.base_paths, fragments)
+        return txn
+
+    def overwrite_fragments_uncommitted(
+        self,
+        fragments: Sequence[pb.DataFragment],
+        *,
+        where: str | None = None,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+    ) -> Transaction:
+        """The Overwrite by fragments written with this table's schema by `mvcc_core.write_fragments`, or with
+        `where` the partition-scoped overwrite (see `overwrite`; the writer must have checked the rows with
+        `write_fragments(..., where=...)`), uncommitted. This handle's version is the read version."""
+        properties = check_properties(transaction_properties)
+        uris = data_file_uris(self._state.store, self.manifest.base_paths, fragments)
+        if where is None:
+            op: ops.Operation = ops.Overwrite(
+                fragments=list(fragments),
+                schema=list(self.manifest.fields),
+                schema_metadata=dict(self.manifest.schema_metadata),
+            )
+            written: list[str] = []
+        else:
+            op, written, _ = replace_operation(self._state.store, self.manifest, fragments, where)
+        txn = self._txn(op, written, commit_message=commit_message, transaction_properties=properties)
+        txn.files += uris
+        return txn
 
     # ---- row-level changes -------------------------------------------------------------------
 
@@ -1302,21 +1378,65 @@ def write_fragments(
     storage_options: dict[str, Any] | None = None,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     external_store: str | ExternalManifestStore | None = None,
+    where: str | None = None,
+    file_prefix: str | None = None,
+    version: int | None = None,
 ) -> list[pb.DataFragment]:
     """Write data files for a later commit (distributed writers): fragments without ids, no new version.
 
-    For an existing table the data must fit its schema; for a new table the field ids are those
-    `fields_from_schema(schema)` assigns, so an Overwrite built from the same schema matches.
+    For an existing table the data must fit the schema of its latest version (or of `version`); for a new
+    table the field ids are those `fields_from_schema(schema)` assigns, so `create_table_from_fragments`
+    with the same schema matches. `where`: every row must match this SQL predicate (a partition-scoped
+    overwrite's; PredicateError names a row that does not, and nothing is left behind). `file_prefix`: data
+    file names start with it (a write id), so every file of a failed distributed write can be found by
+    listing `data/`.
     """
     uri = _uri(uri)
     external, storage_options = split_storage_options(storage_options, external_store)
     store = open_store(uri, storage_options)
     try:
-        table = open_table(uri, storage_options=storage_options, external_store=external)
+        table = open_table(uri, version, storage_options=storage_options, external_store=external)
         fields, table_schema = list(table.manifest.fields), table.schema
+        reader = to_reader(data, table_schema)
     except TableNotFoundError:
         reader = to_reader(data, schema)
         table_schema = schema or reader.schema
         fields, _ = schema_mod.fields_from_schema(table_schema)
-        return write_fragments_from_reader(store, reader, fields, table_schema, max_rows_per_file)
-    return write_fragments_from_reader(store, to_reader(data, table_schema), fields, table_schema, max_rows_per_file)
+    check = check_rows(where, table_schema) if where is not None else None
+    return write_fragments_from_reader(
+        store, reader, fields, table_schema, max_rows_per_file, file_prefix=file_prefix, check=check
+    )
+
+
+def create_table_from_fragments(
+    fragments: Sequence[pb.DataFragment],
+    uri: Uri,
+    *,
+    schema: pa.Schema,
+    storage_options: dict[str, Any] | None = None,
+    external_store: str | ExternalManifestStore | None = None,
+    manifest_naming: str | ManifestNaming = "v2",
+    commit_message: str | None = None,
+    transaction_properties: Mapping[str, str] | None = None,
+) -> Table:
+    """Create a table (version 1) from fragments `write_fragments` wrote for a new table with `schema`.
+
+    TableExistsError if a table appeared meanwhile (the fragments are then removed: write them again
+    against it). The distributed form of `write_table(data, uri)`.
+    """
+    uri = _uri(uri)
+    properties = check_properties(transaction_properties)
+    external, storage_options = split_storage_options(storage_options, external_store)
+    store = open_store(uri, storage_options)
+    fields, _ = schema_mod.fields_from_schema(schema)
+    op = ops.Overwrite(fragments=list(fragments), schema=fields, schema_metadata=dict(schema.metadata or {}))
+    committer = Committer(store, handler=commit_handler(external))
+    txn = Transaction(
+        read_version=0,
+        operation=op,
+        message=commit_message or "",
+        transaction_properties=properties,
+        files=data_file_uris(store, [], fragments),
+    )
+    manifest, naming = commit_transaction(committer, txn, naming=ManifestNaming.parse(manifest_naming), create=True)
+    return Table(TableState(store, manifest, naming, committer))
