@@ -167,6 +167,7 @@ class WritePlan:
             storage_options=self.storage_options,
             where=self.where,
             file_prefix=self.write_id,
+            version=self.read_version,  # the pinned version's fields, even if the table moved since
             **kwargs,
         )
         return [f.SerializeToString() for f in fragments]

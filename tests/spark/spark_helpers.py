@@ -23,3 +23,8 @@ def conf(spark: Any, key: str, value: str) -> Iterator[None]:
             spark.conf.unset(key)
         else:
             spark.conf.set(key, old)
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal Arrow tables, NaN equal to NaN (`Table.equals` says NaN != NaN); schemas must be equal too."""
+    return a.schema.equals(b.schema) and repr(a.to_pylist()) == repr(b.to_pylist())
