@@ -97,7 +97,7 @@ def failing_frame(spark: Any) -> Any:
     from pyspark.sql.functions import udf
 
     @udf("long")
-    def boom(x: int) -> int:
+    def boom(x):  # noqa: ANN001 - no hints: pyspark reads hints as a pandas UDF
         if x == 5:
             raise RuntimeError("boom in partition")
         return x
