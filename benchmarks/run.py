@@ -92,11 +92,23 @@ def _maintenance(r: dict[str, Any]) -> Iterator[Row]:
         yield Row("maintenance", f"{label}, BTREE", "ms", with_, "mvcc full scan", lookups["full_scan_ms"])
 
 
+def _spark(r: dict[str, Any]) -> Iterator[Row]:
+    n = f"{r['rows']:,} rows"
+    yield Row("spark", f"write {n}", "ms", r["write"]["mvcc_ms"], "spark parquet writer", r["write"]["parquet_ms"])
+    yield Row("spark", f"full read {n}", "ms", r["full_read"]["mvcc_ms"], "spark parquet reader",
+              r["full_read"]["parquet_ms"])  # fmt: skip
+    yield Row("spark", f"filtered read (1,000 of {n})", "ms", r["filtered_read"]["mvcc_ms"], "spark parquet reader",
+              r["filtered_read"]["parquet_ms"])  # fmt: skip
+    yield Row("spark", f"compaction of {r['fragments']:,} x 1,000 rows on SparkExecutor", "ms",
+              r["compaction"]["spark_ms"], "in-process executor", r["compaction"]["in_process_ms"])  # fmt: skip
+
+
 READERS: dict[str, Callable[[Any], Iterator[Row]]] = {
     "foundation": _foundation,
     "concurrency": _concurrency,
     "row_level": _row_level,
     "maintenance": _maintenance,
+    "spark": _spark,
 }
 
 

@@ -1,0 +1,128 @@
+"""Spark benchmark: the mvcc data source against Spark's own Parquet source, on one local[2] session.
+
+Same data, same session, one run: write N rows through `mvcc` vs `parquet` (the floor), a full read
+(sum of a column) and a selective filtered read (pushdown on) vs Spark's Parquet reader, and compaction
+of many small fragments with `SparkExecutor` vs the in-process executor. No delta-spark: its jars come
+from Maven, which this environment does not reach. Not a test.
+
+    python benchmarks/bench_spark.py [--quick] [--out results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def best_ms(op: Callable[[], Any], repeat: int, before: Callable[[], Any] | None = None) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        if before is not None:
+            before()
+        start = time.perf_counter()
+        op()
+        best = min(best, time.perf_counter() - start)
+    return best * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    rows = 500_000 if args.quick else 5_000_000
+    fragments = 100 if args.quick else 1_000
+    repeat = 2 if args.quick else 3
+
+    os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    from pyspark.sql import SparkSession
+
+    import mvcc_core
+    from mvcc_core.spark import SparkExecutor, register
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.python.filterPushdown.enabled", "true")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    work = Path(tempfile.mkdtemp(prefix="mvcc-bench-spark-"))
+    results: dict[str, Any] = {"rows": rows, "fragments": fragments}
+    try:
+        df = spark.range(0, rows, numPartitions=4).selectExpr(
+            "id", "id % 1000 AS grp", "cast(id * 1.5 AS double) AS x", "concat('s', id % 97) AS s"
+        )
+        df.cache().count()
+        mvcc_uri, parquet_uri = str(work / "mvcc"), str(work / "parquet")
+
+        def clear() -> None:
+            shutil.rmtree(mvcc_uri, ignore_errors=True)
+            shutil.rmtree(parquet_uri, ignore_errors=True)
+
+        results["write"] = {
+            "mvcc_ms": best_ms(lambda: df.write.format("mvcc").mode("append").save(mvcc_uri), repeat, clear),
+            "parquet_ms": best_ms(lambda: df.write.mode("overwrite").parquet(parquet_uri), repeat),
+        }
+
+        def full(reader: Any) -> None:
+            reader().agg({"x": "sum"}).collect()
+
+        def mvcc_read() -> Any:
+            return spark.read.format("mvcc").load(mvcc_uri)
+
+        def parquet_read() -> Any:
+            return spark.read.parquet(parquet_uri)
+
+        results["full_read"] = {
+            "mvcc_ms": best_ms(lambda: full(mvcc_read), repeat),
+            "parquet_ms": best_ms(lambda: full(parquet_read), repeat),
+        }
+        lo, hi = rows // 2, rows // 2 + 1000
+        predicate = f"id >= {lo} AND id < {hi}"
+        results["filtered_read"] = {
+            "mvcc_ms": best_ms(lambda: mvcc_read().where(predicate).count(), repeat),
+            "parquet_ms": best_ms(lambda: parquet_read().where(predicate).count(), repeat),
+        }
+        assert mvcc_read().where(predicate).count() == 1000
+
+        small = pa.table({"id": pa.array(range(fragments * 1000), pa.int64())})
+
+        def compact(executor: Any) -> float:
+            uri = str(work / f"small-{time.monotonic_ns()}")
+            t = mvcc_core.write_table(small, uri, max_rows_per_file=1000)
+            start = time.perf_counter()
+            t.optimize.compact_files(executor=executor, max_rows_per_task=100_000)
+            took = (time.perf_counter() - start) * 1000
+            shutil.rmtree(uri)
+            return took
+
+        results["compaction"] = {
+            "spark_ms": min(compact(SparkExecutor(spark)) for _ in range(repeat)),
+            "in_process_ms": min(compact(None) for _ in range(repeat)),
+        }
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps(results, indent=2))
+    if args.out:
+        Path(args.out).write_text(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
