@@ -1202,9 +1202,14 @@ class _ExpressionTree:
         """The Expression of `node` (the whole tree by default), deserialized from its tokens."""
         tokens = self.tokens if node is None else self.tokens[node.start : node.end]
         schema = self.batch.schema.with_metadata(pa.KeyValueMetadata(tokens))
+        # one row of literals; a filter without literals has no columns, and from_arrays would give 0 rows
+        struct = pa.StructArray.from_arrays(self.batch.columns, fields=list(self.batch.schema))
+        if not self.batch.num_columns:
+            struct = pa.array([{}], pa.struct([]))
+        batch = pa.RecordBatch.from_struct_array(struct).replace_schema_metadata(schema.metadata)
         sink = pa.BufferOutputStream()
         with pa.ipc.new_file(sink, schema) as writer:
-            writer.write_batch(pa.RecordBatch.from_arrays(self.batch.columns, schema=schema))
+            writer.write_batch(batch)
         return pc.Expression._deserialize(sink.getvalue())
 
     def renamed(self, schema: pa.Schema, physical: pa.Schema) -> _ExpressionTree:

@@ -196,3 +196,12 @@ def test_negated_float_comparisons_keep_nan_rows(tmp_path) -> None:
         assert t.count_rows(filter_) == len(expected(mask)), filter_
     assert Scan(t.state.store, t.manifest, filter="f <> 1.5").explain().filter_pushed_down is False
     assert Scan(t.state.store, t.manifest, filter="f > 1.0").explain().filter_pushed_down is True
+
+
+def test_expressions_without_literals_bind_and_push_down(tmp_path) -> None:
+    """is_valid / is_null carry no literal: their serialized form has a column-less one-row batch."""
+    t = mvcc.write_table(pa.table({"id": pa.array([1, None, 3], pa.int64())}), str(tmp_path / "t"))
+    assert t.to_table(filter=pc.field("id").is_valid())["id"].to_pylist() == [1, 3]
+    assert t.to_table(filter=pc.field("id").is_null())["id"].to_pylist() == [None]
+    plan = Scan(t.state.store, t.manifest, filter=pc.field("id").is_valid()).explain()
+    assert plan.filter_pushed_down and plan.filter_columns == ("id",)
