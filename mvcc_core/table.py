@@ -303,15 +303,22 @@ class Table:
         """A new handle on the newest version."""
         return Table(self._state.latest())
 
-    def versions(self) -> list[VersionInfo]:
+    def versions(self, *, limit: int | None = None) -> list[VersionInfo]:
         """Every version, oldest first, with its operation, message and transaction properties.
 
         A version whose manifest or transaction file is corrupt is listed with `error` set (and None for
-        what could not be read) instead of failing the whole listing.
+        what could not be read) instead of failing the whole listing. `limit`: only the newest `limit`
+        versions (still oldest first); one listing, and only their manifests and transactions are read,
+        so a long history costs nothing (the `mvcc versions --limit` command).
         """
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise ValueError(f"limit must be a non-negative int, got {limit!r}")
         out = []
         committer = self._state.committer
-        for loc in list_manifests(self._state.store, committer.handler):
+        locations = list_manifests(self._state.store, committer.handler)
+        if limit is not None:
+            locations = locations[len(locations) - limit :] if limit else []
+        for loc in locations:
             try:
                 manifest = self._state.load(loc.version)
             except CorruptManifestError as exc:
