@@ -48,6 +48,7 @@ from .errors import (
 )
 from .executor import Executor
 from .external_store import ExternalManifestStore, commit_handler, split_storage_options
+from .features import describe as describe_features
 from .fragments import DEFAULT_MAX_ROWS_PER_FILE, fragment_paths, to_reader, write_fragments_from_reader
 from .index.scalar import build as build_index
 from .maintenance.cleanup import CleanupStats, cleanup_old_versions
@@ -231,6 +232,15 @@ class Table:
     def timestamp(self) -> datetime:
         """When this version was committed (UTC)."""
         return manifest_timestamp(self.manifest)
+
+    @property
+    def feature_flags(self) -> dict[str, list[str]]:
+        """This version's reader and writer feature flags by name (`{"reader": [...], "writer": [...]}`):
+        what a reader or writer of the table must support (`mvcc show` prints them)."""
+        return {
+            "reader": describe_features(self.manifest.reader_feature_flags),
+            "writer": describe_features(self.manifest.writer_feature_flags),
+        }
 
     @property
     def tags(self) -> Tags:
