@@ -4,8 +4,9 @@ for both conflict types come from genuine races: a failpoint holds the command b
 transaction and publishing its manifest while this process commits a conflicting version).
 
 The subprocess tests run the `mvcc` script installed next to this interpreter, or the one named by the
-MVCC_SCRIPT variable (e.g. a fresh `pip install -e .` venv); otherwise `python -m mvcc_core.cli` of this
-checkout (the same `main`, which `test_console_script_is_declared` ties to pyproject's [project.scripts]).
+MVCC_SCRIPT variable (e.g. a fresh `pip install -e .` venv); otherwise `python -m mvcc_core.cli` (the same
+`main`, which `test_console_script_is_declared` ties to pyproject's [project.scripts]). PYTHONPATH points
+them at this checkout's package.
 """
 
 from __future__ import annotations
@@ -422,8 +423,8 @@ def script() -> list[str]:
 
 def script_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MVCC_"))}
-    if script()[0] == sys.executable:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    # this checkout's package, even when the script found belongs to an editable install of another one
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
     return {**env, **extra}
 
