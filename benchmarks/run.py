@@ -103,12 +103,21 @@ def _spark(r: dict[str, Any]) -> Iterator[Row]:
               r["compaction"]["spark_ms"], "in-process executor", r["compaction"]["in_process_ms"])  # fmt: skip
 
 
+def _cli(r: dict[str, Any]) -> Iterator[Row]:
+    floor = "python -c 'import mvcc_core'"
+    n = f"{r['versions']:,} versions"
+    yield Row("cli", f"mvcc show ({n}), whole process", "ms", r["show_ms"], floor, r["import_floor_ms"])
+    yield Row("cli", f"mvcc versions --limit 20 ({n})", "ms", r["versions_limit_20_ms"], floor, r["import_floor_ms"])
+    yield Row("cli", f"mvcc versions --json (all {n})", "ms", r["versions_all_json_ms"], floor, r["import_floor_ms"])
+
+
 READERS: dict[str, Callable[[Any], Iterator[Row]]] = {
     "foundation": _foundation,
     "concurrency": _concurrency,
     "row_level": _row_level,
     "maintenance": _maintenance,
     "spark": _spark,
+    "cli": _cli,
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from . import operations
 from ._version import __version__
 from .bases import DatasetBasePath
+from .deletion import read_deletion_vector
 from .errors import (
     BasePathError,
     CommitConflictError,
@@ -38,6 +39,7 @@ from .external_store import (
     SQLiteManifestStore,
     open_external_store,
 )
+from .files import ReferencedFile, version_files
 from .maintenance import compaction
 from .maintenance.cleanup import CleanupStats
 from .maintenance.compaction import CompactionMetrics, CompactionOptions
@@ -87,6 +89,7 @@ __all__ = [
     "IndexNotFoundError",
     "InvalidOperationError",
     "Progress",
+    "ReferencedFile",
     "TableState",
     "Transaction",
     "UpdateResult",
@@ -131,6 +134,8 @@ __all__ = [
     "VersionNotFoundError",
     "__version__",
     "open_table",
+    "read_deletion_vector",
+    "version_files",
     "operations",
     "write_fragments",
     "create_table_from_fragments",

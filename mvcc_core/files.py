@@ -3,12 +3,14 @@
 A version needs its data files, its deletion files, its index files and its transaction file. Two views:
 `referenced_files` names the table's own files (relative to its root; files under other base paths
 belong to another table and are never removed from here), `files_of` locates every file wherever it
-lives (what a deep clone copies).
+lives (what a deep clone copies), and `version_files` (public) adds what the manifest records about each
+file, so that a checker (`mvcc verify`) can compare the store with the manifest.
 """
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 
 from ._proto import table_pb2 as pb
 from .bases import base_store, data_file_location, deletion_store
@@ -57,4 +59,52 @@ def files_of(store: ObjectStore, manifest: pb.Manifest) -> list[tuple[ObjectStor
         for index_file in index.files:
             rel = f"{index_directory(index)}/{index_file.path}"
             out.append((source, rel, rel))
+    return out
+
+
+@dataclass(frozen=True)
+class ReferencedFile:
+    """One file a version references: where it lives and what the manifest records about it.
+
+    `kind` is "data", "deletion", "index" or "transaction"; `size` is the recorded size in bytes (None
+    where the format records none: deletion and transaction files, or a size written as 0 by an old
+    writer); `fragment_id` names the fragment of a data or deletion file, `index_name` the index of an
+    index file.
+    """
+
+    kind: str
+    store: ObjectStore
+    path: str
+    size: int | None = None
+    fragment_id: int | None = None
+    index_name: str | None = None
+
+    @property
+    def uri(self) -> str:
+        """The file's full location (for messages)."""
+        return f"{self.store.uri}/{self.path}"
+
+
+def version_files(store: ObjectStore, manifest: pb.Manifest) -> list[ReferencedFile]:
+    """Every file `manifest`'s version references (its manifest aside), wherever it lives, with its
+    recorded size: the same walk as `files_of`, plus the transaction file, for tools that check a table
+    against its manifests without reading the protobuf themselves."""
+    out = []
+    for frag in manifest.fragments:
+        for data_file in frag.files:
+            source, rel = data_file_location(store, manifest.base_paths, data_file)
+            out.append(ReferencedFile("data", source, rel, data_file.file_size_bytes or None, fragment_id=frag.id))
+        if frag.HasField("deletion_file"):
+            rel = deletion_path(frag.id, frag.deletion_file)
+            source = deletion_store(store, manifest.base_paths, frag.deletion_file)
+            out.append(ReferencedFile("deletion", source, rel, fragment_id=frag.id))
+    for index in manifest.indices:
+        source = store
+        if index.HasField("base_id"):
+            source = base_store(store, next(b for b in manifest.base_paths if b.id == index.base_id))
+        for index_file in index.files:
+            rel = f"{index_directory(index)}/{index_file.path}"
+            out.append(ReferencedFile("index", source, rel, index_file.size_bytes or None, index_name=index.name))
+    if manifest.transaction_file:
+        out.append(ReferencedFile("transaction", store, f"{TRANSACTIONS_DIR}/{manifest.transaction_file}"))
     return out

@@ -48,6 +48,7 @@ from .errors import (
 )
 from .executor import Executor
 from .external_store import ExternalManifestStore, commit_handler, split_storage_options
+from .features import describe as describe_features
 from .fragments import DEFAULT_MAX_ROWS_PER_FILE, fragment_paths, to_reader, write_fragments_from_reader
 from .index.scalar import build as build_index
 from .maintenance.cleanup import CleanupStats, cleanup_old_versions
@@ -233,6 +234,15 @@ class Table:
         return manifest_timestamp(self.manifest)
 
     @property
+    def feature_flags(self) -> dict[str, list[str]]:
+        """This version's reader and writer feature flags by name (`{"reader": [...], "writer": [...]}`):
+        what a reader or writer of the table must support (`mvcc show` prints them)."""
+        return {
+            "reader": describe_features(self.manifest.reader_feature_flags),
+            "writer": describe_features(self.manifest.writer_feature_flags),
+        }
+
+    @property
     def tags(self) -> Tags:
         """pylance's tags namespace: `t.tags.create(name, version)`, `.update`, `.delete`, `.list()`."""
         return Tags(self._state.store, self._version_exists)
@@ -303,15 +313,22 @@ class Table:
         """A new handle on the newest version."""
         return Table(self._state.latest())
 
-    def versions(self) -> list[VersionInfo]:
+    def versions(self, *, limit: int | None = None) -> list[VersionInfo]:
         """Every version, oldest first, with its operation, message and transaction properties.
 
         A version whose manifest or transaction file is corrupt is listed with `error` set (and None for
-        what could not be read) instead of failing the whole listing.
+        what could not be read) instead of failing the whole listing. `limit`: only the newest `limit`
+        versions (still oldest first); one listing, and only their manifests and transactions are read,
+        so a long history costs nothing (the `mvcc versions --limit` command).
         """
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise ValueError(f"limit must be a non-negative int, got {limit!r}")
         out = []
         committer = self._state.committer
-        for loc in list_manifests(self._state.store, committer.handler):
+        locations = list_manifests(self._state.store, committer.handler)
+        if limit is not None:
+            locations = locations[len(locations) - limit :] if limit else []
+        for loc in locations:
             try:
                 manifest = self._state.load(loc.version)
             except CorruptManifestError as exc:
