@@ -1,0 +1,45 @@
+"""mvcc on Spark (PySpark 4.3, the `spark` extra): the `mvcc` data source, `write`, `SparkExecutor`.
+
+- `register(spark)`: makes `spark.read.format("mvcc")` and `df.write.format("mvcc")` available in a
+  session (always works; the top-level `pyspark_mvcc` module also registers it statically where Spark
+  finds it, see docs/spark.md).
+- `write(df, uri, mode=, where=, ...) -> Table`: a write committed here, raising the core's error types.
+- `SparkExecutor(spark)`: runs compaction and index-build tasks as Spark tasks.
+
+This package is the only one that imports pyspark (import-linter checks it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:
+    import pyspark  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError("mvcc_core.spark needs PySpark 4.3: pip install 'mvcc[spark]'") from exc
+
+from .api import write
+from .executor import SparkExecutor
+from .options import READ_OPTIONS, STORAGE_OPTIONS, WRITE_OPTIONS
+from .source import NAME, MvccDataSource, MvccReader, MvccWriter
+from .writes import WRITE_ID_PROPERTY, WRITE_PATH_PROPERTY
+
+__all__ = [
+    "NAME",
+    "READ_OPTIONS",
+    "STORAGE_OPTIONS",
+    "WRITE_ID_PROPERTY",
+    "WRITE_OPTIONS",
+    "WRITE_PATH_PROPERTY",
+    "MvccDataSource",
+    "MvccReader",
+    "MvccWriter",
+    "SparkExecutor",
+    "register",
+    "write",
+]
+
+
+def register(spark: Any) -> None:
+    """Register the `mvcc` data source in `spark` (a classic or a Spark Connect session); idempotent."""
+    spark.dataSource.register(MvccDataSource)

@@ -1,0 +1,115 @@
+"""`write(df, uri, ...)`: a Spark write committed in the calling process, returning the committed `Table`.
+
+The data source path (`df.write.format("mvcc")`) returns nothing and turns every error into Spark's
+`AnalysisException` text. This path runs the same protocol (`writes.WritePlan`) with the executors'
+part as `df.mapInArrow` (Spark Connect safe) and the commit here, so the caller gets the new version and
+the core's own exception types (`RetryableConflictError`, `IncompatibleConflictError`, `SchemaError`,
+`PredicateError`).
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+from pyspark import cloudpickle
+
+import mvcc_core
+from mvcc_core.transaction import check_properties
+
+from .executor import is_connect
+from .writes import WritePlan, plan_write
+
+log = logging.getLogger("mvcc.spark")
+
+_RESULT_SCHEMA = "fragment binary, error binary"
+
+
+def _task(plan: WritePlan):  # noqa: ANN202 - a closure for mapInArrow
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        try:
+            fragments = plan.write_batches(batches)
+        except Exception as exc:  # noqa: BLE001 - carried to the driver with its type
+            try:
+                error = cloudpickle.dumps(exc)
+            except Exception:  # noqa: BLE001
+                error = cloudpickle.dumps(RuntimeError(f"{type(exc).__name__}: {exc}"))
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([None], pa.binary()), pa.array([error], pa.binary())], names=["fragment", "error"]
+            )
+            return
+        if fragments:
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(fragments, pa.binary()), pa.array([None] * len(fragments), pa.binary())],
+                names=["fragment", "error"],
+            )
+
+    return run
+
+
+def write(
+    df: Any,
+    uri: str,
+    *,
+    mode: str = "append",
+    where: str | None = None,
+    transaction_properties: Mapping[str, str] | None = None,
+    commit_message: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+    max_rows_per_file: int | None = None,
+) -> mvcc_core.Table:
+    """Write a Spark DataFrame to the table at `uri` in ONE commit and return the committed `Table`.
+
+    `mode`: "append" or "overwrite" (replace every row; with `where`, only the rows matching the SQL
+    predicate: every new row must match it, else PredicateError and nothing is written). A missing table
+    is created. The schema is checked here before any Spark task runs (SchemaError naming the columns).
+    A concurrent commit that conflicts raises the core's RetryableConflictError / IncompatibleConflictError;
+    after any failure no data file of this write is left.
+    """
+    properties = check_properties(transaction_properties)
+    plan = plan_write(
+        df.schema,
+        str(uri),
+        mode=mode,
+        where=where,
+        storage_options=storage_options,
+        max_rows_per_file=max_rows_per_file,
+    )
+    try:
+        rows = df.mapInArrow(_task(plan), _RESULT_SCHEMA).collect()
+    except BaseException:
+        _wait_for_tasks(df)
+        plan.remove_files()
+        raise
+    errors = [pickle.loads(bytes(r["error"])) for r in rows if r["error"] is not None]
+    if errors:
+        plan.remove_files()
+        raise errors[0]
+    fragments = [bytes(r["fragment"]) for r in rows]
+    try:
+        table = plan.commit(fragments, commit_message=commit_message, transaction_properties=properties, path="write")
+    except BaseException:
+        plan.remove_files()  # keeps them if the commit did land (an ambiguous failure)
+        raise
+    plan.remove_orphans(fragments)
+    return table
+
+
+def _wait_for_tasks(df: Any, timeout: float = 30.0) -> None:
+    """After a failed job, wait (bounded) until Spark has no running task left, so that a task still
+    writing when the job failed cannot add a file after the cleanup. Classic sessions only."""
+    spark = df.sparkSession
+    if is_connect(spark):
+        return
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        active = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
+        if not any(info is not None and info.numActiveTasks for info in active):
+            return
+        time.sleep(0.1)
+    log.warning("Spark tasks still running %.0f s after a failed mvcc write", timeout)

@@ -1,0 +1,96 @@
+"""`SparkExecutor`: the core's `Executor` (`map(fn, tasks)`) on Spark, one Spark task per item.
+
+Compaction and index builds plan on the driver, run picklable tasks anywhere and commit once on the driver
+(`mvcc_core/executor.py`); this runs the tasks as Spark tasks. Two ways:
+
+- "rdd": `sparkContext.parallelize(items, n).map(run).collect()` (what lance-spark does); classic sessions.
+- "dataframe": `spark.range(n, numPartitions=n).mapInArrow(run)` with the tasks captured in the closure
+  and results pickled into a binary column; works on classic sessions and on Spark Connect (which has no
+  `sparkContext`).
+
+An exception in a task is pickled and raised again in the caller with its own type (a Spark job failure
+would only carry its text), after every task has finished.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from pyspark import cloudpickle
+import pyarrow as pa
+
+METHODS = ("auto", "rdd", "dataframe")
+
+
+def _run_one(fn: Callable[[Any], Any], item: Any) -> tuple[bool, bytes]:
+    try:
+        return True, cloudpickle.dumps(fn(item))
+    except Exception as exc:  # noqa: BLE001 - carried back to the driver with its type
+        try:
+            return False, cloudpickle.dumps(exc)
+        except Exception:  # noqa: BLE001 - an unpicklable exception: its text
+            return False, cloudpickle.dumps(RuntimeError(f"{type(exc).__name__}: {exc}"))
+
+
+def _unwrap(results: list[tuple[bool, bytes]]) -> list[Any]:
+    out = []
+    for ok, payload in results:
+        value = pickle.loads(payload)
+        if not ok:
+            raise value
+        out.append(value)
+    return out
+
+
+def is_connect(spark: Any) -> bool:
+    """Whether `spark` is a Spark Connect session (no `sparkContext`, no RDDs)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+class SparkExecutor:
+    """Runs each task of `map(fn, tasks)` as one Spark task and returns the results in order.
+
+    `method`: "rdd" (classic sessions), "dataframe" (classic and Spark Connect) or "auto" (rdd unless the
+    session is a Connect session). `fn` and the tasks must pickle (cloudpickle): the core's compaction and
+    index tasks do, carrying a `TableState`.
+    """
+
+    def __init__(self, spark: Any, *, method: str = "auto") -> None:
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        self.spark = spark
+        self.method = ("dataframe" if is_connect(spark) else "rdd") if method == "auto" else method
+
+    def map(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> Iterator[Any]:
+        items = list(tasks)
+        if not items:
+            return iter(())
+        if self.method == "rdd":
+            results = self._rdd(fn, items)
+        else:
+            results = self._dataframe(fn, items)
+        return iter(_unwrap(results))
+
+    def _rdd(self, fn: Callable[[Any], Any], items: list[Any]) -> list[tuple[bool, bytes]]:
+        rdd = self.spark.sparkContext.parallelize(items, len(items))
+        return rdd.map(lambda item: _run_one(fn, item)).collect()
+
+    def _dataframe(self, fn: Callable[[Any], Any], items: list[Any]) -> list[tuple[bool, bytes]]:
+        payload = cloudpickle.dumps(items)
+
+        def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            tasks = pickle.loads(payload)
+            for batch in batches:
+                indices = batch.column(0).to_pylist()
+                done = [_run_one(fn, tasks[i]) for i in indices]
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array(indices, pa.int64()), pa.array([d[0] for d in done]), pa.array([d[1] for d in done])],
+                    names=["i", "ok", "result"],
+                )
+
+        frame = self.spark.range(0, len(items), numPartitions=len(items))
+        rows = frame.mapInArrow(run, "i long, ok boolean, result binary").collect()
+        rows = sorted(rows, key=lambda r: r["i"])
+        return [(r["ok"], bytes(r["result"])) for r in rows]

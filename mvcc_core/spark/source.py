@@ -1,0 +1,220 @@
+"""The `mvcc` Python data source: `spark.read.format("mvcc")` and `df.write.format("mvcc")`.
+
+Where each piece runs (PySpark 4.3): `schema()`, `reader()`, `pushFilters()`, `partitions()` and
+`writer()` in a Python worker on the driver; `read()` and `write()` in executor tasks; `commit()` and
+`abort()` in another Python worker on the driver. The reader and writer objects are pickled between
+them, so they hold only picklable things: a `TableState` (store options and manifest bytes), Arrow
+schemas and Expressions, a `WritePlan`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    Filter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+import mvcc_core
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.deletion import live_rows
+from mvcc_core.errors import SchemaError, TableNotFoundError
+from mvcc_core.scan import Scan
+from mvcc_core.state import TableState
+
+from . import filters as filters_mod
+from .options import MAX_FRAGMENTS_PER_PARTITION, SourceOptions, parse_options
+from .writes import WritePlan, plan_write, spark_arrow_schema, spark_struct
+
+NAME = "mvcc"
+# The PySpark module that calls `reader()` when filter pushdown is enabled (it then calls `pushFilters`).
+_PUSHDOWN_PLANNER = "data_source_pushdown_filters"
+
+
+def open_version(options: SourceOptions) -> mvcc_core.Table:
+    """The table version a read asks for (latest, a version number, a tag or a timestamp)."""
+    try:
+        table = mvcc_core.open_table(options.path, storage_options=options.storage_options)
+    except TableNotFoundError as exc:
+        raise TableNotFoundError(f"no mvcc table at {options.path!r} (Spark read): {exc}") from None
+    if options.version is None:
+        return table
+    return table.checkout(options.version)
+
+
+def group_fragments(fragments: Sequence[pb.DataFragment], rows_per_partition: int) -> list[tuple[int, ...]]:
+    """Adjacent fragments grouped into input partitions of about `rows_per_partition` live rows and at
+    most MAX_FRAGMENTS_PER_PARTITION fragments; table order is kept (partition i precedes i+1)."""
+    groups: list[list[int]] = []
+    rows = 0
+    for frag in fragments:
+        if not groups or rows >= rows_per_partition or len(groups[-1]) >= MAX_FRAGMENTS_PER_PARTITION:
+            groups.append([])
+            rows = 0
+        groups[-1].append(frag.id)
+        rows += live_rows(frag)
+    return [tuple(g) for g in groups] or [()]
+
+
+class FragmentGroup(InputPartition):
+    """One input partition: the ids of the fragments one task reads (ids, not fragments: the reader
+    already carries the manifest, so a partition pickles to a few bytes)."""
+
+    def __init__(self, fragment_ids: tuple[int, ...]) -> None:
+        super().__init__(fragment_ids)
+
+    @property
+    def fragment_ids(self) -> tuple[int, ...]:
+        return self.value
+
+
+class MvccReader(DataSourceReader):
+    """Reads one pinned version: one task per fragment group, deletion vectors applied by the core's Scan,
+    batches cast to exactly the Arrow schema Spark expects. Does not take filters (see MvccPushdownReader)."""
+
+    def __init__(self, state: TableState, target: pa.Schema, rows_per_partition: int) -> None:
+        self.state = state
+        self.target = target
+        self.rows_per_partition = rows_per_partition
+        self.filter: pa.compute.Expression | None = None
+
+    def partitions(self) -> list[FragmentGroup]:
+        return [FragmentGroup(g) for g in group_fragments(self.state.manifest.fragments, self.rows_per_partition)]
+
+    def scan(self, partition: FragmentGroup) -> Scan:
+        """The core's scan of one partition (public so that a caller can `explain()` it)."""
+        wanted = set(partition.fragment_ids)
+        fragments = [f for f in self.state.manifest.fragments if f.id in wanted]
+        return Scan(self.state.store, self.state.manifest, self.target.names, self.filter, fragments=fragments)
+
+    def read(self, partition: FragmentGroup) -> Iterator[pa.RecordBatch]:
+        if not partition.fragment_ids:
+            return
+        for batch in self.scan(partition).to_batches():
+            yield _cast(batch, self.target)
+
+
+class MvccPushdownReader(MvccReader):
+    """MvccReader that takes Spark's pushed filters. Only used when Spark calls `pushFilters` (with
+    `spark.sql.python.filterPushdown.enabled`): a reader overriding it fails every read otherwise."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 - PySpark's name
+        expression, returned = filters_mod.push(filters, self.state.schema)
+        self.filter = expression
+        yield from returned
+
+
+def _cast(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """`batch` in exactly Spark's schema (types, names, nullability; zones spelled `UTC`)."""
+    if batch.schema.equals(target):
+        return batch
+    try:
+        return batch.select(target.names).cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise SchemaError(f"rows do not convert to Spark's types {target}: {exc}") from None
+
+
+def _called_by_pushdown_planner() -> bool:
+    """Whether PySpark's filter-pushdown planner is the caller of `reader()` (it is only used when
+    `spark.sql.python.filterPushdown.enabled` is true; the worker gets no other sign of that conf)."""
+    frame = inspect.currentframe()
+    try:
+        caller = frame.f_back.f_back if frame is not None and frame.f_back is not None else None
+        name = caller.f_code.co_filename if caller is not None else ""
+    finally:
+        del frame
+    return _PUSHDOWN_PLANNER in name
+
+
+class MvccDataSource(DataSource):
+    """`spark.read.format("mvcc").load(uri)` / `df.write.format("mvcc").mode(m).save(uri)` (docs/spark.md)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> StructType:
+        options = parse_options(self.options, for_write=False)
+        table = open_version(options)
+        return spark_struct(_projected(table.schema, options.columns, table.uri))
+
+    def reader(self, schema: StructType) -> MvccReader:
+        options = parse_options(self.options, for_write=False)
+        table = open_version(options)
+        target = to_arrow_schema(schema, timezone="UTC")
+        available = _projected(table.schema, None, table.uri)
+        missing = [n for n in target.names if n not in available.names]
+        if missing:
+            raise SchemaError(
+                f"table {table.uri} version {table.version} has no column(s) {missing}; "
+                f"columns are {available.names}"
+            )
+        spark_arrow_schema(pa.schema([table.schema.field(n) for n in target.names]))  # names a column Spark lacks
+        cls = MvccPushdownReader if _called_by_pushdown_planner() else MvccReader
+        return cls(table.state, target, options.rows_per_partition)
+
+    def writer(self, schema: StructType, overwrite: bool) -> MvccWriter:
+        options = parse_options(self.options, for_write=True)
+        mode = "overwrite" if overwrite else "append"
+        if options.replace_where is not None and not overwrite:
+            raise ValueError("the mvcc option replaceWhere needs .mode('overwrite')")
+        plan = plan_write(
+            schema,
+            options.path,
+            mode=mode,
+            where=options.replace_where,
+            storage_options=options.storage_options,
+            max_rows_per_file=options.max_rows_per_file,
+        )
+        return MvccWriter(plan, options.commit_message, options.transaction_properties)
+
+
+def _projected(schema: pa.Schema, columns: list[str] | None, uri: str) -> pa.Schema:
+    if columns is None:
+        return schema
+    unknown = [c for c in columns if c not in schema.names]
+    if unknown:
+        raise SchemaError(f"mvcc option 'columns': table {uri} has no column(s) {unknown}; columns are {schema.names}")
+    return pa.schema([schema.field(c) for c in columns], metadata=schema.metadata)
+
+
+@dataclass
+class FragmentsMessage(WriterCommitMessage):
+    """One task's written fragments (serialized protobuf `DataFragment`s)."""
+
+    fragments: list[bytes]
+
+
+class MvccWriter(DataSourceArrowWriter):
+    """Executors write fragments with the write id as file prefix; the driver commits one transaction."""
+
+    def __init__(self, plan: WritePlan, commit_message: str | None, properties: dict[str, str]) -> None:
+        self.plan = plan
+        self.commit_message = commit_message
+        self.properties = properties
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> FragmentsMessage:
+        return FragmentsMessage(self.plan.write_batches(iterator))
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        fragments = [f for m in messages if isinstance(m, FragmentsMessage) for f in m.fragments]
+        self.plan.commit(
+            fragments,
+            commit_message=self.commit_message,
+            transaction_properties=self.properties,
+            path="datasource",
+        )
+        self.plan.remove_orphans(fragments)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        self.plan.remove_files()

@@ -1,0 +1,74 @@
+"""One local SparkSession for every Spark test (starting one costs 5-15 s and ~800 MiB).
+
+`local[2]`, no UI, the Python workers on this interpreter (`PYSPARK_PYTHON`) and importing this checkout's
+`mvcc_core` (`PYTHONPATH`: the environment may hold an editable install of another checkout, and a worker
+importing that one would test the wrong code; `test_workers_import_this_checkout` checks it).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spark_helpers import PUSHDOWN, ROOT
+
+pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (extra 'spark')")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if Path(str(item.fspath)).resolve().is_relative_to(Path(__file__).parent):
+            item.add_marker(pytest.mark.spark)
+
+
+@pytest.fixture(scope="session")
+def spark_session() -> Iterator[Any]:
+    """The session, and whether Spark found the `mvcc` source statically (before any register call)."""
+    from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    paths = [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join(paths)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("mvcc-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config(PUSHDOWN, "false")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def static_registration(spark_session: Any, tmp_path_factory: pytest.TempPathFactory) -> bool:
+    """Whether `format("mvcc")` resolved before `register` was ever called (pyspark_mvcc on the path)."""
+    import pyarrow as pa
+
+    import mvcc_core
+
+    uri = str(tmp_path_factory.mktemp("static") / "t")
+    mvcc_core.write_table(pa.table({"id": [1]}), uri)
+    try:
+        spark_session.read.format("mvcc").load(uri).schema  # noqa: B018 - resolves the source
+    except Exception:  # noqa: BLE001 - the test reports it
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def spark(spark_session: Any, static_registration: bool) -> Any:
+    """The shared session with `mvcc` registered explicitly (after the static check)."""
+    from mvcc_core.spark import register
+
+    register(spark_session)
+    return spark_session
+
