@@ -41,8 +41,9 @@ ROOT_RUN_ID_TAG = "dagster/root_run_id"
 
 def _bad(asset: str, setting: str, problem: str) -> dg.Failure:
     """A bad setting or input: a Failure that no RetryPolicy retries (it would fail again)."""
+    prefix = f"asset {asset}: "
     return dg.Failure(
-        description=f"asset {asset}: {setting}: {problem}",
+        description=f"{prefix}{setting}: {problem.removeprefix(prefix)}",
         metadata={"asset": asset, "setting": setting},
         allow_retries=False,
     )
