@@ -16,6 +16,7 @@ DataFrame when the input is annotated so.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -123,6 +124,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
         except mvcc.TableNotFoundError:
             if version is not None:
                 raise
+            self._check_local_root(uri, asset)
             return None
         except (mvcc.VersionNotFoundError, mvcc.CorruptManifestError):
             raise
@@ -132,6 +134,24 @@ class MvccIOManager(dg.ConfigurableIOManager):
                 "root_uri",
                 f"cannot reach table {uri} under root_uri {self.root_uri!r}: {type(exc).__name__}: {exc}",
             ) from exc
+
+    def _check_local_root(self, uri: str, asset: str) -> None:
+        """A local table that does not exist yet must be creatable: its nearest existing ancestor is a writable
+        directory. (A remote store answered the listing already, which is what reachable means there.)"""
+        if "://" in uri and not uri.startswith("file://"):
+            return
+        path = os.path.abspath(uri.removeprefix("file://"))
+        while not os.path.exists(path):
+            parent = os.path.dirname(path)
+            if parent == path:
+                break
+            path = parent
+        if not os.path.isdir(path) or not os.access(path, os.W_OK | os.X_OK):
+            raise _bad(
+                asset,
+                "root_uri",
+                f"cannot create table {uri} under root_uri {self.root_uri!r}: {path} is not a writable directory",
+            )
 
     # ---- outputs ---------------------------------------------------------------------------------
 
