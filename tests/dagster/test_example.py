@@ -1,7 +1,6 @@
 """The example deployment (definitions.py, workspace.yaml): it loads, the webserver serves its asset graph,
 and its assets materialize in process (Spark included) with materializations that are table versions."""
 
-
 import importlib.util
 import os
 import subprocess

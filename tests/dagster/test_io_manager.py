@@ -36,7 +36,7 @@ def test_materialization_is_the_table_version(instance: dg.DagsterInstance, ware
         table = MvccResource(root_uri=warehouse).open("sales/orders")
         assert table.uri == f"{warehouse}/sales/orders"
         mat = latest(instance, "sales/orders")
-        assert STANDARD_KEYS | MVCC_KEYS <= set(mat.metadata)
+        assert set(mat.metadata) >= STANDARD_KEYS | MVCC_KEYS
         assert mat.metadata["mvcc/version"].value == table.version == run + 1
         assert mat.metadata["mvcc/read_version"].value == run
         assert mat.metadata["mvcc/operation"].value == "Overwrite"
