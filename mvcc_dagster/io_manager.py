@@ -353,7 +353,7 @@ def pinned_version(context: dg.InputContext) -> int | None:
     """The version of the upstream table the run depends on (None: the latest; no materialization known).
 
     1. The upstream was materialized in this run: that materialization's ``mvcc/version``.
-    2. The run re-executes an earlier one (tag ``dagster/root_run_id``): the version the root run's step loaded
+    2. The run re-executes an earlier one (its root run): the version the root run's step loaded
        (recorded as ``mvcc/version`` on its LOADED_INPUT event), else the root run's own materialization of the
        upstream, else the newest materialization created before the root run was.
     3. Otherwise the newest materialization of the mapped partitions (what Dagster records as the input's
@@ -381,7 +381,7 @@ def pinned_version(context: dg.InputContext) -> int | None:
     version = from_run_materializations(run.run_id)
     if version is not None:
         return version
-    root = run.tags.get(ROOT_RUN_ID_TAG)
+    root = run.root_run_id or run.tags.get(ROOT_RUN_ID_TAG)
     before: float | None = None
     if root:
         loaded = instance.get_records_for_run(root, of_type=dg.DagsterEventType.LOADED_INPUT).records
