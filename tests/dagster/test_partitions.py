@@ -75,16 +75,16 @@ def test_date_static_and_multi_partitions(instance: dg.DagsterInstance, warehous
     @dg.asset(partitions_def=daily, metadata={"partition_expr": "day"})
     def by_date(context: dg.AssetExecutionContext) -> pa.Table:
         d = context.partition_time_window.start.date()
-        return pa.table({"day": [d, d], "run": [context.run_id] * 2})
+        return pa.table({"day": [d, d], "run": [context.run.run_id] * 2})
 
     @dg.asset(partitions_def=regions, metadata={"partition_expr": "region"})
     def by_region(context: dg.AssetExecutionContext) -> pa.Table:
-        return pa.table({"region": [context.partition_key] * 3, "run": [context.run_id] * 3})
+        return pa.table({"region": [context.partition_key] * 3, "run": [context.run.run_id] * 3})
 
     @dg.asset(partitions_def=multi, metadata={"partition_expr": {"day": "day", "region": "region"}})
     def by_both(context: dg.AssetExecutionContext) -> pa.Table:
         key = context.partition_key.keys_by_dimension
-        return pa.table({"day": [date.fromisoformat(key["day"])], "region": [key["region"]], "run": [context.run_id]})
+        return pa.table({"day": [date.fromisoformat(key["day"])], "region": [key["region"]], "run": [context.run.run_id]})
 
     runs: dict[str, list[str]] = {}
     for asset_def, keys in [
