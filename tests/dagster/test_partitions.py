@@ -84,7 +84,9 @@ def test_date_static_and_multi_partitions(instance: dg.DagsterInstance, warehous
     @dg.asset(partitions_def=multi, metadata={"partition_expr": {"day": "day", "region": "region"}})
     def by_both(context: dg.AssetExecutionContext) -> pa.Table:
         key = context.partition_key.keys_by_dimension
-        return pa.table({"day": [date.fromisoformat(key["day"])], "region": [key["region"]], "run": [context.run.run_id]})
+        return pa.table(
+            {"day": [date.fromisoformat(key["day"])], "region": [key["region"]], "run": [context.run.run_id]}
+        )
 
     runs: dict[str, list[str]] = {}
     for asset_def, keys in [
