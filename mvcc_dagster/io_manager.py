@@ -28,7 +28,7 @@ import mvcc_core as mvcc
 from .conflicts import DEFAULT_DELAY, DEFAULT_MAX_RETRIES, mvcc_conflicts
 from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predicate
 from .resources import resolve_uri
-from .versions import data_version, table_metadata
+from .versions import table_metadata
 
 WRITE_MODE = "mvcc/write_mode"
 MERGE_ON = "mvcc/merge_on"
@@ -200,7 +200,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
         context.add_output_metadata(metadata)
         # The materialization's data version: the latest data-changing commit (versions.py). Set on the step so
         # that Dagster records it as user-provided (the same path as Output(data_version=...)).
-        context.step_context.set_data_version(asset_key, dg.DataVersion(str(data_version(table))))
+        context.step_context.set_data_version(asset_key, dg.DataVersion(str(metadata["mvcc/data_version"])))
 
     @staticmethod
     def _schema_of(obj: Any, data: pa.Table | pa.RecordBatchReader | None) -> pa.Schema:

@@ -58,14 +58,23 @@ def is_data_changing(operation: str | None) -> bool:
 def data_version(table: mvcc.Table) -> int:
     """The version of the latest data-changing commit at or before `table.version` (see the rule above).
 
-    Walks back from the handle's version through `Table.versions()` entries' operation names; a history
-    shortened by retention ends the walk at the oldest version kept.
+    Walks back from the handle's version reading each version's operation name (`Table.transaction(v)`, the
+    name `Table.versions()` lists), so the usual case, a data-changing head, reads one transaction and a
+    long history costs nothing. A version removed by retention ends the walk at the oldest version kept; an
+    unreadable one counts as data-changing.
     """
-    entries = [v for v in table.versions() if v.version <= table.version]
-    for entry in reversed(entries):
-        if is_data_changing(entry.operation):
-            return entry.version
-    return entries[0].version if entries else table.version
+    version = table.version
+    while version >= 1:
+        try:
+            txn = table.transaction(version)
+        except mvcc.VersionNotFoundError:
+            return min(version + 1, table.version)
+        except mvcc.CorruptManifestError:
+            return version
+        if is_data_changing(txn.operation.name if txn is not None else None):
+            return version
+        version -= 1
+    return table.version
 
 
 def arrow_type_name(t: pa.DataType) -> str:
