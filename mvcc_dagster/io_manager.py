@@ -271,8 +271,9 @@ class MvccIOManager(dg.ConfigurableIOManager):
             return self._write_arrow(data, uri, table, mode, merge_on, None, properties, message)
         from mvcc_core.spark import write  # pyspark is needed only for Spark outputs
 
+        options = dict(self.storage_options)
         if self.external_store is not None:
-            raise ValueError("Spark writes through MvccIOManager do not support external_store yet")
+            options["external_store"] = self.external_store  # the Spark source takes it as a storage option
         return write(
             df,
             uri,
@@ -280,7 +281,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
             where=where,
             transaction_properties=properties,
             commit_message=message,
-            storage_options=self._options(),
+            storage_options=options or None,
         )
 
     # ---- inputs ----------------------------------------------------------------------------------
@@ -293,12 +294,13 @@ class MvccIOManager(dg.ConfigurableIOManager):
         version = pinned_version(context)
         with mvcc_conflicts(context, what=asset):
             table = mvcc.open_table(uri, version, storage_options=self._options(), external_store=self.external_store)
-            where = self._input_filter(context, table, asset)
+            typing_type = context.dagster_type.typing_type
+            module = getattr(typing_type, "__module__", "") or ""
+            name = getattr(typing_type, "__name__", "")
+            spark = module.startswith("pyspark.sql") and name == "DataFrame"
+            where = self._input_filter(context, table, asset, "spark" if spark else "mvcc")
         context.add_input_metadata({"mvcc/version": table.version, "mvcc/uri": uri, "mvcc/filter": where or ""})
-        typing_type = context.dagster_type.typing_type
-        module = getattr(typing_type, "__module__", "") or ""
-        name = getattr(typing_type, "__name__", "")
-        if module.startswith("pyspark.sql") and name == "DataFrame":
+        if spark:
             return self._load_spark(uri, table.version, where)
         result = table.to_table(filter=where) if where else table.to_table()
         if module.startswith("pandas") and name == "DataFrame":
@@ -306,7 +308,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
         return result
 
     @staticmethod
-    def _input_filter(context: dg.InputContext, table: mvcc.Table, asset: str) -> str | None:
+    def _input_filter(context: dg.InputContext, table: mvcc.Table, asset: str, dialect: str) -> str | None:
         if not context.has_asset_partitions:
             return None
         partitions_def = context.asset_partitions_def
@@ -316,7 +318,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
         upstream = context.upstream_output
         expr = (upstream.definition_metadata or {}).get(PARTITION_EXPR) if upstream is not None else None
         try:
-            return partition_predicate(partitions_def, keys, expr, table.schema, asset=asset)
+            return partition_predicate(partitions_def, keys, expr, table.schema, asset=asset, dialect=dialect)
         except PartitionPredicateError as exc:
             raise _bad(asset, f"metadata {PARTITION_EXPR!r}", str(exc)) from exc
 
@@ -335,6 +337,8 @@ class MvccIOManager(dg.ConfigurableIOManager):
         reader = spark.read.format("mvcc").option("version", str(version))
         for k, v in self.storage_options.items():
             reader = reader.option(k, v)
+        if self.external_store is not None:
+            reader = reader.option("external_store", self.external_store)
         df = reader.load(uri)
         return df.filter(where) if where else df
 

@@ -31,13 +31,18 @@ class PartitionPredicateError(ValueError):
     """The partition's predicate cannot be built; nothing may be written."""
 
 
-def quote_ident(name: str) -> str:
-    """A column name as a SQL identifier."""
+def quote_ident(name: str, dialect: str = "mvcc") -> str:
+    """A column name as a SQL identifier (mvcc's SQL: double quotes; Spark SQL: backticks)."""
+    if dialect == "spark":
+        return "`" + name.replace("`", "``") + "`"
     return '"' + name.replace('"', '""') + '"'
 
 
-def quote_str(value: str) -> str:
-    """A SQL string literal."""
+def quote_str(value: str, dialect: str = "mvcc") -> str:
+    """A SQL string literal (mvcc's SQL doubles quotes; Spark SQL escapes with backslashes and would
+    concatenate ``'a''b'`` into ``ab``)."""
+    if dialect == "spark":
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
     return "'" + value.replace("'", "''") + "'"
 
 
@@ -66,27 +71,27 @@ def _merge_windows(windows: Sequence[dg.TimeWindow]) -> list[tuple[datetime, dat
     return merged
 
 
-def _ts_literal(value: datetime) -> str:
-    return f"TIMESTAMP {quote_str(value.isoformat(sep=' '))}"
+def _ts_literal(value: datetime, dialect: str) -> str:
+    return f"TIMESTAMP {quote_str(value.isoformat(sep=' '), dialect)}"
 
 
-def time_window_predicate(field: pa.Field, start: datetime, end: datetime, asset: str) -> str:
+def time_window_predicate(field: pa.Field, start: datetime, end: datetime, asset: str, dialect: str = "mvcc") -> str:
     """`start <= col < end` for a timestamp or date column (see the module docstring)."""
-    col = quote_ident(field.name)
+    col = quote_ident(field.name, dialect)
     t = field.type
     if pa.types.is_timestamp(t):
         if t.tz is not None:
             lo, hi = start.astimezone(UTC), end.astimezone(UTC)
         else:
             lo, hi = start.replace(tzinfo=None), end.replace(tzinfo=None)
-        return f"({col} >= {_ts_literal(lo)} AND {col} < {_ts_literal(hi)})"
+        return f"({col} >= {_ts_literal(lo, dialect)} AND {col} < {_ts_literal(hi, dialect)})"
     if pa.types.is_date(t):
         if start.timetz().replace(tzinfo=None) != time(0) or end.timetz().replace(tzinfo=None) != time(0):
             raise PartitionPredicateError(
                 f"asset {asset}: {PARTITION_EXPR!r} column {field.name!r} is a date but the partition window "
                 f"{start.isoformat()} .. {end.isoformat()} does not start and end at midnight"
             )
-        lo, hi = quote_str(start.date().isoformat()), quote_str(end.date().isoformat())
+        lo, hi = quote_str(start.date().isoformat(), dialect), quote_str(end.date().isoformat(), dialect)
         return f"({col} >= DATE {lo} AND {col} < DATE {hi})"
     raise PartitionPredicateError(
         f"asset {asset}: {PARTITION_EXPR!r} column {field.name!r} of a time-partitioned asset must be a timestamp "
@@ -94,7 +99,7 @@ def time_window_predicate(field: pa.Field, start: datetime, end: datetime, asset
     )
 
 
-def static_predicate(field: pa.Field, keys: Sequence[str], asset: str) -> str:
+def static_predicate(field: pa.Field, keys: Sequence[str], asset: str, dialect: str = "mvcc") -> str:
     """`col IN (keys)` for a string column."""
     if not (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)):
         raise PartitionPredicateError(
@@ -102,21 +107,27 @@ def static_predicate(field: pa.Field, keys: Sequence[str], asset: str) -> str:
             f"string, it is {field.type}"
         )
     keys = sorted(set(keys))
+    col = quote_ident(field.name, dialect)
     if len(keys) == 1:
-        return f"({quote_ident(field.name)} = {quote_str(keys[0])})"
-    return f"({quote_ident(field.name)} IN ({', '.join(quote_str(k) for k in keys)}))"
+        return f"({col} = {quote_str(keys[0], dialect)})"
+    return f"({col} IN ({', '.join(quote_str(k, dialect) for k in keys)}))"
 
 
 def _single(
-    partitions_def: dg.PartitionsDefinition, keys: Sequence[str], column: object, schema: pa.Schema, asset: str
+    partitions_def: dg.PartitionsDefinition,
+    keys: Sequence[str],
+    column: object,
+    schema: pa.Schema,
+    asset: str,
+    dialect: str,
 ) -> str:
     field = _column(schema, column, asset)  # type: ignore[arg-type]
     if isinstance(partitions_def, dg.TimeWindowPartitionsDefinition):
         windows = [partitions_def.time_window_for_partition_key(k) for k in keys]
-        parts = [time_window_predicate(field, s, e, asset) for s, e in _merge_windows(windows)]
+        parts = [time_window_predicate(field, s, e, asset, dialect) for s, e in _merge_windows(windows)]
         return parts[0] if len(parts) == 1 else "(" + " OR ".join(parts) + ")"
     if isinstance(partitions_def, dg.StaticPartitionsDefinition | dg.DynamicPartitionsDefinition):
-        return static_predicate(field, keys, asset)
+        return static_predicate(field, keys, asset, dialect)
     raise PartitionPredicateError(
         f"asset {asset}: partitions of type {type(partitions_def).__name__} are not supported "
         "(time windows, static, dynamic and multi-partitions are)"
@@ -130,10 +141,12 @@ def partition_predicate(
     schema: pa.Schema,
     *,
     asset: str,
+    dialect: str = "mvcc",
 ) -> str:
     """The SQL predicate selecting exactly the rows of partitions `keys` of a table with `schema`.
 
     `partition_expr`: the column name (a multi-partitioned asset: a mapping dimension name -> column).
+    `dialect`: ``"mvcc"`` (the core's SQL: writes and pyarrow reads) or ``"spark"`` (a Spark DataFrame filter).
     """
     if not keys:
         raise PartitionPredicateError(f"asset {asset}: no partition keys to build a predicate from")
@@ -155,7 +168,7 @@ def partition_predicate(
         disjuncts = []
         for key in sorted(set(keys)):
             by_dim = partitions_def.get_partition_key_from_str(key).keys_by_dimension
-            conj = [_single(dims[d], [by_dim[d]], partition_expr[d], schema, asset) for d in sorted(dims)]
+            conj = [_single(dims[d], [by_dim[d]], partition_expr[d], schema, asset, dialect) for d in sorted(dims)]
             disjuncts.append("(" + " AND ".join(conj) + ")")
         return disjuncts[0] if len(disjuncts) == 1 else "(" + " OR ".join(disjuncts) + ")"
     if isinstance(partition_expr, Mapping):
@@ -163,4 +176,4 @@ def partition_predicate(
             f"asset {asset}: {PARTITION_EXPR!r} must be a column name for a single-dimension partitioned asset, "
             f"got {partition_expr!r}"
         )
-    return _single(partitions_def, keys, partition_expr, schema, asset)
+    return _single(partitions_def, keys, partition_expr, schema, asset, dialect)

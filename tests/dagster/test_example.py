@@ -69,11 +69,23 @@ def test_webserver_lists_assets_and_edges(instance: dg.DagsterInstance, monkeypa
 def test_example_materializes_in_process(instance: dg.DagsterInstance, warehouse: str) -> None:
     """Spark ingest + both pyarrow assets, one day, then the same day again: one commit per asset per run,
     every materialization's mvcc/version is the table's version and the day's rows appear once."""
+    from dagster_pyspark import PySparkResource
+    from pyspark.sql import DataFrame
+
     example = load_example()
     resources = example.resources(warehouse)
     day = "2026-11-02"
+    seen: list[int] = []
+
+    @dg.asset(partitions_def=example.daily)
+    def spark_reader(raw_events: DataFrame, pyspark: PySparkResource) -> None:
+        """An input annotated as a Spark DataFrame is read through the Spark data source, pinned and filtered."""
+        assert pyspark.spark_session is raw_events.sparkSession
+        seen.append(raw_events.count())
+
     for attempt in range(2):
-        result = dg.materialize(example.ASSETS, instance=instance, resources=resources, partition_key=day)
+        assets = [*example.ASSETS, spark_reader]
+        result = dg.materialize(assets, instance=instance, resources=resources, partition_key=day)
         assert result.success
         for name in ("raw_events", "user_latest", "daily_revenue"):
             table = mvcc.open_table(f"{warehouse}/{name}")
@@ -94,3 +106,4 @@ def test_example_materializes_in_process(instance: dg.DagsterInstance, warehouse
         assert users.num_rows == example.USERS
         revenue = mvcc.open_table(f"{warehouse}/daily_revenue").to_table().to_pylist()
         assert len(revenue) == 1 and revenue[0]["events"] == example.EVENTS_PER_DAY
+        assert seen[-1] == example.EVENTS_PER_DAY

@@ -189,3 +189,8 @@ def test_predicate_literals_are_instants() -> None:
     assert partition_predicate(dg.StaticPartitionsDefinition(["x", "y"]), ["y", "x"], "s", zoned, asset="a") == (
         "(\"s\" IN ('x', 'y'))"
     )
+    # Spark SQL (filters of Spark DataFrame inputs): backticks, backslash escapes
+    spark_sql = partition_predicate(
+        dg.StaticPartitionsDefinition(["o'hare"]), ["o'hare"], "s", zoned, asset="a", dialect="spark"
+    )
+    assert spark_sql == "(`s` = 'o\\'hare')"
