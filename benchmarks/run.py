@@ -111,7 +111,16 @@ def _cli(r: dict[str, Any]) -> Iterator[Row]:
     yield Row("cli", f"mvcc versions --json (all {n})", "ms", r["versions_all_json_ms"], floor, r["import_floor_ms"])
 
 
+def _dagster(r: dict[str, Any]) -> Iterator[Row]:
+    name = f"materialize {r['rows']:,} rows (median of {r['times']})"
+    yield Row("dagster", f"{name}, overwrite", "ms", r["mvcc_ms"], "DeltaLakePyarrowIOManager", r["deltalake_ms"])
+    yield Row("dagster", f"{name}, append step", "ms", r["append_step_ms"], "bare Table.append", r["bare_append_ms"])
+    yield Row("dagster", f"{name}, append step", "ms", r["append_step_ms"], "Dagster step doing the bare append",
+              r["bare_append_step_ms"])  # fmt: skip
+
+
 READERS: dict[str, Callable[[Any], Iterator[Row]]] = {
+    "dagster": _dagster,
     "foundation": _foundation,
     "concurrency": _concurrency,
     "row_level": _row_level,

@@ -1,0 +1,50 @@
+"""mvcc tables as Dagster assets: every materialization is a table version (docs/dagster.md).
+
+- `MvccResource` (bind as ``mvcc``): opens tables by asset key or uri.
+- `MvccIOManager`: writes asset outputs as one commit each (overwrite / append / merge, partition-scoped
+  overwrites), reports the version as the materialization, loads inputs at the version the run depends on.
+- `conflict_retry_policy`, `mvcc_conflicts`: the one mapping of commit conflicts to Dagster retries/failures.
+- `materialize_result`, `data_version`: for assets that write tables themselves.
+
+Only public `mvcc_core` names are used (import-linter checks it).
+"""
+
+from __future__ import annotations
+
+from .conflicts import conflict_metadata, conflict_retry_policy, mvcc_conflicts, retry_wait, to_dagster
+from .io_manager import MERGE_ON, WRITE_MODE, MvccIOManager, pinned_version
+from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predicate
+from .resources import RESOURCE_KEY, MvccResource, resolve_uri, to_asset_key
+from .versions import (
+    DATA_CHANGING_OPERATIONS,
+    MAINTENANCE_OPERATIONS,
+    data_version,
+    is_data_changing,
+    materialize_result,
+    table_metadata,
+)
+
+__all__ = [
+    "DATA_CHANGING_OPERATIONS",
+    "MAINTENANCE_OPERATIONS",
+    "MERGE_ON",
+    "PARTITION_EXPR",
+    "RESOURCE_KEY",
+    "WRITE_MODE",
+    "MvccIOManager",
+    "MvccResource",
+    "PartitionPredicateError",
+    "conflict_metadata",
+    "conflict_retry_policy",
+    "data_version",
+    "is_data_changing",
+    "materialize_result",
+    "mvcc_conflicts",
+    "partition_predicate",
+    "pinned_version",
+    "resolve_uri",
+    "retry_wait",
+    "table_metadata",
+    "to_asset_key",
+    "to_dagster",
+]

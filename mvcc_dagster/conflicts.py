@@ -1,0 +1,142 @@
+"""The one place where mvcc errors become Dagster retries or failures.
+
+Dagster's `RetryPolicy` retries *any* exception. mvcc's error contract (docs/architecture.md) says which
+errors are worth retrying, by type: a `RetryableConflictError` (a concurrent commit won; re-read and run
+again) is; an `IncompatibleConflictError` (a restore or an overwrite landed between read and commit) is
+not, and neither is any other `MvccError` (a missing table, a schema mismatch, a bad predicate) nor a bad
+argument (`ValueError` / `TypeError`): they would fail again. So the mapping turns:
+
+- `RetryableConflictError` into `dagster.RetryRequested(max_retries, seconds_to_wait)`, the wait growing
+  exponentially with the attempt, with +/- jitter so that writers that collided do not collide again;
+- `IncompatibleConflictError` into `dagster.Failure(allow_retries=False)` whose metadata names the table,
+  the read version, the conflicting versions and both operations;
+- every other `MvccError`, `ValueError` and `TypeError` into `dagster.Failure(allow_retries=False)`.
+
+`Failure(allow_retries=False)` skips any `RetryPolicy` on the asset or op, and `RetryRequested` uses its
+own limits, so a user's blanket `RetryPolicy` still covers what mvcc cannot classify (an `OSError` from the
+network, a killed worker) without retrying what would fail again.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import dagster as dg
+
+import mvcc_core as mvcc
+
+DEFAULT_MAX_RETRIES = 8
+DEFAULT_DELAY = 0.2  # seconds; the first retry waits ~0.2 s, the 8th ~25 s (exponential, +/- jitter)
+MAX_DELAY = 60.0
+
+
+def conflict_retry_policy(
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    delay: float = DEFAULT_DELAY,
+    backoff: dg.Backoff = dg.Backoff.EXPONENTIAL,
+    jitter: dg.Jitter = dg.Jitter.PLUS_MINUS,
+) -> dg.RetryPolicy:
+    """A `RetryPolicy` for assets and ops that commit to mvcc tables.
+
+    Use it together with `mvcc_conflicts()` (or the IO manager, which applies the mapping itself): the
+    mapping keeps errors that would fail again out of the policy, and the policy then retries what mvcc
+    could not classify.
+    """
+    return dg.RetryPolicy(max_retries=max_retries, delay=delay, backoff=backoff, jitter=jitter)
+
+
+def retry_wait(attempt: int, delay: float = DEFAULT_DELAY, *, rng: random.Random | None = None) -> float:
+    """Seconds to wait before retry number `attempt + 1`: Dagster's EXPONENTIAL backoff `(2^(n) - 1) * delay`
+    for the n-th retry, with PLUS_MINUS jitter of up to one `delay`, capped at `MAX_DELAY`."""
+    n = attempt + 1
+    base = (2**n - 1) * delay
+    jitter = (rng or random).uniform(-delay, delay)
+    return float(min(MAX_DELAY, max(0.0, base + jitter)))
+
+
+def _attempt(context: Any) -> int:
+    """How many attempts of the current step came before this one (0 on the first)."""
+    if context is None:
+        return 0
+    for name in ("retry_number",):
+        value = getattr(context, name, None)
+        if isinstance(value, int):
+            return value
+    step_context = getattr(context, "step_context", None)
+    value = getattr(step_context, "previous_attempt_count", None)
+    return value if isinstance(value, int) else 0
+
+
+def conflict_metadata(exc: mvcc.CommitConflictError) -> dict[str, Any]:
+    """What a conflict says about itself, as Dagster metadata (the table, both versions, both operations)."""
+    return {
+        "table": exc.uri,
+        "read_version": exc.read_version,
+        "conflicting_versions": [int(v) for v in (exc.conflicting_versions or [])],
+        "operation": exc.operation or "",
+        "conflicting_operation": exc.conflicting_operation or "",
+    }
+
+
+def to_dagster(
+    exc: BaseException,
+    *,
+    attempt: int = 0,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    delay: float = DEFAULT_DELAY,
+    what: str | None = None,
+) -> BaseException | None:
+    """The Dagster exception that `exc` becomes, or None when `exc` is not mvcc's to classify (it then
+    propagates unchanged and a `RetryPolicy` decides). `what` names the asset or op in descriptions."""
+    prefix = f"{what}: " if what else ""
+    if isinstance(exc, mvcc.RetryableConflictError):
+        return dg.RetryRequested(max_retries=max_retries, seconds_to_wait=retry_wait(attempt, delay))
+    if isinstance(exc, mvcc.IncompatibleConflictError):
+        meta = conflict_metadata(exc)
+        return dg.Failure(
+            description=(
+                f"{prefix}incompatible commit conflict on {exc.uri}: read version {exc.read_version}, "
+                f"{exc.conflicting_operation} at version(s) {meta['conflicting_versions']} conflicts with "
+                f"{exc.operation}; not retried (re-run once the table is what the step expects): {exc}"
+            ),
+            metadata=meta,
+            allow_retries=False,
+        )
+    if isinstance(exc, mvcc.MvccError | ValueError | TypeError):
+        return dg.Failure(
+            description=f"{prefix}{type(exc).__name__}: {exc} (not retried: it would fail again)",
+            metadata={"error_type": type(exc).__name__},
+            allow_retries=False,
+        )
+    return None
+
+
+@contextmanager
+def mvcc_conflicts(
+    context: Any = None,
+    *,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    delay: float = DEFAULT_DELAY,
+    what: str | None = None,
+) -> Iterator[None]:
+    """Apply the mapping to mvcc calls in a user's asset or op::
+
+        @dg.asset(retry_policy=conflict_retry_policy())
+        def events(context, mvcc: MvccResource):
+            with mvcc_conflicts(context):
+                mvcc.open("events").delete("day < DATE '2020-01-01'")
+
+    `context`: the execution context (its retry number sets the backoff), or an IO manager's context.
+    """
+    try:
+        yield
+    except (dg.RetryRequested, dg.Failure):
+        raise
+    except Exception as exc:
+        mapped = to_dagster(exc, attempt=_attempt(context), max_retries=max_retries, delay=delay, what=what)
+        if mapped is None:
+            raise
+        raise mapped from exc

@@ -1,0 +1,414 @@
+"""`MvccIOManager`: asset outputs become table versions; inputs are read at the version the run depends on.
+
+Outputs (`handle_output`): a pyarrow Table, a RecordBatchReader, a pandas DataFrame or a pyspark DataFrame
+(written through `mvcc_core.spark.write`, on the DataFrame's own session, which dagster-pyspark's
+`PySparkResource` provides to the asset). The write mode comes from the asset's definition metadata
+``mvcc/write_mode``: ``overwrite`` (default), ``append`` or ``merge`` (upsert on ``mvcc/merge_on``). A
+partitioned asset in ``overwrite`` mode replaces exactly its partitions' rows in one commit (the core's
+``overwrite(where=...)``), the predicate built by `mvcc_dagster.partitions`; when it cannot be built the step
+fails and nothing is written. Every setting is checked before a byte is written, and every commit carries
+``dagster/run_id``, ``dagster/asset_key`` and, when partitioned, ``dagster/partition_key``.
+
+Inputs (`load_input`): the upstream table at the version recorded by the materialization the run depends
+on (see `pinned_version`), filtered to the mapped partitions, as a pyarrow Table, or a pandas / Spark
+DataFrame when the input is annotated so.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import dagster as dg
+import pyarrow as pa
+
+import mvcc_core as mvcc
+
+from .conflicts import DEFAULT_DELAY, DEFAULT_MAX_RETRIES, mvcc_conflicts
+from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predicate
+from .resources import resolve_uri
+from .versions import table_metadata
+
+WRITE_MODE = "mvcc/write_mode"
+MERGE_ON = "mvcc/merge_on"
+WRITE_MODES = ("overwrite", "append", "merge")
+
+RUN_ID_PROPERTY = "dagster/run_id"
+ASSET_KEY_PROPERTY = "dagster/asset_key"
+PARTITION_KEY_PROPERTY = "dagster/partition_key"
+ROOT_RUN_ID_TAG = "dagster/root_run_id"
+
+
+def _bad(asset: str, setting: str, problem: str) -> dg.Failure:
+    """A bad setting or input: a Failure that no RetryPolicy retries (it would fail again)."""
+    prefix = f"asset {asset}: "
+    return dg.Failure(
+        description=f"{prefix}{setting}: {problem.removeprefix(prefix)}",
+        metadata={"asset": asset, "setting": setting},
+        allow_retries=False,
+    )
+
+
+def _is_spark_dataframe(obj: Any) -> bool:
+    """A classic or Spark Connect DataFrame, without importing pyspark when the object is not one."""
+    module = type(obj).__module__ or ""
+    return module.startswith("pyspark.sql") and type(obj).__name__ == "DataFrame"
+
+
+def _is_pandas_dataframe(obj: Any) -> bool:
+    module = type(obj).__module__ or ""
+    return module.startswith("pandas") and type(obj).__name__ == "DataFrame"
+
+
+def _as_arrow(obj: Any, asset: str) -> pa.Table | pa.RecordBatchReader | None:
+    """The output as Arrow data, None for a Spark DataFrame; a Failure for anything that is not a table."""
+    if isinstance(obj, pa.Table | pa.RecordBatchReader):
+        return obj
+    if isinstance(obj, pa.RecordBatch):
+        return pa.Table.from_batches([obj])
+    if _is_pandas_dataframe(obj):
+        return pa.Table.from_pandas(obj, preserve_index=False)
+    if _is_spark_dataframe(obj):
+        return None
+    raise _bad(
+        asset,
+        "output type",
+        f"MvccIOManager stores a pyarrow Table or RecordBatchReader, a pandas DataFrame or a pyspark DataFrame, "
+        f"got {type(obj).__module__}.{type(obj).__qualname__}",
+    )
+
+
+def _write_settings(meta: Mapping[str, Any], asset: str) -> tuple[str, list[str] | None]:
+    mode = meta.get(WRITE_MODE, "overwrite")
+    if mode not in WRITE_MODES:
+        raise _bad(asset, f"metadata {WRITE_MODE!r}", f"must be one of {list(WRITE_MODES)}, got {mode!r}")
+    if mode != "merge":
+        return mode, None
+    on = meta.get(MERGE_ON)
+    if isinstance(on, str) and on:
+        return mode, [on]
+    if isinstance(on, list | tuple) and on and all(isinstance(c, str) and c for c in on):
+        return mode, list(on)
+    raise _bad(
+        asset, f"metadata {MERGE_ON!r}", f"write mode 'merge' needs the key column(s): a name or a list, got {on!r}"
+    )
+
+
+def _partition_label(keys: list[str]) -> str:
+    """One key, or a single-run backfill's range as ``first...last``."""
+    return keys[0] if len(keys) == 1 else f"{min(keys)}...{max(keys)}"
+
+
+class MvccIOManager(dg.ConfigurableIOManager):
+    """Stores asset outputs as mvcc table versions (see the module docstring). Same fields as `MvccResource`;
+    tables live at ``{root_uri}/{asset key path}``."""
+
+    root_uri: str
+    storage_options: dict[str, str] = {}
+    external_store: str | None = None
+    max_conflict_retries: int = DEFAULT_MAX_RETRIES
+    """How often a step is re-run after a retryable commit conflict (`RetryRequested`)."""
+    conflict_retry_delay: float = DEFAULT_DELAY
+    """The base of the exponential backoff between those re-runs, in seconds."""
+
+    # ---- helpers ---------------------------------------------------------------------------------
+
+    def _options(self) -> dict[str, Any] | None:
+        return dict(self.storage_options) or None
+
+    def _open(self, uri: str, asset: str, version: int | None = None) -> mvcc.Table | None:
+        """The table, None if there is none yet; a Failure naming `root_uri` if the store cannot be reached."""
+        try:
+            return mvcc.open_table(uri, version, storage_options=self._options(), external_store=self.external_store)
+        except mvcc.TableNotFoundError:
+            if version is not None:
+                raise
+            self._check_local_root(uri, asset)
+            return None
+        except (mvcc.VersionNotFoundError, mvcc.CorruptManifestError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - any reason the store is unreachable is reported the same way
+            raise _bad(
+                asset,
+                "root_uri",
+                f"cannot reach table {uri} under root_uri {self.root_uri!r}: {type(exc).__name__}: {exc}",
+            ) from exc
+
+    def _check_local_root(self, uri: str, asset: str) -> None:
+        """A local table that does not exist yet must be creatable: its nearest existing ancestor is a writable
+        directory. (A remote store answered the listing already, which is what reachable means there.)"""
+        if "://" in uri and not uri.startswith("file://"):
+            return
+        path = os.path.abspath(uri.removeprefix("file://"))
+        while not os.path.exists(path):
+            parent = os.path.dirname(path)
+            if parent == path:
+                break
+            path = parent
+        if not os.path.isdir(path) or not os.access(path, os.W_OK | os.X_OK):
+            raise _bad(
+                asset,
+                "root_uri",
+                f"cannot create table {uri} under root_uri {self.root_uri!r}: {path} is not a writable directory",
+            )
+
+    # ---- outputs ---------------------------------------------------------------------------------
+
+    def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
+        """Write `obj` as one commit (see the module docstring) and report it as the materialization."""
+        asset_key = context.asset_key
+        asset = asset_key.to_user_string()
+        meta = dict(context.definition_metadata or {})
+        mode, merge_on = _write_settings(meta, asset)
+        data = _as_arrow(obj, asset)
+        uri = resolve_uri(self.root_uri, asset_key)
+        table = self._open(uri, asset)
+
+        properties = {RUN_ID_PROPERTY: context.run_id, ASSET_KEY_PROPERTY: asset}
+        where = None
+        if context.has_asset_partitions:
+            keys = list(context.asset_partition_keys)
+            properties[PARTITION_KEY_PROPERTY] = _partition_label(keys)
+            if mode == "overwrite":
+                schema = table.schema if table is not None else self._schema_of(obj, data)
+                try:
+                    where = partition_predicate(
+                        context.asset_partitions_def, keys, meta.get(PARTITION_EXPR), schema, asset=asset
+                    )
+                except PartitionPredicateError as exc:
+                    raise _bad(asset, f"metadata {PARTITION_EXPR!r}", str(exc)) from exc
+        if merge_on is not None:
+            schema = table.schema if table is not None else self._schema_of(obj, data)
+            missing = [c for c in merge_on if c not in schema.names]
+            if missing:
+                raise _bad(
+                    asset, f"metadata {MERGE_ON!r}", f"column(s) {missing} are not in the table ({schema.names})"
+                )
+
+        message = f"dagster: {asset}" + (f" [{properties[PARTITION_KEY_PROPERTY]}]" if where else "")
+        with mvcc_conflicts(
+            context, max_retries=self.max_conflict_retries, delay=self.conflict_retry_delay, what=asset
+        ):
+            if data is None:
+                table = self._write_spark(obj, uri, mode, merge_on, where, properties, message)
+            else:
+                table = self._write_arrow(data, uri, table, mode, merge_on, where, properties, message)
+            txn = table.transaction()
+            read_version = txn.read_version if txn is not None else None
+            metadata = table_metadata(table, table_name=asset, read_version=read_version, partition_filter=where)
+        context.add_output_metadata(metadata)
+        # The materialization's data version: the latest data-changing commit (versions.py). Set on the step so
+        # that Dagster records it as user-provided (the same path as Output(data_version=...)).
+        context.step_context.set_data_version(asset_key, dg.DataVersion(str(metadata["mvcc/data_version"])))
+
+    @staticmethod
+    def _schema_of(obj: Any, data: pa.Table | pa.RecordBatchReader | None) -> pa.Schema:
+        if data is not None:
+            return data.schema
+        return obj.limit(0).toArrow().schema
+
+    def _write_arrow(
+        self,
+        data: pa.Table | pa.RecordBatchReader,
+        uri: str,
+        table: mvcc.Table | None,
+        mode: str,
+        merge_on: list[str] | None,
+        where: str | None,
+        properties: dict[str, str],
+        message: str,
+    ) -> mvcc.Table:
+        common: dict[str, Any] = {"commit_message": message, "transaction_properties": properties}
+        if table is None:
+            if mode in ("overwrite", "append") and where is None:
+                return mvcc.write_table(
+                    data, uri, mode=mode, storage_options=self._options(), external_store=self.external_store, **common
+                )
+            # A partitioned overwrite or a merge needs a table to apply to: create it empty (a concurrent
+            # writer may win that race: then use its table), so the predicate still checks every row.
+            table = self._create_empty(data.schema, uri, common)
+        if mode == "append":
+            return table.append(data, **common)
+        if mode == "overwrite":
+            return table.overwrite(data, where=where, **common)
+        assert merge_on is not None
+        (
+            table.merge_insert(merge_on)
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute(data if isinstance(data, pa.Table) else data.read_all(), **common)
+        )
+        return table
+
+    def _create_empty(self, schema: pa.Schema, uri: str, common: dict[str, Any]) -> mvcc.Table:
+        try:
+            return mvcc.write_table(
+                schema.empty_table(),
+                uri,
+                mode="create",
+                storage_options=self._options(),
+                external_store=self.external_store,
+                **common,
+            )
+        except mvcc.TableExistsError:
+            return mvcc.open_table(uri, storage_options=self._options(), external_store=self.external_store)
+
+    def _write_spark(
+        self,
+        df: Any,
+        uri: str,
+        mode: str,
+        merge_on: list[str] | None,
+        where: str | None,
+        properties: dict[str, str],
+        message: str,
+    ) -> mvcc.Table:
+        if mode == "merge":
+            # merge_insert runs in this process: the DataFrame is collected (documented in docs/dagster.md).
+            data = df.toArrow()
+            table = self._open(uri, properties[ASSET_KEY_PROPERTY])
+            return self._write_arrow(data, uri, table, mode, merge_on, None, properties, message)
+        from mvcc_core.spark import write  # pyspark is needed only for Spark outputs
+
+        options = dict(self.storage_options)
+        if self.external_store is not None:
+            options["external_store"] = self.external_store  # the Spark source takes it as a storage option
+        return write(
+            df,
+            uri,
+            mode=mode,
+            where=where,
+            transaction_properties=properties,
+            commit_message=message,
+            storage_options=options or None,
+        )
+
+    # ---- inputs ----------------------------------------------------------------------------------
+
+    def load_input(self, context: dg.InputContext) -> Any:
+        """The upstream at its pinned version, filtered to the mapped partitions, in the annotated type."""
+        asset_key = context.asset_key
+        asset = asset_key.to_user_string()
+        uri = resolve_uri(self.root_uri, asset_key)
+        version = pinned_version(context)
+        with mvcc_conflicts(context, what=asset):
+            table = mvcc.open_table(uri, version, storage_options=self._options(), external_store=self.external_store)
+            typing_type = context.dagster_type.typing_type
+            module = getattr(typing_type, "__module__", "") or ""
+            name = getattr(typing_type, "__name__", "")
+            spark = module.startswith("pyspark.sql") and name == "DataFrame"
+            where = self._input_filter(context, table, asset, "spark" if spark else "mvcc")
+        context.add_input_metadata({"mvcc/version": table.version, "mvcc/uri": uri, "mvcc/filter": where or ""})
+        if spark:
+            return self._load_spark(uri, table.version, where)
+        result = table.to_table(filter=where) if where else table.to_table()
+        if module.startswith("pandas") and name == "DataFrame":
+            return result.to_pandas()
+        return result
+
+    @staticmethod
+    def _input_filter(context: dg.InputContext, table: mvcc.Table, asset: str, dialect: str) -> str | None:
+        if not context.has_asset_partitions:
+            return None
+        partitions_def = context.asset_partitions_def
+        keys = list(context.asset_partition_keys)
+        if len(keys) == len(partitions_def.get_partition_keys(dynamic_partitions_store=context.instance)):
+            return None  # every partition: no filter needed
+        upstream = context.upstream_output
+        expr = (upstream.definition_metadata or {}).get(PARTITION_EXPR) if upstream is not None else None
+        try:
+            return partition_predicate(partitions_def, keys, expr, table.schema, asset=asset, dialect=dialect)
+        except PartitionPredicateError as exc:
+            raise _bad(asset, f"metadata {PARTITION_EXPR!r}", str(exc)) from exc
+
+    def _load_spark(self, uri: str, version: int, where: str | None) -> Any:
+        from pyspark.sql import SparkSession
+
+        from mvcc_core.spark import register
+
+        spark = SparkSession.getActiveSession()
+        if spark is None:
+            raise ValueError(
+                "a Spark DataFrame input needs an active SparkSession: give the asset dagster-pyspark's "
+                "PySparkResource (it creates the session when the step starts)"
+            )
+        register(spark)
+        reader = spark.read.format("mvcc").option("version", str(version))
+        for k, v in self.storage_options.items():
+            reader = reader.option(k, v)
+        if self.external_store is not None:
+            reader = reader.option("external_store", self.external_store)
+        df = reader.load(uri)
+        return df.filter(where) if where else df
+
+
+def _metadata_int(record: Any, key: str) -> int | None:
+    """`key` of a materialization record's metadata as an int (None when absent)."""
+    materialization = record.asset_materialization
+    if materialization is None:
+        return None
+    value = materialization.metadata.get(key)
+    raw = getattr(value, "value", value)
+    return int(raw) if isinstance(raw, int | float | str) and str(raw).isdigit() else None
+
+
+def pinned_version(context: dg.InputContext) -> int | None:
+    """The version of the upstream table the run depends on (None: the latest; no materialization known).
+
+    1. The upstream was materialized in this run: that materialization's ``mvcc/version``.
+    2. The run re-executes an earlier one (its root run): the version the root run's step loaded
+       (recorded as ``mvcc/version`` on its LOADED_INPUT event), else the root run's own materialization of the
+       upstream, else the newest materialization created before the root run was.
+    3. Otherwise the newest materialization of the mapped partitions (what Dagster records as the input's
+       provenance).
+    """
+    instance = context.instance
+    step = context.step_context
+    run = step.dagster_run
+    key = context.asset_key
+    partitions = set(context.asset_partition_keys) if context.has_asset_partitions else None
+
+    def from_run_materializations(run_id: str) -> int | None:
+        records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
+        for record in reversed(records):
+            mat = record.asset_materialization
+            if mat is None or mat.asset_key != key:
+                continue
+            if partitions is not None and mat.partition not in partitions:
+                continue
+            version = _metadata_int(record, "mvcc/version")
+            if version is not None:
+                return version
+        return None
+
+    version = from_run_materializations(run.run_id)
+    if version is not None:
+        return version
+    root = run.root_run_id or run.tags.get(ROOT_RUN_ID_TAG)
+    before: float | None = None
+    if root:
+        loaded = instance.get_records_for_run(root, of_type=dg.DagsterEventType.LOADED_INPUT).records
+        for record in reversed(loaded):
+            event = record.event_log_entry.dagster_event
+            data = event.event_specific_data if event is not None else None
+            if event is None or event.step_key != step.step.key or getattr(data, "input_name", None) != context.name:
+                continue
+            value = (data.metadata or {}).get("mvcc/version")
+            raw = getattr(value, "value", None)
+            if isinstance(raw, int):
+                return raw
+        version = from_run_materializations(root)
+        if version is not None:
+            return version
+        root_record = instance.get_run_record_by_id(root)
+        before = root_record.create_timestamp.timestamp() if root_record is not None else None
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(
+            asset_key=key,
+            asset_partitions=sorted(partitions) if partitions is not None else None,
+            before_timestamp=before,
+        ),
+        limit=1,
+    ).records
+    return _metadata_int(records[0], "mvcc/version") if records else None

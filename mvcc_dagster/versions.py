@@ -1,0 +1,150 @@
+"""Materializations are table versions: the data-changing rule and the metadata of a materialization.
+
+**The rule (the one place it is written).** A materialization's `data_version` is the version of the
+table's latest *data-changing* commit at or before the version materialized. Data-changing operations
+change the rows or columns a reader sees: Append, Overwrite, Update (also the partition-scoped overwrite
+and merge_insert), Delete, Merge (add/alter columns), DataReplacement, Restore, Clone, and Project (it
+drops or renames columns: a reader's query can break or see other data, so downstream assets must be
+re-run). Maintenance does not change what a reader sees: Rewrite (compaction), CreateIndex,
+ReserveFragments, UpdateConfig, UpdateBases, UpdateMemWalState. So compaction, index builds, config
+changes and cleanup (which commits nothing) never make downstream assets stale, and a restore does.
+An operation this module does not know (a newer format) or a version whose transaction cannot be read
+counts as data-changing: a needless re-run is cheaper than a stale downstream.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dagster as dg
+import pyarrow as pa
+
+# Not exported from `dagster` in 1.13 (dagster-sling imports them the same way); the keys they write are the
+# standard ones (`dagster/row_count`, `dagster/uri`, ...).
+from dagster._core.definitions.metadata.metadata_set import TableMetadataSet, UriMetadataSet
+
+import mvcc_core as mvcc
+
+DATA_CHANGING_OPERATIONS: frozenset[str] = frozenset(
+    {
+        mvcc.Append.name,
+        mvcc.Overwrite.name,
+        mvcc.Update.name,
+        mvcc.Delete.name,
+        mvcc.Merge.name,
+        mvcc.DataReplacement.name,
+        mvcc.Restore.name,
+        mvcc.Clone.name,
+        mvcc.Project.name,
+    }
+)
+MAINTENANCE_OPERATIONS: frozenset[str] = frozenset(
+    {
+        mvcc.Rewrite.name,
+        mvcc.CreateIndex.name,
+        mvcc.ReserveFragments.name,
+        mvcc.UpdateConfig.name,
+        mvcc.UpdateBases.name,
+        mvcc.UpdateMemWalState.name,
+    }
+)
+
+
+def is_data_changing(operation: str | None) -> bool:
+    """Whether a commit of `operation` changes what a reader sees (unknown or unreadable: yes)."""
+    return operation not in MAINTENANCE_OPERATIONS
+
+
+def data_version(table: mvcc.Table) -> int:
+    """The version of the latest data-changing commit at or before `table.version` (see the rule above).
+
+    Walks back from the handle's version reading each version's operation name (`Table.transaction(v)`, the
+    name `Table.versions()` lists), so the usual case, a data-changing head, reads one transaction and a
+    long history costs nothing. A version removed by retention ends the walk at the oldest version kept; an
+    unreadable one counts as data-changing.
+    """
+    version = table.version
+    while version >= 1:
+        try:
+            txn = table.transaction(version)
+        except mvcc.VersionNotFoundError:
+            return min(version + 1, table.version)
+        except mvcc.CorruptManifestError:
+            return version
+        if is_data_changing(txn.operation.name if txn is not None else None):
+            return version
+        version -= 1
+    return table.version
+
+
+def arrow_type_name(t: pa.DataType) -> str:
+    """A column type as Dagster's column schema shows it (Arrow's own spelling)."""
+    return str(t)
+
+
+def column_schema(schema: pa.Schema) -> dg.TableSchema:
+    """The table's schema as Dagster's `TableSchema` (`dagster/column_schema`)."""
+    return dg.TableSchema(
+        columns=[
+            dg.TableColumn(
+                name=f.name,
+                type=arrow_type_name(f.type),
+                constraints=dg.TableColumnConstraints(nullable=f.nullable),
+            )
+            for f in schema
+        ]
+    )
+
+
+def table_metadata(
+    table: mvcc.Table,
+    *,
+    table_name: str,
+    read_version: int | None,
+    partition_filter: str | None = None,
+) -> dict[str, Any]:
+    """The metadata of a materialization that is version `table.version` of `table`.
+
+    Dagster's standard keys (`dagster/row_count`, `dagster/partition_row_count` when `partition_filter` is
+    given, `dagster/column_schema`, `dagster/table_name`, `dagster/uri`) and mvcc's (`mvcc/version`,
+    `mvcc/read_version`, `mvcc/operation`, `mvcc/fragments`, `mvcc/deleted_rows`, `mvcc/bytes`,
+    `mvcc/data_version`). Counts come from the manifest; the partition count scans the partition's rows.
+    """
+    fragments = table.get_fragments()
+    deleted = sum(f.deletion_file.num_deleted_rows for f in fragments if f.HasField("deletion_file"))
+    size = sum(df.file_size_bytes for f in fragments for df in f.files)
+    txn = table.transaction()
+    standard = TableMetadataSet(
+        row_count=table.count_rows(),
+        partition_row_count=table.count_rows(filter=partition_filter) if partition_filter else None,
+        column_schema=column_schema(table.schema),
+        table_name=table_name,
+    )
+    return {
+        **standard,
+        **UriMetadataSet(uri=table.uri),
+        "mvcc/version": table.version,
+        "mvcc/read_version": read_version if read_version is not None else (txn.read_version if txn else None),
+        "mvcc/operation": txn.operation.name if txn else "",
+        "mvcc/fragments": len(fragments),
+        "mvcc/deleted_rows": deleted,
+        "mvcc/bytes": size,
+        "mvcc/data_version": data_version(table),
+    }
+
+
+def materialize_result(
+    table: mvcc.Table,
+    *,
+    table_name: str,
+    read_version: int | None = None,
+    partition_filter: str | None = None,
+    asset_key: dg.AssetKey | str | None = None,
+) -> dg.MaterializeResult:
+    """For assets that write themselves: the `MaterializeResult` of a commit, with the metadata above and
+    `data_version` = the latest data-changing version."""
+    meta = table_metadata(table, table_name=table_name, read_version=read_version, partition_filter=partition_filter)
+    key = dg.AssetKey.from_user_string(asset_key) if isinstance(asset_key, str) else asset_key
+    return dg.MaterializeResult(
+        asset_key=key, metadata=meta, data_version=dg.DataVersion(str(meta["mvcc/data_version"]))
+    )
