@@ -193,6 +193,32 @@ class Scan:
             index=index,
         )
 
+    def candidate_fragments(self) -> list[pb.DataFragment]:
+        """The fragments of this scan that may hold a matching row, in manifest order.
+
+        For planners that split a scan into tasks (the Spark data source): a fragment the index answers is
+        kept only if the index names a row in it; a one-file fragment whose row-group statistics rule the
+        filter out is dropped (its footer is read); anything else is kept. Without a filter: every fragment.
+        """
+        if self.bound is None:
+            return list(self.fragments)
+        choice = self._index_choice()
+        keep: set[int] | None = None
+        if choice is not None:
+            cover = covered(choice.index)
+            addresses = lookup(self.store, choice.index, choice.expr, choice.bounds)
+            moved = frag_reuse.address_map(self.manifest, choice.index)
+            if moved:
+                addresses = moved.translate(addresses)
+            hit = {int(f) for f in np.unique(addresses >> np.uint64(32))}
+            keep = {f.id for f in self.fragments if f.id not in cover or len(f.files) != 1 or f.id in hit}
+        fragments = [f for f in self.fragments if keep is None or f.id in keep]
+        single = [f for f in fragments if len(f.files) == 1]
+        with missing_files(self.store):
+            kept, _ = self._prune(single)
+        survivors = {f.id for f in kept} | {f.id for f in fragments if len(f.files) != 1}
+        return [f for f in fragments if f.id in survivors]
+
     # ---- what to read
 
     def _read_names(self) -> list[str]:

@@ -205,3 +205,20 @@ def test_expressions_without_literals_bind_and_push_down(tmp_path) -> None:
     assert t.to_table(filter=pc.field("id").is_null())["id"].to_pylist() == [None]
     plan = Scan(t.state.store, t.manifest, filter=pc.field("id").is_valid()).explain()
     assert plan.filter_pushed_down and plan.filter_columns == ("id",)
+
+
+def test_candidate_fragments_drop_what_statistics_or_an_index_rule_out(tmp_path) -> None:
+    t = mvcc.write_table(pa.table({"id": pa.array(range(100), pa.int64())}), str(tmp_path / "t"), max_rows_per_file=10)
+    t.append(pa.table({"id": pa.array([5, 500], pa.int64())}))  # fragment 10 overlaps fragment 0's range
+
+    def ids(filter_) -> list[int]:
+        return [f.id for f in Scan(t.state.store, t.manifest, filter=filter_).candidate_fragments()]
+
+    assert ids(None) == list(range(11))
+    assert ids("id = 5") == [0, 10]
+    assert ids(pc.field("id") >= 95) == [9, 10]
+    assert ids("id > 1000") == []
+    assert ids("id % 10 = 0") == list(range(11))  # statistics cannot rule anything out
+    t.create_index("id")  # covers every fragment: only those holding a match stay
+    assert ids("id = 500") == [10]
+    assert ids("id IN (3, 97)") == [0, 9]

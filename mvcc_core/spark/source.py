@@ -89,7 +89,12 @@ class MvccReader(DataSourceReader):
         self.filter: pa.compute.Expression | None = None
 
     def partitions(self) -> list[FragmentGroup]:
-        return [FragmentGroup(g) for g in group_fragments(self.state.manifest.fragments, self.rows_per_partition)]
+        """Groups of adjacent fragments; with a pushed filter only the fragments that may hold a match (the
+        core's index and row-group statistics decide, on the driver), so a selective read plans few tasks."""
+        fragments = list(self.state.manifest.fragments)
+        if self.filter is not None and fragments:
+            fragments = Scan(self.state.store, self.state.manifest, [], self.filter).candidate_fragments()
+        return [FragmentGroup(g) for g in group_fragments(fragments, self.rows_per_partition)]
 
     def scan(self, partition: FragmentGroup) -> Scan:
         """The core's scan of one partition (public so that a caller can `explain()` it)."""

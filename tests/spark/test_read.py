@@ -157,6 +157,20 @@ def test_partitions_group_fragments(spark: Any, tmp_path: Any) -> None:
     assert spark.read.format("mvcc").load(t.uri).rdd.getNumPartitions() == 1
 
 
+def test_a_selective_pushed_filter_plans_only_the_fragments_that_may_match(spark: Any, tmp_path: Any) -> None:
+    """Fragments that statistics or an index rule out get no partition: a point read plans one task."""
+    t = mvcc_core.write_table(pa.table({"id": list(range(100))}), str(tmp_path / "t"), max_rows_per_file=10)
+    with conf(spark, PUSHDOWN, "true"):
+        df = spark.read.format("mvcc").option("rows_per_partition", 10).load(t.uri)
+        assert df.rdd.getNumPartitions() == 10
+        selective = df.where("id = 42")
+        assert selective.rdd.getNumPartitions() == 1 and [r["id"] for r in selective.collect()] == [42]
+        assert df.where("id > 1000").rdd.getNumPartitions() == 1 and df.where("id > 1000").count() == 0
+        t.create_index("id")
+        indexed = spark.read.format("mvcc").option("rows_per_partition", 10).load(t.uri).where("id IN (3, 97)")
+        assert indexed.rdd.getNumPartitions() == 2 and sorted(r["id"] for r in indexed.collect()) == [3, 97]
+
+
 def test_empty_table(spark: Any, tmp_path: Any) -> None:
     t = mvcc_core.write_table(pa.table({"id": pa.array([], pa.int64())}), str(tmp_path / "t"))
     assert spark.read.format("mvcc").load(t.uri).count() == 0
