@@ -42,26 +42,6 @@ def referenced_files(manifest: pb.Manifest) -> set[str]:
     return out
 
 
-def files_of(store: ObjectStore, manifest: pb.Manifest) -> list[tuple[ObjectStore, str, str]]:
-    """Every file a version references: (store it lives in, path there, path under a deep clone)."""
-    out = []
-    for frag in manifest.fragments:
-        for data_file in frag.files:
-            source, rel = data_file_location(store, manifest.base_paths, data_file)
-            out.append((source, rel, data_file_path(data_file.path)))
-        if frag.HasField("deletion_file"):
-            rel = deletion_path(frag.id, frag.deletion_file)
-            out.append((deletion_store(store, manifest.base_paths, frag.deletion_file), rel, rel))
-    for index in manifest.indices:
-        source = store
-        if index.HasField("base_id"):
-            source = base_store(store, next(b for b in manifest.base_paths if b.id == index.base_id))
-        for index_file in index.files:
-            rel = f"{index_directory(index)}/{index_file.path}"
-            out.append((source, rel, rel))
-    return out
-
-
 @dataclass(frozen=True)
 class ReferencedFile:
     """One file a version references: where it lives and what the manifest records about it.
@@ -78,6 +58,8 @@ class ReferencedFile:
     size: int | None = None
     fragment_id: int | None = None
     index_name: str | None = None
+    #: where a deep clone puts it, relative to the clone's root (data files of a base land in `data/`)
+    clone_path: str = ""
 
     @property
     def uri(self) -> str:
@@ -87,24 +69,34 @@ class ReferencedFile:
 
 def version_files(store: ObjectStore, manifest: pb.Manifest) -> list[ReferencedFile]:
     """Every file `manifest`'s version references (its manifest aside), wherever it lives, with its
-    recorded size: the same walk as `files_of`, plus the transaction file, for tools that check a table
-    against its manifests without reading the protobuf themselves."""
+    recorded size, for tools that check a table against its manifests without reading the protobuf
+    themselves (and for `files_of`)."""
     out = []
     for frag in manifest.fragments:
         for data_file in frag.files:
             source, rel = data_file_location(store, manifest.base_paths, data_file)
-            out.append(ReferencedFile("data", source, rel, data_file.file_size_bytes or None, fragment_id=frag.id))
+            size = data_file.file_size_bytes or None
+            clone = data_file_path(data_file.path)
+            out.append(ReferencedFile("data", source, rel, size, fragment_id=frag.id, clone_path=clone))
         if frag.HasField("deletion_file"):
             rel = deletion_path(frag.id, frag.deletion_file)
             source = deletion_store(store, manifest.base_paths, frag.deletion_file)
-            out.append(ReferencedFile("deletion", source, rel, fragment_id=frag.id))
+            out.append(ReferencedFile("deletion", source, rel, fragment_id=frag.id, clone_path=rel))
     for index in manifest.indices:
         source = store
         if index.HasField("base_id"):
             source = base_store(store, next(b for b in manifest.base_paths if b.id == index.base_id))
         for index_file in index.files:
             rel = f"{index_directory(index)}/{index_file.path}"
-            out.append(ReferencedFile("index", source, rel, index_file.size_bytes or None, index_name=index.name))
+            size = index_file.size_bytes or None
+            out.append(ReferencedFile("index", source, rel, size, index_name=index.name, clone_path=rel))
     if manifest.transaction_file:
-        out.append(ReferencedFile("transaction", store, f"{TRANSACTIONS_DIR}/{manifest.transaction_file}"))
+        rel = f"{TRANSACTIONS_DIR}/{manifest.transaction_file}"
+        out.append(ReferencedFile("transaction", store, rel, clone_path=rel))
     return out
+
+
+def files_of(store: ObjectStore, manifest: pb.Manifest) -> list[tuple[ObjectStore, str, str]]:
+    """Every data, deletion and index file a version references: (store it lives in, path there, path
+    under a deep clone) — what a deep clone copies."""
+    return [(f.store, f.path, f.clone_path) for f in version_files(store, manifest) if f.kind != "transaction"]
