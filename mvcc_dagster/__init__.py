@@ -13,6 +13,16 @@ from __future__ import annotations
 
 from .conflicts import conflict_metadata, conflict_retry_policy, mvcc_conflicts, retry_wait, to_dagster
 from .io_manager import MERGE_ON, WRITE_MODE, MvccIOManager, pinned_version
+from .maintenance import (
+    MAINTENANCE_IO_KEY,
+    RESTORED_FROM,
+    TABLE_TAG,
+    build_compaction_job,
+    build_index_job,
+    build_maintenance_schedule,
+    build_restore_job,
+    build_retention_job,
+)
 from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predicate
 from .resources import RESOURCE_KEY, MvccResource, resolve_uri, to_asset_key
 from .versions import (
@@ -26,14 +36,22 @@ from .versions import (
 
 __all__ = [
     "DATA_CHANGING_OPERATIONS",
+    "MAINTENANCE_IO_KEY",
     "MAINTENANCE_OPERATIONS",
     "MERGE_ON",
     "PARTITION_EXPR",
     "RESOURCE_KEY",
+    "RESTORED_FROM",
+    "TABLE_TAG",
     "WRITE_MODE",
     "MvccIOManager",
     "MvccResource",
     "PartitionPredicateError",
+    "build_compaction_job",
+    "build_index_job",
+    "build_maintenance_schedule",
+    "build_restore_job",
+    "build_retention_job",
     "conflict_metadata",
     "conflict_retry_policy",
     "data_version",
