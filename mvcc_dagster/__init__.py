@@ -25,6 +25,7 @@ from .maintenance import (
 )
 from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predicate
 from .resources import RESOURCE_KEY, MvccResource, resolve_uri, to_asset_key
+from .sensors import build_version_sensor
 from .versions import (
     DATA_CHANGING_OPERATIONS,
     MAINTENANCE_OPERATIONS,
@@ -52,6 +53,7 @@ __all__ = [
     "build_maintenance_schedule",
     "build_restore_job",
     "build_retention_job",
+    "build_version_sensor",
     "conflict_metadata",
     "conflict_retry_policy",
     "data_version",
