@@ -225,3 +225,63 @@ def test_pools_on_the_committing_steps() -> None:
         assert node.definition.pool == "mvcc/sales/orders"
     assert job.tags["mvcc/table"] == "sales/orders"
     assert build_compaction_job("/data/t").graph.node_named("commit_rewrite").definition.pool == "mvcc//data/t"
+
+
+def test_compaction_losing_to_a_delete(instance: dg.DagsterInstance, warehouse: str) -> None:
+    """A delete of a rewritten fragment lands between the rewrite and the commit: `commit_rewrite` fails
+    without a step retry, naming the conflict; the files the tasks wrote are removed; the next run (what a
+    run retry launches) plans again and succeeds."""
+    from mvcc_dagster.maintenance import MaintenanceTarget, _compaction_ops
+
+    uri = f"{warehouse}/busy"
+    fragmented(uri, 12)
+    data_before = {p.name for p in Path(uri, "data").iterdir()}
+    options = mvcc.CompactionOptions(target_rows_per_fragment=60)
+    reserve, rewrite, commit = _compaction_ops(MaintenanceTarget("busy"), options, "")
+
+    @dg.op
+    def concurrent_delete(results: list) -> list:
+        assert {p.name for p in Path(uri, "data").iterdir()} > data_before  # the tasks wrote their files
+        mvcc.open_table(uri).delete("n = 3")
+        return results
+
+    resources = {"mvcc": MvccResource(root_uri=warehouse)}
+
+    @dg.job(executor_def=dg.in_process_executor, resource_defs={"mvcc_maintenance_io": dg.mem_io_manager, **resources})
+    def racing() -> None:
+        results = reserve.alias("reserve_fragments")().map(rewrite.alias("rewrite_fragments")).collect()
+        commit.alias("commit_rewrite")(concurrent_delete(results))
+
+    result = racing.execute_in_process(instance=instance, raise_on_error=False)
+    assert not result.success
+    assert not [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_UP_FOR_RETRY]
+    (failure,) = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert failure.step_key == "commit_rewrite"
+    data = failure.step_failure_data.user_failure_data
+    assert "lost to a concurrent commit" in data.description
+    assert data.metadata["conflicting_operation"].value == "Delete"
+    assert {p.name for p in Path(uri, "data").iterdir()} == data_before  # the losing attempt's files are gone
+    assert [v.operation for v in mvcc.open_table(uri).versions()][-2:] == ["ReserveFragments", "Delete"]
+
+    retry = build_compaction_job("busy", options=options, executor="in_process")
+    assert retry.execute_in_process(instance=instance, resources=resources).success
+    after = mvcc.open_table(uri)
+    assert after.versions()[-1].operation == "Rewrite"
+    assert sorted(after.to_table()["n"].to_pylist()) == [n for n in range(120) if n != 3]
+    assert len(after.get_fragments()) == 2
+
+
+def test_missing_table_fails_naming_it(instance: dg.DagsterInstance, warehouse: str) -> None:
+    for job in (
+        build_compaction_job("nope", executor="in_process"),
+        build_retention_job("nope"),
+        build_index_job("nope", "n"),
+    ):
+        result = job.execute_in_process(
+            instance=instance, resources={"mvcc": MvccResource(root_uri=warehouse)}, raise_on_error=False
+        )
+        assert not result.success
+        (failure,) = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+        description = failure.step_failure_data.user_failure_data.description
+        assert "nope" in description and "TableNotFoundError" in description
+    assert not Path(warehouse, "nope").exists()
