@@ -148,6 +148,8 @@ def _compaction_ops(
         if not plan.tasks:
             context.log.info("%s: nothing to compact at version %d", target.label, plan.read_version)
             return []
+        # `plan` does not return the ReserveFragments' version: it is the first one after the plan's read
+        # version (under the table's pool no other compaction reserves in between).
         latest = t.checkout_latest()
         reserved = next(
             (
@@ -209,7 +211,8 @@ def _compaction_ops(
                 )
         except dg.RetryRequested as retry:
             exc = retry.__cause__
-            assert isinstance(exc, mvcc.RetryableConflictError)
+            if not isinstance(exc, mvcc.RetryableConflictError):
+                raise
             raise dg.Failure(
                 description=(
                     f"compaction of {target.label} lost to a concurrent commit ({exc}); the files it wrote were "
