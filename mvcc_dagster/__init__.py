@@ -23,6 +23,7 @@ from .maintenance import (
     build_maintenance_schedule,
     build_restore_job,
     build_retention_job,
+    build_tag_job,
 )
 from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predicate
 from .resources import RESOURCE_KEY, MvccResource, resolve_uri, to_asset_key
@@ -59,6 +60,7 @@ __all__ = [
     "build_restore_job",
     "build_retention_job",
     "build_table_health_checks",
+    "build_tag_job",
     "build_version_sensor",
     "conflict_metadata",
     "conflict_retry_policy",

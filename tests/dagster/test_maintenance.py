@@ -285,3 +285,29 @@ def test_missing_table_fails_naming_it(instance: dg.DagsterInstance, warehouse: 
         description = failure.step_failure_data.user_failure_data.description
         assert "nope" in description and "TableNotFoundError" in description
     assert not Path(warehouse, "nope").exists()
+
+
+def test_tag_job_guards_retention(instance: dg.DagsterInstance, warehouse: str) -> None:
+    """Tag version 2, then retention refuses to pass over it; move the tag, delete it; a bad action fails."""
+    from mvcc_dagster import build_tag_job
+
+    t = fragmented(f"{warehouse}/tg", 4)
+    resources = {"mvcc": MvccResource(root_uri=warehouse)}
+    job = build_tag_job("tg")
+
+    def run(config: dict) -> dg.ExecuteInProcessResult:
+        return job.execute_in_process(
+            instance=instance,
+            resources=resources,
+            run_config={"ops": {"tag": {"config": config}}},
+            raise_on_error=False,
+        )
+
+    assert run({"tag": "before", "version": 2}).success
+    assert t.tags.get_version("before") == 2
+    retention = build_retention_job("tg", older_than=timedelta(0))
+    assert not retention.execute_in_process(instance=instance, resources=resources, raise_on_error=False).success
+    assert run({"action": "update", "tag": "before"}).success and t.tags.get_version("before") == 4
+    assert run({"action": "delete", "tag": "before"}).success and t.tags.list() == {}
+    assert not run({"action": "rename", "tag": "x"}).success
+    assert [o["mvcc/tag_action"] for o in observations(instance, "tg")] == ["create", "update", "delete"]
