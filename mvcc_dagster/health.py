@@ -118,11 +118,8 @@ def evaluate_health(
         target, "deleted_rows", round(ratio, 6), thresholds.deleted_ratio, {"deleted_rows": deleted, "rows": physical}
     )
 
-    per_index = {
-        i["name"]: sum(rows for fid, rows in live.items() if fid not in set(i["fragment_ids"]))
-        for i in table.list_indices()
-        if "fragment_ids" in i
-    }
+    covered = {i["name"]: set(i["fragment_ids"]) for i in table.list_indices() if "fragment_ids" in i}
+    per_index = {name: sum(rows for fid, rows in live.items() if fid not in ids) for name, ids in covered.items()}
     worst = max(per_index.values(), default=0)
     yield _result(
         target, "unindexed_rows", worst, thresholds.unindexed_rows, {"per_index": dg.MetadataValue.json(per_index)}

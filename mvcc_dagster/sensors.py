@@ -26,7 +26,7 @@ from typing import Any
 import dagster as dg
 
 import mvcc_core as mvcc
-from mvcc_core import TableNotFoundError, VersionNotFoundError
+from mvcc_core import CorruptManifestError, TableNotFoundError, VersionNotFoundError
 
 from .io_manager import PARTITION_KEY_PROPERTY, RUN_ID_PROPERTY
 from .maintenance import TABLE_TAG, MaintenanceTarget, manifest_metrics
@@ -125,6 +125,9 @@ def build_version_sensor(
                     event, changed = version_events(table, target, version)
                 except VersionNotFoundError:
                     continue  # removed by retention before this tick saw it
+                except CorruptManifestError as exc:  # reported, not a reason to stop watching the table
+                    context.log.warning("%s: version %d cannot be read: %s", target.label, version, exc)
+                    continue
                 if event is None:
                     continue
                 events.append(event)
