@@ -13,6 +13,7 @@ like); ``MVCC_EXTERNAL_STORE`` optionally names an external manifest store.
 
 import os
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from dagster_pyspark import PySparkResource
 
-from mvcc_dagster import MvccIOManager, MvccResource, conflict_retry_policy
+from mvcc_dagster import (
+    MvccIOManager,
+    MvccResource,
+    build_compaction_job,
+    build_health_sensor,
+    build_maintenance_schedule,
+    build_restore_job,
+    build_retention_job,
+    build_table_health_checks,
+    build_version_sensor,
+    conflict_retry_policy,
+)
 
 WAREHOUSE_ENV = "MVCC_WAREHOUSE"
 EVENTS_PER_DAY = 1000
@@ -117,9 +129,31 @@ def resources(root_uri: str | None = None) -> dict[str, Any]:
 
 
 ASSETS = [raw_events, user_latest, daily_revenue]
+TABLES = [a.key.to_user_string() for a in ASSETS]
+RETENTION = timedelta(days=7)
+
+# Maintenance (docs/dagster.md "Maintenance jobs"): per table a compaction, a retention and a restore job, a
+# nightly maintenance schedule (compaction, index optimize, retention; stopped until turned on), health
+# checks, a health sensor requesting the repair jobs, and a version sensor recording commits made outside
+# Dagster (all sensors stopped by default, as Dagster's are).
+COMPACTION = {t: build_compaction_job(t) for t in TABLES}
+RETENTION_JOBS = {t: build_retention_job(t, older_than=RETENTION) for t in TABLES}
+RESTORE = {t: build_restore_job(t) for t in TABLES}
+SCHEDULES = [build_maintenance_schedule(t, cron="0 3 * * *", older_than=RETENTION) for t in TABLES]
 
 defs = dg.Definitions(
     assets=ASSETS,
-    jobs=[dg.define_asset_job("daily_events", selection=ASSETS)],
+    asset_checks=build_table_health_checks(TABLES),
+    jobs=[
+        dg.define_asset_job("daily_events", selection=ASSETS),
+        *COMPACTION.values(),
+        *RETENTION_JOBS.values(),
+        *RESTORE.values(),
+    ],
+    schedules=SCHEDULES,
+    sensors=[
+        build_version_sensor(TABLES),
+        build_health_sensor(TABLES, compaction_job=COMPACTION, retention_job=RETENTION_JOBS),
+    ],
     resources=resources(),
 )

@@ -12,9 +12,22 @@ Only public `mvcc_core` names are used (import-linter checks it).
 from __future__ import annotations
 
 from .conflicts import conflict_metadata, conflict_retry_policy, mvcc_conflicts, retry_wait, to_dagster
+from .health import CHECKS, HealthThresholds, Level, build_health_sensor, build_table_health_checks, evaluate_health
 from .io_manager import MERGE_ON, WRITE_MODE, MvccIOManager, pinned_version
+from .maintenance import (
+    MAINTENANCE_IO_KEY,
+    RESTORED_FROM,
+    TABLE_TAG,
+    build_compaction_job,
+    build_index_job,
+    build_maintenance_schedule,
+    build_restore_job,
+    build_retention_job,
+    build_tag_job,
+)
 from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predicate
 from .resources import RESOURCE_KEY, MvccResource, resolve_uri, to_asset_key
+from .sensors import build_version_sensor
 from .versions import (
     DATA_CHANGING_OPERATIONS,
     MAINTENANCE_OPERATIONS,
@@ -25,18 +38,34 @@ from .versions import (
 )
 
 __all__ = [
+    "CHECKS",
     "DATA_CHANGING_OPERATIONS",
+    "HealthThresholds",
+    "Level",
+    "MAINTENANCE_IO_KEY",
     "MAINTENANCE_OPERATIONS",
     "MERGE_ON",
     "PARTITION_EXPR",
     "RESOURCE_KEY",
+    "RESTORED_FROM",
+    "TABLE_TAG",
     "WRITE_MODE",
     "MvccIOManager",
     "MvccResource",
     "PartitionPredicateError",
+    "build_compaction_job",
+    "build_health_sensor",
+    "build_index_job",
+    "build_maintenance_schedule",
+    "build_restore_job",
+    "build_retention_job",
+    "build_table_health_checks",
+    "build_tag_job",
+    "build_version_sensor",
     "conflict_metadata",
     "conflict_retry_policy",
     "data_version",
+    "evaluate_health",
     "is_data_changing",
     "materialize_result",
     "mvcc_conflicts",

@@ -107,3 +107,18 @@ def test_example_materializes_in_process(instance: dg.DagsterInstance, warehouse
         revenue = mvcc.open_table(f"{warehouse}/daily_revenue").to_table().to_pylist()
         assert len(revenue) == 1 and revenue[0]["events"] == example.EVENTS_PER_DAY
         assert seen[-1] == example.EVENTS_PER_DAY
+
+
+def test_example_has_maintenance() -> None:
+    """The example deployment carries part 2: per table compaction / retention / restore jobs, a stopped
+    maintenance schedule, health checks on every table, and the version and health sensors (stopped)."""
+    example = load_example()
+    defs = example.defs
+    for table in example.TABLES:
+        for kind in ("compaction", "retention", "restore", "maintenance"):
+            assert defs.resolve_job_def(f"mvcc_{kind}__{table}") is not None
+    assert {s.name for s in defs.schedules} == {f"mvcc_maintenance_schedule__{t}" for t in example.TABLES}
+    assert all(s.default_status == dg.DefaultScheduleStatus.STOPPED for s in defs.schedules)
+    assert {s.name for s in defs.sensors} == {"mvcc_version_sensor", "mvcc_health_sensor"}
+    checked = {key.asset_key.to_user_string() for c in defs.asset_checks for key in c.check_keys}
+    assert checked == set(example.TABLES)

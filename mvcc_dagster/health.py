@@ -1,0 +1,294 @@
+"""Table health as Dagster asset checks, read from manifests only (no data file is read).
+
+Why checks: they show on the table's asset in the UI next to its materializations, they can drive
+maintenance (a failing `small_fragments` check is a reason to compact, `versions_kept` to run retention,
+`unindexed_rows` to optimize indices), and their history is Dagster's. One `multi_asset_check` per table
+evaluates every check from one read of the table's manifests, so a check run costs a listing and one
+manifest per kept version (plus `sample_files` HEAD requests for the existence check).
+
+Each check passes below its WARN threshold, fails with severity WARN at or above it and with severity
+ERROR at or above its ERROR threshold; every result carries its measurements as metadata.
+"""
+
+import json
+import random
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import dagster as dg
+
+import mvcc_core as mvcc
+from mvcc_core import TableNotFoundError
+
+from .conflicts import mvcc_conflicts
+from .maintenance import TABLE_TAG, MaintenanceTarget
+from .resources import RESOURCE_KEY, MvccResource, TableName
+
+CHECKS = (
+    "small_fragments",
+    "deleted_rows",
+    "unindexed_rows",
+    "versions_kept",
+    "version_age",
+    "storage_amplification",
+    "files_exist",
+)
+
+
+@dataclass(frozen=True)
+class Level:
+    """WARN and ERROR thresholds of one measurement (a value at or above a threshold fails at that level)."""
+
+    warn: float
+    error: float
+
+    def __post_init__(self) -> None:
+        if self.error < self.warn:
+            raise ValueError(f"an ERROR threshold ({self.error}) must not be below its WARN threshold ({self.warn})")
+
+
+@dataclass(frozen=True)
+class HealthThresholds:
+    """The thresholds of the health checks (defaults fit tables of millions of rows; tests use small ones).
+
+    - `small_fragment_rows`: a fragment with fewer live rows is small; `small_fragments`: how many small
+      fragments the latest version may have (a table with a single fragment never fails);
+    - `deleted_ratio`: deleted rows / physical rows of the latest version;
+    - `unindexed_rows`: live rows in fragments an index does not cover (the worst index);
+    - `versions_kept`: versions still listed; `version_age_days`: age of the oldest kept version;
+    - `storage_amplification`: bytes of data files referenced by any kept version / bytes of the latest's;
+    - `sample_files`: how many of the latest version's files the existence check HEADs (any missing: ERROR).
+    """
+
+    small_fragment_rows: int = 100_000
+    small_fragments: Level = field(default_factory=lambda: Level(16, 64))
+    deleted_ratio: Level = field(default_factory=lambda: Level(0.1, 0.3))
+    unindexed_rows: Level = field(default_factory=lambda: Level(100_000, 1_000_000))
+    versions_kept: Level = field(default_factory=lambda: Level(100, 1000))
+    version_age_days: Level = field(default_factory=lambda: Level(30, 90))
+    storage_amplification: Level = field(default_factory=lambda: Level(3.0, 10.0))
+    sample_files: int = 20
+
+
+def _result(
+    target: MaintenanceTarget, name: str, value: float, level: Level, metadata: dict[str, Any]
+) -> dg.AssetCheckResult:
+    failed = value >= level.warn
+    severity = dg.AssetCheckSeverity.ERROR if value >= level.error else dg.AssetCheckSeverity.WARN
+    return dg.AssetCheckResult(
+        asset_key=target.asset_key,
+        check_name=name,
+        passed=not failed,
+        severity=severity,
+        metadata={"value": value, "warn_at": level.warn, "error_at": level.error, **metadata},
+        description=None
+        if not failed
+        else f"{target.label}: {name} = {value} (WARN at {level.warn}, ERROR at {level.error})",
+    )
+
+
+def _live_rows(fragment: Any) -> int:
+    deleted = fragment.deletion_file.num_deleted_rows if fragment.HasField("deletion_file") else 0
+    return int(fragment.physical_rows) - int(deleted)
+
+
+def evaluate_health(
+    table: mvcc.Table, target: MaintenanceTarget, thresholds: HealthThresholds, *, now: datetime | None = None
+) -> Iterator[dg.AssetCheckResult]:
+    """Every health check of `table`'s latest version (the function the checks run; usable on its own)."""
+    now = now or datetime.now(UTC)
+    fragments = table.get_fragments()
+    live = {f.id: _live_rows(f) for f in fragments}
+    small = [fid for fid, rows in live.items() if rows < thresholds.small_fragment_rows]
+    small_count = len(small) if len(fragments) > 1 else 0
+    yield _result(
+        target,
+        "small_fragments",
+        small_count,
+        thresholds.small_fragments,
+        {"fragments": len(fragments), "small_fragment_rows": thresholds.small_fragment_rows},
+    )
+
+    physical = sum(int(f.physical_rows) for f in fragments)
+    deleted = physical - sum(live.values())
+    ratio = deleted / physical if physical else 0.0
+    yield _result(
+        target, "deleted_rows", round(ratio, 6), thresholds.deleted_ratio, {"deleted_rows": deleted, "rows": physical}
+    )
+
+    covered = {i["name"]: set(i["fragment_ids"]) for i in table.list_indices() if "fragment_ids" in i}
+    per_index = {name: sum(rows for fid, rows in live.items() if fid not in ids) for name, ids in covered.items()}
+    worst = max(per_index.values(), default=0)
+    yield _result(
+        target, "unindexed_rows", worst, thresholds.unindexed_rows, {"per_index": dg.MetadataValue.json(per_index)}
+    )
+
+    versions = [v for v in table.versions() if v.error is None]
+    oldest = min((v.timestamp for v in versions if v.timestamp is not None), default=now)
+    yield _result(
+        target,
+        "versions_kept",
+        len(versions),
+        thresholds.versions_kept,
+        {"oldest_version": versions[0].version if versions else table.version},
+    )
+    age_days = round((now - oldest).total_seconds() / 86400, 3)
+    yield _result(target, "version_age", age_days, thresholds.version_age_days, {"oldest": oldest.isoformat()})
+
+    referenced: dict[str, int] = {}
+    for v in versions:
+        for fragment in table.checkout(v.version).get_fragments():
+            for data_file in fragment.files:
+                referenced[data_file.path] = int(data_file.file_size_bytes)
+    latest_bytes = sum(int(df.file_size_bytes) for f in fragments for df in f.files)
+    total = sum(referenced.values())
+    amplification = round(total / latest_bytes, 3) if latest_bytes else 1.0
+    yield _result(
+        target,
+        "storage_amplification",
+        amplification,
+        thresholds.storage_amplification,
+        {"bytes_referenced": total, "bytes_latest": latest_bytes},
+    )
+
+    files = mvcc.version_files(table.state.store, table.manifest)
+    sample = random.sample(files, min(thresholds.sample_files, len(files)))
+    missing = []
+    for ref in sample:
+        try:
+            ref.store.head(ref.path)
+        except (FileNotFoundError, mvcc.ObjectNotFoundError):
+            missing.append(ref.path)
+    yield _result(
+        target,
+        "files_exist",
+        len(missing),
+        Level(1, 1),
+        {"sampled": len(sample), "files": len(files), "missing": dg.MetadataValue.json(missing)},
+    )
+
+
+def build_table_health_checks(
+    tables: Sequence[TableName],
+    *,
+    thresholds: HealthThresholds | None = None,
+    asset_keys: Sequence[TableName | None] | None = None,
+) -> list[dg.AssetChecksDefinition]:
+    """One multi-asset check per table evaluating every check in `CHECKS` (names are the contract)."""
+    thresholds = thresholds or HealthThresholds()
+    keys = list(asset_keys) if asset_keys is not None else [None] * len(tables)
+    out = []
+    for table, key in zip(tables, keys, strict=True):
+        target = MaintenanceTarget(table, key)
+        specs = [dg.AssetCheckSpec(name, asset=target.asset_key) for name in CHECKS]
+
+        def make(target: MaintenanceTarget, specs: list[dg.AssetCheckSpec]) -> dg.AssetChecksDefinition:
+            @dg.multi_asset_check(
+                specs=specs,
+                name=f"mvcc_health__{target.suffix}",
+                required_resource_keys={RESOURCE_KEY},
+                description=f"Health of table {target.label}, read from its manifests.",
+            )
+            def health(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckResult]:
+                resource: MvccResource = getattr(context.resources, RESOURCE_KEY)
+                with mvcc_conflicts(context, what=f"health checks of {target.label}"):
+                    table = resource.open(target.table)
+                yield from evaluate_health(table, target, thresholds)
+
+            return health
+
+        out.append(make(target, specs))
+    return out
+
+
+#: Which job repairs which failing check (the health sensor's map).
+REPAIRS = {
+    "small_fragments": "compaction",
+    "deleted_rows": "compaction",
+    "unindexed_rows": "index",
+    "versions_kept": "retention",
+    "version_age": "retention",
+    "storage_amplification": "retention",
+}
+
+
+def build_health_sensor(
+    tables: Sequence[TableName],
+    *,
+    compaction_job: dg.JobDefinition | Mapping[str, dg.JobDefinition] | None = None,
+    retention_job: dg.JobDefinition | Mapping[str, dg.JobDefinition] | None = None,
+    index_job: dg.JobDefinition | Mapping[str, dg.JobDefinition] | None = None,
+    thresholds: HealthThresholds | None = None,
+    asset_keys: Sequence[TableName | None] | None = None,
+    minimum_interval_seconds: int = 300,
+    name: str = "mvcc_health_sensor",
+    default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED,
+) -> dg.SensorDefinition:
+    """A sensor requesting the repair job of each table whose health checks fail (`REPAIRS` says which).
+
+    A job argument is one job (one table) or a mapping from each table's asset key string to its job. The
+    sensor evaluates the same checks with the same thresholds (`evaluate_health`: manifests only) rather than
+    reading the last check evaluations, so it needs no check run to have happened and sees the table as it
+    is now. Run key ``"{uri}@{version}:{job}"``: a table that stays at a version never gets a second run of a
+    job for it (Dagster dedupes run keys, and the cursor remembers the keys already requested, so a tick does
+    not even return them); a new version after the repair may request it again if the check still fails.
+    """
+    thresholds = thresholds or HealthThresholds()
+    keys = list(asset_keys) if asset_keys is not None else [None] * len(tables)
+    targets = [MaintenanceTarget(t, k) for t, k in zip(tables, keys, strict=True)]
+
+    def job_for(kind: str, target: MaintenanceTarget) -> dg.JobDefinition | None:
+        given = {"compaction": compaction_job, "retention": retention_job, "index": index_job}[kind]
+        if isinstance(given, Mapping):
+            return given.get(target.label)
+        return given
+
+    jobs = {
+        j.name: j
+        for t in targets
+        for kind in ("compaction", "retention", "index")
+        if (j := job_for(kind, t)) is not None
+    }
+
+    @dg.sensor(
+        name=name,
+        minimum_interval_seconds=minimum_interval_seconds,
+        jobs=list(jobs.values()) or None,
+        default_status=default_status,
+        description=f"Repairs {', '.join(t.label for t in targets)} when their health checks fail.",
+    )
+    def health_sensor(context: dg.SensorEvaluationContext, mvcc: MvccResource) -> dg.SensorResult:
+        requested: dict[str, list[str]] = json.loads(context.cursor) if context.cursor else {}
+        requests = []
+        for target in targets:
+            uri = mvcc.uri(target.table)
+            try:
+                table = mvcc.open(target.table)
+            except TableNotFoundError:
+                continue
+            failing = [r.check_name for r in evaluate_health(table, target, thresholds) if not r.passed]
+            seen = set(requested.get(uri, []))
+            keys_now = []
+            for kind in dict.fromkeys(REPAIRS[c] for c in failing if c in REPAIRS):
+                job = job_for(kind, target)
+                if job is None:
+                    continue
+                run_key = f"{uri}@{table.version}:{job.name}"
+                keys_now.append(run_key)
+                if run_key not in seen:
+                    requests.append(
+                        dg.RunRequest(
+                            run_key=run_key,
+                            job_name=job.name,
+                            tags={TABLE_TAG: target.label, "mvcc/failing_checks": ",".join(failing)},
+                        )
+                    )
+            requested[uri] = sorted(keys_now)  # a repaired (passing) table forgets its keys
+        cursor = json.dumps(requested, sort_keys=True)
+        if not requests:
+            return dg.SensorResult(skip_reason=dg.SkipReason("no table needs repair"), cursor=cursor)
+        return dg.SensorResult(run_requests=requests, cursor=cursor)
+
+    return health_sensor

@@ -1,0 +1,149 @@
+"""The version sensor: every new table version becomes a Dagster event, including commits made outside Dagster.
+
+Why a sensor over table versions and not `@asset_sensor`: an asset sensor sees only the latest event per
+tick (dagster#32853), while a table's history is a list of versions with their operation and transaction
+properties; the cursor is the last version seen per table, so nothing is missed or recorded twice.
+
+For each new version, oldest first:
+- a commit made by Dagster (its ``dagster/run_id`` property, which the IO manager and the maintenance jobs
+  set) is skipped: Dagster recorded it when it made it;
+- ReserveFragments is skipped: it reserves fragment ids for a compaction (the core's `compaction.plan`
+  commits it without transaction properties) and changes nothing a reader or a check sees;
+- a data-changing commit (part 1's rule, `versions.is_data_changing`) becomes a runless
+  `AssetMaterialization` of the table's asset with part 1's metadata and data version (and the partition when
+  the commit carries ``dagster/partition_key``);
+- a maintenance commit becomes an `AssetObservation`.
+With `jobs`, each recorded data-changing version also requests a run of every job with run key
+``"{uri}@{version}"``: Dagster launches one run per run key per sensor, also across restarts, so nothing runs
+twice. At most `max_versions_per_tick` versions per table are read per tick (the cursor moves to the last one
+read), so a table with hundreds of new versions is caught up in bounded ticks.
+"""
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import dagster as dg
+
+import mvcc_core as mvcc
+from mvcc_core import CorruptManifestError, TableNotFoundError, VersionNotFoundError
+
+from .io_manager import PARTITION_KEY_PROPERTY, RUN_ID_PROPERTY
+from .maintenance import TABLE_TAG, MaintenanceTarget, manifest_metrics
+from .resources import MvccResource, TableName
+from .versions import data_version, is_data_changing, table_metadata
+
+VERSION_TAG = "mvcc/version"
+
+
+def _start_after(instance: dg.DagsterInstance, key: dg.AssetKey) -> int:
+    """Where a table new to the cursor starts: after the version its latest materialization recorded (what
+    Dagster already knows), else from the first version."""
+    event = instance.get_latest_materialization_event(key)
+    if event is None or event.asset_materialization is None:
+        return 0
+    value = event.asset_materialization.metadata.get("mvcc/version")
+    return int(value.value) if value is not None and isinstance(value.value, int) else 0
+
+
+def version_events(
+    table: mvcc.Table, target: MaintenanceTarget, version: int
+) -> tuple[dg.AssetMaterialization | dg.AssetObservation | None, bool]:
+    """The event recording `version` of `table` (None when skipped) and whether it changed the data."""
+    handle = table.checkout(version)
+    txn = handle.transaction()
+    props = dict(txn.transaction_properties) if txn is not None else {}
+    operation = txn.operation.name if txn is not None else None
+    if RUN_ID_PROPERTY in props or operation == mvcc.ReserveFragments.name:
+        return None, False
+    common = {"mvcc/committed_at": handle.timestamp.isoformat(), "mvcc/message": (txn.message if txn else "") or ""}
+    if is_data_changing(operation):
+        meta = table_metadata(handle, table_name=target.label, read_version=txn.read_version if txn else None)
+        partition = props.get(PARTITION_KEY_PROPERTY)
+        return (
+            dg.AssetMaterialization(
+                asset_key=target.asset_key,
+                partition=partition if partition and "..." not in partition else None,
+                metadata={**meta, **common},
+                tags={"dagster/data_version": str(meta["mvcc/data_version"])},
+            ),
+            True,
+        )
+    meta = {**manifest_metrics(handle), "mvcc/operation": operation or "", "mvcc/data_version": data_version(handle)}
+    return dg.AssetObservation(asset_key=target.asset_key, metadata={**meta, **common}), False
+
+
+def build_version_sensor(
+    tables: Sequence[TableName],
+    *,
+    jobs: Sequence[dg.JobDefinition] | None = None,
+    minimum_interval_seconds: int = 30,
+    max_versions_per_tick: int = 50,
+    asset_keys: Sequence[TableName | None] | None = None,
+    name: str = "mvcc_version_sensor",
+    default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED,
+) -> dg.SensorDefinition:
+    """A sensor recording every new version of `tables` (asset keys or uris, resolved through ``mvcc``).
+
+    `asset_keys`: the asset of each table when a table is named by uri (default: as `MaintenanceTarget`).
+    The cursor is JSON ``{uri: last version seen}``. A table that does not exist (yet) is skipped on that
+    tick. See the module docstring for what each version becomes.
+    """
+    if max_versions_per_tick < 1:
+        raise ValueError(f"{name}: max_versions_per_tick must be positive, got {max_versions_per_tick}")
+    keys = list(asset_keys) if asset_keys is not None else [None] * len(tables)
+    if len(keys) != len(tables):
+        raise ValueError(f"{name}: asset_keys must name one asset per table ({len(tables)}), got {len(keys)}")
+    targets = [MaintenanceTarget(t, k) for t, k in zip(tables, keys, strict=True)]
+    job_list = list(jobs or [])
+
+    @dg.sensor(
+        name=name,
+        minimum_interval_seconds=minimum_interval_seconds,
+        jobs=job_list or None,
+        default_status=default_status,
+        description=f"New versions of {', '.join(t.label for t in targets)} as materializations / observations.",
+    )
+    def version_sensor(context: dg.SensorEvaluationContext, mvcc: MvccResource) -> dg.SensorResult:
+        resource = mvcc  # the parameter's name is the resource key (RESOURCE_KEY); Dagster injects by name
+        cursor: dict[str, int] = json.loads(context.cursor) if context.cursor else {}
+        events: list[Any] = []
+        requests: list[dg.RunRequest] = []
+        for target in targets:
+            uri = resource.uri(target.table)
+            try:
+                table = resource.open(target.table)
+            except TableNotFoundError:
+                context.log.info("%s: no table at %s yet", target.label, uri)
+                continue
+            last = cursor.get(uri)
+            if last is None:
+                last = _start_after(context.instance, target.asset_key)
+            end = min(table.version, last + max_versions_per_tick)
+            for version in range(last + 1, end + 1):
+                try:
+                    event, changed = version_events(table, target, version)
+                except VersionNotFoundError:
+                    continue  # removed by retention before this tick saw it
+                except CorruptManifestError as exc:  # reported, not a reason to stop watching the table
+                    context.log.warning("%s: version %d cannot be read: %s", target.label, version, exc)
+                    continue
+                if event is None:
+                    continue
+                events.append(event)
+                if changed:
+                    requests.extend(
+                        dg.RunRequest(
+                            run_key=f"{uri}@{version}",
+                            job_name=job.name,
+                            tags={TABLE_TAG: target.label, VERSION_TAG: str(version)},
+                        )
+                        for job in job_list
+                    )
+            cursor[uri] = max(last, end)
+        new_cursor = json.dumps(cursor, sort_keys=True)
+        if not events and not requests:
+            return dg.SensorResult(skip_reason=dg.SkipReason("no new versions"), cursor=new_cursor)
+        return dg.SensorResult(asset_events=events, run_requests=requests, cursor=new_cursor)
+
+    return version_sensor

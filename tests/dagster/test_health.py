@@ -1,0 +1,102 @@
+"""Health checks on real runs: a fragmented table fails `small_fragments` (ERROR), the health sensor requests
+the compaction job once, and after the job the checks pass; a missing data file fails `files_exist`."""
+
+import json
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import dagster as dg
+import pyarrow as pa
+import pytest
+
+import mvcc_core as mvcc
+from mvcc_dagster import (
+    CHECKS,
+    HealthThresholds,
+    Level,
+    MvccResource,
+    build_compaction_job,
+    build_health_sensor,
+    build_retention_job,
+    build_table_health_checks,
+)
+
+THRESHOLDS = HealthThresholds(small_fragment_rows=100, small_fragments=Level(4, 16), versions_kept=Level(50, 100))
+
+
+def fragmented(uri: str, fragments: int, rows: int = 10) -> mvcc.Table:
+    t = mvcc.write_table(pa.table({"n": list(range(rows))}), uri)
+    for i in range(1, fragments):
+        t.append(pa.table({"n": list(range(i * rows, (i + 1) * rows))}))
+    return t
+
+
+def run_checks(instance: dg.DagsterInstance, warehouse: str, key: str) -> dict[str, dg.AssetCheckEvaluation]:
+    defs = dg.Definitions(
+        assets=[dg.AssetSpec(key)],
+        asset_checks=build_table_health_checks([key], thresholds=THRESHOLDS),
+        jobs=[dg.define_asset_job("health", selection=dg.AssetSelection.all_asset_checks())],
+        resources={"mvcc": MvccResource(root_uri=warehouse)},
+    )
+    result = defs.resolve_job_def("health").execute_in_process(instance=instance)
+    assert result.success
+    return {e.check_name: e for e in result.get_asset_check_evaluations()}
+
+
+def test_fragmented_table_fails_then_compaction_repairs_it(instance: dg.DagsterInstance, warehouse: str) -> None:
+    fragmented(f"{warehouse}/frag", 20)
+    before = run_checks(instance, warehouse, "frag")
+    assert set(before) == set(CHECKS)
+    small = before["small_fragments"]
+    assert not small.passed and small.severity == dg.AssetCheckSeverity.ERROR
+    assert small.metadata["value"].value == 20 and small.metadata["fragments"].value == 20
+    assert all(before[name].passed for name in CHECKS if name != "small_fragments")
+    assert before["files_exist"].metadata["sampled"].value == 20
+
+    resources = {"mvcc": MvccResource(root_uri=warehouse)}
+    compaction = build_compaction_job(
+        "frag", options=mvcc.CompactionOptions(target_rows_per_fragment=1000), executor="in_process"
+    )
+    retention = build_retention_job("frag", older_than=timedelta(0))
+    sensor = build_health_sensor(["frag"], compaction_job=compaction, retention_job=retention, thresholds=THRESHOLDS)
+    context = dg.build_sensor_context(instance=instance, resources=resources)
+    first = sensor(context)
+    (request,) = first.run_requests
+    assert request.job_name == compaction.name and request.run_key == f"{warehouse}/frag@20:{compaction.name}"
+    again = sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor, resources=resources))
+    assert not again.run_requests  # the same failing version does not request a second run
+
+    assert compaction.execute_in_process(instance=instance, resources=resources, tags=request.tags).success
+    after = run_checks(instance, warehouse, "frag")
+    assert after["small_fragments"].passed
+    # 20 files of 10 rows weigh ~15x the one compacted file: the old versions now amplify storage (ERROR)
+    amplification = after["storage_amplification"]
+    assert not amplification.passed and amplification.metadata["value"].value > 10
+    second = sensor(dg.build_sensor_context(instance=instance, cursor=again.cursor, resources=resources))
+    (request,) = second.run_requests
+    assert request.job_name == retention.name and "storage_amplification" in request.tags["mvcc/failing_checks"]
+
+    assert retention.execute_in_process(instance=instance, resources=resources).success
+    repaired = run_checks(instance, warehouse, "frag")
+    assert all(e.passed for e in repaired.values()), {k: e.metadata["value"].value for k, e in repaired.items()}
+    assert repaired["versions_kept"].metadata["value"].value == 1
+    done = sensor(dg.build_sensor_context(instance=instance, cursor=second.cursor, resources=resources))
+    assert not done.run_requests and json.loads(done.cursor) == {f"{warehouse}/frag": []}
+
+
+def test_missing_file_and_warn_level(instance: dg.DagsterInstance, warehouse: str) -> None:
+    t = fragmented(f"{warehouse}/broken", 6)
+    data_files = sorted(p for p in Path(t.uri, "data").rglob("*") if p.is_file())
+    os.remove(data_files[0])
+    evaluations = run_checks(instance, warehouse, "broken")
+    missing = evaluations["files_exist"]
+    assert not missing.passed and missing.severity == dg.AssetCheckSeverity.ERROR
+    assert len(missing.metadata["missing"].value) == 1
+    small = evaluations["small_fragments"]  # 6 small fragments: at WARN (4), below ERROR (16)
+    assert not small.passed and small.severity == dg.AssetCheckSeverity.WARN
+
+
+def test_thresholds_are_checked() -> None:
+    with pytest.raises(ValueError, match="ERROR threshold"):
+        Level(10, 5)

@@ -1,0 +1,313 @@
+"""Maintenance jobs on real runs: compaction in its three steps under the multiprocess executor, retention
+(dry run and real), index creation, restore (run config, bad config), the schedule's validation."""
+
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import dagster as dg
+import pyarrow as pa
+import pytest
+
+import mvcc_core as mvcc
+from mvcc_dagster import (
+    RESTORED_FROM,
+    MvccResource,
+    build_compaction_job,
+    build_index_job,
+    build_maintenance_schedule,
+    build_restore_job,
+    build_retention_job,
+)
+
+HERE = Path(__file__).resolve().parent
+
+
+def fragmented(uri: str, fragments: int, rows: int = 10) -> mvcc.Table:
+    """A table of `fragments` small fragments (one append each), column `n` numbering the rows."""
+    t = mvcc.write_table(pa.table({"n": list(range(rows)), "k": ["a"] * rows}), uri)
+    for i in range(1, fragments):
+        t.append(pa.table({"n": list(range(i * rows, (i + 1) * rows)), "k": ["a"] * rows}))
+    return t
+
+
+def observations(instance: dg.DagsterInstance, key: str) -> list[dict]:
+    records = instance.fetch_observations(dg.AssetKey(key), limit=100).records
+    return [{k: v.value for k, v in r.asset_observation.metadata.items()} for r in reversed(records)]
+
+
+@pytest.mark.timeout(120)
+def test_compaction_job_multiprocess(
+    instance: dg.DagsterInstance, warehouse: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """120 fragments of 10 rows: one ReserveFragments and one Rewrite, each task its own step, rows equal,
+    both commits reported as observations (not materializations)."""
+    import maintenance_defs
+
+    uri = f"{warehouse}/{maintenance_defs.TABLE}"
+    t = fragmented(uri, 120)
+    before_version, before_rows = t.version, sorted(t.to_table()["n"].to_pylist())
+    monkeypatch.setenv(maintenance_defs.WAREHOUSE_ENV, warehouse)
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(HERE), str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")])
+    )
+    monkeypatch.chdir(HERE)
+    with dg.execute_job(dg.reconstructable(maintenance_defs.compaction_job), instance=instance) as result:
+        assert result.success
+        steps = {e.step_key for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_SUCCESS}
+        run = instance.get_run_by_id(result.run_id)
+    assert run.tags["mvcc/table"] == maintenance_defs.TABLE
+    tasks = sorted(s for s in steps if s.startswith("rewrite_fragments["))
+    assert len(tasks) == 4  # 1200 rows, 300 per task
+    assert {"reserve_fragments", "commit_rewrite"} <= steps
+    after = mvcc.open_table(uri)
+    ops = [v.operation for v in after.versions()[before_version:]]
+    assert ops == ["ReserveFragments", "Rewrite"]
+    assert after.versions()[-1].transaction_properties["dagster/run_id"] == result.run_id
+    assert sorted(after.to_table()["n"].to_pylist()) == before_rows
+    assert len(after.get_fragments()) == 4
+    obs = observations(instance, maintenance_defs.TABLE)
+    assert [o["mvcc/operation"] for o in obs] == ["ReserveFragments", "Rewrite"]
+    assert obs[1]["fragments_before"] == 120 and obs[1]["fragments_after"] == 4
+    assert obs[1]["rows_rewritten"] == 1200 and obs[1]["mvcc/version"] == after.version
+    assert obs[0]["tasks"] == 4 and obs[0]["mvcc/version"] == before_version + 1
+    assert instance.fetch_materializations(dg.AssetKey(maintenance_defs.TABLE), limit=1).records == []
+
+
+def test_compaction_nothing_to_do(instance: dg.DagsterInstance, warehouse: str) -> None:
+    """A table with one fragment: no task, no commit, the run succeeds."""
+    t = fragmented(f"{warehouse}/one", 1)
+    job = build_compaction_job("one", executor="in_process")
+    assert job.execute_in_process(instance=instance, resources={"mvcc": MvccResource(root_uri=warehouse)}).success
+    assert mvcc.open_table(t.uri).version == t.version
+
+
+def test_retention_dry_run_then_real(instance: dg.DagsterInstance, warehouse: str) -> None:
+    """The dry run removes nothing and says what it would remove in the step's metadata; the real run
+    removes exactly that and reports it on the asset."""
+    t = fragmented(f"{warehouse}/ret", 5)
+    files = sorted(p for p in Path(t.uri).rglob("*") if p.is_file())
+    resources = {"mvcc": MvccResource(root_uri=warehouse)}
+    job = build_retention_job("ret", older_than=timedelta(0), retain_versions=2, dry_run=True)
+    dry = job.execute_in_process(instance=instance, resources=resources)
+    (out,) = [e for e in dry.all_events if e.event_type == dg.DagsterEventType.STEP_OUTPUT]
+    meta = {k: v.value for k, v in out.step_output_data.metadata.items()}
+    assert meta["dry_run"] is True and meta["removed_versions"] == [1, 2, 3] and meta["versions_removed"] == 3
+    assert sorted(p for p in Path(t.uri).rglob("*") if p.is_file()) == files
+    assert [v.version for v in t.versions()] == [1, 2, 3, 4, 5]
+    assert observations(instance, "ret") == []  # a dry run claims nothing on the asset
+
+    real = job.execute_in_process(
+        instance=instance,
+        resources=resources,
+        run_config={"ops": {"cleanup_old_versions": {"config": {"dry_run": False}}}},
+    )
+    assert dry.output_for_node("cleanup_old_versions") == real.output_for_node("cleanup_old_versions") == [1, 2, 3]
+    assert [v.version for v in mvcc.open_table(t.uri).versions()] == [4, 5]
+    (obs,) = observations(instance, "ret")
+    assert obs["versions_removed"] == 3 and obs["dry_run"] is False
+    assert sorted(mvcc.open_table(t.uri).to_table()["n"].to_pylist()) == list(range(50))
+
+
+def test_retention_refuses_tagged_version(instance: dg.DagsterInstance, warehouse: str) -> None:
+    t = fragmented(f"{warehouse}/tagged", 3)
+    t.tags.create("keep", 1)
+    job = build_retention_job("tagged", older_than=timedelta(0))
+    result = job.execute_in_process(
+        instance=instance, resources={"mvcc": MvccResource(root_uri=warehouse)}, raise_on_error=False
+    )
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    description = failure.step_failure_data.user_failure_data.description
+    assert "tagged" in description and "keep" in description
+    assert [v.version for v in mvcc.open_table(t.uri).versions()] == [1, 2, 3]
+
+
+def test_index_job(instance: dg.DagsterInstance, warehouse: str) -> None:
+    t = fragmented(f"{warehouse}/idx", 3)
+    job = build_index_job("idx", "n", "BTREE")
+    assert job.execute_in_process(instance=instance, resources={"mvcc": MvccResource(root_uri=warehouse)}).success
+    t = mvcc.open_table(t.uri)
+    assert [i["name"] for i in t.list_indices()] == ["n_idx"]
+    assert t.versions()[-1].operation == "CreateIndex"
+    (obs,) = observations(instance, "idx")
+    assert obs["unindexed_fragments_before"] == 3 and obs["unindexed_fragments_after"] == 0
+    assert obs["mvcc/data_version"] == 3  # an index does not change the data
+
+
+def test_restore_job(instance: dg.DagsterInstance, warehouse: str) -> None:
+    """A restore by version, tag and timestamp is a materialization with `mvcc/restored_from`; bad run
+    config fails before anything is committed."""
+    t = fragmented(f"{warehouse}/res", 4)
+    t.tags.create("good", 2)
+    resources = {"mvcc": MvccResource(root_uri=warehouse)}
+    job = build_restore_job("res")
+
+    def run(config: dict) -> dg.ExecuteInProcessResult:
+        return job.execute_in_process(
+            instance=instance,
+            resources=resources,
+            run_config={"ops": {"restore": {"config": config}}},
+            raise_on_error=False,
+        )
+
+    bad = run({"version": 1, "tag": "good"})
+    assert not bad.success and mvcc.open_table(t.uri).version == 4
+    assert not run({"timestamp": "2026-01-01T00:00:00"}).success  # no offset
+    assert not run({"version": 99}).success
+    assert mvcc.open_table(t.uri).version == 4
+
+    assert run({"tag": "good"}).success
+    restored = mvcc.open_table(t.uri)
+    assert restored.version == 5 and restored.count_rows() == 20
+    mat = instance.get_latest_materialization_event(dg.AssetKey("res")).asset_materialization
+    assert mat.metadata[RESTORED_FROM].value == 2 and mat.metadata["mvcc/data_version"].value == 5
+    assert mat.tags["dagster/data_version"] == "5"
+
+    assert run({"timestamp": datetime.now(UTC).isoformat()}).success  # the version current now: 5
+    mat = instance.get_latest_materialization_event(dg.AssetKey("res")).asset_materialization
+    assert mat.metadata[RESTORED_FROM].value == 5 and mvcc.open_table(t.uri).version == 6
+
+
+def test_schedule_and_jobs_load_together(warehouse: str) -> None:
+    """Every factory for one table in one code location (op names do not collide); a bad cron is refused."""
+    with pytest.raises(ValueError, match="cron 'every day'"):
+        build_maintenance_schedule("t", cron="every day")
+    schedule = build_maintenance_schedule("t", cron="0 3 * * *", retain_versions=3)
+    defs = dg.Definitions(
+        jobs=[build_compaction_job("t"), build_retention_job("t"), build_index_job("t", "n"), build_restore_job("t")],
+        schedules=[schedule],
+        resources={"mvcc": MvccResource(root_uri=warehouse)},
+    )
+    dg.Definitions.validate_loadable(defs)
+    assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+    job = defs.resolve_job_def("mvcc_maintenance__t")
+    assert {n.name for n in job.graph.nodes} == {
+        "reserve_fragments",
+        "rewrite_fragments",
+        "commit_rewrite",
+        "optimize_indices",
+        "cleanup_old_versions",
+    }
+
+
+def test_maintenance_schedule_job_runs(instance: dg.DagsterInstance, warehouse: str) -> None:
+    """The scheduled job compacts, brings the index up to date and removes old versions, in that order."""
+    t = fragmented(f"{warehouse}/m", 6)
+    t.create_index("n", "BTREE")
+    schedule = build_maintenance_schedule(
+        "m", older_than=timedelta(0), options=mvcc.CompactionOptions(target_rows_per_fragment=100)
+    )
+    result = schedule.job.execute_in_process(instance=instance, resources={"mvcc": MvccResource(root_uri=warehouse)})
+    assert result.success
+    t = mvcc.open_table(t.uri)
+    assert [v.operation for v in t.versions()] == ["CreateIndex"]  # the latest only; older ones removed
+    assert len(t.get_fragments()) == 1 and t.list_indices()[0]["num_unindexed_fragments"] == 0
+    assert [o["mvcc/operation"] for o in observations(instance, "m")] == [
+        "ReserveFragments",
+        "Rewrite",
+        "CreateIndex",
+        "Cleanup",
+    ]
+
+
+def test_pools_on_the_committing_steps() -> None:
+    """The steps that commit share the table's pool; the mapped rewrite steps have none (they run in parallel)."""
+    job = build_compaction_job("sales/orders")
+    pools = {n.name: n.definition.pool for n in job.graph.nodes}
+    assert pools == {
+        "reserve_fragments": "mvcc/sales/orders",
+        "rewrite_fragments": None,
+        "commit_rewrite": "mvcc/sales/orders",
+    }
+    for build in (lambda: build_retention_job("sales/orders"), lambda: build_restore_job("sales/orders")):
+        (node,) = build().graph.nodes
+        assert node.definition.pool == "mvcc/sales/orders"
+    assert job.tags["mvcc/table"] == "sales/orders"
+    assert build_compaction_job("/data/t").graph.node_named("commit_rewrite").definition.pool == "mvcc//data/t"
+
+
+def test_compaction_losing_to_a_delete(instance: dg.DagsterInstance, warehouse: str) -> None:
+    """A delete of a rewritten fragment lands between the rewrite and the commit: `commit_rewrite` fails
+    without a step retry, naming the conflict; the files the tasks wrote are removed; the next run (what a
+    run retry launches) plans again and succeeds."""
+    from mvcc_dagster.maintenance import MaintenanceTarget, _compaction_ops
+
+    uri = f"{warehouse}/busy"
+    fragmented(uri, 12)
+    data_before = {p.name for p in Path(uri, "data").iterdir()}
+    options = mvcc.CompactionOptions(target_rows_per_fragment=60)
+    reserve, rewrite, commit = _compaction_ops(MaintenanceTarget("busy"), options, "")
+
+    @dg.op
+    def concurrent_delete(results: list) -> list:
+        assert {p.name for p in Path(uri, "data").iterdir()} > data_before  # the tasks wrote their files
+        mvcc.open_table(uri).delete("n = 3")
+        return results
+
+    resources = {"mvcc": MvccResource(root_uri=warehouse)}
+
+    @dg.job(executor_def=dg.in_process_executor, resource_defs={"mvcc_maintenance_io": dg.mem_io_manager, **resources})
+    def racing() -> None:
+        results = reserve.alias("reserve_fragments")().map(rewrite.alias("rewrite_fragments")).collect()
+        commit.alias("commit_rewrite")(concurrent_delete(results))
+
+    result = racing.execute_in_process(instance=instance, raise_on_error=False)
+    assert not result.success
+    assert not [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_UP_FOR_RETRY]
+    (failure,) = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert failure.step_key == "commit_rewrite"
+    data = failure.step_failure_data.user_failure_data
+    assert "lost to a concurrent commit" in data.description
+    assert data.metadata["conflicting_operation"].value == "Delete"
+    assert {p.name for p in Path(uri, "data").iterdir()} == data_before  # the losing attempt's files are gone
+    assert [v.operation for v in mvcc.open_table(uri).versions()][-2:] == ["ReserveFragments", "Delete"]
+
+    retry = build_compaction_job("busy", options=options, executor="in_process")
+    assert retry.execute_in_process(instance=instance, resources=resources).success
+    after = mvcc.open_table(uri)
+    assert after.versions()[-1].operation == "Rewrite"
+    assert sorted(after.to_table()["n"].to_pylist()) == [n for n in range(120) if n != 3]
+    assert len(after.get_fragments()) == 2
+
+
+def test_missing_table_fails_naming_it(instance: dg.DagsterInstance, warehouse: str) -> None:
+    for job in (
+        build_compaction_job("nope", executor="in_process"),
+        build_retention_job("nope"),
+        build_index_job("nope", "n"),
+    ):
+        result = job.execute_in_process(
+            instance=instance, resources={"mvcc": MvccResource(root_uri=warehouse)}, raise_on_error=False
+        )
+        assert not result.success
+        (failure,) = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+        description = failure.step_failure_data.user_failure_data.description
+        assert "nope" in description and "TableNotFoundError" in description
+    assert not Path(warehouse, "nope").exists()
+
+
+def test_tag_job_guards_retention(instance: dg.DagsterInstance, warehouse: str) -> None:
+    """Tag version 2, then retention refuses to pass over it; move the tag, delete it; a bad action fails."""
+    from mvcc_dagster import build_tag_job
+
+    t = fragmented(f"{warehouse}/tg", 4)
+    resources = {"mvcc": MvccResource(root_uri=warehouse)}
+    job = build_tag_job("tg")
+
+    def run(config: dict) -> dg.ExecuteInProcessResult:
+        return job.execute_in_process(
+            instance=instance,
+            resources=resources,
+            run_config={"ops": {"tag": {"config": config}}},
+            raise_on_error=False,
+        )
+
+    assert run({"tag": "before", "version": 2}).success
+    assert t.tags.get_version("before") == 2
+    retention = build_retention_job("tg", older_than=timedelta(0))
+    assert not retention.execute_in_process(instance=instance, resources=resources, raise_on_error=False).success
+    assert run({"action": "update", "tag": "before"}).success and t.tags.get_version("before") == 4
+    assert run({"action": "delete", "tag": "before"}).success and t.tags.list() == {}
+    assert not run({"action": "rename", "tag": "x"}).success
+    assert [o["mvcc/tag_action"] for o in observations(instance, "tg")] == ["create", "update", "delete"]
