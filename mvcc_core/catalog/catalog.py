@@ -29,6 +29,7 @@ import pyarrow as pa
 from mvcc_core.conflicts import ConflictContext, Outcome, resolve
 from mvcc_core.errors import CommitConflictError, StorageError, is_definite_failure
 from mvcc_core.external_store import final_of, staged_manifest_path
+from mvcc_core.failpoints import POINTS, failpoint
 from mvcc_core.features import FLAG_STABLE_ROW_IDS
 from mvcc_core.manifest import encode_manifest, write_latest_hint
 from mvcc_core.naming import ManifestNaming, parse_manifest_name
@@ -41,6 +42,15 @@ from .conflicts import Change, find_conflict
 from .errors import CatalogError, IncompatibleCatalogConflictError, RetryableCatalogConflictError
 
 log = logging.getLogger("mvcc.catalog")
+
+# The catalog's crash points, registered with the core's failpoints so tests can kill a writer between steps.
+# A child process arms them with `failpoints.arm` after importing the catalog (MVCC_FAILPOINTS is read when
+# the core is imported, before these names exist).
+FAILPOINTS = {
+    "catalog.after_stage": "catalog publish: every table's next manifest is staged, __manifest not committed",
+    "catalog.after_publish": "catalog publish: __manifest committed (the commit point), no table finalized yet",
+}
+POINTS.update(FAILPOINTS)
 
 MANIFEST_DIR = "__manifest"
 CHANGES_KEY = "catalog.changes"
@@ -314,6 +324,10 @@ def _read_rows(manifest: Table) -> list[Entry]:
     return [Entry(**row) for row in manifest.to_table().to_pylist()]
 
 
+class _CatalogMoved(Exception):
+    """Internal: the catalog advanced while an attempt was staging; the publisher retries."""
+
+
 @dataclass
 class _Write:
     """A staged data change on one table: the core's uncommitted transaction and what it means."""
@@ -512,8 +526,13 @@ class CatalogTransaction:
             current = self.catalog.snapshot()
             if current.version > read:
                 self._check_logical(current.version)
-            rows = self._next_rows(current)
+            try:
+                rows = self._next_rows(current)
+            except _CatalogMoved:
+                self._forget_attempt()
+                continue
             properties = {CHANGES_KEY: json.dumps([c.as_dict() for c in changes])}
+            failpoint("catalog.after_stage")
             manifest = self.catalog._manifest(current.version)
             try:
                 manifest.overwrite(
@@ -523,13 +542,13 @@ class CatalogTransaction:
                     max_retries=0,
                 )
             except CommitConflictError:
+                self._forget_attempt()
                 log.debug(
                     "catalog %s: lost catalog version %d (attempt %d)", self.catalog.root, current.version + 1, attempt
                 )
-                for w in self._writes.values():
-                    self._remove_written(w)
                 continue
             new_version = current.version + 1
+            failpoint("catalog.after_publish")
             for w in self._writes.values():
                 w.txn.files = []  # the published versions own them now
             for entry in _live(rows).values():
@@ -548,6 +567,11 @@ class CatalogTransaction:
             uri=self.catalog.root,
             read_version=read,
         )
+
+    def _forget_attempt(self) -> None:
+        """A lost race: the staged manifests of this attempt are garbage (no catalog version names them)."""
+        for w in self._writes.values():
+            self._remove_written(w)
 
     def _check_logical(self, latest: int) -> None:
         ours = self.all_changes()
@@ -611,6 +635,8 @@ class CatalogTransaction:
             self.catalog.table_uri(entry), entry.table_version, storage_options=self.catalog.options or None
         )
         if base.latest_version != entry.table_version:
+            if self.catalog.latest_version != current:
+                raise _CatalogMoved  # another publish finalized it after we read the catalog: a lost race
             raise IncompatibleCatalogConflictError(
                 f"table {base.uri} is at version {base.latest_version} but catalog version publishes "
                 f"{entry.table_version}: it was written outside the catalog, which catalog tables do not allow",
