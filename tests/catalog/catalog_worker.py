@@ -4,10 +4,13 @@ usage: catalog_worker.py ROOT WORKER COUNT [FAILPOINT]
 Each of COUNT transactions appends the same id to s.a and s.b in one catalog transaction (re-run on a
 retryable conflict, as orchestration would); worker 0 also creates a table s.w0_<i> per transaction. With
 FAILPOINT the worker arms it as "exit" (the process ends at that point, no cleanup) before its one transaction.
+Storage options (for S3) come as JSON in CATALOG_WORKER_OPTIONS.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 
 import pyarrow as pa
@@ -21,7 +24,7 @@ def main() -> None:
     root, worker, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     if len(sys.argv) > 4:
         arm(sys.argv[4], "exit")
-    cat = Catalog.open(root)
+    cat = Catalog.open(root, storage_options=json.loads(os.environ.get("CATALOG_WORKER_OPTIONS", "null")))
     retries = 0
     for i in range(count):
         row = pa.table({"id": [worker * 1000 + i]})
