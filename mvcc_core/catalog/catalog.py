@@ -350,8 +350,10 @@ class _TxTable:
         self._tx._check_open()
         if self.name in self._tx._writes:
             raise ValueError(f"{self.name} is already changed in this transaction (one data change per table)")
-        if self.name in {c.name for c in self._tx._changes if c.kind == "created_table"}:
-            raise ValueError(f"{self.name} is created in this transaction; write to it in the next one")
+        if self.name in {c.name for c in self._tx._changes if c.kind in ("created_table", "dropped_table")}:
+            raise ValueError(f"{self.name} is created or dropped in this transaction; write to it in another one")
+        if self.name in self._tx._renames:
+            raise ValueError(f"{self.name} is renamed in this transaction; write to it in another one")
         entry = self._tx.snapshot.entry(self.name)
         table = self._tx.snapshot.table(self.name)
         txn = make(table)
@@ -444,10 +446,19 @@ class CatalogTransaction:
         self._new_tables[full] = Entry(TABLE, full, path, 1)
         self._changes.append(Change("created_table", full))
 
+    def _no_write(self, name: str, what: str) -> None:
+        """One change per table object in a transaction: a write and a rename or drop of it would have to be
+        ordered within the one catalog version, which this slice does not do (docs/catalog.md)."""
+        if name in self._writes:
+            raise ValueError(f"{name} has a data change in this transaction; it cannot be {what} in the same one")
+
     def drop_table(self, name: str) -> None:
         self._check_open()
         full = qualified(name)
         self.snapshot.entry(full)
+        self._no_write(full, "dropped")
+        if full in self._renames or any(c.name == full for c in self._changes if c.kind == "dropped_table"):
+            raise ValueError(f"{full} is renamed or dropped in this transaction already")
         self._changes.append(Change("dropped_table", full))
 
     def rename_table(self, name: str, new_name: str) -> None:
@@ -455,7 +466,10 @@ class CatalogTransaction:
         self._check_open()
         full, new_full = qualified(name), qualified(new_name)
         self.snapshot.entry(full)
-        if (TABLE, new_full) in self.snapshot.entries:
+        self._no_write(full, "renamed")
+        if full in self._renames or any(c.name == full for c in self._changes if c.kind == "dropped_table"):
+            raise ValueError(f"{full} is renamed or dropped in this transaction already")
+        if (TABLE, new_full) in self.snapshot.entries or new_full in self._new_tables:
             raise CatalogError(f"table {new_full!r} exists already")
         if (SCHEMA, _split(new_full)[0]) not in self.snapshot.entries:
             raise CatalogError(f"no schema {_split(new_full)[0]!r} for table {new_full!r}")
