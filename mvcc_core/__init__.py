@@ -5,6 +5,7 @@ from __future__ import annotations
 from . import operations
 from ._version import __version__
 from .bases import DatasetBasePath
+from .catalog import Catalog, CatalogConflictError
 from .deletion import read_deletion_vector
 from .errors import (
     BasePathError,
@@ -77,6 +78,8 @@ from .transaction import Transaction
 __all__ = [
     "Append",
     "BasePathError",
+    "Catalog",
+    "CatalogConflictError",
     "DatasetBasePath",
     "CleanupStats",
     "Clone",

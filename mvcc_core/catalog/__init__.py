@@ -1,0 +1,22 @@
+"""A catalog of many mvcc tables under one root, with commits that change several tables at once.
+
+See docs/catalog.md for the design: the catalog's state is the mvcc table `__manifest`; one catalog version is
+one `__manifest` version; a transaction stages each table's next manifest under a unique name and the
+`__manifest` commit is the single commit point for all of them.
+"""
+
+from __future__ import annotations
+
+from .catalog import Catalog, CatalogSnapshot, CatalogTransaction, CatalogVersion
+from .errors import CatalogConflictError, CatalogError, IncompatibleCatalogConflictError, RetryableCatalogConflictError
+
+__all__ = [
+    "Catalog",
+    "CatalogConflictError",
+    "CatalogError",
+    "CatalogSnapshot",
+    "CatalogTransaction",
+    "CatalogVersion",
+    "IncompatibleCatalogConflictError",
+    "RetryableCatalogConflictError",
+]

@@ -1,0 +1,152 @@
+"""DuckLake's logical conflicts (seed 004), decided on the changes two catalog versions made.
+
+Each catalog version records what it changed (`Change`s: created_schema, dropped_schema, created_table,
+dropped_table, altered_table, inserted_into_table, deleted_from_table, overwrote_table, compacted_table).
+A transaction that lost the race for the next catalog version compares its changes with every version
+published since its snapshot; only a pair listed in `RULES` stops it, anything else retries the publish
+without rewriting a data file. Deciding on changes, not on versions, is what lets two writers append to the
+same table concurrently.
+
+Retryable or incompatible: a rule about data (a delete meeting another delete or a compaction) is
+retryable, because the same statement run on the new version means what it meant; a rule about names
+(both created `x`, the table is gone) is incompatible, because running it again cannot succeed or would
+act on another object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Change:
+    """One high-level change of a catalog version (DuckLake's `snapshot_changes` entry)."""
+
+    kind: str
+    name: str  # a schema name, or a table's `schema.table`
+
+    def as_dict(self) -> dict[str, str]:
+        return {"change": self.kind, "name": self.name}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, str]) -> Change:
+        return cls(d["change"], d["name"])
+
+    @property
+    def schema(self) -> str:
+        return self.name.split(".", 1)[0]
+
+
+# An overwrite is a delete and an insert (DuckLake has no overwrite of its own).
+_DELETES = {"deleted_from_table", "overwrote_table"}
+_INSERTS = {"inserted_into_table", "overwrote_table"}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One line of seed 004: `ours` conflicts with `theirs` when `applies(ours, theirs)`."""
+
+    text: str
+    ours: frozenset[str]
+    theirs: frozenset[str]
+    same: Callable[[Change, Change], bool]
+    retryable: bool
+
+
+def _same_name(a: Change, b: Change) -> bool:
+    return a.name == b.name
+
+
+def _schema_of_ours(ours: Change, theirs: Change) -> bool:
+    return ours.schema == theirs.name
+
+
+def _r(text: str, ours: set[str], theirs: set[str], same: Callable[[Change, Change], bool], retryable: bool) -> Rule:
+    return Rule(text, frozenset(ours), frozenset(theirs), same, retryable)
+
+
+RULES: tuple[Rule, ...] = (
+    # Schemas
+    _r("both snapshots create a schema with the same name", {"created_schema"}, {"created_schema"}, _same_name, False),
+    _r("both snapshots drop the same schema", {"dropped_schema"}, {"dropped_schema"}, _same_name, False),
+    _r(
+        "a snapshot tries to drop a schema in which another transaction created an entry",
+        {"dropped_schema"},
+        {"created_table"},
+        lambda o, t: t.schema == o.name,
+        False,
+    ),
+    # Tables / views
+    _r(
+        "both snapshots create a table or view with the same name in the same schema",
+        {"created_table"},
+        {"created_table"},
+        _same_name,
+        False,
+    ),
+    _r(
+        "a snapshot tries to create a table or view in a schema that was dropped by another snapshot",
+        {"created_table"},
+        {"dropped_schema"},
+        _schema_of_ours,
+        False,
+    ),
+    _r("both snapshots drop the same table or view", {"dropped_table"}, {"dropped_table"}, _same_name, False),
+    _r(
+        "a snapshot tries to alter a table or view that was dropped or altered by another snapshot",
+        {"altered_table"},
+        {"dropped_table", "altered_table"},
+        _same_name,
+        False,
+    ),
+    # Data
+    _r(
+        "a snapshot tries to insert data into a table that was dropped or altered by another snapshot",
+        _INSERTS,
+        {"dropped_table", "altered_table"},
+        _same_name,
+        False,
+    ),
+    _r(
+        "a snapshot tries to delete data from a table that was dropped or altered by another snapshot",
+        _DELETES,
+        {"dropped_table", "altered_table"},
+        _same_name,
+        False,
+    ),
+    _r(
+        "a snapshot tries to delete data from a table that was deleted from or compacted by another snapshot",
+        _DELETES,
+        _DELETES | {"compacted_table"},
+        _same_name,
+        True,
+    ),
+    # Compaction
+    _r(
+        "a snapshot tries to compact a table that was deleted from by another snapshot",
+        {"compacted_table"},
+        _DELETES,
+        _same_name,
+        True,
+    ),
+    _r(
+        "a snapshot tries to compact a table that was dropped by another snapshot",
+        {"compacted_table"},
+        {"dropped_table"},
+        _same_name,
+        False,
+    ),
+)
+
+
+def find_conflict(ours: Sequence[Change], theirs: Sequence[Change]) -> tuple[str, str, bool] | None:
+    """The first rule any pair (ours, theirs) breaks: (rule text, object name, retryable); None if none."""
+    for rule in RULES:
+        for o in ours:
+            if o.kind not in rule.ours:
+                continue
+            for t in theirs:
+                if t.kind in rule.theirs and rule.same(o, t):
+                    return rule.text, o.name, rule.retryable
+    return None

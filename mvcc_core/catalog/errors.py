@@ -1,0 +1,47 @@
+"""The catalog's errors, fitted into the core's error contract.
+
+A catalog conflict is a `CommitConflictError`, and each concrete one is also the core's
+`RetryableConflictError` or `IncompatibleConflictError`, so code that already decides on the core's two
+types (the Dagster plugin's one conflict mapping) handles catalog transactions without a new branch.
+"""
+
+from __future__ import annotations
+
+from mvcc_core.errors import CommitConflictError, IncompatibleConflictError, MvccError, RetryableConflictError
+
+
+class CatalogError(MvccError):
+    """A refused catalog operation: an unknown or existing object, a bad name."""
+
+
+class CatalogConflictError(CommitConflictError):
+    """A concurrent catalog version made this transaction's publish impossible.
+
+    `object_name` is the object both touched, `expected_version` / `actual_version` the catalog versions
+    (or, for a table written outside the catalog, the table versions) this transaction expected and found,
+    `rule` the DuckLake logical conflict that fired.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        object_name: str,
+        expected_version: int | None,
+        actual_version: int | None,
+        rule: str,
+        **kwargs: object,
+    ) -> None:
+        super().__init__(message, **kwargs)  # type: ignore[arg-type]
+        self.object_name = object_name
+        self.expected_version = expected_version
+        self.actual_version = actual_version
+        self.rule = rule
+
+
+class RetryableCatalogConflictError(CatalogConflictError, RetryableConflictError):
+    """Run the transaction again on the new catalog version; it will mean what it meant."""
+
+
+class IncompatibleCatalogConflictError(CatalogConflictError, IncompatibleConflictError):
+    """The other transaction changed what this one is about (dropped its table, created the same name)."""
