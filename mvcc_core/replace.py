@@ -29,7 +29,7 @@ from .delete import delete_addresses, find_rows
 from .errors import PredicateError
 from .predicate import BoundFilter
 from .scan import ROW_ADDRESS, Scan
-from .schema import schema_from_fields
+from .schema import manifest_schema
 from .storage import ObjectStore
 
 
@@ -62,7 +62,7 @@ def replace_operation(
 ) -> tuple[ops.Update, list[str], int]:
     """The Update replacing the rows of `manifest` matching `where` by `fragments`, the deletion files it
     wrote (relative to the table root), and how many rows it replaces."""
-    check_rows(where, _schema(manifest))  # the predicate binds to this version's schema
+    check_rows(where, manifest_schema(manifest))  # the predicate binds to this version's schema
     matched = find_rows(store, manifest, where, [])
     addresses = matched.column(ROW_ADDRESS).to_numpy()
     deleted = delete_addresses(store, manifest, addresses) if len(addresses) else None
@@ -85,7 +85,3 @@ def rows_match(store: ObjectStore, manifest: pb.Manifest, fragments: Sequence[pb
         return Scan(store, manifest, columns=[], filter=where, fragments=list(fragments)).count_rows() > 0
     except PredicateError:
         return True  # the schema changed under the predicate: assume the rows match (the safe answer)
-
-
-def _schema(manifest: pb.Manifest) -> pa.Schema:
-    return schema_from_fields(list(manifest.fields), dict(manifest.schema_metadata))

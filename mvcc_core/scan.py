@@ -206,11 +206,7 @@ class Scan:
         keep: set[int] | None = None
         if choice is not None:
             cover = covered(choice.index)
-            addresses = lookup(self.store, choice.index, choice.expr, choice.bounds)
-            moved = frag_reuse.address_map(self.manifest, choice.index)
-            if moved:
-                addresses = moved.translate(addresses)
-            hit = {int(f) for f in np.unique(addresses >> np.uint64(32))}
+            hit = {int(f) for f in np.unique(self._index_addresses(choice) >> np.uint64(32))}
             keep = {f.id for f in self.fragments if f.id not in cover or len(f.files) != 1 or f.id in hit}
         fragments = [f for f in self.fragments if keep is None or f.id in keep]
         single = [f for f in fragments if len(f.files) == 1]
@@ -502,14 +498,19 @@ class Scan:
                 self._index = choice
         return self._index
 
-    def _indexed(self, choice: IndexChoice) -> Iterator[pa.RecordBatch]:
-        """Covered one-file fragments: only the rows the index names are read (then the whole filter
-        applies); other fragments are scanned as usual. Manifest order is kept."""
-        cover = covered(choice.index)
+    def _index_addresses(self, choice: IndexChoice) -> np.ndarray:
+        """The sorted row addresses the index names for the filter, where those rows are in this version."""
         addresses = lookup(self.store, choice.index, choice.expr, choice.bounds)
         moved = frag_reuse.address_map(self.manifest, choice.index)
         if moved:  # built before compactions that deferred remapping: where those rows are now
             addresses = np.sort(moved.translate(addresses))
+        return addresses
+
+    def _indexed(self, choice: IndexChoice) -> Iterator[pa.RecordBatch]:
+        """Covered one-file fragments: only the rows the index names are read (then the whole filter
+        applies); other fragments are scanned as usual. Manifest order is kept."""
+        cover = covered(choice.index)
+        addresses = self._index_addresses(choice)
         frag_of = addresses >> np.uint64(32)
         direct: list[pb.DataFragment] = []
         for frag in self.fragments:

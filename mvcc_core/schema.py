@@ -246,3 +246,8 @@ def conform(data: pa.Table | pa.RecordBatch, table_schema: pa.Schema) -> pa.Tabl
     if isinstance(data, pa.RecordBatch):
         return pa.RecordBatch.from_arrays(columns, schema=table_schema)
     return pa.Table.from_arrays(columns, schema=table_schema)
+
+
+def manifest_schema(manifest: pb.Manifest) -> pa.Schema:
+    """The Arrow schema of a version (field and schema metadata included)."""
+    return schema_from_fields(list(manifest.fields), dict(manifest.schema_metadata))

@@ -41,10 +41,6 @@ class ColumnPlan:
     written: list[str]
 
 
-def _schema(manifest: pb.Manifest) -> pa.Schema:
-    return schema_mod.schema_from_fields(list(manifest.fields), dict(manifest.schema_metadata))
-
-
 def _check_new_names(names: Sequence[str], schema: pa.Schema) -> None:
     if not names:
         raise SchemaError("add_columns needs at least one new column")
@@ -82,7 +78,7 @@ def plan_add_columns(
 ) -> ColumnPlan:
     """New columns from SQL expressions over existing columns (`{"b": "a * 2"}`), or all-null columns
     from Arrow fields (pylance's `add_columns` shapes). One Merge transaction."""
-    schema = _schema(manifest)
+    schema = schema_mod.manifest_schema(manifest)
     if isinstance(transforms, Mapping):
         _check_new_names(list(transforms), schema)
         expressions: dict[str, pc.Expression] = {}
@@ -138,7 +134,7 @@ def plan_merge(
 ) -> ColumnPlan:
     """Add the columns of `data` joined on a key (pylance's `merge`): a left join, so rows without a match
     get nulls. Keys must be unique in `data`; a NULL key matches nothing."""
-    schema = _schema(manifest)
+    schema = schema_mod.manifest_schema(manifest)
     right_on = right_on or left_on
     if left_on not in schema.names:
         raise SchemaError(f"merge: the table has no column {left_on!r}; columns are {schema.names}")
@@ -230,7 +226,7 @@ def plan_alter_columns(manifest: pb.Manifest, alterations: Sequence[Mapping[str,
     fields = [pb.Field() for _ in manifest.fields]
     for copy, original in zip(fields, manifest.fields, strict=True):
         copy.CopyFrom(original)
-    schema = _schema(manifest)
+    schema = schema_mod.manifest_schema(manifest)
     for alteration in alterations:
         if not isinstance(alteration, Mapping) or "path" not in alteration:
             raise SchemaError(f"an alteration is a dict with a 'path' key, got {alteration!r}")
@@ -284,7 +280,7 @@ def plan_replace_column(
     physical row, deleted rows included). One DataReplacement transaction; the old column data is
     tombstoned, not rewritten."""
     fields = list(manifest.fields)
-    schema = _schema(manifest)
+    schema = schema_mod.manifest_schema(manifest)
     if column not in schema.names:
         raise SchemaError(f"replace_column: the table has no column {column!r}; columns are {schema.names}")
     if not replacements:

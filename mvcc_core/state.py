@@ -90,7 +90,7 @@ class TableState:
     @cached_property
     def schema(self) -> pa.Schema:
         """The Arrow schema of this version (field metadata and schema metadata included)."""
-        return schema_mod.schema_from_fields(list(self.manifest.fields), dict(self.manifest.schema_metadata))
+        return schema_mod.manifest_schema(self.manifest)
 
     # ---- other versions -----------------------------------------------------------------------------
 

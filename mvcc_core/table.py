@@ -1266,7 +1266,7 @@ def _merged_generations(manifest: pb.Manifest, generations: dict[str | uuid.UUID
 
 def _fields_for_overwrite(current: pb.Manifest | None, schema: pa.Schema) -> list[pb.Field]:
     if current is not None and len(current.fields):
-        old = schema_mod.schema_from_fields(list(current.fields), dict(current.schema_metadata))
+        old = schema_mod.manifest_schema(current)
         if old.remove_metadata().equals(schema.remove_metadata()) and all(
             old.field(i).equals(schema.field(i), check_metadata=True) for i in range(len(schema))
         ):

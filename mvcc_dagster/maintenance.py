@@ -94,6 +94,18 @@ def _job(
     )
 
 
+def _one_step_job(
+    op: dg.OpDefinition, step: str, *, name: str, target: MaintenanceTarget, description: str
+) -> dg.JobDefinition:
+    """A job of one step: `op` run as `step` (retention, index, restore and tag jobs)."""
+
+    @dg.graph(name=name)
+    def graph() -> None:
+        op.alias(step)()
+
+    return _job(graph, name=name, target=target, description=description)
+
+
 def _executor(executor: str) -> dg.ExecutorDefinition | None:
     if executor not in EXECUTORS:
         raise ValueError(
@@ -360,12 +372,9 @@ def build_retention_job(
     target = MaintenanceTarget(table, asset_key)
     cleanup = _cleanup_op(target, older_than, retain_versions, dry_run, "")
 
-    @dg.graph(name=name or f"mvcc_retention__{target.suffix}")
-    def retention_job() -> None:
-        cleanup.alias("cleanup_old_versions")()
-
-    return _job(
-        retention_job,
+    return _one_step_job(
+        cleanup,
+        "cleanup_old_versions",
         name=name or f"mvcc_retention__{target.suffix}",
         target=target,
         description=f"Retention of {target.label}: older_than={older_than}, retain_versions={retain_versions}.",
@@ -452,12 +461,9 @@ def build_index_job(
 
     create_index = _index_op(target, column, index_type, idx, "create", "")
 
-    @dg.graph(name=name or f"mvcc_index__{target.suffix}__{re.sub(r'[^A-Za-z0-9_]', '_', idx)}")
-    def index_job() -> None:
-        create_index.alias("create_index")()
-
-    return _job(
-        index_job,
+    return _one_step_job(
+        create_index,
+        "create_index",
         name=name or f"mvcc_index__{target.suffix}__{re.sub(r'[^A-Za-z0-9_]', '_', idx)}",
         target=target,
         description=f"Index {idx} ({index_type} on {column}) of {target.label}.",
@@ -538,12 +544,9 @@ def build_restore_job(
         )
         return t.version
 
-    @dg.graph(name=name or f"mvcc_restore__{target.suffix}")
-    def restore_job() -> None:
-        restore.alias("restore")()
-
-    return _job(
-        restore_job,
+    return _one_step_job(
+        restore,
+        "restore",
         name=name or f"mvcc_restore__{target.suffix}",
         target=target,
         description=f"Restore {target.label} to a version, tag or timestamp (run config of the restore step).",
@@ -654,12 +657,9 @@ def build_tag_job(table: TableName, *, asset_key: TableName | None = None, name:
         )
         return version
 
-    @dg.graph(name=name or f"mvcc_tag__{target.suffix}")
-    def tag_graph() -> None:
-        tag.alias("tag")()
-
-    return _job(
-        tag_graph,
+    return _one_step_job(
+        tag,
+        "tag",
         name=name or f"mvcc_tag__{target.suffix}",
         target=target,
         description=f"Create, move or delete a tag of {target.label} (run config of the tag step).",
