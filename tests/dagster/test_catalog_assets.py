@@ -1,0 +1,395 @@
+"""A multi_asset writing a fact table and its dimension through the catalog (`MvccCatalogResource`): real
+instances and materializations, a real second writer (another process) for the conflicts, and a reader
+process polling the catalog during the runs."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pyarrow as pa
+import pytest
+
+import mvcc_core as mvcc
+from mvcc_core import failpoints
+from mvcc_dagster import (
+    CATALOG_READ_VERSION,
+    CATALOG_TABLE,
+    CATALOG_URI,
+    CATALOG_VERSION,
+    MvccCatalogResource,
+    catalog_table_name,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+ORDERS, CUSTOMERS = dg.AssetKey(["sales", "orders"]), dg.AssetKey(["sales", "customers"])
+DAYS = dg.StaticPartitionsDefinition(["2026-11-01", "2026-11-02"])
+
+
+def events_of(result: dg.ExecuteInProcessResult, kind: dg.DagsterEventType) -> list[dg.DagsterEvent]:
+    return [e for e in result.all_events if e.event_type == kind]
+
+
+def other_writer(root: str, code: str) -> None:
+    """A real second writer: another Python process running `code` with `cat` the catalog at `root`."""
+    script = f"import pyarrow as pa\nimport mvcc_core as mvcc\ncat = mvcc.Catalog.open({root!r})\n{code}\n"
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+
+
+def batch(n: int) -> tuple[pa.Table, pa.Table]:
+    """Run `n`'s rows: 3 orders and the one customer they belong to, both tagged with the batch `n`."""
+    orders = pa.table({"order_id": [n * 10 + i for i in range(3)], "customer_id": [n] * 3, "batch": [n] * 3})
+    customers = pa.table({"customer_id": [n], "name": [f"c{n}"], "batch": [n]})
+    return orders, customers
+
+
+def load_asset(hook: Any = None) -> dg.AssetsDefinition:
+    """The multi_asset under test: appends run `batch`'s orders and customer in one catalog transaction.
+    `hook(context, tx)` runs inside the transaction, after both writes are staged."""
+
+    @dg.multi_asset(specs=[dg.AssetSpec(ORDERS), dg.AssetSpec(CUSTOMERS)], config_schema={"batch": int})
+    def load(context: dg.AssetExecutionContext, mvcc_catalog: MvccCatalogResource):
+        orders, customers = batch(context.op_execution_context.op_config["batch"])
+        with mvcc_catalog.transaction(context) as tx:
+            tx.append(ORDERS, orders)
+            tx.append(CUSTOMERS, customers)
+            if hook is not None:
+                hook(context, tx)
+        return tx.materialize_results()
+
+    return load
+
+
+def run(
+    assets: list[Any], instance: dg.DagsterInstance, root: str, n: int, **kwargs: Any
+) -> dg.ExecuteInProcessResult:
+    return dg.materialize(
+        assets,
+        instance=instance,
+        resources={"mvcc_catalog": MvccCatalogResource(root_uri=root, conflict_retry_delay=0.01)},
+        run_config={"ops": {"load": {"config": {"batch": n}}}},
+        **kwargs,
+    )
+
+
+def data_files(root: str) -> set[str]:
+    """The tables' data and deletion files (the catalog's own `__manifest` table left out)."""
+    return {
+        str(p.relative_to(root))
+        for p in Path(root).rglob("*")
+        if p.is_file()
+        and not str(p.relative_to(root)).startswith("__manifest")
+        and (p.suffix == ".parquet" or "_deletions" in str(p))
+    }
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> str:
+    return str(tmp_path / "catalog")
+
+
+def test_asset_keys_name_catalog_tables() -> None:
+    assert catalog_table_name("orders") == "main.orders"
+    assert catalog_table_name(["sales", "orders"]) == "sales.orders"
+    assert catalog_table_name("wh/sales/orders", ["wh"]) == "sales.orders"
+    assert catalog_table_name(dg.AssetKey(["wh", "orders"]), ["wh"]) == "main.orders"
+    with pytest.raises(ValueError, match="'a/b/c' names a catalog table as \\[table\\] or \\[schema, table\\]"):
+        catalog_table_name("a/b/c")
+    with pytest.raises(ValueError, match=r"part\(s\) \['v1.2'\]"):
+        catalog_table_name(["sales", "v1.2"])
+    assert MvccCatalogResource(root_uri="/x", key_prefix=["wh"]).table_name("wh/sales/orders") == "sales.orders"
+
+
+def test_multi_asset_publishes_both_tables_in_one_catalog_version(instance: dg.DagsterInstance, root: str) -> None:
+    load = load_asset()
+    first = run([load], instance, root, 1)
+    assert first.success
+    cat = mvcc.Catalog.open(root)
+    # The first run creates the schema and both tables in one DDL version, then publishes the data in one.
+    assert [v.version for v in cat.versions()] == [1, 2, 3]
+    assert {c["change"] for c in cat.versions()[1].changes} == {"created_schema", "created_table"}
+
+    second = run([load], instance, root, 2)
+    assert second.success
+    versions = cat.versions()
+    assert [v.version for v in versions] == [1, 2, 3, 4]  # exactly one new catalog version
+    assert sorted((c["change"], c["name"]) for c in versions[-1].changes) == [
+        ("inserted_into_table", "sales.customers"),
+        ("inserted_into_table", "sales.orders"),
+    ]
+    snap = cat.snapshot(4)
+    before = cat.snapshot(3)
+    mats = {m.asset_key: m for m in second.asset_materializations_for_node("load")}
+    assert set(mats) == {ORDERS, CUSTOMERS}
+    for key, name in ((ORDERS, "sales.orders"), (CUSTOMERS, "sales.customers")):
+        table = snap.table(name)
+        assert table.version == before.table_version(name) + 1 == snap.table_version(name)
+        meta = {k: v.value for k, v in mats[key].metadata.items()}
+        assert meta["mvcc/version"] == table.version
+        assert meta[CATALOG_VERSION] == 4 and meta[CATALOG_READ_VERSION] == 3
+        assert meta[CATALOG_TABLE] == name and meta[CATALOG_URI] == root
+        assert meta["dagster/table_name"] == name and meta["dagster/uri"] == table.uri
+        assert meta["dagster/row_count"] == table.count_rows() == (6 if key == ORDERS else 2)
+        assert meta["mvcc/operation"] == "Append"
+        assert mats[key].tags["dagster/data_version"] == f"{table.uri.rsplit('/', 1)[-1]}@{table.version}"
+        props = table.versions()[-1].transaction_properties
+        assert props["dagster/run_id"] == second.run_id and props["dagster/asset_key"] == key.to_user_string()
+    stored = instance.get_latest_materialization_event(ORDERS)
+    assert stored is not None and stored.asset_materialization is not None
+    assert stored.asset_materialization.metadata[CATALOG_VERSION].value == 4
+
+
+def test_failure_in_the_step_after_staging_publishes_nothing(instance: dg.DagsterInstance, root: str) -> None:
+    assert run([load_asset()], instance, root, 1).success
+    cat = mvcc.Catalog.open(root)
+    files_before = data_files(root)
+    staged: list[list[str]] = []
+
+    def fail(context: dg.AssetExecutionContext, tx: Any) -> None:
+        staged.append(sorted(data_files(root) - files_before))  # both writes' files are on storage now
+        raise RuntimeError("the step failed after staging")
+
+    result = run([load_asset(fail)], instance, root, 2, raise_on_error=False)
+    assert not result.success
+    assert len(staged[0]) >= 2  # one data file per table at least
+    assert cat.latest_version == 3  # nothing published
+    assert cat.table("sales.orders").count_rows() == 3 and cat.table("sales.customers").count_rows() == 1
+    assert data_files(root) == files_before  # the staged files were removed
+    assert not result.asset_materializations_for_node("load")
+    # Killed between staging and the catalog commit (the core's failpoint, raising in the step's process):
+    # the publish does not happen, no materialization is recorded, the next run publishes normally.
+    with failpoints.armed("catalog.after_stage", "raise"):
+        crashed = run([load_asset()], instance, root, 3, raise_on_error=False)
+    assert not crashed.success and not crashed.asset_materializations_for_node("load")
+    assert cat.latest_version == 3
+    assert run([load_asset()], instance, root, 4).success
+    assert cat.latest_version == 4
+    assert sorted(set(cat.table("sales.orders").to_table()["batch"].to_pylist())) == [1, 4]
+
+
+def test_concurrent_delete_is_a_retryable_conflict_and_the_step_is_retried(
+    instance: dg.DagsterInstance, root: str
+) -> None:
+    """Both the step and another process delete from sales.orders: DuckLake's delete/delete rule makes the
+    step's publish a retryable conflict, the plugin turns it into RetryRequested, the retry publishes."""
+    assert run([load_asset()], instance, root, 1).success
+    attempts: list[int] = []
+
+    def delete_elsewhere(context: dg.AssetExecutionContext, tx: Any) -> None:
+        tx.delete(ORDERS, "order_id = 10")
+        attempts.append(context.retry_number)
+        if context.retry_number == 0:
+            other_writer(
+                root,
+                "with cat.transaction() as tx:\n    tx.table('sales.orders').delete('order_id = 11')",
+            )
+
+    @dg.multi_asset(specs=[dg.AssetSpec(ORDERS), dg.AssetSpec(CUSTOMERS)], config_schema={"batch": int})
+    def load(context: dg.AssetExecutionContext, mvcc_catalog: MvccCatalogResource):
+        _, customers = batch(context.op_execution_context.op_config["batch"])
+        with mvcc_catalog.transaction(context) as tx:
+            tx.append(CUSTOMERS, customers)
+            delete_elsewhere(context, tx)
+        return tx.materialize_results()
+
+    result = run([load], instance, root, 2)
+    assert result.success and attempts == [0, 1]
+    assert len(events_of(result, dg.DagsterEventType.STEP_UP_FOR_RETRY)) == 1
+    cat = mvcc.Catalog.open(root)
+    assert cat.latest_version == 5  # 3: run 1, 4: the other process, 5: the retry (both tables at once)
+    assert sorted(c["name"] for c in cat.versions()[-1].changes) == ["sales.customers", "sales.orders"]
+    assert cat.table("sales.orders").to_table()["order_id"].to_pylist() == [12]
+    assert sorted(cat.table("sales.customers").to_table()["customer_id"].to_pylist()) == [1, 2]
+    mats = {m.asset_key: m for m in result.asset_materializations_for_node("load")}
+    assert {m.metadata[CATALOG_VERSION].value for m in mats.values()} == {5}
+    assert mats[ORDERS].metadata[CATALOG_READ_VERSION].value == 4
+
+
+def test_concurrent_drop_is_an_incompatible_conflict_and_fails_without_retry(
+    instance: dg.DagsterInstance, root: str
+) -> None:
+    """Another process drops sales.customers while the step has staged its writes: DuckLake's "insert into a
+    table another dropped" is incompatible, the step fails at once, naming the object and both versions."""
+    assert run([load_asset()], instance, root, 1).success
+    files_before = data_files(root)
+
+    def drop_elsewhere(context: dg.AssetExecutionContext, tx: Any) -> None:
+        other_writer(root, "cat.drop_table('sales.customers')")
+
+    result = dg.materialize(
+        [load_asset(drop_elsewhere)],
+        instance=instance,
+        resources={"mvcc_catalog": MvccCatalogResource(root_uri=root, conflict_retry_delay=0.01)},
+        run_config={"ops": {"load": {"config": {"batch": 2}}}},
+        raise_on_error=False,
+    )
+    assert not result.success
+    assert not events_of(result, dg.DagsterEventType.STEP_UP_FOR_RETRY)
+    (failure,) = events_of(result, dg.DagsterEventType.STEP_FAILURE)
+    data = failure.step_failure_data.user_failure_data
+    meta = {k: v.value for k, v in data.metadata.items()}
+    assert meta["catalog_object"] == "sales.customers"
+    assert (meta["expected_version"], meta["actual_version"]) == (3, 4)
+    assert "dropped" in meta["rule"]
+    assert "incompatible catalog conflict on 'sales.customers'" in data.description
+    assert "nothing was published" in data.description
+    cat = mvcc.Catalog.open(root)
+    assert cat.latest_version == 4 and cat.tables("sales") == ["sales.orders"]
+    assert cat.table("sales.orders").count_rows() == 3  # the step's orders were not published either
+    assert data_files(root) == files_before  # its staged files were removed
+
+
+READER = """
+import json, sys, time, os
+import mvcc_core as mvcc
+root, stop, out = sys.argv[1:4]
+seen, bad = [], []
+while not os.path.exists(stop):
+    try:
+        cat = mvcc.Catalog.open(root)
+        snap = cat.snapshot()
+        if "sales.orders" in snap.tables():
+            o = set(snap.table("sales.orders").to_table()["batch"].to_pylist())
+            c = set(snap.table("sales.customers").to_table()["batch"].to_pylist())
+            seen.append(snap.version)
+            if o != c:
+                bad.append([snap.version, sorted(o), sorted(c)])
+    except mvcc.TableNotFoundError:
+        pass
+    time.sleep(0.01)
+json.dump({"seen": seen, "bad": bad}, open(out, "w"))
+"""
+
+
+@pytest.mark.timeout(180)
+def test_a_reader_never_sees_one_table_without_the_other(
+    instance: dg.DagsterInstance, root: str, tmp_path: Path
+) -> None:
+    """A reader process polls the newest catalog snapshot while 6 runs publish; every snapshot it read, and
+    every catalog version afterwards, has the same batches in both tables."""
+    stop, out = tmp_path / "stop", tmp_path / "reader.json"
+    reader = subprocess.Popen([sys.executable, "-c", READER, root, str(stop), str(out)], cwd=ROOT)
+    try:
+        load = load_asset()
+        for n in range(1, 7):
+            assert run([load], instance, root, n).success
+            time.sleep(0.05)
+    finally:
+        stop.touch()
+        assert reader.wait(timeout=60) == 0
+    report = json.loads(out.read_text())
+    assert report["bad"] == []
+    assert len(set(report["seen"])) >= 2, report["seen"]  # it did read while the runs went on
+    cat = mvcc.Catalog.open(root)
+    for v in cat.versions():
+        snap = cat.snapshot(v.version)
+        if "sales.orders" not in snap.tables():
+            continue
+        orders = set(snap.table("sales.orders").to_table()["batch"].to_pylist())
+        assert orders == set(snap.table("sales.customers").to_table()["batch"].to_pylist()), v.version
+    assert orders == set(range(1, 7))
+
+
+def test_partitioned_overwrite_replaces_the_runs_partition_in_both_tables(
+    instance: dg.DagsterInstance, root: str
+) -> None:
+    specs = [
+        dg.AssetSpec(ORDERS, metadata={"partition_expr": "day"}),
+        dg.AssetSpec(CUSTOMERS, metadata={"partition_expr": "day"}),
+    ]
+
+    @dg.multi_asset(specs=specs, partitions_def=DAYS, config_schema={"n": int})
+    def load(context: dg.AssetExecutionContext, mvcc_catalog: MvccCatalogResource):
+        day, n = context.partition_key, context.op_execution_context.op_config["n"]
+        with mvcc_catalog.transaction(context) as tx:
+            tx.overwrite(ORDERS, pa.table({"day": [day] * n, "i": list(range(n))}))
+            tx.overwrite(CUSTOMERS, pa.table({"day": [day], "customers": [n]}))
+        return tx.materialize_results()
+
+    resources = {"mvcc_catalog": MvccCatalogResource(root_uri=root)}
+    for day, n in (("2026-11-01", 2), ("2026-11-02", 3), ("2026-11-01", 4)):
+        result = dg.materialize(
+            [load], instance=instance, resources=resources, partition_key=day, run_config={"ops": {"load": {"config": {"n": n}}}}
+        )
+        assert result.success
+    mats = {m.asset_key: m for m in result.asset_materializations_for_node("load")}
+    assert mats[ORDERS].partition == "2026-11-01"
+    assert mats[ORDERS].metadata["dagster/partition_row_count"].value == 4
+    assert mats[ORDERS].metadata["dagster/row_count"].value == 7
+    cat = mvcc.Catalog.open(root)
+    orders = cat.table("sales.orders")
+    assert sorted((r["day"], r["i"]) for r in orders.to_table().to_pylist()) == [
+        *(("2026-11-01", i) for i in range(4)),
+        *(("2026-11-02", i) for i in range(3)),
+    ]
+    assert orders.versions()[-1].transaction_properties["dagster/partition_key"] == "2026-11-01"
+    assert sorted(r["customers"] for r in cat.table("sales.customers").to_table().to_pylist()) == [3, 4]
+
+
+def test_bad_writes_fail_before_anything_is_published(instance: dg.DagsterInstance, root: str) -> None:
+    """No partition_expr on a partitioned asset, a delete from a missing table, a non-table value: a Failure
+    that is not retried, naming the asset; the catalog does not move and no table is created."""
+    resources = {"mvcc_catalog": MvccCatalogResource(root_uri=root)}
+
+    @dg.multi_asset(specs=[dg.AssetSpec(ORDERS), dg.AssetSpec(CUSTOMERS)], partitions_def=DAYS)
+    def no_expr(context: dg.AssetExecutionContext, mvcc_catalog: MvccCatalogResource):
+        with mvcc_catalog.transaction(context) as tx:
+            tx.overwrite(ORDERS, pa.table({"day": [context.partition_key]}))
+        return tx.materialize_results()
+
+    @dg.multi_asset(specs=[dg.AssetSpec(ORDERS)], retry_policy=dg.RetryPolicy(max_retries=2))
+    def delete_missing(context: dg.AssetExecutionContext, mvcc_catalog: MvccCatalogResource):
+        with mvcc_catalog.transaction(context) as tx:
+            tx.append(CUSTOMERS, pa.table({"x": [1]}))
+            tx.delete(ORDERS, "x = 1")
+        return tx.materialize_results()
+
+    @dg.multi_asset(specs=[dg.AssetSpec(ORDERS)])
+    def not_a_table(context: dg.AssetExecutionContext, mvcc_catalog: MvccCatalogResource):
+        with mvcc_catalog.transaction(context) as tx:
+            tx.append(ORDERS, [1, 2, 3])
+        return tx.materialize_results()
+
+    cases = [
+        (no_expr, "2026-11-01", "partition_expr"),
+        (delete_missing, None, "cannot delete from catalog table 'sales.orders', which does not exist"),
+        (not_a_table, None, "a catalog write takes a pyarrow Table"),
+    ]
+    for asset, partition, message in cases:
+        result = dg.materialize(
+            [asset], instance=instance, resources=resources, partition_key=partition, raise_on_error=False
+        )
+        assert not result.success
+        assert not events_of(result, dg.DagsterEventType.STEP_UP_FOR_RETRY)
+        (failure,) = events_of(result, dg.DagsterEventType.STEP_FAILURE)
+        assert message in failure.step_failure_data.user_failure_data.description
+    cat = mvcc.Catalog.open(root)
+    assert cat.latest_version == 1 and cat.tables() == []
+    assert data_files(root) == set()
+
+
+def test_downstream_reads_the_catalog_version_its_upstreams_recorded(instance: dg.DagsterInstance, root: str) -> None:
+    """A downstream asset reads both tables from one snapshot: the catalog version the upstream
+    materializations recorded, not a newer one written outside Dagster."""
+    load = load_asset()
+    seen: list[tuple[int, list[int], list[int]]] = []
+
+    @dg.asset(deps=[ORDERS, CUSTOMERS])
+    def report(context: dg.AssetExecutionContext, mvcc_catalog: MvccCatalogResource) -> None:
+        snap = mvcc_catalog.snapshot_for(context, [ORDERS, CUSTOMERS])
+        orders = snap.table(mvcc_catalog.table_name(ORDERS)).to_table()["batch"].to_pylist()
+        customers = snap.table(mvcc_catalog.table_name(CUSTOMERS)).to_table()["batch"].to_pylist()
+        seen.append((snap.version, sorted(set(orders)), customers))
+
+    assert run([load, report], instance, root, 1).success
+    assert seen[-1] == (3, [1], [1])
+    other_writer(root, "with cat.transaction() as tx:\n    tx.table('sales.orders').append(pa.table({'order_id': [99], 'customer_id': [9], 'batch': [9]}))")
+    resources = {"mvcc_catalog": MvccCatalogResource(root_uri=root)}
+    assert dg.materialize([load, report], instance=instance, resources=resources, selection=[report.key]).success
+    assert seen[-1] == (3, [1], [1])  # pinned: the outside commit (catalog version 4) is not read
+    assert mvcc.Catalog.open(root).latest_version == 4
