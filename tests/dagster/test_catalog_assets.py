@@ -3,7 +3,6 @@ instances and materializations, a real second writer (another process) for the c
 process polling the catalog during the runs."""
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -65,9 +64,7 @@ def load_asset(hook: Any = None) -> dg.AssetsDefinition:
     return load
 
 
-def run(
-    assets: list[Any], instance: dg.DagsterInstance, root: str, n: int, **kwargs: Any
-) -> dg.ExecuteInProcessResult:
+def run(assets: list[Any], instance: dg.DagsterInstance, root: str, n: int, **kwargs: Any) -> dg.ExecuteInProcessResult:
     return dg.materialize(
         assets,
         instance=instance,
@@ -247,8 +244,9 @@ def test_concurrent_drop_is_an_incompatible_conflict_and_fails_without_retry(
 READER = """
 import json, sys, time, os
 import mvcc_core as mvcc
-root, stop, out = sys.argv[1:4]
+root, stop, out, ready = sys.argv[1:5]
 seen, bad = [], []
+open(ready, "w").close()
 while not os.path.exists(stop):
     try:
         cat = mvcc.Catalog.open(root)
@@ -272,9 +270,13 @@ def test_a_reader_never_sees_one_table_without_the_other(
 ) -> None:
     """A reader process polls the newest catalog snapshot while 6 runs publish; every snapshot it read, and
     every catalog version afterwards, has the same batches in both tables."""
-    stop, out = tmp_path / "stop", tmp_path / "reader.json"
-    reader = subprocess.Popen([sys.executable, "-c", READER, root, str(stop), str(out)], cwd=ROOT)
+    stop, out, ready = tmp_path / "stop", tmp_path / "reader.json", tmp_path / "ready"
+    reader = subprocess.Popen([sys.executable, "-c", READER, root, str(stop), str(out), str(ready)], cwd=ROOT)
     try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():  # the reader has imported mvcc and polls
+            assert reader.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
         load = load_asset()
         for n in range(1, 7):
             assert run([load], instance, root, n).success
@@ -314,7 +316,11 @@ def test_partitioned_overwrite_replaces_the_runs_partition_in_both_tables(
     resources = {"mvcc_catalog": MvccCatalogResource(root_uri=root)}
     for day, n in (("2026-11-01", 2), ("2026-11-02", 3), ("2026-11-01", 4)):
         result = dg.materialize(
-            [load], instance=instance, resources=resources, partition_key=day, run_config={"ops": {"load": {"config": {"n": n}}}}
+            [load],
+            instance=instance,
+            resources=resources,
+            partition_key=day,
+            run_config={"ops": {"load": {"config": {"n": n}}}},
         )
         assert result.success
     mats = {m.asset_key: m for m in result.asset_materializations_for_node("load")}
@@ -388,8 +394,47 @@ def test_downstream_reads_the_catalog_version_its_upstreams_recorded(instance: d
 
     assert run([load, report], instance, root, 1).success
     assert seen[-1] == (3, [1], [1])
-    other_writer(root, "with cat.transaction() as tx:\n    tx.table('sales.orders').append(pa.table({'order_id': [99], 'customer_id': [9], 'batch': [9]}))")
+    outside_row = "pa.table({'order_id': [99], 'customer_id': [9], 'batch': [9]})"
+    other_writer(root, f"with cat.transaction() as tx:\n    tx.table('sales.orders').append({outside_row})")
     resources = {"mvcc_catalog": MvccCatalogResource(root_uri=root)}
     assert dg.materialize([load, report], instance=instance, resources=resources, selection=[report.key]).success
     assert seen[-1] == (3, [1], [1])  # pinned: the outside commit (catalog version 4) is not read
     assert mvcc.Catalog.open(root).latest_version == 4
+
+
+def load_example() -> Any:
+    """definitions.py (a file at the repository root) as a module."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("mvcc_example_definitions_catalog", ROOT / "definitions.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_example_catalog_assets(instance: dg.DagsterInstance, tmp_path: Path) -> None:
+    """definitions.py's catalog block: each day's run publishes orders and customers in one catalog version
+    (a re-run replaces the day in both), and revenue_by_segment reads the catalog version they recorded."""
+    example = load_example()
+    warehouse = str(tmp_path / "wh")
+    resources = example.resources(warehouse)
+    root = f"{warehouse}/catalog"
+    for day in ("2026-11-02", "2026-11-03", "2026-11-02"):
+        before = mvcc.Catalog.open(root).latest_version if Path(root).exists() else None
+        result = dg.materialize(example.CATALOG_ASSETS, instance=instance, resources=resources, partition_key=day)
+        assert result.success
+        cat = mvcc.Catalog.open(root)
+        if before is not None:
+            assert cat.latest_version == before + 1
+        mats = {m.asset_key: m for m in result.asset_materializations_for_node("sales_load")}
+        assert {m.metadata[CATALOG_VERSION].value for m in mats.values()} == {cat.latest_version}
+        (revenue,) = result.asset_materializations_for_node("sales__revenue_by_segment")
+        assert revenue.metadata["mvcc/source_catalog_version"].value == cat.latest_version
+        assert revenue.metadata["orders_read"].value == example.ORDERS_PER_DAY
+    orders = cat.table("sales.orders").to_table()
+    assert orders.num_rows == 2 * example.ORDERS_PER_DAY and len(set(orders["order_id"].to_pylist())) == orders.num_rows
+    assert cat.table("sales.customers").count_rows() == 2 * example.CUSTOMERS
+    revenue = mvcc.open_table(f"{warehouse}/sales/revenue_by_segment").to_table()
+    assert sorted({str(d) for d in revenue["day"].to_pylist()}) == ["2026-11-02", "2026-11-03"]
+    assert abs(sum(revenue["revenue"].to_pylist()) - sum(orders["amount"].to_pylist())) < 1e-6
