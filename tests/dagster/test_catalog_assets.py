@@ -336,6 +336,24 @@ def test_partitioned_overwrite_replaces_the_runs_partition_in_both_tables(
     assert orders.versions()[-1].transaction_properties["dagster/partition_key"] == "2026-11-01"
     assert sorted(r["customers"] for r in cat.table("sales.customers").to_table().to_pylist()) == [3, 4]
 
+    # A row outside the run's partition: the core refuses the staged overwrite, the step fails without a
+    # retry and neither table changes (the other table's write was staged first and is removed).
+    @dg.multi_asset(specs=specs, partitions_def=DAYS, name="load", retry_policy=dg.RetryPolicy(max_retries=2))
+    def foreign(context: dg.AssetExecutionContext, mvcc_catalog: MvccCatalogResource):
+        with mvcc_catalog.transaction(context) as tx:
+            tx.overwrite(CUSTOMERS, pa.table({"day": [context.partition_key], "customers": [9]}))
+            tx.overwrite(ORDERS, pa.table({"day": ["2026-11-02"], "i": [9]}))
+        return tx.materialize_results()
+
+    version, files = cat.latest_version, data_files(root)
+    failed = dg.materialize(
+        [foreign], instance=instance, resources=resources, partition_key="2026-11-01", raise_on_error=False
+    )
+    assert not failed.success and not events_of(failed, dg.DagsterEventType.STEP_UP_FOR_RETRY)
+    (failure,) = events_of(failed, dg.DagsterEventType.STEP_FAILURE)
+    assert "PredicateError" in failure.step_failure_data.user_failure_data.description
+    assert cat.latest_version == version and data_files(root) == files
+
 
 def test_bad_writes_fail_before_anything_is_published(instance: dg.DagsterInstance, root: str) -> None:
     """No partition_expr on a partitioned asset, a delete from a missing table, a non-table value: a Failure
