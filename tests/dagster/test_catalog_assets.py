@@ -456,3 +456,24 @@ def test_example_catalog_assets(instance: dg.DagsterInstance, tmp_path: Path) ->
     revenue = mvcc.open_table(f"{warehouse}/sales/revenue_by_segment").to_table()
     assert sorted({str(d) for d in revenue["day"].to_pylist()}) == ["2026-11-02", "2026-11-03"]
     assert abs(sum(revenue["revenue"].to_pylist()) - sum(orders["amount"].to_pylist())) < 1e-6
+
+
+@pytest.mark.s3
+def test_multi_asset_on_s3(instance: dg.DagsterInstance, s3_uri: str, s3_options: dict[str, Any]) -> None:
+    """The same publish on the local S3 server, the storage options passed through the resource."""
+    resource = MvccCatalogResource(root_uri=s3_uri, storage_options=s3_options)
+    for n in (1, 2):
+        result = dg.materialize(
+            [load_asset()],
+            instance=instance,
+            resources={"mvcc_catalog": resource},
+            run_config={"ops": {"load": {"config": {"batch": n}}}},
+        )
+        assert result.success
+    cat = mvcc.Catalog.open(s3_uri, storage_options=s3_options)
+    assert cat.latest_version == 4
+    mats = result.asset_materializations_for_node("load")
+    assert {m.metadata[CATALOG_VERSION].value for m in mats} == {4}
+    snap = cat.snapshot()
+    assert sorted(set(snap.table("sales.orders").to_table()["batch"].to_pylist())) == [1, 2]
+    assert snap.table("sales.customers").count_rows() == 2
