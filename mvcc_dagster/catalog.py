@@ -107,6 +107,12 @@ def _run_partitions(context: Any) -> list[str] | None:
     return None
 
 
+def _run_id(context: Any) -> str:
+    """The run's id (`context.run.run_id`; `context.run_id` is deprecated on the asset context in 1.13)."""
+    run = getattr(context, "run", None)
+    return str(run.run_id) if run is not None else str(context.run_id)
+
+
 @dataclass
 class _Write:
     """One write the step asked for; kept so it can be staged again on a newer snapshot (new tables)."""
@@ -207,8 +213,8 @@ class CatalogAssetTransaction:
         """The run's partitions of asset `key` as a predicate; None when the run or the asset is unpartitioned."""
         context = self._context
         keys = _run_partitions(context)
-        if keys is None or schema is None:
-            return None
+        if keys is None or schema is None or not getattr(context, "has_assets_def", False):
+            return None  # unpartitioned, nothing to type the predicate with, or a plain op (no asset specs)
         assets_def = context.assets_def
         partitions_def = assets_def.partitions_def
         if partitions_def is None:
@@ -233,7 +239,7 @@ class CatalogAssetTransaction:
         props = {ASSET_KEY_PROPERTY: key.to_user_string()}
         context = self._context
         if context is not None:
-            props[RUN_ID_PROPERTY] = context.run_id
+            props[RUN_ID_PROPERTY] = _run_id(context)
             keys = _run_partitions(context)
             if keys:
                 props[PARTITION_KEY_PROPERTY] = keys[0] if len(keys) == 1 else f"{min(keys)}...{max(keys)}"
@@ -422,7 +428,7 @@ class MvccCatalogResource(dg.ConfigurableResource):
         message = commit_message
         if message is None and context is not None:
             keys = ", ".join(k.to_user_string() for k in sorted(context.selected_asset_keys, key=str))
-            message = f"dagster: {keys} (run {context.run_id})"
+            message = f"dagster: {keys} (run {_run_id(context)})"
         tx = CatalogAssetTransaction(self, context, catalog, message)
         try:
             yield tx
@@ -440,7 +446,7 @@ class MvccCatalogResource(dg.ConfigurableResource):
         asset_key = to_asset_key(key)
         instance = context.instance
         records = instance.get_records_for_run(
-            context.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
+            _run_id(context), of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
         ).records
         for record in reversed(records):
             mat = record.asset_materialization

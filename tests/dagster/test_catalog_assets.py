@@ -477,3 +477,53 @@ def test_multi_asset_on_s3(instance: dg.DagsterInstance, s3_uri: str, s3_options
     snap = cat.snapshot()
     assert sorted(set(snap.table("sales.orders").to_table()["batch"].to_pylist())) == [1, 2]
     assert snap.table("sales.customers").count_rows() == 2
+
+
+KILLED_STEP = """
+import sys
+import dagster as dg
+import pyarrow as pa
+import mvcc_core as mvcc
+from mvcc_core import failpoints
+from mvcc_dagster import MvccCatalogResource
+
+root, point = sys.argv[1:3]
+failpoints.arm(point, "exit")  # the catalog's points exist once mvcc_core is imported
+
+@dg.multi_asset(specs=[dg.AssetSpec(["sales", "orders"]), dg.AssetSpec(["sales", "customers"])])
+def load(context: dg.AssetExecutionContext, mvcc_catalog: MvccCatalogResource):
+    with mvcc_catalog.transaction(context) as tx:
+        tx.append(["sales", "orders"], pa.table({"order_id": [20, 21, 22], "customer_id": [2] * 3, "batch": [2] * 3}))
+        tx.append(["sales", "customers"], pa.table({"customer_id": [2], "name": ["c2"], "batch": [2]}))
+    return tx.materialize_results()
+
+resources = {"mvcc_catalog": MvccCatalogResource(root_uri=root)}
+dg.materialize([load], instance=dg.DagsterInstance.get(), resources=resources)
+"""
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("point", ["catalog.after_stage", "catalog.after_publish"])
+def test_a_step_killed_mid_publish(instance: dg.DagsterInstance, root: str, point: str) -> None:
+    """The step's process is killed (os._exit at the core's failpoint, as kill -9 would) while it publishes.
+    Before the catalog commit: nothing is visible. After it: both tables are, together, though Dagster
+    recorded no materialization (the step never reported); either way the next run publishes on top."""
+    assert run([load_asset()], instance, root, 1).success
+    child = subprocess.run(
+        [sys.executable, "-c", KILLED_STEP, root, point], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert child.returncode == failpoints.DEFAULT_EXIT_CODE, child.stderr[-2000:]
+    cat = mvcc.Catalog.open(root)
+    published = point == "catalog.after_publish"
+    assert cat.latest_version == (4 if published else 3)
+    snap = cat.snapshot()
+    orders = set(snap.table("sales.orders").to_table()["batch"].to_pylist())
+    assert orders == set(snap.table("sales.customers").to_table()["batch"].to_pylist())
+    assert orders == ({1, 2} if published else {1})
+    latest = instance.get_latest_materialization_event(ORDERS)
+    assert latest is not None and latest.asset_materialization is not None
+    assert latest.asset_materialization.metadata[CATALOG_VERSION].value == 3  # the killed step reported nothing
+    assert run([load_asset()], instance, root, 3).success
+    snap = cat.snapshot()
+    assert snap.version == (5 if published else 4)
+    assert set(snap.table("sales.orders").to_table()["batch"].to_pylist()) == ({1, 2, 3} if published else {1, 3})
