@@ -201,6 +201,11 @@ class CatalogAssetTransaction:
             )
             partition_filter = self._partition_filter(asset_key, schema)
             if kind == "overwrite" and where is None:
+                if partition_filter is None and _run_partitions(self._context) is not None:
+                    raise ValueError(
+                        f"asset {asset}: an overwrite in a partitioned run needs the partition's predicate; pass "
+                        f"where= (this step has no asset specs to take {PARTITION_EXPR!r} from)"
+                    )
                 where = partition_filter
             write = _Write(asset_key, name, kind, arrow, where, partition_filter)
             if exists:

@@ -527,3 +527,39 @@ def test_a_step_killed_mid_publish(instance: dg.DagsterInstance, root: str, poin
     snap = cat.snapshot()
     assert snap.version == (5 if published else 4)
     assert set(snap.table("sales.orders").to_table()["batch"].to_pylist()) == ({1, 2, 3} if published else {1, 3})
+
+
+def test_an_op_in_a_partitioned_job_must_say_where(instance: dg.DagsterInstance, root: str) -> None:
+    """A plain op has no asset specs to take partition_expr from: an overwrite without where= in a
+    partitioned run fails closed (never an unpredicated overwrite); with where= it publishes."""
+    seen: list[int] = []
+
+    @dg.op(config_schema={"where": bool})
+    def write(context: dg.OpExecutionContext, mvcc_catalog: MvccCatalogResource) -> None:
+        day = context.partition_key
+        where = f"day = '{day}'" if context.op_config["where"] else None
+        with mvcc_catalog.transaction(context) as tx:
+            tx.overwrite("ops/t", pa.table({"day": [day], "n": [1]}), where=where)
+        seen.append(tx.published_version or 0)
+
+    @dg.job(partitions_def=DAYS)
+    def job() -> None:
+        write()
+
+    resources = {"mvcc_catalog": MvccCatalogResource(root_uri=root)}
+    for flag in (True, False):
+        result = job.execute_in_process(
+            instance=instance,
+            resources=resources,
+            partition_key="2026-11-02",
+            run_config={"ops": {"write": {"config": {"where": flag}}}},
+            raise_on_error=False,
+        )
+        assert result.success is flag
+    (failure,) = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert "needs the partition's predicate" in failure.step_failure_data.user_failure_data.description
+    cat = mvcc.Catalog.open(root)
+    assert seen == [3] and cat.latest_version == 3
+    assert cat.table("ops.t").to_table().to_pylist() == [{"day": "2026-11-02", "n": 1}]
+    props = cat.table("ops.t").versions()[-1].transaction_properties
+    assert props["dagster/partition_key"] == "2026-11-02" and props["dagster/asset_key"] == "ops/t"
