@@ -323,7 +323,23 @@ class CatalogAssetTransaction:
         """
         if self.published_version is None:
             raise ValueError("the catalog transaction is not published; results exist only after the publish")
-        snapshot = self.catalog.snapshot(self.published_version)
+        try:
+            return self._results(self.published_version)
+        except Exception as exc:
+            # The data is published: a retry of the step would publish it again (an append twice). Fail
+            # without a retry, saying what was published, rather than let a RetryPolicy run the step again.
+            raise dg.Failure(
+                description=(
+                    f"catalog {self.catalog.root}: the step's tables were published as catalog version "
+                    f"{self.published_version}, but reading them back for the materializations failed "
+                    f"({type(exc).__name__}: {exc}); not retried, so they are not published twice"
+                ),
+                metadata={CATALOG_VERSION: self.published_version, CATALOG_URI: self.catalog.root},
+                allow_retries=False,
+            ) from exc
+
+    def _results(self, published: int) -> tuple[dg.MaterializeResult, ...]:
+        snapshot = self.catalog.snapshot(published)
         results = []
         seen: dict[dg.AssetKey, _Write] = {}
         for write in self._writes:
@@ -333,7 +349,7 @@ class CatalogAssetTransaction:
             meta = table_metadata(
                 table, table_name=write.name, read_version=None, partition_filter=write.partition_filter
             )
-            meta[CATALOG_VERSION] = self.published_version
+            meta[CATALOG_VERSION] = published
             meta[CATALOG_READ_VERSION] = self.read_version
             meta[CATALOG_TABLE] = write.name
             meta[CATALOG_URI] = self.catalog.root

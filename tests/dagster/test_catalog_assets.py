@@ -563,3 +563,32 @@ def test_an_op_in_a_partitioned_job_must_say_where(instance: dg.DagsterInstance,
     assert cat.table("ops.t").to_table().to_pylist() == [{"day": "2026-11-02", "n": 1}]
     props = cat.table("ops.t").versions()[-1].transaction_properties
     assert props["dagster/partition_key"] == "2026-11-02" and props["dagster/asset_key"] == "ops/t"
+
+
+def test_reporting_failure_after_the_publish_is_not_retried(instance: dg.DagsterInstance, root: str) -> None:
+    """The tables are published, then reading one back for its metadata fails (its manifests are gone from
+    storage): the step fails without a retry under its RetryPolicy (a retry would append the rows again),
+    naming the catalog version that was published."""
+    import shutil
+
+    attempts: list[int] = []
+
+    @dg.multi_asset(specs=[dg.AssetSpec(ORDERS), dg.AssetSpec(CUSTOMERS)], retry_policy=dg.RetryPolicy(max_retries=2))
+    def load(context: dg.AssetExecutionContext, mvcc_catalog: MvccCatalogResource):
+        attempts.append(context.retry_number)
+        orders, customers = batch(1)
+        with mvcc_catalog.transaction(context) as tx:
+            tx.append(ORDERS, orders)
+            tx.append(CUSTOMERS, customers)
+        shutil.rmtree(f"{tx.snapshot.table('sales.orders').uri}/_versions")  # storage loses the manifests
+        return tx.materialize_results()
+
+    result = dg.materialize(
+        [load], instance=instance, resources={"mvcc_catalog": MvccCatalogResource(root_uri=root)}, raise_on_error=False
+    )
+    assert not result.success and attempts == [0]
+    (failure,) = events_of(result, dg.DagsterEventType.STEP_FAILURE)
+    data = failure.step_failure_data.user_failure_data
+    assert "published as catalog version 3" in data.description and "not retried" in data.description
+    assert data.metadata[CATALOG_VERSION].value == 3
+    assert mvcc.Catalog.open(root).latest_version == 3
