@@ -322,7 +322,10 @@ class CatalogAssetTransaction:
         new directory, so its versions never repeat an old table's).
         """
         if self.published_version is None:
-            raise ValueError("the catalog transaction is not published; results exist only after the publish")
+            raise ValueError(
+                f"the catalog transaction is {self._state}, not published: call materialize_results() after the "
+                "`with mvcc_catalog.transaction(context) as tx:` block, which publishes when it ends"
+            )
         try:
             return self._results(self.published_version)
         except Exception as exc:
