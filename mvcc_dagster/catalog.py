@@ -31,7 +31,7 @@ import pyarrow as pa
 import mvcc_core as mvcc
 
 from .conflicts import DEFAULT_DELAY, DEFAULT_MAX_RETRIES, mvcc_conflicts
-from .io_manager import ASSET_KEY_PROPERTY, PARTITION_KEY_PROPERTY, RUN_ID_PROPERTY
+from .io_manager import ASSET_KEY_PROPERTY, PARTITION_KEY_PROPERTY, ROOT_RUN_ID_TAG, RUN_ID_PROPERTY
 from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predicate
 from .resources import to_asset_key
 from .versions import table_metadata
@@ -465,20 +465,41 @@ class MvccCatalogResource(dg.ConfigurableResource):
     # ---- reading ---------------------------------------------------------------------------------
 
     def pinned_catalog_version(self, context: Any, key: AssetName) -> int | None:
-        """The catalog version recorded by the materialization of `key` a step depends on: the one made in
-        this run, else the newest one; None when no materialization records one (read the latest)."""
+        """The catalog version recorded by the materialization of `key` a step depends on (part 1's order):
+
+        1. `key` was materialized in this run: that materialization's ``mvcc/catalog_version``;
+        2. the run re-executes an earlier one (its root run): the root run's own materialization of `key`,
+           else the newest materialization created before the root run was (what the root run read);
+        3. otherwise the newest materialization. None when none records a catalog version (read the latest).
+        """
         asset_key = to_asset_key(key)
         instance = context.instance
-        records = instance.get_records_for_run(
-            _run_id(context), of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
+
+        def from_run(run_id: str) -> int | None:
+            records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
+            for record in reversed(records):
+                mat = record.asset_materialization
+                if mat is not None and mat.asset_key == asset_key:
+                    value = _metadata_value(record, CATALOG_VERSION)
+                    if isinstance(value, int):
+                        return value
+            return None
+
+        version = from_run(_run_id(context))
+        if version is not None:
+            return version
+        run = getattr(context, "run", None)
+        root = (run.root_run_id or run.tags.get(ROOT_RUN_ID_TAG)) if run is not None else None
+        before: float | None = None
+        if root:
+            version = from_run(root)
+            if version is not None:
+                return version
+            root_record = instance.get_run_record_by_id(root)
+            before = root_record.create_timestamp.timestamp() if root_record is not None else None
+        newest = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=asset_key, before_timestamp=before), limit=1
         ).records
-        for record in reversed(records):
-            mat = record.asset_materialization
-            if mat is not None and mat.asset_key == asset_key:
-                value = _metadata_value(record, CATALOG_VERSION)
-                if isinstance(value, int):
-                    return value
-        newest = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=asset_key), limit=1).records
         value = _metadata_value(newest[0], CATALOG_VERSION) if newest else None
         return value if isinstance(value, int) else None
 

@@ -3,6 +3,7 @@ instances and materializations, a real second writer (another process) for the c
 process polling the catalog during the runs."""
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -592,3 +593,46 @@ def test_reporting_failure_after_the_publish_is_not_retried(instance: dg.Dagster
     assert "published as catalog version 3" in data.description and "not retried" in data.description
     assert data.metadata[CATALOG_VERSION].value == 3
     assert mvcc.Catalog.open(root).latest_version == 3
+
+
+def test_reexecution_reads_the_catalog_version_the_original_run_read(instance: dg.DagsterInstance, root: str) -> None:
+    """Re-executing only the downstream step of a run reads the catalog version that run recorded, even after
+    the tables moved on; a fresh run reads the newest materialization."""
+    import catalog_pin_defs as defs
+
+    def read_version(result: Any) -> tuple[int, list[int]]:
+        (mat,) = [
+            e.event_specific_data.materialization
+            for e in result.all_events
+            if e.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION and e.step_key == "report"
+        ]
+        return mat.metadata["read_catalog_version"].value, mat.metadata["batches"].value
+
+    os.environ[defs.ROOT_ENV] = root
+    try:
+        job = dg.reconstructable(defs.both)
+        with dg.execute_job(job, instance=instance, tags={"batch": "1"}) as first:
+            assert first.success
+            assert read_version(first) == (3, [1])
+            first_id = first.run_id
+        assert dg.materialize(
+            [defs.load], instance=instance, tags={"batch": "2"}, resources=defs.defs.resources
+        ).success
+        options = dg.ReexecutionOptions(parent_run_id=first_id, step_selection=["report"])
+        with dg.execute_job(job, instance=instance, reexecution_options=options) as again:
+            assert again.success
+            assert read_version(again) == (3, [1])  # the root run's own materialization of the upstream
+        # A run of the report alone reads the newest (4); re-executed after batch 3 it still reads 4: the
+        # newest materialization before its root run was created.
+        with dg.execute_job(job, instance=instance, asset_selection=[defs.report.key]) as alone:
+            assert alone.success and read_version(alone) == (4, [1, 2])
+            alone_id = alone.run_id
+        assert dg.materialize(
+            [defs.load], instance=instance, tags={"batch": "3"}, resources=defs.defs.resources
+        ).success
+        options = dg.ReexecutionOptions(parent_run_id=alone_id, step_selection=["report"])
+        with dg.execute_job(job, instance=instance, reexecution_options=options) as again:
+            assert again.success and read_version(again) == (4, [1, 2])
+        assert mvcc.Catalog.open(root).latest_version == 5
+    finally:
+        del os.environ[defs.ROOT_ENV]
