@@ -9,7 +9,8 @@ argument (`ValueError` / `TypeError`): they would fail again. So the mapping tur
 - `RetryableConflictError` into `dagster.RetryRequested(max_retries, seconds_to_wait)`, the wait growing
   exponentially with the attempt, with +/- jitter so that writers that collided do not collide again;
 - `IncompatibleConflictError` into `dagster.Failure(allow_retries=False)` whose metadata names the table,
-  the read version, the conflicting versions and both operations;
+  the read version, the conflicting versions and both operations (a catalog conflict, which is one of the
+  two core types too, adds the object, the catalog versions expected and found, and the DuckLake rule);
 - every other `MvccError`, `ValueError` and `TypeError` into `dagster.Failure(allow_retries=False)`.
 
 `Failure(allow_retries=False)` skips any `RetryPolicy` on the asset or op, and `RetryRequested` uses its
