@@ -636,3 +636,18 @@ def test_reexecution_reads_the_catalog_version_the_original_run_read(instance: d
         assert mvcc.Catalog.open(root).latest_version == 5
     finally:
         del os.environ[defs.ROOT_ENV]
+
+
+def test_the_one_mapping_knows_catalog_conflicts() -> None:
+    from mvcc_core.catalog import IncompatibleCatalogConflictError, RetryableCatalogConflictError
+    from mvcc_dagster import to_dagster
+
+    common = {"object_name": "sales.orders", "expected_version": 3, "actual_version": 5, "uri": "/cat"}
+    retry = to_dagster(RetryableCatalogConflictError("x", rule="delete after delete", **common), attempt=1)
+    assert isinstance(retry, dg.RetryRequested)
+    failure = to_dagster(IncompatibleCatalogConflictError("x", rule="insert into a dropped table", **common))
+    assert isinstance(failure, dg.Failure) and failure.allow_retries is False
+    meta = {k: v.value for k, v in failure.metadata.items()}
+    assert (meta["catalog_object"], meta["expected_version"], meta["actual_version"]) == ("sales.orders", 3, 5)
+    assert meta["rule"] == "insert into a dropped table" and meta["table"] == "/cat"
+    assert failure.description.startswith("incompatible catalog conflict on 'sales.orders' in catalog /cat")
