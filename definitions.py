@@ -4,6 +4,8 @@ A PySpark ingest asset writes a day of synthetic events through the Spark data s
 (`mvcc_core.spark.write`, via `MvccIOManager`); two pyarrow assets read it at the version its
 materialization recorded: an upsert table (latest event per user, ``merge`` on ``user_id``) and a daily
 aggregate. All three are daily partitioned, so re-running a day replaces exactly that day's rows.
+A multi_asset (`sales_load`) writes a fact table and its dimension through the catalog at
+``{warehouse}/catalog``, both in one catalog version, and `revenue_by_segment` reads them from that version.
 
 Where the tables live: ``MVCC_WAREHOUSE`` (default: ``warehouse/`` next to this file). For S3 set it to
 ``s3://bucket/prefix``; credentials, region and endpoint come from the standard ``AWS_*`` variables
@@ -23,6 +25,7 @@ import pyarrow.compute as pc
 from dagster_pyspark import PySparkResource
 
 from mvcc_dagster import (
+    MvccCatalogResource,
     MvccIOManager,
     MvccResource,
     build_compaction_job,
@@ -117,6 +120,7 @@ def resources(root_uri: str | None = None) -> dict[str, Any]:
     return {
         "mvcc": MvccResource(root_uri=root, external_store=external_store),
         "io_manager": MvccIOManager(root_uri=root, external_store=external_store),
+        "mvcc_catalog": MvccCatalogResource(root_uri=f"{root.rstrip('/')}/catalog"),
         "pyspark": PySparkResource(
             spark_config={
                 "spark.master": "local[2]",
@@ -130,6 +134,98 @@ def resources(root_uri: str | None = None) -> dict[str, Any]:
 
 ASSETS = [raw_events, user_latest, daily_revenue]
 TABLES = [a.key.to_user_string() for a in ASSETS]
+
+
+# ---- The catalog (docs/dagster.md "Multi-table assets"): a fact table and its dimension, one catalog version ----
+# `sales_load` writes the day's orders (the fact table) and the day's customer snapshot (its dimension) into
+# the catalog at ``{warehouse}/catalog`` in ONE transaction: a reader of the catalog sees both or neither.
+# `revenue_by_segment` joins the two from the one catalog version their materializations recorded.
+
+SALES_ORDERS = dg.AssetKey(["sales", "orders"])
+SALES_CUSTOMERS = dg.AssetKey(["sales", "customers"])
+ORDERS_PER_DAY = 200
+CUSTOMERS = 20
+SEGMENTS = ("retail", "wholesale", "online")
+
+
+@dg.multi_asset(
+    name="sales_load",
+    specs=[
+        dg.AssetSpec(
+            SALES_ORDERS,
+            metadata={"partition_expr": "order_day"},
+            kinds={"mvcc"},
+            group_name="sales",
+            description="Orders of one day (the fact table, catalog table sales.orders).",
+        ),
+        dg.AssetSpec(
+            SALES_CUSTOMERS,
+            metadata={"partition_expr": "as_of"},
+            kinds={"mvcc"},
+            group_name="sales",
+            description="Each customer's segment as of the day (the dimension, catalog table sales.customers).",
+        ),
+    ],
+    partitions_def=daily,
+    retry_policy=conflict_retry_policy(),
+)
+def sales_load(context: dg.AssetExecutionContext, mvcc_catalog: MvccCatalogResource):
+    """Both tables of the day, replaced in one catalog transaction (each table's day partition)."""
+    day = context.partition_time_window.start.date()
+    seed = day.toordinal()
+    orders = pa.table(
+        {
+            "order_id": pa.array([seed * 1000 + i for i in range(ORDERS_PER_DAY)], pa.int64()),
+            "customer_id": pa.array([(i * 7) % CUSTOMERS for i in range(ORDERS_PER_DAY)], pa.int64()),
+            "amount": pa.array([float((i * 37 + seed) % 500) / 10 for i in range(ORDERS_PER_DAY)]),
+            "order_day": pa.array([day] * ORDERS_PER_DAY, pa.date32()),
+        }
+    )
+    customers = pa.table(
+        {
+            "customer_id": pa.array(list(range(CUSTOMERS)), pa.int64()),
+            "segment": [SEGMENTS[(c + seed) % len(SEGMENTS)] for c in range(CUSTOMERS)],
+            "as_of": pa.array([day] * CUSTOMERS, pa.date32()),
+        }
+    )
+    with mvcc_catalog.transaction(context) as tx:
+        tx.overwrite(SALES_ORDERS, orders)
+        tx.overwrite(SALES_CUSTOMERS, customers)
+    return tx.materialize_results()
+
+
+@dg.asset(
+    key=["sales", "revenue_by_segment"],
+    deps=[SALES_ORDERS, SALES_CUSTOMERS],
+    partitions_def=daily,
+    metadata={"partition_expr": "day"},
+    kinds={"pyarrow", "mvcc"},
+    group_name="sales",
+    retry_policy=conflict_retry_policy(),
+    description="Revenue per customer segment and day, from one catalog snapshot of orders and customers.",
+)
+def revenue_by_segment(context: dg.AssetExecutionContext, mvcc_catalog: MvccCatalogResource) -> pa.Table:
+    """Orders joined with the customer snapshot of the same day, both read at the catalog version recorded
+    by their materializations (so the two are always from the same publish)."""
+    window = context.partition_time_window
+    start, end = window.start.date().isoformat(), window.end.date().isoformat()
+    snapshot = mvcc_catalog.snapshot_for(context, [SALES_ORDERS, SALES_CUSTOMERS])
+    orders = snapshot.table(mvcc_catalog.table_name(SALES_ORDERS)).to_table(
+        filter=f"order_day >= DATE '{start}' AND order_day < DATE '{end}'"
+    )
+    customers = snapshot.table(mvcc_catalog.table_name(SALES_CUSTOMERS)).to_table(
+        filter=f"as_of >= DATE '{start}' AND as_of < DATE '{end}'"
+    )
+    joined = orders.join(
+        customers, keys=["customer_id", "order_day"], right_keys=["customer_id", "as_of"], join_type="inner"
+    )
+    grouped = joined.group_by(["order_day", "segment"]).aggregate([("amount", "sum")])
+    context.add_output_metadata({"mvcc/source_catalog_version": snapshot.version, "orders_read": orders.num_rows})
+    return grouped.rename_columns({"order_day": "day", "amount_sum": "revenue"}).select(["day", "segment", "revenue"])
+
+
+CATALOG_ASSETS = [sales_load, revenue_by_segment]
+# ---- end of the catalog example ----
 RETENTION = timedelta(days=7)
 
 # Maintenance (docs/dagster.md "Maintenance jobs"): per table a compaction, a retention and a restore job, a
@@ -142,10 +238,11 @@ RESTORE = {t: build_restore_job(t) for t in TABLES}
 SCHEDULES = [build_maintenance_schedule(t, cron="0 3 * * *", older_than=RETENTION) for t in TABLES]
 
 defs = dg.Definitions(
-    assets=ASSETS,
+    assets=[*ASSETS, *CATALOG_ASSETS],
     asset_checks=build_table_health_checks(TABLES),
     jobs=[
         dg.define_asset_job("daily_events", selection=ASSETS),
+        dg.define_asset_job("daily_sales_catalog", selection=CATALOG_ASSETS),
         *COMPACTION.values(),
         *RETENTION_JOBS.values(),
         *RESTORE.values(),

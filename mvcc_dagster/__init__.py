@@ -5,12 +5,24 @@
   overwrites), reports the version as the materialization, loads inputs at the version the run depends on.
 - `conflict_retry_policy`, `mvcc_conflicts`: the one mapping of commit conflicts to Dagster retries/failures.
 - `materialize_result`, `data_version`: for assets that write tables themselves.
+- `MvccCatalogResource` (bind as ``mvcc_catalog``): a catalog of tables named by asset key; a
+  `multi_asset` publishes all its tables in one catalog version with ``transaction(context)``.
 
 Only public `mvcc_core` names are used (import-linter checks it).
 """
 
 from __future__ import annotations
 
+from .catalog import (
+    CATALOG_READ_VERSION,
+    CATALOG_RESOURCE_KEY,
+    CATALOG_TABLE,
+    CATALOG_URI,
+    CATALOG_VERSION,
+    CatalogAssetTransaction,
+    MvccCatalogResource,
+    catalog_table_name,
+)
 from .conflicts import conflict_metadata, conflict_retry_policy, mvcc_conflicts, retry_wait, to_dagster
 from .health import CHECKS, HealthThresholds, Level, build_health_sensor, build_table_health_checks, evaluate_health
 from .io_manager import MERGE_ON, WRITE_MODE, MvccIOManager, pinned_version
@@ -38,6 +50,14 @@ from .versions import (
 )
 
 __all__ = [
+    "CATALOG_READ_VERSION",
+    "CATALOG_RESOURCE_KEY",
+    "CATALOG_TABLE",
+    "CATALOG_URI",
+    "CATALOG_VERSION",
+    "CatalogAssetTransaction",
+    "MvccCatalogResource",
+    "catalog_table_name",
     "CHECKS",
     "DATA_CHANGING_OPERATIONS",
     "HealthThresholds",

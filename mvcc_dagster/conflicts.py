@@ -9,7 +9,8 @@ argument (`ValueError` / `TypeError`): they would fail again. So the mapping tur
 - `RetryableConflictError` into `dagster.RetryRequested(max_retries, seconds_to_wait)`, the wait growing
   exponentially with the attempt, with +/- jitter so that writers that collided do not collide again;
 - `IncompatibleConflictError` into `dagster.Failure(allow_retries=False)` whose metadata names the table,
-  the read version, the conflicting versions and both operations;
+  the read version, the conflicting versions and both operations (a catalog conflict, which is one of the
+  two core types too, adds the object, the catalog versions expected and found, and the DuckLake rule);
 - every other `MvccError`, `ValueError` and `TypeError` into `dagster.Failure(allow_retries=False)`.
 
 `Failure(allow_retries=False)` skips any `RetryPolicy` on the asset or op, and `RetryRequested` uses its
@@ -71,14 +72,39 @@ def _attempt(context: Any) -> int:
 
 
 def conflict_metadata(exc: mvcc.CommitConflictError) -> dict[str, Any]:
-    """What a conflict says about itself, as Dagster metadata (the table, both versions, both operations)."""
-    return {
+    """What a conflict says about itself, as Dagster metadata (the table, both versions, both operations;
+    a catalog conflict adds the object, the catalog versions expected and found, and the DuckLake rule)."""
+    meta: dict[str, Any] = {
         "table": exc.uri,
         "read_version": exc.read_version,
         "conflicting_versions": [int(v) for v in (exc.conflicting_versions or [])],
         "operation": exc.operation or "",
         "conflicting_operation": exc.conflicting_operation or "",
     }
+    if isinstance(exc, mvcc.CatalogConflictError):
+        meta.update(
+            {
+                "catalog_object": exc.object_name,
+                "expected_version": exc.expected_version,
+                "actual_version": exc.actual_version,
+                "rule": exc.rule,
+            }
+        )
+    return meta
+
+
+def _incompatible_description(exc: mvcc.IncompatibleConflictError, meta: dict[str, Any]) -> str:
+    if isinstance(exc, mvcc.CatalogConflictError):
+        return (
+            f"incompatible catalog conflict on {exc.object_name!r} in catalog {exc.uri}: this transaction "
+            f"expected version {exc.expected_version}, found {exc.actual_version} ({exc.rule}); nothing was "
+            f"published and it is not retried (re-run once the catalog is what the step expects): {exc}"
+        )
+    return (
+        f"incompatible commit conflict on {exc.uri}: read version {exc.read_version}, "
+        f"{exc.conflicting_operation} at version(s) {meta['conflicting_versions']} conflicts with "
+        f"{exc.operation}; not retried (re-run once the table is what the step expects): {exc}"
+    )
 
 
 def to_dagster(
@@ -97,11 +123,7 @@ def to_dagster(
     if isinstance(exc, mvcc.IncompatibleConflictError):
         meta = conflict_metadata(exc)
         return dg.Failure(
-            description=(
-                f"{prefix}incompatible commit conflict on {exc.uri}: read version {exc.read_version}, "
-                f"{exc.conflicting_operation} at version(s) {meta['conflicting_versions']} conflicts with "
-                f"{exc.operation}; not retried (re-run once the table is what the step expects): {exc}"
-            ),
+            description=prefix + _incompatible_description(exc, meta),
             metadata=meta,
             allow_retries=False,
         )

@@ -62,6 +62,9 @@ def test_webserver_lists_assets_and_edges(instance: dg.DagsterInstance, monkeypa
         ("raw_events", ()),
         ("user_latest", ("raw_events",)),
         ("daily_revenue", ("raw_events",)),
+        ("sales/orders", ()),
+        ("sales/customers", ()),
+        ("sales/revenue_by_segment", ("sales/customers", "sales/orders")),
     }
 
 

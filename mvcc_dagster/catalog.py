@@ -1,0 +1,515 @@
+"""The catalog side of the plugin: several tables of one step published in ONE catalog version.
+
+`MvccCatalogResource` (bind as ``mvcc_catalog``) opens, or creates, an `mvcc_core.Catalog` and names its
+tables by asset key (`catalog_table_name`). A `multi_asset` that produces several tables (a fact table and
+its dimension) writes them inside ``with mvcc_catalog.transaction(context) as tx:``; every write is staged
+on the catalog snapshot the block opened with, and the end of the block publishes them all as one catalog
+version, or nothing. ``tx.materialize_results()`` then gives one `MaterializeResult` per table, each with its
+table's version, the catalog version and a data version, so downstream assets can pin one consistent
+snapshot (`MvccCatalogResource.snapshot_for`).
+
+Why a transaction on the resource and not an IO manager: Dagster calls an IO manager's ``handle_output``
+once per output and records that output's materialization right after it returns, before the next output
+is even computed. An IO manager that collected the outputs of a step and published them with the last one
+would have recorded the first materializations before anything was published, and a step failing between
+two outputs would leave a materialization whose data never became visible. The resource's transaction
+publishes first and reports after, so every materialization Dagster records names a published catalog
+version (docs/dagster.md, "Multi-table assets").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import dagster as dg
+import pyarrow as pa
+
+import mvcc_core as mvcc
+
+from .conflicts import DEFAULT_DELAY, DEFAULT_MAX_RETRIES, mvcc_conflicts
+from .io_manager import ASSET_KEY_PROPERTY, PARTITION_KEY_PROPERTY, ROOT_RUN_ID_TAG, RUN_ID_PROPERTY
+from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predicate
+from .resources import to_asset_key
+from .versions import table_metadata
+
+CATALOG_RESOURCE_KEY = "mvcc_catalog"
+DEFAULT_SCHEMA = "main"  # the schema a one-part asset key's table lives in (the catalog's default schema)
+
+# Materialization metadata of a catalog table (besides part 1's keys, see `versions.table_metadata`).
+CATALOG_VERSION = "mvcc/catalog_version"
+CATALOG_READ_VERSION = "mvcc/catalog_read_version"
+CATALOG_TABLE = "mvcc/catalog_table"
+CATALOG_URI = "mvcc/catalog_uri"
+
+_NAME_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
+# How often the helper re-reads the catalog when a concurrent step created the same table or schema first.
+_CREATE_ATTEMPTS = 3
+
+AssetName = str | dg.AssetKey | Sequence[str]
+
+
+def catalog_table_name(key: AssetName, key_prefix: Sequence[str] = ()) -> str:
+    """The catalog table (``schema.table``) an asset key names.
+
+    After removing `key_prefix` (when the key starts with it): ``["orders"]`` is ``main.orders`` (the
+    catalog's default schema), ``["sales", "orders"]`` is ``sales.orders``. A longer key, or a part that is
+    not a plain name (letters, digits, ``_``, ``-``; a catalog name uses ``.`` as its separator), is refused
+    with a `ValueError` naming the key: set ``key_prefix`` on the resource to drop the leading parts.
+    """
+    asset_key = to_asset_key(key)
+    parts = list(asset_key.path)
+    prefix = list(key_prefix)
+    if prefix and parts[: len(prefix)] == prefix:
+        parts = parts[len(prefix) :]
+    shown = asset_key.to_user_string()
+    if not 1 <= len(parts) <= 2:
+        raise ValueError(
+            f"asset key {shown!r} names a catalog table as [table] or [schema, table]"
+            + (f" after removing key_prefix {prefix}" if prefix else "")
+            + f", got {len(parts)} part(s); set key_prefix on the catalog resource to drop leading parts"
+        )
+    bad = [p for p in parts if not _NAME_PART.match(p)]
+    if bad:
+        raise ValueError(
+            f"asset key {shown!r}: part(s) {bad} cannot name a catalog schema or table "
+            "(letters, digits, '_' and '-' only; '.' separates schema and table)"
+        )
+    return ".".join(parts) if len(parts) == 2 else f"{DEFAULT_SCHEMA}.{parts[0]}"
+
+
+def _as_arrow(data: Any, what: str) -> pa.Table:
+    """The data of a write as one Arrow table (it may be staged twice: see `CatalogAssetTransaction`)."""
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, pa.RecordBatchReader):
+        return data.read_all()
+    module = type(data).__module__ or ""
+    if module.startswith("pandas") and type(data).__name__ == "DataFrame":
+        return pa.Table.from_pandas(data, preserve_index=False)
+    raise TypeError(
+        f"{what}: a catalog write takes a pyarrow Table, RecordBatch or RecordBatchReader or a pandas DataFrame, "
+        f"got {type(data).__module__}.{type(data).__qualname__}"
+    )
+
+
+def _run_partitions(context: Any) -> list[str] | None:
+    """The partition keys of the run (a single-run backfill: all of them); None when it is unpartitioned."""
+    if context is None:
+        return None
+    if getattr(context, "has_partition_key", False) or getattr(context, "has_partition_key_range", False):
+        return list(context.partition_keys)
+    return None
+
+
+def _run_id(context: Any) -> str:
+    """The run's id (`context.run.run_id`; `context.run_id` is deprecated on the asset context in 1.13)."""
+    run = getattr(context, "run", None)
+    return str(run.run_id) if run is not None else str(context.run_id)
+
+
+@dataclass
+class _Write:
+    """One write the step asked for; kept so it can be staged again on a newer snapshot (new tables)."""
+
+    key: dg.AssetKey
+    name: str
+    kind: str  # append, overwrite, delete
+    data: pa.Table | None = None
+    where: str | None = None  # overwrite: the rows replaced (a partition); delete: the predicate
+    partition_filter: str | None = None  # the partition's predicate, for dagster/partition_row_count
+
+
+class CatalogAssetTransaction:
+    """The writes of one step, staged on one catalog snapshot and published together (see the module doc).
+
+    Made by `MvccCatalogResource.transaction`; not reusable. Writes name their table by asset key:
+    `append`, `overwrite` (in a partitioned run, with ``where`` left out: exactly the run's partitions, from
+    the asset's ``partition_expr`` metadata, as part 1's IO manager does) and `delete`. `snapshot` is the
+    catalog snapshot the writes are staged on: reads made from it are what the publish is checked against.
+    """
+
+    def __init__(
+        self, resource: MvccCatalogResource, context: Any, catalog: mvcc.Catalog, commit_message: str | None
+    ) -> None:
+        self._resource = resource
+        self._context = context
+        self.catalog = catalog
+        self._writes: list[_Write] = []
+        self._missing: dict[str, pa.Schema] = {}
+        self._message = commit_message
+        self._tx = catalog.transaction(commit_message=commit_message)
+        self._read_snapshot = self._tx.snapshot
+        self._state = "open"
+        self.published_version: int | None = None
+
+    # ---- what the step sees --------------------------------------------------------------------
+
+    @property
+    def snapshot(self) -> Any:
+        """The catalog snapshot the writes are staged on (`CatalogSnapshot`: ``.table(name)``, ``.version``)."""
+        return self._read_snapshot
+
+    @property
+    def is_open(self) -> bool:
+        """Whether writes can still be added (neither published, nor aborted, nor failed)."""
+        return self._state == "open"
+
+    @property
+    def read_version(self) -> int:
+        """The catalog version the transaction read."""
+        return int(self._read_snapshot.version)
+
+    def table_name(self, key: AssetName) -> str:
+        return self._resource.table_name(key)
+
+    # ---- staging -------------------------------------------------------------------------------
+
+    def append(self, key: AssetName, data: Any) -> None:
+        """Add `data`'s rows to the asset's table (created from `data`'s schema on the first write)."""
+        self._add("append", key, data)
+
+    def overwrite(self, key: AssetName, data: Any, *, where: str | None = None) -> None:
+        """Replace the table's rows with `data`; with `where` only the rows matching it. In a partitioned run,
+        `where` defaults to the run's partitions (the asset's ``partition_expr`` metadata names the column)."""
+        self._add("overwrite", key, data, where=where)
+
+    def delete(self, key: AssetName, predicate: str) -> None:
+        """Delete the rows matching `predicate` (SQL); the table must exist."""
+        self._add("delete", key, None, where=predicate)
+
+    def _add(self, kind: str, key: AssetName, data: Any, *, where: str | None = None) -> None:
+        if self._state != "open":
+            raise ValueError(f"the catalog transaction is {self._state}; open a new one")
+        asset_key = to_asset_key(key)
+        asset = asset_key.to_user_string()
+        with self._mapping(asset):
+            name = self.table_name(asset_key)
+            arrow = _as_arrow(data, f"asset {asset}") if data is not None else None
+            exists = name in self._read_snapshot.tables()
+            if kind == "delete" and not exists and name not in self._missing:
+                raise ValueError(f"asset {asset}: cannot delete from catalog table {name!r}, which does not exist")
+            schema = (
+                self._read_snapshot.table(name).schema
+                if exists
+                else self._missing.get(name, arrow.schema if arrow is not None else None)
+            )
+            partition_filter = self._partition_filter(asset_key, schema)
+            if kind == "overwrite" and where is None:
+                if partition_filter is None and _run_partitions(self._context) is not None:
+                    raise ValueError(
+                        f"asset {asset}: an overwrite in a partitioned run needs the partition's predicate; pass "
+                        f"where= (this step has no asset specs to take {PARTITION_EXPR!r} from)"
+                    )
+                where = partition_filter
+            write = _Write(asset_key, name, kind, arrow, where, partition_filter)
+            if exists:
+                self._stage(self._tx, write)
+            elif arrow is not None:
+                self._missing.setdefault(name, arrow.schema)
+            self._writes.append(write)
+
+    def _partition_filter(self, key: dg.AssetKey, schema: pa.Schema | None) -> str | None:
+        """The run's partitions of asset `key` as a predicate; None when the run or the asset is unpartitioned."""
+        context = self._context
+        keys = _run_partitions(context)
+        if keys is None or schema is None or not getattr(context, "has_assets_def", False):
+            return None  # unpartitioned, nothing to type the predicate with, or a plain op (no asset specs)
+        assets_def = context.assets_def
+        partitions_def = assets_def.partitions_def
+        if partitions_def is None:
+            return None
+        metadata = assets_def.specs_by_key[key].metadata if key in assets_def.specs_by_key else {}
+        try:
+            return partition_predicate(
+                partitions_def,
+                keys,
+                metadata.get(PARTITION_EXPR),
+                schema,
+                asset=key.to_user_string(),
+            )
+        except PartitionPredicateError as exc:
+            raise dg.Failure(
+                description=f"asset {key.to_user_string()}: metadata {PARTITION_EXPR!r}: {exc}",
+                metadata={"asset": key.to_user_string(), "setting": f"metadata {PARTITION_EXPR!r}"},
+                allow_retries=False,
+            ) from exc
+
+    def _properties(self, key: dg.AssetKey) -> dict[str, str]:
+        props = {ASSET_KEY_PROPERTY: key.to_user_string()}
+        context = self._context
+        if context is not None:
+            props[RUN_ID_PROPERTY] = _run_id(context)
+            keys = _run_partitions(context)
+            if keys:
+                props[PARTITION_KEY_PROPERTY] = keys[0] if len(keys) == 1 else f"{min(keys)}...{max(keys)}"
+        return props
+
+    def _stage(self, tx: Any, write: _Write) -> None:
+        """Write the data (or deletion) files of one write; nothing is committed."""
+        common = {
+            "commit_message": f"dagster: {write.key.to_user_string()}",
+            "transaction_properties": self._properties(write.key),
+        }
+        target = tx.table(write.name)
+        if write.kind == "append":
+            target.append(write.data, **common)
+        elif write.kind == "overwrite":
+            target.overwrite(write.data, where=write.where, **common)
+        else:
+            target.delete(write.where, **common)
+
+    # ---- publishing ----------------------------------------------------------------------------
+
+    @contextmanager
+    def _mapping(self, what: str) -> Iterator[None]:
+        with mvcc_conflicts(
+            self._context,
+            max_retries=self._resource.max_conflict_retries,
+            delay=self._resource.conflict_retry_delay,
+            what=what,
+        ):
+            yield
+
+    def abort(self) -> None:
+        """Remove every staged file; nothing is published."""
+        if self._state == "open":
+            self._state = "aborted"
+            self._tx.abort()
+
+    def publish(self) -> int:
+        """Publish every write as ONE catalog version (returned); on any failure nothing is visible.
+
+        Tables that did not exist are created first, in a catalog version of their own (the core does not
+        write to a table created in the same transaction), and the writes are then staged again on the
+        snapshot that has them. Conflicts go through the plugin's one mapping: retryable ones become
+        `RetryRequested` with backoff, incompatible ones a `Failure` naming the object and both versions.
+        """
+        if self._state != "open":
+            raise ValueError(f"the catalog transaction is {self._state}")
+        self._state = "publishing"
+        what = ", ".join(dict.fromkeys(w.key.to_user_string() for w in self._writes)) or "catalog"
+        try:
+            with self._mapping(what):
+                if self._missing:
+                    self._tx.abort()
+                    self._resource.create_tables(self.catalog, self._missing)
+                    self._tx = self.catalog.transaction(commit_message=self._message)
+                    self._read_snapshot = self._tx.snapshot
+                    for write in self._writes:
+                        self._stage(self._tx, write)
+                version = int(self._tx.commit())
+        except BaseException:
+            self._state = "failed"
+            self._tx.abort()  # a no-op unless staging failed; a failed commit removed its own files
+            raise
+        self._state = "published"
+        self.published_version = version
+        return version
+
+    def materialize_results(self) -> tuple[dg.MaterializeResult, ...]:
+        """One `MaterializeResult` per asset written, in the order first written, after `publish`.
+
+        Metadata: part 1's (``mvcc/version`` = the table version this catalog version publishes, row counts,
+        schema, ``dagster/uri`` = the table's directory, ``mvcc/data_version``), plus ``mvcc/catalog_version``,
+        ``mvcc/catalog_read_version``, ``mvcc/catalog_table`` and ``mvcc/catalog_uri``. The data version is
+        ``<table directory>@<latest data-changing table version>`` (a dropped and re-created table gets a
+        new directory, so its versions never repeat an old table's).
+        """
+        if self.published_version is None:
+            raise ValueError(
+                f"the catalog transaction is {self._state}, not published: call materialize_results() after the "
+                "`with mvcc_catalog.transaction(context) as tx:` block, which publishes when it ends"
+            )
+        try:
+            return self._results(self.published_version)
+        except Exception as exc:
+            # The data is published: a retry of the step would publish it again (an append twice). Fail
+            # without a retry, saying what was published, rather than let a RetryPolicy run the step again.
+            raise dg.Failure(
+                description=(
+                    f"catalog {self.catalog.root}: the step's tables were published as catalog version "
+                    f"{self.published_version}, but reading them back for the materializations failed "
+                    f"({type(exc).__name__}: {exc}); not retried, so they are not published twice"
+                ),
+                metadata={CATALOG_VERSION: self.published_version, CATALOG_URI: self.catalog.root},
+                allow_retries=False,
+            ) from exc
+
+    def _results(self, published: int) -> tuple[dg.MaterializeResult, ...]:
+        snapshot = self.catalog.snapshot(published)
+        results = []
+        seen: dict[dg.AssetKey, _Write] = {}
+        for write in self._writes:
+            seen.setdefault(write.key, write)
+        for key, write in seen.items():
+            table = snapshot.table(write.name)
+            meta = table_metadata(
+                table, table_name=write.name, read_version=None, partition_filter=write.partition_filter
+            )
+            meta[CATALOG_VERSION] = published
+            meta[CATALOG_READ_VERSION] = self.read_version
+            meta[CATALOG_TABLE] = write.name
+            meta[CATALOG_URI] = self.catalog.root
+            version = f"{table.uri.rstrip('/').rsplit('/', 1)[-1]}@{meta['mvcc/data_version']}"
+            results.append(dg.MaterializeResult(asset_key=key, metadata=meta, data_version=dg.DataVersion(version)))
+        return tuple(results)
+
+
+def _metadata_value(record: Any, key: str) -> Any:
+    materialization = record.asset_materialization
+    if materialization is None:
+        return None
+    value = materialization.metadata.get(key)
+    return getattr(value, "value", value)
+
+
+class MvccCatalogResource(dg.ConfigurableResource):
+    """A catalog of mvcc tables (`mvcc_core.Catalog`) whose tables are assets. Bind it as ``mvcc_catalog``.
+
+    Example::
+
+        @dg.multi_asset(specs=[dg.AssetSpec("sales/orders"), dg.AssetSpec("sales/customers")])
+        def load(context: dg.AssetExecutionContext, mvcc_catalog: MvccCatalogResource):
+            with mvcc_catalog.transaction(context) as tx:
+                tx.append("sales/orders", orders)
+                tx.overwrite("sales/customers", customers)
+            return tx.materialize_results()  # one catalog version holds both
+    """
+
+    root_uri: str
+    """The catalog's root (a local path or ``s3://bucket/prefix``)."""
+    storage_options: dict[str, str] = {}
+    key_prefix: list[str] = []
+    """Leading asset key parts that are not part of the catalog name (``["warehouse"]``: the asset key
+    ``warehouse/sales/orders`` is the table ``sales.orders``)."""
+    create_if_missing: bool = True
+    """Create the catalog at `root_uri` on first use (otherwise a missing catalog fails the step)."""
+    max_conflict_retries: int = DEFAULT_MAX_RETRIES
+    """How often a step is re-run after a retryable catalog conflict (`RetryRequested`)."""
+    conflict_retry_delay: float = DEFAULT_DELAY
+    """The base of the exponential backoff between those re-runs, in seconds."""
+
+    def table_name(self, key: AssetName) -> str:
+        """The catalog table (``schema.table``) of an asset key (`catalog_table_name`, after `key_prefix`)."""
+        return catalog_table_name(key, self.key_prefix)
+
+    def options(self) -> dict[str, Any] | None:
+        return dict(self.storage_options) or None
+
+    def open(self) -> mvcc.Catalog:
+        """The catalog at `root_uri`, created (empty, with the schema ``main``) when missing and allowed."""
+        try:
+            return mvcc.Catalog.open(self.root_uri, storage_options=self.options())
+        except mvcc.TableNotFoundError:
+            if not self.create_if_missing:
+                raise
+        try:
+            return mvcc.Catalog.create(self.root_uri, storage_options=self.options())
+        except mvcc.TableExistsError:  # a concurrent step created it first
+            return mvcc.Catalog.open(self.root_uri, storage_options=self.options())
+
+    def create_tables(self, catalog: mvcc.Catalog, schemas: dict[str, pa.Schema]) -> int:
+        """Create the tables of `schemas` (``schema.table`` -> Arrow schema) that do not exist yet, and their
+        schemas, in one catalog version; a concurrent step that created some of them first is not an error.
+        Returns the catalog version that has them all."""
+        for attempt in range(_CREATE_ATTEMPTS):
+            snapshot = catalog.snapshot()
+            tables, existing_schemas = set(snapshot.tables()), set(snapshot.schemas())
+            todo = {n: s for n, s in schemas.items() if n not in tables}
+            if not todo:
+                return int(snapshot.version)
+            try:
+                with catalog.transaction(commit_message="dagster: create " + ", ".join(sorted(todo))) as tx:
+                    for schema_name in sorted({n.split(".")[0] for n in todo} - existing_schemas):
+                        tx.create_schema(schema_name)
+                    for name, schema in todo.items():
+                        tx.create_table(name, schema)
+                return int(tx.published_version)
+            except mvcc.MvccError:
+                # A concurrent creator won (a CatalogConflictError or "exists already"): look again; give up
+                # after a few rounds, so an error that is not that race still surfaces.
+                if attempt == _CREATE_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    @contextmanager
+    def transaction(
+        self, context: Any = None, *, commit_message: str | None = None
+    ) -> Iterator[CatalogAssetTransaction]:
+        """Stage the step's writes, publish them as one catalog version when the block ends without an error.
+
+        `context`: the asset execution context (run id, partitions, retry number, the assets' metadata).
+        An exception in the block removes every staged file and propagates; nothing is published.
+        """
+        with mvcc_conflicts(context, max_retries=self.max_conflict_retries, delay=self.conflict_retry_delay):
+            catalog = self.open()
+        message = commit_message
+        if message is None and context is not None:
+            keys = ", ".join(k.to_user_string() for k in sorted(context.selected_asset_keys, key=str))
+            message = f"dagster: {keys} (run {_run_id(context)})"
+        tx = CatalogAssetTransaction(self, context, catalog, message)
+        try:
+            yield tx
+        except BaseException:
+            tx.abort()
+            raise
+        if tx.is_open:
+            tx.publish()
+
+    # ---- reading ---------------------------------------------------------------------------------
+
+    def pinned_catalog_version(self, context: Any, key: AssetName) -> int | None:
+        """The catalog version recorded by the materialization of `key` a step depends on (part 1's order):
+
+        1. `key` was materialized in this run: that materialization's ``mvcc/catalog_version``;
+        2. the run re-executes an earlier one (its root run): the root run's own materialization of `key`,
+           else the newest materialization created before the root run was (what the root run read);
+        3. otherwise the newest materialization. None when none records a catalog version (read the latest).
+        """
+        asset_key = to_asset_key(key)
+        instance = context.instance
+
+        def from_run(run_id: str) -> int | None:
+            records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
+            for record in reversed(records):
+                mat = record.asset_materialization
+                if mat is not None and mat.asset_key == asset_key:
+                    value = _metadata_value(record, CATALOG_VERSION)
+                    if isinstance(value, int):
+                        return value
+            return None
+
+        version = from_run(_run_id(context))
+        if version is not None:
+            return version
+        run = getattr(context, "run", None)
+        root = (run.root_run_id or run.tags.get(ROOT_RUN_ID_TAG)) if run is not None else None
+        before: float | None = None
+        if root:
+            version = from_run(root)
+            if version is not None:
+                return version
+            root_record = instance.get_run_record_by_id(root)
+            before = root_record.create_timestamp.timestamp() if root_record is not None else None
+        newest = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=asset_key, before_timestamp=before), limit=1
+        ).records
+        value = _metadata_value(newest[0], CATALOG_VERSION) if newest else None
+        return value if isinstance(value, int) else None
+
+    def snapshot_for(self, context: Any, keys: Iterable[AssetName]) -> Any:
+        """One consistent catalog snapshot for reading the tables of `keys`: the newest catalog version their
+        materializations recorded (tables published together recorded the same one), or the latest."""
+        versions = [v for v in (self.pinned_catalog_version(context, k) for k in keys) if v is not None]
+        catalog = self.open()
+        return catalog.snapshot(max(versions)) if versions else catalog.snapshot()
+
+    def load_table(self, context: Any, key: AssetName) -> mvcc.Table:
+        """The table of `key` at the catalog version its materialization recorded (`snapshot_for`)."""
+        return self.snapshot_for(context, [key]).table(self.table_name(key))
