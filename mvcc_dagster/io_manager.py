@@ -25,6 +25,7 @@ import pyarrow as pa
 
 import mvcc_core as mvcc
 
+from .backfill import restore_for_backfill
 from .conflicts import DEFAULT_DELAY, DEFAULT_MAX_RETRIES, mvcc_conflicts
 from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predicate
 from .resources import resolve_uri
@@ -186,6 +187,9 @@ class MvccIOManager(dg.ConfigurableIOManager):
                     asset, f"metadata {MERGE_ON!r}", f"column(s) {missing} are not in the table ({schema.names})"
                 )
 
+        # A backfill launched with the run tag mvcc/backfill_restore: restore first (once per backfill), or fail
+        # before anything is committed (backfill.py).
+        table, restored = restore_for_backfill(context, table, asset)
         message = f"dagster: {asset}" + (f" [{properties[PARTITION_KEY_PROPERTY]}]" if where else "")
         with mvcc_conflicts(
             context, max_retries=self.max_conflict_retries, delay=self.conflict_retry_delay, what=asset
@@ -197,7 +201,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
             txn = table.transaction()
             read_version = txn.read_version if txn is not None else None
             metadata = table_metadata(table, table_name=asset, read_version=read_version, partition_filter=where)
-        context.add_output_metadata(metadata)
+        context.add_output_metadata({**metadata, **restored})
         # The materialization's data version: the latest data-changing commit (versions.py). Set on the step so
         # that Dagster records it as user-provided (the same path as Output(data_version=...)).
         context.step_context.set_data_version(asset_key, dg.DataVersion(str(metadata["mvcc/data_version"])))
