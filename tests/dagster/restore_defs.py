@@ -53,12 +53,20 @@ def customer_last(orders: pa.Table) -> pa.Table:
     )
 
 
+@dg.asset(partitions_def=daily, metadata={"partition_expr": "day"}, backfill_policy=dg.BackfillPolicy.single_run())
+def order_totals(orders: pa.Table) -> pa.Table:
+    """Per day: the number of orders and their sum (a backfill of it is one run over the whole range)."""
+    grouped = orders.group_by("day").aggregate([("amount", "sum"), ("amount", "count")])
+    renamed = grouped.rename_columns({"amount_sum": "total", "amount_count": "orders"})
+    return renamed.select(["day", "orders", "total"])
+
+
 def resources() -> dict[str, Any]:
     return {"io_manager": MvccIOManager(root_uri=dg.EnvVar(WAREHOUSE_ENV))}
 
 
 defs = dg.Definitions(
-    assets=[orders, customer_last],
+    assets=[orders, customer_last, order_totals],
     jobs=[dg.define_asset_job("orders_job", selection=[orders, customer_last], executor_def=dg.in_process_executor)],
     resources=resources(),
     executor=dg.in_process_executor,  # the backfill daemon's runs execute their steps in the run's process

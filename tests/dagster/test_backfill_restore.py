@@ -355,3 +355,85 @@ def test_unpartitioned_asset_refused(instance: dg.DagsterInstance, warehouse: st
     text = failure.step_failure_data.user_failure_data.description
     assert "asset plain" in text and RESTORE_TAG in text and "partitioned" in text
     assert len(mvcc.open_table(f"{warehouse}/plain").versions()) == 1
+
+
+def totals(warehouse: str) -> list[dict]:
+    return sorted(mvcc.open_table(f"{warehouse}/order_totals").to_table().to_pylist(), key=lambda r: r["day"])
+
+
+@pytest.mark.timeout(300)
+def test_downstream_backfill_reads_each_partition_as_materialized(
+    daemon: tuple[dg.DagsterInstance, Any], warehouse: str
+) -> None:
+    """Story 2: a single-run backfill of `order_totals` over three days (one step reading three `orders`
+    partitions) reads each partition at the version its own materialization recorded, so it reproduces what
+    the original runs computed after `orders` moved on: a late row appended to day 1 outside Dagster, a new
+    day, a compaction, and a re-run of day 2 (newer than the outside append)."""
+    instance, context = daemon
+    every = [*ASSETS, restore_defs.order_totals]
+    for key in days(1, 3):
+        assert dg.materialize(every, instance=instance, partition_key=key, resources=restore_defs.resources()).success
+    original = totals(warehouse)
+    assert [r["orders"] for r in original] == [3, 3, 3]
+    pins = {}
+    for key in days(1, 3):
+        (record,) = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey("orders"), asset_partitions=[key]), limit=1
+        ).records
+        pins[key] = record.asset_materialization.metadata["mvcc/version"].value
+    original_latest = max(pins.values())
+
+    orders = mvcc.open_table(f"{warehouse}/orders")
+    late = pa.table(
+        {"day": pa.array([restore_defs.date(2026, 3, 1)], pa.date32()), "customer": ["ann"], "amount": [1000]}
+    )
+    orders.append(late)  # outside Dagster: no materialization records it
+    write_days(instance, days(4, 4))
+    orders.checkout_latest().optimize.compact_files()
+    day2 = dg.materialize(ASSETS, instance=instance, partition_key=days(2, 2)[0], resources=restore_defs.resources())
+    assert day2.success  # the same rows again, at a newer version than the outside append
+    pins[days(2, 2)[0]] = day2.asset_materializations_for_node("orders")[0].metadata["mvcc/version"].value
+    moved_on = operations(warehouse, "orders")[original_latest:]  # the versions after the original runs
+    assert moved_on[0] == "Append" and "Rewrite" in moved_on and moved_on[-1] == "Update", moved_on
+
+    asset_graph = context.create_request_context().asset_graph
+    instance.add_backfill(
+        PartitionBackfill.from_asset_partitions(
+            backfill_id="totals",
+            asset_graph=asset_graph,
+            partition_names=days(1, 3),
+            asset_selection=[dg.AssetKey("order_totals")],
+            backfill_timestamp=time.time(),
+            tags={},
+            dynamic_partitions_store=instance,
+            all_partitions=False,
+            title=None,
+            description=None,
+            run_config=None,
+        )
+    )
+    for _ in range(30):
+        list(execute_backfill_iteration(context, logging.getLogger("backfill-test")))
+        if instance.get_backfill("totals").status != BulkActionStatus.REQUESTED:
+            break
+    assert instance.get_backfill("totals").status == BulkActionStatus.COMPLETED_SUCCESS
+    (run,) = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": "totals"}))
+    assert run.tags["dagster/asset_partition_range_start"] == "2026-03-01"  # one run over the range
+    assert totals(warehouse) == original  # the late row of day 1 is not read
+    (loaded,) = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.LOADED_INPUT).records
+    meta = loaded.event_log_entry.dagster_event.event_specific_data.metadata
+    assert meta["mvcc/partition_versions"].value == pins
+
+    # One run per partition (a multi-run backfill's runs) reads the same way.
+    one = dg.materialize(
+        every,
+        instance=instance,
+        partition_key=days(1, 1)[0],
+        selection=[restore_defs.order_totals],
+        resources=restore_defs.resources(),
+    )
+    assert one.success
+    assert totals(warehouse) == original
+    # While the latest version of orders does hold the late row.
+    latest_day1 = [r for r in rows(warehouse, "orders") if r["day"] == restore_defs.date(2026, 3, 1)]
+    assert len(latest_day1) == 4
