@@ -23,7 +23,8 @@ loses no rows and is listed in the materialization's metadata, so the index job 
 
 Idempotent across the backfill's runs (Dagster puts ``dagster/backfill`` on every run of a backfill): the
 Restore commit carries ``dagster/backfill`` as a transaction property, and a run that finds a Restore of its
-backfill in the table's history (walking back to the backfill's creation) does not restore again. Runs of
+backfill in the table's history (walking back to the backfill's creation) does not restore again. A backfill
+re-executed from failure (its runs carry ``dagster/root_backfill_id``) counts as the first one. Runs of
 one backfill start together, so the restore itself is guarded by a lock: the table tag
 ``dagster-backfill-restore-<id>`` (tags are created with put-if-not-exists, so exactly one run creates it).
 The holder re-checks the history, restores, and deletes the tag; the others wait for the tag to go, then
@@ -43,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import dagster as dg
+from dagster_shared.check import CheckError
 
 import mvcc_core as mvcc
 
@@ -57,6 +59,8 @@ RESTORE_ALLOW_DATA_LOSS = "allow-data-loss"
 RESTORE_VALUES = (RESTORE, RESTORE_ALLOW_DATA_LOSS)
 
 BACKFILL_TAG = "dagster/backfill"
+ROOT_BACKFILL_TAG = "dagster/root_backfill_id"
+"""On the runs of a backfill re-executed from failure: the first backfill, whose restore counts for it."""
 BACKFILL_PROPERTY = "dagster/backfill"
 """Transaction property of the Restore commit: the backfill (or root run) it restored for."""
 RUN_ID_PROPERTY = "dagster/run_id"
@@ -115,16 +119,14 @@ class RestorePlan:
         return text
 
 
-def expand_partition_label(label: str, partitions_def: dg.PartitionsDefinition | None, store: Any = None) -> set[str]:
+def expand_partition_label(label: str, partitions_def: dg.PartitionsDefinition | None) -> set[str]:
     """The keys a ``dagster/partition_key`` property names: one key, or a range ``first...last``."""
     if "..." not in label or partitions_def is None:
         return {label}
     first, last = label.split("...", 1)
     try:
-        keys = partitions_def.get_partition_keys_in_range(
-            dg.PartitionKeyRange(first, last), dynamic_partitions_store=store
-        )
-    except Exception:  # noqa: BLE001 - a label not of this definition (renamed keys): take it as written
+        keys = partitions_def.get_partition_keys_in_range(dg.PartitionKeyRange(first, last))
+    except (dg.DagsterError, CheckError, KeyError, ValueError):  # keys not of this definition: as written
         return {label}
     return set(keys)
 
@@ -142,7 +144,7 @@ def run_partitions(instance: dg.DagsterInstance, partitions_def: dg.PartitionsDe
                     keys = {run.tags[PARTITION_TAG]}
                 elif RANGE_START_TAG in run.tags and RANGE_END_TAG in run.tags:
                     keys = expand_partition_label(
-                        f"{run.tags[RANGE_START_TAG]}...{run.tags[RANGE_END_TAG]}", partitions_def, instance
+                        f"{run.tags[RANGE_START_TAG]}...{run.tags[RANGE_END_TAG]}", partitions_def
                     )
             cache[run_id] = keys
         return cache[run_id]
@@ -154,14 +156,13 @@ def commit_partitions(
     info: mvcc.VersionInfo,
     partitions_def: dg.PartitionsDefinition | None,
     lookup_run: Callable[[str], set[str] | None] | None = None,
-    store: Any = None,
 ) -> set[str] | None:
     """The partitions a commit wrote: its ``dagster/partition_key`` property, else the partitions of the run
     named by its ``dagster/run_id`` (Dagster's run storage); None when neither tells."""
     props = info.transaction_properties or {}
     label = props.get(PARTITION_KEY_PROPERTY)
     if label:
-        return expand_partition_label(label, partitions_def, store)
+        return expand_partition_label(label, partitions_def)
     run_id = props.get(RUN_ID_PROPERTY)
     if run_id and lookup_run is not None:
         return lookup_run(run_id)
@@ -176,7 +177,6 @@ def plan_restore(
     label: str,
     lookup_run: Callable[[str], set[str] | None] | None = None,
     first_materialized: int | None = None,
-    store: Any = None,
 ) -> RestorePlan:
     """The restore a backfill of `keys` needs on `table` (latest version): see the module docstring.
 
@@ -192,7 +192,7 @@ def plan_restore(
     for info in history:
         if info.error is not None or not is_data_changing(info.operation):
             continue
-        parts = commit_partitions(info, partitions_def, lookup_run, store)
+        parts = commit_partitions(info, partitions_def, lookup_run)
         hit = (parts or set()) & wanted
         if not hit:
             continue
@@ -241,7 +241,7 @@ def plan_restore(
         if info.error is None and not is_data_changing(info.operation):
             maintenance.append(info.version)
             continue
-        parts = commit_partitions(info, partitions_def, lookup_run, store)
+        parts = commit_partitions(info, partitions_def, lookup_run)
         if parts is None:
             unpartitioned.append(f"version {info.version} ({info.operation or 'unreadable'})")
             continue
@@ -330,7 +330,12 @@ def backfill_scope(context: dg.OutputContext, asset: str) -> BackfillScope | Non
     if backfill is None:
         raise _failure(asset, f"{setting}: backfill {backfill_id} (tag {BACKFILL_TAG!r}) is not in the instance")
     keys = _backfill_keys(backfill, context, asset)
-    return BackfillScope(backfill_id, keys, backfill.backfill_timestamp, value == RESTORE_ALLOW_DATA_LOSS)
+    # A backfill re-executed from failure is a new backfill of the failed partitions: the first backfill's
+    # restore counts for it (restoring again for its partitions would undo the ones that succeeded).
+    root_id = run.tags.get(ROOT_BACKFILL_TAG) or backfill_id
+    root = instance.get_backfill(root_id) if root_id != backfill_id else backfill
+    since = (root or backfill).backfill_timestamp
+    return BackfillScope(root_id, keys, since, value == RESTORE_ALLOW_DATA_LOSS)
 
 
 def _backfill_keys(backfill: Any, context: dg.OutputContext, asset: str) -> list[str]:
@@ -394,7 +399,6 @@ def restore_for_backfill(
                 label=asset,
                 lookup_run=run_partitions(instance, partitions_def),
                 first_materialized=_first_materialized(instance, context.asset_key, scope.keys),
-                store=instance,
             )
         except BackfillRestoreError as exc:
             raise _failure(asset, str(exc)) from exc

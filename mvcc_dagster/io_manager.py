@@ -191,7 +191,8 @@ class MvccIOManager(dg.ConfigurableIOManager):
 
         # A backfill launched with the run tag mvcc/backfill_restore: restore first (once per backfill), or fail
         # before anything is committed (backfill.py).
-        table, restored = restore_for_backfill(context, table, asset)
+        with mvcc_conflicts(context, what=f"backfill restore of {asset}"):
+            table, restored = restore_for_backfill(context, table, asset)
         message = f"dagster: {asset}" + (f" [{properties[PARTITION_KEY_PROPERTY]}]" if where else "")
         with mvcc_conflicts(
             context, max_retries=self.max_conflict_retries, delay=self.conflict_retry_delay, what=asset

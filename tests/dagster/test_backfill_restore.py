@@ -28,7 +28,7 @@ from dagster._core.workspace.load_target import ModuleTarget
 from dagster._daemon.backfill import execute_backfill_iteration
 
 import mvcc_core as mvcc
-from mvcc_dagster.backfill import BACKFILL_PROPERTY, LOCK_PREFIX, RESTORE_TAG
+from mvcc_dagster.backfill import BACKFILL_PROPERTY, LOCK_PREFIX, RESTORE_TAG, BackfillRestoreError, plan_restore
 
 HERE = Path(__file__).resolve().parent
 ASSETS = [restore_defs.orders, restore_defs.customer_last]
@@ -437,3 +437,40 @@ def test_downstream_backfill_reads_each_partition_as_materialized(
     # While the latest version of orders does hold the late row.
     latest_day1 = [r for r in rows(warehouse, "orders") if r["day"] == restore_defs.date(2026, 3, 1)]
     assert len(latest_day1) == 4
+
+
+def test_plan_reads_partitions_from_properties_and_runs(tmp_path: Path) -> None:
+    """The plan from a table's history alone: a range label is expanded, a commit with only a run id gets the
+    run's partitions, a later commit without a partition and a later write of another day are losses, and
+    maintenance after the target is listed (no rows lost)."""
+    daily = dg.DailyPartitionsDefinition(start_date="2026-03-01", end_date="2026-03-15")
+
+    def day(d: int) -> pa.Table:
+        return pa.table({"day": pa.array([restore_defs.date(2026, 3, d)], pa.date32()), "v": [d]})
+
+    uri = str(tmp_path / "t")
+    t = mvcc.write_table(day(1), uri, transaction_properties={"dagster/partition_key": "2026-03-01"})  # 1
+    t.append(day(2), transaction_properties={"dagster/partition_key": "2026-03-02...2026-03-03"})  # 2: a range
+    t.append(day(4), transaction_properties={"dagster/run_id": "run-4"})  # 3: partition known from the run
+    t.update_config({"owner": "x"})  # 4: maintenance
+    t.append(day(9))  # 5: no partition at all
+    runs = {"run-4": {"2026-03-04"}}
+
+    plan = plan_restore(t, ["2026-03-03", "2026-03-04"], partitions_def=daily, label="t", lookup_run=runs.get)
+    assert (plan.target, plan.first_write, plan.first_partition) == (1, 2, "2026-03-03")
+    assert plan.lost == {"2026-03-02": [2]}  # the range commit also wrote a day outside the backfill
+    assert plan.lost_unpartitioned == ["version 5 (Append)"]
+    assert plan.undone_maintenance == [4]
+    assert plan.never_written == [] and plan.loses_data
+    assert "2026-03-02 (version 2)" in plan.describe_loss()
+
+    plan = plan_restore(t, ["2026-03-04", "2026-03-05"], partitions_def=daily, label="t", lookup_run=runs.get)
+    assert (plan.target, plan.never_written) == (2, ["2026-03-05"])
+    # without the run lookup, version 3's partition is unknown: then it is not a first write of the backfill
+    with pytest.raises(BackfillRestoreError, match="was ever written"):
+        plan_restore(t, ["2026-03-04"], partitions_def=daily, label="t")
+    with pytest.raises(BackfillRestoreError, match="the table's first version"):
+        plan_restore(t, ["2026-03-01"], partitions_def=daily, label="t")
+    # Dagster recorded an earlier first write (version 1) than the history shows: its predecessor is gone
+    with pytest.raises(BackfillRestoreError, match="first written at version 1"):
+        plan_restore(t, ["2026-03-04"], partitions_def=daily, label="t", lookup_run=runs.get, first_materialized=1)
