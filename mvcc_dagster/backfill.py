@@ -413,6 +413,9 @@ def restore_for_backfill(
         try:
             table.tags.create(lock, plan.target)
         except mvcc.TagError:
+            context.log.info(
+                "%s: another run of backfill %s holds the table tag %s; waiting", asset, scope.restore_id, lock
+            )
             _wait_for_unlock(table, lock, deadline, asset)
             continue
         try:

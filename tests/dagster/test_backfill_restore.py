@@ -256,7 +256,8 @@ def test_concurrent_runs_of_one_backfill_restore_once(
     instance: dg.DagsterInstance, warehouse: str, pythonpath: None
 ) -> None:
     """The runs of a backfill start together (here: three processes at once, as a run launcher would start
-    them, with the backfill's tags); the table tag lock lets exactly one restore, the others wait for it."""
+    them, with the backfill's tags); the table tag lock lets exactly one restore, the others wait for it and
+    then find the Restore."""
     os.environ[restore_defs.WAREHOUSE_ENV] = warehouse
     try:
         write_days(instance, days(1, 2))
@@ -278,8 +279,20 @@ def test_concurrent_runs_of_one_backfill_restore_once(
             )
         )
         tags = {RESTORE_TAG: "true", "dagster/backfill": "together"}
+        # Hold the lock as a run in the middle of its restore would, until all three runs wait for it; then
+        # release it: the three race for it at once, exactly one restores.
+        lock = LOCK_PREFIX + "together"
+        orders = mvcc.open_table(f"{warehouse}/orders")
+        orders.tags.create(lock, orders.version)
         with ProcessPoolExecutor(3, mp_context=multiprocessing.get_context("spawn")) as pool:
-            outcomes = list(pool.map(restore_defs.run_partition, [instance.get_ref()] * 3, keys, [tags] * 3))
+            futures = [pool.submit(restore_defs.run_partition, instance.get_ref(), k, tags) for k in keys]
+            deadline = time.monotonic() + 180
+            while waiting_runs(instance, "together") < 3:
+                assert time.monotonic() < deadline, "the runs did not reach the lock"
+                assert not any(f.done() for f in futures), [f.result() for f in futures if f.done()]
+                time.sleep(0.2)
+            orders.tags.delete(lock)
+            outcomes = [f.result() for f in futures]
     finally:
         del os.environ[restore_defs.WAREHOUSE_ENV]
     assert [ok for _, ok in outcomes] == [True] * 3
@@ -296,6 +309,12 @@ def test_concurrent_runs_of_one_backfill_restore_once(
     last = rows(warehouse, "customer_last")
     assert {r["customer"] for r in last} == set(restore_defs.CUSTOMERS)
     assert all(r["amount"] > 0 for r in last)
+
+
+def waiting_runs(instance: dg.DagsterInstance, bid: str) -> int:
+    """Runs of backfill `bid` that logged waiting for the restore lock."""
+    runs = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": bid}))
+    return sum(any("holds the table tag" in (e.user_message or "") for e in instance.all_logs(r.run_id)) for r in runs)
 
 
 def test_bad_input_commits_nothing(instance: dg.DagsterInstance, warehouse: str) -> None:
