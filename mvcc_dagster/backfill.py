@@ -422,8 +422,14 @@ def restore_for_backfill(
             restored = _restore_locked(context, table, plan, scope, asset)
         finally:
             table.tags.delete(lock)
-        if restored is None:
-            continue  # the history moved while planning: plan again
+        if restored is None:  # the history moved while planning: plan again, for a bounded time
+            if time.monotonic() > deadline:
+                raise _failure(
+                    asset,
+                    f"{setting}: table {table.uri} kept changing for {LOCK_WAIT_SECONDS:.0f} s while the backfill "
+                    "planned its restore; nothing was committed. Re-run when the other writers are done.",
+                )
+            continue
         if plan.loses_data:
             context.log.warning("%s: backfill restore dropped %s", asset, plan.describe_loss())
         return restored, {
