@@ -318,19 +318,19 @@ def waiting_runs(instance: dg.DagsterInstance, bid: str) -> int:
 
 
 def test_bad_input_commits_nothing(instance: dg.DagsterInstance, warehouse: str) -> None:
-    """Partitions never written, a restore target removed by retention, an unknown tag value, an unpartitioned
-    asset: each run fails naming the table and the tag, and nothing is committed."""
+    """Partitions never written, a restore target removed by retention, an unknown tag value, a backfill the
+    instance does not know: each run fails naming the table and the tag, and nothing is committed."""
     os.environ[restore_defs.WAREHOUSE_ENV] = warehouse
     try:
         write_days(instance, days(1, 3))
 
-        def run(key: str, value: str = "true", assets: list[Any] = ASSETS) -> str:
+        def run(key: str, value: str = "true", extra: dict[str, str] | None = None) -> str:
             result = dg.materialize(
-                assets,
+                ASSETS,
                 instance=instance,
                 partition_key=key,
                 resources=restore_defs.resources(),
-                tags={RESTORE_TAG: value},
+                tags={RESTORE_TAG: value, **(extra or {})},
                 raise_on_error=False,
             )
             assert not result.success
@@ -344,6 +344,8 @@ def test_bad_input_commits_nothing(instance: dg.DagsterInstance, warehouse: str)
         assert "2026-03-09" in text
         text = run(days(1, 1)[0], value="yes please")
         assert RESTORE_TAG in text and "allow-data-loss" in text
+        text = run(days(2, 2)[0], extra={"dagster/backfill": "nosuchbf"})
+        assert "backfill nosuchbf" in text and "not in the instance" in text and RESTORE_TAG in text
         assert mvcc.open_table(f"{warehouse}/orders").versions() == history
 
         # Retention removed the version before day 2 was first written.
@@ -493,3 +495,38 @@ def test_plan_reads_partitions_from_properties_and_runs(tmp_path: Path) -> None:
     # Dagster recorded an earlier first write (version 1) than the history shows: its predecessor is gone
     with pytest.raises(BackfillRestoreError, match="first written at version 1"):
         plan_restore(t, ["2026-03-04"], partitions_def=daily, label="t", lookup_run=runs.get, first_materialized=1)
+
+
+@pytest.mark.timeout(300)
+def test_commit_slipping_in_before_the_restore_is_kept(
+    instance: dg.DagsterInstance, warehouse: str, pythonpath: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Restore lands over any concurrent commit, so a writer outside the backfill that commits between the
+    run's check and its Restore would be dropped: the run sees it after committing, undoes its Restore with a
+    second one and fails naming the version. The run's commits are slowed by a failpoint (2 s after the
+    transaction file) so the outside append lands in that window."""
+    monkeypatch.setenv(restore_defs.WAREHOUSE_ENV, warehouse)
+    write_days(instance, days(1, 2))
+    write_days(instance, days(3, 3), bad=True)
+    monkeypatch.setenv("MVCC_FAILPOINTS", "commit.after_transaction_file=sleep(2)")  # read by the run's process
+    orders = mvcc.open_table(f"{warehouse}/orders")
+    lock = LOCK_PREFIX
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        future = pool.submit(restore_defs.run_partition, instance.get_ref(), days(3, 3)[0], {RESTORE_TAG: "true"})
+        deadline = time.monotonic() + 120
+        while not any(t.startswith(lock) for t in orders.tags.list()):
+            assert time.monotonic() < deadline and not future.done()
+            time.sleep(0.05)
+        time.sleep(0.5)  # the run holds the lock and is inside its Restore commit
+        outside = orders.checkout_latest().append(restore_defs.orders_of("2026-03-09", bad=False))
+        run_id, ok = future.result()
+    assert not ok
+    history = mvcc.open_table(f"{warehouse}/orders").versions()
+    assert [v.operation for v in history[-3:]] == ["Append", "Restore", "Restore"]
+    assert history[-3].version == outside.version
+    assert history[-1].transaction_properties[BACKFILL_PROPERTY].endswith("-undone")
+    assert rows(warehouse, "orders") == rows(warehouse, "orders", outside.version)  # the outside rows are kept
+    assert not mvcc.open_table(f"{warehouse}/orders").tags.list()
+    (failure,) = instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
+    text = failure.dagster_event.step_failure_data.user_failure_data.description
+    assert f"versions [{outside.version}]" in text and "undone" in text and RESTORE_TAG in text
