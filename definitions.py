@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from dagster_pyspark import PySparkResource
 
 from mvcc_dagster import (
+    RESTORE_TAG,
     MvccCatalogResource,
     MvccIOManager,
     MvccResource,
@@ -237,8 +238,31 @@ RETENTION_JOBS = {t: build_retention_job(t, older_than=RETENTION) for t in TABLE
 RESTORE = {t: build_restore_job(t) for t in TABLES}
 SCHEDULES = [build_maintenance_schedule(t, cron="0 3 * * *", older_than=RETENTION) for t in TABLES]
 
+# ---- Backfills via restore, and a table written outside Dagster (docs/dagster.md "Backfills via restore") ----
+# `daily_events_restore_backfill` carries the run tag mvcc/backfill_restore=true: a backfill launched from it
+# (the job's Partitions tab, or any backfill given that tag) first restores each table to the version before
+# the backfill's earliest day was first written (one Restore per table, once per backfill), then recomputes
+# the days; it fails before committing when a later day would be lost. `partner_feed` is written by
+# examples/outside_writer.py (plain Python, no Dagster): the version sensor records its commits as runless
+# materializations of the asset below.
+RESTORE_BACKFILL_JOB = dg.define_asset_job(
+    "daily_events_restore_backfill",
+    selection=ASSETS,
+    tags={RESTORE_TAG: "true"},  # "allow-data-loss" would also drop days written after the backfilled ones
+    description="Backfill with restore: roll the tables back to before the first backfilled day, then recompute.",
+)
+OUTSIDE_TABLE = "partner_feed"
+OUTSIDE_ASSET = dg.AssetSpec(
+    OUTSIDE_TABLE,
+    kinds={"mvcc"},
+    group_name="outside",
+    description="Written outside Dagster by examples/outside_writer.py; recorded by the version sensor.",
+)
+VERSION_SENSOR_TABLES = [*TABLES, OUTSIDE_TABLE]
+# ---- end of the backfill / outside writer block ----------------------------------------------------------------
+
 defs = dg.Definitions(
-    assets=[*ASSETS, *CATALOG_ASSETS],
+    assets=[*ASSETS, *CATALOG_ASSETS, OUTSIDE_ASSET],
     asset_checks=build_table_health_checks(TABLES),
     jobs=[
         dg.define_asset_job("daily_events", selection=ASSETS),
@@ -246,10 +270,11 @@ defs = dg.Definitions(
         *COMPACTION.values(),
         *RETENTION_JOBS.values(),
         *RESTORE.values(),
+        RESTORE_BACKFILL_JOB,
     ],
     schedules=SCHEDULES,
     sensors=[
-        build_version_sensor(TABLES),
+        build_version_sensor(VERSION_SENSOR_TABLES),
         build_health_sensor(TABLES, compaction_job=COMPACTION, retention_job=RETENTION_JOBS),
     ],
     resources=resources(),

@@ -7,12 +7,22 @@
 - `materialize_result`, `data_version`: for assets that write tables themselves.
 - `MvccCatalogResource` (bind as ``mvcc_catalog``): a catalog of tables named by asset key; a
   `multi_asset` publishes all its tables in one catalog version with ``transaction(context)``.
+- Backfills via restore (`RESTORE_TAG` on a backfill): the table restored to before the backfill's partitions
+  were first written, once per backfill, refused when data outside the backfill would be lost (`backfill.py`).
 
 Only public `mvcc_core` names are used (import-linter checks it).
 """
 
 from __future__ import annotations
 
+from .backfill import (
+    RESTORE_ALLOW_DATA_LOSS,
+    RESTORE_TAG,
+    BackfillRestoreError,
+    RestorePlan,
+    plan_restore,
+    restore_for_backfill,
+)
 from .catalog import (
     CATALOG_READ_VERSION,
     CATALOG_RESOURCE_KEY,
@@ -25,7 +35,7 @@ from .catalog import (
 )
 from .conflicts import conflict_metadata, conflict_retry_policy, mvcc_conflicts, retry_wait, to_dagster
 from .health import CHECKS, HealthThresholds, Level, build_health_sensor, build_table_health_checks, evaluate_health
-from .io_manager import MERGE_ON, WRITE_MODE, MvccIOManager, pinned_version
+from .io_manager import MERGE_ON, WRITE_MODE, MvccIOManager, pinned_partition_versions, pinned_version
 from .maintenance import (
     MAINTENANCE_IO_KEY,
     RESTORED_FROM,
@@ -68,11 +78,15 @@ __all__ = [
     "PARTITION_EXPR",
     "RESOURCE_KEY",
     "RESTORED_FROM",
+    "RESTORE_ALLOW_DATA_LOSS",
+    "RESTORE_TAG",
     "TABLE_TAG",
     "WRITE_MODE",
+    "BackfillRestoreError",
     "MvccIOManager",
     "MvccResource",
     "PartitionPredicateError",
+    "RestorePlan",
     "build_compaction_job",
     "build_health_sensor",
     "build_index_job",
@@ -90,8 +104,11 @@ __all__ = [
     "materialize_result",
     "mvcc_conflicts",
     "partition_predicate",
+    "pinned_partition_versions",
     "pinned_version",
+    "plan_restore",
     "resolve_uri",
+    "restore_for_backfill",
     "retry_wait",
     "table_metadata",
     "to_asset_key",

@@ -22,9 +22,11 @@ from typing import Any
 
 import dagster as dg
 import pyarrow as pa
+from dagster_shared.check import CheckError
 
 import mvcc_core as mvcc
 
+from .backfill import restore_for_backfill
 from .conflicts import DEFAULT_DELAY, DEFAULT_MAX_RETRIES, mvcc_conflicts
 from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predicate
 from .resources import resolve_uri
@@ -38,6 +40,7 @@ RUN_ID_PROPERTY = "dagster/run_id"
 ASSET_KEY_PROPERTY = "dagster/asset_key"
 PARTITION_KEY_PROPERTY = "dagster/partition_key"
 ROOT_RUN_ID_TAG = "dagster/root_run_id"
+PARTITION_VERSIONS = "mvcc/partition_versions"
 
 
 def _bad(asset: str, setting: str, problem: str) -> dg.Failure:
@@ -186,6 +189,10 @@ class MvccIOManager(dg.ConfigurableIOManager):
                     asset, f"metadata {MERGE_ON!r}", f"column(s) {missing} are not in the table ({schema.names})"
                 )
 
+        # A backfill launched with the run tag mvcc/backfill_restore: restore first (once per backfill), or fail
+        # before anything is committed (backfill.py).
+        with mvcc_conflicts(context, what=f"backfill restore of {asset}"):
+            table, restored = restore_for_backfill(context, table, asset)
         message = f"dagster: {asset}" + (f" [{properties[PARTITION_KEY_PROPERTY]}]" if where else "")
         with mvcc_conflicts(
             context, max_retries=self.max_conflict_retries, delay=self.conflict_retry_delay, what=asset
@@ -197,7 +204,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
             txn = table.transaction()
             read_version = txn.read_version if txn is not None else None
             metadata = table_metadata(table, table_name=asset, read_version=read_version, partition_filter=where)
-        context.add_output_metadata(metadata)
+        context.add_output_metadata({**metadata, **restored})
         # The materialization's data version: the latest data-changing commit (versions.py). Set on the step so
         # that Dagster records it as user-provided (the same path as Output(data_version=...)).
         context.step_context.set_data_version(asset_key, dg.DataVersion(str(metadata["mvcc/data_version"])))
@@ -287,19 +294,28 @@ class MvccIOManager(dg.ConfigurableIOManager):
     # ---- inputs ----------------------------------------------------------------------------------
 
     def load_input(self, context: dg.InputContext) -> Any:
-        """The upstream at its pinned version, filtered to the mapped partitions, in the annotated type."""
+        """The upstream at its pinned version, filtered to the mapped partitions, in the annotated type.
+
+        A step reading several upstream partitions whose newest materializations recorded different versions
+        (a single-run backfill, a weekly asset over daily ones) reads each partition at its own version
+        (`pinned_partition_versions`) and gets the union."""
         asset_key = context.asset_key
         asset = asset_key.to_user_string()
         uri = resolve_uri(self.root_uri, asset_key)
+        typing_type = context.dagster_type.typing_type
+        module = getattr(typing_type, "__module__", "") or ""
+        name = getattr(typing_type, "__name__", "")
+        spark = module.startswith("pyspark.sql") and name == "DataFrame"
+        upstream = context.upstream_output
+        has_expr = upstream is not None and (upstream.definition_metadata or {}).get(PARTITION_EXPR) is not None
+        pins = pinned_partition_versions(context) if has_expr else None  # without a column: no per-partition read
+        if pins is not None and len(set(pins.values())) > 1:
+            return self._load_by_partition(context, uri, asset, pins, spark, module, name)
         version = pinned_version(context)
         with mvcc_conflicts(context, what=asset):
             table = mvcc.open_table(uri, version, storage_options=self._options(), external_store=self.external_store)
-            typing_type = context.dagster_type.typing_type
-            module = getattr(typing_type, "__module__", "") or ""
-            name = getattr(typing_type, "__name__", "")
-            spark = module.startswith("pyspark.sql") and name == "DataFrame"
             where = self._input_filter(context, table, asset, "spark" if spark else "mvcc")
-        context.add_input_metadata({"mvcc/version": table.version, "mvcc/uri": uri, "mvcc/filter": where or ""})
+        _add_input_metadata(context, {"mvcc/version": table.version, "mvcc/uri": uri, "mvcc/filter": where or ""})
         if spark:
             return self._load_spark(uri, table.version, where)
         result = table.to_table(filter=where) if where else table.to_table()
@@ -322,6 +338,67 @@ class MvccIOManager(dg.ConfigurableIOManager):
         except PartitionPredicateError as exc:
             raise _bad(asset, f"metadata {PARTITION_EXPR!r}", str(exc)) from exc
 
+    def _load_by_partition(
+        self,
+        context: dg.InputContext,
+        uri: str,
+        asset: str,
+        pins: dict[str, int | None],
+        spark: bool,
+        module: str,
+        name: str,
+    ) -> Any:
+        """Each group of partitions pinned to one version read at that version with its own predicate."""
+        groups: dict[int | None, list[str]] = {}
+        for key, version in pins.items():
+            groups.setdefault(version, []).append(key)
+        upstream = context.upstream_output
+        expr = (upstream.definition_metadata or {}).get(PARTITION_EXPR) if upstream is not None else None
+        parts: list[tuple[int, str, list[str]]] = []  # (version read, predicate, partitions)
+        with mvcc_conflicts(context, what=asset):
+            for version, keys in sorted(groups.items(), key=lambda g: (g[0] is None, g[0] or 0)):
+                table = mvcc.open_table(
+                    uri, version, storage_options=self._options(), external_store=self.external_store
+                )
+                try:
+                    where = partition_predicate(
+                        context.asset_partitions_def,
+                        keys,
+                        expr,
+                        table.schema,
+                        asset=asset,
+                        dialect="spark" if spark else "mvcc",
+                    )
+                except PartitionPredicateError as exc:
+                    raise _bad(asset, f"metadata {PARTITION_EXPR!r}", str(exc)) from exc
+                parts.append((table.version, where, keys))
+        versions = {key: v for v, _, keys in parts for key in keys}
+        _add_input_metadata(
+            context,
+            {
+                "mvcc/version": max(v for v, _, _ in parts),
+                "mvcc/uri": uri,
+                "mvcc/filter": " OR ".join(w for _, w, _ in parts),
+                PARTITION_VERSIONS: dg.MetadataValue.json(dict(sorted(versions.items()))),
+            },
+        )
+        if spark:
+            frames = [self._load_spark(uri, v, w) for v, w, _ in parts]
+            result = frames[0]
+            for frame in frames[1:]:
+                result = result.unionByName(frame, allowMissingColumns=True)
+            return result
+        tables = [
+            mvcc.open_table(uri, v, storage_options=self._options(), external_store=self.external_store).to_table(
+                filter=w
+            )
+            for v, w, _ in parts
+        ]
+        combined = pa.concat_tables(tables, promote_options="default")
+        if module.startswith("pandas") and name == "DataFrame":
+            return combined.to_pandas()
+        return combined
+
     def _load_spark(self, uri: str, version: int, where: str | None) -> Any:
         from pyspark.sql import SparkSession
 
@@ -341,6 +418,20 @@ class MvccIOManager(dg.ConfigurableIOManager):
             reader = reader.option("external_store", self.external_store)
         df = reader.load(uri)
         return df.filter(where) if where else df
+
+
+def _add_input_metadata(context: dg.InputContext, metadata: Mapping[str, Any]) -> None:
+    """Metadata on the LOADED_INPUT event (where re-executions find the versions read).
+
+    Dagster 1.13's `add_input_metadata` also builds an `AssetObservation` of the input's single partition, and
+    raises a CheckError when the step loads several (a single-run backfill's range): it has stored the
+    metadata for the LOADED_INPUT event by then, so only the observation is given up.
+    """
+    try:
+        context.add_input_metadata(metadata)
+    except CheckError:
+        if not (context.has_asset_partitions and len(context.asset_partition_keys) > 1):
+            raise
 
 
 def _metadata_int(record: Any, key: str) -> int | None:
@@ -412,3 +503,51 @@ def pinned_version(context: dg.InputContext) -> int | None:
         limit=1,
     ).records
     return _metadata_int(records[0], "mvcc/version") if records else None
+
+
+def pinned_partition_versions(context: dg.InputContext) -> dict[str, int | None] | None:
+    """Per mapped upstream partition, the version its own newest materialization recorded (None for a
+    partition without one: the latest), when the step reads two or more upstream partitions; None otherwise
+    (one version for everything: `pinned_version`).
+
+    Why per partition: a single-run backfill or a weekly asset over daily partitions maps many upstream
+    partitions into one step. One version for all (the newest of their materializations) would show the older
+    partitions as they are at that version: commits made since their own materializations (an outside append,
+    a restore) would leak in, so the backfill would not reproduce what the original runs read. A re-execution
+    reads what its root run's same step loaded (``mvcc/partition_versions`` on that LOADED_INPUT event); a
+    root run that loaded one version leaves it to `pinned_version`.
+    """
+    if not context.has_asset_partitions:
+        return None
+    keys = sorted(set(context.asset_partition_keys))
+    if len(keys) < 2:
+        return None
+    instance = context.instance
+    step = context.step_context
+    run = step.dagster_run
+    root = run.root_run_id or run.tags.get(ROOT_RUN_ID_TAG)
+    if root:
+        for record in reversed(instance.get_records_for_run(root, of_type=dg.DagsterEventType.LOADED_INPUT).records):
+            event = record.event_log_entry.dagster_event
+            data = event.event_specific_data if event is not None else None
+            if event is None or event.step_key != step.step.key or getattr(data, "input_name", None) != context.name:
+                continue
+            value = getattr((data.metadata or {}).get(PARTITION_VERSIONS), "value", None)
+            if isinstance(value, dict):
+                return {k: value.get(k) for k in keys}
+            return None
+        return None
+    pins: dict[str, int | None] = {}
+    cursor = None
+    while True:
+        result = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=context.asset_key, asset_partitions=keys), limit=200, cursor=cursor
+        )
+        for record in result.records:
+            mat = record.asset_materialization
+            if mat is not None and mat.partition in keys and mat.partition not in pins:
+                pins[mat.partition] = _metadata_int(record, "mvcc/version")
+        if len(pins) == len(keys) or not result.has_more:
+            break
+        cursor = result.cursor
+    return {k: pins.get(k) for k in keys}

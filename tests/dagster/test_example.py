@@ -12,6 +12,7 @@ import dagster as dg
 import pytest
 
 import mvcc_core as mvcc
+from mvcc_dagster import RESTORE_TAG, MvccResource
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKSPACE = ROOT / "workspace.yaml"
@@ -65,6 +66,7 @@ def test_webserver_lists_assets_and_edges(instance: dg.DagsterInstance, monkeypa
         ("sales/orders", ()),
         ("sales/customers", ()),
         ("sales/revenue_by_segment", ("sales/customers", "sales/orders")),
+        ("partner_feed", ()),
     }
 
 
@@ -111,6 +113,27 @@ def test_example_materializes_in_process(instance: dg.DagsterInstance, warehouse
         assert len(revenue) == 1 and revenue[0]["events"] == example.EVENTS_PER_DAY
         assert seen[-1] == example.EVENTS_PER_DAY
 
+    # The restore-backfill path: a second day, then that day again with the job's restore tag (a run outside a
+    # backfill restores for its own day): one Restore per table, then the day recomputed, rows unchanged.
+    other = "2026-11-03"
+    job_tags = example.defs.resolve_job_def("daily_events_restore_backfill").tags
+    assert job_tags[RESTORE_TAG] == "true"
+    assert dg.materialize(example.ASSETS, instance=instance, resources=resources, partition_key=other).success
+    before = {n: mvcc.open_table(f"{warehouse}/{n}").version for n in ("raw_events", "user_latest", "daily_revenue")}
+    result = dg.materialize(
+        example.ASSETS, instance=instance, resources=resources, partition_key=other, tags={RESTORE_TAG: "true"}
+    )
+    assert result.success
+    for name, version in before.items():
+        table = mvcc.open_table(f"{warehouse}/{name}")
+        ops = [v.operation for v in table.versions()]
+        assert table.version == version + 2 and ops[-2] == "Restore", (name, ops)
+        restore = table.versions()[-2]
+        assert restore.transaction_properties["dagster/backfill"] == result.run_id
+    assert mvcc.open_table(f"{warehouse}/raw_events").count_rows() == 2 * example.EVENTS_PER_DAY
+    revenue = mvcc.open_table(f"{warehouse}/daily_revenue").to_table().to_pylist()
+    assert sorted(r["events"] for r in revenue) == [example.EVENTS_PER_DAY] * 2
+
 
 def test_example_has_maintenance() -> None:
     """The example deployment carries part 2: per table compaction / retention / restore jobs, a stopped
@@ -123,5 +146,40 @@ def test_example_has_maintenance() -> None:
     assert {s.name for s in defs.schedules} == {f"mvcc_maintenance_schedule__{t}" for t in example.TABLES}
     assert all(s.default_status == dg.DefaultScheduleStatus.STOPPED for s in defs.schedules)
     assert {s.name for s in defs.sensors} == {"mvcc_version_sensor", "mvcc_health_sensor"}
+    assert defs.resolve_job_def("daily_events_restore_backfill").tags[RESTORE_TAG] == "true"
     checked = {key.asset_key.to_user_string() for c in defs.asset_checks for key in c.check_keys}
     assert checked == set(example.TABLES)
+
+
+def test_outside_writer_is_recorded_by_the_version_sensor(instance: dg.DagsterInstance, warehouse: str) -> None:
+    """examples/outside_writer.py (plain Python, no Dagster) writes partner_feed; the example's version sensor
+    records each of its commits as a runless materialization of the asset partner_feed."""
+    env = {**os.environ, "MVCC_WAREHOUSE": warehouse, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "outside_writer.py"), "--rows", "5", "--batches", "2"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    table = mvcc.open_table(f"{warehouse}/partner_feed")
+    assert table.version == 2 and table.count_rows() == 10
+    assert all("dagster/run_id" not in v.transaction_properties for v in table.versions())
+
+    example = load_example()
+    sensor = next(s for s in example.defs.sensors if s.name == "mvcc_version_sensor")
+    context = dg.build_sensor_context(instance=instance, resources={"mvcc": MvccResource(root_uri=warehouse)})
+    result = sensor(context)
+    mats = [e for e in result.asset_events if e.asset_key == dg.AssetKey("partner_feed")]
+    assert all(isinstance(m, dg.AssetMaterialization) for m in mats)
+    assert [m.metadata["mvcc/version"].value for m in mats] == [1, 2]
+    assert [m.metadata["dagster/row_count"].value for m in mats] == [5, 10]
+    assert [m.tags["dagster/data_version"] for m in mats] == ["1", "2"]
+    again = sensor(
+        dg.build_sensor_context(
+            instance=instance, cursor=result.cursor, resources={"mvcc": MvccResource(root_uri=warehouse)}
+        )
+    )
+    assert not again.asset_events  # the cursor: nothing recorded twice
