@@ -242,11 +242,15 @@ class CatalogTransaction:
                 state = open_table(self.catalog.table_uri(entry), 1, storage_options=self.catalog.options).state
                 origin = self._created[entry.path]
             else:
-                origin = next(e.name for (k, _), e in self.snapshot.entries.items() if k == TABLE and e.path == entry.path)
+                origin = self._snapshot_name(entry.path)
                 state = self.snapshot.table(origin).state
             w = _TableWrite(entry.path, origin, created, state, state)
             self._writes[entry.path] = w
         return w
+
+    def _snapshot_name(self, path: str) -> str:
+        """The name the table in directory `path` had in the snapshot."""
+        return next(e.name for (kind, _), e in self.snapshot.entries.items() if kind == TABLE and e.path == path)
 
     # ---- staging -----------------------------------------------------------------------------
 
@@ -619,7 +623,11 @@ class CatalogTransaction:
             txn_name = write_transaction(store, step)
             w.written.append(step.file_path)
             manifest = build_manifest(
-                manifest, step, version=version, transaction_file=txn_name, ctx=BuildContext(load_version=base.state.load)
+                manifest,
+                step,
+                version=version,
+                transaction_file=txn_name,
+                ctx=BuildContext(load_version=base.state.load),
             )
             path = staged_manifest_path(version, base.manifest_naming, attempt)
             store.put(path, encode_manifest(manifest))
