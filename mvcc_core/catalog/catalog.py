@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,11 +25,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from mvcc_core.errors import StorageError
+from mvcc_core.commit import Committer
+from mvcc_core.errors import StorageError, VersionNotFoundError
 from mvcc_core.external_store import final_of
 from mvcc_core.failpoints import POINTS, failpoint
-from mvcc_core.manifest import write_latest_hint
+from mvcc_core.manifest import PUT_IF_NOT_EXISTS, location_of, write_latest_hint
 from mvcc_core.naming import ManifestNaming, parse_manifest_name
+from mvcc_core.state import TableState
 from mvcc_core.storage import open_store
 from mvcc_core.table import Table, open_table, write_table
 
@@ -59,6 +63,8 @@ FAILPOINTS = {
 POINTS.update(FAILPOINTS)
 
 MANIFEST_DIR = "__manifest"
+# `__manifest` versions whose rows this process keeps (a version never changes, so the cache needs no check).
+ROWS_CACHED = 8
 
 
 @dataclass(frozen=True)
@@ -74,11 +80,19 @@ class CatalogVersion:
 class CatalogSnapshot:
     """A consistent read of every object at one catalog version: each table opens at the version it publishes."""
 
-    def __init__(self, catalog: Catalog, version: int, rows: list[Entry], format_version: int = FORMAT_VERSION):
+    def __init__(
+        self,
+        catalog: Catalog,
+        version: int,
+        rows: list[Entry],
+        format_version: int = FORMAT_VERSION,
+        manifest: Table | None = None,
+    ) -> None:
         self.catalog = catalog
         self.version = version
         self.rows = rows
         self.format_version = format_version
+        self.manifest = manifest  # the `__manifest` table at `version` (the publisher commits on top of it)
         self.entries = live(rows)
 
     def schemas(self) -> list[str]:
@@ -121,7 +135,7 @@ class CatalogSnapshot:
         """The table at the version this snapshot publishes (finalizing it first if its writer stopped short)."""
         entry = self.entry(name)
         self.catalog.finalize(entry)
-        return open_table(self.catalog.table_uri(entry), entry.table_version, storage_options=self.catalog.options)
+        return self.catalog.table_at(entry)
 
 
 class Catalog:
@@ -140,6 +154,9 @@ class Catalog:
         self.root = root
         self.options = dict(storage_options or {})
         self._manifest_uri = manifest.uri
+        self._lock = threading.Lock()
+        self._rows: OrderedDict[int, list[Entry]] = OrderedDict()  # __manifest version -> its rows
+        self._finalized: set[tuple[str, int]] = set()  # (table path, version) known to have its final manifest
 
     # ---- opening -----------------------------------------------------------------------------
 
@@ -191,7 +208,15 @@ class Catalog:
         return self._snapshot_of(self.manifest_table(version))
 
     def _snapshot_of(self, manifest: Table) -> CatalogSnapshot:
-        return CatalogSnapshot(self, manifest.version, read_rows(manifest), format_of(manifest))
+        with self._lock:
+            rows = self._rows.get(manifest.version)
+        if rows is None:
+            rows = read_rows(manifest)
+            with self._lock:
+                self._rows[manifest.version] = rows
+                while len(self._rows) > ROWS_CACHED:
+                    self._rows.popitem(last=False)
+        return CatalogSnapshot(self, manifest.version, rows, format_of(manifest), manifest)
 
     def table(self, name: str, *, version: int | datetime | None = None) -> Table:
         """`name` at the table version catalog `version` (default the newest) publishes."""
@@ -238,35 +263,53 @@ class Catalog:
     def table_uri(self, entry: Entry) -> str:
         return f"{self.root}/{entry.path}"
 
-    def finalize(self, entry: Entry) -> None:
+    def table_at(self, entry: Entry) -> Table:
+        """The table at the version `entry` publishes, read directly (the catalog knows the version, so no
+        lookup of the table's latest version is needed). Finalize the entry first."""
+        store = open_store(self.table_uri(entry), self.options or None)
+        committer = Committer(store, handler=PUT_IF_NOT_EXISTS)
+        for naming in (ManifestNaming.V2, ManifestNaming.V1):
+            try:
+                manifest = committer.load_manifest(location_of(store, entry.table_version, naming))
+            except VersionNotFoundError:
+                continue
+            return Table.from_state(TableState(store, manifest, naming, committer))
+        return open_table(self.table_uri(entry), entry.table_version, storage_options=self.options or None)
+
+    def finalize(self, entry: Entry, known: Mapping[str, bytes] | None = None) -> None:
         """Roll a published table version forward: copy each staged manifest it names to its final name, in
-        version order (idempotent).
+        version order (idempotent). `known`: the staged manifests' bytes, when the caller wrote them.
 
         Any reader or writer may run it; a final name is written with put-if-not-exists, so racing finalizers
         write the same bytes once. A read error propagates: it never deletes anything.
         """
-        if not entry.staged_manifests:
+        if not entry.staged_manifests or (entry.path, entry.table_version) in self._finalized:
             return
         store = open_store(self.table_uri(entry), self.options or None)
         last = final_of(entry.staged_manifests[-1])
-        if store.exists(last):
+        if known is None and store.exists(last):
+            self._finalized.add((entry.path, entry.table_version))
             return
         for staged in entry.staged_manifests:
             final = final_of(staged)
-            if not store.exists(final):
+            if known is not None:
+                store.put_if_not_exists(final, known[staged])  # False: a reader finalized it first, same bytes
+            elif not store.exists(final):
                 store.put_if_not_exists(final, store.get(staged))
-                failpoint("catalog.after_finalize_copy")
+            else:
+                continue
+            failpoint("catalog.after_finalize_copy")
+        self._finalized.add((entry.path, entry.table_version))
         with contextlib.suppress(StorageError):
             write_latest_hint(store, entry.table_version, _naming_of(last))
 
-    def reclaim_staged(self, entry: Entry) -> None:
+    def reclaim_staged(self, entries: list[Entry]) -> None:
         """The writer's own tidy-up after finalizing: once the final manifests exist the staged ones are
-        garbage (a reader of an older catalog version finds the final name first)."""
-        if not entry.staged_manifests:
-            return
-        store = open_store(self.table_uri(entry), self.options or None)
-        if store.exists(final_of(entry.staged_manifests[-1])):
-            store.delete_many(list(entry.staged_manifests))
+        garbage (a reader of an older catalog version finds the final name first). One batched delete."""
+        done = [e for e in entries if e.staged_manifests and (e.path, e.table_version) in self._finalized]
+        paths = [f"{e.path}/{staged}" for e in done for staged in e.staged_manifests]
+        if paths:
+            open_store(self.root, self.options or None).delete_many(paths)
 
     # ---- writing -----------------------------------------------------------------------------
 

@@ -16,6 +16,8 @@ import contextlib
 import json
 import logging
 import uuid as uuid_mod
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -32,12 +34,12 @@ from mvcc_core.errors import CommitConflictError, StorageError, is_definite_fail
 from mvcc_core.external_store import staged_manifest_path
 from mvcc_core.failpoints import POINTS, failpoint
 from mvcc_core.features import FLAG_STABLE_ROW_IDS
-from mvcc_core.manifest import encode_manifest
+from mvcc_core.manifest import encode_manifest, location_of
 from mvcc_core.merge_insert import MergeInsertBuilder
 from mvcc_core.replace import rows_match
 from mvcc_core.state import TableState
 from mvcc_core.storage import open_store
-from mvcc_core.table import Table, open_table, write_table
+from mvcc_core.table import Table, write_table
 from mvcc_core.transaction import BuildContext, Transaction, build_manifest, write_transaction
 
 from .conflicts import Change, find_conflict
@@ -53,6 +55,7 @@ log = logging.getLogger("mvcc.catalog")
 
 POINTS.update(
     {
+        "catalog.after_table_staged": "catalog publish: one table's manifests staged, the other tables' not yet",
         "catalog.after_stage": "catalog publish: every table's next manifest is staged, __manifest not committed",
         "catalog.after_publish": "catalog publish: __manifest committed (the commit point), no table finalized yet",
         "catalog.after_finalize": "catalog publish: every table finalized, the staged manifests not yet removed",
@@ -61,6 +64,27 @@ POINTS.update(
 
 # Seed 003's PUBLISHER_RETRY_BUDGET: the publisher owns its retries and re-checks conflicts on each one.
 PUBLISH_RETRY_BUDGET = 5
+# Tables are staged and finalized concurrently: on S3 each is a few requests, and they do not depend on
+# each other (the order of a chain's versions within one table is kept).
+TABLE_THREADS = 8
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _each(fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
+    """`fn` over `items` on the catalog's thread pool; the first exception (in item order) propagates after
+    every call has finished, so no attempt is left writing in the background."""
+    global _POOL
+    items = list(items)
+    if len(items) <= 1:
+        return [fn(item) for item in items]
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=TABLE_THREADS, thread_name_prefix="mvcc-catalog")
+    futures = [_POOL.submit(fn, item) for item in items]
+    errors = [f.exception() for f in futures]
+    for error in errors:
+        if error is not None:
+            raise error
+    return [f.result() for f in futures]
 
 
 class _CatalogMoved(Exception):
@@ -84,6 +108,7 @@ class _TableWrite:
     kinds: list[str] = field(default_factory=list)
     written: list[str] = field(default_factory=list)  # this attempt's transaction files, staged manifests
     superseded: list[str] = field(default_factory=list)  # our deletion files a rebase replaced
+    staged_bytes: dict[str, bytes] = field(default_factory=dict)  # this attempt's staged manifests
 
     def add(self, txn: Transaction, kinds: list[str]) -> None:
         manifest = build_manifest(
@@ -239,7 +264,7 @@ class CatalogTransaction:
         if w is None:
             created = entry.path in self._created
             if created:
-                state = open_table(self.catalog.table_uri(entry), 1, storage_options=self.catalog.options).state
+                state = self.catalog.table_at(entry).state
                 origin = self._created[entry.path]
             else:
                 origin = self._snapshot_name(entry.path)
@@ -436,7 +461,7 @@ class CatalogTransaction:
                 continue
             properties = {CHANGES_KEY: json.dumps([c.as_dict() for c in changes])}
             failpoint("catalog.after_stage")
-            manifest = self.catalog.manifest_table(current.version)
+            manifest = current.manifest or self.catalog.manifest_table(current.version)
             try:
                 manifest.overwrite(
                     rows_table(rows),
@@ -470,23 +495,27 @@ class CatalogTransaction:
         """Finalize every table this version published (the roll-forward readers would otherwise do), then
         remove what the published versions no longer need. Best effort: a failure leaves work for readers
         (finalizing) or retention (debris), never an inconsistency."""
-        superseded: dict[str, list[str]] = {}
+        known: dict[str, bytes] = {}
+        superseded: list[str] = []
         for w in self._writes.values():
             for txn in w.chain:
                 txn.files = []  # the published versions own them now
-            superseded[w.path] = w.superseded
+            known.update(w.staged_bytes)
+            superseded += [f"{w.path}/{f}" for f in w.superseded]
         published = [e for e in live(rows).values() if e.catalog_version == version and e.staged_manifests]
-        for entry in published:
+
+        def finalize(entry: Entry) -> None:
             with contextlib.suppress(StorageError):
-                self.catalog.finalize(entry)
+                ours = all(s in known for s in entry.staged_manifests)
+                self.catalog.finalize(entry, {s: known[s] for s in entry.staged_manifests} if ours else None)
+
+        _each(finalize, published)
         failpoint("catalog.after_finalize")
-        for entry in published:
+        with contextlib.suppress(StorageError):
+            self.catalog.reclaim_staged(published)
+        if superseded:
             with contextlib.suppress(StorageError):
-                self.catalog.reclaim_staged(entry)
-        for path, files in superseded.items():
-            if files:
-                with contextlib.suppress(StorageError):
-                    open_store(f"{self.catalog.root}/{path}", self.catalog.options or None).delete_many(files)
+                open_store(self.catalog.root, self.catalog.options or None).delete_many(superseded)
 
     def _forget_attempt(self) -> None:
         """A lost race: the staged manifests of this attempt are garbage (no catalog version names them)."""
@@ -545,12 +574,14 @@ class CatalogTransaction:
             elif (SCHEMA, name) in self.snapshot.entries:
                 put(Entry(SCHEMA + TOMBSTONE, name))
 
-        published: dict[str, Entry] = {}
+        bases = []
         for path, w in self._writes.items():
             base = self._objects_by_path(path) if w.created else by_path.get(path)
             if base is None:
                 raise self._gone(w.origin, current.version)
-            published[path] = self._stage_chain(w, base, current.version)
+            bases.append((w, base))
+        staged = _each(lambda wb: self._stage_chain(wb[0], wb[1], current.version), bases)
+        published = {w.path: entry for (w, _), entry in zip(bases, staged, strict=True)}
         placed: set[str] = set()
         for name, entry in self._objects.items():
             if entry.object_type.endswith(TOMBSTONE):
@@ -583,16 +614,16 @@ class CatalogTransaction:
         is rebased onto the newest version (new deletion files, no data file rewritten), anything else is a
         retryable conflict. A chain of several changes is rebuilt on a moved table only when every change
         after the first is an append: the later changes name fragments by the ids the earlier ones were
-        given on the old version.
+        given on the old version. (The first change of such a chain may be rebased.)
         """
         self._remove_written(w)
         w.superseded = []
+        w.staged_bytes = {}
         if not w.created:
             self.catalog.finalize(entry)
-        base = open_table(
-            self.catalog.table_uri(entry), entry.table_version, storage_options=self.catalog.options or None
-        )
-        if base.latest_version != entry.table_version:
+        base = Table.from_state(w.base) if entry.table_version == w.base.version else self.catalog.table_at(entry)
+        store = base.state.store
+        if store.exists(location_of(store, entry.table_version + 1, base.manifest_naming).path):
             if self.catalog.latest_version != current:
                 raise _CatalogMoved  # another publish finalized it after we read the catalog: a lost race
             raise IncompatibleCatalogConflictError(
@@ -604,7 +635,6 @@ class CatalogTransaction:
                 rule="a catalog table is written only through the catalog",
                 uri=base.uri,
             )
-        store = base.state.store
         chain = list(w.chain)
         if entry.table_version != w.base.version:
             chain = self._rebase_chain(w, base, chain, current)
@@ -630,9 +660,12 @@ class CatalogTransaction:
                 ctx=BuildContext(load_version=base.state.load),
             )
             path = staged_manifest_path(version, base.manifest_naming, attempt)
-            store.put(path, encode_manifest(manifest))
+            encoded = encode_manifest(manifest)
+            store.put(path, encoded)
             w.written.append(path)
+            w.staged_bytes[path] = encoded
             staged.append(path)
+        failpoint("catalog.after_table_staged")
         return replace(entry, table_version=manifest.version, staged_manifests=tuple(staged))
 
     def _rebase_chain(self, w: _TableWrite, base: Table, chain: list[Transaction], current: int) -> list[Transaction]:
@@ -658,7 +691,7 @@ class CatalogTransaction:
                     elif (
                         outcome is Outcome.REBASE
                         and i == 0
-                        and len(chain) == 1
+                        and all(isinstance(t.operation, ops.Append) for t in chain[1:])
                         and rebase_mod.rebasable(txn.operation, theirs.operation)
                     ):
                         try:
@@ -702,4 +735,4 @@ class CatalogTransaction:
             ) from None
         w.written.extend(rebased.written)
         w.superseded = list(rebased.superseded)
-        return [rebased.txn]
+        return [rebased.txn, *chain[1:]]
