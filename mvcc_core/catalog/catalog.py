@@ -63,8 +63,10 @@ FAILPOINTS = {
 POINTS.update(FAILPOINTS)
 
 MANIFEST_DIR = "__manifest"
-# `__manifest` versions whose rows this process keeps (a version never changes, so the cache needs no check).
+# `__manifest` versions whose rows this process keeps, and table versions whose manifests it keeps (a
+# published version never changes, so neither cache needs a check).
 ROWS_CACHED = 8
+STATES_CACHED = 64
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,7 @@ class Catalog:
         self._lock = threading.Lock()
         self._rows: OrderedDict[int, list[Entry]] = OrderedDict()  # __manifest version -> its rows
         self._finalized: set[tuple[str, int]] = set()  # (table path, version) known to have its final manifest
+        self._states: OrderedDict[tuple[str, int], TableState] = OrderedDict()  # (table path, version) -> state
 
     # ---- opening -----------------------------------------------------------------------------
 
@@ -266,6 +269,10 @@ class Catalog:
     def table_at(self, entry: Entry) -> Table:
         """The table at the version `entry` publishes, read directly (the catalog knows the version, so no
         lookup of the table's latest version is needed). Finalize the entry first."""
+        with self._lock:
+            cached = self._states.get((entry.path, entry.table_version))
+        if cached is not None:
+            return Table.from_state(cached)
         store = open_store(self.table_uri(entry), self.options or None)
         committer = Committer(store, handler=PUT_IF_NOT_EXISTS)
         for naming in (ManifestNaming.V2, ManifestNaming.V1):
@@ -273,8 +280,17 @@ class Catalog:
                 manifest = committer.load_manifest(location_of(store, entry.table_version, naming))
             except VersionNotFoundError:
                 continue
-            return Table.from_state(TableState(store, manifest, naming, committer))
+            state = TableState(store, manifest, naming, committer)
+            self.remember(entry, state)
+            return Table.from_state(state)
         return open_table(self.table_uri(entry), entry.table_version, storage_options=self.options or None)
+
+    def remember(self, entry: Entry, state: TableState) -> None:
+        """Keep `state` as the table at the version `entry` publishes (a writer knows what it published)."""
+        with self._lock:
+            self._states[(entry.path, entry.table_version)] = state
+            while len(self._states) > STATES_CACHED:
+                self._states.popitem(last=False)
 
     def finalize(self, entry: Entry, known: Mapping[str, bytes] | None = None) -> None:
         """Roll a published table version forward: copy each staged manifest it names to its final name, in

@@ -109,6 +109,7 @@ class _TableWrite:
     written: list[str] = field(default_factory=list)  # this attempt's transaction files, staged manifests
     superseded: list[str] = field(default_factory=list)  # our deletion files a rebase replaced
     staged_bytes: dict[str, bytes] = field(default_factory=dict)  # this attempt's staged manifests
+    published: TableState | None = None  # the table as this attempt's last staged manifest leaves it
 
     def add(self, txn: Transaction, kinds: list[str]) -> None:
         manifest = build_manifest(
@@ -450,7 +451,9 @@ class CatalogTransaction:
             self.published_version = read
             return read
         for attempt in range(PUBLISH_RETRY_BUDGET):
-            current = self.catalog.snapshot()
+            # Optimistic: the first attempt commits on the snapshot it staged on (the `__manifest` commit
+            # fails if anything was published since); later attempts read the newest catalog version.
+            current = self.snapshot if attempt == 0 else self.catalog.snapshot()
             check_writable(current.format_version, self.catalog.root)
             if current.version > read:
                 self._check_logical(current.version)
@@ -510,6 +513,10 @@ class CatalogTransaction:
                 self.catalog.finalize(entry, {s: known[s] for s in entry.staged_manifests} if ours else None)
 
         _each(finalize, published)
+        for w in self._writes.values():
+            entry = next((e for e in published if e.path == w.path), None)
+            if entry is not None and w.published is not None:
+                self.catalog.remember(entry, w.published)
         failpoint("catalog.after_finalize")
         with contextlib.suppress(StorageError):
             self.catalog.reclaim_staged(published)
@@ -666,6 +673,7 @@ class CatalogTransaction:
             w.staged_bytes[path] = encoded
             staged.append(path)
         failpoint("catalog.after_table_staged")
+        w.published = replace(base.state, manifest=manifest)
         return replace(entry, table_version=manifest.version, staged_manifests=tuple(staged))
 
     def _rebase_chain(self, w: _TableWrite, base: Table, chain: list[Transaction], current: int) -> list[Transaction]:
