@@ -15,11 +15,13 @@ from .errors import (
     IncompatibleCatalogConflictError,
     RetryableCatalogConflictError,
 )
+from .retention import CatalogCleanupStats
 from .state import FORMAT_VERSION
 from .transaction import CatalogTransaction
 
 __all__ = [
     "Catalog",
+    "CatalogCleanupStats",
     "CatalogConflictError",
     "CatalogError",
     "CatalogFormatError",

@@ -20,7 +20,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -36,6 +36,7 @@ from mvcc_core.storage import open_store
 from mvcc_core.table import Table, open_table, write_table
 
 from . import format as format_mod
+from . import retention
 from .conflicts import Change
 from .errors import CatalogError
 from .names import DEFAULT_SCHEMA, qualified
@@ -215,11 +216,15 @@ class Catalog:
             rows = self._rows.get(manifest.version)
         if rows is None:
             rows = read_rows(manifest)
-            with self._lock:
-                self._rows[manifest.version] = rows
-                while len(self._rows) > ROWS_CACHED:
-                    self._rows.popitem(last=False)
+            self.remember_rows(manifest.version, rows)
         return CatalogSnapshot(self, manifest.version, rows, format_of(manifest), manifest)
+
+    def remember_rows(self, version: int, rows: list[Entry]) -> None:
+        """Keep the rows of catalog `version` (its publisher knows them without reading them back)."""
+        with self._lock:
+            self._rows[version] = rows
+            while len(self._rows) > ROWS_CACHED:
+                self._rows.popitem(last=False)
 
     def table(self, name: str, *, version: int | datetime | None = None) -> Table:
         """`name` at the table version catalog `version` (default the newest) publishes."""
@@ -326,6 +331,24 @@ class Catalog:
         paths = [f"{e.path}/{staged}" for e in done for staged in e.staged_manifests]
         if paths:
             open_store(self.root, self.options or None).delete_many(paths)
+
+    # ---- retention ---------------------------------------------------------------------------
+
+    def cleanup(
+        self,
+        older_than: timedelta = timedelta(days=14),
+        retain_versions: int | None = None,
+        *,
+        delete_unverified: bool = False,
+        dry_run: bool = False,
+    ) -> retention.CatalogCleanupStats:
+        """Remove catalog versions older than `older_than` (the newest and the newest `retain_versions` are
+        kept), every table version no kept catalog version publishes, dropped tables' directories, and dead
+        writers' debris once older than the core's unverified window (or with `delete_unverified`, when no
+        writer is running). The rules and their order: `mvcc_core/catalog/retention.py`, docs/catalog.md."""
+        return retention.cleanup(
+            self, older_than, retain_versions, delete_unverified=delete_unverified, dry_run=dry_run
+        )
 
     # ---- writing -----------------------------------------------------------------------------
 

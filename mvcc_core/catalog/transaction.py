@@ -480,6 +480,7 @@ class CatalogTransaction:
                 )
                 continue
             new_version = current.version + 1
+            self.catalog.remember_rows(new_version, rows)
             failpoint("catalog.after_publish")
             self._after_publish(rows, new_version)
             return new_version

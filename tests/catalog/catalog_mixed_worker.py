@@ -4,9 +4,10 @@ usage:
   catalog_mixed_worker.py mixed ROOT WORKER COUNT   COUNT transactions, one JSON line per published one
   catalog_mixed_worker.py kill ROOT FAILPOINT        one transaction, FAILPOINT armed "exit" just before commit
 
-Transaction i of worker w (`plan`): append id w*1000+i to s.a and s.b; every third also deletes the id it
-appended two transactions before from both (the delete first, so the chain can be rebased); every fourth
-creates s.w{w}_{i} with one row; the one two later drops it; the second creates view s.v{w}. A retryable
+Transaction i of worker w (`plan`): append id w*1000+i to s.a and s.b; every odd one also deletes the id the
+previous one appended from both (the delete first, so the chain can be rebased); every fourth creates
+s.w{w}_{i} with one row and the next one drops it; the second creates view s.v{w}. Two transactions per
+worker cover every kind. A retryable
 conflict re-runs the transaction, as orchestration would. Storage options (S3) come as JSON in
 CATALOG_WORKER_OPTIONS.
 """
@@ -34,9 +35,9 @@ def plan(worker: int, i: int) -> dict[str, Any]:
         "worker": worker,
         "i": i,
         "appended": ident,
-        "deleted": [ident - 2] if i % 3 == 2 else [],
+        "deleted": [ident - 1] if i % 2 == 1 else [],
         "created": [f"s.w{worker}_{i}"] if i % 4 == 0 else [],
-        "dropped": [f"s.w{worker}_{i - 2}"] if i % 4 == 2 else [],
+        "dropped": [f"s.w{worker}_{i - 1}"] if i % 4 == 1 else [],
         "views": [f"s.v{worker}"] if i == 1 else [],
     }
 
@@ -60,7 +61,7 @@ def main() -> None:
     cat = Catalog.open(root, storage_options=json.loads(os.environ.get("CATALOG_WORKER_OPTIONS", "null")))
     if mode == "kill":
         tx = cat.transaction()
-        stage(tx, plan(9, 4))  # appends to s.a/s.b, creates s.w9_4, plus the chain below
+        stage(tx, plan(9, 4))  # appends to s.a/s.b, creates s.w9_4, plus the chains below
         tx.table("s.a").delete("id = 1")
         tx.table("s.b").delete("id = 1")
         tx.drop_table("s.old")

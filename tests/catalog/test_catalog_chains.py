@@ -19,9 +19,7 @@ def ids(table: Any) -> list[int]:
     return sorted(table.to_table()["id"].to_pylist())
 
 
-@pytest.fixture
-def cat(any_uri: tuple[str, dict[str, Any] | None]) -> Catalog:
-    uri, options = any_uri
+def make(uri: str, options: dict[str, Any] | None = None) -> Catalog:
     c = Catalog.create(uri, storage_options=options)
     c.create_schema("s")
     c.create_table("s.a", IDS)
@@ -31,7 +29,18 @@ def cat(any_uri: tuple[str, dict[str, Any] | None]) -> Catalog:
     return c
 
 
-def test_several_changes_to_one_table_read_each_other(cat: Catalog) -> None:
+@pytest.fixture
+def cat(tmp_path: Path) -> Catalog:
+    return make(str(tmp_path / "cat"))
+
+
+@pytest.fixture
+def any_cat(any_uri: tuple[str, dict[str, Any] | None]) -> Catalog:
+    return make(*any_uri)
+
+
+def test_several_changes_to_one_table_read_each_other(any_cat: Catalog) -> None:
+    cat = any_cat
     before, table_before = cat.latest_version, cat.table("s.a").version
     with cat.transaction() as tx:
         t = tx.table("s.a")
@@ -83,7 +92,8 @@ def test_a_stale_merge_insert_builder_is_refused(cat: Catalog) -> None:
     tx.abort()
 
 
-def test_create_write_and_rename_in_one_transaction(cat: Catalog) -> None:
+def test_create_write_and_rename_in_one_transaction(any_cat: Catalog) -> None:
+    cat = any_cat
     with cat.transaction() as tx:
         tx.create_table("s.new", IDS)
         tx.table("s.new").append(pa.table({"id": [1]}))

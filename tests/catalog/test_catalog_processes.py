@@ -114,7 +114,7 @@ def run_mixed(cat: Catalog, writers: int, count: int, poll_every: float) -> None
 
 
 def test_eight_processes_mixed_transactions(cat: Catalog) -> None:
-    run_mixed(cat, 8, 4, poll_every=0.02)
+    run_mixed(cat, 8, 3, poll_every=0.02)
 
 
 @pytest.mark.s3
