@@ -15,6 +15,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import random
+import time
 import uuid as uuid_mod
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -67,6 +69,9 @@ PUBLISH_RETRY_BUDGET = 5
 # Tables are staged and finalized concurrently: on S3 each is a few requests, and they do not depend on
 # each other (the order of a chain's versions within one table is kept).
 TABLE_THREADS = 8
+# After a lost race the publisher waits a random part of (its last attempt's duration x 2^attempt), at most
+# this long, so that contending writers spread out instead of all re-reading the catalog at once.
+BACKOFF_CAP_SECONDS = 2.0
 _POOL: ThreadPoolExecutor | None = None
 
 
@@ -450,7 +455,11 @@ class CatalogTransaction:
         if not changes:
             self.published_version = read
             return read
+        took = 0.0
         for attempt in range(PUBLISH_RETRY_BUDGET):
+            if attempt:
+                time.sleep(min(BACKOFF_CAP_SECONDS, random.uniform(0, took * 2**attempt)))
+            began = time.monotonic()
             # Optimistic: the first attempt commits on the snapshot it staged on (the `__manifest` commit
             # fails if anything was published since); later attempts read the newest catalog version.
             current = self.snapshot if attempt == 0 else self.catalog.snapshot()
@@ -461,6 +470,7 @@ class CatalogTransaction:
                 rows = self._next_rows(current)
             except _CatalogMoved:
                 self._forget_attempt()
+                took = time.monotonic() - began
                 continue
             properties = {CHANGES_KEY: json.dumps([c.as_dict() for c in changes])}
             failpoint("catalog.after_stage")
@@ -475,6 +485,7 @@ class CatalogTransaction:
                 )
             except CommitConflictError:
                 self._forget_attempt()
+                took = time.monotonic() - began
                 log.debug(
                     "catalog %s: lost catalog version %d (attempt %d)", self.catalog.root, current.version + 1, attempt
                 )

@@ -6,8 +6,9 @@ usage:
 
 Transaction i of worker w (`plan`): append id w*1000+i to s.a and s.b; every odd one also deletes the id the
 previous one appended from both (the delete first, so the chain can be rebased); every fourth creates
-s.w{w}_{i} with one row and the next one drops it; the second creates view s.v{w}. Two transactions per
-worker cover every kind. A retryable
+s.w{w}_{i} with one row and the next one drops it. The first also deletes the worker's seeded row, drops the
+table s.pre{w} and creates view s.v{w} (the test makes the row and the table), so one transaction per worker
+covers every kind. A retryable
 conflict re-runs the transaction, as orchestration would. Storage options (S3) come as JSON in
 CATALOG_WORKER_OPTIONS.
 """
@@ -28,6 +29,11 @@ from mvcc_core.failpoints import arm
 IDS = pa.schema([("id", pa.int64())])
 
 
+def seeded(worker: int) -> int:
+    """The row the test puts into s.a and s.b for each worker before the run (its first transaction deletes it)."""
+    return worker * 1000 + 999
+
+
 def plan(worker: int, i: int) -> dict[str, Any]:
     """What transaction i of `worker` does (the test replays these records independently)."""
     ident = worker * 1000 + i
@@ -35,10 +41,10 @@ def plan(worker: int, i: int) -> dict[str, Any]:
         "worker": worker,
         "i": i,
         "appended": ident,
-        "deleted": [ident - 1] if i % 2 == 1 else [],
+        "deleted": [ident - 1] if i % 2 == 1 else [seeded(worker)] if i == 0 else [],
         "created": [f"s.w{worker}_{i}"] if i % 4 == 0 else [],
-        "dropped": [f"s.w{worker}_{i - 1}"] if i % 4 == 1 else [],
-        "views": [f"s.v{worker}"] if i == 1 else [],
+        "dropped": [f"s.w{worker}_{i - 1}"] if i % 4 == 1 else [f"s.pre{worker}"] if i == 0 else [],
+        "views": [f"s.v{worker}"] if i == 0 else [],
     }
 
 

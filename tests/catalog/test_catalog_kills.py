@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pytest
 
 from mvcc_core import open_table
 from mvcc_core.catalog import Catalog
