@@ -172,3 +172,16 @@ def test_a_chain_naming_its_own_fragments_on_a_moved_table_is_retryable(cat: Cat
     with pytest.raises(RetryableConflictError, match="old ids"):
         t2.commit()
     assert ids(cat.table("s.a")) == [1, 2, 3, 10]
+
+
+def test_a_delete_then_append_chain_is_rebased_on_a_concurrent_delete(cat: Catalog) -> None:
+    """The first change of a chain may be rebased when the rest are appends (the 8-process test's shape)."""
+    files = {f.path for frag in cat.table("s.a").get_fragments() for f in frag.files}
+    t1, t2 = cat.transaction(), cat.transaction()
+    t1.table("s.a").delete("id = 1")
+    t2.table("s.a").delete("id = 2")
+    t2.table("s.a").append(pa.table({"id": [9]}))
+    t1.commit()
+    t2.commit()
+    assert ids(cat.table("s.a")) == [3, 9]
+    assert files <= {f.path for frag in cat.table("s.a").get_fragments() for f in frag.files}
