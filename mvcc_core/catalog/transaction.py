@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import random
 import time
 import uuid as uuid_mod
@@ -72,7 +73,8 @@ TABLE_THREADS = 8
 # After a lost race the publisher waits a random part of (its last attempt's duration x 2^attempt), at most
 # this long, so that contending writers spread out instead of all re-reading the catalog at once.
 BACKOFF_CAP_SECONDS = 2.0
-_POOL: ThreadPoolExecutor | None = None
+_POOL: tuple[int, ThreadPoolExecutor] | None = None  # (the pid that made it, the pool): a forked child
+# inherits the pool object without its threads, so it makes its own
 
 
 def _each(fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
@@ -82,9 +84,9 @@ def _each(fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
     items = list(items)
     if len(items) <= 1:
         return [fn(item) for item in items]
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=TABLE_THREADS, thread_name_prefix="mvcc-catalog")
-    futures = [_POOL.submit(fn, item) for item in items]
+    if _POOL is None or _POOL[0] != os.getpid():
+        _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=TABLE_THREADS, thread_name_prefix="mvcc-catalog"))
+    futures = [_POOL[1].submit(fn, item) for item in items]
     errors = [f.exception() for f in futures]
     for error in errors:
         if error is not None:

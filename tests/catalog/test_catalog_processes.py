@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -172,3 +173,25 @@ def test_killed_after_the_publish_rolls_forward(cat: Catalog) -> None:
     with reopened.transaction() as tx:
         tx.table("s.a").append(pa.table({"id": [7]}))
     assert ids(reopened.table("s.a")) == [7, 1000]
+
+
+def test_a_forked_child_publishes(cat: Catalog) -> None:
+    """A child forked after the parent published (its thread pool is inherited without threads) makes its own
+    pool: Dagster and multiprocessing may fork a process that has used the catalog."""
+    with cat.transaction() as tx:
+        tx.table("s.a").append(pa.table({"id": [1]}))
+        tx.table("s.b").append(pa.table({"id": [1]}))
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        signal.alarm(60)  # a hang would kill the child, and the assertion below fails
+        code = 1
+        try:
+            with cat.transaction() as tx:
+                tx.table("s.a").append(pa.table({"id": [2]}))
+                tx.table("s.b").append(pa.table({"id": [2]}))
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert ids(cat.table("s.a")) == ids(cat.table("s.b")) == [1, 2]
