@@ -597,6 +597,8 @@ class CatalogTransaction:
 
         bases = []
         for path, w in self._writes.items():
+            if not w.chain:
+                continue  # only reads, or changes that matched no row: nothing to publish
             base = self._objects_by_path(path) if w.created else by_path.get(path)
             if base is None:
                 raise self._gone(w.origin, current.version)

@@ -185,3 +185,18 @@ def test_a_delete_then_append_chain_is_rebased_on_a_concurrent_delete(cat: Catal
     t2.commit()
     assert ids(cat.table("s.a")) == [3, 9]
     assert files <= {f.path for frag in cat.table("s.a").get_fragments() for f in frag.files}
+
+
+def test_a_delete_matching_nothing_publishes_nothing(cat: Catalog) -> None:
+    version = cat.latest_version
+    with cat.transaction() as tx:
+        tx.table("s.a").delete("id = 999")
+        assert tx.table("s.a").to_table().num_rows == 3
+    assert cat.latest_version == version  # no change, no catalog version
+    t1, t2 = cat.transaction(), cat.transaction()
+    t1.drop_table("s.a")
+    t2.table("s.a").delete("id = 999")
+    t2.table("s.b").append(pa.table({"id": [1]}))
+    t1.commit()
+    t2.commit()  # its no-op on the dropped table is no conflict
+    assert cat.tables("s") == ["s.b"] and ids(cat.table("s.b")) == [1]
