@@ -314,11 +314,19 @@ class Catalog:
         for staged in entry.staged_manifests:
             final = final_of(staged)
             if known is not None:
-                store.put_if_not_exists(final, known[staged])  # False: a reader finalized it first, same bytes
+                data = known[staged]
             elif not store.exists(final):
-                store.put_if_not_exists(final, store.get(staged))
+                data = store.get(staged)
             else:
                 continue
+            if not store.put_if_not_exists(final, data) and store.get(final) != data:
+                # Not a racing finalizer (same bytes): a commit outside the catalog took the version number
+                # after the publisher checked. Say so loudly rather than let readers see the other manifest.
+                raise CatalogError(
+                    f"table {self.table_uri(entry)}: {final} was written "
+                    f"outside the catalog after catalog version {entry.catalog_version} published it; catalog "
+                    f"tables are written only through the catalog"
+                )
             failpoint("catalog.after_finalize_copy")
         self._finalized.add((entry.path, entry.table_version))
         with contextlib.suppress(StorageError):

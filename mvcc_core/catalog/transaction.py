@@ -441,6 +441,9 @@ class CatalogTransaction:
         try:
             version = self._publish()
         except BaseException as exc:
+            if self.published_version is not None:
+                self._state = "committed"  # failed after the commit point: published; nothing may be removed
+                raise
             if is_definite_failure(exc) or isinstance(exc, CatalogError):
                 self._state = "failed"
                 self._cleanup()
@@ -493,6 +496,7 @@ class CatalogTransaction:
                 )
                 continue
             new_version = current.version + 1
+            self.published_version = new_version  # the commit point is passed: from here on, roll forward only
             self.catalog.remember_rows(new_version, rows)
             failpoint("catalog.after_publish")
             self._after_publish(rows, new_version)
@@ -522,9 +526,13 @@ class CatalogTransaction:
         published = [e for e in live(rows).values() if e.catalog_version == version and e.staged_manifests]
 
         def finalize(entry: Entry) -> None:
-            with contextlib.suppress(StorageError):
-                ours = all(s in known for s in entry.staged_manifests)
+            ours = all(s in known for s in entry.staged_manifests)
+            try:
                 self.catalog.finalize(entry, {s: known[s] for s in entry.staged_manifests} if ours else None)
+            except StorageError:
+                pass  # a reader or the next writer finalizes it
+            except CatalogError as exc:
+                log.error("catalog %s, version %d is published but: %s", self.catalog.root, version, exc)
 
         _each(finalize, published)
         for w in self._writes.values():

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pytest
 
 from mvcc_core import open_table
 from mvcc_core.catalog import Catalog
@@ -106,3 +107,23 @@ def test_a_writer_killed_at_every_failpoint_converges(tmp_path: Path) -> None:
         check_consistent(cat)
         if point in ("catalog.after_table_staged", "catalog.after_stage", "commit.before_manifest_put"):
             assert staged_debris(cat), point  # what retention reclaims (`Catalog.cleanup`)
+
+
+def test_an_error_after_the_commit_point_removes_nothing(tmp_path: Path) -> None:
+    """An exception after `__manifest` is committed (here a failpoint raising) leaves the transaction
+    committed: its staged manifests and data are named by a catalog version, so nothing is cleaned up and
+    the next reader rolls it forward."""
+    from mvcc_core import failpoints
+    from mvcc_core.errors import FailpointError
+
+    cat = make(str(tmp_path / "cat"))
+    tx = cat.transaction()
+    tx.table("s.a").append(pa.table({"id": [10]}))
+    tx.table("s.b").append(pa.table({"id": [10]}))
+    with failpoints.armed("catalog.after_publish", "raise"), pytest.raises(FailpointError):
+        tx.commit()
+    assert tx.published_version == cat.latest_version
+    with pytest.raises(ValueError):
+        tx.commit()  # committed: not again
+    fresh = Catalog.open(cat.root)
+    assert ids(fresh.table("s.a")) == ids(fresh.table("s.b")) == [1, 2, 3, 10]
