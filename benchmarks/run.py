@@ -119,7 +119,20 @@ def _dagster(r: dict[str, Any]) -> Iterator[Row]:
               r["bare_append_step_ms"])  # fmt: skip
 
 
+def _catalog(r: dict[str, Any]) -> Iterator[Row]:
+    for backend, m in r.items():
+        single = m["latency"]["single-table commit"]
+        for name in ("1-table catalog transaction", "5-table catalog transaction"):
+            yield Row("catalog", f"{name}, {backend}", "ms", m["latency"][name]["wall_ms"], "single-table commit",
+                      single["wall_ms"])  # fmt: skip
+            yield Row("catalog", f"{name}, {backend}, CPU", "ms", m["latency"][name]["cpu_ms"],
+                      "single-table commit, CPU", single["cpu_ms"])  # fmt: skip
+        t = m["4 processes"]
+        yield Row("catalog", f"4 processes, 2-table transactions, {backend}", "commits/s", t["commits_per_s"])
+
+
 READERS: dict[str, Callable[[Any], Iterator[Row]]] = {
+    "catalog": _catalog,
     "dagster": _dagster,
     "foundation": _foundation,
     "concurrency": _concurrency,

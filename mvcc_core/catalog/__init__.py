@@ -7,16 +7,28 @@ one `__manifest` version; a transaction stages each table's next manifest under 
 
 from __future__ import annotations
 
-from .catalog import Catalog, CatalogSnapshot, CatalogTransaction, CatalogVersion
-from .errors import CatalogConflictError, CatalogError, IncompatibleCatalogConflictError, RetryableCatalogConflictError
+from .catalog import Catalog, CatalogSnapshot, CatalogVersion
+from .errors import (
+    CatalogConflictError,
+    CatalogError,
+    CatalogFormatError,
+    IncompatibleCatalogConflictError,
+    RetryableCatalogConflictError,
+)
+from .retention import CatalogCleanupStats
+from .state import FORMAT_VERSION
+from .transaction import CatalogTransaction
 
 __all__ = [
     "Catalog",
+    "CatalogCleanupStats",
     "CatalogConflictError",
     "CatalogError",
+    "CatalogFormatError",
     "CatalogSnapshot",
     "CatalogTransaction",
     "CatalogVersion",
+    "FORMAT_VERSION",
     "IncompatibleCatalogConflictError",
     "RetryableCatalogConflictError",
 ]

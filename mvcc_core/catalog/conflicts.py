@@ -1,7 +1,9 @@
 """DuckLake's logical conflicts (seed 004), decided on the changes two catalog versions made.
 
 Each catalog version records what it changed (`Change`s: created_schema, dropped_schema, created_table,
-dropped_table, altered_table, inserted_into_table, deleted_from_table, overwrote_table, compacted_table).
+dropped_table, altered_table, created_view, dropped_view, altered_view, inserted_into_table,
+deleted_from_table, overwrote_table, compacted_table). Seed 004 says "table or view" in every name rule, so
+the view kinds join the table kinds there (one namespace for tables and views, as in DuckLake).
 A transaction that lost the race for the next catalog version compares its changes with every version
 published since its snapshot; only a pair listed in `RULES` stops it, anything else retries the publish
 without rewriting a data file. Deciding on changes, not on versions, is what lets two writers append to the
@@ -41,6 +43,13 @@ class Change:
 # An overwrite is a delete and an insert (DuckLake has no overwrite of its own).
 _DELETES = {"deleted_from_table", "overwrote_table"}
 _INSERTS = {"inserted_into_table", "overwrote_table"}
+_CREATES = {"created_table", "created_view"}
+_DROPS = {"dropped_table", "dropped_view"}
+_ALTERS = {"altered_table", "altered_view"}
+# Row-level deletes on both sides (a delete, or the deleting half of a merge_insert): DuckLake, which cannot
+# see rows, calls every such pair a conflict; the core's resolver sees the rows each deleted, so the pair is
+# left to the table's own rules (`CatalogTransaction` rebases it, or refuses it when the rows overlap).
+ROW_LEVEL = "deleted_from_table"
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,7 @@ class Rule:
     theirs: frozenset[str]
     same: Callable[[Change, Change], bool]
     retryable: bool
+    refined_by_rows: bool = False  # a pair of row-level deletes is decided by the table's rules instead
 
 
 def _same_name(a: Change, b: Change) -> bool:
@@ -62,8 +72,15 @@ def _schema_of_ours(ours: Change, theirs: Change) -> bool:
     return ours.schema == theirs.name
 
 
-def _r(text: str, ours: set[str], theirs: set[str], same: Callable[[Change, Change], bool], retryable: bool) -> Rule:
-    return Rule(text, frozenset(ours), frozenset(theirs), same, retryable)
+def _r(
+    text: str,
+    ours: set[str],
+    theirs: set[str],
+    same: Callable[[Change, Change], bool],
+    retryable: bool,
+    refined_by_rows: bool = False,
+) -> Rule:
+    return Rule(text, frozenset(ours), frozenset(theirs), same, retryable, refined_by_rows)
 
 
 RULES: tuple[Rule, ...] = (
@@ -73,30 +90,30 @@ RULES: tuple[Rule, ...] = (
     _r(
         "a snapshot tries to drop a schema in which another transaction created an entry",
         {"dropped_schema"},
-        {"created_table"},
+        _CREATES,
         lambda o, t: t.schema == o.name,
         False,
     ),
     # Tables / views
     _r(
         "both snapshots create a table or view with the same name in the same schema",
-        {"created_table"},
-        {"created_table"},
+        _CREATES,
+        _CREATES,
         _same_name,
         False,
     ),
     _r(
         "a snapshot tries to create a table or view in a schema that was dropped by another snapshot",
-        {"created_table"},
+        _CREATES,
         {"dropped_schema"},
         _schema_of_ours,
         False,
     ),
-    _r("both snapshots drop the same table or view", {"dropped_table"}, {"dropped_table"}, _same_name, False),
+    _r("both snapshots drop the same table or view", _DROPS, _DROPS, _same_name, False),
     _r(
         "a snapshot tries to alter a table or view that was dropped or altered by another snapshot",
-        {"altered_table"},
-        {"dropped_table", "altered_table"},
+        _ALTERS,
+        _DROPS | _ALTERS,
         _same_name,
         False,
     ),
@@ -121,6 +138,7 @@ RULES: tuple[Rule, ...] = (
         _DELETES | {"compacted_table"},
         _same_name,
         True,
+        refined_by_rows=True,
     ),
     # Compaction
     _r(
@@ -147,6 +165,8 @@ def find_conflict(ours: Sequence[Change], theirs: Sequence[Change]) -> tuple[str
             if o.kind not in rule.ours:
                 continue
             for t in theirs:
+                if rule.refined_by_rows and o.kind == t.kind == ROW_LEVEL:
+                    continue
                 if t.kind in rule.theirs and rule.same(o, t):
                     return rule.text, o.name, rule.retryable
     return None

@@ -45,3 +45,7 @@ class RetryableCatalogConflictError(CatalogConflictError, RetryableConflictError
 
 class IncompatibleCatalogConflictError(CatalogConflictError, IncompatibleConflictError):
     """The other transaction changed what this one is about (dropped its table, created the same name)."""
+
+
+class CatalogFormatError(CatalogError):
+    """The catalog's on-disk format is newer than this code: reading works, writing needs a newer mvcc."""

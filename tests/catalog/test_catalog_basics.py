@@ -146,29 +146,6 @@ def test_ddl_refusals(cat: Catalog) -> None:
         cat.drop_table("s.zzz")
     with pytest.raises(ValueError):
         cat.create_table("a.b.c", IDS)
-    tx = cat.transaction()
-    tx.table("s.a").append(pa.table({"id": [1]}))
-    with pytest.raises(ValueError):
-        tx.table("s.a").append(pa.table({"id": [2]}))
-    tx.abort()
-
-
-def test_one_change_per_table_in_a_transaction(cat: Catalog) -> None:
-    """A write and a rename or drop of the same table in one transaction are refused before anything is
-    published (their order inside one catalog version is not defined in this slice)."""
-    tx = cat.transaction()
-    tx.table("s.a").append(pa.table({"id": [1]}))
-    with pytest.raises(ValueError):
-        tx.rename_table("s.a", "s.z")
-    with pytest.raises(ValueError):
-        tx.drop_table("s.a")
-    tx.rename_table("s.b", "s.y")
-    with pytest.raises(ValueError):
-        tx.table("s.b").append(pa.table({"id": [2]}))
-    with pytest.raises(ValueError):
-        tx.drop_table("s.b")
-    tx.commit()
-    assert cat.tables("s") == ["s.a", "s.y"] and ids(cat.table("s.a")) == [1]
 
 
 def test_schema_and_table_created_in_one_transaction(cat: Catalog) -> None:

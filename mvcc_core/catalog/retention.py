@@ -1,0 +1,133 @@
+"""Catalog-level retention: old catalog versions, the table versions only they publish, dropped tables'
+directories and dead writers' debris (docs/catalog.md "Retention").
+
+The rule: **a table version is kept while a kept catalog version publishes it.** Kept catalog versions are
+the newest, those younger than `older_than`, and the newest `retain_versions` (the core's rule, applied to
+`__manifest`). A table's versions only grow from one catalog version to the next, so each table keeps every
+version from the oldest one a kept catalog version publishes; older ones are removed by the table's own
+cleanup, told exactly that. A table's own `cleanup_old_versions` knows nothing of the catalog, so catalog
+tables are cleaned through `Catalog.cleanup` only (as they are written only through the catalog).
+
+Order and safety ("never destroy on an ambiguous read", seed 002): every catalog version is read before
+anything is deleted, and a read error stops the run; published-but-unfinalized table versions are finalized
+first; then old catalog versions go (so no snapshot names what follows), then old table versions, then
+directories: a table directory no kept catalog version names is removed at once when a removed catalog version
+named it (a dropped table), and otherwise (a table created by a writer that never published: nothing ever named
+it) only when it is older than the core's unverified window or with `delete_unverified`, so a writer between
+creating a table and publishing it never loses it. Staged manifests, transaction and data files of dead
+writers inside live tables are the core's unverified files, removed by the same window.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from mvcc_core.maintenance.cleanup import UNVERIFIED_WINDOW, CleanupStats
+from mvcc_core.storage import open_store
+from mvcc_core.table import open_table
+
+from .format import check_writable
+from .state import TABLE, Entry, format_of, live, read_rows
+
+if TYPE_CHECKING:
+    from .catalog import Catalog
+
+
+@dataclass(frozen=True)
+class CatalogCleanupStats:
+    """What `Catalog.cleanup` removed (or, with `dry_run`, would remove)."""
+
+    catalog_versions_removed: tuple[int, ...] = ()
+    tables: dict[str, CleanupStats] = field(default_factory=dict)  # by table directory
+    directories_removed: tuple[str, ...] = ()
+
+
+def cleanup(
+    catalog: Catalog,
+    older_than: timedelta = timedelta(days=14),
+    retain_versions: int | None = None,
+    *,
+    delete_unverified: bool = False,
+    dry_run: bool = False,
+) -> CatalogCleanupStats:
+    """See the module docstring. Raises on any read error before deleting anything."""
+    if not isinstance(older_than, timedelta) or older_than < timedelta(0):
+        raise ValueError(f"older_than must be a non-negative timedelta, got {older_than!r}")
+    if retain_versions is not None and (isinstance(retain_versions, bool) or retain_versions < 1):
+        raise ValueError(f"retain_versions must be a positive int, got {retain_versions!r}")
+    manifest = catalog.manifest_table()
+    check_writable(format_of(manifest), catalog.root)
+    now = datetime.now(UTC)
+    infos = manifest.versions()
+    versions = [info["version"] for info in infos]
+    keep = {versions[-1]} | {info["version"] for info in infos if info["timestamp"] >= now - older_than}
+    if retain_versions is not None:
+        keep |= set(versions[-retain_versions:])
+    oldest_kept = min(keep)
+    keep = {v for v in versions if v >= oldest_kept}  # a suffix: timestamps grow with versions
+    removed = [v for v in versions if v not in keep]
+
+    # Read everything first (an error here propagates: nothing has been deleted).
+    kept_tables: dict[str, Entry] = {}  # directory -> the newest entry naming it
+    oldest_needed: dict[str, int] = {}  # directory -> the oldest table version a kept catalog version publishes
+    for v in sorted(keep):
+        for (kind, _), entry in live(read_rows(manifest.checkout_version(v))).items():
+            if kind != TABLE:
+                continue
+            kept_tables[entry.path] = entry
+            oldest_needed[entry.path] = min(oldest_needed.get(entry.path, entry.table_version), entry.table_version)
+    named_by_removed: set[str] = set()
+    for v in removed:
+        named_by_removed |= {e.path for e in read_rows(manifest.checkout_version(v)) if e.object_type == TABLE}
+    root = open_store(catalog.root, catalog.options or None)
+    directories: dict[str, datetime | None] = {}  # table directory -> its newest file's time
+    for meta in root.list(""):
+        parts = meta.path.split("/")
+        if len(parts) < 3 or parts[0] == "__manifest":
+            continue
+        directory = f"{parts[0]}/{parts[1]}"
+        newest = directories.get(directory)
+        stamp = meta.last_modified
+        directories[directory] = stamp if newest is None or (stamp is not None and stamp > newest) else newest
+
+    if not dry_run:
+        for entry in kept_tables.values():  # roll forward what is published before anything goes
+            catalog.finalize(entry)
+    manifest_stats = manifest.cleanup_old_versions(
+        older_than=timedelta(0),
+        retain_versions=len(keep),
+        delete_unverified=delete_unverified,
+        error_if_tagged_old_versions=False,
+        dry_run=dry_run,
+    )
+    table_stats: dict[str, CleanupStats] = {"__manifest": manifest_stats}
+    for path, entry in sorted(kept_tables.items()):
+        table = open_table(catalog.table_uri(entry), storage_options=catalog.options or None)
+        table_stats[path] = table.cleanup_old_versions(
+            older_than=timedelta(0),
+            retain_versions=max(1, table.version - oldest_needed[path] + 1),
+            delete_unverified=delete_unverified,
+            error_if_tagged_old_versions=False,
+            dry_run=dry_run,
+        )
+    window_start = now - UNVERIFIED_WINDOW
+    gone = []
+    for directory, newest in sorted(directories.items()):
+        if directory in kept_tables:
+            continue
+        dropped = directory in named_by_removed
+        unverified_old = delete_unverified or (newest is not None and newest < window_start)
+        if dropped or unverified_old:
+            gone.append(directory)
+            if not dry_run:
+                store = open_store(f"{catalog.root}/{directory}", catalog.options or None)
+                with contextlib.suppress(FileNotFoundError):
+                    store.delete_many([m.path for m in store.list("")])
+    return CatalogCleanupStats(
+        catalog_versions_removed=tuple(removed),
+        tables=table_stats,
+        directories_removed=tuple(gone),
+    )
