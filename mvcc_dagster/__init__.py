@@ -5,12 +5,15 @@
   overwrites), reports the version as the materialization, loads inputs at the version the run depends on.
 - `conflict_retry_policy`, `mvcc_conflicts`: the one mapping of commit conflicts to Dagster retries/failures.
 - `materialize_result`, `data_version`: for assets that write tables themselves.
+- `MvccTableComponent`: one table's asset, checks, maintenance jobs, schedule and sensors from a ``defs.yaml``
+  (registered for ``dg`` through the ``dagster_dg_cli.registry_modules`` entry point).
 
 Only public `mvcc_core` names are used (import-linter checks it).
 """
 
 from __future__ import annotations
 
+from .component import MvccTableComponent
 from .conflicts import conflict_metadata, conflict_retry_policy, mvcc_conflicts, retry_wait, to_dagster
 from .health import CHECKS, HealthThresholds, Level, build_health_sensor, build_table_health_checks, evaluate_health
 from .io_manager import MERGE_ON, WRITE_MODE, MvccIOManager, pinned_version
@@ -51,6 +54,7 @@ __all__ = [
     "TABLE_TAG",
     "WRITE_MODE",
     "MvccIOManager",
+    "MvccTableComponent",
     "MvccResource",
     "PartitionPredicateError",
     "build_compaction_job",
