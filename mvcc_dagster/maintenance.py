@@ -156,14 +156,16 @@ def _reserve(context: Any, target: MaintenanceTarget, options: mvcc.CompactionOp
     if not plan.tasks:
         context.log.info("%s: nothing to compact at version %d", target.label, plan.read_version)
         return plan
-    # `plan` does not return the ReserveFragments' version: it is the first one after the plan's read
-    # version (under the table's pool no other compaction reserves in between).
+    # `plan` does not return the ReserveFragments' version: it is the one after the plan's read version that
+    # carries this run's id (another run's reservation may land in between when the pools allow it).
     latest = t.checkout_latest()
     reserved = next(
         (
             v
             for v in range(plan.read_version + 1, latest.version + 1)
-            if (txn := latest.transaction(v)) is not None and txn.operation.name == mvcc.ReserveFragments.name
+            if (txn := latest.transaction(v)) is not None
+            and txn.operation.name == mvcc.ReserveFragments.name
+            and txn.transaction_properties.get(RUN_ID_PROPERTY) == context.run_id
         ),
         None,
     )
