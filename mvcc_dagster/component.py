@@ -41,6 +41,7 @@ from .maintenance import (
     MaintenanceTarget,
     build_compaction_job,
     build_index_job,
+    build_index_optimize_job,
     build_maintenance_schedule,
     build_restore_job,
     build_retention_job,
@@ -228,12 +229,14 @@ class MvccTableComponent(dg.Component, dg.Resolvable, dg.Model):
         index_jobs = [
             build_index_job(self.table, i.column, i.type, index_name=i.name, asset_key=key) for i in self.indices
         ]
+        optimize_job = build_index_optimize_job(self.table, asset_key=key) if self.indices else None
         jobs = [
             compaction,
             retention_job,
             build_restore_job(self.table, asset_key=key),
             build_tag_job(self.table, asset_key=key),
             *index_jobs,
+            *([optimize_job] if optimize_job is not None else []),
         ]
         schedules = []
         if self.maintenance is not None:
@@ -263,7 +266,7 @@ class MvccTableComponent(dg.Component, dg.Resolvable, dg.Model):
                         [self.table],
                         compaction_job=compaction,
                         retention_job=retention_job,
-                        index_job=index_jobs[0] if len(index_jobs) == 1 else None,
+                        index_job=optimize_job,
                         thresholds=thresholds,
                         asset_keys=[key],
                         minimum_interval_seconds=self.health.sensor_interval_seconds,

@@ -562,6 +562,27 @@ def build_index_job(
     )
 
 
+def build_index_optimize_job(
+    table: TableName, *, asset_key: TableName | None = None, name: str | None = None
+) -> dg.JobDefinition:
+    """A job bringing every index of `table` up to date with the fragments added or rewritten since it was
+    built (one ``optimize_indices`` step, one CreateIndex when any index changed, reported as an observation).
+
+    Why a job of its own: it needs no run config (`build_index_job`'s default mode is ``create``, which fails
+    on an index that exists), so a sensor can request it as it is — the health sensor's repair for
+    ``unindexed_rows``.
+    """
+    target = MaintenanceTarget(table, asset_key)
+    optimize = _index_op(target, "", "", "", "optimize", "optimize__")
+    return _one_step_job(
+        optimize,
+        "optimize_indices",
+        name=name or f"mvcc_index_optimize__{target.suffix}",
+        target=target,
+        description=f"Bring every index of {target.label} up to date (optimize_indices).",
+    )
+
+
 # ---- restore ---------------------------------------------------------------------------------------------
 
 

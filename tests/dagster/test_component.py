@@ -215,3 +215,28 @@ def test_bad_config_is_named(warehouse: str) -> None:
         dg.build_defs_for_component(component(warehouse, retention={"retain_versions": 0}))
     with pytest.raises(ValueError, match="ERROR threshold"):
         dg.build_defs_for_component(component(warehouse, health={"deleted_ratio": {"warn": 0.5, "error": 0.1}}))
+
+
+def test_health_sensor_requests_index_optimize(instance: dg.DagsterInstance, warehouse: str) -> None:
+    """With `indices`, rows the index does not cover fail `unindexed_rows`, the component's health sensor
+    requests the index optimize job (no run config needed), and after it the check passes."""
+    comp = component(
+        warehouse,
+        indices=[{"column": "n"}],
+        health={"unindexed_rows": {"warn": 5, "error": 50}, "small_fragments": {"warn": 100, "error": 100}},
+    )
+    defs = dg.build_defs_for_component(comp)
+    uri = f"{warehouse}/sales/orders"
+    t = mvcc.write_table(pa.table({"n": list(range(10))}), uri)
+    assert defs.resolve_job_def("mvcc_index__sales__orders__n_idx").execute_in_process(instance=instance).success
+    t.checkout_latest().append(pa.table({"n": list(range(10, 20))}))
+
+    sensor = next(s for s in defs.sensors if s.name == "mvcc_health_sensor__sales__orders")
+    result = sensor(dg.build_sensor_context(instance=instance, resources=defs.resources))
+    assert [r.job_name for r in result.run_requests] == ["mvcc_index_optimize__sales__orders"]
+    job = defs.resolve_job_def("mvcc_index_optimize__sales__orders")
+    assert job.execute_in_process(instance=instance, tags=result.run_requests[0].tags).success
+    again = sensor(dg.build_sensor_context(instance=instance, resources=defs.resources, cursor=result.cursor))
+    assert not again.run_requests
+    (index,) = mvcc.open_table(uri).list_indices()
+    assert index["name"] == "n_idx" and len(index["fragment_ids"]) == 2
