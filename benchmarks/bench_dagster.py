@@ -8,9 +8,9 @@ is the plugin's own cost: opening the table, the transaction properties, the met
 Step time = the STEP_SUCCESS event's duration (the asset's compute, which returns a prepared table, plus the
 IO manager's write and its metadata). Not a test: run it by hand or through benchmarks/run.py.
 
-Second part (issue 15): the compaction job (`build_compaction_job`, the specification's three steps) over
-1,000 small fragments on Dagster's multiprocess executor (2 processes) against the core's
-`compact_files()` in process (thread executor), same table shape and options, alternated, best of N. The
+Second part (issue 15): one version-sensor tick over 100 unchanged tables (target < 1 s), and the compaction
+job (`build_compaction_job`, the specification's three steps) over 1,000 small fragments on Dagster's
+multiprocess executor (2 processes) against the core's `compact_files()` in process (thread executor), same table shape and options, alternated, best of N. The
 Dagster run's overhead is split from its event log: the run's start-up before the first step, each step
 process's start (STEP_WORKER_STARTING -> STEP_START: a fresh interpreter importing dagster and rebuilding the
 job), the steps' own compute, and what remains (event writes, the pickled handoffs between steps). CPU time
@@ -38,7 +38,7 @@ import pyarrow as pa
 from dagster_deltalake import DeltaLakePyarrowIOManager, LocalConfig
 
 import mvcc_core as mvcc
-from mvcc_dagster import MvccIOManager, MvccResource, build_compaction_job
+from mvcc_dagster import MvccIOManager, MvccResource, build_compaction_job, build_version_sensor
 
 ROWS = 100_000
 
@@ -234,6 +234,30 @@ def run_compaction(fragments: int, repeats: int) -> dict[str, Any]:
     }
 
 
+# ---- a version-sensor tick with nothing new ---------------------------------------------------------------
+
+
+def run_sensor_tick(tables: int, ticks: int) -> dict[str, Any]:
+    """One tick of `build_version_sensor` over `tables` local tables none of which has a new version (after a
+    first tick that recorded their first versions), median of `ticks`; target < 1 s for 100 tables."""
+    with tempfile.TemporaryDirectory(prefix="mvcc-bench-sensor-") as tmp, dg.instance_for_test() as instance:
+        names = [f"t{i:03d}" for i in range(tables)]
+        for name in names:
+            mvcc.write_table(pa.table({"n": [1]}), f"{tmp}/{name}")
+        sensor = build_version_sensor(names)
+        resources = {"mvcc": MvccResource(root_uri=tmp)}
+        cursor = sensor(dg.build_sensor_context(instance=instance, resources=resources)).cursor
+        wall, cpu = [], []
+        for _ in range(ticks):
+            context = dg.build_sensor_context(instance=instance, resources=resources, cursor=cursor)
+            w, c = time.perf_counter(), time.process_time()
+            result = sensor(context)
+            wall.append((time.perf_counter() - w) * 1000)
+            cpu.append((time.process_time() - c) * 1000)
+            assert not result.asset_events and not result.run_requests and result.cursor == cursor
+    return {"tables": tables, "ticks": ticks, "tick_ms": statistics.median(wall), "tick_cpu_ms": statistics.median(cpu)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -242,6 +266,7 @@ def main() -> None:
     logging.getLogger("dagster").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore")
     result = run(8 if args.quick else 20, ROWS)
+    result["sensor_tick"] = run_sensor_tick(100, 5 if args.quick else 20)
     result["compaction"] = run_compaction(200 if args.quick else 1000, 1 if args.quick else 3)
     print(
         f"{result['rows']:,} rows x {result['times']}: MvccIOManager {result['mvcc_ms']:.1f} ms, "
@@ -249,6 +274,11 @@ def main() -> None:
         f"append step {result['append_step_ms']:.1f} ms vs bare append {result['bare_append_ms']:.1f} ms "
         f"(overhead {result['overhead_ms']:.1f} ms); a Dagster step doing the bare append "
         f"{result['bare_append_step_ms']:.1f} ms (plugin's own overhead {result['plugin_overhead_ms']:.1f} ms)"
+    )
+    t = result["sensor_tick"]
+    print(
+        f"version sensor tick over {t['tables']} unchanged tables: {t['tick_ms']:.1f} ms "
+        f"({t['tick_cpu_ms']:.1f} ms CPU, median of {t['ticks']})"
     )
     c = result["compaction"]
     b = c["breakdown"]

@@ -117,6 +117,10 @@ def _dagster(r: dict[str, Any]) -> Iterator[Row]:
     yield Row("dagster", f"{name}, append step", "ms", r["append_step_ms"], "bare Table.append", r["bare_append_ms"])
     yield Row("dagster", f"{name}, append step", "ms", r["append_step_ms"], "Dagster step doing the bare append",
               r["bare_append_step_ms"])  # fmt: skip
+    if "sensor_tick" in r:
+        t = r["sensor_tick"]
+        yield Row("dagster", f"version sensor tick, {t['tables']} unchanged tables (median of {t['ticks']})", "ms",
+                  t["tick_ms"])  # fmt: skip
     if "compaction" in r:
         c = r["compaction"]
         job = f"compaction job, {c['fragments']:,} fragments, {c['tasks']} tasks, multiprocess executor"
