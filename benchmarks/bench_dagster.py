@@ -8,13 +8,13 @@ is the plugin's own cost: opening the table, the transaction properties, the met
 Step time = the STEP_SUCCESS event's duration (the asset's compute, which returns a prepared table, plus the
 IO manager's write and its metadata). Not a test: run it by hand or through benchmarks/run.py.
 
-Second part (issue 15): one version-sensor tick over 100 unchanged tables (target < 1 s), and the compaction
-job (`build_compaction_job`, the specification's three steps) over 1,000 small fragments on Dagster's
-multiprocess executor (2 processes) against the core's `compact_files()` in process (thread executor), same table shape and options, alternated, best of N. The
-Dagster run's overhead is split from its event log: the run's start-up before the first step, each step
-process's start (STEP_WORKER_STARTING -> STEP_START: a fresh interpreter importing dagster and rebuilding the
-job), the steps' own compute, and what remains (event writes, the pickled handoffs between steps). CPU time
-counts the step processes too (`RUSAGE_CHILDREN`).
+Second part (issue 15): one version-sensor tick over 100 unchanged tables (target < 1 s), and the compaction job
+(`build_compaction_job`, the specification's three steps) over 1,000 small fragments on Dagster's multiprocess
+executor (2 processes) against the core's `compact_files()` in process (thread executor), same table shape and
+options, alternated, best of N. The Dagster run's overhead is split from its event log: the run's start-up before
+the first step, each step process's start (STEP_WORKER_STARTING -> STEP_START: a fresh interpreter importing
+dagster and rebuilding the job), the steps' own compute, and what remains (event writes, the pickled handoffs
+between steps). CPU time counts the step processes too (`RUSAGE_CHILDREN`).
 
     python benchmarks/bench_dagster.py            # 100k rows, 20 materializations each; 1,000 fragments x 3
     python benchmarks/bench_dagster.py --quick    # 100k rows, 8 materializations each; 200 fragments x 1
