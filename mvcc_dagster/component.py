@@ -27,6 +27,7 @@ Example ``defs.yaml``::
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from datetime import timedelta
 from typing import Literal
@@ -74,7 +75,7 @@ class HealthModel(dg.Model):
 
     def thresholds(self) -> HealthThresholds:
         given = {}
-        for name in HealthThresholds.__dataclass_fields__:
+        for name in (f.name for f in dataclasses.fields(HealthThresholds)):
             value = getattr(self, name)
             if value is None:
                 continue
