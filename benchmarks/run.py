@@ -117,6 +117,16 @@ def _dagster(r: dict[str, Any]) -> Iterator[Row]:
     yield Row("dagster", f"{name}, append step", "ms", r["append_step_ms"], "bare Table.append", r["bare_append_ms"])
     yield Row("dagster", f"{name}, append step", "ms", r["append_step_ms"], "Dagster step doing the bare append",
               r["bare_append_step_ms"])  # fmt: skip
+    if "sensor_tick" in r:
+        t = r["sensor_tick"]
+        yield Row("dagster", f"version sensor tick, {t['tables']} unchanged tables (median of {t['ticks']})", "ms",
+                  t["tick_ms"])  # fmt: skip
+    if "compaction" in r:
+        c = r["compaction"]
+        job = f"compaction job, {c['fragments']:,} fragments, {c['tasks']} tasks, multiprocess executor"
+        yield Row("dagster", job, "ms", c["dagster_ms"], "compact_files() in process", c["in_process_ms"])
+        yield Row("dagster", f"{job}, CPU", "ms", c["dagster_cpu_ms"], "compact_files() in process, CPU",
+                  c["in_process_cpu_ms"])  # fmt: skip
 
 
 def _catalog(r: dict[str, Any]) -> Iterator[Row]:

@@ -9,6 +9,8 @@
   `multi_asset` publishes all its tables in one catalog version with ``transaction(context)``.
 - Backfills via restore (`RESTORE_TAG` on a backfill): the table restored to before the backfill's partitions
   were first written, once per backfill, refused when data outside the backfill would be lost (`backfill.py`).
+- `MvccTableComponent`: one table's asset, checks, maintenance jobs, schedule and sensors from a ``defs.yaml``
+  (registered for ``dg`` through the ``dagster_dg_cli.registry_modules`` entry point).
 
 Only public `mvcc_core` names are used (import-linter checks it).
 """
@@ -33,6 +35,7 @@ from .catalog import (
     MvccCatalogResource,
     catalog_table_name,
 )
+from .component import MvccTableComponent
 from .conflicts import conflict_metadata, conflict_retry_policy, mvcc_conflicts, retry_wait, to_dagster
 from .health import CHECKS, HealthThresholds, Level, build_health_sensor, build_table_health_checks, evaluate_health
 from .io_manager import MERGE_ON, WRITE_MODE, MvccIOManager, pinned_partition_versions, pinned_version
@@ -42,6 +45,7 @@ from .maintenance import (
     TABLE_TAG,
     build_compaction_job,
     build_index_job,
+    build_index_optimize_job,
     build_maintenance_schedule,
     build_restore_job,
     build_retention_job,
@@ -84,12 +88,14 @@ __all__ = [
     "WRITE_MODE",
     "BackfillRestoreError",
     "MvccIOManager",
+    "MvccTableComponent",
     "MvccResource",
     "PartitionPredicateError",
     "RestorePlan",
     "build_compaction_job",
     "build_health_sensor",
     "build_index_job",
+    "build_index_optimize_job",
     "build_maintenance_schedule",
     "build_restore_job",
     "build_retention_job",

@@ -19,6 +19,7 @@ writes tables).
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import dagster as dg
@@ -34,7 +35,8 @@ MAINTENANCE_IO_KEY = "mvcc_maintenance_io"
 TABLE_TAG = "mvcc/table"
 MAINTENANCE_PROPERTY = "dagster/maintenance"
 RESTORED_FROM = "mvcc/restored_from"
-EXECUTORS = ("dagster", "in_process")
+EXECUTORS = ("dagster", "in_process", "spark")
+SPARK_RESOURCE_KEY = "pyspark"
 
 
 class MaintenanceTarget:
@@ -109,8 +111,8 @@ def _one_step_job(
 def _executor(executor: str) -> dg.ExecutorDefinition | None:
     if executor not in EXECUTORS:
         raise ValueError(
-            f"executor must be one of {EXECUTORS} (the Dagster executor the job runs on, or one process), "
-            f"got {executor!r}; Spark-executed compaction tasks are not built yet"
+            f"executor must be one of {EXECUTORS} (the Dagster executor the job runs on, one process, or the "
+            f"tasks on Spark inside one step), got {executor!r}"
         )
     return dg.in_process_executor if executor == "in_process" else None
 
@@ -141,6 +143,95 @@ def observe(context: Any, target: MaintenanceTarget, table: mvcc.Table, metrics:
 # ---- compaction ------------------------------------------------------------------------------------------
 
 
+def _reserve(context: Any, target: MaintenanceTarget, options: mvcc.CompactionOptions) -> Any:
+    """Plan the compaction of `target` (one ReserveFragments, carrying the run's properties) and report it."""
+    t = target.open(context)
+    with mvcc_conflicts(context, what=f"compaction of {target.label}"):
+        plan = mvcc.compaction.plan(
+            t,
+            options,
+            commit_message=f"dagster: compaction of {target.label} (reserve fragment ids)",
+            transaction_properties=target.properties(context, "compaction"),
+        )
+    if not plan.tasks:
+        context.log.info("%s: nothing to compact at version %d", target.label, plan.read_version)
+        return plan
+    # `plan` does not return the ReserveFragments' version: it is the one after the plan's read version that
+    # carries this run's id (another run's reservation may land in between when the pools allow it).
+    latest = t.checkout_latest()
+    reserved = next(
+        (
+            v
+            for v in range(plan.read_version + 1, latest.version + 1)
+            if (txn := latest.transaction(v)) is not None
+            and txn.operation.name == mvcc.ReserveFragments.name
+            and txn.transaction_properties.get(RUN_ID_PROPERTY) == context.run_id
+        ),
+        None,
+    )
+    if reserved is not None:
+        observe(
+            context,
+            target,
+            latest.checkout(reserved),
+            {
+                "mvcc/read_version": plan.read_version,
+                "tasks": len(plan.tasks),
+                "fragments_planned": sum(len(task.fragments) for task in plan.tasks),
+                "fragment_ids_reserved": sum(len(task.new_fragment_ids) for task in plan.tasks),
+            },
+        )
+    return plan
+
+
+def _commit(context: Any, target: MaintenanceTarget, options: mvcc.CompactionOptions, results: list[Any]) -> int | None:
+    """One Rewrite of every task's result, reported as an observation (None when there was nothing to do)."""
+    if not results:
+        return None
+    t = target.open(context)
+    before = len(t.checkout(results[0].read_version).get_fragments())
+    try:
+        with mvcc_conflicts(context, what=f"compaction of {target.label}"):
+            state = mvcc.compaction.commit(
+                t,
+                results,
+                commit_message=f"dagster: compaction of {target.label}",
+                transaction_properties=target.properties(context, "compaction"),
+                defer_index_remap=options.defer_index_remap,
+            )
+    except dg.RetryRequested as retry:
+        exc = retry.__cause__
+        if not isinstance(exc, mvcc.RetryableConflictError):
+            raise
+        raise dg.Failure(
+            description=(
+                f"compaction of {target.label} lost to a concurrent commit ({exc}); the files it wrote were "
+                "removed. Re-committing the same results would lose again, so the job is to be re-planned "
+                "by a new run (run retries)."
+            ),
+            metadata=conflict_metadata(exc),
+            allow_retries=False,
+        ) from exc
+    committed = mvcc.Table.from_state(state)
+    old = [f for r in results for f in r.old_fragments]
+    observe(
+        context,
+        target,
+        committed,
+        {
+            "mvcc/read_version": results[0].read_version,
+            "fragments_before": before,
+            "fragments_after": len(committed.get_fragments()),
+            "fragments_removed": len(old),
+            "fragments_added": sum(len(r.new_fragments) for r in results),
+            "rows_rewritten": sum(r.rows for r in results),
+            "bytes_read": sum(r.bytes_read for r in results),
+            "bytes_written": sum(r.bytes_written for r in results),
+        },
+    )
+    return committed.version
+
+
 def _compaction_ops(
     target: MaintenanceTarget, options: mvcc.CompactionOptions, prefix: str
 ) -> tuple[dg.OpDefinition, dg.OpDefinition, dg.OpDefinition]:
@@ -154,35 +245,7 @@ def _compaction_ops(
         out=dg.DynamicOut(io_manager_key=MAINTENANCE_IO_KEY),
     )
     def reserve_fragments(context: dg.OpExecutionContext) -> list[dg.DynamicOutput]:
-        t = target.open(context)
-        with mvcc_conflicts(context, what=f"compaction of {target.label}"):
-            plan = mvcc.compaction.plan(t, options)
-        if not plan.tasks:
-            context.log.info("%s: nothing to compact at version %d", target.label, plan.read_version)
-            return []
-        # `plan` does not return the ReserveFragments' version: it is the first one after the plan's read
-        # version (under the table's pool no other compaction reserves in between).
-        latest = t.checkout_latest()
-        reserved = next(
-            (
-                v
-                for v in range(plan.read_version + 1, latest.version + 1)
-                if (txn := latest.transaction(v)) is not None and txn.operation.name == mvcc.ReserveFragments.name
-            ),
-            None,
-        )
-        if reserved is not None:
-            observe(
-                context,
-                target,
-                latest.checkout(reserved),
-                {
-                    "mvcc/read_version": plan.read_version,
-                    "tasks": len(plan.tasks),
-                    "fragments_planned": sum(len(task.fragments) for task in plan.tasks),
-                    "fragment_ids_reserved": sum(len(task.new_fragment_ids) for task in plan.tasks),
-                },
-            )
+        plan = _reserve(context, target, options)
         return [dg.DynamicOutput((task, plan.state), mapping_key=f"task_{i}") for i, task in enumerate(plan.tasks)]
 
     @dg.op(name=f"rewrite_fragments__{prefix}{target.suffix}", out=dg.Out(io_manager_key=MAINTENANCE_IO_KEY))
@@ -208,50 +271,59 @@ def _compaction_ops(
         out=dg.Out(io_manager_key=MAINTENANCE_IO_KEY),
     )
     def commit_rewrite(context: dg.OpExecutionContext, results: Any) -> int | None:
-        if not results:
-            return None
-        t = target.open(context)
-        before = len(t.checkout(results[0].read_version).get_fragments())
-        try:
-            with mvcc_conflicts(context, what=f"compaction of {target.label}"):
-                state = mvcc.compaction.commit(
-                    t,
-                    results,
-                    commit_message=f"dagster: compaction of {target.label}",
-                    transaction_properties=target.properties(context, "compaction"),
-                    defer_index_remap=options.defer_index_remap,
-                )
-        except dg.RetryRequested as retry:
-            exc = retry.__cause__
-            if not isinstance(exc, mvcc.RetryableConflictError):
-                raise
-            raise dg.Failure(
-                description=(
-                    f"compaction of {target.label} lost to a concurrent commit ({exc}); the files it wrote were "
-                    "removed. Re-committing the same results would lose again, so the job is to be re-planned "
-                    "by a new run (run retries)."
-                ),
-                metadata=conflict_metadata(exc),
-                allow_retries=False,
-            ) from exc
-        committed = mvcc.Table.from_state(state)
-        old = [f for r in results for f in r.old_fragments]
-        observe(
-            context,
-            target,
-            committed,
-            {
-                "mvcc/read_version": results[0].read_version,
-                "fragments_before": before,
-                "fragments_after": len(committed.get_fragments()),
-                "fragments_removed": len(old),
-                "fragments_added": sum(len(r.new_fragments) for r in results),
-                "rows_rewritten": sum(r.rows for r in results),
+        return _commit(context, target, options, results)
+
+    return reserve_fragments, rewrite_fragments, commit_rewrite
+
+
+def _spark_compaction_ops(
+    target: MaintenanceTarget, options: mvcc.CompactionOptions, spark_resource_key: str
+) -> tuple[dg.OpDefinition, dg.OpDefinition, dg.OpDefinition]:
+    """The compaction ops of `target` whose tasks run on Spark: the same reserve and commit, and one
+    ``rewrite_fragments`` step handing every task to the core's `SparkExecutor` on the session of the resource
+    `spark_resource_key` (anything with a ``spark_session``: dagster-pyspark's `PySparkResource` or
+    `LazyPySparkResource`)."""
+    commit_rewrite = _compaction_ops(target, options, "spark__")[2]
+
+    @dg.op(
+        name=f"reserve_fragments__spark__{target.suffix}",
+        required_resource_keys={RESOURCE_KEY},
+        pool=target.pool,
+        out=dg.Out(io_manager_key=MAINTENANCE_IO_KEY),
+    )
+    def reserve_fragments(context: dg.OpExecutionContext) -> Any:
+        plan = _reserve(context, target, options)
+        return list(plan.tasks), plan.state
+
+    @dg.op(
+        name=f"rewrite_fragments__spark__{target.suffix}",
+        required_resource_keys={spark_resource_key},
+        out=dg.Out(io_manager_key=MAINTENANCE_IO_KEY),
+    )
+    def rewrite_fragments(context: dg.OpExecutionContext, planned: Any) -> dg.Output:
+        tasks, state = planned
+        if not tasks:
+            return dg.Output([], metadata={"tasks": 0})
+        # imported here: pyspark is needed only by jobs built with executor="spark" (extra `spark`)
+        from mvcc_core.spark import SparkExecutor
+
+        spark = getattr(context.resources, spark_resource_key).spark_session
+        executor = SparkExecutor(spark)
+        context.log.info("%s: %d compaction tasks on Spark (%s)", target.label, len(tasks), executor.method)
+        with mvcc_conflicts(context, what=f"compaction of {target.label} on Spark"):
+            results = list(executor.map(partial(mvcc.compaction.run_task, state=state), tasks))
+        return dg.Output(
+            results,
+            metadata={
+                "tasks": len(tasks),
+                "spark_method": executor.method,
+                "fragments_read": sum(len(r.old_fragments) for r in results),
+                "fragments_written": sum(len(r.new_fragments) for r in results),
+                "rows": sum(r.rows for r in results),
                 "bytes_read": sum(r.bytes_read for r in results),
                 "bytes_written": sum(r.bytes_written for r in results),
             },
         )
-        return committed.version
 
     return reserve_fragments, rewrite_fragments, commit_rewrite
 
@@ -263,6 +335,7 @@ def build_compaction_job(
     executor: str = "dagster",
     asset_key: TableName | None = None,
     name: str | None = None,
+    spark_resource_key: str = SPARK_RESOURCE_KEY,
 ) -> dg.JobDefinition:
     """A job compacting `table` in the specification's three steps.
 
@@ -274,6 +347,11 @@ def build_compaction_job(
       multiprocess; ``"in_process"``: one process);
     - ``commit_rewrite`` (pool of the table): one Rewrite of every result, reported as an observation.
 
+    With ``executor="spark"`` the tasks run on Spark instead, inside one ``rewrite_fragments`` step (the
+    core's `SparkExecutor`: one Spark task per compaction task) on the session of the resource
+    `spark_resource_key` (default ``pyspark``: dagster-pyspark's `PySparkResource`); ``reserve_fragments``
+    passes it the whole plan, and the ReserveFragments and the one Rewrite are committed as above.
+
     A concurrent delete or update of a rewritten fragment makes the Rewrite lose (RetryableConflictError): the
     core removes the files the tasks wrote, and the step fails without a step retry (re-committing the same
     results can only lose again); the job is re-planned by a new run (run retries: the job carries
@@ -284,19 +362,33 @@ def build_compaction_job(
     options = options or mvcc.CompactionOptions()
     executor_def = _executor(executor)
     job_name = name or f"mvcc_compaction__{target.suffix}"
-    reserve_fragments, rewrite_fragments, commit_rewrite = _compaction_ops(target, options, "")
+    if executor == "spark":
+        reserve_fragments, rewrite_fragments, commit_rewrite = _spark_compaction_ops(
+            target, options, spark_resource_key
+        )
 
-    @dg.graph(name=job_name)
-    def compaction_job() -> None:
-        tasks = reserve_fragments.alias("reserve_fragments")()
-        results = tasks.map(rewrite_fragments.alias("rewrite_fragments"))
-        commit_rewrite.alias("commit_rewrite")(results.collect())
+        @dg.graph(name=job_name)
+        def compaction_job() -> None:
+            planned = reserve_fragments.alias("reserve_fragments")()
+            commit_rewrite.alias("commit_rewrite")(rewrite_fragments.alias("rewrite_fragments")(planned))
+
+        shape = "rewrite_fragments (every task on Spark)"
+    else:
+        reserve_fragments, rewrite_fragments, commit_rewrite = _compaction_ops(target, options, "")
+
+        @dg.graph(name=job_name)
+        def compaction_job() -> None:
+            tasks = reserve_fragments.alias("reserve_fragments")()
+            results = tasks.map(rewrite_fragments.alias("rewrite_fragments"))
+            commit_rewrite.alias("commit_rewrite")(results.collect())
+
+        shape = "rewrite_fragments (mapped)"
 
     return _job(
         compaction_job,
         name=job_name,
         target=target,
-        description=f"Compaction of {target.label}: reserve_fragments -> rewrite_fragments (mapped) -> commit_rewrite.",
+        description=f"Compaction of {target.label}: reserve_fragments -> {shape} -> commit_rewrite.",
         executor_def=executor_def,
         tags={"dagster/max_retries": "2", "dagster/retry_strategy": "ALL_STEPS"},
     )
@@ -467,6 +559,27 @@ def build_index_job(
         name=name or f"mvcc_index__{target.suffix}__{re.sub(r'[^A-Za-z0-9_]', '_', idx)}",
         target=target,
         description=f"Index {idx} ({index_type} on {column}) of {target.label}.",
+    )
+
+
+def build_index_optimize_job(
+    table: TableName, *, asset_key: TableName | None = None, name: str | None = None
+) -> dg.JobDefinition:
+    """A job bringing every index of `table` up to date with the fragments added or rewritten since it was
+    built (one ``optimize_indices`` step, one CreateIndex when any index changed, reported as an observation).
+
+    Why a job of its own: it needs no run config (`build_index_job`'s default mode is ``create``, which fails
+    on an index that exists), so a sensor can request it as it is — the health sensor's repair for
+    ``unindexed_rows``.
+    """
+    target = MaintenanceTarget(table, asset_key)
+    optimize = _index_op(target, "", "", "", "optimize", "optimize__")
+    return _one_step_job(
+        optimize,
+        "optimize_indices",
+        name=name or f"mvcc_index_optimize__{target.suffix}",
+        target=target,
+        description=f"Bring every index of {target.label} up to date (optimize_indices).",
     )
 
 

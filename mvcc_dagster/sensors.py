@@ -7,12 +7,12 @@ properties; the cursor is the last version seen per table, so nothing is missed 
 For each new version, oldest first:
 - a commit made by Dagster (its ``dagster/run_id`` property, which the IO manager and the maintenance jobs
   set) is skipped: Dagster recorded it when it made it;
-- ReserveFragments is skipped: it reserves fragment ids for a compaction (the core's `compaction.plan`
-  commits it without transaction properties) and changes nothing a reader or a check sees;
+  (the compaction job's ReserveFragments included: `compaction.plan` takes the run's properties);
 - a data-changing commit (part 1's rule, `versions.is_data_changing`) becomes a runless
   `AssetMaterialization` of the table's asset with part 1's metadata and data version (and the partition when
   the commit carries ``dagster/partition_key``);
-- a maintenance commit becomes an `AssetObservation`.
+- a maintenance commit (a Rewrite, a CreateIndex, an outside compaction's ReserveFragments, ...) becomes an
+  `AssetObservation`.
 With `jobs`, each recorded data-changing version also requests a run of every job with run key
 ``"{uri}@{version}"``: Dagster launches one run per run key per sensor, also across restarts, so nothing runs
 twice. At most `max_versions_per_tick` versions per table are read per tick (the cursor moves to the last one
@@ -54,7 +54,7 @@ def version_events(
     txn = handle.transaction()
     props = dict(txn.transaction_properties) if txn is not None else {}
     operation = txn.operation.name if txn is not None else None
-    if RUN_ID_PROPERTY in props or operation == mvcc.ReserveFragments.name:
+    if RUN_ID_PROPERTY in props:
         return None, False
     common = {"mvcc/committed_at": handle.timestamp.isoformat(), "mvcc/message": (txn.message if txn else "") or ""}
     if is_data_changing(operation):

@@ -234,14 +234,24 @@ def _state_of(table: Any) -> TableState:
     return table if isinstance(table, TableState) else table.state
 
 
-def plan(table: Any, options: CompactionOptions | None = None, **kwargs: Any) -> CompactionPlan:
+def plan(
+    table: Any,
+    options: CompactionOptions | None = None,
+    *,
+    commit_message: str | None = None,
+    transaction_properties: Mapping[str, str] | None = None,
+    **kwargs: Any,
+) -> CompactionPlan:
     """Choose what to rewrite in the table's version and reserve the new fragments' ids.
 
     Not free of side effects: unless there is nothing to do, it commits a ReserveFragments (Lance's first
     step of a distributed compaction), so that the ids of the new fragments are fixed before any task runs.
-    `table`: a `Table` or a `TableState`; the handle itself does not move.
+    `table`: a `Table` or a `TableState`; the handle itself does not move. `commit_message` and
+    `transaction_properties` go on the ReserveFragments (e.g. an orchestrator's run id, so a reader of the
+    history can tell whose reservation it is); the properties are checked before anything is committed.
     """
     state = _state_of(table)
+    properties = check_properties(transaction_properties)
     options = options or CompactionOptions(**kwargs)
     manifest = state.manifest
     groups = _groups(manifest, options)
@@ -252,7 +262,8 @@ def plan(table: Any, options: CompactionOptions | None = None, **kwargs: Any) ->
     reserve = Transaction(
         read_version=state.version,
         operation=ops.ReserveFragments(num_fragments=sum(counts)),
-        message="compaction: reserve fragment ids",
+        message=commit_message or "compaction: reserve fragment ids",
+        transaction_properties=properties,
     )
     reserved = state.commit(reserve)
     log.info("%s: compaction of %d groups planned at version %d", state.uri, len(groups), state.version)

@@ -40,14 +40,20 @@ def test_outside_commits_become_events(instance: dg.DagsterInstance, warehouse: 
 
     t = mvcc.open_table(uri)
     t.append(pa.table({"id": [3], "v": [0]}))  # 2: data-changing
-    t.optimize.compact_files()  # 3: ReserveFragments (skipped), 4: Rewrite (maintenance)
+    t.optimize.compact_files()  # 3: ReserveFragments, 4: Rewrite (both maintenance, made outside Dagster)
     t.update({"v": "1"}, where="id = 1")  # 5: data-changing
     t.append(pa.table({"id": [4], "v": [0]}), transaction_properties={"dagster/run_id": "some-run"})  # 6: Dagster's
 
     second = evaluate(sensor, instance, warehouse, first.cursor)
     kinds = [(type(e).__name__, e.metadata["mvcc/version"].value) for e in second.asset_events]
-    assert kinds == [("AssetMaterialization", 2), ("AssetObservation", 4), ("AssetMaterialization", 5)]
-    mat2, obs4, mat5 = second.asset_events
+    assert kinds == [
+        ("AssetMaterialization", 2),
+        ("AssetObservation", 3),
+        ("AssetObservation", 4),
+        ("AssetMaterialization", 5),
+    ]
+    mat2, obs3, obs4, mat5 = second.asset_events
+    assert obs3.metadata["mvcc/operation"].value == "ReserveFragments"
     assert mat2.tags["dagster/data_version"] == "2" and mat2.metadata["dagster/row_count"].value == 3
     assert obs4.metadata["mvcc/operation"].value == "Rewrite" and obs4.metadata["mvcc/data_version"].value == 2
     assert mat5.tags["dagster/data_version"] == "5" and mat5.metadata["mvcc/operation"].value == "Update"
@@ -79,3 +85,36 @@ def test_sensor_loads_in_definitions(warehouse: str) -> None:
     defs = dg.Definitions(sensors=[sensor], resources={"mvcc": MvccResource(root_uri=warehouse)})
     dg.Definitions.validate_loadable(defs)
     assert sensor.minimum_interval_seconds == 60 and sensor.default_status == dg.DefaultSensorStatus.STOPPED
+
+
+def test_dagster_compaction_is_skipped_by_run_id(instance: dg.DagsterInstance, warehouse: str) -> None:
+    """The compaction job's ReserveFragments carries the run's `dagster/run_id` (`compaction.plan` takes
+    transaction properties), so the sensor skips both of its commits by run id, while an outside
+    compaction's ReserveFragments is recorded as an observation."""
+    from mvcc_dagster import build_compaction_job
+
+    uri = f"{warehouse}/frag"
+    t = mvcc.write_table(pa.table({"n": [0]}), uri)
+    for i in range(1, 4):
+        t.append(pa.table({"n": [i]}))
+    sensor = build_version_sensor(["frag"])
+    cursor = evaluate(sensor, instance, warehouse, None).cursor  # versions 1-4 recorded
+    job = build_compaction_job("frag", executor="in_process")
+    run = job.execute_in_process(instance=instance, resources={"mvcc": MvccResource(root_uri=warehouse)})
+    assert run.success
+    history = mvcc.open_table(uri).versions()[4:]
+    assert [(v.operation, v.transaction_properties["dagster/run_id"]) for v in history] == [
+        ("ReserveFragments", run.run_id),
+        ("Rewrite", run.run_id),
+    ]
+    after_job = evaluate(sensor, instance, warehouse, cursor)
+    assert not after_job.asset_events and json.loads(after_job.cursor) == {uri: 6}
+
+    mvcc.open_table(uri).delete("n = 0")  # 7, then an outside compaction: 8 ReserveFragments, 9 Rewrite
+    mvcc.open_table(uri).optimize.compact_files(materialize_deletions_threshold=0.0)
+    outside = evaluate(sensor, instance, warehouse, after_job.cursor)
+    assert [(type(e).__name__, e.metadata["mvcc/operation"].value) for e in outside.asset_events] == [
+        ("AssetMaterialization", "Delete"),
+        ("AssetObservation", "ReserveFragments"),
+        ("AssetObservation", "Rewrite"),
+    ]

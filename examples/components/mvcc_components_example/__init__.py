@@ -1,0 +1,1 @@
+"""The example dg project of `MvccTableComponent` (see ../pyproject.toml and docs/dagster.md)."""
