@@ -18,6 +18,7 @@ launches, and `EventLogConsumerDaemon.run_iteration`, whose handler is
 """
 
 import os
+import pickle
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -42,7 +43,7 @@ from mvcc_core import failpoints
 
 HERE = Path(__file__).resolve().parent
 LOCATION = "retry_queue"
-COMMIT_SLEEP = 2.0  # seconds each commit of a run waits after its transaction file: the delete's window
+COMMIT_SLEEP = 3.0  # seconds each commit of a run waits after its transaction file: the delete's window
 RUN_LIMIT = {"tag_concurrency_limits": [{"key": "mvcc/table", "value": {"applyLimitPerUniqueValue": True}, "limit": 1}]}
 FINISHED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
 
@@ -200,6 +201,16 @@ def test_lost_compaction_is_retried_by_the_daemon(tmp_path: Path, monkeypatch: p
         assert [e.step_key for e in failures] == ["commit_rewrite"]
         assert "lost to a concurrent commit" in failures[0].step_failure_data.user_failure_data.description
         assert not instance.all_logs(first, of_type=dg.DagsterEventType.STEP_UP_FOR_RETRY)
+        # The losing attempt's own files, from its rewrite steps' outputs (pickled by the job's IO manager;
+        # each new fragment is a serialized DataFragment, the message `get_fragments` returns).
+        fragment_type = type(mvcc.open_table(uri).get_fragments()[0])
+        lost = {
+            f"data/{df.path}"
+            for path in Path(instance.storage_directory(), first).glob("rewrite_fragments*/result")
+            for fragment in pickle.loads(path.read_bytes()).new_fragments
+            for df in fragment_type.FromString(fragment).files
+        }
+        assert len(lost) == 2, lost  # two tasks, one new fragment each
 
     after = mvcc.open_table(uri)
     history = after.versions()[start:]
@@ -213,6 +224,7 @@ def test_lost_compaction_is_retried_by_the_daemon(tmp_path: Path, monkeypatch: p
     assert len(after.get_fragments()) == 2
     # The losing attempt wrote two fragments' files and removed them: every file in the table's directory is
     # referenced by some version (nothing orphaned), and nothing a version references is missing.
+    assert not lost & stored_files(uri)
     assert stored_files(uri) == referenced_files(uri)
 
 
@@ -231,9 +243,10 @@ def test_run_limit_per_table_serializes_compactions(tmp_path: Path, monkeypatch:
             while not all(status(instance, r) in FINISHED for r in runs):
                 tick(context, [queue])
                 first, second = (status(instance, r) for r in runs)
-                assert not (first in (dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED) and second not in (
-                    dg.DagsterRunStatus.QUEUED,
-                )), (first, second)
+                assert not (
+                    first in (dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED)
+                    and second not in (dg.DagsterRunStatus.QUEUED,)
+                ), (first, second)
                 held_back += first in (dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED)
                 time.sleep(0.25)
         assert held_back >= 2
