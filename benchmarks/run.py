@@ -97,6 +97,11 @@ def _spark(r: dict[str, Any]) -> Iterator[Row]:
     yield Row("spark", f"write {n}", "ms", r["write"]["mvcc_ms"], "spark parquet writer", r["write"]["parquet_ms"])
     yield Row("spark", f"full read {n}", "ms", r["full_read"]["mvcc_ms"], "spark parquet reader",
               r["full_read"]["parquet_ms"])  # fmt: skip
+    if "api_floor_ms" in r["full_read"]:
+        yield Row("spark", f"full read {n}", "ms", r["full_read"]["mvcc_ms"], "python data source floor",
+                  r["full_read"]["api_floor_ms"])  # fmt: skip
+        yield Row("spark", f"read of every column {n}", "ms", r["every_column_read"]["mvcc_ms"],
+                  "spark parquet reader", r["every_column_read"]["parquet_ms"])  # fmt: skip
     yield Row("spark", f"filtered read (1,000 of {n})", "ms", r["filtered_read"]["mvcc_ms"], "spark parquet reader",
               r["filtered_read"]["parquet_ms"])  # fmt: skip
     yield Row("spark", f"compaction of {r['fragments']:,} x 1,000 rows on SparkExecutor", "ms",

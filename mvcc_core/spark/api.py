@@ -22,7 +22,7 @@ import mvcc_core
 from mvcc_core.transaction import check_properties
 
 from .executor import is_connect
-from .writes import WritePlan, plan_write
+from .writes import ABORT_SETTLE_SECONDS, WritePlan, plan_write
 
 log = logging.getLogger("mvcc.spark")
 
@@ -82,8 +82,9 @@ def write(
     try:
         rows = df.mapInArrow(_task(plan), _RESULT_SCHEMA).collect()
     except BaseException:
-        _wait_for_tasks(df)
-        plan.remove_files()
+        # classic sessions: wait until no task of the job runs; Connect cannot see tasks: a settle window
+        waited = _wait_for_tasks(df)
+        plan.remove_files(settle=0.0 if waited else ABORT_SETTLE_SECONDS)
         raise
     errors = [pickle.loads(bytes(r["error"])) for r in rows if r["error"] is not None]
     if errors:
@@ -99,17 +100,19 @@ def write(
     return table
 
 
-def _wait_for_tasks(df: Any, timeout: float = 30.0) -> None:
+def _wait_for_tasks(df: Any, timeout: float = 30.0) -> bool:
     """After a failed job, wait (bounded) until Spark has no running task left, so that a task still
-    writing when the job failed cannot add a file after the cleanup. Classic sessions only."""
+    writing when the job failed cannot add a file after the cleanup. Classic sessions only: whether it
+    could wait (False on Spark Connect, whose client cannot see tasks)."""
     spark = df.sparkSession
     if is_connect(spark):
-        return
+        return False
     tracker = spark.sparkContext.statusTracker()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         active = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
         if not any(info is not None and info.numActiveTasks for info in active):
-            return
+            return True
         time.sleep(0.1)
     log.warning("Spark tasks still running %.0f s after a failed mvcc write", timeout)
+    return True

@@ -60,6 +60,8 @@ class SparkExecutor:
     def __init__(self, spark: Any, *, method: str = "auto") -> None:
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        if method == "rdd" and is_connect(spark):
+            raise ValueError("SparkExecutor method 'rdd' needs a classic session (Spark Connect has no RDDs)")
         self.spark = spark
         self.method = ("dataframe" if is_connect(spark) else "rdd") if method == "auto" else method
 

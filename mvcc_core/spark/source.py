@@ -34,7 +34,7 @@ from mvcc_core.state import TableState
 
 from . import filters as filters_mod
 from .options import MAX_FRAGMENTS_PER_PARTITION, SourceOptions, parse_options
-from .writes import WritePlan, plan_write, spark_arrow_schema, spark_struct
+from .writes import ABORT_SETTLE_SECONDS, WritePlan, plan_write, spark_arrow_schema, spark_struct
 
 NAME = "mvcc"
 # The PySpark module that calls `reader()` when filter pushdown is enabled (it then calls `pushFilters`).
@@ -221,4 +221,8 @@ class MvccWriter(DataSourceArrowWriter):
         self.plan.remove_orphans(fragments)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        self.plan.remove_files()
+        # A task failed (its message is None): another task of the job may still be writing, and this runs
+        # in a Python worker that cannot see Spark's tasks, so it keeps removing for a settle window. If
+        # every task sent a message, the commit failed (a conflict): no task is running.
+        failed_task = not messages or any(m is None for m in messages)
+        self.plan.remove_files(settle=ABORT_SETTLE_SECONDS if failed_task else 0.0)

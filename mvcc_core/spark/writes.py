@@ -11,6 +11,7 @@ failed (or a speculative attempt Spark dropped) sends no fragments back, but its
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,11 @@ WRITE_ID_PROPERTY = "mvcc.spark.write_id"
 #: Transaction property saying which Spark path committed ("datasource" or "write").
 WRITE_PATH_PROPERTY = "mvcc.spark.path"
 MODES = ("append", "overwrite")
+#: How long a failed write keeps removing files of its tasks where it cannot wait for them (the data source's
+#: `abort`, `write()` on Spark Connect): Spark kills a cancelled task's Python worker after
+#: `spark.python.task.killTimeout` (2 s by default), so its last file appears within about that time.
+ABORT_SETTLE_SECONDS = 5.0
+SETTLE_POLL_SECONDS = 0.5
 
 
 def new_write_id() -> str:
@@ -219,18 +225,33 @@ class WritePlan:
                 return info.version
         return None
 
-    def remove_files(self) -> list[str]:
+    def remove_files(self, *, settle: float = 0.0) -> list[str]:
         """Remove the data files of this write (found by the write id prefix), unless a version of the table
-        committed them (an ambiguous commit failure may have succeeded). The paths removed."""
+        committed them (an ambiguous commit failure may have succeeded). The paths removed.
+
+        `settle` (seconds): keep listing for that long after the first pass and remove files that appear
+        meanwhile: a task of the failed job that was still running (Spark cancels it and kills its Python
+        worker after `spark.python.task.killTimeout`, 2 s by default) may finish or leave a partial file
+        after the first pass. Used where the caller cannot see Spark's tasks (the data source's `abort`,
+        `write()` on Spark Connect); a straggler outliving the window still leaves its file to retention.
+        """
         if self.committed_version() is not None:
             log.warning("write %s was committed; its files are kept", self.write_id)
             return []
         store = open_store(self.uri, self.storage_options)
+        removed = self._remove_prefixed(store)
+        deadline = time.monotonic() + settle
+        while time.monotonic() < deadline:
+            time.sleep(min(SETTLE_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+            removed += self._remove_prefixed(store)
+        log.info("write %s of %s failed: removed %d data files", self.write_id, self.uri, len(removed))
+        return removed
+
+    def _remove_prefixed(self, store: Any) -> list[str]:
         prefix = f"data/{self.write_id}"
         paths = [m.path for m in store.list("data") if m.path.startswith(prefix)]
         if paths:
             store.delete_many(paths)
-        log.info("write %s of %s failed: removed %d data files", self.write_id, self.uri, len(paths))
         return paths
 
     def remove_orphans(self, committed: Sequence[bytes]) -> list[str]:

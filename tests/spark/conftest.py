@@ -3,6 +3,11 @@
 `local[2]`, no UI, the Python workers on this interpreter (`PYSPARK_PYTHON`) and importing this checkout's
 `mvcc_core` (`PYTHONPATH`: the environment may hold an editable install of another checkout, and a worker
 importing that one would test the wrong code; `test_workers_import_this_checkout` checks it).
+
+Spark Connect (`connect` fixture): the same JVM also serves Spark Connect, started on first use (about a
+second; no second JVM) on an ephemeral port of 127.0.0.1 and stopped at the end of the test session. A
+Connect client session talks gRPC to it exactly as to a `start-connect-server.sh` server: plans, Python
+data sources and `mapInArrow` functions run on the server side, in its Python workers.
 """
 
 from __future__ import annotations
@@ -42,6 +47,9 @@ def spark_session() -> Iterator[Any]:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config(PUSHDOWN, "false")
+        # read only when the `connect` fixture starts the Connect service in this JVM
+        .config("spark.connect.grpc.binding.address", "127.0.0.1")
+        .config("spark.connect.grpc.binding.port", "0")
         .getOrCreate()
     )
     yield session
@@ -71,3 +79,28 @@ def spark(spark_session: Any, static_registration: bool) -> Any:
 
     register(spark_session)
     return spark_session
+
+
+@pytest.fixture(scope="session")
+def connect(spark_session: Any) -> Iterator[Any]:
+    """A Spark Connect client session, `mvcc` registered, served by the shared session's JVM.
+
+    `SparkConnectService.start(sc)` is what the Connect plugin (`spark.plugins=...SparkConnectPlugin`,
+    used by `start-connect-server.sh` and `SparkSession.builder.remote("local[2]")`) calls at startup;
+    started here on the running SparkContext so that the suite keeps one JVM. The client is
+    `pyspark.sql.connect.session.SparkSession` itself: the generic builder refuses a remote session in a
+    process that holds a classic one.
+    """
+    pytest.importorskip("grpc_status", reason="Spark Connect needs pyspark[connect] (grpcio-status, ...)")
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    from mvcc_core.spark import register
+
+    jvm = spark_session.sparkContext._jvm
+    service = getattr(getattr(jvm.org.apache.spark.sql.connect.service, "SparkConnectService$"), "MODULE$")
+    service.start(spark_session.sparkContext._jsc.sc())
+    client = ConnectSession.builder.remote(f"sc://127.0.0.1:{service.localPort()}").getOrCreate()
+    register(client)
+    yield client
+    client.stop()
+    service.stop(getattr(service, "stop$default$1")(), getattr(service, "stop$default$2")())

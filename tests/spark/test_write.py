@@ -157,3 +157,35 @@ def test_error_modes(spark: Any, tmp_path: Any) -> None:
     with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
         df.write.format("mvcc").save(str(tmp_path / "t"))  # Spark's default mode, errorifexists
     assert not (tmp_path / "t").exists()
+
+
+def test_a_failed_write_removes_a_straggler_task_file_within_the_settle_window(tmp_path: Any) -> None:
+    """Where the driver cannot wait for the failed job's tasks (the data source's `abort`, `write()` on
+    Connect), a task file that appears after the first cleanup pass but within the window is removed too;
+    without a window it stays (left to retention)."""
+    import threading
+    import time
+
+    from mvcc_core.spark.writes import plan_write
+
+    uri = str(tmp_path / "t")
+    mvcc_core.write_table(pa.table({"id": pa.array([1], pa.int64())}), uri)
+    before = all_files(uri)
+    batch = pa.record_batch({"id": pa.array([2, 3], pa.int64())})
+    for settle, left in ((3.0, 0), (0.0, 1)):
+        plan = plan_write(pa.schema([("id", pa.int64())]), uri, mode="append", where=None, storage_options=None)
+        plan.write_batches([batch])  # a task that finished before the failure
+
+        def straggler(plan=plan) -> None:  # noqa: ANN001 - bound per round
+            time.sleep(1.0)
+            plan.write_batches([batch])
+
+        thread = threading.Thread(target=straggler)
+        thread.start()
+        removed = plan.remove_files(settle=settle)
+        thread.join()
+        assert len(removed) == 2 - left
+        late = [f for f in data_files(uri) if f.startswith(plan.write_id)]
+        assert len(late) == left
+        plan.remove_files()
+    assert all_files(uri) == before
