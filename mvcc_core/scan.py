@@ -58,6 +58,7 @@ __all__ = ["DEFAULT_BATCH_SIZE", "ROW_ADDRESS", "IndexUse", "Scan", "ScanPlan", 
 # Threads reading multi-file fragments one by one (each is several small reads; I/O bound on S3).
 _FRAGMENT_THREADS = max(4, 2 * (os.cpu_count() or 2))
 DEFAULT_BATCH_SIZE = 131_072
+_MATCH = "__mvcc_match"  # the filter's result as a column of a row-address scan (see `Scan._offsets_table`)
 
 
 # ---- per-process caches
@@ -355,44 +356,62 @@ class Scan:
             yield from self._flush(buffer, names)
 
     def _offsets_table(self, fragments: list[pb.DataFragment]) -> pa.Table:
-        """`_offsets` for a whole result at once, vectorized: one dataset `to_table` that also returns
-        each row's fragment and batch index, from which offsets, row ids and deletions follow."""
+        """`_offsets` for a whole result at once, vectorized: the row-address scan of delete, update and
+        merge_insert.
+
+        One multi-threaded dataset `to_table` whose projection is the output columns and the filter as a
+        boolean column (evaluated by the scan's threads, reading only the columns it needs). The dataset
+        returns rows in fragment order and each fragment's rows in file order (Arrow's `ToTable` places
+        every batch by fragment and batch index), so a row's position among the run's physical rows gives
+        its fragment and offset: nothing per row is read besides the data. Only the matching live rows are
+        then taken out.
+        """
         names = self._read_names()
         fragments, files = self._prune(fragments)
         if not fragments:
             return self.output_schema.empty_table()
-        table = self._dataset(fragments, files).to_table(
-            columns=[*self._physical(names), "__fragment_index", "__batch_index"], use_threads=True
-        )
-        fragment_index = table.column("__fragment_index").to_numpy().astype(np.int64)
-        batch_index = table.column("__batch_index").to_numpy().astype(np.int64)
-        table = table.drop_columns(["__fragment_index", "__batch_index"])
-        if len(fragment_index) > 1:
-            key = fragment_index * (1 << 32) + batch_index
-            if np.any(np.diff(key) < 0):  # rows arrive grouped by batch; put batches back in file order
-                order = np.argsort(key, kind="stable")
-                table, fragment_index = table.take(order), fragment_index[order]
-        first = np.searchsorted(fragment_index, np.arange(len(fragments)))
-        offsets = (np.arange(len(fragment_index)) - first[fragment_index]).astype(np.uint64)
+        wanted = set(self.columns)
+        # a caller's filter over table names needs every column it reads, after relabelling
+        keep = [n for n in names if n in wanted or self._post_filter is not None]
+        if not keep and self.filter is None:
+            keep = names[:1]  # something to count the rows by
+        projection = {p: pc.field(p) for p in self._physical(keep)}
+        if self.filter is not None:
+            projection[_MATCH] = self.filter
+        table = self._dataset(fragments, files).to_table(columns=projection, use_threads=True)
+        starts = np.cumsum([0] + [f.physical_rows for f in fragments], dtype=np.int64)
+        if table.num_rows != starts[-1]:
+            raise CorruptManifestError(
+                f"fragments {[f.id for f in fragments][:20]} of {self.store.uri} read {table.num_rows} rows, "
+                f"the manifest says {int(starts[-1])}"
+            )
+        mask = None
+        if self.filter is not None:
+            mask = pc.fill_null(table.column(_MATCH), False).to_numpy()
+            table = table.drop_columns([_MATCH])
+        for i, frag in enumerate(fragments):
+            live = self._live_mask(frag)
+            if live is not None:
+                if mask is None:
+                    mask = np.ones(int(starts[-1]), dtype=bool)
+                mask[starts[i] : starts[i + 1]] &= live
+        # positions of the rows kept among the run's physical rows: their fragment, offset and address
+        if mask is None:
+            positions = np.arange(starts[-1], dtype=np.int64)
+        else:
+            positions = np.flatnonzero(mask)
+            table = table.filter(pa.array(mask))
+        fragment_index = np.searchsorted(starts, positions, side="right") - 1
+        offsets = (positions - starts[fragment_index]).astype(np.uint64)
         ids = np.array([f.id for f in fragments], dtype=np.uint64)
         addresses = (ids[fragment_index] << np.uint64(32)) | offsets
-        # position of each row among all physical rows of the run, for per-row lookups
-        physical = (np.cumsum([0] + [f.physical_rows for f in fragments])[fragment_index] + offsets).astype(np.int64)
         if self.with_row_id:
             stable = np.concatenate([self._row_ids(f) for f in fragments]) if self._stable_ids else None
-            values = stable[physical] if stable is not None else addresses
+            values = stable[positions] if stable is not None else addresses
             table = table.append_column(ROW_ID, pa.array(values, pa.uint64()))
         if self.with_row_address:
             table = table.append_column(ROW_ADDRESS, pa.array(addresses, pa.uint64()))
-        masks = [self._live_mask(f) for f in fragments]
-        if any(m is not None for m in masks):
-            live = np.concatenate(
-                [np.ones(f.physical_rows, bool) if m is None else m for f, m in zip(fragments, masks, strict=True)]
-            )
-            table = table.filter(pa.array(live[physical]))
-        if self.filter is not None:
-            table = table.filter(self.filter)
-        return pa.Table.from_batches(list(self._finish(table, names)), schema=self.output_schema)
+        return pa.Table.from_batches(list(self._finish(table, keep)), schema=self.output_schema)
 
     def _flush(self, tables: list[pa.Table], names: list[str]) -> Iterator[pa.RecordBatch]:
         table = pa.concat_tables(tables)
