@@ -37,13 +37,14 @@ def read_deletion_vector(
 
 
 def write_deletion_vector(store: ObjectStore, fragment_id: int, read_version: int, deleted: BitMap) -> pb.DeletionFile:
-    """Write a new deletion file; its id is random so concurrent writers never collide."""
+    """Write a new deletion file; its id is random so concurrent writers never collide, and nothing reads it
+    before a commit names it (`ObjectStore.put_new`)."""
     file_id = random.getrandbits(63)
     deletion_file = pb.DeletionFile(
         file_type=pb.DeletionFile.BITMAP, read_version=read_version, id=file_id, num_deleted_rows=len(deleted)
     )
     deleted.run_optimize()
-    store.put(deletion_path(fragment_id, deletion_file), deleted.serialize())
+    store.put_new(deletion_path(fragment_id, deletion_file), deleted.serialize())
     return deletion_file
 
 
