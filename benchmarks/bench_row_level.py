@@ -84,15 +84,26 @@ def main() -> None:
         }
     )
 
+    # Each repetition works on a copy under a new path: files are immutable under their names, so a
+    # per-process cache keyed by path (parquet footers) would otherwise make repetitions after the first
+    # measure a warm cache on what is meant to be a cold operation.
+    copies = iter(range(1_000_000))
+
+    def fresh(kind: str) -> Path:
+        for old in root.glob(f"{kind}-[0-9]*"):
+            shutil.rmtree(old, ignore_errors=True)
+        path = root / f"{kind}-{next(copies)}"
+        shutil.copytree(root / f"{kind}-base", path)
+        last[kind] = path
+        return path
+
+    last: dict[str, Path] = {}
+
     def fresh_mvcc() -> mvcc.Table:
-        shutil.rmtree(root / "mvcc", ignore_errors=True)
-        shutil.copytree(root / "mvcc-base", root / "mvcc")
-        return mvcc.open_table(str(root / "mvcc"))
+        return mvcc.open_table(str(fresh("mvcc")))
 
     def fresh_lance() -> lance.LanceDataset:
-        shutil.rmtree(root / "lance", ignore_errors=True)
-        shutil.copytree(root / "lance-base", root / "lance")
-        return lance.dataset(str(root / "lance"))
+        return lance.dataset(str(fresh("lance")))
 
     workloads: list[tuple[str, Callable[[Any], Any], Callable[[Any], Any], int]] = [
         ("delete 10% of rows", lambda t: t.delete("id % 10 = 0"), lambda d: d.delete("id % 10 = 0"), rows * 9 // 10),
@@ -130,8 +141,8 @@ def main() -> None:
         for _ in range(repeat):
             mvcc_runs.append(one_run(fresh_mvcc, mvcc_op))
             lance_runs.append(one_run(fresh_lance, lance_op))
-        mvcc_rows = mvcc.open_table(str(root / "mvcc")).count_rows()
-        lance_rows = lance.dataset(str(root / "lance")).count_rows()
+        mvcc_rows = mvcc.open_table(str(last["mvcc"])).count_rows()
+        lance_rows = lance.dataset(str(last["lance"])).count_rows()
         if not mvcc_rows == lance_rows == expected:
             print(f"  WARNING: row counts differ: mvcc {mvcc_rows}, pylance {lance_rows}, expected {expected}")
         mvcc_ms, lance_ms = (statistics.median(r[0] for r in runs) for runs in (mvcc_runs, lance_runs))
