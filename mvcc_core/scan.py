@@ -413,10 +413,11 @@ class Scan:
         else:
             positions = np.flatnonzero(mask)
             table = table.filter(pa.array(mask))
-        fragment_index = np.searchsorted(starts, positions, side="right") - 1
-        offsets = (positions - starts[fragment_index]).astype(np.uint64)
+        # rows kept per fragment, then each row's fragment as runs (cheaper than a search per row)
+        counts = np.diff(np.searchsorted(positions, starts))
+        offsets = (positions - np.repeat(starts[:-1], counts)).astype(np.uint64)
         ids = np.array([f.id for f in fragments], dtype=np.uint64)
-        addresses = (ids[fragment_index] << np.uint64(32)) | offsets
+        addresses = np.repeat(ids << np.uint64(32), counts) | offsets
         if self.with_row_id:
             stable = np.concatenate([self._row_ids(f) for f in fragments]) if self._stable_ids else None
             values = stable[positions] if stable is not None else addresses
