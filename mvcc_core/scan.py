@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -61,6 +62,29 @@ _FRAGMENT_THREADS = max(4, 2 * (os.cpu_count() or 2))
 DEFAULT_BATCH_SIZE = 131_072
 # Threads reading local files in a row-address scan (`Scan._read_local`): decoding is CPU bound.
 _LOCAL_READ_THREADS = os.cpu_count() or 2
+_LOCAL_POOL: tuple[int, ThreadPoolExecutor] | None = None
+_LOCAL_POOL_LOCK = threading.Lock()
+
+
+def _local_pool() -> ThreadPoolExecutor:
+    """The process's pool for `Scan._read_local`, kept between scans (starting threads per scan costs more
+    than a small scan's reads when the machine is busy); a fresh one after a fork, whose child has none of
+    the parent's threads. Its tasks never submit to it, so sharing it cannot deadlock."""
+    global _LOCAL_POOL
+    with _LOCAL_POOL_LOCK:
+        if _LOCAL_POOL is None or _LOCAL_POOL[0] != os.getpid():
+            _LOCAL_POOL = (os.getpid(), ThreadPoolExecutor(_LOCAL_READ_THREADS, thread_name_prefix="mvcc-scan"))
+        return _LOCAL_POOL[1]
+
+
+def _forget_local_pool() -> None:
+    global _LOCAL_POOL, _LOCAL_POOL_LOCK
+    _LOCAL_POOL, _LOCAL_POOL_LOCK = None, threading.Lock()  # the parent's lock may have been held at the fork
+
+
+os.register_at_fork(after_in_child=_forget_local_pool)
+
+
 _MATCH = "__mvcc_match"  # the filter's result as a column of a row-address scan (see `Scan._offsets_table`)
 
 
@@ -462,8 +486,7 @@ class Scan:
 
         if len(fragments) < 2:
             return read(0)
-        with ThreadPoolExecutor(max_workers=_LOCAL_READ_THREADS) as pool:
-            return pa.concat_tables(list(pool.map(read, range(len(fragments)))))
+        return pa.concat_tables(list(_local_pool().map(read, range(len(fragments)))))
 
     def _flush(self, tables: list[pa.Table], names: list[str]) -> Iterator[pa.RecordBatch]:
         table = pa.concat_tables(tables)
