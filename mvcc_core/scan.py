@@ -729,12 +729,18 @@ class Scan:
 
 def _evaluate(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray:
     """`expr` over every row of `table`, as one column: one pass over the table's columns made contiguous
-    (a pass per small chunk costs Acero's per-batch overhead for each)."""
+    (a pass per small chunk costs Acero's per-batch overhead for each). Acero splits the work into batches
+    of 32k rows; below a couple of those its thread pool adds only a hand-off, so a small table (a pruned
+    merge_insert scan) is evaluated on the calling thread."""
     import pyarrow.acero as acero
 
     source = acero.Declaration("table_source", acero.TableSourceNodeOptions(table.combine_chunks()))
     project = acero.Declaration("project", acero.ProjectNodeOptions([expr], [_MATCH]))
-    return acero.Declaration.from_sequence([source, project]).to_table(use_threads=True).column(0)
+    plan = acero.Declaration.from_sequence([source, project])
+    return plan.to_table(use_threads=table.num_rows >= _THREADED_EVALUATION_ROWS).column(0)
+
+
+_THREADED_EVALUATION_ROWS = 65_536
 
 
 def _base_of(fragment: pb.DataFragment) -> int:
