@@ -6,8 +6,9 @@ rewrite. Three paths, in manifest order:
 
 - fragments of one data file without deletions, read without row addresses, go through one pyarrow
   dataset over all their files (row-group statistics prune, the scan runs multi-threaded);
-- one-file fragments with a deletion vector (or when `_rowaddr` is asked for) are read row group by
-  row group, so each row's offset in its fragment is known;
+- one-file fragments with a deletion vector (or when `_rowaddr` / `_rowid` is asked for) are read whole,
+  in fragment and file order, so each row's offset is its position among the rows read (`to_table`:
+  the row-address scan of delete, update and merge_insert; `to_batches`: streamed per batch);
 - fragments of several data files (columns added or replaced later) are read file by file and put
   side by side; each field comes from the last file that holds it (earlier copies are tombstoned),
   and a field no file holds reads as nulls.
