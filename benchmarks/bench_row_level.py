@@ -2,16 +2,21 @@
 
 Workloads, each on a fresh copy of a 1M-row table of 200 fragments (5,000 rows each), timing only the
 operation: delete 10% of the rows (spread over every fragment), update 1% of the rows, merge_insert of
-10,000 rows (half updates of existing keys, half new keys). Not a test: run it by hand.
+10,000 rows (half updates of existing keys, half new keys) with the existing keys clustered at the end of the
+table and with them spread over the whole table. mvcc and pylance repetitions alternate, so a burst of load
+on the (shared) machine hits both; wall and CPU time (`time.process_time`, all threads) are both reported.
+Not a test: run it by hand, or through `benchmarks/run.py`.
 
-    python benchmarks/bench_row_level.py            # 1M rows, median of 3
+    python benchmarks/bench_row_level.py            # 1M rows, median of 5
     python benchmarks/bench_row_level.py --quick    # 200k rows, one run
+    python benchmarks/bench_row_level.py --only delete --repeat 9
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import tempfile
@@ -46,14 +51,24 @@ def timed(setup: Callable[[], Any], op: Callable[[Any], Any], repeat: int) -> tu
     return statistics.median(times) * 1e3, handle
 
 
+def one_run(setup: Callable[[], Any], op: Callable[[Any], Any]) -> tuple[float, float]:
+    """(wall ms, CPU ms) of `op(setup())`, timing only the operation."""
+    handle = setup()
+    wall, cpu = time.perf_counter(), time.process_time()
+    op(handle)
+    return (time.perf_counter() - wall) * 1e3, (time.process_time() - cpu) * 1e3
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", help="write the results as JSON here")
+    parser.add_argument("--repeat", type=int, help="repetitions per workload (default 5, 1 with --quick)")
+    parser.add_argument("--only", help="run only workloads whose name contains this")
     args = parser.parse_args()
     rows = 200_000 if args.quick else 1_000_000
     per_fragment = rows // 200
-    repeat = 1 if args.quick else 3
+    repeat = args.repeat or (1 if args.quick else 5)
     root = Path(tempfile.mkdtemp(prefix="mvcc-bench-rows-"))
     table = data(rows)
     mvcc.write_table(table, str(root / "mvcc-base"), max_rows_per_file=per_fragment)
@@ -70,15 +85,29 @@ def main() -> None:
         }
     )
 
+    # Each repetition works on a copy under a new path: files are immutable under their names, so a
+    # per-process cache keyed by path (parquet footers) would otherwise make repetitions after the first
+    # measure a warm cache on what is meant to be a cold operation.
+    copies = iter(range(1_000_000))
+
+    def fresh(kind: str) -> Path:
+        for old in root.glob(f"{kind}-[0-9]*"):
+            shutil.rmtree(old, ignore_errors=True)
+        path = root / f"{kind}-{next(copies)}"
+        shutil.copytree(root / f"{kind}-base", path)
+        # Flush the copy now: otherwise its dirty pages are written back during the timed operation, and
+        # the kernel charges that to whoever writes next (the operation's own few small files).
+        os.sync()
+        last[kind] = path
+        return path
+
+    last: dict[str, Path] = {}
+
     def fresh_mvcc() -> mvcc.Table:
-        shutil.rmtree(root / "mvcc", ignore_errors=True)
-        shutil.copytree(root / "mvcc-base", root / "mvcc")
-        return mvcc.open_table(str(root / "mvcc"))
+        return mvcc.open_table(str(fresh("mvcc")))
 
     def fresh_lance() -> lance.LanceDataset:
-        shutil.rmtree(root / "lance", ignore_errors=True)
-        shutil.copytree(root / "lance-base", root / "lance")
-        return lance.dataset(str(root / "lance"))
+        return lance.dataset(str(fresh("lance")))
 
     workloads: list[tuple[str, Callable[[Any], Any], Callable[[Any], Any], int]] = [
         ("delete 10% of rows", lambda t: t.delete("id % 10 = 0"), lambda d: d.delete("id % 10 = 0"), rows * 9 // 10),
@@ -106,19 +135,39 @@ def main() -> None:
     files = [str(p) for p in sorted((root / "mvcc-base" / "data").glob("*.parquet"))]
     floor_ms, _ = timed(lambda: None, lambda _: pq.ParquetDataset(files).read(columns=["c0"]), max(repeat, 3))
     results = []
-    print(f"{rows:,} rows in 200 fragments; median of {repeat}")
+    print(f"{rows:,} rows in 200 fragments; median of {repeat}, mvcc and pylance alternating")
     print(f"floor: plain pyarrow reading the id column of the 200 files: {floor_ms:.1f} ms")
-    print(f"{'workload':<28}{'mvcc ms':>10}{'pylance ms':>12}{'ratio':>8}  target")
+    header = f"{'workload':<28}{'mvcc ms':>10}{'pylance ms':>12}{'ratio':>8}"
+    print(header + f"{'mvcc cpu':>10}{'pylance cpu':>13}{'ratio':>8}")
     for name, mvcc_op, lance_op, expected in workloads:
-        mvcc_ms, t = timed(fresh_mvcc, mvcc_op, repeat)
-        lance_ms, d = timed(fresh_lance, lance_op, repeat)
-        mvcc_rows = mvcc.open_table(str(root / "mvcc")).count_rows()
-        lance_rows = lance.dataset(str(root / "lance")).count_rows()
+        if args.only and args.only not in name:
+            continue
+        mvcc_runs, lance_runs = [], []
+        for _ in range(repeat):
+            mvcc_runs.append(one_run(fresh_mvcc, mvcc_op))
+            lance_runs.append(one_run(fresh_lance, lance_op))
+        mvcc_rows = mvcc.open_table(str(last["mvcc"])).count_rows()
+        lance_rows = lance.dataset(str(last["lance"])).count_rows()
         if not mvcc_rows == lance_rows == expected:
             print(f"  WARNING: row counts differ: mvcc {mvcc_rows}, pylance {lance_rows}, expected {expected}")
-        ratio = mvcc_ms / lance_ms
-        print(f"{name:<28}{mvcc_ms:>10.1f}{lance_ms:>12.1f}{ratio:>7.2f}x  <=1.0x")
-        results.append({"workload": name, "mvcc_ms": mvcc_ms, "pylance_ms": lance_ms, "ratio": ratio})
+        mvcc_ms, lance_ms = (statistics.median(r[0] for r in runs) for runs in (mvcc_runs, lance_runs))
+        mvcc_cpu, lance_cpu = (statistics.median(r[1] for r in runs) for runs in (mvcc_runs, lance_runs))
+        ratio, cpu_ratio = mvcc_ms / lance_ms, mvcc_cpu / lance_cpu
+        print(
+            f"{name:<28}{mvcc_ms:>10.1f}{lance_ms:>12.1f}{ratio:>7.2f}x"
+            f"{mvcc_cpu:>10.1f}{lance_cpu:>13.1f}{cpu_ratio:>7.2f}x"
+        )
+        results.append(
+            {
+                "workload": name,
+                "mvcc_ms": mvcc_ms,
+                "pylance_ms": lance_ms,
+                "ratio": ratio,
+                "mvcc_cpu_ms": mvcc_cpu,
+                "pylance_cpu_ms": lance_cpu,
+                "repeat": repeat,
+            }
+        )
     shutil.rmtree(root, ignore_errors=True)
     if args.out:
         Path(args.out).write_text(json.dumps({"rows": rows, "floor_ms": floor_ms, "results": results}, indent=2))

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyroaring import BitMap, BitMap64
+from pyroaring import BitMap
 
 from . import operations as ops
 from ._proto import table_pb2 as pb
-from .deletion import deletion_path, read_deletion_vector, write_deletion_vector
+from .deletion import addresses_serialized, deletion_path, offsets_bitmap, read_deletion_vector, write_deletion_vector
 from .scan import ROW_ADDRESS, Scan
 from .storage import ObjectStore
 
@@ -67,10 +67,10 @@ def delete_addresses(store: ObjectStore, manifest: pb.Manifest, addresses: np.nd
     by_id = {f.id: f for f in manifest.fragments}
     written: list[str] = []
 
-    def merge(fid: int, offsets: np.ndarray) -> pb.DataFragment | None:
+    def merge(fid: int, offsets: BitMap) -> pb.DataFragment | None:
         """The fragment with its new deletion vector, or None when no row of it is left."""
         frag = by_id[fid]
-        deleted = read_deletion_vector(store, frag, manifest.base_paths) | BitMap(offsets.astype(np.uint32))
+        deleted = read_deletion_vector(store, frag, manifest.base_paths) | offsets
         if len(deleted) >= frag.physical_rows:
             return None
         deletion_file = write_deletion_vector(store, fid, manifest.version, deleted)
@@ -80,11 +80,13 @@ def delete_addresses(store: ObjectStore, manifest: pb.Manifest, addresses: np.nd
         new.deletion_file.CopyFrom(deletion_file)
         return new
 
-    bounds = list(starts[1:]) + [len(addresses)]
+    bounds = [*starts[1:].tolist(), len(addresses)]
+    low = (addresses & np.uint64(0xFFFFFFFF)).astype(np.uint32)
     groups = [
-        (int(fid), addresses[start:end] & np.uint64(0xFFFFFFFF))
-        for fid, start, end in zip(ids, starts, bounds, strict=True)
+        (fid, offsets_bitmap(low[start:end]))
+        for fid, start, end in zip(ids.tolist(), starts.tolist(), bounds, strict=True)
     ]
+    affected = addresses_serialized(groups)
     try:  # one small file per fragment: on S3 each is a round trip, so a few threads write them
         if store.scheme in ("file", "memory") or len(groups) < 2:
             results = [merge(*g) for g in groups]
@@ -96,7 +98,7 @@ def delete_addresses(store: ObjectStore, manifest: pb.Manifest, addresses: np.nd
         raise
     updated = [r for r in results if r is not None]
     removed = [fid for (fid, _), r in zip(groups, results, strict=True) if r is None]
-    return DeletedRows(updated, removed, BitMap64(addresses).serialize(), written)
+    return DeletedRows(updated, removed, affected, written)
 
 
 def plan_delete(store: ObjectStore, manifest: pb.Manifest, predicate: str | pc.Expression) -> DeletePlan:

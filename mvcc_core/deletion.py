@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import array
 import random
-from collections.abc import Iterable
+import struct
+from collections.abc import Iterable, Sequence
 
+import numpy as np
 from pyroaring import BitMap
 
 from ._proto import table_pb2 as pb
@@ -34,16 +37,34 @@ def read_deletion_vector(
 
 
 def write_deletion_vector(store: ObjectStore, fragment_id: int, read_version: int, deleted: BitMap) -> pb.DeletionFile:
-    """Write a new deletion file; its id is random so concurrent writers never collide."""
+    """Write a new deletion file; its id is random so concurrent writers never collide, and nothing reads it
+    before a commit names it (`ObjectStore.put_new`)."""
     file_id = random.getrandbits(63)
     deletion_file = pb.DeletionFile(
         file_type=pb.DeletionFile.BITMAP, read_version=read_version, id=file_id, num_deleted_rows=len(deleted)
     )
     deleted.run_optimize()
-    store.put(deletion_path(fragment_id, deletion_file), deleted.serialize())
+    store.put_new(deletion_path(fragment_id, deletion_file), deleted.serialize())
     return deletion_file
 
 
 def live_rows(fragment: pb.DataFragment) -> int:
     deleted = fragment.deletion_file.num_deleted_rows if fragment.HasField("deletion_file") else 0
     return fragment.physical_rows - deleted
+
+
+def offsets_bitmap(offsets: np.ndarray) -> BitMap:
+    """Row offsets as a 32-bit bitmap. pyroaring copies an `array.array('I')` in one call but walks a numpy
+    array value by value (about ten times slower)."""
+    return BitMap(array.array("I", np.ascontiguousarray(offsets, dtype=np.uint32).tobytes()))
+
+
+def addresses_serialized(by_fragment: Sequence[tuple[int, BitMap]]) -> bytes:
+    """The row addresses (fragment id << 32 | offset) of `by_fragment` (ascending fragment ids, each with its
+    offsets) in the portable 64-bit roaring format: the bytes `BitMap64(addresses).serialize()` gives, built
+    from the per-fragment bitmaps at hand instead of converting every address again."""
+    parts = [struct.pack("<Q", len(by_fragment))]
+    for fragment_id, offsets in by_fragment:
+        parts.append(struct.pack("<I", fragment_id))
+        parts.append(offsets.serialize())
+    return b"".join(parts)

@@ -6,8 +6,9 @@ rewrite. Three paths, in manifest order:
 
 - fragments of one data file without deletions, read without row addresses, go through one pyarrow
   dataset over all their files (row-group statistics prune, the scan runs multi-threaded);
-- one-file fragments with a deletion vector (or when `_rowaddr` is asked for) are read row group by
-  row group, so each row's offset in its fragment is known;
+- one-file fragments with a deletion vector (or when `_rowaddr` / `_rowid` is asked for) are read whole,
+  in fragment and file order, so each row's offset is its position among the rows read (`to_table`:
+  the row-address scan of delete, update and merge_insert; `to_batches`: streamed per batch);
 - fragments of several data files (columns added or replaced later) are read file by file and put
   side by side; each field comes from the last file that holds it (earlier copies are tombstoned),
   and a field no file holds reads as nulls.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -27,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from . import frag_reuse, row_ids
 from . import schema as schema_mod
@@ -58,6 +61,32 @@ __all__ = ["DEFAULT_BATCH_SIZE", "ROW_ADDRESS", "IndexUse", "Scan", "ScanPlan", 
 # Threads reading multi-file fragments one by one (each is several small reads; I/O bound on S3).
 _FRAGMENT_THREADS = max(4, 2 * (os.cpu_count() or 2))
 DEFAULT_BATCH_SIZE = 131_072
+# Threads reading local files in a row-address scan (`Scan._read_local`): decoding is CPU bound.
+_LOCAL_READ_THREADS = os.cpu_count() or 2
+_LOCAL_POOL: tuple[int, ThreadPoolExecutor] | None = None
+_LOCAL_POOL_LOCK = threading.Lock()
+
+
+def _local_pool() -> ThreadPoolExecutor:
+    """The process's pool for `Scan._read_local`, kept between scans (starting threads per scan costs more
+    than a small scan's reads when the machine is busy); a fresh one after a fork, whose child has none of
+    the parent's threads. Its tasks never submit to it, so sharing it cannot deadlock."""
+    global _LOCAL_POOL
+    with _LOCAL_POOL_LOCK:
+        if _LOCAL_POOL is None or _LOCAL_POOL[0] != os.getpid():
+            _LOCAL_POOL = (os.getpid(), ThreadPoolExecutor(_LOCAL_READ_THREADS, thread_name_prefix="mvcc-scan"))
+        return _LOCAL_POOL[1]
+
+
+def _forget_local_pool() -> None:
+    global _LOCAL_POOL, _LOCAL_POOL_LOCK
+    _LOCAL_POOL, _LOCAL_POOL_LOCK = None, threading.Lock()  # the parent's lock may have been held at the fork
+
+
+os.register_at_fork(after_in_child=_forget_local_pool)
+
+
+_MATCH = "__mvcc_match"  # the filter's result as a column of a row-address scan (see `Scan._offsets_table`)
 
 
 # ---- per-process caches
@@ -355,44 +384,110 @@ class Scan:
             yield from self._flush(buffer, names)
 
     def _offsets_table(self, fragments: list[pb.DataFragment]) -> pa.Table:
-        """`_offsets` for a whole result at once, vectorized: one dataset `to_table` that also returns
-        each row's fragment and batch index, from which offsets, row ids and deletions follow."""
+        """`_offsets` for a whole result at once, vectorized: the row-address scan of delete, update and
+        merge_insert.
+
+        One multi-threaded dataset `to_table` whose projection is the output columns and the filter as a
+        boolean column (evaluated by the scan's threads, reading only the columns it needs). The dataset
+        returns rows in fragment order and each fragment's rows in file order (Arrow's `ToTable` places
+        every batch by fragment and batch index), so a row's position among the run's physical rows gives
+        its fragment and offset: nothing per row is read besides the data. Only the matching live rows are
+        then taken out.
+        """
         names = self._read_names()
         fragments, files = self._prune(fragments)
         if not fragments:
             return self.output_schema.empty_table()
-        table = self._dataset(fragments, files).to_table(
-            columns=[*self._physical(names), "__fragment_index", "__batch_index"], use_threads=True
-        )
-        fragment_index = table.column("__fragment_index").to_numpy().astype(np.int64)
-        batch_index = table.column("__batch_index").to_numpy().astype(np.int64)
-        table = table.drop_columns(["__fragment_index", "__batch_index"])
-        if len(fragment_index) > 1:
-            key = fragment_index * (1 << 32) + batch_index
-            if np.any(np.diff(key) < 0):  # rows arrive grouped by batch; put batches back in file order
-                order = np.argsort(key, kind="stable")
-                table, fragment_index = table.take(order), fragment_index[order]
-        first = np.searchsorted(fragment_index, np.arange(len(fragments)))
-        offsets = (np.arange(len(fragment_index)) - first[fragment_index]).astype(np.uint64)
+        wanted = set(self.columns)
+        # a caller's filter over table names needs every column it reads, after relabelling
+        keep = [n for n in names if n in wanted or self._post_filter is not None]
+        if not keep and self.filter is None:
+            keep = names[:1]  # something to count the rows by
+        starts = np.cumsum([0] + [f.physical_rows for f in fragments], dtype=np.int64)
+        match = None
+        if self.store.scheme == "file":  # see `_read_local`
+            needed = [n for n in names if n in keep or n in self._filter_columns] or names[:1]
+            pruned = self.filter is not None and self.bound is not None and self.bound.prunable
+            table = self._read_local(fragments, files if pruned else None, self._physical(needed))
+            if self.filter is not None:
+                match = _evaluate(table.select(self._physical(self._filter_columns) or needed[:1]), self.filter)
+            table = table.select(self._physical(keep))
+        else:
+            projection = {p: pc.field(p) for p in self._physical(keep)}
+            if self.filter is not None:
+                projection[_MATCH] = self.filter
+            table = self._dataset(fragments, files).to_table(columns=projection, use_threads=True)
+            if self.filter is not None:
+                match = table.column(_MATCH)
+                table = table.drop_columns([_MATCH])
+        if table.num_rows != starts[-1]:
+            raise CorruptManifestError(
+                f"fragments {[f.id for f in fragments][:20]} of {self.store.uri} read {table.num_rows} rows, "
+                f"the manifest says {int(starts[-1])}"
+            )
+        mask = None if match is None else pc.fill_null(match, False).to_numpy()
+        for i, frag in enumerate(fragments):
+            live = self._live_mask(frag)
+            if live is not None:
+                if mask is None:
+                    mask = np.ones(int(starts[-1]), dtype=bool)
+                mask[starts[i] : starts[i + 1]] &= live
+        # positions of the rows kept among the run's physical rows: their fragment, offset and address
+        if mask is None:
+            positions = np.arange(starts[-1], dtype=np.int64)
+        else:
+            positions = np.flatnonzero(mask)
+            table = table.filter(pa.array(mask))
+        # rows kept per fragment, then each row's fragment as runs (cheaper than a search per row)
+        counts = np.diff(np.searchsorted(positions, starts))
+        offsets = (positions - np.repeat(starts[:-1], counts)).astype(np.uint64)
         ids = np.array([f.id for f in fragments], dtype=np.uint64)
-        addresses = (ids[fragment_index] << np.uint64(32)) | offsets
-        # position of each row among all physical rows of the run, for per-row lookups
-        physical = (np.cumsum([0] + [f.physical_rows for f in fragments])[fragment_index] + offsets).astype(np.int64)
+        addresses = np.repeat(ids << np.uint64(32), counts) | offsets
         if self.with_row_id:
             stable = np.concatenate([self._row_ids(f) for f in fragments]) if self._stable_ids else None
-            values = stable[physical] if stable is not None else addresses
+            values = stable[positions] if stable is not None else addresses
             table = table.append_column(ROW_ID, pa.array(values, pa.uint64()))
         if self.with_row_address:
             table = table.append_column(ROW_ADDRESS, pa.array(addresses, pa.uint64()))
-        masks = [self._live_mask(f) for f in fragments]
-        if any(m is not None for m in masks):
-            live = np.concatenate(
-                [np.ones(f.physical_rows, bool) if m is None else m for f, m in zip(fragments, masks, strict=True)]
-            )
-            table = table.filter(pa.array(live[physical]))
-        if self.filter is not None:
-            table = table.filter(self.filter)
-        return pa.Table.from_batches(list(self._finish(table, names)), schema=self.output_schema)
+        return pa.Table.from_batches(list(self._finish(table, keep)), schema=self.output_schema)
+
+    def _read_local(
+        self, fragments: list[pb.DataFragment], files: list[ds.ParquetFileFragment] | None, names: list[str]
+    ) -> pa.Table:
+        """Physical columns `names` of one-file fragments on local disk, whole files in fragment order.
+
+        Each file is read synchronously by `pyarrow.parquet.ParquetFile`, on one thread per core: for many
+        small files the dataset scanner's asynchronous machinery (futures and thread hand-offs per file and
+        batch) costs about a third of the CPU of such a scan. `files`: dataset fragments whose footers
+        `_prune` has loaded, reused instead of read again. A column a file lacks reads as nulls, a column of
+        another type is cast, as in the dataset scanner.
+        """
+        schema = pa.schema([self.physical_schema.field(n) for n in names])
+
+        def read(index: int) -> pa.Table:
+            frag = fragments[index]
+            store, rel = data_file_location(self.store, self.manifest.base_paths, frag.files[0])
+            with store.arrow_filesystem().open_input_file(store.arrow_path(rel)) as source:
+                metadata = files[index].metadata if files is not None else None
+                parquet = pq.ParquetFile(source, metadata=metadata, pre_buffer=False)
+                present = set(parquet.schema_arrow.names)
+                part = parquet.read(columns=[n for n in names if n in present], use_threads=False)
+            if part.num_rows != frag.physical_rows:
+                raise CorruptManifestError(
+                    f"fragment {frag.id} of {self.store.uri}: data file {frag.files[0].path} has {part.num_rows} "
+                    f"rows, the fragment {frag.physical_rows}"
+                )
+            if part.schema.equals(schema):
+                return part
+            columns = [
+                part.column(f.name).cast(f.type) if f.name in present else pa.nulls(part.num_rows, f.type)
+                for f in schema
+            ]
+            return pa.Table.from_arrays(columns, schema=schema)
+
+        if len(fragments) < 2:
+            return read(0)
+        return pa.concat_tables(list(_local_pool().map(read, range(len(fragments)))))
 
     def _flush(self, tables: list[pa.Table], names: list[str]) -> Iterator[pa.RecordBatch]:
         table = pa.concat_tables(tables)
@@ -631,6 +726,22 @@ class Scan:
             return total
         finally:
             self.columns = saved
+
+
+def _evaluate(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray:
+    """`expr` over every row of `table`, as one column: one pass over the table's columns made contiguous
+    (a pass per small chunk costs Acero's per-batch overhead for each). Acero splits the work into batches
+    of 32k rows; below a couple of those its thread pool adds only a hand-off, so a small table (a pruned
+    merge_insert scan) is evaluated on the calling thread."""
+    import pyarrow.acero as acero
+
+    source = acero.Declaration("table_source", acero.TableSourceNodeOptions(table.combine_chunks()))
+    project = acero.Declaration("project", acero.ProjectNodeOptions([expr], [_MATCH]))
+    plan = acero.Declaration.from_sequence([source, project])
+    return plan.to_table(use_threads=table.num_rows >= _THREADED_EVALUATION_ROWS).column(0)
+
+
+_THREADED_EVALUATION_ROWS = 65_536
 
 
 def _base_of(fragment: pb.DataFragment) -> int:

@@ -214,6 +214,9 @@ class _Backend:
     def put_if_not_exists(self, rel: str, data: bytes) -> bool:
         raise NotImplementedError
 
+    def put_new(self, rel: str, data: bytes) -> None:
+        self.put(rel, data)
+
     def rename_if_not_exists(self, src: str, dst: str) -> bool:
         raise NotImplementedError
 
@@ -376,6 +379,27 @@ class _LocalBackend(_Backend):
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+            raise
+        if self.fsync:
+            _fsync_dir(os.path.dirname(final))
+
+    def put_new(self, rel: str, data: bytes) -> None:
+        # Written in place (open, write, close): a temporary name and a rename would only hide a partial
+        # file from readers, and no reader looks at this name before the caller publishes it.
+        final = self.full(rel)
+        try:
+            fd = os.open(final, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileNotFoundError:
+            os.makedirs(os.path.dirname(final), exist_ok=True)
+            fd = os.open(final, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            with os.fdopen(fd, "wb", buffering=0) as f:
+                f.write(data)
+                if self.fsync:
+                    os.fsync(fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(final)
             raise
         if self.fsync:
             _fsync_dir(os.path.dirname(final))
@@ -986,6 +1010,15 @@ class ObjectStore:
         rel = self._clean(rel)
         with self._errors("put", rel):
             self._backend.put(rel, data)
+
+    def put_new(self, rel: str, data: bytes) -> None:
+        """Create an object under a fresh name (a random id) that nothing references until the caller
+        publishes it, e.g. in a commit. Readers therefore never look at it while it is written, so a local
+        store writes it in place, without the temporary file and rename of `put`; a crash may leave a partial
+        file behind, unreferenced like any other orphan. Locally it fails if the name exists. Elsewhere: `put`."""
+        rel = self._clean(rel)
+        with self._errors("put_new", rel):
+            self._backend.put_new(rel, data)
 
     def put_if_not_exists(self, rel: str, data: bytes) -> bool:
         """Create the object only if its name is free: True if we wrote it, False if the name was taken.

@@ -164,6 +164,20 @@ def test_put_if_not_exists(store: ObjectStore) -> None:
     assert [m.path for m in store.list("_versions")] == [V2_OLDER]
 
 
+def test_put_new_writes_a_fresh_object_and_its_directories(store: ObjectStore) -> None:
+    store.put_new("_deletions/7-3-123.bin", b"vector")
+    assert store.get("_deletions/7-3-123.bin") == b"vector"
+    assert [m.path for m in store.list("_deletions")] == ["_deletions/7-3-123.bin"]  # nothing else left behind
+
+
+def test_put_new_refuses_an_existing_name_on_local_disk(tmp_path: Path) -> None:
+    store = open_store(str(tmp_path / "t"))
+    store.put_new("_deletions/1-1-1.bin", b"first")
+    with pytest.raises(StorageError, match="put_new"):
+        store.put_new("_deletions/1-1-1.bin", b"second")
+    assert store.get("_deletions/1-1-1.bin") == b"first"
+
+
 def test_rename_if_not_exists(store: ObjectStore) -> None:
     store.put("staged/a", b"A")
     store.put("staged/b", b"B")
