@@ -5,7 +5,8 @@ columns and relabels them with the table's current names at the end: renames and
 rewrite. Three paths, in manifest order:
 
 - fragments of one data file without deletions, read without row addresses, go through one pyarrow
-  dataset over all their files (row-group statistics prune, the scan runs multi-threaded);
+  dataset over all their files (row-group statistics prune, the scan runs multi-threaded); without a
+  filter, on a local disk or in memory, their files are decoded one by one on a few threads instead;
 - one-file fragments with a deletion vector (or when `_rowaddr` is asked for) are read row group by
   row group, so each row's offset in its fragment is known;
 - fragments of several data files (columns added or replaced later) are read file by file and put
@@ -46,6 +47,7 @@ from .parquet_io import (
     field_owners,
     filter_table,
     parquet_footer,
+    read_file,
     read_row_groups,
     row_address,
 )
@@ -58,6 +60,9 @@ __all__ = ["DEFAULT_BATCH_SIZE", "ROW_ADDRESS", "IndexUse", "Scan", "ScanPlan", 
 # Threads reading multi-file fragments one by one (each is several small reads; I/O bound on S3).
 _FRAGMENT_THREADS = max(4, 2 * (os.cpu_count() or 2))
 DEFAULT_BATCH_SIZE = 131_072
+# Threads decoding whole files of an unfiltered scan, and how many rows they may read ahead of the consumer.
+_WHOLE_FILE_THREADS = max(2, min(4, os.cpu_count() or 2))
+_WHOLE_FILE_AHEAD_ROWS = 4 * DEFAULT_BATCH_SIZE
 
 
 # ---- per-process caches
@@ -306,12 +311,55 @@ class Scan:
 
     def _bulk(self, fragments: list[pb.DataFragment]) -> Iterator[pa.RecordBatch]:
         names = self._read_names()
+        if self._whole_files_apply():
+            for table in self._whole_files(fragments, names):
+                if table.num_rows:
+                    yield from self._finish(table, names)
+            return
         scanner = self._dataset(fragments).scanner(
             columns=self._physical(names), filter=self.filter, batch_size=self.batch_size, use_threads=True
         )
         for batch in scanner.to_batches():
             if batch.num_rows:
                 yield from self._finish(batch, names)
+
+    def _whole_files_apply(self) -> bool:
+        """Whether bulk fragments are read file by file (`_whole_files`) rather than by a dataset scan: without a
+        filter (nothing to push down or prune by statistics) on a local disk or in memory (on object stores the
+        dataset scanner's buffered, read-ahead requests are kept)."""
+        return self.filter is None and self._post_filter is None and self.store.scheme in ("file", "memory")
+
+    def _whole_files(self, fragments: list[pb.DataFragment], names: list[str]) -> Iterator[pa.Table]:
+        """Columns `names` (physical) of one-file fragments, a table per file in order, read on a few threads.
+
+        Arrow's dataset scanner costs ~25% more CPU per file than decoding each file on one thread
+        (`parquet_io.read_file`; measured on 200 files of 5,000 rows). A file whose columns differ from the
+        version's (a dropped struct field, an altered nullability) is read through a dataset fragment, which
+        fills and casts as the scanner does. At most `_WHOLE_FILE_AHEAD_ROWS` rows are read ahead.
+        """
+        physical = pa.schema([self.physical_schema.field(self.table_schema.get_field_index(n)) for n in names])
+
+        def read(frag: pb.DataFragment) -> pa.Table:
+            data_file = frag.files[0]
+            store, rel = data_file_location(self.store, self.manifest.base_paths, data_file)
+            key = (store.scheme, store.arrow_path(rel), data_file.file_size_bytes)
+            table = read_file(store.arrow_filesystem(), key, physical)
+            if table is None:
+                table = self._file_fragment(data_file).to_table(schema=self.physical_schema, columns=physical.names)
+            return table
+
+        with ThreadPoolExecutor(max_workers=_WHOLE_FILE_THREADS) as pool:
+            pending: deque[tuple[int, Future[pa.Table]]] = deque()
+            ahead = 0
+            for frag in fragments:
+                while pending and len(pending) >= _WHOLE_FILE_THREADS and ahead >= _WHOLE_FILE_AHEAD_ROWS:
+                    rows, future = pending.popleft()
+                    ahead -= rows
+                    yield future.result()
+                pending.append((frag.physical_rows, pool.submit(read, frag)))
+                ahead += frag.physical_rows
+            while pending:
+                yield pending.popleft()[1].result()
 
     def _offsets(self, fragments: list[pb.DataFragment]) -> Iterator[pa.RecordBatch]:
         """One-file fragments whose row offsets matter (deletion vectors, `_rowaddr`, `_rowid`).
@@ -604,9 +652,16 @@ class Scan:
         if self._post_filter is None and len(runs) == 1 and runs[0][0] == "bulk":
             names = self._read_names()
             with missing_files(self.store):
-                table = self._dataset(runs[0][1]).to_table(
-                    columns=self._physical(names), filter=self.filter, use_threads=True
-                )
+                if self._whole_files_apply():
+                    parts = list(self._whole_files(runs[0][1], names))
+                    schema = pa.schema(
+                        [self.physical_schema.field(self.table_schema.get_field_index(n)) for n in names]
+                    )
+                    table = pa.concat_tables(parts) if parts else schema.empty_table()
+                else:
+                    table = self._dataset(runs[0][1]).to_table(
+                        columns=self._physical(names), filter=self.filter, use_threads=True
+                    )
             table = schema_mod.relabel(table, pa.schema([self.table_schema.field(n) for n in names]))
             return pa.Table.from_arrays(table.select(self.columns).columns, schema=self.output_schema)
         if not runs:
