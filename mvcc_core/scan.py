@@ -63,6 +63,7 @@ DEFAULT_BATCH_SIZE = 131_072
 # Threads decoding whole files of an unfiltered scan, and how many rows they may read ahead of the consumer.
 _WHOLE_FILE_THREADS = max(2, min(4, os.cpu_count() or 2))
 _WHOLE_FILE_AHEAD_ROWS = 4 * DEFAULT_BATCH_SIZE
+_WHOLE_FILE_PART_ROWS = 16_384
 
 
 # ---- per-process caches
@@ -348,18 +349,31 @@ class Scan:
                 table = self._file_fragment(data_file).to_table(schema=self.physical_schema, columns=physical.names)
             return table
 
+        def read_part(part: list[pb.DataFragment]) -> list[pa.Table]:
+            return [read(frag) for frag in part]
+
+        # a thread reads a run of small files per hand-off (a hand-off per file costs more than it saves)
+        parts: list[list[pb.DataFragment]] = []
+        rows = 0
+        for frag in fragments:
+            if not parts or rows >= _WHOLE_FILE_PART_ROWS:
+                parts.append([])
+                rows = 0
+            parts[-1].append(frag)
+            rows += frag.physical_rows
         with ThreadPoolExecutor(max_workers=_WHOLE_FILE_THREADS) as pool:
-            pending: deque[tuple[int, Future[pa.Table]]] = deque()
+            pending: deque[tuple[int, Future[list[pa.Table]]]] = deque()
             ahead = 0
-            for frag in fragments:
+            for part in parts:
                 while pending and len(pending) >= _WHOLE_FILE_THREADS and ahead >= _WHOLE_FILE_AHEAD_ROWS:
-                    rows, future = pending.popleft()
-                    ahead -= rows
-                    yield future.result()
-                pending.append((frag.physical_rows, pool.submit(read, frag)))
-                ahead += frag.physical_rows
+                    size, future = pending.popleft()
+                    ahead -= size
+                    yield from future.result()
+                size = sum(f.physical_rows for f in part)
+                pending.append((size, pool.submit(read_part, part)))
+                ahead += size
             while pending:
-                yield pending.popleft()[1].result()
+                yield from pending.popleft()[1].result()
 
     def _offsets(self, fragments: list[pb.DataFragment]) -> Iterator[pa.RecordBatch]:
         """One-file fragments whose row offsets matter (deletion vectors, `_rowaddr`, `_rowid`).
