@@ -2,7 +2,7 @@
 
 Workloads (issue 2): append of 1,000 rows (200 commits); open the latest version of a table with 10 and
 with 1,000 versions, on a local disk and on S3 (a moto server on 127.0.0.1 started here); full scan and
-count_rows of a 200-fragment table. Not a test: run it by hand.
+count_rows of a 200-fragment table (wall and CPU time: the machine may be shared). Not a test: run it by hand.
 
     python benchmarks/bench_foundation.py            # full
     python benchmarks/bench_foundation.py --quick    # fewer commits and versions, ~1 minute
@@ -39,6 +39,18 @@ def median_ms(fn: Callable[[], Any], repeat: int) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times) * 1e3
+
+
+def medians_ms(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
+    """(wall, CPU) medians in ms; CPU is the whole process's (every thread's), so pylance's threads count."""
+    fn()  # warm-up
+    walls, cpus = [], []
+    for _ in range(repeat):
+        wall, cpu = time.perf_counter(), time.process_time()
+        fn()
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
+    return statistics.median(walls) * 1e3, statistics.median(cpus) * 1e3
 
 
 def rows(n: int, start: int = 0) -> pa.Table:
@@ -147,16 +159,16 @@ def bench_scan(root: str, fragments: int, repeat: int) -> dict[str, dict[str, fl
         lance.write_dataset(batch, f"{root}/scan-lance", mode="append")
         pq.write_table(batch, f"{pq_dir}/{i + 1}.parquet")
     assert len(t.get_fragments()) == fragments
-    scan = {
-        "mvcc": median_ms(lambda: mvcc.open_table(f"{root}/scan-mvcc").to_table(), repeat),
-        "lance": median_ms(lambda: lance.dataset(f"{root}/scan-lance").to_table(), repeat),
-        "floor": median_ms(lambda: pq.read_table(pq_dir), repeat),
-    }
+    m_wall, m_cpu = medians_ms(lambda: mvcc.open_table(f"{root}/scan-mvcc").to_table(), repeat)
+    l_wall, l_cpu = medians_ms(lambda: lance.dataset(f"{root}/scan-lance").to_table(), repeat)
+    f_wall, f_cpu = medians_ms(lambda: pq.read_table(pq_dir), repeat)
+    scan = {"mvcc": m_wall, "lance": l_wall, "floor": f_wall}
+    scan_cpu = {"mvcc": m_cpu, "lance": l_cpu, "floor": f_cpu}
     count = {
         "mvcc": median_ms(lambda: mvcc.open_table(f"{root}/scan-mvcc").count_rows(), repeat),
         "lance": median_ms(lambda: lance.dataset(f"{root}/scan-lance").count_rows(), repeat),
     }
-    return {"scan": scan, "count": count}
+    return {"scan": scan, "scan_cpu": scan_cpu, "count": count}
 
 
 def main() -> None:
@@ -178,6 +190,7 @@ def main() -> None:
                 )
         scan = bench_scan(root, 200, repeat)
         results["full scan, 200 fragments"] = scan["scan"]
+        results["full scan, 200 fragments, CPU time"] = scan["scan_cpu"]
         results["count_rows, 200 fragments"] = scan["count"]
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -82,6 +82,9 @@ def _maintenance(r: dict[str, Any]) -> Iterator[Row]:
         yield Row("maintenance", name, "ms", m["mvcc_ms"], "deltalake", m["deltalake_ms"])
         if "floor_ms" in m:
             yield Row("maintenance", name, "ms", m["mvcc_ms"], "pyarrow floor", m["floor_ms"])
+    if "compaction_cpu" in r:
+        cpu = r["compaction_cpu"]
+        yield Row("maintenance", f"{names['compaction']}, CPU time", "ms", cpu["mvcc_ms"], "pylance", cpu["pylance_ms"])
     lookups = r["lookups"]
     for key, what in (("point", "point lookup"), ("range", "1% range")):
         label = f"{what} in {size['rows']:,} rows"

@@ -5,7 +5,8 @@ columns and relabels them with the table's current names at the end: renames and
 rewrite. Three paths, in manifest order:
 
 - fragments of one data file without deletions, read without row addresses, go through one pyarrow
-  dataset over all their files (row-group statistics prune, the scan runs multi-threaded);
+  dataset over all their files (row-group statistics prune, the scan runs multi-threaded); without a
+  filter, on a local disk or in memory, their files are decoded one by one on a few threads instead;
 - one-file fragments with a deletion vector (or when `_rowaddr` / `_rowid` is asked for) are read whole,
   in fragment and file order, so each row's offset is its position among the rows read (`to_table`:
   the row-address scan of delete, update and merge_insert; `to_batches`: streamed per batch);
@@ -49,6 +50,7 @@ from .parquet_io import (
     field_owners,
     filter_table,
     parquet_footer,
+    read_file,
     read_row_groups,
     row_address,
 )
@@ -87,6 +89,10 @@ os.register_at_fork(after_in_child=_forget_local_pool)
 
 
 _MATCH = "__mvcc_match"  # the filter's result as a column of a row-address scan (see `Scan._offsets_table`)
+# Threads decoding whole files of an unfiltered scan, and how many rows they may read ahead of the consumer.
+_WHOLE_FILE_THREADS = max(2, min(4, os.cpu_count() or 2))
+_WHOLE_FILE_AHEAD_ROWS = 4 * DEFAULT_BATCH_SIZE
+_WHOLE_FILE_PART_ROWS = 16_384
 
 
 # ---- per-process caches
@@ -335,12 +341,68 @@ class Scan:
 
     def _bulk(self, fragments: list[pb.DataFragment]) -> Iterator[pa.RecordBatch]:
         names = self._read_names()
+        if self._whole_files_apply():
+            for table in self._whole_files(fragments, names):
+                if table.num_rows:
+                    yield from self._finish(table, names)
+            return
         scanner = self._dataset(fragments).scanner(
             columns=self._physical(names), filter=self.filter, batch_size=self.batch_size, use_threads=True
         )
         for batch in scanner.to_batches():
             if batch.num_rows:
                 yield from self._finish(batch, names)
+
+    def _whole_files_apply(self) -> bool:
+        """Whether bulk fragments are read file by file (`_whole_files`) rather than by a dataset scan: without a
+        filter (nothing to push down or prune by statistics) on a local disk or in memory (on object stores the
+        dataset scanner's buffered, read-ahead requests are kept)."""
+        return self.filter is None and self._post_filter is None and self.store.scheme in ("file", "memory")
+
+    def _whole_files(self, fragments: list[pb.DataFragment], names: list[str]) -> Iterator[pa.Table]:
+        """Columns `names` (physical) of one-file fragments, a table per file in order, read on a few threads.
+
+        Arrow's dataset scanner costs ~25% more CPU per file than decoding each file on one thread
+        (`parquet_io.read_file`; measured on 200 files of 5,000 rows). A file whose columns differ from the
+        version's (a dropped struct field, an altered nullability) is read through a dataset fragment, which
+        fills and casts as the scanner does. At most `_WHOLE_FILE_AHEAD_ROWS` rows are read ahead.
+        """
+        physical = pa.schema([self.physical_schema.field(self.table_schema.get_field_index(n)) for n in names])
+
+        def read(frag: pb.DataFragment) -> pa.Table:
+            data_file = frag.files[0]
+            store, rel = data_file_location(self.store, self.manifest.base_paths, data_file)
+            key = (store.scheme, store.arrow_path(rel), data_file.file_size_bytes)
+            table = read_file(store.arrow_filesystem(), key, physical)
+            if table is None:
+                table = self._file_fragment(data_file).to_table(schema=self.physical_schema, columns=physical.names)
+            return table
+
+        def read_part(part: list[pb.DataFragment]) -> list[pa.Table]:
+            return [read(frag) for frag in part]
+
+        # a thread reads a run of small files per hand-off (a hand-off per file costs more than it saves)
+        parts: list[list[pb.DataFragment]] = []
+        rows = 0
+        for frag in fragments:
+            if not parts or rows >= _WHOLE_FILE_PART_ROWS:
+                parts.append([])
+                rows = 0
+            parts[-1].append(frag)
+            rows += frag.physical_rows
+        with ThreadPoolExecutor(max_workers=_WHOLE_FILE_THREADS) as pool:
+            pending: deque[tuple[int, Future[list[pa.Table]]]] = deque()
+            ahead = 0
+            for part in parts:
+                while pending and len(pending) >= _WHOLE_FILE_THREADS and ahead >= _WHOLE_FILE_AHEAD_ROWS:
+                    size, future = pending.popleft()
+                    ahead -= size
+                    yield from future.result()
+                size = sum(f.physical_rows for f in part)
+                pending.append((size, pool.submit(read_part, part)))
+                ahead += size
+            while pending:
+                yield from pending.popleft()[1].result()
 
     def _offsets(self, fragments: list[pb.DataFragment]) -> Iterator[pa.RecordBatch]:
         """One-file fragments whose row offsets matter (deletion vectors, `_rowaddr`, `_rowid`).
@@ -699,9 +761,16 @@ class Scan:
         if self._post_filter is None and len(runs) == 1 and runs[0][0] == "bulk":
             names = self._read_names()
             with missing_files(self.store):
-                table = self._dataset(runs[0][1]).to_table(
-                    columns=self._physical(names), filter=self.filter, use_threads=True
-                )
+                if self._whole_files_apply():
+                    parts = list(self._whole_files(runs[0][1], names))
+                    schema = pa.schema(
+                        [self.physical_schema.field(self.table_schema.get_field_index(n)) for n in names]
+                    )
+                    table = pa.concat_tables(parts) if parts else schema.empty_table()
+                else:
+                    table = self._dataset(runs[0][1]).to_table(
+                        columns=self._physical(names), filter=self.filter, use_threads=True
+                    )
             table = schema_mod.relabel(table, pa.schema([self.table_schema.field(n) for n in names]))
             return pa.Table.from_arrays(table.select(self.columns).columns, schema=self.output_schema)
         if not runs:

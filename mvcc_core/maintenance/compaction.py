@@ -19,27 +19,32 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 from pyroaring import BitMap
 
 from .. import frag_reuse, row_ids
 from .. import operations as ops
+from .. import schema as schema_mod
 from .._proto import table_pb2 as pb
 from .._proto import transaction_pb2 as tpb
-from ..bases import data_file_uris
+from ..bases import data_file_location, data_file_uris
 from ..commit import DEFAULT_MAX_RETRIES
 from ..deletion import live_rows, read_deletion_vector
 from ..errors import CompactionError
 from ..executor import Executor, ThreadExecutor
-from ..fragments import FragmentWriter
+from ..fragments import ROW_GROUP_ROWS, FragmentWriter
+from ..parquet_io import read_file
 from ..progress import Progress
 from ..row_ids import ROW_ID
-from ..scan import Scan
+from ..scan import Scan, missing_files
 from ..state import TableState
 from ..transaction import Transaction, check_properties
 
@@ -89,18 +94,16 @@ class CompactionTask:
             state = state.checkout(self.read_version)
         old = [pb.DataFragment.FromString(f) for f in self.fragments]
         stable = row_ids.enabled(state.manifest)
-        scan = Scan(state.store, state.manifest, fragments=old, with_row_id=stable)
-        schema = state.schema
-        writer = FragmentWriter(state.store, state.fields, schema, self.target_rows_per_fragment)
-        ids: list[Any] = []
+        writer = FragmentWriter(state.store, state.fields, state.schema, self.target_rows_per_fragment)
+        ids: list[np.ndarray] = []
         rows = 0
         try:
-            for batch in scan.to_batches():
+            for table, table_ids in _read(state, old, stable):
                 if stable:
-                    ids.append(batch.column(ROW_ID))
-                    batch = batch.drop_columns([ROW_ID])
-                writer.write(batch)
-                rows += batch.num_rows
+                    ids.append(table_ids)
+                for batch in table.to_batches():
+                    writer.write(batch)
+                rows += table.num_rows
             new = writer.finish()
         except BaseException:
             writer.abort()
@@ -113,7 +116,7 @@ class CompactionTask:
         for frag, frag_id in zip(new, self.new_fragment_ids, strict=False):
             frag.id = frag_id
         if stable and new:
-            row_ids.split(np.concatenate([c.to_numpy() for c in ids]), new)
+            row_ids.split(np.concatenate(ids), new)
         return RewriteResult(
             read_version=self.read_version,
             old_fragments=self.fragments,
@@ -122,6 +125,119 @@ class CompactionTask:
             bytes_written=sum(df.file_size_bytes for f in new for df in f.files),
             bytes_read=sum(df.file_size_bytes for f in old for df in f.files),
         )
+
+
+# Reading a task's fragments. Most fragments compaction rewrites are small one-file fragments without deletions
+# (appends): those are read file by file on a few threads, a window of files ahead of the writer (decoding
+# releases the GIL, so it overlaps the writer's encoding), and handed to the writer in chunks of at least a row
+# group (one write call per small file costs more than writing it). A thread reads a run of files at a time
+# (a hand-off per file costs more CPU than it saves). Other fragments (deletions, several files, a file whose
+# columns differ from the version's schema) go through `Scan`, in order.
+_READ_THREADS = 2
+_READ_PART_ROWS = 16_384  # consecutive small files read by one thread in one go
+_READ_AHEAD_ROWS = 4 * ROW_GROUP_ROWS  # rows read ahead of the writer (at least one part per thread)
+_ROW_ID_FIELD = pa.field(ROW_ID, pa.uint64(), nullable=False)  # as `Scan` gives it
+
+
+def _plain(frag: pb.DataFragment) -> bool:
+    return len(frag.files) == 1 and not frag.HasField("deletion_file")
+
+
+def _scan(state: TableState, fragments: list[pb.DataFragment], stable: bool, physical: pa.Schema) -> Iterator[pa.Table]:
+    """Fragments read through `Scan` (deletions applied, streamed), named as `physical`."""
+    for batch in Scan(state.store, state.manifest, fragments=fragments, with_row_id=stable).to_batches():
+        yield schema_mod.relabel(pa.Table.from_batches([batch]), physical)
+
+
+def _read_plain(state: TableState, frag: pb.DataFragment, physical: pa.Schema, stable: bool) -> pa.Table:
+    """A one-file fragment without deletions, named as `physical` (with `_rowid` last if `stable`)."""
+    data_file = frag.files[0]
+    store, rel = data_file_location(state.store, state.manifest.base_paths, data_file)
+    path = store.arrow_path(rel)
+    columns = physical.remove(len(physical) - 1) if stable else physical
+    table = read_file(store.arrow_filesystem(), (store.scheme, path, data_file.file_size_bytes), columns)
+    if table is None or table.num_rows != frag.physical_rows:  # the dataset fills and casts (or raises)
+        scanned = list(_scan(state, [frag], stable, physical))
+        return pa.concat_tables(scanned) if scanned else physical.empty_table()
+    if stable:
+        table = table.append_column(physical.field(ROW_ID), pa.array(row_ids.decode(frag), pa.uint64()))
+    return table
+
+
+def _read_plain_run(
+    state: TableState, fragments: list[pb.DataFragment], physical: pa.Schema, stable: bool
+) -> list[pa.Table]:
+    return [_read_plain(state, frag, physical, stable) for frag in fragments]
+
+
+def _parts(fragments: list[pb.DataFragment], start: int) -> tuple[int, int]:
+    """(end, rows) of the part of plain fragments from `start`: at least one, up to `_READ_PART_ROWS` rows."""
+    end, rows = start, 0
+    while end < len(fragments) and _plain(fragments[end]) and (end == start or rows < _READ_PART_ROWS):
+        rows += fragments[end].physical_rows
+        end += 1
+    return end, rows
+
+
+def _tables(
+    state: TableState, fragments: list[pb.DataFragment], stable: bool, physical: pa.Schema
+) -> Iterator[pa.Table]:
+    """Each fragment's live rows in order, named as `physical`."""
+    with missing_files(state.store), ThreadPoolExecutor(max_workers=_READ_THREADS) as pool:
+        pending: deque[tuple[int, Future[list[pa.Table]]]] = deque()
+        ahead = 0
+        index = 0
+        while index < len(fragments) or pending:
+            while (
+                index < len(fragments)
+                and _plain(fragments[index])
+                and (len(pending) < _READ_THREADS or ahead < _READ_AHEAD_ROWS)
+            ):
+                end, rows = _parts(fragments, index)
+                part = fragments[index:end]
+                pending.append((rows, pool.submit(_read_plain_run, state, part, physical, stable)))
+                ahead += rows
+                index = end
+            if pending:
+                rows, future = pending.popleft()
+                ahead -= rows
+                yield from future.result()
+                continue
+            end = index  # a run of other fragments, read by one scan
+            while end < len(fragments) and not _plain(fragments[end]):
+                end += 1
+            yield from _scan(state, fragments[index:end], stable, physical)
+            index = end
+
+
+def _read(
+    state: TableState, fragments: list[pb.DataFragment], stable: bool
+) -> Iterator[tuple[pa.Table, np.ndarray | None]]:
+    """The fragments' live rows in chunks of at least a row group (the version's column names) and their
+    stable row ids. Files are read under their physical column names, relabelled once per chunk."""
+    logical = state.schema
+    physical = schema_mod.schema_from_fields(state.fields, logical.metadata, physical=True)
+    if stable:
+        logical, physical = logical.append(_ROW_ID_FIELD), physical.append(_ROW_ID_FIELD)
+    chunk: list[pa.Table] = []
+    rows = 0
+
+    def flush() -> tuple[pa.Table, np.ndarray | None]:
+        table = schema_mod.relabel(pa.concat_tables(chunk).combine_chunks(), logical)
+        chunk.clear()
+        if not stable:
+            return table, None
+        ids = table.column(ROW_ID).to_numpy()
+        return table.drop_columns([ROW_ID]), ids
+
+    for table in _tables(state, fragments, stable, physical):
+        chunk.append(table)
+        rows += table.num_rows
+        if rows >= ROW_GROUP_ROWS:
+            yield flush()
+            rows = 0
+    if chunk:
+        yield flush()
 
 
 @dataclass(frozen=True)
