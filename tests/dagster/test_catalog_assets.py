@@ -698,3 +698,166 @@ def test_the_one_mapping_knows_catalog_conflicts() -> None:
     assert (meta["catalog_object"], meta["expected_version"], meta["actual_version"]) == ("sales.orders", 3, 5)
     assert meta["rule"] == "insert into a dropped table" and meta["table"] == "/cat"
     assert failure.description.startswith("incompatible catalog conflict on 'sales.orders' in catalog /cat")
+
+
+def test_a_failed_first_run_leaves_no_created_table(instance: dg.DagsterInstance, root: str) -> None:
+    """The first run of a new multi_asset creates its tables inside its own catalog transaction: when a later
+    write of the step is refused (a row outside the run's partition), nothing is published, not even the
+    empty tables, and their directories are removed; the next good run creates and fills them in one version."""
+    specs = [
+        dg.AssetSpec(ORDERS, metadata={"partition_expr": "day"}),
+        dg.AssetSpec(CUSTOMERS, metadata={"partition_expr": "day"}),
+    ]
+
+    @dg.multi_asset(specs=specs, partitions_def=DAYS, config_schema={"foreign": bool})
+    def load(context: dg.AssetExecutionContext, mvcc_catalog: MvccCatalogResource):
+        day = context.partition_key
+        other = "2026-11-02" if context.op_execution_context.op_config["foreign"] else day
+        with mvcc_catalog.transaction(context) as tx:
+            tx.overwrite(CUSTOMERS, pa.table({"day": [day], "n": [1]}))
+            tx.overwrite(ORDERS, pa.table({"day": [other], "i": [1]}))
+            assert tx.created_tables == ["sales.customers", "sales.orders"]
+        return tx.materialize_results()
+
+    def go(foreign: bool) -> dg.ExecuteInProcessResult:
+        return dg.materialize(
+            [load],
+            instance=instance,
+            resources={"mvcc_catalog": MvccCatalogResource(root_uri=root)},
+            partition_key="2026-11-01",
+            run_config={"ops": {"load": {"config": {"foreign": foreign}}}},
+            raise_on_error=False,
+        )
+
+    failed = go(True)
+    assert not failed.success
+    (failure,) = events_of(failed, dg.DagsterEventType.STEP_FAILURE)
+    assert "PredicateError" in failure.step_failure_data.user_failure_data.description
+    cat = mvcc.Catalog.open(root)
+    assert cat.latest_version == 1 and cat.schemas() == ["main"] and cat.tables() == []
+    assert [p for p in Path(root).rglob("*") if p.is_file() and not str(p.relative_to(root)).startswith("__")] == []
+    assert go(False).success
+    assert cat.latest_version == 2 and cat.tables("sales") == ["sales.customers", "sales.orders"]
+    assert cat.table("sales.orders").to_table().to_pylist() == [{"day": "2026-11-01", "i": 1}]
+
+
+def test_two_first_runs_creating_the_same_table_retry_instead_of_failing(
+    instance: dg.DagsterInstance, root: str
+) -> None:
+    """Another process creates sales.orders while this step's first run creates it from its first write: the
+    catalog refuses "both create the same name", which for a table the step created only implicitly is a
+    retryable conflict (RetryRequested); the retry finds the table and appends to it."""
+    attempts: list[int] = []
+
+    def create_elsewhere(context: dg.AssetExecutionContext, tx: Any) -> None:
+        attempts.append(context.retry_number)
+        if context.retry_number == 0:
+            assert tx.created_tables == ["sales.customers", "sales.orders"]
+            schema = "pa.schema([('order_id', pa.int64()), ('customer_id', pa.int64()), ('batch', pa.int64())])"
+            other_writer(root, f"cat.create_schema('sales')\ncat.create_table('sales.orders', {schema})")
+        else:
+            assert tx.created_tables == ["sales.customers"]
+
+    result = run([load_asset(create_elsewhere)], instance, root, 1)
+    assert result.success and attempts == [0, 1]
+    assert len(events_of(result, dg.DagsterEventType.STEP_UP_FOR_RETRY)) == 1
+    cat = mvcc.Catalog.open(root)
+    assert cat.latest_version == 4  # 2, 3: the other process's create_schema, create_table; 4: the retry
+    assert cat.table("sales.orders").count_rows() == 3 and cat.table("sales.customers").count_rows() == 1
+
+
+def test_merge_and_several_writes_to_one_table_in_one_step(instance: dg.DagsterInstance, root: str) -> None:
+    """`tx.merge` upserts with the core's staged merge_insert; an append, a delete and a merge of the same
+    table in one step form a chain (each sees the earlier ones' rows) published in ONE catalog version, the
+    table's own history keeping one version per write."""
+    counts: list[dict[str, int]] = []
+
+    @dg.multi_asset(specs=[dg.AssetSpec(ORDERS), dg.AssetSpec(CUSTOMERS)], config_schema={"round": int})
+    def load(context: dg.AssetExecutionContext, mvcc_catalog: MvccCatalogResource):
+        r = context.op_execution_context.op_config["round"]
+        with mvcc_catalog.transaction(context) as tx:
+            if r == 1:
+                first = pa.table({"customer_id": [1, 2], "name": ["a", "b"]})
+                counts.append(tx.merge(CUSTOMERS, first, on="customer_id"))
+                tx.append(ORDERS, pa.table({"order_id": [1, 2], "customer_id": [1, 2]}))
+            else:
+                tx.append(ORDERS, pa.table({"order_id": [3, 4], "customer_id": [2, 3]}))
+                tx.delete(ORDERS, "order_id IN (1, 3)")  # one appended in this step, one published before
+                assert sorted(tx.to_table(ORDERS)["order_id"].to_pylist()) == [2, 4]  # read-your-writes
+                counts.append(
+                    tx.merge(CUSTOMERS, pa.table({"customer_id": [2, 3], "name": ["B", "c"]}), on=["customer_id"])
+                )
+                counts.append(tx.merge(CUSTOMERS, pa.table({"customer_id": [3], "name": ["C"]}), on="customer_id"))
+        return tx.materialize_results()
+
+    def go(r: int) -> dg.ExecuteInProcessResult:
+        return dg.materialize(
+            [load],
+            instance=instance,
+            resources={"mvcc_catalog": MvccCatalogResource(root_uri=root)},
+            run_config={"ops": {"load": {"config": {"round": r}}}},
+        )
+
+    assert go(1).success
+    cat = mvcc.Catalog.open(root)
+    assert cat.latest_version == 2
+    before = {n: cat.snapshot(2).table_version(n) for n in ("sales.orders", "sales.customers")}
+    second = go(2)
+    assert second.success and cat.latest_version == 3  # one catalog version for five writes on two tables
+    assert counts == [
+        {"num_inserted_rows": 2, "num_updated_rows": 0, "num_deleted_rows": 0},
+        {"num_inserted_rows": 1, "num_updated_rows": 1, "num_deleted_rows": 0},
+        {"num_inserted_rows": 0, "num_updated_rows": 1, "num_deleted_rows": 0},  # sees the row merged above
+    ]
+    snap = cat.snapshot(3)
+    assert sorted(snap.table("sales.orders").to_table()["order_id"].to_pylist()) == [2, 4]
+    customers = sorted(snap.table("sales.customers").to_table().to_pylist(), key=lambda r: r["customer_id"])
+    assert [(r["customer_id"], r["name"]) for r in customers] == [(1, "a"), (2, "B"), (3, "C")]
+    assert snap.table_version("sales.orders") == before["sales.orders"] + 2  # append, delete
+    assert snap.table_version("sales.customers") == before["sales.customers"] + 2  # two merges
+    changes = {(c["change"], c["name"]) for c in cat.versions()[-1].changes}
+    assert changes == {
+        ("inserted_into_table", "sales.orders"),
+        ("deleted_from_table", "sales.orders"),
+        ("inserted_into_table", "sales.customers"),
+        ("deleted_from_table", "sales.customers"),
+    }
+    mats = {m.asset_key: m for m in second.asset_materializations_for_node("load")}
+    assert len(second.asset_materializations_for_node("load")) == 2  # one per asset, not per write
+    meta = {k: v.value for k, v in mats[CUSTOMERS].metadata.items()}
+    assert meta["mvcc/version"] == snap.table_version("sales.customers") and meta["mvcc/operation"] == "Update"
+    assert meta[CATALOG_VERSION] == 3 and meta["dagster/row_count"] == 3
+    props = snap.table("sales.customers").versions()[-1].transaction_properties
+    assert props["dagster/run_id"] == second.run_id and props["dagster/asset_key"] == "sales/customers"
+
+
+def test_partitioned_merge_deletes_missing_keys_only_in_the_runs_partition(
+    instance: dg.DagsterInstance, root: str
+) -> None:
+    """``delete_not_in_source=True`` in a partitioned run removes the target rows the source lacks only within
+    the run's partition (as an overwrite without where replaces only it); other partitions keep theirs."""
+    spec = dg.AssetSpec(CUSTOMERS, metadata={"partition_expr": "day"})
+
+    @dg.multi_asset(specs=[spec], partitions_def=DAYS, config_schema={"ids": [int]})
+    def load(context: dg.AssetExecutionContext, mvcc_catalog: MvccCatalogResource):
+        ids = context.op_execution_context.op_config["ids"]
+        day = context.partition_key
+        with mvcc_catalog.transaction(context) as tx:
+            rows = pa.table({"id": ids, "day": [day] * len(ids), "v": [f"{day}-{i}" for i in ids]})
+            tx.merge(CUSTOMERS, rows, on=["id", "day"], delete_not_in_source=True)
+        yield from tx.materialize_results()  # one asset: yield its result (a 1-tuple is not a valid return)
+
+    def go(day: str, ids: list[int]) -> None:
+        assert dg.materialize(
+            [load],
+            instance=instance,
+            resources={"mvcc_catalog": MvccCatalogResource(root_uri=root)},
+            partition_key=day,
+            run_config={"ops": {"load": {"config": {"ids": ids}}}},
+        ).success
+
+    go("2026-11-01", [1, 2, 3])
+    go("2026-11-02", [1, 2])
+    go("2026-11-01", [2])  # 1 and 3 go from 2026-11-01 only
+    rows = mvcc.Catalog.open(root).table("sales.customers").to_table().to_pylist()
+    assert sorted((r["day"], r["id"]) for r in rows) == [("2026-11-01", 2), ("2026-11-02", 1), ("2026-11-02", 2)]
