@@ -44,8 +44,17 @@ CATALOG_VERSION = "mvcc/catalog_version"
 CATALOG_READ_VERSION = "mvcc/catalog_read_version"
 CATALOG_TABLE = "mvcc/catalog_table"
 CATALOG_URI = "mvcc/catalog_uri"
+# Set only when this attempt did not publish because an earlier attempt of the same step had (see `publish`).
+CATALOG_PUBLISHED_BY_RUN = "mvcc/catalog_published_by_run"
+
+# Properties of the catalog version a step publishes: which step of which run lineage published it.
+ROOT_RUN_ID_PROPERTY = "dagster/root_run_id"
+STEP_KEY_PROPERTY = "dagster/step_key"
 
 _NAME_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
+# How far back (seconds) and how many materializations `_reported` looks at for a catalog version's report.
+_CLOCK_SLACK_SECONDS = 3600.0
+_REPORTED_LOOKUP_LIMIT = 1000
 # How often the helper re-reads the catalog when a concurrent step created the same table or schema first.
 _CREATE_ATTEMPTS = 3
 
@@ -113,6 +122,32 @@ def _run_id(context: Any) -> str:
     return str(run.run_id) if run is not None else str(context.run_id)
 
 
+def _partition_label(keys: list[str]) -> str:
+    return keys[0] if len(keys) == 1 else f"{min(keys)}...{max(keys)}"
+
+
+def _step_stamp(context: Any) -> dict[str, str]:
+    """Which step of which run lineage this is, stored on the catalog version the step publishes: the run, its
+    root run (itself unless it re-executes another), the step key and the run's partitions. Empty without a
+    step context (the helper used outside a run)."""
+    if context is None:
+        return {}
+    try:
+        step_key = context.get_step_execution_context().step.key
+        run = context.run
+    except Exception:  # not inside a step (a direct invocation): nothing to stamp, no duplicate to detect
+        return {}
+    stamp = {
+        RUN_ID_PROPERTY: str(run.run_id),
+        ROOT_RUN_ID_PROPERTY: str(run.root_run_id or run.tags.get(ROOT_RUN_ID_TAG) or run.run_id),
+        STEP_KEY_PROPERTY: str(step_key),
+    }
+    keys = _run_partitions(context)
+    if keys:
+        stamp[PARTITION_KEY_PROPERTY] = _partition_label(keys)
+    return stamp
+
+
 @dataclass
 class _Write:
     """One write the step asked for (what `materialize_results` reports on)."""
@@ -160,10 +195,12 @@ class CatalogAssetTransaction:
         self._writes: list[_Write] = []
         self._created: set[str] = set()  # tables and schemas this step creates implicitly (first write)
         self._created_schemas: dict[str, pa.Schema] = {}  # the Arrow schema of each table created here
-        self._tx = catalog.transaction(commit_message=commit_message)
+        self._stamp = _step_stamp(context)
+        self._tx = catalog.transaction(commit_message=commit_message, transaction_properties=self._stamp)
         self._read_snapshot = self._tx.snapshot
         self._state = "open"
         self.published_version: int | None = None
+        self.published_by_run: str | None = None  # set when an earlier attempt of this step published instead
 
     # ---- what the step sees --------------------------------------------------------------------
 
@@ -320,7 +357,7 @@ class CatalogAssetTransaction:
             props[RUN_ID_PROPERTY] = _run_id(context)
             keys = _run_partitions(context)
             if keys:
-                props[PARTITION_KEY_PROPERTY] = keys[0] if len(keys) == 1 else f"{min(keys)}...{max(keys)}"
+                props[PARTITION_KEY_PROPERTY] = _partition_label(keys)
         return props
 
     def _stage(self, write: _Write) -> dict[str, int] | None:
@@ -382,6 +419,20 @@ class CatalogAssetTransaction:
         what = ", ".join(dict.fromkeys(w.key.to_user_string() for w in self._writes)) or "catalog"
         try:
             with self._mapping(what):
+                earlier = self._earlier_unreported_publish()
+                if earlier is not None:
+                    version, self.published_by_run = earlier
+                    self._tx.abort()
+                    self._state = "published"
+                    self.published_version = version
+                    log = getattr(self._context, "log", None)
+                    if log is not None:
+                        log.warning(
+                            f"catalog {self.catalog.root}: catalog version {version} was published by an earlier "
+                            f"attempt of step {self._stamp[STEP_KEY_PROPERTY]!r} (run {self.published_by_run}) and "
+                            "never reported; not publishing again, reporting that version"
+                        )
+                    return version
                 try:
                     version = int(self._tx.commit())
                 except mvcc.CatalogConflictError as exc:
@@ -401,6 +452,46 @@ class CatalogAssetTransaction:
         self._state = "published"
         self.published_version = version
         return version
+
+    def _earlier_unreported_publish(self) -> tuple[int, str] | None:
+        """(catalog version, run id) of a publish by an earlier attempt of this very step that Dagster never
+        recorded a materialization for; None when there is none, or this is a first attempt.
+
+        The rule (docs/dagster.md, "A step run again after its publish"): only a step retry (retry number > 0)
+        or a re-execution (a root run other than this run) can follow an earlier attempt. The newest catalog
+        version stamped with the same root run, step key and partitions is that attempt's publish. If Dagster
+        recorded a materialization naming it, the attempt completed and this run is a deliberate re-run: it
+        publishes again. If not, the attempt published and died (or failed) before reporting: its publish is
+        this step's effect, so this attempt discards its staged writes and reports that version.
+        """
+        stamp = self._stamp
+        if not stamp:
+            return None
+        retry = getattr(self._context, "retry_number", 0) or 0
+        if retry == 0 and stamp[ROOT_RUN_ID_PROPERTY] == stamp[RUN_ID_PROPERTY]:
+            return None
+        keys = (ROOT_RUN_ID_PROPERTY, STEP_KEY_PROPERTY, PARTITION_KEY_PROPERTY)
+        for version in reversed(self.catalog.versions()):
+            props = version.properties
+            if all(props.get(k) == stamp.get(k) for k in keys):
+                run_id = props.get(RUN_ID_PROPERTY, "")
+                snapshot_tables = set(self.catalog.snapshot(version.version).tables())
+                if self._reported(version) or not {w.name for w in self._writes} <= snapshot_tables:
+                    return None
+                return version.version, run_id
+        return None
+
+    def _reported(self, version: Any) -> bool:
+        """Whether any run recorded a materialization naming `version` (a `CatalogVersion`) for this step's first
+        asset (tables published together are reported together), among those made since it was published (from
+        an hour earlier, for clocks that disagree)."""
+        if not self._writes:
+            return False
+        after = version.timestamp.timestamp() - _CLOCK_SLACK_SECONDS
+        records = self._context.instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=self._writes[0].key, after_timestamp=after), limit=_REPORTED_LOOKUP_LIMIT
+        ).records
+        return any(_metadata_value(r, CATALOG_VERSION) == version.version for r in records)
 
     def materialize_results(self) -> tuple[dg.MaterializeResult, ...]:
         """One `MaterializeResult` per asset written, in the order first written, after `publish`.
@@ -446,6 +537,8 @@ class CatalogAssetTransaction:
             meta[CATALOG_READ_VERSION] = self.read_version
             meta[CATALOG_TABLE] = write.name
             meta[CATALOG_URI] = self.catalog.root
+            if self.published_by_run is not None:
+                meta[CATALOG_PUBLISHED_BY_RUN] = self.published_by_run
             version = f"{table.uri.rstrip('/').rsplit('/', 1)[-1]}@{meta['mvcc/data_version']}"
             results.append(dg.MaterializeResult(asset_key=key, metadata=meta, data_version=dg.DataVersion(version)))
         return tuple(results)

@@ -17,6 +17,7 @@ import pytest
 import mvcc_core as mvcc
 from mvcc_core import failpoints
 from mvcc_dagster import (
+    CATALOG_PUBLISHED_BY_RUN,
     CATALOG_READ_VERSION,
     CATALOG_TABLE,
     CATALOG_URI,
@@ -861,3 +862,78 @@ def test_partitioned_merge_deletes_missing_keys_only_in_the_runs_partition(
     go("2026-11-01", [2])  # 1 and 3 go from 2026-11-01 only
     rows = mvcc.Catalog.open(root).table("sales.customers").to_table().to_pylist()
     assert sorted((r["day"], r["id"]) for r in rows) == [("2026-11-01", 2), ("2026-11-02", 1), ("2026-11-02", 2)]
+
+
+def test_a_retry_after_a_publish_that_was_not_reported_does_not_publish_again(
+    instance: dg.DagsterInstance, root: str
+) -> None:
+    """The step publishes, then fails before reporting; its RetryPolicy runs it again in the same run. The
+    retry finds the catalog version its first attempt published (same root run, step and partitions) with no
+    materialization naming it: it discards its staged writes and reports that version, so appends land once."""
+    attempts: list[int] = []
+
+    @dg.multi_asset(specs=[dg.AssetSpec(ORDERS), dg.AssetSpec(CUSTOMERS)], retry_policy=dg.RetryPolicy(max_retries=1))
+    def load(context: dg.AssetExecutionContext, mvcc_catalog: MvccCatalogResource):
+        attempts.append(context.retry_number)
+        orders, customers = batch(1)
+        with mvcc_catalog.transaction(context) as tx:
+            tx.append(ORDERS, orders)
+            tx.append(CUSTOMERS, customers)
+        if context.retry_number == 0:
+            raise RuntimeError("failed after the publish")
+        return tx.materialize_results()
+
+    files: list[set[str]] = []
+    result = dg.materialize([load], instance=instance, resources={"mvcc_catalog": MvccCatalogResource(root_uri=root)})
+    assert result.success and attempts == [0, 1]
+    cat = mvcc.Catalog.open(root)
+    assert cat.latest_version == 2  # the first attempt's publish only
+    assert cat.versions()[-1].properties == {
+        "dagster/run_id": result.run_id,
+        "dagster/root_run_id": result.run_id,
+        "dagster/step_key": "load",
+    }
+    assert cat.table("sales.orders").count_rows() == 3 and cat.table("sales.customers").count_rows() == 1
+    mats = result.asset_materializations_for_node("load")
+    assert {m.metadata[CATALOG_VERSION].value for m in mats} == {2}
+    assert {m.metadata[CATALOG_PUBLISHED_BY_RUN].value for m in mats} == {result.run_id}
+    files.append(data_files(root))
+    assert len([f for f in files[0] if f.endswith(".parquet")]) == 2  # the retry's staged files were removed
+
+
+def test_a_reexecution_after_an_unreported_publish_reports_it_and_a_deliberate_one_publishes(
+    instance: dg.DagsterInstance, root: str
+) -> None:
+    """Real re-executions (`ReexecutionOptions`, a reconstructable job): the original run's step published and
+    failed before reporting; re-executing it from failure publishes nothing and reports the original's
+    catalog version. Re-executing it once more (its publish is now reported) is a deliberate re-run and
+    publishes again, as a fresh run does."""
+    import catalog_pin_defs as defs
+
+    os.environ[defs.ROOT_ENV] = root
+    job = dg.reconstructable(defs.both)
+    try:
+        os.environ[defs.FAIL_ENV] = "1"
+        with dg.execute_job(job, instance=instance, tags={"batch": "1"}, raise_on_error=False) as first:
+            assert not first.success
+            first_id = first.run_id
+        del os.environ[defs.FAIL_ENV]
+        cat = mvcc.Catalog.open(root)
+        assert cat.latest_version == 2 and cat.table("sales.orders").count_rows() == 2
+        options = dg.ReexecutionOptions.from_failure(first_id, instance)
+        with dg.execute_job(job, instance=instance, reexecution_options=options) as again:
+            assert again.success
+            mats = again.get_asset_materialization_events()
+            loaded = [m for m in mats if m.step_key == "load"]
+            assert {m.materialization.metadata[CATALOG_VERSION].value for m in loaded} == {2}
+            assert {m.materialization.metadata[CATALOG_PUBLISHED_BY_RUN].value for m in loaded} == {first_id}
+            again_id = again.run_id
+        assert cat.latest_version == 2 and cat.table("sales.orders").count_rows() == 2  # not appended twice
+        options = dg.ReexecutionOptions(parent_run_id=again_id, step_selection=["load"])
+        with dg.execute_job(job, instance=instance, reexecution_options=options) as deliberate:
+            assert deliberate.success
+        assert cat.latest_version == 3 and cat.table("sales.orders").count_rows() == 4
+        assert cat.versions()[-1].properties["dagster/root_run_id"] == first_id
+    finally:
+        os.environ.pop(defs.ROOT_ENV, None)
+        os.environ.pop(defs.FAIL_ENV, None)
