@@ -91,7 +91,7 @@ def catalog_table_name(key: AssetName, key_prefix: Sequence[str] = ()) -> str:
 
 
 def _as_arrow(data: Any, what: str) -> pa.Table:
-    """The data of a write as one Arrow table (it may be staged twice: see `CatalogAssetTransaction`)."""
+    """The data of a write as one Arrow table (its schema may create the table; a merge needs it whole)."""
     if isinstance(data, pa.Table):
         return data
     if isinstance(data, pa.RecordBatch):
@@ -155,7 +155,7 @@ class _Write:
     key: dg.AssetKey
     name: str
     kind: str  # append, overwrite, delete, merge
-    data: pa.Table | None = None
+    data: pa.Table | None = None  # until staged
     where: str | None = None  # overwrite: the rows replaced (a partition); delete: the predicate
     partition_filter: str | None = None  # the partition's predicate, for dagster/partition_row_count
     on: list[str] | None = None  # merge: the key column(s)
@@ -321,6 +321,7 @@ class CatalogAssetTransaction:
             if write.kind == "merge" and write.delete_not_in_source is True and write.partition_filter is not None:
                 write.delete_not_in_source = write.partition_filter
             counts = self._stage(write)
+            write.data = None  # staged: its files are written, the rows need not stay in memory
             self._writes.append(write)
             return counts
 
