@@ -26,6 +26,7 @@ from .backfill import (
     restore_for_backfill,
 )
 from .catalog import (
+    CATALOG_PUBLISHED_BY_RUN,
     CATALOG_READ_VERSION,
     CATALOG_RESOURCE_KEY,
     CATALOG_TABLE,
@@ -64,6 +65,7 @@ from .versions import (
 )
 
 __all__ = [
+    "CATALOG_PUBLISHED_BY_RUN",
     "CATALOG_READ_VERSION",
     "CATALOG_RESOURCE_KEY",
     "CATALOG_TABLE",

@@ -44,8 +44,17 @@ CATALOG_VERSION = "mvcc/catalog_version"
 CATALOG_READ_VERSION = "mvcc/catalog_read_version"
 CATALOG_TABLE = "mvcc/catalog_table"
 CATALOG_URI = "mvcc/catalog_uri"
+# Set only when this attempt did not publish because an earlier attempt of the same step had (see `publish`).
+CATALOG_PUBLISHED_BY_RUN = "mvcc/catalog_published_by_run"
+
+# Properties of the catalog version a step publishes: which step of which run lineage published it.
+ROOT_RUN_ID_PROPERTY = "dagster/root_run_id"
+STEP_KEY_PROPERTY = "dagster/step_key"
 
 _NAME_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
+# How far back (seconds) and how many materializations `_reported` looks at for a catalog version's report.
+_CLOCK_SLACK_SECONDS = 3600.0
+_REPORTED_LOOKUP_LIMIT = 1000
 # How often the helper re-reads the catalog when a concurrent step created the same table or schema first.
 _CREATE_ATTEMPTS = 3
 
@@ -82,7 +91,7 @@ def catalog_table_name(key: AssetName, key_prefix: Sequence[str] = ()) -> str:
 
 
 def _as_arrow(data: Any, what: str) -> pa.Table:
-    """The data of a write as one Arrow table (it may be staged twice: see `CatalogAssetTransaction`)."""
+    """The data of a write as one Arrow table (its schema may create the table; a merge needs it whole)."""
     if isinstance(data, pa.Table):
         return data
     if isinstance(data, pa.RecordBatch):
@@ -113,16 +122,57 @@ def _run_id(context: Any) -> str:
     return str(run.run_id) if run is not None else str(context.run_id)
 
 
+def _partition_label(keys: list[str]) -> str:
+    return keys[0] if len(keys) == 1 else f"{min(keys)}...{max(keys)}"
+
+
+def _step_stamp(context: Any) -> dict[str, str]:
+    """Which step of which run lineage this is, stored on the catalog version the step publishes: the run, its
+    root run (itself unless it re-executes another), the step key and the run's partitions. Empty without a
+    step context (the helper used outside a run)."""
+    if context is None:
+        return {}
+    try:
+        step_key = context.get_step_execution_context().step.key
+        run = context.run
+    except Exception:  # not inside a step (a direct invocation): nothing to stamp, no duplicate to detect
+        return {}
+    stamp = {
+        RUN_ID_PROPERTY: str(run.run_id),
+        ROOT_RUN_ID_PROPERTY: str(run.root_run_id or run.tags.get(ROOT_RUN_ID_TAG) or run.run_id),
+        STEP_KEY_PROPERTY: str(step_key),
+    }
+    keys = _run_partitions(context)
+    if keys:
+        stamp[PARTITION_KEY_PROPERTY] = _partition_label(keys)
+    return stamp
+
+
 @dataclass
 class _Write:
-    """One write the step asked for; kept so it can be staged again on a newer snapshot (new tables)."""
+    """One write the step asked for (what `materialize_results` reports on)."""
 
     key: dg.AssetKey
     name: str
-    kind: str  # append, overwrite, delete
-    data: pa.Table | None = None
+    kind: str  # append, overwrite, delete, merge
+    data: pa.Table | None = None  # until staged
     where: str | None = None  # overwrite: the rows replaced (a partition); delete: the predicate
     partition_filter: str | None = None  # the partition's predicate, for dagster/partition_row_count
+    on: list[str] | None = None  # merge: the key column(s)
+    update: bool | str = True  # merge: update matched rows (a str: only where this condition holds)
+    insert: bool = True  # merge: insert the source rows no target row matches
+    delete_not_in_source: bool | str = False  # merge: delete target rows no source row matches (a str: where)
+
+
+def _is_implicit_create_race(exc: BaseException, created: set[str]) -> bool:
+    """Whether `exc` is the catalog refusing a name this step created implicitly (a table from its first
+    write, or that table's schema) because a concurrent step created the same name first."""
+    return (
+        isinstance(exc, mvcc.CatalogConflictError)
+        and isinstance(exc, mvcc.IncompatibleConflictError)
+        and exc.object_name in created
+        and exc.rule.startswith("both snapshots create")
+    )
 
 
 class CatalogAssetTransaction:
@@ -130,8 +180,10 @@ class CatalogAssetTransaction:
 
     Made by `MvccCatalogResource.transaction`; not reusable. Writes name their table by asset key:
     `append`, `overwrite` (in a partitioned run, with ``where`` left out: exactly the run's partitions, from
-    the asset's ``partition_expr`` metadata, as part 1's IO manager does) and `delete`. `snapshot` is the
-    catalog snapshot the writes are staged on: reads made from it are what the publish is checked against.
+    the asset's ``partition_expr`` metadata, as part 1's IO manager does), `delete` and `merge` (an upsert,
+    the core's staged ``merge_insert``). Several writes to one table form a chain: each reads the table as
+    the earlier ones left it. `snapshot` is the catalog snapshot the writes are staged on: reads made from it
+    are what the publish is checked against.
     """
 
     def __init__(
@@ -141,12 +193,14 @@ class CatalogAssetTransaction:
         self._context = context
         self.catalog = catalog
         self._writes: list[_Write] = []
-        self._missing: dict[str, pa.Schema] = {}
-        self._message = commit_message
-        self._tx = catalog.transaction(commit_message=commit_message)
+        self._created: set[str] = set()  # tables and schemas this step creates implicitly (first write)
+        self._created_schemas: dict[str, pa.Schema] = {}  # the Arrow schema of each table created here
+        self._stamp = _step_stamp(context)
+        self._tx = catalog.transaction(commit_message=commit_message, transaction_properties=self._stamp)
         self._read_snapshot = self._tx.snapshot
         self._state = "open"
         self.published_version: int | None = None
+        self.published_by_run: str | None = None  # set when an earlier attempt of this step published instead
 
     # ---- what the step sees --------------------------------------------------------------------
 
@@ -165,54 +219,111 @@ class CatalogAssetTransaction:
         """The catalog version the transaction read."""
         return int(self._read_snapshot.version)
 
+    @property
+    def created_tables(self) -> list[str]:
+        """The catalog tables this step creates (from their first write), published with its writes."""
+        return sorted(n for n in self._created if "." in n)
+
     def table_name(self, key: AssetName) -> str:
         return self._resource.table_name(key)
+
+    def to_table(self, key: AssetName, **kwargs: Any) -> pa.Table:
+        """The asset's table as this step's writes so far leave it (read-your-writes; nothing is published)."""
+        asset = to_asset_key(key).to_user_string()
+        with self._mapping(asset):
+            self._check_open()
+            return self._tx.table(self.table_name(key)).to_table(**kwargs)
 
     # ---- staging -------------------------------------------------------------------------------
 
     def append(self, key: AssetName, data: Any) -> None:
         """Add `data`'s rows to the asset's table (created from `data`'s schema on the first write)."""
-        self._add("append", key, data)
+        self._add(_Write(to_asset_key(key), "", "append", data))
 
     def overwrite(self, key: AssetName, data: Any, *, where: str | None = None) -> None:
         """Replace the table's rows with `data`; with `where` only the rows matching it. In a partitioned run,
         `where` defaults to the run's partitions (the asset's ``partition_expr`` metadata names the column)."""
-        self._add("overwrite", key, data, where=where)
+        self._add(_Write(to_asset_key(key), "", "overwrite", data, where=where))
 
     def delete(self, key: AssetName, predicate: str) -> None:
         """Delete the rows matching `predicate` (SQL); the table must exist."""
-        self._add("delete", key, None, where=predicate)
+        self._add(_Write(to_asset_key(key), "", "delete", None, where=predicate))
 
-    def _add(self, kind: str, key: AssetName, data: Any, *, where: str | None = None) -> None:
+    def merge(
+        self,
+        key: AssetName,
+        data: Any,
+        *,
+        on: str | Sequence[str],
+        update: bool | str = True,
+        insert: bool = True,
+        delete_not_in_source: bool | str = False,
+    ) -> dict[str, int]:
+        """Upsert `data` into the asset's table on the key column(s) `on` (part 1's write mode ``merge``), staged
+        with the core's ``merge_insert``; returns its counts (``num_inserted_rows``, ``num_updated_rows``,
+        ``num_deleted_rows``).
+
+        `update`: replace matched rows by their source rows (a str: only where that condition holds, with
+        ``source.col`` / ``target.col``); `insert`: add the source rows no target row matches;
+        `delete_not_in_source`: delete the target rows no source row matches (a str: only those matching
+        it). In a partitioned run, ``delete_not_in_source=True`` deletes only within the run's partitions
+        (the asset's ``partition_expr``), as an overwrite without ``where`` replaces only them. A table that
+        does not exist yet is created from `data`'s schema (every row is then an insert).
+        """
+        on_list = [on] if isinstance(on, str) else list(on)
+        write = _Write(to_asset_key(key), "", "merge", data, on=on_list, update=update, insert=insert)
+        write.delete_not_in_source = delete_not_in_source
+        return self._add(write) or {}
+
+    def _check_open(self) -> None:
         if self._state != "open":
             raise ValueError(f"the catalog transaction is {self._state}; open a new one")
-        asset_key = to_asset_key(key)
-        asset = asset_key.to_user_string()
+
+    def _table_exists(self, name: str) -> bool:
+        return name in self._created or name in self._read_snapshot.tables()
+
+    def _create(self, name: str, schema: pa.Schema) -> None:
+        """Create the table (and its schema) in this step's catalog transaction: published with its writes."""
+        schema_name = name.split(".")[0]
+        if schema_name not in self._created and schema_name not in self._read_snapshot.schemas():
+            self._tx.create_schema(schema_name)
+            self._created.add(schema_name)
+        self._tx.create_table(name, schema)
+        self._created.add(name)
+        self._created_schemas[name] = schema
+
+    def _add(self, write: _Write) -> dict[str, int] | None:
+        self._check_open()
+        asset = write.key.to_user_string()
         with self._mapping(asset):
-            name = self.table_name(asset_key)
-            arrow = _as_arrow(data, f"asset {asset}") if data is not None else None
-            exists = name in self._read_snapshot.tables()
-            if kind == "delete" and not exists and name not in self._missing:
-                raise ValueError(f"asset {asset}: cannot delete from catalog table {name!r}, which does not exist")
+            write.name = self.table_name(write.key)
+            if write.data is not None:
+                write.data = _as_arrow(write.data, f"asset {asset}")
+            if not self._table_exists(write.name):
+                if write.data is None:
+                    raise ValueError(
+                        f"asset {asset}: cannot {write.kind} from catalog table {write.name!r}, which does not exist"
+                    )
+                self._create(write.name, write.data.schema)
             schema = (
-                self._read_snapshot.table(name).schema
-                if exists
-                else self._missing.get(name, arrow.schema if arrow is not None else None)
+                self._created_schemas[write.name]
+                if write.name in self._created_schemas
+                else self._read_snapshot.table(write.name).schema
             )
-            partition_filter = self._partition_filter(asset_key, schema)
-            if kind == "overwrite" and where is None:
-                if partition_filter is None and _run_partitions(self._context) is not None:
+            write.partition_filter = self._partition_filter(write.key, schema)
+            if write.kind == "overwrite" and write.where is None:
+                if write.partition_filter is None and _run_partitions(self._context) is not None:
                     raise ValueError(
                         f"asset {asset}: an overwrite in a partitioned run needs the partition's predicate; pass "
                         f"where= (this step has no asset specs to take {PARTITION_EXPR!r} from)"
                     )
-                where = partition_filter
-            write = _Write(asset_key, name, kind, arrow, where, partition_filter)
-            if exists:
-                self._stage(self._tx, write)
-            elif arrow is not None:
-                self._missing.setdefault(name, arrow.schema)
+                write.where = write.partition_filter
+            if write.kind == "merge" and write.delete_not_in_source is True and write.partition_filter is not None:
+                write.delete_not_in_source = write.partition_filter
+            counts = self._stage(write)
+            write.data = None  # staged: its files are written, the rows need not stay in memory
             self._writes.append(write)
+            return counts
 
     def _partition_filter(self, key: dg.AssetKey, schema: pa.Schema | None) -> str | None:
         """The run's partitions of asset `key` as a predicate; None when the run or the asset is unpartitioned."""
@@ -247,22 +358,34 @@ class CatalogAssetTransaction:
             props[RUN_ID_PROPERTY] = _run_id(context)
             keys = _run_partitions(context)
             if keys:
-                props[PARTITION_KEY_PROPERTY] = keys[0] if len(keys) == 1 else f"{min(keys)}...{max(keys)}"
+                props[PARTITION_KEY_PROPERTY] = _partition_label(keys)
         return props
 
-    def _stage(self, tx: Any, write: _Write) -> None:
-        """Write the data (or deletion) files of one write; nothing is committed."""
+    def _stage(self, write: _Write) -> dict[str, int] | None:
+        """Write the data (or deletion) files of one write in the catalog transaction; nothing is committed.
+        A merge returns the core's counts."""
         common = {
             "commit_message": f"dagster: {write.key.to_user_string()}",
             "transaction_properties": self._properties(write.key),
         }
-        target = tx.table(write.name)
+        target = self._tx.table(write.name)
         if write.kind == "append":
             target.append(write.data, **common)
         elif write.kind == "overwrite":
             target.overwrite(write.data, where=write.where, **common)
-        else:
+        elif write.kind == "delete":
             target.delete(write.where, **common)
+        else:
+            builder = target.merge_insert(write.on)
+            if write.update is not False:
+                builder.when_matched_update_all(write.update if isinstance(write.update, str) else None)
+            if write.insert:
+                builder.when_not_matched_insert_all()
+            if write.delete_not_in_source is not False:
+                condition = write.delete_not_in_source
+                builder.when_not_matched_by_source_delete(condition if isinstance(condition, str) else None)
+            return dict(builder.execute(write.data, **common))
+        return None
 
     # ---- publishing ----------------------------------------------------------------------------
 
@@ -285,10 +408,11 @@ class CatalogAssetTransaction:
     def publish(self) -> int:
         """Publish every write as ONE catalog version (returned); on any failure nothing is visible.
 
-        Tables that did not exist are created first, in a catalog version of their own (the core does not
-        write to a table created in the same transaction), and the writes are then staged again on the
-        snapshot that has them. Conflicts go through the plugin's one mapping: retryable ones become
-        `RetryRequested` with backoff, incompatible ones a `Failure` naming the object and both versions.
+        Tables created by their first write are created in the same catalog version as the writes. Conflicts
+        go through the plugin's one mapping: retryable ones become `RetryRequested` with backoff, incompatible
+        ones a `Failure` naming the object and both versions. A concurrent step that created the same new
+        table (or schema) first is retryable here, not incompatible: this step never asked to *create* it,
+        only to write it, and on the next attempt the table exists.
         """
         if self._state != "open":
             raise ValueError(f"the catalog transaction is {self._state}")
@@ -296,14 +420,32 @@ class CatalogAssetTransaction:
         what = ", ".join(dict.fromkeys(w.key.to_user_string() for w in self._writes)) or "catalog"
         try:
             with self._mapping(what):
-                if self._missing:
+                earlier = self._earlier_unreported_publish()
+                if earlier is not None:
+                    version, self.published_by_run = earlier
                     self._tx.abort()
-                    self._resource.create_tables(self.catalog, self._missing)
-                    self._tx = self.catalog.transaction(commit_message=self._message)
-                    self._read_snapshot = self._tx.snapshot
-                    for write in self._writes:
-                        self._stage(self._tx, write)
-                version = int(self._tx.commit())
+                    self._state = "published"
+                    self.published_version = version
+                    log = getattr(self._context, "log", None)
+                    if log is not None:
+                        log.warning(
+                            f"catalog {self.catalog.root}: catalog version {version} was published by an earlier "
+                            f"attempt of step {self._stamp[STEP_KEY_PROPERTY]!r} (run {self.published_by_run}) and "
+                            "never reported; not publishing again, reporting that version"
+                        )
+                    return version
+                try:
+                    version = int(self._tx.commit())
+                except mvcc.CatalogConflictError as exc:
+                    if not _is_implicit_create_race(exc, self._created):
+                        raise
+                    raise mvcc.RetryableConflictError(
+                        f"{exc} (this step created {exc.object_name!r} from its first write; it exists now, so "
+                        "the step runs again and writes to it)",
+                        uri=exc.uri,
+                        read_version=exc.read_version,
+                        conflicting_versions=exc.conflicting_versions,
+                    ) from exc
         except BaseException:
             self._state = "failed"
             self._tx.abort()  # a no-op unless staging failed; a failed commit removed its own files
@@ -311,6 +453,46 @@ class CatalogAssetTransaction:
         self._state = "published"
         self.published_version = version
         return version
+
+    def _earlier_unreported_publish(self) -> tuple[int, str] | None:
+        """(catalog version, run id) of a publish by an earlier attempt of this very step that Dagster never
+        recorded a materialization for; None when there is none, or this is a first attempt.
+
+        The rule (docs/dagster.md, "A step run again after its publish"): only a step retry (retry number > 0)
+        or a re-execution (a root run other than this run) can follow an earlier attempt. The newest catalog
+        version stamped with the same root run, step key and partitions is that attempt's publish. If Dagster
+        recorded a materialization naming it, the attempt completed and this run is a deliberate re-run: it
+        publishes again. If not, the attempt published and died (or failed) before reporting: its publish is
+        this step's effect, so this attempt discards its staged writes and reports that version.
+        """
+        stamp = self._stamp
+        if not stamp:
+            return None
+        retry = getattr(self._context, "retry_number", 0) or 0
+        if retry == 0 and stamp[ROOT_RUN_ID_PROPERTY] == stamp[RUN_ID_PROPERTY]:
+            return None
+        keys = (ROOT_RUN_ID_PROPERTY, STEP_KEY_PROPERTY, PARTITION_KEY_PROPERTY)
+        for version in reversed(self.catalog.versions()):
+            props = version.properties
+            if all(props.get(k) == stamp.get(k) for k in keys):
+                run_id = props.get(RUN_ID_PROPERTY, "")
+                snapshot_tables = set(self.catalog.snapshot(version.version).tables())
+                if self._reported(version) or not {w.name for w in self._writes} <= snapshot_tables:
+                    return None
+                return version.version, run_id
+        return None
+
+    def _reported(self, version: Any) -> bool:
+        """Whether any run recorded a materialization naming `version` (a `CatalogVersion`) for this step's first
+        asset (tables published together are reported together), among those made since it was published (from
+        an hour earlier, for clocks that disagree)."""
+        if not self._writes:
+            return False
+        after = version.timestamp.timestamp() - _CLOCK_SLACK_SECONDS
+        records = self._context.instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=self._writes[0].key, after_timestamp=after), limit=_REPORTED_LOOKUP_LIMIT
+        ).records
+        return any(_metadata_value(r, CATALOG_VERSION) == version.version for r in records)
 
     def materialize_results(self) -> tuple[dg.MaterializeResult, ...]:
         """One `MaterializeResult` per asset written, in the order first written, after `publish`.
@@ -356,6 +538,8 @@ class CatalogAssetTransaction:
             meta[CATALOG_READ_VERSION] = self.read_version
             meta[CATALOG_TABLE] = write.name
             meta[CATALOG_URI] = self.catalog.root
+            if self.published_by_run is not None:
+                meta[CATALOG_PUBLISHED_BY_RUN] = self.published_by_run
             version = f"{table.uri.rstrip('/').rsplit('/', 1)[-1]}@{meta['mvcc/data_version']}"
             results.append(dg.MaterializeResult(asset_key=key, metadata=meta, data_version=dg.DataVersion(version)))
         return tuple(results)

@@ -19,7 +19,7 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -78,6 +78,7 @@ class CatalogVersion:
     timestamp: datetime
     changes: list[dict[str, str]]
     message: str = ""
+    properties: dict[str, str] = field(default_factory=dict)  # the writer's (`transaction(transaction_properties=)`)
 
 
 class CatalogSnapshot:
@@ -254,6 +255,7 @@ class Catalog:
                     timestamp=info["timestamp"],
                     changes=json.loads(props.get(CHANGES_KEY, "[]")),
                     message=info.get("message") or "",
+                    properties={k: v for k, v in props.items() if not k.startswith("catalog.")},
                 )
             )
         return out
@@ -369,9 +371,14 @@ class Catalog:
         """Open for write: migrate an older format first (refuse a newer one), then the newest snapshot."""
         return self._snapshot_of(format_mod.migrate(self._manifest_uri, self.options))
 
-    def transaction(self, *, commit_message: str | None = None) -> CatalogTransaction:
-        """A transaction on the newest catalog version: stage changes, then one atomic publish on exit."""
-        return CatalogTransaction(self, self._for_write(), commit_message=commit_message)
+    def transaction(
+        self, *, commit_message: str | None = None, transaction_properties: dict[str, str] | None = None
+    ) -> CatalogTransaction:
+        """A transaction on the newest catalog version: stage changes, then one atomic publish on exit.
+        `transaction_properties` are stored on the catalog version it publishes (`CatalogVersion.properties`)."""
+        return CatalogTransaction(
+            self, self._for_write(), commit_message=commit_message, transaction_properties=transaction_properties
+        )
 
     def create_schema(self, name: str) -> int:
         with self.transaction() as tx:

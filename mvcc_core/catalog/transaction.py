@@ -43,7 +43,7 @@ from mvcc_core.replace import rows_match
 from mvcc_core.state import TableState
 from mvcc_core.storage import open_store
 from mvcc_core.table import Table, write_table
-from mvcc_core.transaction import BuildContext, Transaction, build_manifest, write_transaction
+from mvcc_core.transaction import BuildContext, Transaction, build_manifest, check_properties, write_transaction
 
 from .conflicts import Change, find_conflict
 from .errors import CatalogError, IncompatibleCatalogConflictError, RetryableCatalogConflictError
@@ -211,10 +211,22 @@ class CatalogTransaction:
     changes rebased by the core's resolver).
     """
 
-    def __init__(self, catalog: Catalog, snapshot: CatalogSnapshot, *, commit_message: str | None = None) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        snapshot: CatalogSnapshot,
+        *,
+        commit_message: str | None = None,
+        transaction_properties: dict[str, str] | None = None,
+    ) -> None:
         self.catalog = catalog
         self.snapshot = snapshot
         self.commit_message = commit_message or ""
+        # The caller's properties of the catalog version (`CatalogVersion.properties`); `catalog.` is ours.
+        self.transaction_properties = check_properties(transaction_properties)
+        reserved = [k for k in self.transaction_properties if k.startswith("catalog.")]
+        if reserved:
+            raise ValueError(f"transaction_properties: keys starting with 'catalog.' are the catalog's own: {reserved}")
         self._ddl: list[Change] = []
         self._schemas: dict[str, bool] = {}  # created (True) or dropped (False) in this transaction
         self._objects: dict[str, Entry] = {}  # tables and views as this transaction leaves them; tombstones
@@ -477,7 +489,7 @@ class CatalogTransaction:
                 self._forget_attempt()
                 took = time.monotonic() - began
                 continue
-            properties = {CHANGES_KEY: json.dumps([c.as_dict() for c in changes])}
+            properties = {**self.transaction_properties, CHANGES_KEY: json.dumps([c.as_dict() for c in changes])}
             failpoint("catalog.after_stage")
             manifest = current.manifest or self.catalog.manifest_table(current.version)
             try:

@@ -68,6 +68,21 @@ def test_multi_table_transaction_is_one_catalog_version(cat: Catalog) -> None:
     assert ids(open_table(cat.table("s.a").uri, storage_options=cat.options or None)) == [1, 2]
 
 
+def test_catalog_version_properties(cat: Catalog) -> None:
+    """The writer's properties are stored on the catalog version it publishes; `catalog.` keys are refused
+    (they are the catalog's own), and so is a non-string value, before anything is staged."""
+    with cat.transaction(transaction_properties={"dagster/run_id": "r1", "who": "me"}) as tx:
+        tx.table("s.a").append(pa.table({"id": [1]}))
+    assert cat.versions()[-1].properties == {"dagster/run_id": "r1", "who": "me"}
+    assert cat.versions()[0].properties == {}
+    before = cat.latest_version
+    with pytest.raises(ValueError, match="'catalog.' are the catalog's own"):
+        cat.transaction(transaction_properties={"catalog.changes": "[]"})
+    with pytest.raises(TypeError, match="str to str"):
+        cat.transaction(transaction_properties={"n": 1})  # type: ignore[dict-item]
+    assert cat.latest_version == before
+
+
 def test_nothing_is_visible_before_the_publish(cat: Catalog) -> None:
     tx = cat.transaction()
     tx.table("s.a").append(pa.table({"id": [1]}))

@@ -1,11 +1,14 @@
 """A catalog multi_asset and a downstream reader, importable for `reconstructable` (re-execution needs it)."""
 
+import os
+
 import dagster as dg
 import pyarrow as pa
 
 from mvcc_dagster import MvccCatalogResource
 
 ROOT_ENV = "MVCC_TEST_CATALOG_ROOT"
+FAIL_ENV = "MVCC_TEST_CATALOG_FAIL_AFTER_PUBLISH"  # set: `load` fails after its publish, before reporting
 ORDERS, CUSTOMERS = dg.AssetKey(["sales", "orders"]), dg.AssetKey(["sales", "customers"])
 
 
@@ -16,6 +19,8 @@ def load(context: dg.AssetExecutionContext, mvcc_catalog: MvccCatalogResource):
     with mvcc_catalog.transaction(context) as tx:
         tx.append(ORDERS, pa.table({"order_id": [n * 10, n * 10 + 1], "batch": [n, n]}))
         tx.append(CUSTOMERS, pa.table({"customer_id": [n], "batch": [n]}))
+    if os.environ.get(FAIL_ENV):
+        raise RuntimeError("the step failed after its publish, before reporting")
     return tx.materialize_results()
 
 

@@ -17,6 +17,7 @@ import pytest
 import mvcc_core as mvcc
 from mvcc_core import failpoints
 from mvcc_dagster import (
+    CATALOG_PUBLISHED_BY_RUN,
     CATALOG_READ_VERSION,
     CATALOG_TABLE,
     CATALOG_URI,
@@ -108,20 +109,29 @@ def test_multi_asset_publishes_both_tables_in_one_catalog_version(instance: dg.D
     first = run([load], instance, root, 1)
     assert first.success
     cat = mvcc.Catalog.open(root)
-    # The first run creates the schema and both tables in one DDL version, then publishes the data in one.
-    assert [v.version for v in cat.versions()] == [1, 2, 3]
-    assert {c["change"] for c in cat.versions()[1].changes} == {"created_schema", "created_table"}
+    # The first run creates the schema and both tables and writes them, all in ONE catalog version.
+    assert [v.version for v in cat.versions()] == [1, 2]
+    assert sorted((c["change"], c["name"]) for c in cat.versions()[1].changes) == [
+        ("created_schema", "sales"),
+        ("created_table", "sales.customers"),
+        ("created_table", "sales.orders"),
+        ("inserted_into_table", "sales.customers"),
+        ("inserted_into_table", "sales.orders"),
+    ]
+    first_mats = {m.asset_key: m for m in first.asset_materializations_for_node("load")}
+    assert {m.metadata[CATALOG_VERSION].value for m in first_mats.values()} == {2}
+    assert cat.table("sales.orders").count_rows() == 3 and cat.table("sales.customers").count_rows() == 1
 
     second = run([load], instance, root, 2)
     assert second.success
     versions = cat.versions()
-    assert [v.version for v in versions] == [1, 2, 3, 4]  # exactly one new catalog version
+    assert [v.version for v in versions] == [1, 2, 3]  # exactly one new catalog version
     assert sorted((c["change"], c["name"]) for c in versions[-1].changes) == [
         ("inserted_into_table", "sales.customers"),
         ("inserted_into_table", "sales.orders"),
     ]
-    snap = cat.snapshot(4)
-    before = cat.snapshot(3)
+    snap = cat.snapshot(3)
+    before = cat.snapshot(2)
     mats = {m.asset_key: m for m in second.asset_materializations_for_node("load")}
     assert set(mats) == {ORDERS, CUSTOMERS}
     for key, name in ((ORDERS, "sales.orders"), (CUSTOMERS, "sales.customers")):
@@ -129,7 +139,7 @@ def test_multi_asset_publishes_both_tables_in_one_catalog_version(instance: dg.D
         assert table.version == before.table_version(name) + 1 == snap.table_version(name)
         meta = {k: v.value for k, v in mats[key].metadata.items()}
         assert meta["mvcc/version"] == table.version
-        assert meta[CATALOG_VERSION] == 4 and meta[CATALOG_READ_VERSION] == 3
+        assert meta[CATALOG_VERSION] == 3 and meta[CATALOG_READ_VERSION] == 2
         assert meta[CATALOG_TABLE] == name and meta[CATALOG_URI] == root
         assert meta["dagster/table_name"] == name and meta["dagster/uri"] == table.uri
         assert meta["dagster/row_count"] == table.count_rows() == (6 if key == ORDERS else 2)
@@ -139,7 +149,7 @@ def test_multi_asset_publishes_both_tables_in_one_catalog_version(instance: dg.D
         assert props["dagster/run_id"] == second.run_id and props["dagster/asset_key"] == key.to_user_string()
     stored = instance.get_latest_materialization_event(ORDERS)
     assert stored is not None and stored.asset_materialization is not None
-    assert stored.asset_materialization.metadata[CATALOG_VERSION].value == 4
+    assert stored.asset_materialization.metadata[CATALOG_VERSION].value == 3
 
 
 def test_failure_in_the_step_after_staging_publishes_nothing(instance: dg.DagsterInstance, root: str) -> None:
@@ -155,7 +165,7 @@ def test_failure_in_the_step_after_staging_publishes_nothing(instance: dg.Dagste
     result = run([load_asset(fail)], instance, root, 2, raise_on_error=False)
     assert not result.success
     assert len(staged[0]) >= 2  # one data file per table at least
-    assert cat.latest_version == 3  # nothing published
+    assert cat.latest_version == 2  # nothing published
     assert cat.table("sales.orders").count_rows() == 3 and cat.table("sales.customers").count_rows() == 1
     assert data_files(root) == files_before  # the staged files were removed
     assert not result.asset_materializations_for_node("load")
@@ -164,27 +174,28 @@ def test_failure_in_the_step_after_staging_publishes_nothing(instance: dg.Dagste
     with failpoints.armed("catalog.after_stage", "raise"):
         crashed = run([load_asset()], instance, root, 3, raise_on_error=False)
     assert not crashed.success and not crashed.asset_materializations_for_node("load")
-    assert cat.latest_version == 3
+    assert cat.latest_version == 2
     assert run([load_asset()], instance, root, 4).success
-    assert cat.latest_version == 4
+    assert cat.latest_version == 3
     assert sorted(set(cat.table("sales.orders").to_table()["batch"].to_pylist())) == [1, 4]
 
 
 def test_concurrent_delete_is_a_retryable_conflict_and_the_step_is_retried(
     instance: dg.DagsterInstance, root: str
 ) -> None:
-    """Both the step and another process delete from sales.orders: DuckLake's delete/delete rule makes the
-    step's publish a retryable conflict, the plugin turns it into RetryRequested, the retry publishes."""
+    """The step and another process delete overlapping rows of sales.orders: DuckLake's delete/delete rule,
+    refined by the core's row check (row 10 in both), makes the step's publish a retryable conflict, the plugin
+    turns it into RetryRequested, the retry publishes."""
     assert run([load_asset()], instance, root, 1).success
     attempts: list[int] = []
 
     def delete_elsewhere(context: dg.AssetExecutionContext, tx: Any) -> None:
-        tx.delete(ORDERS, "order_id = 10")
+        tx.delete(ORDERS, "order_id IN (10, 12)")
         attempts.append(context.retry_number)
         if context.retry_number == 0:
             other_writer(
                 root,
-                "with cat.transaction() as tx:\n    tx.table('sales.orders').delete('order_id = 11')",
+                "with cat.transaction() as tx:\n    tx.table('sales.orders').delete('order_id IN (10, 11)')",
             )
 
     @dg.multi_asset(specs=[dg.AssetSpec(ORDERS), dg.AssetSpec(CUSTOMERS)], config_schema={"batch": int})
@@ -199,13 +210,40 @@ def test_concurrent_delete_is_a_retryable_conflict_and_the_step_is_retried(
     assert result.success and attempts == [0, 1]
     assert len(events_of(result, dg.DagsterEventType.STEP_UP_FOR_RETRY)) == 1
     cat = mvcc.Catalog.open(root)
-    assert cat.latest_version == 5  # 3: run 1, 4: the other process, 5: the retry (both tables at once)
+    assert cat.latest_version == 4  # 2: run 1, 3: the other process, 4: the retry (both tables at once)
     assert sorted(c["name"] for c in cat.versions()[-1].changes) == ["sales.customers", "sales.orders"]
-    assert cat.table("sales.orders").to_table()["order_id"].to_pylist() == [12]
+    assert cat.table("sales.orders").to_table()["order_id"].to_pylist() == []  # 10, 11 there, 12 here
     assert sorted(cat.table("sales.customers").to_table()["customer_id"].to_pylist()) == [1, 2]
     mats = {m.asset_key: m for m in result.asset_materializations_for_node("load")}
-    assert {m.metadata[CATALOG_VERSION].value for m in mats.values()} == {5}
-    assert mats[ORDERS].metadata[CATALOG_READ_VERSION].value == 4
+    assert {m.metadata[CATALOG_VERSION].value for m in mats.values()} == {4}
+    assert mats[ORDERS].metadata[CATALOG_READ_VERSION].value == 3
+
+
+def test_concurrent_delete_of_other_rows_is_rebased_without_a_retry(instance: dg.DagsterInstance, root: str) -> None:
+    """The step and another process delete different rows of the same data file: the core rebases the step's
+    deletion vector onto the other's (no data file rewritten), so the step publishes at once, no retry."""
+    assert run([load_asset()], instance, root, 1).success
+    attempts: list[int] = []
+
+    @dg.multi_asset(specs=[dg.AssetSpec(ORDERS), dg.AssetSpec(CUSTOMERS)], config_schema={"batch": int})
+    def load(context: dg.AssetExecutionContext, mvcc_catalog: MvccCatalogResource):
+        _, customers = batch(context.op_execution_context.op_config["batch"])
+        with mvcc_catalog.transaction(context) as tx:
+            tx.append(CUSTOMERS, customers)
+            tx.delete(ORDERS, "order_id = 12")  # the step's only change of orders: a rebase is possible
+            attempts.append(context.retry_number)
+            other_writer(root, "with cat.transaction() as tx:\n    tx.table('sales.orders').delete('order_id = 11')")
+        return tx.materialize_results()
+
+    result = run([load], instance, root, 2)
+    assert result.success and attempts == [0]
+    assert not events_of(result, dg.DagsterEventType.STEP_UP_FOR_RETRY)
+    cat = mvcc.Catalog.open(root)
+    assert cat.latest_version == 4  # 2: run 1, 3: the other process, 4: the step, rebased on 3
+    assert cat.table("sales.orders").to_table()["order_id"].to_pylist() == [10]
+    mats = {m.asset_key: m for m in result.asset_materializations_for_node("load")}
+    assert mats[ORDERS].metadata[CATALOG_READ_VERSION].value == 2
+    assert {m.metadata[CATALOG_VERSION].value for m in mats.values()} == {4}
 
 
 def test_concurrent_drop_is_an_incompatible_conflict_and_fails_without_retry(
@@ -232,12 +270,12 @@ def test_concurrent_drop_is_an_incompatible_conflict_and_fails_without_retry(
     data = failure.step_failure_data.user_failure_data
     meta = {k: v.value for k, v in data.metadata.items()}
     assert meta["catalog_object"] == "sales.customers"
-    assert (meta["expected_version"], meta["actual_version"]) == (3, 4)
+    assert (meta["expected_version"], meta["actual_version"]) == (2, 3)
     assert "dropped" in meta["rule"]
     assert "incompatible catalog conflict on 'sales.customers'" in data.description
     assert "nothing was published" in data.description
     cat = mvcc.Catalog.open(root)
-    assert cat.latest_version == 4 and cat.tables("sales") == ["sales.orders"]
+    assert cat.latest_version == 3 and cat.tables("sales") == ["sales.orders"]
     assert cat.table("sales.orders").count_rows() == 3  # the step's orders were not published either
     assert data_files(root) == files_before  # its staged files were removed
 
@@ -412,13 +450,13 @@ def test_downstream_reads_the_catalog_version_its_upstreams_recorded(instance: d
         seen.append((snap.version, sorted(set(orders)), customers))
 
     assert run([load, report], instance, root, 1).success
-    assert seen[-1] == (3, [1], [1])
+    assert seen[-1] == (2, [1], [1])
     outside_row = "pa.table({'order_id': [99], 'customer_id': [9], 'batch': [9]})"
     other_writer(root, f"with cat.transaction() as tx:\n    tx.table('sales.orders').append({outside_row})")
     resources = {"mvcc_catalog": MvccCatalogResource(root_uri=root)}
     assert dg.materialize([load, report], instance=instance, resources=resources, selection=[report.key]).success
-    assert seen[-1] == (3, [1], [1])  # pinned: the outside commit (catalog version 4) is not read
-    assert mvcc.Catalog.open(root).latest_version == 4
+    assert seen[-1] == (2, [1], [1])  # pinned: the outside commit (catalog version 3) is not read
+    assert mvcc.Catalog.open(root).latest_version == 3
 
 
 def load_example() -> Any:
@@ -472,9 +510,9 @@ def test_multi_asset_on_s3(instance: dg.DagsterInstance, s3_uri: str, s3_options
         )
         assert result.success
     cat = mvcc.Catalog.open(s3_uri, storage_options=s3_options)
-    assert cat.latest_version == 4
+    assert cat.latest_version == 3
     mats = result.asset_materializations_for_node("load")
-    assert {m.metadata[CATALOG_VERSION].value for m in mats} == {4}
+    assert {m.metadata[CATALOG_VERSION].value for m in mats} == {3}
     snap = cat.snapshot()
     assert sorted(set(snap.table("sales.orders").to_table()["batch"].to_pylist())) == [1, 2]
     assert snap.table("sales.customers").count_rows() == 2
@@ -516,17 +554,17 @@ def test_a_step_killed_mid_publish(instance: dg.DagsterInstance, root: str, poin
     assert child.returncode == failpoints.DEFAULT_EXIT_CODE, child.stderr[-2000:]
     cat = mvcc.Catalog.open(root)
     published = point == "catalog.after_publish"
-    assert cat.latest_version == (4 if published else 3)
+    assert cat.latest_version == (3 if published else 2)
     snap = cat.snapshot()
     orders = set(snap.table("sales.orders").to_table()["batch"].to_pylist())
     assert orders == set(snap.table("sales.customers").to_table()["batch"].to_pylist())
     assert orders == ({1, 2} if published else {1})
     latest = instance.get_latest_materialization_event(ORDERS)
     assert latest is not None and latest.asset_materialization is not None
-    assert latest.asset_materialization.metadata[CATALOG_VERSION].value == 3  # the killed step reported nothing
+    assert latest.asset_materialization.metadata[CATALOG_VERSION].value == 2  # the killed step reported nothing
     assert run([load_asset()], instance, root, 3).success
     snap = cat.snapshot()
-    assert snap.version == (5 if published else 4)
+    assert snap.version == (4 if published else 3)
     assert set(snap.table("sales.orders").to_table()["batch"].to_pylist()) == ({1, 2, 3} if published else {1, 3})
 
 
@@ -560,39 +598,49 @@ def test_an_op_in_a_partitioned_job_must_say_where(instance: dg.DagsterInstance,
     (failure,) = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
     assert "needs the partition's predicate" in failure.step_failure_data.user_failure_data.description
     cat = mvcc.Catalog.open(root)
-    assert seen == [3] and cat.latest_version == 3
+    assert seen == [2] and cat.latest_version == 2
     assert cat.table("ops.t").to_table().to_pylist() == [{"day": "2026-11-02", "n": 1}]
     props = cat.table("ops.t").versions()[-1].transaction_properties
     assert props["dagster/partition_key"] == "2026-11-02" and props["dagster/asset_key"] == "ops/t"
 
 
 def test_reporting_failure_after_the_publish_is_not_retried(instance: dg.DagsterInstance, root: str) -> None:
-    """The tables are published, then reading one back for its metadata fails (its manifests are gone from
-    storage): the step fails without a retry under its RetryPolicy (a retry would append the rows again),
-    naming the catalog version that was published."""
+    """The tables are published, then reading one back for its metadata fails (its data files are gone from
+    storage, and the partition's row count scans them): the step fails without a retry under its RetryPolicy
+    (a retry would append the rows again), naming the catalog version that was published."""
     import shutil
 
     attempts: list[int] = []
+    specs = [
+        dg.AssetSpec(ORDERS, metadata={"partition_expr": "day"}),
+        dg.AssetSpec(CUSTOMERS, metadata={"partition_expr": "day"}),
+    ]
 
-    @dg.multi_asset(specs=[dg.AssetSpec(ORDERS), dg.AssetSpec(CUSTOMERS)], retry_policy=dg.RetryPolicy(max_retries=2))
+    @dg.multi_asset(specs=specs, partitions_def=DAYS, retry_policy=dg.RetryPolicy(max_retries=2))
     def load(context: dg.AssetExecutionContext, mvcc_catalog: MvccCatalogResource):
         attempts.append(context.retry_number)
-        orders, customers = batch(1)
+        rows = pa.table({"day": [context.partition_key], "n": [1]})
         with mvcc_catalog.transaction(context) as tx:
-            tx.append(ORDERS, orders)
-            tx.append(CUSTOMERS, customers)
-        shutil.rmtree(f"{tx.snapshot.table('sales.orders').uri}/_versions")  # storage loses the manifests
+            tx.append(ORDERS, rows)
+            tx.append(CUSTOMERS, rows)
+        # Storage loses the table's data files. (The catalog keeps the state it published in memory, so only
+        # reading rows touches storage again: `dagster/partition_row_count` counts the partition's rows.)
+        shutil.rmtree(f"{tx.catalog.snapshot().table('sales.orders').uri}/data")
         return tx.materialize_results()
 
     result = dg.materialize(
-        [load], instance=instance, resources={"mvcc_catalog": MvccCatalogResource(root_uri=root)}, raise_on_error=False
+        [load],
+        instance=instance,
+        resources={"mvcc_catalog": MvccCatalogResource(root_uri=root)},
+        partition_key="2026-11-01",
+        raise_on_error=False,
     )
     assert not result.success and attempts == [0]
     (failure,) = events_of(result, dg.DagsterEventType.STEP_FAILURE)
     data = failure.step_failure_data.user_failure_data
-    assert "published as catalog version 3" in data.description and "not retried" in data.description
-    assert data.metadata[CATALOG_VERSION].value == 3
-    assert mvcc.Catalog.open(root).latest_version == 3
+    assert "published as catalog version 2" in data.description and "not retried" in data.description
+    assert data.metadata[CATALOG_VERSION].value == 2
+    assert mvcc.Catalog.open(root).latest_version == 2
 
 
 def test_reexecution_reads_the_catalog_version_the_original_run_read(instance: dg.DagsterInstance, root: str) -> None:
@@ -613,7 +661,7 @@ def test_reexecution_reads_the_catalog_version_the_original_run_read(instance: d
         job = dg.reconstructable(defs.both)
         with dg.execute_job(job, instance=instance, tags={"batch": "1"}) as first:
             assert first.success
-            assert read_version(first) == (3, [1])
+            assert read_version(first) == (2, [1])
             first_id = first.run_id
         assert dg.materialize(
             [defs.load], instance=instance, tags={"batch": "2"}, resources=defs.defs.resources
@@ -621,19 +669,19 @@ def test_reexecution_reads_the_catalog_version_the_original_run_read(instance: d
         options = dg.ReexecutionOptions(parent_run_id=first_id, step_selection=["report"])
         with dg.execute_job(job, instance=instance, reexecution_options=options) as again:
             assert again.success
-            assert read_version(again) == (3, [1])  # the root run's own materialization of the upstream
-        # A run of the report alone reads the newest (4); re-executed after batch 3 it still reads 4: the
+            assert read_version(again) == (2, [1])  # the root run's own materialization of the upstream
+        # A run of the report alone reads the newest (3); re-executed after batch 3 it still reads 3: the
         # newest materialization before its root run was created.
         with dg.execute_job(job, instance=instance, asset_selection=[defs.report.key]) as alone:
-            assert alone.success and read_version(alone) == (4, [1, 2])
+            assert alone.success and read_version(alone) == (3, [1, 2])
             alone_id = alone.run_id
         assert dg.materialize(
             [defs.load], instance=instance, tags={"batch": "3"}, resources=defs.defs.resources
         ).success
         options = dg.ReexecutionOptions(parent_run_id=alone_id, step_selection=["report"])
         with dg.execute_job(job, instance=instance, reexecution_options=options) as again:
-            assert again.success and read_version(again) == (4, [1, 2])
-        assert mvcc.Catalog.open(root).latest_version == 5
+            assert again.success and read_version(again) == (3, [1, 2])
+        assert mvcc.Catalog.open(root).latest_version == 4
     finally:
         del os.environ[defs.ROOT_ENV]
 
@@ -651,3 +699,239 @@ def test_the_one_mapping_knows_catalog_conflicts() -> None:
     assert (meta["catalog_object"], meta["expected_version"], meta["actual_version"]) == ("sales.orders", 3, 5)
     assert meta["rule"] == "insert into a dropped table" and meta["table"] == "/cat"
     assert failure.description.startswith("incompatible catalog conflict on 'sales.orders' in catalog /cat")
+
+
+def test_a_failed_first_run_leaves_no_created_table(instance: dg.DagsterInstance, root: str) -> None:
+    """The first run of a new multi_asset creates its tables inside its own catalog transaction: when a later
+    write of the step is refused (a row outside the run's partition), nothing is published, not even the
+    empty tables, and their directories are removed; the next good run creates and fills them in one version."""
+    specs = [
+        dg.AssetSpec(ORDERS, metadata={"partition_expr": "day"}),
+        dg.AssetSpec(CUSTOMERS, metadata={"partition_expr": "day"}),
+    ]
+
+    @dg.multi_asset(specs=specs, partitions_def=DAYS, config_schema={"foreign": bool})
+    def load(context: dg.AssetExecutionContext, mvcc_catalog: MvccCatalogResource):
+        day = context.partition_key
+        other = "2026-11-02" if context.op_execution_context.op_config["foreign"] else day
+        with mvcc_catalog.transaction(context) as tx:
+            tx.overwrite(CUSTOMERS, pa.table({"day": [day], "n": [1]}))
+            tx.overwrite(ORDERS, pa.table({"day": [other], "i": [1]}))
+            assert tx.created_tables == ["sales.customers", "sales.orders"]
+        return tx.materialize_results()
+
+    def go(foreign: bool) -> dg.ExecuteInProcessResult:
+        return dg.materialize(
+            [load],
+            instance=instance,
+            resources={"mvcc_catalog": MvccCatalogResource(root_uri=root)},
+            partition_key="2026-11-01",
+            run_config={"ops": {"load": {"config": {"foreign": foreign}}}},
+            raise_on_error=False,
+        )
+
+    failed = go(True)
+    assert not failed.success
+    (failure,) = events_of(failed, dg.DagsterEventType.STEP_FAILURE)
+    assert "PredicateError" in failure.step_failure_data.user_failure_data.description
+    cat = mvcc.Catalog.open(root)
+    assert cat.latest_version == 1 and cat.schemas() == ["main"] and cat.tables() == []
+    assert [p for p in Path(root).rglob("*") if p.is_file() and not str(p.relative_to(root)).startswith("__")] == []
+    assert go(False).success
+    assert cat.latest_version == 2 and cat.tables("sales") == ["sales.customers", "sales.orders"]
+    assert cat.table("sales.orders").to_table().to_pylist() == [{"day": "2026-11-01", "i": 1}]
+
+
+def test_two_first_runs_creating_the_same_table_retry_instead_of_failing(
+    instance: dg.DagsterInstance, root: str
+) -> None:
+    """Another process creates sales.orders while this step's first run creates it from its first write: the
+    catalog refuses "both create the same name", which for a table the step created only implicitly is a
+    retryable conflict (RetryRequested); the retry finds the table and appends to it."""
+    attempts: list[int] = []
+
+    def create_elsewhere(context: dg.AssetExecutionContext, tx: Any) -> None:
+        attempts.append(context.retry_number)
+        if context.retry_number == 0:
+            assert tx.created_tables == ["sales.customers", "sales.orders"]
+            schema = "pa.schema([('order_id', pa.int64()), ('customer_id', pa.int64()), ('batch', pa.int64())])"
+            other_writer(root, f"cat.create_schema('sales')\ncat.create_table('sales.orders', {schema})")
+        else:
+            assert tx.created_tables == ["sales.customers"]
+
+    result = run([load_asset(create_elsewhere)], instance, root, 1)
+    assert result.success and attempts == [0, 1]
+    assert len(events_of(result, dg.DagsterEventType.STEP_UP_FOR_RETRY)) == 1
+    cat = mvcc.Catalog.open(root)
+    assert cat.latest_version == 4  # 2, 3: the other process's create_schema, create_table; 4: the retry
+    assert cat.table("sales.orders").count_rows() == 3 and cat.table("sales.customers").count_rows() == 1
+
+
+def test_merge_and_several_writes_to_one_table_in_one_step(instance: dg.DagsterInstance, root: str) -> None:
+    """`tx.merge` upserts with the core's staged merge_insert; an append, a delete and a merge of the same
+    table in one step form a chain (each sees the earlier ones' rows) published in ONE catalog version, the
+    table's own history keeping one version per write."""
+    counts: list[dict[str, int]] = []
+
+    @dg.multi_asset(specs=[dg.AssetSpec(ORDERS), dg.AssetSpec(CUSTOMERS)], config_schema={"round": int})
+    def load(context: dg.AssetExecutionContext, mvcc_catalog: MvccCatalogResource):
+        r = context.op_execution_context.op_config["round"]
+        with mvcc_catalog.transaction(context) as tx:
+            if r == 1:
+                first = pa.table({"customer_id": [1, 2], "name": ["a", "b"]})
+                counts.append(tx.merge(CUSTOMERS, first, on="customer_id"))
+                tx.append(ORDERS, pa.table({"order_id": [1, 2], "customer_id": [1, 2]}))
+            else:
+                tx.append(ORDERS, pa.table({"order_id": [3, 4], "customer_id": [2, 3]}))
+                tx.delete(ORDERS, "order_id IN (1, 3)")  # one appended in this step, one published before
+                assert sorted(tx.to_table(ORDERS)["order_id"].to_pylist()) == [2, 4]  # read-your-writes
+                counts.append(
+                    tx.merge(CUSTOMERS, pa.table({"customer_id": [2, 3], "name": ["B", "c"]}), on=["customer_id"])
+                )
+                counts.append(tx.merge(CUSTOMERS, pa.table({"customer_id": [3], "name": ["C"]}), on="customer_id"))
+        return tx.materialize_results()
+
+    def go(r: int) -> dg.ExecuteInProcessResult:
+        return dg.materialize(
+            [load],
+            instance=instance,
+            resources={"mvcc_catalog": MvccCatalogResource(root_uri=root)},
+            run_config={"ops": {"load": {"config": {"round": r}}}},
+        )
+
+    assert go(1).success
+    cat = mvcc.Catalog.open(root)
+    assert cat.latest_version == 2
+    before = {n: cat.snapshot(2).table_version(n) for n in ("sales.orders", "sales.customers")}
+    second = go(2)
+    assert second.success and cat.latest_version == 3  # one catalog version for five writes on two tables
+    assert counts == [
+        {"num_inserted_rows": 2, "num_updated_rows": 0, "num_deleted_rows": 0},
+        {"num_inserted_rows": 1, "num_updated_rows": 1, "num_deleted_rows": 0},
+        {"num_inserted_rows": 0, "num_updated_rows": 1, "num_deleted_rows": 0},  # sees the row merged above
+    ]
+    snap = cat.snapshot(3)
+    assert sorted(snap.table("sales.orders").to_table()["order_id"].to_pylist()) == [2, 4]
+    customers = sorted(snap.table("sales.customers").to_table().to_pylist(), key=lambda r: r["customer_id"])
+    assert [(r["customer_id"], r["name"]) for r in customers] == [(1, "a"), (2, "B"), (3, "C")]
+    assert snap.table_version("sales.orders") == before["sales.orders"] + 2  # append, delete
+    assert snap.table_version("sales.customers") == before["sales.customers"] + 2  # two merges
+    changes = {(c["change"], c["name"]) for c in cat.versions()[-1].changes}
+    assert changes == {
+        ("inserted_into_table", "sales.orders"),
+        ("deleted_from_table", "sales.orders"),
+        ("inserted_into_table", "sales.customers"),
+        ("deleted_from_table", "sales.customers"),
+    }
+    mats = {m.asset_key: m for m in second.asset_materializations_for_node("load")}
+    assert len(second.asset_materializations_for_node("load")) == 2  # one per asset, not per write
+    meta = {k: v.value for k, v in mats[CUSTOMERS].metadata.items()}
+    assert meta["mvcc/version"] == snap.table_version("sales.customers") and meta["mvcc/operation"] == "Update"
+    assert meta[CATALOG_VERSION] == 3 and meta["dagster/row_count"] == 3
+    props = snap.table("sales.customers").versions()[-1].transaction_properties
+    assert props["dagster/run_id"] == second.run_id and props["dagster/asset_key"] == "sales/customers"
+
+
+def test_partitioned_merge_deletes_missing_keys_only_in_the_runs_partition(
+    instance: dg.DagsterInstance, root: str
+) -> None:
+    """``delete_not_in_source=True`` in a partitioned run removes the target rows the source lacks only within
+    the run's partition (as an overwrite without where replaces only it); other partitions keep theirs."""
+    spec = dg.AssetSpec(CUSTOMERS, metadata={"partition_expr": "day"})
+
+    @dg.multi_asset(specs=[spec], partitions_def=DAYS, config_schema={"ids": [int]})
+    def load(context: dg.AssetExecutionContext, mvcc_catalog: MvccCatalogResource):
+        ids = context.op_execution_context.op_config["ids"]
+        day = context.partition_key
+        with mvcc_catalog.transaction(context) as tx:
+            rows = pa.table({"id": ids, "day": [day] * len(ids), "v": [f"{day}-{i}" for i in ids]})
+            tx.merge(CUSTOMERS, rows, on=["id", "day"], delete_not_in_source=True)
+        yield from tx.materialize_results()  # one asset: yield its result (a 1-tuple is not a valid return)
+
+    def go(day: str, ids: list[int]) -> None:
+        assert dg.materialize(
+            [load],
+            instance=instance,
+            resources={"mvcc_catalog": MvccCatalogResource(root_uri=root)},
+            partition_key=day,
+            run_config={"ops": {"load": {"config": {"ids": ids}}}},
+        ).success
+
+    go("2026-11-01", [1, 2, 3])
+    go("2026-11-02", [1, 2])
+    go("2026-11-01", [2])  # 1 and 3 go from 2026-11-01 only
+    rows = mvcc.Catalog.open(root).table("sales.customers").to_table().to_pylist()
+    assert sorted((r["day"], r["id"]) for r in rows) == [("2026-11-01", 2), ("2026-11-02", 1), ("2026-11-02", 2)]
+
+
+def test_a_retry_after_a_publish_that_was_not_reported_does_not_publish_again(
+    instance: dg.DagsterInstance, root: str
+) -> None:
+    """The step publishes, then fails before reporting; its RetryPolicy runs it again in the same run. The
+    retry finds the catalog version its first attempt published (same root run, step and partitions) with no
+    materialization naming it: it discards its staged writes and reports that version, so appends land once."""
+    attempts: list[int] = []
+
+    @dg.multi_asset(specs=[dg.AssetSpec(ORDERS), dg.AssetSpec(CUSTOMERS)], retry_policy=dg.RetryPolicy(max_retries=1))
+    def load(context: dg.AssetExecutionContext, mvcc_catalog: MvccCatalogResource):
+        attempts.append(context.retry_number)
+        orders, customers = batch(1)
+        with mvcc_catalog.transaction(context) as tx:
+            tx.append(ORDERS, orders)
+            tx.append(CUSTOMERS, customers)
+        if context.retry_number == 0:
+            raise RuntimeError("failed after the publish")
+        return tx.materialize_results()
+
+    result = dg.materialize([load], instance=instance, resources={"mvcc_catalog": MvccCatalogResource(root_uri=root)})
+    assert result.success and attempts == [0, 1]
+    cat = mvcc.Catalog.open(root)
+    assert cat.latest_version == 2  # the first attempt's publish only
+    assert cat.versions()[-1].properties == {
+        "dagster/run_id": result.run_id,
+        "dagster/root_run_id": result.run_id,
+        "dagster/step_key": "load",
+    }
+    assert cat.table("sales.orders").count_rows() == 3 and cat.table("sales.customers").count_rows() == 1
+    mats = result.asset_materializations_for_node("load")
+    assert {m.metadata[CATALOG_VERSION].value for m in mats} == {2}
+    assert {m.metadata[CATALOG_PUBLISHED_BY_RUN].value for m in mats} == {result.run_id}
+    assert len(data_files(root)) == 2  # one data file per table: the retry's staged files were removed
+
+
+def test_a_reexecution_after_an_unreported_publish_reports_it_and_a_deliberate_one_publishes(
+    instance: dg.DagsterInstance, root: str
+) -> None:
+    """Real re-executions (`ReexecutionOptions`, a reconstructable job): the original run's step published and
+    failed before reporting; re-executing it from failure publishes nothing and reports the original's
+    catalog version. Re-executing it once more (its publish is now reported) is a deliberate re-run and
+    publishes again, as a fresh run does."""
+    import catalog_pin_defs as defs
+
+    os.environ[defs.ROOT_ENV] = root
+    job = dg.reconstructable(defs.both)
+    try:
+        os.environ[defs.FAIL_ENV] = "1"
+        with dg.execute_job(job, instance=instance, tags={"batch": "1"}, raise_on_error=False) as first:
+            assert not first.success
+            first_id = first.run_id
+        del os.environ[defs.FAIL_ENV]
+        cat = mvcc.Catalog.open(root)
+        assert cat.latest_version == 2 and cat.table("sales.orders").count_rows() == 2
+        options = dg.ReexecutionOptions.from_failure(first_id, instance)
+        with dg.execute_job(job, instance=instance, reexecution_options=options) as again:
+            assert again.success
+            mats = again.get_asset_materialization_events()
+            loaded = [m for m in mats if m.step_key == "load"]
+            assert {m.materialization.metadata[CATALOG_VERSION].value for m in loaded} == {2}
+            assert {m.materialization.metadata[CATALOG_PUBLISHED_BY_RUN].value for m in loaded} == {first_id}
+            again_id = again.run_id
+        assert cat.latest_version == 2 and cat.table("sales.orders").count_rows() == 2  # not appended twice
+        options = dg.ReexecutionOptions(parent_run_id=again_id, step_selection=["load"])
+        with dg.execute_job(job, instance=instance, reexecution_options=options) as deliberate:
+            assert deliberate.success
+        assert cat.latest_version == 3 and cat.table("sales.orders").count_rows() == 4
+        assert cat.versions()[-1].properties["dagster/root_run_id"] == first_id
+    finally:
+        os.environ.pop(defs.ROOT_ENV, None)
+        os.environ.pop(defs.FAIL_ENV, None)
