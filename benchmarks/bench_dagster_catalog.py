@@ -17,6 +17,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -61,8 +62,11 @@ def measure(fn: Callable[[int], None], n: int) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=None, help="runs per variant (default 10, --quick 3)")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", type=Path, help="also write the results as JSON here (benchmarks/run.py)")
     args = parser.parse_args()
+    args.repeat = args.repeat or (3 if args.quick else 10)
     warnings.simplefilter("ignore")
     logging.getLogger("dagster").setLevel(logging.ERROR)
     out: dict[str, Any] = {}
@@ -107,6 +111,8 @@ def main() -> None:
             }
         out["catalog_versions"] = mvcc.Catalog.open(cat_root).latest_version
     print(json.dumps(out, indent=2))
+    if args.out:
+        args.out.write_text(json.dumps(out))
 
 
 if __name__ == "__main__":
