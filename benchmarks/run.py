@@ -147,6 +147,10 @@ def _catalog(r: dict[str, Any]) -> Iterator[Row]:
                       single["wall_ms"])  # fmt: skip
             yield Row("catalog", f"{name}, {backend}, CPU", "ms", m["latency"][name]["cpu_ms"],
                       "single-table commit, CPU", single["cpu_ms"])  # fmt: skip
+        step = m["latency"]["single-table commit step"]
+        for name in ("1-table catalog publish step", "5-table catalog publish step"):
+            yield Row("catalog", f"{name}, {backend}", "ms", m["latency"][name]["wall_ms"],
+                      "single-table commit step", step["wall_ms"])  # fmt: skip
         t = m["4 processes"]
         yield Row("catalog", f"4 processes, 2-table transactions, {backend}", "commits/s", t["commits_per_s"])
 

@@ -7,6 +7,8 @@ assigns them at commit, as the specification requires for Append and Overwrite.
 
 from __future__ import annotations
 
+import functools
+
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -58,11 +60,18 @@ def _leaf_paths(schema: pa.Schema, columns: list[str]) -> list[str]:
     nested = {n for n in columns if pa.types.is_nested(schema.field(n).type)}
     if not nested:
         return columns
+    leaves = _parquet_leaves(schema)
+    return [n for n in columns if n not in nested] + [p for p in leaves if p.split(".", 1)[0] in nested]
+
+
+@functools.lru_cache(maxsize=256)
+def _parquet_leaves(schema: pa.Schema) -> tuple[str, ...]:
+    """The Parquet leaf column paths of `schema`, learnt by writing an empty file in memory. Cached: a table
+    writes many files of one schema, and the catalog's `__manifest` (nested) is rewritten on every publish."""
     sink = pa.BufferOutputStream()
     pq.write_table(schema.empty_table(), sink)
     parquet_schema = pq.read_metadata(pa.BufferReader(sink.getvalue())).schema
-    leaves = [parquet_schema.column(i).path for i in range(len(parquet_schema))]
-    return [n for n in columns if n not in nested] + [p for p in leaves if p.split(".", 1)[0] in nested]
+    return tuple(parquet_schema.column(i).path for i in range(len(parquet_schema)))
 
 
 def parquet_options(sample: pa.Table | pa.RecordBatch) -> dict[str, Any]:
