@@ -8,7 +8,6 @@ assigns them at commit, as the specification requires for Append and Overwrite.
 from __future__ import annotations
 
 import functools
-
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
