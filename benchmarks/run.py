@@ -100,6 +100,9 @@ def _maintenance(r: dict[str, Any]) -> Iterator[Row]:
 def _spark(r: dict[str, Any]) -> Iterator[Row]:
     n = f"{r['rows']:,} rows"
     yield Row("spark", f"write {n}", "ms", r["write"]["mvcc_ms"], "spark parquet writer", r["write"]["parquet_ms"])
+    if "native_ms" in r["write"]:
+        yield Row("spark", f"write {n}, mvcc_core.spark.write", "ms", r["write"]["native_ms"], "spark parquet writer",
+                  r["write"]["parquet_ms"])  # fmt: skip
     yield Row("spark", f"full read {n}", "ms", r["full_read"]["mvcc_ms"], "spark parquet reader",
               r["full_read"]["parquet_ms"])  # fmt: skip
     if "api_floor_ms" in r["full_read"]:

@@ -23,11 +23,15 @@ credentials configured in Hadoop, which this package cannot supply); `native=Fal
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's convention
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -39,11 +43,14 @@ from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.bases import data_file_location
 from mvcc_core.deletion import read_deletion_vector
 from mvcc_core.errors import MvccError, SchemaError, TableNotFoundError
+from mvcc_core.fragments import DEFAULT_MAX_ROWS_PER_FILE, PARQUET_COMPRESSION
+from mvcc_core.naming import data_file_path, new_data_file_name
 from mvcc_core.scan import Scan
+from mvcc_core.storage import open_store
 
 from .options import DEFAULT_ROWS_PER_PARTITION, STORAGE_OPTIONS
 from .source import FragmentGroup, MvccDataSource, MvccReader, group_fragments
-from .writes import spark_struct
+from .writes import WritePlan, spark_struct
 
 log = logging.getLogger("mvcc.spark")
 
@@ -185,3 +192,99 @@ def _by_core(spark: Any, table: mvcc_core.Table, fragments: list[pb.DataFragment
                 yield from reader.read(FragmentGroup(groups[index]))
 
     return seeds.mapInArrow(run, logical)
+
+
+# ---- writes ------------------------------------------------------------------------------------------
+
+#: Spark writes timestamps as INT96 unless told otherwise; the core (and every Arrow reader) wants the
+#: Parquet TIMESTAMP(MICROS) logical type. The setting is a session conf that Spark's Parquet writer reads
+#: from the session, not from write options, so it is set for the duration of the write.
+_TIMESTAMP_CONF = "spark.sql.parquet.outputTimestampType"
+
+
+def can_write_natively(df: Any, plan: WritePlan) -> str | None:
+    """Why `plan` cannot be written by Spark's own Parquet writer (None: it can)."""
+    if plan.where is not None:
+        return "a partition-scoped overwrite checks every row against its predicate in the core's writer"
+    if open_store(plan.uri, plan.storage_options).scheme != "file":
+        return "the table is not on a local disk"
+    incoming = {f.name: f for f in df.schema.fields}
+    strict = [
+        f.name for f in plan.table_schema if not f.nullable and (f.name not in incoming or incoming[f.name].nullable)
+    ]
+    if strict:
+        return f"non-nullable column(s) {strict} are checked row by row in the core's writer"
+    return None
+
+
+def write_fragments_with_spark(df: Any, plan: WritePlan) -> list[bytes]:
+    """Write `df` with Spark's Parquet writer into files of the table (named with the write id), and return
+    their fragments (serialized) for `plan.commit`. Files land in `data/<write id>-staging/` first (Spark's
+    committer owns that directory), then each is renamed to `data/<write id>-<uuid>.parquet` and synced;
+    the staging directory shares the write id prefix, so `WritePlan.remove_files` removes it after a failure
+    and retention finds it after a crash."""
+    fields = _fields_of(plan)
+    physical = schema_mod.schema_from_fields(fields, physical=True)
+    logical = spark_struct(plan.table_schema)
+    targets = spark_struct(physical)
+    columns = [
+        (F.col(want.name) if want.name in df.columns else F.lit(None)).cast(target.dataType).alias(target.name)
+        for want, target in zip(logical.fields, targets.fields, strict=True)
+    ]
+    store = open_store(plan.uri, plan.storage_options)
+    staging_rel = data_file_path(f"{plan.write_id}-staging")
+    staging = store.arrow_path(staging_rel)
+    spark = df.sparkSession
+    writer = (
+        df.select(columns)
+        .write.mode("errorifexists")
+        .option("compression", PARQUET_COMPRESSION)
+        .option("maxRecordsPerFile", plan.max_rows_per_file or DEFAULT_MAX_ROWS_PER_FILE)
+    )
+    try:
+        with _session_conf(spark, _TIMESTAMP_CONF, "TIMESTAMP_MICROS"):
+            writer.parquet(staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # the caller removes what a straggling task adds later
+        raise
+    ids = [f.id for f in fields]
+    fragments = []
+    for entry in sorted(os.scandir(staging), key=lambda e: e.name):
+        if not entry.name.endswith(".parquet") or entry.name.startswith((".", "_")):
+            continue
+        rows = pq.read_metadata(entry.path).num_rows
+        if not rows:
+            continue
+        name = new_data_file_name(plan.write_id)
+        size = entry.stat().st_size
+        os.replace(entry.path, store.arrow_path(data_file_path(name)))
+        store.sync(data_file_path(name))
+        fragments.append(
+            pb.DataFragment(
+                files=[pb.DataFile(path=name, fields=ids, file_major_version=1, file_size_bytes=size)],
+                physical_rows=rows,
+            ).SerializeToString()
+        )
+    shutil.rmtree(staging, ignore_errors=True)
+    return fragments
+
+
+def _fields_of(plan: WritePlan) -> list[pb.Field]:
+    """The field ids the files must carry: the pinned version's, or those a new table will get."""
+    if plan.read_version is None:
+        return schema_mod.fields_from_schema(plan.table_schema)[0]
+    table = mvcc_core.open_table(plan.uri, version=plan.read_version, storage_options=plan.storage_options)
+    return list(table.state.manifest.fields)
+
+
+@contextmanager
+def _session_conf(spark: Any, key: str, value: str) -> Iterator[None]:
+    old = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if old is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, old)
