@@ -86,7 +86,7 @@ def write(
         storage_options=storage_options,
         max_rows_per_file=max_rows_per_file,
     )
-    reason = None if native is False else native_mod.can_write_natively(df, plan)
+    reason = None if native is False else native_mod.can_write_natively(df, plan, connect_ok=bool(native))
     if native and reason is not None:
         raise ValueError(f"mvcc write to {plan.uri}: native=True is not possible: {reason}")
     try:

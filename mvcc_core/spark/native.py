@@ -48,6 +48,7 @@ from mvcc_core.naming import data_file_path, new_data_file_name
 from mvcc_core.scan import Scan
 from mvcc_core.storage import open_store
 
+from .executor import is_connect
 from .options import DEFAULT_ROWS_PER_PARTITION, STORAGE_OPTIONS
 from .source import FragmentGroup, MvccDataSource, MvccReader, group_fragments
 from .writes import WritePlan, spark_struct
@@ -71,8 +72,9 @@ def read(
     """One version of the table at `uri` as a DataFrame (`version`: a number, a tag or a timestamp).
 
     `columns` projects; `filter` (SQL) prunes fragments on the driver and is applied by Spark. `native`:
-    None reads local tables with Spark's Parquet reader and others through the `mvcc` data source; False
-    always uses the data source; True refuses a table Spark's Parquet reader cannot reach.
+    None reads local tables with Spark's Parquet reader (on a classic session; a Spark Connect client may
+    not share the server's disk) and others through the `mvcc` data source; False always uses the data
+    source; True refuses a table Spark's Parquet reader cannot reach.
     """
     opts = dict(storage_options or {}) or None
     try:
@@ -88,7 +90,7 @@ def read(
             f"mvcc read of {table.uri}: native=True needs a table on a local disk (Spark's Parquet reader has no "
             f"access to {table.state.store.scheme!r} here); leave native unset to read through the data source"
         )
-    if native is False or not local:
+    if native is False or not local or (native is None and is_connect(spark)):
         df = _through_source(spark, table, columns, opts)
     else:
         df = _native(spark, table, wanted, filter)
@@ -202,12 +204,15 @@ def _by_core(spark: Any, table: mvcc_core.Table, fragments: list[pb.DataFragment
 _TIMESTAMP_CONF = "spark.sql.parquet.outputTimestampType"
 
 
-def can_write_natively(df: Any, plan: WritePlan) -> str | None:
-    """Why `plan` cannot be written by Spark's own Parquet writer (None: it can)."""
+def can_write_natively(df: Any, plan: WritePlan, *, connect_ok: bool = False) -> str | None:
+    """Why `plan` cannot be written by Spark's own Parquet writer (None: it can). `connect_ok`: the caller
+    says a Spark Connect client shares the server's disk."""
     if plan.where is not None:
         return "a partition-scoped overwrite checks every row against its predicate in the core's writer"
     if open_store(plan.uri, plan.storage_options).scheme != "file":
         return "the table is not on a local disk"
+    if not connect_ok and is_connect(df.sparkSession):
+        return "a Spark Connect client may not see the server's disk (pass native=True if it does)"
     incoming = {f.name: f for f in df.schema.fields}
     strict = [
         f.name for f in plan.table_schema if not f.nullable and (f.name not in incoming or incoming[f.name].nullable)
