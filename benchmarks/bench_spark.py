@@ -1,7 +1,9 @@
 """Spark benchmark: the mvcc data source against Spark's own Parquet source, on one local[2] session.
 
 Same data, same session, one run: write N rows through `mvcc` vs `parquet` (the floor), a full read
-(sum of a column) and a selective filtered read (pushdown on) vs Spark's Parquet reader, and compaction
+(sum of a column) and a selective filtered read (pushdown on) vs Spark's Parquet reader, each read both
+through the `mvcc` data source and through `mvcc_core.spark.read` (Spark's Parquet reader over the version's
+files, "native"), and compaction
 of many small fragments with `SparkExecutor` vs the in-process executor. No delta-spark: its jars come
 from Maven, which this environment does not reach. Not a test.
 
@@ -90,7 +92,7 @@ def main() -> None:
     from pyspark.sql import SparkSession
 
     import mvcc_core
-    from mvcc_core.spark import SparkExecutor, register
+    from mvcc_core.spark import SparkExecutor, read, register, write
 
     spark = (
         SparkSession.builder.master("local[2]")
@@ -118,6 +120,8 @@ def main() -> None:
         results["write"] = {
             "mvcc_ms": best_ms(lambda: df.write.format("mvcc").mode("append").save(mvcc_uri), repeat, clear),
             "parquet_ms": best_ms(lambda: df.write.mode("overwrite").parquet(parquet_uri), repeat),
+            # mvcc_core.spark.write: Spark's Parquet writer into the table's files, one commit here
+            "native_ms": best_ms(lambda: write(df, mvcc_uri), repeat, lambda: shutil.rmtree(mvcc_uri, True)),
         }
 
         def full(reader: Any) -> None:
@@ -129,6 +133,9 @@ def main() -> None:
         def parquet_read() -> Any:
             return spark.read.parquet(parquet_uri)
 
+        def native_read() -> Any:  # mvcc_core.spark.read: Spark's Parquet reader over the version's files
+            return read(spark, mvcc_uri)
+
         def floor_read() -> Any:
             return spark.read.format("parquet_floor").load(parquet_uri)
 
@@ -139,18 +146,22 @@ def main() -> None:
             "mvcc_ms": best_ms(lambda: full(mvcc_read), repeat),
             "parquet_ms": best_ms(lambda: full(parquet_read), repeat),
             "api_floor_ms": best_ms(lambda: full(floor_read), repeat),
+            "native_ms": best_ms(lambda: full(native_read), repeat),
         }
         results["every_column_read"] = {
             "mvcc_ms": best_ms(lambda: every_column(mvcc_read), repeat),
             "parquet_ms": best_ms(lambda: every_column(parquet_read), repeat),
+            "native_ms": best_ms(lambda: every_column(native_read), repeat),
         }
         lo, hi = rows // 2, rows // 2 + 1000
         predicate = f"id >= {lo} AND id < {hi}"
         results["filtered_read"] = {
             "mvcc_ms": best_ms(lambda: mvcc_read().where(predicate).count(), repeat),
             "parquet_ms": best_ms(lambda: parquet_read().where(predicate).count(), repeat),
+            "native_ms": best_ms(lambda: read(spark, mvcc_uri, filter=predicate).count(), repeat),
         }
         assert mvcc_read().where(predicate).count() == 1000
+        assert read(spark, mvcc_uri, filter=predicate).count() == 1000
 
         small = pa.table({"id": pa.array(range(fragments * 1000), pa.int64())})
 

@@ -100,6 +100,9 @@ def _maintenance(r: dict[str, Any]) -> Iterator[Row]:
 def _spark(r: dict[str, Any]) -> Iterator[Row]:
     n = f"{r['rows']:,} rows"
     yield Row("spark", f"write {n}", "ms", r["write"]["mvcc_ms"], "spark parquet writer", r["write"]["parquet_ms"])
+    if "native_ms" in r["write"]:
+        yield Row("spark", f"write {n}, mvcc_core.spark.write", "ms", r["write"]["native_ms"], "spark parquet writer",
+                  r["write"]["parquet_ms"])  # fmt: skip
     yield Row("spark", f"full read {n}", "ms", r["full_read"]["mvcc_ms"], "spark parquet reader",
               r["full_read"]["parquet_ms"])  # fmt: skip
     if "api_floor_ms" in r["full_read"]:
@@ -109,6 +112,12 @@ def _spark(r: dict[str, Any]) -> Iterator[Row]:
                   "spark parquet reader", r["every_column_read"]["parquet_ms"])  # fmt: skip
     yield Row("spark", f"filtered read (1,000 of {n})", "ms", r["filtered_read"]["mvcc_ms"], "spark parquet reader",
               r["filtered_read"]["parquet_ms"])  # fmt: skip
+    for key, what in (("full_read", "full read"), ("every_column_read", "read of every column"),
+                      ("filtered_read", f"filtered read (1,000 of {n})")):  # fmt: skip
+        if "native_ms" in r[key]:
+            label = what if key == "filtered_read" else f"{what} {n}"
+            yield Row("spark", f"{label}, mvcc_core.spark.read", "ms", r[key]["native_ms"], "spark parquet reader",
+                      r[key]["parquet_ms"])  # fmt: skip
     yield Row("spark", f"compaction of {r['fragments']:,} x 1,000 rows on SparkExecutor", "ms",
               r["compaction"]["spark_ms"], "in-process executor", r["compaction"]["in_process_ms"])  # fmt: skip
 

@@ -3,6 +3,8 @@
 - `register(spark)`: makes `spark.read.format("mvcc")` and `df.write.format("mvcc")` available in a
   session (always works; the top-level `pyspark_mvcc` module also registers it statically where Spark
   finds it, see docs/spark.md).
+- `read(spark, uri, version=, columns=, filter=) -> DataFrame`: a version read by Spark's own Parquet
+  reader (fast; local tables), the data source otherwise.
 - `write(df, uri, mode=, where=, ...) -> Table`: a write committed here, raising the core's error types.
 - `SparkExecutor(spark)`: runs compaction and index-build tasks as Spark tasks.
 
@@ -20,6 +22,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from .api import write
 from .executor import SparkExecutor
+from .native import read
 from .options import READ_OPTIONS, STORAGE_OPTIONS, WRITE_OPTIONS
 from .source import NAME, MvccDataSource, MvccReader, MvccWriter
 from .writes import WRITE_ID_PROPERTY, WRITE_PATH_PROPERTY
@@ -35,6 +38,7 @@ __all__ = [
     "MvccReader",
     "MvccWriter",
     "SparkExecutor",
+    "read",
     "register",
     "write",
 ]

@@ -21,6 +21,7 @@ from pyspark import cloudpickle
 import mvcc_core
 from mvcc_core.transaction import check_properties
 
+from . import native as native_mod
 from .executor import is_connect
 from .writes import ABORT_SETTLE_SECONDS, WritePlan, plan_write
 
@@ -61,6 +62,7 @@ def write(
     commit_message: str | None = None,
     storage_options: dict[str, Any] | None = None,
     max_rows_per_file: int | None = None,
+    native: bool | None = None,
 ) -> mvcc_core.Table:
     """Write a Spark DataFrame to the table at `uri` in ONE commit and return the committed `Table`.
 
@@ -69,6 +71,11 @@ def write(
     is created. The schema is checked here before any Spark task runs (SchemaError naming the columns).
     A concurrent commit that conflicts raises the core's RetryableConflictError / IncompatibleConflictError;
     after any failure no data file of this write is left.
+
+    `native`: None writes with Spark's own Parquet writer when it can (a local table, no `where`, no
+    non-nullable column fed by a nullable one; `native.write_fragments_with_spark`) and through the core's
+    writer in Python tasks otherwise; False always uses the core's writer; True refuses, naming the reason,
+    a write Spark's writer cannot make.
     """
     properties = check_properties(transaction_properties)
     plan = plan_write(
@@ -79,18 +86,23 @@ def write(
         storage_options=storage_options,
         max_rows_per_file=max_rows_per_file,
     )
+    reason = None if native is False else native_mod.can_write_natively(df, plan, connect_ok=bool(native))
+    if native and reason is not None:
+        raise ValueError(f"mvcc write to {plan.uri}: native=True is not possible: {reason}")
     try:
-        rows = df.mapInArrow(_task(plan), _RESULT_SCHEMA).collect()
+        if native is not False and reason is None:
+            fragments = native_mod.write_fragments_with_spark(df, plan)
+        else:
+            rows = df.mapInArrow(_task(plan), _RESULT_SCHEMA).collect()
+            errors = [pickle.loads(bytes(r["error"])) for r in rows if r["error"] is not None]
+            if errors:
+                raise errors[0]
+            fragments = [bytes(r["fragment"]) for r in rows]
     except BaseException:
         # classic sessions: wait until no task of the job runs; Connect cannot see tasks: a settle window
         waited = _wait_for_tasks(df)
         plan.remove_files(settle=0.0 if waited else ABORT_SETTLE_SECONDS)
         raise
-    errors = [pickle.loads(bytes(r["error"])) for r in rows if r["error"] is not None]
-    if errors:
-        plan.remove_files()
-        raise errors[0]
-    fragments = [bytes(r["fragment"]) for r in rows]
     try:
         table = plan.commit(fragments, commit_message=commit_message, transaction_properties=properties, path="write")
     except BaseException:
