@@ -890,11 +890,23 @@ class Table:
     ) -> Table:
         """New columns from SQL expressions (`{"total": "price * qty"}`) or all-null columns from Arrow
         fields. Every fragment gets one new data file; existing files are not rewritten. One Merge."""
-        plan = plan_add_columns(self._state.store, self.manifest, transforms)
-        txn = self._txn(
-            plan.operation, plan.written, commit_message=commit_message, transaction_properties=transaction_properties
+        txn = self.add_columns_uncommitted(
+            transforms, commit_message=commit_message, transaction_properties=transaction_properties
         )
         return self.commit(txn, max_retries=max_retries)
+
+    def add_columns_uncommitted(
+        self,
+        transforms: dict[str, str] | pa.Field | list[pa.Field] | pa.Schema,
+        *,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+    ) -> Transaction:
+        """`add_columns` without the commit: its new data files written, the Merge staged."""
+        plan = plan_add_columns(self._state.store, self.manifest, transforms)
+        return self._txn(
+            plan.operation, plan.written, commit_message=commit_message, transaction_properties=transaction_properties
+        )
 
     def merge(
         self,
@@ -929,6 +941,20 @@ class Table:
             max_retries=max_retries,
         )
 
+    def drop_columns_uncommitted(
+        self,
+        columns: str | Sequence[str],
+        *,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+    ) -> Transaction:
+        """`drop_columns` staged, not committed (nothing is written)."""
+        return self._txn(
+            plan_drop_columns(self.manifest, columns),
+            commit_message=commit_message,
+            transaction_properties=transaction_properties,
+        )
+
     def alter_columns(
         self,
         *alterations: dict[str, Any],
@@ -942,6 +968,19 @@ class Table:
             commit_message=commit_message,
             transaction_properties=transaction_properties,
             max_retries=max_retries,
+        )
+
+    def alter_columns_uncommitted(
+        self,
+        *alterations: dict[str, Any],
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+    ) -> Transaction:
+        """`alter_columns` staged, not committed (nothing is written)."""
+        return self._txn(
+            plan_alter_columns(self.manifest, alterations),
+            commit_message=commit_message,
+            transaction_properties=transaction_properties,
         )
 
     def replace_column(

@@ -171,7 +171,7 @@ def _is_implicit_create_race(exc: BaseException, created: set[str]) -> bool:
         isinstance(exc, mvcc.CatalogConflictError)
         and isinstance(exc, mvcc.IncompatibleConflictError)
         and exc.object_name in created
-        and exc.rule.startswith("both snapshots create")
+        and exc.rule_code in ("both_create_name", "both_create_schema")
     )
 
 

@@ -88,6 +88,7 @@ def conflict_metadata(exc: mvcc.CommitConflictError) -> dict[str, Any]:
                 "expected_version": exc.expected_version,
                 "actual_version": exc.actual_version,
                 "rule": exc.rule,
+                "rule_code": exc.rule_code,
             }
         )
     return meta

@@ -411,10 +411,22 @@ class Catalog:
             tx.create_view(name, sql, or_replace=or_replace, dialect=dialect)
         return tx.published_version  # type: ignore[return-value]
 
+    def rename_view(self, name: str, new_name: str) -> int:
+        with self.transaction() as tx:
+            tx.rename_view(name, new_name)
+        return tx.published_version  # type: ignore[return-value]
+
     def drop_view(self, name: str) -> int:
         with self.transaction() as tx:
             tx.drop_view(name)
         return tx.published_version  # type: ignore[return-value]
+
+    def compact_files(self, name: str, options: Any = None, *, executor: Any = None, **kwargs: Any) -> int | None:
+        """Compact table `name` as its own catalog version (DuckLake's `ducklake_merge_adjacent_files`; see
+        `tx.table(name).compact_files`); the catalog version, or None when there was nothing to compact."""
+        with self.transaction(commit_message=f"compact {name}") as tx:
+            rewritten = tx.table(name).compact_files(options, executor=executor, **kwargs)
+        return tx.published_version if rewritten else None
 
 
 def _naming_of(final: str) -> ManifestNaming:

@@ -56,6 +56,7 @@ ROW_LEVEL = "deleted_from_table"
 class Rule:
     """One line of seed 004: `ours` conflicts with `theirs` when `applies(ours, theirs)`."""
 
+    code: str  # stable, for code that reacts to one rule (`CatalogConflictError.rule_code`)
     text: str
     ours: frozenset[str]
     theirs: frozenset[str]
@@ -73,6 +74,7 @@ def _schema_of_ours(ours: Change, theirs: Change) -> bool:
 
 
 def _r(
+    code: str,
     text: str,
     ours: set[str],
     theirs: set[str],
@@ -80,14 +82,29 @@ def _r(
     retryable: bool,
     refined_by_rows: bool = False,
 ) -> Rule:
-    return Rule(text, frozenset(ours), frozenset(theirs), same, retryable, refined_by_rows)
+    return Rule(code, text, frozenset(ours), frozenset(theirs), same, retryable, refined_by_rows)
 
 
 RULES: tuple[Rule, ...] = (
     # Schemas
-    _r("both snapshots create a schema with the same name", {"created_schema"}, {"created_schema"}, _same_name, False),
-    _r("both snapshots drop the same schema", {"dropped_schema"}, {"dropped_schema"}, _same_name, False),
     _r(
+        "both_create_schema",
+        "both snapshots create a schema with the same name",
+        {"created_schema"},
+        {"created_schema"},
+        _same_name,
+        False,
+    ),
+    _r(
+        "both_drop_schema",
+        "both snapshots drop the same schema",
+        {"dropped_schema"},
+        {"dropped_schema"},
+        _same_name,
+        False,
+    ),
+    _r(
+        "drop_schema_with_new_entry",
         "a snapshot tries to drop a schema in which another transaction created an entry",
         {"dropped_schema"},
         _CREATES,
@@ -96,6 +113,7 @@ RULES: tuple[Rule, ...] = (
     ),
     # Tables / views
     _r(
+        "both_create_name",
         "both snapshots create a table or view with the same name in the same schema",
         _CREATES,
         _CREATES,
@@ -103,14 +121,16 @@ RULES: tuple[Rule, ...] = (
         False,
     ),
     _r(
+        "create_in_dropped_schema",
         "a snapshot tries to create a table or view in a schema that was dropped by another snapshot",
         _CREATES,
         {"dropped_schema"},
         _schema_of_ours,
         False,
     ),
-    _r("both snapshots drop the same table or view", _DROPS, _DROPS, _same_name, False),
+    _r("both_drop_name", "both snapshots drop the same table or view", _DROPS, _DROPS, _same_name, False),
     _r(
+        "alter_dropped_or_altered",
         "a snapshot tries to alter a table or view that was dropped or altered by another snapshot",
         _ALTERS,
         _DROPS | _ALTERS,
@@ -119,6 +139,7 @@ RULES: tuple[Rule, ...] = (
     ),
     # Data
     _r(
+        "insert_into_dropped_or_altered",
         "a snapshot tries to insert data into a table that was dropped or altered by another snapshot",
         _INSERTS,
         {"dropped_table", "altered_table"},
@@ -126,6 +147,7 @@ RULES: tuple[Rule, ...] = (
         False,
     ),
     _r(
+        "delete_from_dropped_or_altered",
         "a snapshot tries to delete data from a table that was dropped or altered by another snapshot",
         _DELETES,
         {"dropped_table", "altered_table"},
@@ -133,6 +155,7 @@ RULES: tuple[Rule, ...] = (
         False,
     ),
     _r(
+        "delete_from_deleted_or_compacted",
         "a snapshot tries to delete data from a table that was deleted from or compacted by another snapshot",
         _DELETES,
         _DELETES | {"compacted_table"},
@@ -142,6 +165,7 @@ RULES: tuple[Rule, ...] = (
     ),
     # Compaction
     _r(
+        "compact_deleted",
         "a snapshot tries to compact a table that was deleted from by another snapshot",
         {"compacted_table"},
         _DELETES,
@@ -149,6 +173,7 @@ RULES: tuple[Rule, ...] = (
         True,
     ),
     _r(
+        "compact_dropped",
         "a snapshot tries to compact a table that was dropped by another snapshot",
         {"compacted_table"},
         {"dropped_table"},
@@ -158,8 +183,8 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def find_conflict(ours: Sequence[Change], theirs: Sequence[Change]) -> tuple[str, str, bool] | None:
-    """The first rule any pair (ours, theirs) breaks: (rule text, object name, retryable); None if none."""
+def find_conflict(ours: Sequence[Change], theirs: Sequence[Change]) -> tuple[Rule, str] | None:
+    """The first rule any pair (ours, theirs) breaks, and the object it names; None if none."""
     for rule in RULES:
         for o in ours:
             if o.kind not in rule.ours:
@@ -168,5 +193,5 @@ def find_conflict(ours: Sequence[Change], theirs: Sequence[Change]) -> tuple[str
                 if rule.refined_by_rows and o.kind == t.kind == ROW_LEVEL:
                     continue
                 if t.kind in rule.theirs and rule.same(o, t):
-                    return rule.text, o.name, rule.retryable
+                    return rule, o.name
     return None

@@ -9,6 +9,12 @@ from __future__ import annotations
 
 from mvcc_core.errors import CommitConflictError, IncompatibleConflictError, MvccError, RetryableConflictError
 
+#: Rule codes that are not one of DuckLake's lines (those are `conflicts.RULES[i].code`).
+TABLE_RULES = "table_rules"  # the table's own (Lance) conflict rules, checked on a moved table
+TABLE_GONE = "table_gone"  # the table this transaction changes was dropped (or dropped and re-created)
+WRITTEN_OUTSIDE = "written_outside_catalog"  # a catalog table got a version that no catalog version publishes
+RETRY_BUDGET = "publish_retry_budget"  # lost the race for the next catalog version too many times
+
 
 class CatalogError(MvccError):
     """A refused catalog operation: an unknown or existing object, a bad name."""
@@ -19,7 +25,8 @@ class CatalogConflictError(CommitConflictError):
 
     `object_name` is the object both touched, `expected_version` / `actual_version` the catalog versions
     (or, for a table written outside the catalog, the table versions) this transaction expected and found,
-    `rule` the DuckLake logical conflict that fired.
+    `rule` the DuckLake logical conflict that fired in seed 004's words, `rule_code` the same as a stable
+    identifier for code that reacts to one rule (`RULE_CODES`).
     """
 
     def __init__(
@@ -30,6 +37,7 @@ class CatalogConflictError(CommitConflictError):
         expected_version: int | None,
         actual_version: int | None,
         rule: str,
+        rule_code: str,
         **kwargs: object,
     ) -> None:
         super().__init__(message, **kwargs)  # type: ignore[arg-type]
@@ -37,6 +45,7 @@ class CatalogConflictError(CommitConflictError):
         self.expected_version = expected_version
         self.actual_version = actual_version
         self.rule = rule
+        self.rule_code = rule_code
 
 
 class RetryableCatalogConflictError(CatalogConflictError, RetryableConflictError):

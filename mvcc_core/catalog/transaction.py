@@ -34,9 +34,11 @@ from mvcc_core import operations as ops
 from mvcc_core import rebase as rebase_mod
 from mvcc_core.conflicts import ConflictContext, Outcome, resolve
 from mvcc_core.errors import CommitConflictError, StorageError, is_definite_failure
+from mvcc_core.executor import Executor, ThreadExecutor
 from mvcc_core.external_store import staged_manifest_path
 from mvcc_core.failpoints import POINTS, failpoint
 from mvcc_core.features import FLAG_STABLE_ROW_IDS
+from mvcc_core.maintenance import compaction
 from mvcc_core.manifest import encode_manifest, location_of
 from mvcc_core.merge_insert import MergeInsertBuilder
 from mvcc_core.replace import rows_match
@@ -46,7 +48,15 @@ from mvcc_core.table import Table, write_table
 from mvcc_core.transaction import BuildContext, Transaction, build_manifest, check_properties, write_transaction
 
 from .conflicts import Change, find_conflict
-from .errors import CatalogError, IncompatibleCatalogConflictError, RetryableCatalogConflictError
+from .errors import (
+    RETRY_BUDGET,
+    TABLE_GONE,
+    TABLE_RULES,
+    WRITTEN_OUTSIDE,
+    CatalogError,
+    IncompatibleCatalogConflictError,
+    RetryableCatalogConflictError,
+)
 from .format import check_writable
 from .names import check_schema_name, qualified, split
 from .state import CHANGES_KEY, FORMAT_VERSION, SCHEMA, SHAPES, TABLE, TOMBSTONE, VIEW, Entry, live, rows_table
@@ -183,6 +193,54 @@ class _TxTable:
 
         state = w.state
         return MergeInsertBuilder(state, on, stage)
+
+    # Schema evolution: an `altered_table` for DuckLake's rules (an insert or delete racing it conflicts, as
+    # does another alter or a drop); staged like the data changes, so later changes in this transaction see
+    # the new schema.
+
+    def add_columns(self, transforms: Any, **kwargs: Any) -> None:
+        """The core's `add_columns` (SQL expressions or all-null Arrow fields), staged."""
+        self._stage("altered_table", lambda t: t.add_columns_uncommitted(transforms, **kwargs))
+
+    def drop_columns(self, columns: str | list[str], **kwargs: Any) -> None:
+        """The core's `drop_columns`, staged (metadata only)."""
+        self._stage("altered_table", lambda t: t.drop_columns_uncommitted(columns, **kwargs))
+
+    def alter_columns(self, *alterations: dict[str, Any], **kwargs: Any) -> None:
+        """The core's `alter_columns` (rename, make nullable), staged (metadata only)."""
+        self._stage("altered_table", lambda t: t.alter_columns_uncommitted(*alterations, **kwargs))
+
+    def compact_files(
+        self,
+        options: compaction.CompactionOptions | None = None,
+        *,
+        executor: Executor | None = None,
+        commit_message: str | None = None,
+        transaction_properties: dict[str, str] | None = None,
+        **kwargs: Any,
+    ) -> int:
+        """Compact the table's small fragments (the core's compaction: options, executor) as a staged Rewrite
+        published with the transaction (DuckLake's `compacted_table`); the number of fragments rewritten.
+
+        No ReserveFragments is committed first (a catalog table changes only through a catalog publish): the
+        new fragments take the ids after the table's highest and are renumbered at publish time if a
+        concurrent append took those ids.
+        """
+        w = self._tx._write_for(self.name)
+        plan = compaction.plan_unreserved(w.state, options, **kwargs)
+        if not plan.tasks:
+            return 0
+        run = partial(compaction.run_task, state=plan.state)
+        results = list((executor or ThreadExecutor()).map(run, plan.tasks))
+        txn = compaction.rewrite_transaction(
+            w.state,
+            results,
+            commit_message=commit_message,
+            transaction_properties=transaction_properties,
+            defer_index_remap=plan.options.defer_index_remap,
+        )
+        w.add(txn, ["compacted_table"])
+        return sum(len(r.old_fragments) for r in results)
 
     def to_table(self, **kwargs: Any) -> pa.Table:
         """The rows as this transaction leaves the table so far (read-your-writes)."""
@@ -391,6 +449,20 @@ class CatalogTransaction:
         self._objects[full] = Entry(VIEW, full, definition=sql)
         self._ddl.append(Change(kind, full))
 
+    def rename_view(self, name: str, new_name: str) -> None:
+        """Rename view `name` (DuckLake: `ALTER VIEW ... RENAME TO`): an alter of the old name and a create of
+        the new one for the conflict rules, as `rename_table`; the new name must be free of tables and views."""
+        self._check_open()
+        full, new_full = qualified(name), qualified(new_name)
+        found = self._object(full)
+        if found is None or found.object_type != VIEW:
+            raise CatalogError(f"no view {full!r} in catalog {self.catalog.root} (this transaction)")
+        self._check_free(new_full)
+        self._objects[full] = Entry(VIEW + TOMBSTONE, full)
+        self._objects[new_full] = replace(found, name=new_full)
+        self._ddl.append(Change("altered_view", full))
+        self._ddl.append(Change("created_view", new_full))
+
     def drop_view(self, name: str) -> None:
         self._check_open()
         full = qualified(name)
@@ -520,6 +592,7 @@ class CatalogTransaction:
             expected_version=read,
             actual_version=self.catalog.latest_version,
             rule="publisher retry budget exhausted",
+            rule_code=RETRY_BUDGET,
             uri=self.catalog.root,
             read_version=read,
         )
@@ -570,15 +643,16 @@ class CatalogTransaction:
             found = find_conflict(ours, theirs)
             if found is None:
                 continue
-            rule, name, retryable = found
-            cls = RetryableCatalogConflictError if retryable else IncompatibleCatalogConflictError
+            rule, name = found
+            cls = RetryableCatalogConflictError if rule.retryable else IncompatibleCatalogConflictError
             raise cls(
-                f"catalog {self.catalog.root}: {name!r} conflicts with catalog version {version} ({rule}); this "
-                f"transaction read catalog version {self.snapshot.version}, the catalog is at {latest}",
+                f"catalog {self.catalog.root}: {name!r} conflicts with catalog version {version} ({rule.text}); "
+                f"this transaction read catalog version {self.snapshot.version}, the catalog is at {latest}",
                 object_name=name,
                 expected_version=self.snapshot.version,
                 actual_version=version,
-                rule=rule,
+                rule=rule.text,
+                rule_code=rule.code,
                 uri=self.catalog.root,
                 read_version=self.snapshot.version,
                 conflicting_versions=[version],
@@ -591,6 +665,7 @@ class CatalogTransaction:
             expected_version=self.snapshot.version,
             actual_version=current,
             rule="a snapshot tries to change a table that was dropped by another snapshot",
+            rule_code=TABLE_GONE,
             uri=self.catalog.root,
         )
 
@@ -676,6 +751,7 @@ class CatalogTransaction:
                 expected_version=entry.table_version,
                 actual_version=base.latest_version,
                 rule="a catalog table is written only through the catalog",
+                rule_code=WRITTEN_OUTSIDE,
                 uri=base.uri,
             )
         chain = list(w.chain)
@@ -686,9 +762,12 @@ class CatalogTransaction:
         attempt = uuid_mod.uuid4().hex
         for txn in chain:
             version = manifest.version + 1
+            operation = txn.operation
+            if isinstance(operation, ops.Rewrite):  # an unreserved compaction: ids after the newest
+                operation = compaction.renumber_new_fragments(operation, manifest)
             step = Transaction(
                 read_version=manifest.version,
-                operation=txn.operation,
+                operation=operation,
                 uuid=str(uuid_mod.uuid4()),
                 message=txn.message,
                 transaction_properties=txn.transaction_properties,
@@ -711,6 +790,22 @@ class CatalogTransaction:
         failpoint("catalog.after_table_staged")
         w.published = replace(base.state, manifest=manifest)
         return replace(entry, table_version=manifest.version, staged_manifests=tuple(staged))
+
+    def _table_rules_conflict(
+        self, w: _TableWrite, base: Table, current: int, message: str, **kwargs: Any
+    ) -> RetryableCatalogConflictError:
+        """A retryable conflict decided by the table's own (Lance) rules on a table that moved."""
+        return RetryableCatalogConflictError(
+            message,
+            object_name=w.origin,
+            expected_version=self.snapshot.version,
+            actual_version=current,
+            rule="the core's conflict rules",
+            rule_code=TABLE_RULES,
+            uri=base.uri,
+            read_version=w.base.version,
+            **kwargs,
+        )
 
     def _rebase_chain(self, w: _TableWrite, base: Table, chain: list[Transaction], current: int) -> list[Transaction]:
         needs_rebase = False
@@ -749,17 +844,14 @@ class CatalogTransaction:
                     break
             if reason is not None:
                 op_name = theirs.operation.name if theirs is not None else "unreadable"
-                raise RetryableCatalogConflictError(
+                raise self._table_rules_conflict(
+                    w,
+                    base,
+                    current,
                     f"{', '.join(t.operation.name for t in chain)} on {w.origin!r} (table version {w.base.version}) "
                     f"conflicts with table version {v} ({op_name}) by the table's own rules: {reason}; this "
                     f"transaction read catalog version {self.snapshot.version}, table {w.origin!r} is published at "
                     f"catalog version {current} as table version {base.version}",
-                    object_name=w.origin,
-                    expected_version=self.snapshot.version,
-                    actual_version=current,
-                    rule="the core's conflict rules",
-                    uri=base.uri,
-                    read_version=w.base.version,
                     conflicting_versions=[v],
                 )
         if not needs_rebase:
@@ -767,15 +859,12 @@ class CatalogTransaction:
         try:
             rebased = rebase_mod.rebase(base.state.store, first, base.manifest)
         except rebase_mod.RowConflict as exc:
-            raise RetryableCatalogConflictError(
+            raise self._table_rules_conflict(
+                w,
+                base,
+                current,
                 f"{first.operation.name} on {w.origin!r} cannot be rebased onto table version {base.version}: "
                 f"{exc.reason}",
-                object_name=w.origin,
-                expected_version=self.snapshot.version,
-                actual_version=current,
-                rule="the core's conflict rules",
-                uri=base.uri,
-                read_version=w.base.version,
             ) from None
         w.written.extend(rebased.written)
         w.superseded = list(rebased.superseded)

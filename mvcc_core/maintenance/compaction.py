@@ -350,6 +350,50 @@ def _state_of(table: Any) -> TableState:
     return table if isinstance(table, TableState) else table.state
 
 
+def plan_unreserved(table: Any, options: CompactionOptions | None = None, **kwargs: Any) -> CompactionPlan:
+    """`plan` without its ReserveFragments: the new fragments take the ids after the version's highest.
+
+    For a caller that owns every commit to the table and commits the Rewrite with its own transaction
+    (the catalog, where a table changes only through a catalog publish): it renumbers the new fragments
+    if the table moved before the Rewrite lands (`renumber_new_fragments`). Nothing is committed.
+    """
+    state = _state_of(table)
+    options = options or CompactionOptions(**kwargs)
+    manifest = state.manifest
+    result = CompactionPlan(read_version=state.version, options=options, state=state)
+    next_id = (manifest.max_fragment_id + 1) if manifest.HasField("max_fragment_id") else 0
+    for group in _groups(manifest, options):
+        count = max(1, math.ceil(sum(live_rows(f) for f in group) / options.target_rows_per_fragment))
+        result.tasks.append(
+            CompactionTask(
+                read_version=state.version,
+                fragments=tuple(f.SerializeToString() for f in group),
+                new_fragment_ids=tuple(range(next_id, next_id + count)),
+                target_rows_per_fragment=options.target_rows_per_fragment,
+            )
+        )
+        next_id += count
+    return result
+
+
+def renumber_new_fragments(operation: ops.Rewrite, manifest: pb.Manifest) -> ops.Rewrite:
+    """The Rewrite with its new fragments numbered after `manifest`'s highest fragment id (an unreserved
+    plan's Rewrite landing on a version whose appends took the ids it had counted on). Data files are named
+    by uuid and new fragments carry no deletion file, so the ids are metadata only."""
+    next_id = (manifest.max_fragment_id + 1) if manifest.HasField("max_fragment_id") else 0
+    groups = []
+    for group in operation.groups:
+        new = []
+        for frag in group.new_fragments:
+            copy = pb.DataFragment()
+            copy.CopyFrom(frag)
+            copy.id = next_id
+            next_id += 1
+            new.append(copy)
+        groups.append(tpb.Transaction.Rewrite.RewriteGroup(old_fragments=group.old_fragments, new_fragments=new))
+    return ops.Rewrite(groups=groups, frag_reuse_index=operation.frag_reuse_index)
+
+
 def plan(
     table: Any,
     options: CompactionOptions | None = None,
@@ -397,25 +441,19 @@ def plan(
     return result
 
 
-def commit(
+def rewrite_transaction(
     table: Any,
     results: Sequence[RewriteResult],
     *,
     commit_message: str | None = None,
     transaction_properties: Mapping[str, str] | None = None,
     defer_index_remap: bool = False,
-    max_retries: int = DEFAULT_MAX_RETRIES,
-) -> TableState:
-    """One Rewrite of every group, on top of the results' read version; the state of the new version.
-
-    `table`: a `Table` (which moves to the new version) or a `TableState`. On a definite failure (a concurrent
-    delete of a rewritten fragment: RetryableConflictError) the new files are removed and the error raised.
-    With `defer_index_remap` the Rewrite carries the fragment reuse index with a version for these groups,
-    so indices keep covering the moved rows.
-    """
+) -> Transaction:
+    """The Rewrite of every group as an uncommitted transaction on the results' read version (what `commit`
+    commits; a caller staging it elsewhere, such as a catalog transaction, commits it itself)."""
     results = list(results)
     if not results:
-        raise CompactionError("compaction.commit needs at least one RewriteResult")
+        raise CompactionError("a compaction Rewrite needs at least one RewriteResult")
     read_versions = {r.read_version for r in results}
     if len(read_versions) != 1:
         raise CompactionError(f"rewrite results come from different versions {sorted(read_versions)}")
@@ -441,13 +479,42 @@ def commit(
             for g in groups
         ]
         fri = frag_reuse.with_version(frag_reuse.find(base.manifest), reuse_groups, 0)
-    txn = Transaction(
+    return Transaction(
         read_version=read_version,
         operation=ops.Rewrite(groups=groups, frag_reuse_index=fri),
         message=commit_message or "compaction",
         transaction_properties=check_properties(transaction_properties),
         files=data_file_uris(base.store, base.manifest.base_paths, new),
     )
+
+
+def commit(
+    table: Any,
+    results: Sequence[RewriteResult],
+    *,
+    commit_message: str | None = None,
+    transaction_properties: Mapping[str, str] | None = None,
+    defer_index_remap: bool = False,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+) -> TableState:
+    """One Rewrite of every group, on top of the results' read version; the state of the new version.
+
+    `table`: a `Table` (which moves to the new version) or a `TableState`. On a definite failure (a concurrent
+    delete of a rewritten fragment: RetryableConflictError) the new files are removed and the error raised.
+    With `defer_index_remap` the Rewrite carries the fragment reuse index with a version for these groups,
+    so indices keep covering the moved rows.
+    """
+    if not results:
+        raise CompactionError("compaction.commit needs at least one RewriteResult")
+    txn = rewrite_transaction(
+        table,
+        results,
+        commit_message=commit_message,
+        transaction_properties=transaction_properties,
+        defer_index_remap=defer_index_remap,
+    )
+    state = _state_of(table)
+    base = state if state.version == txn.read_version else state.checkout(txn.read_version)
     if isinstance(table, TableState):
         return base.commit(txn, max_retries=max_retries)
     table.commit(txn, max_retries=max_retries)  # a Table handle moves to the Rewrite, as pylance's

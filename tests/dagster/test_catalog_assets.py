@@ -691,13 +691,23 @@ def test_the_one_mapping_knows_catalog_conflicts() -> None:
     from mvcc_dagster import to_dagster
 
     common = {"object_name": "sales.orders", "expected_version": 3, "actual_version": 5, "uri": "/cat"}
-    retry = to_dagster(RetryableCatalogConflictError("x", rule="delete after delete", **common), attempt=1)
+    retry = to_dagster(
+        RetryableCatalogConflictError(
+            "x", rule="delete after delete", rule_code="delete_from_deleted_or_compacted", **common
+        ),
+        attempt=1,
+    )
     assert isinstance(retry, dg.RetryRequested)
-    failure = to_dagster(IncompatibleCatalogConflictError("x", rule="insert into a dropped table", **common))
+    failure = to_dagster(
+        IncompatibleCatalogConflictError(
+            "x", rule="insert into a dropped table", rule_code="insert_into_dropped_or_altered", **common
+        )
+    )
     assert isinstance(failure, dg.Failure) and failure.allow_retries is False
     meta = {k: v.value for k, v in failure.metadata.items()}
     assert (meta["catalog_object"], meta["expected_version"], meta["actual_version"]) == ("sales.orders", 3, 5)
     assert meta["rule"] == "insert into a dropped table" and meta["table"] == "/cat"
+    assert meta["rule_code"] == "insert_into_dropped_or_altered"
     assert failure.description.startswith("incompatible catalog conflict on 'sales.orders' in catalog /cat")
 
 
