@@ -48,6 +48,19 @@ from dagster_shared.check import CheckError
 
 import mvcc_core as mvcc
 
+from .properties import (
+    ASSET_KEY_PROPERTY,
+    BACKFILL_PROPERTY,
+    BACKFILL_TAG,
+    MAINTENANCE_PROPERTY,
+    PARTITION_KEY_PROPERTY,
+    PARTITION_TAG,
+    RANGE_END_TAG,
+    RANGE_START_TAG,
+    ROOT_BACKFILL_TAG,
+    ROOT_RUN_ID_TAG,
+    RUN_ID_PROPERTY,
+)
 from .versions import is_data_changing
 
 RESTORE_TAG = "mvcc/backfill_restore"
@@ -57,20 +70,6 @@ RESTORE = "true"
 RESTORE_ALLOW_DATA_LOSS = "allow-data-loss"
 """`RESTORE_TAG` value: restore even when later writes of other partitions are undone."""
 RESTORE_VALUES = (RESTORE, RESTORE_ALLOW_DATA_LOSS)
-
-BACKFILL_TAG = "dagster/backfill"
-ROOT_BACKFILL_TAG = "dagster/root_backfill_id"
-"""On the runs of a backfill re-executed from failure: the first backfill, whose restore counts for it."""
-BACKFILL_PROPERTY = "dagster/backfill"
-"""Transaction property of the Restore commit: the backfill (or root run) it restored for."""
-RUN_ID_PROPERTY = "dagster/run_id"
-PARTITION_KEY_PROPERTY = "dagster/partition_key"
-ASSET_KEY_PROPERTY = "dagster/asset_key"
-MAINTENANCE_PROPERTY = "dagster/maintenance"
-PARTITION_TAG = "dagster/partition"
-RANGE_START_TAG = "dagster/asset_partition_range_start"
-RANGE_END_TAG = "dagster/asset_partition_range_end"
-ROOT_RUN_ID_TAG = "dagster/root_run_id"
 
 UNDONE_SUFFIX = "-undone"
 LOCK_PREFIX = "dagster-backfill-restore-"

@@ -31,8 +31,15 @@ import pyarrow as pa
 import mvcc_core as mvcc
 
 from .conflicts import DEFAULT_DELAY, DEFAULT_MAX_RETRIES, mvcc_conflicts
-from .io_manager import ASSET_KEY_PROPERTY, PARTITION_KEY_PROPERTY, ROOT_RUN_ID_TAG, RUN_ID_PROPERTY
 from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predicate
+from .properties import (
+    ASSET_KEY_PROPERTY,
+    PARTITION_KEY_PROPERTY,
+    ROOT_RUN_ID_PROPERTY,
+    ROOT_RUN_ID_TAG,
+    RUN_ID_PROPERTY,
+    STEP_KEY_PROPERTY,
+)
 from .resources import to_asset_key
 from .versions import table_metadata
 
@@ -48,8 +55,6 @@ CATALOG_URI = "mvcc/catalog_uri"
 CATALOG_PUBLISHED_BY_RUN = "mvcc/catalog_published_by_run"
 
 # Properties of the catalog version a step publishes: which step of which run lineage published it.
-ROOT_RUN_ID_PROPERTY = "dagster/root_run_id"
-STEP_KEY_PROPERTY = "dagster/step_key"
 
 _NAME_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
 # How far back (seconds) and how many materializations `_reported` looks at for a catalog version's report.

@@ -29,6 +29,7 @@ import mvcc_core as mvcc
 from .backfill import restore_for_backfill
 from .conflicts import DEFAULT_DELAY, DEFAULT_MAX_RETRIES, mvcc_conflicts
 from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predicate
+from .properties import ASSET_KEY_PROPERTY, PARTITION_KEY_PROPERTY, ROOT_RUN_ID_TAG, RUN_ID_PROPERTY
 from .resources import resolve_uri
 from .versions import table_metadata
 
@@ -36,10 +37,6 @@ WRITE_MODE = "mvcc/write_mode"
 MERGE_ON = "mvcc/merge_on"
 WRITE_MODES = ("overwrite", "append", "merge")
 
-RUN_ID_PROPERTY = "dagster/run_id"
-ASSET_KEY_PROPERTY = "dagster/asset_key"
-PARTITION_KEY_PROPERTY = "dagster/partition_key"
-ROOT_RUN_ID_TAG = "dagster/root_run_id"
 PARTITION_VERSIONS = "mvcc/partition_versions"
 
 

@@ -27,13 +27,12 @@ import dagster as dg
 import mvcc_core as mvcc
 
 from .conflicts import conflict_metadata, mvcc_conflicts
-from .io_manager import ASSET_KEY_PROPERTY, RUN_ID_PROPERTY
+from .properties import ASSET_KEY_PROPERTY, MAINTENANCE_PROPERTY, RUN_ID_PROPERTY
 from .resources import RESOURCE_KEY, MvccResource, TableName, is_uri, to_asset_key
 from .versions import data_version, table_metadata
 
 MAINTENANCE_IO_KEY = "mvcc_maintenance_io"
 TABLE_TAG = "mvcc/table"
-MAINTENANCE_PROPERTY = "dagster/maintenance"
 RESTORED_FROM = "mvcc/restored_from"
 EXECUTORS = ("dagster", "in_process", "spark")
 SPARK_RESOURCE_KEY = "pyspark"

@@ -28,8 +28,8 @@ import dagster as dg
 import mvcc_core as mvcc
 from mvcc_core import CorruptManifestError, TableNotFoundError, VersionNotFoundError
 
-from .io_manager import PARTITION_KEY_PROPERTY, RUN_ID_PROPERTY
 from .maintenance import TABLE_TAG, MaintenanceTarget, manifest_metrics
+from .properties import PARTITION_KEY_PROPERTY, RUN_ID_PROPERTY
 from .resources import MvccResource, TableName
 from .versions import data_version, is_data_changing, table_metadata
 
