@@ -360,10 +360,26 @@ def plan_unreserved(table: Any, options: CompactionOptions | None = None, **kwar
     state = _state_of(table)
     options = options or CompactionOptions(**kwargs)
     manifest = state.manifest
-    result = CompactionPlan(read_version=state.version, options=options, state=state)
+    groups = _groups(manifest, options)
     next_id = (manifest.max_fragment_id + 1) if manifest.HasField("max_fragment_id") else 0
-    for group in _groups(manifest, options):
-        count = max(1, math.ceil(sum(live_rows(f) for f in group) / options.target_rows_per_fragment))
+    return _plan_of(state, options, groups, _counts(groups, options), next_id)
+
+
+def _counts(groups: list[list[pb.DataFragment]], options: CompactionOptions) -> list[int]:
+    """New fragments per group: its live rows in fragments of `target_rows_per_fragment`."""
+    return [max(1, math.ceil(sum(live_rows(f) for f in g) / options.target_rows_per_fragment)) for g in groups]
+
+
+def _plan_of(
+    state: TableState,
+    options: CompactionOptions,
+    groups: list[list[pb.DataFragment]],
+    counts: list[int],
+    next_id: int,
+) -> CompactionPlan:
+    """One task per group, the new fragment ids handed out from `next_id` in group order."""
+    result = CompactionPlan(read_version=state.version, options=options, state=state)
+    for group, count in zip(groups, counts, strict=True):
         result.tasks.append(
             CompactionTask(
                 read_version=state.version,
@@ -415,10 +431,9 @@ def plan(
     options = options or CompactionOptions(**kwargs)
     manifest = state.manifest
     groups = _groups(manifest, options)
-    result = CompactionPlan(read_version=state.version, options=options, state=state)
     if not groups:
-        return result
-    counts = [max(1, math.ceil(sum(live_rows(f) for f in g) / options.target_rows_per_fragment)) for g in groups]
+        return CompactionPlan(read_version=state.version, options=options, state=state)
+    counts = _counts(groups, options)
     reserve = Transaction(
         read_version=state.version,
         operation=ops.ReserveFragments(num_fragments=sum(counts)),
@@ -427,18 +442,7 @@ def plan(
     )
     reserved = state.commit(reserve)
     log.info("%s: compaction of %d groups planned at version %d", state.uri, len(groups), state.version)
-    next_id = reserved.manifest.max_fragment_id - sum(counts) + 1
-    for group, count in zip(groups, counts, strict=True):
-        result.tasks.append(
-            CompactionTask(
-                read_version=state.version,
-                fragments=tuple(f.SerializeToString() for f in group),
-                new_fragment_ids=tuple(range(next_id, next_id + count)),
-                target_rows_per_fragment=options.target_rows_per_fragment,
-            )
-        )
-        next_id += count
-    return result
+    return _plan_of(state, options, groups, counts, reserved.manifest.max_fragment_id - sum(counts) + 1)
 
 
 def rewrite_transaction(
