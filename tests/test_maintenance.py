@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from older_schemas import older_schema_rows
 
 import mvcc_core as mvcc
 from mvcc_core.maintenance.compaction import run_task
@@ -154,29 +155,10 @@ def test_compaction_reads_files_written_under_older_schemas(any_uri) -> None:
     """One-file fragments are read file by file; a file whose columns differ from the version's (a dropped
     struct field, a column made nullable later) goes through the dataset scan, in order, with the rest."""
     uri, opts = any_uri
-    point = pa.struct([("x", pa.int64()), ("y", pa.string())])
-
-    def batch(start: int, n: int) -> pa.Table:
-        ids = list(range(start, start + n))
-        return pa.table(
-            {
-                "id": pa.array(ids, pa.int64()),
-                "gone": [f"g{i}" for i in ids],
-                "p": pa.array([{"x": i, "y": f"y{i}"} for i in ids], point),
-                "k": pa.array(ids, pa.int32()),
-            },
-            schema=pa.schema(
-                [
-                    pa.field("id", pa.int64(), nullable=False),
-                    pa.field("gone", pa.string()),
-                    pa.field("p", point),
-                    pa.field("k", pa.int32()),
-                ]
-            ),
-        )
-
-    t = mvcc.write_table(batch(0, 30), uri, storage_options=opts, max_rows_per_file=10, enable_stable_row_ids=True)
-    t.append(batch(30, 5))
+    t = mvcc.write_table(
+        older_schema_rows(0, 30), uri, storage_options=opts, max_rows_per_file=10, enable_stable_row_ids=True
+    )
+    t.append(older_schema_rows(30, 5))
     t.drop_columns(["gone", "p.y"])  # metadata only: older files still hold them
     t.alter_columns({"path": "k", "name": "kk"}, {"path": "id", "nullable": True})
     newer = pa.table(

@@ -7,30 +7,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from older_schemas import older_schema_rows as _batch
 
 import mvcc_core as mvcc
-
-POINT = pa.struct([("x", pa.int64()), ("y", pa.string())])
-
-
-def _batch(start: int, n: int) -> pa.Table:
-    ids = list(range(start, start + n))
-    return pa.table(
-        {
-            "id": pa.array(ids, pa.int64()),
-            "gone": [f"g{i}" for i in ids],
-            "p": pa.array([{"x": i, "y": f"y{i}"} for i in ids], POINT),
-            "k": pa.array(ids, pa.int32()),
-        },
-        schema=pa.schema(
-            [
-                pa.field("id", pa.int64(), nullable=False),
-                pa.field("gone", pa.string()),
-                pa.field("p", POINT),
-                pa.field("k", pa.int32()),
-            ]
-        ),
-    )
 
 
 def _evolved(uri: str) -> tuple[mvcc.Table, pa.Table]:
