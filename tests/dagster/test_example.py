@@ -84,8 +84,9 @@ def test_example_materializes_in_process(instance: dg.DagsterInstance, warehouse
 
     @dg.asset(partitions_def=example.daily)
     def spark_reader(raw_events: DataFrame, pyspark: PySparkResource) -> None:
-        """An input annotated as a Spark DataFrame is read through the Spark data source, pinned and filtered."""
+        """An input annotated as a Spark DataFrame is read by Spark's own Parquet reader, pinned and filtered."""
         assert pyspark.spark_session is raw_events.sparkSession
+        assert "FileScan parquet" in raw_events._jdf.queryExecution().executedPlan().toString()
         seen.append(raw_events.count())
 
     for attempt in range(2):
