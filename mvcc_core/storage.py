@@ -612,6 +612,13 @@ class _S3Backend(_Backend):
 
         return sync(self.fs.loop, self.fs._call_s3, method, **kwargs)
 
+    def get(self, rel: str) -> bytes:
+        # One GetObject. s3fs's default (`max_concurrency` > 1) first asks for the size (a HeadObject) to
+        # split a large object into concurrent ranged reads; the objects read whole here are manifests,
+        # transaction and deletion files (data files go through pyarrow), for which that doubles the
+        # round trips and saves nothing.
+        return self.fs.cat_file(self.full(rel), max_concurrency=1)
+
     def get_range(self, rel: str, start: int, end: int) -> bytes:
         try:
             return self.fs.cat_file(self.full(rel), start=start, end=end)

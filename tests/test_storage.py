@@ -470,6 +470,26 @@ def test_s3_delete_many_is_batched(s3_uri: str, s3_options: dict[str, Any], monk
 
 
 @pytest.mark.s3
+def test_s3_get_is_one_get_object_request(
+    s3_uri: str, s3_options: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A whole-object read is one GetObject, no HeadObject for its size first (a manifest read is one round
+    trip), also for an object larger than s3fs's block size, which s3fs would otherwise split."""
+    store = ObjectStore(s3_uri, s3_options)
+    small, large = b"m" * 100, bytes(range(256)) * 4096
+    store.put("g/small", small)
+    store.put("g/large", large)
+    monkeypatch.setattr(store.fs, "default_block_size", 64 * 1024)  # large is 16 blocks
+    for name, data in (("g/small", small), ("g/large", large)):
+        gets, _ = _count_calls(store, "GetObject")
+        heads, _ = _count_calls(store, "HeadObject")
+        assert store.get(name) == data
+        assert (len(gets), len(heads)) == (1, 0)
+    with pytest.raises(ObjectNotFoundError):
+        store.get("g/missing")
+
+
+@pytest.mark.s3
 def test_s3_copy_is_server_side(s3_uri: str, s3_options: dict[str, Any]) -> None:
     store = ObjectStore(s3_uri, s3_options)
     store.put("c/src", b"abc" * 1000)
