@@ -19,7 +19,7 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -29,8 +29,8 @@ from mvcc_core.commit import Committer
 from mvcc_core.errors import StorageError, VersionNotFoundError
 from mvcc_core.external_store import final_of
 from mvcc_core.failpoints import POINTS, failpoint
-from mvcc_core.manifest import PUT_IF_NOT_EXISTS, location_of, write_latest_hint
-from mvcc_core.naming import ManifestNaming, parse_manifest_name
+from mvcc_core.manifest import PUT_IF_NOT_EXISTS, ManifestLocation, location_of, write_latest_hint
+from mvcc_core.naming import ManifestNaming, manifest_path, parse_manifest_name
 from mvcc_core.state import TableState
 from mvcc_core.storage import open_store
 from mvcc_core.table import Table, open_table, write_table
@@ -68,6 +68,9 @@ MANIFEST_DIR = "__manifest"
 # published version never changes, so neither cache needs a check).
 ROWS_CACHED = 8
 STATES_CACHED = 64
+# `__manifest` manifests and transactions the shared committer keeps (`_trim`): a publisher re-reads only the
+# versions since its snapshot (`changes_since`), so the newest few are all it ever asks for again.
+MANIFESTS_CACHED = 16
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,9 @@ class Catalog:
         self.options = dict(storage_options or {})
         self._manifest_uri = manifest.uri
         self._lock = threading.Lock()
+        # The newest `__manifest` version this object has read or committed, with its committer: one committer
+        # per catalog object, so a publish neither re-opens the table nor re-reads what it wrote (`latest_manifest`).
+        self._latest: TableState = manifest.state
         self._rows: OrderedDict[int, list[Entry]] = OrderedDict()  # __manifest version -> its rows
         self._finalized: set[tuple[str, int]] = set()  # (table path, version) known to have its final manifest
         self._states: OrderedDict[tuple[str, int], TableState] = OrderedDict()  # (table path, version) -> state
@@ -192,16 +198,43 @@ class Catalog:
     # ---- reading -----------------------------------------------------------------------------
 
     def manifest_table(self, version: int | datetime | None = None) -> Table:
+        """`__manifest` at `version` (default the newest, `latest_manifest`)."""
         opts = self.options or None
         if version is None:
-            return open_table(self._manifest_uri, storage_options=opts)
+            return self.latest_manifest()
         if isinstance(version, datetime):
             return open_table(self._manifest_uri, asof=version, storage_options=opts)
         return open_table(self._manifest_uri, version, storage_options=opts)
 
+    def latest_manifest(self) -> Table:
+        """`__manifest` at its newest version, a fresh handle on the state this object keeps.
+
+        Re-opening the table on every publish cost a listing, a manifest read and a schema decode; the kept
+        state needs only a check that no newer version exists (on a local disk two stats, on an object store
+        the one LIST a re-open starts with), and a newer version found is loaded through the same committer.
+        """
+        with self._lock:
+            state = self._latest
+        location = _newer_location(state)
+        if location is not None:
+            state = self.remember_manifest(
+                replace(state, manifest=state.committer.load_manifest(location), naming=location.naming)
+            )
+        return Table.from_state(state)
+
+    def remember_manifest(self, state: TableState) -> TableState:
+        """Keep `state` as the newest `__manifest` version unless a newer one is kept already (a publisher
+        knows the version it committed); the newest state kept."""
+        with self._lock:
+            if state.version >= self._latest.version:
+                self._latest = state
+            kept = self._latest
+        _trim(kept)
+        return kept
+
     @property
     def latest_version(self) -> int:
-        return self.manifest_table().version
+        return self.latest_manifest().version
 
     @property
     def format_version(self) -> int:
@@ -261,8 +294,9 @@ class Catalog:
         return out
 
     def changes_since(self, version: int, until: int) -> list[tuple[int, list[Change]]]:
-        """The changes of catalog versions `version + 1 .. until`, for conflict checks."""
-        manifest = self.manifest_table(until)
+        """The changes of catalog versions `version + 1 .. until`, for conflict checks (read through the kept
+        committer, which has the newest versions' transactions already when this object published them)."""
+        manifest = self.latest_manifest()
         out = []
         for v in range(version + 1, until + 1):
             txn = manifest.transaction(v)
@@ -364,12 +398,17 @@ class Catalog:
 
     def migrate(self) -> int:
         """Bring the on-disk format to this code's (`format.migrate`); the format version after."""
-        format_mod.migrate(self._manifest_uri, self.options)
+        self.remember_manifest(format_mod.migrate(self._manifest_uri, self.options).state)
         return FORMAT_VERSION
 
     def _for_write(self) -> CatalogSnapshot:
-        """Open for write: migrate an older format first (refuse a newer one), then the newest snapshot."""
-        return self._snapshot_of(format_mod.migrate(self._manifest_uri, self.options))
+        """Open for write: migrate an older format first (refuse a newer one), then the newest snapshot. The
+        current format is the kept state's stamp (no re-open); only another stamp goes to `format.migrate`."""
+        manifest = self.latest_manifest()
+        if format_of(manifest) != FORMAT_VERSION:
+            manifest = format_mod.migrate(self._manifest_uri, self.options)
+            self.remember_manifest(manifest.state)
+        return self._snapshot_of(manifest)
 
     def transaction(
         self, *, commit_message: str | None = None, transaction_properties: dict[str, str] | None = None
@@ -427,6 +466,33 @@ class Catalog:
         with self.transaction(commit_message=f"compact {name}") as tx:
             rewritten = tx.table(name).compact_files(options, executor=executor, **kwargs)
         return tx.published_version if rewritten else None
+
+
+def _newer_location(state: TableState) -> ManifestLocation | None:
+    """Where `__manifest`'s newest version is when it is newer than `state`'s, else None.
+
+    On a local disk with the store's own commit protocol: none is newer when version + 1 does not exist and
+    the version itself still does (versions are created in order and retention removes them oldest first, so
+    a missing successor is never a hole retention left); anything else takes the full lookup. Elsewhere the
+    full lookup is one LIST (or the external store's answer) anyway.
+    """
+    store = state.store
+    if store.scheme == "file" and state.committer.handler is PUT_IF_NOT_EXISTS:
+        version, naming = state.version, state.naming
+        if not store.exists(manifest_path(version + 1, naming)) and store.exists(manifest_path(version, naming)):
+            return None
+    location = state.latest_location()
+    return location if location.version != state.version else None
+
+
+def _trim(state: TableState) -> None:
+    """Bound the shared committer's cache to the newest `MANIFESTS_CACHED` manifests and transactions: a
+    long-lived catalog object publishes without end, and only the newest versions are asked for again."""
+    cache = state.committer.cache
+    for version in sorted(cache.manifests)[:-MANIFESTS_CACHED]:
+        cache.manifests.pop(version, None)
+    for name in list(cache.transactions)[:-MANIFESTS_CACHED]:  # oldest first: a dict keeps insertion order
+        cache.transactions.pop(name, None)
 
 
 def _naming_of(final: str) -> ManifestNaming:

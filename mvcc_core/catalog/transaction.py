@@ -563,7 +563,8 @@ class CatalogTransaction:
                 continue
             properties = {**self.transaction_properties, CHANGES_KEY: json.dumps([c.as_dict() for c in changes])}
             failpoint("catalog.after_stage")
-            manifest = current.manifest or self.catalog.manifest_table(current.version)
+            base = current.manifest or self.catalog.manifest_table(current.version)
+            manifest = Table.from_state(base.state)  # a handle of its own: the snapshot's stays at its version
             try:
                 manifest.overwrite(
                     rows_table(rows),
@@ -581,6 +582,7 @@ class CatalogTransaction:
                 continue
             new_version = current.version + 1
             self.published_version = new_version  # the commit point is passed: from here on, roll forward only
+            self.catalog.remember_manifest(manifest.state)
             self.catalog.remember_rows(new_version, rows)
             failpoint("catalog.after_publish")
             self._after_publish(rows, new_version)

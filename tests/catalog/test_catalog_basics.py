@@ -170,3 +170,38 @@ def test_schema_and_table_created_in_one_transaction(cat: Catalog) -> None:
         tx.create_table("x.t", IDS)
     assert cat.latest_version == before + 1 and cat.tables("x") == ["x.t"]
     assert [c["change"] for c in cat.versions()[-1].changes] == ["created_schema", "created_table"]
+
+
+def test_a_catalog_object_sees_other_writers_publishes(
+    cat: Catalog, any_uri: tuple[str, dict[str, Any] | None]
+) -> None:
+    """Each catalog object keeps the newest `__manifest` state it knows and only checks for a newer one: what
+    another catalog object (another process) published is still what the next read and publish start from."""
+    uri, options = any_uri
+    other = Catalog.open(uri, storage_options=options)
+    start = cat.latest_version
+    with other.transaction() as tx:
+        tx.table("s.a").append(pa.table({"id": [1]}))
+    assert cat.latest_version == start + 1
+    assert ids(cat.table("s.a")) == [1]
+    with cat.transaction() as tx:  # on the version the other object published, so no conflict and no retry
+        tx.table("s.a").append(pa.table({"id": [2]}))
+    assert tx.published_version == start + 2
+    assert ids(other.table("s.a")) == [1, 2] and other.latest_version == start + 2
+    assert [v.version for v in other.versions()][-2:] == [start + 1, start + 2]
+
+
+def test_a_long_lived_catalog_object_keeps_a_bounded_cache(tmp_path: Any) -> None:
+    """One committer serves every publish of a catalog object; what it caches of `__manifest` stays bounded."""
+    from mvcc_core.catalog import catalog as catalog_mod
+
+    cat = Catalog.create(str(tmp_path / "cat"))
+    cat.create_table("t", IDS)
+    for i in range(catalog_mod.MANIFESTS_CACHED + 10):
+        with cat.transaction() as tx:
+            tx.table("t").append(pa.table({"id": [i]}))
+    committer = cat.latest_manifest().state.committer
+    assert 0 < len(committer.cache.manifests) <= catalog_mod.MANIFESTS_CACHED
+    assert len(committer.cache.transactions) <= catalog_mod.MANIFESTS_CACHED
+    assert max(committer.cache.manifests) == cat.latest_version
+    assert len(ids(Catalog.open(str(tmp_path / "cat")).table("t"))) == catalog_mod.MANIFESTS_CACHED + 10
