@@ -220,6 +220,9 @@ class _Backend:
     def rename_if_not_exists(self, src: str, dst: str) -> bool:
         raise NotImplementedError
 
+    def copy_if_not_exists(self, src: str, dst: str, data: bytes | None) -> bool:
+        return self.put_if_not_exists(dst, self.get(src) if data is None else data)
+
     def copy(self, src: str, dst: str) -> None:
         if not self.fs.isfile(self.full(src)):
             raise FileNotFoundError(src)
@@ -441,6 +444,18 @@ class _LocalBackend(_Backend):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(src_full)
         return True
+
+    def copy_if_not_exists(self, src: str, dst: str, data: bytes | None) -> bool:
+        # One hard link: no file is created and no byte written (a file creation is the dearest step of a
+        # local commit); `src` is complete and never rewritten, so the shared inode is the copy.
+        src_full, dst_full = self.full(src), self.full(dst)
+        if not os.path.isfile(src_full):
+            raise FileNotFoundError(src)
+        try:
+            return self._link(src_full, dst_full)
+        except FileNotFoundError:
+            os.makedirs(os.path.dirname(dst_full), exist_ok=True)
+            return self._link(src_full, dst_full)
 
     def copy(self, src: str, dst: str) -> None:
         import shutil
@@ -1044,6 +1059,20 @@ class ObjectStore:
         self.check_commit_supported()
         with self._errors("rename_if_not_exists", f"{src} -> {dst}"):
             return self._backend.rename_if_not_exists(src, dst)
+
+    def copy_if_not_exists(self, src_rel: str, dst_rel: str, data: bytes | None = None) -> bool:
+        """Create `dst_rel` holding `src_rel`'s bytes only if `dst_rel` is free: True if we created it, False
+        if the name was taken (`src_rel` is kept either way). `data`: `src_rel`'s bytes when the caller has
+        them (spares a read).
+
+        A local store makes one hard link (no file created, no byte copied); elsewhere it is a
+        put-if-not-exists of the bytes. Either way `dst_rel` appears whole or not at all, so it can publish:
+        the catalog finalizes a staged manifest with it.
+        """
+        src, dst = self._clean(src_rel), self._clean(dst_rel)
+        self.check_commit_supported()
+        with self._errors("copy_if_not_exists", f"{src} -> {dst}"):
+            return self._backend.copy_if_not_exists(src, dst, data)
 
     def copy(self, src_rel: str, dst_rel: str) -> None:
         """Copy one object (server-side where the storage can, e.g. S3 CopyObject); overwrites `dst_rel`."""

@@ -190,6 +190,34 @@ def test_rename_if_not_exists(store: ObjectStore) -> None:
     assert store.get("staged/b") == b"B"
 
 
+def test_copy_if_not_exists(store: ObjectStore) -> None:
+    store.put("staged/a", b"A")
+    store.put("staged/b", b"B")
+    assert store.copy_if_not_exists("staged/a", "final/x") is True
+    assert store.get("final/x") == b"A" and store.get("staged/a") == b"A"  # the source stays
+    # the name is taken: nothing changes, with or without the caller's bytes
+    assert store.copy_if_not_exists("staged/b", "final/x") is False
+    assert store.copy_if_not_exists("staged/b", "final/x", b"B") is False
+    assert store.get("final/x") == b"A"
+    assert store.copy_if_not_exists("staged/b", "final/deep/y", b"B") is True  # a new "directory"
+    assert store.get("final/deep/y") == b"B"
+    store.delete_many(["staged/a"])
+    assert store.get("final/x") == b"A"  # a copy, not the same name: removing the source keeps it
+    with pytest.raises(ObjectNotFoundError):
+        store.copy_if_not_exists("staged/missing", "final/never")
+    assert not store.exists("final/never")
+
+
+def test_local_copy_if_not_exists_is_a_hard_link(tmp_path: Path) -> None:
+    """Locally no file is created: the final name is a second link to the source's inode."""
+    store = open_store(str(tmp_path))
+    store.put("_versions/1.manifest-abc", b"M")
+    assert store.copy_if_not_exists("_versions/1.manifest-abc", "_versions/1.manifest") is True
+    src, dst = (os.stat(tmp_path / "_versions" / n) for n in ("1.manifest-abc", "1.manifest"))
+    assert src.st_ino == dst.st_ino and dst.st_nlink == 2
+    assert sorted(os.listdir(tmp_path / "_versions")) == ["1.manifest", "1.manifest-abc"]  # no temporary left
+
+
 def test_arrow_filesystem_round_trip(store: ObjectStore) -> None:
     table = pa.table({"id": [1, 2, 3], "name": ["a", "b", "c"]})
     fs = store.arrow_filesystem()

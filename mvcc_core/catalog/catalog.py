@@ -26,13 +26,13 @@ from typing import Any
 import pyarrow as pa
 
 from mvcc_core.commit import Committer
-from mvcc_core.errors import StorageError, VersionNotFoundError
+from mvcc_core.errors import ObjectNotFoundError, StorageError, VersionNotFoundError
 from mvcc_core.external_store import final_of
 from mvcc_core.failpoints import POINTS, failpoint
 from mvcc_core.manifest import PUT_IF_NOT_EXISTS, ManifestLocation, location_of, write_latest_hint
 from mvcc_core.naming import ManifestNaming, manifest_path, parse_manifest_name
 from mvcc_core.state import TableState
-from mvcc_core.storage import open_store
+from mvcc_core.storage import ObjectStore, open_store
 from mvcc_core.table import Table, open_table, write_table
 
 from . import format as format_mod
@@ -337,8 +337,8 @@ class Catalog:
         """Roll a published table version forward: copy each staged manifest it names to its final name, in
         version order (idempotent). `known`: the staged manifests' bytes, when the caller wrote them.
 
-        Any reader or writer may run it; a final name is written with put-if-not-exists, so racing finalizers
-        write the same bytes once. A read error propagates: it never deletes anything.
+        Any reader or writer may run it; a final name is created only if free (`_link_final`), so racing
+        finalizers make it once, with the same bytes. A read error propagates: it never deletes anything.
         """
         if not entry.staged_manifests or (entry.path, entry.table_version) in self._finalized:
             return
@@ -349,13 +349,9 @@ class Catalog:
             return
         for staged in entry.staged_manifests:
             final = final_of(staged)
-            if known is not None:
-                data = known[staged]
-            elif not store.exists(final):
-                data = store.get(staged)
-            else:
+            if known is None and store.exists(final):
                 continue
-            if not store.put_if_not_exists(final, data) and store.get(final) != data:
+            if not _link_final(store, staged, final, None if known is None else known[staged]):
                 # Not a racing finalizer (same bytes): a commit outside the catalog took the version number
                 # after the publisher checked. Say so loudly rather than let readers see the other manifest.
                 raise CatalogError(
@@ -466,6 +462,24 @@ class Catalog:
         with self.transaction(commit_message=f"compact {name}") as tx:
             rewritten = tx.table(name).compact_files(options, executor=executor, **kwargs)
         return tx.published_version if rewritten else None
+
+
+def _link_final(store: ObjectStore, staged: str, final: str, data: bytes | None) -> bool:
+    """Give the staged manifest its final name; False when the name holds other bytes (not a racing
+    finalizer's copy). On a local disk a hard link: no file is created and nothing is read or written,
+    where a copy created one more file per table (the dearest local step); on an object store a
+    put-if-not-exists of the bytes (`data`, or the staged object read). Crash-safe either way: the final
+    name appears whole, the staged one stays until `reclaim_staged`."""
+    try:
+        if store.copy_if_not_exists(staged, final, data):
+            return True
+        return store.get(final) == (store.get(staged) if data is None else data)
+    except ObjectNotFoundError:
+        # The staged manifest is removed only after its final name exists (`reclaim_staged`): another
+        # finalizer finished first. Without a final name this is a real loss, and it propagates.
+        if store.exists(final):
+            return True
+        raise
 
 
 def _newer_location(state: TableState) -> ManifestLocation | None:

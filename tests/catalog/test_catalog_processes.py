@@ -16,6 +16,8 @@ import pytest
 
 from mvcc_core import IncompatibleConflictError, open_table
 from mvcc_core.catalog import Catalog, CatalogConflictError
+from mvcc_core.external_store import final_of
+from mvcc_core.storage import ObjectStore, open_store
 
 WORKER = Path(__file__).with_name("catalog_worker.py")
 REPO = Path(__file__).resolve().parents[2]
@@ -173,6 +175,33 @@ def test_killed_after_the_publish_rolls_forward(cat: Catalog) -> None:
     with reopened.transaction() as tx:
         tx.table("s.a").append(pa.table({"id": [7]}))
     assert ids(reopened.table("s.a")) == [7, 1000]
+
+
+def test_a_finalizer_that_lost_the_race_to_another_one_succeeds(cat: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader that looked for the final manifest just before another finalizer made it and removed the
+    staged one (the writer's tidy-up) finds the final name made, not an error."""
+    proc = spawn(cat.root, 1, 1, "catalog.after_publish")
+    _, err = proc.communicate()
+    assert proc.returncode == 77, err
+    first, late = Catalog.open(cat.root), Catalog.open(cat.root)
+    entry = first.snapshot().entry("s.a")
+    first.finalize(entry)
+    first.reclaim_staged([entry])
+    store = open_store(first.table_uri(entry))
+    assert store.exists(final_of(entry.staged_manifests[-1]))
+    assert not any(store.exists(s) for s in entry.staged_manifests)
+    looked: list[str] = []
+    real_exists = ObjectStore.exists
+
+    def looked_before(self: ObjectStore, rel: str) -> bool:  # its first looks (the last, this one): not yet
+        looked.append(rel)
+        return False if len(looked) <= 2 else real_exists(self, rel)
+
+    monkeypatch.setattr(ObjectStore, "exists", looked_before)
+    late.finalize(entry)
+    monkeypatch.undo()
+    assert len(looked) > 2  # it did try to make the final name and found it made
+    assert ids(late.table("s.a")) == [1000]
 
 
 def test_a_forked_child_publishes(cat: Catalog) -> None:
