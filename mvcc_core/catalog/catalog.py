@@ -165,6 +165,9 @@ class Catalog:
         # The newest `__manifest` version this object has read or committed, with its committer: one committer
         # per catalog object, so a publish neither re-opens the table nor re-reads what it wrote (`latest_manifest`).
         self._latest: TableState = manifest.state
+        #: Whether the catalog is on an object store (requests worth overlapping across tables) rather than a
+        #: local disk or memory (file operations that a thread hand-off costs more than it overlaps).
+        self.remote = manifest.state.store.scheme not in ("file", "memory")
         self._rows: OrderedDict[int, list[Entry]] = OrderedDict()  # __manifest version -> its rows
         self._finalized: set[tuple[str, int]] = set()  # (table path, version) known to have its final manifest
         self._states: OrderedDict[tuple[str, int], TableState] = OrderedDict()  # (table path, version) -> state

@@ -77,8 +77,10 @@ POINTS.update(
 
 # Seed 003's PUBLISHER_RETRY_BUDGET: the publisher owns its retries and re-checks conflicts on each one.
 PUBLISH_RETRY_BUDGET = 5
-# Tables are staged and finalized concurrently: on S3 each is a few requests, and they do not depend on
-# each other (the order of a chain's versions within one table is kept).
+# On an object store tables are staged and finalized concurrently: each is a few requests, and they do not
+# depend on each other (the order of a chain's versions within one table is kept). On a local disk one after
+# the other: each step is a few file operations, and handing them to threads cost more than it overlapped
+# (measured: docs/catalog.md "Benchmark").
 TABLE_THREADS = 8
 # After a lost race the publisher waits a random part of (its last attempt's duration x 2^attempt), at most
 # this long, so that contending writers spread out instead of all re-reading the catalog at once.
@@ -87,12 +89,12 @@ _POOL: tuple[int, ThreadPoolExecutor] | None = None  # (the pid that made it, th
 # inherits the pool object without its threads, so it makes its own
 
 
-def _each(fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
-    """`fn` over `items` on the catalog's thread pool; the first exception (in item order) propagates after
-    every call has finished, so no attempt is left writing in the background."""
+def _each(fn: Callable[[Any], Any], items: Iterable[Any], *, concurrent: bool) -> list[Any]:
+    """`fn` over `items`, on the catalog's thread pool when `concurrent`; the first exception (in item order)
+    propagates after every call has finished, so no attempt is left writing in the background."""
     global _POOL
     items = list(items)
-    if len(items) <= 1:
+    if len(items) <= 1 or not concurrent:
         return [fn(item) for item in items]
     if _POOL is None or _POOL[0] != os.getpid():
         _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=TABLE_THREADS, thread_name_prefix="mvcc-catalog"))
@@ -621,7 +623,7 @@ class CatalogTransaction:
             except CatalogError as exc:
                 log.error("catalog %s, version %d is published but: %s", self.catalog.root, version, exc)
 
-        _each(finalize, published)
+        _each(finalize, published, concurrent=self.catalog.remote)
         for w in self._writes.values():
             entry = next((e for e in published if e.path == w.path), None)
             if entry is not None and w.published is not None:
@@ -700,7 +702,9 @@ class CatalogTransaction:
             if base is None:
                 raise self._gone(w.origin, current.version)
             bases.append((w, base))
-        staged = _each(lambda wb: self._stage_chain(wb[0], wb[1], current.version), bases)
+        staged = _each(
+            lambda wb: self._stage_chain(wb[0], wb[1], current.version), bases, concurrent=self.catalog.remote
+        )
         published = {w.path: entry for (w, _), entry in zip(bases, staged, strict=True)}
         placed: set[str] = set()
         for name, entry in self._objects.items():
@@ -785,7 +789,7 @@ class CatalogTransaction:
             )
             path = staged_manifest_path(version, base.manifest_naming, attempt)
             encoded = encode_manifest(manifest)
-            store.put(path, encoded)
+            store.put_new(path, encoded)  # a fresh name no one reads before the publish names it
             w.written.append(path)
             w.staged_bytes[path] = encoded
             staged.append(path)
