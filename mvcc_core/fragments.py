@@ -266,6 +266,29 @@ def write_fragments_from_reader(
         raise
 
 
+def write_small_fragment(
+    store: ObjectStore, data: pa.Table, fields: list[pb.Field], schema: pa.Schema
+) -> list[pb.DataFragment]:
+    """`data`, a small table already whole in memory, as one fragment ([] when it has no rows): the same
+    Parquet file `write_fragments_from_reader` writes, but encoded in memory and written with one `put_new`.
+
+    Why: a streaming write opens the file first and writes it piecemeal through pyarrow's filesystem; for a
+    file of a few kilobytes rewritten on every commit (the catalog's `__manifest` state) that setup cost more
+    than the encoding, and on an object store it is one PutObject either way.
+    """
+    if not data.num_rows:
+        return []
+    physical = schema_mod.schema_from_fields(fields, schema.metadata, physical=True)
+    table = schema_mod.relabel(schema_mod.conform(data, schema), physical).combine_chunks()
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, row_group_size=ROW_GROUP_ROWS, **parquet_options(table))
+    encoded = sink.getvalue()
+    name = new_data_file_name()
+    store.put_new(data_file_path(name), encoded.to_pybytes())
+    data_file = pb.DataFile(path=name, fields=_field_ids(fields), file_major_version=1, file_size_bytes=encoded.size)
+    return [pb.DataFragment(files=[data_file], physical_rows=table.num_rows)]
+
+
 def fragment_paths(fragment: pb.DataFragment) -> Iterator[str]:
     for data_file in fragment.files:
         yield data_file_path(data_file.path)

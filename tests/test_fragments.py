@@ -77,3 +77,30 @@ def test_dictionary_choice_edge_cases():
     assert dictionary_columns(flags) == ["a"]
     assert dictionary_columns(encoded) == ["a"]
     assert dictionary_columns(pa.table({"a": pa.array([1, 2, 3, 4])})) == []
+
+
+def test_small_fragment_is_the_file_the_streaming_writer_writes(tmp_path):
+    """`write_small_fragment` (in memory, one put_new) and the streaming writer make the same fragment: same
+    rows, field ids, physical schema and encodings, so a table cannot tell which wrote it."""
+    from mvcc_core.fragments import write_fragments_from_reader, write_small_fragment
+
+    schema = pa.schema(
+        [("name", pa.string()), ("tags", pa.list_(pa.string())), ("n", pa.int64())], metadata={b"k": b"v"}
+    )
+    data = pa.table({"name": ["a", "b", "a"], "tags": [["x"], [], ["y", "z"]], "n": [1, 2, 3]}, schema=schema)
+    t = mvcc.write_table(data, str(tmp_path / "t"))
+    store, fields = t.state.store, list(t.manifest.fields)
+    [streamed] = write_fragments_from_reader(store, data.to_reader(), fields, schema)
+    [small] = write_small_fragment(store, data, fields, schema)
+    assert small.physical_rows == streamed.physical_rows == 3
+    assert list(small.files[0].fields) == list(streamed.files[0].fields)
+    assert small.files[0].path != streamed.files[0].path
+    files = [pq.ParquetFile(f"{t.uri}/data/{f.files[0].path}") for f in (small, streamed)]
+    assert files[0].schema_arrow.equals(files[1].schema_arrow, check_metadata=True)
+    assert files[0].read().equals(files[1].read())
+    meta = [f.metadata.row_group(0) for f in files]
+    for i in range(meta[0].num_columns):
+        assert meta[0].column(i).encodings == meta[1].column(i).encodings
+        assert meta[0].column(i).compression == meta[1].column(i).compression
+    assert small.files[0].file_size_bytes == (tmp_path / "t" / "data" / small.files[0].path).stat().st_size
+    assert write_small_fragment(store, data.slice(0, 0), fields, schema) == []

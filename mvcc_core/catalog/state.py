@@ -14,11 +14,16 @@ migration steps (`format.py`) write exactly the next shape. The stamp is `__mani
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from mvcc_core import operations as ops
+from mvcc_core.fragments import write_small_fragment
+from mvcc_core.naming import data_file_path
 from mvcc_core.table import Table
+from mvcc_core.transaction import Transaction, check_properties
 
 STAMP_KEY = "mvcc:catalog_format"
 #: The shape this code writes. A bump is one constant, one schema below, one step in `format.MIGRATIONS`.
@@ -109,6 +114,33 @@ def rows_table(rows: list[Entry], shape: int = FORMAT_VERSION) -> pa.Table:
         else:
             cols[f.name] = [getattr(r, f.name) for r in rows]
     return pa.table(cols, schema=schema)
+
+
+def overwrite_transaction(
+    manifest: Table, rows: list[Entry], *, commit_message: str, transaction_properties: Mapping[str, str]
+) -> Transaction:
+    """The `__manifest` Overwrite holding `rows` in the current shape, staged on `manifest`'s version.
+
+    When `manifest` has the current shape already (every publish but a migration's first), its Parquet file is
+    encoded in memory and written with one `put_new` (`fragments.write_small_fragment`), keeping the field
+    ids, instead of the general streaming writer: the state is a few kilobytes rewritten by every publish.
+    """
+    schema = SHAPES[FORMAT_VERSION]
+    data = rows_table(rows)
+    if not manifest.schema.equals(schema, check_metadata=True):
+        return manifest.overwrite_uncommitted(
+            data, schema=schema, commit_message=commit_message, transaction_properties=transaction_properties
+        )
+    state = manifest.state
+    fields = list(state.manifest.fields)
+    fragments = write_small_fragment(state.store, data, fields, schema)
+    return Transaction(
+        read_version=state.version,
+        operation=ops.Overwrite(fragments=fragments, schema=fields, schema_metadata=dict(schema.metadata or {})),
+        message=commit_message,
+        transaction_properties=check_properties(transaction_properties),
+        files=state.staged([data_file_path(f.path) for frag in fragments for f in frag.files]),
+    )
 
 
 def live(rows: list[Entry]) -> dict[tuple[str, str], Entry]:

@@ -59,7 +59,7 @@ from .errors import (
 )
 from .format import check_writable
 from .names import check_schema_name, qualified, split
-from .state import CHANGES_KEY, FORMAT_VERSION, SCHEMA, SHAPES, TABLE, TOMBSTONE, VIEW, Entry, live, rows_table
+from .state import CHANGES_KEY, SCHEMA, TABLE, TOMBSTONE, VIEW, Entry, live, overwrite_transaction
 
 if TYPE_CHECKING:
     from .catalog import Catalog, CatalogSnapshot
@@ -567,14 +567,11 @@ class CatalogTransaction:
             failpoint("catalog.after_stage")
             base = current.manifest or self.catalog.manifest_table(current.version)
             manifest = Table.from_state(base.state)  # a handle of its own: the snapshot's stays at its version
+            txn = overwrite_transaction(
+                manifest, rows, commit_message=self.commit_message, transaction_properties=properties
+            )
             try:
-                manifest.overwrite(
-                    rows_table(rows),
-                    schema=SHAPES[FORMAT_VERSION],
-                    commit_message=self.commit_message,
-                    transaction_properties=properties,
-                    max_retries=0,
-                )
+                manifest.commit(txn, max_retries=0)
             except CommitConflictError:
                 self._forget_attempt()
                 took = time.monotonic() - began
