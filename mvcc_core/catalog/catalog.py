@@ -171,6 +171,7 @@ class Catalog:
         self._rows: OrderedDict[int, list[Entry]] = OrderedDict()  # __manifest version -> its rows
         self._finalized: set[tuple[str, int]] = set()  # (table path, version) known to have its final manifest
         self._states: OrderedDict[tuple[str, int], TableState] = OrderedDict()  # (table path, version) -> state
+        self._stores: OrderedDict[str, ObjectStore] = OrderedDict()  # table path ("" the root) -> its store
 
     # ---- opening -----------------------------------------------------------------------------
 
@@ -310,6 +311,19 @@ class Catalog:
     def table_uri(self, entry: Entry) -> str:
         return f"{self.root}/{entry.path}"
 
+    def store(self, path: str = "") -> ObjectStore:
+        """The store of the table directory `path` (default the catalog's root), opened once per catalog
+        object: every publish finalizes each table it wrote, and opening a store each time showed up."""
+        with self._lock:
+            found = self._stores.get(path)
+        if found is None:
+            found = open_store(f"{self.root}/{path}" if path else self.root, self.options or None)
+            with self._lock:
+                self._stores[path] = found
+                while len(self._stores) > STATES_CACHED:
+                    self._stores.popitem(last=False)
+        return found
+
     def table_at(self, entry: Entry) -> Table:
         """The table at the version `entry` publishes, read directly (the catalog knows the version, so no
         lookup of the table's latest version is needed). Finalize the entry first."""
@@ -317,7 +331,7 @@ class Catalog:
             cached = self._states.get((entry.path, entry.table_version))
         if cached is not None:
             return Table.from_state(cached)
-        store = open_store(self.table_uri(entry), self.options or None)
+        store = self.store(entry.path)
         committer = Committer(store, handler=PUT_IF_NOT_EXISTS)
         for naming in (ManifestNaming.V2, ManifestNaming.V1):
             try:
@@ -345,7 +359,7 @@ class Catalog:
         """
         if not entry.staged_manifests or (entry.path, entry.table_version) in self._finalized:
             return
-        store = open_store(self.table_uri(entry), self.options or None)
+        store = self.store(entry.path)
         last = final_of(entry.staged_manifests[-1])
         if known is None and store.exists(last):
             self._finalized.add((entry.path, entry.table_version))
@@ -373,7 +387,7 @@ class Catalog:
         done = [e for e in entries if e.staged_manifests and (e.path, e.table_version) in self._finalized]
         paths = [f"{e.path}/{staged}" for e in done for staged in e.staged_manifests]
         if paths:
-            open_store(self.root, self.options or None).delete_many(paths)
+            self.store().delete_many(paths)
 
     # ---- retention ---------------------------------------------------------------------------
 

@@ -45,7 +45,7 @@ from mvcc_core.replace import rows_match
 from mvcc_core.state import TableState
 from mvcc_core.storage import open_store
 from mvcc_core.table import Table, write_table
-from mvcc_core.transaction import BuildContext, Transaction, build_manifest, check_properties, write_transaction
+from mvcc_core.transaction import BuildContext, Transaction, build_manifest, check_properties
 
 from .conflicts import Change, find_conflict
 from .errors import (
@@ -513,7 +513,7 @@ class CatalogTransaction:
     def _remove_written(self, w: _TableWrite) -> None:
         if w.written:
             with contextlib.suppress(StorageError):
-                open_store(f"{self.catalog.root}/{w.path}", self.catalog.options or None).delete_many(w.written)
+                self.catalog.store(w.path).delete_many(w.written)
             w.written = []
 
     def commit(self) -> int:
@@ -630,7 +630,7 @@ class CatalogTransaction:
             self.catalog.reclaim_staged(published)
         if superseded:
             with contextlib.suppress(StorageError):
-                open_store(self.catalog.root, self.catalog.options or None).delete_many(superseded)
+                self.catalog.store().delete_many(superseded)
 
     def _forget_attempt(self) -> None:
         """A lost race: the staged manifests of this attempt are garbage (no catalog version names them)."""
@@ -775,7 +775,8 @@ class CatalogTransaction:
                 message=txn.message,
                 transaction_properties=txn.transaction_properties,
             )
-            txn_name = write_transaction(store, step)
+            store.put_new(step.file_path, step.encode())  # a fresh name, as the staged manifest's below
+            txn_name = step.file_path.rsplit("/", 1)[-1]
             w.written.append(step.file_path)
             manifest = build_manifest(
                 manifest,
