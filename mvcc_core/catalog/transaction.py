@@ -565,7 +565,8 @@ class CatalogTransaction:
                 continue
             properties = {**self.transaction_properties, CHANGES_KEY: json.dumps([c.as_dict() for c in changes])}
             failpoint("catalog.after_stage")
-            base = current.manifest or self.catalog.manifest_table(current.version)
+            # `is None`, not `or`: a Table's truth value is its row count, a scan of the whole state.
+            base = current.manifest if current.manifest is not None else self.catalog.manifest_table(current.version)
             manifest = Table.from_state(base.state)  # a handle of its own: the snapshot's stays at its version
             txn = overwrite_transaction(
                 manifest, rows, commit_message=self.commit_message, transaction_properties=properties
