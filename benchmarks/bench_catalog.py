@@ -3,7 +3,8 @@ and catalog commits per second with 4 processes, on a local disk and on S3 (a mo
 started here). Target: a 5-table transaction <= 3x a single-table commit. Not a test.
 
 Each latency is the median over `--commits` commits of a 1,000-row append (wall clock, and the CPU time of
-this process, which the shared machine's load does not inflate). The 4-process run counts published
+this process, which the shared machine's load inflates less); the measurements take turns commit by commit,
+so their ratios compare like with like on a machine whose load drifts. The 4-process run counts published
 transactions (each appending to the same two tables; a retryable conflict re-runs the transaction).
 
     python benchmarks/bench_catalog.py            # 20 commits each, local and S3
@@ -39,28 +40,26 @@ def batch(n: int = 1000) -> pa.Table:
     return pa.table({"id": pa.array(range(n), pa.int64()), "value": pa.array([i * 0.5 for i in range(n)])})
 
 
-def timed(fn: Any, commits: int) -> dict[str, float]:
-    walls, cpus = [], []
-    fn()  # warm-up (imports, first listing)
+def interleaved(prepares: dict[str, Any], commits: int) -> dict[str, dict[str, float]]:
+    """Median wall and CPU time of each measurement; `prepares[name]()` returns the callable to time (its
+    preparation is not timed). The measurements take turns, one commit each per round: on a machine whose
+    load drifts (shared with other test runs) a ratio between two of them is then still a fair one, where
+    running all commits of one and then all of the next compared different loads."""
+    walls: dict[str, list[float]] = {name: [] for name in prepares}
+    cpus: dict[str, list[float]] = {name: [] for name in prepares}
+    for prepare in prepares.values():
+        prepare()()  # warm-up (imports, first listing)
     for _ in range(commits):
-        wall, cpu = time.perf_counter(), time.process_time()
-        fn()
-        walls.append(time.perf_counter() - wall)
-        cpus.append(time.process_time() - cpu)
-    return {"wall_ms": statistics.median(walls) * 1e3, "cpu_ms": statistics.median(cpus) * 1e3}
-
-
-def timed_step(prepare: Any, commits: int) -> dict[str, float]:
-    """Like `timed`, but only the callable `prepare()` returns is timed (the preparation is not)."""
-    walls, cpus = [], []
-    prepare()()  # warm-up
-    for _ in range(commits):
-        step = prepare()
-        wall, cpu = time.perf_counter(), time.process_time()
-        step()
-        walls.append(time.perf_counter() - wall)
-        cpus.append(time.process_time() - cpu)
-    return {"wall_ms": statistics.median(walls) * 1e3, "cpu_ms": statistics.median(cpus) * 1e3}
+        for name, prepare in prepares.items():
+            step = prepare()
+            wall, cpu = time.perf_counter(), time.process_time()
+            step()
+            walls[name].append(time.perf_counter() - wall)
+            cpus[name].append(time.process_time() - cpu)
+    return {
+        name: {"wall_ms": statistics.median(walls[name]) * 1e3, "cpu_ms": statistics.median(cpus[name]) * 1e3}
+        for name in prepares
+    }
 
 
 def latencies(root: str, opts: dict[str, Any] | None, commits: int) -> dict[str, dict[str, float]]:
@@ -86,15 +85,18 @@ def latencies(root: str, opts: dict[str, Any] | None, commits: int) -> dict[str,
             tx.table(f"t{i}").append(data)
         return tx.commit
 
-    return {
-        "single-table commit": timed(lambda: table.append(data), commits),
-        "1-table catalog transaction": timed(lambda: tx_of(1), commits),
-        "5-table catalog transaction": timed(lambda: tx_of(5), commits),
-        # The commit step alone, data already written (staged): what the catalog adds to the data writes.
-        "single-table commit step": timed_step(staged_single, commits),
-        "1-table catalog publish step": timed_step(lambda: staged_catalog(1), commits),
-        "5-table catalog publish step": timed_step(lambda: staged_catalog(5), commits),
-    }
+    return interleaved(
+        {
+            "single-table commit": lambda: lambda: table.append(data),
+            "1-table catalog transaction": lambda: lambda: tx_of(1),
+            "5-table catalog transaction": lambda: lambda: tx_of(5),
+            # The commit step alone, data already written (staged): what the catalog adds to the data writes.
+            "single-table commit step": staged_single,
+            "1-table catalog publish step": lambda: staged_catalog(1),
+            "5-table catalog publish step": lambda: staged_catalog(5),
+        },
+        commits,
+    )
 
 
 def _writer(root: str, opts: dict[str, Any] | None, commits: int, writer: int, barrier: Any, stats: Any) -> None:
