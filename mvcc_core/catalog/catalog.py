@@ -8,8 +8,8 @@ of thousands of objects rewrites one small Parquet file per version; that is the
 
 A transaction's table changes become visible only through that commit: each table's next manifest is built
 and written under a unique staged name first, the `__manifest` commit records the staged names, and
-finalizing (copying each staged manifest to its final name) is a roll-forward that any reader of the
-catalog completes. Nothing is ever rolled back (docs/catalog.md).
+finalizing (giving each staged manifest its final name: a hard link on a local disk, a copy on an object
+store) is a roll-forward that any reader of the catalog completes. Nothing is ever rolled back (docs/catalog.md).
 """
 
 from __future__ import annotations
