@@ -351,7 +351,7 @@ class Catalog:
                 self._states.popitem(last=False)
 
     def finalize(self, entry: Entry, known: Mapping[str, bytes] | None = None) -> None:
-        """Roll a published table version forward: copy each staged manifest it names to its final name, in
+        """Roll a published table version forward: give each staged manifest it names its final name, in
         version order (idempotent). `known`: the staged manifests' bytes, when the caller wrote them.
 
         Any reader or writer may run it; a final name is created only if free (`_link_final`), so racing
