@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import bisect
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,48 +101,35 @@ def _group_verdict(group: pq.RowGroupMetaData, tests: list[tuple[_Test, int]]) -
         if not isinstance(low, type(test.values[0])) or not isinstance(high, type(test.values[0])):
             every = False  # a representation this module does not compare (binary statistics, say)
             continue
-        if not _may_hold(test.op, test.values, low, high):
+        verdict = _range_verdict(test.op, test.values, low, high)
+        if verdict is Verdict.NONE:
             return Verdict.NONE
-        every = every and nulls == 0 and _always_holds(test.op, test.values, low, high)
+        every = every and nulls == 0 and verdict is Verdict.ALL
     return Verdict.ALL if every else Verdict.SOME
 
 
-def _may_hold(op: str, values: tuple[Any, ...], low: Any, high: Any) -> bool:
-    """Whether some x in [low, high] satisfies `x op values[0]` (`x in values` for "in": sorted, searched)."""
-    if op == "in":
-        first = bisect.bisect_left(values, low)
-        return first < len(values) and values[first] <= high
-    value = values[0]
-    if op == "=":
-        return low <= value <= high
-    if op == "<":
-        return low < value
-    if op == "<=":
-        return low <= value
-    if op == ">":
-        return high > value
-    if op == ">=":
-        return high >= value
-    return True
+# Per comparison `x op v`: whether some x in [low, high] satisfies it, and whether every x there does.
+_RANGE_TESTS: dict[str, tuple[Callable[[Any, Any, Any], bool], Callable[[Any, Any, Any], bool]]] = {
+    "=": (lambda low, high, v: low <= v <= high, lambda low, high, v: low == high == v),
+    "<": (lambda low, high, v: low < v, lambda low, high, v: high < v),
+    "<=": (lambda low, high, v: low <= v, lambda low, high, v: high <= v),
+    ">": (lambda low, high, v: high > v, lambda low, high, v: low > v),
+    ">=": (lambda low, high, v: high >= v, lambda low, high, v: low >= v),
+}
 
 
-def _always_holds(op: str, values: tuple[Any, ...], low: Any, high: Any) -> bool:
-    """Whether every x in [low, high] satisfies `x op values[0]` (`x in values` for "in")."""
+def _range_verdict(op: str, values: tuple[Any, ...], low: Any, high: Any) -> Verdict:
+    """NONE if no x in [low, high] satisfies `x op values[0]` (`x in values` for "in", the values sorted),
+    ALL if every x there does, else SOME."""
     if op == "in":
         first = bisect.bisect_left(values, low)
-        return low == high and first < len(values) and values[first] == low
-    value = values[0]
-    if op == "=":
-        return low == high == value
-    if op == "<":
-        return high < value
-    if op == "<=":
-        return high <= value
-    if op == ">":
-        return low > value
-    if op == ">=":
-        return low >= value
-    return False
+        if first == len(values) or values[first] > high:
+            return Verdict.NONE
+        return Verdict.ALL if low == high else Verdict.SOME
+    some, every = _RANGE_TESTS[op]
+    if not some(low, high, values[0]):
+        return Verdict.NONE
+    return Verdict.ALL if every(low, high, values[0]) else Verdict.SOME
 
 
 def statistics_check(
