@@ -90,9 +90,11 @@ def main() -> None:
     # measure a warm cache on what is meant to be a cold operation.
     copies = iter(range(1_000_000))
 
+    # Copies are kept until the end of the run, not removed before the next one: ext4 skips inodes freed in
+    # the last minutes when it allocates a new one (`recently_deleted`, 60% of a file creation's kernel time
+    # by `perf record` right after removing a 200-file copy), so removing thousands of files just before
+    # the timed operation would charge its few new files (deletion vectors) for the benchmark's own churn.
     def fresh(kind: str) -> Path:
-        for old in root.glob(f"{kind}-[0-9]*"):
-            shutil.rmtree(old, ignore_errors=True)
         path = root / f"{kind}-{next(copies)}"
         shutil.copytree(root / f"{kind}-base", path)
         # Flush the copy now: otherwise its dirty pages are written back during the timed operation, and

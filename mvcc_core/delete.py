@@ -61,7 +61,9 @@ def delete_addresses(store: ObjectStore, manifest: pb.Manifest, addresses: np.nd
 
     A fragment left without live rows is listed in `removed_fragment_ids` instead.
     """
-    addresses = np.sort(np.asarray(addresses, dtype=np.uint64))
+    addresses = np.asarray(addresses, dtype=np.uint64)
+    if len(addresses) > 1 and not (addresses[1:] >= addresses[:-1]).all():  # a scan gives them in order
+        addresses = np.sort(addresses)
     fragment_ids = addresses >> np.uint64(32)
     ids, starts = np.unique(fragment_ids, return_index=True)
     by_id = {f.id: f for f in manifest.fragments}

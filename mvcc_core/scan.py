@@ -55,6 +55,7 @@ from .parquet_io import (
     row_address,
 )
 from .predicate import BoundFilter, filter_cache_key
+from .row_group_stats import StatisticsCheck, Verdict, statistics_check
 from .row_ids import ROW_ID
 from .storage import ObjectStore
 
@@ -457,7 +458,10 @@ class Scan:
         then taken out.
         """
         names = self._read_names()
-        fragments, files = self._prune(fragments)
+        check = self._statistics_check() if self.store.scheme == "file" else None
+        files: list[ds.ParquetFileFragment] | None = None
+        if check is None:
+            fragments, files = self._prune(fragments)
         if not fragments:
             return self.output_schema.empty_table()
         wanted = set(self.columns)
@@ -465,29 +469,33 @@ class Scan:
         keep = [n for n in names if n in wanted or self._post_filter is not None]
         if not keep and self.filter is None:
             keep = names[:1]  # something to count the rows by
-        starts = np.cumsum([0] + [f.physical_rows for f in fragments], dtype=np.int64)
-        match = None
+        mask = None
         if self.store.scheme == "file":  # see `_read_local`
             needed = [n for n in names if n in keep or n in self._filter_columns] or names[:1]
-            pruned = self.filter is not None and self.bound is not None and self.bound.prunable
-            table = self._read_local(fragments, files if pruned else None, self._physical(needed))
-            if self.filter is not None:
-                match = _evaluate(table.select(self._physical(self._filter_columns) or needed[:1]), self.filter)
+            pruned = files is not None and self.filter is not None and self.bound is not None and self.bound.prunable
+            fragments, table, whole = self._read_local(
+                fragments, files if pruned else None, self._physical(needed), check
+            )
+            if not fragments:
+                return self.output_schema.empty_table()
+            starts = np.cumsum([0] + [f.physical_rows for f in fragments], dtype=np.int64)
+            if self.filter is not None and not all(whole):
+                mask = self._match_mask(table.select(self._physical(self._filter_columns) or needed[:1]), starts, whole)
             table = table.select(self._physical(keep))
         else:
             projection = {p: pc.field(p) for p in self._physical(keep)}
             if self.filter is not None:
                 projection[_MATCH] = self.filter
             table = self._dataset(fragments, files).to_table(columns=projection, use_threads=True)
+            starts = np.cumsum([0] + [f.physical_rows for f in fragments], dtype=np.int64)
             if self.filter is not None:
-                match = table.column(_MATCH)
+                mask = pc.fill_null(table.column(_MATCH), False).to_numpy()
                 table = table.drop_columns([_MATCH])
         if table.num_rows != starts[-1]:
             raise CorruptManifestError(
                 f"fragments {[f.id for f in fragments][:20]} of {self.store.uri} read {table.num_rows} rows, "
                 f"the manifest says {int(starts[-1])}"
             )
-        mask = None if match is None else pc.fill_null(match, False).to_numpy()
         for i, frag in enumerate(fragments):
             live = self._live_mask(frag)
             if live is not None:
@@ -495,16 +503,17 @@ class Scan:
                     mask = np.ones(int(starts[-1]), dtype=bool)
                 mask[starts[i] : starts[i + 1]] &= live
         # positions of the rows kept among the run's physical rows: their fragment, offset and address
-        if mask is None:
+        if mask is None or mask.all():
             positions = np.arange(starts[-1], dtype=np.int64)
         else:
             positions = np.flatnonzero(mask)
             table = table.filter(pa.array(mask))
         # rows kept per fragment, then each row's fragment as runs (cheaper than a search per row)
         counts = np.diff(np.searchsorted(positions, starts))
-        offsets = (positions - np.repeat(starts[:-1], counts)).astype(np.uint64)
         ids = np.array([f.id for f in fragments], dtype=np.uint64)
-        addresses = np.repeat(ids << np.uint64(32), counts) | offsets
+        # address = id << 32 | (position - start) = position + (id << 32) - start (wrapping in uint64)
+        base = (ids << np.uint64(32)) - starts[:-1].astype(np.uint64)
+        addresses = positions.astype(np.uint64) + np.repeat(base, counts)
         if self.with_row_id:
             stable = np.concatenate([self._row_ids(f) for f in fragments]) if self._stable_ids else None
             values = stable[positions] if stable is not None else addresses
@@ -513,10 +522,43 @@ class Scan:
             table = table.append_column(ROW_ADDRESS, pa.array(addresses, pa.uint64()))
         return pa.Table.from_batches(list(self._finish(table, keep)), schema=self.output_schema)
 
+    def _match_mask(self, table: pa.Table, starts: np.ndarray, whole: list[bool]) -> np.ndarray:
+        """The filter over `table` (the files' rows, file i at `starts[i]`), as booleans; a file whose
+        statistics show that all its rows match (`whole[i]`) is not evaluated."""
+        if not any(whole):
+            return pc.fill_null(_evaluate(table, self.filter), False).to_numpy()
+        mask = np.ones(int(starts[-1]), dtype=bool)
+        i = 0
+        while i < len(whole):  # evaluate each run of files not known to match whole, in one pass
+            if whole[i]:
+                i += 1
+                continue
+            end = i
+            while end < len(whole) and not whole[end]:
+                end += 1
+            part = table.slice(int(starts[i]), int(starts[end] - starts[i]))
+            mask[starts[i] : starts[end]] = pc.fill_null(_evaluate(part, self.filter), False).to_numpy()
+            i = end
+        return mask
+
+    def _statistics_check(self) -> StatisticsCheck | None:
+        """The row-group statistics test `_read_local` applies on its reader threads, when the filter is
+        pushed down and every comparison in it is one `row_group_stats` decides (else `_prune` runs)."""
+        if self.filter is None or self.bound is None or not self.bound.prunable:
+            return None
+        names = {c.column: schema_mod.physical_name(self._field_ids[c.column]) for c in self.bound.comparisons}
+        return statistics_check(self.bound.conjuncts, self.table_schema, names)
+
     def _read_local(
-        self, fragments: list[pb.DataFragment], files: list[ds.ParquetFileFragment] | None, names: list[str]
-    ) -> pa.Table:
-        """Physical columns `names` of one-file fragments on local disk, whole files in fragment order.
+        self,
+        fragments: list[pb.DataFragment],
+        files: list[ds.ParquetFileFragment] | None,
+        names: list[str],
+        check: StatisticsCheck | None = None,
+    ) -> tuple[list[pb.DataFragment], pa.Table, list[bool]]:
+        """Physical columns `names` of one-file fragments on local disk, whole files in fragment order:
+        the fragments read (those `check` does not rule out by their footers' statistics), their rows,
+        and per fragment read whether `check` found that every row of it matches.
 
         Each file is read synchronously by `pyarrow.parquet.ParquetFile`, on one thread per core: for many
         small files the dataset scanner's asynchronous machinery (futures and thread hand-offs per file and
@@ -526,12 +568,15 @@ class Scan:
         """
         schema = pa.schema([self.physical_schema.field(n) for n in names])
 
-        def read(index: int) -> pa.Table:
+        def read(index: int) -> tuple[pa.Table | None, bool]:
             frag = fragments[index]
             store, rel = data_file_location(self.store, self.manifest.base_paths, frag.files[0])
             with store.arrow_filesystem().open_input_file(store.arrow_path(rel)) as source:
                 metadata = files[index].metadata if files is not None else None
                 parquet = pq.ParquetFile(source, metadata=metadata, pre_buffer=False)
+                verdict = Verdict.SOME if check is None else check.verdict(parquet.metadata)
+                if verdict is Verdict.NONE:
+                    return None, False
                 present = set(parquet.schema_arrow.names)
                 part = parquet.read(columns=[n for n in names if n in present], use_threads=False)
             if part.num_rows != frag.physical_rows:
@@ -540,16 +585,23 @@ class Scan:
                     f"rows, the fragment {frag.physical_rows}"
                 )
             if part.schema.equals(schema):
-                return part
+                return part, verdict is Verdict.ALL
             columns = [
                 part.column(f.name).cast(f.type) if f.name in present else pa.nulls(part.num_rows, f.type)
                 for f in schema
             ]
-            return pa.Table.from_arrays(columns, schema=schema)
+            return pa.Table.from_arrays(columns, schema=schema), verdict is Verdict.ALL
 
         if len(fragments) < 2:
-            return read(0)
-        return pa.concat_tables(list(_local_pool().map(read, range(len(fragments)))))
+            parts = [read(0)]
+        else:  # a few files per task: a future per file costs as much as reading a small file's column
+            size = -(-len(fragments) // (4 * _LOCAL_READ_THREADS))
+            runs = [range(i, min(i + size, len(fragments))) for i in range(0, len(fragments), size)]
+            parts = [part for run in _local_pool().map(lambda run: [read(i) for i in run], runs) for part in run]
+        kept = [(frag, part, whole) for frag, (part, whole) in zip(fragments, parts, strict=True) if part is not None]
+        if not kept:
+            return [], schema.empty_table(), []
+        return [k[0] for k in kept], pa.concat_tables([k[1] for k in kept]), [k[2] for k in kept]
 
     def _flush(self, tables: list[pa.Table], names: list[str]) -> Iterator[pa.RecordBatch]:
         table = pa.concat_tables(tables)

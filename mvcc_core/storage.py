@@ -396,14 +396,17 @@ class _LocalBackend(_Backend):
             os.makedirs(os.path.dirname(final), exist_ok=True)
             fd = os.open(final, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
-            with os.fdopen(fd, "wb", buffering=0) as f:
-                f.write(data)
-                if self.fsync:
-                    os.fsync(fd)
+            view = memoryview(data)
+            while view:  # os.write may write less than asked; no file object needed around the descriptor
+                view = view[os.write(fd, view) :]
+            if self.fsync:
+                os.fsync(fd)
         except BaseException:
+            os.close(fd)
             with contextlib.suppress(OSError):
                 os.unlink(final)
             raise
+        os.close(fd)
         if self.fsync:
             _fsync_dir(os.path.dirname(final))
 

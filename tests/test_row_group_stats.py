@@ -1,0 +1,135 @@
+"""Row-group statistics checks made on the reader threads of a row-address scan (`mvcc_core.row_group_stats`)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+import mvcc_core as mvcc
+from mvcc_core.predicate import BoundFilter
+from mvcc_core.row_group_stats import Verdict, statistics_check
+
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("score", pa.float64())])
+
+
+def _file(tmp_path: Path, ids: list[int | None], names: list[str | None], row_group_size: int = 2) -> pq.FileMetaData:
+    path = tmp_path / f"f{random.getrandbits(32)}.parquet"
+    table = pa.table({"id": pa.array(ids, pa.int64()), "name": pa.array(names, pa.string())})
+    pq.write_table(table, path, row_group_size=row_group_size)
+    return pq.ParquetFile(path).metadata
+
+
+def _check(sql: str):
+    bound = BoundFilter.bind(sql, SCHEMA)
+    return statistics_check(bound.conjuncts, SCHEMA, {"id": "id", "name": "name", "score": "score"})
+
+
+@pytest.mark.parametrize(
+    ("sql", "ruled_out"),
+    [
+        ("id = 5", True),  # row groups [1, 2] and [3, 4]
+        ("id = 3", False),
+        ("id > 4", True),
+        ("id >= 4", False),
+        ("id < 1", True),
+        ("id <= 1", False),
+        ("id IN (0, 7, 9)", True),
+        ("id IN (0, 2, 9)", False),
+        ("id >= 2 AND id <= 3", False),  # spans two row groups
+        ("id > 2 AND name = 'zz'", True),  # the second conjunct rules both groups out
+        ("name < 'a'", True),
+        ("name >= 'd'", False),
+        ("name IS NULL", True),
+    ],
+)
+def test_comparisons_rule_files_out_by_every_row_group(tmp_path: Path, sql: str, ruled_out: bool) -> None:
+    metadata = _file(tmp_path, [1, 2, 3, 4], ["a", "b", "c", "d"])
+    check = _check(sql)
+    assert check is not None
+    assert check.rules_out(metadata) is ruled_out
+
+
+@pytest.mark.parametrize(
+    ("sql", "verdict"),
+    [
+        ("id >= 1 AND id <= 4", Verdict.ALL),
+        ("id > 0", Verdict.ALL),
+        ("id < 4", Verdict.SOME),
+        ("id >= 1 AND name < 'e'", Verdict.ALL),
+        ("id >= 1 AND id % 2 = 0", Verdict.SOME),  # a conjunct the statistics cannot decide
+        ("id IN (1, 2, 3, 4)", Verdict.SOME),  # min and max differ: some row may be outside the list
+        ("id > 9", Verdict.NONE),
+    ],
+)
+def test_files_matching_whole_are_recognised(tmp_path: Path, sql: str, verdict: Verdict) -> None:
+    metadata = _file(tmp_path, [1, 2, 3, 4], ["a", "b", "c", "d"])
+    assert _check(sql).verdict(metadata) is verdict
+    with_null = _file(tmp_path, [1, None, 3, 4], ["a", "b", "c", "d"])
+    assert _check("id >= 1").verdict(with_null) is Verdict.SOME  # the null row does not match
+    same = _file(tmp_path, [7, 7], ["q", "q"])
+    assert _check("id IN (3, 7)").verdict(same) is Verdict.ALL
+
+
+def test_nulls_and_missing_columns_keep_the_file(tmp_path: Path) -> None:
+    with_nulls = _file(tmp_path, [None, None, 5, 6], [None, "x", "y", "z"])
+    assert not _check("name IS NULL").rules_out(with_nulls)
+    assert _check("id = 1").rules_out(with_nulls)  # the all-null group has no min/max: it cannot match `=`
+    no_name = pq.ParquetFile(_write(tmp_path, pa.table({"id": [1, 2]}))).metadata
+    assert not _check("name = 'q'").rules_out(no_name)  # read as nulls: left to the scan
+
+
+def _write(tmp_path: Path, table: pa.Table) -> Path:
+    path = tmp_path / "plain.parquet"
+    pq.write_table(table, path)
+    return path
+
+
+def test_undecidable_types_fall_back() -> None:
+    assert _check("score > 1.5") is None  # floats: pyarrow.dataset prunes them
+    assert _check("id % 2 = 0") is None  # no comparison at all
+
+
+def test_row_address_scans_equal_an_unpruned_filter(tmp_path: Path) -> None:
+    """Random range, IN and string filters: a delete through the threads' statistics checks removes exactly
+    the rows the same filter selects from the whole table read without any pruning."""
+    rng = random.Random(7)
+    rows = 2_000
+    table = pa.table(
+        {
+            "id": pa.array(range(rows), pa.int64()),
+            "name": pa.array([f"k{i:05d}" if i % 11 else None for i in range(rows)]),
+            "score": pa.array([i * 0.25 for i in range(rows)]),
+        }
+    )
+    base = mvcc.write_table(table, str(tmp_path / "t"), max_rows_per_file=100)
+    for round_ in range(12):
+        low = rng.randrange(rows)
+        high = low + rng.randrange(1, 400)
+        picks = ", ".join(str(rng.randrange(rows + 50)) for _ in range(5))
+        sql = rng.choice(
+            [
+                f"id >= {low} AND id < {high}",
+                f"id IN ({picks})",
+                f"name > 'k{low:05d}' AND name <= 'k{high:05d}'",
+                f"id > {low} AND name IS NULL",
+            ]
+        )
+        live = table.filter(pc.not_equal(pc.bit_wise_and(table.column("id"), 7), 3))  # deleted before
+        expected = live.filter(pc.invert(pc.fill_null(_evaluate(live, sql), False)))
+        t = mvcc.write_table(base.to_table(), str(tmp_path / f"r{round_}"), max_rows_per_file=100)
+        t.delete("id % 8 = 3")
+        found = t.to_table(columns=["id"], filter=sql, with_row_address=True)
+        t.delete(sql)
+        assert t.to_table().sort_by("id") == expected.sort_by("id"), sql
+        assert found.num_rows == live.num_rows - expected.num_rows, sql
+
+
+def _evaluate(table: pa.Table, sql: str) -> pa.ChunkedArray:
+    """The filter's value per row, computed by pyarrow over the whole table (no file, no statistics)."""
+    return ds.dataset(table).to_table(columns={"m": BoundFilter.bind(sql, table.schema).arrow}).column("m")
