@@ -1,0 +1,68 @@
+"""Reading many small Parquet files ahead of their consumer, on one thread pool per process.
+
+Compaction, unfiltered scans and row-address scans all read runs of small whole files (what appends leave)
+and decode each on one thread (`parquet_io.read_file`: Arrow's own thread pool costs more per file than a
+small file's decoding). Decoding releases the GIL, so a few threads overlap each other and the consumer (the
+compaction's writer, the scan's caller). One pool serves them all: starting threads per call costs more than a
+small scan's reads when the machine is busy, and concurrent callers then share the cores instead of each
+starting its own threads. Its tasks never submit to it, so sharing it cannot deadlock.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TypeVar
+
+T = TypeVar("T")
+
+# Decoding is CPU bound: one thread per core, at least two (one decodes while the other waits on the disk).
+READ_THREADS = max(2, os.cpu_count() or 2)
+
+_POOL: tuple[int, ThreadPoolExecutor] | None = None
+_LOCK = threading.Lock()
+
+
+def pool() -> ThreadPoolExecutor:
+    """The process's reader pool, made at first use; a fresh one in a forked child (which has none of the
+    parent's threads)."""
+    global _POOL
+    current = _POOL
+    if current is not None and current[0] == os.getpid():
+        return current[1]
+    with _LOCK:
+        if _POOL is None or _POOL[0] != os.getpid():
+            _POOL = (os.getpid(), ThreadPoolExecutor(READ_THREADS, thread_name_prefix="mvcc-read"))
+        return _POOL[1]
+
+
+def _after_fork_in_child() -> None:
+    global _POOL, _LOCK
+    _POOL, _LOCK = None, threading.Lock()  # the parent's lock may have been held at the fork
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def read_ahead(parts: Iterable[tuple[int, Callable[[], T]]], ahead_rows: int) -> Iterator[T]:
+    """The results of `read()` for each `(rows, read)` of `parts`, in order, computed on the pool.
+
+    At least one part per pool thread and up to `ahead_rows` rows are in flight ahead of the consumer (a part
+    is a run of files: a hand-off per small file costs more than it saves). Parts already submitted when the
+    consumer stops still run to their end; their results are dropped.
+    """
+    executor = pool()
+    pending: deque[tuple[int, Future[T]]] = deque()
+    ahead = 0
+    for rows, read in parts:
+        while len(pending) >= READ_THREADS and ahead >= ahead_rows:
+            done, future = pending.popleft()
+            ahead -= done
+            yield future.result()
+        pending.append((rows, executor.submit(read)))
+        ahead += rows
+    while pending:
+        yield pending.popleft()[1].result()
