@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
@@ -47,18 +47,38 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def read_ahead(parts: Iterable[tuple[int, Callable[[], T]]], ahead_rows: int) -> Iterator[T]:
+def runs(items: Sequence[T], rows: Callable[[T], int], part_rows: int) -> Iterator[tuple[int, list[T]]]:
+    """`items` (files) cut into consecutive runs of at least one item and up to `part_rows` rows, with their
+    rows: the parts of `read_ahead`, one hand-off to a pool thread each."""
+    start = 0
+    while start < len(items):
+        end, total = start, 0
+        while end < len(items) and (end == start or total < part_rows):
+            total += rows(items[end])
+            end += 1
+        yield total, list(items[start:end])
+        start = end
+
+
+# Parts one consumer keeps in flight at least (its rows bound the rest): more would only hold memory on a big
+# machine, the consumer takes one part at a time.
+AHEAD_PARTS = min(4, READ_THREADS)
+
+
+def read_ahead(
+    parts: Iterable[tuple[int, Callable[[], T]]], ahead_rows: int, ahead_parts: int = AHEAD_PARTS
+) -> Iterator[T]:
     """The results of `read()` for each `(rows, read)` of `parts`, in order, computed on the pool.
 
-    At least one part per pool thread and up to `ahead_rows` rows are in flight ahead of the consumer (a part
-    is a run of files: a hand-off per small file costs more than it saves). Parts already submitted when the
+    At least `ahead_parts` parts and up to `ahead_rows` rows are in flight ahead of the consumer (a part is a
+    run of files: a hand-off per small file costs more than it saves). Parts already submitted when the
     consumer stops still run to their end; their results are dropped.
     """
     executor = pool()
     pending: deque[tuple[int, Future[T]]] = deque()
     ahead = 0
     for rows, read in parts:
-        while len(pending) >= READ_THREADS and ahead >= ahead_rows:
+        while len(pending) >= ahead_parts and ahead >= ahead_rows:
             done, future = pending.popleft()
             ahead -= done
             yield future.result()

@@ -38,7 +38,7 @@ from ..commit import DEFAULT_MAX_RETRIES
 from ..deletion import live_rows, read_deletion_vector
 from ..errors import CompactionError
 from ..executor import Executor, ThreadExecutor
-from ..file_reads import read_ahead
+from ..file_reads import read_ahead, runs
 from ..fragments import ROW_GROUP_ROWS, FragmentWriter
 from ..parquet_io import read_file
 from ..progress import Progress
@@ -137,6 +137,10 @@ _READ_AHEAD_ROWS = 4 * ROW_GROUP_ROWS  # rows read ahead of the writer (at least
 _ROW_ID_FIELD = pa.field(ROW_ID, pa.uint64(), nullable=False)  # as `Scan` gives it
 
 
+def _physical_rows(frag: pb.DataFragment) -> int:
+    return frag.physical_rows
+
+
 def _plain(frag: pb.DataFragment) -> bool:
     return len(frag.files) == 1 and not frag.HasField("deletion_file")
 
@@ -168,21 +172,6 @@ def _read_plain_run(
     return [_read_plain(state, frag, physical, stable) for frag in fragments]
 
 
-def _parts(
-    state: TableState, fragments: list[pb.DataFragment], physical: pa.Schema, stable: bool
-) -> Iterator[tuple[int, partial[list[pa.Table]]]]:
-    """Runs of consecutive plain fragments, each at least one fragment and up to `_READ_PART_ROWS` rows, as
-    `file_reads.read_ahead` parts."""
-    start = 0
-    while start < len(fragments):
-        end, rows = start, 0
-        while end < len(fragments) and (end == start or rows < _READ_PART_ROWS):
-            rows += fragments[end].physical_rows
-            end += 1
-        yield rows, partial(_read_plain_run, state, fragments[start:end], physical, stable)
-        start = end
-
-
 def _tables(
     state: TableState, fragments: list[pb.DataFragment], stable: bool, physical: pa.Schema
 ) -> Iterator[pa.Table]:
@@ -196,7 +185,9 @@ def _tables(
                 end += 1
             run = fragments[index:end]
             if plain:
-                for tables in read_ahead(_parts(state, run, physical, stable), _READ_AHEAD_ROWS):
+                parts = runs(run, _physical_rows, _READ_PART_ROWS)
+                reads = ((rows, partial(_read_plain_run, state, part, physical, stable)) for rows, part in parts)
+                for tables in read_ahead(reads, _READ_AHEAD_ROWS):
                     yield from tables
             else:  # a run of other fragments, read by one scan
                 yield from _scan(state, run, stable, physical)
