@@ -17,6 +17,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from .parquet_io import FileKey, cached_footer, is_remote, read_file
+
 T = TypeVar("T")
 
 # Decoding is CPU bound: one thread per core, at least two (one decodes while the other waits on the disk).
@@ -86,3 +92,26 @@ def read_ahead(
         ahead += rows
     while pending:
         yield pending.popleft()[1].result()
+
+
+def read_whole_file(fs: pafs.FileSystem, key: FileKey, schema: pa.Schema) -> pa.Table | None:
+    """Every column of the file at `key`, decoded on the calling thread, as `schema` (physical names); None
+    when the file does not hold those columns with those types (the caller reads it through a dataset, which
+    fills and casts). A column the file holds beyond `schema` (a dropped one) is read and left out.
+
+    `parquet_io.read_file` reads a projection through `ParquetFile`, whose Python bookkeeping per file (the
+    nested column paths, the column indices) is ~8% of reading a 1,000-row file (measured: 1,000 files, ~165
+    ms CPU this way, ~180 ms that way); a whole file needs none of it. A footer already cached is reused.
+    """
+    if is_remote(key[0]):
+        return read_file(fs, key, schema)
+    footer = cached_footer(key)
+    with fs.open_input_file(key[1]) as source:
+        reader = pq.ParquetReader()
+        reader.open(source, metadata=None if footer is None else footer.metadata, pre_buffer=False)
+        table = reader.read_all(use_threads=False)
+    if table.schema.names != schema.names:
+        if not set(schema.names) <= set(table.schema.names):
+            return None
+        table = table.select(schema.names)
+    return table if table.schema.equals(schema) else None  # names, types and nullability

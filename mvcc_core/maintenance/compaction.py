@@ -38,9 +38,8 @@ from ..commit import DEFAULT_MAX_RETRIES
 from ..deletion import live_rows, read_deletion_vector
 from ..errors import CompactionError
 from ..executor import Executor, ThreadExecutor
-from ..file_reads import read_ahead, runs
+from ..file_reads import read_ahead, read_whole_file, runs
 from ..fragments import ROW_GROUP_ROWS, FragmentWriter
-from ..parquet_io import read_file
 from ..progress import Progress
 from ..row_ids import ROW_ID
 from ..scan import Scan, missing_files
@@ -157,7 +156,7 @@ def _read_plain(state: TableState, frag: pb.DataFragment, physical: pa.Schema, s
     store, rel = data_file_location(state.store, state.manifest.base_paths, data_file)
     path = store.arrow_path(rel)
     columns = physical.remove(len(physical) - 1) if stable else physical
-    table = read_file(store.arrow_filesystem(), (store.scheme, path, data_file.file_size_bytes), columns)
+    table = read_whole_file(store.arrow_filesystem(), (store.scheme, path, data_file.file_size_bytes), columns)
     if table is None or table.num_rows != frag.physical_rows:  # the dataset fills and casts (or raises)
         scanned = list(_scan(state, [frag], stable, physical))
         return pa.concat_tables(scanned) if scanned else physical.empty_table()
