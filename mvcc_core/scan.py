@@ -39,7 +39,7 @@ from .bases import data_file_location
 from .deletion import live_rows, read_deletion_vector
 from .errors import CorruptManifestError, ObjectNotFoundError, SchemaError
 from .file_reads import pool as read_pool
-from .file_reads import read_ahead, runs
+from .file_reads import read_ahead, read_whole_file, runs
 from .index.lookup import covered, lookup
 from .index.planner import IndexChoice, choose_index
 from .parquet_io import (
@@ -344,12 +344,14 @@ class Scan:
         fills and casts as the scanner does. At most `_WHOLE_FILE_AHEAD_ROWS` rows are read ahead.
         """
         physical = pa.schema([self.physical_schema.field(self.table_schema.get_field_index(n)) for n in names])
+        # every column (a full scan): the whole file, without a projection's bookkeeping per file
+        reader = read_whole_file if physical.names == self.physical_schema.names else read_file
 
         def read(frag: pb.DataFragment) -> pa.Table:
             data_file = frag.files[0]
             store, rel = data_file_location(self.store, self.manifest.base_paths, data_file)
             key = (store.scheme, store.arrow_path(rel), data_file.file_size_bytes)
-            table = read_file(store.arrow_filesystem(), key, physical)
+            table = reader(store.arrow_filesystem(), key, physical)
             if table is None:
                 table = self._file_fragment(data_file).to_table(schema=self.physical_schema, columns=physical.names)
             return table
