@@ -100,7 +100,7 @@ class Footer:
     leaves: dict[str, int]
 
 
-def _remote(scheme: str) -> bool:
+def is_remote(scheme: str) -> bool:
     """Object stores, where opening a file by path costs a HEAD request (local disk and memory: nothing)."""
     return scheme not in ("file", "memory")
 
@@ -124,7 +124,7 @@ def parquet_footer(fs: pafs.FileSystem, key: FileKey) -> Footer:
     """The footer of the file at `key`, read once per process."""
     footer = _FOOTERS.get(key)
     if footer is MISSING:
-        if _remote(key[0]):
+        if is_remote(key[0]):
             metadata = parquet_fragment(fs, key).metadata
         else:
             with fs.open_input_file(key[1]) as source:
@@ -134,6 +134,12 @@ def parquet_footer(fs: pafs.FileSystem, key: FileKey) -> Footer:
         footer = Footer(metadata, metadata.schema.to_arrow_schema(), np.cumsum([0, *sizes]), leaves)
         _FOOTERS.put(key, footer)
     return footer
+
+
+def cached_footer(key: FileKey) -> Footer | None:
+    """The footer of the file at `key` if this process has read it already (nothing is read)."""
+    footer = _FOOTERS.get(key)
+    return None if footer is MISSING else footer
 
 
 def parquet_metadata(fs: pafs.FileSystem, key: FileKey) -> pq.FileMetaData:
@@ -146,7 +152,7 @@ def read_row_groups(
 ) -> pa.Table:
     """Row groups `groups` (ascending) of the file at `key`, columns `columns`; `dictionaries`: string columns
     to read as dictionaries (local files only, where decoding dominates; on object stores requests do)."""
-    if _remote(key[0]):
+    if is_remote(key[0]):
         return parquet_fragment(fs, key).subset(row_group_ids=groups).to_table(columns=columns)
     footer = parquet_footer(fs, key)
     with fs.open_input_file(key[1]) as source:
@@ -166,7 +172,7 @@ def read_file(fs: pafs.FileSystem, key: FileKey, schema: pa.Schema) -> pa.Table 
     1,000 rows, ~400 ms CPU through a dataset scanner, ~195 ms this way). Callers overlap files on threads of
     their own (decoding releases the GIL). A footer already cached by a scan is reused.
     """
-    if _remote(key[0]):  # the size is known: no HEAD request; buffered reads coalesce the column chunks
+    if is_remote(key[0]):  # the size is known: no HEAD request; buffered reads coalesce the column chunks
         fragment = PARQUET.make_fragment(key[1], filesystem=fs, file_size=key[2] or None)
         if not set(schema.names) <= set(fragment.physical_schema.names):
             return None

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,8 @@ from ._proto import table_pb2 as pb
 from .bases import data_file_location
 from .deletion import live_rows, read_deletion_vector
 from .errors import CorruptManifestError, ObjectNotFoundError, SchemaError
+from .file_reads import READ_THREADS, read_ahead, read_whole_file, runs
+from .file_reads import pool as read_pool
 from .index.lookup import covered, lookup
 from .index.planner import IndexChoice, choose_index
 from .parquet_io import (
@@ -64,34 +66,8 @@ __all__ = ["DEFAULT_BATCH_SIZE", "ROW_ADDRESS", "IndexUse", "Scan", "ScanPlan", 
 # Threads reading multi-file fragments one by one (each is several small reads; I/O bound on S3).
 _FRAGMENT_THREADS = max(4, 2 * (os.cpu_count() or 2))
 DEFAULT_BATCH_SIZE = 131_072
-# Threads reading local files in a row-address scan (`Scan._read_local`): decoding is CPU bound.
-_LOCAL_READ_THREADS = os.cpu_count() or 2
-_LOCAL_POOL: tuple[int, ThreadPoolExecutor] | None = None
-_LOCAL_POOL_LOCK = threading.Lock()
-
-
-def _local_pool() -> ThreadPoolExecutor:
-    """The process's pool for `Scan._read_local`, kept between scans (starting threads per scan costs more
-    than a small scan's reads when the machine is busy); a fresh one after a fork, whose child has none of
-    the parent's threads. Its tasks never submit to it, so sharing it cannot deadlock."""
-    global _LOCAL_POOL
-    with _LOCAL_POOL_LOCK:
-        if _LOCAL_POOL is None or _LOCAL_POOL[0] != os.getpid():
-            _LOCAL_POOL = (os.getpid(), ThreadPoolExecutor(_LOCAL_READ_THREADS, thread_name_prefix="mvcc-scan"))
-        return _LOCAL_POOL[1]
-
-
-def _forget_local_pool() -> None:
-    global _LOCAL_POOL, _LOCAL_POOL_LOCK
-    _LOCAL_POOL, _LOCAL_POOL_LOCK = None, threading.Lock()  # the parent's lock may have been held at the fork
-
-
-os.register_at_fork(after_in_child=_forget_local_pool)
-
-
 _MATCH = "__mvcc_match"  # the filter's result as a column of a row-address scan (see `Scan._offsets_table`)
-# Threads decoding whole files of an unfiltered scan, and how many rows they may read ahead of the consumer.
-_WHOLE_FILE_THREADS = max(2, min(4, os.cpu_count() or 2))
+# How many rows the reader pool (`file_reads`) may decode ahead of an unfiltered scan's consumer.
 _WHOLE_FILE_AHEAD_ROWS = 4 * DEFAULT_BATCH_SIZE
 _WHOLE_FILE_PART_ROWS = 16_384
 
@@ -369,12 +345,14 @@ class Scan:
         fills and casts as the scanner does. At most `_WHOLE_FILE_AHEAD_ROWS` rows are read ahead.
         """
         physical = pa.schema([self.physical_schema.field(self.table_schema.get_field_index(n)) for n in names])
+        # every column (a full scan): the whole file, without a projection's bookkeeping per file
+        reader = read_whole_file if physical.names == self.physical_schema.names else read_file
 
         def read(frag: pb.DataFragment) -> pa.Table:
             data_file = frag.files[0]
             store, rel = data_file_location(self.store, self.manifest.base_paths, data_file)
             key = (store.scheme, store.arrow_path(rel), data_file.file_size_bytes)
-            table = read_file(store.arrow_filesystem(), key, physical)
+            table = reader(store.arrow_filesystem(), key, physical)
             if table is None:
                 table = self._file_fragment(data_file).to_table(schema=self.physical_schema, columns=physical.names)
             return table
@@ -383,27 +361,9 @@ class Scan:
             return [read(frag) for frag in part]
 
         # a thread reads a run of small files per hand-off (a hand-off per file costs more than it saves)
-        parts: list[list[pb.DataFragment]] = []
-        rows = 0
-        for frag in fragments:
-            if not parts or rows >= _WHOLE_FILE_PART_ROWS:
-                parts.append([])
-                rows = 0
-            parts[-1].append(frag)
-            rows += frag.physical_rows
-        with ThreadPoolExecutor(max_workers=_WHOLE_FILE_THREADS) as pool:
-            pending: deque[tuple[int, Future[list[pa.Table]]]] = deque()
-            ahead = 0
-            for part in parts:
-                while pending and len(pending) >= _WHOLE_FILE_THREADS and ahead >= _WHOLE_FILE_AHEAD_ROWS:
-                    size, future = pending.popleft()
-                    ahead -= size
-                    yield from future.result()
-                size = sum(f.physical_rows for f in part)
-                pending.append((size, pool.submit(read_part, part)))
-                ahead += size
-            while pending:
-                yield from pending.popleft()[1].result()
+        parts = runs(fragments, _physical_rows, _WHOLE_FILE_PART_ROWS)
+        for tables in read_ahead(((rows, partial(read_part, run)) for rows, run in parts), _WHOLE_FILE_AHEAD_ROWS):
+            yield from tables
 
     def _offsets(self, fragments: list[pb.DataFragment]) -> Iterator[pa.RecordBatch]:
         """One-file fragments whose row offsets matter (deletion vectors, `_rowaddr`, `_rowid`).
@@ -595,9 +555,9 @@ class Scan:
         if len(fragments) < 2:
             parts = [read(0)]
         else:  # a few files per task: a future per file costs as much as reading a small file's column
-            size = -(-len(fragments) // (4 * _LOCAL_READ_THREADS))
+            size = -(-len(fragments) // (4 * READ_THREADS))
             runs = [range(i, min(i + size, len(fragments))) for i in range(0, len(fragments), size)]
-            parts = [part for run in _local_pool().map(lambda run: [read(i) for i in run], runs) for part in run]
+            parts = [part for run in read_pool().map(lambda run: [read(i) for i in run], runs) for part in run]
         kept = [(frag, part, whole) for frag, (part, whole) in zip(fragments, parts, strict=True) if part is not None]
         if not kept:
             return [], schema.empty_table(), []
@@ -847,6 +807,10 @@ class Scan:
             return total
         finally:
             self.columns = saved
+
+
+def _physical_rows(fragment: pb.DataFragment) -> int:
+    return fragment.physical_rows
 
 
 def _evaluate(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray:

@@ -19,9 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -40,8 +38,8 @@ from ..commit import DEFAULT_MAX_RETRIES
 from ..deletion import live_rows, read_deletion_vector
 from ..errors import CompactionError
 from ..executor import Executor, ThreadExecutor
+from ..file_reads import read_ahead, read_whole_file, runs
 from ..fragments import ROW_GROUP_ROWS, FragmentWriter
-from ..parquet_io import read_file
 from ..progress import Progress
 from ..row_ids import ROW_ID
 from ..scan import Scan, missing_files
@@ -128,15 +126,18 @@ class CompactionTask:
 
 
 # Reading a task's fragments. Most fragments compaction rewrites are small one-file fragments without deletions
-# (appends): those are read file by file on a few threads, a window of files ahead of the writer (decoding
-# releases the GIL, so it overlaps the writer's encoding), and handed to the writer in chunks of at least a row
-# group (one write call per small file costs more than writing it). A thread reads a run of files at a time
-# (a hand-off per file costs more CPU than it saves). Other fragments (deletions, several files, a file whose
-# columns differ from the version's schema) go through `Scan`, in order.
-_READ_THREADS = 2
+# (appends): those are read file by file on the process's reader pool (`file_reads`), a window of files ahead
+# of the writer (decoding releases the GIL, so it overlaps the writer's encoding), a run of files per hand-off,
+# and handed to the writer in chunks of exactly a row group (one write call per small file costs more than
+# writing it, and a chunk the writer must cut and join again costs a second copy). Other fragments (deletions,
+# several files, a file whose columns differ from the version's schema) go through `Scan`, in order.
 _READ_PART_ROWS = 16_384  # consecutive small files read by one thread in one go
 _READ_AHEAD_ROWS = 4 * ROW_GROUP_ROWS  # rows read ahead of the writer (at least one part per thread)
 _ROW_ID_FIELD = pa.field(ROW_ID, pa.uint64(), nullable=False)  # as `Scan` gives it
+
+
+def _physical_rows(frag: pb.DataFragment) -> int:
+    return frag.physical_rows
 
 
 def _plain(frag: pb.DataFragment) -> bool:
@@ -155,7 +156,7 @@ def _read_plain(state: TableState, frag: pb.DataFragment, physical: pa.Schema, s
     store, rel = data_file_location(state.store, state.manifest.base_paths, data_file)
     path = store.arrow_path(rel)
     columns = physical.remove(len(physical) - 1) if stable else physical
-    table = read_file(store.arrow_filesystem(), (store.scheme, path, data_file.file_size_bytes), columns)
+    table = read_whole_file(store.arrow_filesystem(), (store.scheme, path, data_file.file_size_bytes), columns)
     if table is None or table.num_rows != frag.physical_rows:  # the dataset fills and casts (or raises)
         scanned = list(_scan(state, [frag], stable, physical))
         return pa.concat_tables(scanned) if scanned else physical.empty_table()
@@ -170,74 +171,64 @@ def _read_plain_run(
     return [_read_plain(state, frag, physical, stable) for frag in fragments]
 
 
-def _parts(fragments: list[pb.DataFragment], start: int) -> tuple[int, int]:
-    """(end, rows) of the part of plain fragments from `start`: at least one, up to `_READ_PART_ROWS` rows."""
-    end, rows = start, 0
-    while end < len(fragments) and _plain(fragments[end]) and (end == start or rows < _READ_PART_ROWS):
-        rows += fragments[end].physical_rows
-        end += 1
-    return end, rows
-
-
 def _tables(
     state: TableState, fragments: list[pb.DataFragment], stable: bool, physical: pa.Schema
 ) -> Iterator[pa.Table]:
     """Each fragment's live rows in order, named as `physical`."""
-    with missing_files(state.store), ThreadPoolExecutor(max_workers=_READ_THREADS) as pool:
-        pending: deque[tuple[int, Future[list[pa.Table]]]] = deque()
-        ahead = 0
+    with missing_files(state.store):
         index = 0
-        while index < len(fragments) or pending:
-            while (
-                index < len(fragments)
-                and _plain(fragments[index])
-                and (len(pending) < _READ_THREADS or ahead < _READ_AHEAD_ROWS)
-            ):
-                end, rows = _parts(fragments, index)
-                part = fragments[index:end]
-                pending.append((rows, pool.submit(_read_plain_run, state, part, physical, stable)))
-                ahead += rows
-                index = end
-            if pending:
-                rows, future = pending.popleft()
-                ahead -= rows
-                yield from future.result()
-                continue
-            end = index  # a run of other fragments, read by one scan
-            while end < len(fragments) and not _plain(fragments[end]):
+        while index < len(fragments):
+            plain = _plain(fragments[index])
+            end = index
+            while end < len(fragments) and _plain(fragments[end]) == plain:
                 end += 1
-            yield from _scan(state, fragments[index:end], stable, physical)
+            run = fragments[index:end]
+            if plain:
+                parts = runs(run, _physical_rows, _READ_PART_ROWS)
+                reads = ((rows, partial(_read_plain_run, state, part, physical, stable)) for rows, part in parts)
+                for tables in read_ahead(reads, _READ_AHEAD_ROWS):
+                    yield from tables
+            else:  # a run of other fragments, read by one scan
+                yield from _scan(state, run, stable, physical)
             index = end
+
+
+def _row_groups(tables: Iterator[pa.Table], size: int) -> Iterator[pa.Table]:
+    """`tables` re-cut into tables of exactly `size` rows (the last one may be shorter), one chunk per column:
+    the one copy the rows need before the Parquet writer (whose encoder handles many small chunks slowly)."""
+    held: list[pa.Table] = []
+    rows = 0
+    for table in tables:
+        held.append(table)
+        rows += table.num_rows
+        if rows < size:
+            continue
+        joined = pa.concat_tables(held)  # no copy: the chunks are kept
+        start = 0
+        while rows - start >= size:
+            yield joined.slice(start, size).combine_chunks()
+            start += size
+        held = [joined.slice(start)] if start < rows else []
+        rows -= start
+    if rows:
+        yield pa.concat_tables(held).combine_chunks()
 
 
 def _read(
     state: TableState, fragments: list[pb.DataFragment], stable: bool
 ) -> Iterator[tuple[pa.Table, np.ndarray | None]]:
-    """The fragments' live rows in chunks of at least a row group (the version's column names) and their
-    stable row ids. Files are read under their physical column names, relabelled once per chunk."""
+    """The fragments' live rows in row groups (the version's column names) and their stable row ids. Files
+    are read under their physical column names, relabelled once per row group."""
     logical = state.schema
     physical = schema_mod.schema_from_fields(state.fields, logical.metadata, physical=True)
     if stable:
         logical, physical = logical.append(_ROW_ID_FIELD), physical.append(_ROW_ID_FIELD)
-    chunk: list[pa.Table] = []
-    rows = 0
-
-    def flush() -> tuple[pa.Table, np.ndarray | None]:
-        table = schema_mod.relabel(pa.concat_tables(chunk).combine_chunks(), logical)
-        chunk.clear()
+    for chunk in _row_groups(_tables(state, fragments, stable, physical), ROW_GROUP_ROWS):
+        table = schema_mod.relabel(chunk, logical)
         if not stable:
-            return table, None
-        ids = table.column(ROW_ID).to_numpy()
-        return table.drop_columns([ROW_ID]), ids
-
-    for table in _tables(state, fragments, stable, physical):
-        chunk.append(table)
-        rows += table.num_rows
-        if rows >= ROW_GROUP_ROWS:
-            yield flush()
-            rows = 0
-    if chunk:
-        yield flush()
+            yield table, None
+        else:
+            yield table.drop_columns([ROW_ID]), table.column(ROW_ID).to_numpy()
 
 
 @dataclass(frozen=True)

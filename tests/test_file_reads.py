@@ -1,0 +1,70 @@
+"""The process-wide reader pool of `mvcc_core.file_reads`: order, read-ahead bound, runs, and fork safety."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from mvcc_core import file_reads
+
+
+def test_runs_cut_consecutive_items_up_to_the_row_bound() -> None:
+    sizes = [5, 5, 5, 20, 1, 1]
+    got = list(file_reads.runs(sizes, lambda n: n, 10))
+    # a run closes once it holds at least part_rows rows; an item bigger than the bound is a run alone
+    assert got == [(10, [5, 5]), (25, [5, 20]), (2, [1, 1])]
+    assert list(file_reads.runs([], lambda n: n, 10)) == []
+
+
+def test_read_ahead_keeps_order_and_bounds_what_is_in_flight() -> None:
+    pulled = 0
+    done: list[int] = []
+    in_flight: list[int] = []
+
+    def parts() -> Iterator[tuple[int, Callable[[], int]]]:
+        nonlocal pulled
+        for i in range(40):
+            pulled += 1
+            yield 10, (lambda i=i: i * i)
+
+    for value in file_reads.read_ahead(parts(), ahead_rows=30, ahead_parts=2):
+        in_flight.append(pulled - len(done))
+        done.append(value)
+    assert done == [i * i for i in range(40)]
+    # at most max(ahead_parts, ahead_rows / rows per part) parts ahead, plus the one being handed over
+    assert max(in_flight) <= 4
+
+
+def test_read_ahead_raises_a_part_error_in_the_consumer() -> None:
+    def boom() -> int:
+        raise OSError("disk gone")
+
+    with pytest.raises(OSError, match="disk gone"):
+        list(file_reads.read_ahead([(1, lambda: 1), (1, boom)], ahead_rows=10))
+
+
+def test_pool_is_shared_and_runs_on_its_own_threads() -> None:
+    assert file_reads.pool() is file_reads.pool()
+    name = file_reads.pool().submit(lambda: threading.current_thread().name).result()
+    assert name.startswith("mvcc-read")
+
+
+def _child(queue: multiprocessing.Queue) -> None:
+    queue.put((os.getpid(), file_reads.pool().submit(os.getpid).result()))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork only")
+def test_a_forked_child_gets_a_pool_of_its_own() -> None:
+    file_reads.pool().submit(lambda: None).result()  # the parent's pool has threads the child will not have
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_child, args=(queue,))
+    child.start()
+    child_pid, ran_in = queue.get(timeout=60)
+    child.join(timeout=60)
+    assert child.exitcode == 0
+    assert ran_in == child_pid != os.getpid()
