@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
-import shutil
 import statistics
 import sys
 import tempfile
@@ -29,6 +28,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_foundation import MotoServer  # noqa: E402
+from discard import discard  # noqa: E402
 
 import mvcc_core as mvcc  # noqa: E402
 from mvcc_core.catalog import Catalog  # noqa: E402
@@ -160,7 +160,7 @@ def main() -> None:
                 "4 processes": throughput(f"{base}/thr", s3.mvcc_options, 4, max(2, commits // 4)),
             }
     finally:
-        shutil.rmtree(local, ignore_errors=True)
+        discard(local)
     for backend, r in results.items():
         for name, m in r["latency"].items():
             single = r["latency"]["single-table commit" + (" step" if name.endswith(" step") else "")]

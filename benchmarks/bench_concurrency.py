@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
-import shutil
 import sys
 import tempfile
 import time
@@ -25,6 +24,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_foundation import MotoServer  # noqa: E402
+from discard import discard  # noqa: E402
 
 
 def _mvcc_writer(uri: str, opts: dict | None, commits: int, writer: int, barrier: Any, failures: Any) -> None:
@@ -117,7 +117,7 @@ def main() -> None:
     finally:
         if server is not None:
             server.__exit__(None, None, None)
-        shutil.rmtree(root, ignore_errors=True)
+        discard(root)
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2))
 

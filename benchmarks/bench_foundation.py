@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import socket
 import statistics
 import subprocess
@@ -27,6 +26,7 @@ from typing import Any
 import lance
 import pyarrow as pa
 import pyarrow.parquet as pq
+from discard import discard
 
 import mvcc_core as mvcc
 
@@ -193,7 +193,7 @@ def main() -> None:
         results["full scan, 200 fragments, CPU time"] = scan["scan_cpu"]
         results["count_rows, 200 fragments"] = scan["count"]
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        discard(root)
 
     targets = {"append": 1.0, "open": 2.0, "full scan": 1.5}
     print(f"{'workload':48} {'mvcc ms':>9} {'pylance ms':>11} {'ratio':>7} {'target':>7} {'pyarrow floor':>14}")

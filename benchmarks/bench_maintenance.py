@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, WriterProperties, write_deltalake
+from discard import discard
 
 import mvcc_core as mvcc
 
@@ -64,7 +65,7 @@ def timed_cpu(setup: Callable[[], Any], op: Callable[[Any], Any], repeat: int) -
 
 
 def fresh(base: Path, work: Path) -> Path:
-    shutil.rmtree(work, ignore_errors=True)
+    discard(work)
     shutil.copytree(base, work)
     return work
 
@@ -83,7 +84,7 @@ def main() -> None:
     for name in WORKLOADS:
         if args.only in (None, name):
             WORKLOADS[name](root, results, repeat)
-    shutil.rmtree(root, ignore_errors=True)
+    discard(root)
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2))
 

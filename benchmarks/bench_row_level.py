@@ -29,6 +29,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from discard import discard
 
 import mvcc_core as mvcc
 
@@ -90,10 +91,8 @@ def main() -> None:
     # measure a warm cache on what is meant to be a cold operation.
     copies = iter(range(1_000_000))
 
-    # Copies are kept until the end of the run, not removed before the next one: ext4 skips inodes freed in
-    # the last minutes when it allocates a new one (`recently_deleted`, 60% of a file creation's kernel time
-    # by `perf record` right after removing a 200-file copy), so removing thousands of files just before
-    # the timed operation would charge its few new files (deletion vectors) for the benchmark's own churn.
+    # Copies are kept until the end of the run, not removed before the next one (see discard.py: a removal
+    # would charge the timed operation's new files, the deletion vectors, for the benchmark's own churn).
     def fresh(kind: str) -> Path:
         path = root / f"{kind}-{next(copies)}"
         shutil.copytree(root / f"{kind}-base", path)
@@ -170,7 +169,7 @@ def main() -> None:
                 "repeat": repeat,
             }
         )
-    shutil.rmtree(root, ignore_errors=True)
+    discard(root)
     if args.out:
         Path(args.out).write_text(json.dumps({"rows": rows, "floor_ms": floor_ms, "results": results}, indent=2))
 

@@ -25,6 +25,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from discard import TRASH_ENV  # noqa: E402 - a sibling script module, found through HERE
+
 ROOT = HERE.parent
 
 
@@ -205,6 +208,7 @@ def run_module(name: str, quick: bool, workdir: Path) -> Any:
     cmd = [sys.executable, str(HERE / f"bench_{name}.py"), "--out", str(out)] + (["--quick"] if quick else [])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))  # this checkout's core
+    env[TRASH_ENV] = str(workdir / "trash")  # removed with workdir after the last module (see discard.py)
     start = time.monotonic()
     with open(log, "wb") as f:
         done = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT, check=False)
