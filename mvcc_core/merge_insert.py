@@ -33,6 +33,7 @@ from .commit import DEFAULT_MAX_RETRIES
 from .delete import delete_addresses, find_rows
 from .errors import SchemaError
 from .fragments import fragment_paths, to_reader, write_fragments_from_reader
+from .index.lookup import BITMAP, BTREE
 from .predicate import to_expression
 from .row_ids import ROW_ID
 from .scan import ROW_ADDRESS
@@ -165,7 +166,7 @@ class MergeInsertBuilder:
                 [pa.field("source", pa.struct(list(schema))), pa.field("target", pa.struct(list(schema)))]
             )
             update_filter = to_expression(self._update_condition, nested)
-        prefilter = None if self._delete_by_source else self._key_range(source)
+        prefilter = None if self._delete_by_source else self._key_filter(source, manifest)
         target = find_rows(store, manifest, prefilter, target_cols, with_row_id=stable)
         pairs = self._join(target, source)
         target_idx = pairs.column(_T).to_numpy()
@@ -240,6 +241,17 @@ class MergeInsertBuilder:
         )
         return txn, stats
 
+    def _key_filter(self, source: pa.Table, manifest: pb.Manifest) -> str | pc.Expression | None:
+        """What narrows the target scan to rows that may match: the source keys themselves when a scalar
+        index covers the one key column (the scan then reads only the rows the index names, as pylance's
+        merge_insert uses a key index), else the keys' range (`_key_range`)."""
+        if len(self._on) == 1 and _indexed(manifest, self._on[0]):
+            keys = pc.unique(source.column(self._on[0]).drop_null())
+            if not len(keys):
+                return "FALSE"  # only NULL keys: nothing can match
+            return pc.field(self._on[0]).isin(keys)
+        return self._key_range(source)
+
     def _key_range(self, source: pa.Table) -> str | None:
         """`key BETWEEN min AND max` of the source keys (one integer or string key): the scan then skips
         files whose statistics rule the range out. The join still decides what matches."""
@@ -298,3 +310,11 @@ def _write(
 ) -> list[pb.DataFragment]:
     """The rows of `parts`, in order, as new fragments (removed again on error)."""
     return write_fragments_from_reader(store, pa.concat_tables(parts).to_reader(), fields, schema)
+
+
+def _indexed(manifest: pb.Manifest, column: str) -> bool:
+    """Whether a scalar index (BTREE or BITMAP, the kinds a scan's planner uses) covers the top-level `column`."""
+    ids = [f.id for f in manifest.fields if f.parent_id == -1 and f.name == column]
+    return bool(ids) and any(
+        list(index.fields) == ids and index.index_type in (BTREE, BITMAP) and index.files for index in manifest.indices
+    )

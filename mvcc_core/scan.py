@@ -66,6 +66,11 @@ __all__ = ["DEFAULT_BATCH_SIZE", "ROW_ADDRESS", "IndexUse", "Scan", "ScanPlan", 
 # Threads reading multi-file fragments one by one (each is several small reads; I/O bound on S3).
 _FRAGMENT_THREADS = max(4, 2 * (os.cpu_count() or 2))
 DEFAULT_BATCH_SIZE = 131_072
+# `Scan.to_table` reads only the rows an index names unless they lie in more than this fraction of the (at
+# least this many) files the index covers: then a scan of every file, filtered, is cheaper than a take per file.
+_INDEX_MIN_FILES = 16
+_INDEX_MAX_HIT_FRACTION = 0.5
+
 _MATCH = "__mvcc_match"  # the filter's result as a column of a row-address scan (see `Scan._offsets_table`)
 # How many rows the reader pool (`file_reads`) may decode ahead of an unfiltered scan's consumer.
 _WHOLE_FILE_AHEAD_ROWS = 4 * DEFAULT_BATCH_SIZE
@@ -180,6 +185,7 @@ class Scan:
         self._live: dict[int, np.ndarray | None] = {}  # per-fragment live masks, read once
         self._ids: dict[int, np.ndarray] = {}  # per-fragment stable row ids, decoded once
         self._index: IndexChoice | None | bool = False  # False: not chosen yet
+        self._addresses: np.ndarray | None = None  # what the chosen index names, looked up once
 
     @property
     def output_schema(self) -> pa.Schema:
@@ -668,12 +674,26 @@ class Scan:
         return self._index
 
     def _index_addresses(self, choice: IndexChoice) -> np.ndarray:
-        """The sorted row addresses the index names for the filter, where those rows are in this version."""
-        addresses = lookup(self.store, choice.index, choice.expr, choice.bounds)
-        moved = frag_reuse.address_map(self.manifest, choice.index)
-        if moved:  # built before compactions that deferred remapping: where those rows are now
-            addresses = np.sort(moved.translate(addresses))
-        return addresses
+        """The sorted row addresses the index names for the filter, where those rows are in this version
+        (looked up once per scan)."""
+        if self._addresses is None:
+            addresses = lookup(self.store, choice.index, choice.expr, choice.bounds)
+            moved = frag_reuse.address_map(self.manifest, choice.index)
+            if moved:  # built before compactions that deferred remapping: where those rows are now
+                addresses = np.sort(moved.translate(addresses))
+            self._addresses = addresses
+        return self._addresses
+
+    def _index_pays(self, choice: IndexChoice) -> bool:
+        """Whether reading only the rows the index names beats scanning with the filter: not when they lie
+        in most of the files the index covers (a merge_insert whose keys spread over the table). Each such
+        file is then a take on the calling thread, while a scan reads them whole on the reader threads."""
+        cover = covered(choice.index)
+        files = sum(1 for f in self.fragments if f.id in cover and len(f.files) == 1)
+        if files < _INDEX_MIN_FILES:
+            return True
+        hit = len(np.unique(self._index_addresses(choice) >> np.uint64(32)))
+        return hit <= files * _INDEX_MAX_HIT_FRACTION
 
     def _indexed(self, choice: IndexChoice) -> Iterator[pa.RecordBatch]:
         """Covered one-file fragments: only the rows the index names are read (then the whole filter
@@ -764,8 +784,11 @@ class Scan:
         return pa.RecordBatchReader.from_batches(self.output_schema, self.to_batches())
 
     def to_table(self) -> pa.Table:
-        if self._index_choice() is not None:
+        choice = self._index_choice()
+        if choice is not None and self._index_pays(choice):
             return pa.Table.from_batches(list(self.to_batches()), schema=self.output_schema)
+        if choice is not None:  # the same filter over every fragment, read whole on the reader threads
+            return self._sub_scan(self.fragments).to_table()
         runs = list(self._runs())
         if len(runs) == 1 and runs[0][0] == "offsets":
             with missing_files(self.store):

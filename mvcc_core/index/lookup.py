@@ -111,12 +111,29 @@ def _admits(stats: _Statistics, bound: object, inclusive: bool, upper: bool) -> 
     return pc.fill_null(compare(values, scalar), True).to_numpy(zero_copy_only=False)
 
 
+def _points(stats: _Statistics, ranges: list[tuple]) -> np.ndarray | None:
+    """The sorted values of `ranges` when they are many single values of a numeric column (an IN list of
+    a merge_insert's keys: one pass per value would cost milliseconds per hundred), else None."""
+    if len(ranges) < 16 or not isinstance(stats.mins, np.ndarray):
+        return None
+    if not all(low is not None and low == high and low_in and high_in for low, low_in, high, high_in in ranges):
+        return None
+    return np.sort(np.array([r[0] for r in ranges], dtype=stats.mins.dtype))
+
+
 def _row_groups(stats: _Statistics, bounds: list[list[tuple]]) -> list[int]:
     """Row groups whose min/max admit a value inside every conjunct's ranges (unknown statistics admit)."""
     mask = ~stats.all_null
     unknown = ~stats.known
     for ranges in bounds:
         admitted = unknown.copy()
+        points = _points(stats, ranges)
+        if points is not None:  # an IN list: which row groups' [min, max] hold one of its values, at once
+            admitted |= np.searchsorted(points, stats.maxs, side="right") > np.searchsorted(
+                points, stats.mins, side="left"
+            )
+            mask &= admitted
+            continue
         for low, low_inclusive, high, high_inclusive in ranges:
             ok = np.ones(len(mask), dtype=bool)
             if low is not None:
