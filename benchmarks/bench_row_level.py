@@ -3,7 +3,8 @@
 Workloads, each on a fresh copy of a 1M-row table of 200 fragments (5,000 rows each), timing only the
 operation: delete 10% of the rows (spread over every fragment), update 1% of the rows, merge_insert of
 10,000 rows (half updates of existing keys, half new keys) with the existing keys clustered at the end of the
-table and with them spread over the whole table. mvcc and pylance repetitions alternate, so a burst of load
+table and with them spread over the whole table, and the spread one again on tables with a BTREE index on the
+key (pylance's and mvcc's merge_insert both ask it). mvcc and pylance repetitions alternate, so a burst of load
 on the (shared) machine hits both; wall and CPU time (`time.process_time`, all threads) are both reported.
 Not a test: run it by hand, or through `benchmarks/run.py`.
 
@@ -74,6 +75,13 @@ def main() -> None:
     table = data(rows)
     mvcc.write_table(table, str(root / "mvcc-base"), max_rows_per_file=per_fragment)
     lance.write_dataset(table, str(root / "lance-base"), max_rows_per_file=per_fragment)
+    # the same tables with a BTREE index on the key, for merge_insert on an indexed key (both use it)
+    mvcc.write_table(table, str(root / "mvcc_indexed-base"), max_rows_per_file=per_fragment).create_scalar_index(
+        "id", "BTREE"
+    )
+    lance.write_dataset(table, str(root / "lance_indexed-base"), max_rows_per_file=per_fragment).create_scalar_index(
+        "id", "BTREE"
+    )
     upsert = pa.concat_tables([data(5_000, rows - 5_000), data(5_000, rows)])  # 5k existing keys, 5k new
     upsert = upsert.set_column(1, "value", pa.array(np.full(10_000, -1.0)))
     # the same with the 5k existing keys spread over the whole table (no key-range pruning possible)
@@ -110,6 +118,12 @@ def main() -> None:
     def fresh_lance() -> lance.LanceDataset:
         return lance.dataset(str(fresh("lance")))
 
+    def fresh_mvcc_indexed() -> mvcc.Table:
+        return mvcc.open_table(str(fresh("mvcc_indexed")))
+
+    def fresh_lance_indexed() -> lance.LanceDataset:
+        return lance.dataset(str(fresh("lance_indexed")))
+
     workloads: list[tuple[str, Callable[[Any], Any], Callable[[Any], Any], int]] = [
         ("delete 10% of rows", lambda t: t.delete("id % 10 = 0"), lambda d: d.delete("id % 10 = 0"), rows * 9 // 10),
         (
@@ -130,7 +144,14 @@ def main() -> None:
             lambda d: d.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(spread),
             rows + 5_000,
         ),
+        (
+            "merge_insert 10k (spread, BTREE on id)",
+            lambda t: t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(spread),
+            lambda d: d.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(spread),
+            rows + 5_000,
+        ),
     ]
+    indexed = {"merge_insert 10k (spread, BTREE on id)"}
     # The floor: plain pyarrow reading the column every workload must scan (the key / filter column) from
     # the same 200 Parquet files, without any table format on top.
     files = [str(p) for p in sorted((root / "mvcc-base" / "data").glob("*.parquet"))]
@@ -144,11 +165,13 @@ def main() -> None:
         if args.only and args.only not in name:
             continue
         mvcc_runs, lance_runs = [], []
+        kinds = ("mvcc_indexed", "lance_indexed") if name in indexed else ("mvcc", "lance")
+        setups = (fresh_mvcc_indexed, fresh_lance_indexed) if name in indexed else (fresh_mvcc, fresh_lance)
         for _ in range(repeat):
-            mvcc_runs.append(one_run(fresh_mvcc, mvcc_op))
-            lance_runs.append(one_run(fresh_lance, lance_op))
-        mvcc_rows = mvcc.open_table(str(last["mvcc"])).count_rows()
-        lance_rows = lance.dataset(str(last["lance"])).count_rows()
+            mvcc_runs.append(one_run(setups[0], mvcc_op))
+            lance_runs.append(one_run(setups[1], lance_op))
+        mvcc_rows = mvcc.open_table(str(last[kinds[0]])).count_rows()
+        lance_rows = lance.dataset(str(last[kinds[1]])).count_rows()
         if not mvcc_rows == lance_rows == expected:
             print(f"  WARNING: row counts differ: mvcc {mvcc_rows}, pylance {lance_rows}, expected {expected}")
         mvcc_ms, lance_ms = (statistics.median(r[0] for r in runs) for runs in (mvcc_runs, lance_runs))
