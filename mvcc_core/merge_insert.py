@@ -249,7 +249,8 @@ class MergeInsertBuilder:
             keys = pc.unique(source.column(self._on[0]).drop_null())
             if not len(keys):
                 return "FALSE"  # only NULL keys: nothing can match
-            return pc.field(self._on[0]).isin(keys)
+            if len(keys) <= _KEY_LOOKUP_MAX:
+                return pc.field(self._on[0]).isin(keys)
         return self._key_range(source)
 
     def _key_range(self, source: pa.Table) -> str | None:
@@ -310,6 +311,11 @@ def _write(
 ) -> list[pb.DataFragment]:
     """The rows of `parts`, in order, as new fragments (removed again on error)."""
     return write_fragments_from_reader(store, pa.concat_tables(parts).to_reader(), fields, schema)
+
+
+# Most source keys merge_insert asks a key index for. Scans cache bound filters (256 per process), an IN list
+# with them; beyond this the keys' range is the filter (a scan still uses the index when it pays).
+_KEY_LOOKUP_MAX = 4_096
 
 
 def _indexed(manifest: pb.Manifest, column: str) -> bool:

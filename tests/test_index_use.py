@@ -69,7 +69,7 @@ def test_many_value_lookups_prune_the_index_like_one_value_at_a_time(table: mvcc
     assert np.array_equal(pruned, whole) and len(pruned) == len([v for v in spread_ids if v < 1_000])
 
 
-@pytest.mark.parametrize("keys", ["spread", "clustered", "with nulls"])
+@pytest.mark.parametrize("keys", ["spread", "clustered", "with nulls", "more than an IN list takes"])
 def test_merge_insert_on_an_indexed_key_equals_the_unindexed_table(tmp_path, keys: str) -> None:
     base = data(0, 2_000)
     plain = mvcc.write_table(base, str(tmp_path / "plain"), max_rows_per_file=50)
@@ -79,8 +79,10 @@ def test_merge_insert_on_an_indexed_key_equals_the_unindexed_table(tmp_path, key
         "spread": sorted(random.Random(5).sample(range(2_000), 300)),
         "clustered": list(range(1_900, 2_000)),
         "with nulls": sorted(random.Random(6).sample(range(2_000), 50)),
+        "more than an IN list takes": list(range(2_000)),  # with 2,200 new keys: over 4,096, the keys' range
     }[keys]
-    ids = pa.array(existing + list(range(5_000, 5_040)) + ([None, None] if keys == "with nulls" else []), pa.int64())
+    new = list(range(5_000, 7_200 if keys.startswith("more") else 5_040))
+    ids = pa.array(existing + new + ([None, None] if keys == "with nulls" else []), pa.int64())
     source = pa.table({"id": ids, "k": pa.array([-1] * len(ids), pa.int64()), "v": pa.array([-2.0] * len(ids))})
     for t in (plain, indexed):
         t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(source)
