@@ -313,9 +313,9 @@ def _write(
     return write_fragments_from_reader(store, pa.concat_tables(parts).to_reader(), fields, schema)
 
 
-# Most source keys merge_insert asks a key index for. Scans cache bound filters (256 per process), an IN list
-# with them; beyond this the keys' range is the filter (a scan still uses the index when it pays).
-_KEY_LOOKUP_MAX = 4_096
+# Most source keys merge_insert asks a key index for (an IN list that long is not cached by scans: see
+# `predicate.MAX_CACHED_FILTER_BYTES`); beyond, the keys' range (a scan still uses the index when it pays).
+_KEY_LOOKUP_MAX = 100_000
 
 
 def _indexed(manifest: pb.Manifest, column: str) -> bool:

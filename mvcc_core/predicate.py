@@ -1013,16 +1013,23 @@ def _negates_float(expr: pc.Expression, columns: Sequence[str], schema: pa.Schem
     return any(token in text for token in _NEGATIONS)
 
 
+# A filter larger than this is not cached: such filters are built per call (a merge_insert's key list), and
+# the caches (256 bound filters and index choices per process) would hold megabytes for nothing.
+MAX_CACHED_FILTER_BYTES = 64 * 1024
+
+
 def filter_cache_key(filter: str | pc.Expression) -> Hashable | None:  # noqa: A002
     """A key identifying a filter for caches of bound filters (with the schema's key), or None when it has
-    none (an Expression Arrow cannot serialize). Expressions are keyed by their serialization: their
-    `==` builds an Expression, and their text is ambiguous (`pc.field("a == 1")`)."""
+    none (an Expression Arrow cannot serialize, or a filter over `MAX_CACHED_FILTER_BYTES`). Expressions are
+    keyed by their serialization: their `==` builds an Expression, and their text is ambiguous
+    (`pc.field("a == 1")`)."""
     if isinstance(filter, str):
-        return ("sql", filter)
+        return ("sql", filter) if len(filter) <= MAX_CACHED_FILTER_BYTES else None
     try:
-        return ("expression", _serialized(filter).to_pybytes())
+        data = _serialized(filter)
     except (pa.ArrowException, TypeError, IndexError):
         return None
+    return ("expression", data.to_pybytes()) if data.size <= MAX_CACHED_FILTER_BYTES else None
 
 
 def _names_by_physical(schema: pa.Schema, physical: pa.Schema | None) -> dict[str, str]:

@@ -659,8 +659,12 @@ class Scan:
         """The index answering part of the filter (chosen once per scan, cached per filter and manifest), or None."""
         if self._index is False:
             self._index = None
-            usable = self.bound is not None and self.bound.physical and self._filter_key is not None
+            usable = self.bound is not None and self.bound.physical
             if self._use_index and usable and len(self.manifest.indices):
+                assert self.bound is not None
+                if self._filter_key is None:  # not cached (too large to keep, or no key): chosen each time
+                    self._index = choose_index(self.bound, self.manifest)
+                    return self._index
                 key = (
                     self._filter_key,
                     self._schema_key,
