@@ -8,7 +8,7 @@ assigns them at commit, as the specification requires for Append and Overwrite.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -112,6 +112,13 @@ def _field_ids(fields: list[pb.Field]) -> list[int]:
     return [f.id for f in fields]
 
 
+def data_file(name: str, field_ids: Sequence[int], size: int, *, base_id: int | None = None) -> pb.DataFile:
+    """The manifest's entry for a Parquet data file `name` (under `data/`) of `size` bytes holding the fields
+    `field_ids`: one place for what every writer records (the FragmentWriter, small in-memory files, column
+    files, Spark's native writer)."""
+    return pb.DataFile(path=name, fields=list(field_ids), file_major_version=1, file_size_bytes=size, base_id=base_id)
+
+
 class FragmentWriter:
     """Writes batches into Parquet files, a new fragment every `max_rows_per_file` rows."""
 
@@ -190,11 +197,10 @@ class FragmentWriter:
         self.fragments.append(
             pb.DataFragment(
                 files=[
-                    pb.DataFile(
-                        path=self._path[len(self._prefix) :],
-                        fields=_field_ids(self.fields),
-                        file_major_version=1,
-                        file_size_bytes=size,
+                    data_file(
+                        self._path[len(self._prefix) :],
+                        _field_ids(self.fields),
+                        size,
                         base_id=self.base.id if self.base is not None else None,
                     )
                 ],
@@ -285,8 +291,8 @@ def write_small_fragment(
     encoded = sink.getvalue()
     name = new_data_file_name()
     store.put_new(data_file_path(name), encoded.to_pybytes())
-    data_file = pb.DataFile(path=name, fields=_field_ids(fields), file_major_version=1, file_size_bytes=encoded.size)
-    return [pb.DataFragment(files=[data_file], physical_rows=table.num_rows)]
+    entry = data_file(name, _field_ids(fields), encoded.size)
+    return [pb.DataFragment(files=[entry], physical_rows=table.num_rows)]
 
 
 def fragment_paths(fragment: pb.DataFragment) -> Iterator[str]:
@@ -324,9 +330,7 @@ def write_column_file(store: ObjectStore, fields: list[pb.Field], data: pa.Table
     except BaseException:
         store.delete_many([path])
         raise
-    return pb.DataFile(
-        path=path.split("/", 1)[1], fields=_field_ids(fields), file_major_version=1, file_size_bytes=size
-    )
+    return data_file(path.split("/", 1)[1], _field_ids(fields), size)
 
 
 def tombstone(fragment: pb.DataFragment, field_ids: set[int]) -> None:

@@ -38,8 +38,8 @@ from ._proto import table_pb2 as pb
 from .bases import data_file_location
 from .deletion import live_rows, read_deletion_vector
 from .errors import CorruptManifestError, ObjectNotFoundError, SchemaError
-from .file_reads import READ_THREADS, read_ahead, read_whole_file, runs
 from .file_reads import pool as read_pool
+from .file_reads import read_ahead, read_whole_file, runs
 from .index.lookup import covered, lookup
 from .index.planner import IndexChoice, choose_index
 from .parquet_io import (
@@ -75,6 +75,9 @@ _MATCH = "__mvcc_match"  # the filter's result as a column of a row-address scan
 # How many rows the reader pool (`file_reads`) may decode ahead of an unfiltered scan's consumer.
 _WHOLE_FILE_AHEAD_ROWS = 4 * DEFAULT_BATCH_SIZE
 _WHOLE_FILE_PART_ROWS = 16_384
+# Rows of the files one reader task of a row-address scan reads (`Scan._read_local`; 200 files of 5,000 rows
+# make 8 tasks on 2 cores).
+_LOCAL_PART_ROWS = 131_072
 
 
 # ---- per-process caches
@@ -560,10 +563,9 @@ class Scan:
 
         if len(fragments) < 2:
             parts = [read(0)]
-        else:  # a few files per task: a future per file costs as much as reading a small file's column
-            size = -(-len(fragments) // (4 * READ_THREADS))
-            runs = [range(i, min(i + size, len(fragments))) for i in range(0, len(fragments), size)]
-            parts = [part for run in read_pool().map(lambda run: [read(i) for i in run], runs) for part in run]
+        else:  # a run of files per task: a future per file costs as much as reading a small file's column
+            tasks = runs(range(len(fragments)), lambda i: fragments[i].physical_rows, _LOCAL_PART_ROWS)
+            parts = [part for run in read_pool().map(lambda task: [read(i) for i in task[1]], tasks) for part in run]
         kept = [(frag, part, whole) for frag, (part, whole) in zip(fragments, parts, strict=True) if part is not None]
         if not kept:
             return [], schema.empty_table(), []

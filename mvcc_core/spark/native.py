@@ -43,7 +43,7 @@ from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.bases import data_file_location
 from mvcc_core.deletion import read_deletion_vector
 from mvcc_core.errors import MvccError, SchemaError, TableNotFoundError
-from mvcc_core.fragments import DEFAULT_MAX_ROWS_PER_FILE, PARQUET_COMPRESSION
+from mvcc_core.fragments import DEFAULT_MAX_ROWS_PER_FILE, PARQUET_COMPRESSION, data_file
 from mvcc_core.naming import data_file_path, new_data_file_name
 from mvcc_core.scan import Scan
 from mvcc_core.storage import open_store
@@ -266,7 +266,7 @@ def write_fragments_with_spark(df: Any, plan: WritePlan) -> list[bytes]:
         store.sync(data_file_path(name))
         fragments.append(
             pb.DataFragment(
-                files=[pb.DataFile(path=name, fields=ids, file_major_version=1, file_size_bytes=size)],
+                files=[data_file(name, ids, size)],
                 physical_rows=rows,
             ).SerializeToString()
         )
