@@ -10,6 +10,7 @@ starting its own threads. Its tasks never submit to it, so sharing it cannot dea
 
 from __future__ import annotations
 
+import operator
 import os
 import threading
 from collections import deque
@@ -21,6 +22,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from ._proto import table_pb2 as pb
 from .parquet_io import FileKey, cached_footer, is_remote, read_file
 
 T = TypeVar("T")
@@ -51,6 +53,10 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+# The row count `runs` cuts data fragments by.
+PHYSICAL_ROWS: Callable[[pb.DataFragment], int] = operator.attrgetter("physical_rows")
 
 
 def runs(items: Sequence[T], rows: Callable[[T], int], part_rows: int) -> Iterator[tuple[int, list[T]]]:

@@ -38,8 +38,8 @@ from ._proto import table_pb2 as pb
 from .bases import data_file_location
 from .deletion import live_rows, read_deletion_vector
 from .errors import CorruptManifestError, ObjectNotFoundError, SchemaError
+from .file_reads import PHYSICAL_ROWS, read_ahead, read_whole_file, runs
 from .file_reads import pool as read_pool
-from .file_reads import read_ahead, read_whole_file, runs
 from .index.lookup import covered, lookup
 from .index.planner import IndexChoice, choose_index
 from .parquet_io import (
@@ -370,7 +370,7 @@ class Scan:
             return [read(frag) for frag in part]
 
         # a thread reads a run of small files per hand-off (a hand-off per file costs more than it saves)
-        parts = runs(fragments, _physical_rows, _WHOLE_FILE_PART_ROWS)
+        parts = runs(fragments, PHYSICAL_ROWS, _WHOLE_FILE_PART_ROWS)
         for tables in read_ahead(((rows, partial(read_part, run)) for rows, run in parts), _WHOLE_FILE_AHEAD_ROWS):
             yield from tables
 
@@ -836,10 +836,6 @@ class Scan:
             return total
         finally:
             self.columns = saved
-
-
-def _physical_rows(fragment: pb.DataFragment) -> int:
-    return fragment.physical_rows
 
 
 def _evaluate(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray:

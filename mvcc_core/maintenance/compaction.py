@@ -38,7 +38,7 @@ from ..commit import DEFAULT_MAX_RETRIES
 from ..deletion import live_rows, read_deletion_vector
 from ..errors import CompactionError
 from ..executor import Executor, ThreadExecutor
-from ..file_reads import read_ahead, read_whole_file, runs
+from ..file_reads import PHYSICAL_ROWS, read_ahead, read_whole_file, runs
 from ..fragments import ROW_GROUP_ROWS, FragmentWriter
 from ..progress import Progress
 from ..row_ids import ROW_ID
@@ -136,10 +136,6 @@ _READ_AHEAD_ROWS = 4 * ROW_GROUP_ROWS  # rows read ahead of the writer (at least
 _ROW_ID_FIELD = pa.field(ROW_ID, pa.uint64(), nullable=False)  # as `Scan` gives it
 
 
-def _physical_rows(frag: pb.DataFragment) -> int:
-    return frag.physical_rows
-
-
 def _plain(frag: pb.DataFragment) -> bool:
     return len(frag.files) == 1 and not frag.HasField("deletion_file")
 
@@ -184,7 +180,7 @@ def _tables(
                 end += 1
             run = fragments[index:end]
             if plain:
-                parts = runs(run, _physical_rows, _READ_PART_ROWS)
+                parts = runs(run, PHYSICAL_ROWS, _READ_PART_ROWS)
                 reads = ((rows, partial(_read_plain_run, state, part, physical, stable)) for rows, part in parts)
                 for tables in read_ahead(reads, _READ_AHEAD_ROWS):
                     yield from tables
