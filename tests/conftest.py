@@ -26,6 +26,41 @@ from typing import Any
 
 import pytest
 
+TIERS = ("fast", "slow", "all")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """`--tier`: which tests run. The fast tier is what a plain `pytest` runs (a few minutes on two cores); the
+    slow tier holds the tests marked `slow` (several processes, stress runs on S3, Spark Connect, Dagster's
+    multiprocess executor and daemon); `.ci/run` runs both."""
+    parser.addoption(
+        "--tier",
+        choices=TIERS,
+        default="fast",
+        help="fast (default: every test not marked slow), slow (only the slow ones) or all",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselects the tests outside the chosen tier (they are reported as deselected, not skipped)."""
+    tier = config.getoption("--tier")
+    if tier == "all":
+        return
+    keep, drop = [], []
+    for item in items:
+        is_slow = item.get_closest_marker("slow") is not None
+        (keep if is_slow == (tier == "slow") else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    tier = config.getoption("--tier")
+    others = {"fast": "`--tier slow` runs the slow tests, `--tier all` every test", "slow": "", "all": ""}[tier]
+    return f"mvcc test tier: {tier}" + (f" ({others})" if others else "")
+
+
 S3_BUCKET = "mvcc-test"
 S3_KEY = "testing"
 S3_REGION = "us-east-1"

@@ -437,6 +437,7 @@ def test_console_script_is_declared() -> None:
 
 
 @pytest.mark.s3
+@pytest.mark.slow
 def test_script_on_s3_through_aws_variables(s3_uri, s3_options) -> None:
     t = history(s3_uri, s3_options)
     env = script_env(
@@ -476,6 +477,7 @@ def race(uri: str, args: list[str], commits_before_hold: int, conflicting: Any) 
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+@pytest.mark.slow
 def test_script_exit_code_of_an_incompatible_conflict(tmp_uri) -> None:
     t = history(tmp_uri, None)
     done = race(tmp_uri, ["index", "create", tmp_uri, "kind"], 1, lambda: t.restore(2))
@@ -484,6 +486,7 @@ def test_script_exit_code_of_an_incompatible_conflict(tmp_uri) -> None:
     assert [i["name"] for i in mvcc.open_table(tmp_uri).list_indices()] == []  # version 2 had none
 
 
+@pytest.mark.slow
 def test_script_exit_code_of_a_retryable_conflict(tmp_uri) -> None:
     t = history(tmp_uri, None)
     # compaction commits ReserveFragments, then its Rewrite: the delete lands while the Rewrite is held

@@ -39,6 +39,7 @@ def _run_writers(uri: str, opts: dict | None, writers: int) -> None:
 
 @pytest.mark.parametrize("writers", [2, 8])
 @pytest.mark.parametrize("backend", ["local", pytest.param("s3", marks=pytest.mark.s3)])
+@pytest.mark.slow
 def test_concurrent_appenders(backend, writers, tmp_uri, request) -> None:
     if backend == "s3":
         uri, opts = request.getfixturevalue("s3_uri"), request.getfixturevalue("s3_options")

@@ -236,6 +236,7 @@ def _appender(uri: str, opts: dict | None, store_uri: str, writer: int, commits:
         t.append(pa.table({"id": pa.array([writer * 1000 + i], pa.int64())}), max_retries=200)
 
 
+@pytest.mark.slow
 def test_eight_processes_commit_through_the_store(backend: Backend) -> None:
     _create(backend, [])
     ctx = mp.get_context("spawn")
@@ -336,6 +337,7 @@ def _crash_append(uri: str, opts: dict | None, store_uri: str, row: int, point: 
 
 
 @pytest.mark.parametrize("point", CRASH_POINTS)
+@pytest.mark.slow
 def test_writer_killed_at_each_failpoint(backend: Backend, point: str, tmp_path: Path) -> None:
     _create(backend, [1]).append(pa.table({"id": pa.array([2], pa.int64())}))  # versions 1, 2
     _crash_append(backend.uri, backend.options, backend.store_uri, 100, point)
@@ -388,6 +390,7 @@ def test_writer_killed_at_each_failpoint(backend: Backend, point: str, tmp_path:
 
 
 @pytest.mark.parametrize("point", ["commit.after_transaction_file", "commit.before_manifest_put"])
+@pytest.mark.slow
 def test_writer_killed_in_the_plain_commit_path(tmp_uri: str, point: str) -> None:
     mvcc.write_table(pa.table({"id": pa.array([1], pa.int64())}), tmp_uri)
     _crash_append(tmp_uri, None, "", 100, point)
@@ -485,6 +488,7 @@ def test_sqlite_store_shared_by_threads(tmp_path: Path) -> None:
     assert sorted(won) == list(range(50))
 
 
+@pytest.mark.slow
 def test_reader_finalizes_while_the_writer_is_paused(tmp_path: Path) -> None:
     """A reader synchronizes a version whose writer is still alive between steps 2 and 3; both finish cleanly."""
     uri, db = str(tmp_path / "t"), f"sqlite://{tmp_path / 'db'}"

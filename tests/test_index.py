@@ -276,6 +276,7 @@ def typed_answer(t: mvcc.Table, predicate: str, use_index: bool, **options) -> l
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(predicate=typed_predicates(), tail=st.sampled_from(["", " AND id > 100", " AND id % 2 = 0", " OR id = 5"]))
+@pytest.mark.slow
 def test_pruned_lookups_equal_full_scan(typed_table, predicate, tail) -> None:
     sql = predicate + tail
     try:
@@ -412,6 +413,7 @@ def test_lookups_on_every_store(any_uri, monkeypatch) -> None:
     assert t.to_table(filter=f"key = {key[100]}").column("id").to_pylist() == [100]
 
 
+@pytest.mark.slow
 def test_index_build_runs_as_tasks_on_an_executor(tmp_uri) -> None:
     """The column is read by picklable tasks in other processes; the index equals one built in-process."""
     import multiprocessing

@@ -81,6 +81,7 @@ def test_compaction_keeps_stable_row_ids(tmp_uri) -> None:
     assert {r["id"]: r["_rowid"] for r in t.to_table(with_row_id=True).to_pylist()} == ids
 
 
+@pytest.mark.slow
 def test_plan_tasks_run_in_other_processes(tmp_uri) -> None:
     t = fragmented(tmp_uri)
     before = rows(t)

@@ -60,6 +60,7 @@ def _delete_row(uri: str, row: int, barrier) -> None:
     mvcc.open_table(uri).delete(f"id = {row}", max_retries=100)
 
 
+@pytest.mark.slow
 def test_concurrent_deletes_in_processes_all_land(tmp_uri) -> None:
     mvcc.write_table(data(40), tmp_uri)
     ctx = mp.get_context("spawn")

@@ -150,6 +150,7 @@ def _append_day(uri: str, day: str, start: int, barrier) -> None:
     mvcc.open_table(uri).append(rows(dt.date.fromisoformat(day), range(start, start + 5), f"a{start}"))
 
 
+@pytest.mark.slow
 def test_writers_of_one_partition_in_processes_never_leave_duplicates(tmp_uri) -> None:
     """Two processes replace day 1 while a third appends to day 2: day 1 ends with exactly one writer's rows."""
     mvcc.write_table(pa.concat_tables([rows(DAY1, range(0, 3)), rows(DAY2, range(3, 5))]), tmp_uri)

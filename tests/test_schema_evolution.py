@@ -30,6 +30,7 @@ def files(uri: str) -> list[Path]:
     return sorted(p.relative_to(uri) for p in Path(uri).rglob("*"))
 
 
+@pytest.mark.slow
 def test_evolution_matches_oracle_with_time_travel(any_uri) -> None:
     uri, opts = any_uri
     t = mvcc.write_table(data(30), uri, storage_options=opts, max_rows_per_file=10)

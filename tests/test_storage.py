@@ -361,11 +361,13 @@ def _race(uri: str, options: dict[str, Any] | None) -> None:
     assert [m.path for m in store.list("_versions")] == sorted(names)
 
 
+@pytest.mark.slow
 def test_put_if_not_exists_exactly_once_local(tmp_uri: str) -> None:
     _race(tmp_uri, None)
 
 
 @pytest.mark.s3
+@pytest.mark.slow
 def test_put_if_not_exists_exactly_once_s3(s3_uri: str, s3_options: dict[str, Any]) -> None:
     """Eight processes race conditional PUTs through the S3 backend: exactly one wins each name.
 

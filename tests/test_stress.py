@@ -96,6 +96,7 @@ def _replay(initial: pa.Table, entries: list[dict]) -> dict[int, int]:
 
 
 @pytest.mark.parametrize("backend", ["local", pytest.param("s3", marks=pytest.mark.s3)])
+@pytest.mark.slow
 def test_eight_writers_mixed_operations(backend, tmp_path, request) -> None:
     if backend == "s3":
         uri, opts, seconds = request.getfixturevalue("s3_uri"), request.getfixturevalue("s3_options"), 8.0

@@ -25,6 +25,7 @@ def by_id(t: mvcc.Table) -> dict[int, dict]:
 
 
 @pytest.mark.parametrize("mode", ["rewrite_rows", "rewrite_columns"])
+@pytest.mark.slow
 def test_update_matches_oracle(any_uri, mode) -> None:
     uri, opts = any_uri
     t = mvcc.write_table(data(40), uri, storage_options=opts, max_rows_per_file=10)

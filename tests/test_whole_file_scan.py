@@ -51,6 +51,7 @@ def test_unfiltered_scan_keeps_manifest_order_over_many_files(tmp_uri) -> None:
     assert [v for b in t.to_batches() for v in b.column("id").to_pylist()] == list(range(700))
 
 
+@pytest.mark.slow
 def test_unfiltered_scan_of_a_missing_file_names_it(tmp_uri) -> None:
     t = mvcc.write_table(pa.table({"id": pa.array(range(20), pa.int64())}), tmp_uri, max_rows_per_file=5)
     missing = t.get_fragments()[2].files[0].path

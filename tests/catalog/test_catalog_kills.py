@@ -71,6 +71,7 @@ def check_consistent(cat: Catalog) -> None:
             assert ids(snap.table("s.a")) == ids(snap.table("s.b")), f"catalog version {version}"
 
 
+@pytest.mark.slow
 def test_a_writer_killed_at_every_failpoint_converges(tmp_path: Path) -> None:
     cats = {point: make(str(tmp_path / point.replace(".", "_"))) for point in MATRIX}
     before = {point: (cat.latest_version, cat.snapshot()) for point, cat in cats.items()}

@@ -130,11 +130,13 @@ def run_mixed(cat: Catalog, writers: int, count: int, poll_every: float) -> None
     print(f"checked after {time.monotonic() - began:.1f} s")
 
 
+@pytest.mark.slow
 def test_eight_processes_mixed_transactions(cat: Catalog) -> None:
     run_mixed(cat, 8, 2, poll_every=0.02)
 
 
 @pytest.mark.s3
+@pytest.mark.slow
 def test_eight_processes_mixed_transactions_on_s3(s3_uri: str, s3_options: dict[str, Any]) -> None:
     run_mixed(make(s3_uri, s3_options), 8, 1, poll_every=0.25)
 

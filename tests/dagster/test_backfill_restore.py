@@ -139,6 +139,7 @@ def backfill_materializations(instance: dg.DagsterInstance, bid: str, asset: str
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_backfill_restores_once_then_recomputes(daemon: tuple[dg.DagsterInstance, Any], warehouse: str) -> None:
     instance, context = daemon
     write_days(instance, days(1, 4))
@@ -210,6 +211,7 @@ def test_backfill_restores_once_then_recomputes(daemon: tuple[dg.DagsterInstance
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_restore_refused_when_later_partitions_would_be_lost(
     daemon: tuple[dg.DagsterInstance, Any], warehouse: str
 ) -> None:
@@ -252,6 +254,7 @@ def test_restore_refused_when_later_partitions_would_be_lost(
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_concurrent_runs_of_one_backfill_restore_once(
     instance: dg.DagsterInstance, warehouse: str, pythonpath: None
 ) -> None:
@@ -317,6 +320,7 @@ def waiting_runs(instance: dg.DagsterInstance, bid: str) -> int:
     return sum(any("holds the table tag" in (e.user_message or "") for e in instance.all_logs(r.run_id)) for r in runs)
 
 
+@pytest.mark.slow
 def test_bad_input_commits_nothing(instance: dg.DagsterInstance, warehouse: str) -> None:
     """Partitions never written, a restore target removed by retention, an unknown tag value, a backfill the
     instance does not know: each run fails naming the table and the tag, and nothing is committed."""
@@ -383,6 +387,7 @@ def totals(warehouse: str) -> list[dict]:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_downstream_backfill_reads_each_partition_as_materialized(
     daemon: tuple[dg.DagsterInstance, Any], warehouse: str
 ) -> None:
@@ -498,6 +503,7 @@ def test_plan_reads_partitions_from_properties_and_runs(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_commit_slipping_in_before_the_restore_is_kept(
     instance: dg.DagsterInstance, warehouse: str, pythonpath: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

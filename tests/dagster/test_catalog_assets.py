@@ -180,6 +180,7 @@ def test_failure_in_the_step_after_staging_publishes_nothing(instance: dg.Dagste
     assert sorted(set(cat.table("sales.orders").to_table()["batch"].to_pylist())) == [1, 4]
 
 
+@pytest.mark.slow
 def test_concurrent_delete_is_a_retryable_conflict_and_the_step_is_retried(
     instance: dg.DagsterInstance, root: str
 ) -> None:
@@ -219,6 +220,7 @@ def test_concurrent_delete_is_a_retryable_conflict_and_the_step_is_retried(
     assert mats[ORDERS].metadata[CATALOG_READ_VERSION].value == 3
 
 
+@pytest.mark.slow
 def test_concurrent_delete_of_other_rows_is_rebased_without_a_retry(instance: dg.DagsterInstance, root: str) -> None:
     """The step and another process delete different rows of the same data file: the core rebases the step's
     deletion vector onto the other's (no data file rewritten), so the step publishes at once, no retry."""
@@ -246,6 +248,7 @@ def test_concurrent_delete_of_other_rows_is_rebased_without_a_retry(instance: dg
     assert {m.metadata[CATALOG_VERSION].value for m in mats.values()} == {4}
 
 
+@pytest.mark.slow
 def test_concurrent_drop_is_an_incompatible_conflict_and_fails_without_retry(
     instance: dg.DagsterInstance, root: str
 ) -> None:
@@ -304,6 +307,7 @@ json.dump({"seen": seen, "bad": bad}, open(out, "w"))
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.slow
 def test_a_reader_never_sees_one_table_without_the_other(
     instance: dg.DagsterInstance, root: str, tmp_path: Path
 ) -> None:
@@ -543,6 +547,7 @@ dg.materialize([load], instance=dg.DagsterInstance.get(), resources=resources)
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("point", ["catalog.after_stage", "catalog.after_publish"])
+@pytest.mark.slow
 def test_a_step_killed_mid_publish(instance: dg.DagsterInstance, root: str, point: str) -> None:
     """The step's process is killed (os._exit at the core's failpoint, as kill -9 would) while it publishes.
     Before the catalog commit: nothing is visible. After it: both tables are, together, though Dagster

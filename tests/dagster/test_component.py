@@ -50,6 +50,7 @@ def run_dg(args: list[str], cwd: Path, entry_points: Path, tmp_path: Path) -> su
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_example_project_passes_dg_check_defs(entry_point_path: Path, tmp_path: Path) -> None:
     """`dg list components` finds the component through the entry point; `dg check defs` passes on the
     example's defs.yaml files; `dg list defs` shows what one table yields."""
@@ -86,6 +87,7 @@ def test_example_project_passes_dg_check_defs(entry_point_path: Path, tmp_path: 
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_dg_check_defs_names_bad_config(entry_point_path: Path, tmp_path: Path) -> None:
     """A misspelt attribute, a missing key and a cron that does not parse fail `dg check defs` with the file,
     the setting and the table named."""

@@ -142,6 +142,7 @@ def test_mapping_by_type() -> None:
 # 36 s on a quiet machine; 8 runs each starting step subprocesses took over 120 s at load ~15. The bound is
 # for a hung run (a deadlock), not for speed: 300 s still fails one well before CI's own limit.
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_multiprocess_backfill_of_eight_days(instance: dg.DagsterInstance, warehouse: str) -> None:
     """8 runs (one per day, as a backfill launches them), 4 at a time, each with the multiprocess executor:
     0 failed runs and every row exactly once."""

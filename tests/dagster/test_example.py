@@ -27,6 +27,7 @@ def load_example() -> ModuleType:
     return module
 
 
+@pytest.mark.slow
 def test_definitions_validate_cli(tmp_path: Path) -> None:
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "MVCC_WAREHOUSE": str(tmp_path / "wh")}
     out = subprocess.run(
@@ -41,6 +42,7 @@ def test_definitions_validate_cli(tmp_path: Path) -> None:
     assert "All code locations passed validation" in out.stdout + out.stderr
 
 
+@pytest.mark.slow
 def test_webserver_lists_assets_and_edges(instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch) -> None:
     """The webserver app, in process against workspace.yaml, answers GraphQL with the asset graph."""
     from dagster._core.workspace.context import WorkspaceProcessContext
@@ -71,6 +73,7 @@ def test_webserver_lists_assets_and_edges(instance: dg.DagsterInstance, monkeypa
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.slow
 def test_example_materializes_in_process(instance: dg.DagsterInstance, warehouse: str) -> None:
     """Spark ingest + both pyarrow assets, one day, then the same day again: one commit per asset per run,
     every materialization's mvcc/version is the table's version and the day's rows appear once."""

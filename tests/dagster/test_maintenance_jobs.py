@@ -37,6 +37,7 @@ def observations(instance: dg.DagsterInstance, key: str) -> list[dict]:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_compaction_job_multiprocess(
     instance: dg.DagsterInstance, warehouse: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -67,6 +67,7 @@ def test_daily_out_of_order_and_reruns(instance: dg.DagsterInstance, warehouse: 
     assert len(mvcc.open_table(f"{warehouse}/events").versions()) == 1 + len(order)
 
 
+@pytest.mark.slow
 def test_date_static_and_multi_partitions(instance: dg.DagsterInstance, warehouse: str) -> None:
     daily = dg.DailyPartitionsDefinition(start_date="2026-01-01", end_date="2026-01-05")
     regions = dg.StaticPartitionsDefinition(["eu", "us", "o'hare"])

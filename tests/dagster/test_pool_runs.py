@@ -61,6 +61,7 @@ def intervals(instance: dg.DagsterInstance, run_id: str) -> dict[str, tuple[floa
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_two_compaction_runs_never_commit_at_once(tmp_path: Path) -> None:
     import pool_defs
 

@@ -155,6 +155,7 @@ def stored_files(uri: str) -> set[str]:
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.slow
 def test_lost_compaction_is_retried_by_the_daemon(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A delete lands between the run's ReserveFragments and its Rewrite: the Rewrite loses, `commit_rewrite`
     fails (no step retry), the files the run wrote are removed; the auto-reexecution daemon launches a retry
@@ -229,6 +230,7 @@ def test_lost_compaction_is_retried_by_the_daemon(tmp_path: Path, monkeypatch: p
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.slow
 def test_run_limit_per_table_serializes_compactions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two compaction runs of one table submitted together: the queued run coordinator's daemon launches the
     first and holds the second back (tag `mvcc/table`, one run per value) until the first ended; the second

@@ -22,6 +22,7 @@ from mvcc_core.spark import WRITE_PATH_PROPERTY, SparkExecutor, write
 from mvcc_core.spark.executor import is_connect
 
 
+@pytest.mark.slow
 def test_a_connect_session_runs_this_checkout(connect: Any) -> None:
     """The session is a Connect client, and the server's Python workers import this checkout."""
     assert is_connect(connect)
@@ -36,6 +37,7 @@ def test_a_connect_session_runs_this_checkout(connect: Any) -> None:
     assert [r["path"] for r in rows] == [str(ROOT / "mvcc_core")]
 
 
+@pytest.mark.slow
 def test_read_versions_of_a_history(connect: Any, tmp_path: Path) -> None:
     t = history(str(tmp_path / "t"))
     for version in (3, t.version):  # rows deleted; after schema changes, compaction and a delete
@@ -48,6 +50,7 @@ def test_read_versions_of_a_history(connect: Any, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("pushdown", ["true", "false"])
+@pytest.mark.slow
 def test_filtered_reads_equal_the_core(connect: Any, tmp_path: Path, pushdown: str) -> None:
     t = filter_table(str(tmp_path / "t"))
     with conf(connect, PUSHDOWN, pushdown):
@@ -58,6 +61,7 @@ def test_filtered_reads_equal_the_core(connect: Any, tmp_path: Path, pushdown: s
         assert [r["id"] for r in df.where("id = 42").collect()] == [42]
 
 
+@pytest.mark.slow
 def test_data_source_append_overwrite_and_replace_where(connect: Any, tmp_path: Path) -> None:
     uri = str(tmp_path / "t")
     rows = [(i, "2026-11-01" if i % 2 else "2026-11-02") for i in range(10)]
@@ -89,6 +93,7 @@ def test_data_source_append_overwrite_and_replace_where(connect: Any, tmp_path: 
     assert t.to_table().to_pylist() == [{"id": 1, "day": "x"}]
 
 
+@pytest.mark.slow
 def test_round_trip_through_connect_keeps_the_table_types(connect: Any, tmp_path: Path) -> None:
     from test_read import all_types
 
@@ -100,6 +105,7 @@ def test_round_trip_through_connect_keeps_the_table_types(connect: Any, tmp_path
     assert same(t.to_table().slice(original.num_rows).sort_by("id"), original)
 
 
+@pytest.mark.slow
 def test_write_returns_the_table_and_raises_core_types(connect: Any, tmp_path: Path) -> None:
     uri = str(tmp_path / "t")
     df = connect.range(0, 100, numPartitions=4)
@@ -119,6 +125,7 @@ def test_write_returns_the_table_and_raises_core_types(connect: Any, tmp_path: P
     assert all_files(uri) == before and mvcc_core.open_table(uri).version == 2
 
 
+@pytest.mark.slow
 def test_a_failed_job_leaves_nothing(connect: Any, tmp_path: Path) -> None:
     """One partition: no straggler task can outlive the failure (on Connect `write()` cannot wait for
     tasks; see docs/spark.md)."""
@@ -143,6 +150,7 @@ def test_a_failed_job_leaves_nothing(connect: Any, tmp_path: Path) -> None:
     assert mvcc_core.open_table(uri).version == 1
 
 
+@pytest.mark.slow
 def test_spark_executor_on_connect(connect: Any, tmp_path: Path) -> None:
     """`SparkExecutor(connect)` picks the DataFrame method; compaction and an index build equal in-process."""
     from test_executor_s3_concurrency import small_fragments

@@ -32,6 +32,7 @@ def resources(warehouse: str) -> dict[str, Any]:
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.slow
 def test_compaction_tasks_run_on_spark_in_one_step(spark: Any, tmp_path: Path) -> None:
     warehouse = str(tmp_path)
     t = fragmented(f"{warehouse}/events", 40)

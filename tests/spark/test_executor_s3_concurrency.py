@@ -27,6 +27,7 @@ def small_fragments(uri: str, storage_options: dict | None = None) -> mvcc_core.
 
 
 @pytest.mark.parametrize("method", ["rdd", "dataframe"])
+@pytest.mark.slow
 def test_compaction_and_index_on_spark_equal_in_process(spark: Any, tmp_path: Any, method: str) -> None:
     options = {"target_rows_per_fragment": 20, "max_rows_per_task": 20}
     local = small_fragments(str(tmp_path / "local"))
@@ -60,6 +61,7 @@ def test_executor_keeps_order_and_error_types(spark: Any) -> None:
 
 
 @pytest.mark.s3
+@pytest.mark.slow
 def test_s3_read_and_write(spark: Any, s3_uri: str, s3_options: dict) -> None:
     t = small_fragments(s3_uri, s3_options)
     reader = spark.read.format("mvcc").options(**s3_options)
@@ -109,6 +111,7 @@ for i in range(start, start + 10):
 """
 
 
+@pytest.mark.slow
 def test_concurrent_spark_and_process_writers(spark: Any, tmp_path: Any) -> None:
     uri = str(tmp_path / "t")
     mvcc_core.write_table(pa.table({"id": pa.array([-1], pa.int64())}), uri)

@@ -34,6 +34,7 @@ def test_every_type_equals_the_data_source(spark: Any, tmp_path: Any) -> None:
         assert repr(got.column(name).to_pylist()) == repr(via_source.column(name).to_pylist()), name
 
 
+@pytest.mark.slow
 def test_every_version_of_a_history(spark: Any, tmp_path: Any) -> None:
     """Deletes, updates, added (with values: two-file fragments), renamed and dropped columns, compaction."""
     t = history(str(tmp_path / "t"))

@@ -157,6 +157,7 @@ def test_partitions_group_fragments(spark: Any, tmp_path: Any) -> None:
     assert spark.read.format("mvcc").load(t.uri).rdd.getNumPartitions() == 1
 
 
+@pytest.mark.slow
 def test_a_selective_pushed_filter_plans_only_the_fragments_that_may_match(spark: Any, tmp_path: Any) -> None:
     """Fragments that statistics or an index rule out get no partition: a point read plans one task."""
     t = mvcc_core.write_table(pa.table({"id": list(range(100))}), str(tmp_path / "t"), max_rows_per_file=10)
@@ -209,6 +210,7 @@ def filter_table(uri: str) -> mvcc_core.Table:
 
 
 @pytest.mark.parametrize("pushdown", ["true", "false"])
+@pytest.mark.slow
 def test_filters_equal_spark_filtering(spark: Any, tmp_path: Any, pushdown: str) -> None:
     t = filter_table(str(tmp_path / "t"))
     with conf(spark, PUSHDOWN, "false"):

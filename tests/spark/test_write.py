@@ -105,6 +105,7 @@ def failing_frame(spark: Any) -> Any:
     return spark.range(0, 1000, numPartitions=2).select(boom("id").alias("id"))
 
 
+@pytest.mark.slow
 def test_failed_spark_job_leaves_nothing(spark: Any, tmp_path: Any) -> None:
     uri = str(tmp_path / "t")
     mvcc_core.write_table(pa.table({"id": pa.array([1], pa.int64())}), uri)
@@ -159,6 +160,7 @@ def test_error_modes(spark: Any, tmp_path: Any) -> None:
     assert not (tmp_path / "t").exists()
 
 
+@pytest.mark.slow
 def test_a_failed_write_removes_a_straggler_task_file_within_the_settle_window(tmp_path: Any) -> None:
     """Where the driver cannot wait for the failed job's tasks (the data source's `abort`, `write()` on
     Connect), a task file that appears after the first cleanup pass but within the window is removed too;
