@@ -38,9 +38,7 @@ _SHOWN_VALUE = re.compile(r"^(?P<expression>\S.*?)\s+#\s*(?P<value>.+)$")
 
 def blocks(text: str, language: str) -> list[tuple[int, str]]:
     """(first line number, body) of every fenced block of `language`, in order."""
-    return [
-        (text.count("\n", 0, m.start(2)) + 1, m.group(2)) for m in _FENCE.finditer(text) if m.group(1) == language
-    ]
+    return [(text.count("\n", 0, m.start(2)) + 1, m.group(2)) for m in _FENCE.finditer(text) if m.group(1) == language]
 
 
 def with_shown_values_asserted(body: str) -> str:
@@ -63,7 +61,7 @@ def with_shown_values_asserted(body: str) -> str:
 
 def python_script(text: str) -> str:
     """Every python block in order, each headed by the README line it starts on."""
-    parts = [f"# ---- README.md line {line}\n{with_shown_values_asserted(body)}" for line, body in blocks(text, "python")]
+    parts = [f"# ---- README.md line {n}\n{with_shown_values_asserted(body)}" for n, body in blocks(text, "python")]
     return "\n".join(parts) + "\n"
 
 
