@@ -1095,8 +1095,9 @@ class Table:
         Filters on the column (`=`, `IN`, ranges, `IS NULL`, ...) then read only the rows it names in the
         fragments it covers. `name` defaults to `{column}_idx`; an existing index of that name is replaced,
         or refused with `replace=False` (IndexExistsError). With `executor` (`map(fn, tasks)`: a process pool,
-        Spark) the column is read by tasks on it, `progress(done, total)` after each task; this process sorts
-        and writes the index and commits. An unknown `index_type` raises ValueError.
+        Spark) the column is read by tasks on it, without one in this process in groups of fragments of about
+        a million rows; `progress(done, total)` after each task or group. This process sorts and writes the
+        index and commits. An unknown `index_type` raises ValueError.
         """
         txn = self.create_index_uncommitted(
             column,
