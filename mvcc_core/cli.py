@@ -1096,8 +1096,8 @@ def verify(
     checked_versions: list[int] = []
     try:
         t = open_table(uri, storage_option, ref)
-    except mvcc.CorruptManifestError as exc:
-        checker.problem(None, "manifest", uri, f"{exc} (restore an intact version: mvcc restore URI VERSION)")
+    except mvcc.CorruptManifestError as exc:  # the latest manifest: its message names the version to restore
+        checker.problem(None, "manifest", uri, str(exc))
     else:
         if all_versions:
             for info in t.versions():

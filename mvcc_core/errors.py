@@ -76,7 +76,15 @@ class PredicateError(MvccError):
 
 
 class CorruptManifestError(MvccError):
-    """A manifest or transaction file that cannot be decoded."""
+    """A manifest or transaction file that cannot be decoded.
+
+    `intact_version`: when the corrupt manifest is a table's latest, the newest older version that decodes
+    (the one to restore; None when none does or when the error is about another file).
+    """
+
+    def __init__(self, message: str, *, intact_version: int | None = None) -> None:
+        super().__init__(message)
+        self.intact_version = intact_version
 
 
 class UnsupportedFeatureError(MvccError):

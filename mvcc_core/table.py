@@ -1334,7 +1334,9 @@ def open_table(
     `external_store` (or storage option "external_store"): an ExternalManifestStore or a URI such as
     "sqlite:///path/db"; the latest version then comes from it, and commits go through it.
 
-    Raises TableNotFoundError when no table is at `uri`, VersionNotFoundError for an unknown version.
+    Raises TableNotFoundError when no table is at `uri`, VersionNotFoundError for an unknown version, and
+    CorruptManifestError when the latest manifest does not decode (its message and `intact_version` name the
+    newest intact version, which `open_table(uri, version=N).restore()` makes the latest again).
     """
     if version is not None and asof is not None:
         raise ValueError("give either version or asof, not both")
@@ -1343,7 +1345,12 @@ def open_table(
     committer = Committer(store, handler=commit_handler(external))
     location = committer.latest_location()
     if version is None and asof is None:
-        return Table(TableState(store, committer.load_manifest(location), location.naming, committer))
+        try:
+            manifest = committer.load_manifest(location)
+        except CorruptManifestError as exc:
+            why = f"it is the latest version of {store.uri}, so the table cannot be opened at its latest version"
+            raise committer.corrupt_history(exc, location, why) from exc
+        return Table(TableState(store, manifest, location.naming, committer))
     handle = Table(TableState(store, pb.Manifest(), location.naming, committer))
     return handle.checkout(version if version is not None else asof)
 
