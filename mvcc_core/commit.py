@@ -1,4 +1,4 @@
-"""The commit loop (DESIGN.md "Commit protocol").
+"""The commit loop (docs/format.md, "Commits").
 
 1. Write the transaction file. 2. Load what was committed since the read version and ask the
 resolver. 3. Build the next manifest from the latest one. 4. Create it with put-if-not-exists; if

@@ -1,4 +1,4 @@
-"""The `mvcc` command (issue 17): every command through click's runner, compared with the API's answers, on a
+"""The `mvcc` command: every command through click's runner, compared with the API's answers, on a
 local disk, in memory and on the local S3 server; the installed script in real subprocesses (its exit codes
 for both conflict types come from genuine races: a failpoint holds the command between writing its
 transaction and publishing its manifest while this process commits a conflicting version).

@@ -1,4 +1,4 @@
-"""A corrupt manifest never wedges a table (issue 12, item 10).
+"""A corrupt manifest never wedges a table.
 
 Garbage is written over a real manifest file (found through the public `ManifestLocation` listing), then:
 `versions()` reports it and lists the others; retention reports and removes a corrupt old version (a dry
