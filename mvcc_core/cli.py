@@ -45,7 +45,8 @@ AWS_ENV_OPTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(w|d|h|m|s)", re.IGNORECASE)
-_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+#: What can only mean a time: a date alone or followed by a time (a tag may start with a date: 2024-05-01-rc1).
+_ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]|$)")
 _DURATION_UNITS = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
 
 
@@ -90,7 +91,7 @@ def parse_ref(text: str) -> int | str | datetime:
         return int(text)
     if text.startswith("-") and text[1:].isdigit():
         raise ValueError(f"{text} is not a version: versions are numbered from 1")
-    if _ISO_DATE.match(text):
+    if _ISO_TIME.match(text):
         try:
             return datetime.fromisoformat(text)
         except ValueError:
@@ -196,6 +197,10 @@ def emit_json(value: Any) -> None:
     click.echo(json.dumps(value, default=_default, indent=2))
 
 
+#: The width of tables written to a pipe or a file: each line as long as its content.
+UNBOUNDED_WIDTH = 1_000_000
+
+
 def _console(stderr: bool = False) -> Any:
     from rich.console import Console  # imported when drawn: `--json` and scripts never pay for it
 
@@ -205,9 +210,6 @@ def _console(stderr: bool = False) -> Any:
         console = Console(stderr=stderr, soft_wrap=False, width=UNBOUNDED_WIDTH)
     return console
 
-
-#: The width of tables written to a pipe or a file: each line as long as its content.
-UNBOUNDED_WIDTH = 1_000_000
 
 #: Columns never wrapped (numbers and times): a narrow terminal folds the text columns.
 _NO_WRAP = {"version", "time", "read", "operation", "rows", "tag"}

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 import tomllib
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -517,6 +517,7 @@ def test_durations_refs_and_storage_options() -> None:
             cli.parse_duration(bad)
     assert cli.parse_ref("12") == 12 and cli.parse_ref("nightly") == "nightly"
     assert cli.parse_ref("2024-05-01T12:00:00").year == 2024 and cli.parse_ref("2024-tag") == "2024-tag"
+    assert cli.parse_ref("2024-05-01") == datetime(2024, 5, 1) and cli.parse_ref("2024-05-01-rc1") == "2024-05-01-rc1"
     for bad in ("", " ", "-1", "2024-13-01", "2026-01-01T25:00"):
         with pytest.raises(ValueError):
             cli.parse_ref(bad)
