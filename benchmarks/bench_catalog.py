@@ -1,4 +1,4 @@
-"""Catalog commit cost (issue 16): a 1-table and a 5-table catalog transaction against a single-table commit,
+"""Catalog commit cost: a 1-table and a 5-table catalog transaction against a single-table commit,
 and catalog commits per second with 4 processes, on a local disk and on S3 (a moto server on 127.0.0.1
 started here). Target: a 5-table transaction <= 3x a single-table commit. Not a test.
 

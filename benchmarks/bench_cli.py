@@ -1,4 +1,4 @@
-"""Wall time of the `mvcc` command (issue 17): whole processes, interpreter start and imports included.
+"""Wall time of the `mvcc` command: whole processes, interpreter start and imports included.
 
 A table with 1,000 versions (one small append each, each with transaction properties) on a local disk;
 `mvcc show URI` and `mvcc versions URI --limit 20` are each run as a fresh process several times and the

@@ -1,4 +1,4 @@
-"""Commit throughput under concurrent appenders (issue 5): mvcc against pylance in the same run.
+"""Commit throughput under concurrent appenders: mvcc against pylance in the same run.
 
 1, 4 and 8 processes each append small batches to one table for a fixed number of commits, on a local disk
 and on S3 (a moto server on 127.0.0.1 started here). Reported: committed transactions per second and

@@ -1,4 +1,4 @@
-"""Dagster benchmark (issue 14): the same 100k-row asset materialized 20 times through `MvccIOManager` and
+"""Dagster benchmark: the same 100k-row asset materialized 20 times through `MvccIOManager` and
 through dagster-deltalake's `DeltaLakePyarrowIOManager` (both overwrite, same instance, same process,
 interleaved), the ratio of the median step times, and the plugin's overhead over a bare `Table.append` of the
 same data: an append-mode asset's step time minus (a) a bare append's time and (b) the step time of an asset
@@ -8,7 +8,7 @@ is the plugin's own cost: opening the table, the transaction properties, the met
 Step time = the STEP_SUCCESS event's duration (the asset's compute, which returns a prepared table, plus the
 IO manager's write and its metadata). Not a test: run it by hand or through benchmarks/run.py.
 
-Second part (issue 15): one version-sensor tick over 100 unchanged tables (target < 1 s), and the compaction job
+Also: one version-sensor tick over 100 unchanged tables (target < 1 s), and the compaction job
 (`build_compaction_job`, the specification's three steps) over 1,000 small fragments on Dagster's multiprocess
 executor (2 processes) against the core's `compact_files()` in process (thread executor), same table shape and
 options, alternated, best of N. The Dagster run's overhead is split from its event log: the run's start-up before

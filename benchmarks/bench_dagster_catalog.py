@@ -1,4 +1,4 @@
-"""Dagster catalog benchmark (issue 16, item 6): what publishing two tables in one catalog version costs a run.
+"""Dagster catalog benchmark: what publishing two tables in one catalog version costs a run.
 
 Three ways to land the same two appends (10k rows into a fact table, 100 into a dimension), interleaved,
 each repeated: (a) a `multi_asset` through `MvccCatalogResource` (one catalog version), (b) two assets through

@@ -1,6 +1,6 @@
 """Foundation benchmarks: mvcc against pylance on the same data, in the same run, reported as ratios.
 
-Workloads (issue 2): append of 1,000 rows (200 commits); open the latest version of a table with 10 and
+Workloads: append of 1,000 rows (200 commits); open the latest version of a table with 10 and
 with 1,000 versions, on a local disk and on S3 (a moto server on 127.0.0.1 started here); full scan and
 count_rows of a 200-fragment table (wall and CPU time: the machine may be shared). Not a test: run it by hand.
 

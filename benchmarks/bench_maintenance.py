@@ -1,4 +1,4 @@
-"""Maintenance benchmarks (issue 6): mvcc against pylance, deltalake and a plain-pyarrow floor, same run, as ratios.
+"""Maintenance benchmarks: mvcc against pylance, deltalake and a plain-pyarrow floor, same run, as ratios.
 
 - compaction of 1,000 fragments x 1,000 rows (floor: pyarrow reading the same Parquet files and writing one;
   Delta: 1,000 appends of the same rows, then OPTIMIZE compact into one file);
@@ -100,7 +100,7 @@ def compaction(root: Path, results: dict[str, Any], repeat: int) -> None:
         lance.write_dataset(rows(1_000, i * 1_000), str(root / "l-base"), mode="append")
         write_deltalake(root / "d-base", rows(1_000, i * 1_000), mode="append", writer_properties=DELTA_WRITER)
     target = fragments * 1_000
-    # issue 18: median of at least 5, pylance on the same rows in the same run; wall and CPU time
+    # the median of at least 5, pylance on the same rows in the same run; wall and CPU time
     compaction_repeat = max(repeat, 5)
     # mvcc and pylance alternate (one of each per repetition), so a busy spell of the machine hits both
     m_runs, l_runs = [], []

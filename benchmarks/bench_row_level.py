@@ -1,4 +1,4 @@
-"""Row-level change benchmarks (issue 3): mvcc against pylance on the same data, in the same run, as ratios.
+"""Row-level change benchmarks: mvcc against pylance on the same data, in the same run, as ratios.
 
 Workloads, each on a fresh copy of a 1M-row table of 200 fragments (5,000 rows each), timing only the
 operation: delete 10% of the rows (spread over every fragment), update 1% of the rows, merge_insert of

@@ -45,6 +45,8 @@ AWS_ENV_OPTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(w|d|h|m|s)", re.IGNORECASE)
+#: What can only mean a time: a date alone or followed by a time (a tag may start with a date: 2024-05-01-rc1).
+_ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]|$)")
 _DURATION_UNITS = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
 
 
@@ -68,21 +70,32 @@ def parse_duration(text: str) -> timedelta:
     if not cleaned or "".join(f"{n}{u}" for n, u in parts).lower() != cleaned.lower():
         raise ValueError(f"not a duration: {text!r} (use e.g. 7d, 12h, 30m, 1w2d, 0s)")
     out = timedelta()
-    for number, unit in parts:
-        out += timedelta(**{_DURATION_UNITS[unit.lower()]: float(number)})
+    try:
+        for number, unit in parts:
+            out += timedelta(**{_DURATION_UNITS[unit.lower()]: float(number)})
+    except OverflowError:
+        raise ValueError(f"duration {text!r} is too long (at most 999999999 days)") from None
     return out
 
 
 def parse_ref(text: str) -> int | str | datetime:
     """A version reference: a number is a version, an ISO-8601 time a timestamp (UTC when it names no zone),
-    anything else a tag name."""
+    anything else a tag name (the table checks the name).
+
+    Raises ValueError for what can be none of them: nothing, a negative number, a date that is not a time.
+    """
+    text = text.strip()
+    if not text:
+        raise ValueError("is empty: give a version number, a tag name or an ISO time")
     if text.isdigit():
         return int(text)
-    if text[:4].isdigit() and text[4:5] == "-":
+    if text.startswith("-") and text[1:].isdigit():
+        raise ValueError(f"{text} is not a version: versions are numbered from 1")
+    if _ISO_TIME.match(text):
         try:
             return datetime.fromisoformat(text)
         except ValueError:
-            pass
+            raise ValueError(f"{text!r} is not an ISO-8601 time (e.g. 2024-05-01 or 2024-05-01T12:00:00)") from None
     return text
 
 
@@ -139,19 +152,35 @@ def uri_and_storage(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.argument("uri")(fn)
 
 
+class VersionRefType(click.ParamType):
+    """A version number, tag name or ISO time (`parse_ref`); anything else is a usage error naming the flag."""
+
+    name = "VERSION"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | str | datetime:
+        if isinstance(value, int | datetime):
+            return value
+        try:
+            return parse_ref(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def version_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--version V`: the version a read command looks at."""
+    return click.option("--version", "ref", type=VersionRefType(), metavar="V", help=help_text)
+
+
 def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")(fn)
 
 
-def open_table(uri: str, storage_option: Sequence[str], ref: str | None = None) -> mvcc.Table:
-    """The table at `uri`, at `ref` (version, tag or ISO time) or its latest version."""
+def open_table(uri: str, storage_option: Sequence[str], ref: int | str | datetime | None = None) -> mvcc.Table:
+    """The table at `uri`, at `ref` (a version number, tag name or time: `parse_ref`) or its latest version."""
     options = storage_options_for(uri, storage_option)
-    if ref is None:
-        return mvcc.open_table(uri, storage_options=options)
-    parsed = parse_ref(ref)
-    if isinstance(parsed, datetime):
-        return mvcc.open_table(uri, asof=parsed, storage_options=options)
-    return mvcc.open_table(uri, version=parsed, storage_options=options)
+    if isinstance(ref, datetime):
+        return mvcc.open_table(uri, asof=ref, storage_options=options)
+    return mvcc.open_table(uri, version=ref, storage_options=options)
 
 
 def _default(value: Any) -> Any:
@@ -168,13 +197,21 @@ def emit_json(value: Any) -> None:
     click.echo(json.dumps(value, default=_default, indent=2))
 
 
+#: The width of tables written to a pipe or a file: each line as long as its content.
+UNBOUNDED_WIDTH = 1_000_000
+
+
 def _console(stderr: bool = False) -> Any:
     from rich.console import Console  # imported when drawn: `--json` and scripts never pay for it
 
-    return Console(stderr=stderr, soft_wrap=False)
+    console = Console(stderr=stderr, soft_wrap=False)
+    if not console.is_terminal:
+        # a pipe or a file has no width: rich would assume 80 columns and fold every longer line
+        console = Console(stderr=stderr, soft_wrap=False, width=UNBOUNDED_WIDTH)
+    return console
 
 
-#: Columns never wrapped (numbers and times): a narrow terminal or a pipe (80 columns) folds the text columns.
+#: Columns never wrapped (numbers and times): a narrow terminal folds the text columns.
 _NO_WRAP = {"version", "time", "read", "operation", "rows", "tag"}
 
 
@@ -246,13 +283,17 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.ensure_object(dict)["debug"] = debug
 
 
+def live_rows(fragment: Any) -> int:
+    """Rows of a fragment (a manifest's DataFragment) that its deletion vector leaves."""
+    deleted = fragment.deletion_file.num_deleted_rows if fragment.HasField("deletion_file") else 0
+    return int(fragment.physical_rows - deleted)
+
+
 def describe(t: mvcc.Table, small_rows: int) -> dict[str, Any]:
     """What `show` prints, from the API's answers."""
     fragments = t.get_fragments()
     deleted = sum(f.deletion_file.num_deleted_rows for f in fragments if f.HasField("deletion_file"))
-    live = [
-        f.physical_rows - (f.deletion_file.num_deleted_rows if f.HasField("deletion_file") else 0) for f in fragments
-    ]
+    live = [live_rows(f) for f in fragments]
     return {
         "uri": t.uri,
         "version": t.version,
@@ -277,7 +318,7 @@ def describe(t: mvcc.Table, small_rows: int) -> dict[str, Any]:
 
 @cli.command()
 @uri_and_storage
-@click.option("--version", "ref", metavar="V", help="A version number, tag or ISO time (default: the latest).")
+@version_option("A version number, tag or ISO time (default: the latest).")
 @click.option(
     "--small-rows",
     type=click.IntRange(min=1),
@@ -286,7 +327,9 @@ def describe(t: mvcc.Table, small_rows: int) -> dict[str, Any]:
     help="Fragments with fewer live rows count as small (compaction's default target).",
 )
 @json_option
-def show(uri: str, storage_option: tuple[str, ...], ref: str | None, small_rows: int, as_json: bool) -> None:
+def show(
+    uri: str, storage_option: tuple[str, ...], ref: int | str | datetime | None, small_rows: int, as_json: bool
+) -> None:
     """Describe one version: rows, fragments, bytes, schema, indices, tags, config, flags.
 
     \b
@@ -394,7 +437,7 @@ _SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jso
 @uri_and_storage
 @click.option("--columns", help="Comma-separated columns (default: all).")
 @click.option("--filter", "where", metavar="SQL", help="A SQL predicate, e.g. \"id > 10 AND kind = 'a'\".")
-@click.option("--version", "ref", metavar="V", help="A version number, tag or ISO time (default: the latest).")
+@version_option("A version number, tag or ISO time (default: the latest).")
 @click.option("--limit", type=click.IntRange(min=0), help="At most N rows (the terminal table shows 50 by default).")
 @click.option("--output", type=click.Path(dir_okay=False, writable=True), help="Write the rows to this file.")
 @click.option("--format", "fmt", type=click.Choice(_FORMATS), help="Output format (default: from --output's suffix).")
@@ -404,7 +447,7 @@ def scan(
     storage_option: tuple[str, ...],
     columns: str | None,
     where: str | None,
-    ref: str | None,
+    ref: int | str | datetime | None,
     limit: int | None,
     output: str | None,
     fmt: str | None,
@@ -417,16 +460,18 @@ def scan(
         mvcc scan ./events --columns id,kind --filter "id > 10" --limit 5
         mvcc scan ./events --output events.parquet
     """
+    if as_json and fmt not in (None, "jsonl"):
+        raise click.UsageError(f"--json writes JSON lines; give --json or --format {fmt}, not both")
     if as_json:
-        fmt = fmt or "jsonl"
+        fmt = "jsonl"
     if fmt is None:
         fmt = _SUFFIXES.get(os.path.splitext(output)[1].lower(), "") if output else "table"
         if not fmt:
             raise click.UsageError(f"cannot tell the format of {output!r}; give --format")
     if fmt == "parquet" and output is None:
         raise click.UsageError("--format parquet needs --output FILE")
+    cols = column_list(columns)
     t = open_table(uri, storage_option, ref)
-    cols = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
     if fmt == "table" and output is None:
         shown = 50 if limit is None else limit
         data = t.to_table(cols, where, limit=shown + 1 if limit is None else shown)
@@ -448,6 +493,16 @@ def scan(
     written = write_rows(chained, schema, fmt, output)
     if output is not None:
         click.echo(f"wrote {written:,} rows to {output}", err=True)
+
+
+def column_list(columns: str | None) -> list[str] | None:
+    """`--columns a,b` -> ["a", "b"]; None (every column) when the flag is not given."""
+    if columns is None:
+        return None
+    names = [c.strip() for c in columns.split(",") if c.strip()]
+    if not names:
+        raise click.BadParameter("names no column; give e.g. --columns id,kind", param_hint="--columns")
+    return names
 
 
 def _prepend(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
@@ -500,6 +555,7 @@ def write_rows(batches: Iterator[Any], schema: Any, fmt: str, output: str | None
 )
 @click.option("--workers", type=click.IntRange(min=1), default=4, show_default=True, help="Rewrite tasks at once.")
 @click.option("--message", "commit_message", help="The commit message.")
+@click.option("--dry-run", is_flag=True, help="Only show the plan (tasks, fragments in and out, bytes); write nothing.")
 @json_option
 def compact(
     uri: str,
@@ -508,15 +564,26 @@ def compact(
     materialize_deletions_threshold: float,
     workers: int,
     commit_message: str | None,
+    dry_run: bool,
     as_json: bool,
 ) -> None:
     """Rewrite small fragments and fragments with many deletions (one Rewrite), with a progress bar over tasks.
 
     \b
     Example:
+        mvcc compact ./events --dry-run
         mvcc compact ./events --target-rows-per-fragment 500000 --workers 2
     """
+    if dry_run and commit_message is not None:
+        raise click.UsageError("--message is for the commit, and --dry-run commits nothing; give one of them")
     t = open_table(uri, storage_option)
+    if dry_run:
+        options = mvcc.CompactionOptions(
+            target_rows_per_fragment=target_rows_per_fragment,
+            materialize_deletions_threshold=materialize_deletions_threshold,
+        )
+        show_compaction_plan(t, options, as_json)
+        return
     before = len(t.get_fragments())
     start = time.monotonic()
     with ThreadPoolExecutor(max_workers=workers) as pool, progress_bar("compacting", not as_json) as progress:
@@ -550,6 +617,60 @@ def compact(
         )
 
 
+def compaction_plan(t: mvcc.Table, options: mvcc.CompactionOptions) -> dict[str, Any]:
+    """What `compact` would do to `t`'s version with `options`: its tasks and totals. Nothing is committed
+    (`compaction.plan_unreserved`, the plan `compact_files` runs, without reserving fragment ids)."""
+    fragments = t.get_fragments()
+    by_bytes = {f.SerializeToString(): f for f in fragments}
+    tasks = []
+    for task in mvcc.compaction.plan_unreserved(t, options).tasks:
+        old = [by_bytes[b] for b in task.fragments]
+        tasks.append(
+            {
+                "fragments": [f.id for f in old],
+                "rows": sum(live_rows(f) for f in old),
+                "bytes": sum(df.file_size_bytes for f in old for df in f.files),
+                "new_fragments": len(task.new_fragment_ids),
+            }
+        )
+    removed = sum(len(task["fragments"]) for task in tasks)
+    added = sum(task["new_fragments"] for task in tasks)
+    return {
+        "dry_run": True,
+        "version": t.version,
+        "tasks": tasks,
+        "fragments_before": len(fragments),
+        "fragments_after": len(fragments) - removed + added,
+        "fragments_removed": removed,
+        "fragments_added": added,
+        "rows_rewritten": sum(task["rows"] for task in tasks),
+        "bytes_read": sum(task["bytes"] for task in tasks),
+    }
+
+
+def show_compaction_plan(t: mvcc.Table, options: mvcc.CompactionOptions, as_json: bool) -> None:
+    """Print `compaction_plan` as JSON or as a summary line and one row per task."""
+    plan = compaction_plan(t, options)
+    if as_json:
+        emit_json(plan)
+        return
+    if not plan["tasks"]:
+        click.echo(f"nothing to compact: {plan['fragments_before']:,} fragments, version {t.version}")
+    else:
+        click.echo(
+            f"would compact version {t.version} in {len(plan['tasks']):,} tasks: fragments "
+            f"{plan['fragments_before']:,} -> {plan['fragments_after']:,} ({plan['fragments_removed']:,} rewritten "
+            f"into {plan['fragments_added']:,}), {plan['rows_rewritten']:,} rows, "
+            f"{human_bytes(plan['bytes_read'])} read"
+        )
+        rows = [
+            (n, _ranges(task["fragments"]), f"{task['rows']:,}", human_bytes(task["bytes"]), task["new_fragments"])
+            for n, task in enumerate(plan["tasks"], start=1)
+        ]
+        print_table(None, ["task", "fragments", "rows", "bytes", "new fragments"], rows)
+    click.echo("dry run: nothing was written; run again without --dry-run to compact", err=True)
+
+
 # ---- indices -----------------------------------------------------------------------------------------
 
 
@@ -575,6 +696,8 @@ def index_create(uri: str, storage_option: tuple[str, ...], column: str, index_t
     Example:
         mvcc index create ./events kind --type BITMAP --name kind_bitmap
     """
+    if name is not None and not name.strip():
+        raise click.BadParameter("is empty; leave it out for COLUMN_idx", param_hint="--name")
     t = open_table(uri, storage_option)
     with progress_bar("indexing") as progress:
         t.create_index(column, index_type.upper(), name=name, progress=progress)
@@ -583,9 +706,9 @@ def index_create(uri: str, storage_option: tuple[str, ...], column: str, index_t
 
 @index.command("list")
 @uri_and_storage
-@click.option("--version", "ref", metavar="V", help="A version number, tag or ISO time (default: the latest).")
+@version_option("A version number, tag or ISO time (default: the latest).")
 @json_option
-def index_list(uri: str, storage_option: tuple[str, ...], ref: str | None, as_json: bool) -> None:
+def index_list(uri: str, storage_option: tuple[str, ...], ref: int | str | datetime | None, as_json: bool) -> None:
     """The indices of a version, with how many fragments each covers.
 
     \b
@@ -674,14 +797,25 @@ def cleanup(
     """
     t = open_table(uri, storage_option)
     with progress_bar("removing files", apply and not as_json) as progress:
-        stats = t.cleanup_old_versions(
-            older_than,
-            retain_versions,
-            delete_unverified=delete_unverified,
-            error_if_tagged_old_versions=not keep_tagged,
-            dry_run=not apply,
-            progress=progress,
-        )
+        try:
+            stats = t.cleanup_old_versions(
+                older_than,
+                retain_versions,
+                delete_unverified=delete_unverified,
+                error_if_tagged_old_versions=not keep_tagged,
+                dry_run=not apply,
+                progress=progress,
+            )
+        except mvcc.TagError as exc:
+            if not exc.tags:
+                raise
+            tagged = ", ".join(f"{name} (version {v})" for name, v in sorted(exc.tags.items(), key=lambda kv: kv[1]))
+            raise mvcc.TagError(
+                f"cleanup --older-than {format_duration(older_than)} would remove tagged versions of {uri}: "
+                f"{tagged}; give --keep-tagged to keep them (and remove the rest), or delete those tags first "
+                f"(mvcc tags delete {uri} NAME)",
+                tags=exc.tags,
+            ) from exc
     files = {
         "data": stats.data_files_removed,
         "deletion": stats.deletion_files_removed,
@@ -710,6 +844,17 @@ def cleanup(
         click.echo("dry run: nothing was deleted; run again with --apply to delete", err=True)
 
 
+def format_duration(delta: timedelta) -> str:
+    """A timedelta in `parse_duration`'s words: 7d, 1d12h, 90s, 0s."""
+    seconds = int(delta.total_seconds())
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size:
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return "".join(parts) or "0s"
+
+
 def _ranges(versions: Sequence[int]) -> str:
     """1,2,3,5 -> "1-3, 5"."""
     out: list[str] = []
@@ -723,9 +868,9 @@ def _ranges(versions: Sequence[int]) -> str:
 
 @cli.command()
 @uri_and_storage
-@click.argument("ref")
+@click.argument("ref", type=VersionRefType())
 @click.option("--message", "commit_message", help="The commit message.")
-def restore(uri: str, storage_option: tuple[str, ...], ref: str, commit_message: str | None) -> None:
+def restore(uri: str, storage_option: tuple[str, ...], ref: int | str | datetime, commit_message: str | None) -> None:
     """Make REF (a version, tag or ISO time) the latest version again; history is kept.
 
     Works past a corrupt latest manifest (only REF's manifest is read).
@@ -790,6 +935,12 @@ def tags_create(uri: str, storage_option: tuple[str, ...], name: str, version: i
         mvcc tags create ./events before-backfill 12
     """
     t = open_table(uri, storage_option)
+    existing = t.tags.list().get(name)
+    if existing is not None:
+        raise mvcc.TagError(
+            f"tag {name!r} already exists on {uri} (version {existing['version']}); "
+            f"move it with: mvcc tags update {uri} {name} VERSION"
+        )
     t.tags.create(name, _tag_version(t, version))
     click.echo(f"tagged version {_tag_version(t, version)} as {name}")
 
@@ -917,7 +1068,7 @@ class Verifier:
 
 @cli.command()
 @uri_and_storage
-@click.option("--version", "ref", metavar="V", help="Check this version (number, tag or ISO time).")
+@version_option("Check this version (number, tag or ISO time).")
 @click.option("--all", "all_versions", is_flag=True, help="Check every version kept.")
 @click.option("--deep", is_flag=True, help="Also read every data and index file.")
 @json_option
@@ -926,7 +1077,7 @@ def verify(
     ctx: click.Context,
     uri: str,
     storage_option: tuple[str, ...],
-    ref: str | None,
+    ref: int | str | datetime | None,
     all_versions: bool,
     deep: bool,
     as_json: bool,
@@ -947,8 +1098,8 @@ def verify(
     checked_versions: list[int] = []
     try:
         t = open_table(uri, storage_option, ref)
-    except mvcc.CorruptManifestError as exc:
-        checker.problem(None, "manifest", uri, f"{exc} (restore an intact version: mvcc restore URI VERSION)")
+    except mvcc.CorruptManifestError as exc:  # the latest manifest: its message names the version to restore
+        checker.problem(None, "manifest", uri, str(exc))
     else:
         if all_versions:
             for info in t.versions():

@@ -1,4 +1,4 @@
-"""The commit loop (DESIGN.md "Commit protocol").
+"""The commit loop (docs/format.md, "Commits").
 
 1. Write the transaction file. 2. Load what was committed since the read version and ask the
 resolver. 3. Build the next manifest from the latest one. 4. Create it with put-if-not-exists; if
@@ -175,9 +175,14 @@ class Committer:
             try:
                 manifest = self.load_manifest(location_of(self.store, version, naming))
             except CorruptManifestError as exc:
-                if version != latest:
-                    raise
-                raise self._corrupt_latest(exc) from exc
+                if version == latest:
+                    why = f"it is the latest version of {self.store.uri}, so nothing can be committed on top of it"
+                else:
+                    why = (
+                        f"a commit read at version {txn.read_version} must be checked against it, so nothing "
+                        f"can be committed to {self.store.uri}"
+                    )
+                raise self.corrupt_history(exc, location_of(self.store, latest, naming), why) from exc
             theirs = self.load_transaction(manifest)
             name = txn.operation.name
             common = dict(
@@ -380,28 +385,49 @@ class Committer:
             return self.load_manifest(latest)
         except CorruptManifestError as exc:
             if not isinstance(txn.operation, ops.Restore):
-                raise self._corrupt_latest(exc) from exc
-            for version in range(latest.version - 1, 0, -1):
-                try:
-                    intact = self.load_manifest(location_of(self.store, version, latest.naming))
-                except (CorruptManifestError, VersionNotFoundError):
-                    continue
-                log.warning(
-                    "%s: latest version %d is corrupt (%s); restoring version %d on top of version %d",
-                    self.store.uri,
-                    latest.version,
-                    exc,
-                    txn.operation.version,
-                    version,
-                )
-                return intact
-            raise
+                why = f"it is the latest version of {self.store.uri}, so nothing can be committed on top of it"
+                raise self.corrupt_history(exc, latest, why) from exc
+            intact = self.newest_intact(latest)
+            if intact is None:
+                raise
+            version, manifest = intact
+            log.warning(
+                "%s: latest version %d is corrupt (%s); restoring version %d on top of version %d",
+                self.store.uri,
+                latest.version,
+                exc,
+                txn.operation.version,
+                version,
+            )
+            return manifest
 
-    def _corrupt_latest(self, exc: CorruptManifestError) -> CorruptManifestError:
-        """The error for any write but a Restore when the latest manifest is corrupt: it names the way out."""
+    def newest_intact(self, latest: ManifestLocation) -> tuple[int, pb.Manifest] | None:
+        """The newest version below `latest` whose manifest decodes, with that manifest (None if none does)."""
+        for version in range(latest.version - 1, 0, -1):
+            try:
+                return version, self.load_manifest(location_of(self.store, version, latest.naming))
+            except (CorruptManifestError, VersionNotFoundError):
+                continue
+        return None
+
+    def corrupt_history(self, exc: CorruptManifestError, latest: ManifestLocation, why: str) -> CorruptManifestError:
+        """The error for a corrupt manifest in the way of a read or write of the table whose latest version is
+        `latest`: `exc`, `why` it stops the caller, and the way out, a restore of the newest intact version
+        below `latest`, in the API's words and the `mvcc` command's."""
+        intact = self.newest_intact(latest)
+        uri = self.store.uri
+        if intact is None:
+            way_out = "no older version is intact either, so there is nothing to restore"
+        else:
+            version = intact[0]
+            way_out = (
+                f"the newest intact version is {version}: make it the latest again with Table.restore({version}) "
+                f"(e.g. open_table({uri!r}, version={version}).restore()), or from a shell: "
+                f"mvcc restore {uri} {version}"
+            )
         return CorruptManifestError(
-            f"{exc}; it is the latest version of {self.store.uri}, so nothing can be committed on top of "
-            f"it: restore an intact older version (Table.restore(N)), which commits past it"
+            f"{exc}; {why}; {way_out}",
+            intact_version=None if intact is None else intact[0],
         )
 
     def _rebase(self, txn: Transaction, latest: pb.Manifest, files: dict[str, list[str]]) -> tuple[Transaction, str]:

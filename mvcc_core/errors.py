@@ -8,7 +8,7 @@ operation or a broken table. Bad arguments (a wrong type, a value out of range) 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 
 class MvccError(Exception):
@@ -76,7 +76,15 @@ class PredicateError(MvccError):
 
 
 class CorruptManifestError(MvccError):
-    """A manifest or transaction file that cannot be decoded."""
+    """A manifest or transaction file that cannot be decoded.
+
+    `intact_version`: when the corrupt manifest is a table's latest, the newest older version that decodes
+    (the one to restore; None when none does or when the error is about another file).
+    """
+
+    def __init__(self, message: str, *, intact_version: int | None = None) -> None:
+        super().__init__(message)
+        self.intact_version = intact_version
 
 
 class UnsupportedFeatureError(MvccError):
@@ -92,7 +100,15 @@ class CommitNotSupportedError(StorageError):
 
 
 class TagError(MvccError):
-    """A bad tag name, a missing tag, or a tag that already exists."""
+    """A bad tag name, a missing tag, a tag that already exists, or tags naming versions a cleanup would remove.
+
+    `tags`: in the last case, each tag in the way and its version (empty otherwise), so that a caller can
+    word the way out in its own terms (the CLI names its flags) without parsing the message.
+    """
+
+    def __init__(self, message: str, *, tags: Mapping[str, int] | None = None) -> None:
+        super().__init__(message)
+        self.tags = dict(tags or {})
 
 
 class ObjectNotFoundError(StorageError, FileNotFoundError):

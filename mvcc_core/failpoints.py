@@ -28,7 +28,8 @@ from .errors import FailpointError
 ENV_VAR = "MVCC_FAILPOINTS"
 DEFAULT_EXIT_CODE = 77
 
-#: Every named point and where it sits. Later protocols add their points here.
+#: Every named point and where it sits, the catalog's included: MVCC_FAILPOINTS is read when this module is
+#: imported, before any module that calls a point, so every name a child process may arm is listed here.
 POINTS: dict[str, str] = {
     "commit.after_transaction_file": "the transaction file is written, no manifest yet",
     "commit.before_manifest_put": "the next manifest is built, not yet put-if-not-exists'ed (no external store)",
@@ -36,6 +37,12 @@ POINTS: dict[str, str] = {
     "commit.after_external_commit": "external store, step 2 done: the version is committed to the store",
     "commit.after_copy": "external store, step 3 done: the staged manifest is copied to its final name",
     "commit.before_external_update": "external store, just before step 4 (the store still names the staged path)",
+    "catalog.after_table_staged": "catalog publish: one table's manifests staged, the other tables' not yet",
+    "catalog.after_stage": "catalog publish: every table's next manifest is staged, __manifest not committed",
+    "catalog.after_publish": "catalog publish: __manifest committed (the commit point), no table finalized yet",
+    "catalog.after_finalize_copy": "catalog finalize: one staged manifest copied to its final name, the rest not yet",
+    "catalog.after_finalize": "catalog publish: every table finalized, the staged manifests not yet removed",
+    "catalog.migrate.after_step": "catalog migration: one step committed (its stamp written), the next not begun",
 }
 
 _ACTION = re.compile(r"^(raise|off|exit(?:\((-?\d+)\))?|sleep\((\d+(?:\.\d*)?)\))$")

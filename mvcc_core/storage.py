@@ -1,4 +1,4 @@
-"""One object store over fsspec for local paths, ``memory://`` and ``s3://`` (DESIGN.md "Commit protocol").
+"""One object store over fsspec for local paths, ``memory://`` and ``s3://`` (docs/format.md, "Commits").
 
 Everything above this module speaks in paths relative to the table root with "/" separators, so the same
 table code runs on a local directory, in memory and on S3. The commit protocol needs exactly one atomic

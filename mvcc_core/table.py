@@ -1095,8 +1095,9 @@ class Table:
         Filters on the column (`=`, `IN`, ranges, `IS NULL`, ...) then read only the rows it names in the
         fragments it covers. `name` defaults to `{column}_idx`; an existing index of that name is replaced,
         or refused with `replace=False` (IndexExistsError). With `executor` (`map(fn, tasks)`: a process pool,
-        Spark) the column is read by tasks on it, `progress(done, total)` after each task; this process sorts
-        and writes the index and commits. An unknown `index_type` raises ValueError.
+        Spark) the column is read by tasks on it, without one in this process in groups of fragments of about
+        a million rows; `progress(done, total)` after each task or group. This process sorts and writes the
+        index and commits. An unknown `index_type` raises ValueError.
         """
         txn = self.create_index_uncommitted(
             column,
@@ -1333,7 +1334,9 @@ def open_table(
     `external_store` (or storage option "external_store"): an ExternalManifestStore or a URI such as
     "sqlite:///path/db"; the latest version then comes from it, and commits go through it.
 
-    Raises TableNotFoundError when no table is at `uri`, VersionNotFoundError for an unknown version.
+    Raises TableNotFoundError when no table is at `uri`, VersionNotFoundError for an unknown version, and
+    CorruptManifestError when the latest manifest does not decode (its message and `intact_version` name the
+    newest intact version, which `open_table(uri, version=N).restore()` makes the latest again).
     """
     if version is not None and asof is not None:
         raise ValueError("give either version or asof, not both")
@@ -1342,7 +1345,12 @@ def open_table(
     committer = Committer(store, handler=commit_handler(external))
     location = committer.latest_location()
     if version is None and asof is None:
-        return Table(TableState(store, committer.load_manifest(location), location.naming, committer))
+        try:
+            manifest = committer.load_manifest(location)
+        except CorruptManifestError as exc:
+            why = f"it is the latest version of {store.uri}, so the table cannot be opened at its latest version"
+            raise committer.corrupt_history(exc, location, why) from exc
+        return Table(TableState(store, manifest, location.naming, committer))
     handle = Table(TableState(store, pb.Manifest(), location.naming, committer))
     return handle.checkout(version if version is not None else asof)
 

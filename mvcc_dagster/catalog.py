@@ -46,7 +46,7 @@ from .versions import table_metadata
 CATALOG_RESOURCE_KEY = "mvcc_catalog"
 DEFAULT_SCHEMA = "main"  # the schema a one-part asset key's table lives in (the catalog's default schema)
 
-# Materialization metadata of a catalog table (besides part 1's keys, see `versions.table_metadata`).
+# Materialization metadata of a catalog table (besides the IO manager's keys, see `versions.table_metadata`).
 CATALOG_VERSION = "mvcc/catalog_version"
 CATALOG_READ_VERSION = "mvcc/catalog_read_version"
 CATALOG_TABLE = "mvcc/catalog_table"
@@ -185,7 +185,7 @@ class CatalogAssetTransaction:
 
     Made by `MvccCatalogResource.transaction`; not reusable. Writes name their table by asset key:
     `append`, `overwrite` (in a partitioned run, with ``where`` left out: exactly the run's partitions, from
-    the asset's ``partition_expr`` metadata, as part 1's IO manager does), `delete` and `merge` (an upsert,
+    the asset's ``partition_expr`` metadata, as `MvccIOManager` does), `delete` and `merge` (an upsert,
     the core's staged ``merge_insert``). Several writes to one table form a chain: each reads the table as
     the earlier ones left it. `snapshot` is the catalog snapshot the writes are staged on: reads made from it
     are what the publish is checked against.
@@ -264,8 +264,8 @@ class CatalogAssetTransaction:
         insert: bool = True,
         delete_not_in_source: bool | str = False,
     ) -> dict[str, int]:
-        """Upsert `data` into the asset's table on the key column(s) `on` (part 1's write mode ``merge``), staged
-        with the core's ``merge_insert``; returns its counts (``num_inserted_rows``, ``num_updated_rows``,
+        """Upsert `data` into the asset's table on the key column(s) `on` (the IO manager's write mode ``merge``),
+        staged with the core's ``merge_insert``; returns its counts (``num_inserted_rows``, ``num_updated_rows``,
         ``num_deleted_rows``).
 
         `update`: replace matched rows by their source rows (a str: only where that condition holds, with
@@ -502,7 +502,7 @@ class CatalogAssetTransaction:
     def materialize_results(self) -> tuple[dg.MaterializeResult, ...]:
         """One `MaterializeResult` per asset written, in the order first written, after `publish`.
 
-        Metadata: part 1's (``mvcc/version`` = the table version this catalog version publishes, row counts,
+        Metadata: the IO manager's (``mvcc/version`` = the table version this catalog version publishes, row counts,
         schema, ``dagster/uri`` = the table's directory, ``mvcc/data_version``), plus ``mvcc/catalog_version``,
         ``mvcc/catalog_read_version``, ``mvcc/catalog_table`` and ``mvcc/catalog_uri``. The data version is
         ``<table directory>@<latest data-changing table version>`` (a dropped and re-created table gets a
@@ -654,7 +654,7 @@ class MvccCatalogResource(dg.ConfigurableResource):
     # ---- reading ---------------------------------------------------------------------------------
 
     def pinned_catalog_version(self, context: Any, key: AssetName) -> int | None:
-        """The catalog version recorded by the materialization of `key` a step depends on (part 1's order):
+        """The catalog version recorded by the materialization of `key` a step depends on (`pinned_version`'s order):
 
         1. `key` was materialized in this run: that materialization's ``mvcc/catalog_version``;
         2. the run re-executes an earlier one (its root run): the root run's own materialization of `key`,

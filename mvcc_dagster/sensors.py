@@ -8,8 +8,8 @@ For each new version, oldest first:
 - a commit made by Dagster (its ``dagster/run_id`` property, which the IO manager and the maintenance jobs
   set) is skipped: Dagster recorded it when it made it;
   (the compaction job's ReserveFragments included: `compaction.plan` takes the run's properties);
-- a data-changing commit (part 1's rule, `versions.is_data_changing`) becomes a runless
-  `AssetMaterialization` of the table's asset with part 1's metadata and data version (and the partition when
+- a data-changing commit (the rule of `versions.is_data_changing`) becomes a runless
+  `AssetMaterialization` of the table's asset with the IO manager's metadata and data version (and the partition when
   the commit carries ``dagster/partition_key``);
 - a maintenance commit (a Rewrite, a CreateIndex, an outside compaction's ReserveFragments, ...) becomes an
   `AssetObservation`.

@@ -1,4 +1,4 @@
-"""The `mvcc` command (issue 17): every command through click's runner, compared with the API's answers, on a
+"""The `mvcc` command: every command through click's runner, compared with the API's answers, on a
 local disk, in memory and on the local S3 server; the installed script in real subprocesses (its exit codes
 for both conflict types come from genuine races: a failpoint holds the command between writing its
 transaction and publishing its manifest while this process commits a conflicting version).
@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 import time
 import tomllib
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -298,7 +299,10 @@ def test_verify_finds_a_truncated_manifest_and_a_resized_file(any_uri) -> None:
     latest = next(loc for loc in list_manifests(t.state.store) if loc.version == 5)
     t.state.store.put(latest.path, b"")
     broken = run("verify", uri, *opt_args(opts))
-    assert broken.exit_code == 1 and "mvcc restore" in broken.stdout
+    assert broken.exit_code == 1 and f"mvcc restore {t.uri} 4" in broken.stdout
+    shown = run("show", uri, *opt_args(opts))
+    assert shown.exit_code == 1 and "the newest intact version is 4" in shown.stderr
+    assert f"mvcc restore {t.uri} 4" in shown.stderr and shown.stderr.count("\n") == 1
 
 
 def test_verify_finds_a_corrupt_deletion_file(any_uri) -> None:
@@ -338,6 +342,147 @@ def test_errors_are_one_line_with_traceback_only_on_debug(tmp_path: Path) -> Non
     assert run("show", missing, "-o", "no-equals-sign").exit_code == 2
 
 
+def bad_input_cases(table: str, missing: str) -> list[tuple[list[str], int, str]]:
+    """(arguments, exit code, what the error must say) for bad input to every command: usage errors name the
+    flag or argument (exit 2), failures say what is wrong in the CLI's terms (exit 1)."""
+    no_table = "no table at"
+    return [
+        *[
+            (args, 1, no_table)
+            for args in (
+                ["show", missing],
+                ["versions", missing],
+                ["scan", missing],
+                ["compact", missing],
+                ["compact", missing, "--dry-run"],
+                ["index", "create", missing, "id"],
+                ["index", "list", missing],
+                ["index", "drop", missing, "id_idx"],
+                ["index", "optimize", missing],
+                ["cleanup", missing],
+                ["restore", missing, "1"],
+                ["tags", "list", missing],
+                ["tags", "create", missing, "t"],
+                ["tags", "update", missing, "t", "1"],
+                ["tags", "delete", missing, "t"],
+                ["verify", missing],
+            )
+        ],
+        (["show", table, "--version", "-1"], 2, "--version"),
+        (["show", table, "--version", ""], 2, "--version"),
+        (["scan", table, "--version", "2024-13-01"], 2, "'--version': '2024-13-01' is not an ISO-8601 time"),
+        (["index", "list", table, "--version", "-3"], 2, "--version"),
+        (["verify", table, "--version", "-3"], 2, "--version"),
+        (["restore", table, "-2"], 2, "REF"),
+        (["show", table, "--version", "99"], 1, "has no version 99"),
+        (["restore", table, "no-such-tag"], 1, "has no tag 'no-such-tag'"),
+        (["versions", table, "--limit", "-1"], 2, "--limit"),
+        (["scan", table, "--limit", "x"], 2, "--limit"),
+        (["scan", table, "--columns", " , "], 2, "--columns"),
+        (["scan", table, "--columns", "nope"], 1, "no column(s) ['nope']"),
+        (["scan", table, "--json", "--format", "csv"], 2, "--json"),
+        (["scan", table, "--format", "parquet"], 2, "--output"),
+        (["scan", table, "--output", "rows.txt"], 2, "--format"),
+        (["compact", table, "--workers", "0"], 2, "--workers"),
+        (["compact", table, "--target-rows-per-fragment", "0"], 2, "--target-rows-per-fragment"),
+        (["compact", table, "--materialize-deletions-threshold", "2"], 2, "--materialize-deletions-threshold"),
+        (["compact", table, "--dry-run", "--message", "m"], 2, "--dry-run"),
+        (["index", "create", table, "id", "--name", ""], 2, "--name"),
+        (["index", "create", table, "id", "--type", "HASH"], 2, "--type"),
+        (["index", "create", table, "nope"], 1, "cannot index 'nope'"),
+        (["index", "drop", table, "nope"], 1, "no index named 'nope'"),
+        (["cleanup", table, "--older-than", "seven days"], 2, "--older-than"),
+        (["cleanup", table, "--older-than", "99999999999w"], 2, "--older-than"),
+        (["cleanup", table, "--retain-versions", "0"], 2, "--retain-versions"),
+        (["cleanup", table, "--older-than", "0s"], 1, "--keep-tagged"),
+        (["tags", "create", table, "two"], 1, "mvcc tags update"),
+        (["tags", "create", table, "t", "0"], 2, "VERSION"),
+        (["tags", "create", table, "t", "99"], 1, "no version 99"),
+        (["tags", "update", table, "nope", "1"], 1, "no tag 'nope'"),
+        (["tags", "delete", table, "nope"], 1, "no tag 'nope'"),
+        (["verify", table, "--all", "--version", "1"], 2, "--all"),
+        (["show", table, "-o", "no-equals-sign"], 2, "--storage-option"),
+        (["show", table, "--no-such-flag"], 2, "--no-such-flag"),
+        (["no-such-command"], 2, "no-such-command"),
+    ]
+
+
+def test_bad_input_names_the_flag_and_exits_by_kind(tmp_path: Path) -> None:
+    table, missing = str(tmp_path / "table"), str(tmp_path / "missing")
+    t = history(table, None)
+    before = listing(t)
+    for args, code, says in bad_input_cases(table, missing):
+        result = CliRunner().invoke(cli.cli, args, catch_exceptions=False)
+        assert (result.exit_code, result.stdout) == (code, ""), (args, result.output)
+        assert says in result.stderr, (args, result.stderr)
+        assert "Traceback" not in result.stderr and "error_if_tagged_old_versions" not in result.stderr, args
+        if code == 1:
+            assert result.stderr.startswith("mvcc: error: ") and result.stderr.count("\n") == 1, (args, result.stderr)
+    assert listing(t) == before and not Path(missing).exists()  # nothing written, nothing left behind
+
+
+def test_cleanup_refusal_names_the_cli_flags(tmp_uri) -> None:
+    t = history(tmp_uri, None)
+    t.tags.create("nightly", 3)
+    refused = run("cleanup", tmp_uri, "--older-than", "0s", "--retain-versions", "1")
+    assert refused.exit_code == 1
+    assert "two (version 2), nightly (version 3)" in refused.stderr and "--older-than 0s" in refused.stderr
+    assert "--keep-tagged" in refused.stderr and f"mvcc tags delete {tmp_uri} NAME" in refused.stderr
+    assert "error_if_tagged_old_versions" not in refused.stderr
+    with pytest.raises(mvcc.TagError) as api:  # the API keeps its own words, and says which tags
+        t.cleanup_old_versions(timedelta(0), 1)
+    assert api.value.tags == {"two": 2, "nightly": 3} and "error_if_tagged_old_versions" in str(api.value)
+
+
+def test_tables_keep_their_width_in_a_pipe(tmp_uri) -> None:
+    long_text = "x" * 150 + "-end"
+    mvcc.write_table(pa.table({"id": [1], "note": [long_text]}), tmp_uri, commit_message="m" * 120)
+    scanned = run("scan", tmp_uri)  # CliRunner's stdout is not a terminal, as a pipe
+    assert scanned.exit_code == 0 and long_text in scanned.stdout
+    assert len(scanned.stdout.splitlines()) == 5  # top rule, header, rule, the row, bottom rule: nothing folded
+    listed = run("versions", tmp_uri)
+    assert "m" * 120 in listed.stdout
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_compact_dry_run_is_the_plan_compact_runs(tmp_path: Path, seed: int) -> None:
+    """Random histories (appends of random sizes, random deletes): the dry run writes nothing, and what it
+    announces is what `mvcc compact` with the same options then does."""
+    rng = random.Random(seed)
+    uri = str(tmp_path / "table")
+    t = mvcc.write_table(rows(0, rng.randint(1, 40)), uri)
+    next_id = 40
+    for _ in range(rng.randint(2, 12)):
+        if rng.random() < 0.3:
+            t.delete(f"id % {rng.randint(2, 7)} = {rng.randint(0, 1)}")
+        else:
+            n = rng.randint(1, 60)
+            t.append(rows(next_id, n))
+            next_id += n
+    target = str(rng.choice([5, 20, 50, 1000]))
+    threshold = str(rng.choice([0.0, 0.1, 0.5, 1.0]))
+    options = ["--target-rows-per-fragment", target, "--materialize-deletions-threshold", threshold]
+    before_files, before_rows = listing(t), t.to_table().sort_by("id")
+    planned = run_json("compact", uri, *options, "--dry-run")
+    text = run("compact", uri, *options, "--dry-run")
+    assert text.exit_code == 0 and "dry run: nothing was written" in text.stderr
+    assert listing(t) == before_files and mvcc.open_table(uri).version == t.version == planned["version"]
+    fragments = {f.id: f for f in t.get_fragments()}
+    for task in planned["tasks"]:  # each task's totals, from the fragments it names
+        named = [fragments[i] for i in task["fragments"]]
+        assert task["bytes"] == sum(df.file_size_bytes for f in named for df in f.files)
+    done = run_json("compact", uri, *options)
+    after = mvcc.open_table(uri)
+    if not planned["tasks"]:
+        assert "would compact" not in text.stdout and done["version"] is None and after.version == t.version
+        return
+    assert f"would compact version {t.version} in {len(planned['tasks'])} tasks" in text.stdout
+    keys = ("fragments_before", "fragments_after", "fragments_removed", "fragments_added", "rows_rewritten")
+    assert {k: planned[k] for k in keys} == {k: done[k] for k in keys}
+    assert planned["bytes_read"] == done["bytes_read"]
+    assert after.to_table().sort_by("id").equals(before_rows)
+
+
 def test_exit_codes_are_decided_by_type() -> None:
     def conflict(cls: type[Exception]) -> Exception:
         return cls("message says nothing about retrying", uri="x")
@@ -372,6 +517,12 @@ def test_durations_refs_and_storage_options() -> None:
             cli.parse_duration(bad)
     assert cli.parse_ref("12") == 12 and cli.parse_ref("nightly") == "nightly"
     assert cli.parse_ref("2024-05-01T12:00:00").year == 2024 and cli.parse_ref("2024-tag") == "2024-tag"
+    assert cli.parse_ref("2024-05-01") == datetime(2024, 5, 1) and cli.parse_ref("2024-05-01-rc1") == "2024-05-01-rc1"
+    for bad in ("", " ", "-1", "2024-13-01", "2026-01-01T25:00"):
+        with pytest.raises(ValueError):
+            cli.parse_ref(bad)
+    for delta in (timedelta(0), timedelta(days=7), timedelta(days=1, hours=12), timedelta(minutes=90, seconds=5)):
+        assert cli.parse_duration(cli.format_duration(delta)) == delta
     env = {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s", "AWS_ENDPOINT_URL": "http://e", "AWS_REGION": "r"}
     assert cli.storage_options_for("s3://b/t", ["aws_region=x"], env) == {
         "aws_access_key_id": "k",

@@ -1,4 +1,4 @@
-"""A corrupt manifest never wedges a table (issue 12, item 10).
+"""A corrupt manifest never wedges a table.
 
 Garbage is written over a real manifest file (found through the public `ManifestLocation` listing), then:
 `versions()` reports it and lists the others; retention reports and removes a corrupt old version (a dry
@@ -134,3 +134,31 @@ def test_restore_to_the_corrupt_version_is_refused(tmp_uri) -> None:
     with pytest.raises(mvcc.CorruptManifestError):
         old.restore(4)
     assert old.latest_version == 4
+
+
+@pytest.mark.parametrize("damaged", [[4], [4, 3], [4, 3, 2, 1]])
+def test_opening_a_corrupt_latest_names_the_way_out(any_uri, damaged: list[int]) -> None:
+    """The error of opening (or writing on) a table whose latest manifest is corrupt names the newest intact
+    version and how to restore it, in the API's words and the command's; following it works."""
+    uri, opts = any_uri
+    t = four_versions(uri, opts)
+    for version in damaged:
+        corrupt(t, version)
+    intact = next((v for v in (3, 2, 1) if v not in damaged), None)
+    with pytest.raises(mvcc.CorruptManifestError) as opening:
+        mvcc.open_table(uri, storage_options=opts)
+    assert opening.value.intact_version == intact
+    message = str(opening.value)
+    assert "is the latest version" in message and "cannot be opened at its latest version" in message
+    if intact is None:
+        assert "no older version is intact" in message
+        return
+    assert f"the newest intact version is {intact}" in message
+    assert f"Table.restore({intact})" in message and f"mvcc restore {uri} {intact}" in message
+    with pytest.raises(mvcc.CorruptManifestError) as writing:  # a handle that never read the damaged manifests
+        mvcc.open_table(uri, version=intact, storage_options=opts).append(rows(10, 1))
+    assert writing.value.intact_version == intact and f"mvcc restore {uri} {intact}" in str(writing.value)
+    mvcc.open_table(uri, version=intact, storage_options=opts).restore()  # what the message says
+    assert ids(mvcc.open_table(uri, storage_options=opts)) == ids(
+        mvcc.open_table(uri, version=intact, storage_options=opts)
+    )

@@ -1,4 +1,4 @@
-"""A pylance user's script runs unchanged against mvcc_core (issue 12, item 7).
+"""A pylance user's script runs unchanged against mvcc_core.
 
 The same script body runs against pylance (`import lance`, when installed) and against mvcc_core, and the
 results are compared where the semantics are the same. Where pylance differs, a test below asserts both

@@ -1,4 +1,4 @@
-"""Staged transactions, the public write seam (issue 12, items 2 and 3).
+"""Staged transactions, the public write seam.
 
 For every write with an uncommitted form: staging plus `Table.commit` gives the same table as the
 committed method; `Transaction.abort` leaves the table's directory exactly as it was; a staged

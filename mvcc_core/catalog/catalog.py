@@ -28,7 +28,7 @@ import pyarrow as pa
 from mvcc_core.commit import Committer
 from mvcc_core.errors import ObjectNotFoundError, StorageError, VersionNotFoundError
 from mvcc_core.external_store import final_of
-from mvcc_core.failpoints import POINTS, failpoint
+from mvcc_core.failpoints import failpoint
 from mvcc_core.manifest import PUT_IF_NOT_EXISTS, ManifestLocation, location_of, write_latest_hint
 from mvcc_core.naming import ManifestNaming, manifest_path, parse_manifest_name
 from mvcc_core.state import TableState
@@ -54,14 +54,6 @@ from .state import (
     rows_table,
 )
 from .transaction import CatalogTransaction
-
-# The catalog's crash points, registered with the core's failpoints so tests can kill a writer between steps.
-# A child process arms them with `failpoints.arm` after importing the catalog (MVCC_FAILPOINTS is read when
-# the core is imported, before these names exist).
-FAILPOINTS = {
-    "catalog.after_finalize_copy": "finalize: one staged manifest copied to its final name, the rest not yet",
-}
-POINTS.update(FAILPOINTS)
 
 MANIFEST_DIR = "__manifest"
 # `__manifest` versions whose rows this process keeps, and table versions whose manifests it keeps (a

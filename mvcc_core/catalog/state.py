@@ -2,7 +2,7 @@
 
 One module owns every shape the catalog ever wrote, so the reader converts any known shape to `Entry` and the
 migration steps (`format.py`) write exactly the next shape. The stamp is `__manifest`'s schema metadata key
-`mvcc:catalog_format` (seed 003's internal schema version); a shape without it is format 1, the first slice.
+`mvcc:catalog_format` (seed 003's internal schema version); a shape without it is format 1, the catalog's first format.
 
 | format | shape |
 | --- | --- |

@@ -36,7 +36,7 @@ from mvcc_core.conflicts import ConflictContext, Outcome, resolve
 from mvcc_core.errors import CommitConflictError, StorageError, is_definite_failure
 from mvcc_core.executor import Executor, ThreadExecutor
 from mvcc_core.external_store import staged_manifest_path
-from mvcc_core.failpoints import POINTS, failpoint
+from mvcc_core.failpoints import failpoint
 from mvcc_core.features import FLAG_STABLE_ROW_IDS
 from mvcc_core.maintenance import compaction
 from mvcc_core.manifest import encode_manifest, location_of
@@ -65,15 +65,6 @@ if TYPE_CHECKING:
     from .catalog import Catalog, CatalogSnapshot
 
 log = logging.getLogger("mvcc.catalog")
-
-POINTS.update(
-    {
-        "catalog.after_table_staged": "catalog publish: one table's manifests staged, the other tables' not yet",
-        "catalog.after_stage": "catalog publish: every table's next manifest is staged, __manifest not committed",
-        "catalog.after_publish": "catalog publish: __manifest committed (the commit point), no table finalized yet",
-        "catalog.after_finalize": "catalog publish: every table finalized, the staged manifests not yet removed",
-    }
-)
 
 # Seed 003's PUBLISHER_RETRY_BUDGET: the publisher owns its retries and re-checks conflicts on each one.
 PUBLISH_RETRY_BUDGET = 5

@@ -35,7 +35,7 @@ from ..scan import Scan
 from ..state import TableState
 from ..storage import ObjectStore
 from .lookup import BITMAP, BTREE, INDEX_FILE, INDEX_TYPES, covered, index_dir
-from .tasks import read_distributed
+from .tasks import read_distributed, read_in_process
 
 __all__ = [
     "BITMAP",
@@ -75,7 +75,8 @@ def build(
     """Scan `column` of the fragments (live rows, with addresses) and write the index file.
 
     With `executor` and the table's `state` (what the tasks receive), the scan runs as tasks on it
-    (`index/tasks.py`), `progress(done, total)` after each. Raises ValueError for an unknown index type.
+    (`index/tasks.py`); without, here. Either way `progress(done, total)` is called after each group of
+    fragments read. Raises ValueError for an unknown index type.
     """
     fields = list(manifest.fields)
     ids = schema_mod.field_ids_by_name(fields)
@@ -95,7 +96,7 @@ def build(
         where = f"{INDICES_DIR}/{index_id}"
         data = read_distributed(state, column, fragments, where, executor, progress=progress)
     else:
-        data = Scan(store, manifest, columns=[column], with_row_address=True, fragments=fragments).to_table()
+        data = read_in_process(store, manifest, column, fragments, progress=progress)
     return _write_index(store, manifest, field, column, index_type, name, data, [f.id for f in fragments], index_id)
 
 

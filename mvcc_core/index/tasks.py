@@ -67,6 +67,19 @@ def run_task(task: IndexBuildTask, state: TableState) -> IndexPart:
     return task.execute(state)
 
 
+def fragment_groups(fragments: list[pb.DataFragment], rows_per_group: int) -> list[list[pb.DataFragment]]:
+    """Adjacent fragments, in order, grouped to about `rows_per_group` live rows per group."""
+    groups: list[list[pb.DataFragment]] = []
+    rows = 0
+    for frag in fragments:
+        if not groups or rows >= rows_per_group:
+            groups.append([])
+            rows = 0
+        groups[-1].append(frag)
+        rows += live_rows(frag)
+    return groups
+
+
 def plan(
     manifest: pb.Manifest,
     column: str,
@@ -75,14 +88,7 @@ def plan(
     rows_per_task: int = DEFAULT_ROWS_PER_TASK,
 ) -> list[IndexBuildTask]:
     """Adjacent fragments grouped to about `rows_per_task` live rows per task."""
-    groups: list[list[pb.DataFragment]] = []
-    rows = 0
-    for frag in fragments:
-        if not groups or rows >= rows_per_task:
-            groups.append([])
-            rows = 0
-        groups[-1].append(frag)
-        rows += live_rows(frag)
+    groups = fragment_groups(fragments, rows_per_task)
     return [
         IndexBuildTask(
             read_version=manifest.version,
@@ -117,4 +123,29 @@ def read_distributed(
         tables = [pa.ipc.open_file(pa.py_buffer(state.store.get(p.path))).read_all() for p in parts]
     finally:
         state.store.delete_many(written)
+    return pa.concat_tables(tables)
+
+
+def read_in_process(
+    store: ObjectStore,
+    manifest: pb.Manifest,
+    column: str,
+    fragments: list[pb.DataFragment],
+    *,
+    rows_per_task: int = DEFAULT_ROWS_PER_TASK,
+    progress: Progress | None = None,
+) -> pa.Table:
+    """The column and row addresses of `fragments`, read in this process, in order.
+
+    Without `progress`, one scan. With it, one scan per group of about `rows_per_task` live rows (the groups
+    an executor's tasks would read), `progress(done, total)` after each, so that a build without an executor
+    reports as it goes too.
+    """
+    if progress is None or not fragments:
+        return Scan(store, manifest, columns=[column], with_row_address=True, fragments=fragments).to_table()
+    groups = fragment_groups(fragments, rows_per_task)
+    tables = []
+    for group in groups:
+        tables.append(Scan(store, manifest, columns=[column], with_row_address=True, fragments=group).to_table())
+        progress(len(tables), len(groups))
     return pa.concat_tables(tables)

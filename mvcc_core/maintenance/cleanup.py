@@ -137,7 +137,8 @@ def cleanup_old_versions(
     if old_tags and error_if_tagged_old_versions:
         raise TagError(
             f"cleanup of {store.uri} would pass over tagged versions older than {older_than}: {old_tags}; delete "
-            "the tags, or call with error_if_tagged_old_versions=False to keep those versions and go on"
+            "the tags, or call with error_if_tagged_old_versions=False to keep those versions and go on",
+            tags=old_tags,
         )
     keep |= set(tags.values()) & set(by_version)
     removed = [v for v in versions if v not in keep]

@@ -140,7 +140,7 @@ def test_example_materializes_in_process(instance: dg.DagsterInstance, warehouse
 
 
 def test_example_has_maintenance() -> None:
-    """The example deployment carries part 2: per table compaction / retention / restore jobs, a stopped
+    """The example deployment carries the maintenance side: per table compaction / retention / restore jobs, a stopped
     maintenance schedule, health checks on every table, and the version and health sensors (stopped)."""
     example = load_example()
     defs = example.defs
