@@ -449,7 +449,9 @@ class Scan:
                 return self.output_schema.empty_table()
             starts = np.cumsum([0] + [f.physical_rows for f in fragments], dtype=np.int64)
             if self.filter is not None and not all(whole):
-                mask = self._match_mask(table.select(self._physical(self._filter_columns) or needed[:1]), starts, whole)
+                # a constant filter (`true`, `1 = 2`) reads no column: evaluate it over the column read to count rows
+                evaluated = self._physical(self._filter_columns or needed[:1])
+                mask = self._match_mask(table.select(evaluated), starts, whole)
             table = table.select(self._physical(keep))
         else:
             projection = {p: pc.field(p) for p in self._physical(keep)}

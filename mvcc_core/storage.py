@@ -256,9 +256,18 @@ class _Backend:
 
 
 class _MemoryBackend(_Backend):
-    """fsspec's in-memory filesystem; its dict is process-wide, so is the lock that guards check-and-set."""
+    """fsspec's in-memory filesystem; its dict is process-wide, so is the lock that guards check-and-set.
+
+    The filesystem keys every object by an absolute path ("/t/_versions/1.manifest"); a table at the root
+    of the store (``memory://``, root "") has its objects at "/<rel>", so that listings find them.
+    """
 
     atomic = True
+
+    def full(self, rel: str) -> str:
+        if self.root:
+            return super().full(rel)
+        return f"/{rel}"
 
     def put(self, rel: str, data: bytes) -> None:
         with _MEMORY_LOCK:
