@@ -31,7 +31,7 @@ import functools
 import math
 import re
 import struct
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +46,7 @@ from sqlglot.parser import Parser
 
 from mvcc_core.errors import PredicateError, SchemaError
 
-__all__ = ["BoundFilter", "Comparison", "Conjunct", "referenced_columns", "to_expression"]
+__all__ = ["BoundFilter", "Comparison", "Conjunct", "Projection", "referenced_columns", "to_expression"]
 
 # Arrow signals a bad kernel, cast or field reference with one of these; pa.scalar() overflows with the other.
 _ARROW_ERRORS = (pa.ArrowException, OverflowError)
@@ -88,7 +88,7 @@ def to_value_expression(sql: str, schema: pa.Schema, target: pa.DataType, column
     Used by update: the cast is bound on an empty table, so a value of the wrong type fails with a
     SchemaError naming the column before anything is read or written.
     """
-    translator = _Translator(sql, schema)
+    translator = _Translator(sql, schema, subject="value", context=f" for column {column!r}")
     value = translator.parse_value()
     # Same type family, NULL, or a string literal that the bound cast below must parse (`'2024-01-01'`).
     literal_string = _category(value.type) == "string" and value.const is not None
@@ -102,21 +102,59 @@ def to_value_expression(sql: str, schema: pa.Schema, target: pa.DataType, column
     return expr
 
 
-def to_column_expression(sql: str, schema: pa.Schema) -> tuple[pc.Expression, pa.DataType, list[str]]:
-    """A SQL value expression over `schema` for a new column: the expression, the type it computes and
-    the top-level columns it reads (add_columns)."""
-    translator = _Translator(sql, schema)
+def to_column_expression(
+    sql: str, schema: pa.Schema, column: str | None = None
+) -> tuple[pc.Expression, pa.DataType, list[str]]:
+    """A SQL value expression over `schema` for a column: the expression, the type it computes and the
+    top-level columns it reads (add_columns, a scan's `columns={name: sql}`). `column`: the output
+    column's name, for errors."""
+    if not isinstance(sql, str):
+        where = f" for column {column!r}" if column is not None else ""
+        raise TypeError(f"the expression{where} must be a SQL string, got {type(sql).__name__} {sql!r}")
+    context = f" for column {column!r}" if column is not None else ""
+    translator = _Translator(sql, schema, subject="expression", context=context)
     value = translator.parse_value()
     try:
         result = translator._empty.to_table(columns={"v": value.expr}).schema.field(0).type
     except _ARROW_ERRORS as e:
-        raise translator.fail(_first_line(e)) from e
+        raise translator.fail(_first_line(e), value.sql) from e
     return value.expr, result, [name for name in schema.names if name in translator.columns]
+
+
+@dataclass(frozen=True)
+class Projection:
+    """A scan's `columns={"name": "SQL expression"}` (pylance's shape) bound to the table schema: each
+    output column's Expression over the table's names, the output schema, and the table columns read."""
+
+    expressions: tuple[tuple[str, pc.Expression], ...]
+    schema: pa.Schema
+    columns: tuple[str, ...]
+
+    @classmethod
+    def bind(cls, columns: Mapping[str, str], schema: pa.Schema) -> Projection:
+        """Translate every expression (the SQL filters accept); PredicateError names the output column and
+        points at the problem, TypeError for a name or an expression that is not a string."""
+        expressions, fields, read = [], [], set()
+        for name, sql in columns.items():
+            if not isinstance(name, str) or not name:
+                raise TypeError(f"columns: an output column name must be a non-empty string, got {name!r}")
+            expr, result, reads = to_column_expression(sql, schema, name)
+            expressions.append((name, expr))
+            fields.append(pa.field(name, result))
+            read.update(reads)
+        return cls(tuple(expressions), pa.schema(fields), tuple(n for n in schema.names if n in read))
+
+    def evaluate(self, table: pa.Table) -> pa.Table:
+        """The output columns computed over `table` (rows in the table's order; it has the columns read)."""
+        if not self.expressions:
+            return table.select([])
+        projected = ds.dataset(table).to_table(columns=dict(self.expressions), use_threads=False)
+        return projected.cast(self.schema) if not projected.schema.equals(self.schema) else projected
 
 
 def value_columns(sql: str, schema: pa.Schema) -> list[str]:
     """Top-level columns a SQL value expression reads, in schema order."""
-    translator = _Translator(sql, schema)
+    translator = _Translator(sql, schema, subject="expression")
     translator.parse_value()
     return [name for name in schema.names if name in translator.columns]
 
@@ -381,12 +419,12 @@ class _Source:
 
     # ---- the message
 
-    def render(self, header: str, problem: str, span: tuple[int, int] | None) -> str:
-        """`header` and the quoted text, then the line of `span` with carets under it and `problem`."""
+    def render(self, header: str, problem: str, span: tuple[int, int] | None, context: str = "") -> str:
+        """`header`, the quoted text and `context`, then the line of `span` with carets under it and `problem`."""
         short = len(self.text) <= 2 * _SHOWN_AROUND
         quoted = repr(self.text) if short else repr(self.text[: 2 * _SHOWN_AROUND] + "...")
         if span is None or not self.text.strip():
-            return f"{header} {quoted}: {problem}"
+            return f"{header} {quoted}{context}: {problem}"
         start, end = span
         line_start = self.text.rfind("\n", 0, start) + 1
         line_end = self.text.find("\n", start)
@@ -402,7 +440,7 @@ class _Source:
         line_number = self.text.count("\n", 0, start) + 1
         where = f" (line {line_number})" if "\n" in self.text else ""
         carets = "^" * (end - start + 1 if start < line_end else 1)
-        return f"{header} {quoted}{where}:\n  {lead}{shown}{tail}\n  {pad}{carets} {problem}"
+        return f"{header} {quoted}{context}{where}:\n  {lead}{shown}{tail}\n  {pad}{carets} {problem}"
 
 
 @dataclass(frozen=True)
@@ -525,11 +563,18 @@ class _Translator:
     """Walks one sqlglot tree and builds the Expression, checking types as it goes."""
 
     def __init__(
-        self, predicate: str, schema: pa.Schema, physical: pa.Schema | None = None, subject: str = "filter"
+        self,
+        predicate: str,
+        schema: pa.Schema,
+        physical: pa.Schema | None = None,
+        subject: str = "filter",
+        context: str = "",
     ) -> None:
         self.predicate = predicate
         self.source = _Source(predicate)
-        self.subject = subject  # what the text is, in the error's first line: "filter", "expression for column 'x'"
+        # how an error names the text: f"invalid {subject} 'text'{context}" ("invalid expression 'id +' for column 'x'")
+        self.subject = subject
+        self.context = context
         self.schema = schema
         self.physical = physical
         self.columns: set[str] = set()
@@ -575,7 +620,7 @@ class _Translator:
         character span (first, last)."""
         node = at._node if isinstance(at, _Snippet) else at
         span = self.source.span_of(node) if isinstance(node, exp.Expression) else node
-        return PredicateError(self.source.render(f"invalid {self.subject}", problem, span))
+        return PredicateError(self.source.render(f"invalid {self.subject}", problem, span, self.context))
 
     def run(self) -> pc.Expression:
         value = self.parse_value()
