@@ -623,7 +623,7 @@ class _Translator:
         return PredicateError(self.source.render(f"invalid {self.subject}", problem, span, self.context))
 
     def run(self) -> pc.Expression:
-        value = self.parse_value()
+        value = self.parse_value(condition=True)
         if _category(value.type) not in ("boolean", "null"):
             raise self.fail(f"a filter must be a boolean condition, but {value.sql!r} is {value.type}", value.sql)
         expr = value.expr if _category(value.type) == "boolean" else self._null_bool().expr
@@ -633,8 +633,10 @@ class _Translator:
             raise self.fail(_first_line(e)) from e
         return expr
 
-    def parse_value(self) -> _Value:
-        """Parse and translate the text as one expression of any type."""
+    def parse_value(self, condition: bool = False) -> _Value:
+        """Parse and translate the text as one expression of any type. `condition`: the text is a filter,
+        where FALSE and NULL both drop a row (so `x IN (...)` may answer FALSE for a NULL x); a value
+        (a projected column, an update) keeps SQL's NULL."""
         if not self.predicate.strip():
             raise self.fail("it is empty")
         try:
@@ -654,7 +656,7 @@ class _Translator:
                 f"expected one expression, found {len(statements)} statements", self.source.statement_break()
             )
         try:
-            return self.visit(statements[0], positive=True)
+            return self.visit(statements[0], positive=condition)
         except RecursionError as e:
             raise self.fail("it is nested too deeply") from e
 
@@ -1087,6 +1089,9 @@ class _Translator:
             raise self._unsupported(node)
         target = self._arrow_type(node.to, sql)
         value = self.visit(node.this)
+        if pa.types.is_floating(value.type) and pa.types.is_integer(target):
+            # SQL (DataFusion, PostgreSQL's trunc) drops the fraction; Arrow's safe cast would fail mid-scan
+            value = self._call("trunc", [value], sql)
         if not value.is_const:
             try:
                 pc.cast(pa.array([], value.type), target)  # raises for a pair Arrow cannot cast
