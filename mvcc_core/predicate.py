@@ -547,8 +547,9 @@ def _literal_hint(error: BaseException) -> str:
 
 def unknown_column_problem(name: str, names: Sequence[str]) -> str:
     """ "unknown column 'idd'; did you mean 'id'?" with the close matches (difflib), then the columns there are."""
+    # the same name in another case is the one meant; else difflib's closest names
     close = [n for n in names if n.lower() == name.lower() and n != name]
-    close += [n for n in difflib.get_close_matches(name, names, n=3, cutoff=0.6) if n not in close]
+    close = close or difflib.get_close_matches(name, names, n=3, cutoff=0.6)
     shown = ", ".join(names[:_COLUMNS_LISTED])
     if len(names) > _COLUMNS_LISTED:
         shown += f", ... ({len(names) - _COLUMNS_LISTED} more)"
