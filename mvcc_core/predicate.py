@@ -16,8 +16,14 @@ in the plain ``pc.field(...) <op> scalar`` form that Arrow's statistics pruning 
 
 Semantics follow SQL (as DataFusion, which pylance uses, and PostgreSQL do): three-valued logic, ``%``
 takes the sign of the dividend (``-7 % 3 = -1``; Arrow's own ``modulo`` kernel is floored and is not used),
-integer ``/`` truncates, a string literal compared with a date, timestamp, number or boolean is
-parsed as that type, and a string column compared with a number is an error.
+integer ``/`` truncates, ``CAST`` of a floating-point value to an integer drops the fraction, a string
+literal compared with a date, timestamp, number or boolean is parsed as that type, and a string column
+compared with a number is an error. The same SQL gives values (`Projection`: a scan's
+``columns={"name": "sql"}``; update values; new columns), where ``x IN (...)`` of a NULL ``x`` is NULL.
+
+A bad filter or expression is a `PredicateError` in plain words that quotes the text and underlines the
+place with carets (`_Source`): sqlglot's parse errors are rewritten ("expected an expression after '>'"),
+unknown columns list their close matches, and no Arrow kernel name shows through.
 """
 
 from __future__ import annotations
