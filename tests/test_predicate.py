@@ -361,7 +361,7 @@ def test_in_as_a_value_is_null_for_a_null_input() -> None:
 
 
 def test_cast_of_a_float_to_an_integer_truncates() -> None:
-    """SQL drops the fraction (DataFusion, pylance); Arrow's safe cast raised in the middle of a scan."""
+    """SQL drops the fraction (DataFusion, pylance); Arrow's safe cast would fail in the middle of a scan."""
     assert _values("CAST(f AS BIGINT)") == [None if r["f"] is None else int(r["f"]) for r in ROWS]
     assert _values("CAST(-2.5 AS INT)") == [-2] * len(ROWS)
     got = ds.dataset(TABLE).to_table(filter=to_expression("CAST(f AS INT) = -2", SCHEMA))["id"].to_pylist()
