@@ -16,8 +16,14 @@ in the plain ``pc.field(...) <op> scalar`` form that Arrow's statistics pruning 
 
 Semantics follow SQL (as DataFusion, which pylance uses, and PostgreSQL do): three-valued logic, ``%``
 takes the sign of the dividend (``-7 % 3 = -1``; Arrow's own ``modulo`` kernel is floored and is not used),
-integer ``/`` truncates, a string literal compared with a date, timestamp, number or boolean is
-parsed as that type, and a string column compared with a number is an error.
+integer ``/`` truncates, ``CAST`` of a floating-point value to an integer drops the fraction, a string
+literal compared with a date, timestamp, number or boolean is parsed as that type, and a string column
+compared with a number is an error. The same SQL gives values (`Projection`: a scan's
+``columns={"name": "sql"}``; update values; new columns), where ``x IN (...)`` of a NULL ``x`` is NULL.
+
+A bad filter or expression is a `PredicateError` in plain words that quotes the text and underlines the
+place with carets (`_Source`): sqlglot's parse errors are rewritten ("expected an expression after '>'"),
+unknown columns list their close matches, and no Arrow kernel name shows through.
 """
 
 from __future__ import annotations
@@ -26,10 +32,12 @@ import ctypes
 import dataclasses
 import datetime
 import decimal
+import difflib
 import functools
 import math
+import re
 import struct
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,11 +47,12 @@ import pyarrow.dataset as ds
 import sqlglot
 from sqlglot import exp, tokens
 from sqlglot.dialects.dialect import Dialect
-from sqlglot.errors import ParseError, SqlglotError
+from sqlglot.errors import ParseError, SqlglotError, TokenError
+from sqlglot.parser import Parser
 
 from mvcc_core.errors import PredicateError, SchemaError
 
-__all__ = ["BoundFilter", "Comparison", "Conjunct", "referenced_columns", "to_expression"]
+__all__ = ["BoundFilter", "Comparison", "Conjunct", "Projection", "referenced_columns", "to_expression"]
 
 # Arrow signals a bad kernel, cast or field reference with one of these; pa.scalar() overflows with the other.
 _ARROW_ERRORS = (pa.ArrowException, OverflowError)
@@ -85,7 +94,7 @@ def to_value_expression(sql: str, schema: pa.Schema, target: pa.DataType, column
     Used by update: the cast is bound on an empty table, so a value of the wrong type fails with a
     SchemaError naming the column before anything is read or written.
     """
-    translator = _Translator(sql, schema)
+    translator = _Translator(sql, schema, subject="value", context=f" for column {column!r}")
     value = translator.parse_value()
     # Same type family, NULL, or a string literal that the bound cast below must parse (`'2024-01-01'`).
     literal_string = _category(value.type) == "string" and value.const is not None
@@ -99,21 +108,59 @@ def to_value_expression(sql: str, schema: pa.Schema, target: pa.DataType, column
     return expr
 
 
-def to_column_expression(sql: str, schema: pa.Schema) -> tuple[pc.Expression, pa.DataType, list[str]]:
-    """A SQL value expression over `schema` for a new column: the expression, the type it computes and
-    the top-level columns it reads (add_columns)."""
-    translator = _Translator(sql, schema)
+def to_column_expression(
+    sql: str, schema: pa.Schema, column: str | None = None
+) -> tuple[pc.Expression, pa.DataType, list[str]]:
+    """A SQL value expression over `schema` for a column: the expression, the type it computes and the
+    top-level columns it reads (add_columns, a scan's `columns={name: sql}`). `column`: the output
+    column's name, for errors."""
+    if not isinstance(sql, str):
+        where = f" for column {column!r}" if column is not None else ""
+        raise TypeError(f"the expression{where} must be a SQL string, got {type(sql).__name__} {sql!r}")
+    context = f" for column {column!r}" if column is not None else ""
+    translator = _Translator(sql, schema, subject="expression", context=context)
     value = translator.parse_value()
     try:
         result = translator._empty.to_table(columns={"v": value.expr}).schema.field(0).type
     except _ARROW_ERRORS as e:
-        raise translator.fail(_first_line(e)) from e
+        raise translator.fail(_first_line(e), value.sql) from e
     return value.expr, result, [name for name in schema.names if name in translator.columns]
+
+
+@dataclass(frozen=True)
+class Projection:
+    """A scan's `columns={"name": "SQL expression"}` (pylance's shape) bound to the table schema: each
+    output column's Expression over the table's names, the output schema, and the table columns read."""
+
+    expressions: tuple[tuple[str, pc.Expression], ...]
+    schema: pa.Schema
+    columns: tuple[str, ...]
+
+    @classmethod
+    def bind(cls, columns: Mapping[str, str], schema: pa.Schema) -> Projection:
+        """Translate every expression (the SQL filters accept); PredicateError names the output column and
+        points at the problem, TypeError for a name or an expression that is not a string."""
+        expressions, fields, read = [], [], set()
+        for name, sql in columns.items():
+            if not isinstance(name, str) or not name:
+                raise TypeError(f"columns: an output column name must be a non-empty string, got {name!r}")
+            expr, result, reads = to_column_expression(sql, schema, name)
+            expressions.append((name, expr))
+            fields.append(pa.field(name, result))
+            read.update(reads)
+        return cls(tuple(expressions), pa.schema(fields), tuple(n for n in schema.names if n in read))
+
+    def evaluate(self, table: pa.Table) -> pa.Table:
+        """The output columns computed over `table` (rows in the table's order; it has the columns read)."""
+        if not self.expressions:
+            return table.select([])
+        projected = ds.dataset(table).to_table(columns=dict(self.expressions), use_threads=False)
+        return projected.cast(self.schema) if not projected.schema.equals(self.schema) else projected
 
 
 def value_columns(sql: str, schema: pa.Schema) -> list[str]:
     """Top-level columns a SQL value expression reads, in schema order."""
-    translator = _Translator(sql, schema)
+    translator = _Translator(sql, schema, subject="expression")
     translator.parse_value()
     return [name for name in schema.names if name in translator.columns]
 
@@ -135,15 +182,22 @@ def referenced_columns(predicate: str, schema: pa.Schema) -> list[str]:
 class _Snippet:
     """The SQL text of a node, rendered only when a message needs it (rendering each node is quadratic)."""
 
-    __slots__ = ("_node", "_text")
+    __slots__ = ("_node", "_source", "_text")
 
-    def __init__(self, node: exp.Expression) -> None:
+    def __init__(self, node: exp.Expression, source: _Source | None = None) -> None:
         self._node = node
+        self._source = source
         self._text: str | None = None
 
     def __str__(self) -> str:
-        if self._text is None:
-            self._text = self._node.sql(dialect=_PredicateDialect, normalize_functions=False)
+        if self._text is None:  # the user's own spelling where the node has a place in the text
+            span = self._source.span_of(self._node, exact=True) if self._source is not None else None
+            if span is not None and self._source is not None:
+                text = self._source.text[span[0] : span[1] + 1]
+            else:
+                text = self._node.sql(dialect=_PredicateDialect, normalize_functions=False)
+            # a long filter (a key list) is quoted by its start; the caret shows where
+            self._text = text if len(text) <= 2 * _SHOWN_AROUND else text[: 2 * _SHOWN_AROUND] + "..."
         return self._text
 
     def __repr__(self) -> str:
@@ -151,6 +205,248 @@ class _Snippet:
 
 
 _Text = str | _Snippet
+
+# Words that join expressions: a span that starts at "(" does not take one of these as a function name.
+_OPERATOR_WORDS = {"AND", "OR", "NOT", "IN", "IS", "LIKE", "ILIKE", "BETWEEN", "ESCAPE", "AS"}
+# A long filter (a merge_insert's key list) is shown as this many characters around the error.
+_SHOWN_AROUND = 60
+_QUOTES = {"'": "string", '"': "quoted column name", "`": "quoted column name"}
+# Tokens that need an operand after them: a filter ending with one is missing that operand.
+_OPERATOR_TOKENS = frozenset(
+    [*Parser.EQUALITY, *Parser.COMPARISON, *Parser.TERM, *Parser.FACTOR, *Parser.CONJUNCTION, *Parser.DISJUNCTION,
+     *Parser.BITWISE, *Parser.RANGE_PARSERS, *Parser.UNARY_PARSERS, tokens.TokenType.DPIPE, tokens.TokenType.ESCAPE]
+)  # fmt: skip
+# An unknown column's message lists at most this many of the table's columns.
+_COLUMNS_LISTED = 30
+
+
+class _Source:
+    """The SQL text of a filter, for errors that quote it and point at a place with carets, as SQL engines do::
+
+        invalid filter 'id >':
+          id >
+              ^ expected an expression after '>'
+
+    sqlglot records the position of identifiers, literals and function names; the span of any other node
+    is that of its leaves, widened to its parentheses, its leading keyword (NOT, CAST, a function name)
+    and a trailing IS NULL. A node without leaves (TRUE, NULL) is shown by its parent's span.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._tokens: list[tokens.Token] | None = None
+
+    @property
+    def tokens(self) -> list[tokens.Token]:
+        if self._tokens is None:  # only when an error is reported
+            try:
+                self._tokens = list(_PredicateDialect().tokenize(self.text))
+            except (SqlglotError, RecursionError):
+                self._tokens = []
+        return self._tokens
+
+    # ---- spans
+
+    def span_of(self, node: exp.Expression, exact: bool = False) -> tuple[int, int] | None:
+        """The characters (first, last) of `node` in the text, or None when they are not known.
+
+        Leaves without a position (TRUE, NULL, `?`, a type name) are found as the nearest token spelled
+        like them before or after the positioned ones. A node with no positioned leaf at all is the first
+        token spelled like it from its parent's span on (its parent's span if there is none); with `exact`,
+        any leaf not found makes the span unknown (messages then quote sqlglot's rendering of the node).
+        """
+        toks = self.tokens
+        order = list(node.dfs())
+        placed = [i for i, n in enumerate(order) if "start" in n.meta and "end" in n.meta]
+        if not placed:
+            if exact or node.parent is None:
+                return None
+            around = self.span_of(node.parent)
+            if around is None:
+                return None
+            spelled = node.sql(dialect=_PredicateDialect).upper()
+            same = next((t for t in toks if t.start >= around[0] and t.text.upper() == spelled), None)
+            return (same.start, same.end) if same is not None else around
+        start = min(order[i].meta["start"] for i in placed)
+        end = max(order[i].meta["end"] for i in placed)
+        first = next((i for i, t in enumerate(toks) if t.start >= start), None)
+        last = next((i for i in range(len(toks) - 1, -1, -1) if toks[i].end <= end), None)
+        if first is None or last is None or first > last:
+            return None if exact else (start, end)
+        for position, leaf in enumerate(order):
+            if "start" in leaf.meta or next(leaf.iter_expressions(), None) is not None:
+                continue
+            if placed[0] < position < placed[-1]:
+                continue  # between positioned leaves: inside the span already
+            spelled = leaf.sql(dialect=_PredicateDialect).upper()
+            steps = range(first - 1, -1, -1) if position < placed[0] else range(last + 1, len(toks))
+            found = next((j for j in steps if toks[j].text.upper() == spelled), None)
+            if found is None and exact:
+                return None
+            if found is not None:
+                first, last = min(first, found), max(last, found)
+        first, last = self._balanced(first, last)
+        kind = lambda i: toks[i].token_type if 0 <= i < len(toks) else None  # noqa: E731
+        around = (kind(first - 1), kind(last + 1)) == (tokens.TokenType.L_PAREN, tokens.TokenType.R_PAREN)
+        if isinstance(node, exp.Paren) and around:
+            first, last = first - 1, last + 1
+        if isinstance(node, exp.Case):  # from CASE to END
+            while first > 0 and kind(first) != tokens.TokenType.CASE:
+                first -= 1
+            while last < len(toks) - 1 and kind(last) != tokens.TokenType.END:
+                last += 1
+        if isinstance(node, exp.Cast) and around and first >= 2 and kind(first - 2) == tokens.TokenType.VAR:
+            first, last = first - 2, last + 1  # CAST( ... )
+        if kind(first) == tokens.TokenType.L_PAREN and first > 0:
+            before = toks[first - 1].text
+            if before[:1].isalpha() and before.upper() not in _OPERATOR_WORDS:
+                first -= 1  # a function name or CAST
+        if (isinstance(node, exp.Not) and kind(first - 1) == tokens.TokenType.NOT) or (
+            isinstance(node, exp.Neg) and kind(first - 1) == tokens.TokenType.DASH
+        ):
+            first -= 1
+        if isinstance(node, exp.Is):
+            words = (tokens.TokenType.IS, tokens.TokenType.NOT, tokens.TokenType.NULL, tokens.TokenType.TRUE,
+                     tokens.TokenType.FALSE)  # fmt: skip
+            while kind(last + 1) in words:
+                last += 1
+        return toks[first].start, toks[last].end
+
+    def _balanced(self, first: int, last: int) -> tuple[int, int]:
+        """Token range [first, last] widened until its parentheses pair up."""
+        toks = self.tokens
+        depth = lowest = 0
+        for t in toks[first : last + 1]:
+            depth += {tokens.TokenType.L_PAREN: 1, tokens.TokenType.R_PAREN: -1}.get(t.token_type, 0)
+            lowest = min(lowest, depth)
+        unopened, unclosed = -lowest, depth - lowest
+        while unopened and first > 0:
+            first -= 1
+            unopened += {tokens.TokenType.L_PAREN: -1, tokens.TokenType.R_PAREN: 1}.get(toks[first].token_type, 0)
+        while unclosed and last < len(toks) - 1:
+            last += 1
+            unclosed += {tokens.TokenType.L_PAREN: 1, tokens.TokenType.R_PAREN: -1}.get(toks[last].token_type, 0)
+        return first, last
+
+    def between(self, left: exp.Expression, right: exp.Expression) -> str:
+        """The text between two nodes (a binary operator), or "" when either has no position."""
+        first, second = self.span_of(left), self.span_of(right)
+        if first is None or second is None or first[1] >= second[0]:
+            return ""
+        return self.text[first[1] + 1 : second[0]].strip()
+
+    def statement_break(self) -> tuple[int, int] | None:
+        """Where a second statement starts: the first `;`."""
+        semicolon = next((t for t in self.tokens if t.token_type == tokens.TokenType.SEMICOLON), None)
+        return None if semicolon is None else (semicolon.start, semicolon.end)
+
+    # ---- syntax errors, in plain words
+
+    def unreadable(self) -> tuple[str, tuple[int, int] | None]:
+        """The problem of a text sqlglot cannot split into tokens: an unclosed quote, else a generic one."""
+        quote, opened, at = None, None, 0
+        while at < len(self.text):
+            char = self.text[at]
+            if quote is None and char in _QUOTES:
+                quote, opened = char, at
+            elif quote is not None and char == quote:
+                if self.text[at + 1 : at + 2] == quote:  # a doubled quote stands for itself
+                    at += 1
+                else:
+                    quote = None
+            at += 1
+        if quote is not None and opened is not None:
+            what = _QUOTES[quote]
+            return f"unterminated {what}: the {quote} here is never closed", (opened, len(self.text) - 1)
+        return "the text cannot be read as SQL", None
+
+    def syntax_error(self, details: dict[str, Any]) -> tuple[str, tuple[int, int] | None]:
+        """sqlglot's parse error `details` as a problem in plain words and the span it points at."""
+        description = str(details.get("description") or "syntax error")
+        found = self._token_at(details.get("line"), details.get("col"))
+        toks = self.tokens
+        index = toks.index(found) if found is not None else None
+        at_end = index is not None and index == len(toks) - 1
+        after_end = (len(self.text.rstrip()), len(self.text.rstrip()))  # just past the last character
+        here = (found.start, found.end) if found is not None else None
+        text = found.text if found is not None else ""
+        missing = re.match(r"Required keyword: '(\w+)' missing for <class '[\w.]*?(\w+)'>", description)
+        if missing:
+            key, cls = missing.group(1), getattr(exp, missing.group(2), None)
+            if cls is exp.Between:
+                return (
+                    "BETWEEN needs a lower and an upper bound (x BETWEEN low AND high)",
+                    after_end if at_end else here,
+                )
+            if cls is not None and issubclass(cls, exp.Func) and text == ")":
+                return f"{cls.sql_names()[0].lower() if cls.sql_names() else cls.key}() needs an argument", here
+            if cls is exp.Column:
+                return f"expected a field name after {text!r}", after_end if at_end else here
+            if key == "this" and cls is not None and issubclass(cls, exp.Binary) and toks:
+                return f"expected an expression before {toks[0].text!r}", (toks[0].start, toks[0].end)
+            if index is None or (at_end and found is not None and found.token_type in _OPERATOR_TOKENS):
+                return f"expected an expression after {text!r}", after_end
+            if index == 0:
+                return f"unexpected {text!r}", here
+            return f"expected an expression after {toks[index - 1].text!r}, found {text!r}", here
+        if description.startswith("Expecting )"):
+            opening = self._unclosed_paren()
+            where = f" to close the '(' at column {opening.start + 1}" if opening is not None else ""
+            if at_end:
+                return f"missing ')'{where}", after_end
+            following = toks[index + 1] if index is not None and index + 1 < len(toks) else found
+            assert following is not None
+            return f"expected ')'{where}, found {following.text!r}", (following.start, following.end)
+        if description.startswith("Invalid expression / Unexpected token"):
+            if text == ")":
+                return "unexpected ')': there is no '(' to close", here
+            return f"unexpected {text!r} after a complete expression", here
+        if description.startswith("Expected TYPE after CAST"):
+            return "expected a type after AS, as in CAST(x AS BIGINT)", here
+        plain = re.sub(r"<class '[\w.]*?(\w+)'>", lambda m: m.group(1).upper(), description)
+        return f"syntax error: {plain}", here
+
+    def _token_at(self, line: int | None, col: int | None) -> tokens.Token | None:
+        """The token sqlglot's error names by its line and the (1-based) column of its last character."""
+        if line is None or col is None:
+            return None
+        lines = self.text.split("\n")
+        offset = sum(len(x) + 1 for x in lines[: line - 1]) + col - 1
+        return next((t for t in self.tokens if t.start <= offset <= t.end), None)
+
+    def _unclosed_paren(self) -> tokens.Token | None:
+        stack: list[tokens.Token] = []
+        for t in self.tokens:
+            if t.token_type == tokens.TokenType.L_PAREN:
+                stack.append(t)
+            elif t.token_type == tokens.TokenType.R_PAREN and stack:
+                stack.pop()
+        return stack[-1] if stack else None
+
+    # ---- the message
+
+    def render(self, header: str, problem: str, span: tuple[int, int] | None, context: str = "") -> str:
+        """`header`, the quoted text and `context`, then the line of `span` with carets under it and `problem`."""
+        short = len(self.text) <= 2 * _SHOWN_AROUND
+        quoted = repr(self.text) if short else repr(self.text[: 2 * _SHOWN_AROUND] + "...")
+        if span is None or not self.text.strip():
+            return f"{header} {quoted}{context}: {problem}"
+        start, end = span
+        line_start = self.text.rfind("\n", 0, start) + 1
+        line_end = self.text.find("\n", start)
+        line_end = len(self.text) if line_end < 0 else line_end
+        end = max(start, min(end, line_end - 1, start + 2 * _SHOWN_AROUND))
+        shown_from = max(line_start, start - _SHOWN_AROUND)
+        shown_to = min(line_end, max(end + 1, start + 1) + _SHOWN_AROUND)
+        shown = self.text[shown_from:shown_to]
+        lead = "..." if shown_from > line_start else ""
+        tail = "..." if shown_to < line_end else ""
+        before = lead + self.text[shown_from:start]
+        pad = "".join("\t" if c == "\t" else " " for c in before)
+        line_number = self.text.count("\n", 0, start) + 1
+        where = f" (line {line_number})" if "\n" in self.text else ""
+        carets = "^" * (end - start + 1 if start < line_end else 1)
+        return f"{header} {quoted}{context}{where}:\n  {lead}{shown}{tail}\n  {pad}{carets} {problem}"
 
 
 @dataclass(frozen=True)
@@ -246,11 +542,46 @@ def _first_line(error: BaseException) -> str:
     return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
+def _literal_hint(error: BaseException) -> str:
+    """What a failed parse of a string literal adds for a reader: this module's own explanations (a time of
+    day, TRUE or FALSE), not Arrow's restatement of the failure."""
+    detail = _first_line(error)
+    if detail.startswith(("Failed to parse", "The string", "Invalid", "Unsupported")):
+        return ""
+    return f" ({detail})"
+
+
+def unknown_column_problem(name: str, names: Sequence[str]) -> str:
+    """ "unknown column 'idd'; did you mean 'id'?" with the close matches (difflib), then the columns there are."""
+    # the same name in another case is the one meant; else difflib's closest names
+    close = [n for n in names if n.lower() == name.lower() and n != name]
+    close = close or difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    shown = ", ".join(names[:_COLUMNS_LISTED])
+    if len(names) > _COLUMNS_LISTED:
+        shown += f", ... ({len(names) - _COLUMNS_LISTED} more)"
+    hint = ""
+    if close:
+        case = " names are case-sensitive" if close[0].lower() == name.lower() else ""
+        hint = f" (did you mean {' or '.join(repr(n) for n in close)}?{case})"
+    return f"unknown column {name!r}{hint}; available columns: {shown}"
+
+
 class _Translator:
     """Walks one sqlglot tree and builds the Expression, checking types as it goes."""
 
-    def __init__(self, predicate: str, schema: pa.Schema, physical: pa.Schema | None = None) -> None:
+    def __init__(
+        self,
+        predicate: str,
+        schema: pa.Schema,
+        physical: pa.Schema | None = None,
+        subject: str = "filter",
+        context: str = "",
+    ) -> None:
         self.predicate = predicate
+        self.source = _Source(predicate)
+        # how an error names the text: f"invalid {subject} 'text'{context}" ("invalid expression 'id +' for column 'x'")
+        self.subject = subject
+        self.context = context
         self.schema = schema
         self.physical = physical
         self.columns: set[str] = set()
@@ -291,13 +622,17 @@ class _Translator:
 
     # ---- entry points and errors
 
-    def fail(self, problem: str) -> PredicateError:
-        return PredicateError(f"invalid predicate {self.predicate!r}: {problem}")
+    def fail(self, problem: str, at: _Text | exp.Expression | tuple[int, int] | None = None) -> PredicateError:
+        """The error for `problem`, pointing at `at` in the text: a node (or the snippet of one), or a
+        character span (first, last)."""
+        node = at._node if isinstance(at, _Snippet) else at
+        span = self.source.span_of(node) if isinstance(node, exp.Expression) else node
+        return PredicateError(self.source.render(f"invalid {self.subject}", problem, span, self.context))
 
     def run(self) -> pc.Expression:
-        value = self.parse_value()
+        value = self.parse_value(condition=True)
         if _category(value.type) not in ("boolean", "null"):
-            raise self.fail(f"a predicate must be a boolean condition, but {value.sql!r} is {value.type}")
+            raise self.fail(f"a filter must be a boolean condition, but {value.sql!r} is {value.type}", value.sql)
         expr = value.expr if _category(value.type) == "boolean" else self._null_bool().expr
         try:  # the final bind, exactly as a scan will use it
             self._empty.to_table(filter=expr)
@@ -305,53 +640,66 @@ class _Translator:
             raise self.fail(_first_line(e)) from e
         return expr
 
-    def parse_value(self) -> _Value:
-        """Parse and translate the text as one expression of any type."""
+    def parse_value(self, condition: bool = False) -> _Value:
+        """Parse and translate the text as one expression of any type. `condition`: the text is a filter,
+        where FALSE and NULL both drop a row (so `x IN (...)` may answer FALSE for a NULL x); a value
+        (a projected column, an update) keeps SQL's NULL."""
         if not self.predicate.strip():
-            raise self.fail("the predicate is empty")
+            raise self.fail("it is empty")
         try:
             statements = [s for s in sqlglot.parse(self.predicate, dialect=_PredicateDialect) if s is not None]
+        except TokenError as e:
+            raise self.fail(*self.source.unreadable()) from e
         except ParseError as e:
-            details = e.errors[0] if e.errors else {}
-            where = ""
-            if details.get("line") is not None:
-                where = f" at line {details['line']}, column {details['col']}"
-                if details.get("highlight"):
-                    where += f" near {details['highlight']!r}"
-            raise self.fail(f"syntax error{where}: {details.get('description') or _first_line(e)}") from e
+            raise self.fail(*self.source.syntax_error(e.errors[0] if e.errors else {})) from e
         except SqlglotError as e:
             raise self.fail(f"syntax error: {_first_line(e)}") from e
         except RecursionError as e:
-            raise self.fail("the predicate is nested too deeply") from e
+            raise self.fail("it is nested too deeply") from e
         if not statements:
-            raise self.fail("the predicate is empty")
+            raise self.fail("it is empty")
         if len(statements) > 1:
-            raise self.fail(f"expected one expression, found {len(statements)} statements")
+            raise self.fail(
+                f"expected one expression, found {len(statements)} statements", self.source.statement_break()
+            )
         try:
-            return self.visit(statements[0], positive=True)
+            return self.visit(statements[0], positive=condition)
         except RecursionError as e:
-            raise self.fail("the predicate is nested too deeply") from e
+            raise self.fail("it is nested too deeply") from e
 
     def visit(self, node: exp.Expression, positive: bool = False) -> _Value:
         """Translate ``node``; ``positive`` is True while only AND/OR lie between it and the root."""
         handler = self._handlers.get(type(node))
         if handler is not None:
             return handler(node, positive)
-        raise self.fail(self._unsupported(node))
+        raise self._unsupported(node)
 
-    def _unsupported(self, node: exp.Expression) -> str:
+    def _unsupported(self, node: exp.Expression) -> PredicateError:
+        """The error for SQL this translator does not handle, pointing at it."""
         sql = self._sql(node)
         if isinstance(node, exp.Subquery | exp.Select | exp.Exists | exp.Query):
-            return f"subqueries are not supported: {sql!r}"
+            return self.fail(f"subqueries are not supported: {sql!r}", node)
         if isinstance(node, exp.Alias):
-            return f"unexpected text after the expression (aliases are not allowed): {sql!r}"
+            alias = node.args.get("alias")
+            return self.fail(
+                f"unexpected text after the expression (aliases are not allowed): {sql!r}",
+                alias if isinstance(alias, exp.Expression) else node,
+            )
         if isinstance(node, exp.Placeholder):
-            return f"parameters are not supported: {sql!r}"
+            return self.fail(f"parameters are not supported: {sql!r}", node)
         if isinstance(node, exp.Anonymous):
-            return f"unknown function {node.name}(): {sql!r}"
+            return self.fail(f"unknown function {node.name}(): {sql!r}", node)
         if isinstance(node, exp.Func) and not isinstance(node, exp.Case | exp.If):
-            return f"unsupported function {node.sql_name()}: {sql!r}"
-        return f"unsupported SQL construct {node.key.upper()}: {sql!r}"
+            return self.fail(f"unsupported function {node.sql_name()}: {sql!r}", node)
+        if isinstance(node, exp.Star):
+            return self.fail("'*' (every column) is not a value", node)
+        if isinstance(node, exp.Binary):
+            operator = self.source.between(node.this, node.expression)
+            if operator:
+                return self.fail(f"the operator {operator!r} is not supported: {sql!r}", node)
+        if isinstance(node, exp.Case | exp.If):
+            return self.fail(f"unsupported SQL construct CASE: {sql!r}", node)
+        return self.fail(f"unsupported SQL: {sql!r}", node)
 
     # ---- building blocks
 
@@ -371,12 +719,19 @@ class _Translator:
             probe = kernel(*[a.const if a.is_const else pa.array([], a.type) for a in args], **options)
             return _Value(kernel(*[a.expr for a in args], **options), probe.type, sql)
         except _ARROW_ERRORS as e:
-            operands = ", ".join(f"{a.sql} ({a.type})" for a in args)
-            raise self.fail(f"cannot evaluate {sql!r} with operands {operands}: {_first_line(e)}") from e
+            operands = " and ".join(f"{a.sql} ({a.type})" for a in args)
+            detail = _first_line(e)
+            if "no kernel matching" in detail or "not implemented" in detail.lower():
+                problem = f"{sql!r} is not defined for {operands}"
+            elif "overflow" in detail.lower():
+                problem = f"{sql!r} overflows its type ({operands})"
+            else:
+                problem = f"cannot compute {sql!r} from {operands}: {detail}"
+            raise self.fail(problem, sql) from e
 
     def _boolean(self, value: _Value, context: str) -> _Value:
         if _category(value.type) not in ("boolean", "null"):
-            raise self.fail(f"{context} needs a boolean operand, but {value.sql!r} is {value.type}")
+            raise self.fail(f"{context} needs a boolean operand, but {value.sql!r} is {value.type}", value.sql)
         if pa.types.is_null(value.type):  # a bare NULL is an unknown truth value
             return self._const(pa.scalar(None, pa.bool_()), value.sql)
         return value
@@ -422,7 +777,7 @@ class _Translator:
             truth = operand if target.this else self._call("invert", [operand], sql)
             # TRUE only where the operand is non-null and has the asked-for value; never NULL itself
             return self._call("and_kleene", [self._call("is_valid", [operand], sql), truth], sql)
-        raise self.fail(self._unsupported(node))
+        raise self._unsupported(node)
 
     # ---- comparisons
 
@@ -455,7 +810,8 @@ class _Translator:
         families = {_category(left.type), _category(right.type)} - {"null"}
         if len(families) > 1:
             raise self.fail(
-                f"type mismatch in {sql!r}: cannot compare {left.sql} ({left.type}) with {right.sql} ({right.type})"
+                f"type mismatch in {sql!r}: cannot compare {left.sql} ({left.type}) with {right.sql} ({right.type})",
+                sql,
             )
 
     def _coerce_const(self, const: _Value, other: _Value, sql: _Text) -> _Value:
@@ -481,7 +837,8 @@ class _Translator:
             except _ARROW_ERRORS as e:
                 raise self.fail(
                     f"type mismatch in {sql!r}: {const.sql} is not a valid {target} "
-                    f"to compare with {other.sql} ({_first_line(e)})"
+                    f"to compare with {other.sql}{_literal_hint(e)}",
+                    const.sql,
                 ) from e
         self._check_families(other, const, sql)
         try:
@@ -531,7 +888,8 @@ class _Translator:
         elif source.tz is not None and target.tz is None:
             raise self.fail(
                 f"type mismatch in {sql!r}: {other.sql} is a timestamp without time zone ({target}) "
-                f"but the literal has one ({source}); drop the offset from the literal"
+                f"but the literal has one ({source}); drop the offset from the literal",
+                sql,
             )
         try:
             return scalar.cast(target)
@@ -540,7 +898,7 @@ class _Translator:
 
     def _between(self, node: exp.Between, positive: bool) -> _Value:
         if node.args.get("symmetric"):
-            raise self.fail(self._unsupported(node))
+            raise self._unsupported(node)
         sql = self._sql(node)
         value = self.visit(node.this)
         low = self._compare("greater_equal", value, self.visit(node.args["low"]), sql)
@@ -550,7 +908,7 @@ class _Translator:
     def _in(self, node: exp.In, positive: bool) -> _Value:
         sql = self._sql(node)
         if node.args.get("query") is not None or not node.expressions:
-            raise self.fail(self._unsupported(node.args.get("query") or node))
+            raise self._unsupported(node.args.get("query") or node)
         value = self.visit(node.this)
         items = [self.visit(item) for item in node.expressions]
         if value.is_const or not all(item.is_const for item in items):
@@ -596,19 +954,21 @@ class _Translator:
         if isinstance(node, exp.Escape):
             escape_value = self.visit(node.expression)
             if not escape_value.is_const or _category(escape_value.type) != "string":
-                raise self.fail(f"ESCAPE needs a string literal: {sql!r}")
+                raise self.fail(f"ESCAPE needs a string literal: {sql!r}", escape_value.sql)
             escape = escape_value.const.as_py()
             if escape is None or len(escape) != 1:
-                raise self.fail(f"ESCAPE needs exactly one character: {sql!r}")
+                raise self.fail(f"ESCAPE needs exactly one character: {sql!r}", escape_value.sql)
             node = node.this
             if not isinstance(node, exp.Like | exp.ILike):
-                raise self.fail(self._unsupported(node))
+                raise self._unsupported(node)
         value = self._decoded(self.visit(node.this))
         pattern = self.visit(node.expression)
         if not pattern.is_const or _category(pattern.type) not in ("string", "null"):
-            raise self.fail(f"LIKE needs a string literal as its pattern: {sql!r}")
+            raise self.fail(f"LIKE needs a string literal as its pattern: {sql!r}", pattern.sql)
         if _category(value.type) != "string":
-            raise self.fail(f"type mismatch in {sql!r}: LIKE needs a string, but {value.sql} is {value.type}")
+            raise self.fail(
+                f"type mismatch in {sql!r}: LIKE needs a string, but {value.sql} is {value.type}", value.sql
+            )
         if not pattern.const.is_valid:
             return self._null_bool()
         text = pattern.const.as_py()
@@ -652,11 +1012,11 @@ class _Translator:
     def _check_numeric(self, value: _Value, sql: _Text, allow_temporal: bool = False) -> None:
         allowed = {"number", "null"} | ({"datetime", "time", "duration"} if allow_temporal else set())
         if _category(value.type) not in allowed:
-            raise self.fail(f"type mismatch in {sql!r}: {value.sql} is {value.type}, not a number")
+            raise self.fail(f"type mismatch in {sql!r}: {value.sql} is {value.type}, not a number", value.sql)
 
     def _check_not_zero(self, value: _Value, sql: _Text) -> None:
         if value.is_const and value.const.is_valid and value.const.as_py() == 0:
-            raise self.fail(f"division by zero in {sql!r}")
+            raise self.fail(f"division by zero in {sql!r}", value.sql)
 
     # ---- leaves
 
@@ -675,19 +1035,19 @@ class _Translator:
                 return self._const(pa.scalar(value, pa.uint64()), sql, text)
             if len(str(abs(value))) <= 38:
                 return self._const(pa.scalar(decimal.Decimal(value), pa.decimal128(38, 0)), sql, text)
-            raise self.fail(f"integer literal {text} is out of range")
+            raise self.fail(f"integer literal {text} is out of range", sql)
         try:
             number = float(text)
         except ValueError:
             number = math.nan
         if not math.isfinite(number):
-            raise self.fail(f"not a finite number: {text}")
+            raise self.fail(f"not a finite number: {text}", sql)
         return self._const(pa.scalar(number, pa.float64()), sql, text)
 
     def _column(self, node: exp.Column | exp.Dot, positive: bool) -> _Value:
         parts = _column_parts(node)
         if parts is None:
-            raise self.fail(self._unsupported(node))
+            raise self._unsupported(node)
         sql = self._sql(node)
         path, field = self._resolve(parts, sql)
         self.columns.add(path[0])
@@ -711,22 +1071,21 @@ class _Translator:
             parts = [".".join(parts)]  # an unquoted reference to a column whose name contains dots
         head = parts[0]
         if head not in names:
-            hint = [n for n in names if n.lower() == head.lower()]
-            did_you_mean = f" (did you mean {hint[0]!r}? names are case-sensitive)" if hint else ""
-            raise self.fail(f"unknown column {head!r}{did_you_mean}; available columns: {', '.join(names)}")
+            raise self.fail(unknown_column_problem(head, names), sql)
         if names.count(head) > 1:
-            raise self.fail(f"column {head!r} is ambiguous: the schema has it {names.count(head)} times")
+            raise self.fail(f"column {head!r} is ambiguous: the schema has it {names.count(head)} times", sql)
         field = self.schema.field(head)
         for depth, part in enumerate(parts[1:], start=1):
             if not pa.types.is_struct(field.type):
                 raise self.fail(
-                    f"{'.'.join(parts[:depth])!r} is {field.type}, not a struct, so it has no field {part!r}"
+                    f"{'.'.join(parts[:depth])!r} is {field.type}, not a struct, so it has no field {part!r}", sql
                 )
             children = [field.type.field(i).name for i in range(field.type.num_fields)]
             if part not in children:
                 raise self.fail(
                     f"unknown field {part!r} in struct column {'.'.join(parts[:depth])!r}; "
-                    f"its fields: {', '.join(children)}"
+                    f"its fields: {', '.join(children)}",
+                    sql,
                 )
             field = field.type.field(part)
         return parts, field
@@ -734,15 +1093,18 @@ class _Translator:
     def _cast(self, node: exp.Cast, positive: bool) -> _Value:
         sql = self._sql(node)
         if isinstance(node, exp.TryCast) or node.args.get("format") is not None:
-            raise self.fail(self._unsupported(node))
+            raise self._unsupported(node)
         target = self._arrow_type(node.to, sql)
         value = self.visit(node.this)
+        if pa.types.is_floating(value.type) and pa.types.is_integer(target):
+            # SQL (DataFusion, PostgreSQL's trunc) drops the fraction; Arrow's safe cast would fail mid-scan
+            value = self._call("trunc", [value], sql)
         if not value.is_const:
             try:
                 pc.cast(pa.array([], value.type), target)  # raises for a pair Arrow cannot cast
                 return _Value(value.expr.cast(target), target, sql)
             except _ARROW_ERRORS as e:
-                raise self.fail(f"cannot cast {value.sql} ({value.type}) to {target}: {_first_line(e)}") from e
+                raise self.fail(f"cannot cast {value.sql} ({value.type}) to {target}", sql) from e
         scalar = value.const
         try:
             if _category(value.type) == "string" and pa.types.is_timestamp(target):
@@ -757,7 +1119,7 @@ class _Translator:
                 return self._const(self._parse_string(scalar.as_py(), target), sql)
             return self._const(scalar.cast(target), sql)
         except _ARROW_ERRORS as e:
-            raise self.fail(f"cannot cast {value.sql} to {target}: {_first_line(e)}") from e
+            raise self.fail(f"cannot cast {value.sql} to {target}{_literal_hint(e)}", sql) from e
 
     def _arrow_type(self, data_type: exp.DataType, sql: _Text) -> pa.DataType:
         name = data_type.this.name
@@ -767,7 +1129,7 @@ class _Translator:
         if name in _TIMESTAMP_TYPES:
             precision = params[0] if params else 6
             if precision not in _TIMESTAMP_UNITS:
-                raise self.fail(f"unsupported timestamp precision {precision} in {sql!r} (use 0, 3, 6 or 9)")
+                raise self.fail(f"unsupported timestamp precision {precision} in {sql!r} (use 0, 3, 6 or 9)", sql)
             return pa.timestamp(_TIMESTAMP_UNITS[precision], _TIMESTAMP_TYPES[name])
         if name == "DECIMAL":
             # DECIMAL alone is DataFusion's default; DECIMAL(p) has scale 0, as in standard SQL
@@ -775,8 +1137,8 @@ class _Translator:
             try:
                 return pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(precision, scale)
             except _ARROW_ERRORS + (ValueError,) as e:
-                raise self.fail(f"bad DECIMAL({precision}, {scale}) in {sql!r}: {_first_line(e)}") from e
-        raise self.fail(f"unsupported type {data_type.sql(dialect=_PredicateDialect)} in {sql!r}")
+                raise self.fail(f"bad DECIMAL({precision}, {scale}) in {sql!r}: {_first_line(e)}", sql) from e
+        raise self.fail(f"unsupported type {data_type.sql(dialect=_PredicateDialect)} in {sql!r}", sql)
 
     # ---- functions
 
@@ -790,7 +1152,7 @@ class _Translator:
         if isinstance(node, exp.Length) and family == "binary":
             return self._call("binary_length", [value], sql)
         if family not in ("string", "null"):
-            raise self.fail(f"type mismatch in {sql!r}: {value.sql} is {value.type}, not a string")
+            raise self.fail(f"type mismatch in {sql!r}: {value.sql} is {value.type}, not a string", value.sql)
         function = {exp.Lower: "utf8_lower", exp.Upper: "utf8_upper", exp.Length: "utf8_length"}[type(node)]
         return self._call(function, [value], sql)
 
@@ -808,16 +1170,18 @@ class _Translator:
         sql = self._sql(node)
         value, pattern = self._decoded(self.visit(node.this)), self.visit(node.expression)
         if not pattern.is_const or _category(pattern.type) not in ("string", "null"):
-            raise self.fail(f"{node.sql_name().lower()}() needs a string literal as its second argument: {sql!r}")
+            raise self.fail(
+                f"{node.sql_name().lower()}() needs a string literal as its second argument: {sql!r}", pattern.sql
+            )
         if _category(value.type) != "string":
-            raise self.fail(f"type mismatch in {sql!r}: {value.sql} is {value.type}, not a string")
+            raise self.fail(f"type mismatch in {sql!r}: {value.sql} is {value.type}, not a string", value.sql)
         if not pattern.const.is_valid:
             return self._null_bool()
         function = "starts_with" if isinstance(node, exp.StartsWith) else "ends_with"
         return self._call(function, [value], sql, pattern=pattern.const.as_py())
 
     def _sql(self, node: exp.Expression) -> _Snippet:
-        return _Snippet(node)
+        return _Snippet(node, self.source)
 
 
 def _column_parts(node: exp.Expression) -> list[str] | None:
@@ -979,8 +1343,7 @@ class BoundFilter:
             unknown = [path[0] for path in tree.field_paths() if path[0] not in schema.names]
             if unknown:
                 raise PredicateError(
-                    f"invalid filter expression {filter}: unknown column {unknown[0]!r}; "
-                    f"available columns: {', '.join(schema.names)}"
+                    f"invalid filter expression {filter}: {unknown_column_problem(unknown[0], schema.names)}"
                 )
         _validate_expression(filter, schema)
         if tree is None:

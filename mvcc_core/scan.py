@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -56,7 +56,7 @@ from .parquet_io import (
     read_row_groups,
     row_address,
 )
-from .predicate import BoundFilter, filter_cache_key
+from .predicate import BoundFilter, Projection, filter_cache_key, unknown_column_problem
 from .row_group_stats import StatisticsCheck, Verdict, statistics_check
 from .row_ids import ROW_ID
 from .storage import ObjectStore
@@ -135,7 +135,7 @@ class Scan:
         self,
         store: ObjectStore,
         manifest: pb.Manifest,
-        columns: Sequence[str] | None = None,
+        columns: Sequence[str] | Mapping[str, str] | Projection | None = None,
         filter: str | pc.Expression | None = None,  # noqa: A002 - pylance's name
         with_row_address: bool = False,
         batch_size: int = DEFAULT_BATCH_SIZE,
@@ -143,16 +143,31 @@ class Scan:
         with_row_id: bool = False,
         use_index: bool = True,
     ) -> None:
+        """`columns`: table column names, or (pylance's shape) a dict of output column name -> SQL
+        expression over the table's columns (`{"total": "price * qty", "id": "id"}`), evaluated per batch."""
         self.store = store
         self.manifest = manifest
         self._schema_key, self.table_schema, self.physical_schema, self._field_ids = _schemas(manifest)
+        # the extra columns after the table's, in output order
+        self._extra = ([ROW_ID] if with_row_id else []) + ([ROW_ADDRESS] if with_row_address else [])
+        self._projection: Projection | None = None
+        if isinstance(columns, str):
+            raise TypeError(f"columns must be a list of column names or a dict of name -> SQL, not the str {columns!r}")
+        if isinstance(columns, Mapping):
+            columns = Projection.bind(columns, self.table_schema)
+        if isinstance(columns, Projection):
+            clash = [n for n in columns.schema.names if n in self._extra]
+            if clash:
+                raise ValueError(f"columns: {clash[0]!r} is the name of the row id / row address column asked for")
+            self._projection = columns
+            columns = list(columns.columns)
         if columns is not None:
             columns = list(columns)
             unknown = [c for c in columns if c not in self.table_schema.names]
             if unknown:
                 raise SchemaError(
-                    f"table {store.uri} version {manifest.version} has no column(s) {unknown}; "
-                    f"columns are {self.table_schema.names}"
+                    f"table {store.uri} version {manifest.version}: "
+                    f"{unknown_column_problem(unknown[0], self.table_schema.names)}"
                 )
         self.columns = columns if columns is not None else list(self.table_schema.names)
         # The filter (SQL or Expression) is bound once: pushed into Parquet on physical columns, its
@@ -180,8 +195,6 @@ class Scan:
         self.with_row_address = with_row_address
         self.with_row_id = with_row_id
         self._stable_ids = row_ids.enabled(manifest)
-        # the extra columns after the table's, in output order
-        self._extra = ([ROW_ID] if with_row_id else []) + ([ROW_ADDRESS] if with_row_address else [])
         self.batch_size = batch_size
         self.fragments = list(manifest.fragments if fragments is None else fragments)
         self._format = PARQUET_LOCAL if store.scheme == "file" else PARQUET
@@ -192,7 +205,10 @@ class Scan:
 
     @property
     def output_schema(self) -> pa.Schema:
-        out = pa.schema([self.table_schema.field(c) for c in self.columns], metadata=self.table_schema.metadata)
+        if self._projection is not None:
+            out = self._projection.schema.with_metadata(self.table_schema.metadata)
+        else:
+            out = pa.schema([self.table_schema.field(c) for c in self.columns], metadata=self.table_schema.metadata)
         for name in self._extra:
             out = out.append(pa.field(name, pa.uint64(), nullable=False))
         return out
@@ -307,11 +323,24 @@ class Scan:
             table = pa.Table.from_batches([table])
         if self._post_filter is not None:
             table = table.filter(self._post_filter)
-        table = table.select(self.columns + self._extra)
+        table = self._output(table)
         out_schema = self.output_schema
         for batch in table.to_batches(max_chunksize=self.batch_size):
             if batch.num_rows:
                 yield pa.RecordBatch.from_arrays(batch.columns, schema=out_schema) if batch.num_columns else batch
+
+    def _output(self, table: pa.Table) -> pa.Table:
+        """The output columns of relabelled rows: the columns asked for (or the projection's expressions,
+        computed), then `_rowid` / `_rowaddr`."""
+        if self._projection is None:
+            return table.select(self.columns + self._extra)
+        source = table.select(list(self._projection.columns))
+        if not source.num_columns:  # constant expressions: a column of nulls carries the row count
+            source = pa.table({"__mvcc_rows": pa.nulls(table.num_rows)})
+        out = self._projection.evaluate(source)
+        for name in self._extra:
+            out = out.append_column(name, table.column(name))
+        return out
 
     def _keep(self, table: pa.Table, frag: pb.DataFragment, offsets: np.ndarray) -> pa.Table:
         """Add row ids / addresses, drop deleted rows, apply the pushed-down filter."""
@@ -449,7 +478,9 @@ class Scan:
                 return self.output_schema.empty_table()
             starts = np.cumsum([0] + [f.physical_rows for f in fragments], dtype=np.int64)
             if self.filter is not None and not all(whole):
-                mask = self._match_mask(table.select(self._physical(self._filter_columns) or needed[:1]), starts, whole)
+                # a constant filter (`true`, `1 = 2`) reads no column: evaluate it over the column read to count rows
+                evaluated = self._physical(self._filter_columns or needed[:1])
+                mask = self._match_mask(table.select(evaluated), starts, whole)
             table = table.select(self._physical(keep))
         else:
             projection = {p: pc.field(p) for p in self._physical(keep)}
@@ -725,7 +756,7 @@ class Scan:
         return Scan(
             self.store,
             self.manifest,
-            self.columns,
+            self._projection if self._projection is not None else self.columns,
             self._filter_input,
             self.with_row_address,
             self.batch_size,
@@ -813,7 +844,8 @@ class Scan:
                         columns=self._physical(names), filter=self.filter, use_threads=True
                     )
             table = schema_mod.relabel(table, pa.schema([self.table_schema.field(n) for n in names]))
-            return pa.Table.from_arrays(table.select(self.columns).columns, schema=self.output_schema)
+            out = self._output(table)
+            return pa.Table.from_arrays(out.columns, schema=self.output_schema) if out.num_columns else out
         if not runs:
             return self.output_schema.empty_table()
         return pa.Table.from_batches(list(self.to_batches()), schema=self.output_schema)
@@ -821,8 +853,8 @@ class Scan:
     def count_rows(self) -> int:
         if self.filter is None and self._post_filter is None:
             return sum(live_rows(f) for f in self.fragments)
-        saved = self.columns
-        self.columns = []
+        saved, projection = self.columns, self._projection
+        self.columns, self._projection = [], None
         try:
             if self._index_choice() is not None:
                 return sum(b.num_rows for b in self.to_batches())
@@ -835,7 +867,7 @@ class Scan:
                         total += sum(b.num_rows for b in self._run_batches(path, fragments))
             return total
         finally:
-            self.columns = saved
+            self.columns, self._projection = saved, projection
 
 
 def _evaluate(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray:

@@ -6,7 +6,9 @@ primitive from the store, and this module is where each backend provides it:
 
 * local: a fully written and fsynced temporary file is hard-linked to its final name (``os.link`` fails if
   the name is taken), so the name appears atomically and at most once;
-* memory: a process-wide lock around check-and-set;
+* memory: a process-wide lock around check-and-set. ``memory://`` is one store per process, shared by every
+  handle (a table written to ``memory://x`` is there for ``open_table("memory://x")``; pylance gives each
+  handle a store of its own, see docs/pylance_compat.md);
 * S3: ``PutObject`` with ``If-None-Match: *`` (a 412 or 409 answer means another writer won).
 
 Other fsspec protocols have neither primitive: they can be read and written, but committing to them needs
@@ -256,9 +258,18 @@ class _Backend:
 
 
 class _MemoryBackend(_Backend):
-    """fsspec's in-memory filesystem; its dict is process-wide, so is the lock that guards check-and-set."""
+    """fsspec's in-memory filesystem; its dict is process-wide, so is the lock that guards check-and-set.
+
+    The filesystem keys every object by an absolute path ("/t/_versions/1.manifest"); a table at the root
+    of the store (``memory://``, root "") has its objects at "/<rel>", so that listings find them.
+    """
 
     atomic = True
+
+    def full(self, rel: str) -> str:
+        if self.root:
+            return super().full(rel)
+        return f"/{rel}"
 
     def put(self, rel: str, data: bytes) -> None:
         with _MEMORY_LOCK:

@@ -373,16 +373,18 @@ class Table:
 
     def scanner(
         self,
-        columns: Sequence[str] | None = None,
+        columns: Sequence[str] | Mapping[str, str] | None = None,
         filter: str | pc.Expression | None = None,  # noqa: A002 - pylance's name
         *,
         with_row_address: bool = False,
         batch_size: int = DEFAULT_BATCH_SIZE,
         with_row_id: bool = False,
     ) -> Scan:
-        """A scan of this version. `filter`: a SQL predicate or a pyarrow Expression (pushed down and
-        answered from scalar indices alike). `with_row_id`: a `_rowid` column (stable ids if the table has
-        them, else the row address). `with_row_address`: a `_rowaddr` column."""
+        """A scan of this version. `columns`: column names, or a dict of output name -> SQL expression over the
+        table's columns (pylance's shape: `{"total": "price * qty"}`, the SQL filters accept). `filter`: a SQL
+        predicate or a pyarrow Expression over the table's columns (pushed down and answered from scalar
+        indices alike). `with_row_id`: a `_rowid` column (stable ids if the table has them, else the row
+        address). `with_row_address`: a `_rowaddr` column."""
         return Scan(
             self._state.store,
             self.manifest,
@@ -395,7 +397,7 @@ class Table:
 
     def to_table(
         self,
-        columns: Sequence[str] | None = None,
+        columns: Sequence[str] | Mapping[str, str] | None = None,
         filter: str | pc.Expression | None = None,  # noqa: A002
         *,
         limit: int | None = None,
@@ -412,7 +414,7 @@ class Table:
 
     def to_batches(
         self,
-        columns: Sequence[str] | None = None,
+        columns: Sequence[str] | Mapping[str, str] | None = None,
         filter: str | pc.Expression | None = None,  # noqa: A002
         *,
         with_row_address: bool = False,
@@ -428,11 +430,13 @@ class Table:
         """All rows of this version as a `pyarrow.RecordBatchReader` (what Arrow consumers take)."""
         return self.scanner().to_reader()
 
-    def head(self, num_rows: int = 5, columns: Sequence[str] | None = None) -> pa.Table:
+    def head(self, num_rows: int = 5, columns: Sequence[str] | Mapping[str, str] | None = None) -> pa.Table:
         """The first `num_rows` rows (pylance's `head`)."""
         return self.to_table(columns, limit=num_rows)
 
-    def take(self, indices: Sequence[int] | np.ndarray, columns: Sequence[str] | None = None) -> pa.Table:
+    def take(
+        self, indices: Sequence[int] | np.ndarray, columns: Sequence[str] | Mapping[str, str] | None = None
+    ) -> pa.Table:
         """The rows at these positions of this version (0 is the first live row), in the order given.
 
         Only the fragments holding a requested row are read. IndexError names a position past the end.

@@ -7,6 +7,8 @@ sides of the difference documented in docs/pylance_compat.md, so that a change o
 
 from __future__ import annotations
 
+import math
+import random
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -204,3 +206,229 @@ def test_mvcc_extras_kept(tmp_path: Path) -> None:
     assert t.versions()[-1]["metadata"] == {"k": "v"}
     t.tags.create("v1", 1)
     assert t.checkout_version("v1").count_rows() == 5
+
+
+# ---- constant filters: pylance is the authority ----------------------------------------------------
+
+CONSTANT_FILTERS = [
+    "true",
+    "false",
+    "NOT true",
+    "1 = 1",
+    "1 = 2",
+    "true AND id > 3",
+    "NOT NULL",
+    "NULL OR id > 12",
+    "CAST(NULL AS BOOLEAN)",
+    "id > 3 OR true",
+]
+
+
+def constant_filter_answers(write: Callable[..., Any], path: Path, with_deletion: bool) -> dict[str, Any]:
+    """Every constant filter through to_table, count_rows, a scanner, an index-backed scan, update and
+    delete; four fragments, one with a deletion vector when asked."""
+    out: dict[str, Any] = {}
+    for number, sql in enumerate(CONSTANT_FILTERS):
+        ds = write(data(), path / str(number), mode="create", max_rows_per_file=5)
+        if with_deletion:
+            ds.delete("id = 6")
+        out[f"to_table {sql}"] = sorted(ds.to_table(filter=sql)["id"].to_pylist())
+        out[f"count_rows {sql}"] = ds.count_rows(filter=sql)
+        out[f"scanner {sql}"] = sorted(ds.scanner(columns=["id"], filter=sql).to_table()["id"].to_pylist())
+        ds.create_scalar_index("id", "BTREE")
+        out[f"indexed {sql}"] = sorted(ds.to_table(columns=["v"], filter=sql)["v"].to_pylist())
+        out[f"update {sql}"] = ds.update({"v": "'u'"}, where=sql)["num_rows_updated"]
+        out[f"delete {sql}"] = ds.delete(sql)["num_deleted_rows"]
+        out[f"left {sql}"] = sorted(ds.to_table()["id"].to_pylist())
+    return out
+
+
+@needs_lance
+@pytest.mark.parametrize("with_deletion", [False, True], ids=["plain", "with-deletion"])
+def test_constant_filters_answer_as_pylance(tmp_path: Path, with_deletion: bool) -> None:
+    ours = constant_filter_answers(mvcc.write_table, tmp_path / "mvcc", with_deletion)
+    theirs = constant_filter_answers(lance.write_dataset, tmp_path / "lance", with_deletion)
+    assert ours == theirs
+    assert ours["delete true"] == (19 if with_deletion else 20) and ours["left true"] == []
+
+
+@needs_lance
+def test_difference_bare_null_filter_and_constant_columns(tmp_path: Path) -> None:
+    """A bare `NULL` filter: pylance refuses it (not a boolean), mvcc reads it as SQL's unknown (no row
+    matches, as `CAST(NULL AS BOOLEAN)` in both). A column of constants: pylance refuses a scan that reads
+    no column, mvcc gives the constant on every row."""
+    ds = lance.write_dataset(data(5), tmp_path / "lance")
+    with pytest.raises(ValueError, match="does not return a boolean"):
+        ds.to_table(filter="NULL")
+    with pytest.raises(ValueError, match="at least one column"):
+        ds.to_table(columns={"one": "1"})
+    t = mvcc.write_table(data(5), tmp_path / "mvcc")
+    assert t.to_table(filter="NULL").num_rows == 0 and t.delete("NULL") == {"num_deleted_rows": 0}
+    assert t.to_table(columns={"one": "1"}).to_pydict() == {"one": [1] * 5}
+
+
+# ---- memory:// --------------------------------------------------------------------------------------
+
+# the directories a table at the root of the memory store writes (removed after the tests that make one)
+ROOT_TABLE_DIRECTORIES = ["_versions", "_transactions", "data", "_deletions", "_indices", "_refs"]
+
+
+@pytest.fixture
+def memory_root() -> Any:
+    """`memory://`, the root of the process-wide memory store; the table made there is removed afterwards."""
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    yield "memory://"
+    for directory in ROOT_TABLE_DIRECTORIES:
+        if MemoryFileSystem().exists(f"/{directory}"):
+            MemoryFileSystem().rm(f"/{directory}", recursive=True)
+
+
+@pytest.mark.parametrize("rows", [0, 5], ids=["empty", "rows"])
+def test_memory_root_takes_commits(memory_root: str, rows: int) -> None:
+    """A table at `memory://` (no path) lists its own versions: writes after the first one commit."""
+    t = mvcc.write_table(data(5).slice(0, rows), memory_root)
+    t.append(data(3))
+    assert t.delete("id = 1")["num_deleted_rows"] == 1 + (rows > 1)
+    t.delete("true")
+    assert (t.version, t.count_rows()) == (4, 0)
+    assert [v["version"] for v in t.versions()] == [1, 2, 3, 4]
+
+
+@needs_lance
+def test_difference_memory_store_is_shared_per_process(memory_root: str, memory_uri: str) -> None:
+    """pylance: each `memory://` handle is a store of its own. mvcc: one store per process, so a table
+    written to `memory://x` is there for `open_table("memory://x")` (Dagster assets, the CLI in-process)."""
+    ds = lance.write_dataset(data(5), "memory://")
+    ds.delete("true")
+    with pytest.raises(ValueError, match="not found"):
+        lance.dataset("memory://")
+    assert lance.write_dataset(data(5), "memory://").version == 1  # a new, separate store
+
+    t = mvcc.write_table(data(5), memory_root)
+    assert mvcc.open_table("memory://").count_rows() == 5
+    with pytest.raises(mvcc.TableExistsError):
+        mvcc.write_table(data(5), "memory://")
+    mvcc.write_table(data(2), memory_uri)
+    assert mvcc.open_table(memory_uri).count_rows() == 2 and t.count_rows() == 5
+
+
+# ---- columns={name: SQL expression} -----------------------------------------------------------------
+
+
+def expression_data(n: int = 40) -> pa.Table:
+    rng = random.Random(5)
+    return pa.table(
+        {
+            "id": pa.array(range(n), pa.int64()),
+            "a": pa.array([None if rng.random() < 0.2 else rng.randint(-5, 5) for _ in range(n)], pa.int64()),
+            "f": pa.array([None if rng.random() < 0.2 else round(rng.uniform(-3, 3), 2) for _ in range(n)]),
+            "s": pa.array([None if rng.random() < 0.2 else rng.choice("xyz") + rng.choice("aB") for _ in range(n)]),
+        }
+    )
+
+
+def random_value_expression(rng: random.Random, depth: int = 0) -> str:
+    """A SQL value over expression_data()'s columns that pylance and mvcc both evaluate."""
+    if depth >= 2 or rng.random() < 0.3:
+        return rng.choice(["id", "a", "a", f"{rng.randint(-4, 4)}", f"coalesce(a, {rng.randint(0, 3)})", "abs(a)"])
+    kind = rng.randrange(4)
+    left, right = random_value_expression(rng, depth + 1), random_value_expression(rng, depth + 1)
+    if kind == 0:
+        return f"({left}) {rng.choice(['+', '-', '*'])} ({right})"
+    if kind == 1:
+        return f"({left}) % {rng.choice([2, 3, -4])}"
+    if kind == 2:
+        return f"({left}) / {rng.choice([2, 3, -5])}"
+    return f"-({left})"
+
+
+def random_condition(rng: random.Random) -> str:
+    kind = rng.randrange(6)
+    if kind == 0:
+        return f"a {rng.choice(['=', '<>', '<', '>='])} {rng.randint(-3, 3)}"
+    if kind == 1:
+        return f"a {rng.choice(['IN', 'NOT IN'])} ({rng.randint(-3, 3)}, {rng.randint(-3, 3)})"
+    if kind == 2:
+        return f"s LIKE '{rng.choice(['x%', '%a', '_B'])}'"
+    if kind == 3:
+        return f"f {rng.choice(['<', '>'])} {round(rng.uniform(-2, 2), 1)} OR a IS NULL"
+    if kind == 4:
+        return f"NOT (a BETWEEN {rng.randint(-4, 0)} AND {rng.randint(0, 4)})"
+    return f"CAST(f AS BIGINT) = {rng.randint(-2, 2)}"
+
+
+def projections(seed: int, count: int) -> list[dict[str, str]]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        columns = {"x": random_value_expression(rng), "c": random_condition(rng)}
+        columns[rng.choice(["id", "s_lower"])] = rng.choice(["id", "lower(s)", "upper(s)", "f * 2"])
+        out.append(columns)
+    return out
+
+
+def projected(write: Callable[..., Any], path: Path, seed: int) -> list[Any]:
+    ds = write(expression_data(), path, mode="create", max_rows_per_file=15)
+    ds.delete("id % 6 = 1")
+    out = []
+    for columns in projections(seed, 25):
+        out.append(ds.to_table(columns=columns).to_pydict())
+        out.append(ds.to_table(columns=columns, filter="id > 7", limit=9, offset=2).to_pydict())
+        out.append(ds.take([0, 5, 3], columns=columns).to_pydict())
+    ds.create_scalar_index("a", "BTREE")
+    out.append(ds.to_table(columns={"twice": "a * 2", "id": "id"}, filter="a = 2").to_pydict())
+    out.append(ds.head(3, columns={"n": "id + 1"}).to_pydict())
+    batches = list(ds.to_batches(columns={"n": "id + a"}, filter="a IS NOT NULL"))
+    out.append(pa.Table.from_batches(batches).to_pydict())
+    out.append(ds.to_table(columns={"n": "id * 2"}, with_row_address=True).to_pydict())
+    return out
+
+
+def close(ours: Any, theirs: Any) -> bool:
+    if isinstance(ours, dict):
+        return ours.keys() == theirs.keys() and all(close(ours[k], theirs[k]) for k in ours)
+    if isinstance(ours, list):
+        return len(ours) == len(theirs) and all(close(a, b) for a, b in zip(ours, theirs, strict=True))
+    if isinstance(ours, float) and isinstance(theirs, float):
+        return math.isclose(ours, theirs, rel_tol=1e-12, abs_tol=1e-12)
+    return ours == theirs and type(ours) is type(theirs)
+
+
+@needs_lance
+@pytest.mark.parametrize("seed", range(2))
+def test_column_expressions_evaluate_as_pylance(tmp_path: Path, seed: int) -> None:
+    """`columns={name: SQL}` (to_table, take, head, to_batches, with a filter, an index, limit and offset,
+    row addresses, deletion vectors): the values pylance computes, NULLs and SQL's `%` and `/` included."""
+    ours = projected(mvcc.write_table, tmp_path / "mvcc", seed)
+    theirs = projected(lance.write_dataset, tmp_path / "lance", seed)
+    for index, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+        assert close(a, b), (index, a, b)
+
+
+def test_column_expressions_are_never_ignored(tmp_path: Path) -> None:
+    """An alias that is also a column name computes the expression; the filter reads the table's column."""
+    t = mvcc.write_table(data(6), tmp_path / "t")
+    assert t.to_table(columns={"id": "id * 2"}, filter="id > 3").to_pydict() == {"id": [8, 10]}
+    assert t.scanner(columns={"v": "upper(v)", "id": "id"}).output_schema.names == ["v", "id"]
+    assert t.to_table(columns={"one": "1"}, filter="id < 2").to_pydict() == {"one": [1, 1]}
+
+
+@pytest.mark.parametrize(
+    ("columns", "error", "words"),
+    [
+        ({"x": "idd + 1"}, mvcc.PredicateError, ["invalid expression 'idd + 1' for column 'x'", "did you mean 'id'"]),
+        ({"x": "id +"}, mvcc.PredicateError, ["for column 'x'", "      ^ expected an expression after '+'"]),
+        ({"x": 3}, TypeError, ["the expression for column 'x' must be a SQL string, got int 3"]),
+        ({"": "id"}, TypeError, ["output column name must be a non-empty string"]),
+        ({"_rowaddr": "id"}, ValueError, ["'_rowaddr' is the name of the row id / row address column"]),
+        ("id", TypeError, ["not the str 'id'"]),
+        (["idd"], mvcc.SchemaError, ["unknown column 'idd' (did you mean 'id'?)"]),
+    ],
+)
+def test_bad_columns_say_what_is_wrong(tmp_path: Path, columns: Any, error: type, words: list[str]) -> None:
+    t = mvcc.write_table(data(3), tmp_path / "t")
+    with pytest.raises(error) as info:
+        t.to_table(columns=columns, with_row_address=True)
+    for word in words:
+        assert word in str(info.value)
