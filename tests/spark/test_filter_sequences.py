@@ -95,21 +95,36 @@ def core_ids(table: mvcc_core.Table, predicate: str | None) -> list[int]:
     return sorted(table.to_table(columns=["id"], filter=predicate).column("id").to_pylist())
 
 
-def run_sequence(session: Any, uri: str, rng: random.Random) -> None:
-    """Load one DataFrame, then run SEQUENCE_LENGTH random filters on it and on fresh DataFrames; an
-    append lands after a random query. Asserts every answer."""
+def both(base: str | None, predicate: str | None) -> str | None:
+    """The AND of two optional filters."""
+    if base is None or predicate is None:
+        return base or predicate
+    return f"({base}) AND ({predicate})"
+
+
+def run_sequence(
+    uri: str, rng: random.Random, shared: Any, fresh: Callable[[], Any] | None = None, base: str | None = None
+) -> None:
+    """Run SEQUENCE_LENGTH random filters on the DataFrame `shared` (loaded from `uri` just before, with the
+    filter `base` if any) and on a `fresh()` one each; an append lands after a random query. Every answer is
+    the core's: `shared`'s at the version it was loaded at, the fresh ones' at the latest."""
     loaded = mvcc_core.open_table(uri)
-    shared = session.read.format("mvcc").option("rows_per_partition", 700).load(uri)
     append_after = rng.randrange(SEQUENCE_LENGTH)
     latest = loaded
     for step in range(SEQUENCE_LENGTH):
         predicate = random_filter(rng)
-        assert spark_ids(shared, predicate) == core_ids(loaded, predicate), (step, predicate)
-        fresh = session.read.format("mvcc").load(uri)
-        assert spark_ids(fresh, predicate) == core_ids(latest, predicate), (step, predicate)
+        assert spark_ids(shared, predicate) == core_ids(loaded, both(base, predicate)), (step, predicate)
+        if fresh is not None:
+            assert spark_ids(fresh(), predicate) == core_ids(latest, predicate), (step, predicate)
         if step == append_after:
             latest = mvcc_core.open_table(uri)
             latest.append(random_rows(rng, ROWS + step * 100, 100))
+
+
+def run_source_sequence(session: Any, uri: str, rng: random.Random) -> None:
+    """`run_sequence` on `format("mvcc")` DataFrames."""
+    shared = session.read.format("mvcc").option("rows_per_partition", 700).load(uri)
+    run_sequence(uri, rng, shared, lambda: session.read.format("mvcc").load(uri))
 
 
 @pytest.mark.parametrize("pushdown", ["true", "false"])
@@ -119,7 +134,7 @@ def test_filter_sequences_on_one_dataframe(spark: Any, tmp_path: Any, seed: int,
     uri = str(tmp_path / "t")
     make_table(uri, rng)
     with conf(spark, PUSHDOWN, pushdown):
-        run_sequence(spark, uri, rng)
+        run_source_sequence(spark, uri, rng)
 
 
 def test_the_reported_sequence(spark: Any, tmp_path: Any) -> None:
@@ -139,4 +154,18 @@ def test_filter_sequence_on_spark_connect(connect: Any, tmp_path: Any) -> None:
     uri = str(tmp_path / "t")
     make_table(uri, rng)
     with conf(connect, PUSHDOWN, "true"):
-        run_sequence(connect, uri, rng)
+        run_source_sequence(connect, uri, rng)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_filter_sequence_on_a_dataframe_of_read(spark: Any, tmp_path: Any, native: bool) -> None:
+    """`mvcc_core.spark.read(filter=...)`: Spark's Parquet reader over the files the filter keeps (native) or
+    the data source; later queries on its DataFrame filter those rows further."""
+    from mvcc_core.spark import read
+
+    rng = random.Random(5 + native)
+    uri = str(tmp_path / "t")
+    make_table(uri, rng)
+    base = rng.choice(PUSHED)(rng)
+    with conf(spark, PUSHDOWN, "true"):
+        run_sequence(uri, rng, read(spark, uri, filter=base, native=native), base=base)
