@@ -103,13 +103,19 @@ def both(base: str | None, predicate: str | None) -> str | None:
 
 
 def run_sequence(
-    uri: str, rng: random.Random, shared: Any, fresh: Callable[[], Any] | None = None, base: str | None = None
+    uri: str,
+    rng: random.Random,
+    shared: Any,
+    fresh: Callable[[], Any] | None = None,
+    base: str | None = None,
+    commit_midway: bool = True,
 ) -> None:
     """Run SEQUENCE_LENGTH random filters on the DataFrame `shared` (loaded from `uri` just before, with the
-    filter `base` if any) and on a `fresh()` one each; an append lands after a random query. Every answer is
-    the core's: `shared`'s at the version it was loaded at, the fresh ones' at the latest."""
+    filter `base` if any) and on a `fresh()` one each; with `commit_midway`, an append lands after a random
+    query. Every answer is the core's: `shared`'s at the version it was loaded at, the fresh ones' at the
+    latest."""
     loaded = mvcc_core.open_table(uri)
-    append_after = rng.randrange(SEQUENCE_LENGTH)
+    append_after = rng.randrange(SEQUENCE_LENGTH) if commit_midway else None
     latest = loaded
     for step in range(SEQUENCE_LENGTH):
         predicate = random_filter(rng)
@@ -121,10 +127,11 @@ def run_sequence(
             latest.append(random_rows(rng, ROWS + step * 100, 100))
 
 
-def run_source_sequence(session: Any, uri: str, rng: random.Random) -> None:
-    """`run_sequence` on `format("mvcc")` DataFrames."""
+def run_source_sequence(session: Any, uri: str, rng: random.Random, *, commit_midway: bool = True) -> None:
+    """`run_sequence` on `format("mvcc")` DataFrames (the shared one with an option of its own, so that a
+    Spark Connect server cannot serve the fresh ones from its cached analysis of the shared one)."""
     shared = session.read.format("mvcc").option("rows_per_partition", 700).load(uri)
-    run_sequence(uri, rng, shared, lambda: session.read.format("mvcc").load(uri))
+    run_sequence(uri, rng, shared, lambda: session.read.format("mvcc").load(uri), commit_midway=commit_midway)
 
 
 @pytest.mark.parametrize("pushdown", ["true", "false"])
@@ -149,12 +156,13 @@ def test_the_reported_sequence(spark: Any, tmp_path: Any) -> None:
 
 
 def test_filter_sequence_on_spark_connect(connect: Any, tmp_path: Any) -> None:
-    """The same on a Spark Connect client (the server plans the DataFrame's queries)."""
+    """The same on a Spark Connect client. No commit in the middle: a Connect DataFrame is a plan the server
+    analyses again once its per-session cache of analyses drops it, and then reads the latest version."""
     rng = random.Random(4)
     uri = str(tmp_path / "t")
     make_table(uri, rng)
     with conf(connect, PUSHDOWN, "true"):
-        run_source_sequence(connect, uri, rng)
+        run_source_sequence(connect, uri, rng, commit_midway=False)
 
 
 @pytest.mark.parametrize("native", [True, False])
