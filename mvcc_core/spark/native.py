@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - PySpark's convention
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DoubleType, FloatType, StructType
 
 import mvcc_core
 from mvcc_core import schema as schema_mod
@@ -120,16 +120,34 @@ def _through_source(spark: Any, table: mvcc_core.Table, columns: list[str] | Non
 
 def _candidates(table: mvcc_core.Table, filter_: str | None) -> list[pb.DataFragment]:
     """The version's fragments that may hold a row matching `filter_` (every fragment without one). A filter
-    the core cannot analyse (Spark-only SQL such as `<=>`) prunes nothing: Spark still applies it."""
+    the core cannot analyse (Spark-only SQL such as `<=>`) prunes nothing: Spark still applies it.
+
+    Neither does a filter reading a floating-point column: Spark orders NaN above every number (`NaN > 3`
+    and `NaN = NaN` hold), Arrow makes every comparison with NaN false and Parquet statistics leave NaN out
+    of min/max, so the core would drop a fragment whose NaN rows Spark's filter keeps."""
     state = table.state
     fragments = list(state.manifest.fragments)
     if not filter_ or not fragments:
         return fragments
     try:
-        return Scan(state.store, state.manifest, [], filter_).candidate_fragments()
+        scan = Scan(state.store, state.manifest, [], filter_)
+        floating = [c for c in scan.bound.columns if _holds_floats(table.schema.field(c).type)]
+        if floating:
+            log.debug("mvcc read of %s: filter %r not used for pruning (NaN order of %s)", table.uri, filter_, floating)
+            return fragments
+        return scan.candidate_fragments()
     except (MvccError, ValueError) as exc:
         log.debug("mvcc read of %s: filter %r not used for pruning (%s)", table.uri, filter_, exc)
         return fragments
+
+
+def _holds_floats(kind: pa.DataType) -> bool:
+    """Whether a column of this type holds floating-point values, at any depth."""
+    if pa.types.is_floating(kind):
+        return True
+    if pa.types.is_dictionary(kind):
+        return _holds_floats(kind.value_type)
+    return any(_holds_floats(kind.field(i).type) for i in range(kind.num_fields))
 
 
 def _native(spark: Any, table: mvcc_core.Table, wanted: pa.Schema, filter_: str | None) -> DataFrame:
@@ -174,10 +192,20 @@ def _parquet(
         df = marked.join(F.broadcast(spark.createDataFrame(deleted)), on=[_FILE, _ROW], how="left_anti")
     return df.select(
         [
-            F.col(p.name).cast(target.dataType).alias(target.name)
+            _unpushable_if_floating(F.col(p.name).cast(target.dataType), target.dataType).alias(target.name)
             for p, target in zip(physical, logical.fields, strict=True)
         ]
     )
+
+
+def _unpushable_if_floating(column: Any, kind: Any) -> Any:
+    """A float or double column behind `nanvl(c, c)` (the same values), which Spark cannot push into its
+    Parquet reader. pyarrow writes min/max statistics without NaN, Spark's Parquet reader trusts them, and
+    Spark orders NaN above every number: pushed down, `f > 3` skipped a row group of `[1.0, NaN]` whose NaN
+    row Spark's own filter keeps. Filters on other columns are still pushed."""
+    if isinstance(kind, FloatType | DoubleType):
+        return F.nanvl(column, column)
+    return column
 
 
 def _by_core(spark: Any, table: mvcc_core.Table, fragments: list[pb.DataFragment], wanted: pa.Schema) -> DataFrame:

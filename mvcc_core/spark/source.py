@@ -1,15 +1,19 @@
 """The `mvcc` Python data source: `spark.read.format("mvcc")` and `df.write.format("mvcc")`.
 
-Where each piece runs (PySpark 4.3): `schema()`, `reader()`, `pushFilters()`, `partitions()` and
-`writer()` in a Python worker on the driver; `read()` and `write()` in executor tasks; `commit()` and
-`abort()` in another Python worker on the driver. The reader and writer objects are pickled between
-them, so they hold only picklable things: a `TableState` (store options and manifest bytes), Arrow
-schemas and Expressions, a `WritePlan`.
+Where each piece runs (PySpark 4.3): `schema()`, `reader()`, `partitions()` and `writer()` in a Python
+worker on the driver; `read()` and `write()` in executor tasks; `commit()` and `abort()` in another
+Python worker on the driver. The reader and writer objects are pickled between them, so they hold only
+picklable things: a `TableState` (store options and manifest bytes), Arrow schemas, a `WritePlan`.
+
+Every query planned on one DataFrame reads the same rows: the version is pinned when the DataFrame is
+loaded (`schema()`), and the reader takes no filter from Spark. PySpark 4.3 keeps ONE planned read
+(partitions and the pickled reader) per loaded DataFrame, replaces it only when a query pushes a filter
+Spark can hand to Python, and reuses it for every other query on that DataFrame; a reader that applied a
+pushed filter would leak it into them (docs/spark.md, "Filters").
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -18,7 +22,6 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
-    Filter,
     InputPartition,
     WriterCommitMessage,
 )
@@ -32,24 +35,23 @@ from mvcc_core.errors import SchemaError, TableNotFoundError
 from mvcc_core.scan import Scan
 from mvcc_core.state import TableState
 
-from . import filters as filters_mod
 from .options import MAX_FRAGMENTS_PER_PARTITION, SourceOptions, parse_options
 from .writes import ABORT_SETTLE_SECONDS, WritePlan, plan_write, spark_arrow_schema, spark_struct
 
 NAME = "mvcc"
-# The PySpark module that calls `reader()` when filter pushdown is enabled (it then calls `pushFilters`).
-_PUSHDOWN_PLANNER = "data_source_pushdown_filters"
 
 
-def open_version(options: SourceOptions) -> mvcc_core.Table:
-    """The table version a read asks for (latest, a version number, a tag or a timestamp)."""
+def open_version(options: SourceOptions, pinned: int | None = None) -> mvcc_core.Table:
+    """The table version a read asks for (latest, a version number, a tag or a timestamp); `pinned`, the
+    version number resolved when the DataFrame was loaded, wins over the options."""
     try:
         table = mvcc_core.open_table(options.path, storage_options=options.storage_options)
     except TableNotFoundError as exc:
         raise TableNotFoundError(f"no mvcc table at {options.path!r} (Spark read): {exc}") from None
-    if options.version is None:
+    wanted = pinned if pinned is not None else options.version
+    if wanted is None or wanted == table.version:
         return table
-    return table.checkout(options.version)
+    return table.checkout(wanted)
 
 
 def group_fragments(fragments: Sequence[pb.DataFragment], rows_per_partition: int) -> list[tuple[int, ...]]:
@@ -80,43 +82,35 @@ class FragmentGroup(InputPartition):
 
 class MvccReader(DataSourceReader):
     """Reads one pinned version: one task per fragment group, deletion vectors applied by the core's Scan,
-    batches cast to exactly the Arrow schema Spark expects. Does not take filters (see MvccPushdownReader)."""
+    batches cast to exactly the Arrow schema Spark expects.
+
+    It does not override `pushFilters`: Spark evaluates every filter itself. PySpark 4.3 reuses one planned
+    read for every query on a DataFrame, so whatever a reader drops for one query's filter would be missing
+    from the next query's answer (see the module docstring)."""
 
     def __init__(self, state: TableState, target: pa.Schema, rows_per_partition: int) -> None:
+        """`state`: the pinned version; `target`: Spark's Arrow schema of the read; `rows_per_partition`:
+        live rows per input partition."""
         self.state = state
         self.target = target
         self.rows_per_partition = rows_per_partition
-        self.filter: pa.compute.Expression | None = None
 
     def partitions(self) -> list[FragmentGroup]:
-        """Groups of adjacent fragments; with a pushed filter only the fragments that may hold a match (the
-        core's index and row-group statistics decide, on the driver), so a selective read plans few tasks."""
+        """Groups of adjacent fragments of the version (every fragment: no query's filter prunes them)."""
         fragments = list(self.state.manifest.fragments)
-        if self.filter is not None and fragments:
-            fragments = Scan(self.state.store, self.state.manifest, [], self.filter).candidate_fragments()
         return [FragmentGroup(g) for g in group_fragments(fragments, self.rows_per_partition)]
 
     def scan(self, partition: FragmentGroup) -> Scan:
         """The core's scan of one partition (public so that a caller can `explain()` it)."""
         wanted = set(partition.fragment_ids)
         fragments = [f for f in self.state.manifest.fragments if f.id in wanted]
-        return Scan(self.state.store, self.state.manifest, self.target.names, self.filter, fragments=fragments)
+        return Scan(self.state.store, self.state.manifest, self.target.names, None, fragments=fragments)
 
     def read(self, partition: FragmentGroup) -> Iterator[pa.RecordBatch]:
         if not partition.fragment_ids:
             return
         for batch in self.scan(partition).to_batches():
             yield _cast(batch, self.target)
-
-
-class MvccPushdownReader(MvccReader):
-    """MvccReader that takes Spark's pushed filters. Only used when Spark calls `pushFilters` (with
-    `spark.sql.python.filterPushdown.enabled`): a reader overriding it fails every read otherwise."""
-
-    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 - PySpark's name
-        expression, returned = filters_mod.push(filters, self.state.schema)
-        self.filter = expression
-        yield from returned
 
 
 def _cast(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
@@ -129,20 +123,17 @@ def _cast(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
         raise SchemaError(f"rows do not convert to Spark's types {target}: {exc}") from None
 
 
-def _called_by_pushdown_planner() -> bool:
-    """Whether PySpark's filter-pushdown planner is the caller of `reader()` (it is only used when
-    `spark.sql.python.filterPushdown.enabled` is true; the worker gets no other sign of that conf)."""
-    frame = inspect.currentframe()
-    try:
-        caller = frame.f_back.f_back if frame is not None and frame.f_back is not None else None
-        name = caller.f_code.co_filename if caller is not None else ""
-    finally:
-        del frame
-    return _PUSHDOWN_PLANNER in name
-
-
 class MvccDataSource(DataSource):
     """`spark.read.format("mvcc").load(uri)` / `df.write.format("mvcc").mode(m).save(uri)` (docs/spark.md)."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        """`options`: Spark's options of the read or write (checked by `parse_options`)."""
+        super().__init__(options)
+        #: The version number `schema()` resolved when the DataFrame was loaded. PySpark pickles this object
+        #: after `schema()` and hands the same bytes to the planning of every query on the DataFrame, so
+        #: they all read that version (the one whose schema the DataFrame has), not whatever is latest when
+        #: each query is planned. None with a schema given by the user (`schema()` is not called then).
+        self.pinned_version: int | None = None
 
     @classmethod
     def name(cls) -> str:
@@ -151,11 +142,12 @@ class MvccDataSource(DataSource):
     def schema(self) -> StructType:
         options = parse_options(self.options, for_write=False)
         table = open_version(options)
+        self.pinned_version = table.version
         return spark_struct(_projected(table.schema, options.columns, table.uri))
 
     def reader(self, schema: StructType) -> MvccReader:
         options = parse_options(self.options, for_write=False)
-        table = open_version(options)
+        table = open_version(options, self.pinned_version)
         target = to_arrow_schema(schema, timezone="UTC")
         available = _projected(table.schema, None, table.uri)
         missing = [n for n in target.names if n not in available.names]
@@ -164,8 +156,7 @@ class MvccDataSource(DataSource):
                 f"table {table.uri} version {table.version} has no column(s) {missing}; columns are {available.names}"
             )
         spark_arrow_schema(pa.schema([table.schema.field(n) for n in target.names]))  # names a column Spark lacks
-        cls = MvccPushdownReader if _called_by_pushdown_planner() else MvccReader
-        return cls(table.state, target, options.rows_per_partition)
+        return MvccReader(table.state, target, options.rows_per_partition)
 
     def writer(self, schema: StructType, overwrite: bool) -> MvccWriter:
         options = parse_options(self.options, for_write=True)
