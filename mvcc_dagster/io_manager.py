@@ -31,7 +31,7 @@ from .conflicts import DEFAULT_DELAY, DEFAULT_MAX_RETRIES, mvcc_conflicts
 from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predicate
 from .properties import ASSET_KEY_PROPERTY, PARTITION_KEY_PROPERTY, ROOT_RUN_ID_TAG, RUN_ID_PROPERTY
 from .resources import resolve_uri
-from .versions import table_metadata
+from .versions import table_metadata, uri_value
 
 WRITE_MODE = "mvcc/write_mode"
 MERGE_ON = "mvcc/merge_on"
@@ -312,7 +312,9 @@ class MvccIOManager(dg.ConfigurableIOManager):
         with mvcc_conflicts(context, what=asset):
             table = mvcc.open_table(uri, version, storage_options=self._options(), external_store=self.external_store)
             where = self._input_filter(context, table, asset, "spark" if spark else "mvcc")
-        _add_input_metadata(context, {"mvcc/version": table.version, "mvcc/uri": uri, "mvcc/filter": where or ""})
+        _add_input_metadata(
+            context, {"mvcc/version": table.version, "mvcc/uri": uri_value(uri), "mvcc/filter": where or ""}
+        )
         if spark:
             return self._load_spark(uri, table.version, where)
         result = table.to_table(filter=where) if where else table.to_table()
@@ -374,7 +376,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
             context,
             {
                 "mvcc/version": max(v for v, _, _ in parts),
-                "mvcc/uri": uri,
+                "mvcc/uri": uri_value(uri),
                 "mvcc/filter": " OR ".join(w for _, w, _ in parts),
                 PARTITION_VERSIONS: dg.MetadataValue.json(dict(sorted(versions.items()))),
             },
@@ -416,17 +418,23 @@ class MvccIOManager(dg.ConfigurableIOManager):
 
 
 def _add_input_metadata(context: dg.InputContext, metadata: Mapping[str, Any]) -> None:
-    """Metadata on the LOADED_INPUT event (where re-executions find the versions read).
+    """Metadata on the LOADED_INPUT event only (where re-executions find the versions read; the run's log shows it).
 
-    Dagster 1.13's `add_input_metadata` also builds an `AssetObservation` of the input's single partition, and
-    raises a CheckError when the step loads several (a single-run backfill's range): it has stored the
-    metadata for the LOADED_INPUT event by then, so only the observation is given up.
+    Dagster 1.13's `add_input_metadata` also queues an `AssetObservation` of the upstream asset per load, which
+    would top the upstream's Events list with one observation per downstream step, burying its
+    materializations; the version read is already in the LOADED_INPUT event, so the queued observation is
+    dropped (`consume_events` hands over the events queued during this `load_input`: only that one). For a
+    step loading several partitions (a single-run backfill's range) `add_input_metadata` raises a CheckError
+    while building that observation, after it stored the metadata for the LOADED_INPUT event.
     """
     try:
         context.add_input_metadata(metadata)
     except CheckError:
         if not (context.has_asset_partitions and len(context.asset_partition_keys) > 1):
             raise
+    for event in context.consume_events():
+        if not event.is_asset_observation:
+            raise AssertionError(f"load_input queued an unexpected event: {event.event_type_value}")
 
 
 def _metadata_int(record: Any, key: str) -> int | None:

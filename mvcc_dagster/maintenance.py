@@ -29,7 +29,7 @@ import mvcc_core as mvcc
 from .conflicts import conflict_metadata, mvcc_conflicts
 from .properties import ASSET_KEY_PROPERTY, MAINTENANCE_PROPERTY, RUN_ID_PROPERTY
 from .resources import RESOURCE_KEY, MvccResource, TableName, is_uri, to_asset_key
-from .versions import data_version, table_metadata
+from .versions import SIZE_BYTES, data_bytes, data_version, table_metadata, uri_value
 
 MAINTENANCE_IO_KEY = "mvcc_maintenance_io"
 TABLE_TAG = "mvcc/table"
@@ -122,8 +122,8 @@ def manifest_metrics(table: mvcc.Table) -> dict[str, Any]:
     return {
         "mvcc/version": table.version,
         "mvcc/fragments": len(fragments),
-        "mvcc/bytes": sum(df.file_size_bytes for f in fragments for df in f.files),
-        "dagster/uri": dg.MetadataValue.path(table.uri),
+        SIZE_BYTES: data_bytes(fragments),
+        "dagster/uri": uri_value(table.uri),
     }
 
 
