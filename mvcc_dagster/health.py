@@ -12,7 +12,7 @@ ERROR at or above its ERROR threshold; every result carries its measurements as 
 
 import json
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -212,6 +212,32 @@ def check_descriptions(thresholds: HealthThresholds) -> dict[str, str]:
     }
 
 
+def health_checks(
+    target: MaintenanceTarget,
+    thresholds: HealthThresholds,
+    *,
+    resource_key: str,
+    open_table: Callable[[Any], mvcc.Table],
+) -> dg.AssetChecksDefinition:
+    """The multi-asset check of `target`: every check of `CHECKS`, described with `thresholds`, on the table
+    `open_table(resource)` returns (`resource`: the resource bound under `resource_key`)."""
+    descriptions = check_descriptions(thresholds)
+    specs = [dg.AssetCheckSpec(name, asset=target.asset_key, description=descriptions[name]) for name in CHECKS]
+
+    @dg.multi_asset_check(
+        specs=specs,
+        name=f"mvcc_health__{target.suffix}",
+        required_resource_keys={resource_key},
+        description=f"Health of table {target.label}, read from its manifests.",
+    )
+    def health(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckResult]:
+        with mvcc_conflicts(context, what=f"health checks of {target.label}"):
+            table = open_table(getattr(context.resources, resource_key))
+        yield from evaluate_health(table, target, thresholds)
+
+    return health
+
+
 def build_table_health_checks(
     tables: Sequence[TableName],
     *,
@@ -224,25 +250,11 @@ def build_table_health_checks(
     out = []
     for table, key in zip(tables, keys, strict=True):
         target = MaintenanceTarget(table, key)
-        descriptions = check_descriptions(thresholds)
-        specs = [dg.AssetCheckSpec(name, asset=target.asset_key, description=descriptions[name]) for name in CHECKS]
 
-        def make(target: MaintenanceTarget, specs: list[dg.AssetCheckSpec]) -> dg.AssetChecksDefinition:
-            @dg.multi_asset_check(
-                specs=specs,
-                name=f"mvcc_health__{target.suffix}",
-                required_resource_keys={RESOURCE_KEY},
-                description=f"Health of table {target.label}, read from its manifests.",
-            )
-            def health(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckResult]:
-                resource: MvccResource = getattr(context.resources, RESOURCE_KEY)
-                with mvcc_conflicts(context, what=f"health checks of {target.label}"):
-                    table = resource.open(target.table)
-                yield from evaluate_health(table, target, thresholds)
+        def open_table(resource: MvccResource, name: TableName = table) -> mvcc.Table:
+            return resource.open(name)
 
-            return health
-
-        out.append(make(target, specs))
+        out.append(health_checks(target, thresholds, resource_key=RESOURCE_KEY, open_table=open_table))
     return out
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import dagster as dg
 import pyarrow as pa
+from dagster._core.definitions.metadata import normalize_metadata
 from dagster_shared.check import CheckError
 
 import mvcc_core as mvcc
@@ -420,21 +421,23 @@ class MvccIOManager(dg.ConfigurableIOManager):
 def _add_input_metadata(context: dg.InputContext, metadata: Mapping[str, Any]) -> None:
     """Metadata on the LOADED_INPUT event only (where re-executions find the versions read; the run's log shows it).
 
-    Dagster 1.13's `add_input_metadata` also queues an `AssetObservation` of the upstream asset per load, which
-    would top the upstream's Events list with one observation per downstream step, burying its
-    materializations; the version read is already in the LOADED_INPUT event, so the queued observation is
-    dropped (`consume_events` hands over the events queued during this `load_input`: only that one). For a
-    step loading several partitions (a single-run backfill's range) `add_input_metadata` raises a CheckError
-    while building that observation, after it stored the metadata for the LOADED_INPUT event.
+    Dagster 1.13's public `add_input_metadata` also logs an `AssetObservation` of the upstream asset per load
+    (the event is written as it is created), which tops the upstream's Events list with one observation per
+    downstream step and buries its materializations. The LOADED_INPUT event's metadata is the input context's
+    logged metadata (`consume_logged_metadata`, read by Dagster after `load_input`), so it is set there
+    directly (`_user_generated_metadata`, internal: docs/dagster.md "Dagster internals used"). Should a Dagster
+    release rename it, `add_input_metadata` is used as before (observations again; pinning unchanged). For a
+    step loading several partitions (a single-run backfill's range) that fallback raises a CheckError while
+    building its observation, after storing the metadata for the LOADED_INPUT event.
     """
+    if isinstance(getattr(context, "_user_generated_metadata", None), dict):
+        context._user_generated_metadata = {**context._user_generated_metadata, **normalize_metadata(metadata)}
+        return
     try:
         context.add_input_metadata(metadata)
     except CheckError:
         if not (context.has_asset_partitions and len(context.asset_partition_keys) > 1):
             raise
-    for event in context.consume_events():
-        if not event.is_asset_observation:
-            raise AssertionError(f"load_input queued an unexpected event: {event.event_type_value}")
 
 
 def _metadata_int(record: Any, key: str) -> int | None:
