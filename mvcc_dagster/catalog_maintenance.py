@@ -26,7 +26,7 @@ import dagster as dg
 
 import mvcc_core as mvcc
 
-from .catalog import CATALOG_RESOURCE_KEY, CATALOG_VERSION, MvccCatalogResource, catalog_table_name
+from .catalog import CATALOG_RESOURCE_KEY, CATALOG_VERSION, MvccCatalogResource
 from .conflicts import mvcc_conflicts
 from .health import HealthThresholds, health_checks
 from .maintenance import MaintenanceTarget, maintenance_job, observe
@@ -75,13 +75,11 @@ def build_catalog_maintenance_job(
     if retain_versions is not None and (isinstance(retain_versions, bool) or retain_versions < 1):
         raise ValueError(f"{name}: retain_versions must be a positive int, got {retain_versions!r}")
     targets = [MaintenanceTarget(k) for k in keys]
-    for target in targets:
-        catalog_table_name(target.asset_key)  # a key the catalog cannot name fails here, naming it
 
     @dg.op(name=f"compact_tables__{name}", required_resource_keys={CATALOG_RESOURCE_KEY}, pool=CATALOG_POOL)
     def compact_tables(context: dg.OpExecutionContext) -> None:
         resource: MvccCatalogResource = getattr(context.resources, CATALOG_RESOURCE_KEY)
-        with mvcc_conflicts(context, what="catalog compaction"):
+        with mvcc_conflicts(context, what=f"catalog compaction: the catalog at {resource.root_uri}"):
             catalog = _open_catalog(resource)
         for target in targets:
             table_name = resource.table_name(target.asset_key)
@@ -101,7 +99,7 @@ def build_catalog_maintenance_job(
     )
     def cleanup_catalog(context: dg.OpExecutionContext) -> dg.Output:
         resource: MvccCatalogResource = getattr(context.resources, CATALOG_RESOURCE_KEY)
-        with mvcc_conflicts(context, what="catalog retention (older_than / retain_versions)"):
+        with mvcc_conflicts(context, what=f"retention of the catalog at {resource.root_uri}"):
             stats = _open_catalog(resource).cleanup(older_than, retain_versions)
         tables: dict[str, Any] = stats.tables
         return dg.Output(

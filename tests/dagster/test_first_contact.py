@@ -111,7 +111,7 @@ def test_readme_second_shell_commands_work_as_pasted(tmp_path: Path) -> None:
             assert event is not None and event.asset_materialization is not None
             assert event.asset_materialization.partition == "2026-11-01"
         (state,) = [s for s in instance.all_instigator_state() if s.name == "mvcc_version_sensor"]
-        assert state.status == dg.InstigatorStatus.RUNNING  # ty: ignore[unresolved-attribute]
+        assert state.status.value == "RUNNING"
     assert mvcc.open_table(str(warehouse / "partner_feed")).version == 3
 
 
@@ -349,3 +349,21 @@ def test_catalog_tables_have_checks_and_maintenance(
     evaluations = rerun.get_asset_check_evaluations()
     assert len(evaluations) == 2 * len(CHECKS)
     assert all(e.passed for e in evaluations), [(e.asset_key, e.check_name) for e in evaluations if not e.passed]
+
+
+def test_catalog_maintenance_bad_input(instance: dg.DagsterInstance, tmp_path: Path) -> None:
+    """Bad settings fail when the job is built, naming the job and the setting; a run on a catalog that was
+    never written fails naming it, without a retry, and creates nothing."""
+    with pytest.raises(ValueError, match="mvcc_catalog_maintenance: older_than must be a non-negative"):
+        build_catalog_maintenance_job(["sales/orders"], older_than=timedelta(days=-1))
+    with pytest.raises(ValueError, match="mvcc_catalog_maintenance: retain_versions must be a positive int"):
+        build_catalog_maintenance_job(["sales/orders"], retain_versions=0)
+    root = tmp_path / "nowhere"
+    run = build_catalog_maintenance_job(["sales/orders"]).execute_in_process(
+        instance=instance, resources={"mvcc_catalog": MvccCatalogResource(root_uri=str(root))}, raise_on_error=False
+    )
+    assert not run.success
+    (failure,) = [e for e in run.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    message = failure.event_specific_data.error.message
+    assert f"the catalog at {root}" in message and "not retried" in message
+    assert not root.exists()
