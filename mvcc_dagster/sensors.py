@@ -46,12 +46,16 @@ class _JobSensorDefinition(dg.SensorDefinition):
     ``mvcc`` there), `Definitions` copies the sensor with the resource-bound jobs (`with_attributes`), and
     Dagster 1.13 passes the sensor's own ``owners`` to the copy as an empty list, which its Beta check reports
     as a use of the Beta parameter ``owners``. Nothing of ours sets owners; only that warning is silenced, only
-    around Dagster's copy."""
+    around Dagster's copies."""
 
     def with_attributes(self, **kwargs: Any) -> dg.SensorDefinition:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r"Parameter `owners` of initializer", category=dg.BetaWarning)
-            return super().with_attributes(**kwargs)
+            copy = super().with_attributes(**kwargs)
+        # Dagster builds the copy as a plain SensorDefinition; keep it of this class (it adds no state), so a
+        # copy of the copy (components add metadata first, then Definitions binds the jobs) stays quiet too.
+        copy.__class__ = _JobSensorDefinition
+        return copy
 
 
 def job_sensor(
