@@ -29,6 +29,8 @@ from mvcc_dagster import (
     MvccCatalogResource,
     MvccIOManager,
     MvccResource,
+    build_catalog_health_checks,
+    build_catalog_maintenance_job,
     build_compaction_job,
     build_health_sensor,
     build_maintenance_schedule,
@@ -228,15 +230,30 @@ def revenue_by_segment(context: dg.AssetExecutionContext, mvcc_catalog: MvccCata
 CATALOG_ASSETS = [sales_load, revenue_by_segment]
 # ---- end of the catalog example ----
 RETENTION = timedelta(days=7)
+OUTSIDE_TABLE = "partner_feed"
+# Every table of the example, by how it is stored: tables at ``{warehouse}/{asset key}`` (written by the IO
+# manager, or outside Dagster) and the catalog's tables (written by `sales_load`, opened through the catalog).
+PATH_TABLES = [*TABLES, "sales/revenue_by_segment", OUTSIDE_TABLE]
+CATALOG_TABLES = [SALES_ORDERS.to_user_string(), SALES_CUSTOMERS.to_user_string()]
 
 # Maintenance (docs/dagster.md "Maintenance jobs"): per table a compaction, a retention and a restore job, a
 # nightly maintenance schedule (compaction, index optimize, retention; stopped until turned on), health
 # checks, a health sensor requesting the repair jobs, and a version sensor recording commits made outside
-# Dagster (all sensors stopped by default, as Dagster's are).
-COMPACTION = {t: build_compaction_job(t) for t in TABLES}
-RETENTION_JOBS = {t: build_retention_job(t, older_than=RETENTION) for t in TABLES}
-RESTORE = {t: build_restore_job(t) for t in TABLES}
-SCHEDULES = [build_maintenance_schedule(t, cron="0 3 * * *", older_than=RETENTION) for t in TABLES]
+# Dagster (all sensors stopped by default, as Dagster's are). The catalog's tables have the same health checks
+# and one catalog maintenance job (each table compacted as a catalog version, then the catalog's retention).
+COMPACTION = {t: build_compaction_job(t) for t in PATH_TABLES}
+RETENTION_JOBS = {t: build_retention_job(t, older_than=RETENTION) for t in PATH_TABLES}
+RESTORE = {t: build_restore_job(t) for t in PATH_TABLES}
+SCHEDULES = [build_maintenance_schedule(t, cron="0 3 * * *", older_than=RETENTION) for t in PATH_TABLES]
+CATALOG_MAINTENANCE = build_catalog_maintenance_job(CATALOG_TABLES, older_than=RETENTION)
+SCHEDULES.append(
+    dg.ScheduleDefinition(
+        name="mvcc_catalog_maintenance_schedule",
+        cron_schedule="30 3 * * *",
+        job=CATALOG_MAINTENANCE,
+        default_status=dg.DefaultScheduleStatus.STOPPED,
+    )
+)
 
 # ---- Backfills via restore, and a table written outside Dagster (docs/dagster.md "Backfills via restore") ----
 # `daily_events_restore_backfill` carries the run tag mvcc/backfill_restore=true: a backfill launched from it
@@ -251,31 +268,30 @@ RESTORE_BACKFILL_JOB = dg.define_asset_job(
     tags={RESTORE_TAG: "true"},  # "allow-data-loss" would also drop days written after the backfilled ones
     description="Backfill with restore: roll the tables back to before the first backfilled day, then recompute.",
 )
-OUTSIDE_TABLE = "partner_feed"
 OUTSIDE_ASSET = dg.AssetSpec(
     OUTSIDE_TABLE,
     kinds={"mvcc"},
     group_name="outside",
     description="Written outside Dagster by examples/outside_writer.py; recorded by the version sensor.",
 )
-VERSION_SENSOR_TABLES = [*TABLES, OUTSIDE_TABLE]
 # ---- end of the backfill / outside writer block ----------------------------------------------------------------
 
 defs = dg.Definitions(
     assets=[*ASSETS, *CATALOG_ASSETS, OUTSIDE_ASSET],
-    asset_checks=build_table_health_checks(TABLES),
+    asset_checks=[*build_table_health_checks(PATH_TABLES), *build_catalog_health_checks(CATALOG_TABLES)],
     jobs=[
         dg.define_asset_job("daily_events", selection=ASSETS),
         dg.define_asset_job("daily_sales_catalog", selection=CATALOG_ASSETS),
         *COMPACTION.values(),
         *RETENTION_JOBS.values(),
         *RESTORE.values(),
+        CATALOG_MAINTENANCE,
         RESTORE_BACKFILL_JOB,
     ],
     schedules=SCHEDULES,
     sensors=[
-        build_version_sensor(VERSION_SENSOR_TABLES),
-        build_health_sensor(TABLES, compaction_job=COMPACTION, retention_job=RETENTION_JOBS),
+        build_version_sensor(PATH_TABLES),
+        build_health_sensor(PATH_TABLES, compaction_job=COMPACTION, retention_job=RETENTION_JOBS),
     ],
     resources=resources(),
 )

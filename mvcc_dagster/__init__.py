@@ -6,7 +6,8 @@
 - `conflict_retry_policy`, `mvcc_conflicts`: the one mapping of commit conflicts to Dagster retries/failures.
 - `materialize_result`, `data_version`: for assets that write tables themselves.
 - `MvccCatalogResource` (bind as ``mvcc_catalog``): a catalog of tables named by asset key; a
-  `multi_asset` publishes all its tables in one catalog version with ``transaction(context)``.
+  `multi_asset` publishes all its tables in one catalog version with ``transaction(context)``; their health
+  checks and maintenance (catalog compaction and retention) in `catalog_maintenance.py`.
 - Backfills via restore (`RESTORE_TAG` on a backfill): the table restored to before the backfill's partitions
   were first written, once per backfill, refused when data outside the backfill would be lost (`backfill.py`).
 - `MvccTableComponent`: one table's asset, checks, maintenance jobs, schedule and sensors from a ``defs.yaml``
@@ -36,6 +37,7 @@ from .catalog import (
     MvccCatalogResource,
     catalog_table_name,
 )
+from .catalog_maintenance import build_catalog_health_checks, build_catalog_maintenance_job
 from .component import MvccTableComponent
 from .conflicts import conflict_metadata, conflict_retry_policy, mvcc_conflicts, retry_wait, to_dagster
 from .health import CHECKS, HealthThresholds, Level, build_health_sensor, build_table_health_checks, evaluate_health
@@ -74,6 +76,8 @@ __all__ = [
     "CatalogAssetTransaction",
     "MvccCatalogResource",
     "catalog_table_name",
+    "build_catalog_health_checks",
+    "build_catalog_maintenance_job",
     "CHECKS",
     "DATA_CHANGING_OPERATIONS",
     "HealthThresholds",

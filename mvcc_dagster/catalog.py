@@ -41,7 +41,7 @@ from .properties import (
     STEP_KEY_PROPERTY,
 )
 from .resources import to_asset_key
-from .versions import table_metadata
+from .versions import table_metadata, uri_value
 
 CATALOG_RESOURCE_KEY = "mvcc_catalog"
 DEFAULT_SCHEMA = "main"  # the schema a one-part asset key's table lives in (the catalog's default schema)
@@ -542,7 +542,7 @@ class CatalogAssetTransaction:
             meta[CATALOG_VERSION] = published
             meta[CATALOG_READ_VERSION] = self.read_version
             meta[CATALOG_TABLE] = write.name
-            meta[CATALOG_URI] = self.catalog.root
+            meta[CATALOG_URI] = uri_value(self.catalog.root)
             if self.published_by_run is not None:
                 meta[CATALOG_PUBLISHED_BY_RUN] = self.published_by_run
             version = f"{table.uri.rstrip('/').rsplit('/', 1)[-1]}@{meta['mvcc/data_version']}"

@@ -12,7 +12,7 @@ ERROR at or above its ERROR threshold; every result carries its measurements as 
 
 import json
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -25,6 +25,7 @@ from mvcc_core import TableNotFoundError
 from .conflicts import mvcc_conflicts
 from .maintenance import TABLE_TAG, MaintenanceTarget
 from .resources import RESOURCE_KEY, MvccResource, TableName
+from .sensors import job_sensor
 
 CHECKS = (
     "small_fragments",
@@ -135,7 +136,9 @@ def evaluate_health(
         {"oldest_version": versions[0].version if versions else table.version},
     )
     age_days = round((now - oldest).total_seconds() / 86400, 3)
-    yield _result(target, "version_age", age_days, thresholds.version_age_days, {"oldest": oldest.isoformat()})
+    yield _result(
+        target, "version_age", age_days, thresholds.version_age_days, {"oldest": dg.MetadataValue.timestamp(oldest)}
+    )
 
     referenced: dict[str, int] = {}
     for v in versions:
@@ -170,6 +173,71 @@ def evaluate_health(
     )
 
 
+def _levels(level: Level, unit: str = "") -> str:
+    return f"WARN at {level.warn:g}{unit}, ERROR at {level.error:g}{unit}"
+
+
+def check_descriptions(thresholds: HealthThresholds) -> dict[str, str]:
+    """What each check of `CHECKS` measures and when it fails, with these thresholds (shown in the UI)."""
+    t = thresholds
+    return {
+        "small_fragments": (
+            f"Fragments of the latest version with fewer than {t.small_fragment_rows:,} live rows (a table of one "
+            f"fragment never fails): many small files slow every scan. {_levels(t.small_fragments)} small "
+            "fragments. Repaired by compaction."
+        ),
+        "deleted_rows": (
+            "Deleted rows / physical rows of the latest version: deleted rows are still read and filtered out. "
+            f"{_levels(t.deleted_ratio)}. Repaired by compaction."
+        ),
+        "unindexed_rows": (
+            "Live rows in fragments an index does not cover (the worst index; 0 without indices): a filter on "
+            f"the column scans them. {_levels(t.unindexed_rows)} rows. Repaired by an index optimize."
+        ),
+        "versions_kept": (
+            f"Versions still listed (each keeps its manifest and files). {_levels(t.versions_kept)} versions. "
+            "Repaired by retention."
+        ),
+        "version_age": (
+            f"Age of the oldest kept version, in days. {_levels(t.version_age_days, ' days')}. Repaired by retention."
+        ),
+        "storage_amplification": (
+            "Bytes of data files referenced by any kept version / bytes of the latest version's: what old "
+            f"versions cost in storage. {_levels(t.storage_amplification, 'x')}. Repaired by retention."
+        ),
+        "files_exist": (
+            f"A random sample of up to {t.sample_files} of the latest version's files, each checked to exist "
+            "(a HEAD request): a missing file makes reads fail. ERROR at 1 missing file."
+        ),
+    }
+
+
+def health_checks(
+    target: MaintenanceTarget,
+    thresholds: HealthThresholds,
+    *,
+    resource_key: str,
+    open_table: Callable[[Any], mvcc.Table],
+) -> dg.AssetChecksDefinition:
+    """The multi-asset check of `target`: every check of `CHECKS`, described with `thresholds`, on the table
+    `open_table(resource)` returns (`resource`: the resource bound under `resource_key`)."""
+    descriptions = check_descriptions(thresholds)
+    specs = [dg.AssetCheckSpec(name, asset=target.asset_key, description=descriptions[name]) for name in CHECKS]
+
+    @dg.multi_asset_check(
+        specs=specs,
+        name=f"mvcc_health__{target.suffix}",
+        required_resource_keys={resource_key},
+        description=f"Health of table {target.label}, read from its manifests.",
+    )
+    def health(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckResult]:
+        with mvcc_conflicts(context, what=f"health checks of {target.label}"):
+            table = open_table(getattr(context.resources, resource_key))
+        yield from evaluate_health(table, target, thresholds)
+
+    return health
+
+
 def build_table_health_checks(
     tables: Sequence[TableName],
     *,
@@ -182,24 +250,11 @@ def build_table_health_checks(
     out = []
     for table, key in zip(tables, keys, strict=True):
         target = MaintenanceTarget(table, key)
-        specs = [dg.AssetCheckSpec(name, asset=target.asset_key) for name in CHECKS]
 
-        def make(target: MaintenanceTarget, specs: list[dg.AssetCheckSpec]) -> dg.AssetChecksDefinition:
-            @dg.multi_asset_check(
-                specs=specs,
-                name=f"mvcc_health__{target.suffix}",
-                required_resource_keys={RESOURCE_KEY},
-                description=f"Health of table {target.label}, read from its manifests.",
-            )
-            def health(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckResult]:
-                resource: MvccResource = getattr(context.resources, RESOURCE_KEY)
-                with mvcc_conflicts(context, what=f"health checks of {target.label}"):
-                    table = resource.open(target.table)
-                yield from evaluate_health(table, target, thresholds)
+        def open_table(resource: MvccResource, name: TableName = table) -> mvcc.Table:
+            return resource.open(name)
 
-            return health
-
-        out.append(make(target, specs))
+        out.append(health_checks(target, thresholds, resource_key=RESOURCE_KEY, open_table=open_table))
     return out
 
 
@@ -252,13 +307,6 @@ def build_health_sensor(
         if (j := job_for(kind, t)) is not None
     }
 
-    @dg.sensor(
-        name=name,
-        minimum_interval_seconds=minimum_interval_seconds,
-        jobs=list(jobs.values()) or None,
-        default_status=default_status,
-        description=f"Repairs {', '.join(t.label for t in targets)} when their health checks fail.",
-    )
     def health_sensor(context: dg.SensorEvaluationContext, mvcc: MvccResource) -> dg.SensorResult:
         requested: dict[str, list[str]] = json.loads(context.cursor) if context.cursor else {}
         requests = []
@@ -291,4 +339,11 @@ def build_health_sensor(
             return dg.SensorResult(skip_reason=dg.SkipReason("no table needs repair"), cursor=cursor)
         return dg.SensorResult(run_requests=requests, cursor=cursor)
 
-    return health_sensor
+    return job_sensor(
+        health_sensor,
+        name=name,
+        jobs=list(jobs.values()),
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=default_status,
+        description=f"Repairs {', '.join(t.label for t in targets)} when their health checks fail.",
+    )

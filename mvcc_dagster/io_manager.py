@@ -22,6 +22,7 @@ from typing import Any
 
 import dagster as dg
 import pyarrow as pa
+from dagster._core.definitions.metadata import normalize_metadata
 from dagster_shared.check import CheckError
 
 import mvcc_core as mvcc
@@ -31,7 +32,7 @@ from .conflicts import DEFAULT_DELAY, DEFAULT_MAX_RETRIES, mvcc_conflicts
 from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predicate
 from .properties import ASSET_KEY_PROPERTY, PARTITION_KEY_PROPERTY, ROOT_RUN_ID_TAG, RUN_ID_PROPERTY
 from .resources import resolve_uri
-from .versions import table_metadata
+from .versions import table_metadata, uri_value
 
 WRITE_MODE = "mvcc/write_mode"
 MERGE_ON = "mvcc/merge_on"
@@ -312,7 +313,9 @@ class MvccIOManager(dg.ConfigurableIOManager):
         with mvcc_conflicts(context, what=asset):
             table = mvcc.open_table(uri, version, storage_options=self._options(), external_store=self.external_store)
             where = self._input_filter(context, table, asset, "spark" if spark else "mvcc")
-        _add_input_metadata(context, {"mvcc/version": table.version, "mvcc/uri": uri, "mvcc/filter": where or ""})
+        _add_input_metadata(
+            context, {"mvcc/version": table.version, "mvcc/uri": uri_value(uri), "mvcc/filter": where or ""}
+        )
         if spark:
             return self._load_spark(uri, table.version, where)
         result = table.to_table(filter=where) if where else table.to_table()
@@ -374,7 +377,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
             context,
             {
                 "mvcc/version": max(v for v, _, _ in parts),
-                "mvcc/uri": uri,
+                "mvcc/uri": uri_value(uri),
                 "mvcc/filter": " OR ".join(w for _, w, _ in parts),
                 PARTITION_VERSIONS: dg.MetadataValue.json(dict(sorted(versions.items()))),
             },
@@ -416,12 +419,20 @@ class MvccIOManager(dg.ConfigurableIOManager):
 
 
 def _add_input_metadata(context: dg.InputContext, metadata: Mapping[str, Any]) -> None:
-    """Metadata on the LOADED_INPUT event (where re-executions find the versions read).
+    """Metadata on the LOADED_INPUT event only (where re-executions find the versions read; the run's log shows it).
 
-    Dagster 1.13's `add_input_metadata` also builds an `AssetObservation` of the input's single partition, and
-    raises a CheckError when the step loads several (a single-run backfill's range): it has stored the
-    metadata for the LOADED_INPUT event by then, so only the observation is given up.
+    Dagster 1.13's public `add_input_metadata` also logs an `AssetObservation` of the upstream asset per load
+    (the event is written as it is created), which tops the upstream's Events list with one observation per
+    downstream step and buries its materializations. The LOADED_INPUT event's metadata is the input context's
+    logged metadata (`consume_logged_metadata`, read by Dagster after `load_input`), so it is set there
+    directly (`_user_generated_metadata`, internal: docs/dagster.md "Dagster internals used"). Should a Dagster
+    release rename it, `add_input_metadata` is used as before (observations again; pinning unchanged). For a
+    step loading several partitions (a single-run backfill's range) that fallback raises a CheckError while
+    building its observation, after storing the metadata for the LOADED_INPUT event.
     """
+    if isinstance(getattr(context, "_user_generated_metadata", None), dict):
+        context._user_generated_metadata = {**context._user_generated_metadata, **normalize_metadata(metadata)}
+        return
     try:
         context.add_input_metadata(metadata)
     except CheckError:

@@ -29,7 +29,7 @@ import mvcc_core as mvcc
 from .conflicts import conflict_metadata, mvcc_conflicts
 from .properties import ASSET_KEY_PROPERTY, MAINTENANCE_PROPERTY, RUN_ID_PROPERTY
 from .resources import RESOURCE_KEY, MvccResource, TableName, is_uri, to_asset_key
-from .versions import data_version, table_metadata
+from .versions import SIZE_BYTES, data_bytes, data_version, table_metadata, uri_value
 
 MAINTENANCE_IO_KEY = "mvcc_maintenance_io"
 TABLE_TAG = "mvcc/table"
@@ -67,17 +67,18 @@ class MaintenanceTarget:
         return {RUN_ID_PROPERTY: context.run_id, ASSET_KEY_PROPERTY: self.label, MAINTENANCE_PROPERTY: job}
 
 
-def _job(
+def maintenance_job(
     graph: dg.GraphDefinition,
     *,
     name: str,
-    target: MaintenanceTarget,
+    table_tag: str,
     description: str,
     executor_def: dg.ExecutorDefinition | None = None,
     tags: Mapping[str, str] | None = None,
 ) -> dg.JobDefinition:
     """A job of `graph` that binds only the pickling IO manager of the ops' outputs and takes ``mvcc`` from
-    the code location (or `execute_in_process(resources=)`).
+    the code location (or `execute_in_process(resources=)`); `table_tag` is its run tag `TABLE_TAG` (the run
+    queue's per-table limit).
 
     `@dg.job(resource_defs=...)` would demand every resource at definition time (the resource ``mvcc`` is the
     deployment's); Dagster's own `_was_explicitly_provided_resources=False` (internal, no public equivalent in
@@ -90,7 +91,7 @@ def _job(
         description=description,
         resource_defs={MAINTENANCE_IO_KEY: dg.FilesystemIOManager().get_resource_definition()},
         executor_def=executor_def,
-        tags={TABLE_TAG: target.label, **(tags or {})},
+        tags={TABLE_TAG: table_tag, **(tags or {})},
         _was_explicitly_provided_resources=False,
     )
 
@@ -104,7 +105,7 @@ def _one_step_job(
     def graph() -> None:
         op.alias(step)()
 
-    return _job(graph, name=name, target=target, description=description)
+    return maintenance_job(graph, name=name, table_tag=target.label, description=description)
 
 
 def _executor(executor: str) -> dg.ExecutorDefinition | None:
@@ -122,8 +123,8 @@ def manifest_metrics(table: mvcc.Table) -> dict[str, Any]:
     return {
         "mvcc/version": table.version,
         "mvcc/fragments": len(fragments),
-        "mvcc/bytes": sum(df.file_size_bytes for f in fragments for df in f.files),
-        "dagster/uri": dg.MetadataValue.path(table.uri),
+        SIZE_BYTES: data_bytes(fragments),
+        "dagster/uri": uri_value(table.uri),
     }
 
 
@@ -383,10 +384,10 @@ def build_compaction_job(
 
         shape = "rewrite_fragments (mapped)"
 
-    return _job(
+    return maintenance_job(
         compaction_job,
         name=job_name,
-        target=target,
+        table_tag=target.label,
         description=f"Compaction of {target.label}: reserve_fragments -> {shape} -> commit_rewrite.",
         executor_def=executor_def,
         tags={"dagster/max_retries": "2", "dagster/retry_strategy": "ALL_STEPS"},
@@ -704,17 +705,17 @@ def build_maintenance_schedule(
             committed = index.alias("optimize_indices")(after=committed)
         cleanup.alias("cleanup_old_versions")(after=committed)
 
-    maintenance_job = _job(
+    job = maintenance_job(
         maintenance_graph,
         name=f"mvcc_maintenance__{target.suffix}",
-        target=target,
+        table_tag=target.label,
         description=f"Scheduled maintenance of {target.label}: compaction, index optimize, retention.",
     )
     try:
         return dg.ScheduleDefinition(
             name=name or f"mvcc_maintenance_schedule__{target.suffix}",
             cron_schedule=cron,
-            job=maintenance_job,
+            job=job,
             execution_timezone=execution_timezone,
             default_status=default_status,
         )

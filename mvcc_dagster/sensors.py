@@ -20,7 +20,8 @@ read), so a table with hundreds of new versions is caught up in bounded ticks.
 """
 
 import json
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import dagster as dg
@@ -34,6 +35,69 @@ from .resources import MvccResource, TableName
 from .versions import data_version, is_data_changing, table_metadata
 
 VERSION_TAG = "mvcc/version"
+#: How many recorded versions a tick's message names before it says "and N more".
+TICK_MESSAGE_VERSIONS = 10
+
+
+class _JobSensorDefinition(dg.SensorDefinition):
+    """A sensor whose copies Dagster makes without a BetaWarning of ours at start-up.
+
+    When a sensor targets jobs that take resources from the code location (every maintenance job: they bind
+    ``mvcc`` there), `Definitions` copies the sensor with the resource-bound jobs (`with_attributes`), and
+    Dagster 1.13 passes the sensor's own ``owners`` to the copy as an empty list, which its Beta check reports
+    as a use of the Beta parameter ``owners``. Nothing of ours sets owners; only that warning is silenced, only
+    around Dagster's copies."""
+
+    def with_attributes(self, **kwargs: Any) -> dg.SensorDefinition:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"Parameter `owners` of initializer", category=dg.BetaWarning)
+            copy = super().with_attributes(**kwargs)
+        # Dagster builds the copy as a plain SensorDefinition; keep it of this class (it adds no state), so a
+        # copy of the copy (components add metadata first, then Definitions binds the jobs) stays quiet too.
+        copy.__class__ = _JobSensorDefinition
+        return copy
+
+
+def job_sensor(
+    evaluation_fn: Callable[..., Any],
+    *,
+    name: str,
+    jobs: Sequence[dg.JobDefinition],
+    minimum_interval_seconds: int,
+    default_status: dg.DefaultSensorStatus,
+    description: str,
+) -> dg.SensorDefinition:
+    """A sensor of `evaluation_fn` (resources injected by parameter name, as with ``@dg.sensor``) that may
+    request runs of `jobs` (none: it only records events)."""
+    return _JobSensorDefinition(
+        name=name,
+        evaluation_fn=evaluation_fn,
+        minimum_interval_seconds=minimum_interval_seconds,
+        jobs=list(jobs) or None,
+        default_status=default_status,
+        description=description,
+    )
+
+
+def _version_label(event: dg.AssetMaterialization | dg.AssetObservation) -> str:
+    version = event.metadata["mvcc/version"]
+    return f"{event.asset_key.to_user_string()}@{getattr(version, 'value', version)}"
+
+
+def tick_message(events: Sequence[dg.AssetMaterialization | dg.AssetObservation], idle: Sequence[str]) -> str:
+    """What a version-sensor tick did, in the words its tick list shows: the versions it recorded as
+    materializations and as observations (``table@version``), or, when it recorded nothing, which tables
+    had no new version and which have no table yet (`idle`)."""
+    parts = []
+    for kind, plural in ((dg.AssetMaterialization, "materializations"), (dg.AssetObservation, "observations")):
+        labels = [_version_label(e) for e in events if isinstance(e, kind)]
+        if labels:
+            shown = ", ".join(labels[:TICK_MESSAGE_VERSIONS])
+            more = f" and {len(labels) - TICK_MESSAGE_VERSIONS} more" if len(labels) > TICK_MESSAGE_VERSIONS else ""
+            parts.append(f"{len(labels)} {plural if len(labels) > 1 else plural[:-1]} ({shown}{more})")
+    if parts:
+        return "recorded " + " and ".join(parts)
+    return "; ".join(idle) if idle else "no tables to watch"
 
 
 def _start_after(instance: dg.DagsterInstance, key: dg.AssetKey) -> int:
@@ -56,7 +120,10 @@ def version_events(
     operation = txn.operation.name if txn is not None else None
     if RUN_ID_PROPERTY in props:
         return None, False
-    common = {"mvcc/committed_at": handle.timestamp.isoformat(), "mvcc/message": (txn.message if txn else "") or ""}
+    common = {
+        "mvcc/committed_at": dg.MetadataValue.timestamp(handle.timestamp),
+        "mvcc/message": (txn.message if txn else "") or "",
+    }
     if is_data_changing(operation):
         meta = table_metadata(handle, table_name=target.label, read_version=txn.read_version if txn else None)
         partition = props.get(PARTITION_KEY_PROPERTY)
@@ -97,29 +164,26 @@ def build_version_sensor(
     targets = [MaintenanceTarget(t, k) for t, k in zip(tables, keys, strict=True)]
     job_list = list(jobs or [])
 
-    @dg.sensor(
-        name=name,
-        minimum_interval_seconds=minimum_interval_seconds,
-        jobs=job_list or None,
-        default_status=default_status,
-        description=f"New versions of {', '.join(t.label for t in targets)} as materializations / observations.",
-    )
     def version_sensor(context: dg.SensorEvaluationContext, mvcc: MvccResource) -> dg.SensorResult:
         resource = mvcc  # the parameter's name is the resource key (RESOURCE_KEY); Dagster injects by name
         cursor: dict[str, int] = json.loads(context.cursor) if context.cursor else {}
         events: list[Any] = []
         requests: list[dg.RunRequest] = []
+        missing, unchanged = [], []
         for target in targets:
             uri = resource.uri(target.table)
             try:
                 table = resource.open(target.table)
             except TableNotFoundError:
                 context.log.info("%s: no table at %s yet", target.label, uri)
+                missing.append(target.label)
                 continue
             last = cursor.get(uri)
             if last is None:
                 last = _start_after(context.instance, target.asset_key)
             end = min(table.version, last + max_versions_per_tick)
+            if end <= last:
+                unchanged.append(target.label)
             for version in range(last + 1, end + 1):
                 try:
                     event, changed = version_events(table, target, version)
@@ -142,8 +206,21 @@ def build_version_sensor(
                     )
             cursor[uri] = max(last, end)
         new_cursor = json.dumps(cursor, sort_keys=True)
-        if not events and not requests:
-            return dg.SensorResult(skip_reason=dg.SkipReason("no new versions"), cursor=new_cursor)
-        return dg.SensorResult(asset_events=events, run_requests=requests, cursor=new_cursor)
+        idle = [f"no new version of {', '.join(unchanged)}"] if unchanged else []
+        idle += [f"no table yet for {', '.join(missing)}"] if missing else []
+        message = tick_message(events, idle)
+        context.log.info(message)
+        if requests:  # the tick then lists its runs (Dagster refuses a skip reason beside run requests)
+            return dg.SensorResult(asset_events=events, run_requests=requests, cursor=new_cursor)
+        # Without runs Dagster shows a tick as skipped; its reason is the one place the tick list says what the
+        # tick recorded (otherwise "0 runs requested" / "returned an empty result").
+        return dg.SensorResult(asset_events=events, skip_reason=dg.SkipReason(message), cursor=new_cursor)
 
-    return version_sensor
+    return job_sensor(
+        version_sensor,
+        name=name,
+        jobs=job_list,
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=default_status,
+        description=f"New versions of {', '.join(t.label for t in targets)} as materializations / observations.",
+    )

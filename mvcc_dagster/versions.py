@@ -19,9 +19,9 @@ from typing import Any
 import dagster as dg
 import pyarrow as pa
 
-# Not exported from `dagster` in 1.13 (dagster-sling imports them the same way); the keys they write are the
-# standard ones (`dagster/row_count`, `dagster/uri`, ...).
-from dagster._core.definitions.metadata.metadata_set import TableMetadataSet, UriMetadataSet
+# Not exported from `dagster` in 1.13 (dagster-sling imports them the same way); the keys it writes are the
+# standard ones (`dagster/row_count`, `dagster/column_schema`, ...).
+from dagster._core.definitions.metadata.metadata_set import TableMetadataSet
 
 import mvcc_core as mvcc
 
@@ -96,6 +96,24 @@ def column_schema(schema: pa.Schema) -> dg.TableSchema:
     )
 
 
+#: The size of the table's data files. Dagster 1.13 has no bytes metadata type: an int under this standard key
+#: is what its UI formats as a size (the asset overview shows it as "1.2 MB"; an event lists the int).
+SIZE_BYTES = "dagster/size_bytes"
+
+
+def uri_value(uri: str) -> dg.MetadataValue:
+    """A table's uri as Dagster metadata: a link for http(s), a path (copyable) for local paths and object
+    store uris (a browser cannot open ``s3://``)."""
+    if uri.startswith(("http://", "https://")):
+        return dg.MetadataValue.url(uri)
+    return dg.MetadataValue.path(uri)
+
+
+def data_bytes(fragments: Any) -> int:
+    """Bytes of the data files of `fragments` (a version's `Table.get_fragments()`, read from its manifest)."""
+    return sum(int(df.file_size_bytes) for f in fragments for df in f.files)
+
+
 def table_metadata(
     table: mvcc.Table,
     *,
@@ -106,13 +124,13 @@ def table_metadata(
     """The metadata of a materialization that is version `table.version` of `table`.
 
     Dagster's standard keys (`dagster/row_count`, `dagster/partition_row_count` when `partition_filter` is
-    given, `dagster/column_schema`, `dagster/table_name`, `dagster/uri`) and mvcc's (`mvcc/version`,
-    `mvcc/read_version`, `mvcc/operation`, `mvcc/fragments`, `mvcc/deleted_rows`, `mvcc/bytes`,
-    `mvcc/data_version`). Counts come from the manifest; the partition count scans the partition's rows.
+    given, `dagster/column_schema`, `dagster/table_name`, `dagster/uri` as a path, `dagster/size_bytes`: the
+    data files' bytes) and mvcc's (`mvcc/version`, `mvcc/read_version`, `mvcc/operation`, `mvcc/fragments`,
+    `mvcc/deleted_rows`, `mvcc/data_version`). Counts come from the manifest; the partition count scans the
+    partition's rows.
     """
     fragments = table.get_fragments()
     deleted = sum(f.deletion_file.num_deleted_rows for f in fragments if f.HasField("deletion_file"))
-    size = sum(df.file_size_bytes for f in fragments for df in f.files)
     txn = table.transaction()
     standard = TableMetadataSet(
         row_count=table.count_rows(),
@@ -122,13 +140,13 @@ def table_metadata(
     )
     return {
         **standard,
-        **UriMetadataSet(uri=table.uri),
+        "dagster/uri": uri_value(table.uri),
+        SIZE_BYTES: data_bytes(fragments),
         "mvcc/version": table.version,
         "mvcc/read_version": read_version if read_version is not None else (txn.read_version if txn else None),
         "mvcc/operation": txn.operation.name if txn else "",
         "mvcc/fragments": len(fragments),
         "mvcc/deleted_rows": deleted,
-        "mvcc/bytes": size,
         "mvcc/data_version": data_version(table),
     }
 

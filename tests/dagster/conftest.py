@@ -6,8 +6,10 @@ installed (extra `dagster`).
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -33,3 +35,14 @@ def warehouse(tmp_path: Path) -> str:
     root = tmp_path / "warehouse"
     root.mkdir()
     return str(root)
+
+
+@pytest.fixture
+def example() -> ModuleType:
+    """The example deployment, definitions.py at the repository root (a file, not a package), as a fresh module."""
+    path = Path(__file__).resolve().parents[2] / "definitions.py"
+    spec = importlib.util.spec_from_file_location("mvcc_example_definitions", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

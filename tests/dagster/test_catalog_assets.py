@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import dagster as dg
@@ -463,21 +464,9 @@ def test_downstream_reads_the_catalog_version_its_upstreams_recorded(instance: d
     assert mvcc.Catalog.open(root).latest_version == 3
 
 
-def load_example() -> Any:
-    """definitions.py (a file at the repository root) as a module."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("mvcc_example_definitions_catalog", ROOT / "definitions.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_example_catalog_assets(instance: dg.DagsterInstance, tmp_path: Path) -> None:
+def test_example_catalog_assets(instance: dg.DagsterInstance, tmp_path: Path, example: ModuleType) -> None:
     """definitions.py's catalog block: each day's run publishes orders and customers in one catalog version
     (a re-run replaces the day in both), and revenue_by_segment reads the catalog version they recorded."""
-    example = load_example()
     warehouse = str(tmp_path / "wh")
     resources = example.resources(warehouse)
     root = f"{warehouse}/catalog"

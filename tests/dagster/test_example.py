@@ -1,7 +1,6 @@
 """The example deployment (definitions.py, workspace.yaml): it loads, the webserver serves its asset graph,
 and its assets materialize in process (Spark included) with materializations that are table versions."""
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -13,18 +12,10 @@ import pytest
 
 import mvcc_core as mvcc
 from mvcc_dagster import RESTORE_TAG, MvccResource
+from mvcc_dagster.maintenance import MaintenanceTarget
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKSPACE = ROOT / "workspace.yaml"
-
-
-def load_example() -> ModuleType:
-    """definitions.py as a module (it is a file at the repository root, not a package)."""
-    spec = importlib.util.spec_from_file_location("mvcc_example_definitions", ROOT / "definitions.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.slow
@@ -74,13 +65,12 @@ def test_webserver_lists_assets_and_edges(instance: dg.DagsterInstance, monkeypa
 
 @pytest.mark.timeout(240)
 @pytest.mark.slow
-def test_example_materializes_in_process(instance: dg.DagsterInstance, warehouse: str) -> None:
+def test_example_materializes_in_process(instance: dg.DagsterInstance, warehouse: str, example: ModuleType) -> None:
     """Spark ingest + both pyarrow assets, one day, then the same day again: one commit per asset per run,
     every materialization's mvcc/version is the table's version and the day's rows appear once."""
     from dagster_pyspark import PySparkResource
     from pyspark.sql import DataFrame
 
-    example = load_example()
     resources = example.resources(warehouse)
     day = "2026-11-02"
     seen: list[int] = []
@@ -139,23 +129,22 @@ def test_example_materializes_in_process(instance: dg.DagsterInstance, warehouse
     assert sorted(r["events"] for r in revenue) == [example.EVENTS_PER_DAY] * 2
 
 
-def test_example_has_maintenance() -> None:
-    """The example deployment carries the maintenance side: per table compaction / retention / restore jobs, a stopped
-    maintenance schedule, health checks on every table, and the version and health sensors (stopped)."""
-    example = load_example()
+def test_example_has_maintenance(example: ModuleType) -> None:
+    """The example deployment carries the maintenance side: stopped maintenance schedules (one per path table, one for the
+    catalog), the version and health sensors (stopped) and the restore backfill job. Checks and jobs of every
+    table: test_first_contact.py."""
     defs = example.defs
-    for table in example.TABLES:
-        for kind in ("compaction", "retention", "restore", "maintenance"):
-            assert defs.resolve_job_def(f"mvcc_{kind}__{table}") is not None
-    assert {s.name for s in defs.schedules} == {f"mvcc_maintenance_schedule__{t}" for t in example.TABLES}
+    expected = {f"mvcc_maintenance_schedule__{MaintenanceTarget(t).suffix}" for t in example.PATH_TABLES}
+    assert {s.name for s in defs.schedules} == expected | {"mvcc_catalog_maintenance_schedule"}
     assert all(s.default_status == dg.DefaultScheduleStatus.STOPPED for s in defs.schedules)
     assert {s.name for s in defs.sensors} == {"mvcc_version_sensor", "mvcc_health_sensor"}
+    assert all(s.default_status == dg.DefaultSensorStatus.STOPPED for s in defs.sensors)
     assert defs.resolve_job_def("daily_events_restore_backfill").tags[RESTORE_TAG] == "true"
-    checked = {key.asset_key.to_user_string() for c in defs.asset_checks for key in c.check_keys}
-    assert checked == set(example.TABLES)
 
 
-def test_outside_writer_is_recorded_by_the_version_sensor(instance: dg.DagsterInstance, warehouse: str) -> None:
+def test_outside_writer_is_recorded_by_the_version_sensor(
+    instance: dg.DagsterInstance, warehouse: str, example: ModuleType
+) -> None:
     """examples/outside_writer.py (plain Python, no Dagster) writes partner_feed; the example's version sensor
     records each of its commits as a runless materialization of the asset partner_feed."""
     env = {**os.environ, "MVCC_WAREHOUSE": warehouse, "PYTHONPATH": str(ROOT)}
@@ -172,7 +161,6 @@ def test_outside_writer_is_recorded_by_the_version_sensor(instance: dg.DagsterIn
     assert table.version == 2 and table.count_rows() == 10
     assert all("dagster/run_id" not in v.transaction_properties for v in table.versions())
 
-    example = load_example()
     sensor = next(s for s in example.defs.sensors if s.name == "mvcc_version_sensor")
     context = dg.build_sensor_context(instance=instance, resources={"mvcc": MvccResource(root_uri=warehouse)})
     result = sensor(context)

@@ -12,8 +12,14 @@ import pytest
 import mvcc_core as mvcc
 from mvcc_dagster import MvccIOManager, MvccResource, data_version, is_data_changing
 
-STANDARD_KEYS = {"dagster/row_count", "dagster/column_schema", "dagster/table_name", "dagster/uri"}
-MVCC_KEYS = {"mvcc/version", "mvcc/read_version", "mvcc/operation", "mvcc/fragments", "mvcc/deleted_rows", "mvcc/bytes"}
+STANDARD_KEYS = {
+    "dagster/row_count",
+    "dagster/column_schema",
+    "dagster/table_name",
+    "dagster/uri",
+    "dagster/size_bytes",
+}
+MVCC_KEYS = {"mvcc/version", "mvcc/read_version", "mvcc/operation", "mvcc/fragments", "mvcc/deleted_rows"}
 
 
 def resources(root: str) -> dict[str, Any]:
@@ -43,7 +49,7 @@ def test_materialization_is_the_table_version(instance: dg.DagsterInstance, ware
         assert mat.metadata["dagster/row_count"].value == 3 == table.count_rows()
         assert mat.metadata["dagster/table_name"].value == "sales/orders"
         assert mat.metadata["mvcc/fragments"].value == len(table.get_fragments())
-        assert mat.metadata["mvcc/bytes"].value > 0
+        assert mat.metadata["dagster/size_bytes"].value > 0
         columns = [c.name for c in mat.metadata["dagster/column_schema"].value.columns]
         assert columns == ["id", "amount"]
         assert mat.tags["dagster/data_version"] == str(table.version)

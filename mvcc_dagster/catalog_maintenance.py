@@ -1,0 +1,125 @@
+"""Health checks and maintenance of catalog tables (tables a `MvccCatalogResource` writes).
+
+A catalog table changes only through a catalog publish, and its directory is the catalog's
+(``{root}/{schema}/{table}-{12 hex}``, a new one per creation), so the per-table factories of
+`maintenance.py` — which open ``{root_uri}/{asset key}`` and commit to the table directly — do not apply:
+
+- the health checks are the same seven (`health.CHECKS`, same thresholds and descriptions), evaluated on the
+  table the catalog's newest snapshot publishes, opened through the ``mvcc_catalog`` resource;
+- compaction is `Catalog.compact_files(name)`: one catalog version per table compacted (DuckLake's
+  ``merge_adjacent_files``), reported as an observation on the table's asset;
+- retention is `Catalog.cleanup` (catalog versions and, with them, the table versions only they publish):
+  a table's own `cleanup_old_versions` could remove a version an old kept snapshot publishes
+  (docs/catalog.md, "Retention"). It is one operation for the whole catalog.
+
+Both run in one job (compaction, then retention), whose committing steps share the pool ``mvcc/catalog``
+and whose runs carry the run tag ``mvcc/table: catalog``, so the run queue's per-table limit keeps one
+catalog maintenance at a time. There is no restore job for catalog tables: a restore is a catalog change
+of its own (not offered by the catalog yet).
+"""
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+import dagster as dg
+
+import mvcc_core as mvcc
+
+from .catalog import CATALOG_RESOURCE_KEY, CATALOG_VERSION, MvccCatalogResource
+from .conflicts import mvcc_conflicts
+from .health import HealthThresholds, health_checks
+from .maintenance import MaintenanceTarget, maintenance_job, observe
+from .resources import TableName
+
+#: The pool of the catalog maintenance steps and the value of their run tag ``mvcc/table``.
+CATALOG_POOL = "mvcc/catalog"
+CATALOG_TABLE_TAG = "catalog"
+
+
+def _open_catalog(resource: MvccCatalogResource) -> mvcc.Catalog:
+    """The existing catalog (a check or a maintenance run never creates one)."""
+    return mvcc.Catalog.open(resource.root_uri, storage_options=resource.options())
+
+
+def build_catalog_health_checks(
+    keys: Sequence[TableName], *, thresholds: HealthThresholds | None = None
+) -> list[dg.AssetChecksDefinition]:
+    """One multi-asset check per catalog table (asset key), the seven health checks of `health.CHECKS` on the
+    table the newest catalog snapshot publishes (through the resource ``mvcc_catalog``)."""
+    thresholds = thresholds or HealthThresholds()
+    out = []
+    for key in keys:
+        target = MaintenanceTarget(key)
+
+        def open_table(resource: MvccCatalogResource, key: TableName = key) -> mvcc.Table:
+            return _open_catalog(resource).snapshot().table(resource.table_name(key))
+
+        out.append(health_checks(target, thresholds, resource_key=CATALOG_RESOURCE_KEY, open_table=open_table))
+    return out
+
+
+def build_catalog_maintenance_job(
+    keys: Sequence[TableName],
+    *,
+    older_than: timedelta = timedelta(days=14),
+    retain_versions: int | None = None,
+    name: str = "mvcc_catalog_maintenance",
+) -> dg.JobDefinition:
+    """A job compacting each catalog table of `keys` (`Catalog.compact_files`, one catalog version per table
+    that had something to compact), then running the catalog's retention (`Catalog.cleanup(older_than,
+    retain_versions)`). Each compaction is an observation on its table's asset; the retention's counts are the
+    step's output metadata."""
+    if not isinstance(older_than, timedelta) or older_than < timedelta(0):
+        raise ValueError(f"{name}: older_than must be a non-negative timedelta, got {older_than!r}")
+    if retain_versions is not None and (isinstance(retain_versions, bool) or retain_versions < 1):
+        raise ValueError(f"{name}: retain_versions must be a positive int, got {retain_versions!r}")
+    targets = [MaintenanceTarget(k) for k in keys]
+
+    @dg.op(name=f"compact_tables__{name}", required_resource_keys={CATALOG_RESOURCE_KEY}, pool=CATALOG_POOL)
+    def compact_tables(context: dg.OpExecutionContext) -> None:
+        resource: MvccCatalogResource = getattr(context.resources, CATALOG_RESOURCE_KEY)
+        with mvcc_conflicts(context, what=f"catalog compaction: the catalog at {resource.root_uri}"):
+            catalog = _open_catalog(resource)
+        for target in targets:
+            table_name = resource.table_name(target.asset_key)
+            with mvcc_conflicts(context, what=f"compaction of catalog table {table_name}"):
+                version = catalog.compact_files(table_name)
+            if version is None:
+                context.log.info("%s: nothing to compact", table_name)
+                continue
+            table = catalog.snapshot(version).table(table_name)
+            observe(context, target, table, {CATALOG_VERSION: version})
+
+    @dg.op(
+        name=f"cleanup_catalog__{name}",
+        required_resource_keys={CATALOG_RESOURCE_KEY},
+        pool=CATALOG_POOL,
+        ins={"after": dg.In(dg.Nothing)},
+    )
+    def cleanup_catalog(context: dg.OpExecutionContext) -> dg.Output:
+        resource: MvccCatalogResource = getattr(context.resources, CATALOG_RESOURCE_KEY)
+        with mvcc_conflicts(context, what=f"retention of the catalog at {resource.root_uri}"):
+            stats = _open_catalog(resource).cleanup(older_than, retain_versions)
+        tables: dict[str, Any] = stats.tables
+        return dg.Output(
+            None,
+            metadata={
+                "catalog_versions_removed": dg.MetadataValue.json(list(stats.catalog_versions_removed)),
+                "table_versions_removed": sum(s.old_versions for s in tables.values()),
+                "bytes_removed": sum(s.bytes_removed for s in tables.values()),
+                "directories_removed": dg.MetadataValue.json(list(stats.directories_removed)),
+            },
+        )
+
+    @dg.graph(name=name)
+    def graph() -> None:
+        cleanup_catalog.alias("cleanup_catalog")(after=compact_tables.alias("compact_tables")())
+
+    labels = ", ".join(t.label for t in targets)
+    return maintenance_job(
+        graph,
+        name=name,
+        table_tag=CATALOG_TABLE_TAG,
+        description=f"Maintenance of the catalog tables {labels}: compaction, then the catalog's retention.",
+    )
