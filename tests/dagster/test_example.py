@@ -130,7 +130,7 @@ def test_example_materializes_in_process(instance: dg.DagsterInstance, warehouse
 
 
 def test_example_has_maintenance(example: ModuleType) -> None:
-    """The example deployment carries the maintenance side: stopped maintenance schedules (one per path table, one for the
+    """The example deployment has its maintenance: stopped maintenance schedules (one per path table, one for the
     catalog), the version and health sensors (stopped) and the restore backfill job. Checks and jobs of every
     table: test_first_contact.py."""
     defs = example.defs
