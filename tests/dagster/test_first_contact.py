@@ -85,6 +85,7 @@ def test_readme_points_every_shell_at_the_repo_home() -> None:
     assert (HOME / "dagster.yaml").is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_readme_second_shell_commands_work_as_pasted(tmp_path: Path) -> None:
     """The README's second-shell block, run by bash as pasted from a copy of the repository root (the

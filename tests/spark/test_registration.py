@@ -23,6 +23,7 @@ import sysconfig
 import textwrap
 from pathlib import Path
 
+import pytest
 from spark_helpers import ROOT
 
 #: What a build of the distribution reads (pyproject's packages, its readme).
@@ -117,6 +118,7 @@ def readme_spark_code() -> str:
     return "\n".join(blocks)
 
 
+@pytest.mark.slow
 def test_a_regular_install_registers_mvcc_without_register(tmp_path: Path) -> None:
     bin_dir = install(tmp_path, editable=False)
     work = tmp_path / "work"
@@ -126,6 +128,7 @@ def test_a_regular_install_registers_mvcc_without_register(tmp_path: Path) -> No
     assert seen["hook_listed"] and seen["rows"] == 3, seen
 
 
+@pytest.mark.slow
 def test_readme_spark_section_runs_after_an_editable_install(tmp_path: Path) -> None:
     """The README's lines as pasted, after `pip install -e`; first, without `register`, `format("mvcc")` is
     found exactly when PySpark's lookup can list `pyspark_mvcc` (setuptools' import hook hides it)."""
