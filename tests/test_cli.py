@@ -379,7 +379,7 @@ def bad_input_cases(table: str, missing: str) -> list[tuple[list[str], int, str]
         (["versions", table, "--limit", "-1"], 2, "--limit"),
         (["scan", table, "--limit", "x"], 2, "--limit"),
         (["scan", table, "--columns", " , "], 2, "--columns"),
-        (["scan", table, "--columns", "nope"], 1, "no column(s) ['nope']"),
+        (["scan", table, "--columns", "nope"], 1, "unknown column 'nope'"),
         (["scan", table, "--json", "--format", "csv"], 2, "--json"),
         (["scan", table, "--format", "parquet"], 2, "--output"),
         (["scan", table, "--output", "rows.txt"], 2, "--format"),

@@ -149,6 +149,7 @@ def test_shown_values_become_assertions() -> None:
 
 
 @pytest.mark.s3
+@pytest.mark.slow
 def test_readme_runs_as_written(readme_server: None, tmp_path: Path) -> None:
     text = README.read_text()
     assert blocks(text, "python"), "README.md has no python block"
