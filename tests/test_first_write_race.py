@@ -64,13 +64,9 @@ def _writer(uri: str, opts: dict | None, spec: dict[str, Any], barrier: Any, res
     outcome = "ok"
     for _ in range(30):
         try:
+            partition = {"where": where} if where is not None else {}
             mvcc.write_table(
-                data,
-                uri,
-                mode,
-                where=where,
-                storage_options=opts,
-                transaction_properties={"writer": spec["name"]},
+                data, uri, mode, storage_options=opts, transaction_properties={"writer": spec["name"]}, **partition
             )
             break
         except mvcc.RetryableConflictError:
