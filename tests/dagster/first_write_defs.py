@@ -66,3 +66,11 @@ defs = dg.Definitions(
 def first_writes_job() -> dg.JobDefinition:
     """The job, for `reconstructable`."""
     return defs.resolve_job_def("first_writes")
+
+
+def example_events_job() -> dg.JobDefinition:
+    """The example's `daily_events` job (definitions.py at the repository root, which must be importable;
+    ``MVCC_WAREHOUSE`` names its warehouse), for `reconstructable`."""
+    import definitions
+
+    return definitions.defs.resolve_job_def("daily_events")

@@ -34,12 +34,12 @@ import os, sys, time
 import dagster as dg
 import first_write_defs
 
-day, go = sys.argv[1], sys.argv[2]
+day, go, job = sys.argv[1], sys.argv[2], sys.argv[3]
 while not os.path.exists(go):  # start both runs together, after both processes have imported dagster
     time.sleep(0.01)
 with dg.DagsterInstance.get() as instance:
     with dg.execute_job(
-        dg.reconstructable(first_write_defs.first_writes_job),
+        dg.reconstructable(getattr(first_write_defs, job)),
         instance=instance,
         tags={"dagster/partition": day},
         raise_on_error=False,
@@ -56,28 +56,26 @@ def step_failures(instance: dg.DagsterInstance, run_id: str) -> list[str]:
     ]
 
 
-@pytest.mark.timeout(400)
-def test_two_first_partition_runs_in_processes_both_succeed_one_commit_each(tmp_path: Path) -> None:
-    import first_write_defs
-
+def run_concurrently(tmp_path: Path, job: str, hold: float, extra_env: dict[str, str]) -> tuple[Path, list[str]]:
+    """Two runs of `job` (a function of first_write_defs), one per day of DAYS, started together in two
+    processes against one persisted instance; every commit waits `hold` seconds after its transaction file,
+    so both runs' steps find no table. The instance's home and the run ids."""
     home = tmp_path / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     with dg.DagsterInstance.from_config(str(home)):
         pass  # create the instance's storage here: two processes creating it at once race on its tables
-    warehouse = tmp_path / "warehouse"
     go = tmp_path / "go"
     env = {
         **os.environ,
+        **extra_env,
         "DAGSTER_HOME": str(home),
-        first_write_defs.WAREHOUSE_ENV: str(warehouse),
         "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]),
-        # every commit waits 3 s after its transaction file: both runs' first steps find no table
-        "MVCC_FAILPOINTS": "commit.after_transaction_file=sleep(3)",
+        "MVCC_FAILPOINTS": f"commit.after_transaction_file=sleep({hold})",
     }
     children = [
         subprocess.Popen(
-            [sys.executable, "-c", CHILD, day, str(go)],
+            [sys.executable, "-c", CHILD, day, str(go), job],
             cwd=HERE,
             env=env,
             stdout=subprocess.PIPE,
@@ -87,20 +85,33 @@ def test_two_first_partition_runs_in_processes_both_succeed_one_commit_each(tmp_
     ]
     time.sleep(3)  # both import dagster and the job module, then wait for `go`
     go.touch()
-    outputs = [child.communicate(timeout=360) for child in children]
+    outputs = [child.communicate(timeout=600) for child in children]
     assert all(child.returncode == 0 for child in children), [err.decode()[-3000:] for _, err in outputs]
     runs = [out.decode().split()[-2:] for out, _ in outputs]
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert [ok for _, ok in runs] == ["True", "True"], [step_failures(instance, r) for r, _ in runs]
-        for name in TABLES:
-            table = mvcc.open_table(f"{warehouse}/{name}")
-            infos = table.versions()
-            # one commit per materialization: two runs, two versions, each with its run and its day
+    return home, [run_id for run_id, _ in runs]
+
+
+def assert_one_version_per_materialization(home: Path, warehouse: Path, tables: tuple[str, ...], runs: list[str]):
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        for name in tables:
+            infos = mvcc.open_table(f"{warehouse}/{name}").versions()
+            # two runs, two versions, each with its run and its day
             assert len(infos) == 2, (name, [(i.operation, i.transaction_properties) for i in infos])
-            assert {i.transaction_properties["dagster/run_id"] for i in infos} == {r for r, _ in runs}
+            assert {i.transaction_properties["dagster/run_id"] for i in infos} == set(runs)
             assert sorted(i.transaction_properties["dagster/partition_key"] for i in infos) == list(DAYS)
             records = instance.fetch_materializations(dg.AssetKey(name), limit=10).records
             assert sorted(r.asset_materialization.metadata["mvcc/version"].value for r in records) == [1, 2]
+
+
+@pytest.mark.timeout(400)
+def test_two_first_partition_runs_in_processes_both_succeed_one_commit_each(tmp_path: Path) -> None:
+    import first_write_defs
+
+    warehouse = tmp_path / "warehouse"
+    home, runs = run_concurrently(tmp_path, "first_writes_job", 3, {first_write_defs.WAREHOUSE_ENV: str(warehouse)})
+    assert_one_version_per_materialization(home, warehouse, TABLES, runs)
     events = mvcc.open_table(f"{warehouse}/events")
     assert [i.operation for i in events.versions()] == ["Overwrite", "Update"]
     days = events.to_table().column("day").to_pylist()
@@ -108,6 +119,19 @@ def test_two_first_partition_runs_in_processes_both_succeed_one_commit_each(tmp_
     assert len(days) == 2 * first_write_defs.ROWS_PER_DAY
     assert mvcc.open_table(f"{warehouse}/latest").count_rows() == first_write_defs.USERS
     assert mvcc.open_table(f"{warehouse}/audit").count_rows() == 2
+
+
+@pytest.mark.timeout(900)
+def test_the_examples_first_two_day_backfill_succeeds(tmp_path: Path) -> None:
+    """The example's `events` group (Spark ingest, a merge, a date-partitioned aggregate) for two days at once
+    on an empty warehouse, each run with the multiprocess executor: every step succeeds, one version each."""
+    pytest.importorskip("pyspark")
+    warehouse = tmp_path / "warehouse"
+    home, runs = run_concurrently(tmp_path, "example_events_job", 10, {"MVCC_WAREHOUSE": str(warehouse)})
+    example_tables = ("raw_events", "user_latest", "daily_revenue")
+    assert_one_version_per_materialization(home, warehouse, example_tables, runs)
+    assert mvcc.open_table(f"{warehouse}/raw_events").count_rows() == 2 * 1000  # EVENTS_PER_DAY
+    assert mvcc.open_table(f"{warehouse}/daily_revenue").count_rows() == 2
 
 
 daily = dg.DailyPartitionsDefinition(start_date="2026-11-01", timezone="UTC")
