@@ -246,3 +246,15 @@ def test_where_needs_overwrite_mode_and_checks_every_row_of_a_new_table(tmp_uri)
     assert not os.path.exists(tmp_uri) or not [f for _, _, fs in os.walk(tmp_uri) for f in fs]
     t = mvcc.write_table(rows(DAYS[0], [1], "x"), tmp_uri, "overwrite", where=where_day(DAYS[0]))
     assert t.version == 1 and content(t) == [(DAYS[0], 1, "x")]
+
+
+def test_racing_first_appends_through_an_external_manifest_store(tmp_path) -> None:
+    """The loser reads the winner through the same commit handler (here a SQLite manifest store)."""
+    uri, store = str(tmp_path / "t"), f"sqlite://{tmp_path / 'manifests.db'}"
+    specs = [{"name": f"w{i}", "kind": "append", "day": DAYS[i], "ids": [i]} for i in range(3)]
+    outcomes = race(uri, {"external_store": store}, specs)
+    assert {o for _, o in outcomes.values()} == {"ok"}
+    assert sum(lost for lost, _ in outcomes.values()) == 2
+    t = mvcc.open_table(uri, external_store=store)
+    assert sorted(i.operation for i in t.versions()) == ["Append", "Append", "Overwrite"]
+    assert content(t) == replay(t, specs)
