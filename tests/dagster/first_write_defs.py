@@ -74,3 +74,10 @@ def example_events_job() -> dg.JobDefinition:
     import definitions
 
     return definitions.defs.resolve_job_def("daily_events")
+
+
+def example_sales_job() -> dg.JobDefinition:
+    """The example's `daily_sales_catalog` job (the catalog multi_asset and its reader), for `reconstructable`."""
+    import definitions
+
+    return definitions.defs.resolve_job_def("daily_sales_catalog")

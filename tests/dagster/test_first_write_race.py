@@ -101,7 +101,7 @@ def assert_one_version_per_materialization(home: Path, warehouse: Path, tables: 
             assert len(infos) == 2, (name, [(i.operation, i.transaction_properties) for i in infos])
             assert {i.transaction_properties["dagster/run_id"] for i in infos} == set(runs)
             assert sorted(i.transaction_properties["dagster/partition_key"] for i in infos) == list(DAYS)
-            records = instance.fetch_materializations(dg.AssetKey(name), limit=10).records
+            records = instance.fetch_materializations(dg.AssetKey.from_user_string(name), limit=10).records
             assert sorted(r.asset_materialization.metadata["mvcc/version"].value for r in records) == [1, 2]
 
 
@@ -221,3 +221,19 @@ def test_a_step_whose_table_appeared_while_it_wrote_is_retried(instance: dg.Dags
     assert result.success
     table = mvcc.open_table(f"{warehouse}/own_table")
     assert sorted(table.to_table().column("id").to_pylist()) == [0, 2]  # the other's row, then the retry's
+
+
+@pytest.mark.timeout(600)
+def test_the_examples_first_two_day_catalog_runs_succeed(tmp_path: Path) -> None:
+    """The example's catalog job for two days at once on an empty warehouse: both steps create the catalog and
+    its two tables from their first write (the loser of each race runs again and writes into the winner's
+    tables), and the reader's first partitioned writes race too; both runs succeed, every day once."""
+    warehouse = tmp_path / "warehouse"
+    home, runs = run_concurrently(tmp_path, "example_sales_job", 3, {"MVCC_WAREHOUSE": str(warehouse)})
+    assert_one_version_per_materialization(home, warehouse, ("sales/revenue_by_segment",), runs)
+    catalog = mvcc.Catalog.open(f"{warehouse}/catalog")
+    orders = catalog.table("sales.orders").to_table()
+    assert sorted({str(d) for d in orders.column("order_day").to_pylist()}) == list(DAYS)
+    assert orders.num_rows == len(set(orders.column("order_id").to_pylist()))  # every order once
+    revenue = mvcc.open_table(f"{warehouse}/sales/revenue_by_segment").to_table()
+    assert sorted({str(d) for d in revenue.column("day").to_pylist()}) == list(DAYS)
