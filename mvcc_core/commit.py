@@ -316,7 +316,13 @@ class Committer:
             else:
                 latest_loc = _latest_or_none(self.store, known, self.handler)
             if latest_loc is not None and create:
-                raise TableExistsError(f"a table already exists at {self.store.uri} (version {latest_loc.version})")
+                raise TableExistsError(
+                    f"a table already exists at {self.store.uri} (version {latest_loc.version}): another writer "
+                    "created it while this one was writing",
+                    uri=self.store.uri,
+                    version=latest_loc.version,
+                    created_concurrently=True,
+                )
             if latest_loc is None and txn.read_version != 0:
                 raise TableNotFoundError(f"table {self.store.uri} has no versions (was it deleted?)")
             if latest_loc is not None:

@@ -457,6 +457,16 @@ def render_markdown() -> str:
         "  commit loop reads only those fragments, pruned by statistics): those rows would survive next to ours, so",
         "  two writers of one partition would leave duplicates. Rows of other partitions do not conflict (Delta's",
         "  replaceWhere, which fails on a concurrent append to the partitions it read, behaves alike).",
+        "- *Racing first writes*: an `append` or `overwrite` of a table that does not exist yet (`write_table`,",
+        "  `create_table_from_fragments(mode=...)`, Spark writes, the Dagster IO manager) commits version 1, an",
+        "  Overwrite with read version 0, with put-if-not-exists. A writer that another one beats to version 1 is",
+        "  not refused (as in Lance and Delta, where such a write creates the table or joins it): it is rebased onto",
+        "  the winner's latest version as what it meant there (an *Append* of its fragments, the partition overwrite",
+        "  of its `where=`, or an *Overwrite* committed as the next version) and checked under the rules above",
+        "  against anything committed after that. Its data files are reused, so an append or partition overwrite",
+        "  needs the winner's schema exactly (names, order, types, nullability; else SchemaError, its files",
+        "  removed). `mode='create'` keeps raising TableExistsError: a new table is what the caller asked for",
+        "  (`created_concurrently` is then True, and Dagster's mapping retries the step: the next attempt sees it).",
         "",
     ]
     return "\n".join(lines)

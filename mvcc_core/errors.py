@@ -60,7 +60,20 @@ class TableNotFoundError(MvccError):
 
 
 class TableExistsError(MvccError):
-    """A table already exists where a new one was to be created."""
+    """A table already exists where a new one was to be created.
+
+    `created_concurrently`: the table was not there when the write looked, and another writer created it
+    while this one was writing (its commit of version 1 lost the put-if-not-exists). Running the caller again
+    sees the table, so orchestration may retry it; a table that was there already is refused for good.
+    """
+
+    def __init__(
+        self, message: str, *, uri: str = "", version: int | None = None, created_concurrently: bool = False
+    ) -> None:
+        super().__init__(message)
+        self.uri = uri
+        self.version = version
+        self.created_concurrently = created_concurrently
 
 
 class VersionNotFoundError(MvccError):

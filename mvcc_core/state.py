@@ -14,6 +14,7 @@ error that may have followed a successful manifest write) they are left for rete
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
@@ -23,7 +24,7 @@ import pyarrow as pa
 from . import schema as schema_mod
 from ._proto import table_pb2 as pb
 from .commit import DEFAULT_MAX_RETRIES, Committer
-from .errors import VersionNotFoundError, is_definite_failure
+from .errors import TableExistsError, VersionNotFoundError, is_definite_failure
 from .external_store import ExternalManifestStore, commit_handler, split_storage_options
 from .manifest import ManifestLocation, list_manifests, location_of
 from .naming import ManifestNaming
@@ -140,6 +141,11 @@ class TableState:
         return [f"{self.store.uri}/{path}" for path in files]
 
 
+#: How a first write that lost the race for version 1 is applied to the table that won: given the winner's
+#: latest version, the transaction to commit on top of it (same data files; see `commit_transaction`).
+IfExists = Callable[["TableState"], Transaction]
+
+
 def commit_transaction(
     committer: Committer,
     transaction: Transaction,
@@ -147,21 +153,43 @@ def commit_transaction(
     naming: ManifestNaming,
     hint: pb.Manifest | None = None,
     create: bool = False,
+    if_exists: IfExists | None = None,
     max_retries: int = DEFAULT_MAX_RETRIES,
 ) -> tuple[pb.Manifest, ManifestNaming]:
     """Commit `transaction` through `committer`, removing its files on a definite failure.
 
-    `create=True` refuses to commit on top of an existing table (TableExistsError).
+    `create=True` refuses to commit on top of an existing table (TableExistsError). `if_exists` makes the
+    commit a first write that another writer may beat (Lance's and Delta's append / overwrite of a missing
+    table): `transaction` is committed as version 1 if no table is there; if another writer creates the table
+    first, `if_exists(winner)` turns it into the transaction it means on the winner's latest version (an
+    Append, a partition overwrite, an Overwrite), committed under the usual conflict rules. Its files pass to
+    that transaction; if `if_exists` refuses (a schema that does not match the winner's) they are removed.
     """
     try:
-        manifest, naming = committer.commit(
-            transaction,
-            naming=naming,
-            read_manifest_hint=hint,
-            create=create,
-            max_retries=max_retries,
-            rows_match=rows_match,
-        )
+        try:
+            manifest, naming = committer.commit(
+                transaction,
+                naming=naming,
+                read_manifest_hint=hint,
+                create=create or if_exists is not None,
+                max_retries=max_retries,
+                rows_match=rows_match,
+            )
+        except TableExistsError as exc:
+            if if_exists is None or not exc.created_concurrently:
+                raise
+            location = committer.latest_location()
+            winner = TableState(committer.store, committer.load_manifest(location), location.naming, committer)
+            rebased = if_exists(winner)
+            log.info(
+                "%s: a concurrent writer created the table first (version %d); committing %s on top of it",
+                committer.store.uri,
+                winner.version,
+                rebased.operation.name,
+            )
+            transaction.files = []  # the rebased transaction owns them (and removes them if it fails)
+            state = winner.commit(rebased, max_retries=max_retries)
+            return state.manifest, state.naming
     except BaseException as exc:
         if transaction.files and is_definite_failure(exc):
             log.debug("removing %d staged files of the failed %s", len(transaction.files), transaction.operation.name)

@@ -49,7 +49,7 @@ from .errors import (
 from .executor import Executor
 from .external_store import ExternalManifestStore, commit_handler, split_storage_options
 from .features import describe as describe_features
-from .fragments import DEFAULT_MAX_ROWS_PER_FILE, fragment_paths, to_reader, write_fragments_from_reader
+from .fragments import DEFAULT_MAX_ROWS_PER_FILE, to_reader, write_fragments_from_reader
 from .index.scalar import build as build_index
 from .maintenance.cleanup import CleanupStats, cleanup_old_versions
 from .maintenance.optimize import Optimize
@@ -1364,6 +1364,7 @@ def write_table(
     uri: Uri,
     mode: str = "create",
     *,
+    where: str | None = None,
     schema: pa.Schema | None = None,
     storage_options: dict[str, Any] | None = None,
     manifest_naming: str | ManifestNaming = "v2",
@@ -1374,19 +1375,23 @@ def write_table(
     external_store: str | ExternalManifestStore | None = None,
     enable_stable_row_ids: bool = False,
 ) -> Table:
-    """Create a table, or append to / overwrite an existing one (pylance's `write_dataset`).
+    """Create a table, or append to / overwrite an existing one (pylance's `write_dataset`); one commit.
 
     `mode`: "create" (TableExistsError if a table is there), "append" or "overwrite" (both create the
-    table when there is none). With `external_store` (see `open_table`) the object store needs no
-    conditional writes. `enable_stable_row_ids` (at creation only): every row gets an id that survives
-    updates and compaction (`with_row_id=True` in scans); sets the `stable_row_ids` reader and writer flags.
+    table, with `data`'s rows, when there is none). `where` (mode "overwrite" only, a SQL predicate):
+    replace only the rows matching it (`Table.overwrite(where=)`); every row of `data` must match it, also
+    when the write creates the table. A first write that another writer beats to version 1 is applied to
+    the winner's table under the usual conflict rules (an Append, the partition overwrite, a later
+    Overwrite); `data` must then have the winner's schema (SchemaError otherwise). With `external_store`
+    (see `open_table`) the object store needs no conditional writes. `enable_stable_row_ids` (at creation
+    only): every row gets an id that survives updates and compaction (`with_row_id=True` in scans); sets
+    the `stable_row_ids` reader and writer flags.
 
     Example::
 
         t = mvcc.write_table(pa.table({"id": [1, 2, 3]}), "/tmp/t", commit_message="initial load")
     """
-    if mode not in ("create", "append", "overwrite"):
-        raise ValueError(f"mode must be 'create', 'append' or 'overwrite', got {mode!r}")
+    _check_first_write_mode(mode, where)
     uri = _uri(uri)
     naming = ManifestNaming.parse(manifest_naming)
     properties = check_properties(transaction_properties)
@@ -1402,38 +1407,125 @@ def write_table(
         max_retries=max_retries,
     )
     if existing is not None:
-        if enable_stable_row_ids and not row_ids_enabled(existing.manifest):
-            raise UnsupportedFeatureError(
-                f"stable row ids can only be enabled when a table is created; {uri} exists without them"
-            )
+        _check_row_ids_on_existing(existing.state, enable_stable_row_ids)
         if mode == "create":
             raise TableExistsError(
-                f"a table already exists at {uri} (version {existing.version}); use mode='append' or 'overwrite'"
+                f"a table already exists at {uri} (version {existing.version}); use mode='append' or 'overwrite'",
+                uri=uri,
+                version=existing.version,
             )
         if mode == "append":
             return existing.append(data, **common)
-        return existing.overwrite(data, schema=schema, **common)
+        return existing.overwrite(data, where=where, schema=schema, **common)
     store = open_store(uri, storage_options)
     reader = to_reader(data, schema)
     table_schema = schema or reader.schema
+    check = check_rows(where, table_schema) if where is not None else None
     fields, _ = schema_mod.fields_from_schema(table_schema)
-    fragments = write_fragments_from_reader(store, reader, fields, table_schema, max_rows_per_file)
-    op = ops.Overwrite(
-        fragments=fragments,
+    fragments = write_fragments_from_reader(store, reader, fields, table_schema, max_rows_per_file, check=check)
+    return _commit_first_write(
+        Committer(store, handler=commit_handler(external)),
+        fragments,
+        table_schema,
+        mode=mode,
+        where=where,
+        naming=naming,
+        commit_message=commit_message,
+        transaction_properties=properties,
+        max_retries=_check_retries(max_retries),
+        enable_stable_row_ids=enable_stable_row_ids,
+    )
+
+
+FIRST_WRITE_MODES = ("create", "append", "overwrite")
+
+
+def _check_first_write_mode(mode: str, where: str | None) -> None:
+    if mode not in FIRST_WRITE_MODES:
+        raise ValueError(f"mode must be 'create', 'append' or 'overwrite', got {mode!r}")
+    if where is not None and mode != "overwrite":
+        raise ValueError(f"where= replaces the rows matching it, so it needs mode='overwrite', got {mode!r}")
+
+
+def _check_row_ids_on_existing(state: TableState, enable_stable_row_ids: bool) -> None:
+    if enable_stable_row_ids and not row_ids_enabled(state.manifest):
+        raise UnsupportedFeatureError(
+            f"stable row ids can only be enabled when a table is created; {state.uri} exists without them"
+        )
+
+
+def _check_winner_schema(winner: TableState, schema: pa.Schema, fields: Sequence[pb.Field]) -> None:
+    """A first write that lost the race for version 1 wrote its files with its own schema's field ids: they
+    can join the winner's table only if it has the same columns (names, order, types, nullability) and ids."""
+    ids = [(f.id, f.parent_id, f.name) for f in fields]
+    if winner.schema.equals(schema, check_metadata=False) and ids == [
+        (f.id, f.parent_id, f.name) for f in winner.fields
+    ]:
+        return
+    raise SchemaError(
+        f"another writer created the table at {winner.uri} first (version {winner.version}) with the schema "
+        f"{winner.schema.remove_metadata()}; this write's data has the schema {schema.remove_metadata()}, so it "
+        "cannot be added to that table: write data of the table's schema (or overwrite it explicitly)"
+    )
+
+
+def _commit_first_write(
+    committer: Committer,
+    fragments: Sequence[pb.DataFragment],
+    schema: pa.Schema,
+    *,
+    mode: str,
+    where: str | None,
+    naming: ManifestNaming,
+    commit_message: str | None,
+    transaction_properties: dict[str, str],
+    max_retries: int,
+    enable_stable_row_ids: bool = False,
+) -> Table:
+    """Commit `fragments` (written with `schema`'s field ids) as version 1 of a new table, in one commit.
+
+    If another writer creates the table first, the write is what `mode` means on the winner's latest version:
+    "create" raises TableExistsError (the caller asked for a new table); "append" appends the fragments;
+    "overwrite" with `where` replaces the winner's rows matching it; a plain "overwrite" replaces the whole
+    table as the version after the winner's. Both reuse the fragments already written.
+    """
+    store = committer.store
+    fields, _ = schema_mod.fields_from_schema(schema)
+    overwrite = ops.Overwrite(
+        fragments=list(fragments),
         schema=fields,
-        schema_metadata=dict(table_schema.metadata or {}),
+        schema_metadata=dict(schema.metadata or {}),
         config_upsert_values={ENABLE_CONFIG_KEY: "true"} if enable_stable_row_ids else {},
     )
-    committer = Committer(store, handler=commit_handler(external))
+    files = data_file_uris(store, [], fragments)
     txn = Transaction(
         read_version=0,
-        operation=op,
+        operation=overwrite,
         message=commit_message or "",
-        transaction_properties=properties,
-        files=[f"{store.uri}/{p}" for f in fragments for p in fragment_paths(f)],
+        transaction_properties=transaction_properties,
+        files=list(files),
     )
+
+    def onto(winner: TableState) -> Transaction:
+        _check_row_ids_on_existing(winner, enable_stable_row_ids)
+        table = Table(winner)
+        written: dict[str, Any] = {"commit_message": commit_message, "transaction_properties": transaction_properties}
+        if mode == "overwrite" and where is None:
+            replaced = table._txn(overwrite, **written)
+            replaced.files = list(files)
+            return replaced
+        _check_winner_schema(winner, schema, fields)
+        if mode == "append":
+            return table.append_fragments_uncommitted(fragments, **written)
+        return table.overwrite_fragments_uncommitted(fragments, where=where, **written)
+
     manifest, naming = commit_transaction(
-        committer, txn, naming=naming, create=(mode != "overwrite"), max_retries=_check_retries(max_retries)
+        committer,
+        txn,
+        naming=naming,
+        create=True,
+        if_exists=None if mode == "create" else onto,
+        max_retries=max_retries,
     )
     return Table(TableState(store, manifest, naming, committer))
 
@@ -1481,30 +1573,37 @@ def create_table_from_fragments(
     uri: Uri,
     *,
     schema: pa.Schema,
+    mode: str = "create",
+    where: str | None = None,
     storage_options: dict[str, Any] | None = None,
     external_store: str | ExternalManifestStore | None = None,
     manifest_naming: str | ManifestNaming = "v2",
     commit_message: str | None = None,
     transaction_properties: Mapping[str, str] | None = None,
+    max_retries: int = DEFAULT_MAX_RETRIES,
 ) -> Table:
     """Create a table (version 1) from fragments `write_fragments` wrote for a new table with `schema`.
 
-    TableExistsError if a table appeared meanwhile (the fragments are then removed: write them again
-    against it). The distributed form of `write_table(data, uri)`.
+    The distributed form of `write_table(data, uri, mode, where=)`. `mode` says what to do if another writer
+    creates the table first: "create" raises TableExistsError (the fragments are then removed: write them
+    again against it); "append" appends them to the winner's table, "overwrite" replaces its rows (with
+    `where`, the rows matching it; the writers must have checked their rows with `write_fragments(where=)`),
+    under the usual conflict rules. Appending or partition-overwriting needs the winner's schema
+    (SchemaError otherwise; the fragments are removed).
     """
+    _check_first_write_mode(mode, where)
     uri = _uri(uri)
     properties = check_properties(transaction_properties)
     external, storage_options = split_storage_options(storage_options, external_store)
     store = open_store(uri, storage_options)
-    fields, _ = schema_mod.fields_from_schema(schema)
-    op = ops.Overwrite(fragments=list(fragments), schema=fields, schema_metadata=dict(schema.metadata or {}))
-    committer = Committer(store, handler=commit_handler(external))
-    txn = Transaction(
-        read_version=0,
-        operation=op,
-        message=commit_message or "",
+    return _commit_first_write(
+        Committer(store, handler=commit_handler(external)),
+        fragments,
+        schema,
+        mode=mode,
+        where=where,
+        naming=ManifestNaming.parse(manifest_naming),
+        commit_message=commit_message,
         transaction_properties=properties,
-        files=data_file_uris(store, [], fragments),
+        max_retries=_check_retries(max_retries),
     )
-    manifest, naming = commit_transaction(committer, txn, naming=ManifestNaming.parse(manifest_naming), create=True)
-    return Table(TableState(store, manifest, naming, committer))

@@ -7,7 +7,9 @@ not, and neither is any other `MvccError` (a missing table, a schema mismatch, a
 argument (`ValueError` / `TypeError`): they would fail again. So the mapping turns:
 
 - `RetryableConflictError` into `dagster.RetryRequested(max_retries, seconds_to_wait)`, the wait growing
-  exponentially with the attempt, with +/- jitter so that writers that collided do not collide again;
+  exponentially with the attempt, with +/- jitter so that writers that collided do not collide again; so is
+  a `TableExistsError` whose table another writer created while the step was writing
+  (`created_concurrently`): the next attempt sees the table (a table that was there before is a Failure);
 - `IncompatibleConflictError` into `dagster.Failure(allow_retries=False)` whose metadata names the table,
   the read version, the conflicting versions and both operations (a catalog conflict, which is one of the
   two core types too, adds the object, the catalog versions expected and found, and the DuckLake rule);
@@ -119,7 +121,10 @@ def to_dagster(
     """The Dagster exception that `exc` becomes, or None when `exc` is not mvcc's to classify (it then
     propagates unchanged and a `RetryPolicy` decides). `what` names the asset or op in descriptions."""
     prefix = f"{what}: " if what else ""
-    if isinstance(exc, mvcc.RetryableConflictError):
+    if isinstance(exc, mvcc.RetryableConflictError) or (
+        isinstance(exc, mvcc.TableExistsError) and exc.created_concurrently
+    ):
+        # A table another writer created while this step wrote: the next attempt sees it and decides again.
         return dg.RetryRequested(max_retries=max_retries, seconds_to_wait=retry_wait(attempt, delay))
     if isinstance(exc, mvcc.IncompatibleConflictError):
         meta = conflict_metadata(exc)

@@ -16,12 +16,14 @@ DataFrame when the input is annotated so.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from typing import Any
 
 import dagster as dg
 import pyarrow as pa
+import pyarrow.compute as pc
 from dagster._core.definitions.metadata import normalize_metadata
 from dagster_shared.check import CheckError
 
@@ -94,6 +96,20 @@ def _write_settings(meta: Mapping[str, Any], asset: str) -> tuple[str, list[str]
     raise _bad(
         asset, f"metadata {MERGE_ON!r}", f"write mode 'merge' needs the key column(s): a name or a list, got {on!r}"
     )
+
+
+def _check_unique_keys(rows: pa.Table, on: list[str], asset: str) -> None:
+    """A merge's source keys must be unique (which source row would win is undefined), also when the merge
+    creates the table: the same rule, and the same kind of error, as the core's merge_insert."""
+    counts = rows.select(on).group_by(on).aggregate([([], "count_all")])
+    for row in counts.filter(pc.greater(counts.column("count_all"), 1)).to_pylist():
+        if all(row[c] is not None for c in on):  # NULL keys match nothing, so they may repeat
+            key = {c: row[c] for c in on}
+            raise _bad(
+                asset,
+                f"metadata {MERGE_ON!r}",
+                f"the output has {row['count_all']} rows with key {key}; a merge needs unique keys (deduplicate it)",
+            )
 
 
 def _partition_label(keys: list[str]) -> str:
@@ -225,14 +241,21 @@ class MvccIOManager(dg.ConfigurableIOManager):
         message: str,
     ) -> mvcc.Table:
         common: dict[str, Any] = {"commit_message": message, "transaction_properties": properties}
+        location: dict[str, Any] = {"storage_options": self._options(), "external_store": self.external_store}
+        if table is None and mode != "merge":
+            # The first write creates the table with the rows, in one commit (a partitioned overwrite checks
+            # every row against its predicate); a concurrent first writer that wins is written into by the core.
+            return mvcc.write_table(data, uri, mode=mode, where=where, **location, **common)
         if table is None:
-            if mode in ("overwrite", "append") and where is None:
-                return mvcc.write_table(
-                    data, uri, mode=mode, storage_options=self._options(), external_store=self.external_store, **common
-                )
-            # A partitioned overwrite or a merge needs a table to apply to: create it empty (a concurrent
-            # writer may win that race: then use its table), so the predicate still checks every row.
-            table = self._create_empty(data.schema, uri, common)
+            # A first merge into a missing table inserts every row (its keys must be unique, as merge_insert's);
+            # if a concurrent step creates the table first, it becomes a merge into that table.
+            rows = data if isinstance(data, pa.Table) else data.read_all()
+            assert merge_on is not None
+            _check_unique_keys(rows, merge_on, properties[ASSET_KEY_PROPERTY])
+            # it was missing when this step looked: a TableExistsError means a concurrent step created it since
+            with contextlib.suppress(mvcc.TableExistsError):
+                return mvcc.write_table(rows, uri, mode="create", **location, **common)
+            data, table = rows, mvcc.open_table(uri, **location)
         if mode == "append":
             return table.append(data, **common)
         if mode == "overwrite":
@@ -245,19 +268,6 @@ class MvccIOManager(dg.ConfigurableIOManager):
             .execute(data if isinstance(data, pa.Table) else data.read_all(), **common)
         )
         return table
-
-    def _create_empty(self, schema: pa.Schema, uri: str, common: dict[str, Any]) -> mvcc.Table:
-        try:
-            return mvcc.write_table(
-                schema.empty_table(),
-                uri,
-                mode="create",
-                storage_options=self._options(),
-                external_store=self.external_store,
-                **common,
-            )
-        except mvcc.TableExistsError:
-            return mvcc.open_table(uri, storage_options=self._options(), external_store=self.external_store)
 
     def _write_spark(
         self,

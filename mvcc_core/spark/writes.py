@@ -194,10 +194,15 @@ class WritePlan:
             WRITE_PATH_PROPERTY: path,
         }
         if self.read_version is None:
+            # The first write creates the table; if another writer creates it first, this one is applied to
+            # the winner's table as what `mode` / `where` mean there (an Append, the partition overwrite, a
+            # later Overwrite) under the usual conflict rules.
             return mvcc_core.create_table_from_fragments(
                 frags,
                 self.uri,
                 schema=self.table_schema,
+                mode=self.mode,
+                where=self.where,
                 storage_options=self.storage_options,
                 commit_message=commit_message,
                 transaction_properties=properties,
