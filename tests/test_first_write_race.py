@@ -133,6 +133,7 @@ def test_racing_first_appends_all_land_one_version_each(tmp_uri) -> None:
     assert len(data_files(tmp_uri)) == 4  # nothing written twice, nothing left behind
 
 
+@pytest.mark.slow
 def test_racing_first_partition_overwrites_each_replace_their_day(tmp_uri) -> None:
     specs = [{"name": f"w{i}", "kind": "partition", "day": DAYS[i], "ids": [i, 100 + i]} for i in range(3)]
     outcomes = race(tmp_uri, None, specs)
@@ -144,6 +145,7 @@ def test_racing_first_partition_overwrites_each_replace_their_day(tmp_uri) -> No
     assert content(t) == replay(t, specs)
 
 
+@pytest.mark.slow
 def test_racing_plain_overwrites_win_as_later_versions(tmp_uri) -> None:
     specs = [{"name": f"w{i}", "kind": "overwrite", "day": DAYS[0], "ids": [i]} for i in range(3)]
     outcomes = race(tmp_uri, None, specs)
@@ -154,6 +156,7 @@ def test_racing_plain_overwrites_win_as_later_versions(tmp_uri) -> None:
     assert content(t) == replay(t, specs)  # the last one committed wins
 
 
+@pytest.mark.slow
 def test_racing_creates_leave_one_table_and_refuse_the_rest(tmp_uri) -> None:
     specs = [{"name": f"w{i}", "kind": "overwrite", "mode": "create", "day": DAYS[0], "ids": [i]} for i in range(3)]
     outcomes = race(tmp_uri, None, specs)
@@ -163,7 +166,7 @@ def test_racing_creates_leave_one_table_and_refuse_the_rest(tmp_uri) -> None:
     assert t.version == 1 and len(data_files(tmp_uri)) == 1  # the refused writes removed their files
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_random_first_writes_match_a_plain_replay(tmp_uri, seed: int) -> None:
     rng = random.Random(seed)
     specs = []
@@ -178,6 +181,7 @@ def test_random_first_writes_match_a_plain_replay(tmp_uri, seed: int) -> None:
     assert content(t) == replay(t, specs)
 
 
+@pytest.mark.slow
 @pytest.mark.s3
 def test_racing_first_writes_on_s3(s3_uri, s3_options) -> None:
     specs = [
@@ -248,6 +252,7 @@ def test_where_needs_overwrite_mode_and_checks_every_row_of_a_new_table(tmp_uri)
     assert t.version == 1 and content(t) == [(DAYS[0], 1, "x")]
 
 
+@pytest.mark.slow
 def test_racing_first_appends_through_an_external_manifest_store(tmp_path) -> None:
     """The loser reads the winner through the same commit handler (here a SQLite manifest store)."""
     uri, store = str(tmp_path / "t"), f"sqlite://{tmp_path / 'manifests.db'}"

@@ -105,6 +105,7 @@ def assert_one_version_per_materialization(home: Path, warehouse: Path, tables: 
             assert sorted(r.asset_materialization.metadata["mvcc/version"].value for r in records) == [1, 2]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_two_first_partition_runs_in_processes_both_succeed_one_commit_each(tmp_path: Path) -> None:
     import first_write_defs
@@ -121,6 +122,7 @@ def test_two_first_partition_runs_in_processes_both_succeed_one_commit_each(tmp_
     assert mvcc.open_table(f"{warehouse}/audit").count_rows() == 2
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_the_examples_first_two_day_backfill_succeeds(tmp_path: Path) -> None:
     """The example's `events` group (Spark ingest, a merge, a date-partitioned aggregate) for two days at once
@@ -223,6 +225,7 @@ def test_a_step_whose_table_appeared_while_it_wrote_is_retried(instance: dg.Dags
     assert sorted(table.to_table().column("id").to_pylist()) == [0, 2]  # the other's row, then the retry's
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_the_examples_first_two_day_catalog_runs_succeed(tmp_path: Path) -> None:
     """The example's catalog job for two days at once on an empty warehouse: both steps create the catalog and

@@ -88,6 +88,7 @@ def test_write_plain_overwrite_wins_as_the_next_version(spark: Any, tmp_path: An
     assert content(uri) == [(DAY2, 7, "spark")]
 
 
+@pytest.mark.slow
 def test_data_source_append_and_replace_where_land_in_the_table_created_meanwhile(spark: Any, tmp_path: Any) -> None:
     uri = str(tmp_path / "t")
     racing_frame(spark, uri, DAY1, [10], both_days()).write.format("mvcc").mode("append").save(uri)
@@ -120,6 +121,7 @@ def _pyarrow_append(uri: str, day: dt.date, ids: list[int], writer: str, start: 
     mvcc_core.write_table(rows(day, ids, writer), uri, mode="append")
 
 
+@pytest.mark.slow
 def test_spark_write_races_pyarrow_writers_in_other_processes(spark: Any, tmp_path: Any) -> None:
     uri = str(tmp_path / "t")
     ctx = mp.get_context("spawn")
