@@ -49,6 +49,7 @@ from .manifest import (
     location_of,
     read_manifest,
 )
+from .manifest_checks import check_manifest
 from .naming import TRANSACTIONS_DIR, ManifestNaming
 from .storage import ObjectStore
 from .transaction import BuildContext, Transaction, build_manifest, read_transaction, write_transaction
@@ -343,6 +344,7 @@ class Committer:
                 previous = None
             version = (latest_loc.version if latest_loc else 0) + 1
             manifest = build_manifest(previous, txn, version=version, transaction_file=txn_file, ctx=build_ctx)
+            check_manifest(manifest, f"{self.store.uri} version {version} (about to be committed)")
             won = self.handler.publish(self.store, manifest, naming)
             if won:
                 self.cache.manifests[version] = manifest
