@@ -393,6 +393,11 @@ class Scan:
             table = reader(store.arrow_filesystem(), key, physical)
             if table is None:
                 table = self._file_fragment(data_file).to_table(schema=self.physical_schema, columns=physical.names)
+            if table.num_rows != frag.physical_rows:
+                raise CorruptManifestError(
+                    f"fragment {frag.id} of {self.store.uri}: data file {data_file.path} has {table.num_rows} rows, "
+                    f"the manifest's field physical_rows says {frag.physical_rows}"
+                )
             return table
 
         def read_part(part: list[pb.DataFragment]) -> list[pa.Table]:
