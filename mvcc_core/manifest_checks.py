@@ -24,6 +24,7 @@ the value. docs/format.md ("Invariants of a manifest") states the same list.
 from __future__ import annotations
 
 import posixpath
+import re
 from urllib.parse import unquote
 
 from ._proto import table_pb2 as pb
@@ -35,12 +36,18 @@ FRAGMENT_ID_LIMIT = 2**32
 COUNT_LIMIT = 2**63
 
 
+#: Segments of letters, digits, '_', '-' and '.', none starting with '.': what writers produce, accepted at once.
+_PLAIN = re.compile(r"[A-Za-z0-9_\-][A-Za-z0-9_.\-]*(?:/[A-Za-z0-9_\-][A-Za-z0-9_.\-]*)*")
+
+
 def path_problem(path: str) -> str | None:
     """Why `path` is not a plain relative path that stays under the directory it is joined to (None: it is).
 
     The check runs on the path as written and on its percent-decoded forms, so `%2e%2e` and `%2F` are
     judged as the `..` and `/` an object-store client may turn them into.
     """
+    if _PLAIN.fullmatch(path):
+        return None
     if not path:
         return "it is empty"
     forms = [path]
@@ -111,35 +118,33 @@ def violations(manifest: pb.Manifest) -> list[tuple[str, object, str]]:
             out.append((field, base_id, "no base path of the manifest has this id"))
 
     seen_ids: set[int] = set()
+    plain = _PLAIN.fullmatch
     for i, frag in enumerate(manifest.fragments):
-        field = f"fragments[{i}]"
-        if frag.id >= FRAGMENT_ID_LIMIT:
-            out.append((f"{field}.id", frag.id, f"fragment ids must be below 2**32 ({FRAGMENT_ID_LIMIT})"))
-        if frag.id in seen_ids:
-            out.append((f"{field}.id", frag.id, "another fragment of the manifest has the same id"))
-        seen_ids.add(frag.id)
-        if frag.physical_rows >= COUNT_LIMIT:
-            out.append((f"{field}.physical_rows", frag.physical_rows, "a row count must be below 2**63"))
+        # a loop per fragment of large manifests: field names are built only for a violation
+        fid, physical = frag.id, frag.physical_rows
+        if fid >= FRAGMENT_ID_LIMIT:
+            out.append((f"fragments[{i}].id", fid, f"fragment ids must be below 2**32 ({FRAGMENT_ID_LIMIT})"))
+        if fid in seen_ids:
+            out.append((f"fragments[{i}].id", fid, "another fragment of the manifest has the same id"))
+        seen_ids.add(fid)
+        if physical >= COUNT_LIMIT:
+            out.append((f"fragments[{i}].physical_rows", physical, "a row count must be below 2**63"))
         for j, data_file in enumerate(frag.files):
-            path_field(f"{field}.files[{j}].path", data_file.path)
+            if not plain(data_file.path):
+                path_field(f"fragments[{i}].files[{j}].path", data_file.path)
             if data_file.file_size_bytes >= COUNT_LIMIT:
-                out.append(
-                    (f"{field}.files[{j}].file_size_bytes", data_file.file_size_bytes, "a size must be below 2**63")
-                )
-            base_ref(f"{field}.files[{j}].base_id", data_file.HasField("base_id"), data_file.base_id)
+                field = f"fragments[{i}].files[{j}].file_size_bytes"
+                out.append((field, data_file.file_size_bytes, "a size must be below 2**63"))
+            if data_file.HasField("base_id"):
+                base_ref(f"fragments[{i}].files[{j}].base_id", True, data_file.base_id)
         if frag.HasField("deletion_file"):
-            deleted = frag.deletion_file.num_deleted_rows
-            if deleted > frag.physical_rows:
-                out.append(
-                    (
-                        f"{field}.deletion_file.num_deleted_rows",
-                        deleted,
-                        f"a fragment cannot delete more rows than its {frag.physical_rows} physical rows",
-                    )
-                )
-            base_ref(
-                f"{field}.deletion_file.base_id", frag.deletion_file.HasField("base_id"), frag.deletion_file.base_id
-            )
+            deletion = frag.deletion_file
+            if deletion.num_deleted_rows > physical:
+                field = f"fragments[{i}].deletion_file.num_deleted_rows"
+                problem = f"a fragment cannot delete more rows than its {physical} physical rows"
+                out.append((field, deletion.num_deleted_rows, problem))
+            if deletion.HasField("base_id"):
+                base_ref(f"fragments[{i}].deletion_file.base_id", True, deletion.base_id)
     if manifest.HasField("max_fragment_id") and seen_ids and manifest.max_fragment_id < max(seen_ids):
         out.append(
             (
