@@ -39,6 +39,12 @@ def read_deletion_vector(
             f"deletion file {store.uri}/{path} deletes row offset {deleted.max()} of fragment {fragment.id}, "
             f"whose field physical_rows is {fragment.physical_rows}"
         )
+    recorded = fragment.deletion_file.num_deleted_rows
+    if recorded and len(deleted) != recorded:
+        raise CorruptManifestError(
+            f"deletion file {store.uri}/{path} deletes {len(deleted)} rows of fragment {fragment.id}, whose field "
+            f"deletion_file.num_deleted_rows is {recorded}"
+        )
     return deleted
 
 

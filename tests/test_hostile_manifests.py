@@ -427,3 +427,13 @@ def test_a_single_field_corruption_is_refused_or_harmless(
     except mvcc.MvccError:
         return
     assert 666 not in got and pq.read_table(victim).num_rows == 2
+
+
+def test_a_deletion_count_that_disagrees_with_its_vector_is_a_typed_error(tmp_path: Path) -> None:
+    uri = str(tmp_path / "table")
+    t = two_fragments(uri)
+    t.delete("id = 1")
+    tamper(t, lambda m: setattr(m.fragments[0].deletion_file, "num_deleted_rows", 2))
+    with pytest.raises(mvcc.CorruptManifestError, match="deletes 1 rows of fragment 0") as err:
+        mvcc.open_table(uri).to_table()
+    assert "num_deleted_rows is 2" in str(err.value)
