@@ -29,6 +29,7 @@ from .errors import (
     CommitConflictError,
     CorruptManifestError,
     IncompatibleConflictError,
+    ManifestInvariantError,
     ObjectNotFoundError,
     RetryableConflictError,
     StorageError,
@@ -433,10 +434,10 @@ class Committer:
                 f"(e.g. open_table({uri!r}, version={version}).restore()), or from a shell: "
                 f"mvcc restore {uri} {version}"
             )
-        return CorruptManifestError(
-            f"{exc}; {why}; {way_out}",
-            intact_version=None if intact is None else intact[0],
-        )
+        message, intact_version = f"{exc}; {why}; {way_out}", None if intact is None else intact[0]
+        if isinstance(exc, ManifestInvariantError):
+            return ManifestInvariantError(message, field=exc.field, value=exc.value, intact_version=intact_version)
+        return CorruptManifestError(message, intact_version=intact_version)
 
     def _rebase(self, txn: Transaction, latest: pb.Manifest, files: dict[str, list[str]]) -> tuple[Transaction, str]:
         """Ours rewritten on top of `latest`, as a new transaction file (the specification's rebase)."""

@@ -98,9 +98,10 @@ def test_a_data_path_leaving_the_root_is_refused_on_open(tmp_path: Path, path: s
     uri = str(tmp_path / "table")
     t = two_fragments(uri)
     tamper(t, set_path(path))
-    with pytest.raises(mvcc.CorruptManifestError) as err:
+    with pytest.raises(mvcc.ManifestInvariantError) as err:
         mvcc.open_table(uri)
     assert "fragments[0].files[0].path" in str(err.value) and repr(path) in str(err.value)
+    assert err.value.field == "fragments[0].files[0].path" and err.value.intact_version == 1
     with pytest.raises(mvcc.ManifestInvariantError) as exact:
         mvcc.open_table(uri, version=2)
     assert exact.value.field == "fragments[0].files[0].path" and exact.value.value == path
@@ -269,6 +270,8 @@ def test_compaction_cleanup_and_restore_around_a_hostile_latest(tmp_path: Path) 
     # retention reports the hostile version, removes nothing outside, and keeps it (it is the latest)
     stats = mvcc.open_table(uri, version=2).cleanup_old_versions(older_than=timedelta(0), retain_versions=2)
     assert stats.removed_versions == (1,) and 3 in stats.corrupt_versions and victim.exists()
+    with pytest.raises(mvcc.CorruptManifestError, match="fragments"):  # the hostile version never becomes current
+        mvcc.open_table(uri, version=2).restore(3)
     mvcc.open_table(uri, version=2).restore()
     t = mvcc.open_table(uri)
     assert ids(t) == [0, 1, 2, 3, 4]
