@@ -16,7 +16,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from ._proto import table_pb2 as pb
-from .errors import TableExistsError, UnsafePathError
+from .errors import ObjectNotFoundError, TableExistsError, UnsafePathError
 from .files import files_of
 from .manifest_checks import path_problem
 from .storage import ObjectStore
@@ -63,7 +63,10 @@ def copy_object(src: ObjectStore, src_rel: str, dst: ObjectStore, dst_rel: str) 
     elif src.scheme == dst.scheme == "file":
         target = dst.full_path(dst_rel)
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        shutil.copyfile(src.full_path(src_rel), target)
+        try:
+            shutil.copyfile(src.full_path(src_rel), target)
+        except FileNotFoundError:
+            raise ObjectNotFoundError(f"a clone cannot copy {src.uri}/{src_rel}: it does not exist") from None
     else:
         dst.put(dst_rel, src.get(src_rel))
 

@@ -440,3 +440,16 @@ def test_a_deletion_count_that_disagrees_with_its_vector_is_a_typed_error(tmp_pa
     with pytest.raises(mvcc.CorruptManifestError, match="deletes 1 rows of fragment 0") as err:
         mvcc.open_table(uri).to_table()
     assert "num_deleted_rows is 2" in str(err.value)
+
+
+def test_a_failed_deep_clone_removes_only_the_files_it_created(tmp_path: Path) -> None:
+    uri, target = str(tmp_path / "table"), tmp_path / "clone"
+    t = two_fragments(uri)
+    missing = t.manifest.fragments[1].files[0].path
+    os.remove(tmp_path / "table" / "data" / missing)
+    (target / "data").mkdir(parents=True)
+    (target / "data" / missing).write_bytes(b"someone else's file")
+    with pytest.raises(mvcc.ObjectNotFoundError):
+        t.clone(str(target), shallow=False)
+    assert (target / "data" / missing).read_bytes() == b"someone else's file"
+    assert sorted(p.name for p in (target / "data").iterdir()) == [missing]
