@@ -10,6 +10,7 @@ trust that:
   root (or under the registered base path it names) after normalization, for local paths and object-store
   keys alike: no `..` or `.` segment, no empty segment, no absolute path, no scheme, no backslash, no
   percent-encoded form of any of these, no control character;
+- an index's fragment bitmap decodes, and its uuid is 16 bytes;
 - every base path is a location without `..` or `.` segments, its id unique, and every `base_id` names one;
 - fragment ids are unique and below 2**32 (a row address is `fragment id << 32 | offset`);
 - `max_fragment_id` is at least every fragment id; a manifest without it (the field is optional, older
@@ -26,6 +27,8 @@ from __future__ import annotations
 import posixpath
 import re
 from urllib.parse import unquote
+
+from pyroaring import BitMap
 
 from ._proto import table_pb2 as pb
 from .errors import ManifestInvariantError
@@ -158,6 +161,12 @@ def violations(manifest: pb.Manifest) -> list[tuple[str, object, str]]:
         if len(index.uuid.uuid) != 16:
             out.append((f"{field}.uuid", index.uuid.uuid.hex(), "an index uuid is 16 bytes"))
         base_ref(f"{field}.base_id", index.HasField("base_id"), index.base_id)
+        if index.fragment_bitmap:
+            try:
+                BitMap.deserialize(index.fragment_bitmap)
+            except Exception as exc:  # pyroaring raises plain ValueError/RuntimeError
+                shown = index.fragment_bitmap[:16].hex()
+                out.append((f"{field}.fragment_bitmap", shown, f"it is not a roaring bitmap ({exc})"))
         for j, index_file in enumerate(index.files):
             path_field(f"{field}.files[{j}].path", index_file.path)
             if index_file.size_bytes >= COUNT_LIMIT:

@@ -453,3 +453,13 @@ def test_a_failed_deep_clone_removes_only_the_files_it_created(tmp_path: Path) -
         t.clone(str(target), shallow=False)
     assert (target / "data" / missing).read_bytes() == b"someone else's file"
     assert sorted(p.name for p in (target / "data").iterdir()) == [missing]
+
+
+def test_an_index_bitmap_that_does_not_decode_is_refused(tmp_path: Path) -> None:
+    uri = str(tmp_path / "table")
+    t = two_fragments(uri)
+    t.create_scalar_index("id", "BTREE")
+    tamper(mvcc.open_table(uri), lambda m: setattr(m.indices[0], "fragment_bitmap", b"garbage"))
+    with pytest.raises(mvcc.ManifestInvariantError, match=r"indices\[0\].fragment_bitmap") as err:
+        mvcc.open_table(uri).to_table(filter="id = 3")
+    assert err.value.value == b"garbage".hex()
