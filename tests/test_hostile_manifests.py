@@ -463,3 +463,11 @@ def test_an_index_bitmap_that_does_not_decode_is_refused(tmp_path: Path) -> None
     with pytest.raises(mvcc.ManifestInvariantError, match=r"indices\[0\].fragment_bitmap") as err:
         mvcc.open_table(uri).to_table(filter="id = 3")
     assert err.value.value == b"garbage".hex()
+
+
+def test_a_field_type_that_does_not_decode_is_a_typed_error(tmp_path: Path) -> None:
+    uri = str(tmp_path / "table")
+    t = two_fragments(uri)
+    tamper(t, lambda m: setattr(m.fields[0], "arrow_type", b"garbage"))
+    with pytest.raises(mvcc.CorruptManifestError, match="field 'id' .id 0, logical_type 'int64'. has no readable type"):
+        mvcc.open_table(uri).to_table()
