@@ -12,6 +12,7 @@ trust that:
   percent-encoded form of any of these, no control character;
 - an index's fragment bitmap decodes, and its uuid is 16 bytes;
 - every base path is a location without `..` or `.` segments, its id unique, and every `base_id` names one;
+- schema field ids are unique and not negative, and every parent id names a field (or is -1);
 - fragment ids are unique and below 2**32 (a row address is `fragment id << 32 | offset`);
 - `max_fragment_id` is at least every fragment id; a manifest without it (the field is optional, older
   writers leave it out) gets it derived from its fragments, so the next fragment id is never a used one;
@@ -119,6 +120,17 @@ def violations(manifest: pb.Manifest) -> list[tuple[str, object, str]]:
     def base_ref(field: str, has: bool, base_id: int) -> None:
         if has and base_id not in base_ids:
             out.append((field, base_id, "no base path of the manifest has this id"))
+
+    field_ids: set[int] = set()
+    for i, schema_field in enumerate(manifest.fields):
+        if schema_field.id < 0:
+            out.append((f"fields[{i}].id", schema_field.id, "a field id is not negative"))
+        if schema_field.id in field_ids:
+            out.append((f"fields[{i}].id", schema_field.id, "another field of the schema has the same id"))
+        field_ids.add(schema_field.id)
+    for i, schema_field in enumerate(manifest.fields):
+        if schema_field.parent_id != -1 and schema_field.parent_id not in field_ids:
+            out.append((f"fields[{i}].parent_id", schema_field.parent_id, "no field of the schema has this id"))
 
     seen_ids: set[int] = set()
     plain = _PLAIN.fullmatch

@@ -471,3 +471,20 @@ def test_a_field_type_that_does_not_decode_is_a_typed_error(tmp_path: Path) -> N
     tamper(t, lambda m: setattr(m.fields[0], "arrow_type", b"garbage"))
     with pytest.raises(mvcc.CorruptManifestError, match="field 'id' .id 0, logical_type 'int64'. has no readable type"):
         mvcc.open_table(uri).to_table()
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda m: setattr(m.fields[0], "id", m.fields[1].id), "fields[1].id"),
+        (lambda m: setattr(m.fields[0], "id", -3), "fields[0].id"),
+        (lambda m: setattr(m.fields[0], "parent_id", 77), "fields[0].parent_id"),
+    ],
+)
+def test_schema_field_ids_are_checked(tmp_path: Path, edit: Edit, field: str) -> None:
+    uri = str(tmp_path / "table")
+    mvcc.write_table(pa.table({"id": [1, 2], "s": ["a", "b"]}), uri)
+    tamper(mvcc.open_table(uri), edit)
+    with pytest.raises(mvcc.ManifestInvariantError) as err:
+        mvcc.open_table(uri).to_table()
+    assert err.value.field == field
