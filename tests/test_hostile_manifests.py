@@ -488,3 +488,15 @@ def test_schema_field_ids_are_checked(tmp_path: Path, edit: Edit, field: str) ->
     with pytest.raises(mvcc.ManifestInvariantError) as err:
         mvcc.open_table(uri).to_table()
     assert err.value.field == field
+
+
+@pytest.mark.parametrize("physical_rows", [2, 5])
+def test_physical_rows_of_a_fragment_with_deletions_is_checked_against_its_file(
+    tmp_path: Path, physical_rows: int
+) -> None:
+    uri = str(tmp_path / "table")
+    t = two_fragments(uri)
+    t.delete("id = 0")
+    tamper(t, lambda m: setattr(m.fragments[0], "physical_rows", physical_rows))
+    with pytest.raises(mvcc.CorruptManifestError, match=f"physical_rows says {physical_rows}"):
+        mvcc.open_table(uri).to_table()
