@@ -44,11 +44,22 @@ COUNT_LIMIT = 2**63
 _PLAIN = re.compile(r"[A-Za-z0-9_\-][A-Za-z0-9_.\-]*(?:/[A-Za-z0-9_\-][A-Za-z0-9_.\-]*)*")
 
 
+def _character_problem(text: str) -> str | None:
+    """A backslash or a control character in `text` (None: neither)."""
+    if "\\" in text:
+        return "it contains a backslash"
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        return "it contains a control character"
+    return None
+
+
 def path_problem(path: str) -> str | None:
     """Why `path` is not a plain relative path that stays under the directory it is joined to (None: it is).
 
     The check runs on the path as written and on its percent-decoded forms, so `%2e%2e` and `%2F` are
     judged as the `..` and `/` an object-store client may turn them into.
+
+    :param path: a file path as a manifest records it, relative to the table's root (or its base path)
     """
     if _PLAIN.fullmatch(path):
         return None
@@ -61,10 +72,9 @@ def path_problem(path: str) -> str | None:
             break
         forms.append(decoded)
     for form in forms:
-        if "\\" in form:
-            return "it contains a backslash"
-        if any(ord(c) < 32 or ord(c) == 127 for c in form):
-            return "it contains a control character"
+        problem = _character_problem(form)
+        if problem is not None:
+            return problem
         if "://" in form:
             return "it names a scheme"
         if form.startswith("/"):
@@ -82,15 +92,16 @@ def path_problem(path: str) -> str | None:
 
 
 def base_path_problem(location: str) -> str | None:
-    """Why a base path's location is unsafe (None: it is a location without `.`/`..` segments)."""
+    """Why a base path's location is unsafe (None: it is a location without `.`/`..` segments).
+
+    :param location: a base path's `path` (a uri or a local path)
+    """
     if not location:
         return "it is empty"
-    forms = [location, unquote(location)]
-    for form in forms:
-        if "\\" in form:
-            return "it contains a backslash"
-        if any(ord(c) < 32 or ord(c) == 127 for c in form):
-            return "it contains a control character"
+    for form in (location, unquote(location)):
+        problem = _character_problem(form)
+        if problem is not None:
+            return problem
         rest = form.split("://", 1)[1] if "://" in form else form
         for segment in rest.split("/"):
             if segment in (".", ".."):
@@ -99,7 +110,10 @@ def base_path_problem(location: str) -> str | None:
 
 
 def violations(manifest: pb.Manifest) -> list[tuple[str, object, str]]:
-    """Every broken invariant of `manifest` as (field, value, what is wrong), in manifest order."""
+    """Every broken invariant of `manifest` as (field, value, what is wrong), in manifest order.
+
+    :param manifest: a decoded manifest (not changed)
+    """
     out: list[tuple[str, object, str]] = []
 
     def path_field(field: str, path: str) -> None:
@@ -195,7 +209,13 @@ def violations(manifest: pb.Manifest) -> list[tuple[str, object, str]]:
 
 
 def describe(where: str, field: str, value: object, problem: str) -> str:
-    """One violation in plain words."""
+    """One violation in plain words.
+
+    :param where: the manifest's location
+    :param field: the field, e.g. ``fragments[2].files[0].path``
+    :param value: its value
+    :param problem: what is wrong with it
+    """
     return f"manifest {where} is invalid: field {field} is {value!r}: {problem}"
 
 
