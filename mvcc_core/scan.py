@@ -452,7 +452,11 @@ class Scan:
             yield from self._flush(buffer, names)
 
     def _rows_mismatch(self, frag: pb.DataFragment, rows: str) -> None:
-        """Raise CorruptManifestError: `frag`'s data file holds `rows` rows, not its `physical_rows`."""
+        """Raise CorruptManifestError: `frag`'s data file holds `rows` rows, not its `physical_rows`.
+
+        :param frag: the fragment read
+        :param rows: how many rows its file held, in words ("5", "more than 3")
+        """
         raise CorruptManifestError(
             f"fragment {frag.id} of {self.store.uri}: data file {frag.files[0].path} has {rows} rows, "
             f"the manifest's field physical_rows says {frag.physical_rows}"

@@ -137,7 +137,11 @@ _SCHEMA_CACHE: dict[tuple[tuple[bytes, ...], tuple, bool, bool], pa.Schema] = {}
 
 
 def _field_type(f: pb.Field, kids: list[pa.Field]) -> pa.DataType:
-    """The Arrow type of the manifest field `f` whose children are `kids`."""
+    """The Arrow type of the manifest field `f` whose children are `kids`.
+
+    :param f: a field of the manifest's schema
+    :param kids: its children, already built
+    """
     lt = f.logical_type
     if lt == "struct":
         return pa.struct(kids)
