@@ -1096,16 +1096,30 @@ def verify(
         raise click.UsageError("give --version or --all, not both")
     checker = Verifier(deep)
     checked_versions: list[int] = []
+    options = storage_options_for(uri, storage_option)
+
+    def manifest_problems(version: int | None, error: str) -> None:
+        """Each broken invariant of a manifest that failed to load, after the load's error when that says more
+        (it does not decode, or it is the latest and the error names the version to restore)."""
+        try:
+            found = mvcc.manifest_violations(uri, version, storage_options=options)
+        except mvcc.MvccError:
+            found = []
+        if not found or version is None:
+            checker.problem(version, "manifest", uri, error)
+        for text in found:
+            checker.problem(version, "manifest", uri, text)
+
     try:
         t = open_table(uri, storage_option, ref)
     except mvcc.CorruptManifestError as exc:  # the latest manifest: its message names the version to restore
-        checker.problem(None, "manifest", uri, str(exc))
+        manifest_problems(ref if isinstance(ref, int) else None, str(exc))
     else:
         if all_versions:
             for info in t.versions():
                 checked_versions.append(info.version)
                 if info.error is not None:
-                    checker.problem(info.version, "manifest", uri, info.error)
+                    manifest_problems(info.version, info.error)
                     continue
                 try:
                     checker.version(t.checkout(info.version))

@@ -29,6 +29,7 @@ from .errors import (
     CommitConflictError,
     CorruptManifestError,
     IncompatibleConflictError,
+    ManifestInvariantError,
     ObjectNotFoundError,
     RetryableConflictError,
     StorageError,
@@ -49,6 +50,7 @@ from .manifest import (
     location_of,
     read_manifest,
 )
+from .manifest_checks import check_manifest
 from .naming import TRANSACTIONS_DIR, ManifestNaming
 from .storage import ObjectStore
 from .transaction import BuildContext, Transaction, build_manifest, read_transaction, write_transaction
@@ -343,6 +345,7 @@ class Committer:
                 previous = None
             version = (latest_loc.version if latest_loc else 0) + 1
             manifest = build_manifest(previous, txn, version=version, transaction_file=txn_file, ctx=build_ctx)
+            check_manifest(manifest, f"{self.store.uri} version {version} (about to be committed)")
             won = self.handler.publish(self.store, manifest, naming)
             if won:
                 self.cache.manifests[version] = manifest
@@ -431,10 +434,10 @@ class Committer:
                 f"(e.g. open_table({uri!r}, version={version}).restore()), or from a shell: "
                 f"mvcc restore {uri} {version}"
             )
-        return CorruptManifestError(
-            f"{exc}; {why}; {way_out}",
-            intact_version=None if intact is None else intact[0],
-        )
+        message, intact_version = f"{exc}; {why}; {way_out}", None if intact is None else intact[0]
+        if isinstance(exc, ManifestInvariantError):
+            return ManifestInvariantError(message, field=exc.field, value=exc.value, intact_version=intact_version)
+        return CorruptManifestError(message, intact_version=intact_version)
 
     def _rebase(self, txn: Transaction, latest: pb.Manifest, files: dict[str, list[str]]) -> tuple[Transaction, str]:
         """Ours rewritten on top of `latest`, as a new transaction file (the specification's rebase)."""

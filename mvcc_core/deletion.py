@@ -31,9 +31,21 @@ def read_deletion_vector(
     path = deletion_path(fragment.id, fragment.deletion_file)
     data = store.get(path)
     try:
-        return BitMap.deserialize(data)
+        deleted = BitMap.deserialize(data)
     except Exception as exc:  # pyroaring raises plain ValueError/RuntimeError
         raise CorruptManifestError(f"deletion file {store.uri}/{path} is corrupt: {exc}") from exc
+    if deleted and deleted.max() >= fragment.physical_rows:
+        raise CorruptManifestError(
+            f"deletion file {store.uri}/{path} deletes row offset {deleted.max()} of fragment {fragment.id}, "
+            f"whose field physical_rows is {fragment.physical_rows}"
+        )
+    recorded = fragment.deletion_file.num_deleted_rows
+    if recorded and len(deleted) != recorded:
+        raise CorruptManifestError(
+            f"deletion file {store.uri}/{path} deletes {len(deleted)} rows of fragment {fragment.id}, whose field "
+            f"deletion_file.num_deleted_rows is {recorded}"
+        )
+    return deleted
 
 
 def write_deletion_vector(store: ObjectStore, fragment_id: int, read_version: int, deleted: BitMap) -> pb.DeletionFile:

@@ -100,6 +100,26 @@ class CorruptManifestError(MvccError):
         self.intact_version = intact_version
 
 
+class ManifestInvariantError(CorruptManifestError):
+    """A manifest that decodes but breaks an invariant of the format (a file path outside the table's root,
+    a duplicate or too large fragment id, inconsistent counts; `manifest_checks.py`).
+
+    `field` names the manifest field (e.g. ``fragments[2].files[0].path``), `value` its value.
+    """
+
+    def __init__(
+        self, message: str, *, field: str = "", value: object = None, intact_version: int | None = None
+    ) -> None:
+        super().__init__(message, intact_version=intact_version)
+        self.field = field
+        self.value = value
+
+
+class UnsafePathError(MvccError):
+    """A path that would leave the root it is relative to (a `..` segment, a backslash), refused by the
+    object store before any read, write, copy or delete; or a clone whose source and target are one file."""
+
+
 class UnsupportedFeatureError(MvccError):
     """The table uses feature flags this version of mvcc does not know."""
 

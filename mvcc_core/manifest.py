@@ -18,6 +18,7 @@ from ._proto import table_pb2 as pb
 from ._version import __version__
 from .errors import CorruptManifestError, ObjectNotFoundError, StorageError, TableNotFoundError, VersionNotFoundError
 from .failpoints import failpoint
+from .manifest_checks import check_manifest, describe, violations
 from .naming import VERSIONS_DIR, ManifestNaming, manifest_path, parse_manifest_name
 from .storage import ObjectStore
 
@@ -68,7 +69,32 @@ def read_manifest(store: ObjectStore, location: ManifestLocation, handler: Commi
         raise CorruptManifestError(
             f"manifest {store.uri}/{location.path} says version {manifest.version}, its name says {location.version}"
         )
-    return manifest
+    return check_manifest(manifest, f"{store.uri}/{location.path}")
+
+
+def manifest_problems(
+    store: ObjectStore, location: ManifestLocation, handler: CommitHandler | None = None
+) -> list[str]:
+    """Every problem of one version's manifest in plain words (empty: it reads and holds every invariant).
+
+    Unlike `read_manifest`, which stops at the first, this lists each broken invariant (`mvcc verify`).
+
+    :param store: the table's store
+    :param location: the version's manifest
+    :param handler: the table's commit handler (an external store's unpublished versions)
+    """
+    where = f"{store.uri}/{location.path}"
+    try:
+        data = store.get(location.path)
+    except ObjectNotFoundError:
+        data = (handler or PUT_IF_NOT_EXISTS).read_unpublished(store, location)
+        if data is None:
+            return [f"table {store.uri} has no version {location.version}"]
+    try:
+        manifest = decode_manifest(data, where)
+    except CorruptManifestError as exc:
+        return [str(exc)]
+    return [describe(where, field, value, problem) for field, value, problem in violations(manifest)]
 
 
 def write_manifest(store: ObjectStore, manifest: pb.Manifest, naming: ManifestNaming) -> bool:

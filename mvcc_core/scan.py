@@ -393,6 +393,8 @@ class Scan:
             table = reader(store.arrow_filesystem(), key, physical)
             if table is None:
                 table = self._file_fragment(data_file).to_table(schema=self.physical_schema, columns=physical.names)
+            if table.num_rows != frag.physical_rows:
+                self._rows_mismatch(frag, str(table.num_rows))
             return table
 
         def read_part(part: list[pb.DataFragment]) -> list[pa.Table]:
@@ -429,6 +431,8 @@ class Scan:
             frag = by_path[tagged.fragment.path]
             start = seen.get(frag.id, 0)
             seen[frag.id] = start + batch.num_rows
+            if seen[frag.id] > frag.physical_rows:
+                self._rows_mismatch(frag, f"more than {frag.physical_rows}")
             if not batch.num_rows:
                 continue
             offsets = np.arange(start, start + batch.num_rows, dtype=np.uint64)
@@ -441,8 +445,22 @@ class Scan:
             if buffered >= self.batch_size:
                 yield from self._flush(buffer, names)
                 buffer, buffered = [], 0
+        short = [frag for frag in fragments if seen.get(frag.id, 0) != frag.physical_rows]
+        if short:
+            self._rows_mismatch(short[0], str(seen.get(short[0].id, 0)))
         if buffer:
             yield from self._flush(buffer, names)
+
+    def _rows_mismatch(self, frag: pb.DataFragment, rows: str) -> None:
+        """Raise CorruptManifestError: `frag`'s data file holds `rows` rows, not its `physical_rows`.
+
+        :param frag: the fragment read
+        :param rows: how many rows its file held, in words ("5", "more than 3")
+        """
+        raise CorruptManifestError(
+            f"fragment {frag.id} of {self.store.uri}: data file {frag.files[0].path} has {rows} rows, "
+            f"the manifest's field physical_rows says {frag.physical_rows}"
+        )
 
     def _offsets_table(self, fragments: list[pb.DataFragment]) -> pa.Table:
         """`_offsets` for a whole result at once, vectorized: the row-address scan of delete, update and

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.types as pat
 
 from ._proto import table_pb2 as pb
-from .errors import SchemaError
+from .errors import CorruptManifestError, SchemaError
 
 FIELD_ID_KEY = b"PARQUET:field_id"
 
@@ -136,6 +136,26 @@ def schema_from_fields(
 _SCHEMA_CACHE: dict[tuple[tuple[bytes, ...], tuple, bool, bool], pa.Schema] = {}
 
 
+def _field_type(f: pb.Field, kids: list[pa.Field]) -> pa.DataType:
+    """The Arrow type of the manifest field `f` whose children are `kids`.
+
+    :param f: a field of the manifest's schema
+    :param kids: its children, already built
+    """
+    lt = f.logical_type
+    if lt == "struct":
+        return pa.struct(kids)
+    if lt == "map":
+        return pa.map_(kids[0], kids[1], keys_sorted=f.keys_sorted)
+    if lt == "list":
+        return pa.list_(kids[0])
+    if lt == "large_list":
+        return pa.large_list(kids[0])
+    if lt.startswith("fixed_size_list:"):
+        return pa.list_(kids[0], int(lt.split(":", 1)[1]))
+    return pa.ipc.read_schema(pa.py_buffer(f.arrow_type)).field(0).type
+
+
 def _build_schema(
     fields: Sequence[pb.Field], schema_metadata: Mapping[str, bytes] | None, with_field_ids: bool, physical: bool
 ) -> pa.Schema:
@@ -145,19 +165,13 @@ def _build_schema(
 
     def build(f: pb.Field, renamed: bool = True) -> pa.Field:
         kids = [build(c, renamed=f.logical_type == "struct") for c in children.get(f.id, [])]
-        lt = f.logical_type
-        if lt == "struct":
-            t: pa.DataType = pa.struct(kids)
-        elif lt == "map":
-            t = pa.map_(kids[0], kids[1], keys_sorted=f.keys_sorted)
-        elif lt == "list":
-            t = pa.list_(kids[0])
-        elif lt == "large_list":
-            t = pa.large_list(kids[0])
-        elif lt.startswith("fixed_size_list:"):
-            t = pa.list_(kids[0], int(lt.split(":", 1)[1]))
-        else:
-            t = pa.ipc.read_schema(pa.py_buffer(f.arrow_type)).field(0).type
+        try:
+            t = _field_type(f, kids)
+        except (pa.ArrowException, IndexError, ValueError) as exc:
+            raise CorruptManifestError(
+                f"the manifest's field {f.name!r} (id {f.id}, logical_type {f.logical_type!r}) has no readable type: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
         md = dict(f.metadata)
         if with_field_ids:
             md[FIELD_ID_KEY.decode()] = str(f.id)

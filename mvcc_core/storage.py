@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 
 import fsspec
 
-from .errors import CommitNotSupportedError, MvccError, ObjectNotFoundError, StorageError
+from .errors import CommitNotSupportedError, MvccError, ObjectNotFoundError, StorageError, UnsafePathError
 
 if TYPE_CHECKING:
     import pyarrow.fs
@@ -899,6 +899,8 @@ class ObjectStore:
     def _clean(rel: str) -> str:
         if not isinstance(rel, str):
             raise TypeError(f"object paths are str, got {type(rel).__name__}")
+        if "\\" in rel or (".." in rel and ".." in rel.split("/")):
+            raise UnsafePathError(f"object path {rel!r} leaves the root it is relative to")
         return rel.strip("/")
 
     def full_path(self, rel: str) -> str:

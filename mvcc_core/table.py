@@ -53,7 +53,7 @@ from .fragments import DEFAULT_MAX_ROWS_PER_FILE, to_reader, write_fragments_fro
 from .index.scalar import build as build_index
 from .maintenance.cleanup import CleanupStats, cleanup_old_versions
 from .maintenance.optimize import Optimize
-from .manifest import list_manifests, manifest_timestamp, table_exists
+from .manifest import list_manifests, location_of, manifest_problems, manifest_timestamp, table_exists
 from .merge_insert import MergeInsertBuilder
 from .naming import MEM_WAL_INDEX, ManifestNaming
 from .progress import Progress
@@ -1357,6 +1357,31 @@ def open_table(
         return Table(TableState(store, manifest, location.naming, committer))
     handle = Table(TableState(store, pb.Manifest(), location.naming, committer))
     return handle.checkout(version if version is not None else asof)
+
+
+def manifest_violations(
+    uri: Uri,
+    version: int | None = None,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    external_store: str | ExternalManifestStore | None = None,
+) -> list[str]:
+    """Every problem of the manifest of `version` (default the latest) in plain words: a manifest that does not
+    decode, or each invariant it breaks (docs/format.md, "Invariants of a manifest"). Empty when it is sound.
+
+    Reading a table stops at the first broken invariant (CorruptManifestError); this lists them all.
+
+    :param uri: the table's root
+    :param version: the version to check (None: the latest)
+    :param storage_options: the store's options
+    :param external_store: the table's external manifest store, if it has one
+    """
+    external, storage_options = split_storage_options(storage_options, external_store)
+    store = open_store(_uri(uri), storage_options)
+    committer = Committer(store, handler=commit_handler(external))
+    latest = committer.latest_location()
+    location = latest if version is None else location_of(store, version, latest.naming)
+    return manifest_problems(store, location, committer.handler)
 
 
 def write_table(

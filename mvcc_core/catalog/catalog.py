@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -48,6 +49,7 @@ from .state import (
     TABLE,
     VIEW,
     Entry,
+    check_table_path,
     format_of,
     live,
     read_rows,
@@ -137,6 +139,24 @@ class CatalogSnapshot:
         return self.catalog.table_at(entry)
 
 
+def _root(root_uri: str) -> str:
+    """A catalog's root without a trailing '/': a local path normalized (its `..` resolved), an object-store
+    uri refused with ValueError when it has a `.` or `..` segment (a store would resolve it differently).
+
+    :param root_uri: the root as the caller gave it
+    """
+    root = str(root_uri).rstrip("/")
+    scheme, sep, rest = root.partition("://")
+    if not sep:
+        scheme, rest = "", root
+    if any(segment in (".", "..") for segment in rest.split("/")):
+        if scheme in ("", "file"):
+            normalized = os.path.normpath(rest)
+            return f"file://{normalized}" if scheme else normalized
+        raise ValueError(f"a catalog root has no '.' or '..' segment, got {root_uri!r}")
+    return root
+
+
 class Catalog:
     """Tables kept together under one root; see the module docstring and docs/catalog.md.
 
@@ -171,7 +191,7 @@ class Catalog:
     def create(cls, root_uri: str, *, storage_options: Mapping[str, Any] | None = None) -> Catalog:
         """A new, empty catalog with the schema `main` (catalog version 1, stamped with the current format);
         TableExistsError if one is there."""
-        root = str(root_uri).rstrip("/")
+        root = _root(root_uri)
         row = Entry(SCHEMA, DEFAULT_SCHEMA, catalog_version=1)
         manifest = write_table(
             rows_table([row]),
@@ -187,7 +207,7 @@ class Catalog:
     def open(cls, root_uri: str, *, storage_options: Mapping[str, Any] | None = None) -> Catalog:
         """The catalog at `root_uri`; TableNotFoundError if there is none. Opening writes nothing (an older
         format is migrated by the first write, `migrate`)."""
-        root = str(root_uri).rstrip("/")
+        root = _root(root_uri)
         manifest = open_table(f"{root}/{MANIFEST_DIR}", storage_options=dict(storage_options or {}) or None)
         return cls(root, storage_options, manifest)
 
@@ -309,6 +329,8 @@ class Catalog:
         with self._lock:
             found = self._stores.get(path)
         if found is None:
+            if path:
+                check_table_path(path, f"catalog {self.root}")
             found = open_store(f"{self.root}/{path}" if path else self.root, self.options or None)
             with self._lock:
                 self._stores[path] = found

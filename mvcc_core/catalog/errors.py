@@ -7,7 +7,13 @@ types (the Dagster plugin's one conflict mapping) handles catalog transactions w
 
 from __future__ import annotations
 
-from mvcc_core.errors import CommitConflictError, IncompatibleConflictError, MvccError, RetryableConflictError
+from mvcc_core.errors import (
+    CommitConflictError,
+    CorruptManifestError,
+    IncompatibleConflictError,
+    MvccError,
+    RetryableConflictError,
+)
 
 #: Rule codes that are not one of DuckLake's lines (those are `conflicts.RULES[i].code`).
 TABLE_RULES = "table_rules"  # the table's own (Lance) conflict rules, checked on a moved table
@@ -58,3 +64,8 @@ class IncompatibleCatalogConflictError(CatalogConflictError, IncompatibleConflic
 
 class CatalogFormatError(CatalogError):
     """The catalog's on-disk format is newer than this code: reading works, writing needs a newer mvcc."""
+
+
+class CatalogEntryError(CatalogError, CorruptManifestError):
+    """A `__manifest` row that breaks an invariant of the catalog: a table path or staged manifest that would
+    leave the catalog's root (or the table's directory). Nothing is opened, written or deleted through it."""

@@ -21,9 +21,12 @@ import pyarrow as pa
 
 from mvcc_core import operations as ops
 from mvcc_core.fragments import write_small_fragment
+from mvcc_core.manifest_checks import path_problem
 from mvcc_core.naming import data_file_path
 from mvcc_core.table import Table
 from mvcc_core.transaction import Transaction, check_properties
+
+from .errors import CatalogEntryError
 
 STAMP_KEY = "mvcc:catalog_format"
 #: The shape this code writes. A bump is one constant, one schema below, one step in `format.MIGRATIONS`.
@@ -79,8 +82,46 @@ def format_of(manifest: Table) -> int:
     return int(raw) if raw is not None else 1
 
 
+def check_table_path(path: str, where: str) -> str:
+    """`path` if it is a plain relative path under the catalog's root; CatalogEntryError otherwise.
+
+    :param path: a table's directory relative to the catalog's root, as a `__manifest` row records it
+    :param where: the row, for the message
+    """
+    problem = path_problem(path)
+    if problem is not None:
+        raise CatalogEntryError(
+            f"{where}: field path is {path!r}: a table's path must stay under the catalog's root, and {problem}"
+        )
+    return path
+
+
+def check_entry(entry: Entry, where: str) -> Entry:
+    """`entry` if its table path and staged manifests stay under the catalog's root; CatalogEntryError
+    otherwise.
+
+    :param entry: one row of `__manifest`
+    :param where: the `__manifest` version it was read from, for the message
+    """
+    row = f"{where}, row {entry.object_type} {entry.name!r}"
+    if entry.path or entry.table_version or entry.staged_manifests:
+        check_table_path(entry.path, row)
+    for staged in entry.staged_manifests:
+        problem = path_problem(staged)
+        if problem is not None:
+            raise CatalogEntryError(
+                f"{row}: field staged_manifests holds {staged!r}: a staged manifest must stay under its table's "
+                f"directory, and {problem}"
+            )
+    return entry
+
+
 def read_rows(manifest: Table) -> list[Entry]:
-    """Every row of a `__manifest` version, from any shape this code knows (reading writes nothing)."""
+    """Every row of a `__manifest` version, from any shape this code knows (reading writes nothing).
+
+    Every row is checked (`check_entry`): a path leaving the catalog's root raises CatalogEntryError.
+    """
+    where = f"catalog manifest {manifest.uri} version {manifest.version}"
     out = []
     for row in manifest.to_table().to_pylist():
         if "staged_manifests" in row:
@@ -99,6 +140,7 @@ def read_rows(manifest: Table) -> list[Entry]:
                 definition=row.get("definition") or "",
             )
         )
+        check_entry(out[-1], where)
     return out
 
 
