@@ -788,7 +788,7 @@ def cleanup(
 ) -> None:
     """Remove old versions and the files only they use. A DRY RUN unless --apply.
 
-    The latest and tagged versions are always kept.
+    The latest and tagged versions are always kept; while a tag file cannot be read, every version is.
 
     \b
     Example:
@@ -829,6 +829,7 @@ def cleanup(
                 "dry_run": not apply,
                 "removed_versions": list(stats.removed_versions),
                 "corrupt_versions": list(stats.corrupt_versions),
+                "bad_tags": dict(stats.bad_tags),
                 "bytes": stats.bytes_removed,
                 "files": files,
             }
@@ -840,6 +841,10 @@ def cleanup(
     click.echo("files: " + ", ".join(f"{n:,} {k}" for k, n in files.items()))
     if stats.corrupt_versions:
         click.echo(f"corrupt versions: {_ranges(stats.corrupt_versions)}")
+    for path, problem in stats.bad_tags:
+        click.echo(f"bad tag {path}: {problem}")
+    if stats.bad_tags:
+        click.echo("every version was kept: a tag that cannot be read may name any of them; fix or delete those files")
     if not apply:
         click.echo("dry run: nothing was deleted; run again with --apply to delete", err=True)
 
@@ -904,13 +909,16 @@ def tags() -> None:
 @uri_and_storage
 @json_option
 def tags_list(uri: str, storage_option: tuple[str, ...], as_json: bool) -> None:
-    """Every tag and its version.
+    """Every tag and its version. A tag file that cannot be read is reported on stderr and left out.
 
     \b
     Example:
         mvcc tags list ./events
     """
-    found = {name: info["version"] for name, info in open_table(uri, storage_option).tags.list().items()}
+    listing = open_table(uri, storage_option).tags.read_all()
+    found = listing.tags
+    for path, problem in listing.problems.items():
+        click.echo(f"bad tag {path} left out: {problem}", err=True)
     if as_json:
         emit_json(found)
     elif found:
@@ -1085,7 +1093,8 @@ def verify(
     """Check a table against its store; print the problems and exit 1 if there are any.
 
     Every manifest parses, every file a checked version references exists with the recorded size, deletion
-    vectors decode, indices point at existing fields and fragments; --deep reads every data and index file.
+    vectors decode, indices point at existing fields and fragments, every tag file reads; --deep reads every data
+    and index file.
     Default: the latest version.
 
     \b
@@ -1128,6 +1137,8 @@ def verify(
         else:
             checked_versions.append(t.version)
             checker.version(t)
+        for path, problem in t.tags.read_all().problems.items():
+            checker.problem(None, "tag", path, problem)
     problems = checker.problems
     if as_json:
         emit_json(

@@ -144,6 +144,18 @@ class TagError(MvccError):
         self.tags = dict(tags or {})
 
 
+class CorruptTagError(TagError):
+    """A tag file that cannot be read: not JSON, no "version", or a version that is no version number.
+
+    `path` names the tag file, `value` what it holds where the version should be.
+    """
+
+    def __init__(self, message: str, *, path: str = "", value: object = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.value = value
+
+
 class ObjectNotFoundError(StorageError, FileNotFoundError):
     """An object that was expected in the store is not there."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -19,8 +20,17 @@ from ._version import __version__
 from .errors import CorruptManifestError, ObjectNotFoundError, StorageError, TableNotFoundError, VersionNotFoundError
 from .failpoints import failpoint
 from .manifest_checks import check_manifest, describe, violations
-from .naming import VERSIONS_DIR, ManifestNaming, manifest_path, parse_manifest_name
+from .naming import (
+    MAX_VERSION,
+    VERSIONS_DIR,
+    ManifestNaming,
+    manifest_name_out_of_range,
+    manifest_path,
+    parse_manifest_name,
+)
 from .storage import ObjectStore
+
+log = logging.getLogger("mvcc.manifest")
 
 WRITER_LIBRARY = "mvcc"
 
@@ -150,6 +160,13 @@ def list_manifests(store: ObjectStore, handler: CommitHandler | None = None) -> 
     for meta in store.list(VERSIONS_DIR):
         parsed = parse_manifest_name(meta.path)
         if parsed is None:
+            if manifest_name_out_of_range(meta.path):
+                log.warning(
+                    "%s/%s: skipped: names a version outside 0..%d, which no writer commits",
+                    store.uri,
+                    meta.path,
+                    MAX_VERSION,
+                )
             continue  # temporary or staged files
         version, naming = parsed
         found.setdefault(version, ManifestLocation(version, naming, f"{VERSIONS_DIR}/{meta.path.rsplit('/', 1)[-1]}"))
@@ -190,6 +207,8 @@ def latest_from_hint(store: ObjectStore, known: ManifestLocation | None = None) 
         start = int(hint["version"]), ManifestNaming(hint["naming"])
     except (ObjectNotFoundError, ValueError, KeyError, TypeError):
         pass
+    if start is not None and not 0 <= start[0] <= MAX_VERSION:
+        start = None  # a hint out of range is ignored like a garbled one
     if known is not None and (start is None or known.version > start[0]):
         start = known.version, known.naming
     if start is None:
@@ -197,7 +216,7 @@ def latest_from_hint(store: ObjectStore, known: ManifestLocation | None = None) 
     version, naming = start
     if not store.exists(manifest_path(version, naming)):
         return None
-    while store.exists(manifest_path(version + 1, naming)):
+    while version < MAX_VERSION and store.exists(manifest_path(version + 1, naming)):
         version += 1
     # Retention deletes old manifests in ascending order: if the walk stopped at a hole it made, the
     # version we stopped at is gone by now too. The latest is never deleted, so it passes this check.

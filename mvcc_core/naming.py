@@ -50,8 +50,13 @@ def manifest_path(version: int, scheme: ManifestNaming) -> str:
     return f"{VERSIONS_DIR}/{manifest_name(version, scheme)}"
 
 
+#: The newest version a manifest may have: its successor must have a name too.
+MAX_VERSION = U64_MAX - 2
+
+
 def parse_manifest_name(name: str) -> tuple[int, ManifestNaming] | None:
-    """Version and scheme of a manifest file name; None for anything else (temp or staged files)."""
+    """Version and scheme of a manifest file name; None for anything else (temp or staged files, and names
+    of a version outside 0..MAX_VERSION: `manifest_name_out_of_range` tells those apart)."""
     name = name.rsplit("/", 1)[-1]
     if not name.endswith(MANIFEST_SUFFIX):
         return None
@@ -59,10 +64,24 @@ def parse_manifest_name(name: str) -> tuple[int, ManifestNaming] | None:
     if not stem.isdigit() or not stem.isascii():
         return None
     if len(stem) == _V2_DIGITS:
-        return U64_MAX - int(stem), ManifestNaming.V2
-    if stem.startswith("0") and stem != "0":
+        version, scheme = U64_MAX - int(stem), ManifestNaming.V2
+    elif stem.startswith("0") and stem != "0":
         return None
-    return int(stem), ManifestNaming.V1
+    else:
+        version, scheme = int(stem), ManifestNaming.V1
+    if not 0 <= version <= MAX_VERSION:
+        return None
+    return version, scheme
+
+
+def manifest_name_out_of_range(name: str) -> bool:
+    """True for a name shaped like a manifest's whose version is outside 0..MAX_VERSION (never committed by
+    a writer: it is skipped by every listing)."""
+    name = name.rsplit("/", 1)[-1]
+    stem = name[: -len(MANIFEST_SUFFIX)] if name.endswith(MANIFEST_SUFFIX) else ""
+    if not (stem.isdigit() and stem.isascii()) or (len(stem) != _V2_DIGITS and stem.startswith("0") and stem != "0"):
+        return False
+    return parse_manifest_name(name) is None
 
 
 def transaction_path(read_version: int, txn_uuid: str) -> str:

@@ -36,6 +36,7 @@ from .deletion import live_rows
 from .errors import (
     BasePathError,
     CorruptManifestError,
+    CorruptTagError,
     IndexExistsError,
     IndexNotFoundError,
     InvalidOperationError,
@@ -280,6 +281,8 @@ class Table:
         if isinstance(ref, str):
             try:
                 return self.tags.get_version(ref)
+            except CorruptTagError:
+                raise
             except TagError as exc:
                 raise VersionNotFoundError(str(exc)) from None
         if isinstance(ref, datetime):

@@ -1,19 +1,26 @@
 """Tags: names for versions, stored as `_refs/tags/{name}.json`.
 
 A tagged version is kept by retention. Tag names are validated so that a name can never escape the
-tags directory or collide with a temporary file.
+tags directory or collide with a temporary file. A tag file is validated on read like a manifest: a JSON
+object whose "version" is an int naming a possible version; anything else (a file in a subfolder, a name
+that is no tag name, garbage) is a bad tag, raised as `CorruptTagError` when that tag is read and reported
+(not raised) when every tag is listed, so one bad file never hides the others.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from .errors import ObjectNotFoundError, TagError, VersionNotFoundError
-from .naming import TAGS_DIR, tag_path
+from .errors import CorruptTagError, ObjectNotFoundError, TagError, VersionNotFoundError
+from .naming import TAGS_DIR, U64_MAX, tag_path
 from .storage import ObjectStore
+
+log = logging.getLogger("mvcc.tags")
 
 _TAG_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 
@@ -28,6 +35,40 @@ def validate_tag_name(name: str) -> None:
         )
     if len(name) > 200:
         raise TagError(f"tag name {name[:20]!r}... is longer than 200 characters")
+
+
+def decode_tag(data: bytes, where: str) -> int:
+    """The version a tag file's bytes name; `CorruptTagError` naming `where` and the value otherwise.
+
+    :param data: the tag file's bytes
+    :param where: the tag file's location, for the error
+    """
+    try:
+        document = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CorruptTagError(f"tag file {where} is not JSON: {exc}", path=where, value=data[:80]) from None
+    if not isinstance(document, dict) or "version" not in document:
+        raise CorruptTagError(
+            f'tag file {where} holds no "version": {str(document)[:80]!r}', path=where, value=document
+        )
+    version = document["version"]
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version < U64_MAX - 1:
+        raise CorruptTagError(
+            f"tag file {where} names version {str(version)[:80]!r}: not a version number "
+            f"(an integer from 1 to {U64_MAX - 2})",
+            path=where,
+            value=version,
+        )
+    return version
+
+
+@dataclass(frozen=True)
+class TagListing:
+    """Every tag of a table: `tags` the readable ones (name to version), `problems` each bad tag file
+    (its path under the table to what is wrong with it)."""
+
+    tags: dict[str, int]
+    problems: dict[str, str]
 
 
 class Tags:
@@ -73,15 +114,31 @@ class Tags:
             data = self._store.get(tag_path(name))
         except ObjectNotFoundError:
             raise TagError(f"table {self._store.uri} has no tag {name!r}") from None
-        return int(json.loads(data)["version"])
+        return decode_tag(data, f"{self._store.uri}/{tag_path(name)}")
+
+    def read_all(self) -> TagListing:
+        """Every readable tag, and every bad tag file with its problem (none of them raises)."""
+        found: dict[str, int] = {}
+        problems: dict[str, str] = {}
+        for meta in self._store.list(TAGS_DIR):
+            if not meta.path.endswith(".json"):
+                continue  # temporary files of a put
+            name = meta.path[len(TAGS_DIR) + 1 : -len(".json")]
+            try:
+                validate_tag_name(name)
+                if meta.path != tag_path(name):
+                    raise TagError(f"{meta.path} is not a tag file")
+                found[name] = decode_tag(self._store.get(meta.path), f"{self._store.uri}/{meta.path}")
+            except ObjectNotFoundError:
+                continue  # deleted while we listed
+            except TagError as exc:
+                problems[meta.path] = str(exc)
+        return TagListing(dict(sorted(found.items())), problems)
 
     def list(self) -> dict[str, dict[str, Any]]:
-        """{name: {"version": n}} for every tag."""
-        out = {}
-        for meta in self._store.list(TAGS_DIR):
-            file_name = meta.path.rsplit("/", 1)[-1]
-            if not file_name.endswith(".json"):
-                continue
-            name = file_name[: -len(".json")]
-            out[name] = {"version": int(json.loads(self._store.get(tag_path(name)))["version"])}
-        return dict(sorted(out.items()))
+        """{name: {"version": n}} for every readable tag; a bad tag file is logged as a warning and left out
+        (`read_all` returns the bad ones too)."""
+        listing = self.read_all()
+        for path, problem in listing.problems.items():
+            log.warning("%s/%s: bad tag left out: %s", self._store.uri, path, problem)
+        return {name: {"version": version} for name, version in listing.tags.items()}

@@ -7,6 +7,10 @@ commits, staged manifests, temporary files) are "unverified": removed only when 
 window (7 days) or with `delete_unverified=True`, so a writer between writing its files and committing
 never loses them. Files under other base paths (a shallow clone's source) are never touched.
 
+A tag file that cannot be read (not JSON, no valid version, a file in a subfolder of the tags directory)
+might have named any version, so while one exists no version is removed: the run keeps every version,
+still removes unreferenced files past the window, and lists the bad tags in `CleanupStats.bad_tags`.
+
 Order matters for crash safety: manifests go first, so a crash leaves at most unreferenced files (which
 a later run removes once they are older than the window), never a version that points at missing files.
 Versions committed while the cleanup runs are read before anything is deleted and kept with their files.
@@ -58,6 +62,8 @@ class CleanupStats:
     removed_versions: tuple[int, ...] = ()
     #: Versions whose manifest could not be decoded (reported, and removed when old enough).
     corrupt_versions: tuple[int, ...] = ()
+    #: Tag files that could not be read, as (path, problem); while there is one, no version is removed.
+    bad_tags: tuple[tuple[str, str], ...] = ()
 
 
 def _read_all(
@@ -129,8 +135,14 @@ def cleanup_old_versions(
             return manifest_timestamp(manifests[version])
         return modified.get(by_version[version].path) or now  # unknown age: treated as new, kept
 
-    tags = {name: info["version"] for name, info in Tags(store, lambda v: v in by_version).list().items()}
+    listing = Tags(store, lambda v: v in by_version).read_all()
+    tags = listing.tags
     keep = {versions[-1]} | {v for v in versions if timestamp(v) >= cutoff}
+    if listing.problems:  # a tag we cannot read may protect any version: keep them all
+        log.warning(
+            "%s: keeping every version: tags that cannot be read: %s", store.uri, "; ".join(listing.problems.values())
+        )
+        keep = set(versions)
     if retain_versions is not None:
         keep |= set(versions[-retain_versions:])
     old_tags = {name: v for name, v in tags.items() if v in by_version and v not in keep}
@@ -190,6 +202,7 @@ def cleanup_old_versions(
         unverified_files_removed=unverified,
         removed_versions=tuple(removed),
         corrupt_versions=tuple(sorted(corrupt)),
+        bad_tags=tuple(sorted(listing.problems.items())),
     )
     log.info(
         "%s %s: %d old versions, %d files, %d bytes%s",
