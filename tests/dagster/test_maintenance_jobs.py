@@ -7,6 +7,7 @@ from pathlib import Path
 
 import dagster as dg
 import pyarrow as pa
+import pyarrow.parquet
 import pytest
 
 import mvcc_core as mvcc
@@ -108,6 +109,36 @@ def test_retention_dry_run_then_real(instance: dg.DagsterInstance, warehouse: st
     (obs,) = observations(instance, "ret")
     assert obs["versions_removed"] == 3 and obs["dry_run"] is False
     assert sorted(mvcc.open_table(t.uri).to_table()["n"].to_pylist()) == list(range(50))
+
+
+def test_retention_delete_unverified(instance: dg.DagsterInstance, warehouse: str) -> None:
+    """A data file a killed writer left (written, never committed) is younger than the unverified window: the
+    retention job keeps it by default and removes it with `delete_unverified`, given to the factory or as op
+    config; every committed row stays."""
+    t = fragmented(f"{warehouse}/orphans", 2)
+    orphan = Path(t.uri) / "data" / "killed-writer.parquet"
+    pa.parquet.write_table(pa.table({"n": [99], "k": ["z"]}), orphan)
+    resources = {"mvcc": MvccResource(root_uri=warehouse)}
+    kept = build_retention_job("orphans").execute_in_process(instance=instance, resources=resources)
+    meta = observations(instance, "orphans")[-1]
+    assert kept.success and orphan.exists() and meta["unverified_files_removed"] == 0
+
+    by_config = build_retention_job("orphans").execute_in_process(
+        instance=instance,
+        resources=resources,
+        run_config={"ops": {"cleanup_old_versions": {"config": {"delete_unverified": True, "dry_run": True}}}},
+    )
+    (out,) = [e for e in by_config.all_events if e.event_type == dg.DagsterEventType.STEP_OUTPUT]
+    assert out.step_output_data.metadata["unverified_files_removed"].value == 1 and orphan.exists()
+
+    removed = build_retention_job("orphans", delete_unverified=True).execute_in_process(
+        instance=instance, resources=resources
+    )
+    assert removed.success and not orphan.exists()
+    assert observations(instance, "orphans")[-1]["unverified_files_removed"] == 1
+    assert sorted(mvcc.open_table(t.uri).to_table()["n"].to_pylist()) == list(range(20))
+    with pytest.raises(TypeError, match="delete_unverified"):
+        build_retention_job("orphans", delete_unverified="yes")
 
 
 def test_retention_refuses_tagged_version(instance: dg.DagsterInstance, warehouse: str) -> None:
