@@ -23,7 +23,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ._proto import table_pb2 as pb
-from .parquet_io import FileKey, cached_footer, is_remote, read_file
+from .parquet_io import FileKey, cached_footer, is_remote, read_errors, read_file
 
 T = TypeVar("T")
 
@@ -112,7 +112,7 @@ def read_whole_file(fs: pafs.FileSystem, key: FileKey, schema: pa.Schema) -> pa.
     if is_remote(key[0]):
         return read_file(fs, key, schema)
     footer = cached_footer(key)
-    with fs.open_input_file(key[1]) as source:
+    with read_errors(key[1]), fs.open_input_file(key[1]) as source:
         reader = pq.ParquetReader()
         reader.open(source, metadata=None if footer is None else footer.metadata, pre_buffer=False)
         table = reader.read_all(use_threads=False)

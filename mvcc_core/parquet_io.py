@@ -11,9 +11,10 @@ least recently used first out.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ._proto import table_pb2 as pb
+from .errors import MvccError, ObjectNotFoundError, StorageError
 
 ROW_ADDRESS = "_rowaddr"
 PARQUET = ds.ParquetFileFormat()
@@ -100,6 +102,36 @@ class Footer:
     leaves: dict[str, int]
 
 
+#: What an object store's error says of a key that is not there (S3 through Arrow, s3fs, fsspec).
+_NOT_FOUND_WORDS = ("does not exist", "NoSuchKey", "Not Found", "No such file")
+
+
+def is_not_found(exc: OSError) -> bool:
+    """True when `exc`, an OSError of a read, says the file is not there (local or on an object store).
+
+    :param exc: the error of the read
+    """
+    return isinstance(exc, FileNotFoundError) or any(word in str(exc) for word in _NOT_FOUND_WORDS)
+
+
+@contextlib.contextmanager
+def read_errors(path: str) -> Iterator[None]:
+    """The read of the file at `path` raises `ObjectNotFoundError` when the file is not there and
+    `StorageError` for any other failure of the store (a directory in its place, a refused or failed request),
+    both naming the file; errors of mvcc pass through.
+
+    :param path: the file's path, for the error
+    """
+    try:
+        yield
+    except MvccError:
+        raise
+    except OSError as exc:
+        if is_not_found(exc):
+            raise ObjectNotFoundError(f"cannot read {path}: it is missing ({exc})") from exc
+        raise StorageError(f"cannot read {path}: {exc}") from exc
+
+
 def is_remote(scheme: str) -> bool:
     """Object stores, where opening a file by path costs a HEAD request (local disk and memory: nothing)."""
     return scheme not in ("file", "memory")
@@ -113,8 +145,9 @@ def parquet_fragment(fs: pafs.FileSystem, key: FileKey) -> ds.ParquetFileFragmen
     """
 
     def load() -> ds.ParquetFileFragment:
-        fragment = PARQUET.make_fragment(key[1], filesystem=fs, file_size=key[2] or None)
-        fragment.ensure_complete_metadata()
+        with read_errors(key[1]):
+            fragment = PARQUET.make_fragment(key[1], filesystem=fs, file_size=key[2] or None)
+            fragment.ensure_complete_metadata()
         return fragment
 
     return _FRAGMENTS.get_or_build((*key, id(fs)), load)
@@ -127,7 +160,7 @@ def parquet_footer(fs: pafs.FileSystem, key: FileKey) -> Footer:
         if is_remote(key[0]):
             metadata = parquet_fragment(fs, key).metadata
         else:
-            with fs.open_input_file(key[1]) as source:
+            with read_errors(key[1]), fs.open_input_file(key[1]) as source:
                 metadata = pq.ParquetFile(source).metadata
         sizes = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
         leaves = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
@@ -153,9 +186,11 @@ def read_row_groups(
     """Row groups `groups` (ascending) of the file at `key`, columns `columns`; `dictionaries`: string columns
     to read as dictionaries (local files only, where decoding dominates; on object stores requests do)."""
     if is_remote(key[0]):
-        return parquet_fragment(fs, key).subset(row_group_ids=groups).to_table(columns=columns)
+        fragment = parquet_fragment(fs, key)
+        with read_errors(key[1]):
+            return fragment.subset(row_group_ids=groups).to_table(columns=columns)
     footer = parquet_footer(fs, key)
-    with fs.open_input_file(key[1]) as source:
+    with read_errors(key[1]), fs.open_input_file(key[1]) as source:
         parquet = pq.ParquetFile(
             source, metadata=footer.metadata, read_dictionary=dictionaries or None, pre_buffer=False
         )
@@ -173,13 +208,14 @@ def read_file(fs: pafs.FileSystem, key: FileKey, schema: pa.Schema) -> pa.Table 
     their own (decoding releases the GIL). A footer already cached by a scan is reused.
     """
     if is_remote(key[0]):  # the size is known: no HEAD request; buffered reads coalesce the column chunks
-        fragment = PARQUET.make_fragment(key[1], filesystem=fs, file_size=key[2] or None)
-        if not set(schema.names) <= set(fragment.physical_schema.names):
-            return None
-        table = fragment.to_table(columns=schema.names, use_threads=False)
+        with read_errors(key[1]):
+            fragment = PARQUET.make_fragment(key[1], filesystem=fs, file_size=key[2] or None)
+            if not set(schema.names) <= set(fragment.physical_schema.names):
+                return None
+            table = fragment.to_table(columns=schema.names, use_threads=False)
     else:
         footer = _FOOTERS.get(key)
-        with fs.open_input_file(key[1]) as source:
+        with read_errors(key[1]), fs.open_input_file(key[1]) as source:
             parquet = pq.ParquetFile(source, metadata=None if footer is MISSING else footer.metadata, pre_buffer=False)
             table = parquet.read(columns=schema.names, use_threads=False)  # a column it lacks is left out
     # names, types and nullability (field metadata aside)

@@ -37,7 +37,7 @@ from . import schema as schema_mod
 from ._proto import table_pb2 as pb
 from .bases import data_file_location
 from .deletion import live_rows, read_deletion_vector
-from .errors import CorruptManifestError, ObjectNotFoundError, SchemaError
+from .errors import CorruptManifestError, ObjectNotFoundError, SchemaError, StorageError
 from .file_reads import PHYSICAL_ROWS, read_ahead, read_whole_file, runs
 from .file_reads import pool as read_pool
 from .index.lookup import covered, lookup
@@ -51,6 +51,7 @@ from .parquet_io import (
     dictionary_columns,
     field_owners,
     filter_table,
+    is_not_found,
     parquet_footer,
     read_file,
     read_row_groups,
@@ -912,17 +913,13 @@ def _base_of(fragment: pb.DataFragment) -> int:
 @contextlib.contextmanager
 def missing_files(store: ObjectStore) -> Iterator[None]:
     """A data file that is gone (a shallow clone's source cleaned up, a file removed by hand) is an
-    ObjectNotFoundError naming it, not a bare OSError from deep inside pyarrow."""
+    ObjectNotFoundError naming it, not a bare OSError from deep inside pyarrow; any other failure of the store
+    while reading is a StorageError naming the table."""
     try:
         yield
-    except FileNotFoundError as exc:
-        raise ObjectNotFoundError(
-            f"a file of table {store.uri} is missing ({exc}); if the table is a shallow clone, its source may have "
-            "been cleaned up or removed"
-        ) from exc
     except OSError as exc:
-        if "does not exist" not in str(exc) and "NoSuchKey" not in str(exc) and "Not Found" not in str(exc):
-            raise
+        if not is_not_found(exc):
+            raise StorageError(f"reading a file of table {store.uri} failed: {exc}") from exc
         raise ObjectNotFoundError(
             f"a file of table {store.uri} is missing ({exc}); if the table is a shallow clone, its source may have "
             "been cleaned up or removed"
