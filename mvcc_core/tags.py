@@ -97,15 +97,21 @@ class Tags:
         if not self._store.put_if_not_exists(tag_path(name), self._encode(version)):
             raise TagError(f"tag {name!r} already exists on {self._store.uri}; use tags.update to move it")
 
-    def update(self, name: str, version: int) -> None:
+    def _check_exists(self, name: str) -> None:
+        """`TagError` unless the tag's file exists (whether or not it reads: a bad tag may be moved or deleted)."""
         validate_tag_name(name)
-        self.get_version(name)
+        if not self._store.exists(tag_path(name)):
+            raise TagError(f"table {self._store.uri} has no tag {name!r}")
+
+    def update(self, name: str, version: int) -> None:
+        """Move the tag `name` to `version` (a tag whose file does not read is rewritten)."""
+        self._check_exists(name)
         self._check_version(name, version)
         self._store.put(tag_path(name), self._encode(version))
 
     def delete(self, name: str) -> None:
-        validate_tag_name(name)
-        self.get_version(name)
+        """Delete the tag `name` (a tag whose file does not read too)."""
+        self._check_exists(name)
         self._store.delete_many([tag_path(name)])
 
     def get_version(self, name: str) -> int:

@@ -446,6 +446,8 @@ def _wait_for_unlock(table: mvcc.Table, lock: str, deadline: float, asset: str) 
     while time.monotonic() < deadline:
         try:
             table.tags.get_version(lock)
+        except mvcc.CorruptTagError:
+            pass  # the lock's file is there, so it is held, even if it does not read
         except mvcc.TagError:
             return
         time.sleep(LOCK_POLL_SECONDS)

@@ -790,7 +790,10 @@ def build_tag_job(table: TableName, *, asset_key: TableName | None = None, name:
         t = target.open(context)
         with mvcc_conflicts(context, what=f"tag {name_!r} of {target.label} ({action})"):
             if action == "delete":
-                version = t.tags.get_version(name_)
+                try:
+                    version = t.tags.get_version(name_)
+                except mvcc.CorruptTagError:
+                    version = None  # a tag whose file does not read is deleted all the same
                 t.tags.delete(name_)
             else:
                 version = t.version if version is None else version

@@ -17,6 +17,7 @@ from click.testing import CliRunner, Result
 import mvcc_core as mvcc
 from mvcc_core import cli
 from mvcc_core.naming import U64_MAX
+from mvcc_core.tags import TagListing
 
 #: Bad tag files: (path under the table, bytes) and a word the problem must contain.
 BAD_TAGS = {
@@ -110,6 +111,19 @@ def test_cleanup_still_removes_old_unreferenced_files_beside_a_bad_tag(tmp_path:
     stats = t.cleanup_old_versions(older_than=timedelta(0), delete_unverified=True)
     assert stats.unverified_files_removed == 1 and stats.removed_versions == ()
     assert not (Path(uri) / "data/orphan.parquet").exists()
+
+
+@pytest.mark.parametrize("case", ["garbage", "string", "huge"])
+def test_a_bad_tag_can_be_moved_or_deleted(tmp_path: Path, case: str) -> None:
+    uri, t, rel, _ = with_bad_tag(tmp_path, case)
+    name = Path(rel).stem
+    t.tags.update(name, 3)
+    assert t.tags.get_version(name) == 3 and t.tags.read_all().problems == {}
+    plant(uri, rel, BAD_TAGS[case][1])
+    assert run("tags", "delete", uri, name).exit_code == 0
+    assert t.tags.read_all() == TagListing({"good": 2}, {})
+    with pytest.raises(mvcc.TagError, match="no tag"):
+        t.tags.delete(name)
 
 
 def test_verify_reports_bad_tags_and_exits_1(tmp_path: Path) -> None:

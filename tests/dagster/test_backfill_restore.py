@@ -536,3 +536,18 @@ def test_commit_slipping_in_before_the_restore_is_kept(
     (failure,) = instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
     text = failure.dagster_event.step_failure_data.user_failure_data.description
     assert f"versions [{outside.version}]" in text and "undone" in text and RESTORE_TAG in text
+
+
+def test_a_lock_tag_that_does_not_read_is_held(tmp_path: Path) -> None:
+    """The restore lock is a tag: a lock file that does not read still holds the table, so a waiting run waits
+    (and fails when its deadline passes) instead of restoring beside the holder."""
+    from mvcc_dagster.backfill import _wait_for_unlock
+
+    t = mvcc.write_table(pa.table({"a": [1]}), str(tmp_path / "t"))
+    lock = LOCK_PREFIX + "r1"
+    (Path(t.uri) / "_refs" / "tags").mkdir(parents=True)
+    (Path(t.uri) / "_refs" / "tags" / f"{lock}.json").write_text("{not json")
+    with pytest.raises(dg.Failure, match=lock):
+        _wait_for_unlock(t, lock, time.monotonic() + 0.3, "asset")
+    os.remove(Path(t.uri) / "_refs" / "tags" / f"{lock}.json")
+    _wait_for_unlock(t, lock, time.monotonic() + 0.3, "asset")  # no lock: returns at once

@@ -342,4 +342,7 @@ def test_tag_job_guards_retention(instance: dg.DagsterInstance, warehouse: str) 
     assert run({"action": "update", "tag": "before"}).success and t.tags.get_version("before") == 4
     assert run({"action": "delete", "tag": "before"}).success and t.tags.list() == {}
     assert not run({"action": "rename", "tag": "x"}).success
-    assert [o["mvcc/tag_action"] for o in observations(instance, "tg")] == ["create", "update", "delete"]
+    (Path(t.uri) / "_refs" / "tags" / "broken.json").write_text("{not json")  # a tag file that does not read
+    assert run({"action": "delete", "tag": "broken"}).success and t.tags.read_all().problems == {}
+    actions = ["create", "update", "delete", "delete"]
+    assert [o["mvcc/tag_action"] for o in observations(instance, "tg")] == actions
