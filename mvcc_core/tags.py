@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import CorruptTagError, ObjectNotFoundError, TagError, VersionNotFoundError
-from .naming import TAGS_DIR, U64_MAX, tag_path
+from .naming import MAX_VERSION, TAGS_DIR, tag_path
 from .storage import ObjectStore
 
 log = logging.getLogger("mvcc.tags")
@@ -52,10 +52,10 @@ def decode_tag(data: bytes, where: str) -> int:
             f'tag file {where} holds no "version": {str(document)[:80]!r}', path=where, value=document
         )
     version = document["version"]
-    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version < U64_MAX - 1:
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= MAX_VERSION:
         raise CorruptTagError(
             f"tag file {where} names version {str(version)[:80]!r}: not a version number "
-            f"(an integer from 1 to {U64_MAX - 2})",
+            f"(an integer from 1 to {MAX_VERSION})",
             path=where,
             value=version,
         )
@@ -131,9 +131,7 @@ class Tags:
                 continue  # temporary files of a put
             name = meta.path[len(TAGS_DIR) + 1 : -len(".json")]
             try:
-                validate_tag_name(name)
-                if meta.path != tag_path(name):
-                    raise TagError(f"{meta.path} is not a tag file")
+                validate_tag_name(name)  # refuses a file in a subfolder: its name holds a "/"
                 found[name] = decode_tag(self._store.get(meta.path), f"{self._store.uri}/{meta.path}")
             except ObjectNotFoundError:
                 continue  # deleted while we listed
