@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ._proto import table_pb2 as pb
-from .errors import BasePathError, CorruptManifestError
-from .naming import data_file_path
-from .storage import ObjectStore
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.errors import BasePathError, CorruptManifestError
+from mvcc_core.naming import data_file_path
+from mvcc_core.storage import ObjectStore
 
 
 @dataclass(frozen=True)

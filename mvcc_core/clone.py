@@ -15,11 +15,11 @@ import shutil
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from ._proto import table_pb2 as pb
-from .errors import ObjectNotFoundError, TableExistsError, UnsafePathError
-from .files import files_of
-from .manifest_checks import path_problem
-from .storage import ObjectStore
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.errors import ObjectNotFoundError, TableExistsError, UnsafePathError
+from mvcc_core.files import files_of
+from mvcc_core.manifest_checks import path_problem
+from mvcc_core.storage import ObjectStore
 
 
 def _same_object(src: ObjectStore, src_rel: str, dst: ObjectStore, dst_rel: str) -> bool:

@@ -21,11 +21,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
-from . import conflicts
-from . import operations as ops
-from . import rebase as rebase_mod
-from ._proto import table_pb2 as pb
-from .errors import (
+from mvcc_core import conflicts
+from mvcc_core import operations as ops
+from mvcc_core import rebase as rebase_mod
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.errors import (
     CommitConflictError,
     CorruptManifestError,
     IncompatibleConflictError,
@@ -38,10 +38,10 @@ from .errors import (
     VersionNotFoundError,
     is_definite_failure,
 )
-from .failpoints import failpoint
-from .features import FLAG_STABLE_ROW_IDS
-from .files import referenced_files
-from .manifest import (
+from mvcc_core.failpoints import failpoint
+from mvcc_core.features import FLAG_STABLE_ROW_IDS
+from mvcc_core.files import referenced_files
+from mvcc_core.manifest import (
     PUT_IF_NOT_EXISTS,
     CommitHandler,
     ManifestLocation,
@@ -50,10 +50,10 @@ from .manifest import (
     location_of,
     read_manifest,
 )
-from .manifest_checks import check_manifest
-from .naming import TRANSACTIONS_DIR, ManifestNaming
-from .storage import ObjectStore
-from .transaction import BuildContext, Transaction, build_manifest, read_transaction, write_transaction
+from mvcc_core.manifest_checks import check_manifest
+from mvcc_core.naming import TRANSACTIONS_DIR, ManifestNaming
+from mvcc_core.storage import ObjectStore
+from mvcc_core.transaction import BuildContext, Transaction, build_manifest, read_transaction, write_transaction
 
 log = logging.getLogger("mvcc.commit")
 

@@ -17,12 +17,12 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import frag_reuse
-from . import operations as ops
-from ._proto import table_pb2 as pb
-from ._proto import transaction_pb2 as tpb
-from .naming import FRAG_REUSE_INDEX, MEM_WAL_INDEX, SINGLETON_INDICES  # noqa: F401 - re-exported
-from .transaction import Transaction
+from mvcc_core import frag_reuse
+from mvcc_core import operations as ops
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core._proto import transaction_pb2 as tpb
+from mvcc_core.naming import FRAG_REUSE_INDEX, MEM_WAL_INDEX, SINGLETON_INDICES  # noqa: F401 - re-exported
+from mvcc_core.transaction import Transaction
 
 
 class Outcome(enum.Enum):

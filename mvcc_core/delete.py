@@ -16,11 +16,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap
 
-from . import operations as ops
-from ._proto import table_pb2 as pb
-from .deletion import addresses_serialized, deletion_path, offsets_bitmap, read_deletion_vector, write_deletion_vector
-from .scan import ROW_ADDRESS, Scan
-from .storage import ObjectStore
+from mvcc_core import operations as ops
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.deletion import (
+    addresses_serialized,
+    deletion_path,
+    offsets_bitmap,
+    read_deletion_vector,
+    write_deletion_vector,
+)
+from mvcc_core.scan import ROW_ADDRESS, Scan
+from mvcc_core.storage import ObjectStore
 
 
 @dataclass

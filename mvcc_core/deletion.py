@@ -10,11 +10,11 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 from pyroaring import BitMap
 
-from ._proto import table_pb2 as pb
-from .bases import deletion_store
-from .errors import CorruptManifestError
-from .naming import deletion_file_path
-from .storage import ObjectStore
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.bases import deletion_store
+from mvcc_core.errors import CorruptManifestError
+from mvcc_core.naming import deletion_file_path
+from mvcc_core.storage import ObjectStore
 
 
 def deletion_path(fragment_id: int, deletion_file: pb.DeletionFile) -> str:

@@ -34,8 +34,8 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
-from ._proto import table_pb2 as pb
-from .errors import (
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.errors import (
     ExternalStoreError,
     ExternalStoreMismatchError,
     ExternalStoreSyncError,
@@ -43,16 +43,10 @@ from .errors import (
     ObjectNotFoundError,
     StorageError,
 )
-from .failpoints import failpoint
-from .manifest import (
-    PUT_IF_NOT_EXISTS,
-    CommitHandler,
-    ManifestLocation,
-    encode_manifest,
-    write_latest_hint,
-)
-from .naming import VERSIONS_DIR, ManifestNaming, manifest_path, parse_manifest_name
-from .storage import ObjectStore
+from mvcc_core.failpoints import failpoint
+from mvcc_core.manifest import PUT_IF_NOT_EXISTS, CommitHandler, ManifestLocation, encode_manifest, write_latest_hint
+from mvcc_core.naming import VERSIONS_DIR, ManifestNaming, manifest_path, parse_manifest_name
+from mvcc_core.storage import ObjectStore
 
 __all__ = [
     "DynamoDBManifestStore",

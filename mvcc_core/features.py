@@ -6,7 +6,7 @@ a manifest with a writer flag it does not know. New flags are added here, never 
 
 from __future__ import annotations
 
-from .errors import UnsupportedFeatureError
+from mvcc_core.errors import UnsupportedFeatureError
 
 # The table has deletion files (readers must apply them).
 FLAG_DELETION_FILES = 1 << 0

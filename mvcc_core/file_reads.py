@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ._proto import table_pb2 as pb
-from .parquet_io import FileKey, cached_footer, is_remote, read_errors, read_file
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.parquet_io import FileKey, cached_footer, is_remote, read_errors, read_file
 
 T = TypeVar("T")
 

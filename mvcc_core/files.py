@@ -12,11 +12,11 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from ._proto import table_pb2 as pb
-from .bases import base_store, data_file_location, deletion_store
-from .deletion import deletion_path
-from .naming import INDICES_DIR, TRANSACTIONS_DIR, data_file_path
-from .storage import ObjectStore
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.bases import base_store, data_file_location, deletion_store
+from mvcc_core.deletion import deletion_path
+from mvcc_core.naming import INDICES_DIR, TRANSACTIONS_DIR, data_file_path
+from mvcc_core.storage import ObjectStore
 
 
 def index_directory(index: pb.IndexMetadata) -> str:

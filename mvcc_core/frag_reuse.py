@@ -19,9 +19,9 @@ from collections.abc import Iterable
 import numpy as np
 from pyroaring import BitMap
 
-from . import operations as ops
-from ._proto import table_pb2 as pb
-from .naming import FRAG_REUSE_INDEX
+from mvcc_core import operations as ops
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.naming import FRAG_REUSE_INDEX
 
 FRAG_REUSE_TYPE = "FragmentReuse"
 

@@ -15,12 +15,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from . import schema as schema_mod
-from ._proto import table_pb2 as pb
-from .bases import base_store
-from .errors import SchemaError
-from .naming import data_file_path, new_data_file_name
-from .storage import ObjectStore
+from mvcc_core import schema as schema_mod
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.bases import base_store
+from mvcc_core.errors import SchemaError
+from mvcc_core.naming import data_file_path, new_data_file_name
+from mvcc_core.storage import ObjectStore
 
 DEFAULT_MAX_ROWS_PER_FILE = 1_048_576
 ROW_GROUP_ROWS = 64 * 1024  # an indexed lookup reads one: 64Ki reads in half the time of 128Ki; full scans ~5% more CPU

@@ -14,13 +14,19 @@ from datetime import UTC, datetime
 
 from google.protobuf.message import DecodeError
 
-from . import features, framing
-from ._proto import table_pb2 as pb
-from ._version import __version__
-from .errors import CorruptManifestError, ObjectNotFoundError, StorageError, TableNotFoundError, VersionNotFoundError
-from .failpoints import failpoint
-from .manifest_checks import check_manifest, describe, violations
-from .naming import (
+from mvcc_core import features, framing
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core._version import __version__
+from mvcc_core.errors import (
+    CorruptManifestError,
+    ObjectNotFoundError,
+    StorageError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
+from mvcc_core.failpoints import failpoint
+from mvcc_core.manifest_checks import check_manifest, describe, violations
+from mvcc_core.naming import (
     MAX_VERSION,
     VERSIONS_DIR,
     ManifestNaming,
@@ -28,7 +34,7 @@ from .naming import (
     manifest_path,
     parse_manifest_name,
 )
-from .storage import ObjectStore
+from mvcc_core.storage import ObjectStore
 
 log = logging.getLogger("mvcc.manifest")
 

@@ -31,8 +31,8 @@ from urllib.parse import unquote
 
 from pyroaring import BitMap
 
-from ._proto import table_pb2 as pb
-from .errors import ManifestInvariantError
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.errors import ManifestInvariantError
 
 #: Fragment ids live in the upper 32 bits of a row address.
 FRAGMENT_ID_LIMIT = 2**32

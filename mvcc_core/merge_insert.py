@@ -24,22 +24,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from . import operations as ops
-from . import row_ids
-from . import schema as schema_mod
-from ._proto import table_pb2 as pb
-from ._proto import transaction_pb2 as tpb
-from .commit import DEFAULT_MAX_RETRIES
-from .delete import delete_addresses, find_rows
-from .errors import SchemaError
-from .fragments import fragment_paths, to_reader, write_fragments_from_reader
-from .index.lookup import BITMAP, BTREE
-from .predicate import to_expression
-from .row_ids import ROW_ID
-from .scan import ROW_ADDRESS
-from .state import TableState
-from .storage import ObjectStore
-from .transaction import Transaction, check_properties
+from mvcc_core import operations as ops
+from mvcc_core import row_ids
+from mvcc_core import schema as schema_mod
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core._proto import transaction_pb2 as tpb
+from mvcc_core.commit import DEFAULT_MAX_RETRIES
+from mvcc_core.delete import delete_addresses, find_rows
+from mvcc_core.errors import SchemaError
+from mvcc_core.fragments import fragment_paths, to_reader, write_fragments_from_reader
+from mvcc_core.index.lookup import BITMAP, BTREE
+from mvcc_core.predicate import to_expression
+from mvcc_core.row_ids import ROW_ID
+from mvcc_core.scan import ROW_ADDRESS
+from mvcc_core.state import TableState
+from mvcc_core.storage import ObjectStore
+from mvcc_core.transaction import Transaction, check_properties
 
 _T, _S = "__target_row", "__source_row"
 

@@ -13,8 +13,8 @@ from typing import Any, ClassVar
 
 from google.protobuf.descriptor import FieldDescriptor
 
-from ._proto import table_pb2 as pb
-from ._proto import transaction_pb2 as tpb
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core._proto import transaction_pb2 as tpb
 
 
 def _is_repeated(fd: FieldDescriptor) -> bool:

@@ -25,8 +25,8 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ._proto import table_pb2 as pb
-from .errors import MvccError, ObjectNotFoundError, StorageError
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.errors import MvccError, ObjectNotFoundError, StorageError
 
 ROW_ADDRESS = "_rowaddr"
 PARQUET = ds.ParquetFileFormat()

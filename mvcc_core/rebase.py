@@ -23,15 +23,15 @@ from dataclasses import dataclass, replace
 
 from pyroaring import BitMap64
 
-from . import frag_reuse
-from . import operations as ops
-from ._proto import table_pb2 as pb
-from ._proto import transaction_pb2 as tpb
-from .deletion import deletion_path, read_deletion_vector, write_deletion_vector
-from .fragments import field_subtree, tombstone
-from .naming import FRAG_REUSE_INDEX
-from .storage import ObjectStore
-from .transaction import Transaction
+from mvcc_core import frag_reuse
+from mvcc_core import operations as ops
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core._proto import transaction_pb2 as tpb
+from mvcc_core.deletion import deletion_path, read_deletion_vector, write_deletion_vector
+from mvcc_core.fragments import field_subtree, tombstone
+from mvcc_core.naming import FRAG_REUSE_INDEX
+from mvcc_core.storage import ObjectStore
+from mvcc_core.transaction import Transaction
 
 
 class RowConflict(Exception):

@@ -22,15 +22,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from . import operations as ops
-from ._proto import table_pb2 as pb
-from ._proto import transaction_pb2 as tpb
-from .delete import delete_addresses, find_rows
-from .errors import PredicateError
-from .predicate import BoundFilter
-from .scan import ROW_ADDRESS, Scan
-from .schema import manifest_schema
-from .storage import ObjectStore
+from mvcc_core import operations as ops
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core._proto import transaction_pb2 as tpb
+from mvcc_core.delete import delete_addresses, find_rows
+from mvcc_core.errors import PredicateError
+from mvcc_core.predicate import BoundFilter
+from mvcc_core.scan import ROW_ADDRESS, Scan
+from mvcc_core.schema import manifest_schema
+from mvcc_core.storage import ObjectStore
 
 
 def check_rows(where: str, schema: pa.Schema) -> Callable[[pa.RecordBatch], None]:

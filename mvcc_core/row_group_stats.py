@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .predicate import Conjunct
+from mvcc_core.predicate import Conjunct
 
 __all__ = ["StatisticsCheck", "Verdict", "statistics_check"]
 

@@ -19,9 +19,9 @@ import struct
 import numpy as np
 import pyarrow as pa
 
-from . import features
-from ._proto import table_pb2 as pb
-from .errors import CorruptManifestError
+from mvcc_core import features
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.errors import CorruptManifestError
 
 ROW_ID = "_rowid"
 ENABLE_CONFIG_KEY = "mvcc.enable_stable_row_ids"

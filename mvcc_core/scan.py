@@ -32,17 +32,17 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from . import frag_reuse, row_ids
-from . import schema as schema_mod
-from ._proto import table_pb2 as pb
-from .bases import data_file_location
-from .deletion import live_rows, read_deletion_vector
-from .errors import CorruptManifestError, ObjectNotFoundError, SchemaError, StorageError
-from .file_reads import PHYSICAL_ROWS, read_ahead, read_whole_file, runs
-from .file_reads import pool as read_pool
-from .index.lookup import covered, lookup
-from .index.planner import IndexChoice, choose_index
-from .parquet_io import (
+from mvcc_core import frag_reuse, row_ids
+from mvcc_core import schema as schema_mod
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.bases import data_file_location
+from mvcc_core.deletion import live_rows, read_deletion_vector
+from mvcc_core.errors import CorruptManifestError, ObjectNotFoundError, SchemaError, StorageError
+from mvcc_core.file_reads import PHYSICAL_ROWS, read_ahead, read_whole_file, runs
+from mvcc_core.file_reads import pool as read_pool
+from mvcc_core.index.lookup import covered, lookup
+from mvcc_core.index.planner import IndexChoice, choose_index
+from mvcc_core.parquet_io import (
     MISSING,
     PARQUET,
     PARQUET_LOCAL,
@@ -57,10 +57,10 @@ from .parquet_io import (
     read_row_groups,
     row_address,
 )
-from .predicate import BoundFilter, Projection, filter_cache_key, unknown_column_problem
-from .row_group_stats import StatisticsCheck, Verdict, statistics_check
-from .row_ids import ROW_ID
-from .storage import ObjectStore
+from mvcc_core.predicate import BoundFilter, Projection, filter_cache_key, unknown_column_problem
+from mvcc_core.row_group_stats import StatisticsCheck, Verdict, statistics_check
+from mvcc_core.row_ids import ROW_ID
+from mvcc_core.storage import ObjectStore
 
 __all__ = ["DEFAULT_BATCH_SIZE", "ROW_ADDRESS", "IndexUse", "Scan", "ScanPlan", "missing_files", "read_fragment"]
 

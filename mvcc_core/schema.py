@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 import pyarrow as pa
 import pyarrow.types as pat
 
-from ._proto import table_pb2 as pb
-from .errors import CorruptManifestError, SchemaError
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.errors import CorruptManifestError, SchemaError
 
 FIELD_ID_KEY = b"PARQUET:field_id"
 

@@ -19,16 +19,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from . import operations as ops
-from . import schema as schema_mod
-from ._proto import table_pb2 as pb
-from ._proto import transaction_pb2 as tpb
-from .errors import SchemaError
-from .fragments import field_subtree, to_reader, write_column_file
-from .naming import data_file_path
-from .predicate import to_column_expression
-from .scan import read_fragment
-from .storage import ObjectStore
+from mvcc_core import operations as ops
+from mvcc_core import schema as schema_mod
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core._proto import transaction_pb2 as tpb
+from mvcc_core.errors import SchemaError
+from mvcc_core.fragments import field_subtree, to_reader, write_column_file
+from mvcc_core.naming import data_file_path
+from mvcc_core.predicate import to_column_expression
+from mvcc_core.scan import read_fragment
+from mvcc_core.storage import ObjectStore
 
 _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError)
 

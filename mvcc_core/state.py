@@ -21,16 +21,16 @@ from typing import Any
 
 import pyarrow as pa
 
-from . import schema as schema_mod
-from ._proto import table_pb2 as pb
-from .commit import DEFAULT_MAX_RETRIES, Committer
-from .errors import TableExistsError, VersionNotFoundError, is_definite_failure
-from .external_store import ExternalManifestStore, commit_handler, split_storage_options
-from .manifest import ManifestLocation, list_manifests, location_of
-from .naming import ManifestNaming
-from .replace import rows_match
-from .storage import ObjectStore, open_store
-from .transaction import Transaction, remove_files
+from mvcc_core import schema as schema_mod
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.commit import DEFAULT_MAX_RETRIES, Committer
+from mvcc_core.errors import TableExistsError, VersionNotFoundError, is_definite_failure
+from mvcc_core.external_store import ExternalManifestStore, commit_handler, split_storage_options
+from mvcc_core.manifest import ManifestLocation, list_manifests, location_of
+from mvcc_core.naming import ManifestNaming
+from mvcc_core.replace import rows_match
+from mvcc_core.storage import ObjectStore, open_store
+from mvcc_core.transaction import Transaction, remove_files
 
 log = logging.getLogger("mvcc.commit")
 

@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 
 import fsspec
 
-from .errors import CommitNotSupportedError, MvccError, ObjectNotFoundError, StorageError, UnsafePathError
+from mvcc_core.errors import CommitNotSupportedError, MvccError, ObjectNotFoundError, StorageError, UnsafePathError
 
 if TYPE_CHECKING:
     import pyarrow.fs

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import CorruptTagError, ObjectNotFoundError, TagError, VersionNotFoundError
-from .naming import MAX_VERSION, TAGS_DIR, tag_path
-from .storage import ObjectStore
+from mvcc_core.errors import CorruptTagError, ObjectNotFoundError, TagError, VersionNotFoundError
+from mvcc_core.naming import MAX_VERSION, TAGS_DIR, tag_path
+from mvcc_core.storage import ObjectStore
 
 log = logging.getLogger("mvcc.tags")
 

@@ -15,15 +15,15 @@ from typing import Any
 from google.protobuf.message import DecodeError
 from pyroaring import BitMap
 
-from . import features, frag_reuse, framing, row_ids
-from . import operations as ops
-from ._proto import table_pb2 as pb
-from ._proto import transaction_pb2 as tpb
-from .errors import CorruptManifestError, InvalidOperationError, UnsupportedFeatureError
-from .fragments import tombstone
-from .manifest import WRITER_LIBRARY, writer_version
-from .naming import MEM_WAL_INDEX, SINGLETON_INDICES, transaction_path
-from .storage import ObjectStore
+from mvcc_core import features, frag_reuse, framing, row_ids
+from mvcc_core import operations as ops
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core._proto import transaction_pb2 as tpb
+from mvcc_core.errors import CorruptManifestError, InvalidOperationError, UnsupportedFeatureError
+from mvcc_core.fragments import tombstone
+from mvcc_core.manifest import WRITER_LIBRARY, writer_version
+from mvcc_core.naming import MEM_WAL_INDEX, SINGLETON_INDICES, transaction_path
+from mvcc_core.storage import ObjectStore
 
 
 @dataclass

@@ -22,14 +22,14 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from pyroaring import BitMap64
 
-from . import operations as ops
-from . import row_ids
-from . import schema as schema_mod
-from ._proto import table_pb2 as pb
-from ._proto import transaction_pb2 as tpb
-from .delete import delete_addresses, find_rows
-from .errors import SchemaError
-from .fragments import (
+from mvcc_core import operations as ops
+from mvcc_core import row_ids
+from mvcc_core import schema as schema_mod
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core._proto import transaction_pb2 as tpb
+from mvcc_core.delete import delete_addresses, find_rows
+from mvcc_core.errors import SchemaError
+from mvcc_core.fragments import (
     DEFAULT_MAX_ROWS_PER_FILE,
     field_subtree,
     fragment_paths,
@@ -37,11 +37,11 @@ from .fragments import (
     write_column_file,
     write_fragments_from_reader,
 )
-from .naming import data_file_path
-from .predicate import to_value_expression, value_columns
-from .row_ids import ROW_ID
-from .scan import ROW_ADDRESS, read_fragment
-from .storage import ObjectStore
+from mvcc_core.naming import data_file_path
+from mvcc_core.predicate import to_value_expression, value_columns
+from mvcc_core.row_ids import ROW_ID
+from mvcc_core.scan import ROW_ADDRESS, read_fragment
+from mvcc_core.storage import ObjectStore
 
 REWRITE_ROWS = "rewrite_rows"
 REWRITE_COLUMNS = "rewrite_columns"

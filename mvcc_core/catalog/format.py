@@ -19,12 +19,20 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from mvcc_core.catalog.errors import CatalogFormatError
+from mvcc_core.catalog.state import (
+    CHANGES_KEY,
+    FORMAT_VERSION,
+    MIGRATION_KEY,
+    SHAPES,
+    Entry,
+    format_of,
+    read_rows,
+    rows_table,
+)
 from mvcc_core.errors import CommitConflictError
 from mvcc_core.failpoints import failpoint
 from mvcc_core.table import Table, open_table
-
-from .errors import CatalogFormatError
-from .state import CHANGES_KEY, FORMAT_VERSION, MIGRATION_KEY, SHAPES, Entry, format_of, read_rows, rows_table
 
 #: Attempts at one step before giving up (each lost race means another writer moved the catalog).
 STEP_ATTEMPTS = 20

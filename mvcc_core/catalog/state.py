@@ -20,13 +20,12 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from mvcc_core import operations as ops
+from mvcc_core.catalog.errors import CatalogEntryError
 from mvcc_core.fragments import write_small_fragment
 from mvcc_core.manifest_checks import path_problem
 from mvcc_core.naming import data_file_path
 from mvcc_core.table import Table
 from mvcc_core.transaction import Transaction, check_properties
-
-from .errors import CatalogEntryError
 
 STAMP_KEY = "mvcc:catalog_format"
 #: The shape this code writes. A bump is one constant, one schema below, one step in `format.MIGRATIONS`.

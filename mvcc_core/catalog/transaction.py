@@ -32,6 +32,19 @@ from sqlglot.errors import SqlglotError
 
 from mvcc_core import operations as ops
 from mvcc_core import rebase as rebase_mod
+from mvcc_core.catalog.conflicts import Change, find_conflict
+from mvcc_core.catalog.errors import (
+    RETRY_BUDGET,
+    TABLE_GONE,
+    TABLE_RULES,
+    WRITTEN_OUTSIDE,
+    CatalogError,
+    IncompatibleCatalogConflictError,
+    RetryableCatalogConflictError,
+)
+from mvcc_core.catalog.format import check_writable
+from mvcc_core.catalog.names import check_schema_name, qualified, split
+from mvcc_core.catalog.state import CHANGES_KEY, SCHEMA, TABLE, TOMBSTONE, VIEW, Entry, live, overwrite_transaction
 from mvcc_core.conflicts import ConflictContext, Outcome, resolve
 from mvcc_core.errors import CommitConflictError, StorageError, is_definite_failure
 from mvcc_core.executor import Executor, ThreadExecutor
@@ -47,22 +60,8 @@ from mvcc_core.storage import open_store
 from mvcc_core.table import Table, write_table
 from mvcc_core.transaction import BuildContext, Transaction, build_manifest, check_properties
 
-from .conflicts import Change, find_conflict
-from .errors import (
-    RETRY_BUDGET,
-    TABLE_GONE,
-    TABLE_RULES,
-    WRITTEN_OUTSIDE,
-    CatalogError,
-    IncompatibleCatalogConflictError,
-    RetryableCatalogConflictError,
-)
-from .format import check_writable
-from .names import check_schema_name, qualified, split
-from .state import CHANGES_KEY, SCHEMA, TABLE, TOMBSTONE, VIEW, Entry, live, overwrite_transaction
-
 if TYPE_CHECKING:
-    from .catalog import Catalog, CatalogSnapshot
+    from mvcc_core.catalog.catalog import Catalog, CatalogSnapshot
 
 log = logging.getLogger("mvcc.catalog")
 

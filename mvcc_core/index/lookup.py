@@ -22,11 +22,18 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyroaring import BitMap, BitMap64
 
-from .. import schema as schema_mod
-from .._proto import table_pb2 as pb
-from ..naming import INDICES_DIR
-from ..parquet_io import ROW_ADDRESS, LruCache, filter_table, parquet_fragment, parquet_metadata, read_row_groups
-from ..storage import ObjectStore
+from mvcc_core import schema as schema_mod
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.naming import INDICES_DIR
+from mvcc_core.parquet_io import (
+    ROW_ADDRESS,
+    LruCache,
+    filter_table,
+    parquet_fragment,
+    parquet_metadata,
+    read_row_groups,
+)
+from mvcc_core.storage import ObjectStore
 
 BTREE, BITMAP = "BTREE", "BITMAP"
 INDEX_TYPES = (BTREE, BITMAP)

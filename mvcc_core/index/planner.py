@@ -18,9 +18,9 @@ from typing import NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._proto import table_pb2 as pb
-from ..predicate import BoundFilter, Comparison
-from .lookup import BITMAP, BTREE
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.index.lookup import BITMAP, BTREE
+from mvcc_core.predicate import BoundFilter, Comparison
 
 # One (lower, lower inclusive, upper, upper inclusive) range; None for an open end.
 Range = tuple[object | None, bool, object | None, bool]

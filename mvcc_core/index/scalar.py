@@ -24,18 +24,18 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyroaring import BitMap, BitMap64
 
-from .. import schema as schema_mod
-from .._proto import table_pb2 as pb
-from ..errors import SchemaError
-from ..executor import Executor
-from ..naming import INDICES_DIR
-from ..parquet_io import ROW_ADDRESS
-from ..progress import Progress
-from ..scan import Scan
-from ..state import TableState
-from ..storage import ObjectStore
-from .lookup import BITMAP, BTREE, INDEX_FILE, INDEX_TYPES, covered, index_dir
-from .tasks import read_distributed, read_in_process
+from mvcc_core import schema as schema_mod
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.errors import SchemaError
+from mvcc_core.executor import Executor
+from mvcc_core.index.lookup import BITMAP, BTREE, INDEX_FILE, INDEX_TYPES, covered, index_dir
+from mvcc_core.index.tasks import read_distributed, read_in_process
+from mvcc_core.naming import INDICES_DIR
+from mvcc_core.parquet_io import ROW_ADDRESS
+from mvcc_core.progress import Progress
+from mvcc_core.scan import Scan
+from mvcc_core.state import TableState
+from mvcc_core.storage import ObjectStore
 
 __all__ = [
     "BITMAP",

@@ -16,13 +16,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from .._proto import table_pb2 as pb
-from ..deletion import live_rows
-from ..executor import Executor
-from ..progress import Progress
-from ..scan import Scan
-from ..state import TableState
-from ..storage import ObjectStore
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.deletion import live_rows
+from mvcc_core.executor import Executor
+from mvcc_core.progress import Progress
+from mvcc_core.scan import Scan
+from mvcc_core.state import TableState
+from mvcc_core.storage import ObjectStore
 
 DEFAULT_ROWS_PER_TASK = 1_048_576
 

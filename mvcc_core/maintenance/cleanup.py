@@ -24,10 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from .._proto import table_pb2 as pb
-from ..errors import CorruptManifestError, TagError
-from ..files import referenced_files
-from ..manifest import (
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.errors import CorruptManifestError, TagError
+from mvcc_core.files import referenced_files
+from mvcc_core.manifest import (
     LATEST_HINT,
     ManifestLocation,
     latest_manifest_location,
@@ -36,11 +36,11 @@ from ..manifest import (
     manifest_timestamp,
     read_manifest,
 )
-from ..naming import DATA_DIR, DELETIONS_DIR, INDICES_DIR, TRANSACTIONS_DIR, VERSIONS_DIR
-from ..progress import Progress
-from ..state import TableState
-from ..storage import ObjectMeta
-from ..tags import Tags
+from mvcc_core.naming import DATA_DIR, DELETIONS_DIR, INDICES_DIR, TRANSACTIONS_DIR, VERSIONS_DIR
+from mvcc_core.progress import Progress
+from mvcc_core.state import TableState
+from mvcc_core.storage import ObjectMeta
+from mvcc_core.tags import Tags
 
 log = logging.getLogger("mvcc.maintenance")
 

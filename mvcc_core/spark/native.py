@@ -46,12 +46,11 @@ from mvcc_core.errors import MvccError, SchemaError, TableNotFoundError
 from mvcc_core.fragments import DEFAULT_MAX_ROWS_PER_FILE, PARQUET_COMPRESSION, data_file
 from mvcc_core.naming import data_file_path, new_data_file_name
 from mvcc_core.scan import Scan
+from mvcc_core.spark.executor import is_connect
+from mvcc_core.spark.options import DEFAULT_ROWS_PER_PARTITION, STORAGE_OPTIONS
+from mvcc_core.spark.source import FragmentGroup, MvccDataSource, MvccReader, group_fragments
+from mvcc_core.spark.writes import WritePlan, spark_struct
 from mvcc_core.storage import open_store
-
-from .executor import is_connect
-from .options import DEFAULT_ROWS_PER_PARTITION, STORAGE_OPTIONS
-from .source import FragmentGroup, MvccDataSource, MvccReader, group_fragments
-from .writes import WritePlan, spark_struct
 
 log = logging.getLogger("mvcc.spark")
 
