@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from mvcc_core import operations
 from mvcc_core._version import __version__
-from mvcc_core.bases import DatasetBasePath
 from mvcc_core.catalog import Catalog, CatalogConflictError
-from mvcc_core.deletion import read_deletion_vector
 from mvcc_core.errors import (
     BasePathError,
     CommitConflictError,
@@ -37,17 +34,10 @@ from mvcc_core.errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
-from mvcc_core.external_store import (
-    DynamoDBManifestStore,
-    ExternalManifestStore,
-    SQLiteManifestStore,
-    open_external_store,
-)
-from mvcc_core.files import ReferencedFile, version_files
-from mvcc_core.maintenance import compaction
-from mvcc_core.maintenance.cleanup import CleanupStats
-from mvcc_core.maintenance.compaction import CompactionMetrics, CompactionOptions
-from mvcc_core.operations import (
+from mvcc_core.format import operations
+from mvcc_core.format.bases import DatasetBasePath
+from mvcc_core.format.deletion import read_deletion_vector
+from mvcc_core.format.operations import (
     Append,
     Clone,
     CreateIndex,
@@ -64,8 +54,11 @@ from mvcc_core.operations import (
     UpdateConfig,
     UpdateMemWalState,
 )
+from mvcc_core.format.referenced_files import ReferencedFile, version_files
+from mvcc_core.maintenance import compaction
+from mvcc_core.maintenance.cleanup import CleanupStats
+from mvcc_core.maintenance.compaction import CompactionMetrics, CompactionOptions
 from mvcc_core.progress import Progress
-from mvcc_core.state import TableState
 from mvcc_core.table import (
     DeleteResult,
     Table,
@@ -77,7 +70,14 @@ from mvcc_core.table import (
     write_fragments,
     write_table,
 )
-from mvcc_core.transaction import Transaction
+from mvcc_core.txn.external_store import (
+    DynamoDBManifestStore,
+    ExternalManifestStore,
+    SQLiteManifestStore,
+    open_external_store,
+)
+from mvcc_core.txn.state import TableState
+from mvcc_core.txn.transaction import Transaction
 
 __all__ = [
     "Append",

@@ -8,6 +8,7 @@ one `__manifest` version; a transaction stages each table's next manifest under 
 from __future__ import annotations
 
 from mvcc_core.catalog.catalog import Catalog, CatalogSnapshot, CatalogVersion
+from mvcc_core.catalog.entries import FORMAT_VERSION
 from mvcc_core.catalog.errors import (
     CatalogConflictError,
     CatalogError,
@@ -15,9 +16,8 @@ from mvcc_core.catalog.errors import (
     IncompatibleCatalogConflictError,
     RetryableCatalogConflictError,
 )
+from mvcc_core.catalog.multi_table import CatalogTransaction
 from mvcc_core.catalog.retention import CatalogCleanupStats
-from mvcc_core.catalog.state import FORMAT_VERSION
-from mvcc_core.catalog.transaction import CatalogTransaction
 
 __all__ = [
     "Catalog",

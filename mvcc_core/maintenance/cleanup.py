@@ -26,8 +26,7 @@ from datetime import UTC, datetime, timedelta
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.errors import CorruptManifestError, TagError
-from mvcc_core.files import referenced_files
-from mvcc_core.manifest import (
+from mvcc_core.format.manifest import (
     LATEST_HINT,
     ManifestLocation,
     latest_manifest_location,
@@ -36,11 +35,12 @@ from mvcc_core.manifest import (
     manifest_timestamp,
     read_manifest,
 )
-from mvcc_core.naming import DATA_DIR, DELETIONS_DIR, INDICES_DIR, TRANSACTIONS_DIR, VERSIONS_DIR
+from mvcc_core.format.naming import DATA_DIR, DELETIONS_DIR, INDICES_DIR, TRANSACTIONS_DIR, VERSIONS_DIR
+from mvcc_core.format.referenced_files import referenced_files
+from mvcc_core.format.tags import Tags
+from mvcc_core.io import ObjectMeta
 from mvcc_core.progress import Progress
-from mvcc_core.state import TableState
-from mvcc_core.storage import ObjectMeta
-from mvcc_core.tags import Tags
+from mvcc_core.txn.state import TableState
 
 log = logging.getLogger("mvcc.maintenance")
 

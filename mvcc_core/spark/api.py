@@ -22,7 +22,7 @@ import mvcc_core
 from mvcc_core.spark import native as native_mod
 from mvcc_core.spark.executor import is_connect
 from mvcc_core.spark.writes import ABORT_SETTLE_SECONDS, WritePlan, plan_write
-from mvcc_core.transaction import check_properties
+from mvcc_core.txn.transaction import check_properties
 
 log = logging.getLogger("mvcc.spark")
 
