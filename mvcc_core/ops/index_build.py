@@ -75,7 +75,7 @@ def build(
     """Scan `column` of the fragments (live rows, with addresses) and write the index file.
 
     With `executor` and the table's `state` (what the tasks receive), the scan runs as tasks on it
-    (`index/tasks.py`); without, here. Either way `progress(done, total)` is called after each group of
+    (`ops/index_tasks.py`); without, here. Either way `progress(done, total)` is called after each group of
     fragments read. Raises ValueError for an unknown index type.
     """
     fields = list(manifest.fields)

@@ -6,7 +6,7 @@ aborts the write and removes what was written), so that a predicate naming one p
 replace more, or add rows to another. The commit is one Update (REWRITE_ROWS) that deletes the matching
 rows with deletion vectors and adds the new fragments, recording the predicate in `replace_predicate`.
 
-The predicate takes part in conflict resolution (`conflicts.py`): a concurrent commit that inserted rows
+The predicate takes part in conflict resolution (`txn/conflicts.py`): a concurrent commit that inserted rows
 matching it (an Append, or an Update's new fragments) makes ours retryable, because those rows would
 survive our replacement next to the rows we wrote (two writers of one partition would leave duplicates);
 rows of other partitions do not conflict. `rows_match` is how the commit loop checks that: it reads only
