@@ -21,7 +21,7 @@ import time
 import uuid as uuid_mod
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -43,21 +43,19 @@ from mvcc_core.catalog.errors import (
 )
 from mvcc_core.catalog.format_version import check_writable
 from mvcc_core.catalog.names import check_schema_name, qualified, split
+from mvcc_core.catalog.table_changes import _TableWrite, _TxTable
 from mvcc_core.errors import CommitConflictError, StorageError, is_definite_failure
-from mvcc_core.executor import Executor, ThreadExecutor
 from mvcc_core.failpoints import failpoint
 from mvcc_core.format import operations as ops
 from mvcc_core.format.features import FLAG_STABLE_ROW_IDS
 from mvcc_core.format.manifest import encode_manifest, location_of
 from mvcc_core.io import open_store
 from mvcc_core.maintenance import compaction
-from mvcc_core.ops.merge_insert import MergeInsertBuilder
 from mvcc_core.ops.replace_where import rows_match
 from mvcc_core.table import Table, write_table
 from mvcc_core.txn import rebase as rebase_mod
 from mvcc_core.txn.conflicts import ConflictContext, Outcome, resolve
 from mvcc_core.txn.external_store import staged_manifest_path
-from mvcc_core.txn.state import TableState
 from mvcc_core.txn.transaction import BuildContext, Transaction, build_manifest, check_properties
 
 if TYPE_CHECKING:
@@ -98,145 +96,6 @@ def _each(fn: Callable[[Any], Any], items: Iterable[Any], *, concurrent: bool) -
 
 class _CatalogMoved(Exception):
     """Internal: the catalog advanced while an attempt was staging; the publisher retries."""
-
-
-@dataclass
-class _TableWrite:
-    """Every data change of a transaction on one table directory: a chain of the core's staged transactions.
-
-    `base` is the table at the version the snapshot publishes (or version 1 of a table created here); `state`
-    is the table as the chain leaves it, in memory, which is what the next change of the chain reads.
-    """
-
-    path: str
-    origin: str  # the name the table had in the snapshot (or was created with): what conflict checks compare
-    created: bool
-    base: TableState
-    state: TableState
-    chain: list[Transaction] = field(default_factory=list)
-    kinds: list[str] = field(default_factory=list)
-    written: list[str] = field(default_factory=list)  # this attempt's transaction files, staged manifests
-    superseded: list[str] = field(default_factory=list)  # our deletion files a rebase replaced
-    staged_bytes: dict[str, bytes] = field(default_factory=dict)  # this attempt's staged manifests
-    published: TableState | None = None  # the table as this attempt's last staged manifest leaves it
-
-    def add(self, txn: Transaction, kinds: list[str]) -> None:
-        manifest = build_manifest(
-            self.state.manifest,
-            txn,
-            version=self.state.version + 1,
-            transaction_file="",
-            ctx=BuildContext(load_version=self.base.load),
-        )
-        self.chain.append(txn)
-        self.kinds.extend(k for k in kinds if k not in self.kinds)
-        self.state = replace(self.state, manifest=manifest)
-
-
-def _merge_kinds(op: ops.Operation) -> list[str]:
-    """What a merge_insert's Update means for the conflict rules: an updated or deleted row is a delete (an
-    update is a delete and an insert, as in DuckLake), a new fragment an insert."""
-    kinds = []
-    if isinstance(op, ops.Update) and (op.updated_fragments or op.removed_fragment_ids):
-        kinds.append("deleted_from_table")
-    if isinstance(op, ops.Update) and op.new_fragments:
-        kinds.append("inserted_into_table")
-    return kinds
-
-
-class _TxTable:
-    """`tx.table(name)`: the data changes of a catalog transaction on one table (the core's staged forms).
-
-    Each change reads the table as the transaction's earlier changes left it (read-your-writes).
-    """
-
-    def __init__(self, tx: CatalogTransaction, name: str) -> None:
-        self._tx = tx
-        self.name = qualified(name)
-
-    def _stage(self, kind: str, make: Any) -> Any:
-        w = self._tx._write_for(self.name)
-        txn = make(Table.from_state(w.state))
-        if txn is not None:
-            w.add(txn, [kind])
-        return txn
-
-    def append(self, data: Any, **kwargs: Any) -> None:
-        self._stage("inserted_into_table", lambda t: t.append_uncommitted(data, **kwargs))
-
-    def delete(self, predicate: Any, **kwargs: Any) -> None:
-        self._stage("deleted_from_table", lambda t: t.delete_uncommitted(predicate, **kwargs))
-
-    def overwrite(self, data: Any, *, where: str | None = None, **kwargs: Any) -> None:
-        """Replace every row, or with `where` the rows matching it (DuckLake: a delete and an insert)."""
-        self._stage("overwrote_table", lambda t: t.overwrite_uncommitted(data, where=where, **kwargs))
-
-    def merge_insert(self, on: str | list[str]) -> MergeInsertBuilder:
-        """The core's upsert builder on the table as this transaction leaves it; its `execute(data)` stages the
-        upsert in the transaction (returning pylance's counts) instead of committing. Build and execute it in
-        one statement: it reads the table as it is when built."""
-        w = self._tx._write_for(self.name)
-
-        def stage(txn: Transaction, _retries: int) -> None:
-            self._tx._check_open()
-            if self._tx._writes.get(w.path) is not w or w.state.manifest is not state.manifest:
-                raise ValueError(f"{self.name} changed in this transaction since this merge_insert was built")
-            w.add(txn, _merge_kinds(txn.operation))
-
-        state = w.state
-        return MergeInsertBuilder(state, on, stage)
-
-    # Schema evolution: an `altered_table` for DuckLake's rules (an insert or delete racing it conflicts, as
-    # does another alter or a drop); staged like the data changes, so later changes in this transaction see
-    # the new schema.
-
-    def add_columns(self, transforms: Any, **kwargs: Any) -> None:
-        """The core's `add_columns` (SQL expressions or all-null Arrow fields), staged."""
-        self._stage("altered_table", lambda t: t.add_columns_uncommitted(transforms, **kwargs))
-
-    def drop_columns(self, columns: str | list[str], **kwargs: Any) -> None:
-        """The core's `drop_columns`, staged (metadata only)."""
-        self._stage("altered_table", lambda t: t.drop_columns_uncommitted(columns, **kwargs))
-
-    def alter_columns(self, *alterations: dict[str, Any], **kwargs: Any) -> None:
-        """The core's `alter_columns` (rename, make nullable), staged (metadata only)."""
-        self._stage("altered_table", lambda t: t.alter_columns_uncommitted(*alterations, **kwargs))
-
-    def compact_files(
-        self,
-        options: compaction.CompactionOptions | None = None,
-        *,
-        executor: Executor | None = None,
-        commit_message: str | None = None,
-        transaction_properties: dict[str, str] | None = None,
-        **kwargs: Any,
-    ) -> int:
-        """Compact the table's small fragments (the core's compaction: options, executor) as a staged Rewrite
-        published with the transaction (DuckLake's `compacted_table`); the number of fragments rewritten.
-
-        No ReserveFragments is committed first (a catalog table changes only through a catalog publish): the
-        new fragments take the ids after the table's highest and are renumbered at publish time if a
-        concurrent append took those ids.
-        """
-        w = self._tx._write_for(self.name)
-        plan = compaction.plan_unreserved(w.state, options, **kwargs)
-        if not plan.tasks:
-            return 0
-        run = partial(compaction.run_task, state=plan.state)
-        results = list((executor or ThreadExecutor()).map(run, plan.tasks))
-        txn = compaction.rewrite_transaction(
-            w.state,
-            results,
-            commit_message=commit_message,
-            transaction_properties=transaction_properties,
-            defer_index_remap=plan.options.defer_index_remap,
-        )
-        w.add(txn, ["compacted_table"])
-        return sum(len(r.old_fragments) for r in results)
-
-    def to_table(self, **kwargs: Any) -> pa.Table:
-        """The rows as this transaction leaves the table so far (read-your-writes)."""
-        return Table.from_state(self._tx._write_for(self.name).state).to_table(**kwargs)
 
 
 def _check_view_sql(name: str, sql: str, dialect: str | None) -> None:

@@ -11,8 +11,9 @@ import pyarrow.compute as pc
 from mvcc_core.errors import PredicateError
 from mvcc_core.read.arrow_expression import _ExpressionTree, _serialized
 from mvcc_core.read.conjuncts import Comparison, Conjunct
-from mvcc_core.read.sql_filter import _Translator, _validate_expression
+from mvcc_core.read.sql_filter import _validate_expression
 from mvcc_core.read.sql_source import unknown_column_problem
+from mvcc_core.read.sql_translator import _Translator
 
 # --------------------------------------------------------------------------------------------------------
 # bound filters: one analysis per filter, read by pushdown, statistics pruning and the index planner

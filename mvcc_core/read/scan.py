@@ -34,7 +34,6 @@ import pyarrow.parquet as pq
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.errors import CorruptManifestError, ObjectNotFoundError, SchemaError, StorageError
-from mvcc_core.format import fragment_reuse as frag_reuse
 from mvcc_core.format import row_ids
 from mvcc_core.format import schema as schema_mod
 from mvcc_core.format.bases import data_file_location
@@ -47,21 +46,20 @@ from mvcc_core.io.parquet import (
     PARQUET_LOCAL,
     ROW_ADDRESS,
     LruCache,
-    dictionary_columns,
     field_owners,
     filter_table,
     is_not_found,
-    parquet_footer,
     read_file,
-    read_row_groups,
     row_address,
 )
 from mvcc_core.io.read_ahead import PHYSICAL_ROWS, read_ahead, read_whole_file, runs
 from mvcc_core.io.read_ahead import pool as read_pool
 from mvcc_core.read.bound_filter import BoundFilter, filter_cache_key
-from mvcc_core.read.index_lookup import covered, lookup
-from mvcc_core.read.index_planner import IndexChoice, choose_index
+from mvcc_core.read.index_lookup import covered
+from mvcc_core.read.index_planner import IndexChoice
 from mvcc_core.read.row_group_stats import StatisticsCheck, Verdict, statistics_check
+from mvcc_core.read.scan_index import _IndexedReads
+from mvcc_core.read.scan_row_addresses import _RowAddressReads
 from mvcc_core.read.sql_filter import Projection
 from mvcc_core.read.sql_source import unknown_column_problem
 
@@ -70,12 +68,6 @@ __all__ = ["DEFAULT_BATCH_SIZE", "ROW_ADDRESS", "IndexUse", "Scan", "ScanPlan", 
 # Threads reading multi-file fragments one by one (each is several small reads; I/O bound on S3).
 _FRAGMENT_THREADS = max(4, 2 * (os.cpu_count() or 2))
 DEFAULT_BATCH_SIZE = 131_072
-# `Scan.to_table` reads only the rows an index names unless they lie in more than this fraction of the (at
-# least this many) files the index covers: then a scan of every file, filtered, is cheaper than a take per file.
-_INDEX_MIN_FILES = 16
-_INDEX_MAX_HIT_FRACTION = 0.5
-
-_MATCH = "__mvcc_match"  # the filter's result as a column of a row-address scan (see `Scan._offsets_table`)
 # How many rows the reader pool (`file_reads`) may decode ahead of an unfiltered scan's consumer.
 _WHOLE_FILE_AHEAD_ROWS = 4 * DEFAULT_BATCH_SIZE
 _WHOLE_FILE_PART_ROWS = 16_384
@@ -88,11 +80,10 @@ _LOCAL_PART_ROWS = 131_072
 #
 # Scans are built per call, so what does not depend on the data is cached here: the schemas and the
 # bound filter of a filter (keyed by the manifest's fields, which fix both) and the index choice (also
-# keyed by the manifest's indices). Parquet footers and fragments are cached in `parquet_io`.
+# keyed by the manifest's indices). Parquet footers and fragments are cached in `io.parquet`.
 
 _SCHEMAS = LruCache(64)
 _FILTERS = LruCache(256)
-_CHOICES = LruCache(256)
 
 
 def _schemas(manifest: pb.Manifest) -> tuple[Any, pa.Schema, pa.Schema, dict[str, int]]:
@@ -132,7 +123,7 @@ class ScanPlan:
     index: IndexUse | None
 
 
-class Scan:
+class Scan(_RowAddressReads, _IndexedReads):
     """One read of one version. Build it, then iterate `to_batches()` or call `to_table()`."""
 
     def __init__(
@@ -409,160 +400,6 @@ class Scan:
         for tables in read_ahead(((rows, partial(read_part, run)) for rows, run in parts), _WHOLE_FILE_AHEAD_ROWS):
             yield from tables
 
-    def _offsets(self, fragments: list[pb.DataFragment]) -> Iterator[pa.RecordBatch]:
-        """One-file fragments whose row offsets matter (deletion vectors, `_rowaddr`, `_rowid`).
-
-        One multi-threaded dataset scan; `scan_batches` yields each fragment's batches in order and
-        names their file, so a running count gives every row's offset. The filter cannot be pushed
-        into the scan (it would drop rows before they are counted): it runs on buffered batches.
-        """
-        names = self._read_names()
-        fragments, files = self._prune(fragments)
-        if not fragments:
-            return
-        by_path = {}
-        for frag in fragments:
-            store, rel = data_file_location(self.store, self.manifest.base_paths, frag.files[0])
-            by_path[store.arrow_path(rel)] = frag
-        seen: dict[int, int] = {}
-        buffer: list[pa.Table] = []
-        buffered = 0
-        scanner = self._dataset(fragments, files).scanner(
-            columns=self._physical(names), batch_size=self.batch_size, use_threads=True
-        )
-        for tagged in scanner.scan_batches():
-            batch = tagged.record_batch
-            frag = by_path[tagged.fragment.path]
-            start = seen.get(frag.id, 0)
-            seen[frag.id] = start + batch.num_rows
-            if seen[frag.id] > frag.physical_rows:
-                self._rows_mismatch(frag, f"more than {frag.physical_rows}")
-            if not batch.num_rows:
-                continue
-            offsets = np.arange(start, start + batch.num_rows, dtype=np.uint64)
-            table = self._with_ids(pa.Table.from_batches([batch]), frag, offsets)
-            mask = self._live_mask(frag)
-            if mask is not None:
-                table = table.filter(pa.array(mask[start : start + batch.num_rows]))
-            buffer.append(table)
-            buffered += table.num_rows
-            if buffered >= self.batch_size:
-                yield from self._flush(buffer, names)
-                buffer, buffered = [], 0
-        short = [frag for frag in fragments if seen.get(frag.id, 0) != frag.physical_rows]
-        if short:
-            self._rows_mismatch(short[0], str(seen.get(short[0].id, 0)))
-        if buffer:
-            yield from self._flush(buffer, names)
-
-    def _rows_mismatch(self, frag: pb.DataFragment, rows: str) -> None:
-        """Raise CorruptManifestError: `frag`'s data file holds `rows` rows, not its `physical_rows`.
-
-        :param frag: the fragment read
-        :param rows: how many rows its file held, in words ("5", "more than 3")
-        """
-        raise CorruptManifestError(
-            f"fragment {frag.id} of {self.store.uri}: data file {frag.files[0].path} has {rows} rows, "
-            f"the manifest's field physical_rows says {frag.physical_rows}"
-        )
-
-    def _offsets_table(self, fragments: list[pb.DataFragment]) -> pa.Table:
-        """`_offsets` for a whole result at once, vectorized: the row-address scan of delete, update and
-        merge_insert.
-
-        One multi-threaded dataset `to_table` whose projection is the output columns and the filter as a
-        boolean column (evaluated by the scan's threads, reading only the columns it needs). The dataset
-        returns rows in fragment order and each fragment's rows in file order (Arrow's `ToTable` places
-        every batch by fragment and batch index), so a row's position among the run's physical rows gives
-        its fragment and offset: nothing per row is read besides the data. Only the matching live rows are
-        then taken out.
-        """
-        names = self._read_names()
-        check = self._statistics_check() if self.store.scheme == "file" else None
-        files: list[ds.ParquetFileFragment] | None = None
-        if check is None:
-            fragments, files = self._prune(fragments)
-        if not fragments:
-            return self.output_schema.empty_table()
-        wanted = set(self.columns)
-        # a caller's filter over table names needs every column it reads, after relabelling
-        keep = [n for n in names if n in wanted or self._post_filter is not None]
-        if not keep and self.filter is None:
-            keep = names[:1]  # something to count the rows by
-        mask = None
-        if self.store.scheme == "file":  # see `_read_local`
-            needed = [n for n in names if n in keep or n in self._filter_columns] or names[:1]
-            pruned = files is not None and self.filter is not None and self.bound is not None and self.bound.prunable
-            fragments, table, whole = self._read_local(
-                fragments, files if pruned else None, self._physical(needed), check
-            )
-            if not fragments:
-                return self.output_schema.empty_table()
-            starts = np.cumsum([0] + [f.physical_rows for f in fragments], dtype=np.int64)
-            if self.filter is not None and not all(whole):
-                # a constant filter (`true`, `1 = 2`) reads no column: evaluate it over the column read to count rows
-                evaluated = self._physical(self._filter_columns or needed[:1])
-                mask = self._match_mask(table.select(evaluated), starts, whole)
-            table = table.select(self._physical(keep))
-        else:
-            projection = {p: pc.field(p) for p in self._physical(keep)}
-            if self.filter is not None:
-                projection[_MATCH] = self.filter
-            table = self._dataset(fragments, files).to_table(columns=projection, use_threads=True)
-            starts = np.cumsum([0] + [f.physical_rows for f in fragments], dtype=np.int64)
-            if self.filter is not None:
-                mask = pc.fill_null(table.column(_MATCH), False).to_numpy()
-                table = table.drop_columns([_MATCH])
-        if table.num_rows != starts[-1]:
-            raise CorruptManifestError(
-                f"fragments {[f.id for f in fragments][:20]} of {self.store.uri} read {table.num_rows} rows, "
-                f"the manifest says {int(starts[-1])}"
-            )
-        for i, frag in enumerate(fragments):
-            live = self._live_mask(frag)
-            if live is not None:
-                if mask is None:
-                    mask = np.ones(int(starts[-1]), dtype=bool)
-                mask[starts[i] : starts[i + 1]] &= live
-        # positions of the rows kept among the run's physical rows: their fragment, offset and address
-        if mask is None or mask.all():
-            positions = np.arange(starts[-1], dtype=np.int64)
-        else:
-            positions = np.flatnonzero(mask)
-            table = table.filter(pa.array(mask))
-        # rows kept per fragment, then each row's fragment as runs (cheaper than a search per row)
-        counts = np.diff(np.searchsorted(positions, starts))
-        ids = np.array([f.id for f in fragments], dtype=np.uint64)
-        # address = id << 32 | (position - start) = position + (id << 32) - start (wrapping in uint64)
-        base = (ids << np.uint64(32)) - starts[:-1].astype(np.uint64)
-        addresses = positions.astype(np.uint64) + np.repeat(base, counts)
-        if self.with_row_id:
-            stable = np.concatenate([self._row_ids(f) for f in fragments]) if self._stable_ids else None
-            values = stable[positions] if stable is not None else addresses
-            table = table.append_column(ROW_ID, pa.array(values, pa.uint64()))
-        if self.with_row_address:
-            table = table.append_column(ROW_ADDRESS, pa.array(addresses, pa.uint64()))
-        return pa.Table.from_batches(list(self._finish(table, keep)), schema=self.output_schema)
-
-    def _match_mask(self, table: pa.Table, starts: np.ndarray, whole: list[bool]) -> np.ndarray:
-        """The filter over `table` (the files' rows, file i at `starts[i]`), as booleans; a file whose
-        statistics show that all its rows match (`whole[i]`) is not evaluated."""
-        if not any(whole):
-            return pc.fill_null(_evaluate(table, self.filter), False).to_numpy()
-        mask = np.ones(int(starts[-1]), dtype=bool)
-        i = 0
-        while i < len(whole):  # evaluate each run of files not known to match whole, in one pass
-            if whole[i]:
-                i += 1
-                continue
-            end = i
-            while end < len(whole) and not whole[end]:
-                end += 1
-            part = table.slice(int(starts[i]), int(starts[end] - starts[i]))
-            mask[starts[i] : starts[end]] = pc.fill_null(_evaluate(part, self.filter), False).to_numpy()
-            i = end
-        return mask
-
     def _statistics_check(self) -> StatisticsCheck | None:
         """The row-group statistics test `_read_local` applies on its reader threads, when the filter is
         pushed down and every comparison in it is one `row_group_stats` decides (else `_prune` runs)."""
@@ -710,70 +547,6 @@ class Scan:
 
     # ---- index-assisted reads
 
-    def _index_choice(self) -> IndexChoice | None:
-        """The index answering part of the filter (chosen once per scan, cached per filter and manifest), or None."""
-        if self._index is False:
-            self._index = None
-            usable = self.bound is not None and self.bound.physical
-            if self._use_index and usable and len(self.manifest.indices):
-                assert self.bound is not None
-                if self._filter_key is None:  # not cached (too large to keep, or no key): chosen each time
-                    self._index = choose_index(self.bound, self.manifest)
-                    return self._index
-                key = (
-                    self._filter_key,
-                    self._schema_key,
-                    tuple(i.SerializeToString(deterministic=True) for i in self.manifest.indices),
-                )
-                choice = _CHOICES.get(key)
-                if choice is MISSING:
-                    choice = choose_index(self.bound, self.manifest)
-                    _CHOICES.put(key, choice)
-                self._index = choice
-        return self._index
-
-    def _index_addresses(self, choice: IndexChoice) -> np.ndarray:
-        """The sorted row addresses the index names for the filter, where those rows are in this version
-        (looked up once per scan)."""
-        if self._addresses is None:
-            addresses = lookup(self.store, choice.index, choice.expr, choice.bounds)
-            moved = frag_reuse.address_map(self.manifest, choice.index)
-            if moved:  # built before compactions that deferred remapping: where those rows are now
-                addresses = np.sort(moved.translate(addresses))
-            self._addresses = addresses
-        return self._addresses
-
-    def _index_pays(self, choice: IndexChoice) -> bool:
-        """Whether reading only the rows the index names beats scanning with the filter: not when they lie
-        in most of the files the index covers (a merge_insert whose keys spread over the table). Each such
-        file is then a take on the calling thread, while a scan reads them whole on the reader threads."""
-        cover = covered(choice.index)
-        files = sum(1 for f in self.fragments if f.id in cover and len(f.files) == 1)
-        if files < _INDEX_MIN_FILES:
-            return True
-        hit = len(np.unique(self._index_addresses(choice) >> np.uint64(32)))
-        return hit <= files * _INDEX_MAX_HIT_FRACTION
-
-    def _indexed(self, choice: IndexChoice) -> Iterator[pa.RecordBatch]:
-        """Covered one-file fragments: only the rows the index names are read (then the whole filter
-        applies); other fragments are scanned as usual. Manifest order is kept."""
-        cover = covered(choice.index)
-        addresses = self._index_addresses(choice)
-        frag_of = addresses >> np.uint64(32)
-        direct: list[pb.DataFragment] = []
-        for frag in self.fragments:
-            if frag.id not in cover or len(frag.files) != 1:
-                direct.append(frag)
-                continue
-            if direct:
-                yield from self._sub_scan(direct).to_batches()
-                direct = []
-            offsets = addresses[frag_of == frag.id] & np.uint64(0xFFFFFFFF)
-            if len(offsets):
-                yield from self._take(frag, offsets)
-        if direct:
-            yield from self._sub_scan(direct).to_batches()
-
     def _sub_scan(self, fragments: list[pb.DataFragment]) -> Scan:
         return Scan(
             self.store,
@@ -786,36 +559,6 @@ class Scan:
             with_row_id=self.with_row_id,
             use_index=False,
         )
-
-    def _take(self, frag: pb.DataFragment, offsets: np.ndarray) -> Iterator[pa.RecordBatch]:
-        """The rows at `offsets` of a one-file fragment, reading only their row groups (footer cached)."""
-        names = self._read_names()
-        physical = self._physical(names)
-        data_file = frag.files[0]
-        store, rel = data_file_location(self.store, self.manifest.base_paths, data_file)
-        fs, path = store.arrow_filesystem(), store.arrow_path(rel)
-        key = (store.scheme, path, data_file.file_size_bytes)
-        footer = parquet_footer(fs, key)
-        if any(n not in footer.schema.names for n in physical):
-            yield from self._sub_scan([frag]).to_batches()
-            return
-        starts = footer.starts
-        offsets = np.sort(offsets.astype(np.int64))
-        group_of = np.searchsorted(starts, offsets, side="right") - 1
-        groups = [int(g) for g in np.unique(group_of)]
-        dictionaries = dictionary_columns(footer, physical, groups)
-        table = read_row_groups(fs, key, groups, physical, dictionaries)
-        # where each selected row group starts in `table`, then each offset's position there
-        sizes = np.diff(starts)
-        selected_start = np.zeros(len(sizes), dtype=np.int64)
-        selected_start[groups] = np.cumsum([0, *[sizes[g] for g in groups]])[:-1]
-        local = selected_start[group_of] + offsets - starts[group_of]
-        fields = [self.physical_schema.field(self.table_schema.get_field_index(n)) for n in names]
-        taken = table.take(pa.array(local))
-        columns = [c if c.type == f.type else c.cast(f.type) for c, f in zip(taken.columns, fields, strict=True)]
-        table = pa.Table.from_arrays(columns, schema=pa.schema(fields))
-        kept = self._keep(table, frag, offsets.astype(np.uint64))
-        yield from self._finish(kept, names)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         """Stream the result in manifest order; memory is bounded by a few batches (a fragment's
@@ -890,22 +633,6 @@ class Scan:
             return total
         finally:
             self.columns, self._projection = saved, projection
-
-
-def _evaluate(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray:
-    """`expr` over every row of `table`, as one column: one pass over the table's columns made contiguous
-    (a pass per small chunk costs Acero's per-batch overhead for each). Acero splits the work into batches
-    of 32k rows; below a couple of those its thread pool adds only a hand-off, so a small table (a pruned
-    merge_insert scan) is evaluated on the calling thread."""
-    import pyarrow.acero as acero
-
-    source = acero.Declaration("table_source", acero.TableSourceNodeOptions(table.combine_chunks()))
-    project = acero.Declaration("project", acero.ProjectNodeOptions([expr], [_MATCH]))
-    plan = acero.Declaration.from_sequence([source, project])
-    return plan.to_table(use_threads=table.num_rows >= _THREADED_EVALUATION_ROWS).column(0)
-
-
-_THREADED_EVALUATION_ROWS = 65_536
 
 
 def _base_of(fragment: pb.DataFragment) -> int:

@@ -1,0 +1,195 @@
+"""The row-address path of a scan: one-file fragments read whole, each row's offset its position (a mixin of
+`Scan`; delete, update and merge_insert read rows this way)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.errors import CorruptManifestError
+from mvcc_core.format.bases import data_file_location
+from mvcc_core.format.row_ids import ROW_ID
+from mvcc_core.io.parquet import (
+    ROW_ADDRESS,
+)
+
+_MATCH = "__mvcc_match"  # the filter's result as a column of a row-address scan (see `Scan._offsets_table`)
+
+
+class _RowAddressReads:
+    """Scan's row-address reads: `Scan` mixes this in; the methods use its attributes."""
+
+    def _offsets(self, fragments: list[pb.DataFragment]) -> Iterator[pa.RecordBatch]:
+        """One-file fragments whose row offsets matter (deletion vectors, `_rowaddr`, `_rowid`).
+
+        One multi-threaded dataset scan; `scan_batches` yields each fragment's batches in order and
+        names their file, so a running count gives every row's offset. The filter cannot be pushed
+        into the scan (it would drop rows before they are counted): it runs on buffered batches.
+        """
+        names = self._read_names()
+        fragments, files = self._prune(fragments)
+        if not fragments:
+            return
+        by_path = {}
+        for frag in fragments:
+            store, rel = data_file_location(self.store, self.manifest.base_paths, frag.files[0])
+            by_path[store.arrow_path(rel)] = frag
+        seen: dict[int, int] = {}
+        buffer: list[pa.Table] = []
+        buffered = 0
+        scanner = self._dataset(fragments, files).scanner(
+            columns=self._physical(names), batch_size=self.batch_size, use_threads=True
+        )
+        for tagged in scanner.scan_batches():
+            batch = tagged.record_batch
+            frag = by_path[tagged.fragment.path]
+            start = seen.get(frag.id, 0)
+            seen[frag.id] = start + batch.num_rows
+            if seen[frag.id] > frag.physical_rows:
+                self._rows_mismatch(frag, f"more than {frag.physical_rows}")
+            if not batch.num_rows:
+                continue
+            offsets = np.arange(start, start + batch.num_rows, dtype=np.uint64)
+            table = self._with_ids(pa.Table.from_batches([batch]), frag, offsets)
+            mask = self._live_mask(frag)
+            if mask is not None:
+                table = table.filter(pa.array(mask[start : start + batch.num_rows]))
+            buffer.append(table)
+            buffered += table.num_rows
+            if buffered >= self.batch_size:
+                yield from self._flush(buffer, names)
+                buffer, buffered = [], 0
+        short = [frag for frag in fragments if seen.get(frag.id, 0) != frag.physical_rows]
+        if short:
+            self._rows_mismatch(short[0], str(seen.get(short[0].id, 0)))
+        if buffer:
+            yield from self._flush(buffer, names)
+
+    def _rows_mismatch(self, frag: pb.DataFragment, rows: str) -> None:
+        """Raise CorruptManifestError: `frag`'s data file holds `rows` rows, not its `physical_rows`.
+
+        :param frag: the fragment read
+        :param rows: how many rows its file held, in words ("5", "more than 3")
+        """
+        raise CorruptManifestError(
+            f"fragment {frag.id} of {self.store.uri}: data file {frag.files[0].path} has {rows} rows, "
+            f"the manifest's field physical_rows says {frag.physical_rows}"
+        )
+
+    def _offsets_table(self, fragments: list[pb.DataFragment]) -> pa.Table:
+        """`_offsets` for a whole result at once, vectorized: the row-address scan of delete, update and
+        merge_insert.
+
+        One multi-threaded dataset `to_table` whose projection is the output columns and the filter as a
+        boolean column (evaluated by the scan's threads, reading only the columns it needs). The dataset
+        returns rows in fragment order and each fragment's rows in file order (Arrow's `ToTable` places
+        every batch by fragment and batch index), so a row's position among the run's physical rows gives
+        its fragment and offset: nothing per row is read besides the data. Only the matching live rows are
+        then taken out.
+        """
+        names = self._read_names()
+        check = self._statistics_check() if self.store.scheme == "file" else None
+        files: list[ds.ParquetFileFragment] | None = None
+        if check is None:
+            fragments, files = self._prune(fragments)
+        if not fragments:
+            return self.output_schema.empty_table()
+        wanted = set(self.columns)
+        # a caller's filter over table names needs every column it reads, after relabelling
+        keep = [n for n in names if n in wanted or self._post_filter is not None]
+        if not keep and self.filter is None:
+            keep = names[:1]  # something to count the rows by
+        mask = None
+        if self.store.scheme == "file":  # see `_read_local`
+            needed = [n for n in names if n in keep or n in self._filter_columns] or names[:1]
+            pruned = files is not None and self.filter is not None and self.bound is not None and self.bound.prunable
+            fragments, table, whole = self._read_local(
+                fragments, files if pruned else None, self._physical(needed), check
+            )
+            if not fragments:
+                return self.output_schema.empty_table()
+            starts = np.cumsum([0] + [f.physical_rows for f in fragments], dtype=np.int64)
+            if self.filter is not None and not all(whole):
+                # a constant filter (`true`, `1 = 2`) reads no column: evaluate it over the column read to count rows
+                evaluated = self._physical(self._filter_columns or needed[:1])
+                mask = self._match_mask(table.select(evaluated), starts, whole)
+            table = table.select(self._physical(keep))
+        else:
+            projection = {p: pc.field(p) for p in self._physical(keep)}
+            if self.filter is not None:
+                projection[_MATCH] = self.filter
+            table = self._dataset(fragments, files).to_table(columns=projection, use_threads=True)
+            starts = np.cumsum([0] + [f.physical_rows for f in fragments], dtype=np.int64)
+            if self.filter is not None:
+                mask = pc.fill_null(table.column(_MATCH), False).to_numpy()
+                table = table.drop_columns([_MATCH])
+        if table.num_rows != starts[-1]:
+            raise CorruptManifestError(
+                f"fragments {[f.id for f in fragments][:20]} of {self.store.uri} read {table.num_rows} rows, "
+                f"the manifest says {int(starts[-1])}"
+            )
+        for i, frag in enumerate(fragments):
+            live = self._live_mask(frag)
+            if live is not None:
+                if mask is None:
+                    mask = np.ones(int(starts[-1]), dtype=bool)
+                mask[starts[i] : starts[i + 1]] &= live
+        # positions of the rows kept among the run's physical rows: their fragment, offset and address
+        if mask is None or mask.all():
+            positions = np.arange(starts[-1], dtype=np.int64)
+        else:
+            positions = np.flatnonzero(mask)
+            table = table.filter(pa.array(mask))
+        # rows kept per fragment, then each row's fragment as runs (cheaper than a search per row)
+        counts = np.diff(np.searchsorted(positions, starts))
+        ids = np.array([f.id for f in fragments], dtype=np.uint64)
+        # address = id << 32 | (position - start) = position + (id << 32) - start (wrapping in uint64)
+        base = (ids << np.uint64(32)) - starts[:-1].astype(np.uint64)
+        addresses = positions.astype(np.uint64) + np.repeat(base, counts)
+        if self.with_row_id:
+            stable = np.concatenate([self._row_ids(f) for f in fragments]) if self._stable_ids else None
+            values = stable[positions] if stable is not None else addresses
+            table = table.append_column(ROW_ID, pa.array(values, pa.uint64()))
+        if self.with_row_address:
+            table = table.append_column(ROW_ADDRESS, pa.array(addresses, pa.uint64()))
+        return pa.Table.from_batches(list(self._finish(table, keep)), schema=self.output_schema)
+
+    def _match_mask(self, table: pa.Table, starts: np.ndarray, whole: list[bool]) -> np.ndarray:
+        """The filter over `table` (the files' rows, file i at `starts[i]`), as booleans; a file whose
+        statistics show that all its rows match (`whole[i]`) is not evaluated."""
+        if not any(whole):
+            return pc.fill_null(_evaluate(table, self.filter), False).to_numpy()
+        mask = np.ones(int(starts[-1]), dtype=bool)
+        i = 0
+        while i < len(whole):  # evaluate each run of files not known to match whole, in one pass
+            if whole[i]:
+                i += 1
+                continue
+            end = i
+            while end < len(whole) and not whole[end]:
+                end += 1
+            part = table.slice(int(starts[i]), int(starts[end] - starts[i]))
+            mask[starts[i] : starts[end]] = pc.fill_null(_evaluate(part, self.filter), False).to_numpy()
+            i = end
+        return mask
+
+
+def _evaluate(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray:
+    """`expr` over every row of `table`, as one column: one pass over the table's columns made contiguous
+    (a pass per small chunk costs Acero's per-batch overhead for each). Acero splits the work into batches
+    of 32k rows; below a couple of those its thread pool adds only a hand-off, so a small table (a pruned
+    merge_insert scan) is evaluated on the calling thread."""
+    import pyarrow.acero as acero
+
+    source = acero.Declaration("table_source", acero.TableSourceNodeOptions(table.combine_chunks()))
+    project = acero.Declaration("project", acero.ProjectNodeOptions([expr], [_MATCH]))
+    plan = acero.Declaration.from_sequence([source, project])
+    return plan.to_table(use_threads=table.num_rows >= _THREADED_EVALUATION_ROWS).column(0)
+
+
+_THREADED_EVALUATION_ROWS = 65_536
