@@ -36,7 +36,6 @@ from mvcc_core.errors import (
 )
 from mvcc_core.format import operations
 from mvcc_core.format.bases import DatasetBasePath
-from mvcc_core.format.deletion import read_deletion_vector
 from mvcc_core.format.operations import (
     Append,
     Clone,
@@ -54,10 +53,10 @@ from mvcc_core.format.operations import (
     UpdateConfig,
     UpdateMemWalState,
 )
-from mvcc_core.format.referenced_files import ReferencedFile, version_files
 from mvcc_core.maintenance import compaction
 from mvcc_core.maintenance.cleanup import CleanupStats
 from mvcc_core.maintenance.compaction import CompactionMetrics, CompactionOptions
+from mvcc_core.ops.write import write_fragments
 from mvcc_core.progress import Progress
 from mvcc_core.table import (
     DeleteResult,
@@ -67,7 +66,6 @@ from mvcc_core.table import (
     create_table_from_fragments,
     manifest_violations,
     open_table,
-    write_fragments,
     write_table,
 )
 from mvcc_core.txn.external_store import (
@@ -78,6 +76,7 @@ from mvcc_core.txn.external_store import (
 )
 from mvcc_core.txn.state import TableState
 from mvcc_core.txn.transaction import Transaction
+from mvcc_core.verify import VerifyProblem, VerifyReport, verify
 
 __all__ = [
     "Append",
@@ -96,10 +95,12 @@ __all__ = [
     "IndexNotFoundError",
     "InvalidOperationError",
     "Progress",
-    "ReferencedFile",
     "TableState",
     "Transaction",
     "UpdateResult",
+    "VerifyProblem",
+    "VerifyReport",
+    "verify",
     "compaction",
     "CommitConflictError",
     "CommitNotSupportedError",
@@ -145,8 +146,6 @@ __all__ = [
     "__version__",
     "manifest_violations",
     "open_table",
-    "read_deletion_vector",
-    "version_files",
     "operations",
     "write_fragments",
     "create_table_from_fragments",

@@ -11,7 +11,6 @@ ERROR at or above its ERROR threshold; every result carries its measurements as 
 """
 
 import json
-import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -156,20 +155,14 @@ def evaluate_health(
         {"bytes_referenced": total, "bytes_latest": latest_bytes},
     )
 
-    files = mvcc.version_files(table.state.store, table.manifest)
-    sample = random.sample(files, min(thresholds.sample_files, len(files)))
-    missing = []
-    for ref in sample:
-        try:
-            ref.store.head(ref.path)
-        except (FileNotFoundError, mvcc.ObjectNotFoundError):
-            missing.append(ref.path)
+    report = mvcc.verify(table, max_files=thresholds.sample_files)
+    missing = report.missing
     yield _result(
         target,
         "files_exist",
         len(missing),
         Level(1, 1),
-        {"sampled": len(sample), "files": len(files), "missing": dg.MetadataValue.json(missing)},
+        {"sampled": report.files_checked, "files": report.files_referenced, "missing": dg.MetadataValue.json(missing)},
     )
 
 

@@ -30,6 +30,7 @@ from click.testing import CliRunner, Result
 import mvcc_core as mvcc
 from mvcc_core import cli
 from mvcc_core.format.manifest import list_manifests
+from mvcc_core.format.referenced_files import ReferencedFile, version_files
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -251,8 +252,8 @@ def test_restore_and_tags(any_uri) -> None:
 # ---- verify --------------------------------------------------------------------------------------------
 
 
-def ref_of(t: mvcc.Table, kind: str) -> mvcc.ReferencedFile:
-    return next(f for f in mvcc.version_files(t.state.store, t.manifest) if f.kind == kind)
+def ref_of(t: mvcc.Table, kind: str) -> ReferencedFile:
+    return next(f for f in version_files(t.state.store, t.manifest) if f.kind == kind)
 
 
 def test_verify_passes_on_a_healthy_table(any_uri) -> None:
@@ -266,7 +267,7 @@ def test_verify_passes_on_a_healthy_table(any_uri) -> None:
     report = run_json("verify", uri, *opt_args(opts), "--all")
     assert report["ok"] and report["versions"] == [1, 2, 3, 4, 5, 6, 7] and report["problems"] == []
     # every referenced file of every version, each once
-    every = {f.uri for v in t.versions() for f in mvcc.version_files(t.state.store, t.checkout(v.version).manifest)}
+    every = {f.uri for v in t.versions() for f in version_files(t.state.store, t.checkout(v.version).manifest)}
     assert report["files_checked"] == len(every)
 
 

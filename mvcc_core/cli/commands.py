@@ -11,6 +11,7 @@ RetryableConflictError (EX_TEMPFAIL of sysexits.h: run the command again).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -24,6 +25,7 @@ from typing import Any
 import click
 
 import mvcc_core as mvcc
+from mvcc_core.cli.index_commands import index
 from mvcc_core.cli.options import (
     EXIT_ERROR,
     DurationType,
@@ -41,10 +43,12 @@ from mvcc_core.cli.output import (
     emit_json,
     format_duration,
     human_bytes,
+    print_indices,
     print_pairs,
     print_table,
     progress_bar,
 )
+from mvcc_core.cli.tag_commands import tags
 
 # ---- shared plumbing -------------------------------------------------------------------------------
 
@@ -167,28 +171,6 @@ def show(
     )
     if info["indices"]:
         print_indices(info["indices"])
-
-
-def _coverage(index: dict[str, Any]) -> str:
-    """ "covered/live" fragments (the MemWAL entry has no coverage)."""
-    if "num_indexed_fragments" not in index:
-        return ""
-    covered = index["num_indexed_fragments"]
-    return f"{covered}/{covered + index['num_unindexed_fragments']}"
-
-
-def print_indices(indices: list[dict[str, Any]]) -> None:
-    rows = [
-        (
-            i["name"],
-            i["type"],
-            ", ".join(i["fields"]),
-            i.get("version", ""),
-            _coverage(i),
-        )
-        for i in indices
-    ]
-    print_table("indices", ["name", "type", "columns", "built at", "fragments covered"], rows)
 
 
 def version_row(v: mvcc.VersionInfo) -> dict[str, Any]:
@@ -480,85 +462,6 @@ def show_compaction_plan(t: mvcc.Table, options: mvcc.CompactionOptions, as_json
 # ---- indices -----------------------------------------------------------------------------------------
 
 
-@cli.group()
-def index() -> None:
-    """Scalar indices: create, list, drop, optimize.
-
-    \b
-    Example:
-        mvcc index create ./events id --type BTREE
-    """
-
-
-@index.command("create")
-@uri_and_storage
-@click.argument("column")
-@click.option("--type", "index_type", type=click.Choice(["BTREE", "BITMAP"], case_sensitive=False), default="BTREE")
-@click.option("--name", help="The index name (default: COLUMN_idx); an index of that name is replaced.")
-def index_create(uri: str, storage_option: tuple[str, ...], column: str, index_type: str, name: str | None) -> None:
-    """Build a BTREE or BITMAP index on COLUMN over every fragment.
-
-    \b
-    Example:
-        mvcc index create ./events kind --type BITMAP --name kind_bitmap
-    """
-    if name is not None and not name.strip():
-        raise click.BadParameter("is empty; leave it out for COLUMN_idx", param_hint="--name")
-    t = open_table(uri, storage_option)
-    with progress_bar("indexing") as progress:
-        t.create_index(column, index_type.upper(), name=name, progress=progress)
-    click.echo(f"created index {name or column + '_idx'} on {column} in version {t.version}")
-
-
-@index.command("list")
-@uri_and_storage
-@version_option("A version number, tag or ISO time (default: the latest).")
-@json_option
-def index_list(uri: str, storage_option: tuple[str, ...], ref: int | str | datetime | None, as_json: bool) -> None:
-    """The indices of a version, with how many fragments each covers.
-
-    \b
-    Example:
-        mvcc index list ./events --json
-    """
-    indices = open_table(uri, storage_option, ref).list_indices()
-    if as_json:
-        emit_json(indices)
-    elif indices:
-        print_indices(indices)
-    else:
-        click.echo("no indices")
-
-
-@index.command("drop")
-@uri_and_storage
-@click.argument("name")
-def index_drop(uri: str, storage_option: tuple[str, ...], name: str) -> None:
-    """Remove the index NAME (its files stay for older versions until cleanup).
-
-    \b
-    Example:
-        mvcc index drop ./events id_idx
-    """
-    t = open_table(uri, storage_option)
-    t.drop_index(name)
-    click.echo(f"dropped index {name} in version {t.version}")
-
-
-@index.command("optimize")
-@uri_and_storage
-def index_optimize(uri: str, storage_option: tuple[str, ...]) -> None:
-    """Bring fragments added or rewritten since each index was built into it.
-
-    \b
-    Example:
-        mvcc index optimize ./events
-    """
-    t = open_table(uri, storage_option)
-    count = t.optimize.optimize_indices()
-    click.echo(f"updated {count} indices in version {t.version}" if count else "every index is up to date")
-
-
 @cli.command()
 @uri_and_storage
 @click.option("--older-than", type=DurationType(), default="14d", show_default=True, help="e.g. 7d, 12h, 0s.")
@@ -661,186 +564,7 @@ def restore(uri: str, storage_option: tuple[str, ...], ref: int | str | datetime
     click.echo(f"restored version {restored} as version {t.version}")
 
 
-# ---- tags ----------------------------------------------------------------------------------------------
-
-
-@cli.group()
-def tags() -> None:
-    """Names for versions (a tagged version is kept by cleanup).
-
-    \b
-    Example:
-        mvcc tags create ./events before-backfill 12
-    """
-
-
-@tags.command("list")
-@uri_and_storage
-@json_option
-def tags_list(uri: str, storage_option: tuple[str, ...], as_json: bool) -> None:
-    """Every tag and its version. A tag file that cannot be read is reported on stderr and left out.
-
-    \b
-    Example:
-        mvcc tags list ./events
-    """
-    listing = open_table(uri, storage_option).tags.read_all()
-    found = listing.tags
-    for path, problem in listing.problems.items():
-        click.echo(f"bad tag {path} left out: {problem}", err=True)
-    if as_json:
-        emit_json(found)
-    elif found:
-        print_table(None, ["tag", "version"], list(found.items()))
-    else:
-        click.echo("no tags")
-
-
-def _tag_version(t: mvcc.Table, version: int | None) -> int:
-    return t.version if version is None else version
-
-
-@tags.command("create")
-@uri_and_storage
-@click.argument("name")
-@click.argument("version", type=click.IntRange(min=1), required=False)
-def tags_create(uri: str, storage_option: tuple[str, ...], name: str, version: int | None) -> None:
-    """Tag VERSION (default: the latest) as NAME.
-
-    \b
-    Example:
-        mvcc tags create ./events before-backfill 12
-    """
-    t = open_table(uri, storage_option)
-    existing = t.tags.list().get(name)
-    if existing is not None:
-        raise mvcc.TagError(
-            f"tag {name!r} already exists on {uri} (version {existing['version']}); "
-            f"move it with: mvcc tags update {uri} {name} VERSION"
-        )
-    t.tags.create(name, _tag_version(t, version))
-    click.echo(f"tagged version {_tag_version(t, version)} as {name}")
-
-
-@tags.command("update")
-@uri_and_storage
-@click.argument("name")
-@click.argument("version", type=click.IntRange(min=1), required=False)
-def tags_update(uri: str, storage_option: tuple[str, ...], name: str, version: int | None) -> None:
-    """Move the tag NAME to VERSION (default: the latest).
-
-    \b
-    Example:
-        mvcc tags update ./events nightly 40
-    """
-    t = open_table(uri, storage_option)
-    t.tags.update(name, _tag_version(t, version))
-    click.echo(f"moved tag {name} to version {_tag_version(t, version)}")
-
-
-@tags.command("delete")
-@uri_and_storage
-@click.argument("name")
-def tags_delete(uri: str, storage_option: tuple[str, ...], name: str) -> None:
-    """Delete the tag NAME (the version stays until cleanup).
-
-    \b
-    Example:
-        mvcc tags delete ./events nightly
-    """
-    open_table(uri, storage_option).tags.delete(name)
-    click.echo(f"deleted tag {name}")
-
-
 # ---- verify --------------------------------------------------------------------------------------------
-
-
-class Verifier:
-    """Checks versions of one table against its store; a file shared by many versions is checked once."""
-
-    def __init__(self, deep: bool) -> None:
-        self.deep = deep
-        self.problems: list[dict[str, Any]] = []
-        self.checked: dict[str, str | None] = {}  # file uri -> its problem (None: fine)
-
-    def problem(self, version: int | None, kind: str, path: str, text: str) -> None:
-        self.problems.append({"version": version, "kind": kind, "path": path, "problem": text})
-
-    def version(self, t: mvcc.Table) -> None:
-        """Every file `t`'s version references exists with its recorded size, deletion vectors decode and fit
-        their fragments, indices name existing columns and fragment ids; with `deep`, data and index files read."""
-        manifest = t.manifest
-        try:
-            t.transaction()
-        except mvcc.MvccError as exc:
-            self.problem(t.version, "transaction", manifest.transaction_file, str(exc))
-        fragments = {f.id: f for f in manifest.fragments}
-        for ref in mvcc.version_files(t.state.store, manifest):
-            if ref.uri not in self.checked:
-                self.checked[ref.uri] = self.file(ref, fragments, manifest)
-            if self.checked[ref.uri] is not None:
-                self.problem(t.version, ref.kind, ref.uri, self.checked[ref.uri] or "")
-        self.indices(t)
-
-    def file(self, ref: mvcc.ReferencedFile, fragments: dict[int, Any], manifest: Any) -> str | None:
-        try:
-            meta = ref.store.head(ref.path)
-        except mvcc.ObjectNotFoundError:
-            return "missing"
-        if ref.size is not None and meta.size != ref.size:
-            return f"size {meta.size} bytes, the manifest records {ref.size}"
-        fragment = fragments.get(ref.fragment_id) if ref.fragment_id is not None else None
-        try:
-            if ref.kind == "deletion" and fragment is not None:
-                return self.deletion(ref, fragment, manifest)
-            if self.deep and ref.kind in ("data", "index"):
-                return self.parquet(ref, fragment)
-        except mvcc.MvccError as exc:
-            return str(exc)
-        return None
-
-    @staticmethod
-    def deletion(ref: mvcc.ReferencedFile, fragment: Any, manifest: Any) -> str | None:
-        deleted = mvcc.read_deletion_vector(ref.store, fragment, manifest.base_paths)
-        recorded = fragment.deletion_file.num_deleted_rows
-        if recorded and len(deleted) != recorded:
-            return f"deletion vector holds {len(deleted)} rows, the manifest records {recorded}"
-        if len(deleted) and deleted.max() >= fragment.physical_rows:
-            return f"deletion vector names row {deleted.max()} of a fragment of {fragment.physical_rows} rows"
-        return None
-
-    @staticmethod
-    def parquet(ref: mvcc.ReferencedFile, fragment: Any) -> str | None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        try:
-            rows = pq.read_table(pa.BufferReader(ref.store.get(ref.path))).num_rows
-        except (OSError, ValueError) as exc:  # ArrowInvalid is a ValueError
-            return f"unreadable: {exc}"
-        if fragment is not None and rows != fragment.physical_rows:
-            return f"{rows} rows, the manifest records {fragment.physical_rows}"
-        return None
-
-    def indices(self, t: mvcc.Table) -> None:
-        from pyroaring import BitMap
-
-        manifest = t.manifest
-        field_ids = {f.id for f in manifest.fields}
-        highest = manifest.max_fragment_id if manifest.HasField("max_fragment_id") else None
-        for index in manifest.indices:
-            missing = [i for i in index.fields if i not in field_ids]
-            if missing:
-                self.problem(t.version, "index", index.name, f"names field ids {missing} the schema does not have")
-            if index.fragment_bitmap and highest is not None:
-                try:
-                    covered = BitMap.deserialize(index.fragment_bitmap)
-                except Exception as exc:  # pyroaring raises plain ValueError/RuntimeError
-                    self.problem(t.version, "index", index.name, f"fragment bitmap does not decode: {exc}")
-                    continue
-                never = [f for f in covered if f > highest]
-                if never:
-                    self.problem(t.version, "index", index.name, f"covers fragment ids {never} never assigned")
 
 
 @cli.command()
@@ -872,49 +596,29 @@ def verify(
     """
     if ref is not None and all_versions:
         raise click.UsageError("give --version or --all, not both")
-    checker = Verifier(deep)
-    checked_versions: list[int] = []
     options = storage_options_for(uri, storage_option)
-
-    def manifest_problems(version: int | None, error: str) -> None:
-        """Each broken invariant of a manifest that failed to load, after the load's error when that says more
-        (it does not decode, or it is the latest and the error names the version to restore)."""
+    try:
+        t = open_table(uri, storage_option, ref)
+    except mvcc.CorruptManifestError as exc:  # the latest manifest: its message names the version to restore
+        report = mvcc.VerifyReport()
+        version = ref if isinstance(ref, int) else None
         try:
             found = mvcc.manifest_violations(uri, version, storage_options=options)
         except mvcc.MvccError:
             found = []
         if not found or version is None:
-            checker.problem(version, "manifest", uri, error)
+            report.add(version, "manifest", uri, str(exc))
         for text in found:
-            checker.problem(version, "manifest", uri, text)
-
-    try:
-        t = open_table(uri, storage_option, ref)
-    except mvcc.CorruptManifestError as exc:  # the latest manifest: its message names the version to restore
-        manifest_problems(ref if isinstance(ref, int) else None, str(exc))
+            report.add(version, "manifest", uri, text)
     else:
-        if all_versions:
-            for info in t.versions():
-                checked_versions.append(info.version)
-                if info.error is not None:
-                    manifest_problems(info.version, info.error)
-                    continue
-                try:
-                    checker.version(t.checkout(info.version))
-                except mvcc.VersionNotFoundError:
-                    continue  # removed by a cleanup running beside us
-        else:
-            checked_versions.append(t.version)
-            checker.version(t)
-        for path, problem in t.tags.read_all().problems.items():
-            checker.problem(None, "tag", path, problem)
-    problems = checker.problems
+        report = mvcc.verify(t, deep=deep, all_versions=all_versions)
+    problems = [dataclasses.asdict(p) for p in report.problems]
     if as_json:
         emit_json(
             {
-                "ok": not problems,
-                "versions": checked_versions,
-                "files_checked": len(checker.checked),
+                "ok": report.ok,
+                "versions": report.versions,
+                "files_checked": report.files_checked,
                 "problems": problems,
             }
         )
@@ -922,10 +626,14 @@ def verify(
         for p in problems:
             where = "?" if p["version"] is None else p["version"]
             click.echo(f"version {where}: {p['kind']} {p['path']}: {p['problem']}")
-        what = f"{len(checked_versions)} version(s), {len(checker.checked)} files"
+        what = f"{len(report.versions)} version(s), {report.files_checked} files"
         click.echo(f"{len(problems)} problem(s) in {what}" if problems else f"ok: {what}", err=bool(problems))
     if problems:
         ctx.exit(EXIT_ERROR)
+
+
+cli.add_command(index)
+cli.add_command(tags)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

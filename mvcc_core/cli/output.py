@@ -111,3 +111,25 @@ def _ranges(versions: Sequence[int]) -> str:
         else:
             out.append(str(v))
     return ", ".join(out)
+
+
+def _coverage(index: dict[str, Any]) -> str:
+    """ "covered/live" fragments (the MemWAL entry has no coverage)."""
+    if "num_indexed_fragments" not in index:
+        return ""
+    covered = index["num_indexed_fragments"]
+    return f"{covered}/{covered + index['num_unindexed_fragments']}"
+
+
+def print_indices(indices: list[dict[str, Any]]) -> None:
+    rows = [
+        (
+            i["name"],
+            i["type"],
+            ", ".join(i["fields"]),
+            i.get("version", ""),
+            _coverage(i),
+        )
+        for i in indices
+    ]
+    print_table("indices", ["name", "type", "columns", "built at", "fragments covered"], rows)

@@ -22,13 +22,12 @@ from typing import Any
 import pyarrow as pa
 
 from mvcc_core._proto import table_pb2 as pb
-from mvcc_core.errors import TableExistsError, VersionNotFoundError, is_definite_failure
+from mvcc_core.errors import CorruptManifestError, TableExistsError, VersionNotFoundError, is_definite_failure
 from mvcc_core.format import schema as schema_mod
 from mvcc_core.format.manifest import ManifestLocation, list_manifests, location_of
 from mvcc_core.format.naming import ManifestNaming
 from mvcc_core.io import ObjectStore, open_store
-from mvcc_core.ops.replace_where import rows_match
-from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES, Committer
+from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES, Committer, RowsMatch
 from mvcc_core.txn.external_store import ExternalManifestStore, commit_handler, split_storage_options
 from mvcc_core.txn.transaction import Transaction, remove_files
 
@@ -58,13 +57,35 @@ class TableState:
         storage_options: dict[str, Any] | None = None,
         external_store: str | ExternalManifestStore | None = None,
     ) -> TableState:
-        """The latest version of the table at `uri`, or `version` (a number)."""
+        """The latest version of the table at `uri`, or `version`; only the manifest asked for is read.
+
+        Args:
+            uri: The table's root.
+            version: The version to open (None: the latest).
+            storage_options: The store's options (may name the external store as "external_store").
+            external_store: The table's external manifest store, if it has one.
+
+        Returns:
+            The state of that version.
+
+        Raises:
+            TableNotFoundError: no table is at `uri`.
+            VersionNotFoundError: `version` does not exist (or retention removed it).
+            CorruptManifestError: the latest manifest does not decode (its message names the newest intact
+                version to restore).
+        """
         external, storage_options = split_storage_options(storage_options, external_store)
         store = open_store(uri, storage_options)
         committer = Committer(store, handler=commit_handler(external))
         location = committer.latest_location()
-        state = cls(store, committer.load_manifest(location), location.naming, committer)
-        return state if version is None or version == state.version else state.checkout(version)
+        if version is not None:
+            return cls(store, pb.Manifest(), location.naming, committer).checkout(version)
+        try:
+            manifest = committer.load_manifest(location)
+        except CorruptManifestError as exc:
+            why = f"it is the latest version of {store.uri}, so the table cannot be opened at its latest version"
+            raise committer.corrupt_history(exc, location, why) from exc
+        return cls(store, manifest, location.naming, committer)
 
     # ---- what it is ---------------------------------------------------------------------------------
 
@@ -126,13 +147,29 @@ class TableState:
 
     # ---- committing ---------------------------------------------------------------------------------
 
-    def commit(self, transaction: Transaction, *, max_retries: int = DEFAULT_MAX_RETRIES) -> TableState:
+    def commit(
+        self, transaction: Transaction, *, max_retries: int = DEFAULT_MAX_RETRIES, rows_match: RowsMatch | None = None
+    ) -> TableState:
         """Commit a staged transaction; the state of the version it created.
 
         On a definite failure the transaction's files are removed before the error propagates.
+
+        Args:
+            transaction: The staged transaction.
+            max_retries: How many times a lost race is retried on the newer version.
+            rows_match: How the conflict check of a replace_where reads rows (`ops.replace_where.rows_match`;
+                the facade passes it); None assumes a concurrent insert matches (the safe answer).
+
+        Returns:
+            The state of the version committed.
         """
         manifest, naming = commit_transaction(
-            self.committer, transaction, naming=self.naming, hint=self.manifest, max_retries=max_retries
+            self.committer,
+            transaction,
+            naming=self.naming,
+            hint=self.manifest,
+            max_retries=max_retries,
+            rows_match=rows_match,
         )
         return replace(self, manifest=manifest, naming=naming)
 
@@ -155,6 +192,7 @@ def commit_transaction(
     create: bool = False,
     if_exists: IfExists | None = None,
     max_retries: int = DEFAULT_MAX_RETRIES,
+    rows_match: RowsMatch | None = None,
 ) -> tuple[pb.Manifest, ManifestNaming]:
     """Commit `transaction` through `committer`, removing its files on a definite failure.
 
@@ -188,7 +226,7 @@ def commit_transaction(
                 rebased.operation.name,
             )
             transaction.files = []  # the rebased transaction owns them (and removes them if it fails)
-            state = winner.commit(rebased, max_retries=max_retries)
+            state = winner.commit(rebased, max_retries=max_retries, rows_match=rows_match)
             return state.manifest, state.naming
     except BaseException as exc:
         if transaction.files and is_definite_failure(exc):

@@ -1,0 +1,21 @@
+"""The facade: `Table`, a handle on one version with pylance's methods, and the entry points that open and write
+tables by URI. `handle` holds the class; `reading`, `versions`, `schema_changes`, `indices` and `configuration`
+hold its methods by concept (mixins); `entry_points` the module-level functions."""
+
+from mvcc_core.table.arguments import Uri
+from mvcc_core.table.entry_points import create_table_from_fragments, manifest_violations, open_table, write_table
+from mvcc_core.table.handle import DeleteResult, Table, UpdateResult
+from mvcc_core.txn.history import VersionInfo, VersionRef
+
+__all__ = [
+    "DeleteResult",
+    "Table",
+    "UpdateResult",
+    "Uri",
+    "VersionInfo",
+    "VersionRef",
+    "create_table_from_fragments",
+    "manifest_violations",
+    "open_table",
+    "write_table",
+]

@@ -1,0 +1,153 @@
+"""The table's configuration, metadata, base paths and MemWAL state (a mixin of `Table`)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.errors import (
+    BasePathError,
+    InvalidOperationError,
+    SchemaError,
+)
+from mvcc_core.format import operations as ops
+from mvcc_core.format import schema as schema_mod
+from mvcc_core.format.bases import DatasetBasePath
+from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
+
+if TYPE_CHECKING:
+    from mvcc_core.table.handle import Table
+
+
+class _Configuration:
+    """The table's configuration, metadata, base paths and MemWAL state (mixed into `Table`)."""
+
+    def add_bases(
+        self,
+        bases: Sequence[DatasetBasePath],
+        *,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> Table:
+        """Register base paths data may be written to (one UpdateBases); ids are assigned at commit.
+
+        A base whose id, name or path clashes with an existing one is refused with BasePathError.
+        """
+        if not bases:
+            raise BasePathError("add_bases needs at least one DatasetBasePath")
+        protos = [b.to_proto() if isinstance(b, DatasetBasePath) else DatasetBasePath(**b).to_proto() for b in bases]
+        names = [p.name for p in protos if p.HasField("name")]
+        paths = [p.path for p in protos]
+        if len(set(names)) != len(names) or len(set(paths)) != len(paths):
+            raise BasePathError(f"add_bases got the same name or path twice: {[(p.name, p.path) for p in protos]}")
+        for proto in protos:
+            if proto.path == self.uri.rstrip("/"):
+                raise BasePathError(f"base path {proto.path!r} is the table's own root")
+            for existing in self.manifest.base_paths:
+                if existing.path == proto.path or (
+                    proto.HasField("name") and existing.HasField("name") and existing.name == proto.name
+                ):
+                    raise BasePathError(
+                        f"base path {proto.path!r} ({proto.name or 'unnamed'}) clashes with existing base "
+                        f"{existing.path!r} ({existing.name or 'unnamed'}, id {existing.id})"
+                    )
+        try:
+            return self.commit(
+                ops.UpdateBases(new_bases=protos),
+                commit_message=commit_message,
+                transaction_properties=transaction_properties,
+                max_retries=max_retries,
+            )
+        except InvalidOperationError as exc:  # a concurrent commit added a clashing base
+            raise BasePathError(str(exc)) from exc
+
+    def update_config(
+        self,
+        upsert: dict[str, str] | None = None,
+        delete: Sequence[str] | None = None,
+        *,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> Table:
+        """Set (`upsert`) and remove (`delete`) table configuration keys (one UpdateConfig)."""
+        return self.commit(
+            ops.UpdateConfig.of(upsert, list(delete or [])),
+            commit_message=commit_message,
+            transaction_properties=transaction_properties,
+            max_retries=max_retries,
+        )
+
+    def update_metadata(
+        self,
+        table_metadata: dict[str, str | None] | None = None,
+        schema_metadata: dict[str, str | None] | None = None,
+        field_metadata: dict[str, dict[str, str | None]] | None = None,
+        *,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> Table:
+        """Change table, schema or field metadata (a None value removes the key). Fields are named by column."""
+        by_name = schema_mod.field_ids_by_name(list(self.manifest.fields))
+        unknown = [name for name in (field_metadata or {}) if name not in by_name]
+        if unknown:
+            raise SchemaError(f"table {self.uri} has no column(s) {unknown}; columns are {list(by_name)}")
+        op = ops.UpdateConfig.of(
+            table_metadata=table_metadata,
+            schema_metadata=schema_metadata,
+            field_metadata={by_name[n]: md for n, md in (field_metadata or {}).items()},
+        )
+        return self.commit(
+            op, commit_message=commit_message, transaction_properties=transaction_properties, max_retries=max_retries
+        )
+
+    def mark_generations_merged(
+        self,
+        generations: dict[str | uuid.UUID, int],
+        *,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> Table:
+        """Record that MemWAL regions' generations up to these numbers are merged (one UpdateMemWalState).
+
+        `generations` maps a region id (UUID or its string) to a generation; a region's merged generation
+        only moves forward, so a number at or below the recorded one is refused.
+        """
+        merged = _merged_generations(self.manifest, generations)
+        return self.commit(
+            ops.UpdateMemWalState(merged_generations=merged),
+            commit_message=commit_message,
+            transaction_properties=transaction_properties,
+            max_retries=max_retries,
+        )
+
+    def mem_wal_state(self) -> dict[str, int]:
+        """MemWAL regions (UUID string) -> their merged generation, in this version."""
+        return {str(uuid.UUID(bytes=r.region_id.uuid)): r.merged_generation for r in self.manifest.mem_wal_regions}
+
+
+def _merged_generations(manifest: pb.Manifest, generations: dict[str | uuid.UUID, int]) -> list[pb.MergedGeneration]:
+    """Validate region ids and generation numbers; a region's merged generation only moves forward."""
+    if not generations:
+        raise ValueError("give at least one region and generation")
+    current = {r.region_id.uuid: r.merged_generation for r in manifest.mem_wal_regions}
+    out = []
+    for region, generation in generations.items():
+        try:
+            region_id = region if isinstance(region, uuid.UUID) else uuid.UUID(str(region))
+        except ValueError:
+            raise ValueError(f"MemWAL region id {region!r} is not a UUID") from None
+        if isinstance(generation, bool) or not isinstance(generation, int) or generation < 0:
+            raise ValueError(f"MemWAL region {region_id}: generation must be a non-negative int, got {generation!r}")
+        if region_id.bytes in current and generation <= current[region_id.bytes]:
+            raise ValueError(
+                f"MemWAL region {region_id} has merged generation {current[region_id.bytes]} already; "
+                f"{generation} would not move it forward"
+            )
+        out.append(pb.MergedGeneration(region_id=pb.UUID(uuid=region_id.bytes), generation=generation))
+    return out

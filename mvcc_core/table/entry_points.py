@@ -1,0 +1,207 @@
+"""Opening and writing tables by URI: `open_table`, `write_table`, `create_table_from_fragments`,
+`manifest_violations`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.errors import (
+    CorruptManifestError,
+    TableExistsError,
+    TableNotFoundError,
+)
+from mvcc_core.format.fragments import DEFAULT_MAX_ROWS_PER_FILE
+from mvcc_core.format.manifest import location_of, manifest_problems
+from mvcc_core.format.naming import ManifestNaming
+from mvcc_core.io import open_store
+from mvcc_core.ops import write
+from mvcc_core.table.arguments import Uri, _check_retries, _uri
+from mvcc_core.table.handle import Table
+from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES, Committer
+from mvcc_core.txn.external_store import ExternalManifestStore, commit_handler, split_storage_options
+from mvcc_core.txn.history import VersionRef
+from mvcc_core.txn.state import TableState
+from mvcc_core.txn.transaction import check_properties
+
+
+def open_table(
+    uri: Uri,
+    version: VersionRef | None = None,
+    *,
+    asof: datetime | None = None,
+    storage_options: dict[str, Any] | None = None,
+    external_store: str | ExternalManifestStore | None = None,
+) -> Table:
+    """Open the latest version, or `version` (number or tag), or the version current at `asof`.
+
+    Only the manifest asked for is read: an older version opens even when a newer manifest is damaged.
+    `external_store` (or storage option "external_store"): an ExternalManifestStore or a URI such as
+    "sqlite:///path/db"; the latest version then comes from it, and commits go through it.
+
+    Raises TableNotFoundError when no table is at `uri`, VersionNotFoundError for an unknown version, and
+    CorruptManifestError when the latest manifest does not decode (its message and `intact_version` name the
+    newest intact version, which `open_table(uri, version=N).restore()` makes the latest again).
+    """
+    if version is not None and asof is not None:
+        raise ValueError("give either version or asof, not both")
+    external, storage_options = split_storage_options(storage_options, external_store)
+    store = open_store(_uri(uri), storage_options)
+    committer = Committer(store, handler=commit_handler(external))
+    location = committer.latest_location()
+    if version is None and asof is None:
+        try:
+            manifest = committer.load_manifest(location)
+        except CorruptManifestError as exc:
+            why = f"it is the latest version of {store.uri}, so the table cannot be opened at its latest version"
+            raise committer.corrupt_history(exc, location, why) from exc
+        return Table(TableState(store, manifest, location.naming, committer))
+    handle = Table(TableState(store, pb.Manifest(), location.naming, committer))
+    return handle.checkout(version if version is not None else asof)
+
+
+def manifest_violations(
+    uri: Uri,
+    version: int | None = None,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    external_store: str | ExternalManifestStore | None = None,
+) -> list[str]:
+    """Every problem of the manifest of `version` (default the latest) in plain words: a manifest that does not
+    decode, or each invariant it breaks (docs/format.md, "Invariants of a manifest"). Empty when it is sound.
+
+    Reading a table stops at the first broken invariant (CorruptManifestError); this lists them all.
+
+    :param uri: the table's root
+    :param version: the version to check (None: the latest)
+    :param storage_options: the store's options
+    :param external_store: the table's external manifest store, if it has one
+    """
+    external, storage_options = split_storage_options(storage_options, external_store)
+    store = open_store(_uri(uri), storage_options)
+    committer = Committer(store, handler=commit_handler(external))
+    latest = committer.latest_location()
+    location = latest if version is None else location_of(store, version, latest.naming)
+    return manifest_problems(store, location, committer.handler)
+
+
+def write_table(
+    data: Any,
+    uri: Uri,
+    mode: str = "create",
+    *,
+    where: str | None = None,
+    schema: pa.Schema | None = None,
+    storage_options: dict[str, Any] | None = None,
+    manifest_naming: str | ManifestNaming = "v2",
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    commit_message: str | None = None,
+    transaction_properties: Mapping[str, str] | None = None,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    external_store: str | ExternalManifestStore | None = None,
+    enable_stable_row_ids: bool = False,
+) -> Table:
+    """Create a table, or append to / overwrite an existing one (pylance's `write_dataset`); one commit.
+
+    `mode`: "create" (TableExistsError if a table is there), "append" or "overwrite" (both create the
+    table, with `data`'s rows, when there is none). `where` (mode "overwrite" only, a SQL predicate):
+    replace only the rows matching it (`Table.overwrite(where=)`); every row of `data` must match it, also
+    when the write creates the table. A first write that another writer beats to version 1 is applied to
+    the winner's table under the usual conflict rules (an Append, the partition overwrite, a later
+    Overwrite); `data` must then have the winner's schema (SchemaError otherwise). With `external_store`
+    (see `open_table`) the object store needs no conditional writes. `enable_stable_row_ids` (at creation
+    only): every row gets an id that survives updates and compaction (`with_row_id=True` in scans); sets
+    the `stable_row_ids` reader and writer flags.
+
+    Example::
+
+        t = mvcc.write_table(pa.table({"id": [1, 2, 3]}), "/tmp/t", commit_message="initial load")
+    """
+    write.check_first_write_mode(mode, where)
+    uri = _uri(uri)
+    naming = ManifestNaming.parse(manifest_naming)
+    properties = check_properties(transaction_properties)
+    external, storage_options = split_storage_options(storage_options, external_store)
+    try:
+        existing = open_table(uri, storage_options=storage_options, external_store=external)
+    except TableNotFoundError:
+        existing = None
+    common = dict(
+        max_rows_per_file=max_rows_per_file,
+        commit_message=commit_message,
+        transaction_properties=properties,
+        max_retries=max_retries,
+    )
+    if existing is not None:
+        write.check_row_ids_on_existing(existing.state, enable_stable_row_ids)
+        if mode == "create":
+            raise TableExistsError(
+                f"a table already exists at {uri} (version {existing.version}); use mode='append' or 'overwrite'",
+                uri=uri,
+                version=existing.version,
+            )
+        if mode == "append":
+            return existing.append(data, **common)
+        return existing.overwrite(data, where=where, schema=schema, **common)
+    store = open_store(uri, storage_options)
+    state = write.write_new_table(
+        data,
+        store,
+        Committer(store, handler=commit_handler(external)),
+        mode=mode,
+        where=where,
+        schema=schema,
+        naming=naming,
+        max_rows_per_file=max_rows_per_file,
+        commit_message=commit_message,
+        transaction_properties=properties,
+        max_retries=_check_retries(max_retries),
+        enable_stable_row_ids=enable_stable_row_ids,
+    )
+    return Table(state)
+
+
+def create_table_from_fragments(
+    fragments: Sequence[pb.DataFragment],
+    uri: Uri,
+    *,
+    schema: pa.Schema,
+    mode: str = "create",
+    where: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+    external_store: str | ExternalManifestStore | None = None,
+    manifest_naming: str | ManifestNaming = "v2",
+    commit_message: str | None = None,
+    transaction_properties: Mapping[str, str] | None = None,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+) -> Table:
+    """Create a table (version 1) from fragments `write_fragments` wrote for a new table with `schema`.
+
+    The distributed form of `write_table(data, uri, mode, where=)`. `mode` says what to do if another writer
+    creates the table first: "create" raises TableExistsError (the fragments are then removed: write them
+    again against it); "append" appends them to the winner's table, "overwrite" replaces its rows (with
+    `where`, the rows matching it; the writers must have checked their rows with `write_fragments(where=)`),
+    under the usual conflict rules. Appending or partition-overwriting needs the winner's schema
+    (SchemaError otherwise; the fragments are removed).
+    """
+    write.check_first_write_mode(mode, where)
+    uri = _uri(uri)
+    properties = check_properties(transaction_properties)
+    external, storage_options = split_storage_options(storage_options, external_store)
+    store = open_store(uri, storage_options)
+    state = write.commit_first_write(
+        Committer(store, handler=commit_handler(external)),
+        fragments,
+        schema,
+        mode=mode,
+        where=where,
+        naming=ManifestNaming.parse(manifest_naming),
+        commit_message=commit_message,
+        transaction_properties=properties,
+        max_retries=_check_retries(max_retries),
+    )
+    return Table(state)

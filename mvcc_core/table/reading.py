@@ -1,0 +1,132 @@
+"""Reading a version: scans, tables, batches, takes and counts (a mixin of `Table`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from mvcc_core.format.deletion import live_rows
+from mvcc_core.read.scan import DEFAULT_BATCH_SIZE, Scan
+
+
+class _Reading:
+    """Reading a version: scans, tables, batches, takes and counts (mixed into `Table`)."""
+
+    def scanner(
+        self,
+        columns: Sequence[str] | Mapping[str, str] | None = None,
+        filter: str | pc.Expression | None = None,  # noqa: A002 - pylance's name
+        *,
+        with_row_address: bool = False,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        with_row_id: bool = False,
+    ) -> Scan:
+        """A scan of this version. `columns`: column names, or a dict of output name -> SQL expression over the
+        table's columns (pylance's shape: `{"total": "price * qty"}`, the SQL filters accept). `filter`: a SQL
+        predicate or a pyarrow Expression over the table's columns (pushed down and answered from scalar
+        indices alike). `with_row_id`: a `_rowid` column (stable ids if the table has them, else the row
+        address). `with_row_address`: a `_rowaddr` column."""
+        return Scan(
+            self._state.store,
+            self.manifest,
+            columns,
+            filter,
+            with_row_address,
+            batch_size,
+            with_row_id=with_row_id,
+        )
+
+    def to_table(
+        self,
+        columns: Sequence[str] | Mapping[str, str] | None = None,
+        filter: str | pc.Expression | None = None,  # noqa: A002
+        *,
+        limit: int | None = None,
+        offset: int | None = None,
+        with_row_address: bool = False,
+        with_row_id: bool = False,
+    ) -> pa.Table:
+        """The rows of this version (matching `filter`), as one Arrow table; `offset` rows skipped and at
+        most `limit` returned, in table order."""
+        scan = self.scanner(columns, filter, with_row_address=with_row_address, with_row_id=with_row_id)
+        if limit is None and not offset:
+            return scan.to_table()
+        return _sliced(scan, limit, offset)
+
+    def to_batches(
+        self,
+        columns: Sequence[str] | Mapping[str, str] | None = None,
+        filter: str | pc.Expression | None = None,  # noqa: A002
+        *,
+        with_row_address: bool = False,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        with_row_id: bool = False,
+    ) -> Iterator[pa.RecordBatch]:
+        """Stream the rows of this version as record batches (memory bounded by a few batches)."""
+        return self.scanner(
+            columns, filter, with_row_address=with_row_address, batch_size=batch_size, with_row_id=with_row_id
+        ).to_batches()
+
+    def to_reader(self) -> pa.RecordBatchReader:
+        """All rows of this version as a `pyarrow.RecordBatchReader` (what Arrow consumers take)."""
+        return self.scanner().to_reader()
+
+    def head(self, num_rows: int = 5, columns: Sequence[str] | Mapping[str, str] | None = None) -> pa.Table:
+        """The first `num_rows` rows (pylance's `head`)."""
+        return self.to_table(columns, limit=num_rows)
+
+    def take(
+        self, indices: Sequence[int] | np.ndarray, columns: Sequence[str] | Mapping[str, str] | None = None
+    ) -> pa.Table:
+        """The rows at these positions of this version (0 is the first live row), in the order given.
+
+        Only the fragments holding a requested row are read. IndexError names a position past the end.
+        """
+        positions = np.asarray(indices, dtype=np.int64)
+        total = self.count_rows()
+        bad = positions[(positions < 0) | (positions >= total)]
+        if len(bad):
+            raise IndexError(f"take: position {int(bad[0])} is out of range for {total} rows")
+        fragments = self.manifest.fragments
+        starts = np.cumsum([0] + [live_rows(f) for f in fragments])
+        owner = np.searchsorted(starts, positions, side="right") - 1
+        parts, order = [], []
+        for frag_index in np.unique(owner):
+            wanted = np.flatnonzero(owner == frag_index)
+            frag = fragments[int(frag_index)]
+            rows = Scan(self._state.store, self.manifest, columns, fragments=[frag]).to_table()
+            parts.append(rows.take(pa.array(positions[wanted] - starts[frag_index])))
+            order.append(wanted)
+        if not parts:
+            return self.scanner(columns).output_schema.empty_table()
+        combined = pa.concat_tables(parts)
+        return combined.take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
+
+    def count_rows(self, filter: str | pc.Expression | None = None) -> int:  # noqa: A002
+        """Without a filter: from the manifest alone, no data file is opened."""
+        return self.scanner(filter=filter, columns=[]).count_rows()
+
+
+def _sliced(scan: Scan, limit: int | None, offset: int | None) -> pa.Table:
+    """`offset` rows skipped, then at most `limit`, reading no further than needed."""
+    for name, value in (("limit", limit), ("offset", offset)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+    skip, left = offset or 0, limit
+    batches = []
+    for batch in scan.to_batches():
+        if left is not None and left <= 0:
+            break
+        if skip >= batch.num_rows:
+            skip -= batch.num_rows
+            continue
+        batch = batch.slice(skip)
+        skip = 0
+        if left is not None:
+            batch = batch.slice(0, left)
+            left -= batch.num_rows
+        batches.append(batch)
+    return pa.Table.from_batches(batches, schema=scan.output_schema)

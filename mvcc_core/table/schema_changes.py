@@ -1,0 +1,147 @@
+"""Schema evolution: columns added, merged, dropped, altered or replaced (a mixin of `Table`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from mvcc_core.ops.schema_evolution import (
+    plan_add_columns,
+    plan_alter_columns,
+    plan_drop_columns,
+    plan_merge,
+    plan_replace_column,
+)
+from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
+from mvcc_core.txn.transaction import Transaction
+
+if TYPE_CHECKING:
+    from mvcc_core.table.handle import Table
+
+
+class _SchemaChanges:
+    """Schema evolution: columns added, merged, dropped, altered or replaced (mixed into `Table`)."""
+
+    def add_columns(
+        self,
+        transforms: dict[str, str] | pa.Field | list[pa.Field] | pa.Schema,
+        *,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> Table:
+        """New columns from SQL expressions (`{"total": "price * qty"}`) or all-null columns from Arrow
+        fields. Every fragment gets one new data file; existing files are not rewritten. One Merge."""
+        txn = self.add_columns_uncommitted(
+            transforms, commit_message=commit_message, transaction_properties=transaction_properties
+        )
+        return self.commit(txn, max_retries=max_retries)
+
+    def add_columns_uncommitted(
+        self,
+        transforms: dict[str, str] | pa.Field | list[pa.Field] | pa.Schema,
+        *,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+    ) -> Transaction:
+        """`add_columns` without the commit: its new data files written, the Merge staged."""
+        plan = plan_add_columns(self._state.store, self.manifest, transforms)
+        return self._txn(
+            plan.operation, plan.written, commit_message=commit_message, transaction_properties=transaction_properties
+        )
+
+    def merge(
+        self,
+        data: Any,
+        left_on: str,
+        right_on: str | None = None,
+        *,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> Table:
+        """Add the columns of `data`, joined on a key column (a left join: no match gives nulls). One Merge."""
+        plan = plan_merge(self._state.store, self.manifest, data, left_on, right_on)
+        txn = self._txn(
+            plan.operation, plan.written, commit_message=commit_message, transaction_properties=transaction_properties
+        )
+        return self.commit(txn, max_retries=max_retries)
+
+    def drop_columns(
+        self,
+        columns: str | Sequence[str],
+        *,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> Table:
+        """Drop columns or struct fields (`"a.b"`); metadata only. One Project."""
+        return self.commit(
+            plan_drop_columns(self.manifest, columns),
+            commit_message=commit_message,
+            transaction_properties=transaction_properties,
+            max_retries=max_retries,
+        )
+
+    def drop_columns_uncommitted(
+        self,
+        columns: str | Sequence[str],
+        *,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+    ) -> Transaction:
+        """`drop_columns` staged, not committed (nothing is written)."""
+        return self._txn(
+            plan_drop_columns(self.manifest, columns),
+            commit_message=commit_message,
+            transaction_properties=transaction_properties,
+        )
+
+    def alter_columns(
+        self,
+        *alterations: dict[str, Any],
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> Table:
+        """Rename (`{"path": "a", "name": "b"}`) or make nullable (`"nullable": True`); metadata only."""
+        return self.commit(
+            plan_alter_columns(self.manifest, alterations),
+            commit_message=commit_message,
+            transaction_properties=transaction_properties,
+            max_retries=max_retries,
+        )
+
+    def alter_columns_uncommitted(
+        self,
+        *alterations: dict[str, Any],
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+    ) -> Transaction:
+        """`alter_columns` staged, not committed (nothing is written)."""
+        return self._txn(
+            plan_alter_columns(self.manifest, alterations),
+            commit_message=commit_message,
+            transaction_properties=transaction_properties,
+        )
+
+    def replace_column(
+        self,
+        column: str,
+        replacements: dict[int, Any],
+        *,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> Table:
+        """Replace a column's values in some fragments ({fragment id: values for every physical row}).
+
+        The new values go into new files; the old ones are tombstoned. One DataReplacement.
+        """
+        plan = plan_replace_column(self._state.store, self.manifest, column, replacements)
+        txn = self._txn(
+            plan.operation, plan.written, commit_message=commit_message, transaction_properties=transaction_properties
+        )
+        return self.commit(txn, max_retries=max_retries)

@@ -1,0 +1,97 @@
+"""Other versions of the table: checkouts, the version list, transactions and restore (a mixin of `Table`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from mvcc_core.errors import (
+    CorruptManifestError,
+    VersionNotFoundError,
+)
+from mvcc_core.format import operations as ops
+from mvcc_core.txn import history
+from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
+from mvcc_core.txn.history import VersionInfo, VersionRef
+from mvcc_core.txn.transaction import Transaction
+
+if TYPE_CHECKING:
+    from mvcc_core.table.handle import Table
+
+
+log = logging.getLogger("mvcc.table")
+
+
+class _Versions:
+    """Other versions of the table: checkouts, the version list, transactions and restore (mixed into `Table`)."""
+
+    def _resolve(self, ref: VersionRef) -> int:
+        return history.resolve(self._state, ref)
+
+    def checkout(self, ref: VersionRef) -> Table:
+        """A new handle on `ref`: a version number, a tag name, or a datetime (the version current then)."""
+        return type(self)(self._state.checkout(self._resolve(ref)))
+
+    def checkout_version(self, version: VersionRef) -> Table:
+        """pylance's name for `checkout`."""
+        return self.checkout(version)
+
+    def checkout_latest(self) -> Table:
+        """A new handle on the newest version."""
+        return type(self)(self._state.latest())
+
+    def versions(self, *, limit: int | None = None) -> list[VersionInfo]:
+        """Every version, oldest first, with its operation, message and transaction properties.
+
+        A version whose manifest or transaction file is corrupt is listed with `error` set (and None for
+        what could not be read) instead of failing the whole listing. `limit`: only the newest `limit`
+        versions (still oldest first); one listing, and only their manifests and transactions are read,
+        so a long history costs nothing (the `mvcc versions --limit` command).
+        """
+        return history.list_versions(self._state, limit=limit)
+
+    def transaction(self, version: int | None = None) -> Transaction | None:
+        """The transaction that produced `version` (default: this handle's), None if it has no readable file."""
+        manifest = self.manifest if version is None else self._state.load(version)
+        return self._state.committer.load_transaction(manifest)
+
+    def get_transactions(self, recent_transactions: int = 10) -> list[Transaction | None]:
+        """pylance's `get_transactions`: the transactions of the newest versions up to this handle's,
+        newest first (None where a version has no readable transaction)."""
+        out: list[Transaction | None] = []
+        for version in range(self.version, max(0, self.version - recent_transactions), -1):
+            try:
+                out.append(self.transaction(version))
+            except (VersionNotFoundError, CorruptManifestError):
+                out.append(None)
+        return out
+
+    def restore(
+        self,
+        ref: VersionRef | None = None,
+        *,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> Table:
+        """Make `ref` (default: this handle's version) the latest version again; history is kept.
+
+        Restore works past a corrupt latest manifest: the new version is committed after it, and the
+        corrupt one stays in the history (where `versions()` reports it) until retention removes it.
+        """
+        version = self.version if ref is None else self._resolve(ref)
+        latest = self._state.latest_location()
+        try:
+            self._state = self._state.checkout(latest.version)
+        except CorruptManifestError as exc:
+            log.warning(
+                "restoring %s to version %s past corrupt latest version %s: %s", self.uri, version, latest.version, exc
+            )
+        return self.commit(
+            ops.Restore(version=version),
+            read_version=latest.version,
+            commit_message=commit_message,
+            transaction_properties=transaction_properties,
+            max_retries=max_retries,
+        )
