@@ -532,11 +532,7 @@ def _newer_location(state: TableState) -> ManifestLocation | None:
 def _trim(state: TableState) -> None:
     """Bound the shared committer's cache to the newest `MANIFESTS_CACHED` manifests and transactions: a
     long-lived catalog object publishes without end, and only the newest versions are asked for again."""
-    cache = state.committer.cache
-    for version in sorted(cache.manifests)[:-MANIFESTS_CACHED]:
-        cache.manifests.pop(version, None)
-    for name in list(cache.transactions)[:-MANIFESTS_CACHED]:  # oldest first: a dict keeps insertion order
-        cache.transactions.pop(name, None)
+    state.committer.trim_cache(MANIFESTS_CACHED)
 
 
 def _naming_of(final: str) -> ManifestNaming:

@@ -559,7 +559,7 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
             dry_run=dry_run,
             progress=progress,
         )
-        self._state.committer.cache.manifests.clear()
+        self._state.committer.forget_manifests()
         return stats
 
     # ---- scalar indices ----------------------------------------------------------------------

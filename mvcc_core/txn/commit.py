@@ -140,6 +140,32 @@ class Committer:
             self.cache.manifests[location.version] = cached
         return cached
 
+    def cached_manifest(self, version: int) -> pb.Manifest | None:
+        """The manifest of `version` if this committer has read it already.
+
+        Args:
+            version: The version.
+
+        Returns:
+            The manifest, or None when it has not been read.
+        """
+        return self.cache.manifests.get(version)
+
+    def forget_manifests(self) -> None:
+        """Drop every cached manifest (after retention removed versions, so none is served from memory)."""
+        self.cache.manifests.clear()
+
+    def trim_cache(self, keep: int) -> None:
+        """Keep only the newest `keep` manifests and transactions read (a long-lived handle reads without end).
+
+        Args:
+            keep: How many of each to keep.
+        """
+        for version in sorted(self.cache.manifests)[:-keep]:
+            self.cache.manifests.pop(version, None)
+        for name in list(self.cache.transactions)[:-keep]:  # oldest first: a dict keeps insertion order
+            self.cache.transactions.pop(name, None)
+
     def load_transaction(self, manifest: pb.Manifest) -> Transaction | None:
         name = manifest.transaction_file
         if not name:

@@ -118,7 +118,7 @@ class TableState:
 
     def load(self, version: int) -> pb.Manifest:
         """The manifest of `version` (cached per committer; VersionNotFoundError says if retention removed it)."""
-        cached = self.committer.cache.manifests.get(version)
+        cached = self.committer.cached_manifest(version)
         if cached is not None:
             return cached
         try:
