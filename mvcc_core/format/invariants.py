@@ -1,26 +1,8 @@
 """The invariants every manifest must hold, checked once where a manifest is read and before one is written.
 
-A manifest with valid framing and a valid checksum can still be hostile: another writer's bug, a bad
-restore from backup or someone with write access to one prefix of a bucket can leave one behind. Nothing
-in the package uses a manifest before `check_manifest` has passed it (`manifest.read_manifest` calls it on
-every read, `commit.Committer` on every manifest it is about to publish), so the rest of the code may
-trust that:
-
-- every data, index and transaction file path is a plain relative path that stays under the table's
-  root (or under the registered base path it names) after normalization, for local paths and object-store
-  keys alike: no `..` or `.` segment, no empty segment, no absolute path, no scheme, no backslash, no
-  percent-encoded form of any of these, no control character;
-- an index's fragment bitmap decodes, and its uuid is 16 bytes;
-- every base path is a location without `..` or `.` segments, its id unique, and every `base_id` names one;
-- schema field ids are unique and not negative, and every parent id names a field (or is -1);
-- fragment ids are unique and below 2**32 (a row address is `fragment id << 32 | offset`);
-- `max_fragment_id` is at least every fragment id; a manifest without it (the field is optional, older
-  writers leave it out) gets it derived from its fragments, so the next fragment id is never a used one;
-- row counts, deletion counts and file sizes fit a signed 64-bit integer, and a fragment deletes at most
-  its physical rows.
-
-A violation raises `ManifestInvariantError` (a `CorruptManifestError`) naming the manifest, the field and
-the value. docs/format.md ("Invariants of a manifest") states the same list.
+Nothing in the package uses a manifest before `check_manifest` has passed it; a violation raises
+`ManifestInvariantError` naming the manifest, the field and the value. The list and its reasons: docs/format.md,
+"Invariants of a manifest".
 """
 
 from __future__ import annotations

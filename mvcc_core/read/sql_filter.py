@@ -1,29 +1,8 @@
-"""SQL predicate strings -> pyarrow compute expressions.
+"""SQL predicate strings -> pyarrow compute expressions, checked against the table schema.
 
-Filters reach mvcc (``to_table(filter=...)``, ``delete``, ``update(where=...)``) either as SQL WHERE-clause
-text, the way pylance users write them, or as ready ``pyarrow.compute.Expression`` objects. Both come out of
-here as one Expression that pyarrow.dataset can push down into Parquet row-group statistics, and both are
-checked against the table schema before anything is read or written, so that a bad filter fails with a
-`PredicateError` that names the predicate and the problem instead of an Arrow error halfway through a scan.
-
-A scan binds its filter once (`BoundFilter.bind`): the Expression over the data files' column names, the
-columns it reads and its top-level conjuncts with their typed comparisons, which Parquet pushdown,
-statistics pruning and the index planner all read. SQL and Expression filters take that one path.
-
-SQL is parsed with sqlglot and translated node by node. Constant sub-expressions are folded to Arrow
-scalars and literals are coerced to the type of the column they are compared with, so comparisons stay
-in the plain ``pc.field(...) <op> scalar`` form that Arrow's statistics pruning recognises.
-
-Semantics follow SQL (as DataFusion, which pylance uses, and PostgreSQL do): three-valued logic, ``%``
-takes the sign of the dividend (``-7 % 3 = -1``; Arrow's own ``modulo`` kernel is floored and is not used),
-integer ``/`` truncates, ``CAST`` of a floating-point value to an integer drops the fraction, a string
-literal compared with a date, timestamp, number or boolean is parsed as that type, and a string column
-compared with a number is an error. The same SQL gives values (`Projection`: a scan's
-``columns={"name": "sql"}``; update values; new columns), where ``x IN (...)`` of a NULL ``x`` is NULL.
-
-A bad filter or expression is a `PredicateError` in plain words that quotes the text and underlines the
-place with carets (`_Source`): sqlglot's parse errors are rewritten ("expected an expression after '>'"),
-unknown columns list their close matches, and no Arrow kernel name shows through.
+The public entry points of filter translation (`to_expression`, `Projection`, ...); the translator itself is
+`sql_translator`, errors quote the SQL through `sql_source`. Semantics and design: docs/architecture.md,
+"SQL filters".
 """
 
 from __future__ import annotations
