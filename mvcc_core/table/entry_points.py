@@ -11,7 +11,6 @@ import pyarrow as pa
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.errors import (
-    CorruptManifestError,
     TableExistsError,
     TableNotFoundError,
 )
@@ -49,18 +48,10 @@ def open_table(
     """
     if version is not None and asof is not None:
         raise ValueError("give either version or asof, not both")
-    external, storage_options = split_storage_options(storage_options, external_store)
-    store = open_store(_uri(uri), storage_options)
-    committer = Committer(store, handler=commit_handler(external))
-    location = committer.latest_location()
+    options = {"storage_options": storage_options, "external_store": external_store}
     if version is None and asof is None:
-        try:
-            manifest = committer.load_manifest(location)
-        except CorruptManifestError as exc:
-            why = f"it is the latest version of {store.uri}, so the table cannot be opened at its latest version"
-            raise committer.corrupt_history(exc, location, why) from exc
-        return Table(TableState(store, manifest, location.naming, committer))
-    handle = Table(TableState(store, pb.Manifest(), location.naming, committer))
+        return Table(TableState.open(_uri(uri), **options))
+    handle = Table(TableState.unread(_uri(uri), **options))
     return handle.checkout(version if version is not None else asof)
 
 

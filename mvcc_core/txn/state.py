@@ -74,18 +74,53 @@ class TableState:
             CorruptManifestError: the latest manifest does not decode (its message names the newest intact
                 version to restore).
         """
+        unread, location = cls._connect(uri, storage_options, external_store)
+        if version is not None:
+            return unread.checkout(version)
+        try:
+            manifest = unread.committer.load_manifest(location)
+        except CorruptManifestError as exc:
+            why = f"it is the latest version of {unread.uri}, so the table cannot be opened at its latest version"
+            raise unread.committer.corrupt_history(exc, location, why) from exc
+        return replace(unread, manifest=manifest)
+
+    @classmethod
+    def unread(
+        cls,
+        uri: str,
+        *,
+        storage_options: dict[str, Any] | None = None,
+        external_store: str | ExternalManifestStore | None = None,
+    ) -> TableState:
+        """The table at `uri` before any manifest is read (its manifest is empty): what resolving a tag or a time
+        to a version needs, then `checkout`.
+
+        Args:
+            uri: The table's root.
+            storage_options: The store's options (may name the external store as "external_store").
+            external_store: The table's external manifest store, if it has one.
+
+        Returns:
+            A state whose manifest is empty.
+
+        Raises:
+            TableNotFoundError: no table is at `uri`.
+        """
+        return cls._connect(uri, storage_options, external_store)[0]
+
+    @classmethod
+    def _connect(
+        cls,
+        uri: str,
+        storage_options: dict[str, Any] | None,
+        external_store: str | ExternalManifestStore | None,
+    ) -> tuple[TableState, ManifestLocation]:
+        """The unread state of the table at `uri` and where its latest manifest is (one listing)."""
         external, storage_options = split_storage_options(storage_options, external_store)
         store = open_store(uri, storage_options)
         committer = Committer(store, handler=commit_handler(external))
         location = committer.latest_location()
-        if version is not None:
-            return cls(store, pb.Manifest(), location.naming, committer).checkout(version)
-        try:
-            manifest = committer.load_manifest(location)
-        except CorruptManifestError as exc:
-            why = f"it is the latest version of {store.uri}, so the table cannot be opened at its latest version"
-            raise committer.corrupt_history(exc, location, why) from exc
-        return cls(store, manifest, location.naming, committer)
+        return cls(store, pb.Manifest(), location.naming, committer), location
 
     # ---- what it is ---------------------------------------------------------------------------------
 
