@@ -39,12 +39,24 @@ def open_table(
     """Open the latest version, or `version` (number or tag), or the version current at `asof`.
 
     Only the manifest asked for is read: an older version opens even when a newer manifest is damaged.
-    `external_store` (or storage option "external_store"): an ExternalManifestStore or a URI such as
-    "sqlite:///path/db"; the latest version then comes from it, and commits go through it.
 
-    Raises TableNotFoundError when no table is at `uri`, VersionNotFoundError for an unknown version, and
-    CorruptManifestError when the latest manifest does not decode (its message and `intact_version` name the
-    newest intact version, which `open_table(uri, version=N).restore()` makes the latest again).
+    Args:
+        uri: The table's root: a local path, ``memory://...`` or ``s3://bucket/prefix``.
+        version: A version number or a tag name (None: the latest).
+        asof: Open the version current at this time instead (not with `version`).
+        storage_options: The store's options (credentials, endpoint; may name "external_store").
+        external_store: An ExternalManifestStore or a URI such as "sqlite:///path/db"; the latest version then
+            comes from it, and commits go through it.
+
+    Returns:
+        A handle on that version.
+
+    Raises:
+        ValueError: both `version` and `asof` are given.
+        TableNotFoundError: no table is at `uri`.
+        VersionNotFoundError: the version, tag or time names no version.
+        CorruptManifestError: the latest manifest does not decode (its message and `intact_version` name the
+            newest intact version, which `open_table(uri, version=N).restore()` makes the latest again).
     """
     if version is not None and asof is not None:
         raise ValueError("give either version or asof, not both")
@@ -62,15 +74,19 @@ def manifest_violations(
     storage_options: dict[str, Any] | None = None,
     external_store: str | ExternalManifestStore | None = None,
 ) -> list[str]:
-    """Every problem of the manifest of `version` (default the latest) in plain words: a manifest that does not
-    decode, or each invariant it breaks (docs/format.md, "Invariants of a manifest"). Empty when it is sound.
+    """Every problem of one manifest in plain words: it does not decode, or each invariant it breaks.
 
-    Reading a table stops at the first broken invariant (CorruptManifestError); this lists them all.
+    Reading a table stops at the first broken invariant (CorruptManifestError); this lists them all
+    (docs/format.md, "Invariants of a manifest").
 
-    :param uri: the table's root
-    :param version: the version to check (None: the latest)
-    :param storage_options: the store's options
-    :param external_store: the table's external manifest store, if it has one
+    Args:
+        uri: The table's root.
+        version: The version to check (None: the latest).
+        storage_options: The store's options.
+        external_store: The table's external manifest store, if it has one.
+
+    Returns:
+        The problems; empty when the manifest is sound.
     """
     external, storage_options = split_storage_options(storage_options, external_store)
     store = open_store(_uri(uri), storage_options)
@@ -98,15 +114,36 @@ def write_table(
 ) -> Table:
     """Create a table, or append to / overwrite an existing one (pylance's `write_dataset`); one commit.
 
-    `mode`: "create" (TableExistsError if a table is there), "append" or "overwrite" (both create the
-    table, with `data`'s rows, when there is none). `where` (mode "overwrite" only, a SQL predicate):
-    replace only the rows matching it (`Table.overwrite(where=)`); every row of `data` must match it, also
-    when the write creates the table. A first write that another writer beats to version 1 is applied to
-    the winner's table under the usual conflict rules (an Append, the partition overwrite, a later
-    Overwrite); `data` must then have the winner's schema (SchemaError otherwise). With `external_store`
-    (see `open_table`) the object store needs no conditional writes. `enable_stable_row_ids` (at creation
-    only): every row gets an id that survives updates and compaction (`with_row_id=True` in scans); sets
-    the `stable_row_ids` reader and writer flags.
+    A first write that another writer beats to version 1 is applied to the winner's table under the usual
+    conflict rules (an Append, the partition overwrite, a later Overwrite); `data` must then have the
+    winner's schema.
+
+    Args:
+        data: The rows: a pyarrow Table, RecordBatch(Reader), pandas DataFrame or anything `pa.table` accepts.
+        uri: The table's root.
+        mode: "create" (TableExistsError if a table is there), "append" or "overwrite" (both create the table,
+            with `data`'s rows, when there is none).
+        where: Mode "overwrite" only, a SQL predicate: replace only the rows matching it
+            (`Table.overwrite(where=)`); every row of `data` must match it, also when the write creates the table.
+        schema: The table's schema (default: `data`'s).
+        storage_options: The store's options.
+        manifest_naming: The manifest naming scheme of a new table ("v2" or "v1").
+        max_rows_per_file: The most rows a data file holds.
+        commit_message: The message stored with the transaction.
+        transaction_properties: Properties stored with the transaction (`dict[str, str]`).
+        max_retries: How many times a lost race is retried.
+        external_store: See `open_table`; the object store then needs no conditional writes.
+        enable_stable_row_ids: At creation only: every row gets an id that survives updates and compaction
+            (`with_row_id=True` in scans); sets the `stable_row_ids` reader and writer flags.
+
+    Returns:
+        A handle on the version committed.
+
+    Raises:
+        ValueError: an unknown mode, or `where` without mode "overwrite".
+        TableExistsError: mode "create" and a table is there.
+        SchemaError: `data` does not fit the table's (or the winner's) schema.
+        PredicateError: a row of `data` does not match `where` (nothing is left behind).
 
     Example::
 
