@@ -1,21 +1,7 @@
-"""Catalog-level retention: old catalog versions, the table versions only they publish, dropped tables'
-directories and dead writers' debris (docs/catalog.md "Retention").
+"""Catalog-level retention: old catalog versions, the table versions only they publish, dropped tables' directories and
+dead writers' debris (docs/catalog.md "Retention").
 
-The rule: **a table version is kept while a kept catalog version publishes it.** Kept catalog versions are
-the newest, those younger than `older_than`, and the newest `retain_versions` (the core's rule, applied to
-`__manifest`). A table's versions only grow from one catalog version to the next, so each table keeps every
-version from the oldest one a kept catalog version publishes; older ones are removed by the table's own
-cleanup, told exactly that. A table's own `cleanup_old_versions` knows nothing of the catalog, so catalog
-tables are cleaned through `Catalog.cleanup` only (as they are written only through the catalog).
-
-Order and safety ("never destroy on an ambiguous read", seed 002): every catalog version is read before
-anything is deleted, and a read error stops the run; published-but-unfinalized table versions are finalized
-first; then old catalog versions go (so no snapshot names what follows), then old table versions, then
-directories: a table directory no kept catalog version names is removed at once when a removed catalog version
-named it (a dropped table), and otherwise (a table created by a writer that never published: nothing ever named
-it) only when it is older than the core's unverified window or with `delete_unverified`, so a writer between
-creating a table and publishing it never loses it. Staged manifests, transaction and data files of dead
-writers inside live tables are the core's unverified files, removed by the same window.
+Design notes: docs/catalog.md, "Catalog retention, as implemented".
 """
 
 from __future__ import annotations

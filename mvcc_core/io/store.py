@@ -1,19 +1,6 @@
 """One object store over fsspec for local paths, ``memory://`` and ``s3://`` (docs/format.md, "Commits").
 
-Everything above this module speaks in paths relative to the table root with "/" separators, so the same
-table code runs on a local directory, in memory and on S3. The commit protocol needs exactly one atomic
-primitive from the store, and this module is where each backend provides it:
-
-* local: a fully written and fsynced temporary file is hard-linked to its final name (``os.link`` fails if
-  the name is taken), so the name appears atomically and at most once;
-* memory: a process-wide lock around check-and-set. ``memory://`` is one store per process, shared by every
-  handle (a table written to ``memory://x`` is there for ``open_table("memory://x")``; pylance gives each
-  handle a store of its own, see docs/pylance_compat.md);
-* S3: ``PutObject`` with ``If-None-Match: *`` (a 412 or 409 answer means another writer won).
-
-Other fsspec protocols have neither primitive: they can be read and written, but committing to them needs
-an external manifest store. Listings are never cached, because other processes commit concurrently and a
-stale listing would hide their versions from the commit loop.
+Design notes: docs/format.md, "Object stores and their atomic primitive".
 """
 
 from __future__ import annotations

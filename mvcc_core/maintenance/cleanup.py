@@ -1,19 +1,6 @@
 """Retention: remove old versions and the files only they reference (Lance's `cleanup_old_versions`).
 
-Kept: the latest version, tagged versions, versions newer than `older_than`, and the newest
-`retain_versions`. Removed: the other manifests, then the data, deletion, index and transaction files that
-only removed versions reference. Files no manifest references at all (debris of failed or in-flight
-commits, staged manifests, temporary files) are "unverified": removed only when older than a safety
-window (7 days) or with `delete_unverified=True`, so a writer between writing its files and committing
-never loses them. Files under other base paths (a shallow clone's source) are never touched.
-
-A tag file that cannot be read (not JSON, no valid version, a file in a subfolder of the tags directory)
-might have named any version, so while one exists no version is removed: the run keeps every version,
-still removes unreferenced files past the window, and lists the bad tags in `CleanupStats.bad_tags`.
-
-Order matters for crash safety: manifests go first, so a crash leaves at most unreferenced files (which
-a later run removes once they are older than the window), never a version that points at missing files.
-Versions committed while the cleanup runs are read before anything is deleted and kept with their files.
+Design notes: docs/maintenance.md, "Retention, as implemented".
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
 """Reading a version: projection, filters pushed into Parquet, deletion vectors and row addresses.
 
-Data files name their columns by field id (`schema.physical_name`), so a scan works on physical
-columns and relabels them with the table's current names at the end: renames and drops need no data
-rewrite. Three paths, in manifest order:
-
-- fragments of one data file without deletions, read without row addresses, go through one pyarrow
-  dataset over all their files (row-group statistics prune, the scan runs multi-threaded); without a
-  filter, on a local disk or in memory, their files are decoded one by one on a few threads instead;
-- one-file fragments with a deletion vector (or when `_rowaddr` / `_rowid` is asked for) are read whole,
-  in fragment and file order, so each row's offset is its position among the rows read (`to_table`:
-  the row-address scan of delete, update and merge_insert; `to_batches`: streamed per batch);
-- fragments of several data files (columns added or replaced later) are read file by file and put
-  side by side; each field comes from the last file that holds it (earlier copies are tombstoned),
-  and a field no file holds reads as nulls.
+Design notes: docs/architecture.md, "The three read paths of a scan".
 """
 
 from __future__ import annotations

@@ -1,23 +1,6 @@
 """`read(spark, uri, ...)`: a table version as a DataFrame read by Spark's own Parquet reader.
 
-Why: a read through the Python Data Source API (`spark.read.format("mvcc")`) converts every Arrow batch to
-rows in the JVM and gets no column pruning; a minimal Python source is itself ~3x slower than Spark's Parquet
-reader (docs/spark.md, "Read speed"). Delta Lake and Iceberg read their data files with Spark's vectorized
-Parquet reader and apply their metadata on top; this does the same for mvcc:
-
-1. On the driver, the core plans the version: its fragments, pruned by a `filter`'s row-group statistics and
-   scalar indices (`Scan.candidate_fragments`), each one-file fragment's data file and deletion vector.
-2. `spark.read.schema(<physical schema>).parquet(<those files>)`: data files name their columns by field id
-   (`c<id>`, stable across renames), so the physical schema is given (no inference) and each column is
-   renamed (nested struct fields by a cast) to the table's names; a column a file predates reads as nulls,
-   as the core reads it.
-3. Deleted rows are dropped by an anti join on (`_metadata.file_name`, `_metadata.row_index`) with the
-   deletion vectors' offsets (a broadcast table of the deleted rows only; no join when there are none).
-4. Fragments spread over several files (columns added with values) are read by the core in Spark tasks
-   (`mapInArrow` over their ids, the data source's reader) and unioned.
-
-Tables on object stores are read through the data source (Spark's s3a connector needs hadoop-aws jars and
-credentials configured in Hadoop, which this package cannot supply); `native=False` forces that path too.
+Design notes: docs/spark.md, "The native read and write path".
 """
 
 from __future__ import annotations

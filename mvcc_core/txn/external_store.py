@@ -1,21 +1,6 @@
 """External manifest stores: commits on object stores that cannot put-if-not-exists (spec "External Manifest Store").
 
-An external manifest store is a small key-value table ``(base_uri, version) -> manifest path`` with an atomic
-put-if-not-exists. It supplements the manifests in object storage and never replaces them: a writer
-
-1. stages its manifest as ``_versions/{name}.manifest-{uuid}`` (a plain PUT, invisible to readers),
-2. commits ``(base_uri, version, staged path)`` to the store with put-if-not-exists (the commit point; losing
-   it is an ordinary lost race),
-3. copies the staged manifest to its final name (readers that do not know the store now see the version),
-4. updates the store entry to the final path.
-
-A reader takes the latest version from the store; an entry that still names a staged path is synchronized
-(steps 3 and 4, both idempotent) before it is returned, and if that fails the read fails with
-:class:`ExternalStoreSyncError` rather than return a version that a copy of the directory would not have.
-
-Two stores: :class:`SQLiteManifestStore` (embedded default, one file, safe across processes on one machine)
-and :class:`DynamoDBManifestStore` (botocore, Lance's table layout). :func:`open_external_store` builds either
-from a URI: ``sqlite:///path/to/db`` or ``dynamodb://table?region=...&endpoint=http://...``.
+Design notes: docs/external_store.md, "How the module works".
 """
 
 from __future__ import annotations

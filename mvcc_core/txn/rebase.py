@@ -1,20 +1,6 @@
 """Rebase: carry a transaction over a concurrent one that the rules say it can absorb.
 
-Two kinds. Row-level changes (below) and singleton indices: a Rewrite carrying a fragment reuse index,
-or a CreateIndex writing one, after another transaction wrote that index takes the latest index and
-re-applies only its own change to it (a Rewrite adds its version, a trim removes the versions it
-removed), so neither side's change is lost (`mvcc_core/format/fragment_reuse.py`).
-
-Row-level: carry a Delete or Update over concurrent Deletes/Updates of the same fragments.
-
-The specification's "Rebase Mechanism" for row-level changes: when ours and theirs touched the same
-fragments but not the same rows (their affected row addresses do not intersect), ours is rewritten on top
-of the latest version: each shared fragment takes the latest version's files and gets a new deletion
-vector, the union of theirs and ours. Same rows, or a shared fragment that is gone from the latest version,
-stay a retryable conflict. Ours may be a Delete or a REWRITE_ROWS Update (its new rows were computed from
-rows the other writer did not touch, so they stay right), or a REWRITE_COLUMNS Update: its column files
-cover every row of a fragment at fixed offsets, so they join the latest fragment's files (unless theirs
-rewrote the same fields); theirs may be either update mode.
+Design notes: docs/row_level_changes.md, "Rebasing a row-level change".
 """
 
 from __future__ import annotations
