@@ -1,18 +1,6 @@
 """Named fault-injection points, so that tests can crash a writer exactly between two steps of a protocol.
 
-Code calls ``failpoint("commit.after_stage")`` at a point where a crash matters. Unarmed, that is one dict
-lookup. Armed, the point raises :class:`FailpointError`, kills the process with ``os._exit`` (no ``finally``
-blocks, no flushing: what a power cut or SIGKILL leaves behind), or sleeps (to widen a race window).
-
-Arming:
-
-* in the process itself: ``with failpoints.armed("commit.after_stage", "raise"): ...``;
-* in a child process: the environment variable ``MVCC_FAILPOINTS="commit.after_stage=exit;other=raise"``,
-  read when this module is imported.
-
-Actions: ``raise``, ``exit`` (exit code 77), ``exit(N)``, ``sleep(SECONDS)``, ``off``. The names a test may arm
-are listed in :data:`POINTS`; arming an unknown name is an error, so a typo cannot make a crash test pass
-without crashing anything.
+Design notes: docs/architecture.md, "Failpoints".
 """
 
 from __future__ import annotations

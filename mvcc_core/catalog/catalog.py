@@ -1,15 +1,6 @@
 """`Catalog`: many tables under one root; every change (DDL or data, one table or many) is one catalog version.
 
-The state is the mvcc table `{root}/__manifest` (seed 003). Catalog version N is `__manifest` version N, and
-each version is an Overwrite holding every object's latest entry and tombstone. Why an Overwrite and not an
-Append of the changed rows: the core's rules make two concurrent Overwrites a conflict while two Appends are
-rebased onto each other, and the catalog needs exactly one winner per version (its commit point). A catalog
-of thousands of objects rewrites one small Parquet file per version; that is the price.
-
-A transaction's table changes become visible only through that commit: each table's next manifest is built
-and written under a unique staged name first, the `__manifest` commit records the staged names, and
-finalizing (giving each staged manifest its final name: a hard link on a local disk, a copy on an object
-store) is a roll-forward that any reader of the catalog completes. Nothing is ever rolled back (docs/catalog.md).
+Design notes: docs/catalog.md, "The Catalog object, as implemented".
 """
 
 from __future__ import annotations

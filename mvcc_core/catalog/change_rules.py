@@ -1,18 +1,6 @@
 """DuckLake's logical conflicts (seed 004), decided on the changes two catalog versions made.
 
-Each catalog version records what it changed (`Change`s: created_schema, dropped_schema, created_table,
-dropped_table, altered_table, created_view, dropped_view, altered_view, inserted_into_table,
-deleted_from_table, overwrote_table, compacted_table). Seed 004 says "table or view" in every name rule, so
-the view kinds join the table kinds there (one namespace for tables and views, as in DuckLake).
-A transaction that lost the race for the next catalog version compares its changes with every version
-published since its snapshot; only a pair listed in `RULES` stops it, anything else retries the publish
-without rewriting a data file. Deciding on changes, not on versions, is what lets two writers append to the
-same table concurrently.
-
-Retryable or incompatible: a rule about data (a delete meeting another delete or a compaction) is
-retryable, because the same statement run on the new version means what it meant; a rule about names
-(both created `x`, the table is gone) is incompatible, because running it again cannot succeed or would
-act on another object.
+Design notes: docs/catalog.md, "The change rules, as implemented".
 """
 
 from __future__ import annotations

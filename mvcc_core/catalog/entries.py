@@ -1,15 +1,6 @@
 """The rows of `__manifest` and their on-disk shapes (format versions), read and written.
 
-One module owns every shape the catalog ever wrote, so the reader converts any known shape to `Entry` and the
-migration steps (`format.py`) write exactly the next shape. The stamp is `__manifest`'s schema metadata key
-`mvcc:catalog_format` (seed 003's internal schema version); a shape without it is format 1, the catalog's first format.
-
-| format | shape |
-| --- | --- |
-| 1 (no stamp) | object_type, name, path, table_version, staged_manifest (one string), catalog_version |
-| 2 | + `definition` (a view's SQL text; "" for other objects) |
-| 3 | `staged_manifest` (string) became `staged_manifests` (list): a table changed several times in one
-  transaction publishes several table versions, each staged under its own name |
+Design notes: docs/catalog.md, "The catalog's rows, as implemented".
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
 """The catalog's format stamp and its step-by-step migration dispatcher (seed 003).
 
-`__manifest`'s schema metadata carries `mvcc:catalog_format` (`state.FORMAT_VERSION` for what this code
-writes). Opening the catalog for write (`Catalog.transaction`, every DDL call, `Catalog.migrate`) runs
-`migrate`: when the stamp matches it is one metadata read; when it is older the dispatcher walks the steps
-forward (1 -> 2, 2 -> 3, ...), each one `__manifest` version of its own (an Overwrite holding the same rows in
-the next shape, no logical change), until the stamp matches; a stamp newer than the code refuses to write with
-"upgrade mvcc first". Reads never migrate: the reader (`state.read_rows`) understands every older shape.
-
-Idempotent and crash-safe: every step reads the stamp it starts from and commits with `max_retries=0` on the
-version it read, so a step that a concurrent migrator (or a publisher, which always writes the current shape)
-already took loses the race and the loop re-reads the stamp; a process killed between two steps leaves a
-stamped, consistent intermediate shape, and the next writer continues from it.
+Design notes: docs/catalog.md, "Format stamp and migrations, as implemented".
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
 """`CatalogTransaction`: staged changes on one catalog snapshot, published as one catalog version.
 
-Staging (docs/catalog.md "Transactions"): DDL is recorded against the transaction's own view of the catalog
-(the snapshot with this transaction's changes applied); data changes go through the core's uncommitted forms
-on each table. Several data changes to one table form a chain: each is staged on the table as the previous
-ones leave it (an in-memory manifest, never published on its own), so a later change reads the earlier ones'
-rows (read-your-writes, as in DuckLake). Publishing (`commit`) checks every catalog version since the snapshot
-against DuckLake's logical conflicts, rebuilds each changed table's chain on the version the newest catalog
-version publishes (rebasing row-level changes through the core's resolver), stages the manifests under unique
-names and commits `__manifest`: the single commit point of every table at once.
+Design notes: docs/catalog.md, "Staging and publishing, as implemented".
 """
 
 from __future__ import annotations

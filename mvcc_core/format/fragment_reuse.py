@@ -1,14 +1,6 @@
 """The fragment reuse index: compaction without remapping indices, as Lance's `defer_index_remap`.
 
-A compaction moves rows to new fragments, so every row address an index holds for them goes stale.
-Instead of rebuilding the indices in the same commit, a Rewrite may carry this singleton index
-(`__lance_frag_reuse`): per compaction, which fragments became which, with the old fragments'
-deletion vectors. The live rows of a group's old fragments, in order, are the rows of its new
-fragments, in order; that is enough to translate any old address. Indices keep covering the moved
-rows; readers translate the addresses an index returns through every version newer than the index.
-`optimize_indices` rebuilds the indices and trims the versions no index needs any more.
-
-It is a singleton: two transactions that write it are merged (rebased), never both applied blindly.
+Design notes: docs/maintenance.md, "The fragment reuse index, as implemented".
 """
 
 from __future__ import annotations

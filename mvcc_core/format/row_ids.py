@@ -1,15 +1,6 @@
 """Stable row ids: an id per row that survives updates and compaction (opt-in at table creation).
 
-A table created with `enable_stable_row_ids=True` carries the `stable_row_ids` reader and writer flag.
-Every fragment then has a row id sequence, the id of the row at each physical offset (deleted rows
-included). New rows get ids from the manifest's `next_row_id` when the manifest is built (so concurrent
-writers never hand out the same id); rows that move (REWRITE_ROWS updates, compaction) carry their old
-ids in an explicit sequence written by the client. Without the flag `_rowid` is the row address, as in
-Lance.
-
-Encoding of `RowIdSequence.inline_sequence`: one tag byte, then
-  0: a range, two little-endian u64: start, count;
-  1: an array, zstd-compressed little-endian u64 ids (8-byte length prefix of the raw size).
+Design notes: docs/clones_bases_row_ids.md, "Stable row ids, as implemented".
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """Arrow schema <-> manifest fields with stable field ids.
 
-Column identity is the field id, not the name, so that renames and drops are metadata-only. Nested
-types are flattened depth-first (a parent before its children) into `Field` rows that point at their
-parent; leaves keep their exact Arrow type as IPC bytes, so timezones, decimal precision and
-dictionary index types survive.
-
-Data files name their columns (and struct children) by field id, `c{id}`, and also carry the id as
-`PARQUET:field_id`: the physical name never changes, so renames and drops touch only the manifest, and a
-column dropped and re-added under its old name can never be confused with the old data (Delta's column
-mapping makes the same choice). List items and map keys/values keep their Arrow names.
+Design notes: docs/format.md, "Schema and field ids, as implemented".
 """
 
 from __future__ import annotations

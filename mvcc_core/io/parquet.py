@@ -1,12 +1,6 @@
 """Reading Parquet data and index files through a store, with per-process caches.
 
-Scans and index lookups both read Parquet files they know by path and size: footers, a few row groups,
-a small filtered table. These helpers sit below both, so that `scan` can use indices (`index.lookup`)
-and index builds can use scans (`index.scalar`) without the two importing each other.
-
-Caches are per process and need no invalidation: data and index files are never rewritten in place
-(their names are fresh uuids), so a file's path and size identify its content. Each cache is bounded,
-least recently used first out.
+Design notes: docs/format.md, "Reading Parquet files through a store".
 """
 
 from __future__ import annotations

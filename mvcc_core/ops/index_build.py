@@ -1,16 +1,6 @@
 """Building scalar indices on one column: BTREE (sorted values) and BITMAP (a row-address bitmap per value).
 
-Both are one Parquet file, `_indices/{uuid}/index.parquet`, whose value column carries the indexed
-column's physical name (`c{field_id}`). A predicate on the column, translated to physical names as for a
-scan, therefore runs on the index file unchanged: a BTREE is sorted, so Parquet statistics narrow a point
-or range lookup to a row group or two; a BITMAP holds one row per distinct value with a portable
-roaring64 bitmap of its row addresses (sorted by value since the statistics then prune it too). The index
-covers the fragments in its `fragment_bitmap`; rows deleted after the build are filtered by the scan,
-fragments added later are scanned directly.
-
-Building reads the table through `scan`, so this module sits above it; reading an index for a filter is
-`index.lookup`, below `scan`. The layout names (`index_dir`, `INDEX_FILE`, the types) are defined there,
-with the reader, and re-exported here.
+Design notes: docs/maintenance.md, "Index builds, as implemented".
 """
 
 from __future__ import annotations

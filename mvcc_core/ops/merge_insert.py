@@ -1,16 +1,6 @@
 """Upsert: `t.merge_insert(on)` with pylance's builder, committed as one Update transaction.
 
-Source rows are joined with the live target rows on the key columns (a NULL key matches nothing, as in
-SQL). Matched rows are updated REWRITE_ROWS-style (old version deleted by vector, source row written
-to a new fragment), unmatched source rows inserted, and with `when_not_matched_by_source_delete` target
-rows without a source row deleted. Duplicate keys in the source are refused: which row wins would be
-arbitrary.
-
-The keys of inserted rows go into the Update's `inserted_rows` filter so that two concurrent upserts
-inserting the same key can be told apart from two inserting different keys. A single integer key hashes
-with SplitMix64's finalizer (its int64 bits as u64); any other key to the first 8 bytes (little-endian
-u64) of BLAKE2b over the `repr` of its Python values joined by U+001F. Both are the same in every
-process.
+Design notes: docs/row_level_changes.md, "merge_insert, as implemented".
 """
 
 from __future__ import annotations

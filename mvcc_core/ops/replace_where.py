@@ -1,16 +1,6 @@
 """Partition-scoped overwrites: replace exactly the rows matching a predicate, in one commit.
 
-This is Delta's `replaceWhere` and pyiceberg's `overwrite(overwrite_filter=...)`. It fails closed: every new
-row must match the predicate (checked batch by batch while the new files are written; one that does not
-aborts the write and removes what was written), so that a predicate naming one partition can never
-replace more, or add rows to another. The commit is one Update (REWRITE_ROWS) that deletes the matching
-rows with deletion vectors and adds the new fragments, recording the predicate in `replace_predicate`.
-
-The predicate takes part in conflict resolution (`txn/conflicts.py`): a concurrent commit that inserted rows
-matching it (an Append, or an Update's new fragments) makes ours retryable, because those rows would
-survive our replacement next to the rows we wrote (two writers of one partition would leave duplicates);
-rows of other partitions do not conflict. `rows_match` is how the commit loop checks that: it reads only
-the other transaction's new fragments, pruned by their statistics.
+Design notes: docs/row_level_changes.md, "replace_where, as implemented".
 """
 
 from __future__ import annotations

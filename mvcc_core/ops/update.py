@@ -1,14 +1,7 @@
-"""Update: set columns to SQL expressions or literals on the rows matching a predicate, in one Update
-transaction, in either mode of the specification.
+"""Update: set columns to SQL expressions or literals on the rows matching a predicate, in one Update transaction,
+in either mode of the specification.
 
-- REWRITE_ROWS: the old versions of the matching rows are deleted with deletion vectors and their
-  new versions written to new fragments. Cheap when few rows change.
-- REWRITE_COLUMNS: in each fragment holding a matching row, only the modified columns are rewritten,
-  for all of its rows, into one new data file; the old column data is tombstoned. Rows keep their
-  addresses. Cheap when many rows but few columns change.
-
-`mode=None` picks the cheaper one by an estimate of the cells each mode reads and writes (see
-`choose_mode`).
+Design notes: docs/row_level_changes.md, "update, as implemented".
 """
 
 from __future__ import annotations

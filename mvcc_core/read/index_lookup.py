@@ -1,14 +1,6 @@
 """Reading a scalar index for a filter: which row addresses hold values the filter's conjuncts can match.
 
-The index file layout (`index_dir`, `INDEX_FILE`, the BTREE and BITMAP shapes) is described in
-`index.scalar`, which builds the files. This module only reads them, so it sits below `scan` (a scan
-asks it for row addresses) while the build, which scans the table, sits above: the two never import
-each other.
-
-A BTREE's value column is sorted, so Parquet statistics narrow a point or range lookup to a row group or
-two; a BITMAP holds one row per distinct value (sorted by value) with a portable roaring64 bitmap of its
-row addresses. A lookup with literal bounds (see `planner`) picks the row groups from the file's
-statistics, cached per process (index files are immutable), and reads only those.
+Design notes: docs/maintenance.md, "Index lookups, as implemented".
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """Which index, if any, answers part of a filter.
 
-The planner reads a `BoundFilter`: among its top-level AND conjuncts, those that read exactly one indexed
-column (and nothing else) can be answered by that column's index (a BTREE preferred over a BITMAP); the
-column with the most such conjuncts wins, and all of them are sent to the index together. The scan still
-applies the whole filter to the rows the index returns, so using an index never changes a result.
-
-Conjuncts that compare the bare column with literals (the filter's typed `Comparison`s: `=`, `<`, `<=`,
-`>`, `>=`, `IN`; a SQL `BETWEEN` is two of them) also give value bounds, which let a lookup skip the index
-file's row groups whose statistics rule them out without asking Arrow to simplify the expression for
-every row group (milliseconds on a large index).
+Design notes: docs/maintenance.md, "Index choice, as implemented".
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
-"""What a Parquet file's row-group statistics say of a filter (no row, every row, or some rows may match),
-decided from a footer already in hand.
+"""What a Parquet file's row-group statistics say of a filter (no row, every row, or some rows may match), decided
+from a footer already in hand.
 
-A row-address scan on the local disk (`Scan._offsets_table`) reads whole files on reader threads; checking
-the footer there, on the thread that opened the file, costs nothing extra, while asking pyarrow.dataset to
-prune first (`ParquetFileFragment.ensure_complete_metadata` then `subset`) loads every footer again on the
-calling thread before any read starts: about a sixth of a merge_insert whose keys spread over the table.
-A file whose every row matches (a merge_insert's key range covers most files whole) needs no evaluation.
-
-Only comparisons this module can decide exactly are used: a column of a signed integer or string type
-compared with literals of that type (`Comparison.value` has the column's type exactly). Python's ordering
-of `int` and of `str` (by code point) is the order Parquet's statistics use for those types (signed
-integers; unsigned byte order of UTF-8, which is code point order). Anything else makes the caller keep
-the file, like a row group without statistics, so the answer is always conservative.
+Design notes: docs/architecture.md, "Row-group statistics on the reader threads".
 """
 
 from __future__ import annotations

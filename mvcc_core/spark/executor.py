@@ -1,15 +1,6 @@
 """`SparkExecutor`: the core's `Executor` (`map(fn, tasks)`) on Spark, one Spark task per item.
 
-Compaction and index builds plan on the driver, run picklable tasks anywhere and commit once on the driver
-(`mvcc_core/executor.py`); this runs the tasks as Spark tasks. Two ways:
-
-- "rdd": `sparkContext.parallelize(items, n).map(run).collect()` (what lance-spark does); classic sessions.
-- "dataframe": `spark.range(n, numPartitions=n).mapInArrow(run)` with the tasks captured in the closure
-  and results pickled into a binary column; works on classic sessions and on Spark Connect (which has no
-  `sparkContext`).
-
-An exception in a task is pickled and raised again in the caller with its own type (a Spark job failure
-would only carry its text), after every task has finished.
+Design notes: docs/spark.md, "SparkExecutor, as implemented".
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """The `mvcc` Python data source: `spark.read.format("mvcc")` and `df.write.format("mvcc")`.
 
-Where each piece runs (PySpark 4.3): `schema()`, `reader()`, `partitions()` and `writer()` in a Python
-worker on the driver; `read()` and `write()` in executor tasks; `commit()` and `abort()` in another
-Python worker on the driver. The reader and writer objects are pickled between them, so they hold only
-picklable things: a `TableState` (store options and manifest bytes), Arrow schemas, a `WritePlan`.
-
-Every query planned on one DataFrame reads the same rows: the version is pinned when the DataFrame is
-loaded (`schema()`), and the reader takes no filter from Spark. PySpark 4.3 keeps ONE planned read
-(partitions and the pickled reader) per loaded DataFrame, replaces it only when a query pushes a filter
-Spark can hand to Python, and reuses it for every other query on that DataFrame; a reader that applied a
-pushed filter would leak it into them (docs/spark.md, "Filters").
+Design notes: docs/spark.md, "The data source, as implemented".
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """The commit loop (docs/format.md, "Commits").
 
-1. Write the transaction file. 2. Load what was committed since the read version and ask the
-resolver. 3. Build the next manifest from the latest one. 4. Create it with put-if-not-exists; if
-another writer took the name, back off with jitter and go to 2.
-
-With an external manifest store, step 4 is the specification's stage / commit / finalize / update protocol
-(see `external_store.py`): the object store then needs no conditional write at all, and losing the store's
-put-if-not-exists is the same lost race as above.
+Design notes: docs/architecture.md, "The commit loop".
 """
 
 from __future__ import annotations

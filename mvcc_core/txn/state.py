@@ -1,14 +1,6 @@
 """TableState: one version of a table and the means to commit on top of it.
 
-Operations, maintenance and executor tasks receive a `TableState`, never the `Table` facade: the facade
-sits above them and is the only thing that holds a mutable "current version". A state is immutable; a
-commit returns the next state. It pickles small (the committer's cache of read manifests stays behind),
-so a compaction or index task can carry it to a process pool or a Spark executor.
-
-`commit` is the one commit-or-clean-up path of the package: every write stages a `Transaction` (its
-files written, nothing visible), then commits it here. On a definite failure (`errors.is_definite_failure`:
-a conflict, a refused operation, bad data) the staged files are removed; on an ambiguous one (a storage
-error that may have followed a successful manifest write) they are left for retention.
+Design notes: docs/architecture.md, "TableState".
 """
 
 from __future__ import annotations
