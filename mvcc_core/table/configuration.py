@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Self
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.errors import (
@@ -17,9 +17,6 @@ from mvcc_core.format import schema as schema_mod
 from mvcc_core.format.bases import DatasetBasePath
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 
-if TYPE_CHECKING:
-    from mvcc_core.table.handle import Table
-
 
 class _Configuration:
     """The table's configuration, metadata, base paths and MemWAL state (mixed into `Table`)."""
@@ -31,7 +28,7 @@ class _Configuration:
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
-    ) -> Table:
+    ) -> Self:
         """Register base paths data may be written to (one UpdateBases); ids are assigned at commit.
 
         A base whose id, name or path clashes with an existing one is refused with BasePathError.
@@ -72,7 +69,7 @@ class _Configuration:
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
-    ) -> Table:
+    ) -> Self:
         """Set (`upsert`) and remove (`delete`) table configuration keys (one UpdateConfig)."""
         return self.commit(
             ops.UpdateConfig.of(upsert, list(delete or [])),
@@ -90,7 +87,7 @@ class _Configuration:
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
-    ) -> Table:
+    ) -> Self:
         """Change table, schema or field metadata (a None value removes the key). Fields are named by column."""
         by_name = schema_mod.field_ids_by_name(list(self.manifest.fields))
         unknown = [name for name in (field_metadata or {}) if name not in by_name]
@@ -112,7 +109,7 @@ class _Configuration:
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
-    ) -> Table:
+    ) -> Self:
         """Record that MemWAL regions' generations up to these numbers are merged (one UpdateMemWalState).
 
         `generations` maps a region id (UUID or its string) to a generation; a region's merged generation

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Self
 
 from pyroaring import BitMap
 
@@ -19,9 +19,6 @@ from mvcc_core.ops.index_build import build as build_index
 from mvcc_core.progress import Progress
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 from mvcc_core.txn.transaction import Transaction, check_properties
-
-if TYPE_CHECKING:
-    from mvcc_core.table.handle import Table
 
 
 class _Indices:
@@ -72,7 +69,7 @@ class _Indices:
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
-    ) -> Table:
+    ) -> Self:
         """A BTREE or BITMAP index on a scalar column over every fragment (one CreateIndex).
 
         Filters on the column (`=`, `IN`, ranges, `IS NULL`, ...) then read only the rows it names in the
@@ -96,7 +93,7 @@ class _Indices:
 
     def create_scalar_index(
         self, column: str, index_type: str = "BTREE", *, name: str | None = None, replace: bool = True, **kwargs: Any
-    ) -> Table:
+    ) -> Self:
         """pylance's name for `create_index` on a scalar column."""
         return self.create_index(column, index_type, name=name, replace=replace, **kwargs)
 
@@ -107,7 +104,7 @@ class _Indices:
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
-    ) -> Table:
+    ) -> Self:
         """Remove an index from the table (its files stay for older versions until retention)."""
         existing = [i for i in self.manifest.indices if i.name == name]
         if not existing:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Self
 
 import pyarrow as pa
 
@@ -17,9 +17,6 @@ from mvcc_core.ops.schema_evolution import (
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 from mvcc_core.txn.transaction import Transaction
 
-if TYPE_CHECKING:
-    from mvcc_core.table.handle import Table
-
 
 class _SchemaChanges:
     """Schema evolution: columns added, merged, dropped, altered or replaced (mixed into `Table`)."""
@@ -31,7 +28,7 @@ class _SchemaChanges:
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
-    ) -> Table:
+    ) -> Self:
         """New columns from SQL expressions (`{"total": "price * qty"}`) or all-null columns from Arrow
         fields. Every fragment gets one new data file; existing files are not rewritten. One Merge."""
         txn = self.add_columns_uncommitted(
@@ -61,7 +58,7 @@ class _SchemaChanges:
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
-    ) -> Table:
+    ) -> Self:
         """Add the columns of `data`, joined on a key column (a left join: no match gives nulls). One Merge."""
         plan = plan_merge(self._state.store, self.manifest, data, left_on, right_on)
         txn = self._txn(
@@ -76,7 +73,7 @@ class _SchemaChanges:
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
-    ) -> Table:
+    ) -> Self:
         """Drop columns or struct fields (`"a.b"`); metadata only. One Project."""
         return self.commit(
             plan_drop_columns(self.manifest, columns),
@@ -105,7 +102,7 @@ class _SchemaChanges:
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
-    ) -> Table:
+    ) -> Self:
         """Rename (`{"path": "a", "name": "b"}`) or make nullable (`"nullable": True`); metadata only."""
         return self.commit(
             plan_alter_columns(self.manifest, alterations),
@@ -135,7 +132,7 @@ class _SchemaChanges:
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
-    ) -> Table:
+    ) -> Self:
         """Replace a column's values in some fragments ({fragment id: values for every physical row}).
 
         The new values go into new files; the old ones are tombstoned. One DataReplacement.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Self
 
 from mvcc_core.errors import (
     CorruptManifestError,
@@ -16,10 +16,6 @@ from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 from mvcc_core.txn.history import VersionInfo, VersionRef
 from mvcc_core.txn.transaction import Transaction
 
-if TYPE_CHECKING:
-    from mvcc_core.table.handle import Table
-
-
 log = logging.getLogger("mvcc.table")
 
 
@@ -29,15 +25,15 @@ class _Versions:
     def _resolve(self, ref: VersionRef) -> int:
         return history.resolve(self._state, ref)
 
-    def checkout(self, ref: VersionRef) -> Table:
+    def checkout(self, ref: VersionRef) -> Self:
         """A new handle on `ref`: a version number, a tag name, or a datetime (the version current then)."""
         return type(self)(self._state.checkout(self._resolve(ref)))
 
-    def checkout_version(self, version: VersionRef) -> Table:
+    def checkout_version(self, version: VersionRef) -> Self:
         """pylance's name for `checkout`."""
         return self.checkout(version)
 
-    def checkout_latest(self) -> Table:
+    def checkout_latest(self) -> Self:
         """A new handle on the newest version."""
         return type(self)(self._state.latest())
 
@@ -74,7 +70,7 @@ class _Versions:
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
-    ) -> Table:
+    ) -> Self:
         """Make `ref` (default: this handle's version) the latest version again; history is kept.
 
         Restore works past a corrupt latest manifest: the new version is committed after it, and the
