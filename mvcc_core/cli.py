@@ -993,6 +993,8 @@ class Verifier:
         self.deep = deep
         self.problems: list[dict[str, Any]] = []
         self.checked: dict[str, str | None] = {}  # file uri -> its problem (None: fine)
+        #: base paths outside the table's root (a shallow clone's source): location -> what refers to it
+        self.foreign: dict[str, dict[str, Any]] = {}
 
     def problem(self, version: int | None, kind: str, path: str, text: str) -> None:
         self.problems.append({"version": version, "kind": kind, "path": path, "problem": text})
@@ -1006,12 +1008,35 @@ class Verifier:
         except mvcc.MvccError as exc:
             self.problem(t.version, "transaction", manifest.transaction_file, str(exc))
         fragments = {f.id: f for f in manifest.fragments}
+        self.foreign_bases(t)
         for ref in mvcc.version_files(t.state.store, manifest):
             if ref.uri not in self.checked:
                 self.checked[ref.uri] = self.file(ref, fragments, manifest)
             if self.checked[ref.uri] is not None:
                 self.problem(t.version, ref.kind, ref.uri, self.checked[ref.uri] or "")
         self.indices(t)
+
+    def foreign_bases(self, t: mvcc.Table) -> None:
+        """Note each base path of `t`'s version outside the table's root, and how many of the version's files
+        live there: reads through it are what a shallow clone means, not a problem; nothing writes there."""
+        root = t.state.store.uri.rstrip("/") + "/"
+        files = mvcc.version_files(t.state.store, t.manifest)
+        for base in t.manifest.base_paths:
+            if (base.path.rstrip("/") + "/").startswith(root):
+                continue
+            entry = self.foreign.setdefault(
+                base.path,
+                {
+                    "path": base.path,
+                    "id": base.id,
+                    "name": base.name if base.HasField("name") else None,
+                    "versions": [],
+                    "files": 0,
+                },
+            )
+            entry["versions"].append(t.version)
+            prefix = base.path.rstrip("/") + "/"
+            entry["files"] = max(entry["files"], sum(ref.uri.startswith(prefix) for ref in files))
 
     def file(self, ref: mvcc.ReferencedFile, fragments: dict[int, Any], manifest: Any) -> str | None:
         try:
@@ -1094,7 +1119,7 @@ def verify(
 
     Every manifest parses, every file a checked version references exists with the recorded size, deletion
     vectors decode, indices point at existing fields and fragments, every tag file reads; --deep reads every data
-    and index file.
+    and index file. Base paths outside the table's root (a shallow clone's source) are listed as notes.
     Default: the latest version.
 
     \b
@@ -1147,12 +1172,19 @@ def verify(
                 "versions": checked_versions,
                 "files_checked": len(checker.checked),
                 "problems": problems,
+                "foreign_bases": list(checker.foreign.values()),
             }
         )
     else:
         for p in problems:
             where = "?" if p["version"] is None else p["version"]
             click.echo(f"version {where}: {p['kind']} {p['path']}: {p['problem']}")
+        for base in checker.foreign.values():
+            click.echo(
+                f"note: base path {base['path']} (id {base['id']}) lies outside the table's root; up to "
+                f"{base['files']} file(s) of version(s) {base['versions']} are read from there (a shallow clone's "
+                "source); nothing writes, deletes or cleans up there"
+            )
         what = f"{len(checked_versions)} version(s), {len(checker.checked)} files"
         click.echo(f"{len(problems)} problem(s) in {what}" if problems else f"ok: {what}", err=bool(problems))
     if problems:

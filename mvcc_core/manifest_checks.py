@@ -11,7 +11,8 @@ trust that:
   keys alike: no `..` or `.` segment, no empty segment, no absolute path, no scheme, no backslash, no
   percent-encoded form of any of these, no control character;
 - an index's fragment bitmap decodes, and its uuid is 16 bytes;
-- every base path is a location without `..` or `.` segments, its id unique, and every `base_id` names one;
+- every base path is a uri or an absolute local path without `..` or `.` segments, its id unique, and every
+  `base_id` names one;
 - schema field ids are unique and not negative, and every parent id names a field (or is -1);
 - fragment ids are unique and below 2**32 (a row address is `fragment id << 32 | offset`);
 - `max_fragment_id` is at least every fragment id; a manifest without it (the field is optional, older
@@ -92,12 +93,15 @@ def path_problem(path: str) -> str | None:
 
 
 def base_path_problem(location: str) -> str | None:
-    """Why a base path's location is unsafe (None: it is a location without `.`/`..` segments).
+    """Why a base path's location is unsafe (None: it is a uri or an absolute local path without `.`/`..`
+    segments).
 
     :param location: a base path's `path` (a uri or a local path)
     """
     if not location:
         return "it is empty"
+    if "://" not in location and not location.startswith("/"):
+        return "it is a relative local path (it would resolve against the reader's working directory)"
     for form in (location, unquote(location)):
         problem = _character_problem(form)
         if problem is not None:

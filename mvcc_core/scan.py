@@ -36,8 +36,9 @@ from . import frag_reuse, row_ids
 from . import schema as schema_mod
 from ._proto import table_pb2 as pb
 from .bases import data_file_location
+from .data_file_checks import check_data_file
 from .deletion import live_rows, read_deletion_vector
-from .errors import CorruptManifestError, ObjectNotFoundError, SchemaError, StorageError
+from .errors import CorruptManifestError, DataFileMismatchError, ObjectNotFoundError, SchemaError, StorageError
 from .file_reads import PHYSICAL_ROWS, read_ahead, read_whole_file, runs
 from .file_reads import pool as read_pool
 from .index.lookup import covered, lookup
@@ -53,6 +54,7 @@ from .parquet_io import (
     filter_table,
     is_not_found,
     parquet_footer,
+    read_errors,
     read_file,
     read_row_groups,
     row_address,
@@ -277,7 +279,42 @@ class Scan:
         store, _ = data_file_location(self.store, self.manifest.base_paths, fragments[0].files[0])
         if files is None:
             files = [self._file_fragment(f.files[0]) for f in fragments]
+        self._check_footers(fragments, files)
         return ds.FileSystemDataset(files, self.physical_schema, self._format, store.arrow_filesystem())
+
+    def _check_file(
+        self,
+        frag: pb.DataFragment,
+        data_file: pb.DataFile,
+        file_schema: pa.Schema,
+        num_rows: int | None,
+        names: list[str] | None = None,
+    ) -> None:
+        """`data_file_checks.check_data_file` for the columns this scan reads (`names`: physical; default the
+        scan's read columns)."""
+        physical = self._physical(self._read_names()) if names is None else names
+        expected = pa.schema([self.physical_schema.field(n) for n in physical])
+        logical = dict(zip(self.physical_schema.names, self.table_schema.names, strict=True))
+        check_data_file(file_schema, num_rows, expected, frag, data_file, self.store.uri, logical)
+
+    def _check_footers(self, fragments: list[pb.DataFragment], files: list[ds.ParquetFileFragment]) -> None:
+        """Load the footers of one-file fragments a dataset scan reads (the scan reuses them) and check each file
+        against the manifest: its row count and the columns read. The dataset scanner would fill a missing
+        column with nulls, raise Arrow's untyped errors for another type, and a filtered scan never counts."""
+
+        def load(pair: tuple[pb.DataFragment, ds.ParquetFileFragment]) -> None:
+            frag, file = pair
+            with read_errors(frag.files[0].path):
+                file.ensure_complete_metadata()
+            self._check_file(frag, frag.files[0], file.physical_schema, file.metadata.num_rows)
+
+        pairs = list(zip(fragments, files, strict=True))
+        if self.store.scheme in ("file", "memory") or len(pairs) < 2:
+            for pair in pairs:
+                load(pair)
+        else:  # a round trip per footer: overlap them
+            with ThreadPoolExecutor(max_workers=_FRAGMENT_THREADS) as pool:
+                list(pool.map(load, pairs))
 
     def _prune(self, fragments: list[pb.DataFragment]) -> tuple[list[pb.DataFragment], list[ds.ParquetFileFragment]]:
         """Drop files whose row-group statistics rule out the filter, for scans that cannot push it down.
@@ -289,15 +326,7 @@ class Scan:
         if self.filter is None or self.bound is None or not self.bound.prunable:
             return fragments, files
 
-        def load(file: ds.ParquetFileFragment) -> None:
-            file.ensure_complete_metadata()
-
-        if self.store.scheme == "file":
-            for file in files:
-                load(file)
-        else:  # a round trip per footer: overlap them
-            with ThreadPoolExecutor(max_workers=_FRAGMENT_THREADS) as pool:
-                list(pool.map(load, files))
+        self._check_footers(fragments, files)  # loads each footer (overlapped on object stores)
         kept = [
             (frag, file)
             for frag, file in zip(fragments, files, strict=True)
@@ -393,7 +422,11 @@ class Scan:
             key = (store.scheme, store.arrow_path(rel), data_file.file_size_bytes)
             table = reader(store.arrow_filesystem(), key, physical)
             if table is None:
-                table = self._file_fragment(data_file).to_table(schema=self.physical_schema, columns=physical.names)
+                file = self._file_fragment(data_file)
+                with read_errors(data_file.path):
+                    file_schema = file.physical_schema
+                self._check_file(frag, data_file, file_schema, None)
+                table = file.to_table(schema=self.physical_schema, columns=physical.names)
             if table.num_rows != frag.physical_rows:
                 self._rows_mismatch(frag, str(table.num_rows))
             return table
@@ -458,9 +491,10 @@ class Scan:
         :param frag: the fragment read
         :param rows: how many rows its file held, in words ("5", "more than 3")
         """
-        raise CorruptManifestError(
+        raise DataFileMismatchError(
             f"fragment {frag.id} of {self.store.uri}: data file {frag.files[0].path} has {rows} rows, "
-            f"the manifest's field physical_rows says {frag.physical_rows}"
+            f"the manifest's field physical_rows says {frag.physical_rows}",
+            path=frag.files[0].path,
         )
 
     def _offsets_table(self, fragments: list[pb.DataFragment]) -> pa.Table:
@@ -590,19 +624,20 @@ class Scan:
         def read(index: int) -> tuple[pa.Table | None, bool]:
             frag = fragments[index]
             store, rel = data_file_location(self.store, self.manifest.base_paths, frag.files[0])
-            with store.arrow_filesystem().open_input_file(store.arrow_path(rel)) as source:
+            with (
+                read_errors(frag.files[0].path),
+                store.arrow_filesystem().open_input_file(store.arrow_path(rel)) as source,
+            ):
                 metadata = files[index].metadata if files is not None else None
                 parquet = pq.ParquetFile(source, metadata=metadata, pre_buffer=False)
                 verdict = Verdict.SOME if check is None else check.verdict(parquet.metadata)
                 if verdict is Verdict.NONE:
                     return None, False
+                self._check_file(frag, frag.files[0], parquet.schema_arrow, None)
                 present = set(parquet.schema_arrow.names)
                 part = parquet.read(columns=[n for n in names if n in present], use_threads=False)
             if part.num_rows != frag.physical_rows:
-                raise CorruptManifestError(
-                    f"fragment {frag.id} of {self.store.uri}: data file {frag.files[0].path} has {part.num_rows} "
-                    f"rows, the fragment {frag.physical_rows}"
-                )
+                self._rows_mismatch(frag, str(part.num_rows))
             if part.schema.equals(schema):
                 return part, verdict is Verdict.ALL
             columns = [
@@ -663,13 +698,17 @@ class Scan:
                 by_file.setdefault(owner, []).append(name)
         columns: dict[str, pa.ChunkedArray | pa.Array] = {}
         for index, file_names in by_file.items():
-            part = self._file_fragment(frag.files[index]).to_table(
-                schema=self.physical_schema, columns=self._physical(file_names)
-            )
+            file = self._file_fragment(frag.files[index])
+            with read_errors(frag.files[index].path):
+                file_schema = file.physical_schema
+            physical = self._physical(file_names)
+            self._check_file(frag, frag.files[index], file_schema, None, physical)
+            part = file.to_table(schema=self.physical_schema, columns=physical)
             if part.num_rows != frag.physical_rows:
-                raise CorruptManifestError(
+                raise DataFileMismatchError(
                     f"fragment {frag.id} of {self.store.uri}: data file {frag.files[index].path} has "
-                    f"{part.num_rows} rows, the fragment {frag.physical_rows}"
+                    f"{part.num_rows} rows, the manifest's field physical_rows says {frag.physical_rows}",
+                    path=frag.files[index].path,
                 )
             columns.update(zip(file_names, part.columns, strict=True))
         physical = [self.physical_schema.field(self.table_schema.get_field_index(n)) for n in names]
@@ -793,6 +832,7 @@ class Scan:
         fs, path = store.arrow_filesystem(), store.arrow_path(rel)
         key = (store.scheme, path, data_file.file_size_bytes)
         footer = parquet_footer(fs, key)
+        self._check_file(frag, data_file, footer.schema, footer.metadata.num_rows)
         if any(n not in footer.schema.names for n in physical):
             yield from self._sub_scan([frag]).to_batches()
             return
