@@ -35,6 +35,7 @@ from .._proto import table_pb2 as pb
 from .._proto import transaction_pb2 as tpb
 from ..bases import data_file_location, data_file_uris
 from ..commit import DEFAULT_MAX_RETRIES
+from ..conflicts import REWRITE_ROW_ORDER
 from ..deletion import live_rows, read_deletion_vector
 from ..errors import CompactionError
 from ..executor import Executor, ThreadExecutor
@@ -474,7 +475,8 @@ def rewrite_transaction(
         read_version=read_version,
         operation=ops.Rewrite(groups=groups, frag_reuse_index=fri),
         message=commit_message or "compaction",
-        transaction_properties=check_properties(transaction_properties),
+        # new fragments hold the old ones' live rows in order: concurrent deletions can be carried (rebase)
+        transaction_properties={**check_properties(transaction_properties), REWRITE_ROW_ORDER: "kept"},
         files=data_file_uris(base.store, base.manifest.base_paths, new),
     )
 
