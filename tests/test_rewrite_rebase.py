@@ -139,3 +139,101 @@ def test_random_orders_of_deletes_updates_and_a_rewrite(tmp_path: Path, seed: in
     outcome, columns_touched = run_sequence(tmp_path, seed)
     if not columns_touched:  # deletions and REWRITE_ROWS updates are always carried
         assert outcome in ("landed", "nothing to compact")
+
+
+def _deleting_writer(uri: str, log_path: str, stop_path: str, seed: int) -> None:
+    """Append small batches and delete rows (recent and old) until `stop_path` exists; log each acknowledged
+    change ("ack") after the row ids it is about to change ("try")."""
+    rng = random.Random(seed)
+    next_id = 1_000_000
+    with open(log_path, "w") as log:
+        while not Path(stop_path).exists():
+            t = mvcc.open_table(uri)
+            try:
+                if rng.random() < 0.4:
+                    ids = list(range(next_id, next_id + rng.randint(1, 8)))
+                    next_id = ids[-1] + 1
+                    log.write(f"try append {ids}\n")
+                    log.flush()
+                    t.append(batch(ids))
+                    log.write(f"ack append {ids}\n")
+                else:
+                    live = t.to_table(columns=["id"]).column("id").to_pylist()
+                    doomed = rng.sample(live, min(len(live), rng.randint(1, 4)))
+                    log.write(f"try delete {doomed}\n")
+                    log.flush()
+                    t.delete(f"id IN ({', '.join(map(str, doomed))})")
+                    log.write(f"ack delete {doomed}\n")
+            except mvcc.RetryableConflictError:
+                log.write("retry\n")
+            log.flush()
+
+
+@pytest.mark.slow
+def test_compaction_lands_while_a_writer_process_keeps_deleting(tmp_path: Path) -> None:
+    """A writer process appends and deletes throughout; compaction runs again and again beside it, each commit
+    slowed (failpoint) so that the writer's deletions land between its read and its commit. Compactions land
+    while the writer runs, and at the end the rows are exactly the acknowledged appends minus the acknowledged
+    deletions."""
+    import multiprocessing
+    import time
+
+    from mvcc_core import failpoints
+
+    uri = str(tmp_path / "t")
+    t = mvcc.write_table(batch(list(range(20))), uri)
+    for i in range(1, 40):
+        t.append(batch(list(range(i * 20, i * 20 + 20))))
+    log_path, stop_path = str(tmp_path / "writer.log"), str(tmp_path / "stop")
+    proc = multiprocessing.get_context("spawn").Process(target=_deleting_writer, args=(uri, log_path, stop_path, 28))
+    proc.start()
+    landed = lost = 0
+    carried = 0
+    try:
+        started = time.monotonic()
+        while "ack" not in Path(log_path).read_text() if Path(log_path).exists() else True:
+            assert time.monotonic() - started < 120 and proc.is_alive(), "the writer did not start"
+            time.sleep(0.1)
+        deadline = time.monotonic() + 25
+        while time.monotonic() < deadline and landed < 8:
+            mvcc.open_table(uri).append(batch(list(range(500_000 + landed * 1000, 500_000 + landed * 1000 + 5))))
+            for _ in range(4):  # small fragments for the next compaction
+                mvcc.open_table(uri).append(batch([600_000 + landed * 100 + _]))
+            t = mvcc.open_table(uri)
+            before = t.version
+            with failpoints.armed("commit.after_transaction_file", "sleep(0.3)"):
+                try:
+                    t.optimize.compact_files(target_rows_per_fragment=2000)
+                except mvcc.RetryableConflictError:
+                    lost += 1
+                    continue
+            landed += 1
+            between = [v.operation for v in mvcc.open_table(uri).versions()[before:]]
+            carried += "Delete" in between[:-1]  # deletions committed between its plan and its Rewrite
+    finally:
+        Path(stop_path).touch()
+        proc.join(timeout=60)
+    assert proc.exitcode == 0
+    appended: set[int] = set(range(800))
+    deleted: set[int] = set()
+    for line in Path(log_path).read_text().splitlines():
+        parts = line.split(" ", 2)
+        if parts[0] == "ack":
+            ids = set(json_ids(parts[2]))
+            (appended if parts[1] == "append" else deleted).update(ids)
+    final = mvcc.open_table(uri)
+    found = final.to_table(columns=["id"]).column("id").to_pylist()
+    assert len(found) == len(set(found)), "a row appears twice"
+    mine = {i for i in found if not 500_000 <= i < 700_000}
+    assert mine == appended - deleted, (
+        sorted(mine - (appended - deleted))[:5],
+        sorted((appended - deleted) - mine)[:5],
+    )
+    print(f"compactions landed {landed}, lost {lost}, {carried} of them over concurrent deletions")
+    assert landed >= 3 and carried >= 1, (landed, lost, carried)
+
+
+def json_ids(text: str) -> list[int]:
+    import json
+
+    return json.loads(text)
