@@ -114,6 +114,9 @@ def rebase_rewrite(
     groups = []
     try:
         for group in op.groups:
+            if all(by_id.get(f.id) == f for f in group.old_fragments):
+                groups.append(group)  # nothing changed under this group: no file read
+                continue
             deleted = {f.id: read_deletion_vector(store, f, latest.base_paths) for f in group.old_fragments}
             gone: list[int] = []
             newly: list[np.ndarray] = []
