@@ -1,15 +1,15 @@
-"""Data files that disagree with the manifest referencing them (docs/format.md, "What a data file must agree on"),
-on a local disk, in memory and on the S3 server: another row count than `physical_rows`, a column the data file
-claims missing or of another kind of type, no Parquet file at all. Every read that opens such a file (scans with
-and without filter, delete, compaction) raises `DataFileMismatchError` naming the file and the column, never
-Arrow's untyped errors or nulls in place of data; `mvcc verify --deep` reports it. Also on every backend: bad tag
-files (a tag in a subfolder deleted through the API and the CLI) and a missing data file."""
+"""Data files that disagree with the manifest referencing them (docs/format.md, "Invariants of a manifest"), on a
+local disk, in memory and on the S3 server: another row count than `physical_rows`, a column the data file claims
+missing or of another kind of type, no Parquet file at all. Every read that opens such a file (scans with and
+without filter, delete, compaction) raises `DataFileMismatchError` naming the file and the column, never Arrow's
+untyped errors or nulls in place of data; `mvcc verify --deep` reports it. Also: a tag in a subfolder is deleted
+through the API and the CLI (the bad-tag and missing-file cases on every backend are in test_bad_tags.py and
+test_read_faults.py)."""
 
 from __future__ import annotations
 
 import io
 import json
-from datetime import timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -168,36 +168,3 @@ def test_a_tag_in_a_subfolder_is_deleted_through_the_cli(tmp_path: Any) -> None:
     result = run("tags", "delete", uri, "sub/deeper/n")
     assert result.exit_code == 0, result.output
     assert run("verify", uri).exit_code == 0
-
-
-@pytest.mark.parametrize(
-    "data", [b"{not json", b'{"version": "abc"}', b'{"version": -1}', json.dumps({"version": 2**70}).encode()]
-)
-def test_a_bad_tag_never_blocks_retention(any_uri: tuple[str, dict[str, Any] | None], data: bytes) -> None:
-    uri, opts = any_uri
-    t = two_fragments(uri, opts)
-    t.append(pa.table({"id": pa.array([5], pa.int64()), "s": ["f"]}))
-    t.tags.create("good", 2)
-    t.state.store.put("_refs/tags/bad.json", data)
-    t = mvcc.open_table(uri, storage_options=opts)
-    assert t.tags.list() == {"good": {"version": 2}}
-    with pytest.raises(mvcc.CorruptTagError):
-        t.checkout("bad")
-    stats = t.cleanup_old_versions(older_than=timedelta(0), retain_versions=1, error_if_tagged_old_versions=False)
-    assert stats.removed_versions == ()  # the bad tag could name any version: every version is kept
-    assert [v.version for v in t.versions()] == [1, 2, 3]
-    t.tags.delete("bad")
-    stats = mvcc.open_table(uri, storage_options=opts).cleanup_old_versions(
-        older_than=timedelta(0), retain_versions=1, error_if_tagged_old_versions=False
-    )
-    assert stats.removed_versions == (1,)
-
-
-def test_a_missing_data_file_is_object_not_found(any_uri: tuple[str, dict[str, Any] | None]) -> None:
-    uri, opts = any_uri
-    t = two_fragments(uri, opts)
-    path = t.manifest.fragments[0].files[0].path
-    t.state.store.delete_many([f"data/{path}"])
-    for read in ("to_table", "filter", "delete", "compaction"):
-        with pytest.raises(mvcc.ObjectNotFoundError, match=path):
-            READS[read](mvcc.open_table(uri, storage_options=opts))
