@@ -203,10 +203,12 @@ def test_compaction_lands_while_a_writer_process_keeps_deleting(tmp_path: Path) 
             assert time.monotonic() - started < 120 and proc.is_alive(), "the writer did not start"
             time.sleep(0.1)
         deadline = time.monotonic() + 25
-        while time.monotonic() < deadline and landed < 8:
-            mvcc.open_table(uri).append(batch(list(range(500_000 + landed * 1000, 500_000 + landed * 1000 + 5))))
-            for _ in range(4):  # small fragments for the next compaction
-                mvcc.open_table(uri).append(batch([600_000 + landed * 100 + _]))
+        for attempt in range(1000):
+            if time.monotonic() > deadline or landed >= 8:
+                break
+            mvcc.open_table(uri).append(batch(list(range(500_000 + attempt * 1000, 500_000 + attempt * 1000 + 5))))
+            for j in range(4):  # small fragments for the next compaction
+                mvcc.open_table(uri).append(batch([600_000 + attempt * 100 + j]))
             t = mvcc.open_table(uri)
             before = t.version
             with failpoints.armed("commit.after_transaction_file", "sleep(0.3)"):
