@@ -292,9 +292,12 @@ class Scan:
     ) -> None:
         """`data_file_checks.check_data_file` for the columns this scan reads (`names`: physical; default the
         scan's read columns)."""
-        physical = self._physical(self._read_names()) if names is None else names
-        expected = pa.schema([self.physical_schema.field(n) for n in physical])
-        logical = dict(zip(self.physical_schema.names, self.table_schema.names, strict=True))
+        physical = tuple(self._physical(self._read_names()) if names is None else names)
+        cache = self.__dict__.setdefault("_expected_schemas", {})  # per scan: (expected schema, logical names)
+        if physical not in cache:
+            expected = pa.schema([self.physical_schema.field(n) for n in physical])
+            cache[physical] = expected, dict(zip(self.physical_schema.names, self.table_schema.names, strict=True))
+        expected, logical = cache[physical]
         check_data_file(file_schema, num_rows, expected, frag, data_file, self.store.uri, logical)
 
     def _check_footers(self, fragments: list[pb.DataFragment], files: list[ds.ParquetFileFragment]) -> None:
@@ -630,10 +633,10 @@ class Scan:
             ):
                 metadata = files[index].metadata if files is not None else None
                 parquet = pq.ParquetFile(source, metadata=metadata, pre_buffer=False)
+                self._check_file(frag, frag.files[0], parquet.schema_arrow, None)  # before its statistics are used
                 verdict = Verdict.SOME if check is None else check.verdict(parquet.metadata)
                 if verdict is Verdict.NONE:
                     return None, False
-                self._check_file(frag, frag.files[0], parquet.schema_arrow, None)
                 present = set(parquet.schema_arrow.names)
                 part = parquet.read(columns=[n for n in names if n in present], use_threads=False)
             if part.num_rows != frag.physical_rows:
