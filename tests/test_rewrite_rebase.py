@@ -17,9 +17,9 @@ import pyarrow as pa
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_core import conflicts
-from mvcc_core import rebase as rebase_mod
-from mvcc_core.transaction import Transaction
+from mvcc_core.txn import conflicts
+from mvcc_core.txn import rebase as rebase_mod
+from mvcc_core.txn.transaction import Transaction
 
 
 def table_rows(t: mvcc.Table) -> dict[int, int]:
