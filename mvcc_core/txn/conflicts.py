@@ -513,6 +513,6 @@ def render_markdown() -> str:
 if __name__ == "__main__":
     import pathlib
 
-    target = pathlib.Path(__file__).resolve().parent.parent / "docs" / "conflicts.md"
+    target = pathlib.Path(__file__).resolve().parents[2] / "docs" / "conflicts.md"
     target.write_text(render_markdown())
     print(target)
