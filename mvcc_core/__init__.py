@@ -11,6 +11,7 @@ from mvcc_core.errors import (
     CompactionError,
     CorruptManifestError,
     CorruptTagError,
+    DataFileMismatchError,
     ExternalStoreError,
     ExternalStoreMismatchError,
     ExternalStoreSyncError,
@@ -76,7 +77,7 @@ from mvcc_core.txn.external_store import (
 )
 from mvcc_core.txn.state import TableState
 from mvcc_core.txn.transaction import Transaction
-from mvcc_core.verify import VerifyProblem, VerifyReport, verify
+from mvcc_core.verify import ForeignBase, VerifyProblem, VerifyReport, verify
 
 __all__ = [
     "Append",
@@ -98,6 +99,7 @@ __all__ = [
     "TableState",
     "Transaction",
     "UpdateResult",
+    "ForeignBase",
     "VerifyProblem",
     "VerifyReport",
     "verify",
@@ -107,6 +109,7 @@ __all__ = [
     "CorruptManifestError",
     "UnsafePathError",
     "ManifestInvariantError",
+    "DataFileMismatchError",
     "CreateIndex",
     "DataReplacement",
     "Delete",

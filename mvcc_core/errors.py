@@ -115,6 +115,20 @@ class ManifestInvariantError(CorruptManifestError):
         self.value = value
 
 
+class DataFileMismatchError(CorruptManifestError):
+    """A data file that does not match what the manifest says of it: another row count than the fragment's
+    `physical_rows`, a column the manifest says it holds missing or of another kind of type, or no Parquet file
+    at all (`data_file_checks.py`).
+
+    `path` names the data file, `column` the column (None when the problem is not a column's).
+    """
+
+    def __init__(self, message: str, *, path: str = "", column: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.column = column
+
+
 class UnsafePathError(MvccError):
     """A path that would leave the root it is relative to (a `..` segment, a backslash), refused by the
     object store before any read, write, copy or delete; or a clone whose source and target are one file."""

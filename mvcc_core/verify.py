@@ -16,7 +16,7 @@ from mvcc_core.format.manifest import location_of, manifest_problems
 from mvcc_core.format.referenced_files import ReferencedFile, version_files
 from mvcc_core.table import Table
 
-__all__ = ["VerifyProblem", "VerifyReport", "verify"]
+__all__ = ["ForeignBase", "VerifyProblem", "VerifyReport", "verify"]
 
 #: What `VerifyProblem.problem` says of a referenced file that is not in the store.
 MISSING = "missing"
@@ -40,6 +40,25 @@ class VerifyProblem:
 
 
 @dataclass
+class ForeignBase:
+    """A base path outside the table's root (a shallow clone's source): read from, never written or cleaned.
+
+    Attributes:
+        path: The base's location.
+        id: The base's id in the manifest.
+        name: The base's name, if it has one.
+        versions: The checked versions that declare it.
+        files: The most files one of those versions reads from it.
+    """
+
+    path: str
+    id: int
+    name: str | None
+    versions: list[int] = field(default_factory=list)
+    files: int = 0
+
+
+@dataclass
 class VerifyReport:
     """What `verify` checked and found.
 
@@ -48,12 +67,14 @@ class VerifyReport:
         files_referenced: How many distinct files the checked versions reference.
         files_checked: How many of them were checked (fewer than referenced when `max_files` sampled them).
         problems: Every problem found, in the order found.
+        foreign_bases: Base paths outside the table's root, notes rather than problems.
     """
 
     versions: list[int] = field(default_factory=list)
     files_referenced: int = 0
     files_checked: int = 0
     problems: list[VerifyProblem] = field(default_factory=list)
+    foreign_bases: list[ForeignBase] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -152,6 +173,7 @@ class _Checker:
             self.report.add(t.version, "transaction", manifest.transaction_file, str(exc))
         fragments = {f.id: f for f in manifest.fragments}
         files = version_files(t.state.store, manifest)
+        self.foreign_bases(t, files)
         self.referenced.update(ref.uri for ref in files)
         self.report.files_referenced = len(self.referenced)
         if self.max_files is not None:
@@ -165,6 +187,21 @@ class _Checker:
                 self.report.add(t.version, ref.kind, ref.uri, self.checked[ref.uri] or "")
         self.report.files_checked = len(self.checked)
         self.indices(t.version, manifest)
+
+    def foreign_bases(self, t: Table, files: list[ReferencedFile]) -> None:
+        """Note each base path of `t`'s version outside the table's root, and how many of the version's files
+        live there: reads through it are what a shallow clone means, not a problem; nothing writes there."""
+        root = t.state.store.uri.rstrip("/") + "/"
+        for base in t.manifest.base_paths:
+            prefix = base.path.rstrip("/") + "/"
+            if prefix.startswith(root):
+                continue
+            entry = next((b for b in self.report.foreign_bases if b.path == base.path), None)
+            if entry is None:
+                entry = ForeignBase(base.path, base.id, base.name if base.HasField("name") else None)
+                self.report.foreign_bases.append(entry)
+            entry.versions.append(t.version)
+            entry.files = max(entry.files, sum(ref.uri.startswith(prefix) for ref in files))
 
     def file(self, ref: ReferencedFile, fragments: dict[int, pb.DataFragment], manifest: pb.Manifest) -> str | None:
         try:

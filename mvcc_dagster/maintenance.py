@@ -671,7 +671,14 @@ def build_restore_job(
     )
     def restore(context: dg.OpExecutionContext) -> int:
         ref = _restore_ref(target.label, context.op_config)
-        t = target.open(context)
+        resource: MvccResource = getattr(context.resources, RESOURCE_KEY)
+        with mvcc_conflicts(context, what=f"table {target.label}"):
+            try:
+                t = resource.open(target.table)
+            except mvcc.CorruptManifestError:  # a corrupt or hostile latest: restore commits past it (as the core)
+                if isinstance(ref, datetime):
+                    raise
+                t = resource.open(target.table, ref)
         with mvcc_conflicts(context, what=f"restore of {target.label} to {ref!r}"):
             source = t.checkout(ref).version
             read_version = t.version

@@ -9,6 +9,7 @@ import os
 import shutil
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -170,3 +171,30 @@ def test_a_latest_hint_out_of_range_is_ignored(tmp_path: Path) -> None:
     assert mvcc.open_table(uri).version == 3
     plant(uri, "_versions/_latest_version_hint.json", json.dumps({"version": 2**70, "naming": "v2"}).encode())
     assert mvcc.open_table(uri).version == 3
+
+
+@pytest.mark.parametrize("case", sorted(BAD_TAGS))
+def test_bad_tags_on_every_backend(any_uri: tuple[str, dict[str, Any] | None], case: str) -> None:
+    """The same bad tag files in memory and on the S3 server: listed as problems, checkout of one a typed error,
+    retention keeps every version while one is there, and each (a nested one too) is deleted through the API."""
+    uri, opts = any_uri
+    t = mvcc.write_table(pa.table({"a": [1]}), uri, storage_options=opts)
+    for i in (2, 3):
+        t = mvcc.write_table(pa.table({"a": [i]}), uri, mode="append", storage_options=opts)
+    t.tags.create("good", 2)
+    rel, data, word = BAD_TAGS[case]
+    t.state.store.put(rel, data)
+    t = mvcc.open_table(uri, storage_options=opts)
+    listing = t.tags.read_all()
+    assert listing.tags == {"good": 2} and list(listing.problems) == [rel] and word in listing.problems[rel]
+    name = rel[len("_refs/tags/") : -len(".json")]
+    if case != "nested":
+        with pytest.raises(mvcc.CorruptTagError) as caught:
+            t.checkout(name)
+        assert rel in str(caught.value)
+    stats = t.cleanup_old_versions(older_than=timedelta(0), error_if_tagged_old_versions=False)
+    assert stats.removed_versions == () and [p for p, _ in stats.bad_tags] == [rel]
+    t.tags.delete(name)
+    assert t.tags.read_all() == TagListing({"good": 2}, {})
+    stats = t.cleanup_old_versions(older_than=timedelta(0), error_if_tagged_old_versions=False)
+    assert stats.removed_versions == (1,) and [v.version for v in t.versions()] == [2, 3]

@@ -85,6 +85,8 @@ DEVIATIONS: dict[tuple[str, str], tuple[str, str]] = {
     ("MW", "OW"): (FAIL, "spec silent: the MemWAL state was replaced with the table"),
     ("MW", "RS"): (FAIL, "spec silent: the MemWAL state went back in history"),
     ("MW", "MW"): (RETRY, "spec silent: a region's merged generation must move forward from the latest"),
+    ("RW", "D"): (OK, "the concurrent deletions are carried onto the rewritten fragments (rewrite_rebase.py)"),
+    ("RW", "U"): (OK, "a REWRITE_ROWS update's deletions are carried onto the rewritten fragments"),
 }
 
 REGION = uuid.UUID(int=7)

@@ -9,6 +9,7 @@ root is read, written or deleted, and every refusal is a typed error naming the 
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 from collections.abc import Callable
@@ -500,3 +501,98 @@ def test_physical_rows_of_a_fragment_with_deletions_is_checked_against_its_file(
     tamper(t, lambda m: setattr(m.fragments[0], "physical_rows", physical_rows))
     with pytest.raises(mvcc.CorruptManifestError, match=f"physical_rows says {physical_rows}"):
         mvcc.open_table(uri).to_table()
+
+
+# ---- base paths outside the root (docs/format.md, "Base paths outside the table's root")
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under `root` and its bytes."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def with_foreign_base(tmp_path: Path) -> tuple[str, Path, mvcc.Table]:
+    """A table whose fragment 0 is crafted to live in another table (`victim`) through a declared base path,
+    as a shallow clone's fragments do: (uri, the victim's root, the table)."""
+    victim_root = tmp_path / "victim"
+    victim = mvcc.write_table(rows(100, 3), str(victim_root))
+    victim.tags.create("keep", 1)
+    uri = str(tmp_path / "table")
+    t = two_fragments(uri)
+    foreign = victim.manifest.fragments[0]
+
+    def edit(m: pb.Manifest) -> None:
+        m.base_paths.append(pb.BasePath(id=1, is_dataset_root=True, path=str(victim_root)))
+        m.fragments[0].CopyFrom(foreign)
+        m.fragments[0].id = 0
+        m.fragments[0].files[0].base_id = 1
+
+    tamper(t, edit)
+    return uri, victim_root, mvcc.open_table(uri)
+
+
+def test_a_foreign_base_is_read_and_nothing_there_is_written_or_deleted(tmp_path: Path) -> None:
+    uri, victim_root, t = with_foreign_base(tmp_path)
+    before = snapshot(victim_root)
+    assert ids(t) == [3, 4, 100, 101, 102]  # reads through a declared base: what a shallow clone means
+    t.delete("id = 101")
+    assert ids(t) == [3, 4, 100, 102]
+    t.optimize.compact_files()
+    assert ids(mvcc.open_table(uri)) == [3, 4, 100, 102]
+    t = mvcc.open_table(uri)
+    t.restore(2)
+    mvcc.open_table(uri).cleanup_old_versions(older_than=timedelta(0), retain_versions=1, delete_unverified=True)
+    assert ids(mvcc.open_table(uri)) == [3, 4, 100, 101, 102]
+    mvcc.open_table(uri).optimize.compact_files()
+    mvcc.open_table(uri).cleanup_old_versions(older_than=timedelta(0), retain_versions=1, delete_unverified=True)
+    clone = mvcc.open_table(uri).clone(str(tmp_path / "deep"), shallow=False)
+    assert ids(clone) == [3, 4, 100, 101, 102]
+    assert snapshot(victim_root) == before  # not a byte written, moved or deleted under the other table
+    assert ids(mvcc.open_table(str(victim_root))) == [100, 101, 102]
+
+
+def test_a_catalog_cleanup_never_touches_a_foreign_base(tmp_path: Path) -> None:
+    victim_root = tmp_path / "victim"
+    victim = mvcc.write_table(rows(100, 3), str(victim_root))
+    before = snapshot(victim_root)
+    cat = Catalog.create(str(tmp_path / "cat"))
+    cat.create_table("t", rows(0, 0).schema)
+    with cat.transaction() as tx:
+        tx.table("t").append(rows(0, 3))
+    t = cat.table("t")
+    foreign = victim.manifest.fragments[0]
+
+    def edit(m: pb.Manifest) -> None:
+        m.base_paths.append(pb.BasePath(id=1, is_dataset_root=True, path=str(victim_root)))
+        m.fragments[0].CopyFrom(foreign)
+        m.fragments[0].files[0].base_id = 1
+
+    tamper(t, edit)
+    assert ids(Catalog.open(cat.root).table("t")) == [100, 101, 102]
+    with Catalog.open(cat.root).transaction() as tx:
+        tx.table("t").delete("id = 101")
+    Catalog.open(cat.root).cleanup(older_than=timedelta(0), retain_versions=1, delete_unverified=True)
+    assert ids(Catalog.open(cat.root).table("t")) == [100, 102]
+    assert snapshot(victim_root) == before
+
+
+def test_verify_notes_a_foreign_base_and_refuses_a_relative_one(tmp_path: Path) -> None:
+    uri, victim_root, _ = with_foreign_base(tmp_path)
+    result = CliRunner().invoke(cli.cli, ["verify", uri, "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    (base,) = json.loads(result.stdout)["foreign_bases"]
+    assert base["path"] == str(victim_root) and base["files"] == 1 and base["versions"] == [2]
+    text = CliRunner().invoke(cli.cli, ["verify", uri], catch_exceptions=False).output
+    assert f"base path {victim_root} (id 1) lies outside the table's root" in text
+    t = mvcc.open_table(uri)
+    tamper(t, lambda m: setattr(m.base_paths[0], "path", "victim"))
+    with pytest.raises(mvcc.ManifestInvariantError, match="relative local path") as err:
+        mvcc.open_table(uri, version=2)
+    assert err.value.field == "base_paths[0].path"
+
+
+def test_add_bases_records_a_local_base_as_an_absolute_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    t = mvcc.write_table(rows(0, 2), str(tmp_path / "table"))
+    t.add_bases([mvcc.DatasetBasePath("extra", name="extra")])
+    assert t.manifest.base_paths[0].path == str(tmp_path / "extra")

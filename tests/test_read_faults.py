@@ -72,21 +72,33 @@ def compact_after_append(t: mvcc.Table) -> None:
     t.optimize.compact_files()
 
 
-@pytest.mark.parametrize(
-    "operation",
-    [
-        lambda t: t.to_table(),
-        lambda t: t.to_table(filter="a > 1", columns=["a"]),
-        lambda t: list(t.to_batches()),
-        lambda t: t.take([0]),
-        lambda t: t.delete("a = 2"),
-        lambda t: t.update({"a": "a + 1"}),
-        lambda t: compact_after_append(t),
-    ],
-    ids=["to_table", "filtered", "batches", "take", "delete", "update", "compact"],
-)
+#: The table's operations that read its data files.
+OPERATIONS: dict[str, Callable[[mvcc.Table], Any]] = {
+    "to_table": lambda t: t.to_table(),
+    "filtered": lambda t: t.to_table(filter="a > 1", columns=["a"]),
+    "batches": lambda t: list(t.to_batches()),
+    "take": lambda t: t.take([0]),
+    "delete": lambda t: t.delete("a = 2"),
+    "update": lambda t: t.update({"a": "a + 1"}),
+    "compact": lambda t: compact_after_append(t),
+}
+
+
+@pytest.mark.parametrize("operation", OPERATIONS.values(), ids=list(OPERATIONS))
 def test_a_directory_in_place_of_a_data_file_is_a_storage_error(tmp_path: Path, operation: Callable) -> None:
     t, path = faulty_table(tmp_path, "directory")
     with pytest.raises(mvcc.StorageError) as caught:
         operation(t)
     assert not isinstance(caught.value, mvcc.ObjectNotFoundError) and path in str(caught.value)
+
+
+@pytest.mark.parametrize("operation", OPERATIONS.values(), ids=list(OPERATIONS))
+def test_a_missing_data_file_on_every_backend(any_uri: tuple[str, dict[str, Any] | None], operation: Callable) -> None:
+    """In memory and on the S3 server as on a local disk: a data file that is gone is `ObjectNotFoundError`
+    naming it, from every operation that reads it."""
+    uri, opts = any_uri
+    t = mvcc.write_table(pa.table({"a": [1, 2, 3]}), uri, storage_options=opts)
+    path = t.manifest.fragments[0].files[0].path
+    t.state.store.delete_many([f"data/{path}"])
+    with pytest.raises(mvcc.ObjectNotFoundError, match=path):
+        operation(mvcc.open_table(uri, storage_options=opts))

@@ -587,7 +587,7 @@ def verify(
 
     Every manifest parses, every file a checked version references exists with the recorded size, deletion
     vectors decode, indices point at existing fields and fragments, every tag file reads; --deep reads every data
-    and index file.
+    and index file. Base paths outside the table's root (a shallow clone's source) are listed as notes.
     Default: the latest version.
 
     \b
@@ -620,12 +620,19 @@ def verify(
                 "versions": report.versions,
                 "files_checked": report.files_checked,
                 "problems": problems,
+                "foreign_bases": [dataclasses.asdict(b) for b in report.foreign_bases],
             }
         )
     else:
         for p in problems:
             where = "?" if p["version"] is None else p["version"]
             click.echo(f"version {where}: {p['kind']} {p['path']}: {p['problem']}")
+        for base in report.foreign_bases:
+            click.echo(
+                f"note: base path {base.path} (id {base.id}) lies outside the table's root; up to "
+                f"{base.files} file(s) of version(s) {base.versions} are read from there (a shallow clone's "
+                "source); nothing writes, deletes or cleans up there"
+            )
         what = f"{len(report.versions)} version(s), {report.files_checked} files"
         click.echo(f"{len(problems)} problem(s) in {what}" if problems else f"ok: {what}", err=bool(problems))
     if problems:

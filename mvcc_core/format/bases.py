@@ -8,6 +8,7 @@ way; `t.add_bases` adds named ones, e.g. another bucket). A base that `is_datase
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -28,7 +29,8 @@ class DatasetBasePath:
     def to_proto(self) -> pb.BasePath:
         if not isinstance(self.path, str) or not self.path:
             raise BasePathError(f"a base path needs a non-empty path, got {self.path!r}")
-        base = pb.BasePath(id=0, is_dataset_root=self.is_dataset_root, path=self.path.rstrip("/"))
+        path = self.path if "://" in self.path else os.path.abspath(self.path)  # a local base is absolute
+        base = pb.BasePath(id=0, is_dataset_root=self.is_dataset_root, path=path.rstrip("/"))
         if self.name is not None:
             base.name = self.name
         return base

@@ -74,12 +74,15 @@ def path_problem(path: str) -> str | None:
 
 
 def base_path_problem(location: str) -> str | None:
-    """Why a base path's location is unsafe (None: it is a location without `.`/`..` segments).
+    """Why a base path's location is unsafe (None: it is a uri or an absolute local path without `.`/`..`
+    segments).
 
     :param location: a base path's `path` (a uri or a local path)
     """
     if not location:
         return "it is empty"
+    if "://" not in location and not location.startswith("/"):
+        return "it is a relative local path (it would resolve against the reader's working directory)"
     for form in (location, unquote(location)):
         problem = _character_problem(form)
         if problem is not None:

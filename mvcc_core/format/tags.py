@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mvcc_core.errors import CorruptTagError, ObjectNotFoundError, TagError, VersionNotFoundError
+from mvcc_core.format.invariants import path_problem
 from mvcc_core.format.naming import MAX_VERSION, TAGS_DIR, tag_path
 from mvcc_core.io import ObjectStore
 
@@ -110,9 +111,25 @@ class Tags:
         self._store.put(tag_path(name), self._encode(version))
 
     def delete(self, name: str) -> None:
-        """Delete the tag `name` (a tag whose file does not read too)."""
-        self._check_exists(name)
+        """Delete the tag `name` (a tag whose file does not read too).
+
+        A bad tag file that no valid name reaches, one in a subfolder (`_refs/tags/sub/n.json`, listed by
+        `read_all` as a problem), is deleted by its name under `_refs/tags/` without `.json` (`"sub/n"`): a
+        plain relative path, never one that leaves the tags folder.
+        """
+        try:
+            self._check_exists(name)
+        except TagError:
+            if not self._nested_bad_tag(name):
+                raise
         self._store.delete_many([tag_path(name)])
+
+    def _nested_bad_tag(self, name: str) -> bool:
+        """True when `name` is a plain relative path with a '/' (no '..', '.', empty segment, backslash or
+        scheme) whose tag file exists: a tag in a subfolder, which only `delete` accepts."""
+        if not isinstance(name, str) or "/" not in name or path_problem(f"{name}.json") is not None:
+            return False
+        return self._store.exists(tag_path(name))
 
     def get_version(self, name: str) -> int:
         validate_tag_name(name)

@@ -20,7 +20,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from mvcc_core._proto import table_pb2 as pb
-from mvcc_core.errors import MvccError, ObjectNotFoundError, StorageError
+from mvcc_core.errors import DataFileMismatchError, MvccError, ObjectNotFoundError, StorageError
 
 ROW_ADDRESS = "_rowaddr"
 PARQUET = ds.ParquetFileFormat()
@@ -97,7 +97,7 @@ class Footer:
 
 
 #: What an object store's error says of a key that is not there (S3 through Arrow, s3fs, fsspec).
-_NOT_FOUND_WORDS = ("does not exist", "NoSuchKey", "Not Found", "No such file")
+_NOT_FOUND_WORDS = ("does not exist", "NoSuchKey", "Not Found", "No such file", "RESOURCE_NOT_FOUND")
 
 
 def is_not_found(exc: OSError) -> bool:
@@ -112,7 +112,8 @@ def is_not_found(exc: OSError) -> bool:
 def read_errors(path: str) -> Iterator[None]:
     """The read of the file at `path` raises `ObjectNotFoundError` when the file is not there and
     `StorageError` for any other failure of the store (a directory in its place, a refused or failed request),
-    both naming the file; errors of mvcc pass through.
+    and `DataFileMismatchError` when the bytes are no Parquet file Arrow can read, all naming the file; errors of
+    mvcc pass through.
 
     :param path: the file's path, for the error
     """
@@ -124,6 +125,10 @@ def read_errors(path: str) -> Iterator[None]:
         if is_not_found(exc):
             raise ObjectNotFoundError(f"cannot read {path}: it is missing ({exc})") from exc
         raise StorageError(f"cannot read {path}: {exc}") from exc
+    except pa.ArrowInvalid as exc:  # a zero-byte or truncated file, no Parquet magic, a corrupt footer
+        raise DataFileMismatchError(
+            f"cannot read {path}: it is not a readable Parquet file ({exc})", path=path
+        ) from exc
 
 
 def is_remote(scheme: str) -> bool:

@@ -44,6 +44,7 @@ from mvcc_core.io.read_ahead import PHYSICAL_ROWS, read_ahead, read_whole_file, 
 from mvcc_core.progress import Progress
 from mvcc_core.read.scan import Scan, missing_files
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
+from mvcc_core.txn.conflicts import REWRITE_ROW_ORDER
 from mvcc_core.txn.state import TableState
 from mvcc_core.txn.transaction import Transaction, check_properties
 
@@ -475,7 +476,8 @@ def rewrite_transaction(
         read_version=read_version,
         operation=ops.Rewrite(groups=groups, frag_reuse_index=fri),
         message=commit_message or "compaction",
-        transaction_properties=check_properties(transaction_properties),
+        # new fragments hold the old ones' live rows in order: concurrent deletions can be carried (rebase)
+        transaction_properties={**check_properties(transaction_properties), REWRITE_ROW_ORDER: "kept"},
         files=data_file_uris(base.store, base.manifest.base_paths, new),
     )
 

@@ -21,10 +21,11 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from mvcc_core._proto import table_pb2 as pb
-from mvcc_core.errors import CorruptManifestError, ObjectNotFoundError, SchemaError, StorageError
+from mvcc_core.errors import CorruptManifestError, DataFileMismatchError, ObjectNotFoundError, SchemaError, StorageError
 from mvcc_core.format import row_ids
 from mvcc_core.format import schema as schema_mod
 from mvcc_core.format.bases import data_file_location
+from mvcc_core.format.data_file_checks import check_data_file
 from mvcc_core.format.deletion import live_rows, read_deletion_vector
 from mvcc_core.format.row_ids import ROW_ID
 from mvcc_core.io import ObjectStore
@@ -37,6 +38,7 @@ from mvcc_core.io.parquet import (
     field_owners,
     filter_table,
     is_not_found,
+    read_errors,
     read_file,
     row_address,
 )
@@ -259,7 +261,45 @@ class Scan(_RowAddressReads, _IndexedReads):
         store, _ = data_file_location(self.store, self.manifest.base_paths, fragments[0].files[0])
         if files is None:
             files = [self._file_fragment(f.files[0]) for f in fragments]
+        self._check_footers(fragments, files)
         return ds.FileSystemDataset(files, self.physical_schema, self._format, store.arrow_filesystem())
+
+    def _check_file(
+        self,
+        frag: pb.DataFragment,
+        data_file: pb.DataFile,
+        file_schema: pa.Schema,
+        num_rows: int | None,
+        names: list[str] | None = None,
+    ) -> None:
+        """`data_file_checks.check_data_file` for the columns this scan reads (`names`: physical; default the
+        scan's read columns)."""
+        physical = tuple(self._physical(self._read_names()) if names is None else names)
+        cache = self.__dict__.setdefault("_expected_schemas", {})  # per scan: (expected schema, logical names)
+        if physical not in cache:
+            expected = pa.schema([self.physical_schema.field(n) for n in physical])
+            cache[physical] = expected, dict(zip(self.physical_schema.names, self.table_schema.names, strict=True))
+        expected, logical = cache[physical]
+        check_data_file(file_schema, num_rows, expected, frag, data_file, self.store.uri, logical)
+
+    def _check_footers(self, fragments: list[pb.DataFragment], files: list[ds.ParquetFileFragment]) -> None:
+        """Load the footers of one-file fragments a dataset scan reads (the scan reuses them) and check each file
+        against the manifest: its row count and the columns read. The dataset scanner would fill a missing
+        column with nulls, raise Arrow's untyped errors for another type, and a filtered scan never counts."""
+
+        def load(pair: tuple[pb.DataFragment, ds.ParquetFileFragment]) -> None:
+            frag, file = pair
+            with read_errors(frag.files[0].path):
+                file.ensure_complete_metadata()
+            self._check_file(frag, frag.files[0], file.physical_schema, file.metadata.num_rows)
+
+        pairs = list(zip(fragments, files, strict=True))
+        if self.store.scheme in ("file", "memory") or len(pairs) < 2:
+            for pair in pairs:
+                load(pair)
+        else:  # a round trip per footer: overlap them
+            with ThreadPoolExecutor(max_workers=_FRAGMENT_THREADS) as pool:
+                list(pool.map(load, pairs))
 
     def _prune(self, fragments: list[pb.DataFragment]) -> tuple[list[pb.DataFragment], list[ds.ParquetFileFragment]]:
         """Drop files whose row-group statistics rule out the filter, for scans that cannot push it down.
@@ -271,15 +311,7 @@ class Scan(_RowAddressReads, _IndexedReads):
         if self.filter is None or self.bound is None or not self.bound.prunable:
             return fragments, files
 
-        def load(file: ds.ParquetFileFragment) -> None:
-            file.ensure_complete_metadata()
-
-        if self.store.scheme == "file":
-            for file in files:
-                load(file)
-        else:  # a round trip per footer: overlap them
-            with ThreadPoolExecutor(max_workers=_FRAGMENT_THREADS) as pool:
-                list(pool.map(load, files))
+        self._check_footers(fragments, files)  # loads each footer (overlapped on object stores)
         kept = [
             (frag, file)
             for frag, file in zip(fragments, files, strict=True)
@@ -375,7 +407,11 @@ class Scan(_RowAddressReads, _IndexedReads):
             key = (store.scheme, store.arrow_path(rel), data_file.file_size_bytes)
             table = reader(store.arrow_filesystem(), key, physical)
             if table is None:
-                table = self._file_fragment(data_file).to_table(schema=self.physical_schema, columns=physical.names)
+                file = self._file_fragment(data_file)
+                with read_errors(data_file.path):
+                    file_schema = file.physical_schema
+                self._check_file(frag, data_file, file_schema, None)
+                table = file.to_table(schema=self.physical_schema, columns=physical.names)
             if table.num_rows != frag.physical_rows:
                 self._rows_mismatch(frag, str(table.num_rows))
             return table
@@ -418,19 +454,20 @@ class Scan(_RowAddressReads, _IndexedReads):
         def read(index: int) -> tuple[pa.Table | None, bool]:
             frag = fragments[index]
             store, rel = data_file_location(self.store, self.manifest.base_paths, frag.files[0])
-            with store.arrow_filesystem().open_input_file(store.arrow_path(rel)) as source:
+            with (
+                read_errors(frag.files[0].path),
+                store.arrow_filesystem().open_input_file(store.arrow_path(rel)) as source,
+            ):
                 metadata = files[index].metadata if files is not None else None
                 parquet = pq.ParquetFile(source, metadata=metadata, pre_buffer=False)
+                self._check_file(frag, frag.files[0], parquet.schema_arrow, None)  # before its statistics are used
                 verdict = Verdict.SOME if check is None else check.verdict(parquet.metadata)
                 if verdict is Verdict.NONE:
                     return None, False
                 present = set(parquet.schema_arrow.names)
                 part = parquet.read(columns=[n for n in names if n in present], use_threads=False)
             if part.num_rows != frag.physical_rows:
-                raise CorruptManifestError(
-                    f"fragment {frag.id} of {self.store.uri}: data file {frag.files[0].path} has {part.num_rows} "
-                    f"rows, the fragment {frag.physical_rows}"
-                )
+                self._rows_mismatch(frag, str(part.num_rows))
             if part.schema.equals(schema):
                 return part, verdict is Verdict.ALL
             columns = [
@@ -491,13 +528,17 @@ class Scan(_RowAddressReads, _IndexedReads):
                 by_file.setdefault(owner, []).append(name)
         columns: dict[str, pa.ChunkedArray | pa.Array] = {}
         for index, file_names in by_file.items():
-            part = self._file_fragment(frag.files[index]).to_table(
-                schema=self.physical_schema, columns=self._physical(file_names)
-            )
+            file = self._file_fragment(frag.files[index])
+            with read_errors(frag.files[index].path):
+                file_schema = file.physical_schema
+            physical = self._physical(file_names)
+            self._check_file(frag, frag.files[index], file_schema, None, physical)
+            part = file.to_table(schema=self.physical_schema, columns=physical)
             if part.num_rows != frag.physical_rows:
-                raise CorruptManifestError(
+                raise DataFileMismatchError(
                     f"fragment {frag.id} of {self.store.uri}: data file {frag.files[index].path} has "
-                    f"{part.num_rows} rows, the fragment {frag.physical_rows}"
+                    f"{part.num_rows} rows, the manifest's field physical_rows says {frag.physical_rows}",
+                    path=frag.files[index].path,
                 )
             columns.update(zip(file_names, part.columns, strict=True))
         physical = [self.physical_schema.field(self.table_schema.get_field_index(n)) for n in names]

@@ -104,6 +104,7 @@ class _IndexedReads:
         fs, path = store.arrow_filesystem(), store.arrow_path(rel)
         key = (store.scheme, path, data_file.file_size_bytes)
         footer = parquet_footer(fs, key)
+        self._check_file(frag, data_file, footer.schema, footer.metadata.num_rows)
         if any(n not in footer.schema.names for n in physical):
             yield from self._sub_scan([frag]).to_batches()
             return

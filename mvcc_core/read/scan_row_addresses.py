@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from mvcc_core._proto import table_pb2 as pb
-from mvcc_core.errors import CorruptManifestError
+from mvcc_core.errors import CorruptManifestError, DataFileMismatchError
 from mvcc_core.format.bases import data_file_location
 from mvcc_core.format.row_ids import ROW_ID
 from mvcc_core.io.parquet import (
@@ -76,9 +76,10 @@ class _RowAddressReads:
         :param frag: the fragment read
         :param rows: how many rows its file held, in words ("5", "more than 3")
         """
-        raise CorruptManifestError(
+        raise DataFileMismatchError(
             f"fragment {frag.id} of {self.store.uri}: data file {frag.files[0].path} has {rows} rows, "
-            f"the manifest's field physical_rows says {frag.physical_rows}"
+            f"the manifest's field physical_rows says {frag.physical_rows}",
+            path=frag.files[0].path,
         )
 
     def _offsets_table(self, fragments: list[pb.DataFragment]) -> pa.Table:

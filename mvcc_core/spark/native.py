@@ -25,10 +25,12 @@ from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.errors import MvccError, SchemaError, TableNotFoundError
 from mvcc_core.format import schema as schema_mod
 from mvcc_core.format.bases import data_file_location
+from mvcc_core.format.data_file_checks import check_data_file
 from mvcc_core.format.deletion import read_deletion_vector
 from mvcc_core.format.fragments import DEFAULT_MAX_ROWS_PER_FILE, PARQUET_COMPRESSION, data_file
 from mvcc_core.format.naming import data_file_path, new_data_file_name
 from mvcc_core.io import open_store
+from mvcc_core.io.parquet import parquet_footer
 from mvcc_core.read.scan import Scan
 from mvcc_core.spark.executor import is_connect
 from mvcc_core.spark.options import DEFAULT_ROWS_PER_PARTITION, STORAGE_OPTIONS
@@ -158,10 +160,16 @@ def _parquet(
     ids = schema_mod.field_ids_by_name(list(manifest.fields))
     physical_all = schema_mod.schema_from_fields(list(manifest.fields), physical=True)
     physical = pa.schema([physical_all.field(schema_mod.physical_name(ids[n])) for n in wanted.names])
+    names = dict(zip(physical.names, wanted.names, strict=True))
     paths, deleted_files, deleted_rows = [], [], []
     for frag in fragments:
         store, rel = data_file_location(state.store, manifest.base_paths, frag.files[0])
         path = store.arrow_path(rel)
+        # Spark's reader would fill a missing column with nulls and number rows past a short file: the footer
+        # (read once per process) is checked against the manifest on the driver first
+        key = (store.scheme, path, frag.files[0].file_size_bytes)
+        footer = parquet_footer(store.arrow_filesystem(), key)
+        check_data_file(footer.schema, footer.metadata.num_rows, physical, frag, frag.files[0], state.store.uri, names)
         paths.append(path)
         if frag.HasField("deletion_file"):
             offsets = read_deletion_vector(state.store, frag, manifest.base_paths).to_array()

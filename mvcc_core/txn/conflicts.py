@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core._proto import transaction_pb2 as tpb
@@ -23,6 +23,10 @@ from mvcc_core.format import fragment_reuse as frag_reuse
 from mvcc_core.format import operations as ops
 from mvcc_core.format.naming import FRAG_REUSE_INDEX, MEM_WAL_INDEX, SINGLETON_INDICES  # noqa: F401 - re-exported
 from mvcc_core.txn.transaction import Transaction
+
+#: A Rewrite's transaction property saying its new fragments hold the live rows of its old fragments in their
+#: order (compaction sets it): the old (fragment, offset) -> new (fragment, offset) mapping is then known.
+REWRITE_ROW_ORDER = "mvcc/rewrite_row_order"
 
 
 class Outcome(enum.Enum):
@@ -42,6 +46,8 @@ class ConflictContext:
 
     stable_row_ids: bool = False
     rows_match: Callable[[list[pb.DataFragment], str], bool] | None = None
+    #: ours is a Rewrite that declares it kept the row order (`REWRITE_ROW_ORDER`; set by `resolve`)
+    rewrite_keeps_row_order: bool = False
 
 
 Condition = Callable[[ops.Operation, ops.Operation, ConflictContext], bool]
@@ -118,6 +124,17 @@ def _inserts_replaced_rows(ours: ops.Operation, theirs: ops.Operation, ctx: Conf
 
 def _overlap(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
     return bool(touched_fragments(ours) & touched_fragments(theirs))
+
+
+def _rewrite_absorbs_deletions(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+    """Ours a Rewrite whose row mapping is known (stable row ids, or it kept the row order), theirs a Delete or a
+    REWRITE_ROWS Update of some of its old fragments: the deletions are carried onto the new fragments
+    (`rebase.py`). A REWRITE_COLUMNS Update changed values the rewrite copied: not absorbable."""
+    if not _overlap(ours, theirs, ctx) or not (ctx.stable_row_ids or ctx.rewrite_keeps_row_order):
+        return False
+    if isinstance(theirs, ops.Update) and theirs.update_mode == tpb.Transaction.REWRITE_COLUMNS:
+        return False
+    return isinstance(ours, ops.Rewrite) and bool(ours.groups) and not (ours.old_fragments or ours.new_fragments)
 
 
 def _same_config_key(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
@@ -241,6 +258,12 @@ REPLACED_ROWS_INSERTED = Rule(
     _inserts_replaced_rows,
     "ours is a partition-scoped overwrite and theirs inserted rows matching its predicate",
 )
+ABSORB_DELETIONS = Rule(
+    Outcome.REBASE,
+    _rewrite_absorbs_deletions,
+    "overlapping fragments, theirs deletes rows (a Delete or REWRITE_ROWS Update) and ours knows where they moved "
+    "(stable row ids or row order kept)",
+)
 SAME_INSERTED_KEYS = Rule(Outcome.RETRYABLE, None, "both inserted the same new key(s) (upserts)")
 
 RULES: dict[tuple[str, str], Rule | tuple[Rule, ...]] = {
@@ -293,8 +316,11 @@ RULES: dict[tuple[str, str], Rule | tuple[Rule, ...]] = {
     (RW, RS): INCOMPATIBLE,
     (RW, M): RETRYABLE,
     (RW, DR): OVERLAP_RETRY,
-    (RW, D): OVERLAP_RETRY,
-    (RW, U): OVERLAP_RETRY,
+    # Not in the specification (it makes both retryable): a compaction racing a steady delete stream would
+    # never land. The rows a Rewrite moved are known (stable row ids, or the order it kept), so the concurrent
+    # deletions are carried onto its new fragments, as the deferred remapping does for indices.
+    (RW, D): (ABSORB_DELETIONS, OVERLAP_RETRY),
+    (RW, U): (ABSORB_DELETIONS, OVERLAP_RETRY),
     (RW, RW): Rule(
         Outcome.RETRYABLE, _rewrite_vs_rewrite, "overlapping fragments or both carry a fragment reuse index"
     ),
@@ -376,6 +402,8 @@ def rules_for(ours: str, theirs: str) -> tuple[Rule, ...]:
 def resolve(ours: Transaction, theirs: Transaction, ctx: ConflictContext | None = None) -> tuple[Outcome, Rule]:
     """The outcome of committing `ours` after `theirs` landed (theirs was committed since ours' read version)."""
     ctx = ctx or ConflictContext()
+    if isinstance(ours.operation, ops.Rewrite) and ours.transaction_properties.get(REWRITE_ROW_ORDER) == "kept":
+        ctx = replace(ctx, rewrite_keeps_row_order=True)
     if inserted_keys_overlap(ours.operation, theirs.operation):
         return Outcome.RETRYABLE, SAME_INSERTED_KEYS
     rules = rules_for(ours.operation.name, theirs.operation.name)
@@ -407,6 +435,16 @@ def render_markdown() -> str:
         "index remapping and trimmed by `optimize_indices`) takes the latest index and re-applies only our change: a",
         "Rewrite adds its version, a trim removes the versions it removed. CreateIndex of `__lance_mem_wal` is",
         "refused (MemWAL state is committed with UpdateMemWalState), so that singleton never needs merging.",
+        "",
+        "A `rebase` of a *Rewrite* (compaction) over a *Delete* or REWRITE_ROWS *Update* of rows it moved (not in",
+        "the specification, which makes the pair retryable: a table with a steady delete stream would never compact)",
+        "deletes each row deleted since the Rewrite's read again where the Rewrite moved it: by row id with stable",
+        "row ids, else by the row order a Rewrite declares it kept (transaction property",
+        f"`{REWRITE_ROW_ORDER}: kept`, set by compaction; the live rows of a group's old fragments, in order, are the",
+        "live rows of its new fragments). The rebased group records its old fragments as they are now (a fragment",
+        "deleted whole is left out) and its new fragments carry the deletions, so a second rebase maps correctly",
+        "again. A Rewrite without a known mapping, a REWRITE_COLUMNS Update, a shared fragment whose data files",
+        "changed, or a row the mapping cannot place stays retryable (`mvcc_core/txn/rewrite_rebase.py`).",
         "A cell `a/b` lists the pair's rules in the order they are tried.",
         "",
         "| ours \\ theirs | " + " | ".join(ALL_NAMES) + " |",
@@ -475,6 +513,6 @@ def render_markdown() -> str:
 if __name__ == "__main__":
     import pathlib
 
-    target = pathlib.Path(__file__).resolve().parent.parent / "docs" / "conflicts.md"
+    target = pathlib.Path(__file__).resolve().parents[2] / "docs" / "conflicts.md"
     target.write_text(render_markdown())
     print(target)

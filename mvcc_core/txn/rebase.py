@@ -13,10 +13,12 @@ from mvcc_core._proto import table_pb2 as pb
 from mvcc_core._proto import transaction_pb2 as tpb
 from mvcc_core.format import fragment_reuse as frag_reuse
 from mvcc_core.format import operations as ops
+from mvcc_core.format import row_ids
 from mvcc_core.format.deletion import deletion_path, read_deletion_vector, write_deletion_vector
 from mvcc_core.format.fragments import field_subtree, tombstone
 from mvcc_core.format.naming import FRAG_REUSE_INDEX
 from mvcc_core.io import ObjectStore
+from mvcc_core.txn.rewrite_rebase import MappingError, rebase_rewrite
 from mvcc_core.txn.transaction import Transaction
 
 
@@ -42,12 +44,22 @@ def _writes_fri(op: ops.Operation) -> bool:
     return frag_reuse.carried_by(op) or frag_reuse.trimmed_by(op)
 
 
+def _rewrite_over_deletions(ours: ops.Operation, theirs: ops.Operation) -> bool:
+    """Ours a Rewrite, theirs a Delete or Update: the deletions are carried onto our new fragments
+    (`rewrite_rebase.py`; `conflicts` decided the mapping is known)."""
+    return isinstance(ours, ops.Rewrite) and isinstance(theirs, ops.Delete | ops.Update)
+
+
 def rebasable(ours: ops.Operation, theirs: ops.Operation) -> bool:
-    return _row_level(ours, theirs) or (_writes_fri(ours) and _writes_fri(theirs))
+    return (
+        _row_level(ours, theirs) or (_writes_fri(ours) and _writes_fri(theirs)) or _rewrite_over_deletions(ours, theirs)
+    )
 
 
 def check_rows(ours: ops.Operation, theirs: ops.Operation) -> None:
     """RowConflict naming up to five shared row addresses, if any (row-level rebases only)."""
+    if _rewrite_over_deletions(ours, theirs) and _rewrites_columns(theirs):
+        raise RowConflict(f"the concurrent {theirs.name} rewrote column values of rows the Rewrite copied")
     if not _row_level(ours, theirs):
         return
     if not theirs.affected_rows:
@@ -73,6 +85,14 @@ class Rebased:
 def rebase(store: ObjectStore, txn: Transaction, latest: pb.Manifest) -> Rebased:
     """Ours on top of `latest` (every concurrent transaction was checked with `check_rows`)."""
     op = txn.operation
+    if isinstance(op, ops.Rewrite):
+        try:
+            op, written, superseded = rebase_rewrite(store, op, latest, row_ids.enabled(latest))
+        except MappingError as exc:
+            raise RowConflict(f"the Rewrite cannot carry the concurrent deletions: {exc}") from None
+        if _writes_fri(op):
+            op = _rebase_frag_reuse(op, frag_reuse.find(latest))
+        return Rebased(replace_txn(txn, op, latest.version), written, superseded)
     if _writes_fri(op):
         new_op = _rebase_frag_reuse(op, frag_reuse.find(latest))
         return Rebased(replace_txn(txn, new_op, latest.version), [], [])

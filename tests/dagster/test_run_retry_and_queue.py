@@ -8,7 +8,7 @@ coordinator; the daemons' own iterations (`QueuedRunCoordinatorDaemon.run_iterat
 launches, and `EventLogConsumerDaemon.run_iteration`, whose handler is
 `consume_new_runs_for_automatic_reexecution`) are called by the test instead of by `dagster-daemon run`.
 
-1. A compaction that loses to a concurrent delete (committed by the test between the run's ReserveFragments
+1. A compaction that loses to a concurrent column rewrite (committed by the test between the run's ReserveFragments
    and its Rewrite; the run's commits are slowed by the failpoint `commit.after_transaction_file=sleep(...)`
    armed in the run worker through MVCC_FAILPOINTS) fails; with `run_retries: {enabled: true}` the daemon
    launches a retry that plans from the new version and succeeds; one Rewrite, rows equal, and no file of the
@@ -157,10 +157,11 @@ def stored_files(uri: str) -> set[str]:
 @pytest.mark.timeout(240)
 @pytest.mark.slow
 def test_lost_compaction_is_retried_by_the_daemon(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A delete lands between the run's ReserveFragments and its Rewrite: the Rewrite loses, `commit_rewrite`
+    """A REWRITE_COLUMNS update lands between the run's ReserveFragments and its Rewrite (a delete would be carried
+    onto the Rewrite): the Rewrite loses, `commit_rewrite`
     fails (no step retry), the files the run wrote are removed; the auto-reexecution daemon launches a retry
     (the job's tags: `dagster/max_retries`, `dagster/retry_strategy: ALL_STEPS`) that plans from the version
-    with the delete and succeeds."""
+    with the update and succeeds."""
     overrides = {"run_retries": {"enabled": True}}
     with deployment(tmp_path, monkeypatch, overrides) as (instance, context, uri):
         t = fragmented(uri, 12)  # 120 rows in 12 fragments: 2 tasks of 60 rows
@@ -176,9 +177,10 @@ def test_lost_compaction_is_retried_by_the_daemon(tmp_path: Path, monkeypatch: p
                 return info.operation == "ReserveFragments"
 
             wait_until(reserved, "the first run's ReserveFragments")
-            # The run's Rewrite cannot land for COMMIT_SLEEP seconds (its own failpoint): commit a delete of a
-            # row of a fragment it rewrites now, from this process (no failpoint armed here).
-            mvcc.open_table(uri).delete("n = 3")
+            # The run's Rewrite cannot land for COMMIT_SLEEP seconds (its own failpoint): commit a column rewrite
+            # of a row of a fragment it rewrites now, from this process (no failpoint armed here). A delete would
+            # be carried onto the Rewrite (docs/conflicts.md); rewritten values the Rewrite copied cannot be.
+            mvcc.open_table(uri).update({"n": "n + 1000"}, where="n = 3", mode="rewrite_columns")
             wait_until(lambda: status(instance, first) in FINISHED, "the first run to end")
             assert status(instance, first) == dg.DagsterRunStatus.FAILURE
 
@@ -217,11 +219,11 @@ def test_lost_compaction_is_retried_by_the_daemon(tmp_path: Path, monkeypatch: p
     history = after.versions()[start:]
     assert [(v.operation, v.transaction_properties.get("dagster/run_id")) for v in history] == [
         ("ReserveFragments", first),
-        ("Delete", None),
+        ("Update", None),
         ("ReserveFragments", retry),
         ("Rewrite", retry),
     ]
-    assert sorted(after.to_table()["n"].to_pylist()) == [n for n in range(120) if n != 3]
+    assert sorted(after.to_table()["n"].to_pylist()) == [n for n in range(120) if n != 3] + [1003]
     assert len(after.get_fragments()) == 2
     # The losing attempt wrote two fragments' files and removed them: every file in the table's directory is
     # referenced by some version (nothing orphaned), and nothing a version references is missing.
