@@ -44,10 +44,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import dagster as dg
-from dagster_shared.check import CheckError
 
 import mvcc_core as mvcc
 
+from ._dagster_internals import CheckError
+from .error_mapping import no_retry_failure
+from .lineage import lineage_root
 from .properties import (
     ASSET_KEY_PROPERTY,
     BACKFILL_PROPERTY,
@@ -58,7 +60,6 @@ from .properties import (
     RANGE_END_TAG,
     RANGE_START_TAG,
     ROOT_BACKFILL_TAG,
-    ROOT_RUN_ID_TAG,
     RUN_ID_PROPERTY,
 )
 from .versions import is_data_changing
@@ -295,11 +296,7 @@ class BackfillScope:
 
 
 def _failure(asset: str, problem: str) -> dg.Failure:
-    return dg.Failure(
-        description=f"asset {asset}: {problem}",
-        metadata={"asset": asset, "setting": f"run tag {RESTORE_TAG!r}"},
-        allow_retries=False,
-    )
+    return no_retry_failure(f"asset {asset}: {problem}", {"asset": asset, "setting": f"run tag {RESTORE_TAG!r}"})
 
 
 def backfill_scope(context: dg.OutputContext, asset: str) -> BackfillScope | None:
@@ -321,7 +318,7 @@ def backfill_scope(context: dg.OutputContext, asset: str) -> BackfillScope | Non
     backfill_id = run.tags.get(BACKFILL_TAG)
     instance = context.step_context.instance
     if backfill_id is None:
-        root = run.root_run_id or run.tags.get(ROOT_RUN_ID_TAG) or run.run_id
+        root = lineage_root(run)
         record = instance.get_run_record_by_id(root)
         since = record.create_timestamp.timestamp() if record is not None else None
         return BackfillScope(root, sorted(context.asset_partition_keys), since, value == RESTORE_ALLOW_DATA_LOSS)

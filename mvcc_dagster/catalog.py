@@ -1,20 +1,6 @@
 """The catalog side of the plugin: several tables of one step published in ONE catalog version.
 
-`MvccCatalogResource` (bind as ``mvcc_catalog``) opens, or creates, an `mvcc_core.Catalog` and names its
-tables by asset key (`catalog_table_name`). A `multi_asset` that produces several tables (a fact table and
-its dimension) writes them inside ``with mvcc_catalog.transaction(context) as tx:``; every write is staged
-on the catalog snapshot the block opened with, and the end of the block publishes them all as one catalog
-version, or nothing. ``tx.materialize_results()`` then gives one `MaterializeResult` per table, each with its
-table's version, the catalog version and a data version, so downstream assets can pin one consistent
-snapshot (`MvccCatalogResource.snapshot_for`).
-
-Why a transaction on the resource and not an IO manager: Dagster calls an IO manager's ``handle_output``
-once per output and records that output's materialization right after it returns, before the next output
-is even computed. An IO manager that collected the outputs of a step and published them with the last one
-would have recorded the first materializations before anything was published, and a step failing between
-two outputs would leave a materialization whose data never became visible. The resource's transaction
-publishes first and reports after, so every materialization Dagster records names a published catalog
-version (docs/dagster.md, "Multi-table assets").
+Why a transaction on the resource and not an IO manager: docs/dagster.md ("Multi-table assets").
 """
 
 from __future__ import annotations
@@ -30,13 +16,14 @@ import pyarrow as pa
 
 import mvcc_core as mvcc
 
-from .conflicts import DEFAULT_DELAY, DEFAULT_MAX_RETRIES, mvcc_conflicts
+from .arrow import to_arrow_table
+from .error_mapping import DEFAULT_DELAY, DEFAULT_MAX_RETRIES, mvcc_conflicts, no_retry_failure
+from .lineage import as_int, lineage_root, metadata_value, pinned_value
 from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predicate
 from .properties import (
     ASSET_KEY_PROPERTY,
     PARTITION_KEY_PROPERTY,
     ROOT_RUN_ID_PROPERTY,
-    ROOT_RUN_ID_TAG,
     RUN_ID_PROPERTY,
     STEP_KEY_PROPERTY,
 )
@@ -95,23 +82,6 @@ def catalog_table_name(key: AssetName, key_prefix: Sequence[str] = ()) -> str:
     return ".".join(parts) if len(parts) == 2 else f"{DEFAULT_SCHEMA}.{parts[0]}"
 
 
-def _as_arrow(data: Any, what: str) -> pa.Table:
-    """The data of a write as one Arrow table (its schema may create the table; a merge needs it whole)."""
-    if isinstance(data, pa.Table):
-        return data
-    if isinstance(data, pa.RecordBatch):
-        return pa.Table.from_batches([data])
-    if isinstance(data, pa.RecordBatchReader):
-        return data.read_all()
-    module = type(data).__module__ or ""
-    if module.startswith("pandas") and type(data).__name__ == "DataFrame":
-        return pa.Table.from_pandas(data, preserve_index=False)
-    raise TypeError(
-        f"{what}: a catalog write takes a pyarrow Table, RecordBatch or RecordBatchReader or a pandas DataFrame, "
-        f"got {type(data).__module__}.{type(data).__qualname__}"
-    )
-
-
 def _run_partitions(context: Any) -> list[str] | None:
     """The partition keys of the run (a single-run backfill: all of them); None when it is unpartitioned."""
     if context is None:
@@ -144,7 +114,7 @@ def _step_stamp(context: Any) -> dict[str, str]:
         return {}
     stamp = {
         RUN_ID_PROPERTY: str(run.run_id),
-        ROOT_RUN_ID_PROPERTY: str(run.root_run_id or run.tags.get(ROOT_RUN_ID_TAG) or run.run_id),
+        ROOT_RUN_ID_PROPERTY: lineage_root(run),
         STEP_KEY_PROPERTY: str(step_key),
     }
     keys = _run_partitions(context)
@@ -303,7 +273,11 @@ class CatalogAssetTransaction:
         with self._mapping(asset):
             write.name = self.table_name(write.key)
             if write.data is not None:
-                write.data = _as_arrow(write.data, f"asset {asset}")
+                write.data = to_arrow_table(
+                    write.data,
+                    accepts=f"asset {asset}: a catalog write takes a pyarrow Table, RecordBatch or RecordBatchReader "
+                    "or a pandas DataFrame",
+                )
             if not self._table_exists(write.name):
                 if write.data is None:
                     raise ValueError(
@@ -350,10 +324,9 @@ class CatalogAssetTransaction:
                 asset=key.to_user_string(),
             )
         except PartitionPredicateError as exc:
-            raise dg.Failure(
-                description=f"asset {key.to_user_string()}: metadata {PARTITION_EXPR!r}: {exc}",
-                metadata={"asset": key.to_user_string(), "setting": f"metadata {PARTITION_EXPR!r}"},
-                allow_retries=False,
+            raise no_retry_failure(
+                f"asset {key.to_user_string()}: metadata {PARTITION_EXPR!r}: {exc}",
+                {"asset": key.to_user_string(), "setting": f"metadata {PARTITION_EXPR!r}"},
             ) from exc
 
     def _properties(self, key: dg.AssetKey) -> dict[str, str]:
@@ -497,7 +470,7 @@ class CatalogAssetTransaction:
         records = self._context.instance.fetch_materializations(
             dg.AssetRecordsFilter(asset_key=self._writes[0].key, after_timestamp=after), limit=_REPORTED_LOOKUP_LIMIT
         ).records
-        return any(_metadata_value(r, CATALOG_VERSION) == version.version for r in records)
+        return any(metadata_value(r, CATALOG_VERSION) == version.version for r in records)
 
     def materialize_results(self) -> tuple[dg.MaterializeResult, ...]:
         """One `MaterializeResult` per asset written, in the order first written, after `publish`.
@@ -518,14 +491,11 @@ class CatalogAssetTransaction:
         except Exception as exc:
             # The data is published: a retry of the step would publish it again (an append twice). Fail
             # without a retry, saying what was published, rather than let a RetryPolicy run the step again.
-            raise dg.Failure(
-                description=(
-                    f"catalog {self.catalog.root}: the step's tables were published as catalog version "
-                    f"{self.published_version}, but reading them back for the materializations failed "
-                    f"({type(exc).__name__}: {exc}); not retried, so they are not published twice"
-                ),
-                metadata={CATALOG_VERSION: self.published_version, CATALOG_URI: self.catalog.root},
-                allow_retries=False,
+            raise no_retry_failure(
+                f"catalog {self.catalog.root}: the step's tables were published as catalog version "
+                f"{self.published_version}, but reading them back for the materializations failed "
+                f"({type(exc).__name__}: {exc}); not retried, so they are not published twice",
+                {CATALOG_VERSION: self.published_version, CATALOG_URI: self.catalog.root},
             ) from exc
 
     def _results(self, published: int) -> tuple[dg.MaterializeResult, ...]:
@@ -550,12 +520,9 @@ class CatalogAssetTransaction:
         return tuple(results)
 
 
-def _metadata_value(record: Any, key: str) -> Any:
-    materialization = record.asset_materialization
-    if materialization is None:
-        return None
-    value = materialization.metadata.get(key)
-    return getattr(value, "value", value)
+def _int_only(value: Any) -> int | None:
+    """A catalog version recorded as an int (what `materialize_results` writes)."""
+    return as_int(value) if isinstance(value, int) else None
 
 
 class MvccCatalogResource(dg.ConfigurableResource):
@@ -661,36 +628,10 @@ class MvccCatalogResource(dg.ConfigurableResource):
            else the newest materialization created before the root run was (what the root run read);
         3. otherwise the newest materialization. None when none records a catalog version (read the latest).
         """
-        asset_key = to_asset_key(key)
-        instance = context.instance
-
-        def from_run(run_id: str) -> int | None:
-            records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
-            for record in reversed(records):
-                mat = record.asset_materialization
-                if mat is not None and mat.asset_key == asset_key:
-                    value = _metadata_value(record, CATALOG_VERSION)
-                    if isinstance(value, int):
-                        return value
-            return None
-
-        version = from_run(_run_id(context))
-        if version is not None:
-            return version
         run = getattr(context, "run", None)
-        root = (run.root_run_id or run.tags.get(ROOT_RUN_ID_TAG)) if run is not None else None
-        before: float | None = None
-        if root:
-            version = from_run(root)
-            if version is not None:
-                return version
-            root_record = instance.get_run_record_by_id(root)
-            before = root_record.create_timestamp.timestamp() if root_record is not None else None
-        newest = instance.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=asset_key, before_timestamp=before), limit=1
-        ).records
-        value = _metadata_value(newest[0], CATALOG_VERSION) if newest else None
-        return value if isinstance(value, int) else None
+        if run is None:
+            raise ValueError("pinned_catalog_version needs an asset or op execution context (its run)")
+        return pinned_value(context.instance, run, to_asset_key(key), CATALOG_VERSION, convert=_int_only)
 
     def snapshot_for(self, context: Any, keys: Iterable[AssetName]) -> Any:
         """One consistent catalog snapshot for reading the tables of `keys`: the newest catalog version their

@@ -27,9 +27,9 @@ import dagster as dg
 import mvcc_core as mvcc
 
 from .catalog import CATALOG_RESOURCE_KEY, CATALOG_VERSION, MvccCatalogResource
-from .conflicts import mvcc_conflicts
+from .error_mapping import mvcc_conflicts
 from .health import HealthThresholds, health_checks
-from .maintenance import MaintenanceTarget, maintenance_job, observe
+from .maintenance.target import MaintenanceTarget, maintenance_job, observe
 from .resources import TableName
 
 #: The pool of the catalog maintenance steps and the value of their run tag ``mvcc/table``.

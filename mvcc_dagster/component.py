@@ -90,9 +90,12 @@ class MaintenanceModel(dg.Model):
     timezone: str = "UTC"
     running: bool = Field(default=False, description="start the schedule running (Dagster's default: stopped)")
     optimize_indices: bool = True
-    executor: Literal["dagster", "in_process", "spark"] = Field(
-        default="dagster", description="where the compaction job's rewrite tasks run"
+    executor: Literal["auto", "dagster", "in_process", "spark"] = Field(
+        default="auto",
+        description="where the compaction's rewrite tasks run (auto: one process, batched steps; dagster: the "
+        "code location's executor, a step per task, for big tables; spark: on the `pyspark` resource's session)",
     )
+    rewrite_steps: int | None = Field(default=None, description="the most rewrite steps (build_compaction_job)")
     target_rows_per_fragment: int = 1_048_576
     max_rows_per_task: int | None = None
     max_bytes_per_task: int | None = None
@@ -116,6 +119,11 @@ class RetentionModel(dg.Model):
 
     older_than_days: float = Field(default=14, description="versions older than this are removed")
     retain_versions: int | None = Field(default=None, description="always keep this many newest versions")
+    delete_unverified: bool = Field(
+        default=False,
+        description="also remove files no version references that are younger than the 7-day unverified window "
+        "(a killed writer's); run it only when no writer is at work",
+    )
 
     def older_than(self) -> timedelta:
         return timedelta(days=self.older_than_days)
@@ -221,11 +229,16 @@ class MvccTableComponent(dg.Component, dg.Resolvable, dg.Model):
         compaction = build_compaction_job(
             self.table,
             options=self.maintenance.options() if self.maintenance else None,
-            executor=self.maintenance.executor if self.maintenance else "dagster",
+            executor=self.maintenance.executor if self.maintenance else "auto",
+            rewrite_steps=self.maintenance.rewrite_steps if self.maintenance else None,
             asset_key=key,
         )
         retention_job = build_retention_job(
-            self.table, older_than=retention.older_than(), retain_versions=retention.retain_versions, asset_key=key
+            self.table,
+            older_than=retention.older_than(),
+            retain_versions=retention.retain_versions,
+            delete_unverified=retention.delete_unverified,
+            asset_key=key,
         )
         index_jobs = [
             build_index_job(self.table, i.column, i.type, index_name=i.name, asset_key=key) for i in self.indices
@@ -249,6 +262,9 @@ class MvccTableComponent(dg.Component, dg.Resolvable, dg.Model):
                     optimize_indices=self.maintenance.optimize_indices,
                     older_than=retention.older_than(),
                     retain_versions=retention.retain_versions,
+                    delete_unverified=retention.delete_unverified,
+                    executor=self.maintenance.executor,
+                    rewrite_steps=self.maintenance.rewrite_steps,
                     execution_timezone=self.maintenance.timezone,
                     default_status=dg.DefaultScheduleStatus.RUNNING
                     if self.maintenance.running

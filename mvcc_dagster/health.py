@@ -22,7 +22,7 @@ import dagster as dg
 import mvcc_core as mvcc
 from mvcc_core import TableNotFoundError
 
-from .conflicts import mvcc_conflicts
+from .error_mapping import mvcc_conflicts
 from .maintenance import TABLE_TAG, MaintenanceTarget
 from .resources import RESOURCE_KEY, MvccResource, TableName
 from .sensors import job_sensor

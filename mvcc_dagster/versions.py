@@ -19,11 +19,9 @@ from typing import Any
 import dagster as dg
 import pyarrow as pa
 
-# Not exported from `dagster` in 1.13 (dagster-sling imports them the same way); the keys it writes are the
-# standard ones (`dagster/row_count`, `dagster/column_schema`, ...).
-from dagster._core.definitions.metadata.metadata_set import TableMetadataSet
-
 import mvcc_core as mvcc
+
+from ._dagster_internals import TableMetadataSet
 
 DATA_CHANGING_OPERATIONS: frozenset[str] = frozenset(
     {

@@ -263,7 +263,7 @@ def test_compaction_losing_to_a_delete(instance: dg.DagsterInstance, warehouse: 
     """A delete of a rewritten fragment lands between the rewrite and the commit: `commit_rewrite` fails
     without a step retry, naming the conflict; the files the tasks wrote are removed; the next run (what a
     run retry launches) plans again and succeeds."""
-    from mvcc_dagster.maintenance import MaintenanceTarget, _compaction_ops
+    from mvcc_dagster.maintenance.compaction import MaintenanceTarget, _compaction_ops
 
     uri = f"{warehouse}/busy"
     fragmented(uri, 12)

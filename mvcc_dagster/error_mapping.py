@@ -1,29 +1,9 @@
-"""The one place where mvcc errors become Dagster retries or failures.
-
-Dagster's `RetryPolicy` retries *any* exception. mvcc's error contract (docs/architecture.md) says which
-errors are worth retrying, by type: a `RetryableConflictError` (a concurrent commit won; re-read and run
-again) is; an `IncompatibleConflictError` (a restore or an overwrite landed between read and commit) is
-not, and neither is any other `MvccError` (a missing table, a schema mismatch, a bad predicate) nor a bad
-argument (`ValueError` / `TypeError`): they would fail again. So the mapping turns:
-
-- `RetryableConflictError` into `dagster.RetryRequested(max_retries, seconds_to_wait)`, the wait growing
-  exponentially with the attempt, with +/- jitter so that writers that collided do not collide again; so is
-  a `TableExistsError` whose table another writer created while the step was writing
-  (`created_concurrently`): the next attempt sees the table (a table that was there before is a Failure);
-- `IncompatibleConflictError` into `dagster.Failure(allow_retries=False)` whose metadata names the table,
-  the read version, the conflicting versions and both operations (a catalog conflict, which is one of the
-  two core types too, adds the object, the catalog versions expected and found, and the DuckLake rule);
-- every other `MvccError`, `ValueError` and `TypeError` into `dagster.Failure(allow_retries=False)`.
-
-`Failure(allow_retries=False)` skips any `RetryPolicy` on the asset or op, and `RetryRequested` uses its
-own limits, so a user's blanket `RetryPolicy` still covers what mvcc cannot classify (an `OSError` from the
-network, a killed worker) without retrying what would fail again.
-"""
+"""mvcc's errors as Dagster retries and failures: the one mapping (docs/dagster.md, "Conflicts")."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -71,6 +51,19 @@ def _attempt(context: Any) -> int:
     step_context = getattr(context, "step_context", None)
     value = getattr(step_context, "previous_attempt_count", None)
     return value if isinstance(value, int) else 0
+
+
+def no_retry_failure(description: str, metadata: Mapping[str, Any] | None = None) -> dg.Failure:
+    """A `Failure` that no `RetryPolicy` retries: for what would fail again (bad input, a lost commit).
+
+    Args:
+        description: What failed, in the user's words (shown in the UI and the run's log).
+        metadata: Dagster metadata for the failure event.
+
+    Returns:
+        The failure, to be raised by the caller.
+    """
+    return dg.Failure(description=description, metadata=dict(metadata or {}), allow_retries=False)
 
 
 def conflict_metadata(exc: mvcc.CommitConflictError) -> dict[str, Any]:
@@ -128,16 +121,11 @@ def to_dagster(
         return dg.RetryRequested(max_retries=max_retries, seconds_to_wait=retry_wait(attempt, delay))
     if isinstance(exc, mvcc.IncompatibleConflictError):
         meta = conflict_metadata(exc)
-        return dg.Failure(
-            description=prefix + _incompatible_description(exc, meta),
-            metadata=meta,
-            allow_retries=False,
-        )
+        return no_retry_failure(prefix + _incompatible_description(exc, meta), meta)
     if isinstance(exc, mvcc.MvccError | ValueError | TypeError):
-        return dg.Failure(
-            description=f"{prefix}{type(exc).__name__}: {exc} (not retried: it would fail again)",
-            metadata={"error_type": type(exc).__name__},
-            allow_retries=False,
+        return no_retry_failure(
+            f"{prefix}{type(exc).__name__}: {exc} (not retried: it would fail again)",
+            {"error_type": type(exc).__name__},
         )
     return None
 
