@@ -1,39 +1,7 @@
 """Backfills via restore: roll a table back to before the backfill's partitions were first written, then
 recompute them.
 
-The story: a bad deploy wrote wrong rows for the last three daily partitions. Re-running those partitions
-replaces their rows, but a table whose writes are not partition-scoped (``merge`` upserts, appends) keeps
-what the bad runs did. A backfill launched with the run tag ``mvcc/backfill_restore`` (`RESTORE_TAG`) first
-makes the table what it was before the earliest of the backfill's partitions was first written (one
-Restore commit; history is kept), then recomputes the partitions as usual.
-
-How the restore target is found (`plan_restore`): the table's history (`Table.versions()`), oldest first. A
-commit's partitions are its ``dagster/partition_key`` property (a single-run backfill's range
-``first...last`` is expanded), or, for a commit that carries only ``dagster/run_id``, the partition tags of
-that run in Dagster's run storage. The first data-changing commit writing any partition of the backfill is
-its *first write*; the target is the version before it. An IO manager's empty table creation writes no rows
-and is not a first write. Dagster's event log is asked too: when the first materialization of those
-partitions recorded a version that retention has removed, the target is gone and the run says so.
-
-What it refuses: a restore to the target undoes every commit after it. When one of those wrote a partition
-outside the backfill (or wrote data without a partition at all: an outside append, an earlier restore), the
-run fails *before* committing and names the partitions (and versions) that would be lost, unless the tag is
-``allow-data-loss``. Maintenance after the target (compaction, index builds, config) is undone too: that
-loses no rows and is listed in the materialization's metadata, so the index job can be re-run.
-
-Idempotent across the backfill's runs (Dagster puts ``dagster/backfill`` on every run of a backfill): the
-Restore commit carries ``dagster/backfill`` as a transaction property, and a run that finds a Restore of its
-backfill in the table's history (walking back to the backfill's creation) does not restore again. A backfill
-re-executed from failure (its runs carry ``dagster/root_backfill_id``) counts as the first one. Runs of
-one backfill start together, so the restore itself is guarded by a lock: the table tag
-``dagster-backfill-restore-<id>`` (tags are created with put-if-not-exists, so exactly one run creates it).
-The holder re-checks the history, restores, and deletes the tag; the others wait for the tag to go, then
-find the Restore and write. No run of the backfill writes before the Restore exists.
-
-The partitions of the backfill come from the backfill record in the instance (`DagsterInstance.get_backfill`:
-an asset backfill's target subset for this asset, or a job backfill's partition names). A run with the tag
-that is not part of a backfill restores for its own partition(s), keyed by its root run id (so a
-re-execution does not restore again).
+The target, the refusal, the lock and once-per-backfill: docs/dagster.md ("Backfills via restore").
 """
 
 from __future__ import annotations

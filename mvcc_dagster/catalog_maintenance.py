@@ -1,21 +1,6 @@
-"""Health checks and maintenance of catalog tables (tables a `MvccCatalogResource` writes).
+"""Health checks and maintenance of catalog tables (through the `mvcc_catalog` resource).
 
-A catalog table changes only through a catalog publish, and its directory is the catalog's
-(``{root}/{schema}/{table}-{12 hex}``, a new one per creation), so the per-table factories of
-`maintenance.py` — which open ``{root_uri}/{asset key}`` and commit to the table directly — do not apply:
-
-- the health checks are the same seven (`health.CHECKS`, same thresholds and descriptions), evaluated on the
-  table the catalog's newest snapshot publishes, opened through the ``mvcc_catalog`` resource;
-- compaction is `Catalog.compact_files(name)`: one catalog version per table compacted (DuckLake's
-  ``merge_adjacent_files``), reported as an observation on the table's asset;
-- retention is `Catalog.cleanup` (catalog versions and, with them, the table versions only they publish):
-  a table's own `cleanup_old_versions` could remove a version an old kept snapshot publishes
-  (docs/catalog.md, "Retention"). It is one operation for the whole catalog.
-
-Both run in one job (compaction, then retention), whose committing steps share the pool ``mvcc/catalog``
-and whose runs carry the run tag ``mvcc/table: catalog``, so the run queue's per-table limit keeps one
-catalog maintenance at a time. There is no restore job for catalog tables: a restore is a catalog change
-of its own (not offered by the catalog yet).
+Why the per-table factories do not apply: docs/dagster.md ("Health checks", "Catalog tables").
 """
 
 from collections.abc import Sequence

@@ -1,28 +1,6 @@
 """`MvccTableComponent`: one mvcc table as a Dagster Component, configured from a ``defs.yaml``.
 
-Why a Component: Components are how 1.13 projects (``dg``) declare definitions without Python, and a
-table's Dagster surface is a fixed set of parts — its asset, its health checks, its maintenance jobs and
-schedule, the sensors watching its versions — that differ only in settings. The component builds them with
-the same factories code-first users call (`build_compaction_job`, `build_table_health_checks`, ...), so a
-``defs.yaml`` and a ``definitions.py`` give the same definitions.
-
-The asset is an external `AssetSpec` (not executable): the table is written elsewhere — by a Spark job, a
-script, another tool — and every commit becomes a materialization (data-changing) or an observation
-(maintenance) through the version sensor, which records each version once. A table that a Python ``@asset``
-of the same code location writes (through `MvccIOManager`) sets ``define_asset: false``: the component then
-adds only the checks, jobs, schedule and sensors on that asset.
-
-Example ``defs.yaml``::
-
-    type: mvcc_dagster.MvccTableComponent
-    attributes:
-      key: sales/orders
-      root_uri: "{{ env('MVCC_WAREHOUSE', 'warehouse') }}"
-      deps: [sales/raw_orders]
-      maintenance: {cron: "0 3 * * *", target_rows_per_fragment: 1048576}
-      retention: {older_than_days: 7, retain_versions: 10}
-      health: {small_fragments: {warn: 16, error: 64}}
-      indices: [{column: order_id, type: BTREE}]
+Why a Component, and an example ``defs.yaml``: docs/dagster.md ("A Component per table").
 """
 
 from __future__ import annotations

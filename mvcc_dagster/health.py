@@ -1,13 +1,6 @@
 """Table health as Dagster asset checks, read from manifests only (no data file is read).
 
-Why checks: they show on the table's asset in the UI next to its materializations, they can drive
-maintenance (a failing `small_fragments` check is a reason to compact, `versions_kept` to run retention,
-`unindexed_rows` to optimize indices), and their history is Dagster's. One `multi_asset_check` per table
-evaluates every check from one read of the table's manifests, so a check run costs a listing and one
-manifest per kept version (plus `sample_files` HEAD requests for the existence check).
-
-Each check passes below its WARN threshold, fails with severity WARN at or above it and with severity
-ERROR at or above its ERROR threshold; every result carries its measurements as metadata.
+The checks, their thresholds and repairs: docs/dagster.md ("Health checks").
 """
 
 import json

@@ -1,19 +1,7 @@
 """Partition predicates: the SQL that scopes a partitioned write (`overwrite(where=...)`) and a read.
 
-Built from the partition's *instants* and the table's column type, never from wall-clock arithmetic:
-
-- time windows over a ``timestamp`` column with a zone: ``col >= TIMESTAMP '<start, UTC, with offset>' AND
-  col < TIMESTAMP '<end>'`` (the literal names an instant, so the column's zone does not matter);
-- time windows over a ``timestamp`` column without a zone: the column holds wall time, taken to be in the
-  partitions definition's timezone, so the literals are the window's wall times in that zone;
-- time windows over a ``date`` column: ``col >= DATE 'start' AND col < DATE 'end'``; the window must start
-  and end at midnight in its zone (an hour-offset daily window cannot be a date range);
-- static (and dynamic) keys over a string column: ``col IN ('a', 'b')``;
-- multi-partitions: per key the AND of its dimensions, keys OR-ed (one key: a plain AND).
-
-A set of keys (a single-run backfill) becomes one predicate: contiguous time windows merge into one range.
-Anything that cannot be built (no ``partition_expr``, a missing column, a column of the wrong type)
-raises `PartitionPredicateError` naming the asset and the setting: the caller writes nothing.
+Built from instants and the column type, failing closed: docs/dagster.md ("Partitioned writes replace
+exactly their partition").
 """
 
 from __future__ import annotations

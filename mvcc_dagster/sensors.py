@@ -1,22 +1,6 @@
 """The version sensor: every new table version becomes a Dagster event, including commits made outside Dagster.
 
-Why a sensor over table versions and not `@asset_sensor`: an asset sensor sees only the latest event per
-tick (dagster#32853), while a table's history is a list of versions with their operation and transaction
-properties; the cursor is the last version seen per table, so nothing is missed or recorded twice.
-
-For each new version, oldest first:
-- a commit made by Dagster (its ``dagster/run_id`` property, which the IO manager and the maintenance jobs
-  set) is skipped: Dagster recorded it when it made it;
-  (the compaction job's ReserveFragments included: `compaction.plan` takes the run's properties);
-- a data-changing commit (the rule of `versions.is_data_changing`) becomes a runless
-  `AssetMaterialization` of the table's asset with the IO manager's metadata and data version (and the partition when
-  the commit carries ``dagster/partition_key``);
-- a maintenance commit (a Rewrite, a CreateIndex, an outside compaction's ReserveFragments, ...) becomes an
-  `AssetObservation`.
-With `jobs`, each recorded data-changing version also requests a run of every job with run key
-``"{uri}@{version}"``: Dagster launches one run per run key per sensor, also across restarts, so nothing runs
-twice. At most `max_versions_per_tick` versions per table are read per tick (the cursor moves to the last one
-read), so a table with hundreds of new versions is caught up in bounded ticks.
+Why a sensor over versions and what each commit becomes: docs/dagster.md ("Version sensor").
 """
 
 import json

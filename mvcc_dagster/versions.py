@@ -1,15 +1,7 @@
 """Materializations are table versions: the data-changing rule and the metadata of a materialization.
 
-**The rule (the one place it is written).** A materialization's `data_version` is the version of the
-table's latest *data-changing* commit at or before the version materialized. Data-changing operations
-change the rows or columns a reader sees: Append, Overwrite, Update (also the partition-scoped overwrite
-and merge_insert), Delete, Merge (add/alter columns), DataReplacement, Restore, Clone, and Project (it
-drops or renames columns: a reader's query can break or see other data, so downstream assets must be
-re-run). Maintenance does not change what a reader sees: Rewrite (compaction), CreateIndex,
-ReserveFragments, UpdateConfig, UpdateBases, UpdateMemWalState. So compaction, index builds, config
-changes and cleanup (which commits nothing) never make downstream assets stale, and a restore does.
-An operation this module does not know (a newer format) or a version whose transaction cannot be read
-counts as data-changing: a needless re-run is cheaper than a stale downstream.
+The rule is written once, here (`DATA_CHANGING_OPERATIONS`, `data_version`); why: docs/dagster.md
+("Materializations are versions").
 """
 
 from __future__ import annotations
