@@ -8,13 +8,27 @@ import pyarrow as pa
 
 
 def is_spark_dataframe(obj: Any) -> bool:
-    """A classic or Spark Connect DataFrame, told apart without importing pyspark."""
+    """A classic or Spark Connect DataFrame, told apart without importing pyspark.
+
+    Args:
+        obj: Anything.
+
+    Returns:
+        Whether it is one.
+    """
     module = type(obj).__module__ or ""
     return module.startswith("pyspark.sql") and type(obj).__name__ == "DataFrame"
 
 
 def is_pandas_dataframe(obj: Any) -> bool:
-    """A pandas DataFrame, told apart without importing pandas."""
+    """A pandas DataFrame, told apart without importing pandas.
+
+    Args:
+        obj: Anything.
+
+    Returns:
+        Whether it is one.
+    """
     module = type(obj).__module__ or ""
     return module.startswith("pandas") and type(obj).__name__ == "DataFrame"
 
@@ -46,6 +60,17 @@ def to_arrow(obj: Any, *, accepts: str, spark: bool = False) -> pa.Table | pa.Re
 
 
 def to_arrow_table(obj: Any, *, accepts: str) -> pa.Table:
-    """`to_arrow` read whole: a RecordBatchReader is read to its end (for a write that needs every row)."""
+    """`to_arrow` read whole: a RecordBatchReader is read to its end (for a write that needs every row).
+
+    Args:
+        obj: As `to_arrow` takes it (no Spark DataFrame).
+        accepts: The start of the error message.
+
+    Returns:
+        The table.
+
+    Raises:
+        TypeError: Not a table.
+    """
     data = to_arrow(obj, accepts=accepts)
     return data.read_all() if isinstance(data, pa.RecordBatchReader) else data

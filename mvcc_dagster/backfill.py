@@ -88,7 +88,15 @@ class RestorePlan:
 
 
 def expand_partition_label(label: str, partitions_def: dg.PartitionsDefinition | None) -> set[str]:
-    """The keys a ``dagster/partition_key`` property names: one key, or a range ``first...last``."""
+    """The keys a ``dagster/partition_key`` property names: one key, or a range ``first...last``.
+
+    Args:
+        label: The property's value.
+        partitions_def: The asset's partitions (None: the label is one key).
+
+    Returns:
+        The keys.
+    """
     if "..." not in label or partitions_def is None:
         return {label}
     first, last = label.split("...", 1)
@@ -100,7 +108,15 @@ def expand_partition_label(label: str, partitions_def: dg.PartitionsDefinition |
 
 
 def run_partitions(instance: dg.DagsterInstance, partitions_def: dg.PartitionsDefinition | None) -> Callable:
-    """A lookup run id -> the partition keys that run was launched for (its tags), None when unknown."""
+    """A lookup run id -> the partition keys that run was launched for (its tags), None when unknown.
+
+    Args:
+        instance: The Dagster instance (its run storage).
+        partitions_def: The asset's partitions (to expand ranges).
+
+    Returns:
+        The lookup (cached per run).
+    """
     cache: dict[str, set[str] | None] = {}
 
     def lookup(run_id: str) -> set[str] | None:
@@ -126,7 +142,16 @@ def commit_partitions(
     lookup_run: Callable[[str], set[str] | None] | None = None,
 ) -> set[str] | None:
     """The partitions a commit wrote: its ``dagster/partition_key`` property, else the partitions of the run
-    named by its ``dagster/run_id`` (Dagster's run storage); None when neither tells."""
+    named by its ``dagster/run_id`` (Dagster's run storage); None when neither tells.
+
+    Args:
+        info: The commit (`Table.versions()`' entry).
+        partitions_def: The asset's partitions.
+        lookup_run: Run id -> partitions (None: properties only).
+
+    Returns:
+        The partition keys, or None.
+    """
     props = info.transaction_properties or {}
     label = props.get(PARTITION_KEY_PROPERTY)
     if label:
@@ -151,6 +176,20 @@ def plan_restore(
     `first_materialized`: the ``mvcc/version`` of the first materialization Dagster recorded for any of
     `keys` (None: unknown), used to tell a first write removed by retention. Raises `BackfillRestoreError`
     (nothing committed) when no partition of `keys` was ever written, or the target no longer exists.
+
+    Args:
+        table: The table at its latest version.
+        keys: The backfill's partition keys.
+        partitions_def: The asset's partitions (to expand ranges ``first...last``).
+        label: The asset, for messages.
+        lookup_run: Run id -> the partitions it was launched for (commits that carry only a run id).
+        first_materialized: See above.
+
+    Returns:
+        The plan: the target version, the first write, and what a restore would drop or undo.
+
+    Raises:
+        BackfillRestoreError: Nothing of `keys` was ever written, or the target no longer exists.
     """
     wanted = set(keys)
     history = table.versions()
@@ -230,7 +269,16 @@ def plan_restore(
 
 def find_restore(table: mvcc.Table, restore_id: str, since: float | None) -> int | None:
     """The version of the Restore made for `restore_id` (a backfill id), walking back from the latest version
-    to commits older than `since` (a POSIX timestamp, less `CLOCK_SKEW_SECONDS`); None if there is none."""
+    to commits older than `since` (a POSIX timestamp, less `CLOCK_SKEW_SECONDS`); None if there is none.
+
+    Args:
+        table: The table.
+        restore_id: The backfill (or root run) id.
+        since: When the backfill was created (None: walk the whole history).
+
+    Returns:
+        The Restore's version, or None.
+    """
     limit = None if since is None else since - CLOCK_SKEW_SECONDS
     latest = table.checkout_latest()
     for version in range(latest.version, 0, -1):
@@ -269,7 +317,15 @@ def _failure(asset: str, problem: str) -> dg.Failure:
 
 def backfill_scope(context: dg.OutputContext, asset: str) -> BackfillScope | None:
     """The restore this step's run asks for (None: the run has no `RESTORE_TAG`). A Failure when the tag's
-    value is unknown, the asset is not partitioned, or the backfill is not in the instance."""
+    value is unknown, the asset is not partitioned, or the backfill is not in the instance.
+
+    Args:
+        context: The IO manager's output context.
+        asset: The asset, for messages.
+
+    Returns:
+        The scope, or None.
+    """
     run = context.step_context.dagster_run
     value = run.tags.get(RESTORE_TAG)
     if value is None:
@@ -334,6 +390,14 @@ def restore_for_backfill(
     backfill restore, make sure the table is restored (by this run, or already by another run of the backfill)
     and return the table to write to and the metadata to add to the materialization. Without the tag: the
     table unchanged and no metadata. Failures name the asset and the tag; nothing is committed by a refusal.
+
+    Args:
+        context: The IO manager's output context.
+        table: The table (None when it does not exist yet).
+        asset: The asset, for messages.
+
+    Returns:
+        The table to write to, and the metadata to add to the materialization.
     """
     scope = backfill_scope(context, asset)
     if scope is None:

@@ -60,6 +60,16 @@ def catalog_table_name(key: AssetName, key_prefix: Sequence[str] = ()) -> str:
     catalog's default schema), ``["sales", "orders"]`` is ``sales.orders``. A longer key, or a part that is
     not a plain name (letters, digits, ``_``, ``-``; a catalog name uses ``.`` as its separator), is refused
     with a `ValueError` naming the key: set ``key_prefix`` on the resource to drop the leading parts.
+
+    Args:
+        key: The asset key.
+        key_prefix: Leading parts that are not part of the catalog name.
+
+    Returns:
+        ``schema.table``.
+
+    Raises:
+        ValueError: The key cannot name a catalog table.
     """
     asset_key = to_asset_key(key)
     parts = list(asset_key.path)
@@ -200,10 +210,26 @@ class CatalogAssetTransaction:
         return sorted(n for n in self._created if "." in n)
 
     def table_name(self, key: AssetName) -> str:
+        """The catalog table (``schema.table``) of an asset key (the resource's `table_name`).
+
+        Args:
+            key: The asset key (string, `AssetKey` or path parts).
+
+        Returns:
+            The catalog table (``schema.table``).
+        """
         return self._resource.table_name(key)
 
     def to_table(self, key: AssetName, **kwargs: Any) -> pa.Table:
-        """The asset's table as this step's writes so far leave it (read-your-writes; nothing is published)."""
+        """The asset's table as this step's writes so far leave it (read-your-writes; nothing is published).
+
+        Args:
+            key: The asset key (string, `AssetKey` or path parts).
+            **kwargs: `Table.to_table`'s arguments (columns, filter).
+
+        Returns:
+            The rows.
+        """
         asset = to_asset_key(key).to_user_string()
         with self._mapping(asset):
             self._check_open()
@@ -212,16 +238,32 @@ class CatalogAssetTransaction:
     # ---- staging -------------------------------------------------------------------------------
 
     def append(self, key: AssetName, data: Any) -> None:
-        """Add `data`'s rows to the asset's table (created from `data`'s schema on the first write)."""
+        """Add `data`'s rows to the asset's table (created from `data`'s schema on the first write).
+
+        Args:
+            key: The asset key (string, `AssetKey` or path parts).
+            data: A pyarrow Table, RecordBatch or RecordBatchReader or a pandas DataFrame.
+        """
         self._add(_Write(to_asset_key(key), "", "append", data))
 
     def overwrite(self, key: AssetName, data: Any, *, where: str | None = None) -> None:
         """Replace the table's rows with `data`; with `where` only the rows matching it. In a partitioned run,
-        `where` defaults to the run's partitions (the asset's ``partition_expr`` metadata names the column)."""
+        `where` defaults to the run's partitions (the asset's ``partition_expr`` metadata names the column).
+
+        Args:
+            key: The asset key (string, `AssetKey` or path parts).
+            data: The rows (as `append` takes them).
+            where: The rows replaced (SQL; default: all, or the run's partitions).
+        """
         self._add(_Write(to_asset_key(key), "", "overwrite", data, where=where))
 
     def delete(self, key: AssetName, predicate: str) -> None:
-        """Delete the rows matching `predicate` (SQL); the table must exist."""
+        """Delete the rows matching `predicate` (SQL); the table must exist.
+
+        Args:
+            key: The asset key (string, `AssetKey` or path parts).
+            predicate: The rows deleted (SQL).
+        """
         self._add(_Write(to_asset_key(key), "", "delete", None, where=predicate))
 
     def merge(
@@ -244,6 +286,17 @@ class CatalogAssetTransaction:
         it). In a partitioned run, ``delete_not_in_source=True`` deletes only within the run's partitions
         (the asset's ``partition_expr``), as an overwrite without ``where`` replaces only them. A table that
         does not exist yet is created from `data`'s schema (every row is then an insert).
+
+        Args:
+            key: The asset key (string, `AssetKey` or path parts).
+            data: The source rows (as `append` takes them).
+            on: The key column(s).
+            update: See above.
+            insert: See above.
+            delete_not_in_source: See above.
+
+        Returns:
+            The merge's counts.
         """
         on_list = [on] if isinstance(on, str) else list(on)
         write = _Write(to_asset_key(key), "", "merge", data, on=on_list, update=update, insert=insert)
@@ -552,7 +605,14 @@ class MvccCatalogResource(dg.ConfigurableResource):
     """The base of the exponential backoff between those re-runs, in seconds."""
 
     def table_name(self, key: AssetName) -> str:
-        """The catalog table (``schema.table``) of an asset key (`catalog_table_name`, after `key_prefix`)."""
+        """The catalog table (``schema.table``) of an asset key (`catalog_table_name`, after `key_prefix`).
+
+        Args:
+            key: The asset key (string, `AssetKey` or path parts).
+
+        Returns:
+            ``schema.table``.
+        """
         return catalog_table_name(key, self.key_prefix)
 
     def options(self) -> dict[str, Any] | None:
@@ -573,7 +633,15 @@ class MvccCatalogResource(dg.ConfigurableResource):
     def create_tables(self, catalog: mvcc.Catalog, schemas: dict[str, pa.Schema]) -> int:
         """Create the tables of `schemas` (``schema.table`` -> Arrow schema) that do not exist yet, and their
         schemas, in one catalog version; a concurrent step that created some of them first is not an error.
-        Returns the catalog version that has them all."""
+        Returns the catalog version that has them all.
+
+        Args:
+            catalog: The catalog.
+            schemas: ``schema.table`` -> Arrow schema.
+
+        Returns:
+            The catalog version.
+        """
         for attempt in range(_CREATE_ATTEMPTS):
             snapshot = catalog.snapshot()
             tables, existing_schemas = set(snapshot.tables()), set(snapshot.schemas())
@@ -602,6 +670,13 @@ class MvccCatalogResource(dg.ConfigurableResource):
 
         `context`: the asset execution context (run id, partitions, retry number, the assets' metadata).
         An exception in the block removes every staged file and propagates; nothing is published.
+
+        Args:
+            context: See above.
+            commit_message: The catalog version's message (default: the assets and the run).
+
+        Returns:
+            A context manager giving the `CatalogAssetTransaction`.
         """
         with mvcc_conflicts(context, max_retries=self.max_conflict_retries, delay=self.conflict_retry_delay):
             catalog = self.open()
@@ -627,6 +702,13 @@ class MvccCatalogResource(dg.ConfigurableResource):
         2. the run re-executes an earlier one (its root run): the root run's own materialization of `key`,
            else the newest materialization created before the root run was (what the root run read);
         3. otherwise the newest materialization. None when none records a catalog version (read the latest).
+
+        Args:
+            context: The asset or op execution context (its run and instance).
+            key: The asset key (string, `AssetKey` or path parts).
+
+        Returns:
+            The catalog version, or None.
         """
         run = getattr(context, "run", None)
         if run is None:
@@ -635,11 +717,27 @@ class MvccCatalogResource(dg.ConfigurableResource):
 
     def snapshot_for(self, context: Any, keys: Iterable[AssetName]) -> Any:
         """One consistent catalog snapshot for reading the tables of `keys`: the newest catalog version their
-        materializations recorded (tables published together recorded the same one), or the latest."""
+        materializations recorded (tables published together recorded the same one), or the latest.
+
+        Args:
+            context: The asset or op execution context.
+            keys: The assets read.
+
+        Returns:
+            The catalog snapshot (`CatalogSnapshot`).
+        """
         versions = [v for v in (self.pinned_catalog_version(context, k) for k in keys) if v is not None]
         catalog = self.open()
         return catalog.snapshot(max(versions)) if versions else catalog.snapshot()
 
     def load_table(self, context: Any, key: AssetName) -> mvcc.Table:
-        """The table of `key` at the catalog version its materialization recorded (`snapshot_for`)."""
+        """The table of `key` at the catalog version its materialization recorded (`snapshot_for`).
+
+        Args:
+            context: The asset or op execution context.
+            key: The asset key (string, `AssetKey` or path parts).
+
+        Returns:
+            The table handle.
+        """
         return self.snapshot_for(context, [key]).table(self.table_name(key))

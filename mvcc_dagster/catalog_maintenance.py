@@ -31,7 +31,15 @@ def build_catalog_health_checks(
     keys: Sequence[TableName], *, thresholds: HealthThresholds | None = None
 ) -> list[dg.AssetChecksDefinition]:
     """One multi-asset check per catalog table (asset key), the seven health checks of `health.CHECKS` on the
-    table the newest catalog snapshot publishes (through the resource ``mvcc_catalog``)."""
+    table the newest catalog snapshot publishes (through the resource ``mvcc_catalog``).
+
+    Args:
+        keys: The tables' asset keys.
+        thresholds: The WARN / ERROR levels (default `HealthThresholds()`).
+
+    Returns:
+        One checks definition per table.
+    """
     thresholds = thresholds or HealthThresholds()
     out = []
     for key in keys:
@@ -54,7 +62,17 @@ def build_catalog_maintenance_job(
     """A job compacting each catalog table of `keys` (`Catalog.compact_files`, one catalog version per table
     that had something to compact), then running the catalog's retention (`Catalog.cleanup(older_than,
     retain_versions)`). Each compaction is an observation on its table's asset; the retention's counts are the
-    step's output metadata."""
+    step's output metadata.
+
+    Args:
+        keys: The tables' asset keys.
+        older_than: Catalog versions older than this are removed.
+        retain_versions: Keep at least the newest this many catalog versions.
+        name: The job's name.
+
+    Returns:
+        The job (in the run's process).
+    """
     if not isinstance(older_than, timedelta) or older_than < timedelta(0):
         raise ValueError(f"{name}: older_than must be a non-negative timedelta, got {older_than!r}")
     if retain_versions is not None and (isinstance(retain_versions, bool) or retain_versions < 1):
@@ -107,4 +125,5 @@ def build_catalog_maintenance_job(
         name=name,
         table_tag=CATALOG_TABLE_TAG,
         description=f"Maintenance of the catalog tables {labels}: compaction, then the catalog's retention.",
+        executor_def=dg.in_process_executor,  # two small steps: a step process each would cost more than they do
     )

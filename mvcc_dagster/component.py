@@ -134,6 +134,14 @@ def shared_resource(
     resource objects under one key, so two tables of one warehouse must bind the *same* object as ``mvcc``.
     Two components naming different warehouses in one code location are refused by Dagster with the key
     named; bind ``mvcc`` once for the code location instead (leave `root_uri` out of the components).
+
+    Args:
+        root_uri: The warehouse.
+        storage_options: Its storage options, as sorted pairs (hashable).
+        external_store: Its external commit store.
+
+    Returns:
+        The resource (the same object for the same settings).
     """
     return MvccResource(root_uri=root_uri, storage_options=dict(storage_options), external_store=external_store)
 

@@ -27,13 +27,31 @@ def conflict_retry_policy(
     Use it together with `mvcc_conflicts()` (or the IO manager, which applies the mapping itself): the
     mapping keeps errors that would fail again out of the policy, and the policy then retries what mvcc
     could not classify.
+
+    Args:
+        max_retries: Attempts after the first.
+        delay: The base of the backoff, in seconds.
+        backoff: Dagster's backoff.
+        jitter: Dagster's jitter.
+
+    Returns:
+        The policy.
     """
     return dg.RetryPolicy(max_retries=max_retries, delay=delay, backoff=backoff, jitter=jitter)
 
 
 def retry_wait(attempt: int, delay: float = DEFAULT_DELAY, *, rng: random.Random | None = None) -> float:
     """Seconds to wait before retry number `attempt + 1`: Dagster's EXPONENTIAL backoff `(2^(n) - 1) * delay`
-    for the n-th retry, with PLUS_MINUS jitter of up to one `delay`, capped at `MAX_DELAY`."""
+    for the n-th retry, with PLUS_MINUS jitter of up to one `delay`, capped at `MAX_DELAY`.
+
+    Args:
+        attempt: Attempts before this one (0 on the first).
+        delay: The base, in seconds.
+        rng: The random source of the jitter (default: the module's).
+
+    Returns:
+        Seconds to wait.
+    """
     n = attempt + 1
     base = (2**n - 1) * delay
     jitter = (rng or random).uniform(-delay, delay)
@@ -68,7 +86,14 @@ def no_retry_failure(description: str, metadata: Mapping[str, Any] | None = None
 
 def conflict_metadata(exc: mvcc.CommitConflictError) -> dict[str, Any]:
     """What a conflict says about itself, as Dagster metadata (the table, both versions, both operations;
-    a catalog conflict adds the object, the catalog versions expected and found, and the DuckLake rule)."""
+    a catalog conflict adds the object, the catalog versions expected and found, and the DuckLake rule).
+
+    Args:
+        exc: The conflict.
+
+    Returns:
+        The metadata.
+    """
     meta: dict[str, Any] = {
         "table": exc.uri,
         "read_version": exc.read_version,
@@ -112,7 +137,18 @@ def to_dagster(
     what: str | None = None,
 ) -> BaseException | None:
     """The Dagster exception that `exc` becomes, or None when `exc` is not mvcc's to classify (it then
-    propagates unchanged and a `RetryPolicy` decides). `what` names the asset or op in descriptions."""
+    propagates unchanged and a `RetryPolicy` decides). `what` names the asset or op in descriptions.
+
+    Args:
+        exc: What was raised.
+        attempt: Attempts of the step before this one (sets the backoff).
+        max_retries: The `RetryRequested` limit.
+        delay: The base of the backoff, in seconds.
+        what: The asset or op, named in descriptions.
+
+    Returns:
+        A `RetryRequested` or a `Failure`, or None.
+    """
     prefix = f"{what}: " if what else ""
     if isinstance(exc, mvcc.RetryableConflictError) or (
         isinstance(exc, mvcc.TableExistsError) and exc.created_concurrently
@@ -146,6 +182,16 @@ def mvcc_conflicts(
                 mvcc.open("events").delete("day < DATE '2020-01-01'")
 
     `context`: the execution context (its retry number sets the backoff), or an IO manager's context.
+
+    Args:
+        context: See above.
+        max_retries: The `RetryRequested` limit.
+        delay: The base of the backoff, in seconds.
+        what: The asset or op, named in descriptions.
+
+    Raises:
+        dagster.RetryRequested: For a retryable conflict.
+        dagster.Failure: For what would fail again (not retried).
     """
     try:
         yield

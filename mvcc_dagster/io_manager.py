@@ -175,7 +175,12 @@ class MvccIOManager(dg.ConfigurableIOManager):
     # ---- outputs ---------------------------------------------------------------------------------
 
     def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
-        """Write `obj` as one commit (see the module docstring) and report it as the materialization."""
+        """Write `obj` as one commit (see the module docstring) and report it as the materialization.
+
+        Args:
+            context: Dagster's output context.
+            obj: The asset's output.
+        """
         asset_key = context.asset_key
         asset = asset_key.to_user_string()
         meta = dict(context.definition_metadata or {})
@@ -315,7 +320,14 @@ class MvccIOManager(dg.ConfigurableIOManager):
 
         A step reading several upstream partitions whose newest materializations recorded different versions
         (a single-run backfill, a weekly asset over daily ones) reads each partition at its own version
-        (`pinned_partition_versions`) and gets the union."""
+        (`pinned_partition_versions`) and gets the union.
+
+        Args:
+            context: Dagster's input context.
+
+        Returns:
+            The rows: a pyarrow Table, or a pandas / Spark DataFrame when the input is annotated so.
+        """
         asset_key = context.asset_key
         asset = asset_key.to_user_string()
         uri = self.tables().uri(asset_key)

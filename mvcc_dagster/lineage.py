@@ -29,7 +29,14 @@ def lineage_root(run: dg.DagsterRun) -> str:
 
 
 def as_int(value: Any) -> int | None:
-    """A metadata value as an int: an int, or a string of digits (None for anything else)."""
+    """A metadata value as an int: an int, or a string of digits (None for anything else).
+
+    Args:
+        value: The raw value.
+
+    Returns:
+        The int, or None.
+    """
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -38,7 +45,15 @@ def as_int(value: Any) -> int | None:
 
 
 def metadata_value(record: Any, key: str) -> Any:
-    """The raw value of `key` in a materialization record's metadata (None when absent)."""
+    """The raw value of `key` in a materialization record's metadata (None when absent).
+
+    Args:
+        record: An event log record of a materialization.
+        key: The metadata entry.
+
+    Returns:
+        The value.
+    """
     materialization = record.asset_materialization
     if materialization is None:
         return None
@@ -104,7 +119,15 @@ def materialized_in_run(
 
 
 def run_created_at(instance: dg.DagsterInstance, run_id: str) -> float | None:
-    """When a run was created (seconds since the epoch), None when the run is not in the instance."""
+    """When a run was created (seconds since the epoch), None when the run is not in the instance.
+
+    Args:
+        instance: The Dagster instance.
+        run_id: The run.
+
+    Returns:
+        The time, or None.
+    """
     record = instance.get_run_record_by_id(run_id)
     return record.create_timestamp.timestamp() if record is not None else None
 

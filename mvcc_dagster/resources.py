@@ -16,12 +16,26 @@ TableName = str | dg.AssetKey | Sequence[str]
 
 
 def is_uri(name: str) -> bool:
-    """A full uri (a scheme such as ``s3://`` or an absolute local path), not an asset key string."""
+    """A full uri (a scheme such as ``s3://`` or an absolute local path), not an asset key string.
+
+    Args:
+        name: A table name.
+
+    Returns:
+        Whether it is a uri.
+    """
     return "://" in name or os.path.isabs(name)
 
 
 def to_asset_key(name: str | dg.AssetKey | Sequence[str]) -> dg.AssetKey:
-    """An asset key from a user string (``"a/b"``), an `AssetKey` or a sequence of path parts."""
+    """An asset key from a user string (``"a/b"``), an `AssetKey` or a sequence of path parts.
+
+    Args:
+        name: The name.
+
+    Returns:
+        The asset key.
+    """
     if isinstance(name, dg.AssetKey):
         return name
     if isinstance(name, str):
@@ -30,7 +44,15 @@ def to_asset_key(name: str | dg.AssetKey | Sequence[str]) -> dg.AssetKey:
 
 
 def resolve_uri(root_uri: str, name: TableName) -> str:
-    """The uri of the table named `name` (an asset key or a full uri) under `root_uri`."""
+    """The uri of the table named `name` (an asset key or a full uri) under `root_uri`.
+
+    Args:
+        root_uri: The warehouse.
+        name: An asset key (string, `AssetKey`, path parts) or a uri.
+
+    Returns:
+        The table's uri.
+    """
     if isinstance(name, str) and is_uri(name):
         return name
     key = to_asset_key(name)
@@ -59,7 +81,14 @@ class MvccResource(dg.ConfigurableResource):
     external_store: str | None = None
 
     def uri(self, name: TableName) -> str:
-        """The uri of table `name`: ``{root_uri}/{asset key path joined by '/'}``, or `name` if it is a uri."""
+        """The uri of table `name`: ``{root_uri}/{asset key path joined by '/'}``, or `name` if it is a uri.
+
+        Args:
+            name: An asset key (string, `AssetKey`, path parts) or a uri.
+
+        Returns:
+            The table's uri.
+        """
         return resolve_uri(self.root_uri, name)
 
     def open(self, name_or_uri: TableName, version: int | str | None = None) -> mvcc.Table:

@@ -24,7 +24,19 @@ def _unindexed_fragments(table: mvcc.Table, index_name: str) -> int | None:
 def index_op(
     target: MaintenanceTarget, column: str, index_type: str, idx: str, mode: str, prefix: str
 ) -> dg.OpDefinition:
-    """The index op of `target` (default `mode`: create, or optimize in the schedule)."""
+    """The index op of `target` (default `mode`: create, or optimize in the schedule).
+
+    Args:
+        target: The table.
+        column: The indexed column (``""`` for optimize).
+        index_type: The index type (``""`` for optimize).
+        idx: The index's name (``""``: every index, for optimize).
+        mode: The default of the op's ``mode`` config: ``create`` or ``optimize``.
+        prefix: Put before the op's name (each job kind has its own ops).
+
+    Returns:
+        The op.
+    """
 
     @dg.op(
         name=f"create_index__{prefix}{target.suffix}__{re.sub(r'[^A-Za-z0-9_]', '_', idx)}",
@@ -82,7 +94,19 @@ def build_index_job(
     """A job creating the `index_type` index on `column` (``mode: create``, the default) or bringing every
     index up to date with the fragments added or rewritten since it was built (``mode: optimize``, op config
     of the ``create_index`` step: what the maintenance schedule runs after a compaction). One CreateIndex,
-    reported as an observation with the fragments left unindexed before and after."""
+    reported as an observation with the fragments left unindexed before and after.
+
+    Args:
+        table: An asset key (string, `AssetKey` or path parts) or a table uri.
+        column: The indexed column.
+        index_type: The core's index type (``BTREE``, ``BITMAP``, ...).
+        index_name: The index's name (default ``<column>_idx``).
+        asset_key: The asset the report goes to (default: `table`, or a uri's last segment).
+        name: The job's name (default ``mvcc_index__<asset key>__<index>``).
+
+    Returns:
+        The job (one step, in the run's process).
+    """
     target = MaintenanceTarget(table, asset_key)
     idx = index_name or f"{column}_idx"
 
@@ -106,6 +130,14 @@ def build_index_optimize_job(
     Why a job of its own: it needs no run config (`build_index_job`'s default mode is ``create``, which fails
     on an index that exists), so a sensor can request it as it is — the health sensor's repair for
     ``unindexed_rows``.
+
+    Args:
+        table: An asset key (string, `AssetKey` or path parts) or a table uri.
+        asset_key: The asset the report goes to.
+        name: The job's name (default ``mvcc_index_optimize__<asset key>``).
+
+    Returns:
+        The job (one step, in the run's process).
     """
     target = MaintenanceTarget(table, asset_key)
     optimize = index_op(target, "", "", "", "optimize", "optimize__")

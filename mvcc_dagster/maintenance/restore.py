@@ -44,6 +44,14 @@ def build_restore_job(
     "2026-11-20T08:00:00+00:00"`` (the version current then), exactly one. The restore changes what readers
     see, so it is reported as a materialization of the table's asset (downstream assets become stale) with
     `mvcc/restored_from` and a new data version.
+
+    Args:
+        table: An asset key (string, `AssetKey` or path parts) or a table uri.
+        asset_key: The asset the materialization goes to.
+        name: The job's name (default ``mvcc_restore__<asset key>``).
+
+    Returns:
+        The job (one step, in the run's process).
     """
     target = MaintenanceTarget(table, asset_key)
 

@@ -113,6 +113,22 @@ def build_retention_job(
     logs) and records nothing on the asset; a real run reports what it removed as an observation. `dry_run`
     is also op config (``ops: {cleanup_old_versions: {config: {dry_run: true}}}``), so one job serves both.
     A retention that would pass over a tagged version fails naming the table and the tags (nothing removed).
+
+    Args:
+        table: An asset key (string, `AssetKey` or path parts) or a table uri.
+        older_than: Versions older than this are removed.
+        retain_versions: Keep at least the newest this many versions (None: no such floor).
+        dry_run: The default of the op's ``dry_run`` config.
+        delete_unverified: The default of the op's ``delete_unverified`` config (above).
+        asset_key: The asset the observation goes to.
+        name: The job's name (default ``mvcc_retention__<asset key>``).
+
+    Returns:
+        The job (one step, in the run's process).
+
+    Raises:
+        TypeError: `delete_unverified` is not a bool.
+        ValueError: `older_than` negative or `retain_versions` not a positive int.
     """
     target = MaintenanceTarget(table, asset_key)
     cleanup = cleanup_op(target, older_than, retain_versions, dry_run, "", delete_unverified)

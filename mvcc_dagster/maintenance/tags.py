@@ -16,6 +16,14 @@ def build_tag_job(table: TableName, *, asset_key: TableName | None = None, name:
     Why a job: a tag pins a version against retention (retention refuses to pass over a tagged version), so
     tagging before a risky backfill and restoring to the tag are both one click in the UI. A tag is not a
     commit: it is reported as an observation with `mvcc/tag` and `mvcc/tagged_version`, not a new version.
+
+    Args:
+        table: An asset key (string, `AssetKey` or path parts) or a table uri.
+        asset_key: The asset the observation goes to.
+        name: The job's name (default ``mvcc_tag__<asset key>``).
+
+    Returns:
+        The job (one step, in the run's process).
     """
     target = MaintenanceTarget(table, asset_key)
 

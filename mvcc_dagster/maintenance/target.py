@@ -49,13 +49,29 @@ class MaintenanceTarget:
         self.pool = f"mvcc/{table}" if isinstance(table, str) and is_uri(table) else f"mvcc/{self.label}"
 
     def open(self, context: Any, version: int | None = None) -> mvcc.Table:
-        """The table through the run's ``mvcc`` resource (the latest, or `version`), errors mapped."""
+        """The table through the run's ``mvcc`` resource (the latest, or `version`), errors mapped.
+
+        Args:
+            context: The op's context (its ``mvcc`` resource).
+            version: A version (None: the latest).
+
+        Returns:
+            The table handle.
+        """
         resource: MvccResource = getattr(context.resources, RESOURCE_KEY)
         with mvcc_conflicts(context, what=f"table {self.label}"):
             return resource.open(self.table, version)
 
     def properties(self, context: Any, job: str) -> dict[str, str]:
-        """Commit properties: Dagster's (so the version sensor skips these commits) and the maintenance kind."""
+        """Commit properties: Dagster's (so the version sensor skips these commits) and the maintenance kind.
+
+        Args:
+            context: The op's context (its run id).
+            job: The maintenance kind (``compaction``, ``index:create``, ...).
+
+        Returns:
+            The transaction properties.
+        """
         return {RUN_ID_PROPERTY: context.run_id, ASSET_KEY_PROPERTY: self.label, MAINTENANCE_PROPERTY: job}
 
 
@@ -101,6 +117,16 @@ def one_step_job(
     One step gains nothing from a step process (the multiprocess executor would start a second interpreter
     that imports Dagster and the plugin again, seconds of CPU for milliseconds of work), so these jobs pin
     Dagster's in-process executor whatever the code location's default.
+
+    Args:
+        op: The op.
+        step: The step's (node's) name.
+        name: The job's name.
+        target: The table (its run tag).
+        description: Shown in the UI.
+
+    Returns:
+        The job.
     """
 
     @dg.graph(name=name)
@@ -113,7 +139,14 @@ def one_step_job(
 
 
 def manifest_metrics(table: mvcc.Table) -> dict[str, Any]:
-    """Counts of the handle's version read from its manifest (no data file is read)."""
+    """Counts of the handle's version read from its manifest (no data file is read).
+
+    Args:
+        table: The table at the version to count.
+
+    Returns:
+        ``mvcc/version``, ``mvcc/fragments``, ``dagster/size_bytes`` and ``dagster/uri``.
+    """
     fragments = table.get_fragments()
     return {
         "mvcc/version": table.version,
