@@ -4,7 +4,7 @@ Where the rewrite runs, and why the default is one process: docs/dagster.md ("Co
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import dagster as dg
@@ -84,7 +84,10 @@ def _rewrite_metadata(results: Sequence[mvcc.compaction.RewriteResult]) -> dict[
 
 
 def _reserve(
-    context: Any, target: MaintenanceTarget, options: mvcc.CompactionOptions, split: Any = None
+    context: Any,
+    target: MaintenanceTarget,
+    options: mvcc.CompactionOptions,
+    split: Callable[[Sequence[Any]], list[Any]] | None = None,
 ) -> tuple[Any, list[Any]]:
     """Plan the compaction of `target` (one ReserveFragments, carrying the run's properties) and report it.
 
