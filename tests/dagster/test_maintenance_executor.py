@@ -172,3 +172,20 @@ def test_explicit_multiprocess_form_and_auto_under_execute_job(
         assert bool(started) is processes, table
         after = mvcc.open_table(uri)
         assert sorted(after.to_table()["n"].to_pylist()) == list(range(800)) and len(after.get_fragments()) == 8
+
+
+def test_component_passes_executor_and_delete_unverified(warehouse: str) -> None:
+    """The component's `maintenance.executor` (default auto) and `retention.delete_unverified` reach the jobs."""
+    from mvcc_dagster import MvccTableComponent
+
+    def built(**attributes: object) -> dg.Definitions:
+        attributes = {"key": "orders", "root_uri": warehouse, **attributes}
+        return dg.build_defs_for_component(MvccTableComponent.from_attributes_dict(attributes=attributes))
+
+    defs = built(retention={"delete_unverified": True})
+    assert defs.resolve_job_def("mvcc_compaction__orders").executor_def is dg.in_process_executor
+    for name in ("mvcc_retention__orders", "mvcc_maintenance__orders"):
+        cleanup = defs.resolve_job_def(name).graph.node_named("cleanup_old_versions").definition
+        assert cleanup.config_schema.config_type.fields["delete_unverified"].default_value is True
+    mapped = built(maintenance={"executor": "dagster", "rewrite_steps": 2})
+    assert mapped.resolve_job_def("mvcc_compaction__orders").executor_def is not dg.in_process_executor
