@@ -12,6 +12,8 @@
   were first written, once per backfill, refused when data outside the backfill would be lost (`backfill.py`).
 - `MvccTableComponent`: one table's asset, checks, maintenance jobs, schedule and sensors from a ``defs.yaml``
   (registered for ``dg`` through the ``dagster_dg_cli.registry_modules`` entry point).
+- Maintenance jobs, one module per kind in `maintenance/` (compaction, retention, indices, restore, tags, the
+  schedule); the modules' map: docs/dagster.md, "The plugin's layout".
 
 Only public `mvcc_core` names are used (import-linter checks it).
 """
