@@ -209,6 +209,14 @@ class MvccTableComponent(dg.Component, dg.Resolvable, dg.Model):
         )
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
+        """The table's definitions, built with the same factories code-first users call.
+
+        Args:
+            context: Dagster's component load context.
+
+        Returns:
+            The asset (unless ``define_asset: false``), checks, jobs, schedule, sensors and the ``mvcc`` resource.
+        """
         target = MaintenanceTarget(self.table, self.asset_key)
         key = self.asset_key
         retention = self.retention
