@@ -120,9 +120,10 @@ def resources(root_uri: str | None = None) -> dict[str, Any]:
     """The resources of the example: the warehouse (resource and IO manager) and a local Spark session."""
     root = root_uri or warehouse_root()
     external_store = os.environ.get("MVCC_EXTERNAL_STORE") or None
+    warehouse = MvccResource(root_uri=root, external_store=external_store)
     return {
-        "mvcc": MvccResource(root_uri=root, external_store=external_store),
-        "io_manager": MvccIOManager(root_uri=root, external_store=external_store),
+        "mvcc": warehouse,
+        "io_manager": MvccIOManager(mvcc=warehouse),
         "mvcc_catalog": MvccCatalogResource(root_uri=f"{root.rstrip('/')}/catalog"),
         "pyspark": PySparkResource(
             spark_config={

@@ -148,11 +148,11 @@ def _dagster(r: dict[str, Any]) -> Iterator[Row]:
         yield Row("dagster", f"version sensor tick, {t['tables']} unchanged tables (median of {t['ticks']})", "ms",
                   t["tick_ms"])  # fmt: skip
     if "compaction" in r:
-        c = r["compaction"]
-        job = f"compaction job, {c['fragments']:,} fragments, {c['tasks']} tasks, multiprocess executor"
-        yield Row("dagster", job, "ms", c["dagster_ms"], "compact_files() in process", c["in_process_ms"])
-        yield Row("dagster", f"{job}, CPU", "ms", c["dagster_cpu_ms"], "compact_files() in process, CPU",
-                  c["in_process_cpu_ms"])  # fmt: skip
+        for c in r["compaction"]["shapes"].values():
+            job = f"compaction job, {c['fragments']:,} x {c['rows_per_fragment']:,} rows, default executor"
+            yield Row("dagster", job, "ms", c["job_ms"], "compact_files() in process", c["compact_files_ms"])
+            yield Row("dagster", f"{job}, CPU", "ms", c["job_cpu_ms"], "compact_files() in process, CPU",
+                      c["compact_files_cpu_ms"])  # fmt: skip
 
 
 def _catalog(r: dict[str, Any]) -> Iterator[Row]:

@@ -12,6 +12,8 @@
   were first written, once per backfill, refused when data outside the backfill would be lost (`backfill.py`).
 - `MvccTableComponent`: one table's asset, checks, maintenance jobs, schedule and sensors from a ``defs.yaml``
   (registered for ``dg`` through the ``dagster_dg_cli.registry_modules`` entry point).
+- Maintenance jobs, one module per kind in `maintenance/` (compaction, retention, indices, restore, tags, the
+  schedule); the modules' map: docs/dagster.md, "The plugin's layout".
 
 Only public `mvcc_core` names are used (import-linter checks it).
 """
@@ -39,9 +41,10 @@ from .catalog import (
 )
 from .catalog_maintenance import build_catalog_health_checks, build_catalog_maintenance_job
 from .component import MvccTableComponent
-from .conflicts import conflict_metadata, conflict_retry_policy, mvcc_conflicts, retry_wait, to_dagster
+from .error_mapping import conflict_metadata, conflict_retry_policy, mvcc_conflicts, retry_wait, to_dagster
 from .health import CHECKS, HealthThresholds, Level, build_health_sensor, build_table_health_checks, evaluate_health
-from .io_manager import MERGE_ON, WRITE_MODE, MvccIOManager, pinned_partition_versions, pinned_version
+from .io_manager import MERGE_ON, WRITE_MODE, MvccIOManager
+from .lineage import pinned_partition_versions, pinned_version
 from .maintenance import (
     MAINTENANCE_IO_KEY,
     RESTORED_FROM,

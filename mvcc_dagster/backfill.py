@@ -1,39 +1,7 @@
 """Backfills via restore: roll a table back to before the backfill's partitions were first written, then
 recompute them.
 
-The story: a bad deploy wrote wrong rows for the last three daily partitions. Re-running those partitions
-replaces their rows, but a table whose writes are not partition-scoped (``merge`` upserts, appends) keeps
-what the bad runs did. A backfill launched with the run tag ``mvcc/backfill_restore`` (`RESTORE_TAG`) first
-makes the table what it was before the earliest of the backfill's partitions was first written (one
-Restore commit; history is kept), then recomputes the partitions as usual.
-
-How the restore target is found (`plan_restore`): the table's history (`Table.versions()`), oldest first. A
-commit's partitions are its ``dagster/partition_key`` property (a single-run backfill's range
-``first...last`` is expanded), or, for a commit that carries only ``dagster/run_id``, the partition tags of
-that run in Dagster's run storage. The first data-changing commit writing any partition of the backfill is
-its *first write*; the target is the version before it. An IO manager's empty table creation writes no rows
-and is not a first write. Dagster's event log is asked too: when the first materialization of those
-partitions recorded a version that retention has removed, the target is gone and the run says so.
-
-What it refuses: a restore to the target undoes every commit after it. When one of those wrote a partition
-outside the backfill (or wrote data without a partition at all: an outside append, an earlier restore), the
-run fails *before* committing and names the partitions (and versions) that would be lost, unless the tag is
-``allow-data-loss``. Maintenance after the target (compaction, index builds, config) is undone too: that
-loses no rows and is listed in the materialization's metadata, so the index job can be re-run.
-
-Idempotent across the backfill's runs (Dagster puts ``dagster/backfill`` on every run of a backfill): the
-Restore commit carries ``dagster/backfill`` as a transaction property, and a run that finds a Restore of its
-backfill in the table's history (walking back to the backfill's creation) does not restore again. A backfill
-re-executed from failure (its runs carry ``dagster/root_backfill_id``) counts as the first one. Runs of
-one backfill start together, so the restore itself is guarded by a lock: the table tag
-``dagster-backfill-restore-<id>`` (tags are created with put-if-not-exists, so exactly one run creates it).
-The holder re-checks the history, restores, and deletes the tag; the others wait for the tag to go, then
-find the Restore and write. No run of the backfill writes before the Restore exists.
-
-The partitions of the backfill come from the backfill record in the instance (`DagsterInstance.get_backfill`:
-an asset backfill's target subset for this asset, or a job backfill's partition names). A run with the tag
-that is not part of a backfill restores for its own partition(s), keyed by its root run id (so a
-re-execution does not restore again).
+The target, the refusal, the lock and once-per-backfill: docs/dagster.md ("Backfills via restore").
 """
 
 from __future__ import annotations
@@ -44,10 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import dagster as dg
-from dagster_shared.check import CheckError
 
 import mvcc_core as mvcc
 
+from ._dagster_internals import CheckError
+from .error_mapping import no_retry_failure
+from .lineage import lineage_root
 from .properties import (
     ASSET_KEY_PROPERTY,
     BACKFILL_PROPERTY,
@@ -58,7 +28,6 @@ from .properties import (
     RANGE_END_TAG,
     RANGE_START_TAG,
     ROOT_BACKFILL_TAG,
-    ROOT_RUN_ID_TAG,
     RUN_ID_PROPERTY,
 )
 from .versions import is_data_changing
@@ -119,7 +88,15 @@ class RestorePlan:
 
 
 def expand_partition_label(label: str, partitions_def: dg.PartitionsDefinition | None) -> set[str]:
-    """The keys a ``dagster/partition_key`` property names: one key, or a range ``first...last``."""
+    """The keys a ``dagster/partition_key`` property names: one key, or a range ``first...last``.
+
+    Args:
+        label: The property's value.
+        partitions_def: The asset's partitions (None: the label is one key).
+
+    Returns:
+        The keys.
+    """
     if "..." not in label or partitions_def is None:
         return {label}
     first, last = label.split("...", 1)
@@ -131,7 +108,15 @@ def expand_partition_label(label: str, partitions_def: dg.PartitionsDefinition |
 
 
 def run_partitions(instance: dg.DagsterInstance, partitions_def: dg.PartitionsDefinition | None) -> Callable:
-    """A lookup run id -> the partition keys that run was launched for (its tags), None when unknown."""
+    """A lookup run id -> the partition keys that run was launched for (its tags), None when unknown.
+
+    Args:
+        instance: The Dagster instance (its run storage).
+        partitions_def: The asset's partitions (to expand ranges).
+
+    Returns:
+        The lookup (cached per run).
+    """
     cache: dict[str, set[str] | None] = {}
 
     def lookup(run_id: str) -> set[str] | None:
@@ -157,7 +142,16 @@ def commit_partitions(
     lookup_run: Callable[[str], set[str] | None] | None = None,
 ) -> set[str] | None:
     """The partitions a commit wrote: its ``dagster/partition_key`` property, else the partitions of the run
-    named by its ``dagster/run_id`` (Dagster's run storage); None when neither tells."""
+    named by its ``dagster/run_id`` (Dagster's run storage); None when neither tells.
+
+    Args:
+        info: The commit (`Table.versions()`' entry).
+        partitions_def: The asset's partitions.
+        lookup_run: Run id -> partitions (None: properties only).
+
+    Returns:
+        The partition keys, or None.
+    """
     props = info.transaction_properties or {}
     label = props.get(PARTITION_KEY_PROPERTY)
     if label:
@@ -182,6 +176,20 @@ def plan_restore(
     `first_materialized`: the ``mvcc/version`` of the first materialization Dagster recorded for any of
     `keys` (None: unknown), used to tell a first write removed by retention. Raises `BackfillRestoreError`
     (nothing committed) when no partition of `keys` was ever written, or the target no longer exists.
+
+    Args:
+        table: The table at its latest version.
+        keys: The backfill's partition keys.
+        partitions_def: The asset's partitions (to expand ranges ``first...last``).
+        label: The asset, for messages.
+        lookup_run: Run id -> the partitions it was launched for (commits that carry only a run id).
+        first_materialized: See above.
+
+    Returns:
+        The plan: the target version, the first write, and what a restore would drop or undo.
+
+    Raises:
+        BackfillRestoreError: Nothing of `keys` was ever written, or the target no longer exists.
     """
     wanted = set(keys)
     history = table.versions()
@@ -261,7 +269,16 @@ def plan_restore(
 
 def find_restore(table: mvcc.Table, restore_id: str, since: float | None) -> int | None:
     """The version of the Restore made for `restore_id` (a backfill id), walking back from the latest version
-    to commits older than `since` (a POSIX timestamp, less `CLOCK_SKEW_SECONDS`); None if there is none."""
+    to commits older than `since` (a POSIX timestamp, less `CLOCK_SKEW_SECONDS`); None if there is none.
+
+    Args:
+        table: The table.
+        restore_id: The backfill (or root run) id.
+        since: When the backfill was created (None: walk the whole history).
+
+    Returns:
+        The Restore's version, or None.
+    """
     limit = None if since is None else since - CLOCK_SKEW_SECONDS
     latest = table.checkout_latest()
     for version in range(latest.version, 0, -1):
@@ -295,16 +312,20 @@ class BackfillScope:
 
 
 def _failure(asset: str, problem: str) -> dg.Failure:
-    return dg.Failure(
-        description=f"asset {asset}: {problem}",
-        metadata={"asset": asset, "setting": f"run tag {RESTORE_TAG!r}"},
-        allow_retries=False,
-    )
+    return no_retry_failure(f"asset {asset}: {problem}", {"asset": asset, "setting": f"run tag {RESTORE_TAG!r}"})
 
 
 def backfill_scope(context: dg.OutputContext, asset: str) -> BackfillScope | None:
     """The restore this step's run asks for (None: the run has no `RESTORE_TAG`). A Failure when the tag's
-    value is unknown, the asset is not partitioned, or the backfill is not in the instance."""
+    value is unknown, the asset is not partitioned, or the backfill is not in the instance.
+
+    Args:
+        context: The IO manager's output context.
+        asset: The asset, for messages.
+
+    Returns:
+        The scope, or None.
+    """
     run = context.step_context.dagster_run
     value = run.tags.get(RESTORE_TAG)
     if value is None:
@@ -321,7 +342,7 @@ def backfill_scope(context: dg.OutputContext, asset: str) -> BackfillScope | Non
     backfill_id = run.tags.get(BACKFILL_TAG)
     instance = context.step_context.instance
     if backfill_id is None:
-        root = run.root_run_id or run.tags.get(ROOT_RUN_ID_TAG) or run.run_id
+        root = lineage_root(run)
         record = instance.get_run_record_by_id(root)
         since = record.create_timestamp.timestamp() if record is not None else None
         return BackfillScope(root, sorted(context.asset_partition_keys), since, value == RESTORE_ALLOW_DATA_LOSS)
@@ -369,6 +390,14 @@ def restore_for_backfill(
     backfill restore, make sure the table is restored (by this run, or already by another run of the backfill)
     and return the table to write to and the metadata to add to the materialization. Without the tag: the
     table unchanged and no metadata. Failures name the asset and the tag; nothing is committed by a refusal.
+
+    Args:
+        context: The IO manager's output context.
+        table: The table (None when it does not exist yet).
+        asset: The asset, for messages.
+
+    Returns:
+        The table to write to, and the metadata to add to the materialization.
     """
     scope = backfill_scope(context, asset)
     if scope is None:

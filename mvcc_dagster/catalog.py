@@ -1,20 +1,6 @@
 """The catalog side of the plugin: several tables of one step published in ONE catalog version.
 
-`MvccCatalogResource` (bind as ``mvcc_catalog``) opens, or creates, an `mvcc_core.Catalog` and names its
-tables by asset key (`catalog_table_name`). A `multi_asset` that produces several tables (a fact table and
-its dimension) writes them inside ``with mvcc_catalog.transaction(context) as tx:``; every write is staged
-on the catalog snapshot the block opened with, and the end of the block publishes them all as one catalog
-version, or nothing. ``tx.materialize_results()`` then gives one `MaterializeResult` per table, each with its
-table's version, the catalog version and a data version, so downstream assets can pin one consistent
-snapshot (`MvccCatalogResource.snapshot_for`).
-
-Why a transaction on the resource and not an IO manager: Dagster calls an IO manager's ``handle_output``
-once per output and records that output's materialization right after it returns, before the next output
-is even computed. An IO manager that collected the outputs of a step and published them with the last one
-would have recorded the first materializations before anything was published, and a step failing between
-two outputs would leave a materialization whose data never became visible. The resource's transaction
-publishes first and reports after, so every materialization Dagster records names a published catalog
-version (docs/dagster.md, "Multi-table assets").
+Why a transaction on the resource and not an IO manager: docs/dagster.md ("Multi-table assets").
 """
 
 from __future__ import annotations
@@ -30,13 +16,14 @@ import pyarrow as pa
 
 import mvcc_core as mvcc
 
-from .conflicts import DEFAULT_DELAY, DEFAULT_MAX_RETRIES, mvcc_conflicts
+from .arrow import to_arrow_table
+from .error_mapping import DEFAULT_DELAY, DEFAULT_MAX_RETRIES, mvcc_conflicts, no_retry_failure
+from .lineage import as_int, lineage_root, metadata_value, pinned_value
 from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predicate
 from .properties import (
     ASSET_KEY_PROPERTY,
     PARTITION_KEY_PROPERTY,
     ROOT_RUN_ID_PROPERTY,
-    ROOT_RUN_ID_TAG,
     RUN_ID_PROPERTY,
     STEP_KEY_PROPERTY,
 )
@@ -73,6 +60,16 @@ def catalog_table_name(key: AssetName, key_prefix: Sequence[str] = ()) -> str:
     catalog's default schema), ``["sales", "orders"]`` is ``sales.orders``. A longer key, or a part that is
     not a plain name (letters, digits, ``_``, ``-``; a catalog name uses ``.`` as its separator), is refused
     with a `ValueError` naming the key: set ``key_prefix`` on the resource to drop the leading parts.
+
+    Args:
+        key: The asset key.
+        key_prefix: Leading parts that are not part of the catalog name.
+
+    Returns:
+        ``schema.table``.
+
+    Raises:
+        ValueError: The key cannot name a catalog table.
     """
     asset_key = to_asset_key(key)
     parts = list(asset_key.path)
@@ -93,23 +90,6 @@ def catalog_table_name(key: AssetName, key_prefix: Sequence[str] = ()) -> str:
             "(letters, digits, '_' and '-' only; '.' separates schema and table)"
         )
     return ".".join(parts) if len(parts) == 2 else f"{DEFAULT_SCHEMA}.{parts[0]}"
-
-
-def _as_arrow(data: Any, what: str) -> pa.Table:
-    """The data of a write as one Arrow table (its schema may create the table; a merge needs it whole)."""
-    if isinstance(data, pa.Table):
-        return data
-    if isinstance(data, pa.RecordBatch):
-        return pa.Table.from_batches([data])
-    if isinstance(data, pa.RecordBatchReader):
-        return data.read_all()
-    module = type(data).__module__ or ""
-    if module.startswith("pandas") and type(data).__name__ == "DataFrame":
-        return pa.Table.from_pandas(data, preserve_index=False)
-    raise TypeError(
-        f"{what}: a catalog write takes a pyarrow Table, RecordBatch or RecordBatchReader or a pandas DataFrame, "
-        f"got {type(data).__module__}.{type(data).__qualname__}"
-    )
 
 
 def _run_partitions(context: Any) -> list[str] | None:
@@ -144,7 +124,7 @@ def _step_stamp(context: Any) -> dict[str, str]:
         return {}
     stamp = {
         RUN_ID_PROPERTY: str(run.run_id),
-        ROOT_RUN_ID_PROPERTY: str(run.root_run_id or run.tags.get(ROOT_RUN_ID_TAG) or run.run_id),
+        ROOT_RUN_ID_PROPERTY: lineage_root(run),
         STEP_KEY_PROPERTY: str(step_key),
     }
     keys = _run_partitions(context)
@@ -230,10 +210,26 @@ class CatalogAssetTransaction:
         return sorted(n for n in self._created if "." in n)
 
     def table_name(self, key: AssetName) -> str:
+        """The catalog table (``schema.table``) of an asset key (the resource's `table_name`).
+
+        Args:
+            key: The asset key (string, `AssetKey` or path parts).
+
+        Returns:
+            The catalog table (``schema.table``).
+        """
         return self._resource.table_name(key)
 
     def to_table(self, key: AssetName, **kwargs: Any) -> pa.Table:
-        """The asset's table as this step's writes so far leave it (read-your-writes; nothing is published)."""
+        """The asset's table as this step's writes so far leave it (read-your-writes; nothing is published).
+
+        Args:
+            key: The asset key (string, `AssetKey` or path parts).
+            **kwargs: `Table.to_table`'s arguments (columns, filter).
+
+        Returns:
+            The rows.
+        """
         asset = to_asset_key(key).to_user_string()
         with self._mapping(asset):
             self._check_open()
@@ -242,16 +238,32 @@ class CatalogAssetTransaction:
     # ---- staging -------------------------------------------------------------------------------
 
     def append(self, key: AssetName, data: Any) -> None:
-        """Add `data`'s rows to the asset's table (created from `data`'s schema on the first write)."""
+        """Add `data`'s rows to the asset's table (created from `data`'s schema on the first write).
+
+        Args:
+            key: The asset key (string, `AssetKey` or path parts).
+            data: A pyarrow Table, RecordBatch or RecordBatchReader or a pandas DataFrame.
+        """
         self._add(_Write(to_asset_key(key), "", "append", data))
 
     def overwrite(self, key: AssetName, data: Any, *, where: str | None = None) -> None:
         """Replace the table's rows with `data`; with `where` only the rows matching it. In a partitioned run,
-        `where` defaults to the run's partitions (the asset's ``partition_expr`` metadata names the column)."""
+        `where` defaults to the run's partitions (the asset's ``partition_expr`` metadata names the column).
+
+        Args:
+            key: The asset key (string, `AssetKey` or path parts).
+            data: The rows (as `append` takes them).
+            where: The rows replaced (SQL; default: all, or the run's partitions).
+        """
         self._add(_Write(to_asset_key(key), "", "overwrite", data, where=where))
 
     def delete(self, key: AssetName, predicate: str) -> None:
-        """Delete the rows matching `predicate` (SQL); the table must exist."""
+        """Delete the rows matching `predicate` (SQL); the table must exist.
+
+        Args:
+            key: The asset key (string, `AssetKey` or path parts).
+            predicate: The rows deleted (SQL).
+        """
         self._add(_Write(to_asset_key(key), "", "delete", None, where=predicate))
 
     def merge(
@@ -274,6 +286,17 @@ class CatalogAssetTransaction:
         it). In a partitioned run, ``delete_not_in_source=True`` deletes only within the run's partitions
         (the asset's ``partition_expr``), as an overwrite without ``where`` replaces only them. A table that
         does not exist yet is created from `data`'s schema (every row is then an insert).
+
+        Args:
+            key: The asset key (string, `AssetKey` or path parts).
+            data: The source rows (as `append` takes them).
+            on: The key column(s).
+            update: See above.
+            insert: See above.
+            delete_not_in_source: See above.
+
+        Returns:
+            The merge's counts.
         """
         on_list = [on] if isinstance(on, str) else list(on)
         write = _Write(to_asset_key(key), "", "merge", data, on=on_list, update=update, insert=insert)
@@ -303,7 +326,11 @@ class CatalogAssetTransaction:
         with self._mapping(asset):
             write.name = self.table_name(write.key)
             if write.data is not None:
-                write.data = _as_arrow(write.data, f"asset {asset}")
+                write.data = to_arrow_table(
+                    write.data,
+                    accepts=f"asset {asset}: a catalog write takes a pyarrow Table, RecordBatch or RecordBatchReader "
+                    "or a pandas DataFrame",
+                )
             if not self._table_exists(write.name):
                 if write.data is None:
                     raise ValueError(
@@ -350,10 +377,9 @@ class CatalogAssetTransaction:
                 asset=key.to_user_string(),
             )
         except PartitionPredicateError as exc:
-            raise dg.Failure(
-                description=f"asset {key.to_user_string()}: metadata {PARTITION_EXPR!r}: {exc}",
-                metadata={"asset": key.to_user_string(), "setting": f"metadata {PARTITION_EXPR!r}"},
-                allow_retries=False,
+            raise no_retry_failure(
+                f"asset {key.to_user_string()}: metadata {PARTITION_EXPR!r}: {exc}",
+                {"asset": key.to_user_string(), "setting": f"metadata {PARTITION_EXPR!r}"},
             ) from exc
 
     def _properties(self, key: dg.AssetKey) -> dict[str, str]:
@@ -497,7 +523,7 @@ class CatalogAssetTransaction:
         records = self._context.instance.fetch_materializations(
             dg.AssetRecordsFilter(asset_key=self._writes[0].key, after_timestamp=after), limit=_REPORTED_LOOKUP_LIMIT
         ).records
-        return any(_metadata_value(r, CATALOG_VERSION) == version.version for r in records)
+        return any(metadata_value(r, CATALOG_VERSION) == version.version for r in records)
 
     def materialize_results(self) -> tuple[dg.MaterializeResult, ...]:
         """One `MaterializeResult` per asset written, in the order first written, after `publish`.
@@ -518,14 +544,11 @@ class CatalogAssetTransaction:
         except Exception as exc:
             # The data is published: a retry of the step would publish it again (an append twice). Fail
             # without a retry, saying what was published, rather than let a RetryPolicy run the step again.
-            raise dg.Failure(
-                description=(
-                    f"catalog {self.catalog.root}: the step's tables were published as catalog version "
-                    f"{self.published_version}, but reading them back for the materializations failed "
-                    f"({type(exc).__name__}: {exc}); not retried, so they are not published twice"
-                ),
-                metadata={CATALOG_VERSION: self.published_version, CATALOG_URI: self.catalog.root},
-                allow_retries=False,
+            raise no_retry_failure(
+                f"catalog {self.catalog.root}: the step's tables were published as catalog version "
+                f"{self.published_version}, but reading them back for the materializations failed "
+                f"({type(exc).__name__}: {exc}); not retried, so they are not published twice",
+                {CATALOG_VERSION: self.published_version, CATALOG_URI: self.catalog.root},
             ) from exc
 
     def _results(self, published: int) -> tuple[dg.MaterializeResult, ...]:
@@ -550,12 +573,9 @@ class CatalogAssetTransaction:
         return tuple(results)
 
 
-def _metadata_value(record: Any, key: str) -> Any:
-    materialization = record.asset_materialization
-    if materialization is None:
-        return None
-    value = materialization.metadata.get(key)
-    return getattr(value, "value", value)
+def _int_only(value: Any) -> int | None:
+    """A catalog version recorded as an int (what `materialize_results` writes)."""
+    return as_int(value) if isinstance(value, int) else None
 
 
 class MvccCatalogResource(dg.ConfigurableResource):
@@ -585,7 +605,14 @@ class MvccCatalogResource(dg.ConfigurableResource):
     """The base of the exponential backoff between those re-runs, in seconds."""
 
     def table_name(self, key: AssetName) -> str:
-        """The catalog table (``schema.table``) of an asset key (`catalog_table_name`, after `key_prefix`)."""
+        """The catalog table (``schema.table``) of an asset key (`catalog_table_name`, after `key_prefix`).
+
+        Args:
+            key: The asset key (string, `AssetKey` or path parts).
+
+        Returns:
+            ``schema.table``.
+        """
         return catalog_table_name(key, self.key_prefix)
 
     def options(self) -> dict[str, Any] | None:
@@ -606,7 +633,15 @@ class MvccCatalogResource(dg.ConfigurableResource):
     def create_tables(self, catalog: mvcc.Catalog, schemas: dict[str, pa.Schema]) -> int:
         """Create the tables of `schemas` (``schema.table`` -> Arrow schema) that do not exist yet, and their
         schemas, in one catalog version; a concurrent step that created some of them first is not an error.
-        Returns the catalog version that has them all."""
+        Returns the catalog version that has them all.
+
+        Args:
+            catalog: The catalog.
+            schemas: ``schema.table`` -> Arrow schema.
+
+        Returns:
+            The catalog version.
+        """
         for attempt in range(_CREATE_ATTEMPTS):
             snapshot = catalog.snapshot()
             tables, existing_schemas = set(snapshot.tables()), set(snapshot.schemas())
@@ -635,6 +670,13 @@ class MvccCatalogResource(dg.ConfigurableResource):
 
         `context`: the asset execution context (run id, partitions, retry number, the assets' metadata).
         An exception in the block removes every staged file and propagates; nothing is published.
+
+        Args:
+            context: See above.
+            commit_message: The catalog version's message (default: the assets and the run).
+
+        Returns:
+            A context manager giving the `CatalogAssetTransaction`.
         """
         with mvcc_conflicts(context, max_retries=self.max_conflict_retries, delay=self.conflict_retry_delay):
             catalog = self.open()
@@ -660,45 +702,42 @@ class MvccCatalogResource(dg.ConfigurableResource):
         2. the run re-executes an earlier one (its root run): the root run's own materialization of `key`,
            else the newest materialization created before the root run was (what the root run read);
         3. otherwise the newest materialization. None when none records a catalog version (read the latest).
+
+        Args:
+            context: The asset or op execution context (its run and instance).
+            key: The asset key (string, `AssetKey` or path parts).
+
+        Returns:
+            The catalog version, or None.
         """
-        asset_key = to_asset_key(key)
-        instance = context.instance
-
-        def from_run(run_id: str) -> int | None:
-            records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
-            for record in reversed(records):
-                mat = record.asset_materialization
-                if mat is not None and mat.asset_key == asset_key:
-                    value = _metadata_value(record, CATALOG_VERSION)
-                    if isinstance(value, int):
-                        return value
-            return None
-
-        version = from_run(_run_id(context))
-        if version is not None:
-            return version
         run = getattr(context, "run", None)
-        root = (run.root_run_id or run.tags.get(ROOT_RUN_ID_TAG)) if run is not None else None
-        before: float | None = None
-        if root:
-            version = from_run(root)
-            if version is not None:
-                return version
-            root_record = instance.get_run_record_by_id(root)
-            before = root_record.create_timestamp.timestamp() if root_record is not None else None
-        newest = instance.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=asset_key, before_timestamp=before), limit=1
-        ).records
-        value = _metadata_value(newest[0], CATALOG_VERSION) if newest else None
-        return value if isinstance(value, int) else None
+        if run is None:
+            raise ValueError("pinned_catalog_version needs an asset or op execution context (its run)")
+        return pinned_value(context.instance, run, to_asset_key(key), CATALOG_VERSION, convert=_int_only)
 
     def snapshot_for(self, context: Any, keys: Iterable[AssetName]) -> Any:
         """One consistent catalog snapshot for reading the tables of `keys`: the newest catalog version their
-        materializations recorded (tables published together recorded the same one), or the latest."""
+        materializations recorded (tables published together recorded the same one), or the latest.
+
+        Args:
+            context: The asset or op execution context.
+            keys: The assets read.
+
+        Returns:
+            The catalog snapshot (`CatalogSnapshot`).
+        """
         versions = [v for v in (self.pinned_catalog_version(context, k) for k in keys) if v is not None]
         catalog = self.open()
         return catalog.snapshot(max(versions)) if versions else catalog.snapshot()
 
     def load_table(self, context: Any, key: AssetName) -> mvcc.Table:
-        """The table of `key` at the catalog version its materialization recorded (`snapshot_for`)."""
+        """The table of `key` at the catalog version its materialization recorded (`snapshot_for`).
+
+        Args:
+            context: The asset or op execution context.
+            key: The asset key (string, `AssetKey` or path parts).
+
+        Returns:
+            The table handle.
+        """
         return self.snapshot_for(context, [key]).table(self.table_name(key))

@@ -1,21 +1,6 @@
-"""Health checks and maintenance of catalog tables (tables a `MvccCatalogResource` writes).
+"""Health checks and maintenance of catalog tables (through the `mvcc_catalog` resource).
 
-A catalog table changes only through a catalog publish, and its directory is the catalog's
-(``{root}/{schema}/{table}-{12 hex}``, a new one per creation), so the per-table factories of
-`maintenance.py` — which open ``{root_uri}/{asset key}`` and commit to the table directly — do not apply:
-
-- the health checks are the same seven (`health.CHECKS`, same thresholds and descriptions), evaluated on the
-  table the catalog's newest snapshot publishes, opened through the ``mvcc_catalog`` resource;
-- compaction is `Catalog.compact_files(name)`: one catalog version per table compacted (DuckLake's
-  ``merge_adjacent_files``), reported as an observation on the table's asset;
-- retention is `Catalog.cleanup` (catalog versions and, with them, the table versions only they publish):
-  a table's own `cleanup_old_versions` could remove a version an old kept snapshot publishes
-  (docs/catalog.md, "Retention"). It is one operation for the whole catalog.
-
-Both run in one job (compaction, then retention), whose committing steps share the pool ``mvcc/catalog``
-and whose runs carry the run tag ``mvcc/table: catalog``, so the run queue's per-table limit keeps one
-catalog maintenance at a time. There is no restore job for catalog tables: a restore is a catalog change
-of its own (not offered by the catalog yet).
+Why the per-table factories do not apply: docs/dagster.md ("Health checks", "Catalog tables").
 """
 
 from collections.abc import Sequence
@@ -27,9 +12,9 @@ import dagster as dg
 import mvcc_core as mvcc
 
 from .catalog import CATALOG_RESOURCE_KEY, CATALOG_VERSION, MvccCatalogResource
-from .conflicts import mvcc_conflicts
+from .error_mapping import mvcc_conflicts
 from .health import HealthThresholds, health_checks
-from .maintenance import MaintenanceTarget, maintenance_job, observe
+from .maintenance.target import MaintenanceTarget, maintenance_job, observe
 from .resources import TableName
 
 #: The pool of the catalog maintenance steps and the value of their run tag ``mvcc/table``.
@@ -46,7 +31,15 @@ def build_catalog_health_checks(
     keys: Sequence[TableName], *, thresholds: HealthThresholds | None = None
 ) -> list[dg.AssetChecksDefinition]:
     """One multi-asset check per catalog table (asset key), the seven health checks of `health.CHECKS` on the
-    table the newest catalog snapshot publishes (through the resource ``mvcc_catalog``)."""
+    table the newest catalog snapshot publishes (through the resource ``mvcc_catalog``).
+
+    Args:
+        keys: The tables' asset keys.
+        thresholds: The WARN / ERROR levels (default `HealthThresholds()`).
+
+    Returns:
+        One checks definition per table.
+    """
     thresholds = thresholds or HealthThresholds()
     out = []
     for key in keys:
@@ -69,7 +62,17 @@ def build_catalog_maintenance_job(
     """A job compacting each catalog table of `keys` (`Catalog.compact_files`, one catalog version per table
     that had something to compact), then running the catalog's retention (`Catalog.cleanup(older_than,
     retain_versions)`). Each compaction is an observation on its table's asset; the retention's counts are the
-    step's output metadata."""
+    step's output metadata.
+
+    Args:
+        keys: The tables' asset keys.
+        older_than: Catalog versions older than this are removed.
+        retain_versions: Keep at least the newest this many catalog versions.
+        name: The job's name.
+
+    Returns:
+        The job (in the run's process).
+    """
     if not isinstance(older_than, timedelta) or older_than < timedelta(0):
         raise ValueError(f"{name}: older_than must be a non-negative timedelta, got {older_than!r}")
     if retain_versions is not None and (isinstance(retain_versions, bool) or retain_versions < 1):
@@ -122,4 +125,5 @@ def build_catalog_maintenance_job(
         name=name,
         table_tag=CATALOG_TABLE_TAG,
         description=f"Maintenance of the catalog tables {labels}: compaction, then the catalog's retention.",
+        executor_def=dg.in_process_executor,  # two small steps: a step process each would cost more than they do
     )

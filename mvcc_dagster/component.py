@@ -1,28 +1,6 @@
 """`MvccTableComponent`: one mvcc table as a Dagster Component, configured from a ``defs.yaml``.
 
-Why a Component: Components are how 1.13 projects (``dg``) declare definitions without Python, and a
-table's Dagster surface is a fixed set of parts — its asset, its health checks, its maintenance jobs and
-schedule, the sensors watching its versions — that differ only in settings. The component builds them with
-the same factories code-first users call (`build_compaction_job`, `build_table_health_checks`, ...), so a
-``defs.yaml`` and a ``definitions.py`` give the same definitions.
-
-The asset is an external `AssetSpec` (not executable): the table is written elsewhere — by a Spark job, a
-script, another tool — and every commit becomes a materialization (data-changing) or an observation
-(maintenance) through the version sensor, which records each version once. A table that a Python ``@asset``
-of the same code location writes (through `MvccIOManager`) sets ``define_asset: false``: the component then
-adds only the checks, jobs, schedule and sensors on that asset.
-
-Example ``defs.yaml``::
-
-    type: mvcc_dagster.MvccTableComponent
-    attributes:
-      key: sales/orders
-      root_uri: "{{ env('MVCC_WAREHOUSE', 'warehouse') }}"
-      deps: [sales/raw_orders]
-      maintenance: {cron: "0 3 * * *", target_rows_per_fragment: 1048576}
-      retention: {older_than_days: 7, retain_versions: 10}
-      health: {small_fragments: {warn: 16, error: 64}}
-      indices: [{column: order_id, type: BTREE}]
+Why a Component, and an example ``defs.yaml``: docs/dagster.md ("A Component per table").
 """
 
 from __future__ import annotations
@@ -90,9 +68,12 @@ class MaintenanceModel(dg.Model):
     timezone: str = "UTC"
     running: bool = Field(default=False, description="start the schedule running (Dagster's default: stopped)")
     optimize_indices: bool = True
-    executor: Literal["dagster", "in_process", "spark"] = Field(
-        default="dagster", description="where the compaction job's rewrite tasks run"
+    executor: Literal["auto", "dagster", "in_process", "spark"] = Field(
+        default="auto",
+        description="where the compaction's rewrite tasks run (auto: one process, batched steps; dagster: the "
+        "code location's executor, a step per task, for big tables; spark: on the `pyspark` resource's session)",
     )
+    rewrite_steps: int | None = Field(default=None, description="the most rewrite steps (build_compaction_job)")
     target_rows_per_fragment: int = 1_048_576
     max_rows_per_task: int | None = None
     max_bytes_per_task: int | None = None
@@ -116,6 +97,11 @@ class RetentionModel(dg.Model):
 
     older_than_days: float = Field(default=14, description="versions older than this are removed")
     retain_versions: int | None = Field(default=None, description="always keep this many newest versions")
+    delete_unverified: bool = Field(
+        default=False,
+        description="also remove files no version references that are younger than the 7-day unverified window "
+        "(a killed writer's); run it only when no writer is at work",
+    )
 
     def older_than(self) -> timedelta:
         return timedelta(days=self.older_than_days)
@@ -148,6 +134,14 @@ def shared_resource(
     resource objects under one key, so two tables of one warehouse must bind the *same* object as ``mvcc``.
     Two components naming different warehouses in one code location are refused by Dagster with the key
     named; bind ``mvcc`` once for the code location instead (leave `root_uri` out of the components).
+
+    Args:
+        root_uri: The warehouse.
+        storage_options: Its storage options, as sorted pairs (hashable).
+        external_store: Its external commit store.
+
+    Returns:
+        The resource (the same object for the same settings).
     """
     return MvccResource(root_uri=root_uri, storage_options=dict(storage_options), external_store=external_store)
 
@@ -215,17 +209,30 @@ class MvccTableComponent(dg.Component, dg.Resolvable, dg.Model):
         )
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
+        """The table's definitions, built with the same factories code-first users call.
+
+        Args:
+            context: Dagster's component load context.
+
+        Returns:
+            The asset (unless ``define_asset: false``), checks, jobs, schedule, sensors and the ``mvcc`` resource.
+        """
         target = MaintenanceTarget(self.table, self.asset_key)
         key = self.asset_key
         retention = self.retention
         compaction = build_compaction_job(
             self.table,
             options=self.maintenance.options() if self.maintenance else None,
-            executor=self.maintenance.executor if self.maintenance else "dagster",
+            executor=self.maintenance.executor if self.maintenance else "auto",
+            rewrite_steps=self.maintenance.rewrite_steps if self.maintenance else None,
             asset_key=key,
         )
         retention_job = build_retention_job(
-            self.table, older_than=retention.older_than(), retain_versions=retention.retain_versions, asset_key=key
+            self.table,
+            older_than=retention.older_than(),
+            retain_versions=retention.retain_versions,
+            delete_unverified=retention.delete_unverified,
+            asset_key=key,
         )
         index_jobs = [
             build_index_job(self.table, i.column, i.type, index_name=i.name, asset_key=key) for i in self.indices
@@ -249,6 +256,9 @@ class MvccTableComponent(dg.Component, dg.Resolvable, dg.Model):
                     optimize_indices=self.maintenance.optimize_indices,
                     older_than=retention.older_than(),
                     retain_versions=retention.retain_versions,
+                    delete_unverified=retention.delete_unverified,
+                    executor=self.maintenance.executor,
+                    rewrite_steps=self.maintenance.rewrite_steps,
                     execution_timezone=self.maintenance.timezone,
                     default_status=dg.DefaultScheduleStatus.RUNNING
                     if self.maintenance.running

@@ -1,13 +1,6 @@
 """Table health as Dagster asset checks, read from manifests only (no data file is read).
 
-Why checks: they show on the table's asset in the UI next to its materializations, they can drive
-maintenance (a failing `small_fragments` check is a reason to compact, `versions_kept` to run retention,
-`unindexed_rows` to optimize indices), and their history is Dagster's. One `multi_asset_check` per table
-evaluates every check from one read of the table's manifests, so a check run costs a listing and one
-manifest per kept version (plus `sample_files` HEAD requests for the existence check).
-
-Each check passes below its WARN threshold, fails with severity WARN at or above it and with severity
-ERROR at or above its ERROR threshold; every result carries its measurements as metadata.
+The checks, their thresholds and repairs: docs/dagster.md ("Health checks").
 """
 
 import json
@@ -21,7 +14,7 @@ import dagster as dg
 import mvcc_core as mvcc
 from mvcc_core import TableNotFoundError
 
-from .conflicts import mvcc_conflicts
+from .error_mapping import mvcc_conflicts
 from .maintenance import TABLE_TAG, MaintenanceTarget
 from .resources import RESOURCE_KEY, MvccResource, TableName
 from .sensors import job_sensor
@@ -97,7 +90,17 @@ def _live_rows(fragment: Any) -> int:
 def evaluate_health(
     table: mvcc.Table, target: MaintenanceTarget, thresholds: HealthThresholds, *, now: datetime | None = None
 ) -> Iterator[dg.AssetCheckResult]:
-    """Every health check of `table`'s latest version (the function the checks run; usable on its own)."""
+    """Every health check of `table`'s latest version (the function the checks run; usable on its own).
+
+    Args:
+        table: The table (its latest version is evaluated).
+        target: The table's name, asset key and label.
+        thresholds: The WARN / ERROR levels.
+        now: The time `version_age` is measured to (default: now).
+
+    Returns:
+        One `AssetCheckResult` per check of `CHECKS`.
+    """
     now = now or datetime.now(UTC)
     fragments = table.get_fragments()
     live = {f.id: _live_rows(f) for f in fragments}
@@ -171,7 +174,14 @@ def _levels(level: Level, unit: str = "") -> str:
 
 
 def check_descriptions(thresholds: HealthThresholds) -> dict[str, str]:
-    """What each check of `CHECKS` measures and when it fails, with these thresholds (shown in the UI)."""
+    """What each check of `CHECKS` measures and when it fails, with these thresholds (shown in the UI).
+
+    Args:
+        thresholds: The WARN / ERROR levels.
+
+    Returns:
+        Check name -> description.
+    """
     t = thresholds
     return {
         "small_fragments": (
@@ -213,7 +223,17 @@ def health_checks(
     open_table: Callable[[Any], mvcc.Table],
 ) -> dg.AssetChecksDefinition:
     """The multi-asset check of `target`: every check of `CHECKS`, described with `thresholds`, on the table
-    `open_table(resource)` returns (`resource`: the resource bound under `resource_key`)."""
+    `open_table(resource)` returns (`resource`: the resource bound under `resource_key`).
+
+    Args:
+        target: The table.
+        thresholds: The WARN / ERROR levels.
+        resource_key: The resource the check opens the table through.
+        open_table: Opens the table from that resource.
+
+    Returns:
+        The checks definition.
+    """
     descriptions = check_descriptions(thresholds)
     specs = [dg.AssetCheckSpec(name, asset=target.asset_key, description=descriptions[name]) for name in CHECKS]
 
@@ -237,7 +257,16 @@ def build_table_health_checks(
     thresholds: HealthThresholds | None = None,
     asset_keys: Sequence[TableName | None] | None = None,
 ) -> list[dg.AssetChecksDefinition]:
-    """One multi-asset check per table evaluating every check in `CHECKS` (names are the contract)."""
+    """One multi-asset check per table evaluating every check in `CHECKS` (names are the contract).
+
+    Args:
+        tables: Asset keys or table uris (opened through the ``mvcc`` resource).
+        thresholds: The WARN / ERROR levels (default `HealthThresholds()`).
+        asset_keys: The asset of each table named by uri (default: its last path segment).
+
+    Returns:
+        One checks definition per table.
+    """
     thresholds = thresholds or HealthThresholds()
     keys = list(asset_keys) if asset_keys is not None else [None] * len(tables)
     out = []
@@ -282,6 +311,20 @@ def build_health_sensor(
     is now. Run key ``"{uri}@{version}:{job}"``: a table that stays at a version never gets a second run of a
     job for it (Dagster dedupes run keys, and the cursor remembers the keys already requested, so a tick does
     not even return them); a new version after the repair may request it again if the check still fails.
+
+    Args:
+        tables: Asset keys or table uris (opened through the ``mvcc`` resource).
+        compaction_job: The repair of ``small_fragments`` and ``deleted_rows``.
+        retention_job: The repair of ``versions_kept``, ``version_age`` and ``storage_amplification``.
+        index_job: The repair of ``unindexed_rows``.
+        thresholds: The WARN / ERROR levels (default `HealthThresholds()`).
+        asset_keys: The asset of each table named by uri (default: its last path segment).
+        minimum_interval_seconds: Between ticks.
+        name: The sensor's name.
+        default_status: Stopped by default, as Dagster's sensors are.
+
+    Returns:
+        The sensor.
     """
     thresholds = thresholds or HealthThresholds()
     keys = list(asset_keys) if asset_keys is not None else [None] * len(tables)

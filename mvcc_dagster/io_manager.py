@@ -1,17 +1,6 @@
 """`MvccIOManager`: asset outputs become table versions; inputs are read at the version the run depends on.
 
-Outputs (`handle_output`): a pyarrow Table, a RecordBatchReader, a pandas DataFrame or a pyspark DataFrame
-(written through `mvcc_core.spark.write`, on the DataFrame's own session, which dagster-pyspark's
-`PySparkResource` provides to the asset). The write mode comes from the asset's definition metadata
-``mvcc/write_mode``: ``overwrite`` (default), ``append`` or ``merge`` (upsert on ``mvcc/merge_on``). A
-partitioned asset in ``overwrite`` mode replaces exactly its partitions' rows in one commit (the core's
-``overwrite(where=...)``), the predicate built by `mvcc_dagster.partitions`; when it cannot be built the step
-fails and nothing is written. Every setting is checked before a byte is written, and every commit carries
-``dagster/run_id``, ``dagster/asset_key`` and, when partitioned, ``dagster/partition_key``.
-
-Inputs (`load_input`): the upstream table at the version recorded by the materialization the run depends
-on (see `pinned_version`), filtered to the mapped partitions, as a pyarrow Table, or a pandas / Spark
-DataFrame when the input is annotated so.
+How outputs are written and inputs pinned: docs/dagster.md ("Writing", "Reading").
 """
 
 from __future__ import annotations
@@ -24,62 +13,43 @@ from typing import Any
 import dagster as dg
 import pyarrow as pa
 import pyarrow.compute as pc
-from dagster._core.definitions.metadata import normalize_metadata
-from dagster_shared.check import CheckError
 
 import mvcc_core as mvcc
 
+from ._dagster_internals import CheckError, set_loaded_input_metadata
+from .arrow import to_arrow
 from .backfill import restore_for_backfill
-from .conflicts import DEFAULT_DELAY, DEFAULT_MAX_RETRIES, mvcc_conflicts
+from .error_mapping import DEFAULT_DELAY, DEFAULT_MAX_RETRIES, mvcc_conflicts, no_retry_failure
+from .lineage import PARTITION_VERSIONS, pinned_partition_versions, pinned_version
 from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predicate
-from .properties import ASSET_KEY_PROPERTY, PARTITION_KEY_PROPERTY, ROOT_RUN_ID_TAG, RUN_ID_PROPERTY
-from .resources import resolve_uri
+from .properties import ASSET_KEY_PROPERTY, PARTITION_KEY_PROPERTY, RUN_ID_PROPERTY
+from .resources import MvccResource
 from .versions import table_metadata, uri_value
 
 WRITE_MODE = "mvcc/write_mode"
 MERGE_ON = "mvcc/merge_on"
 WRITE_MODES = ("overwrite", "append", "merge")
 
-PARTITION_VERSIONS = "mvcc/partition_versions"
+__all__ = ["MERGE_ON", "WRITE_MODE", "MvccIOManager", "pinned_partition_versions", "pinned_version"]
 
 
 def _bad(asset: str, setting: str, problem: str) -> dg.Failure:
     """A bad setting or input: a Failure that no RetryPolicy retries (it would fail again)."""
     prefix = f"asset {asset}: "
-    return dg.Failure(
-        description=f"{prefix}{setting}: {problem.removeprefix(prefix)}",
-        metadata={"asset": asset, "setting": setting},
-        allow_retries=False,
-    )
-
-
-def _is_spark_dataframe(obj: Any) -> bool:
-    """A classic or Spark Connect DataFrame, without importing pyspark when the object is not one."""
-    module = type(obj).__module__ or ""
-    return module.startswith("pyspark.sql") and type(obj).__name__ == "DataFrame"
-
-
-def _is_pandas_dataframe(obj: Any) -> bool:
-    module = type(obj).__module__ or ""
-    return module.startswith("pandas") and type(obj).__name__ == "DataFrame"
+    return no_retry_failure(f"{prefix}{setting}: {problem.removeprefix(prefix)}", {"asset": asset, "setting": setting})
 
 
 def _as_arrow(obj: Any, asset: str) -> pa.Table | pa.RecordBatchReader | None:
     """The output as Arrow data, None for a Spark DataFrame; a Failure for anything that is not a table."""
-    if isinstance(obj, pa.Table | pa.RecordBatchReader):
-        return obj
-    if isinstance(obj, pa.RecordBatch):
-        return pa.Table.from_batches([obj])
-    if _is_pandas_dataframe(obj):
-        return pa.Table.from_pandas(obj, preserve_index=False)
-    if _is_spark_dataframe(obj):
-        return None
-    raise _bad(
-        asset,
-        "output type",
-        f"MvccIOManager stores a pyarrow Table or RecordBatchReader, a pandas DataFrame or a pyspark DataFrame, "
-        f"got {type(obj).__module__}.{type(obj).__qualname__}",
-    )
+    try:
+        return to_arrow(
+            obj,
+            accepts="MvccIOManager stores a pyarrow Table or RecordBatchReader, a pandas DataFrame or a pyspark "
+            "DataFrame",
+            spark=True,
+        )
+    except TypeError as exc:
+        raise _bad(asset, "output type", str(exc)) from exc
 
 
 def _write_settings(meta: Mapping[str, Any], asset: str) -> tuple[str, list[str] | None]:
@@ -118,26 +88,57 @@ def _partition_label(keys: list[str]) -> str:
 
 
 class MvccIOManager(dg.ConfigurableIOManager):
-    """Stores asset outputs as mvcc table versions (see the module docstring). Same fields as `MvccResource`;
-    tables live at ``{root_uri}/{asset key path}``."""
+    """Stores asset outputs as mvcc table versions and loads inputs at their pinned versions.
 
-    root_uri: str
+    Tables are named as `MvccResource` names them (``{root_uri}/{asset key path}``): give the resource
+    (``MvccIOManager(mvcc=MvccResource(...))``, the one bound as ``mvcc``) or its fields
+    (``MvccIOManager(root_uri=...)``), not both.
+
+    Attributes:
+        mvcc: The warehouse resource; built from `root_uri`, `storage_options` and `external_store` when None.
+        root_uri: Where the tables live (when `mvcc` is not given).
+        storage_options: Object store options (when `mvcc` is not given).
+        external_store: The external commit store (when `mvcc` is not given).
+        max_conflict_retries: How often a step is re-run after a retryable commit conflict (`RetryRequested`).
+        conflict_retry_delay: The base of the exponential backoff between those re-runs, in seconds.
+    """
+
+    mvcc: MvccResource | None = None
+    root_uri: str | None = None
     storage_options: dict[str, str] = {}
     external_store: str | None = None
     max_conflict_retries: int = DEFAULT_MAX_RETRIES
-    """How often a step is re-run after a retryable commit conflict (`RetryRequested`)."""
     conflict_retry_delay: float = DEFAULT_DELAY
-    """The base of the exponential backoff between those re-runs, in seconds."""
 
     # ---- helpers ---------------------------------------------------------------------------------
 
-    def _options(self) -> dict[str, Any] | None:
-        return dict(self.storage_options) or None
+    def tables(self) -> MvccResource:
+        """The resource that names and opens the tables (`mvcc`, or one built from the fields).
+
+        Returns:
+            The resource.
+
+        Raises:
+            ValueError: Neither `mvcc` nor `root_uri` given, or both.
+        """
+        if self.mvcc is not None:
+            if self.root_uri is not None or self.storage_options or self.external_store is not None:
+                raise ValueError(
+                    "MvccIOManager: give either mvcc=MvccResource(...) or root_uri (with storage_options, "
+                    "external_store), not both"
+                )
+            return self.mvcc
+        if self.root_uri is None:
+            raise ValueError("MvccIOManager needs mvcc=MvccResource(...) or root_uri: where the tables live")
+        return MvccResource(
+            root_uri=self.root_uri, storage_options=self.storage_options, external_store=self.external_store
+        )
 
     def _open(self, uri: str, asset: str, version: int | None = None) -> mvcc.Table | None:
         """The table, None if there is none yet; a Failure naming `root_uri` if the store cannot be reached."""
+        tables = self.tables()
         try:
-            return mvcc.open_table(uri, version, storage_options=self._options(), external_store=self.external_store)
+            return tables.open_uri(uri, version)
         except mvcc.TableNotFoundError:
             if version is not None:
                 raise
@@ -149,7 +150,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
             raise _bad(
                 asset,
                 "root_uri",
-                f"cannot reach table {uri} under root_uri {self.root_uri!r}: {type(exc).__name__}: {exc}",
+                f"cannot reach table {uri} under root_uri {tables.root_uri!r}: {type(exc).__name__}: {exc}",
             ) from exc
 
     def _check_local_root(self, uri: str, asset: str) -> None:
@@ -167,19 +168,25 @@ class MvccIOManager(dg.ConfigurableIOManager):
             raise _bad(
                 asset,
                 "root_uri",
-                f"cannot create table {uri} under root_uri {self.root_uri!r}: {path} is not a writable directory",
+                f"cannot create table {uri} under root_uri {self.tables().root_uri!r}: {path} is not a writable "
+                "directory",
             )
 
     # ---- outputs ---------------------------------------------------------------------------------
 
     def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
-        """Write `obj` as one commit (see the module docstring) and report it as the materialization."""
+        """Write `obj` as one commit (see the module docstring) and report it as the materialization.
+
+        Args:
+            context: Dagster's output context.
+            obj: The asset's output.
+        """
         asset_key = context.asset_key
         asset = asset_key.to_user_string()
         meta = dict(context.definition_metadata or {})
         mode, merge_on = _write_settings(meta, asset)
         data = _as_arrow(obj, asset)
-        uri = resolve_uri(self.root_uri, asset_key)
+        uri = self.tables().uri(asset_key)
         table = self._open(uri, asset)
 
         properties = {RUN_ID_PROPERTY: context.run_id, ASSET_KEY_PROPERTY: asset}
@@ -241,7 +248,8 @@ class MvccIOManager(dg.ConfigurableIOManager):
         message: str,
     ) -> mvcc.Table:
         common: dict[str, Any] = {"commit_message": message, "transaction_properties": properties}
-        location: dict[str, Any] = {"storage_options": self._options(), "external_store": self.external_store}
+        tables = self.tables()
+        location: dict[str, Any] = {"storage_options": tables.options(), "external_store": tables.external_store}
         if table is None and mode != "merge":
             # The first write creates the table with the rows, in one commit (a partitioned overwrite checks
             # every row against its predicate); a concurrent first writer that wins is written into by the core.
@@ -286,9 +294,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
             return self._write_arrow(data, uri, table, mode, merge_on, None, properties, message)
         from mvcc_core.spark import write  # pyspark is needed only for Spark outputs
 
-        options = dict(self.storage_options)
-        if self.external_store is not None:
-            options["external_store"] = self.external_store  # the Spark source takes it as a storage option
+        options = self._spark_options()
         return write(
             df,
             uri,
@@ -296,8 +302,16 @@ class MvccIOManager(dg.ConfigurableIOManager):
             where=where,
             transaction_properties=properties,
             commit_message=message,
-            storage_options=options or None,
+            storage_options=options,
         )
+
+    def _spark_options(self) -> dict[str, str] | None:
+        """The storage options as the Spark source takes them (the external store is one of them)."""
+        tables = self.tables()
+        options = dict(tables.storage_options)
+        if tables.external_store is not None:
+            options["external_store"] = tables.external_store
+        return options or None
 
     # ---- inputs ----------------------------------------------------------------------------------
 
@@ -306,10 +320,17 @@ class MvccIOManager(dg.ConfigurableIOManager):
 
         A step reading several upstream partitions whose newest materializations recorded different versions
         (a single-run backfill, a weekly asset over daily ones) reads each partition at its own version
-        (`pinned_partition_versions`) and gets the union."""
+        (`pinned_partition_versions`) and gets the union.
+
+        Args:
+            context: Dagster's input context.
+
+        Returns:
+            The rows: a pyarrow Table, or a pandas / Spark DataFrame when the input is annotated so.
+        """
         asset_key = context.asset_key
         asset = asset_key.to_user_string()
-        uri = resolve_uri(self.root_uri, asset_key)
+        uri = self.tables().uri(asset_key)
         typing_type = context.dagster_type.typing_type
         module = getattr(typing_type, "__module__", "") or ""
         name = getattr(typing_type, "__name__", "")
@@ -321,7 +342,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
             return self._load_by_partition(context, uri, asset, pins, spark, module, name)
         version = pinned_version(context)
         with mvcc_conflicts(context, what=asset):
-            table = mvcc.open_table(uri, version, storage_options=self._options(), external_store=self.external_store)
+            table = self.tables().open_uri(uri, version)
             where = self._input_filter(context, table, asset, "spark" if spark else "mvcc")
         _add_input_metadata(
             context, {"mvcc/version": table.version, "mvcc/uri": uri_value(uri), "mvcc/filter": where or ""}
@@ -367,9 +388,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
         parts: list[tuple[int, str, list[str]]] = []  # (version read, predicate, partitions)
         with mvcc_conflicts(context, what=asset):
             for version, keys in sorted(groups.items(), key=lambda g: (g[0] is None, g[0] or 0)):
-                table = mvcc.open_table(
-                    uri, version, storage_options=self._options(), external_store=self.external_store
-                )
+                table = self.tables().open_uri(uri, version)
                 try:
                     where = partition_predicate(
                         context.asset_partitions_def,
@@ -398,12 +417,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
             for frame in frames[1:]:
                 result = result.unionByName(frame, allowMissingColumns=True)
             return result
-        tables = [
-            mvcc.open_table(uri, v, storage_options=self._options(), external_store=self.external_store).to_table(
-                filter=w
-            )
-            for v, w, _ in parts
-        ]
+        tables = [self.tables().open_uri(uri, v).to_table(filter=w) for v, w, _ in parts]
         combined = pa.concat_tables(tables, promote_options="default")
         if module.startswith("pandas") and name == "DataFrame":
             return combined.to_pandas()
@@ -420,150 +434,23 @@ class MvccIOManager(dg.ConfigurableIOManager):
                 "a Spark DataFrame input needs an active SparkSession: give the asset dagster-pyspark's "
                 "PySparkResource (it creates the session when the step starts)"
             )
-        options = dict(self.storage_options)
-        if self.external_store is not None:
-            options["external_store"] = self.external_store
+        options = self._spark_options()
         # Spark's own Parquet reader over the pinned version's files for local tables (the partition filter
         # prunes files on the driver), the `mvcc` data source otherwise (docs/spark.md, "Native reads").
-        return read(spark, uri, version=version, filter=where, storage_options=options or None)
+        return read(spark, uri, version=version, filter=where, storage_options=options)
 
 
 def _add_input_metadata(context: dg.InputContext, metadata: Mapping[str, Any]) -> None:
-    """Metadata on the LOADED_INPUT event only (where re-executions find the versions read; the run's log shows it).
+    """Metadata on the LOADED_INPUT event only (where re-executions find the versions read).
 
-    Dagster 1.13's public `add_input_metadata` also logs an `AssetObservation` of the upstream asset per load
-    (the event is written as it is created), which tops the upstream's Events list with one observation per
-    downstream step and buries its materializations. The LOADED_INPUT event's metadata is the input context's
-    logged metadata (`consume_logged_metadata`, read by Dagster after `load_input`), so it is set there
-    directly (`_user_generated_metadata`, internal: docs/dagster.md "Dagster internals used"). Should a Dagster
-    release rename it, `add_input_metadata` is used as before (observations again; pinning unchanged). For a
-    step loading several partitions (a single-run backfill's range) that fallback raises a CheckError while
-    building its observation, after storing the metadata for the LOADED_INPUT event.
+    Without the internal route (`set_loaded_input_metadata`) the public `add_input_metadata` is used
+    (observations again; pinning unchanged). For a step loading several partitions that fallback raises a
+    CheckError while building its observation, after storing the metadata for the LOADED_INPUT event.
     """
-    if isinstance(getattr(context, "_user_generated_metadata", None), dict):
-        context._user_generated_metadata = {**context._user_generated_metadata, **normalize_metadata(metadata)}
+    if set_loaded_input_metadata(context, metadata):
         return
     try:
         context.add_input_metadata(metadata)
     except CheckError:
         if not (context.has_asset_partitions and len(context.asset_partition_keys) > 1):
             raise
-
-
-def _metadata_int(record: Any, key: str) -> int | None:
-    """`key` of a materialization record's metadata as an int (None when absent)."""
-    materialization = record.asset_materialization
-    if materialization is None:
-        return None
-    value = materialization.metadata.get(key)
-    raw = getattr(value, "value", value)
-    return int(raw) if isinstance(raw, int | float | str) and str(raw).isdigit() else None
-
-
-def pinned_version(context: dg.InputContext) -> int | None:
-    """The version of the upstream table the run depends on (None: the latest; no materialization known).
-
-    1. The upstream was materialized in this run: that materialization's ``mvcc/version``.
-    2. The run re-executes an earlier one (its root run): the version the root run's step loaded
-       (recorded as ``mvcc/version`` on its LOADED_INPUT event), else the root run's own materialization of the
-       upstream, else the newest materialization created before the root run was.
-    3. Otherwise the newest materialization of the mapped partitions (what Dagster records as the input's
-       provenance).
-    """
-    instance = context.instance
-    step = context.step_context
-    run = step.dagster_run
-    key = context.asset_key
-    partitions = set(context.asset_partition_keys) if context.has_asset_partitions else None
-
-    def from_run_materializations(run_id: str) -> int | None:
-        records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
-        for record in reversed(records):
-            mat = record.asset_materialization
-            if mat is None or mat.asset_key != key:
-                continue
-            if partitions is not None and mat.partition not in partitions:
-                continue
-            version = _metadata_int(record, "mvcc/version")
-            if version is not None:
-                return version
-        return None
-
-    version = from_run_materializations(run.run_id)
-    if version is not None:
-        return version
-    root = run.root_run_id or run.tags.get(ROOT_RUN_ID_TAG)
-    before: float | None = None
-    if root:
-        loaded = instance.get_records_for_run(root, of_type=dg.DagsterEventType.LOADED_INPUT).records
-        for record in reversed(loaded):
-            event = record.event_log_entry.dagster_event
-            data = event.event_specific_data if event is not None else None
-            if event is None or event.step_key != step.step.key or getattr(data, "input_name", None) != context.name:
-                continue
-            value = (data.metadata or {}).get("mvcc/version")
-            raw = getattr(value, "value", None)
-            if isinstance(raw, int):
-                return raw
-        version = from_run_materializations(root)
-        if version is not None:
-            return version
-        root_record = instance.get_run_record_by_id(root)
-        before = root_record.create_timestamp.timestamp() if root_record is not None else None
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(
-            asset_key=key,
-            asset_partitions=sorted(partitions) if partitions is not None else None,
-            before_timestamp=before,
-        ),
-        limit=1,
-    ).records
-    return _metadata_int(records[0], "mvcc/version") if records else None
-
-
-def pinned_partition_versions(context: dg.InputContext) -> dict[str, int | None] | None:
-    """Per mapped upstream partition, the version its own newest materialization recorded (None for a
-    partition without one: the latest), when the step reads two or more upstream partitions; None otherwise
-    (one version for everything: `pinned_version`).
-
-    Why per partition: a single-run backfill or a weekly asset over daily partitions maps many upstream
-    partitions into one step. One version for all (the newest of their materializations) would show the older
-    partitions as they are at that version: commits made since their own materializations (an outside append,
-    a restore) would leak in, so the backfill would not reproduce what the original runs read. A re-execution
-    reads what its root run's same step loaded (``mvcc/partition_versions`` on that LOADED_INPUT event); a
-    root run that loaded one version leaves it to `pinned_version`.
-    """
-    if not context.has_asset_partitions:
-        return None
-    keys = sorted(set(context.asset_partition_keys))
-    if len(keys) < 2:
-        return None
-    instance = context.instance
-    step = context.step_context
-    run = step.dagster_run
-    root = run.root_run_id or run.tags.get(ROOT_RUN_ID_TAG)
-    if root:
-        for record in reversed(instance.get_records_for_run(root, of_type=dg.DagsterEventType.LOADED_INPUT).records):
-            event = record.event_log_entry.dagster_event
-            data = event.event_specific_data if event is not None else None
-            if event is None or event.step_key != step.step.key or getattr(data, "input_name", None) != context.name:
-                continue
-            value = getattr((data.metadata or {}).get(PARTITION_VERSIONS), "value", None)
-            if isinstance(value, dict):
-                return {k: value.get(k) for k in keys}
-            return None
-        return None
-    pins: dict[str, int | None] = {}
-    cursor = None
-    while True:
-        result = instance.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=context.asset_key, asset_partitions=keys), limit=200, cursor=cursor
-        )
-        for record in result.records:
-            mat = record.asset_materialization
-            if mat is not None and mat.partition in keys and mat.partition not in pins:
-                pins[mat.partition] = _metadata_int(record, "mvcc/version")
-        if len(pins) == len(keys) or not result.has_more:
-            break
-        cursor = result.cursor
-    return {k: pins.get(k) for k in keys}

@@ -1,19 +1,7 @@
 """Partition predicates: the SQL that scopes a partitioned write (`overwrite(where=...)`) and a read.
 
-Built from the partition's *instants* and the table's column type, never from wall-clock arithmetic:
-
-- time windows over a ``timestamp`` column with a zone: ``col >= TIMESTAMP '<start, UTC, with offset>' AND
-  col < TIMESTAMP '<end>'`` (the literal names an instant, so the column's zone does not matter);
-- time windows over a ``timestamp`` column without a zone: the column holds wall time, taken to be in the
-  partitions definition's timezone, so the literals are the window's wall times in that zone;
-- time windows over a ``date`` column: ``col >= DATE 'start' AND col < DATE 'end'``; the window must start
-  and end at midnight in its zone (an hour-offset daily window cannot be a date range);
-- static (and dynamic) keys over a string column: ``col IN ('a', 'b')``;
-- multi-partitions: per key the AND of its dimensions, keys OR-ed (one key: a plain AND).
-
-A set of keys (a single-run backfill) becomes one predicate: contiguous time windows merge into one range.
-Anything that cannot be built (no ``partition_expr``, a missing column, a column of the wrong type)
-raises `PartitionPredicateError` naming the asset and the setting: the caller writes nothing.
+Built from instants and the column type, failing closed: docs/dagster.md ("Partitioned writes replace
+exactly their partition").
 """
 
 from __future__ import annotations
@@ -32,7 +20,15 @@ class PartitionPredicateError(ValueError):
 
 
 def quote_ident(name: str, dialect: str = "mvcc") -> str:
-    """A column name as a SQL identifier (mvcc's SQL: double quotes; Spark SQL: backticks)."""
+    """A column name as a SQL identifier (mvcc's SQL: double quotes; Spark SQL: backticks).
+
+    Args:
+        name: The column name.
+        dialect: ``"mvcc"`` or ``"spark"``.
+
+    Returns:
+        The quoted identifier.
+    """
     if dialect == "spark":
         return "`" + name.replace("`", "``") + "`"
     return '"' + name.replace('"', '""') + '"'
@@ -40,7 +36,15 @@ def quote_ident(name: str, dialect: str = "mvcc") -> str:
 
 def quote_str(value: str, dialect: str = "mvcc") -> str:
     """A SQL string literal (mvcc's SQL doubles quotes; Spark SQL escapes with backslashes and would
-    concatenate ``'a''b'`` into ``ab``)."""
+    concatenate ``'a''b'`` into ``ab``).
+
+    Args:
+        value: The text.
+        dialect: ``"mvcc"`` or ``"spark"``.
+
+    Returns:
+        The literal.
+    """
     if dialect == "spark":
         return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
     return "'" + value.replace("'", "''") + "'"
@@ -76,7 +80,18 @@ def _ts_literal(value: datetime, dialect: str) -> str:
 
 
 def time_window_predicate(field: pa.Field, start: datetime, end: datetime, asset: str, dialect: str = "mvcc") -> str:
-    """`start <= col < end` for a timestamp or date column (see the module docstring)."""
+    """`start <= col < end` for a timestamp or date column (see the module docstring).
+
+    Args:
+        field: The column.
+        start: The window's start (an instant).
+        end: The window's end.
+        asset: The asset, for messages.
+        dialect: ``"mvcc"`` or ``"spark"``.
+
+    Returns:
+        The predicate.
+    """
     col = quote_ident(field.name, dialect)
     t = field.type
     if pa.types.is_timestamp(t):
@@ -100,7 +115,17 @@ def time_window_predicate(field: pa.Field, start: datetime, end: datetime, asset
 
 
 def static_predicate(field: pa.Field, keys: Sequence[str], asset: str, dialect: str = "mvcc") -> str:
-    """`col IN (keys)` for a string column."""
+    """`col IN (keys)` for a string column.
+
+    Args:
+        field: The column.
+        keys: The partition keys.
+        asset: The asset, for messages.
+        dialect: ``"mvcc"`` or ``"spark"``.
+
+    Returns:
+        The predicate.
+    """
     if not (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)):
         raise PartitionPredicateError(
             f"asset {asset}: {PARTITION_EXPR!r} column {field.name!r} of a statically partitioned asset must be a "
@@ -147,6 +172,20 @@ def partition_predicate(
 
     `partition_expr`: the column name (a multi-partitioned asset: a mapping dimension name -> column).
     `dialect`: ``"mvcc"`` (the core's SQL: writes and pyarrow reads) or ``"spark"`` (a Spark DataFrame filter).
+
+    Args:
+        partitions_def: The asset's partitions definition.
+        keys: The partition keys (a single-run backfill: several).
+        partition_expr: See above.
+        schema: The table's (or the output's) Arrow schema.
+        asset: The asset, for messages.
+        dialect: See above.
+
+    Returns:
+        The predicate.
+
+    Raises:
+        PartitionPredicateError: It cannot be built (no column, a missing column, a column of the wrong type).
     """
     if not keys:
         raise PartitionPredicateError(f"asset {asset}: no partition keys to build a predicate from")

@@ -1,10 +1,5 @@
-"""The names the plugin writes into commits and reads from runs, in one place.
-
-Transaction properties stamp every commit a Dagster step makes (`dagster/run_id`, `dagster/asset_key`, ...)
-so that a reader of a table's history (the version sensor, backfills via restore, the catalog's re-run
-detection) can tell which run and partition wrote it; the run tags are Dagster's own, read to find a run's
-partitions, backfill and root run. Every module that writes or reads them imports them from here, so they
-cannot drift apart (they once were repeated in `backfill.py`, which `io_manager.py` imports).
+"""The names the plugin writes into commits and reads from runs, in one place (docs/dagster.md,
+"Transaction properties").
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""`MvccResource`: where the tables live, and how an asset key names one.
-
-A table is named by its asset key (a string such as ``"sales/orders"`` or an `AssetKey`): it lives at
-``{root_uri}/{key path joined by '/'}``. A full uri (``s3://...``, ``file://...``, ``memory://...`` or an
-absolute path) names a table directly. Everything in `mvcc_dagster` that names a table resolves it this way,
-through the resource bound under the resource key ``mvcc`` (`RESOURCE_KEY`).
-"""
+"""`MvccResource`: where the tables live, and how an asset key names one (docs/dagster.md, "Naming tables")."""
 
 from __future__ import annotations
 
@@ -22,12 +16,26 @@ TableName = str | dg.AssetKey | Sequence[str]
 
 
 def is_uri(name: str) -> bool:
-    """A full uri (a scheme such as ``s3://`` or an absolute local path), not an asset key string."""
+    """A full uri (a scheme such as ``s3://`` or an absolute local path), not an asset key string.
+
+    Args:
+        name: A table name.
+
+    Returns:
+        Whether it is a uri.
+    """
     return "://" in name or os.path.isabs(name)
 
 
 def to_asset_key(name: str | dg.AssetKey | Sequence[str]) -> dg.AssetKey:
-    """An asset key from a user string (``"a/b"``), an `AssetKey` or a sequence of path parts."""
+    """An asset key from a user string (``"a/b"``), an `AssetKey` or a sequence of path parts.
+
+    Args:
+        name: The name.
+
+    Returns:
+        The asset key.
+    """
     if isinstance(name, dg.AssetKey):
         return name
     if isinstance(name, str):
@@ -36,31 +44,28 @@ def to_asset_key(name: str | dg.AssetKey | Sequence[str]) -> dg.AssetKey:
 
 
 def resolve_uri(root_uri: str, name: TableName) -> str:
-    """The uri of the table named `name` (an asset key or a full uri) under `root_uri`."""
+    """The uri of the table named `name` (an asset key or a full uri) under `root_uri`.
+
+    Args:
+        root_uri: The warehouse.
+        name: An asset key (string, `AssetKey`, path parts) or a uri.
+
+    Returns:
+        The table's uri.
+    """
     if isinstance(name, str) and is_uri(name):
         return name
     key = to_asset_key(name)
     return "/".join([root_uri.rstrip("/"), *key.path])
 
 
-def open_with(
-    root_uri: str,
-    storage_options: dict[str, str],
-    external_store: str | None,
-    name: TableName,
-    version: int | str | None = None,
-) -> mvcc.Table:
-    """Open table `name` (latest, or `version`: a number or a tag)."""
-    return mvcc.open_table(
-        resolve_uri(root_uri, name),
-        version,
-        storage_options=dict(storage_options) or None,
-        external_store=external_store,
-    )
-
-
 class MvccResource(dg.ConfigurableResource):
     """The warehouse: opens tables by asset key or uri. Bind it as ``mvcc``; values may come from `EnvVar`.
+
+    Attributes:
+        root_uri: Where tables named by asset key live (a local path, ``s3://bucket/prefix``, ``memory://``).
+        storage_options: Object store options (credentials, endpoint), as the core takes them.
+        external_store: The external commit store's uri, for stores without put-if-absent.
 
     Example::
 
@@ -76,12 +81,42 @@ class MvccResource(dg.ConfigurableResource):
     external_store: str | None = None
 
     def uri(self, name: TableName) -> str:
-        """The uri of table `name`: ``{root_uri}/{asset key path joined by '/'}``, or `name` if it is a uri."""
+        """The uri of table `name`: ``{root_uri}/{asset key path joined by '/'}``, or `name` if it is a uri.
+
+        Args:
+            name: An asset key (string, `AssetKey`, path parts) or a uri.
+
+        Returns:
+            The table's uri.
+        """
         return resolve_uri(self.root_uri, name)
 
     def open(self, name_or_uri: TableName, version: int | str | None = None) -> mvcc.Table:
-        """Open the table (latest, or `version`); `TableNotFoundError` if there is none."""
-        return open_with(self.root_uri, self.storage_options, self.external_store, name_or_uri, version)
+        """Open a table by asset key or uri.
+
+        Args:
+            name_or_uri: An asset key (string, `AssetKey` or path parts) or a full uri.
+            version: A version number or a tag (None: the latest).
+
+        Returns:
+            The table handle.
+
+        Raises:
+            TableNotFoundError: There is no table there.
+        """
+        return self.open_uri(self.uri(name_or_uri), version)
+
+    def open_uri(self, uri: str, version: int | str | None = None) -> mvcc.Table:
+        """Open the table at `uri` (already resolved, e.g. by `uri`) with this resource's storage settings.
+
+        Args:
+            uri: The table's uri or path.
+            version: A version number or a tag (None: the latest).
+
+        Returns:
+            The table handle.
+        """
+        return mvcc.open_table(uri, version, storage_options=self.options(), external_store=self.external_store)
 
     def options(self) -> dict[str, Any] | None:
         """The storage options as the core takes them (None when empty)."""

@@ -1,22 +1,6 @@
 """The version sensor: every new table version becomes a Dagster event, including commits made outside Dagster.
 
-Why a sensor over table versions and not `@asset_sensor`: an asset sensor sees only the latest event per
-tick (dagster#32853), while a table's history is a list of versions with their operation and transaction
-properties; the cursor is the last version seen per table, so nothing is missed or recorded twice.
-
-For each new version, oldest first:
-- a commit made by Dagster (its ``dagster/run_id`` property, which the IO manager and the maintenance jobs
-  set) is skipped: Dagster recorded it when it made it;
-  (the compaction job's ReserveFragments included: `compaction.plan` takes the run's properties);
-- a data-changing commit (the rule of `versions.is_data_changing`) becomes a runless
-  `AssetMaterialization` of the table's asset with the IO manager's metadata and data version (and the partition when
-  the commit carries ``dagster/partition_key``);
-- a maintenance commit (a Rewrite, a CreateIndex, an outside compaction's ReserveFragments, ...) becomes an
-  `AssetObservation`.
-With `jobs`, each recorded data-changing version also requests a run of every job with run key
-``"{uri}@{version}"``: Dagster launches one run per run key per sensor, also across restarts, so nothing runs
-twice. At most `max_versions_per_tick` versions per table are read per tick (the cursor moves to the last one
-read), so a table with hundreds of new versions is caught up in bounded ticks.
+Why a sensor over versions and what each commit becomes: docs/dagster.md ("Version sensor").
 """
 
 import json
@@ -68,7 +52,19 @@ def job_sensor(
     description: str,
 ) -> dg.SensorDefinition:
     """A sensor of `evaluation_fn` (resources injected by parameter name, as with ``@dg.sensor``) that may
-    request runs of `jobs` (none: it only records events)."""
+    request runs of `jobs` (none: it only records events).
+
+    Args:
+        evaluation_fn: The tick's function.
+        name: The sensor's name.
+        jobs: The jobs it may request.
+        minimum_interval_seconds: Between ticks.
+        default_status: The sensor's status when first loaded.
+        description: Shown in the UI.
+
+    Returns:
+        The sensor.
+    """
     return _JobSensorDefinition(
         name=name,
         evaluation_fn=evaluation_fn,
@@ -87,7 +83,15 @@ def _version_label(event: dg.AssetMaterialization | dg.AssetObservation) -> str:
 def tick_message(events: Sequence[dg.AssetMaterialization | dg.AssetObservation], idle: Sequence[str]) -> str:
     """What a version-sensor tick did, in the words its tick list shows: the versions it recorded as
     materializations and as observations (``table@version``), or, when it recorded nothing, which tables
-    had no new version and which have no table yet (`idle`)."""
+    had no new version and which have no table yet (`idle`).
+
+    Args:
+        events: The events the tick records.
+        idle: The tables with nothing new (or no table yet), described.
+
+    Returns:
+        The message.
+    """
     parts = []
     for kind, plural in ((dg.AssetMaterialization, "materializations"), (dg.AssetObservation, "observations")):
         labels = [_version_label(e) for e in events if isinstance(e, kind)]
@@ -113,7 +117,16 @@ def _start_after(instance: dg.DagsterInstance, key: dg.AssetKey) -> int:
 def version_events(
     table: mvcc.Table, target: MaintenanceTarget, version: int
 ) -> tuple[dg.AssetMaterialization | dg.AssetObservation | None, bool]:
-    """The event recording `version` of `table` (None when skipped) and whether it changed the data."""
+    """The event recording `version` of `table` (None when skipped) and whether it changed the data.
+
+    Args:
+        table: The table.
+        target: Its name and asset key.
+        version: The version to record.
+
+    Returns:
+        The event (None: a commit Dagster made) and whether the version changed the data.
+    """
     handle = table.checkout(version)
     txn = handle.transaction()
     props = dict(txn.transaction_properties) if txn is not None else {}
@@ -155,6 +168,18 @@ def build_version_sensor(
     `asset_keys`: the asset of each table when a table is named by uri (default: as `MaintenanceTarget`).
     The cursor is JSON ``{uri: last version seen}``. A table that does not exist (yet) is skipped on that
     tick. See the module docstring for what each version becomes.
+
+    Args:
+        tables: Asset keys or table uris.
+        jobs: Jobs to request for each new data-changing version (run key ``"{uri}@{version}"``).
+        minimum_interval_seconds: Between ticks.
+        max_versions_per_tick: The most versions read per table per tick.
+        asset_keys: The asset of each table named by uri (default: its last path segment).
+        name: The sensor's name.
+        default_status: Stopped by default, as Dagster's sensors are.
+
+    Returns:
+        The sensor.
     """
     if max_versions_per_tick < 1:
         raise ValueError(f"{name}: max_versions_per_tick must be positive, got {max_versions_per_tick}")

@@ -1,15 +1,7 @@
 """Materializations are table versions: the data-changing rule and the metadata of a materialization.
 
-**The rule (the one place it is written).** A materialization's `data_version` is the version of the
-table's latest *data-changing* commit at or before the version materialized. Data-changing operations
-change the rows or columns a reader sees: Append, Overwrite, Update (also the partition-scoped overwrite
-and merge_insert), Delete, Merge (add/alter columns), DataReplacement, Restore, Clone, and Project (it
-drops or renames columns: a reader's query can break or see other data, so downstream assets must be
-re-run). Maintenance does not change what a reader sees: Rewrite (compaction), CreateIndex,
-ReserveFragments, UpdateConfig, UpdateBases, UpdateMemWalState. So compaction, index builds, config
-changes and cleanup (which commits nothing) never make downstream assets stale, and a restore does.
-An operation this module does not know (a newer format) or a version whose transaction cannot be read
-counts as data-changing: a needless re-run is cheaper than a stale downstream.
+The rule is written once, here (`DATA_CHANGING_OPERATIONS`, `data_version`); why: docs/dagster.md
+("Materializations are versions").
 """
 
 from __future__ import annotations
@@ -19,11 +11,9 @@ from typing import Any
 import dagster as dg
 import pyarrow as pa
 
-# Not exported from `dagster` in 1.13 (dagster-sling imports them the same way); the keys it writes are the
-# standard ones (`dagster/row_count`, `dagster/column_schema`, ...).
-from dagster._core.definitions.metadata.metadata_set import TableMetadataSet
-
 import mvcc_core as mvcc
+
+from ._dagster_internals import TableMetadataSet
 
 DATA_CHANGING_OPERATIONS: frozenset[str] = frozenset(
     {
@@ -51,7 +41,14 @@ MAINTENANCE_OPERATIONS: frozenset[str] = frozenset(
 
 
 def is_data_changing(operation: str | None) -> bool:
-    """Whether a commit of `operation` changes what a reader sees (unknown or unreadable: yes)."""
+    """Whether a commit of `operation` changes what a reader sees (unknown or unreadable: yes).
+
+    Args:
+        operation: The operation's name (None: unreadable).
+
+    Returns:
+        Whether it changes the data.
+    """
     return operation not in MAINTENANCE_OPERATIONS
 
 
@@ -62,6 +59,12 @@ def data_version(table: mvcc.Table) -> int:
     name `Table.versions()` lists), so the usual case, a data-changing head, reads one transaction and a
     long history costs nothing. A version removed by retention ends the walk at the oldest version kept; an
     unreadable one counts as data-changing.
+
+    Args:
+        table: The table at the materialized version.
+
+    Returns:
+        The version.
     """
     version = table.version
     while version >= 1:
@@ -78,12 +81,26 @@ def data_version(table: mvcc.Table) -> int:
 
 
 def arrow_type_name(t: pa.DataType) -> str:
-    """A column type as Dagster's column schema shows it (Arrow's own spelling)."""
+    """A column type as Dagster's column schema shows it (Arrow's own spelling).
+
+    Args:
+        t: The Arrow type.
+
+    Returns:
+        Its name.
+    """
     return str(t)
 
 
 def column_schema(schema: pa.Schema) -> dg.TableSchema:
-    """The table's schema as Dagster's `TableSchema` (`dagster/column_schema`)."""
+    """The table's schema as Dagster's `TableSchema` (`dagster/column_schema`).
+
+    Args:
+        schema: The Arrow schema.
+
+    Returns:
+        The table schema.
+    """
     return dg.TableSchema(
         columns=[
             dg.TableColumn(
@@ -103,14 +120,28 @@ SIZE_BYTES = "dagster/size_bytes"
 
 def uri_value(uri: str) -> dg.MetadataValue:
     """A table's uri as Dagster metadata: a link for http(s), a path (copyable) for local paths and object
-    store uris (a browser cannot open ``s3://``)."""
+    store uris (a browser cannot open ``s3://``).
+
+    Args:
+        uri: The table's uri.
+
+    Returns:
+        The metadata value.
+    """
     if uri.startswith(("http://", "https://")):
         return dg.MetadataValue.url(uri)
     return dg.MetadataValue.path(uri)
 
 
 def data_bytes(fragments: Any) -> int:
-    """Bytes of the data files of `fragments` (a version's `Table.get_fragments()`, read from its manifest)."""
+    """Bytes of the data files of `fragments` (a version's `Table.get_fragments()`, read from its manifest).
+
+    Args:
+        fragments: The fragments.
+
+    Returns:
+        Bytes.
+    """
     return sum(int(df.file_size_bytes) for f in fragments for df in f.files)
 
 
@@ -128,6 +159,15 @@ def table_metadata(
     data files' bytes) and mvcc's (`mvcc/version`, `mvcc/read_version`, `mvcc/operation`, `mvcc/fragments`,
     `mvcc/deleted_rows`, `mvcc/data_version`). Counts come from the manifest; the partition count scans the
     partition's rows.
+
+    Args:
+        table: The table at the materialized version.
+        table_name: The ``dagster/table_name``.
+        read_version: The version the commit read (None: from the transaction).
+        partition_filter: The partition's predicate (for ``dagster/partition_row_count``).
+
+    Returns:
+        The metadata.
     """
     fragments = table.get_fragments()
     deleted = sum(f.deletion_file.num_deleted_rows for f in fragments if f.HasField("deletion_file"))
@@ -160,7 +200,18 @@ def materialize_result(
     asset_key: dg.AssetKey | str | None = None,
 ) -> dg.MaterializeResult:
     """For assets that write themselves: the `MaterializeResult` of a commit, with the metadata above and
-    `data_version` = the latest data-changing version."""
+    `data_version` = the latest data-changing version.
+
+    Args:
+        table: The table at the committed version.
+        table_name: The ``dagster/table_name``.
+        read_version: The version the commit read (None: from the transaction).
+        partition_filter: The partition's predicate.
+        asset_key: The asset (a multi-asset's output names it).
+
+    Returns:
+        The result.
+    """
     meta = table_metadata(table, table_name=table_name, read_version=read_version, partition_filter=partition_filter)
     key = dg.AssetKey.from_user_string(asset_key) if isinstance(asset_key, str) else asset_key
     return dg.MaterializeResult(

@@ -243,16 +243,52 @@ class RewriteResult:
 
 @dataclass
 class CompactionPlan:
-    """What `plan` chose: the tasks to run (anywhere) and the state they read (`state`, picklable)."""
+    """What `plan` chose: the tasks to run (anywhere) and the state they read.
+
+    Attributes:
+        read_version: The version the plan read; every task reads it.
+        tasks: The tasks to run (picklable), in fragment order.
+        options: The options the plan was made with.
+        state: The state of `read_version` (picklable: send it with the tasks to any executor).
+        reserved_version: The version of the ReserveFragments `plan` committed for the tasks' new fragment
+            ids; None when nothing was reserved (no task, or `plan_unreserved`).
+    """
 
     read_version: int
     tasks: list[CompactionTask] = field(default_factory=list)
     options: CompactionOptions = field(default_factory=CompactionOptions)
     state: TableState | None = None
+    reserved_version: int | None = None
+
+    @property
+    def fragments(self) -> int:
+        """Fragments the plan rewrites (every task's)."""
+        return sum(len(task.fragments) for task in self.tasks)
+
+    @property
+    def new_fragment_ids(self) -> int:
+        """Fragment ids reserved for the tasks' new fragments."""
+        return sum(len(task.new_fragment_ids) for task in self.tasks)
 
 
 @dataclass(frozen=True)
 class CompactionMetrics:
+    """What a compaction did: the sums over its tasks' results (`summarize`) and the Rewrite's version.
+
+    Attributes:
+        fragments_removed: Fragments the Rewrite replaced.
+        fragments_added: Fragments it added.
+        files_removed: Data files of the replaced fragments.
+        files_added: Data files of the new fragments.
+        rows: Rows rewritten (deletions applied).
+        bytes_read: On-disk bytes of the replaced fragments' data files.
+        bytes_written: Bytes of the new data files.
+        seconds: Wall time of the compaction (0 when only results were summed).
+        version: The Rewrite's version; None when there was nothing to do (or nothing committed yet).
+        fragments_before: Fragments of the table at the plan's read version (None when not known).
+        fragments_after: Fragments of the table at the Rewrite's version (None when not known).
+    """
+
     fragments_removed: int = 0
     fragments_added: int = 0
     files_removed: int = 0
@@ -261,7 +297,44 @@ class CompactionMetrics:
     bytes_read: int = 0
     bytes_written: int = 0
     seconds: float = 0.0
-    version: int | None = None  # the Rewrite's version, None when there was nothing to do
+    version: int | None = None
+    fragments_before: int | None = None
+    fragments_after: int | None = None
+
+
+def summarize(
+    results: Sequence[RewriteResult],
+    *,
+    read_state: TableState | None = None,
+    committed: TableState | None = None,
+    seconds: float = 0.0,
+) -> CompactionMetrics:
+    """The one place task results are summed into metrics.
+
+    Args:
+        results: The results of the tasks (committed or not).
+        read_state: The state the tasks read (the plan's `state`): gives `fragments_before`.
+        committed: The state `commit` returned: gives `version` and `fragments_after`.
+        seconds: The wall time to report.
+
+    Returns:
+        The metrics; counts read from the results' serialized fragments and the states' manifests only.
+    """
+    old = [pb.DataFragment.FromString(f) for r in results for f in r.old_fragments]
+    new = [pb.DataFragment.FromString(f) for r in results for f in r.new_fragments]
+    return CompactionMetrics(
+        fragments_removed=len(old),
+        fragments_added=len(new),
+        files_removed=sum(len(f.files) for f in old),
+        files_added=sum(len(f.files) for f in new),
+        rows=sum(r.rows for r in results),
+        bytes_read=sum(r.bytes_read for r in results),
+        bytes_written=sum(r.bytes_written for r in results),
+        seconds=seconds,
+        version=committed.version if committed is not None else None,
+        fragments_before=len(read_state.manifest.fragments) if read_state is not None else None,
+        fragments_after=len(committed.manifest.fragments) if committed is not None else None,
+    )
 
 
 def _needs_rewrite(frag: pb.DataFragment, options: CompactionOptions) -> bool:
@@ -411,9 +484,18 @@ def plan(
 
     Not free of side effects: unless there is nothing to do, it commits a ReserveFragments (Lance's first
     step of a distributed compaction), so that the ids of the new fragments are fixed before any task runs.
-    `table`: a `Table` or a `TableState`; the handle itself does not move. `commit_message` and
-    `transaction_properties` go on the ReserveFragments (e.g. an orchestrator's run id, so a reader of the
-    history can tell whose reservation it is); the properties are checked before anything is committed.
+
+    Args:
+        table: A `Table` or a `TableState`; the handle itself does not move.
+        options: What to rewrite and the task bounds (default: `CompactionOptions(**kwargs)`).
+        commit_message: The ReserveFragments' message.
+        transaction_properties: Properties of the ReserveFragments (e.g. an orchestrator's run id, so a
+            reader of the history can tell whose reservation it is), checked before anything is committed.
+        **kwargs: `CompactionOptions` fields, when `options` is not given.
+
+    Returns:
+        The plan: its tasks, the state they read, and `reserved_version`, the version of the
+        ReserveFragments (None when there is nothing to do and nothing was committed).
     """
     state = _state_of(table)
     properties = check_properties(transaction_properties)
@@ -431,7 +513,9 @@ def plan(
     )
     reserved = state.commit(reserve)
     log.info("%s: compaction of %d groups planned at version %d", state.uri, len(groups), state.version)
-    return _plan_of(state, options, groups, counts, reserved.manifest.max_fragment_id - sum(counts) + 1)
+    result = _plan_of(state, options, groups, counts, reserved.manifest.max_fragment_id - sum(counts) + 1)
+    result.reserved_version = reserved.version
+    return result
 
 
 def rewrite_transaction(
@@ -493,10 +577,24 @@ def commit(
 ) -> TableState:
     """One Rewrite of every group, on top of the results' read version; the state of the new version.
 
-    `table`: a `Table` (which moves to the new version) or a `TableState`. On a definite failure (a concurrent
-    delete of a rewritten fragment: RetryableConflictError) the new files are removed and the error raised.
-    With `defer_index_remap` the Rewrite carries the fragment reuse index with a version for these groups,
-    so indices keep covering the moved rows.
+    Args:
+        table: A `TableState` (the plan's `state` will do: the Rewrite is checked against every version
+            committed since, and lands on the latest), or a `Table`, which moves to the new version.
+        results: Every task's `RewriteResult`, all of one read version.
+        commit_message: The Rewrite's message (default ``"compaction"``).
+        transaction_properties: Properties of the Rewrite (checked before anything is committed).
+        defer_index_remap: Carry the fragment reuse index with a version for these groups, so indices keep
+            covering the moved rows.
+        max_retries: How often the commit loop re-reads the latest version after losing a race it can rebase.
+
+    Returns:
+        The state of the Rewrite's version.
+
+    Raises:
+        CompactionError: No results, or results of different read versions.
+        RetryableConflictError: A concurrent delete or update of a rewritten fragment won (a definite
+            failure: the files the tasks wrote are removed). Committing the same results again loses again:
+            plan again.
     """
     if not results:
         raise CompactionError("compaction.commit needs at least one RewriteResult")
@@ -520,6 +618,33 @@ def run_task(task: CompactionTask, state: TableState) -> RewriteResult:
     return task.execute(state)
 
 
+def run_tasks(
+    tasks: Sequence[CompactionTask],
+    state: TableState,
+    *,
+    executor: Executor | None = None,
+    progress: Progress | None = None,
+) -> list[RewriteResult]:
+    """Execute `tasks` on `executor` (default: a thread pool in this process); nothing is committed.
+
+    Args:
+        tasks: Tasks of one plan.
+        state: The plan's `state` (the version the tasks read).
+        executor: Anything with `map(fn, tasks)`: a thread or process pool, the core's `SparkExecutor`.
+        progress: Called as `progress(done, total)` after each task.
+
+    Returns:
+        The results, in the order of `tasks`.
+    """
+    run = partial(run_task, state=state)
+    results: list[RewriteResult] = []
+    for result in (executor or ThreadExecutor()).map(run, tasks):
+        results.append(result)
+        if progress is not None:
+            progress(len(results), len(tasks))
+    return results
+
+
 def compact_files(
     table: Any,
     options: CompactionOptions | None = None,
@@ -530,9 +655,20 @@ def compact_files(
     transaction_properties: Mapping[str, str] | None = None,
     **kwargs: Any,
 ) -> tuple[CompactionMetrics, TableState]:
-    """Plan, execute every task on `executor`, commit; `progress(done, total)` after each task.
+    """Plan, execute every task on `executor`, commit: `plan`, `run_tasks` and `commit` in one call.
 
-    Returns the metrics and the state of the Rewrite's version (the input state when nothing was done).
+    Args:
+        table: A `Table` or a `TableState` (neither moves; the caller adopts the returned state).
+        options: What to rewrite (default: `CompactionOptions(**kwargs)`).
+        executor: Where the tasks run (default: a thread pool in this process).
+        progress: Called as `progress(done, total)` after each task.
+        commit_message: The Rewrite's message.
+        transaction_properties: Properties of the Rewrite.
+        **kwargs: `CompactionOptions` fields, when `options` is not given.
+
+    Returns:
+        The metrics (`summarize`) and the state of the Rewrite's version (the input state when nothing was
+        done).
     """
     start = time.perf_counter()
     compaction_plan = plan(table, options, **kwargs)
@@ -540,13 +676,7 @@ def compact_files(
     assert state is not None
     if not compaction_plan.tasks:
         return CompactionMetrics(seconds=time.perf_counter() - start), state
-    run = partial(run_task, state=state)
-    results = []
-    total = len(compaction_plan.tasks)
-    for result in (executor or ThreadExecutor()).map(run, compaction_plan.tasks):
-        results.append(result)
-        if progress is not None:
-            progress(len(results), total)
+    results = run_tasks(compaction_plan.tasks, state, executor=executor, progress=progress)
     committed = commit(
         state,
         results,
@@ -554,19 +684,7 @@ def compact_files(
         transaction_properties=transaction_properties,
         defer_index_remap=compaction_plan.options.defer_index_remap,
     )
-    old = [pb.DataFragment.FromString(f) for r in results for f in r.old_fragments]
-    new = [pb.DataFragment.FromString(f) for r in results for f in r.new_fragments]
-    metrics = CompactionMetrics(
-        fragments_removed=len(old),
-        fragments_added=len(new),
-        files_removed=sum(len(f.files) for f in old),
-        files_added=sum(len(f.files) for f in new),
-        rows=sum(r.rows for r in results),
-        bytes_read=sum(r.bytes_read for r in results),
-        bytes_written=sum(r.bytes_written for r in results),
-        seconds=time.perf_counter() - start,
-        version=committed.version,
-    )
+    metrics = summarize(results, read_state=state, committed=committed, seconds=time.perf_counter() - start)
     log.info(
         "%s: compacted %d fragments into %d (version %d, %.2f s)",
         committed.uri,

@@ -11,7 +11,7 @@ TABLE = "fragmented"
 OPTIONS = mvcc.CompactionOptions(target_rows_per_fragment=300)
 
 defs = dg.Definitions(
-    jobs=[build_compaction_job(TABLE, options=OPTIONS)],
+    jobs=[build_compaction_job(TABLE, options=OPTIONS, executor="dagster")],
     executor=dg.multiprocess_executor.configured({"max_concurrent": 2}),
     resources={"mvcc": MvccResource(root_uri=dg.EnvVar(WAREHOUSE_ENV))},
 )

@@ -22,7 +22,7 @@ import pytest
 
 import mvcc_core as mvcc
 from mvcc_dagster import MvccIOManager, MvccResource, conflict_retry_policy, mvcc_conflicts
-from mvcc_dagster.conflicts import to_dagster
+from mvcc_dagster.error_mapping import to_dagster
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

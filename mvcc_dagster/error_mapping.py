@@ -1,29 +1,9 @@
-"""The one place where mvcc errors become Dagster retries or failures.
-
-Dagster's `RetryPolicy` retries *any* exception. mvcc's error contract (docs/architecture.md) says which
-errors are worth retrying, by type: a `RetryableConflictError` (a concurrent commit won; re-read and run
-again) is; an `IncompatibleConflictError` (a restore or an overwrite landed between read and commit) is
-not, and neither is any other `MvccError` (a missing table, a schema mismatch, a bad predicate) nor a bad
-argument (`ValueError` / `TypeError`): they would fail again. So the mapping turns:
-
-- `RetryableConflictError` into `dagster.RetryRequested(max_retries, seconds_to_wait)`, the wait growing
-  exponentially with the attempt, with +/- jitter so that writers that collided do not collide again; so is
-  a `TableExistsError` whose table another writer created while the step was writing
-  (`created_concurrently`): the next attempt sees the table (a table that was there before is a Failure);
-- `IncompatibleConflictError` into `dagster.Failure(allow_retries=False)` whose metadata names the table,
-  the read version, the conflicting versions and both operations (a catalog conflict, which is one of the
-  two core types too, adds the object, the catalog versions expected and found, and the DuckLake rule);
-- every other `MvccError`, `ValueError` and `TypeError` into `dagster.Failure(allow_retries=False)`.
-
-`Failure(allow_retries=False)` skips any `RetryPolicy` on the asset or op, and `RetryRequested` uses its
-own limits, so a user's blanket `RetryPolicy` still covers what mvcc cannot classify (an `OSError` from the
-network, a killed worker) without retrying what would fail again.
-"""
+"""mvcc's errors as Dagster retries and failures: the one mapping (docs/dagster.md, "Conflicts")."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -47,13 +27,31 @@ def conflict_retry_policy(
     Use it together with `mvcc_conflicts()` (or the IO manager, which applies the mapping itself): the
     mapping keeps errors that would fail again out of the policy, and the policy then retries what mvcc
     could not classify.
+
+    Args:
+        max_retries: Attempts after the first.
+        delay: The base of the backoff, in seconds.
+        backoff: Dagster's backoff.
+        jitter: Dagster's jitter.
+
+    Returns:
+        The policy.
     """
     return dg.RetryPolicy(max_retries=max_retries, delay=delay, backoff=backoff, jitter=jitter)
 
 
 def retry_wait(attempt: int, delay: float = DEFAULT_DELAY, *, rng: random.Random | None = None) -> float:
     """Seconds to wait before retry number `attempt + 1`: Dagster's EXPONENTIAL backoff `(2^(n) - 1) * delay`
-    for the n-th retry, with PLUS_MINUS jitter of up to one `delay`, capped at `MAX_DELAY`."""
+    for the n-th retry, with PLUS_MINUS jitter of up to one `delay`, capped at `MAX_DELAY`.
+
+    Args:
+        attempt: Attempts before this one (0 on the first).
+        delay: The base, in seconds.
+        rng: The random source of the jitter (default: the module's).
+
+    Returns:
+        Seconds to wait.
+    """
     n = attempt + 1
     base = (2**n - 1) * delay
     jitter = (rng or random).uniform(-delay, delay)
@@ -73,9 +71,29 @@ def _attempt(context: Any) -> int:
     return value if isinstance(value, int) else 0
 
 
+def no_retry_failure(description: str, metadata: Mapping[str, Any] | None = None) -> dg.Failure:
+    """A `Failure` that no `RetryPolicy` retries: for what would fail again (bad input, a lost commit).
+
+    Args:
+        description: What failed, in the user's words (shown in the UI and the run's log).
+        metadata: Dagster metadata for the failure event.
+
+    Returns:
+        The failure, to be raised by the caller.
+    """
+    return dg.Failure(description=description, metadata=dict(metadata or {}), allow_retries=False)
+
+
 def conflict_metadata(exc: mvcc.CommitConflictError) -> dict[str, Any]:
     """What a conflict says about itself, as Dagster metadata (the table, both versions, both operations;
-    a catalog conflict adds the object, the catalog versions expected and found, and the DuckLake rule)."""
+    a catalog conflict adds the object, the catalog versions expected and found, and the DuckLake rule).
+
+    Args:
+        exc: The conflict.
+
+    Returns:
+        The metadata.
+    """
     meta: dict[str, Any] = {
         "table": exc.uri,
         "read_version": exc.read_version,
@@ -119,7 +137,18 @@ def to_dagster(
     what: str | None = None,
 ) -> BaseException | None:
     """The Dagster exception that `exc` becomes, or None when `exc` is not mvcc's to classify (it then
-    propagates unchanged and a `RetryPolicy` decides). `what` names the asset or op in descriptions."""
+    propagates unchanged and a `RetryPolicy` decides). `what` names the asset or op in descriptions.
+
+    Args:
+        exc: What was raised.
+        attempt: Attempts of the step before this one (sets the backoff).
+        max_retries: The `RetryRequested` limit.
+        delay: The base of the backoff, in seconds.
+        what: The asset or op, named in descriptions.
+
+    Returns:
+        A `RetryRequested` or a `Failure`, or None.
+    """
     prefix = f"{what}: " if what else ""
     if isinstance(exc, mvcc.RetryableConflictError) or (
         isinstance(exc, mvcc.TableExistsError) and exc.created_concurrently
@@ -128,16 +157,11 @@ def to_dagster(
         return dg.RetryRequested(max_retries=max_retries, seconds_to_wait=retry_wait(attempt, delay))
     if isinstance(exc, mvcc.IncompatibleConflictError):
         meta = conflict_metadata(exc)
-        return dg.Failure(
-            description=prefix + _incompatible_description(exc, meta),
-            metadata=meta,
-            allow_retries=False,
-        )
+        return no_retry_failure(prefix + _incompatible_description(exc, meta), meta)
     if isinstance(exc, mvcc.MvccError | ValueError | TypeError):
-        return dg.Failure(
-            description=f"{prefix}{type(exc).__name__}: {exc} (not retried: it would fail again)",
-            metadata={"error_type": type(exc).__name__},
-            allow_retries=False,
+        return no_retry_failure(
+            f"{prefix}{type(exc).__name__}: {exc} (not retried: it would fail again)",
+            {"error_type": type(exc).__name__},
         )
     return None
 
@@ -158,6 +182,16 @@ def mvcc_conflicts(
                 mvcc.open("events").delete("day < DATE '2020-01-01'")
 
     `context`: the execution context (its retry number sets the backoff), or an IO manager's context.
+
+    Args:
+        context: See above.
+        max_retries: The `RetryRequested` limit.
+        delay: The base of the backoff, in seconds.
+        what: The asset or op, named in descriptions.
+
+    Raises:
+        dagster.RetryRequested: For a retryable conflict.
+        dagster.Failure: For what would fail again (not retried).
     """
     try:
         yield

@@ -1,0 +1,27 @@
+"""Maintenance as Dagster jobs, one module per job kind (docs/dagster.md, "Maintenance jobs")."""
+
+from .compaction import EXECUTORS, SPARK_RESOURCE_KEY, build_compaction_job
+from .indices import build_index_job, build_index_optimize_job
+from .restore import RESTORED_FROM, build_restore_job
+from .retention import build_retention_job
+from .schedule import build_maintenance_schedule
+from .tags import build_tag_job
+from .target import MAINTENANCE_IO_KEY, TABLE_TAG, MaintenanceTarget, manifest_metrics, observe
+
+__all__ = [
+    "EXECUTORS",
+    "MAINTENANCE_IO_KEY",
+    "RESTORED_FROM",
+    "SPARK_RESOURCE_KEY",
+    "TABLE_TAG",
+    "MaintenanceTarget",
+    "build_compaction_job",
+    "build_index_job",
+    "build_index_optimize_job",
+    "build_maintenance_schedule",
+    "build_restore_job",
+    "build_retention_job",
+    "build_tag_job",
+    "manifest_metrics",
+    "observe",
+]

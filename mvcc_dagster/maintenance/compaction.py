@@ -1,0 +1,387 @@
+"""The compaction job: the specification's three steps, reserve -> rewrite -> commit, on a chosen executor.
+
+Where the rewrite runs, and why the default is one process: docs/dagster.md ("Compaction, step by step").
+"""
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import dagster as dg
+
+import mvcc_core as mvcc
+
+from ..error_mapping import conflict_metadata, mvcc_conflicts, no_retry_failure
+from ..resources import RESOURCE_KEY, TableName
+from .target import MAINTENANCE_IO_KEY, MaintenanceTarget, maintenance_job, observe
+
+EXECUTORS = ("auto", "in_process", "dagster", "spark")
+SPARK_RESOURCE_KEY = "pyspark"
+DEFAULT_REWRITE_STEPS = 4
+"""``executor="auto"``: at most this many rewrite steps (one per `TASKS_PER_AUTO_STEP` tasks)."""
+TASKS_PER_AUTO_STEP = 16
+"""``executor="auto"``: a rewrite step takes at least this many tasks (when the plan has them)."""
+
+
+def check_executor(executor: str, rewrite_steps: int | None) -> dg.ExecutorDefinition | None:
+    """The Dagster executor of a compaction job, after checking the factory's arguments.
+
+    Args:
+        executor: ``"auto"``, ``"in_process"``, ``"dagster"`` or ``"spark"``.
+        rewrite_steps: The most rewrite steps (None: the executor's default), a positive int.
+
+    Returns:
+        Dagster's in-process executor, or None (the code location's executor) for ``"dagster"``.
+
+    Raises:
+        ValueError: An unknown executor or a `rewrite_steps` that is not a positive int.
+    """
+    if executor not in EXECUTORS:
+        raise ValueError(
+            f"executor must be one of {EXECUTORS} (auto: one process, the plan's tasks in a few batched steps; "
+            f"in_process: one process, a step per task; dagster: the deployment's executor, a step per task; "
+            f"spark: the tasks on Spark inside one step), got {executor!r}"
+        )
+    if rewrite_steps is not None and (
+        isinstance(rewrite_steps, bool) or not isinstance(rewrite_steps, int) or rewrite_steps < 1
+    ):
+        raise ValueError(f"rewrite_steps must be a positive int (the most rewrite steps), got {rewrite_steps!r}")
+    if executor == "spark" and rewrite_steps is not None:
+        raise ValueError("rewrite_steps is not for executor='spark': Spark runs every task in one step")
+    return None if executor == "dagster" else dg.in_process_executor
+
+
+def batches(
+    tasks: Sequence[mvcc.compaction.CompactionTask], max_steps: int, min_tasks_per_step: int = 1
+) -> list[list[mvcc.compaction.CompactionTask]]:
+    """The plan's tasks dealt, in order, into at most `max_steps` batches of at least `min_tasks_per_step` each.
+
+    Args:
+        tasks: The plan's tasks.
+        max_steps: The most batches.
+        min_tasks_per_step: The fewest tasks a batch takes (a plan of fewer tasks is one batch).
+
+    Returns:
+        The batches (none for no task), as even as the counts allow.
+    """
+    if not tasks:
+        return []
+    steps = max(1, min(max_steps, len(tasks) // min_tasks_per_step))
+    size = math.ceil(len(tasks) / steps)
+    return [list(tasks[i : i + size]) for i in range(0, len(tasks), size)]
+
+
+def _rewrite_metadata(results: Sequence[mvcc.compaction.RewriteResult]) -> dict[str, Any]:
+    metrics = mvcc.compaction.summarize(results)
+    return {
+        "tasks": len(results),
+        "fragments_read": metrics.fragments_removed,
+        "fragments_written": metrics.fragments_added,
+        "rows": metrics.rows,
+        "bytes_read": metrics.bytes_read,
+        "bytes_written": metrics.bytes_written,
+    }
+
+
+def _reserve(
+    context: Any,
+    target: MaintenanceTarget,
+    options: mvcc.CompactionOptions,
+    split: Callable[[Sequence[Any]], list[Any]] | None = None,
+) -> tuple[Any, list[Any]]:
+    """Plan the compaction of `target` (one ReserveFragments, carrying the run's properties) and report it.
+
+    Returns the plan and the work of the rewrite steps: `split(tasks)` (batches), or one task each.
+    """
+    t = target.open(context)
+    with mvcc_conflicts(context, what=f"compaction of {target.label}"):
+        plan = mvcc.compaction.plan(
+            t,
+            options,
+            commit_message=f"dagster: compaction of {target.label} (reserve fragment ids)",
+            transaction_properties=target.properties(context, "compaction"),
+        )
+    work = split(plan.tasks) if split is not None else list(plan.tasks)
+    if plan.reserved_version is None:
+        context.log.info("%s: nothing to compact at version %d", target.label, plan.read_version)
+        return plan, work
+    metrics = {
+        "mvcc/read_version": plan.read_version,
+        "tasks": len(plan.tasks),
+        "fragments_planned": plan.fragments,
+        "fragment_ids_reserved": plan.new_fragment_ids,
+        "rewrite_steps": len(work),
+    }
+    observe(context, target, t.checkout(plan.reserved_version), metrics)
+    return plan, work
+
+
+def _flatten(collected: Sequence[Any]) -> list[mvcc.compaction.RewriteResult]:
+    """The results of every rewrite step: one result per step (a step per task) or a list (a batch)."""
+    return [r for item in collected for r in (item if isinstance(item, list) else [item])]
+
+
+def _commit(context: Any, target: MaintenanceTarget, options: mvcc.CompactionOptions, collected: list[Any]) -> Any:
+    """One Rewrite of every task's result on the state the tasks read, reported as an observation.
+
+    A `RetryableConflictError` (a concurrent delete or update of a rewritten fragment) fails the step without
+    a step retry: re-committing the same results loses again, so a new run plans again (run retries).
+    """
+    results = _flatten(collected)
+    if not results:
+        return None
+    read = target.open(context, results[0].read_version)  # the version the tasks read
+    what = f"compaction of {target.label}"
+    with mvcc_conflicts(context, what=what):
+        try:
+            committed = mvcc.compaction.commit(
+                read.state,
+                results,
+                commit_message=f"dagster: compaction of {target.label}",
+                transaction_properties=target.properties(context, "compaction"),
+                defer_index_remap=options.defer_index_remap,
+            )
+        except mvcc.RetryableConflictError as exc:
+            raise no_retry_failure(
+                f"{what} lost to a concurrent commit ({exc}); the files it wrote were removed. Re-committing the "
+                "same results would lose again, so the job is to be re-planned by a new run (run retries).",
+                conflict_metadata(exc),
+            ) from exc
+    metrics = mvcc.compaction.summarize(results, read_state=read.state, committed=committed)
+    observe(
+        context,
+        target,
+        mvcc.Table.from_state(committed),
+        {
+            "mvcc/read_version": read.version,
+            "fragments_before": metrics.fragments_before,
+            "fragments_after": metrics.fragments_after,
+            "fragments_removed": metrics.fragments_removed,
+            "fragments_added": metrics.fragments_added,
+            "rows_rewritten": metrics.rows,
+            "bytes_read": metrics.bytes_read,
+            "bytes_written": metrics.bytes_written,
+        },
+    )
+    return committed.version
+
+
+def _compaction_ops(
+    target: MaintenanceTarget,
+    options: mvcc.CompactionOptions,
+    prefix: str,
+    *,
+    rewrite_steps: int | None = None,
+    min_tasks_per_step: int = 1,
+) -> tuple[dg.OpDefinition, dg.OpDefinition, dg.OpDefinition]:
+    """The three compaction ops of `target`, composed as ``reserve().map(rewrite).collect()`` -> ``commit``.
+
+    Args:
+        target: The table.
+        options: The compaction options.
+        prefix: Put before the op names (Dagster refuses two different op definitions of one name in a code
+            location, so each job kind has its own).
+        rewrite_steps: None: one ``rewrite_fragments`` step per task; an int: the tasks dealt into at most this
+            many steps (`batches`), each running its batch on the core's thread pool (`run_tasks`).
+        min_tasks_per_step: With `rewrite_steps`, the fewest tasks a step takes.
+
+    Returns:
+        The reserve, rewrite and commit ops.
+    """
+
+    def split(tasks: Sequence[Any]) -> list[list[Any]]:
+        return batches(tasks, rewrite_steps or 1, min_tasks_per_step)
+
+    @dg.op(
+        name=f"reserve_fragments__{prefix}{target.suffix}",
+        required_resource_keys={RESOURCE_KEY},
+        pool=target.pool,
+        out=dg.DynamicOut(io_manager_key=MAINTENANCE_IO_KEY),
+    )
+    def reserve_fragments(context: dg.OpExecutionContext) -> list[dg.DynamicOutput]:
+        if rewrite_steps is None:
+            plan, tasks = _reserve(context, target, options)
+            return [dg.DynamicOutput((t, plan.state), mapping_key=f"task_{i}") for i, t in enumerate(tasks)]
+        plan, groups = _reserve(context, target, options, split)
+        return [dg.DynamicOutput((tuple(g), plan.state), mapping_key=f"batch_{i}") for i, g in enumerate(groups)]
+
+    @dg.op(name=f"rewrite_fragments__{prefix}{target.suffix}", out=dg.Out(io_manager_key=MAINTENANCE_IO_KEY))
+    def rewrite_fragments(context: dg.OpExecutionContext, work: Any) -> dg.Output:
+        tasks, state = work
+        with mvcc_conflicts(context, what=f"compaction of {target.label}"):
+            if isinstance(tasks, tuple):  # a batch: its tasks on threads in this step
+                results = mvcc.compaction.run_tasks(tasks, state)
+                return dg.Output(results, metadata=_rewrite_metadata(results))
+            result = tasks.execute(state)
+        return dg.Output(result, metadata=_rewrite_metadata([result]))
+
+    @dg.op(
+        name=f"commit_rewrite__{prefix}{target.suffix}",
+        required_resource_keys={RESOURCE_KEY},
+        pool=target.pool,
+        out=dg.Out(io_manager_key=MAINTENANCE_IO_KEY),
+    )
+    def commit_rewrite(context: dg.OpExecutionContext, results: Any) -> int | None:
+        return _commit(context, target, options, results)
+
+    return reserve_fragments, rewrite_fragments, commit_rewrite
+
+
+def _spark_compaction_ops(
+    target: MaintenanceTarget, options: mvcc.CompactionOptions, prefix: str, spark_resource_key: str
+) -> tuple[dg.OpDefinition, dg.OpDefinition, dg.OpDefinition]:
+    """The compaction ops of `target` whose tasks run on Spark: the same reserve and commit, and one
+    ``rewrite_fragments`` step handing every task to the core's `SparkExecutor` on the session of the resource
+    `spark_resource_key` (anything with a ``spark_session``: dagster-pyspark's `PySparkResource` or
+    `LazyPySparkResource`)."""
+    commit_rewrite = _compaction_ops(target, options, f"{prefix}spark__")[2]
+
+    @dg.op(
+        name=f"reserve_fragments__{prefix}spark__{target.suffix}",
+        required_resource_keys={RESOURCE_KEY},
+        pool=target.pool,
+        out=dg.Out(io_manager_key=MAINTENANCE_IO_KEY),
+    )
+    def reserve_fragments(context: dg.OpExecutionContext) -> Any:
+        plan, tasks = _reserve(context, target, options, lambda tasks: [tasks] if tasks else [])
+        return [t for batch in tasks for t in batch], plan.state
+
+    @dg.op(
+        name=f"rewrite_fragments__{prefix}spark__{target.suffix}",
+        required_resource_keys={spark_resource_key},
+        out=dg.Out(io_manager_key=MAINTENANCE_IO_KEY),
+    )
+    def rewrite_fragments(context: dg.OpExecutionContext, planned: Any) -> dg.Output:
+        tasks, state = planned
+        if not tasks:
+            return dg.Output([], metadata={"tasks": 0})
+        # imported here: pyspark is needed only by jobs built with executor="spark" (extra `spark`)
+        from mvcc_core.spark import SparkExecutor
+
+        spark = getattr(context.resources, spark_resource_key).spark_session
+        executor = SparkExecutor(spark)
+        context.log.info("%s: %d compaction tasks on Spark (%s)", target.label, len(tasks), executor.method)
+        with mvcc_conflicts(context, what=f"compaction of {target.label} on Spark"):
+            results = mvcc.compaction.run_tasks(tasks, state, executor=executor)
+        return dg.Output(results, metadata={**_rewrite_metadata(results), "spark_method": executor.method})
+
+    return reserve_fragments, rewrite_fragments, commit_rewrite
+
+
+def compaction_ops(
+    target: MaintenanceTarget,
+    options: mvcc.CompactionOptions,
+    prefix: str,
+    *,
+    executor: str = "auto",
+    rewrite_steps: int | None = None,
+    spark_resource_key: str = SPARK_RESOURCE_KEY,
+) -> tuple[dg.OpDefinition, dg.OpDefinition, dg.OpDefinition]:
+    """The three compaction ops of `target` for `executor` (see `build_compaction_job`).
+
+    Args:
+        target: The table.
+        options: The compaction options.
+        prefix: Put before the op names (each job kind has its own ops).
+        executor: ``"auto"``, ``"in_process"``, ``"dagster"`` or ``"spark"``.
+        rewrite_steps: The most rewrite steps (None: the executor's default).
+        spark_resource_key: With ``"spark"``: the resource whose ``spark_session`` runs the tasks.
+
+    Returns:
+        The reserve, rewrite and commit ops; all but ``"spark"``'s compose as
+        ``reserve().map(rewrite).collect()`` -> ``commit``, Spark's as ``commit(rewrite(reserve()))``.
+    """
+    if executor == "spark":
+        return _spark_compaction_ops(target, options, prefix, spark_resource_key)
+    if executor == "auto":
+        return _compaction_ops(
+            target,
+            options,
+            prefix,
+            rewrite_steps=rewrite_steps or DEFAULT_REWRITE_STEPS,
+            min_tasks_per_step=TASKS_PER_AUTO_STEP,
+        )
+    return _compaction_ops(target, options, prefix, rewrite_steps=rewrite_steps)
+
+
+def build_compaction_job(
+    table: TableName,
+    *,
+    options: mvcc.CompactionOptions | None = None,
+    executor: str = "auto",
+    rewrite_steps: int | None = None,
+    asset_key: TableName | None = None,
+    name: str | None = None,
+    spark_resource_key: str = SPARK_RESOURCE_KEY,
+) -> dg.JobDefinition:
+    """A job compacting `table` in the specification's three steps.
+
+    ``reserve_fragments`` (pool of the table) plans with the core's `compaction.plan`, which commits
+    ReserveFragments so the new fragments' ids are fixed before any task runs; ``rewrite_fragments`` writes
+    the new fragments and commits nothing; ``commit_rewrite`` (pool of the table) lands one Rewrite of every
+    result, reported as an observation. Where the rewrite runs is `executor`:
+
+    - ``"auto"`` (default): the whole run in one process (Dagster's in-process executor, whatever the code
+      location's default), the plan's tasks dealt into one ``rewrite_fragments[batch_i]`` step per 16 tasks,
+      at most `rewrite_steps` (default 4), each running its batch on the core's thread pool. What
+      `compact_files()` costs, plus the run's own events.
+    - ``"dagster"``: the code location's executor (multiprocess, Kubernetes), one
+      ``rewrite_fragments[task_i]`` step per task, or at most `rewrite_steps` batched steps: for tables whose
+      tasks take much longer than a step process's start (seconds), spread over processes or pods.
+    - ``"in_process"``: one process, one step per task (or at most `rewrite_steps` batched steps).
+    - ``"spark"``: one process, every task on Spark in one ``rewrite_fragments`` step (the core's
+      `SparkExecutor`), on the session of the resource `spark_resource_key` (default ``pyspark``:
+      dagster-pyspark's `PySparkResource`).
+
+    A concurrent delete or update of a rewritten fragment makes the Rewrite lose: the core removes the files
+    the tasks wrote and the step fails without a step retry; the job carries ``dagster/max_retries`` and
+    ``dagster/retry_strategy: ALL_STEPS``, so run retries plan again.
+
+    Args:
+        table: An asset key or a table uri.
+        options: What to compact (default `CompactionOptions()`).
+        executor: Where the rewrite runs (above).
+        rewrite_steps: The most rewrite steps (above); not with ``"spark"``.
+        asset_key: The asset the reports go to (default: `table`, or a uri's last segment).
+        name: The job's name (default ``mvcc_compaction__<asset key>``).
+        spark_resource_key: With ``"spark"``: the resource with the ``spark_session``.
+
+    Returns:
+        The job.
+
+    Raises:
+        ValueError: An unknown executor, or a `rewrite_steps` that is not a positive int.
+    """
+    target = MaintenanceTarget(table, asset_key)
+    options = options or mvcc.CompactionOptions()
+    executor_def = check_executor(executor, rewrite_steps)
+    job_name = name or f"mvcc_compaction__{target.suffix}"
+    reserve_fragments, rewrite_fragments, commit_rewrite = compaction_ops(
+        target, options, "", executor=executor, rewrite_steps=rewrite_steps, spark_resource_key=spark_resource_key
+    )
+    if executor == "spark":
+
+        @dg.graph(name=job_name)
+        def compaction_job() -> None:
+            planned = reserve_fragments.alias("reserve_fragments")()
+            commit_rewrite.alias("commit_rewrite")(rewrite_fragments.alias("rewrite_fragments")(planned))
+
+        shape = "rewrite_fragments (every task on Spark)"
+    else:
+
+        @dg.graph(name=job_name)
+        def compaction_job() -> None:
+            work = reserve_fragments.alias("reserve_fragments")()
+            results = work.map(rewrite_fragments.alias("rewrite_fragments"))
+            commit_rewrite.alias("commit_rewrite")(results.collect())
+
+        shape = "rewrite_fragments (batched)" if executor == "auto" or rewrite_steps else "rewrite_fragments (mapped)"
+
+    return maintenance_job(
+        compaction_job,
+        name=job_name,
+        table_tag=target.label,
+        description=f"Compaction of {target.label}: reserve_fragments -> {shape} -> commit_rewrite.",
+        executor_def=executor_def,
+        tags={"dagster/max_retries": "2", "dagster/retry_strategy": "ALL_STEPS"},
+    )

@@ -1,0 +1,145 @@
+"""The retention job: old versions and unreferenced files removed (`Table.cleanup_old_versions`)."""
+
+from datetime import timedelta
+from typing import Any
+
+import dagster as dg
+
+import mvcc_core as mvcc
+
+from ..error_mapping import mvcc_conflicts
+from ..resources import RESOURCE_KEY, TableName
+from .target import MAINTENANCE_IO_KEY, MaintenanceTarget, observe, one_step_job
+
+
+def _cleanup_metadata(stats: mvcc.CleanupStats, *, dry_run: bool) -> dict[str, Any]:
+    return {
+        "dry_run": dry_run,
+        "versions_removed": stats.old_versions,
+        "removed_versions": dg.MetadataValue.json(list(stats.removed_versions)),
+        "bytes_removed": stats.bytes_removed,
+        "data_files_removed": stats.data_files_removed,
+        "deletion_files_removed": stats.deletion_files_removed,
+        "transaction_files_removed": stats.transaction_files_removed,
+        "index_files_removed": stats.index_files_removed,
+        "unverified_files_removed": stats.unverified_files_removed,
+        "bad_tags": dg.MetadataValue.json(dict(stats.bad_tags)),
+    }
+
+
+def cleanup_op(
+    target: MaintenanceTarget,
+    older_than: timedelta,
+    retain_versions: int | None,
+    dry_run: bool,
+    prefix: str,
+    delete_unverified: bool = False,
+) -> dg.OpDefinition:
+    """The retention op of `target`; its `after` input (Nothing) orders it after compaction in the schedule.
+
+    Args:
+        target: The table.
+        older_than: Versions older than this go (`Table.cleanup_old_versions`).
+        retain_versions: Keep at least the newest this many versions (None: no such floor).
+        dry_run: The default of the op's `dry_run` config.
+        prefix: Put before the op's name (the schedule's job has its own ops).
+        delete_unverified: The default of the op's `delete_unverified` config.
+
+    Returns:
+        The op.
+
+    Raises:
+        TypeError: `delete_unverified` is not a bool.
+        ValueError: `older_than` or `retain_versions` out of range.
+    """
+    if not isinstance(delete_unverified, bool):
+        raise TypeError(f"retention of {target.label}: delete_unverified must be a bool, got {delete_unverified!r}")
+    if not isinstance(older_than, timedelta) or older_than < timedelta(0):
+        raise ValueError(
+            f"retention of {target.label}: older_than must be a non-negative timedelta, got {older_than!r}"
+        )
+    if retain_versions is not None and (isinstance(retain_versions, bool) or retain_versions < 1):
+        raise ValueError(
+            f"retention of {target.label}: retain_versions must be a positive int, got {retain_versions!r}"
+        )
+
+    @dg.op(
+        name=f"cleanup_old_versions__{prefix}{target.suffix}",
+        required_resource_keys={RESOURCE_KEY},
+        pool=target.pool,
+        ins={"after": dg.In(dg.Nothing)},
+        config_schema={
+            "dry_run": dg.Field(bool, default_value=dry_run),
+            "delete_unverified": dg.Field(bool, default_value=delete_unverified),
+        },
+        out=dg.Out(io_manager_key=MAINTENANCE_IO_KEY),
+    )
+    def cleanup(context: dg.OpExecutionContext) -> dg.Output:
+        dry = bool(context.op_config["dry_run"])
+        t = target.open(context)
+        with mvcc_conflicts(context, what=f"retention of {target.label} (older_than / retain_versions)"):
+            stats = t.cleanup_old_versions(
+                older_than,
+                retain_versions,
+                delete_unverified=bool(context.op_config["delete_unverified"]),
+                dry_run=dry,
+            )
+        meta = _cleanup_metadata(stats, dry_run=dry)
+        if not dry:
+            observe(context, target, t.checkout_latest(), {**meta, "mvcc/operation": "Cleanup"})
+        return dg.Output(list(stats.removed_versions), metadata=meta)
+
+    return cleanup
+
+
+def build_retention_job(
+    table: TableName,
+    *,
+    older_than: timedelta = timedelta(days=14),
+    retain_versions: int | None = None,
+    dry_run: bool = False,
+    delete_unverified: bool = False,
+    asset_key: TableName | None = None,
+    name: str | None = None,
+) -> dg.JobDefinition:
+    """A job removing old versions (`Table.cleanup_old_versions`; the latest and tagged versions are kept).
+
+    `delete_unverified` has the core's meaning: files no version references (left by a killed or failed
+    writer) are removed even when younger than the 7-day unverified window; otherwise they are kept until
+    older. Like `dry_run` it is also op config (``config: {delete_unverified: true}``). A writer between
+    writing its files and committing loses them with it: run it only when no writer is at work.
+
+    A dry run reports what it would remove as the step's output metadata (visible in the run, not only in
+    logs) and records nothing on the asset; a real run reports what it removed as an observation. `dry_run`
+    is also op config (``ops: {cleanup_old_versions: {config: {dry_run: true}}}``), so one job serves both.
+    A retention that would pass over a tagged version fails naming the table and the tags (nothing removed).
+
+    Args:
+        table: An asset key (string, `AssetKey` or path parts) or a table uri.
+        older_than: Versions older than this are removed.
+        retain_versions: Keep at least the newest this many versions (None: no such floor).
+        dry_run: The default of the op's ``dry_run`` config.
+        delete_unverified: The default of the op's ``delete_unverified`` config (above).
+        asset_key: The asset the observation goes to.
+        name: The job's name (default ``mvcc_retention__<asset key>``).
+
+    Returns:
+        The job (one step, in the run's process).
+
+    Raises:
+        TypeError: `delete_unverified` is not a bool.
+        ValueError: `older_than` negative or `retain_versions` not a positive int.
+    """
+    target = MaintenanceTarget(table, asset_key)
+    cleanup = cleanup_op(target, older_than, retain_versions, dry_run, "", delete_unverified)
+
+    return one_step_job(
+        cleanup,
+        "cleanup_old_versions",
+        name=name or f"mvcc_retention__{target.suffix}",
+        target=target,
+        description=(
+            f"Retention of {target.label}: older_than={older_than}, retain_versions={retain_versions}, "
+            f"delete_unverified={delete_unverified}."
+        ),
+    )

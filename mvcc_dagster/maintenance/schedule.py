@@ -1,0 +1,106 @@
+"""The maintenance schedule: compaction, index optimize and retention of one table, in that order."""
+
+from datetime import timedelta
+
+import dagster as dg
+
+import mvcc_core as mvcc
+
+from ..resources import TableName
+from .compaction import SPARK_RESOURCE_KEY, check_executor, compaction_ops
+from .indices import index_op
+from .retention import cleanup_op
+from .target import MaintenanceTarget, maintenance_job
+
+
+def build_maintenance_schedule(
+    table: TableName,
+    cron: str = "0 3 * * *",
+    *,
+    options: mvcc.CompactionOptions | None = None,
+    optimize_indices: bool = True,
+    older_than: timedelta = timedelta(days=14),
+    retain_versions: int | None = None,
+    delete_unverified: bool = False,
+    executor: str = "auto",
+    rewrite_steps: int | None = None,
+    spark_resource_key: str = SPARK_RESOURCE_KEY,
+    execution_timezone: str = "UTC",
+    default_status: dg.DefaultScheduleStatus = dg.DefaultScheduleStatus.STOPPED,
+    asset_key: TableName | None = None,
+    name: str | None = None,
+) -> dg.ScheduleDefinition:
+    """A schedule running one maintenance job of `table` on `cron`: compaction, index optimize, retention.
+
+    One job rather than three so the order holds: retention after the Rewrite removes the replaced files
+    once they are old enough, and the index catches up with the new fragments before readers miss it. An
+    empty compaction still runs the later steps. Default stopped, as Dagster's schedules are.
+
+    Args:
+        table: An asset key or a table uri.
+        cron: When it runs.
+        options: What to compact (default `CompactionOptions()`).
+        optimize_indices: Whether the job has the ``optimize_indices`` step.
+        older_than: Retention: versions older than this go.
+        retain_versions: Retention: keep at least the newest this many versions.
+        delete_unverified: Retention: also remove files no version references that are younger than the
+            7-day unverified window (the core's and the CLI's `delete_unverified`; also op config).
+        executor: Where the compaction's rewrite runs (`build_compaction_job`; default ``"auto"``: one
+            process). The job runs in one process unless it is ``"dagster"``.
+        rewrite_steps: The most rewrite steps (`build_compaction_job`).
+        spark_resource_key: With ``executor="spark"``: the resource with the ``spark_session``.
+        execution_timezone: The cron's time zone.
+        default_status: The schedule's status when first loaded.
+        asset_key: The asset the reports go to.
+        name: The schedule's name.
+
+    Returns:
+        The schedule (its job is ``mvcc_maintenance__<asset key>``).
+
+    Raises:
+        ValueError: A cron that does not parse (naming the table and `cron`), a bad executor or retention
+            setting.
+    """
+    target = MaintenanceTarget(table, asset_key)
+    options = options or mvcc.CompactionOptions()
+    executor_def = check_executor(executor, rewrite_steps)
+    reserve, rewrite, commit = compaction_ops(
+        target,
+        options,
+        "maintenance__",
+        executor=executor,
+        rewrite_steps=rewrite_steps,
+        spark_resource_key=spark_resource_key,
+    )
+    index = index_op(target, "", "", "", "optimize", "maintenance__") if optimize_indices else None
+    cleanup = cleanup_op(target, older_than, retain_versions, False, "maintenance__", delete_unverified)
+
+    @dg.graph(name=f"mvcc_maintenance__{target.suffix}")
+    def maintenance_graph() -> None:
+        work = reserve.alias("reserve_fragments")()
+        if executor == "spark":
+            done = rewrite.alias("rewrite_fragments")(work)
+        else:
+            done = work.map(rewrite.alias("rewrite_fragments")).collect()
+        committed = commit.alias("commit_rewrite")(done)
+        if index is not None:
+            committed = index.alias("optimize_indices")(after=committed)
+        cleanup.alias("cleanup_old_versions")(after=committed)
+
+    job = maintenance_job(
+        maintenance_graph,
+        name=f"mvcc_maintenance__{target.suffix}",
+        table_tag=target.label,
+        description=f"Scheduled maintenance of {target.label}: compaction, index optimize, retention.",
+        executor_def=executor_def,
+    )
+    try:
+        return dg.ScheduleDefinition(
+            name=name or f"mvcc_maintenance_schedule__{target.suffix}",
+            cron_schedule=cron,
+            job=job,
+            execution_timezone=execution_timezone,
+            default_status=default_status,
+        )
+    except (dg.DagsterInvalidDefinitionError, dg.DagsterInvariantViolationError, ValueError) as exc:
+        raise ValueError(f"maintenance schedule of {target.label}: cron {cron!r} does not parse ({exc})") from exc
