@@ -721,8 +721,8 @@ def build_maintenance_schedule(
     One job rather than three so the order holds: retention after the Rewrite removes the replaced files
     once they are old enough, and the index catches up with the new fragments before readers miss it. An
     empty compaction still runs the later steps (a dynamic output of no tasks gives `commit_rewrite` an empty
-    list). Default stopped, as Dagster's schedules are. A cron that does not parse fails here, naming the
-    table and `cron`.
+    list). Default stopped, as Dagster's schedules are. A tick skips (no run) while the table does not exist
+    yet. A cron that does not parse fails here, naming the table and `cron`.
     """
     target = MaintenanceTarget(table, asset_key)
     options = options or mvcc.CompactionOptions()
@@ -744,11 +744,24 @@ def build_maintenance_schedule(
         table_tag=target.label,
         description=f"Scheduled maintenance of {target.label}: compaction, index optimize, retention.",
     )
+
+    def maintain_if_present(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
+        # A table not written yet (a new deployment's first night) has nothing to maintain: a skipped tick,
+        # not a run that fails on TableNotFoundError (seen in benchmarks/week.py's first simulated night).
+        resource: MvccResource = getattr(context.resources, RESOURCE_KEY)
+        try:
+            resource.open(target.table)
+        except mvcc.TableNotFoundError:
+            return dg.SkipReason(f"no table {target.label} yet: nothing to maintain")
+        return dg.RunRequest()
+
     try:
         return dg.ScheduleDefinition(
             name=name or f"mvcc_maintenance_schedule__{target.suffix}",
             cron_schedule=cron,
             job=job,
+            execution_fn=maintain_if_present,
+            required_resource_keys={RESOURCE_KEY},
             execution_timezone=execution_timezone,
             default_status=default_status,
         )

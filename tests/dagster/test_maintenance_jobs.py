@@ -346,3 +346,16 @@ def test_tag_job_guards_retention(instance: dg.DagsterInstance, warehouse: str) 
     assert run({"action": "delete", "tag": "broken"}).success and t.tags.read_all().problems == {}
     actions = ["create", "update", "delete", "delete"]
     assert [o["mvcc/tag_action"] for o in observations(instance, "tg")] == actions
+
+
+def test_schedule_skips_a_table_not_written_yet(warehouse: str) -> None:
+    """The nightly schedule's tick before the table's first write requests nothing (a skip naming the table),
+    instead of a run failing on TableNotFoundError; once the table exists the tick requests the run."""
+    schedule = build_maintenance_schedule("later", cron="0 3 * * *")
+    resources = {"mvcc": MvccResource(root_uri=warehouse)}
+    at = datetime(2026, 11, 2, 3, tzinfo=UTC)
+    data = schedule.evaluate_tick(dg.build_schedule_context(resources=resources, scheduled_execution_time=at))
+    assert not data.run_requests and "no table later yet" in (data.skip_message or "")
+    fragmented(f"{warehouse}/later", 2)
+    data = schedule.evaluate_tick(dg.build_schedule_context(resources=resources, scheduled_execution_time=at))
+    assert len(data.run_requests) == 1 and data.run_requests[0].job_name in (None, "mvcc_maintenance__later")
