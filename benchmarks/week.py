@@ -314,14 +314,17 @@ def dir_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def best_scan(uri: str, repeats: int = 3) -> tuple[pa.Table, float]:
-    """The table's latest version read whole, and the best of `repeats` full-scan times."""
-    best, data = float("inf"), None
+def best_scan(uri: str, repeats: int = 3) -> tuple[pa.Table, float, float]:
+    """The table's latest version read whole, and the best of `repeats` full scans: wall seconds and CPU
+    seconds of this process (the readers are paused meanwhile, so the CPU is the scan's; on a busy machine the
+    CPU is the steadier of the two)."""
+    best, best_cpu, data = float("inf"), float("inf"), None
     for _ in range(repeats):
-        t = time.perf_counter()
+        cpu, t = time.process_time(), time.perf_counter()
         data = mvcc.open_table(uri).to_table()
         best = min(best, time.perf_counter() - t)
-    return data, best
+        best_cpu = min(best_cpu, time.process_time() - cpu)
+    return data, best, best_cpu
 
 
 def table_metrics(root: Path, name: str, small_rows: int, scratch: Path) -> dict[str, Any] | None:
@@ -337,11 +340,11 @@ def table_metrics(root: Path, name: str, small_rows: int, scratch: Path) -> dict
         for f in fragments
     ]
     physical = sum(int(f.physical_rows) for f in fragments)
-    data, scan = best_scan(uri)
+    data, scan, scan_cpu = best_scan(uri)
     copy = scratch / f"{name}-compacted"
     shutil.rmtree(copy, ignore_errors=True)
     mvcc.write_table(data, str(copy))
-    _, compacted_scan = best_scan(str(copy))
+    _, compacted_scan, compacted_cpu = best_scan(str(copy))
     metrics = {
         "table": name,
         "version": table.version,
@@ -353,6 +356,8 @@ def table_metrics(root: Path, name: str, small_rows: int, scratch: Path) -> dict
         "deleted_share": round((physical - sum(live)) / physical, 4) if physical else 0.0,
         "scan_seconds": round(scan, 4),
         "compacted_scan_seconds": round(compacted_scan, 4),
+        "scan_cpu_seconds": round(scan_cpu, 4),
+        "compacted_scan_cpu_seconds": round(compacted_cpu, 4),
     }
     shutil.rmtree(copy, ignore_errors=True)
     return metrics
@@ -364,11 +369,14 @@ class Readers(threading.Thread):
     def __init__(self, root: Path, pause: float) -> None:
         super().__init__(daemon=True)
         self.root, self.pause, self.stop = root, pause, threading.Event()
+        self.running = threading.Event()  # cleared while the day's end is measured
+        self.running.set()
         self.scans, self.errors = 0, []
 
     def run(self) -> None:
         i = 0
         while not self.stop.wait(self.pause):
+            self.running.wait()
             name = TABLES[i % len(TABLES)]
             i += 1
             try:
@@ -488,7 +496,7 @@ class Week:
     # -- the week --
     def run(self) -> dict[str, Any]:
         s, hs = self.s, self.s["hour_seconds"]
-        readers = Readers(self.root, pause=hs / 2)
+        readers = self.readers = Readers(self.root, pause=hs / 2)
         readers.start()
         t0 = time.perf_counter()
         hours = s["days"] * 24
@@ -533,6 +541,8 @@ class Week:
 
     def end_of_day(self, day: int) -> None:
         small = thresholds(self.s).small_fragment_rows
+        self.readers.running.clear()
+        time.sleep(0.05)  # a scan in flight ends
         for name in TABLES:
             m = table_metrics(self.root, name, small, self.scratch)
             if m is not None:
@@ -540,9 +550,11 @@ class Week:
                 print(
                     f"day {day} {name:14s} fragments {m['fragments']:3d} small {m['small_fragments']:3d} "
                     f"stored/live {m['stored_bytes'] / max(1, m['live_bytes']):5.2f} "
-                    f"scan {m['scan_seconds'] * 1000:6.1f} ms / compacted {m['compacted_scan_seconds'] * 1000:6.1f} ms",
+                    f"scan CPU {m['scan_cpu_seconds'] * 1000:6.1f} ms "
+                    f"/ compacted {m['compacted_scan_cpu_seconds'] * 1000:6.1f} ms",
                     flush=True,
                 )
+        self.readers.running.set()
 
     def report(self, wall: float, readers: Readers) -> dict[str, Any]:
         runs: dict[str, dict[str, Any]] = {}
@@ -624,7 +636,8 @@ def targets(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     days = result["days"]
     after = [d for d in days if d["day"] > result["retention_days"]]
     amplification = max((d["stored_bytes"] / max(1, d["live_bytes"]) for d in after), default=None)
-    scan = max((d["scan_seconds"] / max(1e-9, d["compacted_scan_seconds"]) for d in days), default=None)
+    # CPU of the scans (wall times on this busy machine vary several-fold between repeats; both are in "days")
+    scan = max((d["scan_cpu_seconds"] / max(1e-3, d["compacted_scan_cpu_seconds"]) for d in days), default=None)
     small = max((d["small_fragments"] for d in days), default=None)
     failed = sum(v["failed"] for v in result["runs"].values())
     pipeline, maintenance = result["pipeline_cpu_seconds"], result["maintenance_cpu_seconds"]
@@ -636,7 +649,7 @@ def targets(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
             "target": 1.3,
             "met": amplification is not None and amplification <= 1.3,
         },
-        "scan_over_compacted_max": {
+        "scan_cpu_over_compacted_max": {
             "value": None if scan is None else round(scan, 3),
             "target": 1.2,
             "met": scan is not None and scan <= 1.2,
