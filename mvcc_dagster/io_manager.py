@@ -174,6 +174,14 @@ class MvccIOManager(dg.ConfigurableIOManager):
 
     def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
         """Write `obj` as one commit (see the module docstring) and report it as the materialization."""
+        if not context.has_asset_key:
+            # An op's output (not an asset's) has no table to go to; say so rather than Dagster's own
+            # "Attempting to access asset_key" (seen in benchmarks/week.py: a plain op returning its count).
+            raise dg.Failure(
+                description=f"op output {context.step_key}.{context.name}: MvccIOManager stores asset outputs as "
+                "tables; return nothing from the op, or give its output another io_manager_key",
+                allow_retries=False,
+            )
         asset_key = context.asset_key
         asset = asset_key.to_user_string()
         meta = dict(context.definition_metadata or {})
