@@ -129,25 +129,28 @@ class DayConfig(dg.Config):
     day: int
 
 
-@dg.asset(metadata={"mvcc/write_mode": "append"}, retry_policy=conflict_retry_policy())
-def raw_events(config: HourConfig) -> pa.Table:
-    """One simulated hour of click events (event ids are hour * rows_per_hour + i)."""
-    n = settings()["rows_per_hour"]
-    first = config.hour * n
+def event_rows(hour: int, n: int) -> pa.Table:
+    """`n` click events of simulated `hour` (event ids hour * n + i)."""
+    first = hour * n
     ids = pa.array(range(first, first + n), pa.int64())
-    at = START + timedelta(hours=config.hour)
     return pa.table(
         {
             "event_id": ids,
             "user_id": pc.cast(pc.multiply(ids, 7919), pa.int64()).to_numpy() % 997,
-            "event_time": pa.array([at] * n, pa.timestamp("us", "UTC")),
-            "day": pa.array([config.hour // 24] * n, pa.int32()),
+            "event_time": pa.array([START + timedelta(hours=hour)] * n, pa.timestamp("us", "UTC")),
+            "day": pa.array([hour // 24] * n, pa.int32()),
             "amount": pa.array([float((i * 37) % 1000) / 10 for i in range(n)]),
             "payload": pa.array(
                 [f"page-{(first + i) % 5000:05d}-session-{(first + i) * 31 % 100003}" for i in range(n)]
             ),
         }
     )
+
+
+@dg.asset(metadata={"mvcc/write_mode": "append"}, retry_policy=conflict_retry_policy())
+def raw_events(config: HourConfig) -> pa.Table:
+    """One simulated hour of click events."""
+    return event_rows(config.hour, settings()["rows_per_hour"])
 
 
 def _day_rows(mvcc_resource: MvccResource, day: int) -> pa.Table:
@@ -702,6 +705,39 @@ def plot(result: dict[str, Any], out: Path, baseline: dict[str, Any] | None = No
     plt.close(fig)
 
 
+def measure_scaling(rows_per_commit: int = 20_000, commits: int = 168) -> dict[str, Any]:
+    """What the per-table costs grow with, measured on one local table (docs/operations.md "How the numbers
+    scale"): the health sensor's work for one table per tick against the versions kept, and compaction's and
+    retention's CPU for the bytes they process."""
+    out: dict[str, Any] = {"rows_per_commit": rows_per_commit}
+    with tempfile.TemporaryDirectory(prefix="mvcc-week-scaling-") as tmp:
+        uri = str(Path(tmp) / "t")
+        sensor = build_health_sensor(["t"])  # no repair jobs: it evaluates the checks and requests nothing
+        resources = {"mvcc": MvccResource(root_uri=tmp)}
+        health: dict[int, float] = {}
+        for i in range(commits):
+            batch = event_rows(i, rows_per_commit)
+            mvcc.write_table(batch, uri, mode="create" if i == 0 else "append")
+            if i + 1 in (1, 24, 72, commits):
+                cpu = time.process_time()
+                sensor.evaluate_tick(dg.build_sensor_context(resources=resources))
+                health[i + 1] = round(time.process_time() - cpu, 4)
+        out["health_tick_cpu_seconds_by_versions_kept"] = health
+        data_bytes = dir_bytes(Path(uri) / "data")
+        cpu, wall = cpu_seconds(), time.perf_counter()
+        mvcc.open_table(uri).optimize.compact_files(target_rows_per_fragment=rows_per_commit * 24)
+        out["compaction"] = {
+            "bytes": data_bytes,
+            "rows": rows_per_commit * commits,
+            "cpu_seconds": round(cpu_seconds() - cpu, 3),
+            "wall_seconds": round(time.perf_counter() - wall, 3),
+        }
+        cpu = cpu_seconds()
+        stats = mvcc.open_table(uri).cleanup_old_versions(older_than=timedelta(0))
+        out["retention"] = {"cpu_seconds": round(cpu_seconds() - cpu, 3), "stats": str(stats)[:300]}
+    return out
+
+
 QUICK = {"days": 7, "hour_seconds": 0.5, "rows_per_hour": 1000, "retention_days": 2, "workers": 2, "appends_per_day": 6}
 
 
@@ -721,8 +757,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--json", type=Path, help="write the result here")
     p.add_argument("--plot", type=Path, help="write the chart here (PNG)")
     p.add_argument("--baseline", type=Path, help="a result JSON to draw beside this one (e.g. --no-maintenance)")
+    p.add_argument("--scaling", action="store_true", help="measure per-table costs (health, compaction) only")
     p.add_argument("--keep", type=Path, help="keep the warehouse and DAGSTER_HOME under this directory")
     a = p.parse_args(argv)
+    if a.scaling:
+        scaling = measure_scaling()
+        print(json.dumps(scaling, indent=1))
+        if a.json:
+            a.json.write_text(json.dumps(scaling, indent=1))
+        return scaling
     given = {
         "days": a.days,
         "hour_seconds": a.hour_seconds,
