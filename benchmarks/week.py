@@ -672,14 +672,14 @@ def targets(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def plot(result: dict[str, Any], out: Path, baseline: dict[str, Any] | None = None) -> None:
-    """Fragments and stored/live bytes per table per day, with (solid) and without (dashed) maintenance; the
-    maintenance runs as ticks on the time axis."""
+    """Fragments, stored/live bytes and full-scan CPU over a compacted copy's, per table per day, with (solid)
+    and without (dashed) maintenance; the maintenance runs as red ticks on the time axis; dotted: the targets."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, len(TABLES), figsize=(3.2 * len(TABLES), 5.2), sharex=True)
+    fig, axes = plt.subplots(3, len(TABLES), figsize=(3.2 * len(TABLES), 7.0), sharex=True)
     series = [(result, "-", "with maintenance" if result["maintenance"] else "no maintenance")]
     if baseline is not None:
         series.append((baseline, "--", "with maintenance" if baseline["maintenance"] else "no maintenance"))
@@ -690,14 +690,18 @@ def plot(result: dict[str, Any], out: Path, baseline: dict[str, Any] | None = No
             axes[0, col].plot(x, [d["fragments"] for d in rows], style, marker="o", ms=3, label=label)
             ratio = [d["stored_bytes"] / max(1, d["live_bytes"]) for d in rows]
             axes[1, col].plot(x, ratio, style, marker="o", ms=3, label=label)
+            scan = [d["scan_cpu_seconds"] / max(1e-3, d["compacted_scan_cpu_seconds"]) for d in rows]
+            axes[2, col].plot(x, scan, style, marker="o", ms=3, label=label)
             if res["maintenance"]:
                 hours = [r["hour"] / 24 for r in res["maintenance_runs"] if name in r["job"]]
                 axes[0, col].plot(hours, [0] * len(hours), "|", color="tab:red", ms=10, label="maintenance run")
         axes[0, col].set_title(name, fontsize=9)
         axes[1, col].axhline(1.3, color="grey", lw=0.6, ls=":")
-        axes[1, col].set_xlabel("simulated day")
+        axes[2, col].axhline(1.2, color="grey", lw=0.6, ls=":")
+        axes[2, col].set_xlabel("simulated day")
     axes[0, 0].set_ylabel("fragments")
     axes[1, 0].set_ylabel("stored / live bytes")
+    axes[2, 0].set_ylabel("scan CPU / compacted copy's")
     axes[0, 0].legend(fontsize=6)
     fig.suptitle(f"a simulated week ({result['settings']['rows_per_hour']} rows/hour, busy 2-core machine)", fontsize=9)
     fig.tight_layout()
