@@ -356,6 +356,7 @@ def table_metrics(root: Path, name: str, small_rows: int, scratch: Path) -> dict
         "live_rows": data.num_rows,
         "live_bytes": dir_bytes(copy / "data"),
         "stored_bytes": dir_bytes(Path(uri)),
+        "stored_data_bytes": dir_bytes(Path(uri) / "data"),  # the rest: manifests, transactions, deletion files
         "deleted_share": round((physical - sum(live)) / physical, 4) if physical else 0.0,
         "scan_seconds": round(scan, 4),
         "compacted_scan_seconds": round(compacted_scan, 4),
@@ -757,7 +758,54 @@ def measure_scaling(rows_per_commit: int = 20_000, commits: int = 168) -> dict[s
     return out
 
 
-QUICK = {"days": 7, "hour_seconds": 0.5, "rows_per_hour": 1000, "retention_days": 2, "workers": 2, "appends_per_day": 6}
+def markdown(result: dict[str, Any], baseline: dict[str, Any] | None = None) -> str:
+    """The week's last day per table and the runs per kind, as the Markdown tables of docs/operations.md."""
+    last = max(d["day"] for d in result["days"])
+    lines = [
+        "| table | fragments (small) | live rows | live MB | stored MB | stored / live | scan CPU ms (compacted copy) |"
+        + (" without maintenance: fragments, stored / live, scan CPU ms |" if baseline else ""),
+        "|---|---|---|---|---|---|---|" + ("---|" if baseline else ""),
+    ]
+    for d in (d for d in result["days"] if d["day"] == last):
+        row = (
+            f"| {d['table']} | {d['fragments']} ({d['small_fragments']}) | {d['live_rows']:,} | "
+            f"{d['live_bytes'] / 1e6:.2f} | {d['stored_bytes'] / 1e6:.2f} | "
+            f"{d['stored_bytes'] / max(1, d['live_bytes']):.2f} | "
+            f"{d['scan_cpu_seconds'] * 1000:.1f} ({d['compacted_scan_cpu_seconds'] * 1000:.1f}) |"
+        )
+        if baseline:
+            b = next((x for x in baseline["days"] if x["day"] == last and x["table"] == d["table"]), None)
+            row += (
+                f" {b['fragments']}, {b['stored_bytes'] / max(1, b['live_bytes']):.2f}, "
+                f"{b['scan_cpu_seconds'] * 1000:.1f} |"
+                if b
+                else " |"
+            )
+        lines.append(row)
+    lines += [
+        "",
+        "| run kind | runs | failed | run retries | conflict step retries | wall s | CPU s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for kind, r in result["runs"].items():
+        lines.append(
+            f"| {kind} | {r['runs']} | {r['failed']} | {r['retries']} | {r['conflict_retries']} | "
+            f"{r['wall_seconds'] if r['wall_seconds'] is not None else '-'} | {r['cpu_seconds']} |"
+        )
+    lines += ["", "| target | value | met |", "|---|---|---|"]
+    for name, t in result["targets"].items():
+        lines.append(f"| {name} (target {t['target']}) | {t['value']} | {'yes' if t['met'] else 'no'} |")
+    return "\n".join(lines)
+
+
+QUICK = {
+    "days": 7,
+    "hour_seconds": 0.5,
+    "rows_per_hour": 20000,
+    "retention_days": 2,
+    "workers": 2,
+    "appends_per_day": 6,
+}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -776,9 +824,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--json", type=Path, help="write the result here")
     p.add_argument("--plot", type=Path, help="write the chart here (PNG)")
     p.add_argument("--baseline", type=Path, help="a result JSON to draw beside this one (e.g. --no-maintenance)")
+    p.add_argument("--report", type=Path, help="print a result JSON (with --baseline) as Markdown tables, only")
     p.add_argument("--scaling", action="store_true", help="measure per-table costs (health, compaction) only")
     p.add_argument("--keep", type=Path, help="keep the warehouse and DAGSTER_HOME under this directory")
     a = p.parse_args(argv)
+    if a.report:
+        result = json.loads(a.report.read_text())
+        print(markdown(result, json.loads(a.baseline.read_text()) if a.baseline else None))
+        return result
     if a.scaling:
         scaling = measure_scaling()
         print(json.dumps(scaling, indent=1))
