@@ -242,6 +242,9 @@ def week_definitions() -> dg.Definitions:
             build_health_sensor(TABLES, compaction_job=compaction, retention_job=retention, thresholds=thresholds(s)),
         ],
         resources={"mvcc": MvccResource(root_uri=root), "io_manager": MvccIOManager(root_uri=root)},
+        # "default": the jobs' own default (the code location's executor, Dagster's multiprocess one, unless a
+        # job picks its own); "in_process": the code location runs every job in one process
+        executor=dg.in_process_executor if s.get("executor") == "in_process" else None,
     )
 
 
@@ -820,6 +823,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--delete-share", type=float, default=0.01, help="share of every hour's rows deleted daily")
     p.add_argument("--amplification-warn", type=float, default=3.0, help="storage_amplification WARN threshold")
     p.add_argument("--workers", type=int, default=3, help="runs executing at once (the run pool's processes)")
+    p.add_argument(
+        "--executor",
+        choices=["default", "in_process"],
+        default="default",
+        help="the code location's executor for jobs that do not choose one (default: Dagster's, multiprocess)",
+    )
     p.add_argument("--no-maintenance", action="store_true", help="the same traffic, schedule and sensors off")
     p.add_argument("--json", type=Path, help="write the result here")
     p.add_argument("--plot", type=Path, help="write the chart here (PNG)")
@@ -854,6 +863,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     os.environ["DAGSTER_HOME"] = str(home / "dagster")
     s = {
         **given,
+        "executor": a.executor,
         "warehouse": str(home / "warehouse"),
         "delete_share": a.delete_share,
         "amplification_warn": a.amplification_warn,
