@@ -26,6 +26,8 @@ DAY_KEYS = {
 }
 RUN_KEYS = {"runs", "failed", "retries", "conflict_retries", "wall_seconds", "cpu_seconds"}
 TINY = ["--days", "1", "--hour-seconds", "0.25", "--rows-per-hour", "50", "--appends-per-day", "12", "--workers", "2"]
+# in-process jobs keep the test near a minute (the benchmark itself measures the jobs' default executor)
+TINY += ["--executor", "in_process"]
 
 
 def run_week(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *extra: str) -> dict[str, Any]:
