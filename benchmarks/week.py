@@ -14,9 +14,11 @@ pools of one slot, run retries on):
   time with Dagster's own tick functions (``ScheduleDefinition.evaluate_tick`` on a
   ``build_schedule_context(scheduled_execution_time=...)``, ``SensorDefinition.evaluate_tick`` on a
   ``build_sensor_context(instance=..., cursor=...)``, the cursor carried from tick to tick, runless events
-  reported to the instance as the daemon does). The runs they request run through the instance
-  (``execute_job``, the jobs' default executors) in a pool of worker processes, overlapping with the
-  pipeline's runs, so maintenance and writers conflict for real.
+  reported to the instance as the daemon does). Every requested run is created on the instance at once (status
+  NOT_STARTED, so a sensor sees it as it would see a queued run) and executed in a pool of worker processes
+  by Dagster's ``execute_run`` (what the default run launcher's ``dagster api execute_run`` calls), with the
+  jobs' default executors, overlapping with the pipeline's runs; the daily delete runs at 03:00 with the
+  nightly maintenance, so maintenance and writers conflict for real.
 
 What the harness does in the daemon's place, and says so: the queued run coordinator's limit of one run per
 ``mvcc/table`` value (a maintenance run waits while another maintenance run of its table is in flight);
@@ -276,9 +278,12 @@ def _run_events(instance: dg.DagsterInstance, run_id: str) -> tuple[int, list[st
     return retries, errors
 
 
-def execute_run(job_name: str, run_config: dict[str, Any], tags: dict[str, str]) -> dict[str, Any]:
-    """Execute one run of `job_name` through the instance; a failed run is re-executed (all steps) up to its
-    job's ``dagster/max_retries`` times, as the daemon's run retries would. Returns the run's measurements."""
+def execute_run(job_name: str, run_id: str, tags: dict[str, str]) -> dict[str, Any]:
+    """Execute the created run `run_id` of `job_name` (as a run launcher does); a failed run is re-executed
+    (all steps) up to its job's ``dagster/max_retries`` times, as the daemon's run retries would. Returns the
+    run's measurements."""
+    from dagster._core.execution.api import execute_run as launch  # what `dagster api execute_run` calls
+
     instance = dg.DagsterInstance.get()
     recon = dg.build_reconstructable_job(
         "week", "job_named", reconstructable_args=(job_name,), reconstructor_working_directory=str(HERE)
@@ -286,8 +291,8 @@ def execute_run(job_name: str, run_config: dict[str, Any], tags: dict[str, str])
     max_retries = int(job_named(job_name).tags.get("dagster/max_retries", 0))
     cpu, wall, started = cpu_seconds(), time.perf_counter(), time.time()
     run_ids, retries = [], 0
-    with dg.execute_job(recon, instance=instance, run_config=run_config, tags=tags) as result:
-        success, run_ids = result.success, [result.run_id]
+    result = launch(recon, instance.get_run_by_id(run_id), instance)
+    success, run_ids = result.success, [run_id]
     while not success and retries < max_retries:
         retries += 1
         options = dg.ReexecutionOptions(parent_run_id=run_ids[-1])
@@ -406,7 +411,7 @@ class Week:
         self.defs = week_definitions()
         self.repo = self.defs.get_repository_def()
         self.pool = ProcessPoolExecutor(max_workers=s["workers"], mp_context=get_context("spawn"))
-        self.pending: list[tuple[str, dict[str, Any], dict[str, str], str, float]] = []  # waiting on mvcc/table
+        self.pending: list[tuple[str, str, dict[str, str], str, float]] = []  # (kind, run id, ...) waiting
         self.inflight: dict[Future, tuple[str, str, float]] = {}  # future -> (kind, mvcc/table value, sim hour)
         self.results: list[dict[str, Any]] = []
         self.cursors: dict[str, str | None] = {}
@@ -426,7 +431,8 @@ class Week:
     def submit(self, kind: str, job: str, run_config: dict[str, Any], tags: dict[str, str], hour: float) -> None:
         """Queue a run; maintenance runs of one table wait for each other (the `mvcc/table` run limit). The
         job's own tags are merged first, as the run's creation does (the limit reads the run's tags)."""
-        tags = {**self.defs.resolve_job_def(job).tags, **tags, "week/kind": kind}
+        job_def = self.defs.resolve_job_def(job)
+        tags = {**job_def.tags, **tags, "week/kind": kind}
         if kind in ("maintenance_schedule", "health_compaction"):
             # a compaction requested twice for one table version (by the schedule and the sensor, or by a
             # sensor twice) is the waste the targets forbid: counted by (table, version)
@@ -435,7 +441,11 @@ class Week:
             except mvcc.TableNotFoundError:
                 version = 0
             self.compactions_requested[(tags["mvcc/table"], version)].append(f"{kind}@{hour}")
-        self.pending.append((kind, run_config, tags, job, hour))
+        # the run exists on the instance from its request on, as a queued run does (sensors see it)
+        run = self.instance.create_run_for_job(
+            job_def, run_config=run_config, tags=tags, status=dg.DagsterRunStatus.NOT_STARTED
+        )
+        self.pending.append((kind, run.run_id, tags, job, hour))
         self.dispatch()
 
     def dispatch(self) -> None:
@@ -444,13 +454,13 @@ class Week:
             self.results.append({**fut.result(), "kind": kind, "hour": hour})
         busy = {table for _, table, _ in self.inflight.values() if table}
         for item in list(self.pending):
-            kind, run_config, tags, job, hour = item
+            kind, run_id, tags, job, hour = item
             table = tags.get("mvcc/table", "")
             if table and table in busy:
                 continue
             self.pending.remove(item)
             busy.add(table)
-            self.inflight[self.pool.submit(execute_run, job, run_config, tags)] = (kind, table, hour)
+            self.inflight[self.pool.submit(execute_run, job, run_id, tags)] = (kind, table, hour)
 
     # -- ticks --
     def tick_schedules(self, at: datetime, hour: float) -> None:
@@ -540,7 +550,7 @@ class Week:
                 cfg = {"config": {"day": day - 1}}
                 self.submit("upsert", "upsert", {"ops": {"user_latest": cfg}}, {}, h)
                 self.submit("aggregate", "aggregate", {"ops": {"daily_revenue": cfg}}, {}, h)
-            if h % 24 == 2 and day:
+            if h % 24 == s["delete_hour"] and day:
                 self.submit("delete", "gdpr_delete_job", {"ops": {"gdpr_delete": {"config": {"day": day}}}}, {}, h)
             if h % 3 == 0:
                 self.outside_write(h)
@@ -829,6 +839,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--appends-per-day", type=int, default=24, choices=[1, 2, 3, 4, 6, 8, 12, 24])
     p.add_argument("--retention-days", type=float, default=2, help="the retention window, in simulated days")
     p.add_argument("--delete-share", type=float, default=0.01, help="share of every hour's rows deleted daily")
+    p.add_argument("--delete-hour", type=int, default=3, help="the daily delete's hour (03:00: with maintenance)")
     p.add_argument("--amplification-warn", type=float, default=3.0, help="storage_amplification WARN threshold")
     p.add_argument("--workers", type=int, default=3, help="runs executing at once (the run pool's processes)")
     p.add_argument(
@@ -874,6 +885,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "executor": a.executor,
         "warehouse": str(home / "warehouse"),
         "delete_share": a.delete_share,
+        "delete_hour": a.delete_hour,
         "amplification_warn": a.amplification_warn,
     }
     os.environ[SETTINGS_ENV] = json.dumps(s)
