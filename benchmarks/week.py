@@ -114,9 +114,17 @@ def thresholds(s: dict[str, Any]) -> HealthThresholds:
     )
 
 
-def compaction_options(s: dict[str, Any]) -> mvcc.CompactionOptions:
-    """Fragments of about one simulated day: older full fragments are left alone by later compactions."""
-    return mvcc.CompactionOptions(target_rows_per_fragment=s["rows_per_hour"] * s["appends_per_day"])
+def compaction_options(s: dict[str, Any], table: str) -> mvcc.CompactionOptions:
+    """Fragments of about one simulated day of the table: older full fragments are left alone by later
+    compactions. A fragment below the target is a candidate at every compaction, so a target above a table's
+    daily volume rewrites the whole table every time (the week's first runs did that to partner_feed)."""
+    daily = {OUTSIDE_TABLE: outside_rows(s) * 8}.get(table, s["rows_per_hour"] * s["appends_per_day"])
+    return mvcc.CompactionOptions(target_rows_per_fragment=max(1, daily))
+
+
+def outside_rows(s: dict[str, Any]) -> int:
+    """Rows per commit of the outside writer (every 3 simulated hours)."""
+    return max(1, s["rows_per_hour"] // 4)
 
 
 class HourConfig(dg.Config):
@@ -221,11 +229,11 @@ def week_definitions() -> dg.Definitions:
     """The benchmark's code location: the example's shape (the same factories), scaled by `settings()`."""
     s = settings()
     window = retention_window(s)
-    options = compaction_options(s)
-    compaction = {t: build_compaction_job(t, options=options) for t in TABLES}
+    compaction = {t: build_compaction_job(t, options=compaction_options(s, t)) for t in TABLES}
     retention = {t: build_retention_job(t, older_than=window) for t in TABLES}
     schedules = [
-        build_maintenance_schedule(t, cron=MAINTENANCE_CRON, options=options, older_than=window) for t in TABLES
+        build_maintenance_schedule(t, cron=MAINTENANCE_CRON, options=compaction_options(s, t), older_than=window)
+        for t in TABLES
     ]
     root = s["warehouse"]
     return dg.Definitions(
@@ -507,7 +515,7 @@ class Week:
     # -- the outside writer --
     def outside_write(self, hour: int) -> None:
         cpu = time.thread_time()
-        n = self.s["rows_per_hour"] // 4
+        n = outside_rows(self.s)
         batch = pa.table(
             {"feed_id": pa.array(range(hour * n, hour * n + n), pa.int64()), "value": [float(i) for i in range(n)]}
         )
@@ -675,7 +683,25 @@ def targets(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     twice = result.get("compactions_requested_twice_for_one_version", [])
     pipeline, maintenance = result["pipeline_cpu_seconds"], result["maintenance_cpu_seconds"]
     share = maintenance / pipeline if pipeline else None
+    per_table = {
+        name: {
+            "small_fragments_max": max(d["small_fragments"] for d in days if d["table"] == name),
+            "stored_over_live_after_retention_max": round(
+                max((d["stored_bytes"] / max(1, d["live_bytes"]) for d in after if d["table"] == name), default=0), 3
+            ),
+            "scan_cpu_over_compacted_max": round(
+                max(
+                    d["scan_cpu_seconds"] / max(1e-3, d["compacted_scan_cpu_seconds"])
+                    for d in days
+                    if d["table"] == name
+                ),
+                3,
+            ),
+        }
+        for name in dict.fromkeys(d["table"] for d in days)
+    }
     return {
+        "per_table": {"value": per_table, "target": "the same, per table", "met": None},
         "small_fragments_max": {"value": small, "target": 10, "met": small is not None and small <= 10},
         "stored_over_live_after_retention_max": {
             "value": None if amplification is None else round(amplification, 3),
@@ -815,6 +841,8 @@ def markdown(result: dict[str, Any], baseline: dict[str, Any] | None = None) -> 
         )
     lines += ["", "| target | value | met |", "|---|---|---|"]
     for name, t in result["targets"].items():
+        if name == "per_table":
+            continue
         lines.append(f"| {name} (target {t['target']}) | {t['value']} | {'yes' if t['met'] else 'no'} |")
     return "\n".join(lines)
 
