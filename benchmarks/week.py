@@ -766,7 +766,7 @@ def plot(result: dict[str, Any], out: Path, baseline: dict[str, Any] | None = No
     axes[0, 0].legend(fontsize=6)
     fig.suptitle(f"a simulated week ({result['settings']['rows_per_hour']} rows/hour, busy 2-core machine)", fontsize=9)
     fig.tight_layout()
-    fig.savefig(out, dpi=80)
+    fig.savefig(out, dpi=64)
     plt.close(fig)
 
 
