@@ -36,6 +36,9 @@ TABLE_TAG = "mvcc/table"
 RESTORED_FROM = "mvcc/restored_from"
 EXECUTORS = ("dagster", "in_process", "spark")
 SPARK_RESOURCE_KEY = "pyspark"
+#: Run tags of the jobs that compact: a Rewrite lost to a concurrent delete fails the run (retrying the step
+#: would lose again), and the daemon's run retries re-plan it from the new version (docs/dagster.md).
+RETRY_TAGS = {"dagster/max_retries": "2", "dagster/retry_strategy": "ALL_STEPS"}
 
 
 class MaintenanceTarget:
@@ -390,7 +393,7 @@ def build_compaction_job(
         table_tag=target.label,
         description=f"Compaction of {target.label}: reserve_fragments -> {shape} -> commit_rewrite.",
         executor_def=executor_def,
-        tags={"dagster/max_retries": "2", "dagster/retry_strategy": "ALL_STEPS"},
+        tags=RETRY_TAGS,
     )
 
 
@@ -743,6 +746,7 @@ def build_maintenance_schedule(
         name=f"mvcc_maintenance__{target.suffix}",
         table_tag=target.label,
         description=f"Scheduled maintenance of {target.label}: compaction, index optimize, retention.",
+        tags=RETRY_TAGS,  # its compaction can lose to a concurrent delete like the compaction job's
     )
 
     def maintain_if_present(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
