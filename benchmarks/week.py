@@ -4,7 +4,8 @@
 Dagster instance (sqlite in a temporary ``DAGSTER_HOME`` whose ``dagster.yaml`` is the operations page's:
 pools of one slot, run retries on):
 
-- the pipeline, as Dagster runs: an hourly append to ``raw_events`` (pyarrow, through `MvccIOManager`), a daily
+- the pipeline, as Dagster runs: an hourly append to ``raw_events`` (``--appends-per-day``; ``--quick``: every 4
+  simulated hours; pyarrow, through `MvccIOManager`), a daily
   upsert (``user_latest``, merge on ``user_id``) and a daily aggregate (``daily_revenue``, merge on ``day``),
   and a daily GDPR-style delete of old rows (``event_id IN (...)``, ids taken from every hour written so far,
   so every file gets a deletion vector); an outside writer appending to ``partner_feed`` with `mvcc_core`
@@ -29,6 +30,10 @@ before is not launched again, and is counted as a duplicate request).
 Simulated time: one hour lasts ``--hour-seconds`` real seconds. Commit timestamps are real, so the retention
 setting given to the jobs is the simulated window scaled: ``older_than = retention_days * 24 * hour_seconds``
 real seconds (e.g. 2 simulated days at 1 s per hour: 48 s).
+
+``--executor in_process`` gives the code location Dagster's in-process executor (the jobs that choose none use
+it); the default is the jobs' own default. ``--report week.json --baseline bare.json`` prints the Markdown
+tables of docs/operations.md; ``--scaling`` measures the per-table costs that page's last section uses.
 """
 
 import argparse
