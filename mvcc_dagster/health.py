@@ -280,6 +280,24 @@ def build_table_health_checks(
     return out
 
 
+_IN_PROGRESS = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
+
+
+def _tables_in_maintenance(context: dg.SensorEvaluationContext, labels: Sequence[str]) -> set[str]:
+    """The tables (their `TABLE_TAG` values) with a maintenance run queued or in progress on the instance."""
+    try:
+        instance = context.instance
+    except dg.DagsterInvariantViolationError:
+        return set()  # evaluated without an instance (a unit test's context): nothing to look up
+    runs = instance.get_runs(filters=dg.RunsFilter(tags={TABLE_TAG: list(labels)}, statuses=_IN_PROGRESS))
+    return {run.tags[TABLE_TAG] for run in runs if TABLE_TAG in run.tags}
+
+
 #: Which job repairs which failing check (the health sensor's map).
 REPAIRS = {
     "small_fragments": "compaction",
@@ -311,6 +329,9 @@ def build_health_sensor(
     is now. Run key ``"{uri}@{version}:{job}"``: a table that stays at a version never gets a second run of a
     job for it (Dagster dedupes run keys, and the cursor remembers the keys already requested, so a tick does
     not even return them); a new version after the repair may request it again if the check still fails.
+    A table with a maintenance run (any run tagged `TABLE_TAG` with its name: the nightly schedule's, a repair
+    requested before) queued or in progress gets no request on that tick: that run may repair the version the
+    sensor sees, and a second one would plan the same fragments (seen in benchmarks/week.py at 03:00).
 
     Args:
         tables: Asset keys or table uris (opened through the ``mvcc`` resource).
@@ -346,8 +367,13 @@ def build_health_sensor(
     def health_sensor(context: dg.SensorEvaluationContext, mvcc: MvccResource) -> dg.SensorResult:
         requested: dict[str, list[str]] = json.loads(context.cursor) if context.cursor else {}
         requests = []
+        busy = _tables_in_maintenance(context, [t.label for t in targets])
         for target in targets:
             uri = mvcc.uri(target.table)
+            if target.label in busy:
+                # a maintenance run of the table (the nightly schedule's, a repair requested before) is queued
+                # or running: it may repair this very version; the next tick sees what it left
+                continue
             try:
                 table = mvcc.open(target.table)
             except TableNotFoundError:

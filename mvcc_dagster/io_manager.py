@@ -181,6 +181,13 @@ class MvccIOManager(dg.ConfigurableIOManager):
             context: Dagster's output context.
             obj: The asset's output.
         """
+        if not context.has_asset_key:
+            # An op's output (not an asset's) has no table to go to; say so rather than Dagster's own
+            # "Attempting to access asset_key" (seen in benchmarks/week.py: a plain op returning its count).
+            raise no_retry_failure(
+                f"op output {context.step_key}.{context.name}: MvccIOManager stores asset outputs as "
+                "tables; return nothing from the op, or give its output another io_manager_key"
+            )
         asset_key = context.asset_key
         asset = asset_key.to_user_string()
         meta = dict(context.definition_metadata or {})

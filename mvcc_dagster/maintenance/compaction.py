@@ -17,6 +17,9 @@ from .target import MAINTENANCE_IO_KEY, MaintenanceTarget, maintenance_job, obse
 
 EXECUTORS = ("auto", "in_process", "dagster", "spark")
 SPARK_RESOURCE_KEY = "pyspark"
+#: Run tags of the jobs that compact: a Rewrite lost to a concurrent change fails the run (retrying the step
+#: would lose again), and the daemon's run retries re-plan it from the new version (docs/dagster.md).
+RETRY_TAGS = {"dagster/max_retries": "2", "dagster/retry_strategy": "ALL_STEPS"}
 DEFAULT_REWRITE_STEPS = 4
 """``executor="auto"``: at most this many rewrite steps (one per `TASKS_PER_AUTO_STEP` tasks)."""
 TASKS_PER_AUTO_STEP = 16
@@ -383,5 +386,5 @@ def build_compaction_job(
         table_tag=target.label,
         description=f"Compaction of {target.label}: reserve_fragments -> {shape} -> commit_rewrite.",
         executor_def=executor_def,
-        tags={"dagster/max_retries": "2", "dagster/retry_strategy": "ALL_STEPS"},
+        tags=RETRY_TAGS,
     )

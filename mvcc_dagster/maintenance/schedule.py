@@ -6,8 +6,8 @@ import dagster as dg
 
 import mvcc_core as mvcc
 
-from ..resources import TableName
-from .compaction import SPARK_RESOURCE_KEY, check_executor, compaction_ops
+from ..resources import RESOURCE_KEY, MvccResource, TableName
+from .compaction import RETRY_TAGS, SPARK_RESOURCE_KEY, check_executor, compaction_ops
 from .indices import index_op
 from .retention import cleanup_op
 from .target import MaintenanceTarget, maintenance_job
@@ -34,7 +34,8 @@ def build_maintenance_schedule(
 
     One job rather than three so the order holds: retention after the Rewrite removes the replaced files
     once they are old enough, and the index catches up with the new fragments before readers miss it. An
-    empty compaction still runs the later steps. Default stopped, as Dagster's schedules are.
+    empty compaction still runs the later steps. Default stopped, as Dagster's schedules are. A tick skips
+    (no run) while the table does not exist yet.
 
     Args:
         table: An asset key or a table uri.
@@ -93,12 +94,26 @@ def build_maintenance_schedule(
         table_tag=target.label,
         description=f"Scheduled maintenance of {target.label}: compaction, index optimize, retention.",
         executor_def=executor_def,
+        tags=RETRY_TAGS,  # its compaction can lose to a concurrent change like the compaction job's
     )
+
+    def maintain_if_present(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
+        # A table not written yet (a new deployment's first night) has nothing to maintain: a skipped tick,
+        # not a run that fails on TableNotFoundError (seen in benchmarks/week.py's first simulated night).
+        resource: MvccResource = getattr(context.resources, RESOURCE_KEY)
+        try:
+            resource.open(target.table)
+        except mvcc.TableNotFoundError:
+            return dg.SkipReason(f"no table {target.label} yet: nothing to maintain")
+        return dg.RunRequest()
+
     try:
         return dg.ScheduleDefinition(
             name=name or f"mvcc_maintenance_schedule__{target.suffix}",
             cron_schedule=cron,
             job=job,
+            execution_fn=maintain_if_present,
+            required_resource_keys={RESOURCE_KEY},
             execution_timezone=execution_timezone,
             default_status=default_status,
         )

@@ -176,3 +176,23 @@ def test_resource_resolves_keys_and_uris(warehouse: str) -> None:
     mvcc.write_table(pa.table({"x": [1]}), res.uri("a/b"))
     mvcc.open_table(res.uri("a/b")).append(pa.table({"x": [2]}))
     assert res.open(dg.AssetKey(["a", "b"]), version=1).count_rows() == 1
+
+
+def test_an_op_output_fails_naming_the_op(instance: dg.DagsterInstance, warehouse: str) -> None:
+    """A plain op (no asset) returning a value under MvccIOManager fails naming the op's output and what to do,
+    not with Dagster's "Attempting to access asset_key"; nothing is written."""
+
+    @dg.op
+    def count_rows() -> int:
+        return 3
+
+    @dg.job(resource_defs=resources(warehouse))
+    def plain_job() -> None:
+        count_rows()
+
+    result = plain_job.execute_in_process(instance=instance, raise_on_error=False)
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    message = failure.step_failure_data.user_failure_data.description
+    assert "count_rows.result" in message and "asset outputs" in message
+    assert list(Path(warehouse).iterdir()) == []

@@ -1,0 +1,63 @@
+"""Smoke test of the week benchmark (benchmarks/week.py, issue 28): one simulated day at a tiny scale, run
+with and without maintenance against real Dagster instances (sqlite in temporary DAGSTER_HOMEs)."""
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("dagster")
+pytest.importorskip("matplotlib")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import week  # noqa: E402
+
+DAY_KEYS = {
+    "day",
+    "table",
+    "fragments",
+    "small_fragments",
+    "live_rows",
+    "live_bytes",
+    "stored_bytes",
+    "scan_seconds",
+    "compacted_scan_seconds",
+}
+RUN_KEYS = {"runs", "failed", "retries", "conflict_retries", "wall_seconds", "cpu_seconds"}
+TINY = ["--days", "1", "--hour-seconds", "0.25", "--rows-per-hour", "50", "--appends-per-day", "12", "--workers", "2"]
+# in-process jobs keep the test near a minute (the benchmark itself measures the jobs' default executor)
+TINY += ["--executor", "in_process"]
+
+
+def run_week(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *extra: str) -> dict[str, Any]:
+    # main() points DAGSTER_HOME and the settings at its temporary directory; monkeypatch restores them
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    monkeypatch.setenv(week.SETTINGS_ENV, "{}")
+    return week.main([*TINY, "--keep", str(tmp_path), *extra])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_week_shape_and_maintenance_reduces_fragments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out, png = tmp_path / "week.json", tmp_path / "week.png"
+    bare = run_week(tmp_path, monkeypatch, "--no-maintenance", "--json", str(tmp_path / "bare.json"))
+    kept = run_week(
+        tmp_path, monkeypatch, "--json", str(out), "--plot", str(png), "--baseline", str(tmp_path / "bare.json")
+    )
+    for result in (bare, kept):
+        assert {"days", "runs", "pipeline_cpu_seconds", "maintenance_cpu_seconds", "retention_days"} <= set(result)
+        assert result["days"] and all(set(d) >= DAY_KEYS for d in result["days"])
+        assert all(set(v) >= RUN_KEYS for v in result["runs"].values())
+        assert result["runs"]["append"]["runs"] == 12 and result["runs"]["append"]["failed"] == 0
+        assert result["readers"]["scans"] > 0
+    assert not any(k.startswith(("maintenance", "health")) for k in bare["runs"])
+    assert kept["maintenance_cpu_seconds"] > 0 and kept["maintenance_runs"]
+    assert out.exists() and png.stat().st_size > 1000
+
+    def fragments(result: dict[str, Any], table: str) -> int:
+        return next(d["fragments"] for d in result["days"] if d["table"] == table and d["day"] == 1)
+
+    assert fragments(bare, "raw_events") >= 10  # 12 appends; the last may still be running at the day's end
+    assert fragments(kept, "raw_events") < fragments(bare, "raw_events")
+    assert fragments(kept, "partner_feed") < fragments(bare, "partner_feed")
