@@ -84,7 +84,8 @@ def mvcc_compaction_group(
 
         @task(task_id="commit_rewrite", trigger_rule="none_failed", **DEFAULT_RETRY_ARGS)
         def commit_rewrite(results: Any) -> dict[str, Any]:
-            written = list(results or [])
+            # By index: iterating Airflow's lazy sequence probes one past the end (an "XCom not found" log line).
+            written = [results[i] for i in range(len(results))] if results is not None else []
             t = MvccHook(mvcc_conn_id).open_table(table)
             if not written:
                 return task_result(t, None, {"tasks": 0})

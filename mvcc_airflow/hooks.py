@@ -43,7 +43,11 @@ def settings_of(conn: Any, conn_id: str) -> tuple[str, dict[str, Any], str | Non
         AirflowFailException: The storage options are not a JSON object.
     """
     extra = conn.extra_dejson
-    raw = extra.get("storage_options") or {}
+
+    def field(name: str) -> Any:  # the form's field; older UIs stored it as extra__mvcc__<name>
+        return extra.get(name) or extra.get(f"extra__{CONN_TYPE}__{name}")
+
+    raw = field("storage_options") or {}
     if isinstance(raw, str):
         try:
             raw = json.loads(raw) if raw.strip() else {}
@@ -56,7 +60,7 @@ def settings_of(conn: Any, conn_id: str) -> tuple[str, dict[str, Any], str | Non
         options.setdefault("aws_access_key_id", conn.login)
     if conn.password:
         options.setdefault("aws_secret_access_key", conn.password)
-    return conn.host or "", options, extra.get("external_store") or None
+    return conn.host or "", options, field("external_store") or None
 
 
 class MvccHook(BaseHook):
