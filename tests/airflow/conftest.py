@@ -81,15 +81,6 @@ class AirflowHome:
         )
 
 
-def succeeded(run: subprocess.CompletedProcess[str]) -> bool:
-    """Whether `airflow dags test` reported the DAG run successful."""
-    return "state=success" in run.stdout + run.stderr and "DagRun Finished" in run.stdout + run.stderr
-
-
-def output(run: subprocess.CompletedProcess[str]) -> str:
-    return run.stdout + run.stderr
-
-
 @pytest.fixture(scope="session")
 def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> AirflowHome:
     """One AIRFLOW_HOME per session (per xdist worker), its sqlite database migrated once (~8 s)."""
