@@ -19,8 +19,9 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
     "storage_options": {
         "label": "Storage options (JSON)",
         "schema": {"type": ["string", "null"]},
-        "description": 'fsspec/s3fs options as a JSON object, e.g. {"endpoint_url": "http://127.0.0.1:9000"}; '
-        "credentials may instead come from the login/password fields or the standard AWS_* variables",
+        "description": 'storage options as a JSON object, e.g. {"aws_endpoint": "http://127.0.0.1:9000", '
+        '"aws_region": "us-east-1"}; credentials may instead come from the login/password fields or the '
+        "standard AWS_* variables",
     },
     "external_store": {
         "label": "External manifest store",
@@ -40,7 +41,7 @@ UI_FIELD_BEHAVIOUR: dict[str, Any] = {
         "host": "s3://bucket/warehouse or /data/warehouse",
         "login": "empty: the AWS_* variables",
         "password": "empty: the AWS_* variables",
-        "storage_options": '{"endpoint_url": "http://127.0.0.1:9000", "region": "us-east-1"}',
+        "storage_options": '{"aws_endpoint": "http://127.0.0.1:9000", "aws_region": "us-east-1"}',
         "external_store": "sqlite:///data/manifests.db",
     },
 }
