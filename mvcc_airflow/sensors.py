@@ -9,6 +9,8 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowFailException
 
+import mvcc_core as mvcc
+
 from .conflicts import mvcc_errors
 from .hooks import DEFAULT_CONN_ID, MvccHook
 from .triggers import MvccVersionTrigger
@@ -20,7 +22,8 @@ class MvccVersionSensor(BaseSensorOperator):
 
     Args:
         table: A table name under the connection's root uri, or a full uri.
-        after_version: The version already seen; default: the latest version when the task first poked.
+        after_version: The version already seen; default: the latest version when the task first poked (0 when
+            there is no table yet: its first version is then the new one).
             Required with ``mode="reschedule"`` (each reschedule is a new start).
         deferrable: Wait in the triggerer (`MvccVersionTrigger`) instead of occupying a worker slot.
         skip_maintenance: Pass over versions whose operation does not change data (compaction, indices).
@@ -64,9 +67,21 @@ class MvccVersionSensor(BaseSensorOperator):
                 raise AirflowFailException(
                     f"{self.task_id}: after_version must be a version number, got {self.after_version!r}"
                 ) from None
-        t = MvccHook(self.mvcc_conn_id).open_table(self.table)
+        t = self._open()
+        if t is None:
+            self.log.info("%s: no table there yet; waiting for its first version", self.table)
+            return 0
         self.log.info("%s: waiting for a version after %d (the latest now)", t.uri, t.version)
         return t.version
+
+    def _open(self) -> mvcc.Table | None:
+        """The table, or None while there is none (its first version is then the one waited for)."""
+        try:
+            return MvccHook(self.mvcc_conn_id).open_table(self.table)
+        except AirflowFailException as exc:
+            if isinstance(exc.__cause__, mvcc.TableNotFoundError):
+                return None
+            raise
 
     def execute(self, context: Context) -> Any:
         """Poke (on the worker) or defer to the triggerer.
@@ -98,7 +113,9 @@ class MvccVersionSensor(BaseSensorOperator):
         if self._baseline is None:
             self._baseline = self._first_baseline()
         if self._table is None:
-            self._table = MvccHook(self.mvcc_conn_id).open_table(self.table)
+            self._table = self._open()
+            if self._table is None:
+                return PokeReturnValue(is_done=False)
         t = self._table
         with mvcc_errors(f"version sensor on {t.uri}"):
             version, self._baseline = newer_version(t, self._baseline, skip_maintenance=self.skip_maintenance)

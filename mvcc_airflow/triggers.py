@@ -56,7 +56,7 @@ class MvccVersionTrigger(BaseTrigger):
             },
         )
 
-    async def _open(self) -> mvcc.Table:
+    async def _open(self) -> mvcc.Table | None:
         try:
             conn = await BaseHook.aget_connection(self.mvcc_conn_id)
         except Exception:
@@ -65,14 +65,24 @@ class MvccVersionTrigger(BaseTrigger):
             conn = None
         root, options, external = settings_of(conn, self.mvcc_conn_id) if conn is not None else ("", {}, None)
         uri = self.table if is_uri(self.table) else f"{root.rstrip('/')}/{self.table.strip('/')}"
-        return await asyncio.to_thread(mvcc.open_table, uri, storage_options=options or None, external_store=external)
+        try:
+            return await asyncio.to_thread(
+                mvcc.open_table, uri, storage_options=options or None, external_store=external
+            )
+        except mvcc.TableNotFoundError:
+            return None  # not created yet: its first version is the one waited for
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Poll until a newer version appears; the event carries it (or the error that stopped the wait)."""
         try:
-            table = await self._open()
+            table = None
             baseline = self.after_version
             while True:
+                if table is None:
+                    table = await self._open()
+                if table is None:
+                    await asyncio.sleep(self.poll_interval)
+                    continue
                 version, baseline = await asyncio.to_thread(
                     newer_version, table, baseline, skip_maintenance=self.skip_maintenance
                 )

@@ -259,12 +259,16 @@ def test_a_bad_configuration_fails_without_retry(airflow_home: AirflowHome, ware
     assert "up_for_retry" not in log and task_states(run).count("failed") == 1
 
 
-@pytest.mark.parametrize("deferrable", [False, True], ids=["poke", "deferrable"])
+@pytest.mark.parametrize("deferrable", [False, True], ids=["poke", "deferrable, no table yet"])
 def test_the_version_sensor_sees_an_outside_commit(
     airflow_home: AirflowHome, warehouse: str, tmp_path: Path, deferrable: bool
 ) -> None:
+    """Poking: the table is there (version 1), the outside commit is version 2. Deferrable: there is no table
+    when the sensor starts; the outside commit creating it (version 1) is the new version."""
     uri = f"{warehouse}/events"
-    t = mvcc.write_table(pa.table({"id": [1]}), uri)
+    if not deferrable:
+        mvcc.write_table(pa.table({"id": [1]}), uri)
+    baseline_line = "no table there yet" if deferrable else "waiting for a version after 1"
     result = tmp_path / "version.json"
     dag_id = f"sensor_dag_{'deferrable' if deferrable else 'poke'}"
     dag = airflow_home.write_dag(
@@ -299,17 +303,20 @@ def test_the_version_sensor_sees_an_outside_commit(
         assert proc.stdout is not None
         for line in proc.stdout:  # until the sensor has taken its baseline
             lines.append(line)
-            if "waiting for a version after 1" in line:
+            if baseline_line in line:
                 break
         time.sleep(1.0)  # at least one poke sees nothing new
-        t.append(pa.table({"id": [2]}))  # an outside commit: version 2
+        if deferrable:
+            mvcc.write_table(pa.table({"id": [1]}), uri)  # an outside commit: version 1, creating the table
+        else:
+            mvcc.open_table(uri).append(pa.table({"id": [2]}))  # an outside commit: version 2
         rest, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
     out = "".join(lines) + rest
     assert "DagRun Finished" in out and "state=success" in out, out[-4000:]
-    assert result.read_text() == "2"
+    assert result.read_text() == ("1" if deferrable else "2")
     if deferrable:
         assert "deferred" in out.lower()
 
