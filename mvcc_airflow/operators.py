@@ -171,7 +171,7 @@ class MvccOptimizeIndicesOperator(MvccBaseOperator):
         """
         t = self.open()
         with mvcc_errors(f"index optimization of {t.uri}"):
-            count = t.optimize().optimize_indices(
+            count = t.optimize.optimize_indices(
                 commit_message="airflow: optimize indices",
                 transaction_properties=airflow_properties(context, "optimize_indices"),
             )

@@ -28,9 +28,17 @@ def output(run: subprocess.CompletedProcess[str]) -> str:
     return run.stdout + run.stderr
 
 
+def run_state(log: str) -> str | None:
+    """The state `airflow dags test` reported for the DAG run (its "DagRun Finished: ..., state=X," line)."""
+    for line in log.splitlines():
+        if "DagRun Finished:" in line:
+            return line.split(", state=")[1].split(",")[0]
+    return None
+
+
 def succeeded(run: subprocess.CompletedProcess[str]) -> bool:
     """Whether `airflow dags test` reported the DAG run successful."""
-    return "DagRun Finished" in output(run) and "state=success" in output(run)
+    return run_state(output(run)) == "success"
 
 
 def fragmented(uri: str, batches: int = 20, rows: int = 10) -> mvcc.Table:
@@ -119,7 +127,7 @@ def test_a_lost_rewrite_of_the_group_removes_its_files_and_is_not_retried(
     )
     run = airflow_home.test_dag("group_lost_dag", dag, warehouse=warehouse)
     log = output(run)
-    assert "state=failed" in log and "lost to a concurrent commit" in log, log[-4000:]
+    assert run_state(log) == "failed" and "lost to a concurrent commit" in log, log[-4000:]
     assert "up_for_retry" not in log  # committing the same results again would lose again
     assert operations(t, before) == ["ReserveFragments", "Delete"]
     assert not unreferenced_data_files(uri)  # the files the mapped tasks wrote were removed
@@ -172,7 +180,7 @@ def test_a_compaction_losing_to_a_concurrent_delete_is_retried_by_the_tasks_retr
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert "DagRun Finished" in out and "state=success" in out, out[-4000:]
+    assert run_state(out) == "success", out[-4000:]
     assert "RetryableConflictError" in out and "up_for_retry" in out
     assert operations(t, before) == ["ReserveFragments", "Delete", "ReserveFragments", "Rewrite"]
     assert t.checkout_latest().count_rows() == 195
@@ -254,7 +262,7 @@ def test_a_bad_configuration_fails_without_retry(airflow_home: AirflowHome, ware
         "bad_config_dag", dag, extra_env={"AIRFLOW_CONN_MVCC_BROKEN": json.dumps(broken)}, timeout=120
     )
     log = output(run)
-    assert "state=failed" in log, log[-4000:]
+    assert run_state(log) == "failed", log[-4000:]
     assert "connection 'mvcc_broken': storage_options is not JSON" in log
     assert "up_for_retry" not in log and task_states(run).count("failed") == 1
 
@@ -315,14 +323,16 @@ def test_the_version_sensor_sees_an_outside_commit(
         if proc.poll() is None:
             proc.kill()
     out = "".join(lines) + rest
-    assert "DagRun Finished" in out and "state=success" in out, out[-4000:]
+    assert run_state(out) == "success", out[-4000:]
     assert result.read_text() == ("1" if deferrable else "2")
     if deferrable:
         assert "deferred" in out.lower()
 
 
 def test_the_example_dags_import_and_the_nightly_maintenance_runs(airflow_home: AirflowHome, warehouse: str) -> None:
-    fragmented(f"{warehouse}/events", batches=30)
+    t = fragmented(f"{warehouse}/events", batches=30)
+    t.create_index("id")
+    before = t.version
     env = {**airflow_home.environment(warehouse=warehouse), "AIRFLOW__CORE__DAGS_FOLDER": str(EXAMPLES)}
     listed = subprocess.run(
         [airflow_home.command("x", EXAMPLES)[0], "dags", "list-import-errors", "-o", "json"],
@@ -339,3 +349,46 @@ def test_the_example_dags_import_and_the_nightly_maintenance_runs(airflow_home: 
     assert succeeded(run), output(run)[-4000:]
     t = mvcc.open_table(f"{warehouse}/events")
     assert len(t.get_fragments()) == 1 and t.count_rows() == 300
+    assert operations(t, before) == ["ReserveFragments", "Rewrite", "CreateIndex"]  # the index covers it again
+
+
+def test_index_and_tag_operators(airflow_home: AirflowHome, warehouse: str, tmp_path: Path) -> None:
+    uri = f"{warehouse}/events"
+    t = fragmented(uri, batches=3)
+    result = tmp_path / "index_tag.json"
+    dag = airflow_home.write_dag(
+        "index_tag_dag",
+        f"""
+        import json
+        from datetime import datetime
+        from airflow.sdk import DAG, task
+        from mvcc_airflow import MvccCreateIndexOperator, MvccTagOperator
+
+        with DAG("index_tag_dag", schedule=None, start_date=datetime(2026, 1, 1)):
+            index = MvccCreateIndexOperator(task_id="index", table="events", column="id", index_type="BITMAP")
+            tag = MvccTagOperator(task_id="tag", table="events", tag="indexed")
+            again = MvccCreateIndexOperator(task_id="again", table="events", column="id", trigger_rule="all_done")
+
+            @task(trigger_rule="all_done")
+            def record(index, tag):
+                open({str(result)!r}, "w").write(json.dumps({{"index": index, "tag": tag}}))
+
+            index >> tag >> again
+            record(index.output, tag.output)
+        """,
+    )
+    run = airflow_home.test_dag("index_tag_dag", dag, warehouse=warehouse)
+    log = output(run)
+    assert run_state(log) == "failed", log[-4000:]  # `again`: the index exists and replace=False
+    assert "IndexExistsError" in log and "up_for_retry" not in log
+    recorded = json.loads(result.read_text())
+    assert recorded["index"] == {
+        "table": uri,
+        "version": t.version + 1,
+        "operation": "CreateIndex",
+        "metrics": {"index": "id_idx", "column": "id", "index_type": "BITMAP"},
+    }
+    assert recorded["tag"]["metrics"] == {"tag": "indexed", "tagged_version": t.version + 1}
+    latest = mvcc.open_table(uri)
+    assert latest.tags.get_version("indexed") == latest.version == t.version + 1
+    assert [i["name"] for i in latest.list_indices()] == ["id_idx"]
