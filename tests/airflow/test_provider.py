@@ -51,7 +51,7 @@ def test_the_entry_point_names_get_provider_info() -> None:
     }
 
 
-@pytest.mark.filterwarnings("ignore:ProvidersManager:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:ProvidersManager")
 def test_airflow_loads_the_connection_type_its_form_and_the_asset_scheme() -> None:
     from airflow.providers_manager import ProvidersManager
 
