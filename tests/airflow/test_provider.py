@@ -154,3 +154,20 @@ def test_operators_retry_with_backoff_unless_told_otherwise() -> None:
     assert (op.retries, op.retry_delay, op.retry_exponential_backoff) == (4, timedelta(seconds=2), 2.0)
     assert MvccCleanupOperator(task_id="c", table="t", older_than="7d", retries=0).retries == 0
     assert op.dry_run is True
+
+
+def test_newer_version_passes_over_maintenance_when_asked(tmp_path: Path) -> None:
+    from mvcc_airflow.versions import newer_version
+
+    uri = str(tmp_path / "t")
+    t = mvcc.write_table(pa.table({"x": [1]}), uri)
+    for i in range(3):
+        t = t.append(pa.table({"x": [i]}))
+    seen = t.version
+    assert newer_version(t, seen) == (None, seen)
+    t.optimize.compact_files()  # ReserveFragments, Rewrite: no data change
+    t.create_index("x")  # CreateIndex
+    assert newer_version(t, seen) == (seen + 3, seen + 3)
+    assert newer_version(t, seen, skip_maintenance=True) == (None, seen + 3)
+    t.checkout_latest().append(pa.table({"x": [9]}))
+    assert newer_version(t, seen + 3, skip_maintenance=True) == (seen + 4, seen + 4)
