@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from . import operations
-from ._version import __version__
-from .bases import DatasetBasePath
-from .catalog import Catalog, CatalogConflictError
-from .deletion import read_deletion_vector
-from .errors import (
+from mvcc_core._version import __version__
+from mvcc_core.catalog import Catalog, CatalogConflictError
+from mvcc_core.errors import (
     BasePathError,
     CommitConflictError,
     CommitNotSupportedError,
@@ -37,17 +34,10 @@ from .errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
-from .external_store import (
-    DynamoDBManifestStore,
-    ExternalManifestStore,
-    SQLiteManifestStore,
-    open_external_store,
-)
-from .files import ReferencedFile, version_files
-from .maintenance import compaction
-from .maintenance.cleanup import CleanupStats
-from .maintenance.compaction import CompactionMetrics, CompactionOptions
-from .operations import (
+from mvcc_core.format import operations
+from mvcc_core.format.bases import DatasetBasePath
+from mvcc_core.format.deletion import read_deletion_vector
+from mvcc_core.format.operations import (
     Append,
     Clone,
     CreateIndex,
@@ -64,9 +54,12 @@ from .operations import (
     UpdateConfig,
     UpdateMemWalState,
 )
-from .progress import Progress
-from .state import TableState
-from .table import (
+from mvcc_core.format.referenced_files import ReferencedFile, version_files
+from mvcc_core.maintenance import compaction
+from mvcc_core.maintenance.cleanup import CleanupStats
+from mvcc_core.maintenance.compaction import CompactionMetrics, CompactionOptions
+from mvcc_core.progress import Progress
+from mvcc_core.table import (
     DeleteResult,
     Table,
     UpdateResult,
@@ -77,7 +70,14 @@ from .table import (
     write_fragments,
     write_table,
 )
-from .transaction import Transaction
+from mvcc_core.txn.external_store import (
+    DynamoDBManifestStore,
+    ExternalManifestStore,
+    SQLiteManifestStore,
+    open_external_store,
+)
+from mvcc_core.txn.state import TableState
+from mvcc_core.txn.transaction import Transaction
 
 __all__ = [
     "Append",

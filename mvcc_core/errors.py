@@ -102,7 +102,7 @@ class CorruptManifestError(MvccError):
 
 class ManifestInvariantError(CorruptManifestError):
     """A manifest that decodes but breaks an invariant of the format (a file path outside the table's root,
-    a duplicate or too large fragment id, inconsistent counts; `manifest_checks.py`).
+    a duplicate or too large fragment id, inconsistent counts; `format/invariants.py`).
 
     `field` names the manifest field (e.g. ``fragments[2].files[0].path``), `value` its value.
     """

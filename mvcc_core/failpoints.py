@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .errors import FailpointError
+from mvcc_core.errors import FailpointError
 
 ENV_VAR = "MVCC_FAILPOINTS"
 DEFAULT_EXIT_CODE = 77

@@ -25,15 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap
 
-from . import operations as ops
-from . import schema as schema_mod
-from ._proto import table_pb2 as pb
-from .bases import DatasetBasePath, data_file_uris, find_base
-from .clone import check_target, deep_copy
-from .commit import DEFAULT_MAX_RETRIES, Committer
-from .delete import plan_delete
-from .deletion import live_rows
-from .errors import (
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.errors import (
     BasePathError,
     CorruptManifestError,
     CorruptTagError,
@@ -47,33 +40,40 @@ from .errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
-from .executor import Executor
-from .external_store import ExternalManifestStore, commit_handler, split_storage_options
-from .features import describe as describe_features
-from .fragments import DEFAULT_MAX_ROWS_PER_FILE, to_reader, write_fragments_from_reader
-from .index.scalar import build as build_index
-from .maintenance.cleanup import CleanupStats, cleanup_old_versions
-from .maintenance.optimize import Optimize
-from .manifest import list_manifests, location_of, manifest_problems, manifest_timestamp, table_exists
-from .merge_insert import MergeInsertBuilder
-from .naming import MEM_WAL_INDEX, ManifestNaming
-from .progress import Progress
-from .replace import check_rows, replace_operation
-from .row_ids import ENABLE_CONFIG_KEY
-from .row_ids import enabled as row_ids_enabled
-from .scan import DEFAULT_BATCH_SIZE, Scan
-from .schema_evolution import (
+from mvcc_core.executor import Executor
+from mvcc_core.format import operations as ops
+from mvcc_core.format import schema as schema_mod
+from mvcc_core.format.bases import DatasetBasePath, data_file_uris, find_base
+from mvcc_core.format.deletion import live_rows
+from mvcc_core.format.features import describe as describe_features
+from mvcc_core.format.fragments import DEFAULT_MAX_ROWS_PER_FILE, to_reader, write_fragments_from_reader
+from mvcc_core.format.manifest import list_manifests, location_of, manifest_problems, manifest_timestamp, table_exists
+from mvcc_core.format.naming import MEM_WAL_INDEX, ManifestNaming
+from mvcc_core.format.row_ids import ENABLE_CONFIG_KEY
+from mvcc_core.format.row_ids import enabled as row_ids_enabled
+from mvcc_core.format.tags import Tags
+from mvcc_core.io import open_store
+from mvcc_core.maintenance.cleanup import CleanupStats, cleanup_old_versions
+from mvcc_core.maintenance.optimize import Optimize
+from mvcc_core.ops.clone import check_target, deep_copy
+from mvcc_core.ops.delete import plan_delete
+from mvcc_core.ops.index_build import build as build_index
+from mvcc_core.ops.merge_insert import MergeInsertBuilder
+from mvcc_core.ops.replace_where import check_rows, replace_operation
+from mvcc_core.ops.schema_evolution import (
     plan_add_columns,
     plan_alter_columns,
     plan_drop_columns,
     plan_merge,
     plan_replace_column,
 )
-from .state import TableState, commit_transaction
-from .storage import open_store
-from .tags import Tags
-from .transaction import Transaction, check_properties
-from .update import plan_update
+from mvcc_core.ops.update import plan_update
+from mvcc_core.progress import Progress
+from mvcc_core.read.scan import DEFAULT_BATCH_SIZE, Scan
+from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES, Committer
+from mvcc_core.txn.external_store import ExternalManifestStore, commit_handler, split_storage_options
+from mvcc_core.txn.state import TableState, commit_transaction
+from mvcc_core.txn.transaction import Transaction, check_properties
 
 log = logging.getLogger("mvcc.table")
 
@@ -787,7 +787,7 @@ class Table:
         """Set columns to SQL expressions or literals on the rows matching `where` (all rows for None).
 
         pylance's shape; one Update transaction. `mode`: "rewrite_rows", "rewrite_columns", or None to
-        pick the cheaper (see `mvcc_core.update`). `merged_generations` (MemWAL region -> generation) are
+        pick the cheaper (see `mvcc_core.ops.update`). `merged_generations` (MemWAL region -> generation) are
         marked merged by the same transaction (a flush of a MemWAL into the table). Returns
         `{"num_rows_updated": n}`; when no row matches only the generations, if any, are committed.
         """

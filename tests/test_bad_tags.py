@@ -16,8 +16,8 @@ from click.testing import CliRunner, Result
 
 import mvcc_core as mvcc
 from mvcc_core import cli
-from mvcc_core.naming import U64_MAX
-from mvcc_core.tags import TagListing
+from mvcc_core.format.naming import U64_MAX
+from mvcc_core.format.tags import TagListing
 
 #: Bad tag files: (path under the table, bytes) and a word the problem must contain.
 BAD_TAGS = {

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_core import features
+from mvcc_core.format import features
 
 
 def data(start: int, n: int) -> pa.Table:

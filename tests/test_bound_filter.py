@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_core.predicate import BoundFilter
-from mvcc_core.scan import Scan
+from mvcc_core.read.bound_filter import BoundFilter
+from mvcc_core.read.scan import Scan
 
 SCHEMA = pa.schema(
     [

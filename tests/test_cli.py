@@ -29,7 +29,7 @@ from click.testing import CliRunner, Result
 
 import mvcc_core as mvcc
 from mvcc_core import cli
-from mvcc_core.manifest import list_manifests
+from mvcc_core.format.manifest import list_manifests
 
 ROOT = Path(__file__).resolve().parents[1]
 

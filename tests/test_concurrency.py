@@ -10,10 +10,10 @@ import pyarrow as pa
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_core.commit import Committer
-from mvcc_core.manifest import CommitHandler
-from mvcc_core.storage import open_store
-from mvcc_core.transaction import read_transaction
+from mvcc_core.format.manifest import CommitHandler
+from mvcc_core.io import open_store
+from mvcc_core.txn.commit import Committer
+from mvcc_core.txn.transaction import read_transaction
 
 COMMITS_PER_WRITER = 5
 
@@ -167,7 +167,7 @@ def test_exhausted_retries_raise_retryable_and_remove_the_staged_files(tmp_uri) 
 def test_backoff_spreads_losers_over_more_slots_each_time() -> None:
     import random
 
-    from mvcc_core.commit import BACKOFF_CAP_SECONDS, backoff_delay
+    from mvcc_core.txn.commit import BACKOFF_CAP_SECONDS, backoff_delay
 
     rng = random.Random(7)
     slot = 0.004
@@ -183,7 +183,7 @@ def test_backoff_spreads_losers_over_more_slots_each_time() -> None:
 
 
 def test_latest_lookup_starts_from_a_known_version(tmp_uri) -> None:
-    from mvcc_core import manifest as manifest_mod
+    from mvcc_core.format import manifest as manifest_mod
 
     t = mvcc.write_table(pa.table({"id": [0]}), tmp_uri)
     for i in range(1, 40):

@@ -2,7 +2,7 @@
 commits "theirs", the other then commits "ours".
 
 EXPECTED is transcribed from the "Compatibility" sections of the specification (seed 000), read as "the
-operations that conflict with <ours>"; it is not derived from mvcc_core.conflicts. Each case is built so
+operations that conflict with <ours>"; it is not derived from mvcc_core.txn.conflicts. Each case is built so
 that the specification's condition holds where it has one (overlapping fragments, same config key, same
 field, same base name, same MemWAL region), and row-level changes touch different rows (so a rebase is
 expected to land). DEVIATIONS lists where mvcc deliberately differs, with the reason.
@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_core import operations as ops
+from mvcc_core.format import operations as ops
 from mvcc_core.maintenance.compaction import CompactionTask
 
 OK, RETRY, FAIL = "ok", "retry", "fail"

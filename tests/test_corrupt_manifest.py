@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_core.manifest import ManifestLocation, list_manifests
+from mvcc_core.format.manifest import ManifestLocation, list_manifests
 
 
 def rows(start: int, n: int) -> pa.Table:

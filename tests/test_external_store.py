@@ -26,7 +26,9 @@ import pytest
 import mvcc_core as mvcc
 from mvcc_core import failpoints
 from mvcc_core.errors import CommitNotSupportedError, MvccError
-from mvcc_core.external_store import (
+from mvcc_core.format.naming import ManifestNaming, manifest_path
+from mvcc_core.io import open_store
+from mvcc_core.txn.external_store import (
     DynamoDBManifestStore,
     ExternalManifestStore,
     ExternalStoreError,
@@ -38,9 +40,7 @@ from mvcc_core.external_store import (
     open_external_store,
     staged_manifest_path,
 )
-from mvcc_core.naming import ManifestNaming, manifest_path
-from mvcc_core.storage import open_store
-from mvcc_core.transaction import read_transaction
+from mvcc_core.txn.transaction import read_transaction
 
 S3_KEY, S3_REGION = "testing", "us-east-1"  # as in conftest.py
 WRITERS = 8
@@ -537,7 +537,7 @@ def test_v1_naming_and_write_fragments_through_the_store(tmp_path: Path) -> None
 
 def test_unreferenced_staged_manifests(tmp_path: Path) -> None:
     """What retention may delete: staged files no store entry needs (an orphan), never a committed one."""
-    from mvcc_core.external_store import unreferenced_staged_manifests
+    from mvcc_core.txn.external_store import unreferenced_staged_manifests
 
     uri, db = str(tmp_path / "t"), f"sqlite://{tmp_path / 'db'}"
     t = mvcc.write_table(pa.table({"id": [1]}), uri, external_store=db)

@@ -1,4 +1,4 @@
-"""The process-wide reader pool of `mvcc_core.file_reads`: order, read-ahead bound, runs, and fork safety."""
+"""The process-wide reader pool of `mvcc_core.io.read_ahead`: order, read-ahead bound, runs, and fork safety."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from mvcc_core import file_reads
+from mvcc_core.io import read_ahead as file_reads
 
 
 def test_runs_cut_consecutive_items_up_to_the_row_bound() -> None:

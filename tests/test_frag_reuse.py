@@ -8,9 +8,10 @@ import pytest
 from pyroaring import BitMap
 
 import mvcc_core as mvcc
-from mvcc_core import compaction, frag_reuse
-from mvcc_core.index.scalar import covered
-from mvcc_core.naming import FRAG_REUSE_INDEX
+from mvcc_core import compaction
+from mvcc_core.format import fragment_reuse as frag_reuse
+from mvcc_core.format.naming import FRAG_REUSE_INDEX
+from mvcc_core.ops.index_build import covered
 
 PREDICATES = ["k = 7", "k IN (3, 18, 40)", "k >= 10 AND k < 20", "k > 45", "k = 1000"]
 
@@ -29,7 +30,7 @@ def build(uri: str, fragments: int = 6, rows: int = 10) -> mvcc.Table:
 def expected(t: mvcc.Table, predicate: str) -> list[int]:
     """The oracle: the same filter over a plain pyarrow table of the version's rows."""
 
-    from mvcc_core.predicate import to_expression
+    from mvcc_core.read.sql_filter import to_expression
 
     whole = t.to_table(columns=["id", "k"])
     return sorted(whole.filter(to_expression(predicate, whole.schema)).column("id").to_pylist()) if whole else []

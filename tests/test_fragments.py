@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import mvcc_core as mvcc
-from mvcc_core.fragments import ROW_GROUP_ROWS, dictionary_columns
+from mvcc_core.format.fragments import ROW_GROUP_ROWS, dictionary_columns
 
 
 def _data_file(t: mvcc.Table, fragment: int = 0) -> pq.ParquetFile:
@@ -82,7 +82,7 @@ def test_dictionary_choice_edge_cases():
 def test_small_fragment_is_the_file_the_streaming_writer_writes(tmp_path):
     """`write_small_fragment` (in memory, one put_new) and the streaming writer make the same fragment: same
     rows, field ids, physical schema and encodings, so a table cannot tell which wrote it."""
-    from mvcc_core.fragments import write_fragments_from_reader, write_small_fragment
+    from mvcc_core.format.fragments import write_fragments_from_reader, write_small_fragment
 
     schema = pa.schema(
         [("name", pa.string()), ("tags", pa.list_(pa.string())), ("n", pa.int64())], metadata={b"k": b"v"}

@@ -27,13 +27,13 @@ from pyroaring import BitMap
 
 import mvcc_core as mvcc
 from mvcc_core import cli
-from mvcc_core import operations as ops
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.catalog import Catalog
-from mvcc_core.clone import deep_copy
-from mvcc_core.deletion import write_deletion_vector
-from mvcc_core.manifest import decode_manifest, encode_manifest, list_manifests
-from mvcc_core.manifest_checks import check_manifest, path_problem
+from mvcc_core.format import operations as ops
+from mvcc_core.format.deletion import write_deletion_vector
+from mvcc_core.format.invariants import check_manifest, path_problem
+from mvcc_core.format.manifest import decode_manifest, encode_manifest, list_manifests
+from mvcc_core.ops.clone import deep_copy
 
 Edit = Callable[[pb.Manifest], None]
 

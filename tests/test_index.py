@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mvcc_core as mvcc
-from mvcc_core import fragments
 from mvcc_core._proto import table_pb2 as pb
-from mvcc_core.index import scalar
-from mvcc_core.index.planner import choose_index
-from mvcc_core.predicate import BoundFilter
-from mvcc_core.scan import Scan
+from mvcc_core.format import fragments
+from mvcc_core.ops import index_build as scalar
+from mvcc_core.read.bound_filter import BoundFilter
+from mvcc_core.read.index_planner import choose_index
+from mvcc_core.read.scan import Scan
 
 
 def data(start: int, n: int) -> pa.Table:
@@ -422,8 +422,8 @@ def test_index_build_runs_as_tasks_on_an_executor(tmp_uri) -> None:
 
     import pyarrow.parquet as pq
 
-    from mvcc_core.index import tasks as index_tasks
-    from mvcc_core.index.scalar import INDEX_FILE, index_dir
+    from mvcc_core.ops import index_tasks
+    from mvcc_core.ops.index_build import INDEX_FILE, index_dir
 
     t = None
     for start in range(0, 60, 10):

@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_core.index import tasks as index_tasks
-from mvcc_core.index.scalar import INDEX_FILE, index_dir
+from mvcc_core.ops import index_tasks
+from mvcc_core.ops.index_build import INDEX_FILE, index_dir
 
 
 def fragments_table(uri: str, sizes: list[int]) -> mvcc.Table:

@@ -11,10 +11,10 @@ import pyarrow.compute as pc
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_core.index.lookup import lookup
-from mvcc_core.index.planner import choose_index
-from mvcc_core.predicate import BoundFilter, filter_cache_key
-from mvcc_core.scan import Scan
+from mvcc_core.read.bound_filter import BoundFilter, filter_cache_key
+from mvcc_core.read.index_lookup import lookup
+from mvcc_core.read.index_planner import choose_index
+from mvcc_core.read.scan import Scan
 
 
 def data(start: int, n: int) -> pa.Table:

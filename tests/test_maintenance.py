@@ -16,8 +16,8 @@ import pytest
 from older_schemas import older_schema_rows
 
 import mvcc_core as mvcc
+from mvcc_core.io import open_store
 from mvcc_core.maintenance.compaction import run_task
-from mvcc_core.storage import open_store
 
 
 def data(start: int, n: int) -> pa.Table:

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_core.merge_insert import key_hash
+from mvcc_core.ops.merge_insert import key_hash
 
 SCHEMA = pa.schema([("id", pa.int64()), ("grp", pa.string()), ("v", pa.float64())])
 
@@ -155,13 +155,13 @@ def test_failure_after_writing_leaves_no_files(tmp_path, monkeypatch) -> None:
     def fail(*args, **kwargs):
         raise OSError("injected")
 
-    monkeypatch.setattr("mvcc_core.merge_insert.delete_addresses", fail)  # after both data writes
+    monkeypatch.setattr("mvcc_core.ops.merge_insert.delete_addresses", fail)  # after both data writes
     with pytest.raises(OSError, match="injected"):
         t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
             table([(1, "u", 1.0), (9, "i", 1.0)])
         )
     monkeypatch.undo()
-    monkeypatch.setattr("mvcc_core.merge_insert.row_ids.split", fail)  # between the two data writes
+    monkeypatch.setattr("mvcc_core.ops.merge_insert.row_ids.split", fail)  # between the two data writes
     with pytest.raises(OSError, match="injected"):
         t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
             table([(1, "u", 1.0), (9, "i", 1.0)])

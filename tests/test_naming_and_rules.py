@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from mvcc_core import conflicts, framing
-from mvcc_core import operations as ops
-from mvcc_core.naming import ManifestNaming, manifest_name, parse_manifest_name
-from mvcc_core.transaction import Transaction
+from mvcc_core.format import framing
+from mvcc_core.format import operations as ops
+from mvcc_core.format.naming import ManifestNaming, manifest_name, parse_manifest_name
+from mvcc_core.txn import conflicts
+from mvcc_core.txn.transaction import Transaction
 
 
 def test_manifest_names_follow_the_specification() -> None:
@@ -77,4 +78,4 @@ def test_rules_for_the_operations_of_the_foundation() -> None:
 
 def test_conflicts_doc_is_current() -> None:
     doc = Path(__file__).resolve().parent.parent / "docs" / "conflicts.md"
-    assert doc.read_text() == conflicts.render_markdown(), "run python -m mvcc_core.conflicts"
+    assert doc.read_text() == conflicts.render_markdown(), "run python -m mvcc_core.txn.conflicts"

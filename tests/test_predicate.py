@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mvcc_core.errors import PredicateError
-from mvcc_core.predicate import referenced_columns, to_expression
+from mvcc_core.read.sql_filter import referenced_columns, to_expression
 
 UTC = dt.UTC
 N = 20
@@ -348,7 +348,7 @@ def test_referenced_columns() -> None:
 
 
 def _values(sql: str) -> list:
-    from mvcc_core.predicate import to_column_expression
+    from mvcc_core.read.sql_filter import to_column_expression
 
     expr, _, _ = to_column_expression(sql, SCHEMA)
     return ds.dataset(TABLE).to_table(columns={"v": expr})["v"].to_pylist()

@@ -14,7 +14,8 @@ import pyarrow.fs as pafs
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_core import file_reads, parquet_io
+from mvcc_core.io import parquet as parquet_io
+from mvcc_core.io import read_ahead as file_reads
 
 SCHEMA = pa.schema([("a", pa.int64())])
 

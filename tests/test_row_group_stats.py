@@ -1,4 +1,4 @@
-"""Row-group statistics checks made on the reader threads of a row-address scan (`mvcc_core.row_group_stats`)."""
+"""Row-group statistics checks made on the reader threads of a row-address scan (`mvcc_core.read.row_group_stats`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_core.predicate import BoundFilter
-from mvcc_core.row_group_stats import Verdict, statistics_check
+from mvcc_core.read.bound_filter import BoundFilter
+from mvcc_core.read.row_group_stats import Verdict, statistics_check
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("score", pa.float64())])
 

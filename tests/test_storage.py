@@ -23,9 +23,10 @@ import pytest
 from fsspec.asyn import sync
 from fsspec.implementations.memory import MemoryFileSystem
 
-import mvcc_core.storage as storage_mod
+import mvcc_core.io as storage_mod
+import mvcc_core.io.s3 as s3_backend
 from mvcc_core.errors import CommitNotSupportedError, ObjectNotFoundError, StorageError
-from mvcc_core.storage import ObjectMeta, ObjectStore, open_store
+from mvcc_core.io import ObjectMeta, ObjectStore, open_store
 
 V2_LATEST = "_versions/18446744073709551613.manifest"
 V2_OLDER = "_versions/18446744073709551614.manifest"
@@ -487,7 +488,7 @@ def test_s3_list_follows_continuation_tokens(s3_uri: str, s3_options: dict[str, 
 
 @pytest.mark.s3
 def test_s3_delete_many_is_batched(s3_uri: str, s3_options: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(storage_mod, "_S3_DELETE_BATCH", 7)
+    monkeypatch.setattr(s3_backend, "_S3_DELETE_BATCH", 7)
     store = ObjectStore(s3_uri, s3_options)
     names = [f"batch/{i:02d}" for i in range(20)]
     for name in names:

@@ -18,9 +18,9 @@ import pyarrow.compute as pc
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_core.predicate import to_expression
-from mvcc_core.storage import open_store
-from mvcc_core.transaction import read_transaction
+from mvcc_core.io import open_store
+from mvcc_core.read.sql_filter import to_expression
+from mvcc_core.txn.transaction import read_transaction
 
 WRITERS = 8
 

@@ -13,10 +13,10 @@ import pyarrow.compute as pc
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_core import features
-from mvcc_core.manifest import encode_manifest, latest_manifest_location
-from mvcc_core.naming import U64_MAX
-from mvcc_core.storage import open_store
+from mvcc_core.format import features
+from mvcc_core.format.manifest import encode_manifest, latest_manifest_location
+from mvcc_core.format.naming import U64_MAX
+from mvcc_core.io import open_store
 
 
 def people(n: int = 10, start: int = 0) -> pa.Table:
@@ -389,7 +389,7 @@ def test_write_fragments_then_commit(tmp_uri) -> None:
 
 
 def test_stale_or_broken_latest_hint_is_never_trusted(tmp_uri) -> None:
-    from mvcc_core.manifest import LATEST_HINT
+    from mvcc_core.format.manifest import LATEST_HINT
 
     t = mvcc.write_table(people(1), tmp_uri)
     hint = Path(tmp_uri) / LATEST_HINT

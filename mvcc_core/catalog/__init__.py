@@ -7,17 +7,17 @@ one `__manifest` version; a transaction stages each table's next manifest under 
 
 from __future__ import annotations
 
-from .catalog import Catalog, CatalogSnapshot, CatalogVersion
-from .errors import (
+from mvcc_core.catalog.catalog import Catalog, CatalogSnapshot, CatalogVersion
+from mvcc_core.catalog.entries import FORMAT_VERSION
+from mvcc_core.catalog.errors import (
     CatalogConflictError,
     CatalogError,
     CatalogFormatError,
     IncompatibleCatalogConflictError,
     RetryableCatalogConflictError,
 )
-from .retention import CatalogCleanupStats
-from .state import FORMAT_VERSION
-from .transaction import CatalogTransaction
+from mvcc_core.catalog.multi_table import CatalogTransaction
+from mvcc_core.catalog.retention import CatalogCleanupStats
 
 __all__ = [
     "Catalog",

@@ -26,22 +26,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from mvcc_core.commit import Committer
-from mvcc_core.errors import ObjectNotFoundError, StorageError, VersionNotFoundError
-from mvcc_core.external_store import final_of
-from mvcc_core.failpoints import failpoint
-from mvcc_core.manifest import PUT_IF_NOT_EXISTS, ManifestLocation, location_of, write_latest_hint
-from mvcc_core.naming import ManifestNaming, manifest_path, parse_manifest_name
-from mvcc_core.state import TableState
-from mvcc_core.storage import ObjectStore, open_store
-from mvcc_core.table import Table, open_table, write_table
-
-from . import format as format_mod
-from . import retention
-from .conflicts import Change
-from .errors import CatalogError
-from .names import DEFAULT_SCHEMA, qualified
-from .state import (
+from mvcc_core.catalog import format_version as format_mod
+from mvcc_core.catalog import retention
+from mvcc_core.catalog.change_rules import Change
+from mvcc_core.catalog.entries import (
     CHANGES_KEY,
     FORMAT_VERSION,
     SCHEMA,
@@ -55,7 +43,18 @@ from .state import (
     read_rows,
     rows_table,
 )
-from .transaction import CatalogTransaction
+from mvcc_core.catalog.errors import CatalogError
+from mvcc_core.catalog.multi_table import CatalogTransaction
+from mvcc_core.catalog.names import DEFAULT_SCHEMA, qualified
+from mvcc_core.errors import ObjectNotFoundError, StorageError, VersionNotFoundError
+from mvcc_core.failpoints import failpoint
+from mvcc_core.format.manifest import PUT_IF_NOT_EXISTS, ManifestLocation, location_of, write_latest_hint
+from mvcc_core.format.naming import ManifestNaming, manifest_path, parse_manifest_name
+from mvcc_core.io import ObjectStore, open_store
+from mvcc_core.table import Table, open_table, write_table
+from mvcc_core.txn.commit import Committer
+from mvcc_core.txn.external_store import final_of
+from mvcc_core.txn.state import TableState
 
 MANIFEST_DIR = "__manifest"
 # `__manifest` versions whose rows this process keeps, and table versions whose manifests it keeps (a

@@ -25,15 +25,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from mvcc_core.catalog.entries import TABLE, Entry, format_of, live, read_rows
+from mvcc_core.catalog.format_version import check_writable
+from mvcc_core.io import open_store
 from mvcc_core.maintenance.cleanup import UNVERIFIED_WINDOW, CleanupStats
-from mvcc_core.storage import open_store
 from mvcc_core.table import open_table
 
-from .format import check_writable
-from .state import TABLE, Entry, format_of, live, read_rows
-
 if TYPE_CHECKING:
-    from .catalog import Catalog
+    from mvcc_core.catalog.catalog import Catalog
 
 
 @dataclass(frozen=True)

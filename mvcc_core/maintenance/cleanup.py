@@ -24,10 +24,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from .._proto import table_pb2 as pb
-from ..errors import CorruptManifestError, TagError
-from ..files import referenced_files
-from ..manifest import (
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.errors import CorruptManifestError, TagError
+from mvcc_core.format.manifest import (
     LATEST_HINT,
     ManifestLocation,
     latest_manifest_location,
@@ -36,11 +35,12 @@ from ..manifest import (
     manifest_timestamp,
     read_manifest,
 )
-from ..naming import DATA_DIR, DELETIONS_DIR, INDICES_DIR, TRANSACTIONS_DIR, VERSIONS_DIR
-from ..progress import Progress
-from ..state import TableState
-from ..storage import ObjectMeta
-from ..tags import Tags
+from mvcc_core.format.naming import DATA_DIR, DELETIONS_DIR, INDICES_DIR, TRANSACTIONS_DIR, VERSIONS_DIR
+from mvcc_core.format.referenced_files import referenced_files
+from mvcc_core.format.tags import Tags
+from mvcc_core.io import ObjectMeta
+from mvcc_core.progress import Progress
+from mvcc_core.txn.state import TableState
 
 log = logging.getLogger("mvcc.maintenance")
 

@@ -28,23 +28,24 @@ import numpy as np
 import pyarrow as pa
 from pyroaring import BitMap
 
-from .. import frag_reuse, row_ids
-from .. import operations as ops
-from .. import schema as schema_mod
-from .._proto import table_pb2 as pb
-from .._proto import transaction_pb2 as tpb
-from ..bases import data_file_location, data_file_uris
-from ..commit import DEFAULT_MAX_RETRIES
-from ..deletion import live_rows, read_deletion_vector
-from ..errors import CompactionError
-from ..executor import Executor, ThreadExecutor
-from ..file_reads import PHYSICAL_ROWS, read_ahead, read_whole_file, runs
-from ..fragments import ROW_GROUP_ROWS, FragmentWriter
-from ..progress import Progress
-from ..row_ids import ROW_ID
-from ..scan import Scan, missing_files
-from ..state import TableState
-from ..transaction import Transaction, check_properties
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core._proto import transaction_pb2 as tpb
+from mvcc_core.errors import CompactionError
+from mvcc_core.executor import Executor, ThreadExecutor
+from mvcc_core.format import fragment_reuse as frag_reuse
+from mvcc_core.format import operations as ops
+from mvcc_core.format import row_ids
+from mvcc_core.format import schema as schema_mod
+from mvcc_core.format.bases import data_file_location, data_file_uris
+from mvcc_core.format.deletion import live_rows, read_deletion_vector
+from mvcc_core.format.fragments import ROW_GROUP_ROWS, FragmentWriter
+from mvcc_core.format.row_ids import ROW_ID
+from mvcc_core.io.read_ahead import PHYSICAL_ROWS, read_ahead, read_whole_file, runs
+from mvcc_core.progress import Progress
+from mvcc_core.read.scan import Scan, missing_files
+from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
+from mvcc_core.txn.state import TableState
+from mvcc_core.txn.transaction import Transaction, check_properties
 
 log = logging.getLogger("mvcc.maintenance")
 

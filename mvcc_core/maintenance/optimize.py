@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from .. import frag_reuse
-from .. import operations as ops
-from ..commit import DEFAULT_MAX_RETRIES
-from ..executor import Executor
-from ..index.scalar import BITMAP, BTREE, build, covered, update
-from ..progress import Progress
-from ..state import TableState
-from ..transaction import Transaction, check_properties
-from .compaction import CompactionMetrics, CompactionOptions, compact_files
+from mvcc_core.executor import Executor
+from mvcc_core.format import fragment_reuse as frag_reuse
+from mvcc_core.format import operations as ops
+from mvcc_core.maintenance.compaction import CompactionMetrics, CompactionOptions, compact_files
+from mvcc_core.ops.index_build import BITMAP, BTREE, build, covered, update
+from mvcc_core.progress import Progress
+from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
+from mvcc_core.txn.state import TableState
+from mvcc_core.txn.transaction import Transaction, check_properties
 
 
 class Optimize:

@@ -20,12 +20,12 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("mvcc_core.spark needs PySpark 4.3: pip install 'mvcc[spark]'") from exc
 
-from .api import write
-from .executor import SparkExecutor
-from .native import read
-from .options import READ_OPTIONS, STORAGE_OPTIONS, WRITE_OPTIONS
-from .source import NAME, MvccDataSource, MvccReader, MvccWriter
-from .writes import WRITE_ID_PROPERTY, WRITE_PATH_PROPERTY
+from mvcc_core.spark.api import write
+from mvcc_core.spark.executor import SparkExecutor
+from mvcc_core.spark.native import read
+from mvcc_core.spark.options import READ_OPTIONS, STORAGE_OPTIONS, WRITE_OPTIONS
+from mvcc_core.spark.source import NAME, MvccDataSource, MvccReader, MvccWriter
+from mvcc_core.spark.writes import WRITE_ID_PROPERTY, WRITE_PATH_PROPERTY
 
 __all__ = [
     "NAME",

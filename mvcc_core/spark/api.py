@@ -19,11 +19,10 @@ import pyarrow as pa
 from pyspark import cloudpickle
 
 import mvcc_core
-from mvcc_core.transaction import check_properties
-
-from . import native as native_mod
-from .executor import is_connect
-from .writes import ABORT_SETTLE_SECONDS, WritePlan, plan_write
+from mvcc_core.spark import native as native_mod
+from mvcc_core.spark.executor import is_connect
+from mvcc_core.spark.writes import ABORT_SETTLE_SECONDS, WritePlan, plan_write
+from mvcc_core.txn.transaction import check_properties
 
 log = logging.getLogger("mvcc.spark")
 

@@ -38,20 +38,19 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import DoubleType, FloatType, StructType
 
 import mvcc_core
-from mvcc_core import schema as schema_mod
 from mvcc_core._proto import table_pb2 as pb
-from mvcc_core.bases import data_file_location
-from mvcc_core.deletion import read_deletion_vector
 from mvcc_core.errors import MvccError, SchemaError, TableNotFoundError
-from mvcc_core.fragments import DEFAULT_MAX_ROWS_PER_FILE, PARQUET_COMPRESSION, data_file
-from mvcc_core.naming import data_file_path, new_data_file_name
-from mvcc_core.scan import Scan
-from mvcc_core.storage import open_store
-
-from .executor import is_connect
-from .options import DEFAULT_ROWS_PER_PARTITION, STORAGE_OPTIONS
-from .source import FragmentGroup, MvccDataSource, MvccReader, group_fragments
-from .writes import WritePlan, spark_struct
+from mvcc_core.format import schema as schema_mod
+from mvcc_core.format.bases import data_file_location
+from mvcc_core.format.deletion import read_deletion_vector
+from mvcc_core.format.fragments import DEFAULT_MAX_ROWS_PER_FILE, PARQUET_COMPRESSION, data_file
+from mvcc_core.format.naming import data_file_path, new_data_file_name
+from mvcc_core.io import open_store
+from mvcc_core.read.scan import Scan
+from mvcc_core.spark.executor import is_connect
+from mvcc_core.spark.options import DEFAULT_ROWS_PER_PARTITION, STORAGE_OPTIONS
+from mvcc_core.spark.source import FragmentGroup, MvccDataSource, MvccReader, group_fragments
+from mvcc_core.spark.writes import WritePlan, spark_struct
 
 log = logging.getLogger("mvcc.spark")
 

@@ -30,13 +30,12 @@ from pyspark.sql.types import StructType
 
 import mvcc_core
 from mvcc_core._proto import table_pb2 as pb
-from mvcc_core.deletion import live_rows
 from mvcc_core.errors import SchemaError, TableNotFoundError
-from mvcc_core.scan import Scan
-from mvcc_core.state import TableState
-
-from .options import MAX_FRAGMENTS_PER_PARTITION, SourceOptions, parse_options
-from .writes import ABORT_SETTLE_SECONDS, WritePlan, plan_write, spark_arrow_schema, spark_struct
+from mvcc_core.format.deletion import live_rows
+from mvcc_core.read.scan import Scan
+from mvcc_core.spark.options import MAX_FRAGMENTS_PER_PARTITION, SourceOptions, parse_options
+from mvcc_core.spark.writes import ABORT_SETTLE_SECONDS, WritePlan, plan_write, spark_arrow_schema, spark_struct
+from mvcc_core.txn.state import TableState
 
 NAME = "mvcc"
 

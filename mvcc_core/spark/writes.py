@@ -25,8 +25,8 @@ from pyspark.sql.types import StructType
 import mvcc_core
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.errors import SchemaError, TableNotFoundError
-from mvcc_core.predicate import BoundFilter
-from mvcc_core.storage import open_store
+from mvcc_core.io import open_store
+from mvcc_core.read.bound_filter import BoundFilter
 
 log = logging.getLogger("mvcc.spark")
 

@@ -14,7 +14,7 @@ from test_catalog_conflicts import IDS, append, create_view, delete, drop_table,
 
 from mvcc_core import IncompatibleConflictError, RetryableConflictError
 from mvcc_core.catalog import Catalog, CatalogConflictError, CatalogError, CatalogTransaction
-from mvcc_core.catalog.conflicts import RULES
+from mvcc_core.catalog.change_rules import RULES
 
 
 @pytest.fixture

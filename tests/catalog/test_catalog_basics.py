@@ -11,7 +11,7 @@ import pytest
 
 from mvcc_core import TableExistsError, TableNotFoundError, open_table
 from mvcc_core.catalog import Catalog, CatalogError
-from mvcc_core.storage import open_store
+from mvcc_core.io import open_store
 
 IDS = pa.schema([("id", pa.int64())])
 

@@ -14,7 +14,7 @@ import pytest
 
 from mvcc_core import CommitConflictError, IncompatibleConflictError, RetryableConflictError
 from mvcc_core.catalog import Catalog, CatalogConflictError, CatalogTransaction
-from mvcc_core.storage import open_store
+from mvcc_core.io import open_store
 
 IDS = pa.schema([("id", pa.int64())])
 Step = Callable[[CatalogTransaction], None]

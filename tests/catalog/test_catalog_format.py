@@ -13,7 +13,7 @@ import pytest
 
 from mvcc_core import open_table
 from mvcc_core.catalog import FORMAT_VERSION, Catalog, CatalogFormatError
-from mvcc_core.catalog.state import SHAPES, STAMP_KEY, read_rows, rows_table
+from mvcc_core.catalog.entries import SHAPES, STAMP_KEY, read_rows, rows_table
 
 REPO = Path(__file__).resolve().parents[2]
 IDS = pa.schema([("id", pa.int64())])

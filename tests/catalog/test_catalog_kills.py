@@ -16,8 +16,8 @@ import pytest
 
 from mvcc_core import open_table
 from mvcc_core.catalog import Catalog
-from mvcc_core.external_store import is_staged
-from mvcc_core.storage import open_store
+from mvcc_core.io import open_store
+from mvcc_core.txn.external_store import is_staged
 
 WORKER = Path(__file__).with_name("catalog_mixed_worker.py")
 REPO = Path(__file__).resolve().parents[2]

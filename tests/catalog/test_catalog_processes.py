@@ -16,8 +16,8 @@ import pytest
 
 from mvcc_core import IncompatibleConflictError, open_table
 from mvcc_core.catalog import Catalog, CatalogConflictError
-from mvcc_core.external_store import final_of
-from mvcc_core.storage import ObjectStore, open_store
+from mvcc_core.io import ObjectStore, open_store
+from mvcc_core.txn.external_store import final_of
 
 WORKER = Path(__file__).with_name("catalog_worker.py")
 REPO = Path(__file__).resolve().parents[2]

@@ -1,0 +1,205 @@
+"""The rows of `__manifest` and their on-disk shapes (format versions), read and written.
+
+One module owns every shape the catalog ever wrote, so the reader converts any known shape to `Entry` and the
+migration steps (`format.py`) write exactly the next shape. The stamp is `__manifest`'s schema metadata key
+`mvcc:catalog_format` (seed 003's internal schema version); a shape without it is format 1, the catalog's first format.
+
+| format | shape |
+| --- | --- |
+| 1 (no stamp) | object_type, name, path, table_version, staged_manifest (one string), catalog_version |
+| 2 | + `definition` (a view's SQL text; "" for other objects) |
+| 3 | `staged_manifest` (string) became `staged_manifests` (list): a table changed several times in one
+  transaction publishes several table versions, each staged under its own name |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from mvcc_core.catalog.errors import CatalogEntryError
+from mvcc_core.format import operations as ops
+from mvcc_core.format.fragments import write_small_fragment
+from mvcc_core.format.invariants import path_problem
+from mvcc_core.format.naming import data_file_path
+from mvcc_core.table import Table
+from mvcc_core.txn.transaction import Transaction, check_properties
+
+STAMP_KEY = "mvcc:catalog_format"
+#: The shape this code writes. A bump is one constant, one schema below, one step in `format.MIGRATIONS`.
+FORMAT_VERSION = 3
+
+SCHEMA, TABLE, VIEW = "schema", "table", "view"
+TOMBSTONE = "_tombstone"
+
+_V1_FIELDS = [
+    pa.field("object_type", pa.string(), nullable=False),  # schema, table, view, and `<kind>_tombstone`
+    pa.field("name", pa.string(), nullable=False),  # "schema" or "schema.object"
+    pa.field("path", pa.string(), nullable=False),  # a table's directory relative to the root
+    pa.field("table_version", pa.int64(), nullable=False),  # the published table version
+    pa.field("staged_manifest", pa.string(), nullable=False),  # relative to the table; "" once final at write
+    pa.field("catalog_version", pa.int64(), nullable=False),  # the catalog version that wrote the row
+]
+_DEFINITION = pa.field("definition", pa.string(), nullable=False)
+_STAGED_LIST = pa.field("staged_manifests", pa.list_(pa.string()), nullable=False)
+
+
+def _stamped(fields: list[pa.Field], version: int) -> pa.Schema:
+    return pa.schema(fields, metadata={STAMP_KEY: str(version)})
+
+
+SHAPES: dict[int, pa.Schema] = {
+    1: pa.schema(_V1_FIELDS),
+    2: _stamped([*_V1_FIELDS, _DEFINITION], 2),
+    3: _stamped([*(f if f.name != "staged_manifest" else _STAGED_LIST for f in _V1_FIELDS), _DEFINITION], 3),
+}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One row of `__manifest`, whatever shape it was read from.
+
+    `staged_manifests`: the table versions this entry publishes that were staged (relative to the table, in
+    version order); finalizing copies each to its final name. `definition`: a view's SQL text.
+    """
+
+    object_type: str
+    name: str
+    path: str = ""
+    table_version: int = 0
+    staged_manifests: tuple[str, ...] = field(default_factory=tuple)
+    catalog_version: int = 0
+    definition: str = ""
+
+
+def format_of(manifest: Table) -> int:
+    """The format stamp of a `__manifest` version (1 when there is none: the pre-stamp shape)."""
+    metadata = manifest.schema.metadata or {}
+    raw = metadata.get(STAMP_KEY.encode())
+    return int(raw) if raw is not None else 1
+
+
+def check_table_path(path: str, where: str) -> str:
+    """`path` if it is a plain relative path under the catalog's root; CatalogEntryError otherwise.
+
+    :param path: a table's directory relative to the catalog's root, as a `__manifest` row records it
+    :param where: the row, for the message
+    """
+    problem = path_problem(path)
+    if problem is not None:
+        raise CatalogEntryError(
+            f"{where}: field path is {path!r}: a table's path must stay under the catalog's root, and {problem}"
+        )
+    return path
+
+
+def check_entry(entry: Entry, where: str) -> Entry:
+    """`entry` if its table path and staged manifests stay under the catalog's root; CatalogEntryError
+    otherwise.
+
+    :param entry: one row of `__manifest`
+    :param where: the `__manifest` version it was read from, for the message
+    """
+    row = f"{where}, row {entry.object_type} {entry.name!r}"
+    if entry.path or entry.table_version or entry.staged_manifests:
+        check_table_path(entry.path, row)
+    for staged in entry.staged_manifests:
+        problem = path_problem(staged)
+        if problem is not None:
+            raise CatalogEntryError(
+                f"{row}: field staged_manifests holds {staged!r}: a staged manifest must stay under its table's "
+                f"directory, and {problem}"
+            )
+    return entry
+
+
+def read_rows(manifest: Table) -> list[Entry]:
+    """Every row of a `__manifest` version, from any shape this code knows (reading writes nothing).
+
+    Every row is checked (`check_entry`): a path leaving the catalog's root raises CatalogEntryError.
+    """
+    where = f"catalog manifest {manifest.uri} version {manifest.version}"
+    out = []
+    for row in manifest.to_table().to_pylist():
+        if "staged_manifests" in row:
+            staged = tuple(row.get("staged_manifests") or ())
+        else:
+            single = row.get("staged_manifest") or ""
+            staged = (single,) if single else ()
+        out.append(
+            Entry(
+                object_type=row["object_type"],
+                name=row["name"],
+                path=row.get("path") or "",
+                table_version=row.get("table_version") or 0,
+                staged_manifests=staged,
+                catalog_version=row.get("catalog_version") or 0,
+                definition=row.get("definition") or "",
+            )
+        )
+        check_entry(out[-1], where)
+    return out
+
+
+def rows_table(rows: list[Entry], shape: int = FORMAT_VERSION) -> pa.Table:
+    """`rows` in the shape `shape` (the migration steps write older shapes than the current one)."""
+    schema = SHAPES[shape]
+    cols: dict[str, list[object]] = {}
+    for f in schema:
+        if f.name == "staged_manifest":
+            cols[f.name] = [r.staged_manifests[-1] if r.staged_manifests else "" for r in rows]
+        elif f.name == "staged_manifests":
+            cols[f.name] = [list(r.staged_manifests) for r in rows]
+        else:
+            cols[f.name] = [getattr(r, f.name) for r in rows]
+    return pa.table(cols, schema=schema)
+
+
+def overwrite_transaction(
+    manifest: Table, rows: list[Entry], *, commit_message: str, transaction_properties: Mapping[str, str]
+) -> Transaction:
+    """The `__manifest` Overwrite holding `rows` in the current shape, staged on `manifest`'s version.
+
+    When `manifest` has the current shape already (every publish but a migration's first), its Parquet file is
+    encoded in memory and written with one `put_new` (`fragments.write_small_fragment`), keeping the field
+    ids, instead of the general streaming writer: the state is a few kilobytes rewritten by every publish.
+    """
+    schema = SHAPES[FORMAT_VERSION]
+    data = rows_table(rows)
+    if not manifest.schema.equals(schema, check_metadata=True):
+        return manifest.overwrite_uncommitted(
+            data, schema=schema, commit_message=commit_message, transaction_properties=transaction_properties
+        )
+    state = manifest.state
+    fields = list(state.manifest.fields)
+    fragments = write_small_fragment(state.store, data, fields, schema)
+    return Transaction(
+        read_version=state.version,
+        operation=ops.Overwrite(fragments=fragments, schema=fields, schema_metadata=dict(schema.metadata or {})),
+        message=commit_message,
+        transaction_properties=check_properties(transaction_properties),
+        files=state.staged([data_file_path(f.path) for frag in fragments for f in frag.files]),
+    )
+
+
+def live(rows: list[Entry]) -> dict[tuple[str, str], Entry]:
+    """Seed 003's reconstruction: the latest entry per object minus those a tombstone at or after it hides."""
+    entries: dict[tuple[str, str], Entry] = {}
+    tombstones: dict[tuple[str, str], int] = {}
+    for row in rows:
+        if row.object_type.endswith(TOMBSTONE):
+            key = (row.object_type[: -len(TOMBSTONE)], row.name)
+            tombstones[key] = max(tombstones.get(key, -1), row.catalog_version)
+        else:
+            key = (row.object_type, row.name)
+            if key not in entries or entries[key].catalog_version <= row.catalog_version:
+                entries[key] = row
+    return {k: e for k, e in entries.items() if tombstones.get(k, -1) < e.catalog_version}
+
+
+#: The `__manifest` transaction property holding the changes a catalog version made (a JSON list).
+CHANGES_KEY = "catalog.changes"
+#: The `__manifest` transaction property a migration step writes ("1->2"); its changes list is empty.
+MIGRATION_KEY = "catalog.migration"

@@ -1,0 +1,87 @@
+"""The catalog's format stamp and its step-by-step migration dispatcher (seed 003).
+
+`__manifest`'s schema metadata carries `mvcc:catalog_format` (`state.FORMAT_VERSION` for what this code
+writes). Opening the catalog for write (`Catalog.transaction`, every DDL call, `Catalog.migrate`) runs
+`migrate`: when the stamp matches it is one metadata read; when it is older the dispatcher walks the steps
+forward (1 -> 2, 2 -> 3, ...), each one `__manifest` version of its own (an Overwrite holding the same rows in
+the next shape, no logical change), until the stamp matches; a stamp newer than the code refuses to write with
+"upgrade mvcc first". Reads never migrate: the reader (`state.read_rows`) understands every older shape.
+
+Idempotent and crash-safe: every step reads the stamp it starts from and commits with `max_retries=0` on the
+version it read, so a step that a concurrent migrator (or a publisher, which always writes the current shape)
+already took loses the race and the loop re-reads the stamp; a process killed between two steps leaves a
+stamped, consistent intermediate shape, and the next writer continues from it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from mvcc_core.catalog.entries import (
+    CHANGES_KEY,
+    FORMAT_VERSION,
+    MIGRATION_KEY,
+    SHAPES,
+    Entry,
+    format_of,
+    read_rows,
+    rows_table,
+)
+from mvcc_core.catalog.errors import CatalogFormatError
+from mvcc_core.errors import CommitConflictError
+from mvcc_core.failpoints import failpoint
+from mvcc_core.table import Table, open_table
+
+#: Attempts at one step before giving up (each lost race means another writer moved the catalog).
+STEP_ATTEMPTS = 20
+
+
+def _same_rows(rows: list[Entry]) -> list[Entry]:
+    """Steps 1 -> 2 and 2 -> 3 change only the shape (a new `definition` column, the staged manifest as a
+    list); `state.rows_table` writes the new shape, the rows are carried as they are."""
+    return rows
+
+
+#: `MIGRATIONS[n]` turns the rows of format `n` into those of format `n + 1`.
+MIGRATIONS: dict[int, Callable[[list[Entry]], list[Entry]]] = {
+    1: _same_rows,
+    2: _same_rows,
+}
+
+
+def check_writable(found: int, where: str) -> None:
+    """CatalogFormatError when the stamp is newer than this code: an old binary must not clobber it."""
+    if found > FORMAT_VERSION:
+        raise CatalogFormatError(
+            f"catalog {where} has format {found}, newer than this mvcc writes ({FORMAT_VERSION}); upgrade mvcc "
+            f"first (it is readable, not writable, by this version)"
+        )
+
+
+def migrate(manifest_uri: str, storage_options: Mapping[str, Any] | None = None) -> Table:
+    """Bring `__manifest` to `FORMAT_VERSION` step by step; the `__manifest` at its newest version after."""
+    opts = dict(storage_options or {}) or None
+    attempts = 0
+    while True:
+        manifest = open_table(manifest_uri, storage_options=opts)
+        found = format_of(manifest)
+        check_writable(found, manifest_uri)
+        if found == FORMAT_VERSION:
+            return manifest
+        rows = MIGRATIONS[found](read_rows(manifest))
+        try:
+            manifest.overwrite(
+                rows_table(rows, found + 1),
+                schema=SHAPES[found + 1],
+                commit_message=f"migrate catalog format {found} -> {found + 1}",
+                transaction_properties={CHANGES_KEY: json.dumps([]), MIGRATION_KEY: f"{found}->{found + 1}"},
+                max_retries=0,
+            )
+        except CommitConflictError:
+            attempts += 1
+            if attempts >= STEP_ATTEMPTS:
+                raise
+            continue
+        failpoint("catalog.migrate.after_step")

@@ -1,0 +1,866 @@
+"""`CatalogTransaction`: staged changes on one catalog snapshot, published as one catalog version.
+
+Staging (docs/catalog.md "Transactions"): DDL is recorded against the transaction's own view of the catalog
+(the snapshot with this transaction's changes applied); data changes go through the core's uncommitted forms
+on each table. Several data changes to one table form a chain: each is staged on the table as the previous
+ones leave it (an in-memory manifest, never published on its own), so a later change reads the earlier ones'
+rows (read-your-writes, as in DuckLake). Publishing (`commit`) checks every catalog version since the snapshot
+against DuckLake's logical conflicts, rebuilds each changed table's chain on the version the newest catalog
+version publishes (rebasing row-level changes through the core's resolver), stages the manifests under unique
+names and commits `__manifest`: the single commit point of every table at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import random
+import time
+import uuid as uuid_mod
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from mvcc_core.catalog.change_rules import Change, find_conflict
+from mvcc_core.catalog.entries import CHANGES_KEY, SCHEMA, TABLE, TOMBSTONE, VIEW, Entry, live, overwrite_transaction
+from mvcc_core.catalog.errors import (
+    RETRY_BUDGET,
+    TABLE_GONE,
+    TABLE_RULES,
+    WRITTEN_OUTSIDE,
+    CatalogError,
+    IncompatibleCatalogConflictError,
+    RetryableCatalogConflictError,
+)
+from mvcc_core.catalog.format_version import check_writable
+from mvcc_core.catalog.names import check_schema_name, qualified, split
+from mvcc_core.errors import CommitConflictError, StorageError, is_definite_failure
+from mvcc_core.executor import Executor, ThreadExecutor
+from mvcc_core.failpoints import failpoint
+from mvcc_core.format import operations as ops
+from mvcc_core.format.features import FLAG_STABLE_ROW_IDS
+from mvcc_core.format.manifest import encode_manifest, location_of
+from mvcc_core.io import open_store
+from mvcc_core.maintenance import compaction
+from mvcc_core.ops.merge_insert import MergeInsertBuilder
+from mvcc_core.ops.replace_where import rows_match
+from mvcc_core.table import Table, write_table
+from mvcc_core.txn import rebase as rebase_mod
+from mvcc_core.txn.conflicts import ConflictContext, Outcome, resolve
+from mvcc_core.txn.external_store import staged_manifest_path
+from mvcc_core.txn.state import TableState
+from mvcc_core.txn.transaction import BuildContext, Transaction, build_manifest, check_properties
+
+if TYPE_CHECKING:
+    from mvcc_core.catalog.catalog import Catalog, CatalogSnapshot
+
+log = logging.getLogger("mvcc.catalog")
+
+# Seed 003's PUBLISHER_RETRY_BUDGET: the publisher owns its retries and re-checks conflicts on each one.
+PUBLISH_RETRY_BUDGET = 5
+# On an object store tables are staged and finalized concurrently: each is a few requests, and they do not
+# depend on each other (the order of a chain's versions within one table is kept). On a local disk one after
+# the other: each step is a few file operations, and handing them to threads cost more than it overlapped
+# (measured: docs/catalog.md "Benchmark").
+TABLE_THREADS = 8
+# After a lost race the publisher waits a random part of (its last attempt's duration x 2^attempt), at most
+# this long, so that contending writers spread out instead of all re-reading the catalog at once.
+BACKOFF_CAP_SECONDS = 2.0
+_POOL: tuple[int, ThreadPoolExecutor] | None = None  # (the pid that made it, the pool): a forked child
+# inherits the pool object without its threads, so it makes its own
+
+
+def _each(fn: Callable[[Any], Any], items: Iterable[Any], *, concurrent: bool) -> list[Any]:
+    """`fn` over `items`, on the catalog's thread pool when `concurrent`; the first exception (in item order)
+    propagates after every call has finished, so no attempt is left writing in the background."""
+    global _POOL
+    items = list(items)
+    if len(items) <= 1 or not concurrent:
+        return [fn(item) for item in items]
+    if _POOL is None or _POOL[0] != os.getpid():
+        _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=TABLE_THREADS, thread_name_prefix="mvcc-catalog"))
+    futures = [_POOL[1].submit(fn, item) for item in items]
+    errors = [f.exception() for f in futures]
+    for error in errors:
+        if error is not None:
+            raise error
+    return [f.result() for f in futures]
+
+
+class _CatalogMoved(Exception):
+    """Internal: the catalog advanced while an attempt was staging; the publisher retries."""
+
+
+@dataclass
+class _TableWrite:
+    """Every data change of a transaction on one table directory: a chain of the core's staged transactions.
+
+    `base` is the table at the version the snapshot publishes (or version 1 of a table created here); `state`
+    is the table as the chain leaves it, in memory, which is what the next change of the chain reads.
+    """
+
+    path: str
+    origin: str  # the name the table had in the snapshot (or was created with): what conflict checks compare
+    created: bool
+    base: TableState
+    state: TableState
+    chain: list[Transaction] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)  # this attempt's transaction files, staged manifests
+    superseded: list[str] = field(default_factory=list)  # our deletion files a rebase replaced
+    staged_bytes: dict[str, bytes] = field(default_factory=dict)  # this attempt's staged manifests
+    published: TableState | None = None  # the table as this attempt's last staged manifest leaves it
+
+    def add(self, txn: Transaction, kinds: list[str]) -> None:
+        manifest = build_manifest(
+            self.state.manifest,
+            txn,
+            version=self.state.version + 1,
+            transaction_file="",
+            ctx=BuildContext(load_version=self.base.load),
+        )
+        self.chain.append(txn)
+        self.kinds.extend(k for k in kinds if k not in self.kinds)
+        self.state = replace(self.state, manifest=manifest)
+
+
+def _merge_kinds(op: ops.Operation) -> list[str]:
+    """What a merge_insert's Update means for the conflict rules: an updated or deleted row is a delete (an
+    update is a delete and an insert, as in DuckLake), a new fragment an insert."""
+    kinds = []
+    if isinstance(op, ops.Update) and (op.updated_fragments or op.removed_fragment_ids):
+        kinds.append("deleted_from_table")
+    if isinstance(op, ops.Update) and op.new_fragments:
+        kinds.append("inserted_into_table")
+    return kinds
+
+
+class _TxTable:
+    """`tx.table(name)`: the data changes of a catalog transaction on one table (the core's staged forms).
+
+    Each change reads the table as the transaction's earlier changes left it (read-your-writes).
+    """
+
+    def __init__(self, tx: CatalogTransaction, name: str) -> None:
+        self._tx = tx
+        self.name = qualified(name)
+
+    def _stage(self, kind: str, make: Any) -> Any:
+        w = self._tx._write_for(self.name)
+        txn = make(Table.from_state(w.state))
+        if txn is not None:
+            w.add(txn, [kind])
+        return txn
+
+    def append(self, data: Any, **kwargs: Any) -> None:
+        self._stage("inserted_into_table", lambda t: t.append_uncommitted(data, **kwargs))
+
+    def delete(self, predicate: Any, **kwargs: Any) -> None:
+        self._stage("deleted_from_table", lambda t: t.delete_uncommitted(predicate, **kwargs))
+
+    def overwrite(self, data: Any, *, where: str | None = None, **kwargs: Any) -> None:
+        """Replace every row, or with `where` the rows matching it (DuckLake: a delete and an insert)."""
+        self._stage("overwrote_table", lambda t: t.overwrite_uncommitted(data, where=where, **kwargs))
+
+    def merge_insert(self, on: str | list[str]) -> MergeInsertBuilder:
+        """The core's upsert builder on the table as this transaction leaves it; its `execute(data)` stages the
+        upsert in the transaction (returning pylance's counts) instead of committing. Build and execute it in
+        one statement: it reads the table as it is when built."""
+        w = self._tx._write_for(self.name)
+
+        def stage(txn: Transaction, _retries: int) -> None:
+            self._tx._check_open()
+            if self._tx._writes.get(w.path) is not w or w.state.manifest is not state.manifest:
+                raise ValueError(f"{self.name} changed in this transaction since this merge_insert was built")
+            w.add(txn, _merge_kinds(txn.operation))
+
+        state = w.state
+        return MergeInsertBuilder(state, on, stage)
+
+    # Schema evolution: an `altered_table` for DuckLake's rules (an insert or delete racing it conflicts, as
+    # does another alter or a drop); staged like the data changes, so later changes in this transaction see
+    # the new schema.
+
+    def add_columns(self, transforms: Any, **kwargs: Any) -> None:
+        """The core's `add_columns` (SQL expressions or all-null Arrow fields), staged."""
+        self._stage("altered_table", lambda t: t.add_columns_uncommitted(transforms, **kwargs))
+
+    def drop_columns(self, columns: str | list[str], **kwargs: Any) -> None:
+        """The core's `drop_columns`, staged (metadata only)."""
+        self._stage("altered_table", lambda t: t.drop_columns_uncommitted(columns, **kwargs))
+
+    def alter_columns(self, *alterations: dict[str, Any], **kwargs: Any) -> None:
+        """The core's `alter_columns` (rename, make nullable), staged (metadata only)."""
+        self._stage("altered_table", lambda t: t.alter_columns_uncommitted(*alterations, **kwargs))
+
+    def compact_files(
+        self,
+        options: compaction.CompactionOptions | None = None,
+        *,
+        executor: Executor | None = None,
+        commit_message: str | None = None,
+        transaction_properties: dict[str, str] | None = None,
+        **kwargs: Any,
+    ) -> int:
+        """Compact the table's small fragments (the core's compaction: options, executor) as a staged Rewrite
+        published with the transaction (DuckLake's `compacted_table`); the number of fragments rewritten.
+
+        No ReserveFragments is committed first (a catalog table changes only through a catalog publish): the
+        new fragments take the ids after the table's highest and are renumbered at publish time if a
+        concurrent append took those ids.
+        """
+        w = self._tx._write_for(self.name)
+        plan = compaction.plan_unreserved(w.state, options, **kwargs)
+        if not plan.tasks:
+            return 0
+        run = partial(compaction.run_task, state=plan.state)
+        results = list((executor or ThreadExecutor()).map(run, plan.tasks))
+        txn = compaction.rewrite_transaction(
+            w.state,
+            results,
+            commit_message=commit_message,
+            transaction_properties=transaction_properties,
+            defer_index_remap=plan.options.defer_index_remap,
+        )
+        w.add(txn, ["compacted_table"])
+        return sum(len(r.old_fragments) for r in results)
+
+    def to_table(self, **kwargs: Any) -> pa.Table:
+        """The rows as this transaction leaves the table so far (read-your-writes)."""
+        return Table.from_state(self._tx._write_for(self.name).state).to_table(**kwargs)
+
+
+def _check_view_sql(name: str, sql: str, dialect: str | None) -> None:
+    """A view is stored, not executed, but it must be one query that parses (sqlglot, the project's SQL parser)."""
+    if not isinstance(sql, str) or not sql.strip():
+        raise ValueError(f"view {name!r}: the definition must be non-empty SQL text, got {sql!r}")
+    try:
+        parsed = sqlglot.parse(sql, read=dialect)
+    except SqlglotError as exc:
+        raise ValueError(f"view {name!r}: the definition does not parse as SQL: {exc}") from None
+    statements = [p for p in parsed if p is not None]
+    if len(statements) != 1 or not isinstance(statements[0], exp.Query):
+        raise ValueError(f"view {name!r}: the definition must be exactly one query (SELECT ...), got {sql!r}")
+
+
+class CatalogTransaction:
+    """Staged changes on one catalog snapshot, published at once by `commit` (or the `with` block's end).
+
+    Optimistic: nothing is locked. At publish every catalog version since the snapshot is checked against
+    DuckLake's logical conflicts; without one the publish retries on the newer version without rewriting a
+    data file (a table that moved is rebuilt on its new version from the same staged operations, row-level
+    changes rebased by the core's resolver).
+    """
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        snapshot: CatalogSnapshot,
+        *,
+        commit_message: str | None = None,
+        transaction_properties: dict[str, str] | None = None,
+    ) -> None:
+        self.catalog = catalog
+        self.snapshot = snapshot
+        self.commit_message = commit_message or ""
+        # The caller's properties of the catalog version (`CatalogVersion.properties`); `catalog.` is ours.
+        self.transaction_properties = check_properties(transaction_properties)
+        reserved = [k for k in self.transaction_properties if k.startswith("catalog.")]
+        if reserved:
+            raise ValueError(f"transaction_properties: keys starting with 'catalog.' are the catalog's own: {reserved}")
+        self._ddl: list[Change] = []
+        self._schemas: dict[str, bool] = {}  # created (True) or dropped (False) in this transaction
+        self._objects: dict[str, Entry] = {}  # tables and views as this transaction leaves them; tombstones
+        self._writes: dict[str, _TableWrite] = {}  # by table directory
+        self._created: dict[str, str] = {}  # directory -> name, of tables created in this transaction
+        self._state = "open"
+        self.published_version: int | None = None
+
+    def __enter__(self) -> CatalogTransaction:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if self._state != "open":
+            return
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+    def _check_open(self) -> None:
+        if self._state != "open":
+            raise ValueError(f"the transaction is {self._state}")
+
+    # ---- this transaction's view of the catalog ----------------------------------------------
+
+    def _object(self, name: str) -> Entry | None:
+        """The live table or view `name` as this transaction leaves the catalog so far."""
+        full = qualified(name)
+        if full in self._objects:
+            found = self._objects[full]
+            return None if found.object_type.endswith(TOMBSTONE) else found
+        return self.snapshot.object(full)
+
+    def _schema_exists(self, name: str) -> bool:
+        if name in self._schemas:
+            return self._schemas[name]
+        return (SCHEMA, name) in self.snapshot.entries
+
+    def _objects_in(self, schema: str) -> list[str]:
+        names = {n for (k, n) in self.snapshot.entries if k in (TABLE, VIEW)} | set(self._objects)
+        return sorted(n for n in names if n.split(".")[0] == schema and self._object(n) is not None)
+
+    def _table(self, name: str) -> Entry:
+        found = self._object(name)
+        if found is None or found.object_type != TABLE:
+            what = "a view" if found is not None else "no table"
+            raise CatalogError(f"{qualified(name)!r} is {what} in catalog {self.catalog.root} (this transaction)")
+        return found
+
+    def _write_for(self, name: str) -> _TableWrite:
+        """The chain of data changes on table `name` (started on the version the snapshot publishes)."""
+        self._check_open()
+        entry = self._table(name)
+        w = self._writes.get(entry.path)
+        if w is None:
+            created = entry.path in self._created
+            if created:
+                state = self.catalog.table_at(entry).state
+                origin = self._created[entry.path]
+            else:
+                origin = self._snapshot_name(entry.path)
+                state = self.snapshot.table(origin).state
+            w = _TableWrite(entry.path, origin, created, state, state)
+            self._writes[entry.path] = w
+        return w
+
+    def _snapshot_name(self, path: str) -> str:
+        """The name the table in directory `path` had in the snapshot."""
+        return next(e.name for (kind, _), e in self.snapshot.entries.items() if kind == TABLE and e.path == path)
+
+    # ---- staging -----------------------------------------------------------------------------
+
+    def table(self, name: str) -> _TxTable:
+        return _TxTable(self, name)
+
+    def create_schema(self, name: str) -> None:
+        self._check_open()
+        check_schema_name(name)
+        if self._schema_exists(name):
+            raise CatalogError(f"schema {name!r} exists already")
+        self._schemas[name] = True
+        self._ddl.append(Change("created_schema", name))
+
+    def drop_schema(self, name: str) -> None:
+        self._check_open()
+        if not self._schema_exists(name):
+            raise CatalogError(f"no schema {name!r}")
+        inside = self._objects_in(name)
+        if inside:
+            raise CatalogError(f"schema {name!r} is not empty: {', '.join(inside)}")
+        self._schemas[name] = False
+        self._ddl.append(Change("dropped_schema", name))
+
+    def _check_free(self, full: str) -> None:
+        schema_name = split(full)[0]
+        if not self._schema_exists(schema_name):
+            raise CatalogError(f"no schema {schema_name!r} for {full!r}")
+        found = self._object(full)
+        if found is not None:
+            raise CatalogError(f"{found.object_type} {full!r} exists already (tables and views share names)")
+
+    def create_table(self, name: str, schema: pa.Schema) -> None:
+        """Create the table's directory now (version 1, empty); it is published with the transaction."""
+        self._check_open()
+        full = qualified(name)
+        self._check_free(full)
+        schema_name, table_name = split(full)
+        path = f"{schema_name}/{table_name}-{uuid_mod.uuid4().hex[:12]}"
+        write_table(
+            schema.empty_table(),
+            f"{self.catalog.root}/{path}",
+            schema=schema,
+            storage_options=self.catalog.options or None,
+            commit_message=f"create {full}",
+        )
+        self._created[path] = full
+        self._objects[full] = Entry(TABLE, full, path, 1)
+        self._ddl.append(Change("created_table", full))
+
+    def _discard(self, entry: Entry) -> None:
+        """A table dropped in this transaction: its staged changes (and, if created here, itself) go away."""
+        w = self._writes.pop(entry.path, None)
+        if w is not None:
+            self._remove_chain(w)
+        if entry.path in self._created:
+            self._remove_directory(entry.path)
+
+    def drop_table(self, name: str) -> None:
+        """Drop the table; data changes staged on it in this transaction are discarded with it."""
+        self._check_open()
+        full = qualified(name)
+        entry = self._table(full)
+        self._discard(entry)
+        self._objects[full] = Entry(TABLE + TOMBSTONE, full)
+        self._ddl.append(Change("dropped_table", full))
+
+    def rename_table(self, name: str, new_name: str) -> None:
+        """A rename alters the old name and creates the new one (for the conflict rules); same directory, so
+        changes staged before and after it are one chain on the one table."""
+        self._check_open()
+        full, new_full = qualified(name), qualified(new_name)
+        entry = self._table(full)
+        self._check_free(new_full)
+        self._objects[full] = Entry(TABLE + TOMBSTONE, full)
+        self._objects[new_full] = replace(entry, name=new_full)
+        self._ddl.append(Change("altered_table", full))
+        self._ddl.append(Change("created_table", new_full))
+
+    def create_view(self, name: str, sql: str, *, or_replace: bool = False, dialect: str | None = None) -> None:
+        """Store view `name` as the SQL text `sql`: it must parse as one query (sqlglot, `dialect`), and is never
+        executed or checked against the tables it names (DuckLake: a view is its text). `or_replace` replaces
+        an existing view (an alter, for the conflict rules); a table of that name is never replaced."""
+        self._check_open()
+        full = qualified(name)
+        _check_view_sql(full, sql, dialect)
+        existing = self._object(full)
+        if existing is not None and existing.object_type == VIEW and or_replace:
+            kind = "altered_view"
+        else:
+            self._check_free(full)
+            kind = "created_view"
+        self._objects[full] = Entry(VIEW, full, definition=sql)
+        self._ddl.append(Change(kind, full))
+
+    def rename_view(self, name: str, new_name: str) -> None:
+        """Rename view `name` (DuckLake: `ALTER VIEW ... RENAME TO`): an alter of the old name and a create of
+        the new one for the conflict rules, as `rename_table`; the new name must be free of tables and views."""
+        self._check_open()
+        full, new_full = qualified(name), qualified(new_name)
+        found = self._object(full)
+        if found is None or found.object_type != VIEW:
+            raise CatalogError(f"no view {full!r} in catalog {self.catalog.root} (this transaction)")
+        self._check_free(new_full)
+        self._objects[full] = Entry(VIEW + TOMBSTONE, full)
+        self._objects[new_full] = replace(found, name=new_full)
+        self._ddl.append(Change("altered_view", full))
+        self._ddl.append(Change("created_view", new_full))
+
+    def drop_view(self, name: str) -> None:
+        self._check_open()
+        full = qualified(name)
+        found = self._object(full)
+        if found is None or found.object_type != VIEW:
+            raise CatalogError(f"no view {full!r} in catalog {self.catalog.root} (this transaction)")
+        self._objects[full] = Entry(VIEW + TOMBSTONE, full)
+        self._ddl.append(Change("dropped_view", full))
+
+    # ---- publishing --------------------------------------------------------------------------
+
+    def staged_files(self) -> list[str]:
+        """The full URIs of the data and deletion files staged so far (removed again if the publish fails)."""
+        return [f for w in self._writes.values() for txn in w.chain for f in txn.files]
+
+    def all_changes(self) -> list[Change]:
+        out = list(self._ddl)
+        for w in self._writes.values():
+            out.extend(Change(kind, w.origin) for kind in w.kinds)
+        return out
+
+    def abort(self) -> None:
+        """Remove every staged file; the transaction cannot be committed afterwards."""
+        if self._state != "open":
+            return
+        self._state = "aborted"
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        for w in self._writes.values():
+            self._remove_chain(w)
+        for path in self._created:
+            self._remove_directory(path)
+
+    def _remove_chain(self, w: _TableWrite) -> None:
+        self._remove_written(w)
+        for txn in w.chain:
+            with contextlib.suppress(StorageError):
+                txn.abort(self.catalog.options or None)
+
+    def _remove_directory(self, path: str) -> None:
+        with contextlib.suppress(StorageError):
+            store = open_store(f"{self.catalog.root}/{path}", self.catalog.options or None)
+            store.delete_many([m.path for m in store.list("")])
+
+    def _remove_written(self, w: _TableWrite) -> None:
+        if w.written:
+            with contextlib.suppress(StorageError):
+                self.catalog.store(w.path).delete_many(w.written)
+            w.written = []
+
+    def commit(self) -> int:
+        """Publish every staged change as one catalog version (returned); nothing is visible before, all after.
+
+        Raises `CatalogConflictError` (retryable or incompatible, by DuckLake's rule) naming the object and
+        the expected and actual versions; its staged files are removed first.
+        """
+        self._check_open()
+        self._state = "committing"
+        try:
+            version = self._publish()
+        except BaseException as exc:
+            if self.published_version is not None:
+                self._state = "committed"  # failed after the commit point: published; nothing may be removed
+                raise
+            if is_definite_failure(exc) or isinstance(exc, CatalogError):
+                self._state = "failed"
+                self._cleanup()
+            else:
+                self._state = "unknown"  # ambiguous: leave the files to retention
+            raise
+        self._state = "committed"
+        self.published_version = version
+        return version
+
+    def _publish(self) -> int:
+        read = self.snapshot.version
+        changes = self.all_changes()
+        if not changes:
+            self.published_version = read
+            return read
+        took = 0.0
+        for attempt in range(PUBLISH_RETRY_BUDGET):
+            if attempt:
+                time.sleep(min(BACKOFF_CAP_SECONDS, random.uniform(0, took * 2**attempt)))
+            began = time.monotonic()
+            # Optimistic: the first attempt commits on the snapshot it staged on (the `__manifest` commit
+            # fails if anything was published since); later attempts read the newest catalog version.
+            current = self.snapshot if attempt == 0 else self.catalog.snapshot()
+            check_writable(current.format_version, self.catalog.root)
+            if current.version > read:
+                self._check_logical(current.version)
+            try:
+                rows = self._next_rows(current)
+            except _CatalogMoved:
+                self._forget_attempt()
+                took = time.monotonic() - began
+                continue
+            properties = {**self.transaction_properties, CHANGES_KEY: json.dumps([c.as_dict() for c in changes])}
+            failpoint("catalog.after_stage")
+            # `is None`, not `or`: a Table's truth value is its row count, a scan of the whole state.
+            base = current.manifest if current.manifest is not None else self.catalog.manifest_table(current.version)
+            manifest = Table.from_state(base.state)  # a handle of its own: the snapshot's stays at its version
+            txn = overwrite_transaction(
+                manifest, rows, commit_message=self.commit_message, transaction_properties=properties
+            )
+            try:
+                manifest.commit(txn, max_retries=0)
+            except CommitConflictError:
+                self._forget_attempt()
+                took = time.monotonic() - began
+                log.debug(
+                    "catalog %s: lost catalog version %d (attempt %d)", self.catalog.root, current.version + 1, attempt
+                )
+                continue
+            new_version = current.version + 1
+            self.published_version = new_version  # the commit point is passed: from here on, roll forward only
+            self.catalog.remember_manifest(manifest.state)
+            self.catalog.remember_rows(new_version, rows)
+            failpoint("catalog.after_publish")
+            self._after_publish(rows, new_version)
+            return new_version
+        raise RetryableCatalogConflictError(
+            f"catalog {self.catalog.root}: lost the race for a new catalog version {PUBLISH_RETRY_BUDGET} times "
+            f"(read version {read}); run the transaction again",
+            object_name="__manifest",
+            expected_version=read,
+            actual_version=self.catalog.latest_version,
+            rule="publisher retry budget exhausted",
+            rule_code=RETRY_BUDGET,
+            uri=self.catalog.root,
+            read_version=read,
+        )
+
+    def _after_publish(self, rows: list[Entry], version: int) -> None:
+        """Finalize every table this version published (the roll-forward readers would otherwise do), then
+        remove what the published versions no longer need. Best effort: a failure leaves work for readers
+        (finalizing) or retention (debris), never an inconsistency."""
+        known: dict[str, bytes] = {}
+        superseded: list[str] = []
+        for w in self._writes.values():
+            for txn in w.chain:
+                txn.files = []  # the published versions own them now
+            known.update(w.staged_bytes)
+            superseded += [f"{w.path}/{f}" for f in w.superseded]
+        published = [e for e in live(rows).values() if e.catalog_version == version and e.staged_manifests]
+
+        def finalize(entry: Entry) -> None:
+            ours = all(s in known for s in entry.staged_manifests)
+            try:
+                self.catalog.finalize(entry, {s: known[s] for s in entry.staged_manifests} if ours else None)
+            except StorageError:
+                pass  # a reader or the next writer finalizes it
+            except CatalogError as exc:
+                log.error("catalog %s, version %d is published but: %s", self.catalog.root, version, exc)
+
+        _each(finalize, published, concurrent=self.catalog.remote)
+        for w in self._writes.values():
+            entry = next((e for e in published if e.path == w.path), None)
+            if entry is not None and w.published is not None:
+                self.catalog.remember(entry, w.published)
+        failpoint("catalog.after_finalize")
+        with contextlib.suppress(StorageError):
+            self.catalog.reclaim_staged(published)
+        if superseded:
+            with contextlib.suppress(StorageError):
+                self.catalog.store().delete_many(superseded)
+
+    def _forget_attempt(self) -> None:
+        """A lost race: the staged manifests of this attempt are garbage (no catalog version names them)."""
+        for w in self._writes.values():
+            self._remove_written(w)
+            w.superseded = []
+
+    def _check_logical(self, latest: int) -> None:
+        ours = self.all_changes()
+        for version, theirs in self.catalog.changes_since(self.snapshot.version, latest):
+            found = find_conflict(ours, theirs)
+            if found is None:
+                continue
+            rule, name = found
+            cls = RetryableCatalogConflictError if rule.retryable else IncompatibleCatalogConflictError
+            raise cls(
+                f"catalog {self.catalog.root}: {name!r} conflicts with catalog version {version} ({rule.text}); "
+                f"this transaction read catalog version {self.snapshot.version}, the catalog is at {latest}",
+                object_name=name,
+                expected_version=self.snapshot.version,
+                actual_version=version,
+                rule=rule.text,
+                rule_code=rule.code,
+                uri=self.catalog.root,
+                read_version=self.snapshot.version,
+                conflicting_versions=[version],
+            )
+
+    def _gone(self, name: str, current: int) -> IncompatibleCatalogConflictError:
+        return IncompatibleCatalogConflictError(
+            f"catalog {self.catalog.root}: {name!r} names another table now (dropped, or dropped and re-created)",
+            object_name=name,
+            expected_version=self.snapshot.version,
+            actual_version=current,
+            rule="a snapshot tries to change a table that was dropped by another snapshot",
+            rule_code=TABLE_GONE,
+            uri=self.catalog.root,
+        )
+
+    def _next_rows(self, current: CatalogSnapshot) -> list[Entry]:
+        """`current`'s rows with this transaction applied; stages each changed table's chain of manifests."""
+        new = current.version + 1
+        rows = {(r.object_type, r.name): r for r in current.rows}
+        by_path = {e.path: e for (kind, _), e in current.entries.items() if kind == TABLE}
+
+        def put(entry: Entry) -> None:
+            rows[(entry.object_type, entry.name)] = replace(entry, catalog_version=new)
+
+        def bury(name: str) -> None:
+            """A tombstone for what our snapshot had under `name` (never for an object only others know)."""
+            old = self.snapshot.object(name)
+            if old is not None:
+                put(Entry(old.object_type + TOMBSTONE, name))
+
+        for name, alive in self._schemas.items():
+            if alive:
+                put(Entry(SCHEMA, name))
+            elif (SCHEMA, name) in self.snapshot.entries:
+                put(Entry(SCHEMA + TOMBSTONE, name))
+
+        bases = []
+        for path, w in self._writes.items():
+            if not w.chain:
+                continue  # only reads, or changes that matched no row: nothing to publish
+            base = self._objects_by_path(path) if w.created else by_path.get(path)
+            if base is None:
+                raise self._gone(w.origin, current.version)
+            bases.append((w, base))
+        staged = _each(
+            lambda wb: self._stage_chain(wb[0], wb[1], current.version), bases, concurrent=self.catalog.remote
+        )
+        published = {w.path: entry for (w, _), entry in zip(bases, staged, strict=True)}
+        placed: set[str] = set()
+        for name, entry in self._objects.items():
+            if entry.object_type.endswith(TOMBSTONE):
+                bury(name)
+                continue
+            old = self.snapshot.object(name)
+            if old is not None and old.object_type != entry.object_type:
+                bury(name)
+            if entry.object_type == VIEW:
+                put(entry)
+                continue
+            source = entry if entry.path in self._created else by_path.get(entry.path)
+            if source is None:
+                raise self._gone(name, current.version)
+            put(replace(published.get(entry.path, source), name=name))
+            placed.add(entry.path)
+        for path, entry in published.items():
+            if path not in placed:
+                put(entry)
+        return sorted(rows.values(), key=lambda r: (r.object_type, r.name))
+
+    def _objects_by_path(self, path: str) -> Entry | None:
+        return next((e for e in self._objects.values() if e.path == path and e.object_type == TABLE), None)
+
+    def _stage_chain(self, w: _TableWrite, entry: Entry, current: int) -> Entry:
+        """Build the chain's manifests on the version `entry` publishes and write them under staged names.
+
+        When the table moved since the snapshot, every concurrent table version is checked with the core's
+        resolver: compatible goes on, a row-level pair the core can rebase (different rows of one fragment)
+        is rebased onto the newest version (new deletion files, no data file rewritten), anything else is a
+        retryable conflict. A chain of several changes is rebuilt on a moved table only when every change
+        after the first is an append: the later changes name fragments by the ids the earlier ones were
+        given on the old version. (The first change of such a chain may be rebased.)
+        """
+        self._remove_written(w)
+        w.superseded = []
+        w.staged_bytes = {}
+        if not w.created:
+            self.catalog.finalize(entry)
+        base = Table.from_state(w.base) if entry.table_version == w.base.version else self.catalog.table_at(entry)
+        store = base.state.store
+        if store.exists(location_of(store, entry.table_version + 1, base.manifest_naming).path):
+            if self.catalog.latest_version != current:
+                raise _CatalogMoved  # another publish finalized it after we read the catalog: a lost race
+            raise IncompatibleCatalogConflictError(
+                f"table {base.uri} is at version {base.latest_version} but catalog version {current} publishes "
+                f"{entry.table_version}: it was written outside the catalog, which catalog tables do not allow",
+                object_name=w.origin,
+                expected_version=entry.table_version,
+                actual_version=base.latest_version,
+                rule="a catalog table is written only through the catalog",
+                rule_code=WRITTEN_OUTSIDE,
+                uri=base.uri,
+            )
+        chain = list(w.chain)
+        if entry.table_version != w.base.version:
+            chain = self._rebase_chain(w, base, chain, current)
+        manifest = base.manifest
+        staged: list[str] = []
+        attempt = uuid_mod.uuid4().hex
+        for txn in chain:
+            version = manifest.version + 1
+            operation = txn.operation
+            if isinstance(operation, ops.Rewrite):  # an unreserved compaction: ids after the newest
+                operation = compaction.renumber_new_fragments(operation, manifest)
+            step = Transaction(
+                read_version=manifest.version,
+                operation=operation,
+                uuid=str(uuid_mod.uuid4()),
+                message=txn.message,
+                transaction_properties=txn.transaction_properties,
+            )
+            store.put_new(step.file_path, step.encode())  # a fresh name, as the staged manifest's below
+            txn_name = step.file_path.rsplit("/", 1)[-1]
+            w.written.append(step.file_path)
+            manifest = build_manifest(
+                manifest,
+                step,
+                version=version,
+                transaction_file=txn_name,
+                ctx=BuildContext(load_version=base.state.load),
+            )
+            path = staged_manifest_path(version, base.manifest_naming, attempt)
+            encoded = encode_manifest(manifest)
+            store.put_new(path, encoded)  # a fresh name no one reads before the publish names it
+            w.written.append(path)
+            w.staged_bytes[path] = encoded
+            staged.append(path)
+        failpoint("catalog.after_table_staged")
+        w.published = replace(base.state, manifest=manifest)
+        return replace(entry, table_version=manifest.version, staged_manifests=tuple(staged))
+
+    def _table_rules_conflict(
+        self, w: _TableWrite, base: Table, current: int, message: str, **kwargs: Any
+    ) -> RetryableCatalogConflictError:
+        """A retryable conflict decided by the table's own (Lance) rules on a table that moved."""
+        return RetryableCatalogConflictError(
+            message,
+            object_name=w.origin,
+            expected_version=self.snapshot.version,
+            actual_version=current,
+            rule="the core's conflict rules",
+            rule_code=TABLE_RULES,
+            uri=base.uri,
+            read_version=w.base.version,
+            **kwargs,
+        )
+
+    def _rebase_chain(self, w: _TableWrite, base: Table, chain: list[Transaction], current: int) -> list[Transaction]:
+        needs_rebase = False
+        first = chain[0]
+        for v in range(w.base.version + 1, base.version + 1):
+            theirs = base.transaction(v)
+            reason = None
+            if theirs is None:
+                reason = "its transaction file is unreadable"
+            else:
+                theirs_manifest = base.state.load(v)
+                ctx = ConflictContext(
+                    stable_row_ids=bool(theirs_manifest.writer_feature_flags & FLAG_STABLE_ROW_IDS),
+                    rows_match=partial(rows_match, base.state.store, theirs_manifest),
+                )
+                for i, txn in enumerate(chain):
+                    outcome, rule = resolve(txn, theirs, ctx)
+                    if outcome is Outcome.COMPATIBLE and (i == 0 or isinstance(txn.operation, ops.Append)):
+                        continue
+                    if outcome is Outcome.COMPATIBLE:
+                        reason = "a later change of this transaction's chain names fragments by their old ids"
+                    elif (
+                        outcome is Outcome.REBASE
+                        and i == 0
+                        and all(isinstance(t.operation, ops.Append) for t in chain[1:])
+                        and rebase_mod.rebasable(txn.operation, theirs.operation)
+                    ):
+                        try:
+                            rebase_mod.check_rows(txn.operation, theirs.operation)
+                            needs_rebase = True
+                            continue
+                        except rebase_mod.RowConflict as exc:
+                            reason = exc.reason
+                    else:
+                        reason = rule.when
+                    break
+            if reason is not None:
+                op_name = theirs.operation.name if theirs is not None else "unreadable"
+                raise self._table_rules_conflict(
+                    w,
+                    base,
+                    current,
+                    f"{', '.join(t.operation.name for t in chain)} on {w.origin!r} (table version {w.base.version}) "
+                    f"conflicts with table version {v} ({op_name}) by the table's own rules: {reason}; this "
+                    f"transaction read catalog version {self.snapshot.version}, table {w.origin!r} is published at "
+                    f"catalog version {current} as table version {base.version}",
+                    conflicting_versions=[v],
+                )
+        if not needs_rebase:
+            return chain
+        try:
+            rebased = rebase_mod.rebase(base.state.store, first, base.manifest)
+        except rebase_mod.RowConflict as exc:
+            raise self._table_rules_conflict(
+                w,
+                base,
+                current,
+                f"{first.operation.name} on {w.origin!r} cannot be rebased onto table version {base.version}: "
+                f"{exc.reason}",
+            ) from None
+        w.written.extend(rebased.written)
+        w.superseded = list(rebased.superseded)
+        return [rebased.txn, *chain[1:]]

@@ -1,0 +1,161 @@
+"""The `mvcc` command's arguments and exit codes: durations, version references, storage options."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import click
+
+import mvcc_core as mvcc
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INCOMPATIBLE_CONFLICT = 3
+EXIT_RETRYABLE_CONFLICT = 75
+
+#: AWS_* environment variables -> the core's storage option names (mvcc_core/io/), for s3:// uris.
+#: The first variable set wins for each option; `--storage-option` wins over all of them.
+AWS_ENV_OPTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("aws_access_key_id", ("AWS_ACCESS_KEY_ID",)),
+    ("aws_secret_access_key", ("AWS_SECRET_ACCESS_KEY",)),
+    ("aws_session_token", ("AWS_SESSION_TOKEN",)),
+    ("aws_endpoint", ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")),
+    ("aws_region", ("AWS_REGION", "AWS_DEFAULT_REGION")),
+    ("profile", ("AWS_PROFILE",)),
+)
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(w|d|h|m|s)", re.IGNORECASE)
+#: What can only mean a time: a date alone or followed by a time (a tag may start with a date: 2024-05-01-rc1).
+_ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]|$)")
+_DURATION_UNITS = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """The documented exit code of an exception the command did not handle itself (by type only)."""
+    if isinstance(exc, mvcc.RetryableConflictError):
+        return EXIT_RETRYABLE_CONFLICT
+    if isinstance(exc, mvcc.IncompatibleConflictError):
+        return EXIT_INCOMPATIBLE_CONFLICT
+    return EXIT_ERROR
+
+
+def parse_duration(text: str) -> timedelta:
+    """`7d`, `12h`, `1w2d`, `90m`, `0s` -> a timedelta.
+
+    A dozen lines instead of pendulum: retention ages are whole units, pendulum would add its import time to
+    every command, and its ISO-8601 duration syntax (`P7D`) is not what an operator types.
+    """
+    cleaned = text.strip().replace(" ", "")
+    parts = _DURATION.findall(cleaned)
+    if not cleaned or "".join(f"{n}{u}" for n, u in parts).lower() != cleaned.lower():
+        raise ValueError(f"not a duration: {text!r} (use e.g. 7d, 12h, 30m, 1w2d, 0s)")
+    out = timedelta()
+    try:
+        for number, unit in parts:
+            out += timedelta(**{_DURATION_UNITS[unit.lower()]: float(number)})
+    except OverflowError:
+        raise ValueError(f"duration {text!r} is too long (at most 999999999 days)") from None
+    return out
+
+
+def parse_ref(text: str) -> int | str | datetime:
+    """A version reference: a number is a version, an ISO-8601 time a timestamp (UTC when it names no zone),
+    anything else a tag name (the table checks the name).
+
+    Raises ValueError for what can be none of them: nothing, a negative number, a date that is not a time.
+    """
+    text = text.strip()
+    if not text:
+        raise ValueError("is empty: give a version number, a tag name or an ISO time")
+    if text.isdigit():
+        return int(text)
+    if text.startswith("-") and text[1:].isdigit():
+        raise ValueError(f"{text} is not a version: versions are numbered from 1")
+    if _ISO_TIME.match(text):
+        try:
+            return datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not an ISO-8601 time (e.g. 2024-05-01 or 2024-05-01T12:00:00)") from None
+    return text
+
+
+def storage_options_for(uri: str, options: Sequence[str], env: dict[str, str] | None = None) -> dict[str, str] | None:
+    """The storage options of `uri`: the AWS_* variables (s3:// only), overridden by `--storage-option k=v`."""
+    env = dict(os.environ) if env is None else env
+    out: dict[str, str] = {}
+    if uri.startswith(("s3://", "s3a://")):
+        for option, names in AWS_ENV_OPTIONS:
+            value = next((env[n] for n in names if env.get(n)), None)
+            if value:
+                out[option] = value
+    for item in options:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--storage-option")
+        out[key.strip()] = value
+    return out or None
+
+
+def uri_and_storage(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The URI argument and the repeatable `--storage-option` every command takes."""
+    fn = click.option(
+        "--storage-option",
+        "-o",
+        "storage_option",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="A storage option (repeatable), e.g. -o aws_region=eu-west-1 or -o external_store=sqlite:///m.db. "
+        "AWS_* variables are read for s3:// uris.",
+    )(fn)
+    return click.argument("uri")(fn)
+
+
+class VersionRefType(click.ParamType):
+    """A version number, tag name or ISO time (`parse_ref`); anything else is a usage error naming the flag."""
+
+    name = "VERSION"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | str | datetime:
+        if isinstance(value, int | datetime):
+            return value
+        try:
+            return parse_ref(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def version_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--version V`: the version a read command looks at."""
+    return click.option("--version", "ref", type=VersionRefType(), metavar="V", help=help_text)
+
+
+def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")(fn)
+
+
+def open_table(uri: str, storage_option: Sequence[str], ref: int | str | datetime | None = None) -> mvcc.Table:
+    """The table at `uri`, at `ref` (a version number, tag name or time: `parse_ref`) or its latest version."""
+    options = storage_options_for(uri, storage_option)
+    if isinstance(ref, datetime):
+        return mvcc.open_table(uri, asof=ref, storage_options=options)
+    return mvcc.open_table(uri, version=ref, storage_options=options)
+
+
+# ---- retention and restore -----------------------------------------------------------------------------
+
+
+class DurationType(click.ParamType):
+    name = "DURATION"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> timedelta:
+        if isinstance(value, timedelta):
+            return value
+        try:
+            return parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)

@@ -1,0 +1,113 @@
+"""How the `mvcc` command prints: JSON, rich tables and pairs, progress bars, sizes and durations."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+import click
+
+import mvcc_core as mvcc
+
+#: The width of tables written to a pipe or a file: each line as long as its content.
+UNBOUNDED_WIDTH = 1_000_000
+
+
+#: Columns never wrapped (numbers and times): a narrow terminal folds the text columns.
+_NO_WRAP = {"version", "time", "read", "operation", "rows", "tag"}
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    return str(value)
+
+
+def emit_json(value: Any) -> None:
+    click.echo(json.dumps(value, default=_default, indent=2))
+
+
+def _console(stderr: bool = False) -> Any:
+    from rich.console import Console  # imported when drawn: `--json` and scripts never pay for it
+
+    console = Console(stderr=stderr, soft_wrap=False)
+    if not console.is_terminal:
+        # a pipe or a file has no width: rich would assume 80 columns and fold every longer line
+        console = Console(stderr=stderr, soft_wrap=False, width=UNBOUNDED_WIDTH)
+    return console
+
+
+def print_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    from rich.table import Table as RichTable
+
+    table = RichTable(title=title, title_justify="left")
+    for name in columns:
+        table.add_column(name, overflow="fold", no_wrap=name in _NO_WRAP)
+    for row in rows:
+        table.add_row(*("" if v is None else str(v) for v in row))
+    _console().print(table)
+
+
+def print_pairs(pairs: Sequence[tuple[str, Any]]) -> None:
+    width = max(len(k) for k, _ in pairs)
+    for key, value in pairs:
+        click.echo(f"{key.ljust(width)}  {'' if value is None else value}")
+
+
+@contextmanager
+def progress_bar(description: str, enabled: bool = True) -> Iterator[mvcc.Progress | None]:
+    """A `progress(done, total)` drawing a rich bar on stderr when it is a terminal; None otherwise, so that a
+    pipe or a scheduler's log gets only the summary."""
+    console = _console(stderr=True)
+    if not enabled or not console.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    ) as bar:
+        task = bar.add_task(description, total=None)
+
+        def report(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield report
+
+
+def human_bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def format_duration(delta: timedelta) -> str:
+    """A timedelta in `parse_duration`'s words: 7d, 1d12h, 90s, 0s."""
+    seconds = int(delta.total_seconds())
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size:
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return "".join(parts) or "0s"
+
+
+def _ranges(versions: Sequence[int]) -> str:
+    """1,2,3,5 -> "1-3, 5"."""
+    out: list[str] = []
+    for v in sorted(versions):
+        if out and out[-1].split("-")[-1] == str(v - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{v}"
+        else:
+            out.append(str(v))
+    return ", ".join(out)

@@ -1,0 +1,53 @@
+"""Reader and writer feature flags carried by every manifest.
+
+A reader refuses a manifest with a reader flag it does not know; a writer refuses to commit on top of
+a manifest with a writer flag it does not know. New flags are added here, never renumbered.
+"""
+
+from __future__ import annotations
+
+from mvcc_core.errors import UnsupportedFeatureError
+
+# The table has deletion files (readers must apply them).
+FLAG_DELETION_FILES = 1 << 0
+# Rows carry stable row ids (issue: stable row ids).
+FLAG_STABLE_ROW_IDS = 1 << 1
+# Data files may live under named base paths.
+FLAG_BASE_PATHS = 1 << 2
+
+FLAG_NAMES = {
+    FLAG_DELETION_FILES: "deletion_files",
+    FLAG_STABLE_ROW_IDS: "stable_row_ids",
+    FLAG_BASE_PATHS: "base_paths",
+}
+
+KNOWN_READER_FLAGS = FLAG_DELETION_FILES | FLAG_STABLE_ROW_IDS | FLAG_BASE_PATHS
+KNOWN_WRITER_FLAGS = FLAG_DELETION_FILES | FLAG_STABLE_ROW_IDS | FLAG_BASE_PATHS
+
+
+def describe(flags: int) -> list[str]:
+    names = []
+    bit = 0
+    while flags >> bit:
+        if flags >> bit & 1:
+            names.append(FLAG_NAMES.get(1 << bit, f"unknown flag bit {bit} (0x{1 << bit:x})"))
+        bit += 1
+    return names
+
+
+def check_reader_flags(flags: int, where: str) -> None:
+    unknown = flags & ~KNOWN_READER_FLAGS
+    if unknown:
+        raise UnsupportedFeatureError(
+            f"{where} needs reader features this mvcc does not support: {', '.join(describe(unknown))}; "
+            "upgrade mvcc to read it"
+        )
+
+
+def check_writer_flags(flags: int, where: str) -> None:
+    unknown = flags & ~KNOWN_WRITER_FLAGS
+    if unknown:
+        raise UnsupportedFeatureError(
+            f"{where} needs writer features this mvcc does not support: {', '.join(describe(unknown))}; "
+            "upgrade mvcc to write to it"
+        )

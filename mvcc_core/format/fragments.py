@@ -1,0 +1,350 @@
+"""Fragments and their data files: turning user data into Parquet files with field ids.
+
+A fragment is one Parquet file of at most `max_rows_per_file` rows (more files per fragment appear
+once columns are added or replaced). Fragment ids are not assigned here: the manifest builder
+assigns them at commit, as the specification requires for Append and Overwrite.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.errors import SchemaError
+from mvcc_core.format import schema as schema_mod
+from mvcc_core.format.bases import base_store
+from mvcc_core.format.naming import data_file_path, new_data_file_name
+from mvcc_core.io import ObjectStore
+
+DEFAULT_MAX_ROWS_PER_FILE = 1_048_576
+ROW_GROUP_ROWS = 64 * 1024  # an indexed lookup reads one: 64Ki reads in half the time of 128Ki; full scans ~5% more CPU
+PARQUET_COMPRESSION = "zstd"
+# Dictionary encoding is chosen per column from a sample: on a column of mostly distinct values the
+# Parquet writer fills a dictionary page, gives up and falls back, which costs ~3x the write time
+# and gives a larger file than plain encoding + zstd (measured: docs/format.md, "Data files").
+DICTIONARY_SAMPLE_ROWS = 8_192
+DICTIONARY_MAX_DISTINCT_FRACTION = 0.5
+
+
+def dictionary_columns(sample: pa.Table | pa.RecordBatch) -> list[str]:
+    """Parquet column paths worth dictionary-encoding, judged on `sample` (physical names).
+
+    Low-cardinality primitive columns (and columns already dictionary-typed) are; nested columns
+    keep the writer's default (all their leaves); columns of mostly distinct values are not.
+    """
+    sample = sample.slice(0, DICTIONARY_SAMPLE_ROWS)
+    chosen = []
+    for name, column in zip(sample.schema.names, sample.columns, strict=True):
+        kind = column.type
+        if pa.types.is_nested(kind):
+            chosen.append(name)  # a prefix: the writer matches leaf paths by column path
+            continue
+        if pa.types.is_dictionary(kind) or pa.types.is_boolean(kind) or pa.types.is_null(kind):
+            chosen.append(name)
+            continue
+        values = len(column) - column.null_count
+        if values == 0 or pc.count_distinct(column).as_py() <= DICTIONARY_MAX_DISTINCT_FRACTION * values:
+            chosen.append(name)
+    return chosen
+
+
+def _leaf_paths(schema: pa.Schema, columns: list[str]) -> list[str]:
+    """Expand nested top-level names in `columns` to their Parquet leaf paths."""
+    nested = {n for n in columns if pa.types.is_nested(schema.field(n).type)}
+    if not nested:
+        return columns
+    leaves = _parquet_leaves(schema)
+    return [n for n in columns if n not in nested] + [p for p in leaves if p.split(".", 1)[0] in nested]
+
+
+@functools.lru_cache(maxsize=256)
+def _parquet_leaves(schema: pa.Schema) -> tuple[str, ...]:
+    """The Parquet leaf column paths of `schema`, learnt by writing an empty file in memory. Cached: a table
+    writes many files of one schema, and the catalog's `__manifest` (nested) is rewritten on every publish."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(schema.empty_table(), sink)
+    parquet_schema = pq.read_metadata(pa.BufferReader(sink.getvalue())).schema
+    return tuple(parquet_schema.column(i).path for i in range(len(parquet_schema)))
+
+
+def parquet_options(sample: pa.Table | pa.RecordBatch) -> dict[str, Any]:
+    """Writer options for data files: zstd, statistics, row groups, dictionaries chosen by `sample`."""
+    return {
+        "compression": PARQUET_COMPRESSION,
+        "write_statistics": True,
+        "use_dictionary": _leaf_paths(sample.schema, dictionary_columns(sample)),
+    }
+
+
+def to_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReader:
+    """Accept what pylance accepts: Arrow tables/batches/readers, pandas, dicts and lists of rows."""
+    if isinstance(data, pa.RecordBatchReader):
+        return data
+    if isinstance(data, pa.Table):
+        return data.to_reader()
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data]).to_reader()
+    if isinstance(data, dict):
+        return pa.table(data, schema=schema).to_reader()
+    if hasattr(data, "to_reader") and hasattr(data, "schema"):  # pyarrow datasets, mvcc tables
+        return data.to_reader() if callable(data.to_reader) else data.to_reader
+    if type(data).__module__.startswith("pandas"):
+        return pa.Table.from_pandas(data, schema=schema, preserve_index=False).to_reader()
+    if isinstance(data, list):
+        if data and isinstance(data[0], pa.RecordBatch):
+            return pa.Table.from_batches(data).to_reader()
+        return pa.Table.from_pylist(data, schema=schema).to_reader()
+    if isinstance(data, Iterable) and schema is not None:
+        return pa.RecordBatchReader.from_batches(schema, data)
+    raise SchemaError(
+        f"cannot write data of type {type(data).__name__}: give a pyarrow Table, RecordBatch, RecordBatchReader, "
+        "pandas DataFrame, dict of columns or list of rows"
+    )
+
+
+def _field_ids(fields: list[pb.Field]) -> list[int]:
+    return [f.id for f in fields]
+
+
+def data_file(name: str, field_ids: Sequence[int], size: int, *, base_id: int | None = None) -> pb.DataFile:
+    """The manifest's entry for a Parquet data file `name` (under `data/`) of `size` bytes holding the fields
+    `field_ids`: one place for what every writer records (the FragmentWriter, small in-memory files, column
+    files, Spark's native writer)."""
+    return pb.DataFile(path=name, fields=list(field_ids), file_major_version=1, file_size_bytes=size, base_id=base_id)
+
+
+class FragmentWriter:
+    """Writes batches into Parquet files, a new fragment every `max_rows_per_file` rows."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        fields: list[pb.Field],
+        schema: pa.Schema,
+        max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+        base: pb.BasePath | None = None,
+        file_prefix: str | None = None,
+        check: Callable[[pa.RecordBatch], None] | None = None,
+    ) -> None:
+        """`file_prefix`: data file names start with it (see `naming.new_data_file_name`). `check(batch)`
+        runs on every batch before it is written (a partition-scoped overwrite's predicate); its error
+        aborts the write, with every file written so far removed."""
+        new_data_file_name(file_prefix)  # a bad prefix fails before anything is written
+        if max_rows_per_file <= 0:
+            raise ValueError(f"max_rows_per_file must be positive, got {max_rows_per_file}")
+        # Files go under the table's data/ directory, or under a base path (`{base}/data/` for a
+        # dataset root, `{base}/` otherwise) with the base's id recorded in each DataFile.
+        self.base = base
+        self._prefix = "data/" if base is None or base.is_dataset_root else ""
+        if base is not None:
+            store = base_store(store, base)
+        self.store = store
+        self.fields = fields
+        self.table_schema = schema
+        self.write_schema = schema_mod.schema_from_fields(fields, schema.metadata, physical=True)
+        self.max_rows_per_file = max_rows_per_file
+        self.file_prefix = file_prefix
+        self.check = check
+        self.fragments: list[pb.DataFragment] = []
+        self.written_paths: list[str] = []
+        self._writer: pq.ParquetWriter | None = None
+        self._sink: Any = None
+        self._path = ""
+        self._rows = 0
+        self._pending: list[pa.RecordBatch] = []  # rows of the current file not yet in a row group
+        self._pending_rows = 0
+        self._fs = store.arrow_filesystem()
+        self._options: dict[str, Any] | None = None  # chosen from the first rows written
+
+    def _open(self) -> None:
+        """Start a new file; its sink and Parquet writer come at the first flush."""
+        self._path = self._prefix + new_data_file_name(self.file_prefix)
+        self._rows = 0
+
+    def _flush(self, whole_groups_only: bool) -> None:
+        """Write buffered rows as row groups of ROW_GROUP_ROWS: a ParquetWriter call per small batch
+        would make a row group per batch (tiny groups compress and scan badly)."""
+        table = pa.Table.from_batches(self._pending, schema=self.write_schema)
+        ready = (self._pending_rows // ROW_GROUP_ROWS) * ROW_GROUP_ROWS if whole_groups_only else self._pending_rows
+        if not ready:
+            return
+        if self._writer is None:
+            if self._options is None:
+                self._options = parquet_options(table)
+            self.written_paths.append(self._path)
+            self._sink = self._fs.open_output_stream(self.store.arrow_path(self._path))
+            self._writer = pq.ParquetWriter(self._sink, self.write_schema, **self._options)
+        # one chunk per column: the encoder handles many small chunks (one per written batch) slowly
+        self._writer.write_table(table.slice(0, ready).combine_chunks(), row_group_size=ROW_GROUP_ROWS)
+        rest = table.slice(ready)
+        self._pending = rest.combine_chunks().to_batches() if rest.num_rows else []
+        self._pending_rows = rest.num_rows
+
+    def _close(self) -> None:
+        if not self._path:
+            return
+        self._flush(whole_groups_only=False)
+        self._writer.close()
+        size = self._sink.tell()
+        self._sink.close()
+        self.store.sync(self._path)
+        self.fragments.append(
+            pb.DataFragment(
+                files=[
+                    data_file(
+                        self._path[len(self._prefix) :],
+                        _field_ids(self.fields),
+                        size,
+                        base_id=self.base.id if self.base is not None else None,
+                    )
+                ],
+                physical_rows=self._rows,
+            )
+        )
+        self._writer, self._sink, self._path = None, None, ""
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        batch = schema_mod.conform(batch, self.table_schema)
+        if self.check is not None:
+            self.check(batch)
+        batch = schema_mod.relabel(batch, self.write_schema)
+        offset = 0
+        while offset < batch.num_rows:
+            if not self._path:
+                self._open()
+            take = min(batch.num_rows - offset, self.max_rows_per_file - self._rows)
+            self._pending.append(batch.slice(offset, take))
+            self._pending_rows += take
+            if self._pending_rows >= ROW_GROUP_ROWS:
+                self._flush(whole_groups_only=True)
+            self._rows += take
+            offset += take
+            if self._rows >= self.max_rows_per_file:
+                self._close()
+
+    def finish(self) -> list[pb.DataFragment]:
+        self._close()
+        return self.fragments
+
+    def abort(self) -> None:
+        """Remove every file written so far: a failed write leaves nothing behind."""
+        if self._writer is not None:
+            try:
+                self._writer.close()
+                self._sink.close()
+            except Exception:  # noqa: BLE001 - best effort; the file is removed below anyway
+                pass
+        self._writer, self._sink, self._path = None, None, ""
+        self._pending, self._pending_rows = [], 0
+        self.store.delete_many(self.written_paths)
+
+
+def write_fragments_from_reader(
+    store: ObjectStore,
+    reader: pa.RecordBatchReader,
+    fields: list[pb.Field],
+    schema: pa.Schema,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    base: pb.BasePath | None = None,
+    *,
+    file_prefix: str | None = None,
+    check: Callable[[pa.RecordBatch], None] | None = None,
+) -> list[pb.DataFragment]:
+    """Write all of `reader` as new fragments (ids unassigned); on any error nothing is left behind.
+
+    `file_prefix` and `check`: see `FragmentWriter`.
+    """
+    schema_mod.conform(reader.schema.empty_table(), schema)  # fail before writing a byte
+    writer = FragmentWriter(store, fields, schema, max_rows_per_file, base, file_prefix=file_prefix, check=check)
+    try:
+        for batch in reader:
+            if batch.num_rows:
+                writer.write(batch)
+        return writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def write_small_fragment(
+    store: ObjectStore, data: pa.Table, fields: list[pb.Field], schema: pa.Schema
+) -> list[pb.DataFragment]:
+    """`data`, a small table already whole in memory, as one fragment ([] when it has no rows): the same
+    Parquet file `write_fragments_from_reader` writes, but encoded in memory and written with one `put_new`.
+
+    Why: a streaming write opens the file first and writes it piecemeal through pyarrow's filesystem; for a
+    file of a few kilobytes rewritten on every commit (the catalog's `__manifest` state) that setup cost more
+    than the encoding, and on an object store it is one PutObject either way.
+    """
+    if not data.num_rows:
+        return []
+    physical = schema_mod.schema_from_fields(fields, schema.metadata, physical=True)
+    table = schema_mod.relabel(schema_mod.conform(data, schema), physical).combine_chunks()
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, row_group_size=ROW_GROUP_ROWS, **parquet_options(table))
+    encoded = sink.getvalue()
+    name = new_data_file_name()
+    store.put_new(data_file_path(name), encoded.to_pybytes())
+    entry = data_file(name, _field_ids(fields), encoded.size)
+    return [pb.DataFragment(files=[entry], physical_rows=table.num_rows)]
+
+
+def fragment_paths(fragment: pb.DataFragment) -> Iterator[str]:
+    for data_file in fragment.files:
+        yield data_file_path(data_file.path)
+
+
+def field_subtree(fields: list[pb.Field], top_ids: set[int]) -> list[pb.Field]:
+    """The fields with ids `top_ids` and all their descendants, in manifest order."""
+    keep = set(top_ids)
+    out = []
+    for f in fields:  # parents come before their children
+        if f.id in keep or f.parent_id in keep:
+            keep.add(f.id)
+            out.append(f)
+    return out
+
+
+def write_column_file(store: ObjectStore, fields: list[pb.Field], data: pa.Table) -> pb.DataFile:
+    """One data file holding only some columns of a fragment (`fields`: their subtree), all its rows.
+
+    Used by add_columns, replace_column and REWRITE_COLUMNS updates: the fragment gets the file as an
+    extra entry in `files`.
+    """
+    logical = schema_mod.schema_from_fields(fields)
+    physical = schema_mod.schema_from_fields(fields, physical=True)
+    table = schema_mod.relabel(schema_mod.conform(data, logical), physical)
+    path = data_file_path(new_data_file_name())
+    fs = store.arrow_filesystem()
+    try:
+        with fs.open_output_stream(store.arrow_path(path)) as sink:
+            pq.write_table(table, sink, row_group_size=ROW_GROUP_ROWS, **parquet_options(table))
+            size = sink.tell()
+        store.sync(path)
+    except BaseException:
+        store.delete_many([path])
+        raise
+    return data_file(path.split("/", 1)[1], _field_ids(fields), size)
+
+
+def tombstone(fragment: pb.DataFragment, field_ids: set[int]) -> None:
+    """Mark `field_ids` dead (-2) in the fragment's files, before a newer file with them is added.
+
+    A file left with no live field is dropped from the fragment: nothing would read it, and once no
+    version references it retention removes it.
+    """
+    kept = []
+    for data_file in fragment.files:
+        fields = [i if i not in field_ids else -2 for i in data_file.fields]
+        if any(i >= 0 for i in fields):
+            del data_file.fields[:]
+            data_file.fields.extend(fields)
+            kept.append(data_file)
+    del fragment.files[:]
+    fragment.files.extend(kept)

@@ -1,0 +1,236 @@
+"""The invariants every manifest must hold, checked once where a manifest is read and before one is written.
+
+A manifest with valid framing and a valid checksum can still be hostile: another writer's bug, a bad
+restore from backup or someone with write access to one prefix of a bucket can leave one behind. Nothing
+in the package uses a manifest before `check_manifest` has passed it (`manifest.read_manifest` calls it on
+every read, `commit.Committer` on every manifest it is about to publish), so the rest of the code may
+trust that:
+
+- every data, index and transaction file path is a plain relative path that stays under the table's
+  root (or under the registered base path it names) after normalization, for local paths and object-store
+  keys alike: no `..` or `.` segment, no empty segment, no absolute path, no scheme, no backslash, no
+  percent-encoded form of any of these, no control character;
+- an index's fragment bitmap decodes, and its uuid is 16 bytes;
+- every base path is a location without `..` or `.` segments, its id unique, and every `base_id` names one;
+- schema field ids are unique and not negative, and every parent id names a field (or is -1);
+- fragment ids are unique and below 2**32 (a row address is `fragment id << 32 | offset`);
+- `max_fragment_id` is at least every fragment id; a manifest without it (the field is optional, older
+  writers leave it out) gets it derived from its fragments, so the next fragment id is never a used one;
+- row counts, deletion counts and file sizes fit a signed 64-bit integer, and a fragment deletes at most
+  its physical rows.
+
+A violation raises `ManifestInvariantError` (a `CorruptManifestError`) naming the manifest, the field and
+the value. docs/format.md ("Invariants of a manifest") states the same list.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from urllib.parse import unquote
+
+from pyroaring import BitMap
+
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.errors import ManifestInvariantError
+
+#: Fragment ids live in the upper 32 bits of a row address.
+FRAGMENT_ID_LIMIT = 2**32
+#: Counts and sizes are read into signed 64-bit integers (Arrow, numpy).
+COUNT_LIMIT = 2**63
+
+
+#: Segments of letters, digits, '_', '-' and '.', none starting with '.': what writers produce, accepted at once.
+_PLAIN = re.compile(r"[A-Za-z0-9_\-][A-Za-z0-9_.\-]*(?:/[A-Za-z0-9_\-][A-Za-z0-9_.\-]*)*")
+
+
+def _character_problem(text: str) -> str | None:
+    """A backslash or a control character in `text` (None: neither)."""
+    if "\\" in text:
+        return "it contains a backslash"
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        return "it contains a control character"
+    return None
+
+
+def path_problem(path: str) -> str | None:
+    """Why `path` is not a plain relative path that stays under the directory it is joined to (None: it is).
+
+    The check runs on the path as written and on its percent-decoded forms, so `%2e%2e` and `%2F` are
+    judged as the `..` and `/` an object-store client may turn them into.
+
+    :param path: a file path as a manifest records it, relative to the table's root (or its base path)
+    """
+    if _PLAIN.fullmatch(path):
+        return None
+    if not path:
+        return "it is empty"
+    forms = [path]
+    while True:
+        decoded = unquote(forms[-1])
+        if decoded == forms[-1]:
+            break
+        forms.append(decoded)
+    for form in forms:
+        problem = _character_problem(form)
+        if problem is not None:
+            return problem
+        if "://" in form:
+            return "it names a scheme"
+        if form.startswith("/"):
+            return "it is absolute"
+        first = form.split("/", 1)[0]
+        if len(first) >= 2 and first[1] == ":" and first[0].isalpha():
+            return "it starts with a drive letter"
+        for segment in form.split("/"):
+            if segment in ("", ".", ".."):
+                shown = "an empty segment" if not segment else f"a '{segment}' segment"
+                return f"it has {shown}"
+    if posixpath.normpath(path) != path:  # every form above already passed; belt and braces
+        return "it is not normalized"
+    return None
+
+
+def base_path_problem(location: str) -> str | None:
+    """Why a base path's location is unsafe (None: it is a location without `.`/`..` segments).
+
+    :param location: a base path's `path` (a uri or a local path)
+    """
+    if not location:
+        return "it is empty"
+    for form in (location, unquote(location)):
+        problem = _character_problem(form)
+        if problem is not None:
+            return problem
+        rest = form.split("://", 1)[1] if "://" in form else form
+        for segment in rest.split("/"):
+            if segment in (".", ".."):
+                return f"it has a '{segment}' segment"
+    return None
+
+
+def violations(manifest: pb.Manifest) -> list[tuple[str, object, str]]:
+    """Every broken invariant of `manifest` as (field, value, what is wrong), in manifest order.
+
+    :param manifest: a decoded manifest (not changed)
+    """
+    out: list[tuple[str, object, str]] = []
+
+    def path_field(field: str, path: str) -> None:
+        problem = path_problem(path)
+        if problem is not None:
+            out.append((field, path, f"a file path must stay under its root, and {problem}"))
+
+    base_ids: set[int] = set()
+    for i, base in enumerate(manifest.base_paths):
+        field = f"base_paths[{i}]"
+        if base.id in base_ids:
+            out.append((f"{field}.id", base.id, "another base path has the same id"))
+        base_ids.add(base.id)
+        problem = base_path_problem(base.path)
+        if problem is not None:
+            out.append((f"{field}.path", base.path, f"a base path must be a plain location, and {problem}"))
+
+    def base_ref(field: str, has: bool, base_id: int) -> None:
+        if has and base_id not in base_ids:
+            out.append((field, base_id, "no base path of the manifest has this id"))
+
+    field_ids: set[int] = set()
+    for i, schema_field in enumerate(manifest.fields):
+        if schema_field.id < 0:
+            out.append((f"fields[{i}].id", schema_field.id, "a field id is not negative"))
+        if schema_field.id in field_ids:
+            out.append((f"fields[{i}].id", schema_field.id, "another field of the schema has the same id"))
+        field_ids.add(schema_field.id)
+    for i, schema_field in enumerate(manifest.fields):
+        if schema_field.parent_id != -1 and schema_field.parent_id not in field_ids:
+            out.append((f"fields[{i}].parent_id", schema_field.parent_id, "no field of the schema has this id"))
+
+    seen_ids: set[int] = set()
+    plain = _PLAIN.fullmatch
+    for i, frag in enumerate(manifest.fragments):
+        # a loop per fragment of large manifests: field names are built only for a violation
+        fid, physical = frag.id, frag.physical_rows
+        if fid >= FRAGMENT_ID_LIMIT:
+            out.append((f"fragments[{i}].id", fid, f"fragment ids must be below 2**32 ({FRAGMENT_ID_LIMIT})"))
+        if fid in seen_ids:
+            out.append((f"fragments[{i}].id", fid, "another fragment of the manifest has the same id"))
+        seen_ids.add(fid)
+        if physical >= COUNT_LIMIT:
+            out.append((f"fragments[{i}].physical_rows", physical, "a row count must be below 2**63"))
+        for j, data_file in enumerate(frag.files):
+            if not plain(data_file.path):
+                path_field(f"fragments[{i}].files[{j}].path", data_file.path)
+            if data_file.file_size_bytes >= COUNT_LIMIT:
+                field = f"fragments[{i}].files[{j}].file_size_bytes"
+                out.append((field, data_file.file_size_bytes, "a size must be below 2**63"))
+            if data_file.HasField("base_id"):
+                base_ref(f"fragments[{i}].files[{j}].base_id", True, data_file.base_id)
+        if frag.HasField("deletion_file"):
+            deletion = frag.deletion_file
+            if deletion.num_deleted_rows > physical:
+                field = f"fragments[{i}].deletion_file.num_deleted_rows"
+                problem = f"a fragment cannot delete more rows than its {physical} physical rows"
+                out.append((field, deletion.num_deleted_rows, problem))
+            if deletion.HasField("base_id"):
+                base_ref(f"fragments[{i}].deletion_file.base_id", True, deletion.base_id)
+    if manifest.HasField("max_fragment_id") and seen_ids and manifest.max_fragment_id < max(seen_ids):
+        out.append(
+            (
+                "max_fragment_id",
+                manifest.max_fragment_id,
+                f"it must be at least every fragment id, and fragment {max(seen_ids)} is higher",
+            )
+        )
+    for i, index in enumerate(manifest.indices):
+        field = f"indices[{i}]"
+        if len(index.uuid.uuid) != 16:
+            out.append((f"{field}.uuid", index.uuid.uuid.hex(), "an index uuid is 16 bytes"))
+        base_ref(f"{field}.base_id", index.HasField("base_id"), index.base_id)
+        if index.fragment_bitmap:
+            try:
+                BitMap.deserialize(index.fragment_bitmap)
+            except Exception as exc:  # pyroaring raises plain ValueError/RuntimeError
+                shown = index.fragment_bitmap[:16].hex()
+                out.append((f"{field}.fragment_bitmap", shown, f"it is not a roaring bitmap ({exc})"))
+        for j, index_file in enumerate(index.files):
+            path_field(f"{field}.files[{j}].path", index_file.path)
+            if index_file.size_bytes >= COUNT_LIMIT:
+                out.append((f"{field}.files[{j}].size_bytes", index_file.size_bytes, "a size must be below 2**63"))
+    if manifest.transaction_file:
+        problem = path_problem(manifest.transaction_file)
+        if problem is None and "/" in manifest.transaction_file:
+            problem = "it names a directory"
+        if problem is not None:
+            out.append(
+                ("transaction_file", manifest.transaction_file, f"a transaction file is a plain name, and {problem}")
+            )
+    return out
+
+
+def describe(where: str, field: str, value: object, problem: str) -> str:
+    """One violation in plain words.
+
+    :param where: the manifest's location
+    :param field: the field, e.g. ``fragments[2].files[0].path``
+    :param value: its value
+    :param problem: what is wrong with it
+    """
+    return f"manifest {where} is invalid: field {field} is {value!r}: {problem}"
+
+
+def check_manifest(manifest: pb.Manifest, where: str) -> pb.Manifest:
+    """Raise ManifestInvariantError for the first broken invariant of `manifest`; derive an absent
+    `max_fragment_id` from the fragments. Returns `manifest`.
+
+    :param manifest: the decoded manifest (changed in place only to add a derived `max_fragment_id`)
+    :param where: the manifest's location, for the message
+    """
+    found = violations(manifest)
+    if found:
+        field, value, problem = found[0]
+        more = f" (and {len(found) - 1} more violation(s))" if len(found) > 1 else ""
+        raise ManifestInvariantError(describe(where, field, value, problem) + more, field=field, value=value)
+    if not manifest.HasField("max_fragment_id") and manifest.fragments:
+        manifest.max_fragment_id = max(f.id for f in manifest.fragments)
+    return manifest

@@ -1,0 +1,309 @@
+"""The 15 operations of the Lance transaction specification, as dataclasses that mirror the protobuf.
+
+Each dataclass has exactly the fields of its message in `protos/transaction.proto`; fragments, fields
+and other nested messages stay protobuf objects. Conversion is generic over the message descriptor,
+so adding a field to the proto and to the dataclass is all a new field needs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from google.protobuf.descriptor import FieldDescriptor
+
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core._proto import transaction_pb2 as tpb
+
+
+def _is_repeated(fd: FieldDescriptor) -> bool:
+    return fd.is_repeated
+
+
+def _is_map(fd: FieldDescriptor) -> bool:
+    return (
+        fd.type == FieldDescriptor.TYPE_MESSAGE
+        and fd.message_type.has_options
+        and fd.message_type.GetOptions().map_entry
+    )
+
+
+@dataclass
+class Operation:
+    """Base of all operations; `name` is the specification's name of the operation."""
+
+    name: ClassVar[str]
+    proto_field: ClassVar[str]
+
+    def to_proto(self) -> Any:
+        msg = getattr(tpb.Transaction, self.__class__.__name__)()
+        for fd in msg.DESCRIPTOR.fields:
+            value = getattr(self, fd.name)
+            if _is_map(fd):
+                target = getattr(msg, fd.name)
+                for k, v in value.items():
+                    if fd.message_type.fields_by_name["value"].type == FieldDescriptor.TYPE_MESSAGE:
+                        target[k].CopyFrom(v)
+                    else:
+                        target[k] = v
+            elif _is_repeated(fd):
+                getattr(msg, fd.name).extend(value)
+            elif value is None:
+                continue
+            elif fd.type == FieldDescriptor.TYPE_MESSAGE:
+                getattr(msg, fd.name).CopyFrom(value)
+            else:
+                setattr(msg, fd.name, value)
+        return msg
+
+    @classmethod
+    def from_proto(cls, msg: Any) -> Operation:
+        kwargs = {}
+        for fd in msg.DESCRIPTOR.fields:
+            value = getattr(msg, fd.name)
+            if _is_map(fd):
+                kwargs[fd.name] = dict(value)
+            elif _is_repeated(fd):
+                kwargs[fd.name] = list(value)
+            elif fd.has_presence and not msg.HasField(fd.name):
+                kwargs[fd.name] = None
+            else:
+                kwargs[fd.name] = value
+        return cls(**kwargs)
+
+
+def _list() -> Any:
+    return field(default_factory=list)
+
+
+def _dict() -> Any:
+    return field(default_factory=dict)
+
+
+@dataclass
+class Append(Operation):
+    name: ClassVar[str] = "Append"
+    proto_field: ClassVar[str] = "append"
+    fragments: list[pb.DataFragment] = _list()
+
+
+@dataclass
+class Delete(Operation):
+    name: ClassVar[str] = "Delete"
+    proto_field: ClassVar[str] = "delete"
+    updated_fragments: list[pb.DataFragment] = _list()
+    deleted_fragment_ids: list[int] = _list()
+    predicate: str = ""
+    affected_rows: bytes = b""
+
+
+@dataclass
+class Overwrite(Operation):
+    name: ClassVar[str] = "Overwrite"
+    proto_field: ClassVar[str] = "overwrite"
+    fragments: list[pb.DataFragment] = _list()
+    schema: list[pb.Field] = _list()
+    schema_metadata: dict[str, bytes] = _dict()
+    config_upsert_values: dict[str, str] = _dict()
+    initial_bases: list[pb.BasePath] = _list()
+
+
+@dataclass
+class CreateIndex(Operation):
+    name: ClassVar[str] = "CreateIndex"
+    proto_field: ClassVar[str] = "create_index"
+    new_indices: list[pb.IndexMetadata] = _list()
+    removed_indices: list[pb.IndexMetadata] = _list()
+
+
+@dataclass
+class Rewrite(Operation):
+    name: ClassVar[str] = "Rewrite"
+    proto_field: ClassVar[str] = "rewrite"
+    old_fragments: list[pb.DataFragment] = _list()
+    new_fragments: list[pb.DataFragment] = _list()
+    groups: list[tpb.Transaction.Rewrite.RewriteGroup] = _list()
+    rewritten_indices: list[tpb.Transaction.Rewrite.RewrittenIndex] = _list()
+    frag_reuse_index: pb.IndexMetadata | None = None
+
+
+@dataclass
+class Merge(Operation):
+    name: ClassVar[str] = "Merge"
+    proto_field: ClassVar[str] = "merge"
+    fragments: list[pb.DataFragment] = _list()
+    schema: list[pb.Field] = _list()
+    schema_metadata: dict[str, bytes] = _dict()
+
+
+@dataclass
+class Project(Operation):
+    name: ClassVar[str] = "Project"
+    proto_field: ClassVar[str] = "project"
+    schema: list[pb.Field] = _list()
+
+
+@dataclass
+class Restore(Operation):
+    name: ClassVar[str] = "Restore"
+    proto_field: ClassVar[str] = "restore"
+    version: int = 0
+
+
+@dataclass
+class ReserveFragments(Operation):
+    name: ClassVar[str] = "ReserveFragments"
+    proto_field: ClassVar[str] = "reserve_fragments"
+    num_fragments: int = 0
+
+
+@dataclass
+class Clone(Operation):
+    name: ClassVar[str] = "Clone"
+    proto_field: ClassVar[str] = "clone"
+    is_shallow: bool = True
+    ref_name: str | None = None
+    ref_version: int = 0
+    ref_path: str = ""
+    branch_name: str | None = None
+
+
+@dataclass
+class Update(Operation):
+    name: ClassVar[str] = "Update"
+    proto_field: ClassVar[str] = "update"
+    removed_fragment_ids: list[int] = _list()
+    updated_fragments: list[pb.DataFragment] = _list()
+    new_fragments: list[pb.DataFragment] = _list()
+    fields_modified: list[int] = _list()
+    merged_generations: list[pb.MergedGeneration] = _list()
+    fields_for_preserving_frag_bitmap: list[int] = _list()
+    update_mode: int = tpb.Transaction.REWRITE_ROWS
+    inserted_rows: tpb.Transaction.KeyExistenceFilter | None = None
+    affected_rows: bytes = b""
+    replace_predicate: str = ""
+
+
+@dataclass
+class UpdateConfig(Operation):
+    """Changes config, table metadata, schema metadata or field metadata.
+
+    Build it with `UpdateConfig.of(...)` from plain dicts; the message fields are the
+    specification's `UpdateMap`s.
+    """
+
+    name: ClassVar[str] = "UpdateConfig"
+    proto_field: ClassVar[str] = "update_config"
+    config_updates: tpb.Transaction.UpdateMap | None = None
+    table_metadata_updates: tpb.Transaction.UpdateMap | None = None
+    schema_metadata_updates: tpb.Transaction.UpdateMap | None = None
+    field_metadata_updates: dict[int, tpb.Transaction.UpdateMap] = _dict()
+    upsert_values: dict[str, str] = _dict()
+    delete_keys: list[str] = _list()
+    schema_metadata: dict[str, str] = _dict()
+    field_metadata: dict[int, Any] = _dict()
+
+    @classmethod
+    def of(
+        cls,
+        upsert: dict[str, str] | None = None,
+        delete: list[str] | None = None,
+        *,
+        table_metadata: dict[str, str | None] | None = None,
+        schema_metadata: dict[str, str | None] | None = None,
+        field_metadata: dict[int, dict[str, str | None]] | None = None,
+        replace: bool = False,
+    ) -> UpdateConfig:
+        """Config upserts/deletes plus metadata updates (a None value deletes the key)."""
+        config: dict[str, str | None] = dict(upsert or {})
+        for key in delete or []:
+            config[key] = None
+        return cls(
+            config_updates=update_map(config, replace=replace) if config or replace else None,
+            table_metadata_updates=update_map(table_metadata) if table_metadata else None,
+            schema_metadata_updates=update_map(schema_metadata) if schema_metadata else None,
+            field_metadata_updates={fid: update_map(m) for fid, m in (field_metadata or {}).items()},
+        )
+
+    def config_keys(self) -> set[str]:
+        """Config keys this operation touches (for conflict detection)."""
+        keys = set(self.upsert_values) | set(self.delete_keys)
+        if self.config_updates is not None:
+            keys |= {e.key for e in self.config_updates.update_entries}
+        return keys
+
+
+def update_map(values: dict[str, str | None], replace: bool = False) -> tpb.Transaction.UpdateMap:
+    entries = []
+    for key, value in values.items():
+        entry = tpb.Transaction.UpdateMapEntry(key=key)
+        if value is not None:
+            entry.value = str(value)
+        entries.append(entry)
+    return tpb.Transaction.UpdateMap(update_entries=entries, replace=replace)
+
+
+def apply_update_map(target: dict[str, Any], updates: tpb.Transaction.UpdateMap | None, encode: Any = str) -> None:
+    if updates is None:
+        return
+    if updates.replace:
+        target.clear()
+    for entry in updates.update_entries:
+        if entry.HasField("value"):
+            target[entry.key] = encode(entry.value)
+        else:
+            target.pop(entry.key, None)
+
+
+@dataclass
+class DataReplacement(Operation):
+    name: ClassVar[str] = "DataReplacement"
+    proto_field: ClassVar[str] = "data_replacement"
+    replacements: list[tpb.Transaction.DataReplacementGroup] = _list()
+
+
+@dataclass
+class UpdateMemWalState(Operation):
+    name: ClassVar[str] = "UpdateMemWalState"
+    proto_field: ClassVar[str] = "update_mem_wal_state"
+    merged_generations: list[pb.MergedGeneration] = _list()
+
+
+@dataclass
+class UpdateBases(Operation):
+    name: ClassVar[str] = "UpdateBases"
+    proto_field: ClassVar[str] = "update_bases"
+    new_bases: list[pb.BasePath] = _list()
+
+
+ALL_OPERATIONS: tuple[type[Operation], ...] = (
+    Append,
+    Delete,
+    Overwrite,
+    CreateIndex,
+    Rewrite,
+    Merge,
+    Project,
+    Restore,
+    ReserveFragments,
+    Clone,
+    Update,
+    UpdateConfig,
+    DataReplacement,
+    UpdateMemWalState,
+    UpdateBases,
+)
+BY_PROTO_FIELD = {op.proto_field: op for op in ALL_OPERATIONS}
+BY_NAME = {op.name: op for op in ALL_OPERATIONS}
+
+
+def operation_from_proto(txn: tpb.Transaction) -> Operation:
+    which = txn.WhichOneof("operation")
+    if which is None:
+        raise ValueError("transaction has no operation")
+    return BY_PROTO_FIELD[which].from_proto(getattr(txn, which))
+
+
+def operation_fields(op: Operation) -> list[str]:
+    return [f.name for f in dataclasses.fields(op)]

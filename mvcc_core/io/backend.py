@@ -1,0 +1,151 @@
+"""What every storage backend provides to `ObjectStore`, and the object metadata and temporary names they share."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import fsspec
+
+if TYPE_CHECKING:
+    pass
+
+#: Prefix of the temporary files the local backend writes next to their final name. It starts with "_" so
+#: that pyarrow's dataset discovery ignores such files and so that they sort after the all-digit manifest
+#: names (``list_first`` of ``_versions/`` still finds the newest V2 manifest while a commit is in flight).
+TEMP_PREFIX = "_tmp-"
+
+
+@dataclass(frozen=True)
+class ObjectMeta:
+    """What a listing or HEAD tells about one object; ``path`` is relative to the table root."""
+
+    path: str
+    size: int
+    last_modified: datetime | None
+
+
+def is_temporary(path: str) -> bool:
+    """True for the in-flight temporary files of the local backend (retention may delete stale ones)."""
+    return path.rsplit("/", 1)[-1].startswith(TEMP_PREFIX)
+
+
+def _temp_name(final_name: str) -> str:
+    return f"{TEMP_PREFIX}{uuid.uuid4().hex}-{final_name[:120]}"
+
+
+def _to_datetime(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC) if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(value, UTC)
+    if isinstance(value, str):
+        try:
+            return _to_datetime(datetime.fromisoformat(value))
+        except ValueError:
+            return None
+    return None
+
+
+def _meta_from_info(rel: str, info: dict[str, Any]) -> ObjectMeta:
+    modified = None
+    for key in ("LastModified", "last_modified", "mtime", "modified", "updated", "created"):
+        if info.get(key) is not None:
+            modified = _to_datetime(info[key])
+            if modified is not None:
+                break
+    return ObjectMeta(rel, int(info.get("size") or info.get("Size") or 0), modified)
+
+
+@functools.cache
+def _wrappable_errors() -> tuple[type[BaseException], ...]:
+    """Errors of the fs layers that become StorageError (botocore only if it is installed)."""
+    try:
+        from botocore.exceptions import BotoCoreError, ClientError
+    except ImportError:  # pragma: no cover - s3fs depends on botocore
+        return (OSError, ValueError)
+    return (OSError, ValueError, BotoCoreError, ClientError)
+
+
+class _Backend:
+    """Raw operations on full paths; ObjectStore turns their exceptions into the mvcc error contract."""
+
+    atomic = False
+
+    def __init__(self, fs: fsspec.AbstractFileSystem, root: str) -> None:
+        self.fs = fs
+        self.root = root
+
+    def full(self, rel: str) -> str:
+        if not rel:
+            return self.root
+        return f"{self.root}/{rel}" if self.root else rel
+
+    def rel_of(self, full: str) -> str:
+        return full[len(self.root) + 1 :] if self.root else full.lstrip("/")
+
+    def sync(self, rel: str) -> None:
+        """Make a file written outside this backend (by pyarrow) durable; object stores are on ack."""
+
+    # --- generic fsspec implementations -------------------------------------------------------------
+    def get(self, rel: str) -> bytes:
+        return self.fs.cat_file(self.full(rel))
+
+    def get_range(self, rel: str, start: int, end: int) -> bytes:
+        return self.fs.cat_file(self.full(rel), start=start, end=end)
+
+    def head(self, rel: str) -> ObjectMeta:
+        info = self.fs.info(self.full(rel))
+        if info.get("type") != "file":
+            raise FileNotFoundError(rel)
+        return _meta_from_info(rel, info)
+
+    def put(self, rel: str, data: bytes) -> None:
+        self.fs.pipe_file(self.full(rel), data)
+
+    def put_if_not_exists(self, rel: str, data: bytes) -> bool:
+        raise NotImplementedError
+
+    def put_new(self, rel: str, data: bytes) -> None:
+        self.put(rel, data)
+
+    def rename_if_not_exists(self, src: str, dst: str) -> bool:
+        raise NotImplementedError
+
+    def copy_if_not_exists(self, src: str, dst: str, data: bytes | None) -> bool:
+        return self.put_if_not_exists(dst, self.get(src) if data is None else data)
+
+    def copy(self, src: str, dst: str) -> None:
+        if not self.fs.isfile(self.full(src)):
+            raise FileNotFoundError(src)
+        self.fs.cp_file(self.full(src), self.full(dst))
+
+    def list(self, prefix: str) -> list[ObjectMeta]:
+        base = self.full(prefix)
+        try:
+            found = self.fs.find(base, detail=True)
+        except FileNotFoundError:
+            return []
+        out = []
+        for path, info in found.items():
+            if info.get("type", "file") != "file":
+                continue
+            full = self.fs._strip_protocol(path)
+            if prefix and not full.startswith(base + "/"):
+                continue  # `find` on a file path returns the file itself
+            out.append(_meta_from_info(self.rel_of(full), info))
+        out.sort(key=lambda m: m.path)
+        return out
+
+    def list_first(self, prefix: str) -> ObjectMeta | None:
+        found = self.list(prefix)
+        return found[0] if found else None
+
+    def delete_many(self, rels: list[str]) -> None:
+        for rel in rels:
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.rm_file(self.full(rel))

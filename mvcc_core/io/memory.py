@@ -1,0 +1,67 @@
+"""The ``memory://`` backend: one process-wide store whose check-and-set is a lock."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from mvcc_core.io.backend import ObjectMeta, _Backend, _to_datetime
+
+if TYPE_CHECKING:
+    pass
+
+# memory:// is process-local; one lock makes its check-and-set atomic for all threads of the process.
+_MEMORY_LOCK = threading.RLock()
+
+
+class _MemoryBackend(_Backend):
+    """fsspec's in-memory filesystem; its dict is process-wide, so is the lock that guards check-and-set.
+
+    The filesystem keys every object by an absolute path ("/t/_versions/1.manifest"); a table at the root
+    of the store (``memory://``, root "") has its objects at "/<rel>", so that listings find them.
+    """
+
+    atomic = True
+
+    def full(self, rel: str) -> str:
+        if self.root:
+            return super().full(rel)
+        return f"/{rel}"
+
+    def put(self, rel: str, data: bytes) -> None:
+        with _MEMORY_LOCK:
+            self.fs.pipe_file(self.full(rel), bytes(data))
+
+    def head(self, rel: str) -> ObjectMeta:
+        full = self.full(rel)
+        if not self.fs.isfile(full):
+            raise FileNotFoundError(rel)
+        # "created" (the time of the last put: every put replaces the file), as its listings report it
+        return ObjectMeta(rel, self.fs.size(full), _to_datetime(self.fs.created(full)))
+
+    def put_if_not_exists(self, rel: str, data: bytes) -> bool:
+        full = self.full(rel)
+        with _MEMORY_LOCK:
+            if self.fs.exists(full):
+                return False
+            self.fs.pipe_file(full, bytes(data))
+            return True
+
+    def rename_if_not_exists(self, src: str, dst: str) -> bool:
+        src_full, dst_full = self.full(src), self.full(dst)
+        with _MEMORY_LOCK:
+            if not self.fs.isfile(src_full):
+                raise FileNotFoundError(src)
+            if self.fs.exists(dst_full):
+                return False
+            self.fs.cp_file(src_full, dst_full)
+            self.fs.rm_file(src_full)
+            return True
+
+    def copy(self, src: str, dst: str) -> None:
+        with _MEMORY_LOCK:
+            super().copy(src, dst)
+
+    def delete_many(self, rels: list[str]) -> None:
+        with _MEMORY_LOCK:
+            super().delete_many(rels)

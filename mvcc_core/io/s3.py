@@ -1,0 +1,282 @@
+"""The S3 backend: s3fs with ``If-None-Match: *`` conditional puts, and Lance-style option names."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import fsspec
+
+from mvcc_core.errors import CommitNotSupportedError, StorageError
+from mvcc_core.io.backend import ObjectMeta, _Backend, _to_datetime
+
+if TYPE_CHECKING:
+    pass
+
+_S3_DELETE_BATCH = 1000
+_FALSE_STRINGS = {"false", "0", "no", "off", "disabled", "none", ""}
+
+# Lance / object_store style option names -> s3fs.
+_S3_TOP_LEVEL_ALIASES = {
+    "aws_access_key_id": "key",
+    "access_key_id": "key",
+    "aws_secret_access_key": "secret",
+    "secret_access_key": "secret",
+    "aws_session_token": "token",
+    "session_token": "token",
+}
+_S3_ENDPOINT_KEYS = ("aws_endpoint", "endpoint", "aws_endpoint_url", "endpoint_url")
+_S3_REGION_KEYS = ("aws_region", "region", "aws_default_region", "region_name")
+_S3_IGNORED_KEYS = ("allow_http",)
+_S3_CONDITIONAL_PUT_KEYS = ("conditional_put", "aws_conditional_put")
+
+
+def _client_error(exc: BaseException) -> tuple[str, int | None] | None:
+    """(error code, HTTP status) of the botocore ClientError behind `exc` (s3fs wraps them in OSError)."""
+    seen = 0
+    current: BaseException | None = exc
+    while current is not None and seen < 5:
+        response = getattr(current, "response", None)
+        if isinstance(response, dict) and "Error" in response:
+            code = str(response["Error"].get("Code", ""))
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            return code, status
+        current = current.__cause__ or current.__context__
+        seen += 1
+    return None
+
+
+def _is_false(value: Any) -> bool:
+    if isinstance(value, bool):
+        return not value
+    return str(value).strip().lower() in _FALSE_STRINGS
+
+
+def _translate_s3_options(options: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """Lance/object_store style keys -> s3fs keyword arguments, plus whether conditional PUT is usable.
+
+    The AWS_* environment variables fill in an endpoint and a region that the options do not give, because
+    not every client layer (s3fs's own arguments, pyarrow) reads AWS_ENDPOINT_URL or AWS_REGION by itself.
+    """
+    out: dict[str, Any] = {}
+    client_kwargs: dict[str, Any] = {}
+    conditional_put = True
+    for key, value in options.items():
+        lowered = key.lower()
+        if lowered in _S3_TOP_LEVEL_ALIASES:
+            out[_S3_TOP_LEVEL_ALIASES[lowered]] = value
+        elif lowered in _S3_ENDPOINT_KEYS:
+            client_kwargs["endpoint_url"] = value
+        elif lowered in _S3_REGION_KEYS:
+            client_kwargs["region_name"] = value
+        elif lowered in _S3_IGNORED_KEYS:
+            continue
+        elif lowered in _S3_CONDITIONAL_PUT_KEYS:
+            conditional_put = not _is_false(value)
+        elif key == "client_kwargs":
+            client_kwargs = {**dict(value), **client_kwargs}
+        else:
+            out[key] = value
+    if not client_kwargs.get("endpoint_url"):
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        if endpoint:
+            client_kwargs["endpoint_url"] = endpoint
+    if not client_kwargs.get("region_name"):
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        if region:
+            client_kwargs["region_name"] = region
+    if client_kwargs:
+        out["client_kwargs"] = client_kwargs
+    return out, conditional_put
+
+
+_S3_FILESYSTEMS: dict[tuple[int, str], Any] = {}
+_ARROW_S3_FILESYSTEMS: dict[tuple[int, str], Any] = {}
+_S3_FILESYSTEMS_LOCK = threading.Lock()
+
+
+_AWS_ENV = (
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_PROFILE",
+)
+
+
+def _s3_cache_key(s3_options: dict[str, Any]) -> tuple[int, str]:
+    """Process, options and the AWS_* environment they were resolved against."""
+    env = {k: os.environ.get(k) for k in _AWS_ENV}
+    return os.getpid(), json.dumps([s3_options, env], sort_keys=True, default=repr)
+
+
+def _shared_s3_filesystem(s3_options: dict[str, Any]) -> Any:
+    """One s3fs filesystem per process and set of options.
+
+    Creating the botocore client costs ~100 ms, more than the LIST that finds the latest version, so
+    stores opened with the same options share it. Listing caches stay off: only the client is shared.
+    """
+    import s3fs
+
+    key = _s3_cache_key(s3_options)
+    with _S3_FILESYSTEMS_LOCK:
+        fs = _S3_FILESYSTEMS.get(key)
+        if fs is None:
+            fs = s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False, **s3_options)
+            _S3_FILESYSTEMS[key] = fs
+        return fs
+
+
+class _S3Backend(_Backend):
+    """S3 through the s3fs client, calling the S3 API directly where one request must do (no caches)."""
+
+    def __init__(self, fs: fsspec.AbstractFileSystem, bucket: str, prefix: str, conditional_put: bool) -> None:
+        super().__init__(fs, f"{bucket}/{prefix}" if prefix else bucket)
+        self.bucket = bucket
+        self.prefix = prefix
+        self.atomic = conditional_put
+
+    def key(self, rel: str) -> str:
+        if not rel:
+            return self.prefix
+        return f"{self.prefix}/{rel}" if self.prefix else rel
+
+    def rel_of_key(self, key: str) -> str:
+        return key[len(self.prefix) + 1 :] if self.prefix else key
+
+    def dir_prefix(self, prefix: str) -> str:
+        key = self.key(prefix)
+        return f"{key}/" if key else ""
+
+    def call(self, method: str, **kwargs: Any) -> Any:
+        from fsspec.asyn import sync
+
+        return sync(self.fs.loop, self.fs._call_s3, method, **kwargs)
+
+    def get(self, rel: str) -> bytes:
+        # One GetObject. s3fs's default (`max_concurrency` > 1) first asks for the size (a HeadObject) to
+        # split a large object into concurrent ranged reads; the objects read whole here are manifests,
+        # transaction and deletion files (data files go through pyarrow), for which that doubles the
+        # round trips and saves nothing.
+        return self.fs.cat_file(self.full(rel), max_concurrency=1)
+
+    def get_range(self, rel: str, start: int, end: int) -> bytes:
+        try:
+            return self.fs.cat_file(self.full(rel), start=start, end=end)
+        except OSError as exc:
+            found = _client_error(exc)
+            if found and (found[0] == "InvalidRange" or found[1] == 416):
+                self.head(rel)  # a range past the end is empty; a missing object still raises
+                return b""
+            raise
+
+    def head(self, rel: str) -> ObjectMeta:
+        if not rel:
+            raise FileNotFoundError(rel)
+        resp = self.call("head_object", Bucket=self.bucket, Key=self.key(rel))
+        return ObjectMeta(rel, int(resp.get("ContentLength", 0)), _to_datetime(resp.get("LastModified")))
+
+    def put(self, rel: str, data: bytes) -> None:
+        # A single PutObject (or a completed multipart upload) becomes visible at once, never half-written.
+        self.fs.pipe_file(self.full(rel), bytes(data))
+
+    def put_if_not_exists(self, rel: str, data: bytes) -> bool:
+        # Caveat shared by every S3 client: if a PUT succeeds but its answer is lost, the automatic retry
+        # gets a 412 and we report False although the object is ours. A commit loop that sees False should
+        # therefore check whether the winning manifest names its own transaction file before retrying.
+        try:
+            self.call("put_object", Bucket=self.bucket, Key=self.key(rel), Body=bytes(data), IfNoneMatch="*")
+        except FileExistsError:
+            return False  # s3fs's translation of 412 PreconditionFailed (If-None-Match)
+        except OSError as exc:
+            found = _client_error(exc)
+            if found is None:
+                raise
+            code, status = found
+            if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412):
+                return False
+            if code == "NotImplemented" or status == 501:
+                raise CommitNotSupportedError(
+                    f"the S3 endpoint of {self.bucket} does not implement conditional PUT (If-None-Match); "
+                    "pass storage option conditional_put='false' and an external manifest store"
+                ) from exc
+            raise
+        finally:
+            self.fs.invalidate_cache(self.full(rel))
+        return True
+
+    def rename_if_not_exists(self, src: str, dst: str) -> bool:
+        # S3 has no rename: copy the bytes with a conditional PUT, then drop the source if we won.
+        if not self.put_if_not_exists(dst, self.get(src)):
+            return False
+        self.delete_many([src])
+        return True
+
+    def copy(self, src: str, dst: str) -> None:
+        self.fs.cp_file(self.full(src), self.full(dst))  # CopyObject (multipart copy for > 5 GB)
+        self.fs.invalidate_cache(self.full(dst))
+
+    def _list_page(self, **kwargs: Any) -> dict[str, Any]:
+        try:
+            return self.call("list_objects_v2", Bucket=self.bucket, **kwargs)
+        except FileNotFoundError as exc:
+            where = f"s3://{self.bucket}/{kwargs.get('Prefix', '')}"
+            raise StorageError(f"cannot list {where}: bucket {self.bucket!r} does not exist") from exc
+
+    def _metas(self, contents: Iterable[dict[str, Any]]) -> Iterator[ObjectMeta]:
+        for obj in contents:
+            key = obj["Key"]
+            if key.endswith("/"):
+                continue  # "directory" marker objects written by some tools
+            yield ObjectMeta(self.rel_of_key(key), int(obj.get("Size", 0)), _to_datetime(obj.get("LastModified")))
+
+    def list(self, prefix: str) -> list[ObjectMeta]:
+        out: list[ObjectMeta] = []
+        kwargs: dict[str, Any] = {"Prefix": self.dir_prefix(prefix)}
+        while True:
+            resp = self._list_page(**kwargs)
+            out.extend(self._metas(resp.get("Contents", ())))
+            token = resp.get("NextContinuationToken")
+            if not resp.get("IsTruncated") or not token:
+                break
+            kwargs["ContinuationToken"] = token
+        out.sort(key=lambda m: m.path)
+        return out
+
+    def list_first(self, prefix: str) -> ObjectMeta | None:
+        # One ListObjectsV2 with MaxKeys=1: S3 lists in key order, so this is "latest" for V2 manifests.
+        kwargs: dict[str, Any] = {"Prefix": self.dir_prefix(prefix), "MaxKeys": 1}
+        while True:
+            resp = self._list_page(**kwargs)
+            contents = resp.get("Contents") or []
+            if not contents:
+                return None
+            metas = list(self._metas(contents))
+            if metas:
+                return metas[0]
+            kwargs["StartAfter"] = contents[-1]["Key"]  # skip a directory marker
+
+    def delete_many(self, rels: list[str]) -> None:
+        keys = [self.key(rel) for rel in rels if rel]
+        for i in range(0, len(keys), _S3_DELETE_BATCH):
+            batch = keys[i : i + _S3_DELETE_BATCH]
+            resp = self.call(
+                "delete_objects",
+                Bucket=self.bucket,
+                Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True},
+            )
+            errors = [e for e in resp.get("Errors", ()) if e.get("Code") != "NoSuchKey"]
+            if errors:
+                first = errors[0]
+                raise StorageError(
+                    f"deleting {len(errors)} object(s) from s3://{self.bucket} failed, e.g. "
+                    f"{first.get('Key')!r}: {first.get('Code')} {first.get('Message', '')}"
+                )
+        for key in keys:
+            self.fs.invalidate_cache(f"{self.bucket}/{key}")

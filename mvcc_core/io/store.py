@@ -1,0 +1,387 @@
+"""One object store over fsspec for local paths, ``memory://`` and ``s3://`` (docs/format.md, "Commits").
+
+Everything above this module speaks in paths relative to the table root with "/" separators, so the same
+table code runs on a local directory, in memory and on S3. The commit protocol needs exactly one atomic
+primitive from the store, and this module is where each backend provides it:
+
+* local: a fully written and fsynced temporary file is hard-linked to its final name (``os.link`` fails if
+  the name is taken), so the name appears atomically and at most once;
+* memory: a process-wide lock around check-and-set. ``memory://`` is one store per process, shared by every
+  handle (a table written to ``memory://x`` is there for ``open_table("memory://x")``; pylance gives each
+  handle a store of its own, see docs/pylance_compat.md);
+* S3: ``PutObject`` with ``If-None-Match: *`` (a 412 or 409 answer means another writer won).
+
+Other fsspec protocols have neither primitive: they can be read and written, but committing to them needs
+an external manifest store. Listings are never cached, because other processes commit concurrently and a
+stale listing would hide their versions from the commit loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import fsspec
+
+from mvcc_core.errors import CommitNotSupportedError, MvccError, ObjectNotFoundError, StorageError, UnsafePathError
+from mvcc_core.io.backend import ObjectMeta, _Backend, _wrappable_errors
+from mvcc_core.io.local import _local_arrow_filesystem, _LocalBackend
+from mvcc_core.io.memory import _MemoryBackend
+from mvcc_core.io.s3 import (
+    _ARROW_S3_FILESYSTEMS,
+    _S3_FILESYSTEMS_LOCK,
+    _is_false,
+    _s3_cache_key,
+    _S3Backend,
+    _shared_s3_filesystem,
+    _translate_s3_options,
+)
+
+if TYPE_CHECKING:
+    import pyarrow.fs
+
+
+def _split_scheme(uri: str) -> tuple[str, str]:
+    if "://" in uri:
+        scheme, rest = uri.split("://", 1)
+        return scheme.lower(), rest
+    return "file", uri
+
+
+class ObjectStore:
+    """The table root on some storage, addressed by paths relative to it.
+
+    Construct with a uri (plain path, ``file://``, ``memory://``, ``s3://`` or another fsspec protocol) and
+    storage options (for S3 also Lance/object_store style keys such as ``aws_endpoint``).
+    """
+
+    uri: str
+    scheme: str
+    fs: fsspec.AbstractFileSystem
+
+    def __init__(self, uri: str, storage_options: dict[str, Any] | None = None) -> None:
+        self._init_args = (uri, dict(storage_options or {}))
+        self._pid = os.getpid()
+        self._arrow_fs: pyarrow.fs.FileSystem | None = None
+        self._arrow_lock = threading.Lock()
+        options = dict(storage_options or {})
+        if not isinstance(uri, str) or not uri:
+            raise StorageError(f"a table uri must be a non-empty string, got {uri!r}")
+        scheme, rest = _split_scheme(uri)
+        self._s3_options: dict[str, Any] = {}
+        try:
+            if scheme in ("file", "local"):
+                self._init_local(uri, options)
+            elif scheme == "memory":
+                self._init_memory(rest)
+            elif scheme in ("s3", "s3a"):
+                self._init_s3(rest, options)
+            else:
+                self._init_other(uri, scheme, options)
+        except MvccError:
+            raise
+        except (ImportError, TypeError, *_wrappable_errors()) as exc:
+            raise StorageError(f"cannot open object store for {uri}: {type(exc).__name__}: {exc}") from exc
+
+    # --- construction ---------------------------------------------------------------------------------
+    def _init_local(self, uri: str, options: dict[str, Any]) -> None:
+        from fsspec.implementations.local import LocalFileSystem
+
+        root = LocalFileSystem._strip_protocol(uri)
+        root = os.path.abspath(os.path.expanduser(root))
+        self.scheme = "file"
+        self.uri = root if "://" not in uri else f"file://{root}"
+        self.fs = LocalFileSystem()
+        fsync = options.get("fsync", False)
+        self._backend: _Backend = _LocalBackend(self.fs, root, fsync=bool(fsync) and not _is_false(fsync))
+
+    def _init_memory(self, rest: str) -> None:
+        from fsspec.implementations.memory import MemoryFileSystem
+
+        self.fs = MemoryFileSystem()
+        root = MemoryFileSystem._strip_protocol(rest).rstrip("/")
+        self.scheme = "memory"
+        self.uri = f"memory://{root.lstrip('/')}"
+        self._backend = _MemoryBackend(self.fs, root)
+
+    def _init_s3(self, rest: str, options: dict[str, Any]) -> None:
+
+        bucket, _, prefix = rest.partition("/")
+        prefix = prefix.strip("/")
+        if not bucket:
+            raise StorageError(f"an s3 uri needs a bucket: s3://{rest}")
+        s3_options, conditional_put = _translate_s3_options(options)
+        self._s3_options = s3_options
+        self.fs = _shared_s3_filesystem(s3_options)
+        self.scheme = "s3"
+        self.uri = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
+        self._backend = _S3Backend(self.fs, bucket, prefix, conditional_put)
+
+    def _init_other(self, uri: str, scheme: str, options: dict[str, Any]) -> None:
+        self.fs = fsspec.filesystem(scheme, skip_instance_cache=True, **options)
+        self.scheme = scheme
+        self.uri = uri.rstrip("/")
+        root = self.fs._strip_protocol(uri)
+        self._backend = _Backend(self.fs, root.rstrip("/"))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuild from uri and options in the receiving process (compaction tasks, Spark executors).
+        return (self.__class__, self._init_args)
+
+    @property
+    def storage_options(self) -> dict[str, Any]:
+        """The options this store was opened with (a copy)."""
+        return dict(self._init_args[1])
+
+    def sibling(self, uri: str) -> ObjectStore:
+        """The store at another `uri` opened with this store's options (a base path, a clone's source);
+        cached per uri on this store, so the clients and caches of one are shared by every caller."""
+        siblings = self.__dict__.setdefault("_siblings", {})
+        found = siblings.get(uri)
+        if found is None:
+            found = siblings[uri] = ObjectStore(uri, self._init_args[1])
+        return found
+
+    def __repr__(self) -> str:
+        return f"ObjectStore({self.uri!r})"
+
+    # --- paths ----------------------------------------------------------------------------------------
+    @staticmethod
+    def _clean(rel: str) -> str:
+        if not isinstance(rel, str):
+            raise TypeError(f"object paths are str, got {type(rel).__name__}")
+        if "\\" in rel or (".." in rel and ".." in rel.split("/")):
+            raise UnsafePathError(f"object path {rel!r} leaves the root it is relative to")
+        return rel.strip("/")
+
+    def full_path(self, rel: str) -> str:
+        """The path of `rel` as ``self.fs`` understands it."""
+        return self._backend.full(self._clean(rel))
+
+    def arrow_path(self, rel: str) -> str:
+        """The path of `rel` for the filesystem returned by :meth:`arrow_filesystem`."""
+        return self.full_path(rel)
+
+    def arrow_filesystem(self) -> pyarrow.fs.FileSystem:
+        """A pyarrow filesystem on the same storage, for reading and writing Parquet natively."""
+        with self._arrow_lock:
+            if self._arrow_fs is None:
+                if self.scheme == "s3":  # shared per process and options, like the s3fs client
+                    key = _s3_cache_key(self._s3_options)
+                    with _S3_FILESYSTEMS_LOCK:
+                        fs = _ARROW_S3_FILESYSTEMS.get(key)
+                    if fs is None:
+                        fs = self._make_arrow_filesystem()
+                        with _S3_FILESYSTEMS_LOCK:
+                            _ARROW_S3_FILESYSTEMS[key] = fs
+                    self._arrow_fs = fs
+                else:
+                    self._arrow_fs = self._make_arrow_filesystem()
+            return self._arrow_fs
+
+    def _make_arrow_filesystem(self) -> pyarrow.fs.FileSystem:
+        import pyarrow.fs as pafs
+
+        if self.scheme == "file":
+            return _local_arrow_filesystem()
+        if self.scheme == "s3":
+            native = self._native_arrow_s3()
+            if native is not None:
+                return native
+        return pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
+
+    def _native_arrow_s3(self) -> pyarrow.fs.FileSystem | None:
+        """pyarrow's own S3 client from the same options, or None if some option has no pyarrow equivalent."""
+        import pyarrow.fs as pafs
+
+        opts = self._s3_options
+        client_kwargs = dict(opts.get("client_kwargs") or {})
+        if set(opts) - {"key", "secret", "token", "anon", "client_kwargs"} or set(client_kwargs) - {
+            "endpoint_url",
+            "region_name",
+        }:
+            return None
+        # allow_delayed_open: small files become one PutObject instead of a three-request multipart upload.
+        kwargs: dict[str, Any] = {"allow_delayed_open": True}
+        if opts.get("anon") and not _is_false(opts["anon"]):
+            kwargs["anonymous"] = True
+        if opts.get("key") and opts.get("secret"):
+            kwargs["access_key"] = opts["key"]
+            kwargs["secret_key"] = opts["secret"]
+            if opts.get("token"):
+                kwargs["session_token"] = opts["token"]
+        elif opts.get("key") or opts.get("secret"):
+            return None
+        if client_kwargs.get("region_name"):
+            kwargs["region"] = client_kwargs["region_name"]
+        endpoint = client_kwargs.get("endpoint_url")
+        if endpoint:
+            parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+            kwargs["scheme"] = parts.scheme or "https"
+            kwargs["endpoint_override"] = parts.netloc + parts.path.rstrip("/")
+            kwargs.setdefault("region", "us-east-1")
+        elif "region" not in kwargs:
+            # Real AWS without a configured region: ask for the bucket's (s3fs follows redirects itself).
+            with contextlib.suppress(Exception):
+                kwargs["region"] = pafs.resolve_s3_region(self._backend.bucket)  # type: ignore[attr-defined]
+        try:
+            return pafs.S3FileSystem(**kwargs)
+        except Exception:  # any pyarrow refusal: fall back to the fsspec bridge
+            return None
+
+    # --- error contract -------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _errors(self, op: str, rel: str) -> Iterator[None]:
+        if self._pid != os.getpid():
+            # Inherited through fork: s3fs's event loop and sessions belong to the parent; rebuild.
+            self.__init__(*self._init_args)  # type: ignore[misc]
+        try:
+            yield
+        except MvccError:
+            raise
+        except FileNotFoundError as exc:
+            raise ObjectNotFoundError(f"{op}: object {rel!r} not found in {self.uri}") from exc
+        except _wrappable_errors() as exc:
+            raise StorageError(f"{op} of {rel!r} in {self.uri} failed: {type(exc).__name__}: {exc}") from exc
+
+    # --- reads ----------------------------------------------------------------------------------------
+    def get(self, rel: str) -> bytes:
+        """The whole object; ObjectNotFoundError if there is none."""
+        rel = self._clean(rel)
+        with self._errors("get", rel):
+            return self._backend.get(rel)
+
+    def get_range(self, rel: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of the object (shorter at the end of the object, like a slice)."""
+        rel = self._clean(rel)
+        if start < 0 or end < start:
+            raise ValueError(f"bad byte range [{start}, {end}) for {rel!r}")
+        with self._errors("get_range", rel):
+            if end == start:
+                self._backend.head(rel)
+                return b""
+            return self._backend.get_range(rel, start, end)
+
+    def head(self, rel: str) -> ObjectMeta:
+        """Size and modification time of one object; ObjectNotFoundError if there is none."""
+        rel = self._clean(rel)
+        with self._errors("head", rel):
+            return self._backend.head(rel)
+
+    def sync(self, rel: str) -> None:
+        """After writing `rel` through `arrow_filesystem()`: durable with the local `fsync` option."""
+        with self._errors("sync", rel):
+            self._backend.sync(self._clean(rel))
+
+    def exists(self, rel: str) -> bool:
+        """Whether an object (not a "directory") of that name exists."""
+        try:
+            self.head(rel)
+        except ObjectNotFoundError:
+            return False
+        return True
+
+    def list(self, prefix_rel: str = "") -> list[ObjectMeta]:
+        """Every object below the "directory" `prefix_rel` (recursively), sorted by path; [] if none."""
+        prefix = self._clean(prefix_rel)
+        with self._errors("list", prefix + "/"):
+            return self._backend.list(prefix)
+
+    def list_first(self, prefix_rel: str = "") -> ObjectMeta | None:
+        """The lexicographically first object below `prefix_rel`; on S3 one ListObjectsV2 with MaxKeys=1."""
+        prefix = self._clean(prefix_rel)
+        with self._errors("list_first", prefix + "/"):
+            return self._backend.list_first(prefix)
+
+    # --- writes ---------------------------------------------------------------------------------------
+    def put(self, rel: str, data: bytes) -> None:
+        """Create or overwrite an object; readers see the old or the new bytes, never a partial object."""
+        rel = self._clean(rel)
+        with self._errors("put", rel):
+            self._backend.put(rel, data)
+
+    def put_new(self, rel: str, data: bytes) -> None:
+        """Create an object under a fresh name (a random id) that nothing references until the caller
+        publishes it, e.g. in a commit. Readers therefore never look at it while it is written, so a local
+        store writes it in place, without the temporary file and rename of `put`; a crash may leave a partial
+        file behind, unreferenced like any other orphan. Locally it fails if the name exists. Elsewhere: `put`."""
+        rel = self._clean(rel)
+        with self._errors("put_new", rel):
+            self._backend.put_new(rel, data)
+
+    def put_if_not_exists(self, rel: str, data: bytes) -> bool:
+        """Create the object only if its name is free: True if we wrote it, False if the name was taken.
+
+        This is the commit point of the commit protocol; raises CommitNotSupportedError on stores that
+        cannot do it atomically.
+        """
+        rel = self._clean(rel)
+        self.check_commit_supported()
+        with self._errors("put_if_not_exists", rel):
+            return self._backend.put_if_not_exists(rel, data)
+
+    def rename_if_not_exists(self, src_rel: str, dst_rel: str) -> bool:
+        """Move `src_rel` to `dst_rel` only if `dst_rel` is free; False (source kept) if it was taken."""
+        src, dst = self._clean(src_rel), self._clean(dst_rel)
+        self.check_commit_supported()
+        with self._errors("rename_if_not_exists", f"{src} -> {dst}"):
+            return self._backend.rename_if_not_exists(src, dst)
+
+    def copy_if_not_exists(self, src_rel: str, dst_rel: str, data: bytes | None = None) -> bool:
+        """Create `dst_rel` holding `src_rel`'s bytes only if `dst_rel` is free: True if we created it, False
+        if the name was taken (`src_rel` is kept either way). `data`: `src_rel`'s bytes when the caller has
+        them (spares a read).
+
+        A local store makes one hard link (no file created, no byte copied); elsewhere it is a
+        put-if-not-exists of the bytes. Either way `dst_rel` appears whole or not at all, so it can publish:
+        the catalog finalizes a staged manifest with it.
+        """
+        src, dst = self._clean(src_rel), self._clean(dst_rel)
+        self.check_commit_supported()
+        with self._errors("copy_if_not_exists", f"{src} -> {dst}"):
+            return self._backend.copy_if_not_exists(src, dst, data)
+
+    def copy(self, src_rel: str, dst_rel: str) -> None:
+        """Copy one object (server-side where the storage can, e.g. S3 CopyObject); overwrites `dst_rel`."""
+        src, dst = self._clean(src_rel), self._clean(dst_rel)
+        with self._errors("copy", f"{src} -> {dst}"):
+            self._backend.copy(src, dst)
+
+    def delete_many(self, rels: Iterable[str]) -> None:
+        """Delete objects in batches (S3: DeleteObjects of up to 1000 keys); missing ones are ignored."""
+        cleaned = [self._clean(r) for r in rels]
+        if not cleaned:
+            return
+        label = cleaned[0] if len(cleaned) == 1 else f"{cleaned[0]} (+{len(cleaned) - 1} more)"
+        with self._errors("delete_many", label):
+            self._backend.delete_many(cleaned)
+
+    # --- commit capability ----------------------------------------------------------------------------
+    @property
+    def supports_atomic_commit(self) -> bool:
+        """Whether put_if_not_exists / rename_if_not_exists are atomic here (no external store needed)."""
+        return self._backend.atomic
+
+    def check_commit_supported(self) -> None:
+        """Raise CommitNotSupportedError early, before a writer has done any work it cannot commit."""
+        if self.supports_atomic_commit:
+            return
+        if self.scheme == "s3":
+            why = "S3 with conditional_put disabled offers no conditional PUT (If-None-Match)"
+        else:
+            why = f"scheme {self.scheme!r} offers neither put-if-not-exists nor rename-if-not-exists"
+        raise CommitNotSupportedError(
+            f"cannot commit to {self.uri}: {why}; committing to it needs an external manifest store "
+            "(pass external_store=...)"
+        )
+
+
+def open_store(uri: str | ObjectStore, storage_options: dict[str, Any] | None = None) -> ObjectStore:
+    """The ObjectStore for a table uri (an ObjectStore passes through unchanged)."""
+    if isinstance(uri, ObjectStore):
+        return uri
+    return ObjectStore(uri, storage_options)

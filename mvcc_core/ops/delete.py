@@ -1,0 +1,124 @@
+"""Delete: mark the rows matching a predicate deleted with deletion vectors (one Delete transaction).
+
+Matching rows are found with a row-address scan of the read version, merged into each fragment's
+existing deletion vector and written as a new deletion file; a fragment whose rows are all deleted
+leaves the manifest (`deleted_fragment_ids`). The transaction records the predicate and the affected
+row addresses (a 64-bit roaring bitmap) so the conflict resolver can compare concurrent deletes.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyroaring import BitMap
+
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.format import operations as ops
+from mvcc_core.format.deletion import (
+    addresses_serialized,
+    deletion_path,
+    offsets_bitmap,
+    read_deletion_vector,
+    write_deletion_vector,
+)
+from mvcc_core.io import ObjectStore
+from mvcc_core.read.scan import ROW_ADDRESS, Scan
+
+
+@dataclass
+class DeletePlan:
+    """The Delete operation to commit, and the deletion files written for it (removed if the commit fails)."""
+
+    operation: ops.Delete | None
+    written: list[str]
+    rows_deleted: int
+
+
+def find_rows(
+    store: ObjectStore,
+    manifest: pb.Manifest,
+    predicate: str | pc.Expression | None,
+    columns: list[str],
+    with_row_id: bool = False,
+) -> pa.Table:
+    """The live rows matching `predicate` (all rows for None), with `columns` and their `_rowaddr`
+    (and `_rowid` when asked)."""
+    return Scan(
+        store, manifest, columns=columns, filter=predicate, with_row_address=True, with_row_id=with_row_id
+    ).to_table()
+
+
+@dataclass
+class DeletedRows:
+    """New deletion vectors for the rows at some addresses, ready to go into a Delete or Update."""
+
+    updated_fragments: list[pb.DataFragment]
+    removed_fragment_ids: list[int]
+    affected_rows: bytes
+    written: list[str]
+
+
+def delete_addresses(store: ObjectStore, manifest: pb.Manifest, addresses: np.ndarray) -> DeletedRows:
+    """Merge the row `addresses` into their fragments' deletion vectors and write the new files.
+
+    A fragment left without live rows is listed in `removed_fragment_ids` instead.
+    """
+    addresses = np.asarray(addresses, dtype=np.uint64)
+    if len(addresses) > 1 and not (addresses[1:] >= addresses[:-1]).all():  # a scan gives them in order
+        addresses = np.sort(addresses)
+    fragment_ids = addresses >> np.uint64(32)
+    ids, starts = np.unique(fragment_ids, return_index=True)
+    by_id = {f.id: f for f in manifest.fragments}
+    written: list[str] = []
+
+    def merge(fid: int, offsets: BitMap) -> pb.DataFragment | None:
+        """The fragment with its new deletion vector, or None when no row of it is left."""
+        frag = by_id[fid]
+        deleted = read_deletion_vector(store, frag, manifest.base_paths) | offsets
+        if len(deleted) >= frag.physical_rows:
+            return None
+        deletion_file = write_deletion_vector(store, fid, manifest.version, deleted)
+        written.append(deletion_path(fid, deletion_file))
+        new = pb.DataFragment()
+        new.CopyFrom(frag)
+        new.deletion_file.CopyFrom(deletion_file)
+        return new
+
+    bounds = [*starts[1:].tolist(), len(addresses)]
+    low = (addresses & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    groups = [
+        (fid, offsets_bitmap(low[start:end]))
+        for fid, start, end in zip(ids.tolist(), starts.tolist(), bounds, strict=True)
+    ]
+    affected = addresses_serialized(groups)
+    try:  # one small file per fragment: on S3 each is a round trip, so a few threads write them
+        if store.scheme in ("file", "memory") or len(groups) < 2:
+            results = [merge(*g) for g in groups]
+        else:
+            with ThreadPoolExecutor(max_workers=8) as pool:
+                results = list(pool.map(lambda g: merge(*g), groups))
+    except BaseException:
+        store.delete_many(written)
+        raise
+    updated = [r for r in results if r is not None]
+    removed = [fid for (fid, _), r in zip(groups, results, strict=True) if r is None]
+    return DeletedRows(updated, removed, affected, written)
+
+
+def plan_delete(store: ObjectStore, manifest: pb.Manifest, predicate: str | pc.Expression) -> DeletePlan:
+    """Find the live rows matching `predicate` in `manifest` and write the merged deletion vectors."""
+    matched = find_rows(store, manifest, predicate, [])
+    if matched.num_rows == 0:
+        return DeletePlan(None, [], 0)
+    rows = delete_addresses(store, manifest, matched.column(ROW_ADDRESS).to_numpy())
+    op = ops.Delete(
+        updated_fragments=rows.updated_fragments,
+        deleted_fragment_ids=rows.removed_fragment_ids,
+        predicate=predicate if isinstance(predicate, str) else str(predicate),
+        affected_rows=rows.affected_rows,
+    )
+    return DeletePlan(op, rows.written, matched.num_rows)

@@ -1,0 +1,326 @@
+"""Upsert: `t.merge_insert(on)` with pylance's builder, committed as one Update transaction.
+
+Source rows are joined with the live target rows on the key columns (a NULL key matches nothing, as in
+SQL). Matched rows are updated REWRITE_ROWS-style (old version deleted by vector, source row written
+to a new fragment), unmatched source rows inserted, and with `when_not_matched_by_source_delete` target
+rows without a source row deleted. Duplicate keys in the source are refused: which row wins would be
+arbitrary.
+
+The keys of inserted rows go into the Update's `inserted_rows` filter so that two concurrent upserts
+inserting the same key can be told apart from two inserting different keys. A single integer key hashes
+with SplitMix64's finalizer (its int64 bits as u64); any other key to the first 8 bytes (little-endian
+u64) of BLAKE2b over the `repr` of its Python values joined by U+001F. Both are the same in every
+process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core._proto import transaction_pb2 as tpb
+from mvcc_core.errors import SchemaError
+from mvcc_core.format import operations as ops
+from mvcc_core.format import row_ids
+from mvcc_core.format import schema as schema_mod
+from mvcc_core.format.fragments import fragment_paths, to_reader, write_fragments_from_reader
+from mvcc_core.format.row_ids import ROW_ID
+from mvcc_core.io import ObjectStore
+from mvcc_core.ops.delete import delete_addresses, find_rows
+from mvcc_core.read.index_lookup import BITMAP, BTREE
+from mvcc_core.read.scan import ROW_ADDRESS
+from mvcc_core.read.sql_filter import to_expression
+from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
+from mvcc_core.txn.state import TableState
+from mvcc_core.txn.transaction import Transaction, check_properties
+
+_T, _S = "__target_row", "__source_row"
+
+
+def key_hash(values: Sequence[Any]) -> int:
+    """The u64 hash of one key (a tuple of Python values) recorded in `inserted_rows`."""
+    if (
+        len(values) == 1
+        and isinstance(values[0], int)
+        and not isinstance(values[0], bool)
+        and -(2**63) <= values[0] < 2**63
+    ):
+        return int(_splitmix64(np.array([values[0]], dtype=np.int64))[0])
+    text = "\x1f".join(repr(v) for v in values)
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+
+
+def _splitmix64(values: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer over int64 keys as u64: a vectorized hash for the common integer key."""
+    z = values.astype(np.int64).view(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def key_hashes(keys: pa.Table) -> list[int]:
+    """`key_hash` of every row of `keys` (vectorized for one integer column without nulls)."""
+    if keys.num_rows == 0:
+        return []
+    column = keys.column(0)
+    if (
+        keys.num_columns == 1
+        and pa.types.is_integer(column.type)
+        and not column.null_count
+        and pc.max(column).as_py() < 2**63
+    ):
+        return _splitmix64(column.to_numpy()).tolist()
+    return [key_hash(list(row.values())) for row in keys.to_pylist()]
+
+
+class MergeInsertBuilder:
+    """pylance's `merge_insert` builder: choose the clauses, then `execute(data)` (or `execute_uncommitted`).
+
+    Built by `Table.merge_insert(on)` with the handle's state and the handle's commit, so that `execute`
+    commits through the handle and moves it.
+    """
+
+    def __init__(
+        self,
+        state: TableState,
+        on: str | Sequence[str],
+        commit: Callable[[Transaction, int], Any] | None = None,
+    ) -> None:
+        self._state = state
+        self._commit = commit or (lambda txn, retries: state.commit(txn, max_retries=retries))
+        self._on = [on] if isinstance(on, str) else list(on)
+        if not self._on:
+            raise SchemaError("merge_insert needs at least one key column")
+        unknown = [c for c in self._on if c not in state.schema.names]
+        if unknown:
+            raise SchemaError(
+                f"merge_insert key column(s) {unknown} are not in the table; columns are {state.schema.names}"
+            )
+        self._update = False
+        self._update_condition: str | None = None
+        self._insert = False
+        self._delete_by_source = False
+        self._delete_condition: str | None = None
+
+    def when_matched_update_all(self, condition: str | None = None) -> MergeInsertBuilder:
+        """Replace matched target rows by their source rows; `condition` may use `source.col` / `target.col`."""
+        self._update, self._update_condition = True, condition
+        return self
+
+    def when_not_matched_insert_all(self) -> MergeInsertBuilder:
+        self._insert = True
+        return self
+
+    def when_not_matched_by_source_delete(self, expr: str | None = None) -> MergeInsertBuilder:
+        """Delete target rows that no source row matches (only those matching `expr`, if given)."""
+        self._delete_by_source, self._delete_condition = True, expr
+        return self
+
+    def execute(
+        self,
+        data: Any,
+        *,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> dict[str, int]:
+        """Run the upsert as one Update; returns pylance's counts. Nothing is committed when nothing changes."""
+        txn, stats = self.execute_uncommitted(
+            data, commit_message=commit_message, transaction_properties=transaction_properties
+        )
+        if txn is not None:
+            self._commit(txn, max_retries)
+        return stats
+
+    def execute_uncommitted(
+        self,
+        data: Any,
+        *,
+        commit_message: str | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+    ) -> tuple[Transaction | None, dict[str, int]]:
+        """Write the upsert's files and return `(Transaction, counts)` uncommitted (pylance's shape); the
+        transaction is None when nothing would change."""
+        properties = check_properties(transaction_properties)  # before any file is written
+        state = self._state
+        store, manifest, schema = state.store, state.manifest, state.schema
+        source = schema_mod.conform(to_reader(data, schema).read_all(), schema)
+        self._check_unique(source)
+        stable = row_ids.enabled(manifest)
+        need_all = self._update_condition is not None
+        target_cols = list(schema.names) if need_all else list(self._on)
+        delete_filter = None
+        if self._delete_condition is not None:
+            delete_filter = to_expression(self._delete_condition, schema)
+            if not need_all:
+                target_cols = list(schema.names)
+        if self._update_condition is not None:
+            nested = pa.schema(
+                [pa.field("source", pa.struct(list(schema))), pa.field("target", pa.struct(list(schema)))]
+            )
+            update_filter = to_expression(self._update_condition, nested)
+        prefilter = None if self._delete_by_source else self._key_filter(source, manifest)
+        target = find_rows(store, manifest, prefilter, target_cols, with_row_id=stable)
+        pairs = self._join(target, source)
+        target_idx = pairs.column(_T).to_numpy()
+        source_idx = pairs.column(_S).to_numpy()
+        if self._update and self._update_condition is not None and len(pairs):
+            both = pa.table(
+                {
+                    "source": _struct(source.take(source_idx), schema),
+                    "target": _struct(target.select(schema.names).take(target_idx), schema),
+                }
+            )
+            mask = _filter_mask(both, update_filter)
+            target_idx, source_idx = target_idx[mask], source_idx[mask]
+        matched_source = np.zeros(source.num_rows, dtype=bool)
+        matched_source[pairs.column(_S).to_numpy()] = True
+        matched_target = np.zeros(target.num_rows, dtype=bool)
+        matched_target[pairs.column(_T).to_numpy()] = True
+
+        updated_src = source_idx if self._update else np.array([], dtype=np.int64)
+        updated_tgt = target_idx if self._update else np.array([], dtype=np.int64)
+        inserted_src = np.flatnonzero(~matched_source) if self._insert else np.array([], dtype=np.int64)
+        deleted_tgt = np.array([], dtype=np.int64)
+        if self._delete_by_source:
+            unmatched = ~matched_target
+            if delete_filter is not None:
+                unmatched &= _filter_mask(target, delete_filter)
+            deleted_tgt = np.flatnonzero(unmatched)
+        stats = {
+            "num_inserted_rows": len(inserted_src),
+            "num_updated_rows": len(updated_src),
+            "num_deleted_rows": len(deleted_tgt),
+        }
+        if not len(updated_src) and not len(inserted_src) and not len(deleted_tgt):
+            return None, stats
+
+        fields = list(manifest.fields)
+        written: list[str] = []
+        new_fragments = []
+        try:
+            if stable:  # updated rows keep their ids; inserted rows get new ids at commit
+                moved = _write(store, fields, schema, [source.take(updated_src)])
+                written = [p for f in moved for p in fragment_paths(f)]  # removed if what follows fails
+                row_ids.split(target.column(ROW_ID).to_numpy()[updated_tgt], moved)
+                new_fragments = moved + _write(store, fields, schema, [source.take(inserted_src)])
+            else:
+                new_fragments = _write(store, fields, schema, [source.take(updated_src), source.take(inserted_src)])
+            written = [p for f in new_fragments for p in fragment_paths(f)]
+            addresses = target.column(ROW_ADDRESS).to_numpy()[np.concatenate([updated_tgt, deleted_tgt])]
+            deleted = delete_addresses(store, manifest, addresses) if len(addresses) else None
+        except BaseException:
+            store.delete_many(written)
+            raise
+        ids = schema_mod.field_ids_by_name(fields)
+        op = ops.Update(
+            removed_fragment_ids=deleted.removed_fragment_ids if deleted else [],
+            updated_fragments=deleted.updated_fragments if deleted else [],
+            new_fragments=new_fragments,
+            fields_modified=sorted(ids[c] for c in schema.names if c not in self._on) if len(updated_src) else [],
+            update_mode=tpb.Transaction.REWRITE_ROWS,
+            inserted_rows=tpb.Transaction.KeyExistenceFilter(
+                field_ids=[ids[c] for c in self._on],
+                key_hashes=key_hashes(source.select(self._on).take(inserted_src)),
+            ),
+            affected_rows=deleted.affected_rows if deleted else b"",
+        )
+        txn = Transaction(
+            read_version=state.version,
+            operation=op,
+            message=commit_message or "",
+            transaction_properties=properties,
+            files=state.staged(written + (deleted.written if deleted else [])),
+        )
+        return txn, stats
+
+    def _key_filter(self, source: pa.Table, manifest: pb.Manifest) -> str | pc.Expression | None:
+        """What narrows the target scan to rows that may match: the source keys themselves when a scalar
+        index covers the one key column (the scan then reads only the rows the index names, as pylance's
+        merge_insert uses a key index), else the keys' range (`_key_range`)."""
+        if len(self._on) == 1 and _indexed(manifest, self._on[0]):
+            keys = pc.unique(source.column(self._on[0]).drop_null())
+            if not len(keys):
+                return "FALSE"  # only NULL keys: nothing can match
+            if len(keys) <= _KEY_LOOKUP_MAX:
+                return pc.field(self._on[0]).isin(keys)
+        return self._key_range(source)
+
+    def _key_range(self, source: pa.Table) -> str | None:
+        """`key BETWEEN min AND max` of the source keys (one integer or string key): the scan then skips
+        files whose statistics rule the range out. The join still decides what matches."""
+        if len(self._on) != 1:
+            return None
+        column = source.column(self._on[0])
+        if not (pa.types.is_integer(column.type) or pa.types.is_string(column.type)):
+            return None
+        bounds = pc.min_max(column)
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+        if low is None:
+            return "FALSE"  # only NULL keys: nothing can match
+        name = '"' + self._on[0].replace('"', '""') + '"'
+        if isinstance(low, str):
+            low, high = ("'" + v.replace("'", "''") + "'" for v in (low, high))
+        return f"{name} >= {low} AND {name} <= {high}"
+
+    def _check_unique(self, source: pa.Table) -> None:
+        keys = source.select(self._on)
+        if len(self._on) == 1 and len(pc.unique(keys.column(0))) == keys.num_rows:
+            return  # the common case, without a group-by
+        counts = keys.group_by(self._on).aggregate([([], "count_all")])
+        dupes = counts.filter(pc.greater(counts.column("count_all"), 1))
+        for row in dupes.to_pylist():
+            if all(row[c] is not None for c in self._on):  # NULL keys match nothing, so they may repeat
+                key = {c: row[c] for c in self._on}
+                raise SchemaError(
+                    f"merge_insert source has {row['count_all']} rows with key {key}; keys in the source must be "
+                    "unique (deduplicate it first)"
+                )
+
+    def _join(self, target: pa.Table, source: pa.Table) -> pa.Table:
+        """(target row, source row) index pairs of equal, non-NULL keys."""
+        left = target.select(self._on).append_column(_T, pa.array(np.arange(target.num_rows), pa.int64()))
+        right = source.select(self._on).append_column(_S, pa.array(np.arange(source.num_rows), pa.int64()))
+        try:
+            joined = left.join(right, keys=self._on, join_type="inner")
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise SchemaError(f"merge_insert cannot join on {self._on}: {exc}") from exc
+        return joined.select([_T, _S])
+
+
+def _struct(table: pa.Table, schema: pa.Schema) -> pa.StructArray:
+    """A table as one struct column, so a condition can say `source.price` / `target.price`."""
+    return pa.StructArray.from_arrays([c.combine_chunks() for c in table.columns], fields=list(schema))
+
+
+def _filter_mask(table: pa.Table, expr: pc.Expression) -> np.ndarray:
+    """Which rows of `table` satisfy `expr` (NULL counts as false)."""
+    values = ds.dataset(table).to_table(columns={"m": expr}).column("m")
+    return pc.fill_null(values, False).to_numpy(zero_copy_only=False).astype(bool)
+
+
+def _write(
+    store: ObjectStore, fields: list[pb.Field], schema: pa.Schema, parts: list[pa.Table]
+) -> list[pb.DataFragment]:
+    """The rows of `parts`, in order, as new fragments (removed again on error)."""
+    return write_fragments_from_reader(store, pa.concat_tables(parts).to_reader(), fields, schema)
+
+
+# Most source keys merge_insert asks a key index for (an IN list that long is not cached by scans: see
+# `predicate.MAX_CACHED_FILTER_BYTES`); beyond, the keys' range (a scan still uses the index when it pays).
+_KEY_LOOKUP_MAX = 100_000
+
+
+def _indexed(manifest: pb.Manifest, column: str) -> bool:
+    """Whether a scalar index (BTREE or BITMAP, the kinds a scan's planner uses) covers the top-level `column`."""
+    ids = [f.id for f in manifest.fields if f.parent_id == -1 and f.name == column]
+    return bool(ids) and any(
+        list(index.fields) == ids and index.index_type in (BTREE, BITMAP) and index.files for index in manifest.indices
+    )

@@ -1,0 +1,316 @@
+"""Schema evolution: add columns (Merge), drop / rename / relax columns (Project), replace a column's data
+(DataReplacement).
+
+Adding or replacing a column writes, for each fragment, one extra data file with just those columns and
+as many rows as the fragment has physical rows (deleted rows included), so no existing file is
+rewritten. Drops and renames are metadata only: data files name columns by field id, so a renamed
+column keeps its files and a dropped one's data simply stops being read (retention removes it once no
+version needs it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core._proto import transaction_pb2 as tpb
+from mvcc_core.errors import SchemaError
+from mvcc_core.format import operations as ops
+from mvcc_core.format import schema as schema_mod
+from mvcc_core.format.fragments import field_subtree, to_reader, write_column_file
+from mvcc_core.format.naming import data_file_path
+from mvcc_core.io import ObjectStore
+from mvcc_core.read.scan import read_fragment
+from mvcc_core.read.sql_filter import to_column_expression
+
+_ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError)
+
+
+@dataclass
+class ColumnPlan:
+    """The operation to commit and the data files written for it (removed if the commit fails)."""
+
+    operation: ops.Operation
+    written: list[str]
+
+
+def _check_new_names(names: Sequence[str], schema: pa.Schema) -> None:
+    if not names:
+        raise SchemaError("add_columns needs at least one new column")
+    clashes = [n for n in names if n in schema.names]
+    if clashes:
+        raise SchemaError(f"column(s) {clashes} already exist; columns are {schema.names}")
+    empty = [n for n in names if not n]
+    if empty:
+        raise SchemaError("a new column needs a non-empty name")
+
+
+def _with_files(
+    store: ObjectStore, manifest: pb.Manifest, new_fields: list[pb.Field], compute: Any
+) -> tuple[list[pb.DataFragment], list[str]]:
+    """For each fragment, write `compute(fragment)` as an extra data file; on error remove what was written."""
+    fragments, written = [], []
+    try:
+        for frag in manifest.fragments:
+            data_file = write_column_file(store, new_fields, compute(frag))
+            written.append(data_file_path(data_file.path))
+            new = pb.DataFragment()
+            new.CopyFrom(frag)
+            new.files.append(data_file)
+            fragments.append(new)
+    except BaseException:
+        store.delete_many(written)
+        raise
+    return fragments, written
+
+
+def plan_add_columns(
+    store: ObjectStore,
+    manifest: pb.Manifest,
+    transforms: Mapping[str, str] | pa.Field | Sequence[pa.Field] | pa.Schema,
+) -> ColumnPlan:
+    """New columns from SQL expressions over existing columns (`{"b": "a * 2"}`), or all-null columns
+    from Arrow fields (pylance's `add_columns` shapes). One Merge transaction."""
+    schema = schema_mod.manifest_schema(manifest)
+    if isinstance(transforms, Mapping):
+        _check_new_names(list(transforms), schema)
+        expressions: dict[str, pc.Expression] = {}
+        types: dict[str, pa.DataType] = {}
+        reads: set[str] = set()
+        for name, sql in transforms.items():
+            if not isinstance(sql, str):
+                raise SchemaError(f"add_columns: the value for {name!r} must be a SQL expression string")
+            expressions[name], types[name], columns = to_column_expression(sql, schema)
+            reads |= set(columns)
+        new_schema = pa.schema([pa.field(n, t) for n, t in types.items()])
+        read_cols = [n for n in schema.names if n in reads]
+
+        def compute(frag: pb.DataFragment) -> pa.Table:
+            base = read_fragment(store, manifest, frag, read_cols)
+            try:
+                return ds.dataset(base).to_table(columns=expressions)
+            except _ARROW_ERRORS as exc:
+                raise SchemaError(
+                    f"add_columns {dict(transforms)!r}: cannot compute fragment {frag.id}: {exc}"
+                ) from exc
+
+    else:
+        if isinstance(transforms, pa.Field):
+            new_schema = pa.schema([transforms])
+        elif isinstance(transforms, pa.Schema):
+            new_schema = transforms
+        elif isinstance(transforms, Sequence) and all(isinstance(f, pa.Field) for f in transforms):
+            new_schema = pa.schema(list(transforms))
+        else:
+            raise SchemaError(
+                "add_columns takes a dict of {name: SQL expression}, or pyarrow Field(s) / a Schema for null "
+                f"columns; got {type(transforms).__name__}"
+            )
+        _check_new_names(new_schema.names, schema)
+        strict = [f.name for f in new_schema if not f.nullable]
+        if strict:
+            raise SchemaError(f"new column(s) {strict} would be all nulls, so they must be nullable")
+
+        def compute(frag: pb.DataFragment) -> pa.Table:
+            return pa.table([pa.nulls(frag.physical_rows, f.type) for f in new_schema], schema=new_schema)
+
+    new_fields, _ = schema_mod.fields_from_schema(new_schema, next_field_id=max(manifest.max_field_id, -1) + 1)
+    fragments, written = _with_files(store, manifest, new_fields, compute)
+    op = ops.Merge(
+        fragments=fragments, schema=list(manifest.fields) + new_fields, schema_metadata=dict(manifest.schema_metadata)
+    )
+    return ColumnPlan(op, written)
+
+
+def plan_merge(
+    store: ObjectStore, manifest: pb.Manifest, data: Any, left_on: str, right_on: str | None = None
+) -> ColumnPlan:
+    """Add the columns of `data` joined on a key (pylance's `merge`): a left join, so rows without a match
+    get nulls. Keys must be unique in `data`; a NULL key matches nothing."""
+    schema = schema_mod.manifest_schema(manifest)
+    right_on = right_on or left_on
+    if left_on not in schema.names:
+        raise SchemaError(f"merge: the table has no column {left_on!r}; columns are {schema.names}")
+    right = to_reader(data).read_all()
+    if right_on not in right.column_names:
+        raise SchemaError(f"merge: the data has no column {right_on!r}; its columns are {right.column_names}")
+    new_names = [n for n in right.column_names if n != right_on]
+    _check_new_names(new_names, schema)
+    right = right.filter(pc.is_valid(right.column(right_on)))
+    counts = pc.value_counts(right.column(right_on))
+    dupes = counts.filter(pc.greater(counts.field("counts"), 1))
+    if len(dupes):
+        raise SchemaError(
+            f"merge: key column {right_on!r} of the data has duplicate values, e.g. {dupes[0]['values'].as_py()!r}"
+        )
+    if not schema.field(left_on).type.equals(right.schema.field(right_on).type):
+        raise SchemaError(
+            f"merge: key types differ: table {left_on!r} is {schema.field(left_on).type}, "
+            f"data {right_on!r} is {right.schema.field(right_on).type}"
+        )
+    new_schema = pa.schema([right.schema.field(n).with_nullable(True) for n in new_names])
+    right = right.select([right_on, *new_names]).rename_columns(["__key", *new_names])
+
+    def compute(frag: pb.DataFragment) -> pa.Table:
+        keys = read_fragment(store, manifest, frag, [left_on])
+        left = pa.table({"__key": keys.column(0), "__row": np.arange(keys.num_rows)})
+        joined = left.join(right, keys="__key", join_type="left outer").sort_by("__row")
+        return joined.select(new_names)
+
+    new_fields, _ = schema_mod.fields_from_schema(new_schema, next_field_id=max(manifest.max_field_id, -1) + 1)
+    fragments, written = _with_files(store, manifest, new_fields, compute)
+    op = ops.Merge(
+        fragments=fragments, schema=list(manifest.fields) + new_fields, schema_metadata=dict(manifest.schema_metadata)
+    )
+    return ColumnPlan(op, written)
+
+
+def _resolve_path(fields: list[pb.Field], path: str) -> pb.Field:
+    """`a` or `a.b.c` (through struct columns) -> the field; SchemaError naming what is missing."""
+    if not isinstance(path, str) or not path:
+        raise SchemaError(f"a column path must be a non-empty string, got {path!r}")
+    top = [f for f in fields if f.parent_id == -1]
+    if path in [f.name for f in top]:
+        return next(f for f in top if f.name == path)
+    parts, parent, current = path.split("."), -1, None
+    for depth, part in enumerate(parts):
+        if current is not None and current.logical_type != "struct":
+            raise SchemaError(f"{'.'.join(parts[:depth])!r} is not a struct column, so it has no field {part!r}")
+        candidates = [f for f in fields if f.parent_id == parent and f.name == part]
+        if not candidates:
+            where = "the table" if parent == -1 else f"struct {'.'.join(parts[:depth])!r}"
+            names = [f.name for f in fields if f.parent_id == parent]
+            raise SchemaError(f"{where} has no column {part!r} (looking up {path!r}); it has {names}")
+        current = candidates[0]
+        parent = current.id
+    assert current is not None
+    return current
+
+
+def plan_drop_columns(manifest: pb.Manifest, columns: Sequence[str]) -> ops.Project:
+    """Drop columns (or struct fields, `a.b`): metadata only."""
+    if isinstance(columns, str):
+        columns = [columns]
+    if not columns:
+        raise SchemaError("drop_columns needs at least one column")
+    fields = list(manifest.fields)
+    targets = [_resolve_path(fields, c) for c in columns]
+    dropped = {f.id for f in field_subtree(fields, {t.id for t in targets})}
+    kept = [f for f in fields if f.id not in dropped]
+    if not any(f.parent_id == -1 for f in kept):
+        raise SchemaError(f"drop_columns {list(columns)} would drop every column; use overwrite or a new table")
+    for target in targets:
+        if target.parent_id != -1 and not any(f.parent_id == target.parent_id for f in kept):
+            raise SchemaError(f"drop_columns: {target.name!r} is the last field of its struct; drop the struct")
+    return ops.Project(schema=kept)
+
+
+_ALTER_KEYS = {"path", "name", "nullable", "data_type"}
+
+
+def plan_alter_columns(manifest: pb.Manifest, alterations: Sequence[Mapping[str, Any]]) -> ops.Project:
+    """Rename columns and make them nullable (pylance's `alter_columns` dicts): metadata only.
+
+    Changing a type would rewrite data and is refused, as is making a nullable column non-nullable
+    (existing rows may hold nulls).
+    """
+    if not alterations:
+        raise SchemaError("alter_columns needs at least one alteration")
+    fields = [pb.Field() for _ in manifest.fields]
+    for copy, original in zip(fields, manifest.fields, strict=True):
+        copy.CopyFrom(original)
+    schema = schema_mod.manifest_schema(manifest)
+    for alteration in alterations:
+        if not isinstance(alteration, Mapping) or "path" not in alteration:
+            raise SchemaError(f"an alteration is a dict with a 'path' key, got {alteration!r}")
+        unknown = set(alteration) - _ALTER_KEYS
+        if unknown:
+            raise SchemaError(f"alteration of {alteration['path']!r} has unknown key(s) {sorted(unknown)}")
+        field = _resolve_path(fields, alteration["path"])
+        if alteration.get("data_type") is not None:
+            current = _arrow_type(schema, alteration["path"])
+            if not isinstance(alteration["data_type"], pa.DataType) or not alteration["data_type"].equals(current):
+                raise SchemaError(
+                    f"alter_columns: changing the type of {alteration['path']!r} ({current} -> "
+                    f"{alteration['data_type']}) rewrites data and is not supported; add a new column with a "
+                    "CAST expression (add_columns) and drop the old one"
+                )
+        if "nullable" in alteration:
+            nullable = alteration["nullable"]
+            if not isinstance(nullable, bool):
+                raise SchemaError(f"'nullable' of {alteration['path']!r} must be a bool, got {nullable!r}")
+            if field.nullable and not nullable:
+                raise SchemaError(
+                    f"alter_columns: {alteration['path']!r} is nullable and may hold nulls; it cannot be made "
+                    "non-nullable"
+                )
+            field.nullable = nullable
+        if alteration.get("name") is not None:
+            name = alteration["name"]
+            if not isinstance(name, str) or not name:
+                raise SchemaError(f"new name of {alteration['path']!r} must be a non-empty string, got {name!r}")
+            siblings = [f.name for f in fields if f.parent_id == field.parent_id and f.id != field.id]
+            if name in siblings:
+                raise SchemaError(f"cannot rename {alteration['path']!r} to {name!r}: that name exists already")
+            field.name = name
+    return ops.Project(schema=fields)
+
+
+def _arrow_type(schema: pa.Schema, path: str) -> pa.DataType:
+    if path in schema.names:
+        return schema.field(path).type
+    parts = path.split(".")
+    t = schema.field(parts[0]).type
+    for part in parts[1:]:
+        t = t.field(part).type
+    return t
+
+
+def plan_replace_column(
+    store: ObjectStore, manifest: pb.Manifest, column: str, replacements: Mapping[int, Any]
+) -> ColumnPlan:
+    """Replace all values of a top-level column in the given fragments (fragment id -> values, one per
+    physical row, deleted rows included). One DataReplacement transaction; the old column data is
+    tombstoned, not rewritten."""
+    fields = list(manifest.fields)
+    schema = schema_mod.manifest_schema(manifest)
+    if column not in schema.names:
+        raise SchemaError(f"replace_column: the table has no column {column!r}; columns are {schema.names}")
+    if not replacements:
+        raise SchemaError("replace_column needs at least one fragment's values")
+    by_id = {f.id: f for f in manifest.fragments}
+    unknown = [fid for fid in replacements if fid not in by_id]
+    if unknown:
+        raise SchemaError(f"replace_column: version {manifest.version} has no fragment(s) {unknown}")
+    target = next(f for f in fields if f.parent_id == -1 and f.name == column)
+    subtree = field_subtree(fields, {target.id})
+    field = schema.field(column)
+    tables = {}
+    for fid, values in replacements.items():
+        try:
+            array = values if isinstance(values, pa.Array | pa.ChunkedArray) else pa.array(values, type=field.type)
+        except _ARROW_ERRORS as exc:
+            raise SchemaError(f"replace_column {column!r}, fragment {fid}: values are not {field.type}: {exc}") from exc
+        if len(array) != by_id[fid].physical_rows:
+            raise SchemaError(
+                f"replace_column {column!r}: fragment {fid} has {by_id[fid].physical_rows} rows, "
+                f"the replacement has {len(array)}"
+            )
+        tables[fid] = schema_mod.conform(pa.table({column: array}), pa.schema([field]))
+    groups, written = [], []
+    try:
+        for fid, table in tables.items():
+            data_file = write_column_file(store, subtree, table)
+            written.append(data_file_path(data_file.path))
+            groups.append(tpb.Transaction.DataReplacementGroup(fragment_id=fid, new_file=data_file))
+    except BaseException:
+        store.delete_many(written)
+        raise
+    return ColumnPlan(ops.DataReplacement(replacements=groups), written)

@@ -1,0 +1,190 @@
+"""Reading a scalar index for a filter: which row addresses hold values the filter's conjuncts can match.
+
+The index file layout (`index_dir`, `INDEX_FILE`, the BTREE and BITMAP shapes) is described in
+`index.scalar`, which builds the files. This module only reads them, so it sits below `scan` (a scan
+asks it for row addresses) while the build, which scans the table, sits above: the two never import
+each other.
+
+A BTREE's value column is sorted, so Parquet statistics narrow a point or range lookup to a row group or
+two; a BITMAP holds one row per distinct value (sorted by value) with a portable roaring64 bitmap of its
+row addresses. A lookup with literal bounds (see `planner`) picks the row groups from the file's
+statistics, cached per process (index files are immutable), and reads only those.
+"""
+
+from __future__ import annotations
+
+import uuid as uuid_mod
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyroaring import BitMap, BitMap64
+
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.format import schema as schema_mod
+from mvcc_core.format.naming import INDICES_DIR
+from mvcc_core.io import ObjectStore
+from mvcc_core.io.parquet import (
+    ROW_ADDRESS,
+    LruCache,
+    filter_table,
+    parquet_fragment,
+    parquet_metadata,
+    read_row_groups,
+)
+
+BTREE, BITMAP = "BTREE", "BITMAP"
+INDEX_TYPES = (BTREE, BITMAP)
+INDEX_FILE = "index.parquet"
+
+
+def index_dir(index: pb.IndexMetadata) -> str:
+    """The directory of an index's files, relative to the table root."""
+    return f"{INDICES_DIR}/{uuid_mod.UUID(bytes=index.uuid.uuid)}"
+
+
+@dataclass
+class _Statistics:
+    """The value column's per-row-group min and max. Numbers as numpy arrays (`known` False where a row
+    group has no usable min/max), strings as Arrow arrays with nulls there."""
+
+    value_type: pa.DataType
+    mins: np.ndarray | pa.Array
+    maxs: np.ndarray | pa.Array
+    known: np.ndarray
+    all_null: np.ndarray  # row groups holding only nulls: no comparison with a literal matches them
+
+
+# Per index file (keyed by store scheme, path and size; index files are immutable, their names uuids).
+_STATISTICS = LruCache(64)
+
+
+def _numeric(value_type: pa.DataType) -> bool:
+    return pa.types.is_integer(value_type) or pa.types.is_float32(value_type) or pa.types.is_float64(value_type)
+
+
+def _statistics(key: tuple[str, str, int], metadata: pq.FileMetaData, column: str) -> _Statistics | None:
+    """Per-row-group statistics of the index file's value column, built once per file and process; None
+    when the column's type is not one the planner gives bounds for."""
+    return _STATISTICS.get_or_build(key, lambda: _read_statistics(metadata, column))
+
+
+def _read_statistics(metadata: pq.FileMetaData, column: str) -> _Statistics | None:
+    schema = metadata.schema.to_arrow_schema()
+    value_type = schema.field(column).type if column in schema.names else pa.null()
+    if not (_numeric(value_type) or pa.types.is_string(value_type) or pa.types.is_large_string(value_type)):
+        return None
+    position = metadata.schema.names.index(column)
+    count = metadata.num_row_groups
+    mins: list[object] = [None] * count
+    maxs: list[object] = [None] * count
+    all_null = np.zeros(count, dtype=bool)
+    for i in range(count):
+        chunk = metadata.row_group(i).column(position)
+        found = chunk.statistics if chunk.is_stats_set else None
+        if found is not None and found.has_min_max:
+            mins[i], maxs[i] = found.min, found.max
+        elif found is not None and found.has_null_count:
+            all_null[i] = found.null_count == chunk.num_values
+    try:
+        low, high = pa.array(mins, value_type), pa.array(maxs, value_type)
+        if pa.types.is_floating(value_type):  # a NaN bound would compare false: treat it as unknown
+            low = pc.if_else(pc.is_nan(low), pa.scalar(None, value_type), low)
+            high = pc.if_else(pc.is_nan(high), pa.scalar(None, value_type), high)
+        known = pc.and_(pc.is_valid(low), pc.is_valid(high)).to_numpy(zero_copy_only=False)
+        if _numeric(value_type):
+            dtype = value_type.to_pandas_dtype()
+            low = pc.fill_null(low, pa.scalar(0, value_type)).to_numpy().astype(dtype)
+            high = pc.fill_null(high, pa.scalar(0, value_type)).to_numpy().astype(dtype)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return None
+    return _Statistics(value_type, low, high, known, all_null)
+
+
+def _admits(stats: _Statistics, bound: object, inclusive: bool, upper: bool) -> np.ndarray:
+    """Row groups whose max (lower bound) or min (upper bound) lets a value pass the bound."""
+    values = stats.mins if upper else stats.maxs
+    if isinstance(values, np.ndarray):
+        # `bound` is exactly representable in the column's type (the planner checks), so comparing it
+        # with the native dtype is exact
+        bound = np.array(bound, dtype=values.dtype)
+        if upper:
+            return (values <= bound) if inclusive else (values < bound)
+        return (values >= bound) if inclusive else (values > bound)
+    scalar = pa.scalar(bound, stats.value_type)
+    compare = (pc.less_equal if inclusive else pc.less) if upper else (pc.greater_equal if inclusive else pc.greater)
+    return pc.fill_null(compare(values, scalar), True).to_numpy(zero_copy_only=False)
+
+
+def _points(stats: _Statistics, ranges: list[tuple]) -> np.ndarray | None:
+    """The sorted values of `ranges` when they are many single values of a numeric column (an IN list of
+    a merge_insert's keys: one pass per value would cost milliseconds per hundred), else None."""
+    if len(ranges) < 16 or not isinstance(stats.mins, np.ndarray):
+        return None
+    if not all(low is not None and low == high and low_in and high_in for low, low_in, high, high_in in ranges):
+        return None
+    return np.sort(np.array([r[0] for r in ranges], dtype=stats.mins.dtype))
+
+
+def _row_groups(stats: _Statistics, bounds: list[list[tuple]]) -> list[int]:
+    """Row groups whose min/max admit a value inside every conjunct's ranges (unknown statistics admit)."""
+    mask = ~stats.all_null
+    unknown = ~stats.known
+    for ranges in bounds:
+        admitted = unknown.copy()
+        points = _points(stats, ranges)
+        if points is not None:  # an IN list: which row groups' [min, max] hold one of its values, at once
+            admitted |= np.searchsorted(points, stats.maxs, side="right") > np.searchsorted(
+                points, stats.mins, side="left"
+            )
+            mask &= admitted
+            continue
+        for low, low_inclusive, high, high_inclusive in ranges:
+            ok = np.ones(len(mask), dtype=bool)
+            if low is not None:
+                ok &= _admits(stats, low, low_inclusive, upper=False)
+            if high is not None:
+                ok &= _admits(stats, high, high_inclusive, upper=True)
+            admitted |= ok
+        mask &= admitted
+    return [int(i) for i in np.flatnonzero(mask)]
+
+
+def lookup(
+    store: ObjectStore, index: pb.IndexMetadata, expr: pc.Expression, bounds: list[list[tuple]] | None = None
+) -> np.ndarray:
+    """Row addresses (sorted) whose indexed value satisfies `expr` (over the physical column name).
+
+    With `bounds` (literal ranges implied by `expr`, from the planner) only the index row groups whose
+    statistics admit them are read; `expr` is applied to what is read either way.
+    """
+    path = store.arrow_path(f"{index_dir(index)}/{INDEX_FILE}")
+    size = index.files[0].size_bytes if index.files else 0
+    fs = store.arrow_filesystem()
+    payload = ROW_ADDRESS if index.index_type == BTREE else "bitmap"
+    column = schema_mod.physical_name(index.fields[0])
+    found: pa.Table | None = None
+    key = (store.scheme, path, size)
+    if bounds:
+        metadata = parquet_metadata(fs, key)
+        stats = _statistics(key, metadata, column)
+        if stats is not None:
+            groups = _row_groups(stats, bounds)
+            if not groups:
+                return np.array([], dtype=np.uint64)
+            found = filter_table(read_row_groups(fs, key, groups, [column, payload], []), expr)
+    if found is None:  # Arrow prunes the row groups (the fragment keeps the footer between lookups)
+        found = parquet_fragment(fs, key).to_table(columns=[column, payload], filter=expr)
+    if index.index_type == BTREE:
+        return np.sort(found.column(payload).to_numpy().astype(np.uint64))
+    out = BitMap64()
+    for data in found.column(payload).to_pylist():
+        out |= BitMap64.deserialize(data)
+    return np.array(out.to_array(), dtype=np.uint64) if len(out) else np.array([], dtype=np.uint64)
+
+
+def covered(index: pb.IndexMetadata) -> set[int]:
+    """Ids of the fragments the index was built over (its `fragment_bitmap`)."""
+    return set(BitMap.deserialize(index.fragment_bitmap)) if index.fragment_bitmap else set()

@@ -1,0 +1,87 @@
+"""Which index, if any, answers part of a filter.
+
+The planner reads a `BoundFilter`: among its top-level AND conjuncts, those that read exactly one indexed
+column (and nothing else) can be answered by that column's index (a BTREE preferred over a BITMAP); the
+column with the most such conjuncts wins, and all of them are sent to the index together. The scan still
+applies the whole filter to the rows the index returns, so using an index never changes a result.
+
+Conjuncts that compare the bare column with literals (the filter's typed `Comparison`s: `=`, `<`, `<=`,
+`>`, `>=`, `IN`; a SQL `BETWEEN` is two of them) also give value bounds, which let a lookup skip the index
+file's row groups whose statistics rule them out without asking Arrow to simplify the expression for
+every row group (milliseconds on a large index).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.read.bound_filter import BoundFilter
+from mvcc_core.read.conjuncts import Comparison
+from mvcc_core.read.index_lookup import BITMAP, BTREE
+
+# One (lower, lower inclusive, upper, upper inclusive) range; None for an open end.
+Range = tuple[object | None, bool, object | None, bool]
+# Bounds: for every recognised conjunct, the ranges (any of them) its matching values lie in.
+Bounds = list[list[Range]]
+
+
+class IndexChoice(NamedTuple):
+    index: pb.IndexMetadata
+    column: str  # the indexed table column
+    expr: pc.Expression  # the chosen conjuncts over the physical column name
+    bounds: Bounds  # literal bounds of some of those conjuncts; [] when none are simple comparisons
+
+
+def _ranges(comparison: Comparison) -> list[Range] | None:
+    """The value ranges a comparison's matching rows lie in (None: no bound, e.g. IS NULL)."""
+    if comparison.op == "in":
+        assert isinstance(comparison.value, pa.Array)
+        return [(v, True, v, True) for v in comparison.value.to_pylist()]
+    if comparison.op == "is_null" or comparison.value is None:
+        return None
+    value = comparison.value.as_py()
+    return [
+        {
+            "=": (value, True, value, True),
+            "<": (None, False, value, False),
+            "<=": (None, False, value, True),
+            ">": (value, False, None, False),
+            ">=": (value, True, None, False),
+        }[comparison.op]
+    ]
+
+
+def choose_index(bound: BoundFilter, manifest: pb.Manifest) -> IndexChoice | None:
+    """The index answering part of the filter, the conjuncts it answers, and their bounds; or None.
+
+    `bound` must name physical columns (`BoundFilter.bind(..., physical=...)`): the conjuncts run on the
+    index file, whose value column has the column's physical name.
+    """
+    if not len(manifest.indices) or not bound.physical:
+        return None
+    by_field: dict[int, pb.IndexMetadata] = {}
+    for index in manifest.indices:
+        if len(index.fields) == 1 and index.index_type in (BTREE, BITMAP) and index.files:
+            current = by_field.get(index.fields[0])
+            if current is None or (index.index_type == BTREE and current.index_type != BTREE):
+                by_field[index.fields[0]] = index
+    if not by_field:
+        return None
+    ids = {f.name: f.id for f in manifest.fields if f.parent_id == -1}
+    by_column: dict[str, list[tuple[pc.Expression, Comparison | None]]] = {}
+    for conjunct in bound.conjuncts:
+        if len(conjunct.columns) == 1 and ids.get(conjunct.columns[0]) in by_field:
+            by_column.setdefault(conjunct.columns[0], []).append((conjunct.arrow, conjunct.comparison))
+    if not by_column:
+        return None
+    # the column with the most conjuncts (a range `a >= x AND a < y` is two), all of them ANDed
+    column = max(by_column, key=lambda c: len(by_column[c]))
+    combined = by_column[column][0][0]
+    for expr, _ in by_column[column][1:]:
+        combined = combined & expr
+    bounds = [r for _, comparison in by_column[column] if comparison and (r := _ranges(comparison)) is not None]
+    return IndexChoice(by_field[ids[column]], column, combined, bounds)

@@ -1,0 +1,157 @@
+"""What a Parquet file's row-group statistics say of a filter (no row, every row, or some rows may match),
+decided from a footer already in hand.
+
+A row-address scan on the local disk (`Scan._offsets_table`) reads whole files on reader threads; checking
+the footer there, on the thread that opened the file, costs nothing extra, while asking pyarrow.dataset to
+prune first (`ParquetFileFragment.ensure_complete_metadata` then `subset`) loads every footer again on the
+calling thread before any read starts: about a sixth of a merge_insert whose keys spread over the table.
+A file whose every row matches (a merge_insert's key range covers most files whole) needs no evaluation.
+
+Only comparisons this module can decide exactly are used: a column of a signed integer or string type
+compared with literals of that type (`Comparison.value` has the column's type exactly). Python's ordering
+of `int` and of `str` (by code point) is the order Parquet's statistics use for those types (signed
+integers; unsigned byte order of UTF-8, which is code point order). Anything else makes the caller keep
+the file, like a row group without statistics, so the answer is always conservative.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mvcc_core.read.conjuncts import Conjunct
+
+__all__ = ["StatisticsCheck", "Verdict", "statistics_check"]
+
+
+def _decidable(data_type: pa.DataType) -> bool:
+    return pa.types.is_signed_integer(data_type) or pa.types.is_string(data_type) or pa.types.is_large_string(data_type)
+
+
+@dataclass(frozen=True)
+class _Test:
+    column: str  # the physical column name, as the data files spell it
+    op: str
+    values: tuple[Any, ...]  # one value, or the IN list sorted; empty for is_null
+
+
+class Verdict(enum.Enum):
+    """What a file's statistics say of a filter: no row can match, every row matches, or either may hold."""
+
+    NONE = "none"
+    ALL = "all"
+    SOME = "some"
+
+
+@dataclass(frozen=True)
+class StatisticsCheck:
+    """The filter's decidable comparisons, over physical column names. `complete`: the filter is exactly
+    their conjunction, so a file whose every row satisfies each of them needs no evaluation at all."""
+
+    tests: tuple[_Test, ...]
+    complete: bool
+
+    def rules_out(self, metadata: pq.FileMetaData) -> bool:
+        return self.verdict(metadata) is Verdict.NONE
+
+    def verdict(self, metadata: pq.FileMetaData) -> Verdict:
+        if metadata.num_row_groups == 0:
+            return Verdict.NONE
+        first = metadata.row_group(0)
+        positions = {first.column(i).path_in_schema: i for i in range(first.num_columns)}
+        tests = [(t, positions[t.column]) for t in self.tests if t.column in positions]
+        if not tests:
+            return Verdict.SOME  # a column the file lacks reads as nulls: leave that to the scan
+        verdicts = {_group_verdict(metadata.row_group(g), tests) for g in range(metadata.num_row_groups)}
+        if verdicts == {Verdict.NONE}:
+            return Verdict.NONE
+        if verdicts == {Verdict.ALL} and self.complete and len(tests) == len(self.tests):
+            return Verdict.ALL
+        return Verdict.SOME
+
+
+def _group_verdict(group: pq.RowGroupMetaData, tests: list[tuple[_Test, int]]) -> Verdict:
+    """NONE if some test fails for every row of the group, ALL if every test holds for every row."""
+    if group.num_rows == 0:
+        return Verdict.NONE
+    every = True
+    for test, position in tests:
+        stats = group.column(position).statistics
+        if stats is None:
+            every = False
+            continue
+        nulls = stats.null_count if stats.has_null_count else None
+        if test.op == "is_null":
+            if nulls == 0:
+                return Verdict.NONE
+            every = every and nulls == group.num_rows
+            continue
+        if not stats.has_min_max:
+            if nulls == group.num_rows:
+                return Verdict.NONE  # only nulls: no comparison holds for them
+            every = False
+            continue
+        low, high = stats.min, stats.max
+        if not isinstance(low, type(test.values[0])) or not isinstance(high, type(test.values[0])):
+            every = False  # a representation this module does not compare (binary statistics, say)
+            continue
+        verdict = _range_verdict(test.op, test.values, low, high)
+        if verdict is Verdict.NONE:
+            return Verdict.NONE
+        every = every and nulls == 0 and verdict is Verdict.ALL
+    return Verdict.ALL if every else Verdict.SOME
+
+
+# Per comparison `x op v`: whether some x in [low, high] satisfies it, and whether every x there does.
+_RANGE_TESTS: dict[str, tuple[Callable[[Any, Any, Any], bool], Callable[[Any, Any, Any], bool]]] = {
+    "=": (lambda low, high, v: low <= v <= high, lambda low, high, v: low == high == v),
+    "<": (lambda low, high, v: low < v, lambda low, high, v: high < v),
+    "<=": (lambda low, high, v: low <= v, lambda low, high, v: high <= v),
+    ">": (lambda low, high, v: high > v, lambda low, high, v: low > v),
+    ">=": (lambda low, high, v: high >= v, lambda low, high, v: low >= v),
+}
+
+
+def _range_verdict(op: str, values: tuple[Any, ...], low: Any, high: Any) -> Verdict:
+    """NONE if no x in [low, high] satisfies `x op values[0]` (`x in values` for "in", the values sorted),
+    ALL if every x there does, else SOME."""
+    if op == "in":
+        first = bisect.bisect_left(values, low)
+        if first == len(values) or values[first] > high:
+            return Verdict.NONE
+        return Verdict.ALL if low == high else Verdict.SOME
+    some, every = _RANGE_TESTS[op]
+    if not some(low, high, values[0]):
+        return Verdict.NONE
+    return Verdict.ALL if every(low, high, values[0]) else Verdict.SOME
+
+
+def statistics_check(
+    conjuncts: Sequence[Conjunct], schema: pa.Schema, physical_names: Mapping[str, str]
+) -> StatisticsCheck | None:
+    """The check for a filter's top-level `conjuncts` (table column names, `schema` the table's), or
+    None when one of their comparisons is not decidable here (the caller then prunes through
+    pyarrow.dataset, which knows every type)."""
+    comparisons = [c.comparison for c in conjuncts if c.comparison is not None]
+    tests = []
+    for comparison in comparisons:
+        if not _decidable(schema.field(comparison.column).type):
+            return None
+        if comparison.op == "is_null":
+            values: tuple[Any, ...] = ()
+        elif comparison.op == "in":
+            assert isinstance(comparison.value, pa.Array)
+            values = tuple(sorted(v for v in comparison.value.to_pylist() if v is not None))
+            if not values:
+                return None
+        else:
+            assert isinstance(comparison.value, pa.Scalar)
+            values = (comparison.value.as_py(),)
+        tests.append(_Test(physical_names[comparison.column], comparison.op, values))
+    return StatisticsCheck(tuple(tests), complete=len(comparisons) == len(conjuncts)) if tests else None

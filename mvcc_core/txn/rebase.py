@@ -1,0 +1,172 @@
+"""Rebase: carry a transaction over a concurrent one that the rules say it can absorb.
+
+Two kinds. Row-level changes (below) and singleton indices: a Rewrite carrying a fragment reuse index,
+or a CreateIndex writing one, after another transaction wrote that index takes the latest index and
+re-applies only its own change to it (a Rewrite adds its version, a trim removes the versions it
+removed), so neither side's change is lost (`mvcc_core/format/fragment_reuse.py`).
+
+Row-level: carry a Delete or Update over concurrent Deletes/Updates of the same fragments.
+
+The specification's "Rebase Mechanism" for row-level changes: when ours and theirs touched the same
+fragments but not the same rows (their affected row addresses do not intersect), ours is rewritten on top
+of the latest version: each shared fragment takes the latest version's files and gets a new deletion
+vector, the union of theirs and ours. Same rows, or a shared fragment that is gone from the latest version,
+stay a retryable conflict. Ours may be a Delete or a REWRITE_ROWS Update (its new rows were computed from
+rows the other writer did not touch, so they stay right), or a REWRITE_COLUMNS Update: its column files
+cover every row of a fragment at fixed offsets, so they join the latest fragment's files (unless theirs
+rewrote the same fields); theirs may be either update mode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from pyroaring import BitMap64
+
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core._proto import transaction_pb2 as tpb
+from mvcc_core.format import fragment_reuse as frag_reuse
+from mvcc_core.format import operations as ops
+from mvcc_core.format.deletion import deletion_path, read_deletion_vector, write_deletion_vector
+from mvcc_core.format.fragments import field_subtree, tombstone
+from mvcc_core.format.naming import FRAG_REUSE_INDEX
+from mvcc_core.io import ObjectStore
+from mvcc_core.txn.transaction import Transaction
+
+
+class RowConflict(Exception):
+    """Ours and theirs changed the same rows (or a shared fragment is gone): not rebasable."""
+
+    def __init__(self, reason: str, rows: list[int] | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.rows = rows or []
+
+
+def _row_level(ours: ops.Operation, theirs: ops.Operation) -> bool:
+    row_level = isinstance(ours, ops.Delete | ops.Update)
+    return row_level and isinstance(theirs, ops.Delete | ops.Update) and bool(ours.affected_rows)
+
+
+def _rewrites_columns(op: ops.Operation) -> bool:
+    return isinstance(op, ops.Update) and op.update_mode == tpb.Transaction.REWRITE_COLUMNS
+
+
+def _writes_fri(op: ops.Operation) -> bool:
+    return frag_reuse.carried_by(op) or frag_reuse.trimmed_by(op)
+
+
+def rebasable(ours: ops.Operation, theirs: ops.Operation) -> bool:
+    return _row_level(ours, theirs) or (_writes_fri(ours) and _writes_fri(theirs))
+
+
+def check_rows(ours: ops.Operation, theirs: ops.Operation) -> None:
+    """RowConflict naming up to five shared row addresses, if any (row-level rebases only)."""
+    if not _row_level(ours, theirs):
+        return
+    if not theirs.affected_rows:
+        raise RowConflict(f"the concurrent {theirs.name} did not record the rows it changed")
+    shared = BitMap64.deserialize(ours.affected_rows) & BitMap64.deserialize(theirs.affected_rows)
+    if shared:
+        rows = [int(x) for x in list(shared)[:5]]
+        raise RowConflict(f"both changed {len(shared)} of the same rows", rows)
+    if _rewrites_columns(ours) and _rewrites_columns(theirs):
+        same = sorted(set(ours.fields_modified) & set(theirs.fields_modified))
+        if same and {f.id for f in ours.updated_fragments} & {f.id for f in theirs.updated_fragments}:
+            # each column file holds the whole fragment: theirs has our rows' old values and ours theirs'
+            raise RowConflict(f"both rewrote field(s) {same} of the same fragments")
+
+
+@dataclass
+class Rebased:
+    txn: Transaction
+    written: list[str]  # new deletion files (removed if the rebased commit fails)
+    superseded: list[str]  # our old deletion files, no longer referenced once the rebased commit lands
+
+
+def rebase(store: ObjectStore, txn: Transaction, latest: pb.Manifest) -> Rebased:
+    """Ours on top of `latest` (every concurrent transaction was checked with `check_rows`)."""
+    op = txn.operation
+    if _writes_fri(op):
+        new_op = _rebase_frag_reuse(op, frag_reuse.find(latest))
+        return Rebased(replace_txn(txn, new_op, latest.version), [], [])
+    if _rewrites_columns(op):
+        return Rebased(replace_txn(txn, _rebase_column_rewrite(op, latest), latest.version), [], [])
+    updated = list(op.updated_fragments)
+    removed = set(op.deleted_fragment_ids if isinstance(op, ops.Delete) else op.removed_fragment_ids)
+    by_id = {f.id: f for f in latest.fragments}
+    new_updated: list[pb.DataFragment] = []
+    written: list[str] = []
+    superseded: list[str] = []
+    try:
+        for frag in updated:
+            current = by_id.get(frag.id)
+            if current is None:
+                raise RowConflict(f"fragment {frag.id} was removed by a concurrent commit")
+            ours_deleted = read_deletion_vector(store, frag, latest.base_paths)
+            merged = read_deletion_vector(store, current, latest.base_paths) | ours_deleted
+            if merged == ours_deleted and list(current.files) == list(frag.files):
+                new_updated.append(frag)  # not touched by them: ours as it is
+                continue
+            superseded.append(deletion_path(frag.id, frag.deletion_file))
+            if len(merged) >= current.physical_rows:
+                removed.add(frag.id)
+                continue
+            deletion_file = write_deletion_vector(store, frag.id, latest.version, merged)
+            written.append(deletion_path(frag.id, deletion_file))
+            new = pb.DataFragment()
+            new.CopyFrom(current)
+            new.deletion_file.CopyFrom(deletion_file)
+            new_updated.append(new)
+    except BaseException:
+        store.delete_many(written)
+        raise
+    for fid in removed:
+        if fid not in by_id:
+            raise RowConflict(f"fragment {fid} was removed by a concurrent commit")
+    if isinstance(op, ops.Delete):
+        new_op: ops.Operation = replace(op, updated_fragments=new_updated, deleted_fragment_ids=sorted(removed))
+    else:
+        new_op = replace(op, updated_fragments=new_updated, removed_fragment_ids=sorted(removed))
+    return Rebased(replace_txn(txn, new_op, latest.version), written, superseded)
+
+
+def _rebase_column_rewrite(op: ops.Update, latest: pb.Manifest) -> ops.Update:
+    """A REWRITE_COLUMNS update on the latest fragments: their files and deletion vector, our column files.
+
+    Our new files hold every physical row of a fragment (offsets never move), so they fit the latest
+    fragment as long as theirs did not rewrite the same fields (checked in `check_rows`).
+    """
+    by_id = {f.id: f for f in latest.fragments}
+    ours_ids = {f.id for f in field_subtree(list(latest.fields), set(op.fields_modified))}
+    updated = []
+    for frag in op.updated_fragments:
+        current = by_id.get(frag.id)
+        if current is None:
+            raise RowConflict(f"fragment {frag.id} was removed by a concurrent commit")
+        latest_paths = {f.path for f in current.files}
+        ours_new = [f for f in frag.files if f.path not in latest_paths and {i for i in f.fields if i >= 0} & ours_ids]
+        merged = pb.DataFragment()
+        merged.CopyFrom(current)
+        tombstone(merged, ours_ids)
+        merged.files.extend(ours_new)
+        updated.append(merged)
+    return replace(op, updated_fragments=updated)
+
+
+def replace_txn(txn: Transaction, op: ops.Operation, read_version: int) -> Transaction:
+    return Transaction(
+        read_version=read_version, operation=op, message=txn.message, transaction_properties=txn.transaction_properties
+    )
+
+
+def _rebase_frag_reuse(op: ops.Operation, latest_fri: pb.IndexMetadata | None) -> ops.Operation:
+    """Re-apply our change of the fragment reuse index to the latest one."""
+    if isinstance(op, ops.Rewrite):
+        return replace(op, frag_reuse_index=frag_reuse.rebase_rewrite(op.frag_reuse_index, latest_fri))
+    ours_new = next((i for i in op.new_indices if i.name == FRAG_REUSE_INDEX), None)
+    ours_old = next((i for i in op.removed_indices if i.name == FRAG_REUSE_INDEX), None)
+    merged = frag_reuse.rebase_trim(frag_reuse.removed_versions(ours_old, ours_new), latest_fri)
+    new_indices = [i for i in op.new_indices if i.name != FRAG_REUSE_INDEX] + ([merged] if merged else [])
+    removed = [i for i in op.removed_indices if i.name != FRAG_REUSE_INDEX] + ([latest_fri] if latest_fri else [])
+    return replace(op, new_indices=new_indices, removed_indices=removed)
