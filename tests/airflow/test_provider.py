@@ -171,3 +171,17 @@ def test_newer_version_passes_over_maintenance_when_asked(tmp_path: Path) -> Non
     assert newer_version(t, seen, skip_maintenance=True) == (None, seen + 3)
     t.checkout_latest().append(pa.table({"x": [9]}))
     assert newer_version(t, seen + 3, skip_maintenance=True) == (seen + 4, seen + 4)
+
+
+def test_the_ui_serves_the_connection_form() -> None:
+    """What the Airflow 3.3 UI's connection form is built from (the API server's hook metadata for `mvcc`)."""
+    from airflow.api_fastapi.core_api.services.ui.connections import HookMetaService
+
+    (meta,) = [h for h in HookMetaService.hook_meta_data() if h.connection_type == "mvcc"]
+    assert meta.hook_name == "mvcc table"
+    assert meta.standard_fields.host.title == "Root uri" and not meta.standard_fields.host.hidden
+    assert meta.standard_fields.port.hidden
+    assert {name: field["schema"]["title"] for name, field in meta.extra_fields.items()} == {
+        "storage_options": "Storage options (JSON)",
+        "external_store": "External manifest store",
+    }
