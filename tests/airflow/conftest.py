@@ -9,6 +9,7 @@ database per test session (per xdist worker: each worker has its own temporary d
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -22,6 +23,16 @@ import pytest
 
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="mvcc-airflow-home-"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+
+# Airflow configures logging when first imported: a root handler on the stdout of that moment (pytest's capture,
+# closed later) and the root level INFO. Put the test process's logging back, so that the other tests' loggers
+# (py4j's at interpreter exit, caplog users) see what they would without Airflow in the process.
+_root = logging.getLogger()
+_handlers, _level = list(_root.handlers), _root.level
+import airflow.sdk  # noqa: E402, F401
+
+_root.handlers[:] = _handlers
+_root.setLevel(_level)
 
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 LOGICAL_DATE = "2026-01-01"
