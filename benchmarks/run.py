@@ -182,7 +182,16 @@ def _dagster_catalog(r: dict[str, Any]) -> Iterator[Row]:
         yield Row("dagster_catalog", f"{name}, CPU", "ms", m["cpu_median_ms"], f"{peer}, CPU", r[key]["cpu_median_ms"])
 
 
+def _airflow(r: dict[str, Any]) -> Iterator[Row]:
+    c = r["compaction"]
+    run = f"compaction group, {c['fragments']:,} fragments, {c['tasks']} tasks, `airflow dags test`"
+    yield Row("airflow", run, "ms", c["airflow_ms"], "compact_files() in process", c["in_process_ms"])
+    yield Row("airflow", f"{run}, CPU", "ms", c["airflow_cpu_ms"], "compact_files() in process, CPU",
+              c["in_process_cpu_ms"])  # fmt: skip
+
+
 READERS: dict[str, Callable[[Any], Iterator[Row]]] = {
+    "airflow": _airflow,
     "catalog": _catalog,
     "dagster_catalog": _dagster_catalog,
     "dagster": _dagster,

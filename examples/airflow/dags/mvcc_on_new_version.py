@@ -1,0 +1,84 @@
+"""Started by a new version of the table ``events``, two ways:
+
+- ``mvcc_wait_for_version``: a version sensor in the triggerer (``deferrable=True``) that waits for a commit
+  from anywhere (Spark, the CLI, another DAG) and hands the version to the next task;
+- ``mvcc_on_events_asset``: scheduled on the table's asset, so it runs after each asset event, i.e. each time
+  a task that changes the table's data (``mvcc_example_writer`` below, a restore) commits through Airflow.
+
+``mvcc_example_writer`` appends a batch of rows (creating the table on the first run) and emits the asset
+event with the version it committed.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+from airflow.sdk import DAG, task
+
+import mvcc_core as mvcc
+from mvcc_airflow import MvccHook, MvccVersionSensor, table_asset
+from mvcc_airflow.assets import OPERATION_EXTRA, VERSION_EXTRA
+
+TABLE = "events"
+EVENTS = table_asset(TABLE)
+
+with DAG(
+    dag_id="mvcc_example_writer",
+    schedule=None,
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    tags=["mvcc", "example"],
+    doc_md=__doc__,
+):
+
+    @task(outlets=[EVENTS])
+    def append_batch(*, outlet_events: Any = None) -> int:
+        hook = MvccHook()
+        uri = hook.table_uri(TABLE)
+        options, external = hook.storage_options(TABLE)
+        now = datetime.now(UTC)
+        batch = pa.table({"id": list(range(100)), "at": [now] * 100})
+        try:
+            table = mvcc.open_table(uri, storage_options=options, external_store=external).append(batch)
+        except mvcc.TableNotFoundError:
+            table = mvcc.write_table(batch, uri, storage_options=options)
+        outlet_events[EVENTS].extra = {VERSION_EXTRA: table.version, OPERATION_EXTRA: "Append"}
+        return table.version
+
+    append_batch()
+
+with DAG(
+    dag_id="mvcc_wait_for_version",
+    schedule=None,
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    tags=["mvcc", "example"],
+    doc_md=__doc__,
+):
+    new_version = MvccVersionSensor(
+        task_id="new_version", table=TABLE, deferrable=True, skip_maintenance=True, poke_interval=10
+    )
+
+    @task
+    def report(version: int) -> None:
+        print(f"{TABLE} has a new version: {version}")
+
+    report(new_version.output)
+
+with DAG(
+    dag_id="mvcc_on_events_asset",
+    schedule=[EVENTS],
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    tags=["mvcc", "example"],
+    doc_md=__doc__,
+):
+
+    @task
+    def read_new_rows(*, triggering_asset_events: Any = None) -> None:
+        for event in triggering_asset_events[EVENTS]:
+            print(f"{TABLE}: version {event.extra.get(VERSION_EXTRA)} by {event.extra.get(OPERATION_EXTRA)}")
+
+    read_new_rows()

@@ -1,0 +1,148 @@
+"""Every call mvcc_airflow makes into the core's compaction seam, `mvcc.compaction`, and nothing else.
+
+Kept in one module so that a change of the seam (the plan carrying its ReserveFragments' version, commit
+taking and returning a table state) is adapted here only. Tasks and results cross Airflow's XCom, which holds
+JSON: they travel as dicts whose serialized fragments are base64 text (`task_to_xcom` / `result_from_xcom`).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import mvcc_core as mvcc
+
+
+def compaction_options(options: Mapping[str, Any] | None) -> mvcc.CompactionOptions:
+    """The core's `CompactionOptions` from the operator's `options` dict.
+
+    Args:
+        options: Field names of `CompactionOptions` and their values; None for the defaults.
+
+    Returns:
+        The options.
+
+    Raises:
+        ValueError: `options` is not a dict, names an unknown field, or a value is out of range.
+    """
+    if options is None:
+        return mvcc.CompactionOptions()
+    if not isinstance(options, Mapping):
+        raise ValueError(f"options must be a dict of CompactionOptions fields, got {type(options).__name__}")
+    known = {f.name for f in dataclasses.fields(mvcc.CompactionOptions)}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ValueError(f"options: unknown compaction option(s) {unknown}; known: {sorted(known)}")
+    try:
+        return mvcc.CompactionOptions(**dict(options))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"options: {exc}") from exc
+
+
+def _encode(items: Sequence[bytes]) -> list[str]:
+    return [base64.b64encode(item).decode("ascii") for item in items]
+
+
+def _decode(items: Sequence[str]) -> tuple[bytes, ...]:
+    return tuple(base64.b64decode(item) for item in items)
+
+
+def task_to_xcom(task: Any) -> dict[str, Any]:
+    """A `CompactionTask` as JSON-serializable data (its fragments base64 text)."""
+    return {
+        "read_version": task.read_version,
+        "fragments": _encode(task.fragments),
+        "new_fragment_ids": list(task.new_fragment_ids),
+        "target_rows_per_fragment": task.target_rows_per_fragment,
+    }
+
+
+def task_from_xcom(data: Mapping[str, Any]) -> Any:
+    """The `CompactionTask` that `task_to_xcom` wrote."""
+    return mvcc.compaction.CompactionTask(
+        read_version=int(data["read_version"]),
+        fragments=_decode(data["fragments"]),
+        new_fragment_ids=tuple(int(i) for i in data["new_fragment_ids"]),
+        target_rows_per_fragment=int(data["target_rows_per_fragment"]),
+    )
+
+
+def result_to_xcom(result: Any) -> dict[str, Any]:
+    """A `RewriteResult` as JSON-serializable data."""
+    return {
+        "read_version": result.read_version,
+        "old_fragments": _encode(result.old_fragments),
+        "new_fragments": _encode(result.new_fragments),
+        "rows": result.rows,
+        "bytes_written": result.bytes_written,
+        "bytes_read": result.bytes_read,
+    }
+
+
+def result_from_xcom(data: Mapping[str, Any]) -> Any:
+    """The `RewriteResult` that `result_to_xcom` wrote."""
+    return mvcc.compaction.RewriteResult(
+        read_version=int(data["read_version"]),
+        old_fragments=_decode(data["old_fragments"]),
+        new_fragments=_decode(data["new_fragments"]),
+        rows=int(data["rows"]),
+        bytes_written=int(data["bytes_written"]),
+        bytes_read=int(data["bytes_read"]),
+    )
+
+
+def compact(
+    table: mvcc.Table, options: mvcc.CompactionOptions, *, message: str, properties: Mapping[str, str]
+) -> tuple[dict[str, Any], mvcc.Table]:
+    """Plan, rewrite and commit in this process (`compact_files`).
+
+    Returns:
+        The metrics (`CompactionMetrics` as a dict) and the table at the Rewrite's version (the input when
+        there was nothing to do).
+    """
+    metrics, state = mvcc.compaction.compact_files(
+        table, options, commit_message=message, transaction_properties=properties
+    )
+    return dataclasses.asdict(metrics), mvcc.Table.from_state(state)
+
+
+def reserve(
+    table: mvcc.Table, options: mvcc.CompactionOptions, *, message: str, properties: Mapping[str, str]
+) -> tuple[int, list[dict[str, Any]]]:
+    """Plan the compaction and commit its ReserveFragments (none when there is nothing to do).
+
+    Returns:
+        The version the plan read and its tasks, as XCom data.
+    """
+    plan = mvcc.compaction.plan(table, options, commit_message=message, transaction_properties=properties)
+    return plan.read_version, [task_to_xcom(task) for task in plan.tasks]
+
+
+def rewrite(task: Mapping[str, Any], uri: str, storage_options: dict[str, Any] | None) -> dict[str, Any]:
+    """Run one task (read its fragments at the plan's version, write the new ones); nothing is committed."""
+    return result_to_xcom(task_from_xcom(task).execute(uri, storage_options))
+
+
+def commit(
+    table: mvcc.Table,
+    results: Sequence[Mapping[str, Any]],
+    options: mvcc.CompactionOptions,
+    *,
+    message: str,
+    properties: Mapping[str, str],
+) -> mvcc.Table:
+    """One Rewrite of every result. On a lost race the core removes the files the tasks wrote and raises.
+
+    Returns:
+        The table at the Rewrite's version.
+    """
+    state = mvcc.compaction.commit(
+        table,
+        [result_from_xcom(r) for r in results],
+        commit_message=message,
+        transaction_properties=properties,
+        defer_index_remap=options.defer_index_remap,
+    )
+    return mvcc.Table.from_state(state)

@@ -1,0 +1,377 @@
+"""Operators for the maintenance of one mvcc table: compaction, indices, cleanup, restore, tags.
+
+Each takes `table` (a name under the `mvcc` connection's root uri, or a full uri) and `mvcc_conn_id`, and
+returns through XCom ``{"table", "version", "operation", "metrics"}`` (JSON; docs/airflow.md). Unless the
+DAG or the task says otherwise they retry 4 times with exponential backoff (`DEFAULT_RETRY_ARGS`), which is
+what a `RetryableConflictError` uses; what would fail again fails at once (`conflicts.py`). Only
+`MvccRestoreOperator` changes the table's data, so only it has the table's asset as outlet and emits an
+asset event (``extra``: ``mvcc/version``, ``mvcc/operation``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+from airflow.sdk.exceptions import AirflowFailException
+
+import mvcc_core as mvcc
+from mvcc_core.cli import parse_duration
+
+from . import compaction_calls
+from .assets import OPERATION_EXTRA, VERSION_EXTRA, table_asset
+from .compaction_group import mvcc_compaction_group
+from .conflicts import DEFAULT_RETRY_ARGS, mvcc_errors
+from .hooks import DEFAULT_CONN_ID, MvccHook
+from .task_results import airflow_properties, task_result
+
+__all__ = [
+    "MvccBaseOperator",
+    "MvccCleanupOperator",
+    "MvccCompactOperator",
+    "MvccCreateIndexOperator",
+    "MvccOptimizeIndicesOperator",
+    "MvccRestoreOperator",
+    "MvccTagOperator",
+    "mvcc_compaction_group",
+]
+
+
+class MvccBaseOperator(BaseOperator):
+    """What every mvcc operator shares: the table, the connection, the retry defaults.
+
+    Args:
+        table: A table name under the connection's root uri, or a full uri.
+        mvcc_conn_id: The Airflow connection of type ``mvcc``.
+        **kwargs: `BaseOperator`'s arguments; `retries`, `retry_delay`, `retry_exponential_backoff` and
+            `max_retry_delay` default to `DEFAULT_RETRY_ARGS` unless given here or in the DAG's default_args.
+    """
+
+    template_fields: Sequence[str] = ("table",)
+    ui_color = "#cfe8ff"
+
+    def __init__(self, *, table: str, mvcc_conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
+        for key, value in DEFAULT_RETRY_ARGS.items():
+            kwargs.setdefault(key, value)
+        super().__init__(**kwargs)
+        if not isinstance(table, str) or not table.strip():
+            raise ValueError(f"{self.task_id}: table must be a table name or a uri, got {table!r}")
+        self.table = table
+        self.mvcc_conn_id = mvcc_conn_id
+
+    @property
+    def hook(self) -> MvccHook:
+        """The hook of `mvcc_conn_id`."""
+        return MvccHook(self.mvcc_conn_id)
+
+    def open(self) -> mvcc.Table:
+        """The table at its latest version (a missing table or bad connection fails the task, unretried)."""
+        return self.hook.open_table(self.table)
+
+
+class MvccCompactOperator(MvccBaseOperator):
+    """Compaction in one task: plan (ReserveFragments), rewrite and commit one Rewrite (`compact_files`).
+
+    A lost Rewrite (a concurrent delete of a rewritten fragment) removes what it wrote and fails the try;
+    the next try plans again on the new version.
+
+    Args:
+        table: A table name under the connection's root uri, or a full uri.
+        options: The core's `CompactionOptions` as a dict (e.g. ``{"target_rows_per_fragment": 1_000_000}``).
+        mvcc_conn_id: The Airflow connection of type ``mvcc``.
+        **kwargs: `BaseOperator`'s arguments.
+    """
+
+    def __init__(self, *, table: str, options: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(table=table, **kwargs)
+        compaction_calls.compaction_options(options)  # bad options fail the DAG file's import, naming `options`
+        self.options = dict(options) if options else None
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        """Compact the table.
+
+        Returns:
+            ``{"table", "version", "operation": "Rewrite" (None when nothing needed it), "metrics"}``.
+        """
+        t = self.open()
+        with mvcc_errors(f"compaction of {t.uri}"):
+            metrics, t = compaction_calls.compact(
+                t,
+                compaction_calls.compaction_options(self.options),
+                message=f"airflow: compaction of {self.table}",
+                properties=airflow_properties(context, "compaction"),
+            )
+        self.log.info("%s: %s", t.uri, metrics)
+        return task_result(t, mvcc.Rewrite.name if metrics["version"] is not None else None, metrics)
+
+
+class MvccCreateIndexOperator(MvccBaseOperator):
+    """A scalar index (BTREE or BITMAP) on a column over every fragment (one CreateIndex).
+
+    Args:
+        table: A table name under the connection's root uri, or a full uri.
+        column: The column to index.
+        index_type: ``"BTREE"`` or ``"BITMAP"``.
+        replace: Replace an index of the same name (``{column}_idx``); False fails when it exists.
+        mvcc_conn_id: The Airflow connection of type ``mvcc``.
+        **kwargs: `BaseOperator`'s arguments.
+    """
+
+    template_fields: Sequence[str] = ("table", "column")
+
+    def __init__(
+        self, *, table: str, column: str, index_type: str = "BTREE", replace: bool = False, **kwargs: Any
+    ) -> None:
+        super().__init__(table=table, **kwargs)
+        if not isinstance(column, str) or not column:
+            raise ValueError(f"{self.task_id}: column must be a column name, got {column!r}")
+        self.column = column
+        self.index_type = index_type
+        self.replace = replace
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        """Build and commit the index.
+
+        Returns:
+            ``{"table", "version", "operation": "CreateIndex", "metrics": {"index", "column", "index_type"}}``.
+        """
+        t = self.open()
+        with mvcc_errors(f"index on {t.uri} column {self.column!r}"):
+            t.create_index(
+                self.column,
+                self.index_type,
+                replace=self.replace,
+                commit_message=f"airflow: index on {self.column}",
+                transaction_properties=airflow_properties(context, "create_index"),
+            )
+        name = f"{self.column}_idx"
+        return task_result(
+            t, mvcc.CreateIndex.name, {"index": name, "column": self.column, "index_type": self.index_type.upper()}
+        )
+
+
+class MvccOptimizeIndicesOperator(MvccBaseOperator):
+    """Bring fragments added or rewritten since each index was built into it (one CreateIndex for all).
+
+    Args:
+        table: A table name under the connection's root uri, or a full uri.
+        mvcc_conn_id: The Airflow connection of type ``mvcc``.
+        **kwargs: `BaseOperator`'s arguments.
+    """
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        """Optimize the indices.
+
+        Returns:
+            ``{"table", "version", "operation": "CreateIndex" (None when no index changed),
+            "metrics": {"indices_updated"}}``.
+        """
+        t = self.open()
+        with mvcc_errors(f"index optimization of {t.uri}"):
+            count = t.optimize.optimize_indices(
+                commit_message="airflow: optimize indices",
+                transaction_properties=airflow_properties(context, "optimize_indices"),
+            )
+        return task_result(t, mvcc.CreateIndex.name if count else None, {"indices_updated": count})
+
+
+def to_duration(value: timedelta | str, name: str = "older_than") -> timedelta:
+    """A timedelta from a timedelta or a duration string in the `mvcc` CLI's words ("7d", "12h", "1w2d", "0s").
+
+    Raises:
+        ValueError: Naming `name` when the value is no duration or is negative.
+    """
+    if isinstance(value, timedelta):
+        delta = value
+    elif isinstance(value, str):
+        try:
+            delta = parse_duration(value)
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
+    else:
+        raise ValueError(f"{name} must be a timedelta or a duration such as '7d', got {value!r}")
+    if delta < timedelta(0):
+        raise ValueError(f"{name} must not be negative, got {value!r}")
+    return delta
+
+
+class MvccCleanupOperator(MvccBaseOperator):
+    """Remove old versions and the files only they use; a DRY RUN unless ``dry_run=False`` (as the CLI).
+
+    The latest and tagged versions are always kept; a tagged version older than `older_than` fails the task
+    (delete the tag first). Nothing is committed, so no asset event is emitted.
+
+    Args:
+        table: A table name under the connection's root uri, or a full uri.
+        older_than: Versions older than this go: a timedelta or a duration string such as ``"7d"``.
+        retain_versions: Keep at least the newest N versions.
+        dry_run: Only report what would go (the default).
+        mvcc_conn_id: The Airflow connection of type ``mvcc``.
+        **kwargs: `BaseOperator`'s arguments.
+    """
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        older_than: timedelta | str,
+        retain_versions: int | None = None,
+        dry_run: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(table=table, **kwargs)
+        self.older_than = to_duration(older_than)
+        if retain_versions is not None and (
+            isinstance(retain_versions, bool) or not isinstance(retain_versions, int) or retain_versions < 1
+        ):
+            raise ValueError(f"{self.task_id}: retain_versions must be a positive integer, got {retain_versions!r}")
+        self.retain_versions = retain_versions
+        self.dry_run = bool(dry_run)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        """Clean up (or report what would go).
+
+        Returns:
+            ``{"table", "version" (the latest, unchanged), "operation": "cleanup" or "cleanup (dry run)",
+            "metrics": the core's CleanupStats plus "dry_run"}``.
+        """
+        t = self.open()
+        with mvcc_errors(f"cleanup of {t.uri}"):
+            stats = t.cleanup_old_versions(self.older_than, self.retain_versions, dry_run=self.dry_run)
+        metrics = {**dataclasses.asdict(stats), "dry_run": self.dry_run}
+        metrics["bad_tags"] = [list(pair) for pair in stats.bad_tags]
+        self.log.info("%s%s: %s", t.uri, " (dry run)" if self.dry_run else "", metrics)
+        return task_result(t, "cleanup (dry run)" if self.dry_run else "cleanup", metrics)
+
+
+def to_timestamp(value: datetime | str) -> datetime:
+    """A timezone-aware datetime from a datetime or an ISO-8601 string (UTC when it names no zone)."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"timestamp: not an ISO-8601 time: {value!r}") from None
+    if not isinstance(value, datetime):
+        raise ValueError(f"timestamp must be a datetime or an ISO-8601 string, got {value!r}")
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def _given(value: Any) -> bool:
+    return value is not None and value != ""
+
+
+class MvccRestoreOperator(MvccBaseOperator):
+    """Make an earlier version the latest again (one Restore; history is kept). Emits the table's asset event.
+
+    Exactly one of `version`, `tag` and `timestamp` (all templated, so they can come from DAG `params`;
+    with ``render_template_as_native_obj=True`` an unset param stays None).
+
+    Args:
+        table: A table name under the connection's root uri, or a full uri.
+        version: The version number to restore.
+        tag: The tag whose version to restore.
+        timestamp: Restore the version that was current at this time (datetime or ISO-8601 string).
+        mvcc_conn_id: The Airflow connection of type ``mvcc``.
+        **kwargs: `BaseOperator`'s arguments.
+    """
+
+    template_fields: Sequence[str] = ("table", "version", "tag", "timestamp")
+    ui_color = "#ffd8a8"
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        version: int | str | None = None,
+        tag: str | None = None,
+        timestamp: datetime | str | None = None,
+        mvcc_conn_id: str = DEFAULT_CONN_ID,
+        **kwargs: Any,
+    ) -> None:
+        if "outlets" not in kwargs and "{{" not in table:
+            kwargs["outlets"] = [table_asset(table, mvcc_conn_id=mvcc_conn_id)]
+        super().__init__(table=table, mvcc_conn_id=mvcc_conn_id, **kwargs)
+        if sum(_given(v) for v in (version, tag, timestamp)) != 1 and not any(
+            isinstance(v, str) and "{{" in v for v in (version, tag, timestamp)
+        ):
+            raise ValueError(f"{self.task_id}: give exactly one of version, tag and timestamp")
+        self.version = version
+        self.tag = tag
+        self.timestamp = timestamp
+
+    def reference(self) -> int | str | datetime:
+        """The version reference the (rendered) arguments name.
+
+        Raises:
+            AirflowFailException: Not exactly one is given, or the version is not a number.
+        """
+        given = {n: v for n, v in (("version", self.version), ("tag", self.tag), ("timestamp", self.timestamp))}
+        chosen = {n: v for n, v in given.items() if _given(v) and v != "None"}
+        if len(chosen) != 1:
+            raise AirflowFailException(f"{self.task_id}: give exactly one of version, tag and timestamp; got {given}")
+        ((name, value),) = chosen.items()
+        try:
+            if name == "version":
+                if isinstance(value, bool) or not str(value).strip().isdigit():
+                    raise ValueError(f"version must be a version number, got {value!r}")
+                return int(value)
+            if name == "timestamp":
+                return to_timestamp(value)
+            return str(value)
+        except ValueError as exc:
+            raise AirflowFailException(f"{self.task_id}: {exc}") from None
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        """Restore and emit the asset event.
+
+        Returns:
+            ``{"table", "version" (the Restore's), "operation": "Restore", "metrics": {"restored_version"}}``.
+        """
+        ref = self.reference()
+        t = self.open()
+        with mvcc_errors(f"restore of {t.uri} to {ref!r}"):
+            restored = t.checkout(ref).version
+            t.restore(
+                restored,
+                commit_message=f"airflow: restore to version {restored}",
+                transaction_properties=airflow_properties(context, "restore"),
+            )
+        for outlet in self.outlets:
+            context["outlet_events"][outlet].extra = {VERSION_EXTRA: t.version, OPERATION_EXTRA: mvcc.Restore.name}
+        return task_result(t, mvcc.Restore.name, {"restored_version": restored})
+
+
+class MvccTagOperator(MvccBaseOperator):
+    """Tag a version (default: the latest). An existing tag of that name fails the task.
+
+    Args:
+        table: A table name under the connection's root uri, or a full uri.
+        tag: The tag's name.
+        version: The version to tag; None for the latest.
+        mvcc_conn_id: The Airflow connection of type ``mvcc``.
+        **kwargs: `BaseOperator`'s arguments.
+    """
+
+    template_fields: Sequence[str] = ("table", "tag", "version")
+
+    def __init__(self, *, table: str, tag: str, version: int | str | None = None, **kwargs: Any) -> None:
+        super().__init__(table=table, **kwargs)
+        if not isinstance(tag, str) or not tag:
+            raise ValueError(f"{self.task_id}: tag must be a tag name, got {tag!r}")
+        self.tag = tag
+        self.version = version
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        """Create the tag.
+
+        Returns:
+            ``{"table", "version" (the latest), "operation": "tag", "metrics": {"tag", "tagged_version"}}``.
+        """
+        t = self.open()
+        with mvcc_errors(f"tag {self.tag!r} of {t.uri}"):
+            target = t.version if self.version in (None, "", "None") else int(self.version)
+            t.tags.create(self.tag, target)
+        return task_result(t, "tag", {"tag": self.tag, "tagged_version": target})
