@@ -119,6 +119,7 @@ def data_files(uri: str) -> list[str]:
     return sorted(os.listdir(os.path.join(uri, "data")))
 
 
+@pytest.mark.slow  # several seconds: the slow tier (README, "Set-up")
 def test_racing_first_appends_all_land_one_version_each(tmp_uri) -> None:
     specs = [{"name": f"w{i}", "kind": "append", "day": DAYS[0], "ids": [10 * i, 10 * i + 1]} for i in range(4)]
     outcomes = race(tmp_uri, None, specs)

@@ -168,6 +168,7 @@ def test_every_table_of_the_example_has_checks_and_maintenance(example: ModuleTy
     assert catalog_job.tags[TABLE_TAG] == "catalog"
 
 
+@pytest.mark.slow  # several seconds: the slow tier (README, "Set-up")
 def test_check_descriptions_name_measure_and_thresholds(
     instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -298,6 +299,7 @@ def test_version_sensor_ticks_say_what_they_recorded(instance: dg.DagsterInstanc
     assert json.loads(second.cursor or "{}") == {uri: 4}
 
 
+@pytest.mark.slow  # several seconds: the slow tier (README, "Set-up")
 @pytest.mark.timeout(600)
 def test_catalog_tables_have_checks_and_maintenance(
     instance: dg.DagsterInstance, tmp_path: Path, example: ModuleType

@@ -45,6 +45,7 @@ def test_compaction_and_index_on_spark_equal_in_process(spark: Any, tmp_path: An
     assert same(scan.to_table(), local.to_table(filter="g = 3"))
 
 
+@pytest.mark.slow  # several seconds: the slow tier (README, "Set-up")
 def test_executor_keeps_order_and_error_types(spark: Any) -> None:
     executor = SparkExecutor(spark)
     assert list(executor.map(lambda x: x * x, range(7))) == [x * x for x in range(7)]
