@@ -30,6 +30,7 @@ from click.testing import CliRunner
 
 import mvcc_core as mvcc
 from mvcc_core import cli
+from mvcc_core.format.referenced_files import version_files
 
 pytestmark = [pytest.mark.slow, pytest.mark.s3]
 
@@ -257,7 +258,7 @@ def test_writers_behind_a_failing_proxy_killed_at_random(
     t.cleanup_old_versions(older_than=timedelta(0), retain_versions=1, delete_unverified=True)
     referenced = {
         f"{ref.store.uri}/{ref.path}"
-        for ref in mvcc.version_files(t.state.store, mvcc.open_table(s3_uri, storage_options=s3_options).manifest)
+        for ref in version_files(t.state.store, mvcc.open_table(s3_uri, storage_options=s3_options).manifest)
     }
     listed = {f"{t.state.store.uri}/{m.path}" for m in t.state.store.list("data")}
     assert listed <= referenced, sorted(listed - referenced)[:5]

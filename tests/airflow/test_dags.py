@@ -119,22 +119,22 @@ def test_a_lost_rewrite_of_the_group_removes_its_files_and_is_not_retried(
             mvcc_compaction_group("events", group_id="compact", options={{"target_rows_per_fragment": 50}})
 
             @task
-            def outside_delete():  # another writer deletes rows of a fragment the rewrite read
-                mvcc.open_table({uri!r}).delete("id < 5")
+            def outside_update():  # another writer rewrites a column of a fragment the rewrite read
+                mvcc.open_table({uri!r}).update({{"v": "'x'"}}, where="id < 5", mode="rewrite_columns")
 
-            dag.get_task("compact.rewrite_fragments") >> outside_delete() >> dag.get_task("compact.commit_rewrite")
+            dag.get_task("compact.rewrite_fragments") >> outside_update() >> dag.get_task("compact.commit_rewrite")
         """,
     )
     run = airflow_home.test_dag("group_lost_dag", dag, warehouse=warehouse)
     log = output(run)
     assert run_state(log) == "failed" and "lost to a concurrent commit" in log, log[-4000:]
     assert "up_for_retry" not in log  # committing the same results again would lose again
-    assert operations(t, before) == ["ReserveFragments", "Delete"]
+    assert operations(t, before) == ["ReserveFragments", "Update"]
     assert not unreferenced_data_files(uri)  # the files the mapped tasks wrote were removed
-    assert t.checkout_latest().count_rows() == 195
+    assert t.checkout_latest().count_rows() == 200
 
 
-def test_a_compaction_losing_to_a_concurrent_delete_is_retried_by_the_tasks_retries(
+def test_a_compaction_losing_to_a_concurrent_column_rewrite_is_retried_by_the_tasks_retries(
     airflow_home: AirflowHome, warehouse: str
 ) -> None:
     uri = f"{warehouse}/events"
@@ -158,7 +158,8 @@ def test_a_compaction_losing_to_a_concurrent_delete_is_retried_by_the_tasks_retr
         """,
     )
     # Every commit of the DAG run pauses 2 s after writing its transaction file (a failpoint in the Airflow
-    # process only): the test deletes rows of a fragment the rewrite read while the first Rewrite pauses.
+    # process only): the test rewrites a column of a fragment the rewrite read while the first Rewrite pauses (a
+    # delete would be carried onto the new fragments, docs/conflicts.md; a REWRITE_COLUMNS update cannot be).
     env = airflow_home.environment({"MVCC_FAILPOINTS": "commit.after_transaction_file=sleep(2)"}, warehouse)
     txns = Path(uri) / "_transactions"
     existing = set(os.listdir(txns))
@@ -175,15 +176,15 @@ def test_a_compaction_losing_to_a_concurrent_delete_is_retried_by_the_tasks_retr
         while len(set(os.listdir(txns)) - existing) < 2:  # the ReserveFragments' and the Rewrite's
             assert proc.poll() is None and time.monotonic() < deadline, "the compaction did not reach its Rewrite"
             time.sleep(0.05)
-        t.checkout_latest().delete("id < 5")
+        t.checkout_latest().update({"v": "'x'"}, where="id < 5", mode="rewrite_columns")
         out, _ = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert run_state(out) == "success", out[-4000:]
     assert "RetryableConflictError" in out and "up_for_retry" in out
-    assert operations(t, before) == ["ReserveFragments", "Delete", "ReserveFragments", "Rewrite"]
-    assert t.checkout_latest().count_rows() == 195
+    assert operations(t, before) == ["ReserveFragments", "Update", "ReserveFragments", "Rewrite"]
+    assert t.checkout_latest().count_rows() == 200
     assert not unreferenced_data_files(uri)
 
 
