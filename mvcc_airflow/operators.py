@@ -19,7 +19,6 @@ from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
 import mvcc_core as mvcc
-from mvcc_core.cli import parse_duration
 
 from . import compaction_calls
 from .assets import OPERATION_EXTRA, VERSION_EXTRA, table_asset
@@ -188,7 +187,7 @@ def to_duration(value: timedelta | str, name: str = "older_than") -> timedelta:
         delta = value
     elif isinstance(value, str):
         try:
-            delta = parse_duration(value)
+            delta = mvcc.parse_duration(value)
         except ValueError as exc:
             raise ValueError(f"{name}: {exc}") from None
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from mvcc_core._version import __version__
 from mvcc_core.catalog import Catalog, CatalogConflictError
+from mvcc_core.durations import parse_duration
 from mvcc_core.errors import (
     BasePathError,
     CommitConflictError,
@@ -100,6 +101,7 @@ __all__ = [
     "Transaction",
     "UpdateResult",
     "ForeignBase",
+    "parse_duration",
     "VerifyProblem",
     "VerifyReport",
     "verify",

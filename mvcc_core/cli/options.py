@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 import mvcc_core as mvcc
+from mvcc_core.durations import parse_duration
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -29,11 +30,6 @@ AWS_ENV_OPTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("profile", ("AWS_PROFILE",)),
 )
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(w|d|h|m|s)", re.IGNORECASE)
-#: What can only mean a time: a date alone or followed by a time (a tag may start with a date: 2024-05-01-rc1).
-_ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]|$)")
-_DURATION_UNITS = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
-
 
 def exit_code_for(exc: BaseException) -> int:
     """The documented exit code of an exception the command did not handle itself (by type only)."""
@@ -44,23 +40,8 @@ def exit_code_for(exc: BaseException) -> int:
     return EXIT_ERROR
 
 
-def parse_duration(text: str) -> timedelta:
-    """`7d`, `12h`, `1w2d`, `90m`, `0s` -> a timedelta.
-
-    A dozen lines instead of pendulum: retention ages are whole units, pendulum would add its import time to
-    every command, and its ISO-8601 duration syntax (`P7D`) is not what an operator types.
-    """
-    cleaned = text.strip().replace(" ", "")
-    parts = _DURATION.findall(cleaned)
-    if not cleaned or "".join(f"{n}{u}" for n, u in parts).lower() != cleaned.lower():
-        raise ValueError(f"not a duration: {text!r} (use e.g. 7d, 12h, 30m, 1w2d, 0s)")
-    out = timedelta()
-    try:
-        for number, unit in parts:
-            out += timedelta(**{_DURATION_UNITS[unit.lower()]: float(number)})
-    except OverflowError:
-        raise ValueError(f"duration {text!r} is too long (at most 999999999 days)") from None
-    return out
+#: What can only mean a time: a date alone or followed by a time (a tag may start with a date: 2024-05-01-rc1).
+_ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]|$)")
 
 
 def parse_ref(text: str) -> int | str | datetime:

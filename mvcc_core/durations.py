@@ -1,0 +1,31 @@
+"""Durations as an operator types them (`7d`, `12h`, `1w2d`): the CLI's `--older-than` and the Airflow
+operators' `older_than` accept exactly these."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+__all__ = ["parse_duration"]
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(w|d|h|m|s)", re.IGNORECASE)
+_DURATION_UNITS = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
+
+
+def parse_duration(text: str) -> timedelta:
+    """`7d`, `12h`, `1w2d`, `90m`, `0s` -> a timedelta.
+
+    A dozen lines instead of pendulum: retention ages are whole units, pendulum would add its import time to
+    every command, and its ISO-8601 duration syntax (`P7D`) is not what an operator types.
+    """
+    cleaned = text.strip().replace(" ", "")
+    parts = _DURATION.findall(cleaned)
+    if not cleaned or "".join(f"{n}{u}" for n, u in parts).lower() != cleaned.lower():
+        raise ValueError(f"not a duration: {text!r} (use e.g. 7d, 12h, 30m, 1w2d, 0s)")
+    out = timedelta()
+    try:
+        for number, unit in parts:
+            out += timedelta(**{_DURATION_UNITS[unit.lower()]: float(number)})
+    except OverflowError:
+        raise ValueError(f"duration {text!r} is too long (at most 999999999 days)") from None
+    return out
