@@ -26,6 +26,11 @@ KNOWN_WRITER_FLAGS = FLAG_DELETION_FILES | FLAG_STABLE_ROW_IDS | FLAG_BASE_PATHS
 
 
 def describe(flags: int) -> list[str]:
+    """The names of the feature flags set in `flags`, unknown bits named by their position.
+
+    Args:
+        flags: a manifest's reader or writer feature flags
+    """
     names = []
     bit = 0
     while flags >> bit:
@@ -36,6 +41,15 @@ def describe(flags: int) -> list[str]:
 
 
 def check_reader_flags(flags: int, where: str) -> None:
+    """Refuse to read a table that needs reader features this mvcc lacks.
+
+    Args:
+        flags: the manifest's reader feature flags
+        where: what is being read, for the error message (e.g. the manifest's path)
+
+    Raises:
+        UnsupportedFeatureError: a flag is set that this mvcc does not know
+    """
     unknown = flags & ~KNOWN_READER_FLAGS
     if unknown:
         raise UnsupportedFeatureError(
@@ -45,6 +59,15 @@ def check_reader_flags(flags: int, where: str) -> None:
 
 
 def check_writer_flags(flags: int, where: str) -> None:
+    """Refuse to write to a table that needs writer features this mvcc lacks.
+
+    Args:
+        flags: the manifest's writer feature flags
+        where: what is being written, for the error message (e.g. the manifest's path)
+
+    Raises:
+        UnsupportedFeatureError: a flag is set that this mvcc does not know
+    """
     unknown = flags & ~KNOWN_WRITER_FLAGS
     if unknown:
         raise UnsupportedFeatureError(
