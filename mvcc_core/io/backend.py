@@ -30,7 +30,11 @@ class ObjectMeta:
 
 
 def is_temporary(path: str) -> bool:
-    """True for the in-flight temporary files of the local backend (retention may delete stale ones)."""
+    """True for the in-flight temporary files of the local backend (retention may delete stale ones).
+
+    Args:
+        path: a path listed in a store
+    """
     return path.rsplit("/", 1)[-1].startswith(TEMP_PREFIX)
 
 

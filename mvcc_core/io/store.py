@@ -51,6 +51,15 @@ class ObjectStore:
     fs: fsspec.AbstractFileSystem
 
     def __init__(self, uri: str, storage_options: dict[str, Any] | None = None) -> None:
+        """A store rooted at `uri`.
+
+        Args:
+            uri: the root (`s3://bucket/path`, `file:///path` or a local path, `memory://name`)
+            storage_options: backend options such as credentials, endpoint or `fsync`
+
+        Raises:
+            StorageError: the uri is empty or its scheme or options are not supported
+        """
         self._init_args = (uri, dict(storage_options or {}))
         self._pid = os.getpid()
         self._arrow_fs: pyarrow.fs.FileSystem | None = None
@@ -126,7 +135,11 @@ class ObjectStore:
 
     def sibling(self, uri: str) -> ObjectStore:
         """The store at another `uri` opened with this store's options (a base path, a clone's source);
-        cached per uri on this store, so the clients and caches of one are shared by every caller."""
+        cached per uri on this store, so the clients and caches of one are shared by every caller.
+
+        Args:
+            uri: the other store's root
+        """
         siblings = self.__dict__.setdefault("_siblings", {})
         found = siblings.get(uri)
         if found is None:
@@ -146,11 +159,19 @@ class ObjectStore:
         return rel.strip("/")
 
     def full_path(self, rel: str) -> str:
-        """The path of `rel` as ``self.fs`` understands it."""
+        """The path of `rel` as ``self.fs`` understands it.
+
+        Args:
+            rel: the object's path relative to the store's root
+        """
         return self._backend.full(self._clean(rel))
 
     def arrow_path(self, rel: str) -> str:
-        """The path of `rel` for the filesystem returned by :meth:`arrow_filesystem`."""
+        """The path of `rel` for the filesystem returned by :meth:`arrow_filesystem`.
+
+        Args:
+            rel: the object's path relative to the store's root
+        """
         return self.full_path(rel)
 
     def arrow_filesystem(self) -> pyarrow.fs.FileSystem:
@@ -237,13 +258,27 @@ class ObjectStore:
 
     # --- reads ----------------------------------------------------------------------------------------
     def get(self, rel: str) -> bytes:
-        """The whole object; ObjectNotFoundError if there is none."""
+        """The whole object; ObjectNotFoundError if there is none.
+
+        Args:
+            rel: the object's path relative to the store's root
+        """
         rel = self._clean(rel)
         with self._errors("get", rel):
             return self._backend.get(rel)
 
     def get_range(self, rel: str, start: int, end: int) -> bytes:
-        """Bytes ``[start, end)`` of the object (shorter at the end of the object, like a slice)."""
+        """Bytes ``[start, end)`` of the object (shorter at the end of the object, like a slice).
+
+        Args:
+            rel: the object's path relative to the store's root
+            start: the first byte wanted
+            end: the byte after the last one wanted
+
+        Raises:
+            ValueError: the range is negative or reversed
+            ObjectNotFoundError: there is no such object
+        """
         rel = self._clean(rel)
         if start < 0 or end < start:
             raise ValueError(f"bad byte range [{start}, {end}) for {rel!r}")
@@ -254,18 +289,30 @@ class ObjectStore:
             return self._backend.get_range(rel, start, end)
 
     def head(self, rel: str) -> ObjectMeta:
-        """Size and modification time of one object; ObjectNotFoundError if there is none."""
+        """Size and modification time of one object; ObjectNotFoundError if there is none.
+
+        Args:
+            rel: the object's path relative to the store's root
+        """
         rel = self._clean(rel)
         with self._errors("head", rel):
             return self._backend.head(rel)
 
     def sync(self, rel: str) -> None:
-        """After writing `rel` through `arrow_filesystem()`: durable with the local `fsync` option."""
+        """After writing `rel` through `arrow_filesystem()`: durable with the local `fsync` option.
+
+        Args:
+            rel: the object's path relative to the store's root
+        """
         with self._errors("sync", rel):
             self._backend.sync(self._clean(rel))
 
     def exists(self, rel: str) -> bool:
-        """Whether an object (not a "directory") of that name exists."""
+        """Whether an object (not a "directory") of that name exists.
+
+        Args:
+            rel: the object's path relative to the store's root
+        """
         try:
             self.head(rel)
         except ObjectNotFoundError:
@@ -273,20 +320,33 @@ class ObjectStore:
         return True
 
     def list(self, prefix_rel: str = "") -> list[ObjectMeta]:
-        """Every object below the "directory" `prefix_rel` (recursively), sorted by path; [] if none."""
+        """Every object below the "directory" `prefix_rel` (recursively), sorted by path; [] if none.
+
+        Args:
+            prefix_rel: the directory to list, relative to the root ('' lists everything)
+        """
         prefix = self._clean(prefix_rel)
         with self._errors("list", prefix + "/"):
             return self._backend.list(prefix)
 
     def list_first(self, prefix_rel: str = "") -> ObjectMeta | None:
-        """The lexicographically first object below `prefix_rel`; on S3 one ListObjectsV2 with MaxKeys=1."""
+        """The lexicographically first object below `prefix_rel`; on S3 one ListObjectsV2 with MaxKeys=1.
+
+        Args:
+            prefix_rel: the directory to look in, relative to the root
+        """
         prefix = self._clean(prefix_rel)
         with self._errors("list_first", prefix + "/"):
             return self._backend.list_first(prefix)
 
     # --- writes ---------------------------------------------------------------------------------------
     def put(self, rel: str, data: bytes) -> None:
-        """Create or overwrite an object; readers see the old or the new bytes, never a partial object."""
+        """Create or overwrite an object; readers see the old or the new bytes, never a partial object.
+
+        Args:
+            rel: the object's path relative to the store's root
+            data: the object's bytes
+        """
         rel = self._clean(rel)
         with self._errors("put", rel):
             self._backend.put(rel, data)
@@ -295,7 +355,12 @@ class ObjectStore:
         """Create an object under a fresh name (a random id) that nothing references until the caller
         publishes it, e.g. in a commit. Readers therefore never look at it while it is written, so a local
         store writes it in place, without the temporary file and rename of `put`; a crash may leave a partial
-        file behind, unreferenced like any other orphan. Locally it fails if the name exists. Elsewhere: `put`."""
+        file behind, unreferenced like any other orphan. Locally it fails if the name exists. Elsewhere: `put`.
+
+        Args:
+            rel: the new object's path (a fresh, random name) relative to the root
+            data: the object's bytes
+        """
         rel = self._clean(rel)
         with self._errors("put_new", rel):
             self._backend.put_new(rel, data)
@@ -305,6 +370,10 @@ class ObjectStore:
 
         This is the commit point of the commit protocol; raises CommitNotSupportedError on stores that
         cannot do it atomically.
+
+        Args:
+            rel: the object's path relative to the store's root
+            data: the object's bytes
         """
         rel = self._clean(rel)
         self.check_commit_supported()
@@ -312,7 +381,12 @@ class ObjectStore:
             return self._backend.put_if_not_exists(rel, data)
 
     def rename_if_not_exists(self, src_rel: str, dst_rel: str) -> bool:
-        """Move `src_rel` to `dst_rel` only if `dst_rel` is free; False (source kept) if it was taken."""
+        """Move `src_rel` to `dst_rel` only if `dst_rel` is free; False (source kept) if it was taken.
+
+        Args:
+            src_rel: the object to move
+            dst_rel: its new path, which must be free
+        """
         src, dst = self._clean(src_rel), self._clean(dst_rel)
         self.check_commit_supported()
         with self._errors("rename_if_not_exists", f"{src} -> {dst}"):
@@ -326,6 +400,11 @@ class ObjectStore:
         A local store makes one hard link (no file created, no byte copied); elsewhere it is a
         put-if-not-exists of the bytes. Either way `dst_rel` appears whole or not at all, so it can publish:
         the catalog finalizes a staged manifest with it.
+
+        Args:
+            src_rel: the object to copy
+            dst_rel: the path to create, which must be free
+            data: `src_rel`'s bytes when the caller has them (spares a read)
         """
         src, dst = self._clean(src_rel), self._clean(dst_rel)
         self.check_commit_supported()
@@ -333,13 +412,22 @@ class ObjectStore:
             return self._backend.copy_if_not_exists(src, dst, data)
 
     def copy(self, src_rel: str, dst_rel: str) -> None:
-        """Copy one object (server-side where the storage can, e.g. S3 CopyObject); overwrites `dst_rel`."""
+        """Copy one object (server-side where the storage can, e.g. S3 CopyObject); overwrites `dst_rel`.
+
+        Args:
+            src_rel: the object to copy
+            dst_rel: the path to write (overwritten if it exists)
+        """
         src, dst = self._clean(src_rel), self._clean(dst_rel)
         with self._errors("copy", f"{src} -> {dst}"):
             self._backend.copy(src, dst)
 
     def delete_many(self, rels: Iterable[str]) -> None:
-        """Delete objects in batches (S3: DeleteObjects of up to 1000 keys); missing ones are ignored."""
+        """Delete objects in batches (S3: DeleteObjects of up to 1000 keys); missing ones are ignored.
+
+        Args:
+            rels: the paths of the objects to delete, relative to the root
+        """
         cleaned = [self._clean(r) for r in rels]
         if not cleaned:
             return
@@ -368,7 +456,15 @@ class ObjectStore:
 
 
 def open_store(uri: str | ObjectStore, storage_options: dict[str, Any] | None = None) -> ObjectStore:
-    """The ObjectStore for a table uri (an ObjectStore passes through unchanged)."""
+    """The ObjectStore for a table uri (an ObjectStore passes through unchanged).
+
+    Args:
+        uri: a table uri (`s3://bucket/path`, `file:///path` or a local path, `memory://name`), or a store already open
+        storage_options: backend options such as credentials, endpoint or `fsync` (ignored when `uri` is a store)
+
+    Raises:
+        StorageError: the uri is empty or its scheme or options are not supported
+    """
     if isinstance(uri, ObjectStore):
         return uri
     return ObjectStore(uri, storage_options)
