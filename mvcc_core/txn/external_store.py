@@ -71,17 +71,31 @@ _STAGED = re.compile(r"^(?P<final>.+\.manifest)-(?P<uuid>[0-9a-fA-F-]{32,36})$")
 
 
 def staged_manifest_path(version: int, naming: ManifestNaming, uuid_hex: str) -> str:
-    """``_versions/{final name}-{uuid}``: unique per attempt, ignored by listings (it does not end in .manifest)."""
+    """``_versions/{final name}-{uuid}``: unique per attempt, ignored by listings (it does not end in .manifest).
+
+    Args:
+        version: the version being committed
+        naming: the table's manifest naming scheme
+        uuid_hex: a fresh uuid of this attempt
+    """
     return f"{manifest_path(version, naming)}-{uuid_hex}"
 
 
 def is_staged(path: str) -> bool:
-    """Whether `path` names a staged manifest (ends with ``.manifest-{uuid}``)."""
+    """Whether `path` names a staged manifest (ends with ``.manifest-{uuid}``).
+
+    Args:
+        path: a path under `_versions/`
+    """
     return _STAGED.match(path.rsplit("/", 1)[-1]) is not None
 
 
 def final_of(path: str) -> str:
-    """The final manifest path a staged path is copied to (a final path is returned unchanged)."""
+    """The final manifest path a staged path is copied to (a final path is returned unchanged).
+
+    Args:
+        path: a staged (or final) manifest path
+    """
     directory, _, name = path.rpartition("/")
     match = _STAGED.match(name)
     if match is None:
@@ -100,19 +114,40 @@ class ExternalManifestStore(ABC):
 
     @abstractmethod
     def put_if_not_exists(self, base_uri: str, version: int, path: str) -> bool:
-        """Step 2, the commit point: True if this call created the entry, False if the version was taken."""
+        """Step 2, the commit point: True if this call created the entry, False if the version was taken.
+
+        Args:
+            base_uri: the table's uri (the store's root), which keys its entries
+            version: the version to commit
+            path: the full path of the staged manifest
+        """
 
     @abstractmethod
     def get(self, base_uri: str, version: int) -> str | None:
-        """The path recorded for `version`, or None."""
+        """The path recorded for `version`, or None.
+
+        Args:
+            base_uri: the table's uri (the store's root), which keys its entries
+            version: the version wanted
+        """
 
     @abstractmethod
     def get_latest_version(self, base_uri: str) -> tuple[int, str] | None:
-        """The highest version and its path, or None if the store knows no version of `base_uri`."""
+        """The highest version and its path, or None if the store knows no version of `base_uri`.
+
+        Args:
+            base_uri: the table's uri (the store's root), which keys its entries
+        """
 
     @abstractmethod
     def put(self, base_uri: str, version: int, path: str) -> None:
-        """Step 4: point an existing entry at the finalized path (an entry that does not exist is an error)."""
+        """Step 4: point an existing entry at the finalized path (an entry that does not exist is an error).
+
+        Args:
+            base_uri: the table's uri (the store's root), which keys its entries
+            version: the committed version
+            path: the full path of the final manifest
+        """
 
     def close(self) -> None:
         """Release connections (the store reconnects when used again)."""
@@ -136,6 +171,13 @@ class SQLiteManifestStore(ExternalManifestStore):
 
     Not for network file systems (SQLite's locks are not reliable there). The connection is opened lazily and
     reopened after a fork, so a store object may be handed to child processes.
+
+    Args:
+        path: the SQLite file (created if missing; `~` is expanded)
+        timeout: seconds to wait for another process's lock
+
+    Raises:
+        ExternalStoreError: no path is given
     """
 
     def __init__(self, path: str, timeout: float = 60.0) -> None:
@@ -188,6 +230,10 @@ class SQLiteManifestStore(ExternalManifestStore):
                 raise ExternalStoreError(f"SQLite manifest store {self.path}: {op} failed: {exc}") from exc
 
     def put_if_not_exists(self, base_uri: str, version: int, path: str) -> bool:
+        """This store's :meth:`ExternalManifestStore.put_if_not_exists`.
+
+        Args: see :meth:`ExternalManifestStore.put_if_not_exists`
+        """
         with self._db("put_if_not_exists") as db:
             cur = db.execute(
                 "INSERT INTO mvcc_manifests (base_uri, version, path) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
@@ -196,6 +242,10 @@ class SQLiteManifestStore(ExternalManifestStore):
             return cur.rowcount == 1
 
     def get(self, base_uri: str, version: int) -> str | None:
+        """This store's :meth:`ExternalManifestStore.get`.
+
+        Args: see :meth:`ExternalManifestStore.get`
+        """
         with self._db("get") as db:
             row = db.execute(
                 "SELECT path FROM mvcc_manifests WHERE base_uri = ? AND version = ?", (base_uri, version)
@@ -203,6 +253,10 @@ class SQLiteManifestStore(ExternalManifestStore):
         return row[0] if row else None
 
     def get_latest_version(self, base_uri: str) -> tuple[int, str] | None:
+        """This store's :meth:`ExternalManifestStore.get_latest_version`.
+
+        Args: see :meth:`ExternalManifestStore.get_latest_version`
+        """
         with self._db("get_latest_version") as db:
             row = db.execute(
                 "SELECT version, path FROM mvcc_manifests WHERE base_uri = ? ORDER BY version DESC LIMIT 1",
@@ -211,6 +265,10 @@ class SQLiteManifestStore(ExternalManifestStore):
         return (int(row[0]), row[1]) if row else None
 
     def put(self, base_uri: str, version: int, path: str) -> None:
+        """This store's :meth:`ExternalManifestStore.put`.
+
+        Args: see :meth:`ExternalManifestStore.put`
+        """
         with self._db("put") as db:
             cur = db.execute(
                 "UPDATE mvcc_manifests SET path = ? WHERE base_uri = ? AND version = ?", (path, base_uri, version)
@@ -236,6 +294,20 @@ class DynamoDBManifestStore(ExternalManifestStore):
     Put-if-not-exists is a PutItem with ``attribute_not_exists(#v)``; reads are strongly consistent. Needs
     botocore (optional extra ``dynamodb``), imported on first use. Timeouts and attempts are options so that an
     unreachable endpoint fails fast with :class:`ExternalStoreUnavailableError`.
+
+    Args:
+        table_name: the DynamoDB table holding the entries
+        region: its AWS region (None: from the environment)
+        endpoint_url: a non-AWS endpoint (a local DynamoDB, moto)
+        aws_access_key_id: credentials (None: the usual AWS chain)
+        aws_secret_access_key: credentials (None: the usual AWS chain)
+        aws_session_token: a session token for temporary credentials
+        connect_timeout: seconds to wait for a connection
+        read_timeout: seconds to wait for an answer
+        max_attempts: attempts per request, retries included
+
+    Raises:
+        ExternalStoreError: no table name is given
     """
 
     def __init__(
@@ -322,7 +394,11 @@ class DynamoDBManifestStore(ExternalManifestStore):
             raise ExternalStoreUnavailableError(f"{where}: {op} failed: {type(exc).__name__}: {exc}") from exc
 
     def create_table(self, wait: bool = True) -> None:
-        """Create the DynamoDB table (on-demand billing); an existing table is left as it is."""
+        """Create the DynamoDB table (on-demand billing); an existing table is left as it is.
+
+        Args:
+            wait: wait until the table is active
+        """
         from botocore.exceptions import ClientError
 
         def create(client: Any) -> None:
@@ -350,6 +426,10 @@ class DynamoDBManifestStore(ExternalManifestStore):
         self._call("create_table", create)
 
     def put_if_not_exists(self, base_uri: str, version: int, path: str) -> bool:
+        """This store's :meth:`ExternalManifestStore.put_if_not_exists`.
+
+        Args: see :meth:`ExternalManifestStore.put_if_not_exists`
+        """
         from botocore.exceptions import ClientError
 
         def put(client: Any) -> bool:
@@ -369,6 +449,10 @@ class DynamoDBManifestStore(ExternalManifestStore):
         return self._call("put_if_not_exists", put)
 
     def get(self, base_uri: str, version: int) -> str | None:
+        """This store's :meth:`ExternalManifestStore.get`.
+
+        Args: see :meth:`ExternalManifestStore.get`
+        """
         resp = self._call(
             "get",
             lambda c: c.get_item(
@@ -381,6 +465,10 @@ class DynamoDBManifestStore(ExternalManifestStore):
         return item["path"]["S"] if item else None
 
     def get_latest_version(self, base_uri: str) -> tuple[int, str] | None:
+        """This store's :meth:`ExternalManifestStore.get_latest_version`.
+
+        Args: see :meth:`ExternalManifestStore.get_latest_version`
+        """
         resp = self._call(
             "get_latest_version",
             lambda c: c.query(
@@ -398,6 +486,10 @@ class DynamoDBManifestStore(ExternalManifestStore):
         return int(items[0]["version"]["N"]), items[0]["path"]["S"]
 
     def put(self, base_uri: str, version: int, path: str) -> None:
+        """This store's :meth:`ExternalManifestStore.put`.
+
+        Args: see :meth:`ExternalManifestStore.put`
+        """
         from botocore.exceptions import ClientError
 
         def update(client: Any) -> None:
@@ -475,6 +567,13 @@ def open_external_store(
     ``sqlite:///abs/path.db`` (``?timeout=S``), ``dynamodb://table?region=R&endpoint=URL&connect_timeout=S
     &read_timeout=S&max_attempts=N`` (credentials from the URI, the storage options' aws_* keys, or the
     usual AWS environment).
+
+    Args:
+        spec: a store, None, or a URI (`sqlite:///...`, `dynamodb://...`)
+        storage_options: the table's storage options, whose aws_* keys a DynamoDB store uses for credentials
+
+    Raises:
+        ExternalStoreError: the URI's scheme or options are not supported
     """
     if spec is None or isinstance(spec, ExternalManifestStore):
         return spec
@@ -512,7 +611,12 @@ def split_storage_options(
     storage_options: dict[str, Any] | None,
     external_store: str | ExternalManifestStore | None = None,
 ) -> tuple[ExternalManifestStore | None, dict[str, Any] | None]:
-    """The external store (argument first, else storage option ``external_store``) and the options without it."""
+    """The external store (argument first, else storage option ``external_store``) and the options without it.
+
+    Args:
+        storage_options: the table's storage options, maybe holding `external_store`
+        external_store: the store the caller passed explicitly; it wins over the storage option
+    """
     options = dict(storage_options) if storage_options else None
     from_options = options.pop(STORAGE_OPTION, None) if options else None
     spec = external_store if external_store is not None else from_options
@@ -523,12 +627,26 @@ def split_storage_options(
 
 
 def full_path(store: ObjectStore, rel: str) -> str:
-    """The path recorded in the store: the table URI plus the relative path (what Lance records too)."""
+    """The path recorded in the store: the table URI plus the relative path (what Lance records too).
+
+    Args:
+        store: the table's store
+        rel: a path relative to the table root
+    """
     return f"{store.uri}/{rel}"
 
 
 def relative_path(store: ObjectStore, version: int, path: str) -> tuple[str, ManifestNaming]:
-    """Check that a store entry belongs to this table and version; its path relative to the table root."""
+    """Check that a store entry belongs to this table and version; its path relative to the table root.
+
+    Args:
+        store: the table's store
+        version: the version the entry is for
+        path: the full path the entry records
+
+    Raises:
+        ExternalStoreMismatchError: the path is outside this table's `_versions/`
+    """
     prefix = f"{store.uri}/{VERSIONS_DIR}/"
     if not path.startswith(prefix) or "/" in path[len(prefix) :]:
         raise ExternalStoreMismatchError(
@@ -551,6 +669,12 @@ def finalize(store: ObjectStore, external: ExternalManifestStore, version: int, 
     Writers run it after winning step 2 and readers run it on a staged entry (the synchronization). Both
     steps are idempotent, so a reader racing the writer or another reader is harmless. The staged file is
     removed afterwards; whoever still holds its name finds the final manifest instead.
+
+    Args:
+        store: the table's store
+        external: the table's external manifest store
+        version: the committed version
+        staged: the staged manifest's path relative to the table root
     """
     final = final_of(staged)
     try:
@@ -576,6 +700,12 @@ def synchronize(store: ObjectStore, external: ExternalManifestStore, version: in
     A staged entry is finalized first. Any failure raises ExternalStoreSyncError (or
     ExternalStoreUnavailableError): returning a version that exists only as a staged file would make the
     table depend on the store, and a copy of its directory would lose that version.
+
+    Args:
+        store: the table's store
+        external: the table's external manifest store
+        version: the version of the entry
+        path: the full path the entry records
     """
     rel, _ = relative_path(store, version, path)
     if not is_staged(rel):
@@ -603,6 +733,11 @@ def unreferenced_staged_manifests(
     hence `min_age_seconds` (files younger than that, or of unknown age, are kept). Of the older ones: with
     the store, every staged file its version's entry does not name is garbage; without the store, only those
     whose final manifest exists (the others might be committed versions awaiting synchronization).
+
+    Args:
+        store: the table's store
+        external: the table's external manifest store (None: judged from the object store alone)
+        min_age_seconds: staged files younger than this are kept (their writer may still be committing)
     """
     now = time.time()
     out = []
@@ -635,6 +770,11 @@ class ExternalStoreHandler(CommitHandler):
     lists_latest = False
 
     def __init__(self, external: ExternalManifestStore) -> None:
+        """Commits through `external`.
+
+        Args:
+            external: the table's external manifest store
+        """
         self.external = external
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -644,11 +784,17 @@ class ExternalStoreHandler(CommitHandler):
         return f"ExternalStoreHandler({self.external!r})"
 
     def check_supported(self, store: ObjectStore) -> None:
-        """Any store will do: the external store's put-if-not-exists is the commit point."""
+        """Any store will do: the external store's put-if-not-exists is the commit point.
+
+        Args: see :meth:`CommitHandler.check_supported`
+        """
 
     def latest_location(self, store: ObjectStore) -> ManifestLocation | None:
         """Reader protocol: the store's latest version, synchronized; None if the store knows no version
-        (a table created before the store was used: the object store is listed instead)."""
+        (a table created before the store was used: the object store is listed instead).
+
+        Args: see :meth:`CommitHandler.latest_location`
+        """
         entry = self.external.get_latest_version(store.uri)
         if entry is None:
             return None
@@ -658,6 +804,10 @@ class ExternalStoreHandler(CommitHandler):
         return ManifestLocation(version, naming, rel)
 
     def read_unpublished(self, store: ObjectStore, location: ManifestLocation) -> bytes | None:
+        """The manifest of a version the external store committed, synchronized first.
+
+        Args: see :meth:`CommitHandler.read_unpublished`
+        """
         path = self.external.get(store.uri, location.version)
         if path is None:
             return None
@@ -671,7 +821,10 @@ class ExternalStoreHandler(CommitHandler):
             ) from None
 
     def publish(self, store: ObjectStore, manifest: pb.Manifest, naming: ManifestNaming) -> bool:
-        """Steps 1-4; False if another writer committed this version first."""
+        """Steps 1-4; False if another writer committed this version first.
+
+        Args: see :meth:`CommitHandler.publish`
+        """
         version, uri = manifest.version, store.uri
         staged = staged_manifest_path(version, naming, uuid.uuid4().hex)
         store.put(staged, encode_manifest(manifest))  # 1. stage: a plain PUT, invisible to readers
@@ -700,5 +853,9 @@ class ExternalStoreHandler(CommitHandler):
 
 
 def commit_handler(external: ExternalManifestStore | None) -> CommitHandler:
-    """The handler for a table: through `external` when given, else the object store's put-if-not-exists."""
+    """The handler for a table: through `external` when given, else the object store's put-if-not-exists.
+
+    Args:
+        external: the table's external manifest store, or None
+    """
     return PUT_IF_NOT_EXISTS if external is None else ExternalStoreHandler(external)
