@@ -67,6 +67,11 @@ class BoundFilter:
         `f NOT IN (...)`) is bound over the table's names instead, so it is applied after the read and
         never pushed into Parquet: Parquet min/max statistics leave NaN out, and Arrow then prunes a row
         group of `[1.5, NaN]` for `f != 1.5` although NaN != 1.5 holds (pyarrow 26).
+
+        Args:
+            filter: the filter as the caller gave it (SQL or an Arrow Expression)
+            schema: the table's schema, whose column names the filter uses
+            physical: the same schema under the data files' column names (None: bind over the table's names)
         """
         if physical is not None:
             bound = cls._bind(filter, schema, physical)
@@ -143,7 +148,11 @@ def filter_cache_key(filter: str | pc.Expression) -> Hashable | None:  # noqa: A
     """A key identifying a filter for caches of bound filters (with the schema's key), or None when it has
     none (an Expression Arrow cannot serialize, or a filter over `MAX_CACHED_FILTER_BYTES`). Expressions are
     keyed by their serialization: their `==` builds an Expression, and their text is ambiguous
-    (`pc.field("a == 1")`)."""
+    (`pc.field("a == 1")`).
+
+    Args:
+        filter: the filter as the caller gave it (SQL or an Arrow Expression)
+    """
     if isinstance(filter, str):
         return ("sql", filter) if len(filter) <= MAX_CACHED_FILTER_BYTES else None
     try:

@@ -128,8 +128,20 @@ class Scan(_RowAddressReads, _IndexedReads):
         with_row_id: bool = False,
         use_index: bool = True,
     ) -> None:
-        """`columns`: table column names, or (pylance's shape) a dict of output column name -> SQL
-        expression over the table's columns (`{"total": "price * qty", "id": "id"}`), evaluated per batch."""
+        """A read of `manifest`'s version; nothing is read before `to_batches()` or `to_table()`.
+
+        Args:
+            store: the table's store
+            manifest: the version to read
+            columns: table column names, or (pylance's shape) a dict of output column name -> SQL expression over the
+                table's columns (`{"total": "price * qty", "id": "id"}`), evaluated per batch; None: every column
+            filter: rows to keep, as SQL or an Arrow Expression (None: every row)
+            with_row_address: add the `_rowaddr` column (fragment id << 32 | offset)
+            batch_size: rows at most per output batch
+            fragments: read only these fragments (None: the version's all)
+            with_row_id: add the `_rowid` column (stable row ids where the table keeps them)
+            use_index: let a scalar index answer part of the filter
+        """
         self.store = store
         self.manifest = manifest
         self._schema_key, self.table_schema, self.physical_schema, self._field_ids = _schemas(manifest)
@@ -673,7 +685,11 @@ def _base_of(fragment: pb.DataFragment) -> int:
 def missing_files(store: ObjectStore) -> Iterator[None]:
     """A data file that is gone (a shallow clone's source cleaned up, a file removed by hand) is an
     ObjectNotFoundError naming it, not a bare OSError from deep inside pyarrow; any other failure of the store
-    while reading is a StorageError naming the table."""
+    while reading is a StorageError naming the table.
+
+    Args:
+        store: the store of the table being read
+    """
     try:
         yield
     except OSError as exc:
@@ -690,6 +706,12 @@ def read_fragment(store: ObjectStore, manifest: pb.Manifest, fragment: pb.DataFr
 
     Column rewrites (add_columns, REWRITE_COLUMNS) write files as long as the fragment, so they must
     see every row, not only the live ones.
+
+    Args:
+        store: the table's store
+        manifest: the version the fragment belongs to
+        fragment: the fragment to read
+        columns: the table columns to read
     """
     whole = pb.DataFragment()
     whole.CopyFrom(fragment)

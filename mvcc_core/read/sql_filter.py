@@ -31,6 +31,11 @@ def to_expression(
     With ``physical`` (the same schema with the data files' column names) a SQL predicate is
     resolved by the names of ``schema`` but refers to the columns of ``physical``, so it can be
     pushed into the Parquet scan.
+
+    Args:
+        predicate: the filter, SQL or an Arrow Expression
+        schema: the table's schema
+        physical: the same schema under the data files' column names (None: the Expression names table columns)
     """
     if isinstance(predicate, pc.Expression):
         if physical is not None:
@@ -49,6 +54,12 @@ def to_value_expression(sql: str, schema: pa.Schema, target: pa.DataType, column
 
     Used by update: the cast is bound on an empty table, so a value of the wrong type fails with a
     SchemaError naming the column before anything is read or written.
+
+    Args:
+        sql: the SQL value expression
+        schema: the table's schema
+        target: the type of the column being set
+        column: the column being set, for errors
     """
     translator = _Translator(sql, schema, subject="value", context=f" for column {column!r}")
     value = translator.parse_value()
@@ -69,7 +80,13 @@ def to_column_expression(
 ) -> tuple[pc.Expression, pa.DataType, list[str]]:
     """A SQL value expression over `schema` for a column: the expression, the type it computes and the
     top-level columns it reads (add_columns, a scan's `columns={name: sql}`). `column`: the output
-    column's name, for errors."""
+    column's name, for errors.
+
+    Args:
+        sql: the SQL value expression
+        schema: the table's schema
+        column: the output column's name, for errors
+    """
     if not isinstance(sql, str):
         where = f" for column {column!r}" if column is not None else ""
         raise TypeError(f"the expression{where} must be a SQL string, got {type(sql).__name__} {sql!r}")
@@ -95,7 +112,12 @@ class Projection:
     @classmethod
     def bind(cls, columns: Mapping[str, str], schema: pa.Schema) -> Projection:
         """Translate every expression (the SQL filters accept); PredicateError names the output column and
-        points at the problem, TypeError for a name or an expression that is not a string."""
+        points at the problem, TypeError for a name or an expression that is not a string.
+
+        Args:
+            columns: output column name -> SQL expression over the table's columns
+            schema: the table's schema
+        """
         expressions, fields, read = [], [], set()
         for name, sql in columns.items():
             if not isinstance(name, str) or not name:
@@ -107,7 +129,11 @@ class Projection:
         return cls(tuple(expressions), pa.schema(fields), tuple(n for n in schema.names if n in read))
 
     def evaluate(self, table: pa.Table) -> pa.Table:
-        """The output columns computed over `table` (rows in the table's order; it has the columns read)."""
+        """The output columns computed over `table` (rows in the table's order; it has the columns read).
+
+        Args:
+            table: rows holding the columns the projection reads
+        """
         if not self.expressions:
             return table.select([])
         projected = ds.dataset(table).to_table(columns=dict(self.expressions), use_threads=False)
@@ -115,7 +141,12 @@ class Projection:
 
 
 def value_columns(sql: str, schema: pa.Schema) -> list[str]:
-    """Top-level columns a SQL value expression reads, in schema order."""
+    """Top-level columns a SQL value expression reads, in schema order.
+
+    Args:
+        sql: a SQL value expression
+        schema: the table's schema
+    """
     translator = _Translator(sql, schema, subject="expression")
     translator.parse_value()
     return [name for name in schema.names if name in translator.columns]
@@ -125,6 +156,10 @@ def referenced_columns(predicate: str, schema: pa.Schema) -> list[str]:
     """Top-level columns a SQL predicate reads, in schema order, so a scan can project only what it needs.
 
     A nested reference ``a.b`` counts as column ``a``. The predicate is fully validated on the way.
+
+    Args:
+        predicate: a SQL predicate
+        schema: the table's schema
     """
     translator = _Translator(predicate, schema)
     translator.run()

@@ -308,7 +308,12 @@ def _literal_hint(error: BaseException) -> str:
 
 
 def unknown_column_problem(name: str, names: Sequence[str]) -> str:
-    """ "unknown column 'idd'; did you mean 'id'?" with the close matches (difflib), then the columns there are."""
+    """ "unknown column 'idd'; did you mean 'id'?" with the close matches (difflib), then the columns there are.
+
+    Args:
+        name: the column name as the user wrote it
+        names: the columns there are
+    """
     # the same name in another case is the one meant; else difflib's closest names
     close = [n for n in names if n.lower() == name.lower() and n != name]
     close = close or difflib.get_close_matches(name, names, n=3, cutoff=0.6)
