@@ -215,6 +215,15 @@ def create_table_from_fragments(
     `where`, the rows matching it; the writers must have checked their rows with `write_fragments(where=)`),
     under the usual conflict rules. Appending or partition-overwriting needs the winner's schema
     (SchemaError otherwise; the fragments are removed).
+
+    Args:
+        fragments: the fragments `write_fragments` wrote for the new table
+        uri: the table's root
+        schema: the schema the fragments were written with
+        mode: what to do if another writer creates the table first: "create", "append" or "overwrite"
+        where: mode "overwrite" only: the SQL predicate of the rows replaced
+        storage_options, external_store, manifest_naming, commit_message, transaction_properties, max_retries: see
+            :func:`write_table`
     """
     write.check_first_write_mode(mode, where)
     uri = _uri(uri)
