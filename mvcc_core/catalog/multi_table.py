@@ -111,6 +111,15 @@ class CatalogTransaction:
     DuckLake's logical conflicts; without one the publish retries on the newer version without rewriting a
     data file (a table that moved is rebuilt on its new version from the same staged operations, row-level
     changes rebased by the core's resolver).
+
+    Args:
+        catalog: the catalog written
+        snapshot: the catalog version the changes are staged on
+        commit_message: the message of the catalog version it publishes
+        transaction_properties: properties stored on that version (keys starting with `catalog.` are reserved)
+
+    Raises:
+        ValueError: a property key starts with `catalog.`
     """
 
     def __init__(
@@ -202,9 +211,22 @@ class CatalogTransaction:
     # ---- staging -----------------------------------------------------------------------------
 
     def table(self, name: str) -> _TxTable:
+        """The table `name` as this transaction sees it: reads and staged writes.
+
+        Args:
+            name: the table's name, `schema.table` or `table` (in the schema `main`)
+        """
         return _TxTable(self, name)
 
     def create_schema(self, name: str) -> None:
+        """Create the schema `name`.
+
+        Args:
+            name: the schema's name (no `.` or `/`)
+
+        Raises:
+            CatalogError: the schema exists
+        """
         self._check_open()
         check_schema_name(name)
         if self._schema_exists(name):
@@ -213,6 +235,14 @@ class CatalogTransaction:
         self._ddl.append(Change("created_schema", name))
 
     def drop_schema(self, name: str) -> None:
+        """Drop the schema `name`, which must be empty.
+
+        Args:
+            name: the schema's name
+
+        Raises:
+            CatalogError: there is no such schema, or it holds tables or views
+        """
         self._check_open()
         if not self._schema_exists(name):
             raise CatalogError(f"no schema {name!r}")
@@ -231,7 +261,12 @@ class CatalogTransaction:
             raise CatalogError(f"{found.object_type} {full!r} exists already (tables and views share names)")
 
     def create_table(self, name: str, schema: pa.Schema) -> None:
-        """Create the table's directory now (version 1, empty); it is published with the transaction."""
+        """Create the table's directory now (version 1, empty); it is published with the transaction.
+
+        Args:
+            name: the table's name, `schema.table` or `table` (in the schema `main`)
+            schema: the table's Arrow schema
+        """
         self._check_open()
         full = qualified(name)
         self._check_free(full)
@@ -257,7 +292,11 @@ class CatalogTransaction:
             self._remove_directory(entry.path)
 
     def drop_table(self, name: str) -> None:
-        """Drop the table; data changes staged on it in this transaction are discarded with it."""
+        """Drop the table; data changes staged on it in this transaction are discarded with it.
+
+        Args:
+            name: the table's name, `schema.table` or `table` (in the schema `main`)
+        """
         self._check_open()
         full = qualified(name)
         entry = self._table(full)
@@ -267,7 +306,12 @@ class CatalogTransaction:
 
     def rename_table(self, name: str, new_name: str) -> None:
         """A rename alters the old name and creates the new one (for the conflict rules); same directory, so
-        changes staged before and after it are one chain on the one table."""
+        changes staged before and after it are one chain on the one table.
+
+        Args:
+            name: the table's name, `schema.table` or `table` (in the schema `main`)
+            new_name: its new name (free of tables and views)
+        """
         self._check_open()
         full, new_full = qualified(name), qualified(new_name)
         entry = self._table(full)
@@ -280,7 +324,14 @@ class CatalogTransaction:
     def create_view(self, name: str, sql: str, *, or_replace: bool = False, dialect: str | None = None) -> None:
         """Store view `name` as the SQL text `sql`: it must parse as one query (sqlglot, `dialect`), and is never
         executed or checked against the tables it names (DuckLake: a view is its text). `or_replace` replaces
-        an existing view (an alter, for the conflict rules); a table of that name is never replaced."""
+        an existing view (an alter, for the conflict rules); a table of that name is never replaced.
+
+        Args:
+            name: the view's name, `schema.view` or `view` (in the schema `main`)
+            sql: the view's query
+            or_replace: replace an existing view of that name
+            dialect: the sqlglot dialect `sql` is parsed in (None: sqlglot's default)
+        """
         self._check_open()
         full = qualified(name)
         _check_view_sql(full, sql, dialect)
@@ -295,7 +346,12 @@ class CatalogTransaction:
 
     def rename_view(self, name: str, new_name: str) -> None:
         """Rename view `name` (DuckLake: `ALTER VIEW ... RENAME TO`): an alter of the old name and a create of
-        the new one for the conflict rules, as `rename_table`; the new name must be free of tables and views."""
+        the new one for the conflict rules, as `rename_table`; the new name must be free of tables and views.
+
+        Args:
+            name: the view's name, `schema.view` or `view` (in the schema `main`)
+            new_name: its new name (free of tables and views)
+        """
         self._check_open()
         full, new_full = qualified(name), qualified(new_name)
         found = self._object(full)
@@ -308,6 +364,14 @@ class CatalogTransaction:
         self._ddl.append(Change("created_view", new_full))
 
     def drop_view(self, name: str) -> None:
+        """Drop the view `name`.
+
+        Args:
+            name: the view's name, `schema.view` or `view` (in the schema `main`)
+
+        Raises:
+            CatalogError: there is no such view
+        """
         self._check_open()
         full = qualified(name)
         found = self._object(full)

@@ -38,7 +38,19 @@ def cleanup(
     delete_unverified: bool = False,
     dry_run: bool = False,
 ) -> CatalogCleanupStats:
-    """See the module docstring. Raises on any read error before deleting anything."""
+    """See the module docstring. Raises on any read error before deleting anything.
+
+    Args:
+        catalog: the catalog to clean
+        older_than: catalog versions committed longer ago than this are removed (the newest always stays)
+        retain_versions: keep at least this many newest catalog versions (None: no such floor)
+        delete_unverified: remove dead writers' debris without waiting for the core's unverified window (only when no
+            writer is running)
+        dry_run: count what would be removed, remove nothing
+
+    Raises:
+        ValueError: `older_than` is negative or `retain_versions` is not a positive int
+    """
     if not isinstance(older_than, timedelta) or older_than < timedelta(0):
         raise ValueError(f"older_than must be a non-negative timedelta, got {older_than!r}")
     if retain_versions is not None and (isinstance(retain_versions, bool) or retain_versions < 1):
