@@ -59,6 +59,18 @@ def read(
     None reads local tables with Spark's Parquet reader (on a classic session; a Spark Connect client may
     not share the server's disk) and others through the `mvcc` data source; False always uses the data
     source; True refuses a table Spark's Parquet reader cannot reach.
+
+    Args:
+        spark: the SparkSession (classic or Spark Connect)
+        uri: the table's root
+        version: a version number, a tag or a timestamp (None: the latest)
+        columns: the columns to read (None: every column)
+        filter: a SQL predicate: prunes fragments on the driver, applied by Spark
+        storage_options: the table store's options
+        native: None: Spark's Parquet reader where it can reach the files; True: only it; False: always the data source
+
+    Raises:
+        TableNotFoundError: there is no table at `uri`
     """
     opts = dict(storage_options or {}) or None
     try:
@@ -224,7 +236,13 @@ _TIMESTAMP_CONF = "spark.sql.parquet.outputTimestampType"
 
 def can_write_natively(df: Any, plan: WritePlan, *, connect_ok: bool = False) -> str | None:
     """Why `plan` cannot be written by Spark's own Parquet writer (None: it can). `connect_ok`: the caller
-    says a Spark Connect client shares the server's disk."""
+    says a Spark Connect client shares the server's disk.
+
+    Args:
+        df: the DataFrame to write
+        plan: the write's plan (`plan_write`)
+        connect_ok: a Spark Connect client shares the server's disk
+    """
     if plan.where is not None:
         return "a partition-scoped overwrite checks every row against its predicate in the core's writer"
     if open_store(plan.uri, plan.storage_options).scheme != "file":
@@ -245,7 +263,12 @@ def write_fragments_with_spark(df: Any, plan: WritePlan) -> list[bytes]:
     their fragments (serialized) for `plan.commit`. Files land in `data/<write id>-staging/` first (Spark's
     committer owns that directory), then each is renamed to `data/<write id>-<uuid>.parquet` and synced;
     the staging directory shares the write id prefix, so `WritePlan.remove_files` removes it after a failure
-    and retention finds it after a crash."""
+    and retention finds it after a crash.
+
+    Args:
+        df: the DataFrame to write
+        plan: the write's plan (`plan_write`)
+    """
     fields = _fields_of(plan)
     physical = schema_mod.schema_from_fields(fields, physical=True)
     logical = spark_struct(plan.table_schema)
