@@ -347,11 +347,16 @@ class ExternalStoreHandler(CommitHandler):
         return f"ExternalStoreHandler({self.external!r})"
 
     def check_supported(self, store: ObjectStore) -> None:
-        """Any store will do: the external store's put-if-not-exists is the commit point."""
+        """Any store will do: the external store's put-if-not-exists is the commit point.
+
+        Args: see :meth:`CommitHandler.check_supported`
+        """
 
     def latest_location(self, store: ObjectStore) -> ManifestLocation | None:
         """Reader protocol: the store's latest version, synchronized; None if the store knows no version
         (a table created before the store was used: the object store is listed instead).
+
+        Args: see :meth:`CommitHandler.latest_location`
         """
         entry = self.external.get_latest_version(store.uri)
         if entry is None:
@@ -362,7 +367,10 @@ class ExternalStoreHandler(CommitHandler):
         return ManifestLocation(version, naming, rel)
 
     def read_unpublished(self, store: ObjectStore, location: ManifestLocation) -> bytes | None:
-        """The manifest of a version the external store committed, synchronized first."""
+        """The manifest of a version the external store committed, synchronized first.
+
+        Args: see :meth:`CommitHandler.read_unpublished`
+        """
         path = self.external.get(store.uri, location.version)
         if path is None:
             return None
@@ -376,7 +384,10 @@ class ExternalStoreHandler(CommitHandler):
             ) from None
 
     def publish(self, store: ObjectStore, manifest: pb.Manifest, naming: ManifestNaming) -> bool:
-        """Steps 1-4; False if another writer committed this version first."""
+        """Steps 1-4; False if another writer committed this version first.
+
+        Args: see :meth:`CommitHandler.publish`
+        """
         version, uri = manifest.version, store.uri
         staged = staged_manifest_path(version, naming, uuid.uuid4().hex)
         store.put(staged, encode_manifest(manifest))  # 1. stage: a plain PUT, invisible to readers
