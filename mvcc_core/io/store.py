@@ -10,23 +10,14 @@ import os
 import threading
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import fsspec
 
 from mvcc_core.errors import CommitNotSupportedError, MvccError, ObjectNotFoundError, StorageError, UnsafePathError
-from mvcc_core.io.backend import ObjectMeta, _Backend, _wrappable_errors
-from mvcc_core.io.local import _local_arrow_filesystem, _LocalBackend
-from mvcc_core.io.memory import _MemoryBackend
-from mvcc_core.io.s3 import (
-    _ARROW_S3_FILESYSTEMS,
-    _S3_FILESYSTEMS_LOCK,
-    _is_false,
-    _s3_cache_key,
-    _S3Backend,
-    _shared_s3_filesystem,
-    _translate_s3_options,
-)
+from mvcc_core.io.backend import Backend, ObjectMeta, wrappable_errors
+from mvcc_core.io.local import LocalBackend, local_arrow_filesystem
+from mvcc_core.io.memory import MemoryBackend
+from mvcc_core.io.s3 import S3Backend, is_false, shared_arrow_s3_filesystem, shared_s3_filesystem, translate_s3_options
 
 if TYPE_CHECKING:
     import pyarrow.fs
@@ -80,7 +71,7 @@ class ObjectStore:
                 self._init_other(uri, scheme, options)
         except MvccError:
             raise
-        except (ImportError, TypeError, *_wrappable_errors()) as exc:
+        except (ImportError, TypeError, *wrappable_errors()) as exc:
             raise StorageError(f"cannot open object store for {uri}: {type(exc).__name__}: {exc}") from exc
 
     # --- construction ---------------------------------------------------------------------------------
@@ -93,7 +84,7 @@ class ObjectStore:
         self.uri = root if "://" not in uri else f"file://{root}"
         self.fs = LocalFileSystem()
         fsync = options.get("fsync", False)
-        self._backend: _Backend = _LocalBackend(self.fs, root, fsync=bool(fsync) and not _is_false(fsync))
+        self._backend: Backend = LocalBackend(self.fs, root, fsync=bool(fsync) and not is_false(fsync))
 
     def _init_memory(self, rest: str) -> None:
         from fsspec.implementations.memory import MemoryFileSystem
@@ -102,7 +93,7 @@ class ObjectStore:
         root = MemoryFileSystem._strip_protocol(rest).rstrip("/")
         self.scheme = "memory"
         self.uri = f"memory://{root.lstrip('/')}"
-        self._backend = _MemoryBackend(self.fs, root)
+        self._backend = MemoryBackend(self.fs, root)
 
     def _init_s3(self, rest: str, options: dict[str, Any]) -> None:
 
@@ -110,19 +101,19 @@ class ObjectStore:
         prefix = prefix.strip("/")
         if not bucket:
             raise StorageError(f"an s3 uri needs a bucket: s3://{rest}")
-        s3_options, conditional_put = _translate_s3_options(options)
+        s3_options, conditional_put = translate_s3_options(options)
         self._s3_options = s3_options
-        self.fs = _shared_s3_filesystem(s3_options)
+        self.fs = shared_s3_filesystem(s3_options)
         self.scheme = "s3"
         self.uri = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
-        self._backend = _S3Backend(self.fs, bucket, prefix, conditional_put)
+        self._backend = S3Backend(self.fs, bucket, prefix, conditional_put)
 
     def _init_other(self, uri: str, scheme: str, options: dict[str, Any]) -> None:
         self.fs = fsspec.filesystem(scheme, skip_instance_cache=True, **options)
         self.scheme = scheme
         self.uri = uri.rstrip("/")
         root = self.fs._strip_protocol(uri)
-        self._backend = _Backend(self.fs, root.rstrip("/"))
+        self._backend = Backend(self.fs, root.rstrip("/"))
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Rebuild from uri and options in the receiving process (compaction tasks, Spark executors).
@@ -179,14 +170,7 @@ class ObjectStore:
         with self._arrow_lock:
             if self._arrow_fs is None:
                 if self.scheme == "s3":  # shared per process and options, like the s3fs client
-                    key = _s3_cache_key(self._s3_options)
-                    with _S3_FILESYSTEMS_LOCK:
-                        fs = _ARROW_S3_FILESYSTEMS.get(key)
-                    if fs is None:
-                        fs = self._make_arrow_filesystem()
-                        with _S3_FILESYSTEMS_LOCK:
-                            _ARROW_S3_FILESYSTEMS[key] = fs
-                    self._arrow_fs = fs
+                    self._arrow_fs = shared_arrow_s3_filesystem(self._s3_options, self.fs, self._backend.bucket)
                 else:
                     self._arrow_fs = self._make_arrow_filesystem()
             return self._arrow_fs
@@ -195,51 +179,8 @@ class ObjectStore:
         import pyarrow.fs as pafs
 
         if self.scheme == "file":
-            return _local_arrow_filesystem()
-        if self.scheme == "s3":
-            native = self._native_arrow_s3()
-            if native is not None:
-                return native
+            return local_arrow_filesystem()
         return pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
-
-    def _native_arrow_s3(self) -> pyarrow.fs.FileSystem | None:
-        """pyarrow's own S3 client from the same options, or None if some option has no pyarrow equivalent."""
-        import pyarrow.fs as pafs
-
-        opts = self._s3_options
-        client_kwargs = dict(opts.get("client_kwargs") or {})
-        if set(opts) - {"key", "secret", "token", "anon", "client_kwargs"} or set(client_kwargs) - {
-            "endpoint_url",
-            "region_name",
-        }:
-            return None
-        # allow_delayed_open: small files become one PutObject instead of a three-request multipart upload.
-        kwargs: dict[str, Any] = {"allow_delayed_open": True}
-        if opts.get("anon") and not _is_false(opts["anon"]):
-            kwargs["anonymous"] = True
-        if opts.get("key") and opts.get("secret"):
-            kwargs["access_key"] = opts["key"]
-            kwargs["secret_key"] = opts["secret"]
-            if opts.get("token"):
-                kwargs["session_token"] = opts["token"]
-        elif opts.get("key") or opts.get("secret"):
-            return None
-        if client_kwargs.get("region_name"):
-            kwargs["region"] = client_kwargs["region_name"]
-        endpoint = client_kwargs.get("endpoint_url")
-        if endpoint:
-            parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
-            kwargs["scheme"] = parts.scheme or "https"
-            kwargs["endpoint_override"] = parts.netloc + parts.path.rstrip("/")
-            kwargs.setdefault("region", "us-east-1")
-        elif "region" not in kwargs:
-            # Real AWS without a configured region: ask for the bucket's (s3fs follows redirects itself).
-            with contextlib.suppress(Exception):
-                kwargs["region"] = pafs.resolve_s3_region(self._backend.bucket)  # type: ignore[attr-defined]
-        try:
-            return pafs.S3FileSystem(**kwargs)
-        except Exception:  # any pyarrow refusal: fall back to the fsspec bridge
-            return None
 
     # --- error contract -------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -253,7 +194,7 @@ class ObjectStore:
             raise
         except FileNotFoundError as exc:
             raise ObjectNotFoundError(f"{op}: object {rel!r} not found in {self.uri}") from exc
-        except _wrappable_errors() as exc:
+        except wrappable_errors() as exc:
             raise StorageError(f"{op} of {rel!r} in {self.uri} failed: {type(exc).__name__}: {exc}") from exc
 
     # --- reads ----------------------------------------------------------------------------------------
