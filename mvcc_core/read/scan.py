@@ -48,8 +48,8 @@ from mvcc_core.read.bound_filter import BoundFilter, filter_cache_key
 from mvcc_core.read.index_lookup import covered
 from mvcc_core.read.index_planner import IndexChoice
 from mvcc_core.read.row_group_stats import StatisticsCheck, Verdict, statistics_check
-from mvcc_core.read.scan_index import _IndexedReads
-from mvcc_core.read.scan_row_addresses import _RowAddressReads
+from mvcc_core.read.scan_index import IndexedReads
+from mvcc_core.read.scan_row_addresses import RowAddressReads
 from mvcc_core.read.sql_filter import Projection
 from mvcc_core.read.sql_source import unknown_column_problem
 
@@ -113,7 +113,7 @@ class ScanPlan:
     index: IndexUse | None
 
 
-class Scan(_RowAddressReads, _IndexedReads):
+class Scan(RowAddressReads, IndexedReads):
     """One read of one version. Build it, then iterate `to_batches()` or call `to_table()`."""
 
     def __init__(

@@ -21,7 +21,7 @@ from mvcc_core.io.parquet import (
 _MATCH = "__mvcc_match"  # the filter's result as a column of a row-address scan (see `Scan._offsets_table`)
 
 
-class _RowAddressReads:
+class RowAddressReads:
     """Scan's row-address reads: `Scan` mixes this in; the methods use its attributes."""
 
     def _offsets(self, fragments: list[pb.DataFragment]) -> Iterator[pa.RecordBatch]:

@@ -16,9 +16,9 @@ import pyarrow.dataset as ds
 
 from mvcc_core.errors import PredicateError, SchemaError
 from mvcc_core.read.sql_source import (
-    _first_line,
+    first_line,
 )
-from mvcc_core.read.sql_translator import _ARROW_ERRORS, _category, _Translator
+from mvcc_core.read.sql_translator import ARROW_ERRORS, Translator, type_category
 
 
 def to_expression(
@@ -40,13 +40,13 @@ def to_expression(
     if isinstance(predicate, pc.Expression):
         if physical is not None:
             raise PredicateError("an Expression filter refers to table column names; it cannot be made physical")
-        _validate_expression(predicate, schema)
+        validate_expression(predicate, schema)
         return predicate
     if not isinstance(predicate, str):
         raise PredicateError(
             f"a filter must be a SQL string or a pyarrow.compute.Expression, not {type(predicate).__name__}"
         )
-    return _Translator(predicate, schema, physical).run()
+    return Translator(predicate, schema, physical).run()
 
 
 def to_value_expression(sql: str, schema: pa.Schema, target: pa.DataType, column: str) -> pc.Expression:
@@ -61,17 +61,17 @@ def to_value_expression(sql: str, schema: pa.Schema, target: pa.DataType, column
         target: the type of the column being set
         column: the column being set, for errors
     """
-    translator = _Translator(sql, schema, subject="value", context=f" for column {column!r}")
+    translator = Translator(sql, schema, subject="value", context=f" for column {column!r}")
     value = translator.parse_value()
     # Same type family, NULL, or a string literal that the bound cast below must parse (`'2024-01-01'`).
-    literal_string = _category(value.type) == "string" and value.const is not None
-    if _category(value.type) not in ("null", _category(target)) and not literal_string:
+    literal_string = type_category(value.type) == "string" and value.const is not None
+    if type_category(value.type) not in ("null", type_category(target)) and not literal_string:
         raise SchemaError(f"update value for column {column!r}: {sql!r} is {value.type}, the column is {target}")
     expr = value.expr.cast(target) if not value.type.equals(target) else value.expr
     try:
-        translator._empty.to_table(columns={column: expr})
-    except _ARROW_ERRORS as e:
-        raise SchemaError(f"update value for column {column!r}: {sql!r} cannot be {target}: {_first_line(e)}") from e
+        translator.empty_data.to_table(columns={column: expr})
+    except ARROW_ERRORS as e:
+        raise SchemaError(f"update value for column {column!r}: {sql!r} cannot be {target}: {first_line(e)}") from e
     return expr
 
 
@@ -91,12 +91,12 @@ def to_column_expression(
         where = f" for column {column!r}" if column is not None else ""
         raise TypeError(f"the expression{where} must be a SQL string, got {type(sql).__name__} {sql!r}")
     context = f" for column {column!r}" if column is not None else ""
-    translator = _Translator(sql, schema, subject="expression", context=context)
+    translator = Translator(sql, schema, subject="expression", context=context)
     value = translator.parse_value()
     try:
-        result = translator._empty.to_table(columns={"v": value.expr}).schema.field(0).type
-    except _ARROW_ERRORS as e:
-        raise translator.fail(_first_line(e), value.sql) from e
+        result = translator.empty_data.to_table(columns={"v": value.expr}).schema.field(0).type
+    except ARROW_ERRORS as e:
+        raise translator.fail(first_line(e), value.sql) from e
     return value.expr, result, [name for name in schema.names if name in translator.columns]
 
 
@@ -147,7 +147,7 @@ def value_columns(sql: str, schema: pa.Schema) -> list[str]:
         sql: a SQL value expression
         schema: the table's schema
     """
-    translator = _Translator(sql, schema, subject="expression")
+    translator = Translator(sql, schema, subject="expression")
     translator.parse_value()
     return [name for name in schema.names if name in translator.columns]
 
@@ -161,20 +161,28 @@ def referenced_columns(predicate: str, schema: pa.Schema) -> list[str]:
         predicate: a SQL predicate
         schema: the table's schema
     """
-    translator = _Translator(predicate, schema)
+    translator = Translator(predicate, schema)
     translator.run()
     return [name for name in dict.fromkeys(schema.names) if name in translator.columns]
 
 
-def _validate_expression(expr: pc.Expression, schema: pa.Schema) -> None:
-    """Bind a caller's Expression to the schema so that a bad one fails before any data is touched."""
+def validate_expression(expr: pc.Expression, schema: pa.Schema) -> None:
+    """Bind a caller's Expression to the schema so that a bad one fails before any data is touched.
+
+    Args:
+        expr: a caller's Expression
+        schema: the table's schema
+
+    Raises:
+        PredicateError: it does not bind to the schema or is not boolean
+    """
     dataset = ds.dataset(schema.empty_table())
     try:
         result_type = dataset.to_table(columns={"v": expr}).schema.field(0).type
         if not (pa.types.is_boolean(result_type) or pa.types.is_null(result_type)):
             raise PredicateError(f"invalid filter expression {expr}: it is {result_type}, not a boolean")
         dataset.to_table(filter=expr)
-    except _ARROW_ERRORS as e:
+    except ARROW_ERRORS as e:
         raise PredicateError(
-            f"invalid filter expression {expr}: {_first_line(e)}; available columns: {', '.join(schema.names)}"
+            f"invalid filter expression {expr}: {first_line(e)}; available columns: {', '.join(schema.names)}"
         ) from e
