@@ -148,6 +148,8 @@ class Scan(RowAddressReads, IndexedReads):
         # the extra columns after the table's, in output order
         self._extra = ([ROW_ID] if with_row_id else []) + ([ROW_ADDRESS] if with_row_address else [])
         self._projection: Projection | None = None
+        # `_check_file`'s per-scan cache: physical names read -> (expected schema, physical -> logical names)
+        self._expected_schemas: dict[tuple[str, ...], tuple[pa.Schema, dict[str, str]]] = {}
         if isinstance(columns, str):
             raise TypeError(f"columns must be a list of column names or a dict of name -> SQL, not the str {columns!r}")
         if isinstance(columns, Mapping):
@@ -287,7 +289,7 @@ class Scan(RowAddressReads, IndexedReads):
         """`data_file_checks.check_data_file` for the columns this scan reads (`names`: physical; default the
         scan's read columns)."""
         physical = tuple(self._physical(self._read_names()) if names is None else names)
-        cache = self.__dict__.setdefault("_expected_schemas", {})  # per scan: (expected schema, logical names)
+        cache = self._expected_schemas
         if physical not in cache:
             expected = pa.schema([self.physical_schema.field(n) for n in physical])
             cache[physical] = expected, dict(zip(self.physical_schema.names, self.table_schema.names, strict=True))
