@@ -55,6 +55,7 @@ class ObjectStore:
         self._pid = os.getpid()
         self._arrow_fs: pyarrow.fs.FileSystem | None = None
         self._arrow_lock = threading.Lock()
+        self._siblings: dict[str, ObjectStore] = {}  # `sibling`'s stores, by uri
         options = dict(storage_options or {})
         if not isinstance(uri, str) or not uri:
             raise StorageError(f"a table uri must be a non-empty string, got {uri!r}")
@@ -131,10 +132,9 @@ class ObjectStore:
         Args:
             uri: the other store's root
         """
-        siblings = self.__dict__.setdefault("_siblings", {})
-        found = siblings.get(uri)
+        found = self._siblings.get(uri)
         if found is None:
-            found = siblings[uri] = ObjectStore(uri, self._init_args[1])
+            found = self._siblings[uri] = ObjectStore(uri, self._init_args[1])
         return found
 
     def __repr__(self) -> str:
