@@ -36,7 +36,7 @@ from mvcc_core.catalog.errors import (
 )
 from mvcc_core.catalog.format_version import check_writable
 from mvcc_core.catalog.names import check_schema_name, qualified, split
-from mvcc_core.catalog.table_changes import _TableWrite, _TxTable
+from mvcc_core.catalog.table_changes import TableWrite, TransactionTable
 from mvcc_core.errors import CommitConflictError, StorageError, is_definite_failure
 from mvcc_core.failpoints import failpoint
 from mvcc_core.format import operations as ops
@@ -141,7 +141,7 @@ class CatalogTransaction:
         self._ddl: list[Change] = []
         self._schemas: dict[str, bool] = {}  # created (True) or dropped (False) in this transaction
         self._objects: dict[str, Entry] = {}  # tables and views as this transaction leaves them; tombstones
-        self._writes: dict[str, _TableWrite] = {}  # by table directory
+        self.writes: dict[str, TableWrite] = {}  # by table directory
         self._created: dict[str, str] = {}  # directory -> name, of tables created in this transaction
         self._state = "open"
         self.published_version: int | None = None
@@ -157,7 +157,8 @@ class CatalogTransaction:
         else:
             self.abort()
 
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
+        """Raise ValueError when the transaction is no longer open (published or abandoned)."""
         if self._state != "open":
             raise ValueError(f"the transaction is {self._state}")
 
@@ -187,11 +188,15 @@ class CatalogTransaction:
             raise CatalogError(f"{qualified(name)!r} is {what} in catalog {self.catalog.root} (this transaction)")
         return found
 
-    def _write_for(self, name: str) -> _TableWrite:
-        """The chain of data changes on table `name` (started on the version the snapshot publishes)."""
-        self._check_open()
+    def write_for(self, name: str) -> TableWrite:
+        """The chain of data changes on table `name` (started on the version the snapshot publishes).
+
+        Args:
+            name: the table's name
+        """
+        self.check_open()
         entry = self._table(name)
-        w = self._writes.get(entry.path)
+        w = self.writes.get(entry.path)
         if w is None:
             created = entry.path in self._created
             if created:
@@ -200,8 +205,8 @@ class CatalogTransaction:
             else:
                 origin = self._snapshot_name(entry.path)
                 state = self.snapshot.table(origin).state
-            w = _TableWrite(entry.path, origin, created, state, state)
-            self._writes[entry.path] = w
+            w = TableWrite(entry.path, origin, created, state, state)
+            self.writes[entry.path] = w
         return w
 
     def _snapshot_name(self, path: str) -> str:
@@ -210,13 +215,13 @@ class CatalogTransaction:
 
     # ---- staging -----------------------------------------------------------------------------
 
-    def table(self, name: str) -> _TxTable:
+    def table(self, name: str) -> TransactionTable:
         """The table `name` as this transaction sees it: reads and staged writes.
 
         Args:
             name: the table's name, `schema.table` or `table` (in the schema `main`)
         """
-        return _TxTable(self, name)
+        return TransactionTable(self, name)
 
     def create_schema(self, name: str) -> None:
         """Create the schema `name`.
@@ -227,7 +232,7 @@ class CatalogTransaction:
         Raises:
             CatalogError: the schema exists
         """
-        self._check_open()
+        self.check_open()
         check_schema_name(name)
         if self._schema_exists(name):
             raise CatalogError(f"schema {name!r} exists already")
@@ -243,7 +248,7 @@ class CatalogTransaction:
         Raises:
             CatalogError: there is no such schema, or it holds tables or views
         """
-        self._check_open()
+        self.check_open()
         if not self._schema_exists(name):
             raise CatalogError(f"no schema {name!r}")
         inside = self._objects_in(name)
@@ -267,7 +272,7 @@ class CatalogTransaction:
             name: the table's name, `schema.table` or `table` (in the schema `main`)
             schema: the table's Arrow schema
         """
-        self._check_open()
+        self.check_open()
         full = qualified(name)
         self._check_free(full)
         schema_name, table_name = split(full)
@@ -285,7 +290,7 @@ class CatalogTransaction:
 
     def _discard(self, entry: Entry) -> None:
         """A table dropped in this transaction: its staged changes (and, if created here, itself) go away."""
-        w = self._writes.pop(entry.path, None)
+        w = self.writes.pop(entry.path, None)
         if w is not None:
             self._remove_chain(w)
         if entry.path in self._created:
@@ -297,7 +302,7 @@ class CatalogTransaction:
         Args:
             name: the table's name, `schema.table` or `table` (in the schema `main`)
         """
-        self._check_open()
+        self.check_open()
         full = qualified(name)
         entry = self._table(full)
         self._discard(entry)
@@ -312,7 +317,7 @@ class CatalogTransaction:
             name: the table's name, `schema.table` or `table` (in the schema `main`)
             new_name: its new name (free of tables and views)
         """
-        self._check_open()
+        self.check_open()
         full, new_full = qualified(name), qualified(new_name)
         entry = self._table(full)
         self._check_free(new_full)
@@ -332,7 +337,7 @@ class CatalogTransaction:
             or_replace: replace an existing view of that name
             dialect: the sqlglot dialect `sql` is parsed in (None: sqlglot's default)
         """
-        self._check_open()
+        self.check_open()
         full = qualified(name)
         _check_view_sql(full, sql, dialect)
         existing = self._object(full)
@@ -352,7 +357,7 @@ class CatalogTransaction:
             name: the view's name, `schema.view` or `view` (in the schema `main`)
             new_name: its new name (free of tables and views)
         """
-        self._check_open()
+        self.check_open()
         full, new_full = qualified(name), qualified(new_name)
         found = self._object(full)
         if found is None or found.object_type != VIEW:
@@ -372,7 +377,7 @@ class CatalogTransaction:
         Raises:
             CatalogError: there is no such view
         """
-        self._check_open()
+        self.check_open()
         full = qualified(name)
         found = self._object(full)
         if found is None or found.object_type != VIEW:
@@ -384,11 +389,11 @@ class CatalogTransaction:
 
     def staged_files(self) -> list[str]:
         """The full URIs of the data and deletion files staged so far (removed again if the publish fails)."""
-        return [f for w in self._writes.values() for txn in w.chain for f in txn.files]
+        return [f for w in self.writes.values() for txn in w.chain for f in txn.files]
 
     def all_changes(self) -> list[Change]:
         out = list(self._ddl)
-        for w in self._writes.values():
+        for w in self.writes.values():
             out.extend(Change(kind, w.origin) for kind in w.kinds)
         return out
 
@@ -400,12 +405,12 @@ class CatalogTransaction:
         self._cleanup()
 
     def _cleanup(self) -> None:
-        for w in self._writes.values():
+        for w in self.writes.values():
             self._remove_chain(w)
         for path in self._created:
             self._remove_directory(path)
 
-    def _remove_chain(self, w: _TableWrite) -> None:
+    def _remove_chain(self, w: TableWrite) -> None:
         self._remove_written(w)
         for txn in w.chain:
             with contextlib.suppress(StorageError):
@@ -416,7 +421,7 @@ class CatalogTransaction:
             store = open_store(f"{self.catalog.root}/{path}", self.catalog.options or None)
             store.delete_many([m.path for m in store.list("")])
 
-    def _remove_written(self, w: _TableWrite) -> None:
+    def _remove_written(self, w: TableWrite) -> None:
         if w.written:
             with contextlib.suppress(StorageError):
                 self.catalog.store(w.path).delete_many(w.written)
@@ -428,7 +433,7 @@ class CatalogTransaction:
         Raises `CatalogConflictError` (retryable or incompatible, by DuckLake's rule) naming the object and
         the expected and actual versions; its staged files are removed first.
         """
-        self._check_open()
+        self.check_open()
         self._state = "committing"
         try:
             version = self._publish()
@@ -511,7 +516,7 @@ class CatalogTransaction:
         (finalizing) or retention (debris), never an inconsistency."""
         known: dict[str, bytes] = {}
         superseded: list[str] = []
-        for w in self._writes.values():
+        for w in self.writes.values():
             for txn in w.chain:
                 txn.files = []  # the published versions own them now
             known.update(w.staged_bytes)
@@ -528,7 +533,7 @@ class CatalogTransaction:
                 log.error("catalog %s, version %d is published but: %s", self.catalog.root, version, exc)
 
         _each(finalize, published, concurrent=self.catalog.remote)
-        for w in self._writes.values():
+        for w in self.writes.values():
             entry = next((e for e in published if e.path == w.path), None)
             if entry is not None and w.published is not None:
                 self.catalog.remember(entry, w.published)
@@ -541,7 +546,7 @@ class CatalogTransaction:
 
     def _forget_attempt(self) -> None:
         """A lost race: the staged manifests of this attempt are garbage (no catalog version names them)."""
-        for w in self._writes.values():
+        for w in self.writes.values():
             self._remove_written(w)
             w.superseded = []
 
@@ -599,7 +604,7 @@ class CatalogTransaction:
                 put(Entry(SCHEMA + TOMBSTONE, name))
 
         bases = []
-        for path, w in self._writes.items():
+        for path, w in self.writes.items():
             if not w.chain:
                 continue  # only reads, or changes that matched no row: nothing to publish
             base = self._objects_by_path(path) if w.created else by_path.get(path)
@@ -634,7 +639,7 @@ class CatalogTransaction:
     def _objects_by_path(self, path: str) -> Entry | None:
         return next((e for e in self._objects.values() if e.path == path and e.object_type == TABLE), None)
 
-    def _stage_chain(self, w: _TableWrite, entry: Entry, current: int) -> Entry:
+    def _stage_chain(self, w: TableWrite, entry: Entry, current: int) -> Entry:
         """Build the chain's manifests on the version `entry` publishes and write them under staged names.
 
         When the table moved since the snapshot, every concurrent table version is checked with the core's
@@ -703,7 +708,7 @@ class CatalogTransaction:
         return replace(entry, table_version=manifest.version, staged_manifests=tuple(staged))
 
     def _table_rules_conflict(
-        self, w: _TableWrite, base: Table, current: int, message: str, **kwargs: Any
+        self, w: TableWrite, base: Table, current: int, message: str, **kwargs: Any
     ) -> RetryableCatalogConflictError:
         """A retryable conflict decided by the table's own (Lance) rules on a table that moved."""
         return RetryableCatalogConflictError(
@@ -718,7 +723,7 @@ class CatalogTransaction:
             **kwargs,
         )
 
-    def _rebase_chain(self, w: _TableWrite, base: Table, chain: list[Transaction], current: int) -> list[Transaction]:
+    def _rebase_chain(self, w: TableWrite, base: Table, chain: list[Transaction], current: int) -> list[Transaction]:
         needs_rebase = False
         first = chain[0]
         for v in range(w.base.version + 1, base.version + 1):
