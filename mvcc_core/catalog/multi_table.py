@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import sqlglot
@@ -36,6 +36,7 @@ from mvcc_core.catalog.errors import (
 )
 from mvcc_core.catalog.format_version import check_writable
 from mvcc_core.catalog.names import check_schema_name, qualified, split
+from mvcc_core.catalog.services import CatalogServices, SnapshotView
 from mvcc_core.catalog.table_changes import TableWrite, TransactionTable
 from mvcc_core.errors import CommitConflictError, StorageError, is_definite_failure
 from mvcc_core.failpoints import failpoint
@@ -50,9 +51,6 @@ from mvcc_core.txn import rebase as rebase_mod
 from mvcc_core.txn.conflicts import ConflictContext, Outcome, resolve
 from mvcc_core.txn.external_store import staged_manifest_path
 from mvcc_core.txn.transaction import BuildContext, Transaction, build_manifest, check_properties
-
-if TYPE_CHECKING:
-    from mvcc_core.catalog.catalog import Catalog, CatalogSnapshot
 
 log = logging.getLogger("mvcc.catalog")
 
@@ -124,8 +122,8 @@ class CatalogTransaction:
 
     def __init__(
         self,
-        catalog: Catalog,
-        snapshot: CatalogSnapshot,
+        catalog: CatalogServices,
+        snapshot: SnapshotView,
         *,
         commit_message: str | None = None,
         transaction_properties: dict[str, str] | None = None,
@@ -582,7 +580,7 @@ class CatalogTransaction:
             uri=self.catalog.root,
         )
 
-    def _next_rows(self, current: CatalogSnapshot) -> list[Entry]:
+    def _next_rows(self, current: SnapshotView) -> list[Entry]:
         """`current`'s rows with this transaction applied; stages each changed table's chain of manifests."""
         new = current.version + 1
         rows = {(r.object_type, r.name): r for r in current.rows}

@@ -9,16 +9,13 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 
 from mvcc_core.catalog.entries import TABLE, Entry, format_of, live, read_rows
 from mvcc_core.catalog.format_version import check_writable
+from mvcc_core.catalog.services import CatalogServices
 from mvcc_core.io import open_store
 from mvcc_core.maintenance.cleanup import UNVERIFIED_WINDOW, CleanupStats
 from mvcc_core.table import open_table
-
-if TYPE_CHECKING:
-    from mvcc_core.catalog.catalog import Catalog
 
 
 @dataclass(frozen=True)
@@ -31,7 +28,7 @@ class CatalogCleanupStats:
 
 
 def cleanup(
-    catalog: Catalog,
+    catalog: CatalogServices,
     older_than: timedelta = timedelta(days=14),
     retain_versions: int | None = None,
     *,
