@@ -18,7 +18,7 @@ from mvcc_core.format.bases import DatasetBasePath
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 
 
-class _Configuration:
+class ConfigurationMethods:
     """The table's configuration, metadata, base paths and MemWAL state (mixed into `Table`)."""
 
     def add_bases(
@@ -136,7 +136,7 @@ class _Configuration:
             generations: MemWAL region id (UUID or its string) -> the generation merged up to
             commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
         """
-        merged = _merged_generations(self.manifest, generations)
+        merged = checked_merged_generations(self.manifest, generations)
         return self.commit(
             ops.UpdateMemWalState(merged_generations=merged),
             commit_message=commit_message,
@@ -149,8 +149,18 @@ class _Configuration:
         return {str(uuid.UUID(bytes=r.region_id.uuid)): r.merged_generation for r in self.manifest.mem_wal_regions}
 
 
-def _merged_generations(manifest: pb.Manifest, generations: dict[str | uuid.UUID, int]) -> list[pb.MergedGeneration]:
-    """Validate region ids and generation numbers; a region's merged generation only moves forward."""
+def checked_merged_generations(
+    manifest: pb.Manifest, generations: dict[str | uuid.UUID, int]
+) -> list[pb.MergedGeneration]:
+    """Validate region ids and generation numbers; a region's merged generation only moves forward.
+
+    Args:
+        manifest: the version the generations are marked merged on
+        generations: MemWAL region id (UUID or its string) -> the generation merged up to
+
+    Raises:
+        ValueError: no region, a region id that is no UUID, or a generation that is negative or not newer
+    """
     if not generations:
         raise ValueError("give at least one region and generation")
     current = {r.region_id.uuid: r.merged_generation for r in manifest.mem_wal_regions}

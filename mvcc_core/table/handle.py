@@ -40,12 +40,12 @@ from mvcc_core.ops.merge_insert import MergeInsertBuilder
 from mvcc_core.ops.replace_where import rows_match
 from mvcc_core.ops.update import plan_update
 from mvcc_core.progress import Progress
-from mvcc_core.table.arguments import Uri, _check_retries, _uri
-from mvcc_core.table.configuration import _Configuration, _merged_generations
-from mvcc_core.table.indices import _Indices
-from mvcc_core.table.reading import _Reading
-from mvcc_core.table.schema_changes import _SchemaChanges
-from mvcc_core.table.versions import _Versions
+from mvcc_core.table.arguments import Uri, as_uri, check_retries
+from mvcc_core.table.configuration import ConfigurationMethods, checked_merged_generations
+from mvcc_core.table.indices import IndexMethods
+from mvcc_core.table.reading import ReadingMethods
+from mvcc_core.table.schema_changes import SchemaChangeMethods
+from mvcc_core.table.versions import VersionMethods
 from mvcc_core.txn import history
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES, Committer
 from mvcc_core.txn.history import VersionRef
@@ -71,7 +71,7 @@ class UpdateResult(dict):
         return int(self["num_rows_updated"])
 
 
-class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
+class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, ConfigurationMethods):
     """A handle on one version of a table (pylance's `LanceDataset`).
 
     Open one with `mvcc_core.open_table(uri)` or create one with `mvcc_core.write_table(data, uri)`.
@@ -239,7 +239,7 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
             )
         else:
             raise TypeError(f"commit takes a Transaction or an operation, got {type(operation).__name__}")
-        self._state = self._state.commit(txn, max_retries=_check_retries(max_retries), rows_match=rows_match)
+        self._state = self._state.commit(txn, max_retries=check_retries(max_retries), rows_match=rows_match)
         return self
 
     # ---- appends and overwrites --------------------------------------------------------------
@@ -480,7 +480,7 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
         transaction_properties: Mapping[str, str] | None,
     ) -> tuple[Transaction | None, int]:
         transaction_properties = check_properties(transaction_properties)  # before a byte is written
-        merged = _merged_generations(self.manifest, merged_generations) if merged_generations else []
+        merged = checked_merged_generations(self.manifest, merged_generations) if merged_generations else []
         plan = plan_update(self._state.store, self.manifest, values, where, mode=mode)
         if plan.operation is not None:
             plan.operation.merged_generations = merged
@@ -583,7 +583,7 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
         ref = self.version if version is None else self._resolve(version)
         source = self._state.load(ref)
         options = self._state.storage_options if storage_options is None else storage_options
-        target = open_store(_uri(target_uri), options)
+        target = open_store(as_uri(target_uri), options)
         check_target(self._state.store, target)
         if table_exists(target):
             raise TableExistsError(f"a table already exists at {target.uri}; a clone needs an empty location")

@@ -21,7 +21,7 @@ from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 from mvcc_core.txn.transaction import Transaction, check_properties
 
 
-class _Indices:
+class IndexMethods:
     """Scalar indices: built, listed and dropped (mixed into `Table`)."""
 
     def create_index_uncommitted(

@@ -12,7 +12,7 @@ from mvcc_core.format.deletion import live_rows
 from mvcc_core.read.scan import DEFAULT_BATCH_SIZE, Scan
 
 
-class _Reading:
+class ReadingMethods:
     """Reading a version: scans, tables, batches, takes and counts (mixed into `Table`)."""
 
     def scanner(

@@ -18,7 +18,7 @@ from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 from mvcc_core.txn.transaction import Transaction
 
 
-class _SchemaChanges:
+class SchemaChangeMethods:
     """Schema evolution: columns added, merged, dropped, altered or replaced (mixed into `Table`)."""
 
     def add_columns(

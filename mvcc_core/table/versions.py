@@ -19,7 +19,7 @@ from mvcc_core.txn.transaction import Transaction
 log = logging.getLogger("mvcc.table")
 
 
-class _Versions:
+class VersionMethods:
     """Other versions of the table: checkouts, the version list, transactions and restore (mixed into `Table`)."""
 
     def _resolve(self, ref: VersionRef) -> int:
