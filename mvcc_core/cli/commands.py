@@ -38,15 +38,15 @@ from mvcc_core.cli.options import (
     version_option,
 )
 from mvcc_core.cli.output import (
-    _default,
-    _ranges,
     emit_json,
     format_duration,
     human_bytes,
+    json_default,
     print_indices,
     print_pairs,
     print_table,
     progress_bar,
+    version_ranges,
 )
 from mvcc_core.cli.tag_commands import tags
 
@@ -356,7 +356,7 @@ def write_rows(batches: Iterator[Any], schema: Any, fmt: str, output: str | None
         else:  # jsonl
             for batch in batches:
                 for row in batch.to_pylist():
-                    sink.write(json.dumps(row, default=_default).encode() + b"\n")
+                    sink.write(json.dumps(row, default=json_default).encode() + b"\n")
                 count += batch.num_rows
         sink.flush()
     finally:
@@ -497,7 +497,13 @@ def show_compaction_plan(t: mvcc.Table, options: mvcc.CompactionOptions, as_json
             f"{human_bytes(plan['bytes_read'])} read"
         )
         rows = [
-            (n, _ranges(task["fragments"]), f"{task['rows']:,}", human_bytes(task["bytes"]), task["new_fragments"])
+            (
+                n,
+                version_ranges(task["fragments"]),
+                f"{task['rows']:,}",
+                human_bytes(task["bytes"]),
+                task["new_fragments"],
+            )
             for n, task in enumerate(plan["tasks"], start=1)
         ]
         print_table(None, ["task", "fragments", "rows", "bytes", "new fragments"], rows)
@@ -575,11 +581,11 @@ def cleanup(
         )
         return
     verb = "removed" if apply else "would remove"
-    versions_text = _ranges(stats.removed_versions) or "none"
+    versions_text = version_ranges(stats.removed_versions) or "none"
     click.echo(f"{verb} {len(stats.removed_versions)} versions ({versions_text}), {human_bytes(stats.bytes_removed)}")
     click.echo("files: " + ", ".join(f"{n:,} {k}" for k, n in files.items()))
     if stats.corrupt_versions:
-        click.echo(f"corrupt versions: {_ranges(stats.corrupt_versions)}")
+        click.echo(f"corrupt versions: {version_ranges(stats.corrupt_versions)}")
     for path, problem in stats.bad_tags:
         click.echo(f"bad tag {path}: {problem}")
     if stats.bad_tags:

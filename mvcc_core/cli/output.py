@@ -20,7 +20,12 @@ UNBOUNDED_WIDTH = 1_000_000
 _NO_WRAP = {"version", "time", "read", "operation", "rows", "tag"}
 
 
-def _default(value: Any) -> Any:
+def json_default(value: Any) -> Any:
+    """A JSON form of what `json.dumps` cannot write itself (its `default`).
+
+    Args:
+        value: a datetime (ISO text), bytes (hex), a set or tuple (a list), or anything else (its str)
+    """
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, bytes):
@@ -36,7 +41,7 @@ def emit_json(value: Any) -> None:
     Args:
         value: what the command answers
     """
-    click.echo(json.dumps(value, default=_default, indent=2))
+    click.echo(json.dumps(value, default=json_default, indent=2))
 
 
 def _console(stderr: bool = False) -> Any:
@@ -133,8 +138,12 @@ def format_duration(delta: timedelta) -> str:
     return "".join(parts) or "0s"
 
 
-def _ranges(versions: Sequence[int]) -> str:
-    """1,2,3,5 -> "1-3, 5"."""
+def version_ranges(versions: Sequence[int]) -> str:
+    """1,2,3,5 -> "1-3, 5".
+
+    Args:
+        versions: version numbers, in any order
+    """
     out: list[str] = []
     for v in sorted(versions):
         if out and out[-1].split("-")[-1] == str(v - 1):
