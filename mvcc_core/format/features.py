@@ -50,12 +50,7 @@ def check_reader_flags(flags: int, where: str) -> None:
     Raises:
         UnsupportedFeatureError: a flag is set that this mvcc does not know
     """
-    unknown = flags & ~KNOWN_READER_FLAGS
-    if unknown:
-        raise UnsupportedFeatureError(
-            f"{where} needs reader features this mvcc does not support: {', '.join(describe(unknown))}; "
-            "upgrade mvcc to read it"
-        )
+    _refuse_unknown(flags & ~KNOWN_READER_FLAGS, where, "reader", "read it")
 
 
 def check_writer_flags(flags: int, where: str) -> None:
@@ -68,9 +63,12 @@ def check_writer_flags(flags: int, where: str) -> None:
     Raises:
         UnsupportedFeatureError: a flag is set that this mvcc does not know
     """
-    unknown = flags & ~KNOWN_WRITER_FLAGS
+    _refuse_unknown(flags & ~KNOWN_WRITER_FLAGS, where, "writer", "write to it")
+
+
+def _refuse_unknown(unknown: int, where: str, kind: str, action: str) -> None:
     if unknown:
         raise UnsupportedFeatureError(
-            f"{where} needs writer features this mvcc does not support: {', '.join(describe(unknown))}; "
-            "upgrade mvcc to write to it"
+            f"{where} needs {kind} features this mvcc does not support: {', '.join(describe(unknown))}; "
+            f"upgrade mvcc to {action}"
         )
