@@ -46,6 +46,7 @@ from mvcc_core.read.scan import Scan, missing_files
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 from mvcc_core.txn.conflicts import REWRITE_ROW_ORDER
 from mvcc_core.txn.state import TableState
+from mvcc_core.txn.task_state import task_state
 from mvcc_core.txn.transaction import Transaction, check_properties
 
 log = logging.getLogger("mvcc.maintenance")
@@ -88,14 +89,9 @@ class CompactionTask:
         `state`: the plan's `CompactionPlan.state` (picklable: send it with the task to any executor), or
         the table's uri (with `storage_options`) to open it here.
 
-        Args:
-            state: the plan's `CompactionPlan.state`, or the table's uri
-            storage_options: options to open the uri with
+        Args: see :func:`mvcc_core.txn.task_state.task_state`
         """
-        if isinstance(state, str):
-            state = TableState.open(state, self.read_version, storage_options=storage_options)
-        elif state.version != self.read_version:
-            state = state.checkout(self.read_version)
+        state = task_state(state, self.read_version, storage_options)
         old = [pb.DataFragment.FromString(f) for f in self.fragments]
         stable = row_ids.enabled(state.manifest)
         writer = FragmentWriter(state.store, state.fields, state.schema, self.target_rows_per_fragment)

@@ -23,6 +23,7 @@ from mvcc_core.io import ObjectStore
 from mvcc_core.progress import Progress
 from mvcc_core.read.scan import Scan
 from mvcc_core.txn.state import TableState
+from mvcc_core.txn.task_state import task_state
 
 DEFAULT_ROWS_PER_TASK = 1_048_576
 
@@ -40,14 +41,9 @@ class IndexBuildTask:
         """Read the column of the task's fragments and write it as a part; `state`: the table (a picklable
         `TableState`), or its uri with `storage_options`.
 
-        Args:
-            state: the table (a picklable `TableState`), or its uri
-            storage_options: options to open the uri with
+        Args: see :func:`mvcc_core.txn.task_state.task_state`
         """
-        if isinstance(state, str):
-            state = TableState.open(state, self.read_version, storage_options=storage_options)
-        elif state.version != self.read_version:
-            state = state.checkout(self.read_version)
+        state = task_state(state, self.read_version, storage_options)
         fragments = [pb.DataFragment.FromString(f) for f in self.fragments]
         data = Scan(state.store, state.manifest, columns=[self.column], with_row_address=True, fragments=fragments)
         return write_part(state.store, self.part_path, data.to_table())
