@@ -244,6 +244,23 @@ def _fits(data_type: pa.DataType, table_type: pa.DataType) -> bool:
     return False
 
 
+def column_set_problems(names: Sequence[str], table_names: Sequence[str]) -> list[str]:
+    """What is wrong with the set of columns of data written to a table, in words ([] when nothing).
+
+    Args:
+        names: the columns of the data
+        table_names: the table's columns
+    """
+    problems = []
+    missing = [n for n in table_names if n not in names]
+    extra = [n for n in names if n not in table_names]
+    if missing:
+        problems.append(f"missing column(s) {missing}")
+    if extra:
+        problems.append(f"column(s) {extra} are not in the table")
+    return problems
+
+
 def conform(data: pa.Table | pa.RecordBatch, table_schema: pa.Schema) -> pa.Table | pa.RecordBatch:
     """Make `data` fit the table's schema for a write, or raise SchemaError naming every bad column.
 
@@ -260,14 +277,8 @@ def conform(data: pa.Table | pa.RecordBatch, table_schema: pa.Schema) -> pa.Tabl
         f.nullable or not col.null_count for f, col in zip(table_schema, data.columns, strict=True)
     ):
         return data  # the common case (scans feeding writes): nothing to check or cast
-    problems = []
     names = data.schema.names
-    missing = [n for n in table_schema.names if n not in names]
-    extra = [n for n in names if n not in table_schema.names]
-    if missing:
-        problems.append(f"missing column(s) {missing}")
-    if extra:
-        problems.append(f"column(s) {extra} are not in the table")
+    problems = column_set_problems(names, table_schema.names)
     columns = []
     for f in table_schema:
         if f.name not in names:
