@@ -22,7 +22,7 @@ from pyspark.sql.types import DoubleType, FloatType, StructType
 
 import mvcc_core
 from mvcc_core._proto import table_pb2 as pb
-from mvcc_core.errors import MvccError, SchemaError, TableNotFoundError
+from mvcc_core.errors import MvccError, TableNotFoundError
 from mvcc_core.format import schema as schema_mod
 from mvcc_core.format.bases import data_file_location
 from mvcc_core.format.data_file_checks import check_data_file
@@ -34,7 +34,7 @@ from mvcc_core.io.parquet import parquet_footer
 from mvcc_core.read.scan import Scan
 from mvcc_core.spark.executor import is_connect
 from mvcc_core.spark.options import DEFAULT_ROWS_PER_PARTITION, STORAGE_OPTIONS
-from mvcc_core.spark.source import FragmentGroup, MvccDataSource, MvccReader, group_fragments
+from mvcc_core.spark.source import FragmentGroup, MvccDataSource, MvccReader, group_fragments, projected_schema
 from mvcc_core.spark.writes import WritePlan, spark_struct
 
 log = logging.getLogger("mvcc.spark")
@@ -79,7 +79,7 @@ def read(
         raise TableNotFoundError(f"no mvcc table at {uri!r} (Spark read): {exc}") from None
     if version is not None:
         table = table.checkout(version)
-    wanted = _projection(table.schema, columns, table.uri)
+    wanted = projected_schema(table.schema, columns, f"mvcc read of {table.uri}")
     local = table.state.store.scheme == "file"
     if native and not local:
         raise ValueError(
@@ -91,15 +91,6 @@ def read(
     else:
         df = _native(spark, table, wanted, filter)
     return df.where(filter) if filter else df
-
-
-def _projection(schema: pa.Schema, columns: list[str] | None, uri: str) -> pa.Schema:
-    if columns is None:
-        return schema
-    unknown = [c for c in columns if c not in schema.names]
-    if unknown:
-        raise SchemaError(f"mvcc read of {uri}: no column(s) {unknown}; columns are {schema.names}")
-    return pa.schema([schema.field(c) for c in columns], metadata=schema.metadata)
 
 
 def _through_source(spark: Any, table: mvcc_core.Table, columns: list[str] | None, opts: dict | None) -> DataFrame:

@@ -167,7 +167,7 @@ class MvccDataSource(DataSource):
         options = parse_options(self.options, for_write=False)
         table = open_version(options)
         self.pinned_version = table.version
-        return spark_struct(_projected(table.schema, options.columns, table.uri))
+        return spark_struct(projected_schema(table.schema, options.columns, f"mvcc option 'columns' of {table.uri}"))
 
     def reader(self, schema: StructType) -> MvccReader:
         """The reader of one load, on the version pinned when the DataFrame was loaded.
@@ -178,7 +178,7 @@ class MvccDataSource(DataSource):
         options = parse_options(self.options, for_write=False)
         table = open_version(options, self.pinned_version)
         target = to_arrow_schema(schema, timezone="UTC")
-        available = _projected(table.schema, None, table.uri)
+        available = projected_schema(table.schema, None, table.uri)
         missing = [n for n in target.names if n not in available.names]
         if missing:
             raise SchemaError(
@@ -209,12 +209,22 @@ class MvccDataSource(DataSource):
         return MvccWriter(plan, options.commit_message, options.transaction_properties)
 
 
-def _projected(schema: pa.Schema, columns: list[str] | None, uri: str) -> pa.Schema:
+def projected_schema(schema: pa.Schema, columns: list[str] | None, where: str) -> pa.Schema:
+    """`schema`'s fields named by `columns`, in that order (its metadata kept).
+
+    Args:
+        schema: the table's schema
+        columns: the columns asked for (None: every column)
+        where: what asked, for the error (`mvcc read of {uri}`, `mvcc option 'columns' of {uri}`)
+
+    Raises:
+        SchemaError: a column the table does not have
+    """
     if columns is None:
         return schema
     unknown = [c for c in columns if c not in schema.names]
     if unknown:
-        raise SchemaError(f"mvcc option 'columns': table {uri} has no column(s) {unknown}; columns are {schema.names}")
+        raise SchemaError(f"{where}: the table has no column(s) {unknown}; columns are {schema.names}")
     return pa.schema([schema.field(c) for c in columns], metadata=schema.metadata)
 
 

@@ -25,6 +25,7 @@ from pyspark.sql.types import StructType
 import mvcc_core
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.errors import SchemaError, TableNotFoundError
+from mvcc_core.format.schema import column_set_problems
 from mvcc_core.io import open_store
 from mvcc_core.read.bound_filter import BoundFilter
 
@@ -111,14 +112,8 @@ def check_write_schema(incoming: StructType | pa.Schema, table_schema: pa.Schema
     """
     incoming_arrow = incoming if isinstance(incoming, pa.Schema) else to_arrow_schema(incoming, timezone="UTC")
     expected = spark_arrow_schema(table_schema)
-    problems = []
     names = incoming_arrow.names
-    missing = [n for n in expected.names if n not in names]
-    extra = [n for n in names if n not in expected.names]
-    if missing:
-        problems.append(f"missing column(s) {missing}")
-    if extra:
-        problems.append(f"column(s) {extra} are not in the table")
+    problems = column_set_problems(names, expected.names)
     for field in expected:
         if field.name in names:
             got = incoming_arrow.field(field.name).type
