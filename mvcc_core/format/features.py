@@ -54,14 +54,11 @@ def check_reader_flags(flags: int, where: str) -> None:
 
 
 def check_writer_flags(flags: int, where: str) -> None:
-    """Refuse to write to a table that needs writer features this mvcc lacks.
+    """Refuse to write to a table that needs writer features this mvcc lacks (UnsupportedFeatureError, as
+    `check_reader_flags` for readers).
 
     Args:
-        flags: the manifest's writer feature flags
-        where: what is being written, for the error message (e.g. the manifest's path)
-
-    Raises:
-        UnsupportedFeatureError: a flag is set that this mvcc does not know
+        flags, where: the manifest's writer feature flags, and what is being written, for the message
     """
     _refuse_unknown(flags & ~KNOWN_WRITER_FLAGS, where, "writer", "write to it")
 
