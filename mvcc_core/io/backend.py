@@ -38,6 +38,18 @@ def is_temporary(path: str) -> bool:
     return path.rsplit("/", 1)[-1].startswith(TEMP_PREFIX)
 
 
+def joined(root: str, rel: str) -> str:
+    """`rel` under `root`, either of them possibly empty.
+
+    Args:
+        root: a root path or key prefix ('' for none)
+        rel: a path relative to it ('' for the root itself)
+    """
+    if not rel:
+        return root
+    return f"{root}/{rel}" if root else rel
+
+
 def temp_name(final_name: str) -> str:
     """A fresh temporary name for a file to be renamed to `final_name` (retention recognizes it: `is_temporary`).
 
@@ -106,9 +118,7 @@ class Backend:
         Args:
             rel: the object's path relative to the backend's root
         """
-        if not rel:
-            return self.root
-        return f"{self.root}/{rel}" if self.root else rel
+        return joined(self.root, rel)
 
     def rel_of(self, full: str) -> str:
         """The path relative to the root of a path `fs` listed.

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import fsspec
 
 from mvcc_core.errors import CommitNotSupportedError, StorageError
-from mvcc_core.io.backend import Backend, ObjectMeta, to_datetime
+from mvcc_core.io.backend import Backend, ObjectMeta, joined, to_datetime
 
 if TYPE_CHECKING:
     import pyarrow.fs
@@ -169,9 +169,7 @@ class S3Backend(Backend):
         Args:
             rel: the object's path relative to the backend's root
         """
-        if not rel:
-            return self.prefix
-        return f"{self.prefix}/{rel}" if self.prefix else rel
+        return joined(self.prefix, rel)
 
     def rel_of_key(self, key: str) -> str:
         """The path relative to the root of an S3 key.
