@@ -79,6 +79,11 @@ def sanitize_uri(uri: SplitResult) -> SplitResult:
 def create_asset(*, table: str, mvcc_conn_id: str = DEFAULT_CONN_ID, extra: dict[str, Any] | None = None) -> Asset:
     """The provider's asset factory (`asset-uris` ``factory``): `table_asset` with `extra`.
 
+    Args:
+        table: the table's name or uri
+        mvcc_conn_id: the Airflow connection of the mvcc warehouse
+        extra: the asset's extra fields
+
     Returns:
         The asset.
     """

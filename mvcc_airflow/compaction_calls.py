@@ -50,7 +50,11 @@ def _decode(items: Sequence[str]) -> tuple[bytes, ...]:
 
 
 def task_to_xcom(task: Any) -> dict[str, Any]:
-    """A `CompactionTask` as JSON-serializable data (its fragments base64 text)."""
+    """A `CompactionTask` as JSON-serializable data (its fragments base64 text).
+
+    Args:
+        task: a `CompactionTask` of a plan
+    """
     return {
         "read_version": task.read_version,
         "fragments": _encode(task.fragments),
@@ -60,7 +64,11 @@ def task_to_xcom(task: Any) -> dict[str, Any]:
 
 
 def task_from_xcom(data: Mapping[str, Any]) -> Any:
-    """The `CompactionTask` that `task_to_xcom` wrote."""
+    """The `CompactionTask` that `task_to_xcom` wrote.
+
+    Args:
+        data: what `task_to_xcom` wrote, as XCom hands it back
+    """
     return mvcc.compaction.CompactionTask(
         read_version=int(data["read_version"]),
         fragments=_decode(data["fragments"]),
@@ -70,7 +78,11 @@ def task_from_xcom(data: Mapping[str, Any]) -> Any:
 
 
 def result_to_xcom(result: Any) -> dict[str, Any]:
-    """A `RewriteResult` as JSON-serializable data."""
+    """A `RewriteResult` as JSON-serializable data.
+
+    Args:
+        result: a task's `RewriteResult`
+    """
     return {
         "read_version": result.read_version,
         "old_fragments": _encode(result.old_fragments),
@@ -82,7 +94,11 @@ def result_to_xcom(result: Any) -> dict[str, Any]:
 
 
 def result_from_xcom(data: Mapping[str, Any]) -> Any:
-    """The `RewriteResult` that `result_to_xcom` wrote."""
+    """The `RewriteResult` that `result_to_xcom` wrote.
+
+    Args:
+        data: what `result_to_xcom` wrote, as XCom hands it back
+    """
     return mvcc.compaction.RewriteResult(
         read_version=int(data["read_version"]),
         old_fragments=_decode(data["old_fragments"]),
@@ -97,6 +113,12 @@ def compact(
     table: mvcc.Table, options: mvcc.CompactionOptions, *, message: str, properties: Mapping[str, str]
 ) -> tuple[dict[str, Any], mvcc.Table]:
     """Plan, rewrite and commit in this process (`compact_files`).
+
+    Args:
+        table: the table, at the version the plan reads
+        options: what to rewrite and the task bounds
+        message: the message stored with the commit
+        properties: the commit's transaction properties (the task's `airflow_properties`)
 
     Returns:
         The metrics (`CompactionMetrics` as a dict) and the table at the Rewrite's version (the input when
@@ -113,6 +135,12 @@ def reserve(
 ) -> tuple[int, list[dict[str, Any]]]:
     """Plan the compaction and commit its ReserveFragments (none when there is nothing to do).
 
+    Args:
+        table: the table, at the version the plan reads
+        options: what to rewrite and the task bounds
+        message: the ReserveFragments' message
+        properties: the commit's transaction properties (the task's `airflow_properties`)
+
     Returns:
         The version the plan read and its tasks, as XCom data.
     """
@@ -121,7 +149,13 @@ def reserve(
 
 
 def rewrite(task: Mapping[str, Any], uri: str, storage_options: dict[str, Any] | None) -> dict[str, Any]:
-    """Run one task (read its fragments at the plan's version, write the new ones); nothing is committed."""
+    """Run one task (read its fragments at the plan's version, write the new ones); nothing is committed.
+
+    Args:
+        task: one task, as `reserve` returned it
+        uri: the table's uri
+        storage_options: its store options
+    """
     return result_to_xcom(task_from_xcom(task).execute(uri, storage_options))
 
 
@@ -134,6 +168,13 @@ def commit(
     properties: Mapping[str, str],
 ) -> mvcc.Table:
     """One Rewrite of every result. On a lost race the core removes the files the tasks wrote and raises.
+
+    Args:
+        table: the table (any version: the results carry their read version)
+        results: every task's result, as `rewrite` returned them
+        options: the plan's options (its `defer_index_remap` applies)
+        message: the message stored with the commit
+        properties: the commit's transaction properties (the task's `airflow_properties`)
 
     Returns:
         The table at the Rewrite's version.

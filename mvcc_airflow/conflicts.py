@@ -52,7 +52,11 @@ def is_retryable(exc: BaseException) -> bool:
 
 
 def describe_conflict(exc: mvcc.CommitConflictError) -> str:
-    """A conflict in words: the table, the version read, the versions and operations that collided."""
+    """A conflict in words: the table, the version read, the versions and operations that collided.
+
+    Args:
+        exc: the conflict the core raised
+    """
     versions = [int(v) for v in (exc.conflicting_versions or [])]
     return (
         f"incompatible commit conflict on {exc.uri}: read version {exc.read_version}, "

@@ -25,7 +25,11 @@ DEFAULT_CONN_ID = "mvcc_default"
 
 
 def is_uri(table: str) -> bool:
-    """Whether `table` is a full uri (a scheme such as ``s3://``, or an absolute local path), not a name."""
+    """Whether `table` is a full uri (a scheme such as ``s3://``, or an absolute local path), not a name.
+
+    Args:
+        table: a table name or uri as an operator was given it
+    """
     return "://" in table or os.path.isabs(table)
 
 

@@ -92,6 +92,9 @@ class MvccCompactOperator(MvccBaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         """Compact the table.
 
+        Args:
+            context: the Airflow task context
+
         Returns:
             ``{"table", "version", "operation": "Rewrite" (None when nothing needed it), "metrics"}``.
         """
@@ -134,6 +137,9 @@ class MvccCreateIndexOperator(MvccBaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         """Build and commit the index.
 
+        Args:
+            context: the Airflow task context
+
         Returns:
             ``{"table", "version", "operation": "CreateIndex", "metrics": {"index", "column", "index_type"}}``.
         """
@@ -164,6 +170,9 @@ class MvccOptimizeIndicesOperator(MvccBaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         """Optimize the indices.
 
+        Args:
+            context: the Airflow task context
+
         Returns:
             ``{"table", "version", "operation": "CreateIndex" (None when no index changed),
             "metrics": {"indices_updated"}}``.
@@ -179,6 +188,10 @@ class MvccOptimizeIndicesOperator(MvccBaseOperator):
 
 def to_duration(value: timedelta | str, name: str = "older_than") -> timedelta:
     """A timedelta from a timedelta or a duration string in the `mvcc` CLI's words ("7d", "12h", "1w2d", "0s").
+
+    Args:
+        value: the operator's argument
+        name: the argument's name, for the error
 
     Raises:
         ValueError: Naming `name` when the value is no duration or is negative.
@@ -233,6 +246,9 @@ class MvccCleanupOperator(MvccBaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         """Clean up (or report what would go).
 
+        Args:
+            context: the Airflow task context
+
         Returns:
             ``{"table", "version" (the latest, unchanged), "operation": "cleanup" or "cleanup (dry run)",
             "metrics": the core's CleanupStats plus "dry_run"}``.
@@ -247,7 +263,14 @@ class MvccCleanupOperator(MvccBaseOperator):
 
 
 def to_timestamp(value: datetime | str) -> datetime:
-    """A timezone-aware datetime from a datetime or an ISO-8601 string (UTC when it names no zone)."""
+    """A timezone-aware datetime from a datetime or an ISO-8601 string (UTC when it names no zone).
+
+    Args:
+        value: the operator's argument
+
+    Raises:
+        ValueError: a string that is not an ISO-8601 time
+    """
     if isinstance(value, str):
         try:
             value = datetime.fromisoformat(value)
@@ -326,6 +349,9 @@ class MvccRestoreOperator(MvccBaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         """Restore and emit the asset event.
 
+        Args:
+            context: the Airflow task context
+
         Returns:
             ``{"table", "version" (the Restore's), "operation": "Restore", "metrics": {"restored_version"}}``.
         """
@@ -365,6 +391,9 @@ class MvccTagOperator(MvccBaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         """Create the tag.
+
+        Args:
+            context: the Airflow task context
 
         Returns:
             ``{"table", "version" (the latest), "operation": "tag", "metrics": {"tag", "tagged_version"}}``.

@@ -86,6 +86,9 @@ class MvccVersionSensor(BaseSensorOperator):
     def execute(self, context: Context) -> Any:
         """Poke (on the worker) or defer to the triggerer.
 
+        Args:
+            context: the Airflow task context
+
         Returns:
             The new version.
         """
@@ -107,6 +110,9 @@ class MvccVersionSensor(BaseSensorOperator):
     def poke(self, context: Context) -> PokeReturnValue:
         """One look at the table's latest version (one request; more with `skip_maintenance`).
 
+        Args:
+            context: the Airflow task context
+
         Returns:
             Done with the new version as XCom value, or not done.
         """
@@ -123,6 +129,10 @@ class MvccVersionSensor(BaseSensorOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> int:
         """Resume after the trigger fired.
+
+        Args:
+            context: the Airflow task context
+            event: the trigger's event: the new version, or the error it stopped on
 
         Returns:
             The new version.

@@ -11,7 +11,12 @@ import mvcc_core as mvcc
 
 
 def airflow_properties(context: Context, kind: str) -> dict[str, str]:
-    """The transaction properties of a commit made by a task: its DAG, run, task and maintenance kind."""
+    """The transaction properties of a commit made by a task: its DAG, run, task and maintenance kind.
+
+    Args:
+        context: the Airflow task context
+        kind: the maintenance kind (`compact`, `cleanup`, ...)
+    """
     ti = context["ti"]
     return {
         "airflow/dag_id": str(ti.dag_id),
@@ -22,7 +27,13 @@ def airflow_properties(context: Context, kind: str) -> dict[str, str]:
 
 
 def task_result(table: mvcc.Table, operation: str | None, metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """What an operator returns through XCom (JSON-serializable: tuples become lists)."""
+    """What an operator returns through XCom (JSON-serializable: tuples become lists).
+
+    Args:
+        table: the table after the operator's commit
+        operation: the committed operation's name (None: nothing was committed)
+        metrics: the operation's metrics
+    """
     return {
         "table": table.uri,
         "version": table.version,

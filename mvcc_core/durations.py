@@ -17,6 +17,12 @@ def parse_duration(text: str) -> timedelta:
 
     A dozen lines instead of pendulum: retention ages are whole units, pendulum would add its import time to
     every command, and its ISO-8601 duration syntax (`P7D`) is not what an operator types.
+
+    Args:
+        text: the duration as typed: whole numbers with units w, d, h, m, s
+
+    Raises:
+        ValueError: anything else, or a duration over 999999999 days
     """
     cleaned = text.strip().replace(" ", "")
     parts = _DURATION.findall(cleaned)

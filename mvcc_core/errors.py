@@ -20,6 +20,15 @@ class CommitConflictError(MvccError):
 
     Carries the version ours was built on, the versions it collided with and both operation names,
     so that orchestration can report them without parsing the message.
+
+    Args:
+        message: what happened, in the user's words
+        uri: the table's uri
+        read_version: the version ours was built on
+        conflicting_versions: the versions it collided with
+        operation: our operation's name
+        conflicting_operation: the other commit's operation name
+        row_addresses: rows both changed, where known (up to a few)
     """
 
     def __init__(
@@ -65,6 +74,12 @@ class TableExistsError(MvccError):
     `created_concurrently`: the table was not there when the write looked, and another writer created it
     while this one was writing (its commit of version 1 lost the put-if-not-exists). Running the caller again
     sees the table, so orchestration may retry it; a table that was there already is refused for good.
+
+    Args:
+        message: what happened, in the user's words
+        uri: where the table is
+        version: its latest version, where known
+        created_concurrently: see above
     """
 
     def __init__(
@@ -93,6 +108,10 @@ class CorruptManifestError(MvccError):
 
     `intact_version`: when the corrupt manifest is a table's latest, the newest older version that decodes
     (the one to restore; None when none does or when the error is about another file).
+
+    Args:
+        message: what happened, in the user's words
+        intact_version: see above
     """
 
     def __init__(self, message: str, *, intact_version: int | None = None) -> None:
@@ -105,6 +124,10 @@ class ManifestInvariantError(CorruptManifestError):
     a duplicate or too large fragment id, inconsistent counts; `format/invariants.py`).
 
     `field` names the manifest field (e.g. ``fragments[2].files[0].path``), `value` its value.
+
+    Args:
+        message: what happened, in the user's words
+        field, value, intact_version: see above
     """
 
     def __init__(
@@ -121,6 +144,10 @@ class DataFileMismatchError(CorruptManifestError):
     at all (`data_file_checks.py`).
 
     `path` names the data file, `column` the column (None when the problem is not a column's).
+
+    Args:
+        message: what happened, in the user's words
+        path, column: see above
     """
 
     def __init__(self, message: str, *, path: str = "", column: str | None = None) -> None:
@@ -151,6 +178,10 @@ class TagError(MvccError):
 
     `tags`: in the last case, each tag in the way and its version (empty otherwise), so that a caller can
     word the way out in its own terms (the CLI names its flags) without parsing the message.
+
+    Args:
+        message: what happened, in the user's words
+        tags: see above
     """
 
     def __init__(self, message: str, *, tags: Mapping[str, int] | None = None) -> None:
@@ -162,6 +193,10 @@ class CorruptTagError(TagError):
     """A tag file that cannot be read: not JSON, no "version", or a version that is no version number.
 
     `path` names the tag file, `value` what it holds where the version should be.
+
+    Args:
+        message: what happened, in the user's words
+        path, value: see above
     """
 
     def __init__(self, message: str, *, path: str = "", value: object = None) -> None:
@@ -213,7 +248,11 @@ class ExternalStoreSyncError(ExternalStoreError):
 
 
 class FailpointError(MvccError):
-    """Raised by a failpoint armed with "raise": a simulated crash at a named point (tests only)."""
+    """Raised by a failpoint armed with "raise": a simulated crash at a named point (tests only).
+
+    Args:
+        name: the failpoint that triggered
+    """
 
     def __init__(self, name: str) -> None:
         super().__init__(f"failpoint {name!r} triggered")
@@ -227,5 +266,8 @@ def is_definite_failure(exc: BaseException) -> bool:
     a manifest is published, so the staged files can be removed at once. A storage or external-store
     error (a reply that may have been lost after the manifest was stored), a simulated crash, an interrupt
     or an unexpected exception leaves the files in place: retention removes them once no version references them.
+
+    Args:
+        exc: the exception a commit or write raised
     """
     return isinstance(exc, MvccError) and not isinstance(exc, StorageError | ExternalStoreError | FailpointError)

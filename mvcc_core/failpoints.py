@@ -49,7 +49,11 @@ def _check(name: str, action: str) -> str:
 
 
 def failpoint(name: str) -> None:
-    """Trigger `name` if it is armed; otherwise do nothing (one dict lookup)."""
+    """Trigger `name` if it is armed; otherwise do nothing (one dict lookup).
+
+    Args:
+        name: the point's name, one of `POINTS`
+    """
     action = _ARMED.get(name)
     if action is not None:
         _trigger(name, action)
@@ -67,7 +71,15 @@ def _trigger(name: str, action: str) -> None:
 
 
 def arm(name: str, action: str = "raise") -> None:
-    """Arm `name` for this process (until :func:`disarm`)."""
+    """Arm `name` for this process (until :func:`disarm`).
+
+    Args:
+        name: the point's name
+        action: "raise" (FailpointError), "exit" or "exit(N)" (the process dies at once), "sleep(S)" or "off"
+
+    Raises:
+        ValueError: an unknown point or action
+    """
     action = _check(name, action)
     if action == "off":
         _ARMED.pop(name, None)
@@ -76,7 +88,11 @@ def arm(name: str, action: str = "raise") -> None:
 
 
 def disarm(name: str | None = None) -> None:
-    """Disarm one point, or all of them."""
+    """Disarm one point, or all of them.
+
+    Args:
+        name: the point to disarm (None: every point)
+    """
     if name is None:
         _ARMED.clear()
     else:
@@ -90,7 +106,12 @@ def armed_points() -> dict[str, str]:
 
 @contextmanager
 def armed(name: str, action: str = "raise") -> Iterator[None]:
-    """Arm `name` for the duration of a ``with`` block, then restore what was armed before."""
+    """Arm `name` for the duration of a ``with`` block, then restore what was armed before.
+
+    Args:
+        name: the point's name
+        action: see :func:`arm`
+    """
     previous = _ARMED.get(name)
     arm(name, action)
     try:
@@ -103,7 +124,14 @@ def armed(name: str, action: str = "raise") -> Iterator[None]:
 
 
 def parse_spec(spec: str) -> dict[str, str]:
-    """``"a=exit;b=raise"`` (";" or "," separated) -> {"a": "exit", "b": "raise"}, validated."""
+    """``"a=exit;b=raise"`` (";" or "," separated) -> {"a": "exit", "b": "raise"}, validated.
+
+    Args:
+        spec: the MVCC_FAILPOINTS value, e.g. `a=exit;b=raise`
+
+    Raises:
+        ValueError: an unknown point or action
+    """
     out: dict[str, str] = {}
     for item in re.split(r"[;,]", spec):
         item = item.strip()
@@ -115,7 +143,11 @@ def parse_spec(spec: str) -> dict[str, str]:
 
 
 def env_spec(points: dict[str, str]) -> str:
-    """The value of MVCC_FAILPOINTS that arms `points` in a child process."""
+    """The value of MVCC_FAILPOINTS that arms `points` in a child process.
+
+    Args:
+        points: point name -> action
+    """
     return ";".join(f"{name}={_check(name, action)}" for name, action in points.items())
 
 

@@ -169,6 +169,12 @@ class CatalogAssetTransaction:
     the core's staged ``merge_insert``). Several writes to one table form a chain: each reads the table as
     the earlier ones left it. `snapshot` is the catalog snapshot the writes are staged on: reads made from it
     are what the publish is checked against.
+
+    Args:
+        resource: the catalog resource that made it
+        context: the asset's execution context (its run, partitions and asset keys)
+        catalog: the catalog written
+        commit_message: the message of the catalog version it publishes
     """
 
     def __init__(

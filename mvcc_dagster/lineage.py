@@ -144,12 +144,8 @@ def recorded_before(
     """The value of `metadata_key` recorded by the newest materialization of `key` created before `before`.
 
     Args:
-        instance: The Dagster instance.
-        key: The asset.
-        metadata_key: The metadata entry.
+        instance, key, metadata_key, partitions, convert: See `materialized_in_run`.
         before: Seconds since the epoch (None: the newest of all).
-        partitions: Only materializations of these partitions (None: any).
-        convert: Turns the raw value into the result.
 
     Returns:
         The converted value, None when there is no such materialization or it records no such value.

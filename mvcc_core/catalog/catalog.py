@@ -79,6 +79,15 @@ class CatalogSnapshot:
         format_version: int = FORMAT_VERSION,
         manifest: Table | None = None,
     ) -> None:
+        """The objects of catalog `version`, from the `__manifest` rows of that version.
+
+        Args:
+            catalog: the catalog read
+            version: the catalog version
+            rows: every row of `__manifest` at that version
+            format_version: the format stamp of that version
+            manifest: the `__manifest` table at that version (None: not at hand)
+        """
         self.catalog = catalog
         self.version = version
         self.rows = rows
@@ -90,9 +99,19 @@ class CatalogSnapshot:
         return sorted(name for kind, name in self.entries if kind == SCHEMA)
 
     def tables(self, schema: str | None = None) -> list[str]:
+        """The live tables' full names, sorted.
+
+        Args:
+            schema: list only this schema's (None: every schema's)
+        """
         return self._names(TABLE, schema)
 
     def views(self, schema: str | None = None) -> list[str]:
+        """The live views' full names, sorted.
+
+        Args:
+            schema: list only this schema's (None: every schema's)
+        """
         return self._names(VIEW, schema)
 
     def _names(self, kind: str, schema: str | None) -> list[str]:
@@ -100,6 +119,14 @@ class CatalogSnapshot:
         return names if schema is None else [n for n in names if n.split(".")[0] == schema]
 
     def entry(self, name: str) -> Entry:
+        """The `__manifest` row of the live table `name`.
+
+        Args:
+            name: the table's name, `schema.table` or `table` (in the schema `main`)
+
+        Raises:
+            CatalogError: there is no such table at this version
+        """
         full = qualified(name)
         found = self.entries.get((TABLE, full))
         if found is None:
@@ -107,12 +134,23 @@ class CatalogSnapshot:
         return found
 
     def object(self, name: str) -> Entry | None:
-        """The live table or view called `name` (they share one namespace), or None."""
+        """The live table or view called `name` (they share one namespace), or None.
+
+        Args:
+            name: the object's name, `schema.name` or `name`
+        """
         full = qualified(name)
         return self.entries.get((TABLE, full)) or self.entries.get((VIEW, full))
 
     def view(self, name: str) -> str:
-        """The SQL text of view `name` (views are stored, never executed, by the catalog)."""
+        """The SQL text of view `name` (views are stored, never executed, by the catalog).
+
+        Args:
+            name: the view's name, `schema.view` or `view` (in the schema `main`)
+
+        Raises:
+            CatalogError: there is no such view at this version
+        """
         full = qualified(name)
         found = self.entries.get((VIEW, full))
         if found is None:
@@ -120,10 +158,19 @@ class CatalogSnapshot:
         return found.definition
 
     def table_version(self, name: str) -> int:
+        """The table version this catalog version publishes for `name`.
+
+        Args:
+            name: the table's name, `schema.table` or `table` (in the schema `main`)
+        """
         return self.entry(name).table_version
 
     def table(self, name: str) -> Table:
-        """The table at the version this snapshot publishes (finalizing it first if its writer stopped short)."""
+        """The table at the version this snapshot publishes (finalizing it first if its writer stopped short).
+
+        Args:
+            name: the table's name, `schema.table` or `table` (in the schema `main`)
+        """
         entry = self.entry(name)
         self.catalog.finalize(entry)
         return self.catalog.table_at(entry)
@@ -133,7 +180,8 @@ def _root(root_uri: str) -> str:
     """A catalog's root without a trailing '/': a local path normalized (its `..` resolved), an object-store
     uri refused with ValueError when it has a `.` or `..` segment (a store would resolve it differently).
 
-    :param root_uri: the root as the caller gave it
+    Args:
+        root_uri: the root as the caller gave it
     """
     root = str(root_uri).rstrip("/")
     scheme, sep, rest = root.partition("://")
@@ -160,6 +208,13 @@ class Catalog:
     """
 
     def __init__(self, root: str, storage_options: Mapping[str, Any] | None, manifest: Table) -> None:
+        """A catalog object on an opened `__manifest`; use `Catalog.create` or `Catalog.open`.
+
+        Args:
+            root: the catalog's root uri
+            storage_options: the store options of every table under the root
+            manifest: the `__manifest` table, at its newest version
+        """
         self.root = root
         self.options = dict(storage_options or {})
         self._manifest_uri = manifest.uri
@@ -180,7 +235,12 @@ class Catalog:
     @classmethod
     def create(cls, root_uri: str, *, storage_options: Mapping[str, Any] | None = None) -> Catalog:
         """A new, empty catalog with the schema `main` (catalog version 1, stamped with the current format);
-        TableExistsError if one is there."""
+        TableExistsError if one is there.
+
+        Args:
+            root_uri: where the catalog is created
+            storage_options: the store options of every table under the root
+        """
         root = _root(root_uri)
         row = Entry(SCHEMA, DEFAULT_SCHEMA, catalog_version=1)
         manifest = write_table(
@@ -196,7 +256,12 @@ class Catalog:
     @classmethod
     def open(cls, root_uri: str, *, storage_options: Mapping[str, Any] | None = None) -> Catalog:
         """The catalog at `root_uri`; TableNotFoundError if there is none. Opening writes nothing (an older
-        format is migrated by the first write, `migrate`)."""
+        format is migrated by the first write, `migrate`).
+
+        Args:
+            root_uri: the catalog's root
+            storage_options: the store options of every table under the root
+        """
         root = _root(root_uri)
         manifest = open_table(f"{root}/{MANIFEST_DIR}", storage_options=dict(storage_options or {}) or None)
         return cls(root, storage_options, manifest)
@@ -204,7 +269,11 @@ class Catalog:
     # ---- reading -----------------------------------------------------------------------------
 
     def manifest_table(self, version: int | datetime | None = None) -> Table:
-        """`__manifest` at `version` (default the newest, `latest_manifest`)."""
+        """`__manifest` at `version` (default the newest, `latest_manifest`).
+
+        Args:
+            version: the catalog version (a number or a datetime; None: the newest)
+        """
         opts = self.options or None
         if version is None:
             return self.latest_manifest()
@@ -230,7 +299,11 @@ class Catalog:
 
     def remember_manifest(self, state: TableState) -> TableState:
         """Keep `state` as the newest `__manifest` version unless a newer one is kept already (a publisher
-        knows the version it committed); the newest state kept."""
+        knows the version it committed); the newest state kept.
+
+        Args:
+            state: a `__manifest` version this object read or committed
+        """
         with self._lock:
             if state.version >= self._latest.version:
                 self._latest = state
@@ -248,7 +321,11 @@ class Catalog:
         return format_of(self.manifest_table())
 
     def snapshot(self, version: int | datetime | None = None) -> CatalogSnapshot:
-        """Every object at catalog `version` (a number or a datetime; default the newest). Writes nothing."""
+        """Every object at catalog `version` (a number or a datetime; default the newest). Writes nothing.
+
+        Args:
+            version: the catalog version (a number or a datetime; None: the newest)
+        """
         return self._snapshot_of(self.manifest_table(version))
 
     def _snapshot_of(self, manifest: Table) -> CatalogSnapshot:
@@ -260,24 +337,48 @@ class Catalog:
         return CatalogSnapshot(self, manifest.version, rows, format_of(manifest), manifest)
 
     def remember_rows(self, version: int, rows: list[Entry]) -> None:
-        """Keep the rows of catalog `version` (its publisher knows them without reading them back)."""
+        """Keep the rows of catalog `version` (its publisher knows them without reading them back).
+
+        Args:
+            version: the catalog version
+            rows: its `__manifest` rows
+        """
         with self._lock:
             self._rows[version] = rows
             while len(self._rows) > ROWS_CACHED:
                 self._rows.popitem(last=False)
 
     def table(self, name: str, *, version: int | datetime | None = None) -> Table:
-        """`name` at the table version catalog `version` (default the newest) publishes."""
+        """`name` at the table version catalog `version` (default the newest) publishes.
+
+        Args:
+            name: the table's name, `schema.table` or `table` (in the schema `main`)
+            version: the catalog version (a number or a datetime; None: the newest)
+        """
         return self.snapshot(version).table(name)
 
     def tables(self, schema: str | None = None) -> list[str]:
+        """The live tables' full names at the newest catalog version, sorted.
+
+        Args:
+            schema: list only this schema's (None: every schema's)
+        """
         return self.snapshot().tables(schema)
 
     def views(self, schema: str | None = None) -> list[str]:
+        """The live views' full names at the newest catalog version, sorted.
+
+        Args:
+            schema: list only this schema's (None: every schema's)
+        """
         return self.snapshot().views(schema)
 
     def view(self, name: str) -> str:
-        """The SQL text of view `name` at the newest catalog version."""
+        """The SQL text of view `name` at the newest catalog version.
+
+        Args:
+            name: the view's name, `schema.view` or `view` (in the schema `main`)
+        """
         return self.snapshot().view(name)
 
     def schemas(self) -> list[str]:
@@ -301,7 +402,12 @@ class Catalog:
 
     def changes_since(self, version: int, until: int) -> list[tuple[int, list[Change]]]:
         """The changes of catalog versions `version + 1 .. until`, for conflict checks (read through the kept
-        committer, which has the newest versions' transactions already when this object published them)."""
+        committer, which has the newest versions' transactions already when this object published them).
+
+        Args:
+            version: the catalog version the caller read
+            until: the newest catalog version to include
+        """
         manifest = self.latest_manifest()
         out = []
         for v in range(version + 1, until + 1):
@@ -311,11 +417,20 @@ class Catalog:
         return out
 
     def table_uri(self, entry: Entry) -> str:
+        """The uri of a table's directory.
+
+        Args:
+            entry: the table's `__manifest` row
+        """
         return f"{self.root}/{entry.path}"
 
     def store(self, path: str = "") -> ObjectStore:
         """The store of the table directory `path` (default the catalog's root), opened once per catalog
-        object: every publish finalizes each table it wrote, and opening a store each time showed up."""
+        object: every publish finalizes each table it wrote, and opening a store each time showed up.
+
+        Args:
+            path: a table's directory relative to the root ('' for the root)
+        """
         with self._lock:
             found = self._stores.get(path)
         if found is None:
@@ -330,7 +445,11 @@ class Catalog:
 
     def table_at(self, entry: Entry) -> Table:
         """The table at the version `entry` publishes, read directly (the catalog knows the version, so no
-        lookup of the table's latest version is needed). Finalize the entry first."""
+        lookup of the table's latest version is needed). Finalize the entry first.
+
+        Args:
+            entry: the table's `__manifest` row
+        """
         with self._lock:
             cached = self._states.get((entry.path, entry.table_version))
         if cached is not None:
@@ -348,7 +467,12 @@ class Catalog:
         return open_table(self.table_uri(entry), entry.table_version, storage_options=self.options or None)
 
     def remember(self, entry: Entry, state: TableState) -> None:
-        """Keep `state` as the table at the version `entry` publishes (a writer knows what it published)."""
+        """Keep `state` as the table at the version `entry` publishes (a writer knows what it published).
+
+        Args:
+            entry: the table's `__manifest` row
+            state: the table at the version the row publishes
+        """
         with self._lock:
             self._states[(entry.path, entry.table_version)] = state
             while len(self._states) > STATES_CACHED:
@@ -360,6 +484,10 @@ class Catalog:
 
         Any reader or writer may run it; a final name is created only if free (`_link_final`), so racing
         finalizers make it once, with the same bytes. A read error propagates: it never deletes anything.
+
+        Args:
+            entry: the table's `__manifest` row
+            known: staged manifest name -> its bytes, when the caller wrote them (spares reads)
         """
         if not entry.staged_manifests or (entry.path, entry.table_version) in self._finalized:
             return
@@ -387,7 +515,11 @@ class Catalog:
 
     def reclaim_staged(self, entries: list[Entry]) -> None:
         """The writer's own tidy-up after finalizing: once the final manifests exist the staged ones are
-        garbage (a reader of an older catalog version finds the final name first). One batched delete."""
+        garbage (a reader of an older catalog version finds the final name first). One batched delete.
+
+        Args:
+            entries: the rows the writer just published and finalized
+        """
         done = [e for e in entries if e.staged_manifests and (e.path, e.table_version) in self._finalized]
         paths = [f"{e.path}/{staged}" for e in done for staged in e.staged_manifests]
         if paths:
@@ -406,7 +538,10 @@ class Catalog:
         """Remove catalog versions older than `older_than` (the newest and the newest `retain_versions` are
         kept), every table version no kept catalog version publishes, dropped tables' directories, and dead
         writers' debris once older than the core's unverified window (or with `delete_unverified`, when no
-        writer is running). The rules and their order: `mvcc_core/catalog/retention.py`, docs/catalog.md."""
+        writer is running). The rules and their order: `mvcc_core/catalog/retention.py`, docs/catalog.md.
+
+        Args: see :func:`mvcc_core.catalog.retention.cleanup`
+        """
         return retention.cleanup(
             self, older_than, retain_versions, delete_unverified=delete_unverified, dry_run=dry_run
         )
@@ -431,48 +566,85 @@ class Catalog:
         self, *, commit_message: str | None = None, transaction_properties: dict[str, str] | None = None
     ) -> CatalogTransaction:
         """A transaction on the newest catalog version: stage changes, then one atomic publish on exit.
-        `transaction_properties` are stored on the catalog version it publishes (`CatalogVersion.properties`)."""
+        `transaction_properties` are stored on the catalog version it publishes (`CatalogVersion.properties`).
+
+        Args:
+            commit_message: the message of the catalog version it publishes
+            transaction_properties: properties stored on that catalog version (keys starting with `catalog.` are
+                reserved)
+        """
         return CatalogTransaction(
             self, self._for_write(), commit_message=commit_message, transaction_properties=transaction_properties
         )
 
     def create_schema(self, name: str) -> int:
+        """`CatalogTransaction.create_schema` as a transaction of its own; the catalog version it published.
+
+        Args: see :meth:`CatalogTransaction.create_schema`
+        """
         with self.transaction() as tx:
             tx.create_schema(name)
         return tx.published_version  # type: ignore[return-value]
 
     def drop_schema(self, name: str) -> int:
+        """`CatalogTransaction.drop_schema` as a transaction of its own; the catalog version it published.
+
+        Args: see :meth:`CatalogTransaction.drop_schema`
+        """
         with self.transaction() as tx:
             tx.drop_schema(name)
         return tx.published_version  # type: ignore[return-value]
 
     def create_table(self, name: str, schema: pa.Schema) -> int:
+        """`CatalogTransaction.create_table` as a transaction of its own; the catalog version it published.
+
+        Args: see :meth:`CatalogTransaction.create_table`
+        """
         with self.transaction() as tx:
             tx.create_table(name, schema)
         return tx.published_version  # type: ignore[return-value]
 
     def drop_table(self, name: str) -> int:
+        """`CatalogTransaction.drop_table` as a transaction of its own; the catalog version it published.
+
+        Args: see :meth:`CatalogTransaction.drop_table`
+        """
         with self.transaction() as tx:
             tx.drop_table(name)
         return tx.published_version  # type: ignore[return-value]
 
     def rename_table(self, name: str, new_name: str) -> int:
+        """`CatalogTransaction.rename_table` as a transaction of its own; the catalog version it published.
+
+        Args: see :meth:`CatalogTransaction.rename_table`
+        """
         with self.transaction() as tx:
             tx.rename_table(name, new_name)
         return tx.published_version  # type: ignore[return-value]
 
     def create_view(self, name: str, sql: str, *, or_replace: bool = False, dialect: str | None = None) -> int:
-        """Store view `name` as SQL text (validated to parse as a query, never executed); one catalog version."""
+        """Store view `name` as SQL text (validated to parse as a query, never executed); one catalog version.
+
+        Args: see :meth:`CatalogTransaction.create_view`
+        """
         with self.transaction() as tx:
             tx.create_view(name, sql, or_replace=or_replace, dialect=dialect)
         return tx.published_version  # type: ignore[return-value]
 
     def rename_view(self, name: str, new_name: str) -> int:
+        """`CatalogTransaction.rename_view` as a transaction of its own; the catalog version it published.
+
+        Args: see :meth:`CatalogTransaction.rename_view`
+        """
         with self.transaction() as tx:
             tx.rename_view(name, new_name)
         return tx.published_version  # type: ignore[return-value]
 
     def drop_view(self, name: str) -> int:
+        """`CatalogTransaction.drop_view` as a transaction of its own; the catalog version it published.
+
+        Args: see :meth:`CatalogTransaction.drop_view`
+        """
         with self.transaction() as tx:
             tx.drop_view(name)
         return tx.published_version  # type: ignore[return-value]

@@ -21,6 +21,11 @@ class Change:
 
     @classmethod
     def from_dict(cls, d: dict[str, str]) -> Change:
+        """A change as a catalog version's properties record it.
+
+        Args:
+            d: `{"change": kind, "name": object}`
+        """
         return cls(d["change"], d["name"])
 
     @property
@@ -172,7 +177,12 @@ RULES: tuple[Rule, ...] = (
 
 
 def find_conflict(ours: Sequence[Change], theirs: Sequence[Change]) -> tuple[Rule, str] | None:
-    """The first rule any pair (ours, theirs) breaks, and the object it names; None if none."""
+    """The first rule any pair (ours, theirs) breaks, and the object it names; None if none.
+
+    Args:
+        ours: the changes of the transaction publishing
+        theirs: the changes of a catalog version committed since its snapshot
+    """
     for rule in RULES:
         for o in ours:
             if o.kind not in rule.ours:

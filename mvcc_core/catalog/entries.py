@@ -66,7 +66,11 @@ class Entry:
 
 
 def format_of(manifest: Table) -> int:
-    """The format stamp of a `__manifest` version (1 when there is none: the pre-stamp shape)."""
+    """The format stamp of a `__manifest` version (1 when there is none: the pre-stamp shape).
+
+    Args:
+        manifest: the `__manifest` table at some version
+    """
     metadata = manifest.schema.metadata or {}
     raw = metadata.get(STAMP_KEY.encode())
     return int(raw) if raw is not None else 1
@@ -75,8 +79,9 @@ def format_of(manifest: Table) -> int:
 def check_table_path(path: str, where: str) -> str:
     """`path` if it is a plain relative path under the catalog's root; CatalogEntryError otherwise.
 
-    :param path: a table's directory relative to the catalog's root, as a `__manifest` row records it
-    :param where: the row, for the message
+    Args:
+        path: a table's directory relative to the catalog's root, as a `__manifest` row records it
+        where: the row, for the message
     """
     problem = path_problem(path)
     if problem is not None:
@@ -90,8 +95,9 @@ def check_entry(entry: Entry, where: str) -> Entry:
     """`entry` if its table path and staged manifests stay under the catalog's root; CatalogEntryError
     otherwise.
 
-    :param entry: one row of `__manifest`
-    :param where: the `__manifest` version it was read from, for the message
+    Args:
+        entry: one row of `__manifest`
+        where: the `__manifest` version it was read from, for the message
     """
     row = f"{where}, row {entry.object_type} {entry.name!r}"
     if entry.path or entry.table_version or entry.staged_manifests:
@@ -110,6 +116,9 @@ def read_rows(manifest: Table) -> list[Entry]:
     """Every row of a `__manifest` version, from any shape this code knows (reading writes nothing).
 
     Every row is checked (`check_entry`): a path leaving the catalog's root raises CatalogEntryError.
+
+    Args:
+        manifest: the `__manifest` table at the version wanted
     """
     where = f"catalog manifest {manifest.uri} version {manifest.version}"
     out = []
@@ -135,7 +144,12 @@ def read_rows(manifest: Table) -> list[Entry]:
 
 
 def rows_table(rows: list[Entry], shape: int = FORMAT_VERSION) -> pa.Table:
-    """`rows` in the shape `shape` (the migration steps write older shapes than the current one)."""
+    """`rows` in the shape `shape` (the migration steps write older shapes than the current one).
+
+    Args:
+        rows: the rows
+        shape: the format version whose columns are written
+    """
     schema = SHAPES[shape]
     cols: dict[str, list[object]] = {}
     for f in schema:
@@ -156,6 +170,12 @@ def overwrite_transaction(
     When `manifest` has the current shape already (every publish but a migration's first), its Parquet file is
     encoded in memory and written with one `put_new` (`fragments.write_small_fragment`), keeping the field
     ids, instead of the general streaming writer: the state is a few kilobytes rewritten by every publish.
+
+    Args:
+        manifest: the `__manifest` table at the version published on
+        rows: every row of the new catalog version
+        commit_message: the catalog version's message
+        transaction_properties: the catalog version's properties
     """
     schema = SHAPES[FORMAT_VERSION]
     data = rows_table(rows)
@@ -176,7 +196,11 @@ def overwrite_transaction(
 
 
 def live(rows: list[Entry]) -> dict[tuple[str, str], Entry]:
-    """Seed 003's reconstruction: the latest entry per object minus those a tombstone at or after it hides."""
+    """Seed 003's reconstruction: the latest entry per object minus those a tombstone at or after it hides.
+
+    Args:
+        rows: every row of a `__manifest` version
+    """
     entries: dict[tuple[str, str], Entry] = {}
     tombstones: dict[tuple[str, str], int] = {}
     for row in rows:

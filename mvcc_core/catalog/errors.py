@@ -46,6 +46,17 @@ class CatalogConflictError(CommitConflictError):
         rule_code: str,
         **kwargs: object,
     ) -> None:
+        """A conflict on `object_name` found by the DuckLake rule `rule`.
+
+        Args:
+            message: what happened, in words
+            object_name: the object both transactions touched
+            expected_version: the catalog (or table) version this transaction expected
+            actual_version: the one it found
+            rule: the logical conflict, in seed 004's words
+            rule_code: the same as a stable identifier (`RULE_CODES`)
+            **kwargs: the fields of `CommitConflictError`
+        """
         super().__init__(message, **kwargs)  # type: ignore[arg-type]
         self.object_name = object_name
         self.expected_version = expected_version

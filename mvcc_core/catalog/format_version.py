@@ -42,7 +42,12 @@ MIGRATIONS: dict[int, Callable[[list[Entry]], list[Entry]]] = {
 
 
 def check_writable(found: int, where: str) -> None:
-    """CatalogFormatError when the stamp is newer than this code: an old binary must not clobber it."""
+    """CatalogFormatError when the stamp is newer than this code: an old binary must not clobber it.
+
+    Args:
+        found: the catalog's format stamp
+        where: the catalog, for the message
+    """
     if found > FORMAT_VERSION:
         raise CatalogFormatError(
             f"catalog {where} has format {found}, newer than this mvcc writes ({FORMAT_VERSION}); upgrade mvcc "
@@ -51,7 +56,12 @@ def check_writable(found: int, where: str) -> None:
 
 
 def migrate(manifest_uri: str, storage_options: Mapping[str, Any] | None = None) -> Table:
-    """Bring `__manifest` to `FORMAT_VERSION` step by step; the `__manifest` at its newest version after."""
+    """Bring `__manifest` to `FORMAT_VERSION` step by step; the `__manifest` at its newest version after.
+
+    Args:
+        manifest_uri: the uri of the catalog's `__manifest`
+        storage_options: its store options
+    """
     opts = dict(storage_options or {}) or None
     attempts = 0
     while True:

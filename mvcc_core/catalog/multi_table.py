@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import sqlglot
@@ -36,7 +36,8 @@ from mvcc_core.catalog.errors import (
 )
 from mvcc_core.catalog.format_version import check_writable
 from mvcc_core.catalog.names import check_schema_name, qualified, split
-from mvcc_core.catalog.table_changes import _TableWrite, _TxTable
+from mvcc_core.catalog.services import CatalogServices, SnapshotView
+from mvcc_core.catalog.table_changes import TableWrite, TransactionTable
 from mvcc_core.errors import CommitConflictError, StorageError, is_definite_failure
 from mvcc_core.failpoints import failpoint
 from mvcc_core.format import operations as ops
@@ -50,9 +51,6 @@ from mvcc_core.txn import rebase as rebase_mod
 from mvcc_core.txn.conflicts import ConflictContext, Outcome, resolve
 from mvcc_core.txn.external_store import staged_manifest_path
 from mvcc_core.txn.transaction import BuildContext, Transaction, build_manifest, check_properties
-
-if TYPE_CHECKING:
-    from mvcc_core.catalog.catalog import Catalog, CatalogSnapshot
 
 log = logging.getLogger("mvcc.catalog")
 
@@ -111,12 +109,21 @@ class CatalogTransaction:
     DuckLake's logical conflicts; without one the publish retries on the newer version without rewriting a
     data file (a table that moved is rebuilt on its new version from the same staged operations, row-level
     changes rebased by the core's resolver).
+
+    Args:
+        catalog: the catalog written
+        snapshot: the catalog version the changes are staged on
+        commit_message: the message of the catalog version it publishes
+        transaction_properties: properties stored on that version (keys starting with `catalog.` are reserved)
+
+    Raises:
+        ValueError: a property key starts with `catalog.`
     """
 
     def __init__(
         self,
-        catalog: Catalog,
-        snapshot: CatalogSnapshot,
+        catalog: CatalogServices,
+        snapshot: SnapshotView,
         *,
         commit_message: str | None = None,
         transaction_properties: dict[str, str] | None = None,
@@ -132,7 +139,7 @@ class CatalogTransaction:
         self._ddl: list[Change] = []
         self._schemas: dict[str, bool] = {}  # created (True) or dropped (False) in this transaction
         self._objects: dict[str, Entry] = {}  # tables and views as this transaction leaves them; tombstones
-        self._writes: dict[str, _TableWrite] = {}  # by table directory
+        self.writes: dict[str, TableWrite] = {}  # by table directory
         self._created: dict[str, str] = {}  # directory -> name, of tables created in this transaction
         self._state = "open"
         self.published_version: int | None = None
@@ -148,7 +155,8 @@ class CatalogTransaction:
         else:
             self.abort()
 
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
+        """Raise ValueError when the transaction is no longer open (published or abandoned)."""
         if self._state != "open":
             raise ValueError(f"the transaction is {self._state}")
 
@@ -178,11 +186,15 @@ class CatalogTransaction:
             raise CatalogError(f"{qualified(name)!r} is {what} in catalog {self.catalog.root} (this transaction)")
         return found
 
-    def _write_for(self, name: str) -> _TableWrite:
-        """The chain of data changes on table `name` (started on the version the snapshot publishes)."""
-        self._check_open()
+    def write_for(self, name: str) -> TableWrite:
+        """The chain of data changes on table `name` (started on the version the snapshot publishes).
+
+        Args:
+            name: the table's name
+        """
+        self.check_open()
         entry = self._table(name)
-        w = self._writes.get(entry.path)
+        w = self.writes.get(entry.path)
         if w is None:
             created = entry.path in self._created
             if created:
@@ -191,8 +203,8 @@ class CatalogTransaction:
             else:
                 origin = self._snapshot_name(entry.path)
                 state = self.snapshot.table(origin).state
-            w = _TableWrite(entry.path, origin, created, state, state)
-            self._writes[entry.path] = w
+            w = TableWrite(entry.path, origin, created, state, state)
+            self.writes[entry.path] = w
         return w
 
     def _snapshot_name(self, path: str) -> str:
@@ -201,11 +213,24 @@ class CatalogTransaction:
 
     # ---- staging -----------------------------------------------------------------------------
 
-    def table(self, name: str) -> _TxTable:
-        return _TxTable(self, name)
+    def table(self, name: str) -> TransactionTable:
+        """The table `name` as this transaction sees it: reads and staged writes.
+
+        Args:
+            name: the table's name, `schema.table` or `table` (in the schema `main`)
+        """
+        return TransactionTable(self, name)
 
     def create_schema(self, name: str) -> None:
-        self._check_open()
+        """Create the schema `name`.
+
+        Args:
+            name: the schema's name (no `.` or `/`)
+
+        Raises:
+            CatalogError: the schema exists
+        """
+        self.check_open()
         check_schema_name(name)
         if self._schema_exists(name):
             raise CatalogError(f"schema {name!r} exists already")
@@ -213,7 +238,15 @@ class CatalogTransaction:
         self._ddl.append(Change("created_schema", name))
 
     def drop_schema(self, name: str) -> None:
-        self._check_open()
+        """Drop the schema `name`, which must be empty.
+
+        Args:
+            name: the schema's name
+
+        Raises:
+            CatalogError: there is no such schema, or it holds tables or views
+        """
+        self.check_open()
         if not self._schema_exists(name):
             raise CatalogError(f"no schema {name!r}")
         inside = self._objects_in(name)
@@ -231,8 +264,13 @@ class CatalogTransaction:
             raise CatalogError(f"{found.object_type} {full!r} exists already (tables and views share names)")
 
     def create_table(self, name: str, schema: pa.Schema) -> None:
-        """Create the table's directory now (version 1, empty); it is published with the transaction."""
-        self._check_open()
+        """Create the table's directory now (version 1, empty); it is published with the transaction.
+
+        Args:
+            name: the table's name, `schema.table` or `table` (in the schema `main`)
+            schema: the table's Arrow schema
+        """
+        self.check_open()
         full = qualified(name)
         self._check_free(full)
         schema_name, table_name = split(full)
@@ -250,15 +288,19 @@ class CatalogTransaction:
 
     def _discard(self, entry: Entry) -> None:
         """A table dropped in this transaction: its staged changes (and, if created here, itself) go away."""
-        w = self._writes.pop(entry.path, None)
+        w = self.writes.pop(entry.path, None)
         if w is not None:
             self._remove_chain(w)
         if entry.path in self._created:
             self._remove_directory(entry.path)
 
     def drop_table(self, name: str) -> None:
-        """Drop the table; data changes staged on it in this transaction are discarded with it."""
-        self._check_open()
+        """Drop the table; data changes staged on it in this transaction are discarded with it.
+
+        Args:
+            name: the table's name, `schema.table` or `table` (in the schema `main`)
+        """
+        self.check_open()
         full = qualified(name)
         entry = self._table(full)
         self._discard(entry)
@@ -267,8 +309,13 @@ class CatalogTransaction:
 
     def rename_table(self, name: str, new_name: str) -> None:
         """A rename alters the old name and creates the new one (for the conflict rules); same directory, so
-        changes staged before and after it are one chain on the one table."""
-        self._check_open()
+        changes staged before and after it are one chain on the one table.
+
+        Args:
+            name: the table's name, `schema.table` or `table` (in the schema `main`)
+            new_name: its new name (free of tables and views)
+        """
+        self.check_open()
         full, new_full = qualified(name), qualified(new_name)
         entry = self._table(full)
         self._check_free(new_full)
@@ -280,8 +327,15 @@ class CatalogTransaction:
     def create_view(self, name: str, sql: str, *, or_replace: bool = False, dialect: str | None = None) -> None:
         """Store view `name` as the SQL text `sql`: it must parse as one query (sqlglot, `dialect`), and is never
         executed or checked against the tables it names (DuckLake: a view is its text). `or_replace` replaces
-        an existing view (an alter, for the conflict rules); a table of that name is never replaced."""
-        self._check_open()
+        an existing view (an alter, for the conflict rules); a table of that name is never replaced.
+
+        Args:
+            name: the view's name, `schema.view` or `view` (in the schema `main`)
+            sql: the view's query
+            or_replace: replace an existing view of that name
+            dialect: the sqlglot dialect `sql` is parsed in (None: sqlglot's default)
+        """
+        self.check_open()
         full = qualified(name)
         _check_view_sql(full, sql, dialect)
         existing = self._object(full)
@@ -295,8 +349,13 @@ class CatalogTransaction:
 
     def rename_view(self, name: str, new_name: str) -> None:
         """Rename view `name` (DuckLake: `ALTER VIEW ... RENAME TO`): an alter of the old name and a create of
-        the new one for the conflict rules, as `rename_table`; the new name must be free of tables and views."""
-        self._check_open()
+        the new one for the conflict rules, as `rename_table`; the new name must be free of tables and views.
+
+        Args:
+            name: the view's name, `schema.view` or `view` (in the schema `main`)
+            new_name: its new name (free of tables and views)
+        """
+        self.check_open()
         full, new_full = qualified(name), qualified(new_name)
         found = self._object(full)
         if found is None or found.object_type != VIEW:
@@ -308,7 +367,15 @@ class CatalogTransaction:
         self._ddl.append(Change("created_view", new_full))
 
     def drop_view(self, name: str) -> None:
-        self._check_open()
+        """Drop the view `name`.
+
+        Args:
+            name: the view's name, `schema.view` or `view` (in the schema `main`)
+
+        Raises:
+            CatalogError: there is no such view
+        """
+        self.check_open()
         full = qualified(name)
         found = self._object(full)
         if found is None or found.object_type != VIEW:
@@ -320,11 +387,11 @@ class CatalogTransaction:
 
     def staged_files(self) -> list[str]:
         """The full URIs of the data and deletion files staged so far (removed again if the publish fails)."""
-        return [f for w in self._writes.values() for txn in w.chain for f in txn.files]
+        return [f for w in self.writes.values() for txn in w.chain for f in txn.files]
 
     def all_changes(self) -> list[Change]:
         out = list(self._ddl)
-        for w in self._writes.values():
+        for w in self.writes.values():
             out.extend(Change(kind, w.origin) for kind in w.kinds)
         return out
 
@@ -336,12 +403,12 @@ class CatalogTransaction:
         self._cleanup()
 
     def _cleanup(self) -> None:
-        for w in self._writes.values():
+        for w in self.writes.values():
             self._remove_chain(w)
         for path in self._created:
             self._remove_directory(path)
 
-    def _remove_chain(self, w: _TableWrite) -> None:
+    def _remove_chain(self, w: TableWrite) -> None:
         self._remove_written(w)
         for txn in w.chain:
             with contextlib.suppress(StorageError):
@@ -352,7 +419,7 @@ class CatalogTransaction:
             store = open_store(f"{self.catalog.root}/{path}", self.catalog.options or None)
             store.delete_many([m.path for m in store.list("")])
 
-    def _remove_written(self, w: _TableWrite) -> None:
+    def _remove_written(self, w: TableWrite) -> None:
         if w.written:
             with contextlib.suppress(StorageError):
                 self.catalog.store(w.path).delete_many(w.written)
@@ -364,7 +431,7 @@ class CatalogTransaction:
         Raises `CatalogConflictError` (retryable or incompatible, by DuckLake's rule) naming the object and
         the expected and actual versions; its staged files are removed first.
         """
-        self._check_open()
+        self.check_open()
         self._state = "committing"
         try:
             version = self._publish()
@@ -447,7 +514,7 @@ class CatalogTransaction:
         (finalizing) or retention (debris), never an inconsistency."""
         known: dict[str, bytes] = {}
         superseded: list[str] = []
-        for w in self._writes.values():
+        for w in self.writes.values():
             for txn in w.chain:
                 txn.files = []  # the published versions own them now
             known.update(w.staged_bytes)
@@ -464,7 +531,7 @@ class CatalogTransaction:
                 log.error("catalog %s, version %d is published but: %s", self.catalog.root, version, exc)
 
         _each(finalize, published, concurrent=self.catalog.remote)
-        for w in self._writes.values():
+        for w in self.writes.values():
             entry = next((e for e in published if e.path == w.path), None)
             if entry is not None and w.published is not None:
                 self.catalog.remember(entry, w.published)
@@ -477,7 +544,7 @@ class CatalogTransaction:
 
     def _forget_attempt(self) -> None:
         """A lost race: the staged manifests of this attempt are garbage (no catalog version names them)."""
-        for w in self._writes.values():
+        for w in self.writes.values():
             self._remove_written(w)
             w.superseded = []
 
@@ -513,7 +580,7 @@ class CatalogTransaction:
             uri=self.catalog.root,
         )
 
-    def _next_rows(self, current: CatalogSnapshot) -> list[Entry]:
+    def _next_rows(self, current: SnapshotView) -> list[Entry]:
         """`current`'s rows with this transaction applied; stages each changed table's chain of manifests."""
         new = current.version + 1
         rows = {(r.object_type, r.name): r for r in current.rows}
@@ -535,7 +602,7 @@ class CatalogTransaction:
                 put(Entry(SCHEMA + TOMBSTONE, name))
 
         bases = []
-        for path, w in self._writes.items():
+        for path, w in self.writes.items():
             if not w.chain:
                 continue  # only reads, or changes that matched no row: nothing to publish
             base = self._objects_by_path(path) if w.created else by_path.get(path)
@@ -570,7 +637,7 @@ class CatalogTransaction:
     def _objects_by_path(self, path: str) -> Entry | None:
         return next((e for e in self._objects.values() if e.path == path and e.object_type == TABLE), None)
 
-    def _stage_chain(self, w: _TableWrite, entry: Entry, current: int) -> Entry:
+    def _stage_chain(self, w: TableWrite, entry: Entry, current: int) -> Entry:
         """Build the chain's manifests on the version `entry` publishes and write them under staged names.
 
         When the table moved since the snapshot, every concurrent table version is checked with the core's
@@ -639,7 +706,7 @@ class CatalogTransaction:
         return replace(entry, table_version=manifest.version, staged_manifests=tuple(staged))
 
     def _table_rules_conflict(
-        self, w: _TableWrite, base: Table, current: int, message: str, **kwargs: Any
+        self, w: TableWrite, base: Table, current: int, message: str, **kwargs: Any
     ) -> RetryableCatalogConflictError:
         """A retryable conflict decided by the table's own (Lance) rules on a table that moved."""
         return RetryableCatalogConflictError(
@@ -654,7 +721,7 @@ class CatalogTransaction:
             **kwargs,
         )
 
-    def _rebase_chain(self, w: _TableWrite, base: Table, chain: list[Transaction], current: int) -> list[Transaction]:
+    def _rebase_chain(self, w: TableWrite, base: Table, chain: list[Transaction], current: int) -> list[Transaction]:
         needs_rebase = False
         first = chain[0]
         for v in range(w.base.version + 1, base.version + 1):

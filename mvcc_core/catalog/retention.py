@@ -9,16 +9,13 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 
 from mvcc_core.catalog.entries import TABLE, Entry, format_of, live, read_rows
 from mvcc_core.catalog.format_version import check_writable
+from mvcc_core.catalog.services import CatalogServices
 from mvcc_core.io import open_store
 from mvcc_core.maintenance.cleanup import UNVERIFIED_WINDOW, CleanupStats
 from mvcc_core.table import open_table
-
-if TYPE_CHECKING:
-    from mvcc_core.catalog.catalog import Catalog
 
 
 @dataclass(frozen=True)
@@ -31,14 +28,26 @@ class CatalogCleanupStats:
 
 
 def cleanup(
-    catalog: Catalog,
+    catalog: CatalogServices,
     older_than: timedelta = timedelta(days=14),
     retain_versions: int | None = None,
     *,
     delete_unverified: bool = False,
     dry_run: bool = False,
 ) -> CatalogCleanupStats:
-    """See the module docstring. Raises on any read error before deleting anything."""
+    """See the module docstring. Raises on any read error before deleting anything.
+
+    Args:
+        catalog: the catalog to clean
+        older_than: catalog versions committed longer ago than this are removed (the newest always stays)
+        retain_versions: keep at least this many newest catalog versions (None: no such floor)
+        delete_unverified: remove dead writers' debris without waiting for the core's unverified window (only when no
+            writer is running)
+        dry_run: count what would be removed, remove nothing
+
+    Raises:
+        ValueError: `older_than` is negative or `retain_versions` is not a positive int
+    """
     if not isinstance(older_than, timedelta) or older_than < timedelta(0):
         raise ValueError(f"older_than must be a non-negative timedelta, got {older_than!r}")
     if retain_versions is not None and (isinstance(retain_versions, bool) or retain_versions < 1):

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 
 from mvcc_core.catalog.names import qualified
-
-if TYPE_CHECKING:
-    from mvcc_core.catalog.multi_table import CatalogTransaction
 from mvcc_core.executor import Executor, ThreadExecutor
 from mvcc_core.format import operations as ops
 from mvcc_core.maintenance import compaction
@@ -21,12 +18,9 @@ from mvcc_core.table import Table
 from mvcc_core.txn.state import TableState
 from mvcc_core.txn.transaction import BuildContext, Transaction, build_manifest
 
-if TYPE_CHECKING:
-    pass
-
 
 @dataclass
-class _TableWrite:
+class TableWrite:
     """Every data change of a transaction on one table directory: a chain of the core's staged transactions.
 
     `base` is the table at the version the snapshot publishes (or version 1 of a table created here); `state`
@@ -46,6 +40,12 @@ class _TableWrite:
     published: TableState | None = None  # the table as this attempt's last staged manifest leaves it
 
     def add(self, txn: Transaction, kinds: list[str]) -> None:
+        """Extend the chain with `txn`, applied in memory on the chain's latest state.
+
+        Args:
+            txn: a staged transaction of the core, built on the chain's latest state
+            kinds: what it means for the conflict rules (`inserted_into_table`, ...)
+        """
         manifest = build_manifest(
             self.state.manifest,
             txn,
@@ -56,6 +56,24 @@ class _TableWrite:
         self.chain.append(txn)
         self.kinds.extend(k for k in kinds if k not in self.kinds)
         self.state = replace(self.state, manifest=manifest)
+
+
+class TableWrites(Protocol):
+    """What a `TransactionTable` needs of its transaction (a `CatalogTransaction`)."""
+
+    #: the chains of staged changes of the transaction, by table directory
+    writes: dict[str, TableWrite]
+
+    def check_open(self) -> None:
+        """Raise ValueError when the transaction is no longer open (published or abandoned)."""
+
+    def write_for(self, name: str) -> TableWrite:
+        """The chain of staged changes to extend for table `name` (started on first use).
+
+        Args:
+            name: the table's full name
+        """
+        ...
 
 
 def _merge_kinds(op: ops.Operation) -> list[str]:
@@ -69,42 +87,66 @@ def _merge_kinds(op: ops.Operation) -> list[str]:
     return kinds
 
 
-class _TxTable:
+class TransactionTable:
     """`tx.table(name)`: the data changes of a catalog transaction on one table (the core's staged forms).
 
     Each change reads the table as the transaction's earlier changes left it (read-your-writes).
     """
 
-    def __init__(self, tx: CatalogTransaction, name: str) -> None:
+    def __init__(self, tx: TableWrites, name: str) -> None:
+        """The changes of `tx` on table `name`.
+
+        Args:
+            tx: the catalog transaction
+            name: the table's name
+        """
         self._tx = tx
         self.name = qualified(name)
 
     def _stage(self, kind: str, make: Any) -> Any:
-        w = self._tx._write_for(self.name)
+        w = self._tx.write_for(self.name)
         txn = make(Table.from_state(w.state))
         if txn is not None:
             w.add(txn, [kind])
         return txn
 
     def append(self, data: Any, **kwargs: Any) -> None:
+        """Stage an append of `data` (the core's `Table.append`).
+
+        Args:
+            data, **kwargs: see :meth:`mvcc_core.Table.append_uncommitted`
+        """
         self._stage("inserted_into_table", lambda t: t.append_uncommitted(data, **kwargs))
 
     def delete(self, predicate: Any, **kwargs: Any) -> None:
+        """Stage a delete of the rows matching `predicate` (the core's `Table.delete`).
+
+        Args:
+            predicate, **kwargs: see :meth:`mvcc_core.Table.delete_uncommitted`
+        """
         self._stage("deleted_from_table", lambda t: t.delete_uncommitted(predicate, **kwargs))
 
     def overwrite(self, data: Any, *, where: str | None = None, **kwargs: Any) -> None:
-        """Replace every row, or with `where` the rows matching it (DuckLake: a delete and an insert)."""
+        """Replace every row, or with `where` the rows matching it (DuckLake: a delete and an insert).
+
+        Args:
+            data, where, **kwargs: see :meth:`mvcc_core.Table.overwrite_uncommitted`
+        """
         self._stage("overwrote_table", lambda t: t.overwrite_uncommitted(data, where=where, **kwargs))
 
     def merge_insert(self, on: str | list[str]) -> MergeInsertBuilder:
         """The core's upsert builder on the table as this transaction leaves it; its `execute(data)` stages the
         upsert in the transaction (returning pylance's counts) instead of committing. Build and execute it in
-        one statement: it reads the table as it is when built."""
-        w = self._tx._write_for(self.name)
+        one statement: it reads the table as it is when built.
+
+        Args:
+            on: the key column(s) rows are matched on
+        """
+        w = self._tx.write_for(self.name)
 
         def stage(txn: Transaction, _retries: int) -> None:
-            self._tx._check_open()
-            if self._tx._writes.get(w.path) is not w or w.state.manifest is not state.manifest:
+            self._tx.check_open()
+            if self._tx.writes.get(w.path) is not w or w.state.manifest is not state.manifest:
                 raise ValueError(f"{self.name} changed in this transaction since this merge_insert was built")
             w.add(txn, _merge_kinds(txn.operation))
 
@@ -116,15 +158,27 @@ class _TxTable:
     # the new schema.
 
     def add_columns(self, transforms: Any, **kwargs: Any) -> None:
-        """The core's `add_columns` (SQL expressions or all-null Arrow fields), staged."""
+        """The core's `add_columns` (SQL expressions or all-null Arrow fields), staged.
+
+        Args:
+            transforms, **kwargs: see :meth:`mvcc_core.Table.add_columns`
+        """
         self._stage("altered_table", lambda t: t.add_columns_uncommitted(transforms, **kwargs))
 
     def drop_columns(self, columns: str | list[str], **kwargs: Any) -> None:
-        """The core's `drop_columns`, staged (metadata only)."""
+        """The core's `drop_columns`, staged (metadata only).
+
+        Args:
+            columns, **kwargs: see :meth:`mvcc_core.Table.drop_columns`
+        """
         self._stage("altered_table", lambda t: t.drop_columns_uncommitted(columns, **kwargs))
 
     def alter_columns(self, *alterations: dict[str, Any], **kwargs: Any) -> None:
-        """The core's `alter_columns` (rename, make nullable), staged (metadata only)."""
+        """The core's `alter_columns` (rename, make nullable), staged (metadata only).
+
+        Args:
+            *alterations, **kwargs: see :meth:`mvcc_core.Table.alter_columns`
+        """
         self._stage("altered_table", lambda t: t.alter_columns_uncommitted(*alterations, **kwargs))
 
     def compact_files(
@@ -143,7 +197,7 @@ class _TxTable:
         new fragments take the ids after the table's highest and are renumbered at publish time if a
         concurrent append took those ids.
         """
-        w = self._tx._write_for(self.name)
+        w = self._tx.write_for(self.name)
         plan = compaction.plan_unreserved(w.state, options, **kwargs)
         if not plan.tasks:
             return 0
@@ -160,5 +214,9 @@ class _TxTable:
         return sum(len(r.old_fragments) for r in results)
 
     def to_table(self, **kwargs: Any) -> pa.Table:
-        """The rows as this transaction leaves the table so far (read-your-writes)."""
-        return Table.from_state(self._tx._write_for(self.name).state).to_table(**kwargs)
+        """The rows as this transaction leaves the table so far (read-your-writes).
+
+        Args:
+            **kwargs: see :meth:`mvcc_core.Table.to_table`
+        """
+        return Table.from_state(self._tx.write_for(self.name).state).to_table(**kwargs)

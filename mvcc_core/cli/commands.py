@@ -38,15 +38,15 @@ from mvcc_core.cli.options import (
     version_option,
 )
 from mvcc_core.cli.output import (
-    _default,
-    _ranges,
     emit_json,
     format_duration,
     human_bytes,
+    json_default,
     print_indices,
     print_pairs,
     print_table,
     progress_bar,
+    version_ranges,
 )
 from mvcc_core.cli.tag_commands import tags
 
@@ -57,6 +57,12 @@ class MvccGroup(click.Group):
     """The top-level group: turns an exception of any subcommand into one error line and its exit code."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        """Run the subcommand; an exception other than click's becomes one error line and its exit code
+        (130 on Ctrl-C).
+
+        Args:
+            ctx: the command's click context
+        """
         try:
             return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
@@ -94,13 +100,22 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 
 def live_rows(fragment: Any) -> int:
-    """Rows of a fragment (a manifest's DataFragment) that its deletion vector leaves."""
+    """Rows of a fragment (a manifest's DataFragment) that its deletion vector leaves.
+
+    Args:
+        fragment: a fragment's manifest entry, as `Table.get_fragments()` gives it
+    """
     deleted = fragment.deletion_file.num_deleted_rows if fragment.HasField("deletion_file") else 0
     return int(fragment.physical_rows - deleted)
 
 
 def describe(t: mvcc.Table, small_rows: int) -> dict[str, Any]:
-    """What `show` prints, from the API's answers."""
+    """What `show` prints, from the API's answers.
+
+    Args:
+        t: the table, at the version shown
+        small_rows: fragments with fewer live rows than this count as small
+    """
     fragments = t.get_fragments()
     deleted = sum(f.deletion_file.num_deleted_rows for f in fragments if f.HasField("deletion_file"))
     live = [live_rows(f) for f in fragments]
@@ -174,6 +189,11 @@ def show(
 
 
 def version_row(v: mvcc.VersionInfo) -> dict[str, Any]:
+    """One row of `versions`' output.
+
+    Args:
+        v: a version's entry in the table's history
+    """
     return {
         "version": v.version,
         "timestamp": v.timestamp,
@@ -284,7 +304,14 @@ def scan(
 
 
 def column_list(columns: str | None) -> list[str] | None:
-    """`--columns a,b` -> ["a", "b"]; None (every column) when the flag is not given."""
+    """`--columns a,b` -> ["a", "b"]; None (every column) when the flag is not given.
+
+    Args:
+        columns: the `--columns` value
+
+    Raises:
+        click.BadParameter: the value names no column
+    """
     if columns is None:
         return None
     names = [c.strip() for c in columns.split(",") if c.strip()]
@@ -300,7 +327,14 @@ def _prepend(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
 
 
 def write_rows(batches: Iterator[Any], schema: Any, fmt: str, output: str | None) -> int:
-    """Stream record batches as CSV, JSON lines or Parquet to `output` (stdout when None); the row count."""
+    """Stream record batches as CSV, JSON lines or Parquet to `output` (stdout when None); the row count.
+
+    Args:
+        batches: the record batches to write
+        schema: their Arrow schema
+        fmt: `csv`, `json` or `parquet`
+        output: the file to write (None: stdout)
+    """
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
@@ -322,7 +356,7 @@ def write_rows(batches: Iterator[Any], schema: Any, fmt: str, output: str | None
         else:  # jsonl
             for batch in batches:
                 for row in batch.to_pylist():
-                    sink.write(json.dumps(row, default=_default).encode() + b"\n")
+                    sink.write(json.dumps(row, default=json_default).encode() + b"\n")
                 count += batch.num_rows
         sink.flush()
     finally:
@@ -407,7 +441,12 @@ def compact(
 
 def compaction_plan(t: mvcc.Table, options: mvcc.CompactionOptions) -> dict[str, Any]:
     """What `compact` would do to `t`'s version with `options`: its tasks and totals. Nothing is committed
-    (`compaction.plan_unreserved`, the plan `compact_files` runs, without reserving fragment ids)."""
+    (`compaction.plan_unreserved`, the plan `compact_files` runs, without reserving fragment ids).
+
+    Args:
+        t: the table, at the version to compact
+        options: what to rewrite and the task bounds
+    """
     fragments = t.get_fragments()
     by_bytes = {f.SerializeToString(): f for f in fragments}
     tasks = []
@@ -437,7 +476,13 @@ def compaction_plan(t: mvcc.Table, options: mvcc.CompactionOptions) -> dict[str,
 
 
 def show_compaction_plan(t: mvcc.Table, options: mvcc.CompactionOptions, as_json: bool) -> None:
-    """Print `compaction_plan` as JSON or as a summary line and one row per task."""
+    """Print `compaction_plan` as JSON or as a summary line and one row per task.
+
+    Args:
+        t: the table, at the version to compact
+        options: what to rewrite and the task bounds
+        as_json: print JSON instead of a summary and a table
+    """
     plan = compaction_plan(t, options)
     if as_json:
         emit_json(plan)
@@ -452,7 +497,13 @@ def show_compaction_plan(t: mvcc.Table, options: mvcc.CompactionOptions, as_json
             f"{human_bytes(plan['bytes_read'])} read"
         )
         rows = [
-            (n, _ranges(task["fragments"]), f"{task['rows']:,}", human_bytes(task["bytes"]), task["new_fragments"])
+            (
+                n,
+                version_ranges(task["fragments"]),
+                f"{task['rows']:,}",
+                human_bytes(task["bytes"]),
+                task["new_fragments"],
+            )
             for n, task in enumerate(plan["tasks"], start=1)
         ]
         print_table(None, ["task", "fragments", "rows", "bytes", "new fragments"], rows)
@@ -530,11 +581,11 @@ def cleanup(
         )
         return
     verb = "removed" if apply else "would remove"
-    versions_text = _ranges(stats.removed_versions) or "none"
+    versions_text = version_ranges(stats.removed_versions) or "none"
     click.echo(f"{verb} {len(stats.removed_versions)} versions ({versions_text}), {human_bytes(stats.bytes_removed)}")
     click.echo("files: " + ", ".join(f"{n:,} {k}" for k, n in files.items()))
     if stats.corrupt_versions:
-        click.echo(f"corrupt versions: {_ranges(stats.corrupt_versions)}")
+        click.echo(f"corrupt versions: {version_ranges(stats.corrupt_versions)}")
     for path, problem in stats.bad_tags:
         click.echo(f"bad tag {path}: {problem}")
     if stats.bad_tags:
@@ -644,5 +695,9 @@ cli.add_command(tags)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """The `mvcc` console script ([project.scripts] in pyproject.toml)."""
+    """The `mvcc` console script ([project.scripts] in pyproject.toml).
+
+    Args:
+        argv: the arguments after `mvcc` (None: the process's)
+    """
     cli.main(args=list(argv) if argv is not None else None, prog_name="mvcc")

@@ -32,7 +32,11 @@ AWS_ENV_OPTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 
 def exit_code_for(exc: BaseException) -> int:
-    """The documented exit code of an exception the command did not handle itself (by type only)."""
+    """The documented exit code of an exception the command did not handle itself (by type only).
+
+    Args:
+        exc: the exception the command raised
+    """
     if isinstance(exc, mvcc.RetryableConflictError):
         return EXIT_RETRYABLE_CONFLICT
     if isinstance(exc, mvcc.IncompatibleConflictError):
@@ -49,6 +53,9 @@ def parse_ref(text: str) -> int | str | datetime:
     anything else a tag name (the table checks the name).
 
     Raises ValueError for what can be none of them: nothing, a negative number, a date that is not a time.
+
+    Args:
+        text: the reference as typed
     """
     text = text.strip()
     if not text:
@@ -66,7 +73,16 @@ def parse_ref(text: str) -> int | str | datetime:
 
 
 def storage_options_for(uri: str, options: Sequence[str], env: dict[str, str] | None = None) -> dict[str, str] | None:
-    """The storage options of `uri`: the AWS_* variables (s3:// only), overridden by `--storage-option k=v`."""
+    """The storage options of `uri`: the AWS_* variables (s3:// only), overridden by `--storage-option k=v`.
+
+    Args:
+        uri: the table's uri
+        options: the `--storage-option k=v` values
+        env: the environment to read the AWS_* variables from (None: the process's)
+
+    Raises:
+        click.BadParameter: an option is not `key=value`
+    """
     env = dict(os.environ) if env is None else env
     out: dict[str, str] = {}
     if uri.startswith(("s3://", "s3a://")):
@@ -83,7 +99,11 @@ def storage_options_for(uri: str, options: Sequence[str], env: dict[str, str] | 
 
 
 def uri_and_storage(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The URI argument and the repeatable `--storage-option` every command takes."""
+    """The URI argument and the repeatable `--storage-option` every command takes.
+
+    Args:
+        fn: the command's callback
+    """
     fn = click.option(
         "--storage-option",
         "-o",
@@ -102,6 +122,13 @@ class VersionRefType(click.ParamType):
     name = "VERSION"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | str | datetime:
+        """The reference as `parse_ref` reads it; a usage error otherwise.
+
+        Args:
+            value: the option's value as typed (or already converted)
+            param: the option being converted, for the error
+            ctx: the command's context, for the error
+        """
         if isinstance(value, int | datetime):
             return value
         try:
@@ -111,16 +138,31 @@ class VersionRefType(click.ParamType):
 
 
 def version_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """`--version V`: the version a read command looks at."""
+    """`--version V`: the version a read command looks at.
+
+    Args:
+        help_text: the option's help, in the command's words
+    """
     return click.option("--version", "ref", type=VersionRefType(), metavar="V", help=help_text)
 
 
 def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`--json`: machine-readable output instead of tables.
+
+    Args:
+        fn: the command's callback
+    """
     return click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")(fn)
 
 
 def open_table(uri: str, storage_option: Sequence[str], ref: int | str | datetime | None = None) -> mvcc.Table:
-    """The table at `uri`, at `ref` (a version number, tag name or time: `parse_ref`) or its latest version."""
+    """The table at `uri`, at `ref` (a version number, tag name or time: `parse_ref`) or its latest version.
+
+    Args:
+        uri: the table's uri
+        storage_option: the `--storage-option k=v` values
+        ref: the version to open (None: the latest)
+    """
     options = storage_options_for(uri, storage_option)
     if isinstance(ref, datetime):
         return mvcc.open_table(uri, asof=ref, storage_options=options)
@@ -134,6 +176,13 @@ class DurationType(click.ParamType):
     name = "DURATION"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> timedelta:
+        """The duration as `parse_duration` reads it (`7d`, `12h`, `1d12h`); a usage error otherwise.
+
+        Args:
+            value: the option's value as typed (or already converted)
+            param: the option being converted, for the error
+            ctx: the command's context, for the error
+        """
         if isinstance(value, timedelta):
             return value
         try:

@@ -20,7 +20,12 @@ UNBOUNDED_WIDTH = 1_000_000
 _NO_WRAP = {"version", "time", "read", "operation", "rows", "tag"}
 
 
-def _default(value: Any) -> Any:
+def json_default(value: Any) -> Any:
+    """A JSON form of what `json.dumps` cannot write itself (its `default`).
+
+    Args:
+        value: a datetime (ISO text), bytes (hex), a set or tuple (a list), or anything else (its str)
+    """
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, bytes):
@@ -31,7 +36,12 @@ def _default(value: Any) -> Any:
 
 
 def emit_json(value: Any) -> None:
-    click.echo(json.dumps(value, default=_default, indent=2))
+    """Print `value` as indented JSON (datetimes as ISO text, bytes as hex, sets and tuples as lists).
+
+    Args:
+        value: what the command answers
+    """
+    click.echo(json.dumps(value, default=json_default, indent=2))
 
 
 def _console(stderr: bool = False) -> Any:
@@ -45,6 +55,13 @@ def _console(stderr: bool = False) -> Any:
 
 
 def print_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """Print rows as a rich table.
+
+    Args:
+        title: the table's title (None: none)
+        columns: the column headers
+        rows: the rows, one value per column
+    """
     from rich.table import Table as RichTable
 
     table = RichTable(title=title, title_justify="left")
@@ -56,6 +73,11 @@ def print_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequen
 
 
 def print_pairs(pairs: Sequence[tuple[str, Any]]) -> None:
+    """Print `key  value` lines, the values aligned.
+
+    Args:
+        pairs: (key, value) pairs in order; a None value prints empty
+    """
     width = max(len(k) for k, _ in pairs)
     for key, value in pairs:
         click.echo(f"{key.ljust(width)}  {'' if value is None else value}")
@@ -64,7 +86,12 @@ def print_pairs(pairs: Sequence[tuple[str, Any]]) -> None:
 @contextmanager
 def progress_bar(description: str, enabled: bool = True) -> Iterator[mvcc.Progress | None]:
     """A `progress(done, total)` drawing a rich bar on stderr when it is a terminal; None otherwise, so that a
-    pipe or a scheduler's log gets only the summary."""
+    pipe or a scheduler's log gets only the summary.
+
+    Args:
+        description: what the bar says it is doing
+        enabled: False: no bar whatever stderr is
+    """
     console = _console(stderr=True)
     if not enabled or not console.is_terminal:
         yield None
@@ -83,6 +110,11 @@ def progress_bar(description: str, enabled: bool = True) -> Iterator[mvcc.Progre
 
 
 def human_bytes(n: int) -> str:
+    """A byte count in binary units (`512 B`, `1.5 MiB`).
+
+    Args:
+        n: the number of bytes
+    """
     value = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if value < 1024 or unit == "TiB":
@@ -92,7 +124,11 @@ def human_bytes(n: int) -> str:
 
 
 def format_duration(delta: timedelta) -> str:
-    """A timedelta in `parse_duration`'s words: 7d, 1d12h, 90s, 0s."""
+    """A timedelta in `parse_duration`'s words: 7d, 1d12h, 90s, 0s.
+
+    Args:
+        delta: a non-negative duration
+    """
     seconds = int(delta.total_seconds())
     parts = []
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
@@ -102,8 +138,12 @@ def format_duration(delta: timedelta) -> str:
     return "".join(parts) or "0s"
 
 
-def _ranges(versions: Sequence[int]) -> str:
-    """1,2,3,5 -> "1-3, 5"."""
+def version_ranges(versions: Sequence[int]) -> str:
+    """1,2,3,5 -> "1-3, 5".
+
+    Args:
+        versions: version numbers, in any order
+    """
     out: list[str] = []
     for v in sorted(versions):
         if out and out[-1].split("-")[-1] == str(v - 1):
@@ -122,6 +162,11 @@ def _coverage(index: dict[str, Any]) -> str:
 
 
 def print_indices(indices: list[dict[str, Any]]) -> None:
+    """Print the `index list` table.
+
+    Args:
+        indices: the indices as `index list --json` gives them
+    """
     rows = [
         (
             i["name"],

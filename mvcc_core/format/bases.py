@@ -37,7 +37,15 @@ class DatasetBasePath:
 
 
 def find_base(base_paths: Iterable[pb.BasePath], ref: str | int) -> pb.BasePath:
-    """A base path by name or id; BasePathError listing the known ones otherwise."""
+    """A base path by name or id; BasePathError listing the known ones otherwise.
+
+    Args:
+        base_paths: the base paths to look in (a manifest's `base_paths`)
+        ref: the base's name (a string) or its numeric id
+
+    Raises:
+        BasePathError: no base has that name or id; the message lists the known ones
+    """
     bases = list(base_paths)
     for base in bases:
         if (isinstance(ref, int) and base.id == ref) or (
@@ -49,7 +57,12 @@ def find_base(base_paths: Iterable[pb.BasePath], ref: str | int) -> pb.BasePath:
 
 
 def base_store(store: ObjectStore, base: pb.BasePath) -> ObjectStore:
-    """The store rooted at `base`, opened with `store`'s options (cached on `store`)."""
+    """The store rooted at `base`, opened with `store`'s options (cached on `store`).
+
+    Args:
+        store: the table's store, whose options (credentials, endpoint) the new store reuses
+        base: the base path to open
+    """
     return store.sibling(base.path)
 
 
@@ -63,7 +76,13 @@ def _base(base_paths: Iterable[pb.BasePath], base_id: int, what: str) -> pb.Base
 def data_file_location(
     store: ObjectStore, base_paths: Iterable[pb.BasePath], data_file: pb.DataFile
 ) -> tuple[ObjectStore, str]:
-    """(store, path in it) of a data file."""
+    """(store, path in it) of a data file.
+
+    Args:
+        store: the table's own store (its root)
+        base_paths: the table's base paths (the manifest's `base_paths`), where files kept outside the table's root live
+        data_file: the data file entry of a fragment
+    """
     if not data_file.HasField("base_id"):
         return store, data_file_path(data_file.path)
     base = _base(base_paths, data_file.base_id, f"data file {data_file.path}")
@@ -74,7 +93,13 @@ def data_file_location(
 def deletion_store(
     store: ObjectStore, base_paths: Iterable[pb.BasePath], deletion_file: pb.DeletionFile
 ) -> ObjectStore:
-    """The store whose `_deletions/` holds a deletion file (the table's own, or a dataset-root base)."""
+    """The store whose `_deletions/` holds a deletion file (the table's own, or a dataset-root base).
+
+    Args:
+        store: the table's own store (its root)
+        base_paths: the table's base paths (the manifest's `base_paths`), where files kept outside the table's root live
+        deletion_file: the deletion file entry of a fragment
+    """
     if not deletion_file.HasField("base_id"):
         return store
     return base_store(store, _base(base_paths, deletion_file.base_id, "a deletion file"))
@@ -83,7 +108,13 @@ def deletion_store(
 def remove_data_files(
     store: ObjectStore, base_paths: Iterable[pb.BasePath], fragments: Iterable[pb.DataFragment]
 ) -> None:
-    """Delete the data files of fragments that were written but never committed, wherever they live."""
+    """Delete the data files of fragments that were written but never committed, wherever they live.
+
+    Args:
+        store: the table's own store (its root)
+        base_paths: the table's base paths (the manifest's `base_paths`), where files kept outside the table's root live
+        fragments: the fragments whose data files are removed (written by a transaction that did not commit)
+    """
     by_store: dict[int, tuple[ObjectStore, list[str]]] = {}
     for frag in fragments:
         for data_file in frag.files:
@@ -97,7 +128,13 @@ def data_file_uris(
     store: ObjectStore, base_paths: Iterable[pb.BasePath], fragments: Iterable[pb.DataFragment]
 ) -> list[str]:
     """Full URIs of the data files of `fragments`, wherever they live (the table's root or a base path):
-    what a staged transaction lists as its files."""
+    what a staged transaction lists as its files.
+
+    Args:
+        store: the table's own store (its root)
+        base_paths: the table's base paths (the manifest's `base_paths`), where files kept outside the table's root live
+        fragments: the fragments whose data files are listed
+    """
     out = []
     for frag in fragments:
         for data_file in frag.files:

@@ -77,7 +77,11 @@ def type_problem(file_type: pa.DataType, table_type: pa.DataType) -> str | None:
 
 
 def held_columns(data_file: pb.DataFile) -> set[str]:
-    """Physical names of the columns `data_file` says it holds (a superseded field, -2, is none)."""
+    """Physical names of the columns `data_file` says it holds (a superseded field, -2, is none).
+
+    Args:
+        data_file: a fragment's data file entry
+    """
     return {physical_name(i) for i in data_file.fields if i >= 0}
 
 

@@ -18,13 +18,29 @@ from mvcc_core.io import ObjectStore
 
 
 def deletion_path(fragment_id: int, deletion_file: pb.DeletionFile) -> str:
+    """The path, relative to the table root, of a fragment's deletion file.
+
+    Args:
+        fragment_id: the id of the fragment the deletion file belongs to
+        deletion_file: the fragment's deletion file entry (its read version and random id name the file)
+    """
     return deletion_file_path(fragment_id, deletion_file.read_version, deletion_file.id)
 
 
 def read_deletion_vector(
     store: ObjectStore, fragment: pb.DataFragment, base_paths: Iterable[pb.BasePath] = ()
 ) -> BitMap:
-    """The deleted row offsets of `fragment` (empty when it has no deletion file)."""
+    """The deleted row offsets of `fragment` (empty when it has no deletion file).
+
+    Args:
+        store: the table's own store (its root)
+        fragment: the fragment whose deleted offsets are read
+        base_paths: the table's base paths, needed when the deletion file lives under a base (empty for a table without
+            bases)
+
+    Raises:
+        CorruptManifestError: the deletion file cannot be decoded or names offsets past the fragment's rows
+    """
     if not fragment.HasField("deletion_file"):
         return BitMap()
     store = deletion_store(store, base_paths, fragment.deletion_file)
@@ -50,7 +66,17 @@ def read_deletion_vector(
 
 def write_deletion_vector(store: ObjectStore, fragment_id: int, read_version: int, deleted: BitMap) -> pb.DeletionFile:
     """Write a new deletion file; its id is random so concurrent writers never collide, and nothing reads it
-    before a commit names it (`ObjectStore.put_new`)."""
+    before a commit names it (`ObjectStore.put_new`).
+
+    Args:
+        store: the store whose `_deletions/` receives the file
+        fragment_id: the fragment the deleted offsets belong to
+        read_version: the table version the writer read; it is part of the file's name
+        deleted: every deleted row offset of the fragment (earlier deletions included)
+
+    Returns:
+        The deletion file entry to put on the fragment in the next manifest.
+    """
     file_id = random.getrandbits(63)
     deletion_file = pb.DeletionFile(
         file_type=pb.DeletionFile.BITMAP, read_version=read_version, id=file_id, num_deleted_rows=len(deleted)
@@ -61,20 +87,33 @@ def write_deletion_vector(store: ObjectStore, fragment_id: int, read_version: in
 
 
 def live_rows(fragment: pb.DataFragment) -> int:
+    """The rows of a fragment that are not deleted, from its manifest entry alone (no file is read).
+
+    Args:
+        fragment: the fragment's manifest entry
+    """
     deleted = fragment.deletion_file.num_deleted_rows if fragment.HasField("deletion_file") else 0
     return fragment.physical_rows - deleted
 
 
 def offsets_bitmap(offsets: np.ndarray) -> BitMap:
     """Row offsets as a 32-bit bitmap. pyroaring copies an `array.array('I')` in one call but walks a numpy
-    array value by value (about ten times slower)."""
+    array value by value (about ten times slower).
+
+    Args:
+        offsets: row offsets within one fragment (any integer dtype, each below 2**32)
+    """
     return BitMap(array.array("I", np.ascontiguousarray(offsets, dtype=np.uint32).tobytes()))
 
 
 def addresses_serialized(by_fragment: Sequence[tuple[int, BitMap]]) -> bytes:
     """The row addresses (fragment id << 32 | offset) of `by_fragment` (ascending fragment ids, each with its
     offsets) in the portable 64-bit roaring format: the bytes `BitMap64(addresses).serialize()` gives, built
-    from the per-fragment bitmaps at hand instead of converting every address again."""
+    from the per-fragment bitmaps at hand instead of converting every address again.
+
+    Args:
+        by_fragment: (fragment id, bitmap of row offsets) pairs, in ascending fragment id order
+    """
     parts = [struct.pack("<Q", len(by_fragment))]
     for fragment_id, offsets in by_fragment:
         parts.append(struct.pack("<I", fragment_id))

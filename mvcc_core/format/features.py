@@ -26,6 +26,11 @@ KNOWN_WRITER_FLAGS = FLAG_DELETION_FILES | FLAG_STABLE_ROW_IDS | FLAG_BASE_PATHS
 
 
 def describe(flags: int) -> list[str]:
+    """The names of the feature flags set in `flags`, unknown bits named by their position.
+
+    Args:
+        flags: a manifest's reader or writer feature flags
+    """
     names = []
     bit = 0
     while flags >> bit:
@@ -36,18 +41,31 @@ def describe(flags: int) -> list[str]:
 
 
 def check_reader_flags(flags: int, where: str) -> None:
-    unknown = flags & ~KNOWN_READER_FLAGS
-    if unknown:
-        raise UnsupportedFeatureError(
-            f"{where} needs reader features this mvcc does not support: {', '.join(describe(unknown))}; "
-            "upgrade mvcc to read it"
-        )
+    """Refuse to read a table that needs reader features this mvcc lacks.
+
+    Args:
+        flags: the manifest's reader feature flags
+        where: what is being read, for the error message (e.g. the manifest's path)
+
+    Raises:
+        UnsupportedFeatureError: a flag is set that this mvcc does not know
+    """
+    _refuse_unknown(flags & ~KNOWN_READER_FLAGS, where, "reader", "read it")
 
 
 def check_writer_flags(flags: int, where: str) -> None:
-    unknown = flags & ~KNOWN_WRITER_FLAGS
+    """Refuse to write to a table that needs writer features this mvcc lacks (UnsupportedFeatureError, as
+    `check_reader_flags` for readers).
+
+    Args:
+        flags, where: the manifest's writer feature flags, and what is being written, for the message
+    """
+    _refuse_unknown(flags & ~KNOWN_WRITER_FLAGS, where, "writer", "write to it")
+
+
+def _refuse_unknown(unknown: int, where: str, kind: str, action: str) -> None:
     if unknown:
         raise UnsupportedFeatureError(
-            f"{where} needs writer features this mvcc does not support: {', '.join(describe(unknown))}; "
-            "upgrade mvcc to write to it"
+            f"{where} needs {kind} features this mvcc does not support: {', '.join(describe(unknown))}; "
+            f"upgrade mvcc to {action}"
         )

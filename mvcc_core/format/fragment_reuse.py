@@ -19,18 +19,31 @@ FRAG_REUSE_TYPE = "FragmentReuse"
 
 
 def carried_by(op: ops.Operation) -> bool:
-    """A Rewrite that adds a version to the index (compaction with defer_index_remap)."""
+    """A Rewrite that adds a version to the index (compaction with defer_index_remap).
+
+    Args:
+        op: a transaction's operation
+    """
     return isinstance(op, ops.Rewrite) and op.frag_reuse_index is not None
 
 
 def trimmed_by(op: ops.Operation) -> bool:
-    """A CreateIndex that replaces or removes the index (optimize_indices trimming it)."""
+    """A CreateIndex that replaces or removes the index (optimize_indices trimming it).
+
+    Args:
+        op: a transaction's operation
+    """
     return isinstance(op, ops.CreateIndex) and any(
         i.name == FRAG_REUSE_INDEX for i in [*op.new_indices, *op.removed_indices]
     )
 
 
 def details_of(index: pb.IndexMetadata | None) -> pb.FragReuseIndexDetails:
+    """The versions the fragment reuse index holds (empty details when there is no index).
+
+    Args:
+        index: the fragment reuse index's metadata entry (None: the table has none)
+    """
     details = pb.FragReuseIndexDetails()
     if index is not None and index.HasField("index_details"):
         index.index_details.Unpack(details)
@@ -38,11 +51,21 @@ def details_of(index: pb.IndexMetadata | None) -> pb.FragReuseIndexDetails:
 
 
 def find(manifest: pb.Manifest) -> pb.IndexMetadata | None:
+    """The fragment reuse index of a version, or None when it has none.
+
+    Args:
+        manifest: the version's manifest
+    """
     return next((i for i in manifest.indices if i.name == FRAG_REUSE_INDEX), None)
 
 
 def make_index(details: pb.FragReuseIndexDetails, dataset_version: int) -> pb.IndexMetadata:
-    """A new IndexMetadata (fresh uuid) holding `details`."""
+    """A new IndexMetadata (fresh uuid) holding `details`.
+
+    Args:
+        details: the versions the index holds
+        dataset_version: the table version the index is recorded at
+    """
     index = pb.IndexMetadata(name=FRAG_REUSE_INDEX, index_type=FRAG_REUSE_TYPE, dataset_version=dataset_version)
     index.uuid.uuid = uuid_mod.uuid4().bytes
     index.index_details.Pack(details)
@@ -53,7 +76,13 @@ def make_index(details: pb.FragReuseIndexDetails, dataset_version: int) -> pb.In
 def group_of(
     old: Iterable[pb.DataFragment], deleted: dict[int, BitMap], new: Iterable[pb.DataFragment]
 ) -> pb.FragReuseGroup:
-    """How one rewrite group moved rows: `deleted` holds each old fragment's deleted offsets."""
+    """How one rewrite group moved rows: `deleted` holds each old fragment's deleted offsets.
+
+    Args:
+        old: the fragments the group rewrote
+        deleted: each old fragment's deleted offsets at the time of the rewrite, by fragment id
+        new: the fragments the group wrote
+    """
     group = pb.FragReuseGroup()
     for frag in old:
         group.old_fragment_ids.append(frag.id)
@@ -69,7 +98,13 @@ def group_of(
 def with_version(
     current: pb.IndexMetadata | None, groups: list[pb.FragReuseGroup], dataset_version: int
 ) -> pb.IndexMetadata:
-    """`current`'s versions plus one for a Rewrite (dataset_version 0 until its manifest is built)."""
+    """`current`'s versions plus one for a Rewrite (dataset_version 0 until its manifest is built).
+
+    Args:
+        current: the fragment reuse index's metadata entry (None: the table has none)
+        groups: the rewrite groups of the Rewrite
+        dataset_version: the version the Rewrite commits as (0 while not yet known)
+    """
     details = details_of(current)
     version = details.versions.add(dataset_version=dataset_version)
     version.groups.extend(groups)
@@ -77,12 +112,21 @@ def with_version(
 
 
 def pending_version(index: pb.IndexMetadata) -> pb.FragReuseVersion:
-    """The version a Rewrite adds: its last one."""
+    """The version a Rewrite adds: its last one.
+
+    Args:
+        index: the index a Rewrite carries
+    """
     return details_of(index).versions[-1]
 
 
 def stamp(index: pb.IndexMetadata, dataset_version: int) -> pb.IndexMetadata:
-    """The Rewrite's index as committed at `dataset_version`: the pending version gets that number."""
+    """The Rewrite's index as committed at `dataset_version`: the pending version gets that number.
+
+    Args:
+        index: the index the Rewrite carries
+        dataset_version: the version the Rewrite committed as
+    """
     details = details_of(index)
     details.versions[-1].dataset_version = dataset_version
     out = pb.IndexMetadata()
@@ -93,24 +137,44 @@ def stamp(index: pb.IndexMetadata, dataset_version: int) -> pb.IndexMetadata:
 
 
 def rebase_rewrite(ours: pb.IndexMetadata, latest: pb.IndexMetadata | None) -> pb.IndexMetadata:
-    """Ours' pending version on top of the latest committed index (a concurrent trim or merge)."""
+    """Ours' pending version on top of the latest committed index (a concurrent trim or merge).
+
+    Args:
+        ours: the index our Rewrite carries
+        latest: the index of the latest committed version (None: it has none)
+    """
     return with_version(latest, list(pending_version(ours).groups), 0)
 
 
 def trimmed(current: pb.IndexMetadata | None, oldest_index_version: int) -> pb.IndexMetadata | None:
-    """Drop versions every other index is at least as new as; None when nothing is left."""
+    """Drop versions every other index is at least as new as; None when nothing is left.
+
+    Args:
+        current: the fragment reuse index's metadata entry (None: the table has none)
+        oldest_index_version: the oldest version any other index of the table was built at
+    """
     done = {v.dataset_version for v in details_of(current).versions if v.dataset_version <= oldest_index_version}
     return rebase_trim(done, current)
 
 
 def removed_versions(before: pb.IndexMetadata | None, after: pb.IndexMetadata | None) -> set[int]:
-    """Versions a trim dropped: what a rebased trim must drop from the latest index too."""
+    """Versions a trim dropped: what a rebased trim must drop from the latest index too.
+
+    Args:
+        before: the index before the trim
+        after: the index after it (None: the trim removed the index)
+    """
     kept = {v.dataset_version for v in details_of(after).versions}
     return {v.dataset_version for v in details_of(before).versions} - kept
 
 
 def rebase_trim(removed: set[int], latest: pb.IndexMetadata | None) -> pb.IndexMetadata | None:
-    """A trim re-applied to the latest index: concurrent Rewrites' versions survive it."""
+    """A trim re-applied to the latest index: concurrent Rewrites' versions survive it.
+
+    Args:
+        removed: the dataset versions the trim dropped
+        latest: the index of the latest committed version (None: it has none)
+    """
     details = details_of(latest)
     kept = [v for v in details.versions if v.dataset_version not in removed]
     if not kept:
@@ -147,6 +211,12 @@ class AddressMap:
     """Translates row addresses through the versions of one fragment reuse index newer than an index."""
 
     def __init__(self, index: pb.IndexMetadata | None, since_version: int) -> None:
+        """The rewrite steps an index built at `since_version` has not seen yet, oldest first.
+
+        Args:
+            index: the fragment reuse index's metadata entry (None: the table has none)
+            since_version: the table version the index was built at
+        """
         self.steps: list[tuple[set[int], np.ndarray, np.ndarray]] = []
         for version in details_of(index).versions:
             if version.dataset_version <= since_version:
@@ -159,7 +229,11 @@ class AddressMap:
         return bool(self.steps)
 
     def translate(self, addresses: np.ndarray) -> np.ndarray:
-        """New addresses, in input order; addresses of rows deleted before a rewrite are dropped."""
+        """New addresses, in input order; addresses of rows deleted before a rewrite are dropped.
+
+        Args:
+            addresses: row addresses (fragment id << 32 | offset) as the index recorded them
+        """
         out = np.asarray(addresses, dtype=np.uint64)
         for frag_ids, old, new in self.steps:
             fragments = (out >> np.uint64(32)).astype(np.int64)
@@ -182,7 +256,12 @@ class AddressMap:
 
 def remap_fragment_bitmap(bitmap: BitMap, group: pb.FragReuseGroup) -> BitMap:
     """An index's covered fragments after a rewrite group: new ids in for old ids out, when it
-    covered all of the group's old fragments (otherwise the new fragments are simply not covered)."""
+    covered all of the group's old fragments (otherwise the new fragments are simply not covered).
+
+    Args:
+        bitmap: the fragment ids an index covers
+        group: one rewrite group of a Rewrite
+    """
     old = set(group.old_fragment_ids)
     if old and old <= set(bitmap):
         return (bitmap - BitMap(old)) | BitMap(group.new_fragment_ids)
@@ -194,7 +273,12 @@ _MAPS_LIMIT = 16
 
 
 def address_map(manifest: pb.Manifest, index: pb.IndexMetadata) -> AddressMap:
-    """The translation an index built at `index.dataset_version` needs in `manifest` (cached: immutable)."""
+    """The translation an index built at `index.dataset_version` needs in `manifest` (cached: immutable).
+
+    Args:
+        manifest: the version being read
+        index: the index whose row addresses need translating
+    """
     fri = find(manifest)
     if fri is None:
         return AddressMap(None, index.dataset_version)

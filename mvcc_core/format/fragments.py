@@ -37,6 +37,9 @@ def dictionary_columns(sample: pa.Table | pa.RecordBatch) -> list[str]:
 
     Low-cardinality primitive columns (and columns already dictionary-typed) are; nested columns
     keep the writer's default (all their leaves); columns of mostly distinct values are not.
+
+    Args:
+        sample: the data about to be written, with physical column names (only its first rows are looked at)
     """
     sample = sample.slice(0, DICTIONARY_SAMPLE_ROWS)
     chosen = []
@@ -74,7 +77,11 @@ def _parquet_leaves(schema: pa.Schema) -> tuple[str, ...]:
 
 
 def parquet_options(sample: pa.Table | pa.RecordBatch) -> dict[str, Any]:
-    """Writer options for data files: zstd, statistics, row groups, dictionaries chosen by `sample`."""
+    """Writer options for data files: zstd, statistics, row groups, dictionaries chosen by `sample`.
+
+    Args:
+        sample: the data about to be written, with physical column names
+    """
     return {
         "compression": PARQUET_COMPRESSION,
         "write_statistics": True,
@@ -83,7 +90,15 @@ def parquet_options(sample: pa.Table | pa.RecordBatch) -> dict[str, Any]:
 
 
 def to_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReader:
-    """Accept what pylance accepts: Arrow tables/batches/readers, pandas, dicts and lists of rows."""
+    """Accept what pylance accepts: Arrow tables/batches/readers, pandas, dicts and lists of rows.
+
+    Args:
+        data: the rows to write, in any of the accepted forms
+        schema: the schema to build the Arrow data with, for dicts, pandas and lists of rows (None: inferred)
+
+    Raises:
+        SchemaError: `data` is none of the accepted forms
+    """
     if isinstance(data, pa.RecordBatchReader):
         return data
     if isinstance(data, pa.Table):
@@ -115,7 +130,14 @@ def _field_ids(fields: list[pb.Field]) -> list[int]:
 def data_file(name: str, field_ids: Sequence[int], size: int, *, base_id: int | None = None) -> pb.DataFile:
     """The manifest's entry for a Parquet data file `name` (under `data/`) of `size` bytes holding the fields
     `field_ids`: one place for what every writer records (the FragmentWriter, small in-memory files, column
-    files, Spark's native writer)."""
+    files, Spark's native writer).
+
+    Args:
+        name: the file's name under `data/`
+        field_ids: the ids of the fields the file holds, in column order
+        size: the file's size in bytes
+        base_id: the base path the file lives under (None: the table's root)
+    """
     return pb.DataFile(path=name, fields=list(field_ids), file_major_version=1, file_size_bytes=size, base_id=base_id)
 
 
@@ -134,7 +156,18 @@ class FragmentWriter:
     ) -> None:
         """`file_prefix`: data file names start with it (see `naming.new_data_file_name`). `check(batch)`
         runs on every batch before it is written (a partition-scoped overwrite's predicate); its error
-        aborts the write, with every file written so far removed."""
+        aborts the write, with every file written so far removed.
+
+        Args:
+            store: the store the data files are written to (the table's, or a base path's)
+            fields: the table's fields (the manifest's schema)
+            schema: the table's Arrow schema, which every batch must fit
+            max_rows_per_file: rows at most in one data file (a fragment); more rows start a new one
+            base: the base path the files are written under (None: the table's root)
+            file_prefix: data file names start with it (see `naming.new_data_file_name`)
+            check: runs on every batch before it is written (a partition-scoped overwrite's predicate); its error aborts
+                the write, with every file written so far removed
+        """
         new_data_file_name(file_prefix)  # a bad prefix fails before anything is written
         if max_rows_per_file <= 0:
             raise ValueError(f"max_rows_per_file must be positive, got {max_rows_per_file}")
@@ -210,6 +243,11 @@ class FragmentWriter:
         self._writer, self._sink, self._path = None, None, ""
 
     def write(self, batch: pa.RecordBatch) -> None:
+        """Add a batch to the current data file, starting new files as they fill.
+
+        Args:
+            batch: rows fitting the table's schema (conformed first; a SchemaError otherwise)
+        """
         batch = schema_mod.conform(batch, self.table_schema)
         if self.check is not None:
             self.check(batch)
@@ -258,7 +296,9 @@ def write_fragments_from_reader(
 ) -> list[pb.DataFragment]:
     """Write all of `reader` as new fragments (ids unassigned); on any error nothing is left behind.
 
-    `file_prefix` and `check`: see `FragmentWriter`.
+    Args:
+        reader: the rows to write
+        store, fields, schema, max_rows_per_file, base, file_prefix, check: see :class:`FragmentWriter`
     """
     schema_mod.conform(reader.schema.empty_table(), schema)  # fail before writing a byte
     writer = FragmentWriter(store, fields, schema, max_rows_per_file, base, file_prefix=file_prefix, check=check)
@@ -281,6 +321,12 @@ def write_small_fragment(
     Why: a streaming write opens the file first and writes it piecemeal through pyarrow's filesystem; for a
     file of a few kilobytes rewritten on every commit (the catalog's `__manifest` state) that setup cost more
     than the encoding, and on an object store it is one PutObject either way.
+
+    Args:
+        store: the table's store
+        data: the rows to write, all in memory
+        fields: the table's fields
+        schema: the table's Arrow schema, which `data` must fit
     """
     if not data.num_rows:
         return []
@@ -296,12 +342,22 @@ def write_small_fragment(
 
 
 def fragment_paths(fragment: pb.DataFragment) -> Iterator[str]:
+    """The paths (relative to the table root) of a fragment's data files.
+
+    Args:
+        fragment: the fragment's manifest entry
+    """
     for data_file in fragment.files:
         yield data_file_path(data_file.path)
 
 
 def field_subtree(fields: list[pb.Field], top_ids: set[int]) -> list[pb.Field]:
-    """The fields with ids `top_ids` and all their descendants, in manifest order."""
+    """The fields with ids `top_ids` and all their descendants, in manifest order.
+
+    Args:
+        fields: the table's fields, in manifest order
+        top_ids: the ids of the fields wanted
+    """
     keep = set(top_ids)
     out = []
     for f in fields:  # parents come before their children
@@ -316,6 +372,11 @@ def write_column_file(store: ObjectStore, fields: list[pb.Field], data: pa.Table
 
     Used by add_columns, replace_column and REWRITE_COLUMNS updates: the fragment gets the file as an
     extra entry in `files`.
+
+    Args:
+        store: the table's store
+        fields: the fields of the columns written, with their children
+        data: the columns' values for every physical row of the fragment, in offset order
     """
     logical = schema_mod.schema_from_fields(fields)
     physical = schema_mod.schema_from_fields(fields, physical=True)
@@ -338,6 +399,10 @@ def tombstone(fragment: pb.DataFragment, field_ids: set[int]) -> None:
 
     A file left with no live field is dropped from the fragment: nothing would read it, and once no
     version references it retention removes it.
+
+    Args:
+        fragment: the fragment to change (in place)
+        field_ids: the ids of the fields a newer file will hold
     """
     kept = []
     for data_file in fragment.files:

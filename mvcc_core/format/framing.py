@@ -19,10 +19,24 @@ class FramingError(ValueError):
 
 
 def frame(payload: bytes) -> bytes:
+    """The payload followed by a footer with its CRC-32, its length and the magic bytes.
+
+    Args:
+        payload: the encoded bytes to store (a manifest, a transaction, a tag)
+    """
     return payload + _FOOTER.pack(zlib.crc32(payload), len(payload), MAGIC)
 
 
 def unframe(data: bytes) -> bytes:
+    """The payload of a framed file, after checking its footer.
+
+    Args:
+        data: the whole file as read from the store
+
+    Raises:
+        FramingError: the file is too short, has no magic, a wrong length or a wrong checksum (truncated or not an mvcc
+            file)
+    """
     if len(data) < _FOOTER.size:
         raise FramingError(f"file is {len(data)} bytes, shorter than its {_FOOTER.size}-byte footer")
     crc, length, magic = _FOOTER.unpack_from(data, len(data) - _FOOTER.size)

@@ -41,7 +41,8 @@ def path_problem(path: str) -> str | None:
     The check runs on the path as written and on its percent-decoded forms, so `%2e%2e` and `%2F` are
     judged as the `..` and `/` an object-store client may turn them into.
 
-    :param path: a file path as a manifest records it, relative to the table's root (or its base path)
+    Args:
+        path: a file path as a manifest records it, relative to the table's root (or its base path)
     """
     if _PLAIN.fullmatch(path):
         return None
@@ -77,7 +78,8 @@ def base_path_problem(location: str) -> str | None:
     """Why a base path's location is unsafe (None: it is a uri or an absolute local path without `.`/`..`
     segments).
 
-    :param location: a base path's `path` (a uri or a local path)
+    Args:
+        location: a base path's `path` (a uri or a local path)
     """
     if not location:
         return "it is empty"
@@ -97,7 +99,8 @@ def base_path_problem(location: str) -> str | None:
 def violations(manifest: pb.Manifest) -> list[tuple[str, object, str]]:
     """Every broken invariant of `manifest` as (field, value, what is wrong), in manifest order.
 
-    :param manifest: a decoded manifest (not changed)
+    Args:
+        manifest: a decoded manifest (not changed)
     """
     out: list[tuple[str, object, str]] = []
 
@@ -196,10 +199,11 @@ def violations(manifest: pb.Manifest) -> list[tuple[str, object, str]]:
 def describe(where: str, field: str, value: object, problem: str) -> str:
     """One violation in plain words.
 
-    :param where: the manifest's location
-    :param field: the field, e.g. ``fragments[2].files[0].path``
-    :param value: its value
-    :param problem: what is wrong with it
+    Args:
+        where: the manifest's location
+        field: the field, e.g. ``fragments[2].files[0].path``
+        value: its value
+        problem: what is wrong with it
     """
     return f"manifest {where} is invalid: field {field} is {value!r}: {problem}"
 
@@ -208,8 +212,9 @@ def check_manifest(manifest: pb.Manifest, where: str) -> pb.Manifest:
     """Raise ManifestInvariantError for the first broken invariant of `manifest`; derive an absent
     `max_fragment_id` from the fragments. Returns `manifest`.
 
-    :param manifest: the decoded manifest (changed in place only to add a derived `max_fragment_id`)
-    :param where: the manifest's location, for the message
+    Args:
+        manifest: the decoded manifest (changed in place only to add a derived `max_fragment_id`)
+        where: the manifest's location, for the message
     """
     found = violations(manifest)
     if found:

@@ -54,7 +54,16 @@ class ManifestLocation:
 
 
 def decode_manifest(data: bytes, where: str) -> pb.Manifest:
-    """Decode a manifest file's bytes, refusing torn files and unknown reader features."""
+    """Decode a manifest file's bytes, refusing torn files and unknown reader features.
+
+    Args:
+        data: the manifest file's bytes
+        where: the manifest's location, for error messages
+
+    Raises:
+        CorruptManifestError: the file is torn or not a manifest
+        UnsupportedFeatureError: the table needs reader features this mvcc lacks
+    """
     try:
         payload = framing.unframe(data)
         manifest = pb.Manifest.FromString(payload)
@@ -65,6 +74,11 @@ def decode_manifest(data: bytes, where: str) -> pb.Manifest:
 
 
 def encode_manifest(manifest: pb.Manifest) -> bytes:
+    """The bytes of a manifest file: the manifest, serialized deterministically and framed.
+
+    Args:
+        manifest: the manifest to store
+    """
     return framing.frame(manifest.SerializeToString(deterministic=True))
 
 
@@ -73,6 +87,16 @@ def read_manifest(store: ObjectStore, location: ManifestLocation, handler: Commi
 
     A final-named manifest exists only once its version is committed to the external store (step 3 copies
     the winner's staged file), so the handler is asked only when the final name is missing.
+
+    Args:
+        store: the table's store (its root)
+        location: the version's manifest location
+        handler: the table's commit handler; None for the default (put-if-not-exists on the object store), an external
+            store's handler to also see versions it has committed but not yet published
+
+    Raises:
+        VersionNotFoundError: the version does not exist
+        CorruptManifestError: the file is torn or holds another version
     """
     try:
         data = store.get(location.path)
@@ -95,9 +119,10 @@ def manifest_problems(
 
     Unlike `read_manifest`, which stops at the first, this lists each broken invariant (`mvcc verify`).
 
-    :param store: the table's store
-    :param location: the version's manifest
-    :param handler: the table's commit handler (an external store's unpublished versions)
+    Args:
+        store: the table's store
+        location: the version's manifest
+        handler: the table's commit handler (an external store's unpublished versions)
     """
     where = f"{store.uri}/{location.path}"
     try:
@@ -114,7 +139,13 @@ def manifest_problems(
 
 
 def write_manifest(store: ObjectStore, manifest: pb.Manifest, naming: ManifestNaming) -> bool:
-    """Create the manifest of `manifest.version`; False if another writer created it first."""
+    """Create the manifest of `manifest.version`; False if another writer created it first.
+
+    Args:
+        store: the table's store (its root)
+        manifest: the new version's manifest
+        naming: the table's manifest naming scheme
+    """
     return store.put_if_not_exists(manifest_path(manifest.version, naming), encode_manifest(manifest))
 
 
@@ -133,19 +164,38 @@ class CommitHandler:
     lists_latest = True
 
     def check_supported(self, store: ObjectStore) -> None:
-        """Raise CommitNotSupportedError if commits to `store` cannot be atomic under this handler."""
+        """Raise CommitNotSupportedError if commits to `store` cannot be atomic under this handler.
+
+        Args:
+            store: the table's store (its root)
+        """
         store.check_commit_supported()
 
     def latest_location(self, store: ObjectStore) -> ManifestLocation | None:
-        """The latest version when the handler knows it better than a listing does (None: list the store)."""
+        """The latest version when the handler knows it better than a listing does (None: list the store).
+
+        Args:
+            store: the table's store (its root)
+        """
         return None
 
     def read_unpublished(self, store: ObjectStore, location: ManifestLocation) -> bytes | None:
-        """The manifest of a committed version whose final name does not exist yet (None: no such version)."""
+        """The manifest of a committed version whose final name does not exist yet (None: no such version).
+
+        Args:
+            store: the table's store (its root)
+            location: the version's expected manifest location
+        """
         return None
 
     def publish(self, store: ObjectStore, manifest: pb.Manifest, naming: ManifestNaming) -> bool:
-        """Make `manifest` the next version; False if another writer published this version first."""
+        """Make `manifest` the next version; False if another writer published this version first.
+
+        Args:
+            store: the table's store (its root)
+            manifest: the new version's manifest
+            naming: the table's manifest naming scheme
+        """
         failpoint("commit.before_manifest_put")
         won = write_manifest(store, manifest, naming)
         if won:
@@ -161,7 +211,13 @@ PUT_IF_NOT_EXISTS = CommitHandler()
 
 
 def list_manifests(store: ObjectStore, handler: CommitHandler | None = None) -> list[ManifestLocation]:
-    """Every committed version, oldest first (one full listing of `_versions/`, plus the handler's latest)."""
+    """Every committed version, oldest first (one full listing of `_versions/`, plus the handler's latest).
+
+    Args:
+        store: the table's store (its root)
+        handler: the table's commit handler; None for the default (put-if-not-exists on the object store), an external
+            store's handler to also see versions it has committed but not yet published
+    """
     found: dict[int, ManifestLocation] = {}
     for meta in store.list(VERSIONS_DIR):
         parsed = parse_manifest_name(meta.path)
@@ -198,7 +254,13 @@ HINT_EVERY = 32
 
 
 def write_latest_hint(store: ObjectStore, version: int, naming: ManifestNaming) -> None:
-    """Best effort: a missing or stale hint only makes the next lookup slower."""
+    """Best effort: a missing or stale hint only makes the next lookup slower.
+
+    Args:
+        store: the table's store (its root)
+        version: the version just committed
+        naming: the table's manifest naming scheme
+    """
     if not _uses_hint(store) or (version % HINT_EVERY and version != 1):
         return
     with contextlib.suppress(StorageError, OSError):
@@ -206,7 +268,12 @@ def write_latest_hint(store: ObjectStore, version: int, naming: ManifestNaming) 
 
 
 def latest_from_hint(store: ObjectStore, known: ManifestLocation | None = None) -> ManifestLocation | None:
-    """Walk forward from the hint, or from `known` (a version the caller saw exist) when it is newer."""
+    """Walk forward from the hint, or from `known` (a version the caller saw exist) when it is newer.
+
+    Args:
+        store: the table's store (its root)
+        known: a version the caller saw exist (None: start from the hint alone)
+    """
     start: tuple[int, ManifestNaming] | None = None
     try:
         hint = json.loads(store.get(LATEST_HINT))
@@ -242,6 +309,16 @@ def latest_manifest_location(
 
     With an external store the store decides (its latest entry, synchronized); the object store is listed
     only for a table the store does not know yet (created before the store was used).
+
+    Args:
+        store: the table's store (its root)
+        known: a version the caller has seen (its read version, or the one it just lost the race for); on a local disk
+            the walk starts there when it is newer than the hint
+        handler: the table's commit handler; None for the default (put-if-not-exists on the object store), an external
+            store's handler to also see versions it has committed but not yet published
+
+    Raises:
+        TableNotFoundError: the store holds no version
     """
     external = (handler or PUT_IF_NOT_EXISTS).latest_location(store)
     if external is not None:
@@ -264,18 +341,44 @@ def latest_manifest_location(
 
 
 def detect_naming(store: ObjectStore, handler: CommitHandler | None = None) -> ManifestNaming:
+    """The manifest naming scheme of an existing table (read from its latest version's name).
+
+    Args:
+        store: the table's store (its root)
+        handler: the table's commit handler; None for the default (put-if-not-exists on the object store), an external
+            store's handler to also see versions it has committed but not yet published
+    """
     return latest_manifest_location(store, handler=handler).naming
 
 
 def location_of(store: ObjectStore, version: int, naming: ManifestNaming) -> ManifestLocation:
+    """Where a version's manifest is, given the table's naming scheme.
+
+    Args:
+        store: the table's store (its root)
+        version: the version
+        naming: the table's manifest naming scheme
+    """
     return ManifestLocation(version, naming, manifest_path(version, naming))
 
 
 def manifest_timestamp(manifest: pb.Manifest) -> datetime:
+    """When a version was committed, as an aware UTC datetime.
+
+    Args:
+        manifest: the version's manifest
+    """
     return manifest.timestamp.ToDatetime(tzinfo=UTC)
 
 
 def table_exists(store: ObjectStore, handler: CommitHandler | None = None) -> bool:
+    """Whether the store holds a table (at least one committed version).
+
+    Args:
+        store: the store to look in
+        handler: the table's commit handler; None for the default (put-if-not-exists on the object store), an external
+            store's handler to also see versions it has committed but not yet published
+    """
     try:
         latest_manifest_location(store, handler=handler)
     except TableNotFoundError:

@@ -29,6 +29,14 @@ class ManifestNaming(enum.Enum):
 
     @classmethod
     def parse(cls, value: str | ManifestNaming) -> ManifestNaming:
+        """The naming scheme given by name ('v1'/'v2', any case) or already as a ManifestNaming.
+
+        Args:
+            value: the scheme the user asked for
+
+        Raises:
+            ValueError: it is neither v1 nor v2
+        """
         if isinstance(value, ManifestNaming):
             return value
         try:
@@ -38,7 +46,15 @@ class ManifestNaming(enum.Enum):
 
 
 def manifest_name(version: int, scheme: ManifestNaming) -> str:
-    """The file name (without directory) of `version`'s manifest under `scheme`."""
+    """The file name (without directory) of `version`'s manifest under `scheme`.
+
+    Args:
+        version: the table version
+        scheme: the table's manifest naming scheme
+
+    Raises:
+        ValueError: the version is negative or too large
+    """
     if version < 0 or version >= U64_MAX:
         raise ValueError(f"version {version} out of range")
     if scheme is ManifestNaming.V2:
@@ -47,6 +63,12 @@ def manifest_name(version: int, scheme: ManifestNaming) -> str:
 
 
 def manifest_path(version: int, scheme: ManifestNaming) -> str:
+    """The path, relative to the table root, of `version`'s manifest under `scheme`.
+
+    Args:
+        version: the table version
+        scheme: the table's manifest naming scheme
+    """
     return f"{VERSIONS_DIR}/{manifest_name(version, scheme)}"
 
 
@@ -56,7 +78,11 @@ MAX_VERSION = U64_MAX - 2
 
 def parse_manifest_name(name: str) -> tuple[int, ManifestNaming] | None:
     """Version and scheme of a manifest file name; None for anything else (temp or staged files, and names
-    of a version outside 0..MAX_VERSION: `manifest_name_out_of_range` tells those apart)."""
+    of a version outside 0..MAX_VERSION: `manifest_name_out_of_range` tells those apart).
+
+    Args:
+        name: a file name or path listed under `_versions/`
+    """
     name = name.rsplit("/", 1)[-1]
     if not name.endswith(MANIFEST_SUFFIX):
         return None
@@ -76,7 +102,11 @@ def parse_manifest_name(name: str) -> tuple[int, ManifestNaming] | None:
 
 def manifest_name_out_of_range(name: str) -> bool:
     """True for a name shaped like a manifest's whose version is outside 0..MAX_VERSION (never committed by
-    a writer: it is skipped by every listing)."""
+    a writer: it is skipped by every listing).
+
+    Args:
+        name: a file name or path listed under `_versions/`
+    """
     name = name.rsplit("/", 1)[-1]
     stem = name[: -len(MANIFEST_SUFFIX)] if name.endswith(MANIFEST_SUFFIX) else ""
     if not (stem.isdigit() and stem.isascii()) or (len(stem) != _V2_DIGITS and stem.startswith("0") and stem != "0"):
@@ -85,16 +115,35 @@ def manifest_name_out_of_range(name: str) -> bool:
 
 
 def transaction_path(read_version: int, txn_uuid: str) -> str:
+    """The path, relative to the table root, of a transaction file.
+
+    Args:
+        read_version: the version the transaction was built on
+        txn_uuid: the transaction's uuid
+    """
     return f"{TRANSACTIONS_DIR}/{transaction_name(read_version, txn_uuid)}"
 
 
 def transaction_name(read_version: int, txn_uuid: str) -> str:
+    """The file name of a transaction file (under `_transactions/`).
+
+    Args:
+        read_version: the version the transaction was built on
+        txn_uuid: the transaction's uuid
+    """
     return f"{read_version}-{txn_uuid}.txn"
 
 
 def new_data_file_name(prefix: str | None = None) -> str:
     """A data file name relative to `data/`; uuids keep concurrent writers apart. `prefix` (a write id)
-    lets a distributed writer find every file of a failed write by listing, without its tasks' reports."""
+    lets a distributed writer find every file of a failed write by listing, without its tasks' reports.
+
+    Args:
+        prefix: a write id the name starts with (None: a bare uuid)
+
+    Raises:
+        ValueError: the prefix has characters other than letters, digits, '-' and '_'
+    """
     if prefix is None:
         return f"{uuid.uuid4().hex}.parquet"
     if not prefix or not all(c.isalnum() or c in "-_" for c in prefix):
@@ -103,14 +152,31 @@ def new_data_file_name(prefix: str | None = None) -> str:
 
 
 def data_file_path(name: str) -> str:
+    """The path, relative to the table (or base) root, of a data file.
+
+    Args:
+        name: the file's name as the manifest records it
+    """
     return f"{DATA_DIR}/{name}"
 
 
 def deletion_file_path(fragment_id: int, read_version: int, file_id: int) -> str:
+    """The path, relative to the table root, of a deletion file.
+
+    Args:
+        fragment_id: the fragment it belongs to
+        read_version: the version its writer read
+        file_id: its random id
+    """
     return f"{DELETIONS_DIR}/{fragment_id}-{read_version}-{file_id}.bin"
 
 
 def tag_path(name: str) -> str:
+    """The path, relative to the table root, of a tag's file.
+
+    Args:
+        name: the tag's name (already validated)
+    """
     return f"{TAGS_DIR}/{name}.json"
 
 

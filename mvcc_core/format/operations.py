@@ -59,6 +59,11 @@ class Operation:
 
     @classmethod
     def from_proto(cls, msg: Any) -> Operation:
+        """The operation a transaction file's message describes.
+
+        Args:
+            msg: the operation's protobuf message (one arm of `Transaction.operation`)
+        """
         kwargs = {}
         for fd in msg.DESCRIPTOR.fields:
             value = getattr(msg, fd.name)
@@ -215,7 +220,16 @@ class UpdateConfig(Operation):
         field_metadata: dict[int, dict[str, str | None]] | None = None,
         replace: bool = False,
     ) -> UpdateConfig:
-        """Config upserts/deletes plus metadata updates (a None value deletes the key)."""
+        """Config upserts/deletes plus metadata updates (a None value deletes the key).
+
+        Args:
+            upsert: table config keys to set, with their values
+            delete: table config keys to remove
+            table_metadata: table metadata to set (a None value removes the key)
+            schema_metadata: schema metadata to set (a None value removes the key)
+            field_metadata: per field id, field metadata to set (a None value removes the key)
+            replace: True: the config becomes exactly `upsert` (every other key is removed)
+        """
         config: dict[str, str | None] = dict(upsert or {})
         for key in delete or []:
             config[key] = None
@@ -235,6 +249,12 @@ class UpdateConfig(Operation):
 
 
 def update_map(values: dict[str, str | None], replace: bool = False) -> tpb.Transaction.UpdateMap:
+    """The protobuf form of a map update.
+
+    Args:
+        values: keys to set, with their values (None removes the key)
+        replace: True: the map becomes exactly `values`
+    """
     entries = []
     for key, value in values.items():
         entry = tpb.Transaction.UpdateMapEntry(key=key)
@@ -245,6 +265,13 @@ def update_map(values: dict[str, str | None], replace: bool = False) -> tpb.Tran
 
 
 def apply_update_map(target: dict[str, Any], updates: tpb.Transaction.UpdateMap | None, encode: Any = str) -> None:
+    """Apply a transaction's map update to a dict, in place.
+
+    Args:
+        target: the map to change
+        updates: the update (None: nothing changes)
+        encode: turns a stored string value into the map's value type
+    """
     if updates is None:
         return
     if updates.replace:
@@ -299,6 +326,14 @@ BY_NAME = {op.name: op for op in ALL_OPERATIONS}
 
 
 def operation_from_proto(txn: tpb.Transaction) -> Operation:
+    """The operation of a decoded transaction.
+
+    Args:
+        txn: the decoded transaction
+
+    Raises:
+        ValueError: the transaction names no operation
+    """
     which = txn.WhichOneof("operation")
     if which is None:
         raise ValueError("transaction has no operation")
@@ -306,4 +341,9 @@ def operation_from_proto(txn: tpb.Transaction) -> Operation:
 
 
 def operation_fields(op: Operation) -> list[str]:
+    """The names of an operation's fields, in declaration order.
+
+    Args:
+        op: the operation
+    """
     return [f.name for f in dataclasses.fields(op)]

@@ -20,12 +20,20 @@ from mvcc_core.io import ObjectStore
 
 
 def index_directory(index: pb.IndexMetadata) -> str:
-    """The directory of an index's files, relative to the table (or base) root."""
+    """The directory of an index's files, relative to the table (or base) root.
+
+    Args:
+        index: the index's metadata entry in a manifest
+    """
     return f"{INDICES_DIR}/{uuid.UUID(bytes=index.uuid.uuid)}"
 
 
 def referenced_files(manifest: pb.Manifest) -> set[str]:
-    """Paths (relative to the table root) of the table's own files a version needs, its manifest aside."""
+    """Paths (relative to the table root) of the table's own files a version needs, its manifest aside.
+
+    Args:
+        manifest: the version's manifest
+    """
     out: set[str] = set()
     for frag in manifest.fragments:
         for data_file in frag.files:
@@ -70,7 +78,12 @@ class ReferencedFile:
 def version_files(store: ObjectStore, manifest: pb.Manifest) -> list[ReferencedFile]:
     """Every file `manifest`'s version references (its manifest aside), wherever it lives, with its
     recorded size, for tools that check a table against its manifests without reading the protobuf
-    themselves (and for `files_of`)."""
+    themselves (and for `files_of`).
+
+    Args:
+        store: the table's own store (its root)
+        manifest: the version's manifest
+    """
     out = []
     for frag in manifest.fragments:
         for data_file in frag.files:
@@ -98,5 +111,10 @@ def version_files(store: ObjectStore, manifest: pb.Manifest) -> list[ReferencedF
 
 def files_of(store: ObjectStore, manifest: pb.Manifest) -> list[tuple[ObjectStore, str, str]]:
     """Every data, deletion and index file a version references: (store it lives in, path there, path
-    under a deep clone) — what a deep clone copies."""
+    under a deep clone) — what a deep clone copies.
+
+    Args:
+        store: the table's own store (its root)
+        manifest: the version's manifest
+    """
     return [(f.store, f.path, f.clone_path) for f in version_files(store, manifest) if f.kind != "transaction"]

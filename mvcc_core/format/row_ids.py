@@ -20,11 +20,20 @@ _RANGE, _ARRAY = 0, 1
 
 
 def enabled(manifest: pb.Manifest) -> bool:
+    """Whether the table keeps stable row ids (its writer flags say so).
+
+    Args:
+        manifest: the table version's manifest
+    """
     return bool(manifest.writer_feature_flags & features.FLAG_STABLE_ROW_IDS)
 
 
 def encode(ids: np.ndarray) -> pb.RowIdSequence:
-    """The compact form: a range when the ids are consecutive, else a compressed array."""
+    """The compact form: a range when the ids are consecutive, else a compressed array.
+
+    Args:
+        ids: the row ids of a fragment's physical rows, in offset order
+    """
     ids = np.asarray(ids, dtype=np.uint64)
     if len(ids) == 0 or (ids[-1] - ids[0] == len(ids) - 1 and np.all(np.diff(ids.astype(np.int64)) == 1)):
         start = int(ids[0]) if len(ids) else 0
@@ -35,11 +44,24 @@ def encode(ids: np.ndarray) -> pb.RowIdSequence:
 
 
 def range_sequence(start: int, count: int) -> pb.RowIdSequence:
+    """The sequence of `count` consecutive row ids starting at `start`.
+
+    Args:
+        start: the first row id
+        count: how many ids (the fragment's physical rows)
+    """
     return pb.RowIdSequence(inline_sequence=struct.pack("<BQQ", _RANGE, start, count))
 
 
 def decode(fragment: pb.DataFragment) -> np.ndarray:
-    """The row ids of a fragment's physical rows, in offset order."""
+    """The row ids of a fragment's physical rows, in offset order.
+
+    Args:
+        fragment: a fragment that carries a row id sequence
+
+    Raises:
+        CorruptManifestError: the sequence cannot be decoded or its length differs from the fragment's rows
+    """
     data = fragment.row_id_sequence.inline_sequence
     try:
         if data[:1] == bytes([_RANGE]):
@@ -60,11 +82,21 @@ def decode(fragment: pb.DataFragment) -> np.ndarray:
 
 
 def has_sequence(fragment: pb.DataFragment) -> bool:
+    """Whether the fragment carries its row ids already.
+
+    Args:
+        fragment: the fragment's manifest entry
+    """
     return fragment.HasField("row_id_sequence") and bool(fragment.row_id_sequence.inline_sequence)
 
 
 def assign(manifest: pb.Manifest, fragments: list[pb.DataFragment]) -> None:
-    """Give fragments without a sequence fresh ids from `next_row_id` (at manifest build time)."""
+    """Give fragments without a sequence fresh ids from `next_row_id` (at manifest build time).
+
+    Args:
+        manifest: the manifest being built; its `next_row_id` advances by the rows given ids
+        fragments: the new fragments; those that already carry a sequence keep it
+    """
     if not enabled(manifest):
         return
     for frag in fragments:
@@ -74,7 +106,15 @@ def assign(manifest: pb.Manifest, fragments: list[pb.DataFragment]) -> None:
 
 
 def split(ids: np.ndarray, fragments: list[pb.DataFragment]) -> None:
-    """Give fragments written in order from rows with `ids` their explicit sequences (moved rows)."""
+    """Give fragments written in order from rows with `ids` their explicit sequences (moved rows).
+
+    Args:
+        ids: the row ids of the rewritten rows, in the order they were written
+        fragments: the fragments written from those rows, in order
+
+    Raises:
+        ValueError: the fragments hold a different number of rows than `ids`
+    """
     offset = 0
     for frag in fragments:
         frag.row_id_sequence.CopyFrom(encode(ids[offset : offset + frag.physical_rows]))

@@ -17,7 +17,11 @@ FIELD_ID_KEY = b"PARQUET:field_id"
 
 
 def physical_name(field_id: int) -> str:
-    """The column name a data file uses for a field: stable across renames."""
+    """The column name a data file uses for a field: stable across renames.
+
+    Args:
+        field_id: the field's id
+    """
     return f"c{field_id}"
 
 
@@ -60,7 +64,18 @@ def _leaf_bytes(t: pa.DataType) -> bytes:
 
 
 def fields_from_schema(schema: pa.Schema, next_field_id: int = 0) -> tuple[list[pb.Field], int]:
-    """Flatten `schema` into fields with ids `next_field_id`, `next_field_id + 1`, ... (depth-first)."""
+    """Flatten `schema` into fields with ids `next_field_id`, `next_field_id + 1`, ... (depth-first).
+
+    Args:
+        schema: the Arrow schema to flatten
+        next_field_id: the first id to hand out (the table's next free field id)
+
+    Returns:
+        The fields and the next free id after them.
+
+    Raises:
+        SchemaError: duplicate column names or a type the format cannot store
+    """
     names = schema.names
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
@@ -109,6 +124,12 @@ def schema_from_fields(
     children named by field id (`physical_name`), and field ids stamped.
 
     Memoized on the serialized fields: every commit and scan needs the schema, and it rarely changes.
+
+    Args:
+        fields: the table's fields, in manifest order
+        schema_metadata: the schema's metadata (None: none)
+        with_field_ids: stamp `PARQUET:field_id` on every field
+        physical: name columns by field id, as data files do
     """
     key = (
         tuple(f.SerializeToString(deterministic=True) for f in fields),
@@ -131,8 +152,9 @@ _SCHEMA_CACHE: dict[tuple[tuple[bytes, ...], tuple, bool, bool], pa.Schema] = {}
 def _field_type(f: pb.Field, kids: list[pa.Field]) -> pa.DataType:
     """The Arrow type of the manifest field `f` whose children are `kids`.
 
-    :param f: a field of the manifest's schema
-    :param kids: its children, already built
+    Args:
+        f: a field of the manifest's schema
+        kids: its children, already built
     """
     lt = f.logical_type
     if lt == "struct":
@@ -175,7 +197,12 @@ def _build_schema(
 
 
 def relabel(data: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.Table | pa.RecordBatch:
-    """Give `data` the names of `schema` (same types up to names): physical <-> logical, zero-copy."""
+    """Give `data` the names of `schema` (same types up to names): physical <-> logical, zero-copy.
+
+    Args:
+        data: the data to rename
+        schema: the schema whose names it takes
+    """
     columns = []
     for col, f in zip(data.columns, schema, strict=True):
         if not col.type.equals(f.type):
@@ -190,7 +217,11 @@ def relabel(data: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.Table | pa
 
 
 def field_ids_by_name(fields: Sequence[pb.Field]) -> dict[str, int]:
-    """Top-level column name -> field id."""
+    """Top-level column name -> field id.
+
+    Args:
+        fields: the table's fields
+    """
     return {f.name: f.id for f in fields if f.parent_id == -1}
 
 
@@ -213,6 +244,23 @@ def _fits(data_type: pa.DataType, table_type: pa.DataType) -> bool:
     return False
 
 
+def column_set_problems(names: Sequence[str], table_names: Sequence[str]) -> list[str]:
+    """What is wrong with the set of columns of data written to a table, in words ([] when nothing).
+
+    Args:
+        names: the columns of the data
+        table_names: the table's columns
+    """
+    problems = []
+    missing = [n for n in table_names if n not in names]
+    extra = [n for n in names if n not in table_names]
+    if missing:
+        problems.append(f"missing column(s) {missing}")
+    if extra:
+        problems.append(f"column(s) {extra} are not in the table")
+    return problems
+
+
 def conform(data: pa.Table | pa.RecordBatch, table_schema: pa.Schema) -> pa.Table | pa.RecordBatch:
     """Make `data` fit the table's schema for a write, or raise SchemaError naming every bad column.
 
@@ -220,19 +268,17 @@ def conform(data: pa.Table | pa.RecordBatch, table_schema: pa.Schema) -> pa.Tabl
     column into a dictionary-encoded one and back, and nested types whose child fields are named
     differently. Anything else (a missing or extra column, another type, nulls in a non-nullable
     column) is refused, as Lance and Delta refuse an append with a different schema.
+
+    Args:
+        data: the rows to write
+        table_schema: the table's Arrow schema
     """
     if data.schema.equals(table_schema) and all(
         f.nullable or not col.null_count for f, col in zip(table_schema, data.columns, strict=True)
     ):
         return data  # the common case (scans feeding writes): nothing to check or cast
-    problems = []
     names = data.schema.names
-    missing = [n for n in table_schema.names if n not in names]
-    extra = [n for n in names if n not in table_schema.names]
-    if missing:
-        problems.append(f"missing column(s) {missing}")
-    if extra:
-        problems.append(f"column(s) {extra} are not in the table")
+    problems = column_set_problems(names, table_schema.names)
     columns = []
     for f in table_schema:
         if f.name not in names:
@@ -255,5 +301,9 @@ def conform(data: pa.Table | pa.RecordBatch, table_schema: pa.Schema) -> pa.Tabl
 
 
 def manifest_schema(manifest: pb.Manifest) -> pa.Schema:
-    """The Arrow schema of a version (field and schema metadata included)."""
+    """The Arrow schema of a version (field and schema metadata included).
+
+    Args:
+        manifest: the version's manifest
+    """
     return schema_from_fields(list(manifest.fields), dict(manifest.schema_metadata))

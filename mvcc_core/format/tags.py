@@ -27,6 +27,14 @@ _TAG_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 
 
 def validate_tag_name(name: str) -> None:
+    """Refuse a tag name that is not a safe file name.
+
+    Args:
+        name: the tag name the user gave
+
+    Raises:
+        TagError: the name is empty, too long or has characters or segments a tag name cannot have
+    """
     if not isinstance(name, str) or not name:
         raise TagError(f"tag name must be a non-empty string, got {name!r}")
     if "/" in name or "\\" in name or ".." in name or name.endswith(".") or not _TAG_NAME.match(name):
@@ -41,8 +49,9 @@ def validate_tag_name(name: str) -> None:
 def decode_tag(data: bytes, where: str) -> int:
     """The version a tag file's bytes name; `CorruptTagError` naming `where` and the value otherwise.
 
-    :param data: the tag file's bytes
-    :param where: the tag file's location, for the error
+    Args:
+        data: the tag file's bytes
+        where: the tag file's location, for the error
     """
     try:
         document = json.loads(data)
@@ -76,6 +85,12 @@ class Tags:
     """`t.tags`: create, update, delete and list tags of one table (pylance's shape)."""
 
     def __init__(self, store: ObjectStore, version_exists: Callable[[int], bool]) -> None:
+        """The tags of one table.
+
+        Args:
+            store: the table's store (its root)
+            version_exists: tells whether the table has a version (a tag may only name an existing one)
+        """
         self._store = store
         self._version_exists = version_exists
 
@@ -93,6 +108,15 @@ class Tags:
         return json.dumps({"version": version}).encode()
 
     def create(self, name: str, version: int) -> None:
+        """Create the tag `name` on `version`.
+
+        Args:
+            name: the new tag's name
+            version: the version it names
+
+        Raises:
+            TagError: the name is invalid, the tag exists already or the version does not
+        """
         validate_tag_name(name)
         self._check_version(name, version)
         if not self._store.put_if_not_exists(tag_path(name), self._encode(version)):
@@ -105,7 +129,15 @@ class Tags:
             raise TagError(f"table {self._store.uri} has no tag {name!r}")
 
     def update(self, name: str, version: int) -> None:
-        """Move the tag `name` to `version` (a tag whose file does not read is rewritten)."""
+        """Move the tag `name` to `version` (a tag whose file does not read is rewritten).
+
+        Args:
+            name: the tag's name
+            version: the version it names from now on
+
+        Raises:
+            TagError: there is no such tag or no such version
+        """
         self._check_exists(name)
         self._check_version(name, version)
         self._store.put(tag_path(name), self._encode(version))
@@ -116,6 +148,12 @@ class Tags:
         A bad tag file that no valid name reaches, one in a subfolder (`_refs/tags/sub/n.json`, listed by
         `read_all` as a problem), is deleted by its name under `_refs/tags/` without `.json` (`"sub/n"`): a
         plain relative path, never one that leaves the tags folder.
+
+        Args:
+            name: the tag's name
+
+        Raises:
+            TagError: there is no such tag
         """
         try:
             self._check_exists(name)
@@ -132,6 +170,14 @@ class Tags:
         return self._store.exists(tag_path(name))
 
     def get_version(self, name: str) -> int:
+        """The version the tag `name` names.
+
+        Args:
+            name: the tag's name
+
+        Raises:
+            TagError: the name is invalid or there is no such tag
+        """
         validate_tag_name(name)
         try:
             data = self._store.get(tag_path(name))

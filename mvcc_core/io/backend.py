@@ -30,22 +30,48 @@ class ObjectMeta:
 
 
 def is_temporary(path: str) -> bool:
-    """True for the in-flight temporary files of the local backend (retention may delete stale ones)."""
+    """True for the in-flight temporary files of the local backend (retention may delete stale ones).
+
+    Args:
+        path: a path listed in a store
+    """
     return path.rsplit("/", 1)[-1].startswith(TEMP_PREFIX)
 
 
-def _temp_name(final_name: str) -> str:
+def joined(root: str, rel: str) -> str:
+    """`rel` under `root`, either of them possibly empty.
+
+    Args:
+        root: a root path or key prefix ('' for none)
+        rel: a path relative to it ('' for the root itself)
+    """
+    if not rel:
+        return root
+    return f"{root}/{rel}" if root else rel
+
+
+def temp_name(final_name: str) -> str:
+    """A fresh temporary name for a file to be renamed to `final_name` (retention recognizes it: `is_temporary`).
+
+    Args:
+        final_name: the name the file will have
+    """
     return f"{TEMP_PREFIX}{uuid.uuid4().hex}-{final_name[:120]}"
 
 
-def _to_datetime(value: Any) -> datetime | None:
+def to_datetime(value: Any) -> datetime | None:
+    """A modification time as an aware UTC datetime (None when it reads as none).
+
+    Args:
+        value: a datetime, an epoch number or an ISO-8601 string, as a filesystem reports it
+    """
     if isinstance(value, datetime):
         return value.astimezone(UTC) if value.tzinfo is not None else value.replace(tzinfo=UTC)
     if isinstance(value, int | float):
         return datetime.fromtimestamp(value, UTC)
     if isinstance(value, str):
         try:
-            return _to_datetime(datetime.fromisoformat(value))
+            return to_datetime(datetime.fromisoformat(value))
         except ValueError:
             return None
     return None
@@ -55,14 +81,14 @@ def _meta_from_info(rel: str, info: dict[str, Any]) -> ObjectMeta:
     modified = None
     for key in ("LastModified", "last_modified", "mtime", "modified", "updated", "created"):
         if info.get(key) is not None:
-            modified = _to_datetime(info[key])
+            modified = to_datetime(info[key])
             if modified is not None:
                 break
     return ObjectMeta(rel, int(info.get("size") or info.get("Size") or 0), modified)
 
 
 @functools.cache
-def _wrappable_errors() -> tuple[type[BaseException], ...]:
+def wrappable_errors() -> tuple[type[BaseException], ...]:
     """Errors of the fs layers that become StorageError (botocore only if it is installed)."""
     try:
         from botocore.exceptions import BotoCoreError, ClientError
@@ -71,60 +97,117 @@ def _wrappable_errors() -> tuple[type[BaseException], ...]:
     return (OSError, ValueError, BotoCoreError, ClientError)
 
 
-class _Backend:
+class Backend:
     """Raw operations on full paths; ObjectStore turns their exceptions into the mvcc error contract."""
 
     atomic = False
 
     def __init__(self, fs: fsspec.AbstractFileSystem, root: str) -> None:
+        """A backend on `fs` below `root`.
+
+        Args:
+            fs: the fsspec filesystem
+            root: the store's root as `fs` names it
+        """
         self.fs = fs
         self.root = root
 
     def full(self, rel: str) -> str:
-        if not rel:
-            return self.root
-        return f"{self.root}/{rel}" if self.root else rel
+        """The path of `rel` as `fs` names it.
+
+        Args:
+            rel: the object's path relative to the backend's root
+        """
+        return joined(self.root, rel)
 
     def rel_of(self, full: str) -> str:
+        """The path relative to the root of a path `fs` listed.
+
+        Args:
+            full: a path as `fs` names it
+        """
         return full[len(self.root) + 1 :] if self.root else full.lstrip("/")
 
     def sync(self, rel: str) -> None:
-        """Make a file written outside this backend (by pyarrow) durable; object stores are on ack."""
+        """Make a file written outside this backend (by pyarrow) durable; object stores are on ack.
+
+        Args: see :meth:`ObjectStore.sync`
+        """
 
     # --- generic fsspec implementations -------------------------------------------------------------
     def get(self, rel: str) -> bytes:
+        """`ObjectStore.get` on a checked path; the filesystem's own errors propagate.
+
+        Args: see :meth:`ObjectStore.get`
+        """
         return self.fs.cat_file(self.full(rel))
 
     def get_range(self, rel: str, start: int, end: int) -> bytes:
+        """`ObjectStore.get_range` on a checked path; the filesystem's own errors propagate.
+
+        Args: see :meth:`ObjectStore.get_range`
+        """
         return self.fs.cat_file(self.full(rel), start=start, end=end)
 
     def head(self, rel: str) -> ObjectMeta:
+        """`ObjectStore.head` on a checked path; the filesystem's own errors propagate.
+
+        Args: see :meth:`ObjectStore.head`
+        """
         info = self.fs.info(self.full(rel))
         if info.get("type") != "file":
             raise FileNotFoundError(rel)
         return _meta_from_info(rel, info)
 
     def put(self, rel: str, data: bytes) -> None:
+        """`ObjectStore.put` on a checked path; the filesystem's own errors propagate.
+
+        Args: see :meth:`ObjectStore.put`
+        """
         self.fs.pipe_file(self.full(rel), data)
 
     def put_if_not_exists(self, rel: str, data: bytes) -> bool:
+        """`ObjectStore.put_if_not_exists` on a checked path; the filesystem's own errors propagate.
+
+        Args: see :meth:`ObjectStore.put_if_not_exists`
+        """
         raise NotImplementedError
 
     def put_new(self, rel: str, data: bytes) -> None:
+        """`ObjectStore.put_new` on a checked path; the filesystem's own errors propagate.
+
+        Args: see :meth:`ObjectStore.put_new`
+        """
         self.put(rel, data)
 
     def rename_if_not_exists(self, src: str, dst: str) -> bool:
+        """`ObjectStore.rename_if_not_exists` on a checked path; the filesystem's own errors propagate.
+
+        Args: see :meth:`ObjectStore.rename_if_not_exists`
+        """
         raise NotImplementedError
 
     def copy_if_not_exists(self, src: str, dst: str, data: bytes | None) -> bool:
+        """`ObjectStore.copy_if_not_exists` on a checked path; the filesystem's own errors propagate.
+
+        Args: see :meth:`ObjectStore.copy_if_not_exists`
+        """
         return self.put_if_not_exists(dst, self.get(src) if data is None else data)
 
     def copy(self, src: str, dst: str) -> None:
+        """`ObjectStore.copy` on a checked path; the filesystem's own errors propagate.
+
+        Args: see :meth:`ObjectStore.copy`
+        """
         if not self.fs.isfile(self.full(src)):
             raise FileNotFoundError(src)
         self.fs.cp_file(self.full(src), self.full(dst))
 
     def list(self, prefix: str) -> list[ObjectMeta]:
+        """`ObjectStore.list` on a checked path; the filesystem's own errors propagate.
+
+        Args: see :meth:`ObjectStore.list`
+        """
         base = self.full(prefix)
         try:
             found = self.fs.find(base, detail=True)
@@ -142,10 +225,18 @@ class _Backend:
         return out
 
     def list_first(self, prefix: str) -> ObjectMeta | None:
+        """`ObjectStore.list_first` on a checked path; the filesystem's own errors propagate.
+
+        Args: see :meth:`ObjectStore.list_first`
+        """
         found = self.list(prefix)
         return found[0] if found else None
 
     def delete_many(self, rels: list[str]) -> None:
+        """`ObjectStore.delete_many` on a checked path; the filesystem's own errors propagate.
+
+        Args: see :meth:`ObjectStore.delete_many`
+        """
         for rel in rels:
             with contextlib.suppress(FileNotFoundError):
                 self.fs.rm_file(self.full(rel))

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 import fsspec
 
 from mvcc_core.errors import CommitNotSupportedError
-from mvcc_core.io.backend import ObjectMeta, _Backend, _temp_name
+from mvcc_core.io.backend import Backend, ObjectMeta, temp_name
 
 if TYPE_CHECKING:
     import pyarrow.fs
 
 
-class _LocalBackend(_Backend):
+class LocalBackend(Backend):
     """A local directory, through ``os`` directly: the atomic primitives need link/replace semantics.
 
     `fsync`: make every write durable against power loss (file contents and directory entries), as
@@ -32,6 +32,13 @@ class _LocalBackend(_Backend):
     atomic = True
 
     def __init__(self, fs: fsspec.AbstractFileSystem, root: str, fsync: bool = False) -> None:
+        """A backend on a local directory.
+
+        Args:
+            fs: the local fsspec filesystem
+            root: the directory
+            fsync: make every write durable (fsync the file and its directory) before it returns
+        """
         super().__init__(fs, root)
         self.fsync = fsync
 
@@ -81,7 +88,7 @@ class _LocalBackend(_Backend):
     def _write_temp(self, final: str, data: bytes, *, sync: bool) -> str:
         parent, name = os.path.split(final)
         os.makedirs(parent, exist_ok=True)
-        tmp = os.path.join(parent, _temp_name(name))
+        tmp = os.path.join(parent, temp_name(name))
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
             with os.fdopen(fd, "wb") as f:
@@ -189,7 +196,7 @@ class _LocalBackend(_Backend):
             raise FileNotFoundError(src)
         parent, name = os.path.split(dst_full)
         os.makedirs(parent, exist_ok=True)
-        tmp = os.path.join(parent, _temp_name(name))
+        tmp = os.path.join(parent, temp_name(name))
         try:
             shutil.copyfile(src_full, tmp)
             if self.fsync:
@@ -226,7 +233,10 @@ class _LocalBackend(_Backend):
         return sorted(self._walk(prefix), key=lambda m: m.path)
 
     def list_first(self, prefix: str) -> ObjectMeta | None:
-        """The first object by name: names are sorted per directory, and only the winner is stat-ed."""
+        """The first object by name: names are sorted per directory, and only the winner is stat-ed.
+
+        Args: see :meth:`Backend.list_first`
+        """
 
         def first(directory: str, rel_dir: str) -> ObjectMeta | None:
             try:
@@ -286,7 +296,7 @@ def _fsync_dir(path: str) -> None:
 
 
 @functools.cache
-def _local_arrow_filesystem() -> pyarrow.fs.FileSystem:
+def local_arrow_filesystem() -> pyarrow.fs.FileSystem:
     """pyarrow's LocalFileSystem, except that opening an output stream creates the parent directories.
 
     Object stores have no directories, so writers (e.g. of data files) do not create them; on a local disk
@@ -306,6 +316,6 @@ def _local_arrow_filesystem() -> pyarrow.fs.FileSystem:
             return super().open_output_stream(path, compression=compression, buffer_size=buffer_size, metadata=metadata)
 
         def __reduce__(self) -> tuple[Any, ...]:
-            return (_local_arrow_filesystem, ())
+            return (local_arrow_filesystem, ())
 
     return LocalArrowFileSystem()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from mvcc_core.io.backend import ObjectMeta, _Backend, _to_datetime
+from mvcc_core.io.backend import Backend, ObjectMeta, to_datetime
 
 if TYPE_CHECKING:
     pass
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 _MEMORY_LOCK = threading.RLock()
 
 
-class _MemoryBackend(_Backend):
+class MemoryBackend(Backend):
     """fsspec's in-memory filesystem; its dict is process-wide, so is the lock that guards check-and-set.
 
     The filesystem keys every object by an absolute path ("/t/_versions/1.manifest"); a table at the root
@@ -37,7 +37,7 @@ class _MemoryBackend(_Backend):
         if not self.fs.isfile(full):
             raise FileNotFoundError(rel)
         # "created" (the time of the last put: every put replaces the file), as its listings report it
-        return ObjectMeta(rel, self.fs.size(full), _to_datetime(self.fs.created(full)))
+        return ObjectMeta(rel, self.fs.size(full), to_datetime(self.fs.created(full)))
 
     def put_if_not_exists(self, rel: str, data: bytes) -> bool:
         full = self.full(rel)

@@ -32,12 +32,21 @@ FileKey = tuple[str, str, int]
 
 
 def row_address(fragment_id: int, offsets: np.ndarray) -> pa.Array:
-    """Row addresses (fragment id in the high 32 bits, offset in the low 32) of `offsets` in a fragment."""
+    """Row addresses (fragment id in the high 32 bits, offset in the low 32) of `offsets` in a fragment.
+
+    Args:
+        fragment_id: the fragment the rows belong to
+        offsets: the rows' offsets within it
+    """
     return pa.array((np.uint64(fragment_id) << np.uint64(32)) | offsets.astype(np.uint64), type=pa.uint64())
 
 
 def field_owners(fragment: pb.DataFragment) -> dict[int, int]:
-    """Field id -> index of the data file that holds its current data (the last one listing it)."""
+    """Field id -> index of the data file that holds its current data (the last one listing it).
+
+    Args:
+        fragment: the fragment's manifest entry
+    """
     owners: dict[int, int] = {}
     for index, data_file in enumerate(fragment.files):
         for field_id in data_file.fields:
@@ -50,11 +59,21 @@ class LruCache:
     """A small thread-safe LRU map; `get` returns `MISSING` for an absent key (None is a valid value)."""
 
     def __init__(self, entries: int) -> None:
+        """An empty cache.
+
+        Args:
+            entries: how many values it keeps before dropping the least recently used
+        """
         self._entries = entries
         self._data: OrderedDict[Any, Any] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, key: Any) -> Any:
+        """The cached value of `key` (now the most recently used), or MISSING.
+
+        Args:
+            key: the cache key
+        """
         with self._lock:
             value = self._data.get(key, MISSING)
             if value is not MISSING:
@@ -62,6 +81,12 @@ class LruCache:
             return value
 
     def put(self, key: Any, value: Any) -> None:
+        """Cache `value` under `key`, dropping the least recently used values beyond the limit.
+
+        Args:
+            key: the cache key
+            value: the value to keep
+        """
         with self._lock:
             self._data[key] = value
             self._data.move_to_end(key)
@@ -69,7 +94,12 @@ class LruCache:
                 self._data.popitem(last=False)
 
     def get_or_build(self, key: Any, build: Callable[[], Any]) -> Any:
-        """The cached value, or `build()` cached (two threads may both build; either result is right)."""
+        """The cached value, or `build()` cached (two threads may both build; either result is right).
+
+        Args:
+            key: the cache key
+            build: computes the value when it is not cached
+        """
         value = self.get(key)
         if value is MISSING:
             value = build()
@@ -103,7 +133,8 @@ _NOT_FOUND_WORDS = ("does not exist", "NoSuchKey", "Not Found", "No such file", 
 def is_not_found(exc: OSError) -> bool:
     """True when `exc`, an OSError of a read, says the file is not there (local or on an object store).
 
-    :param exc: the error of the read
+    Args:
+        exc: the error of the read
     """
     return isinstance(exc, FileNotFoundError) or any(word in str(exc) for word in _NOT_FOUND_WORDS)
 
@@ -115,7 +146,8 @@ def read_errors(path: str) -> Iterator[None]:
     and `DataFileMismatchError` when the bytes are no Parquet file Arrow can read, all naming the file; errors of
     mvcc pass through.
 
-    :param path: the file's path, for the error
+    Args:
+        path: the file's path, for the error
     """
     try:
         yield
@@ -132,7 +164,11 @@ def read_errors(path: str) -> Iterator[None]:
 
 
 def is_remote(scheme: str) -> bool:
-    """Object stores, where opening a file by path costs a HEAD request (local disk and memory: nothing)."""
+    """Object stores, where opening a file by path costs a HEAD request (local disk and memory: nothing).
+
+    Args:
+        scheme: the store's uri scheme (`s3`, `file`, `memory`, ...)
+    """
     return scheme not in ("file", "memory")
 
 
@@ -141,6 +177,10 @@ def parquet_fragment(fs: pafs.FileSystem, key: FileKey) -> ds.ParquetFileFragmen
 
     Reads through it need no HEAD request (the size is known) and no footer read; the cache key holds the
     filesystem's id since the fragment keeps the filesystem alive.
+
+    Args:
+        fs: the Arrow filesystem the file is read through (the store's `arrow_filesystem()`)
+        key: the file's (scheme, path, size) cache key; a size of 0 means unknown
     """
 
     def load() -> ds.ParquetFileFragment:
@@ -153,7 +193,12 @@ def parquet_fragment(fs: pafs.FileSystem, key: FileKey) -> ds.ParquetFileFragmen
 
 
 def parquet_footer(fs: pafs.FileSystem, key: FileKey) -> Footer:
-    """The footer of the file at `key`, read once per process."""
+    """The footer of the file at `key`, read once per process.
+
+    Args:
+        fs: the Arrow filesystem the file is read through (the store's `arrow_filesystem()`)
+        key: the file's (scheme, path, size) cache key; a size of 0 means unknown
+    """
     footer = _FOOTERS.get(key)
     if footer is MISSING:
         if is_remote(key[0]):
@@ -169,13 +214,22 @@ def parquet_footer(fs: pafs.FileSystem, key: FileKey) -> Footer:
 
 
 def cached_footer(key: FileKey) -> Footer | None:
-    """The footer of the file at `key` if this process has read it already (nothing is read)."""
+    """The footer of the file at `key` if this process has read it already (nothing is read).
+
+    Args:
+        key: the file's (scheme, path, size) cache key; a size of 0 means unknown
+    """
     footer = _FOOTERS.get(key)
     return None if footer is MISSING else footer
 
 
 def parquet_metadata(fs: pafs.FileSystem, key: FileKey) -> pq.FileMetaData:
-    """The Parquet footer metadata of the file at `key` (cached, see `parquet_footer`)."""
+    """The Parquet footer metadata of the file at `key` (cached, see `parquet_footer`).
+
+    Args:
+        fs: the Arrow filesystem the file is read through (the store's `arrow_filesystem()`)
+        key: the file's (scheme, path, size) cache key; a size of 0 means unknown
+    """
     return parquet_footer(fs, key).metadata
 
 
@@ -183,7 +237,15 @@ def read_row_groups(
     fs: pafs.FileSystem, key: FileKey, groups: list[int], columns: list[str], dictionaries: list[str]
 ) -> pa.Table:
     """Row groups `groups` (ascending) of the file at `key`, columns `columns`; `dictionaries`: string columns
-    to read as dictionaries (local files only, where decoding dominates; on object stores requests do)."""
+    to read as dictionaries (local files only, where decoding dominates; on object stores requests do).
+
+    Args:
+        fs: the Arrow filesystem the file is read through (the store's `arrow_filesystem()`)
+        key: the file's (scheme, path, size) cache key; a size of 0 means unknown
+        groups: the row groups to read, ascending
+        columns: the physical column names to read
+        dictionaries: string columns to read dictionary-encoded (honoured for local files only)
+    """
     if is_remote(key[0]):
         fragment = parquet_fragment(fs, key)
         with read_errors(key[1]):
@@ -205,6 +267,11 @@ def read_file(fs: pafs.FileSystem, key: FileKey, schema: pa.Schema) -> pa.Table 
     columns to Arrow's thread pool, which costs more than decoding a few thousand rows (measured: 1,000 files of
     1,000 rows, ~400 ms CPU through a dataset scanner, ~195 ms this way). Callers overlap files on threads of
     their own (decoding releases the GIL). A footer already cached by a scan is reused.
+
+    Args:
+        fs: the Arrow filesystem the file is read through (the store's `arrow_filesystem()`)
+        key: the file's (scheme, path, size) cache key; a size of 0 means unknown
+        schema: the columns to read, with physical names and the types expected
     """
     if is_remote(key[0]):  # the size is known: no HEAD request; buffered reads coalesce the column chunks
         with read_errors(key[1]):
@@ -228,7 +295,12 @@ _SERIAL_FILTER_ROWS = 65_536
 
 
 def filter_table(table: pa.Table, expr: pc.Expression) -> pa.Table:
-    """`table.filter(expr)`, without the thread pool for small tables (same rows, same order)."""
+    """`table.filter(expr)`, without the thread pool for small tables (same rows, same order).
+
+    Args:
+        table: the rows to filter
+        expr: the filter, on the table's column names
+    """
     if table.num_rows >= _SERIAL_FILTER_ROWS:
         return table.filter(expr)
     import pyarrow.acero as acero
@@ -250,7 +322,13 @@ _DICTIONARY_PAGE_LIMIT = 1 << 20
 
 
 def dictionary_columns(footer: Footer, columns: list[str], groups: list[int]) -> list[str]:
-    """String columns of `columns` worth reading as dictionaries from row groups `groups` (see above)."""
+    """String columns of `columns` worth reading as dictionaries from row groups `groups` (see above).
+
+    Args:
+        footer: the file's cached footer
+        columns: the physical columns about to be read
+        groups: the row groups about to be read
+    """
     out = []
     for name in columns:
         if name not in footer.schema.names or name not in footer.leaves:

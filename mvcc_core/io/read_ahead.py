@@ -61,7 +61,13 @@ PHYSICAL_ROWS: Callable[[pb.DataFragment], int] = operator.attrgetter("physical_
 
 def runs(items: Sequence[T], rows: Callable[[T], int], part_rows: int) -> Iterator[tuple[int, list[T]]]:
     """`items` (files) cut into consecutive runs of at least one item and up to `part_rows` rows, with their
-    rows: the parts of `read_ahead`, one hand-off to a pool thread each."""
+    rows: the parts of `read_ahead`, one hand-off to a pool thread each.
+
+    Args:
+        items: the files to read, in order
+        rows: the rows a file holds
+        part_rows: the rows a run may reach before the next item starts a new run
+    """
     start = 0
     while start < len(items):
         end, total = start, 0
@@ -85,6 +91,11 @@ def read_ahead(
     At least `ahead_parts` parts and up to `ahead_rows` rows are in flight ahead of the consumer (a part is a
     run of files: a hand-off per small file costs more than it saves). Parts already submitted when the
     consumer stops still run to their end; their results are dropped.
+
+    Args:
+        parts: (rows, read) pairs in the order their results are wanted; `read` computes one part
+        ahead_rows: rows at most in flight ahead of the consumer (beyond `ahead_parts` parts)
+        ahead_parts: parts always allowed in flight, whatever their rows
     """
     executor = pool()
     pending: deque[tuple[int, Future[T]]] = deque()
@@ -108,6 +119,11 @@ def read_whole_file(fs: pafs.FileSystem, key: FileKey, schema: pa.Schema) -> pa.
     `parquet_io.read_file` reads a projection through `ParquetFile`, whose Python bookkeeping per file (the
     nested column paths, the column indices) is ~8% of reading a 1,000-row file (measured: 1,000 files, ~165
     ms CPU this way, ~180 ms that way); a whole file needs none of it. A footer already cached is reused.
+
+    Args:
+        fs: the Arrow filesystem the file is read through (the store's `arrow_filesystem()`)
+        key: the file's (scheme, path, size) cache key; a size of 0 means unknown
+        schema: the columns expected, with physical names and types
     """
     if is_remote(key[0]):
         return read_file(fs, key, schema)

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import fsspec
 
 from mvcc_core.errors import CommitNotSupportedError, StorageError
-from mvcc_core.io.backend import ObjectMeta, _Backend, _to_datetime
+from mvcc_core.io.backend import Backend, ObjectMeta, joined, to_datetime
 
 if TYPE_CHECKING:
-    pass
+    import pyarrow.fs
 
 _S3_DELETE_BATCH = 1000
 _FALSE_STRINGS = {"false", "0", "no", "off", "disabled", "none", ""}
@@ -49,17 +51,25 @@ def _client_error(exc: BaseException) -> tuple[str, int | None] | None:
     return None
 
 
-def _is_false(value: Any) -> bool:
+def is_false(value: Any) -> bool:
+    """Whether an option's value means off (`False`, "false", "0", "no", "off", ...).
+
+    Args:
+        value: the option's value
+    """
     if isinstance(value, bool):
         return not value
     return str(value).strip().lower() in _FALSE_STRINGS
 
 
-def _translate_s3_options(options: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+def translate_s3_options(options: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """Lance/object_store style keys -> s3fs keyword arguments, plus whether conditional PUT is usable.
 
     The AWS_* environment variables fill in an endpoint and a region that the options do not give, because
     not every client layer (s3fs's own arguments, pyarrow) reads AWS_ENDPOINT_URL or AWS_REGION by itself.
+
+    Args:
+        options: the store options as the user gave them
     """
     out: dict[str, Any] = {}
     client_kwargs: dict[str, Any] = {}
@@ -75,7 +85,7 @@ def _translate_s3_options(options: dict[str, Any]) -> tuple[dict[str, Any], bool
         elif lowered in _S3_IGNORED_KEYS:
             continue
         elif lowered in _S3_CONDITIONAL_PUT_KEYS:
-            conditional_put = not _is_false(value)
+            conditional_put = not is_false(value)
         elif key == "client_kwargs":
             client_kwargs = {**dict(value), **client_kwargs}
         else:
@@ -116,11 +126,14 @@ def _s3_cache_key(s3_options: dict[str, Any]) -> tuple[int, str]:
     return os.getpid(), json.dumps([s3_options, env], sort_keys=True, default=repr)
 
 
-def _shared_s3_filesystem(s3_options: dict[str, Any]) -> Any:
+def shared_s3_filesystem(s3_options: dict[str, Any]) -> Any:
     """One s3fs filesystem per process and set of options.
 
     Creating the botocore client costs ~100 ms, more than the LIST that finds the latest version, so
     stores opened with the same options share it. Listing caches stay off: only the client is shared.
+
+    Args:
+        s3_options: s3fs options (`translate_s3_options`)
     """
     import s3fs
 
@@ -133,28 +146,55 @@ def _shared_s3_filesystem(s3_options: dict[str, Any]) -> Any:
         return fs
 
 
-class _S3Backend(_Backend):
+class S3Backend(Backend):
     """S3 through the s3fs client, calling the S3 API directly where one request must do (no caches)."""
 
     def __init__(self, fs: fsspec.AbstractFileSystem, bucket: str, prefix: str, conditional_put: bool) -> None:
+        """A backend on `s3://bucket/prefix`.
+
+        Args:
+            fs: the s3fs filesystem (shared: `shared_s3_filesystem`)
+            bucket: the bucket
+            prefix: the store's root inside it ('' for the bucket's root)
+            conditional_put: the endpoint honours `If-None-Match: *`, so commits are atomic
+        """
         super().__init__(fs, f"{bucket}/{prefix}" if prefix else bucket)
         self.bucket = bucket
         self.prefix = prefix
         self.atomic = conditional_put
 
     def key(self, rel: str) -> str:
-        if not rel:
-            return self.prefix
-        return f"{self.prefix}/{rel}" if self.prefix else rel
+        """The S3 key of `rel`.
+
+        Args:
+            rel: the object's path relative to the backend's root
+        """
+        return joined(self.prefix, rel)
 
     def rel_of_key(self, key: str) -> str:
+        """The path relative to the root of an S3 key.
+
+        Args:
+            key: a key below the store's prefix
+        """
         return key[len(self.prefix) + 1 :] if self.prefix else key
 
     def dir_prefix(self, prefix: str) -> str:
+        """The key prefix that lists everything below `prefix` ('' for the bucket's root).
+
+        Args:
+            prefix: a directory relative to the root
+        """
         key = self.key(prefix)
         return f"{key}/" if key else ""
 
     def call(self, method: str, **kwargs: Any) -> Any:
+        """One S3 API call through s3fs's client, from synchronous code.
+
+        Args:
+            method: the client method (`put_object`, `list_objects_v2`, ...)
+            **kwargs: its arguments
+        """
         from fsspec.asyn import sync
 
         return sync(self.fs.loop, self.fs._call_s3, method, **kwargs)
@@ -180,7 +220,7 @@ class _S3Backend(_Backend):
         if not rel:
             raise FileNotFoundError(rel)
         resp = self.call("head_object", Bucket=self.bucket, Key=self.key(rel))
-        return ObjectMeta(rel, int(resp.get("ContentLength", 0)), _to_datetime(resp.get("LastModified")))
+        return ObjectMeta(rel, int(resp.get("ContentLength", 0)), to_datetime(resp.get("LastModified")))
 
     def put(self, rel: str, data: bytes) -> None:
         # A single PutObject (or a completed multipart upload) becomes visible at once, never half-written.
@@ -234,7 +274,7 @@ class _S3Backend(_Backend):
             key = obj["Key"]
             if key.endswith("/"):
                 continue  # "directory" marker objects written by some tools
-            yield ObjectMeta(self.rel_of_key(key), int(obj.get("Size", 0)), _to_datetime(obj.get("LastModified")))
+            yield ObjectMeta(self.rel_of_key(key), int(obj.get("Size", 0)), to_datetime(obj.get("LastModified")))
 
     def list(self, prefix: str) -> list[ObjectMeta]:
         out: list[ObjectMeta] = []
@@ -280,3 +320,71 @@ class _S3Backend(_Backend):
                 )
         for key in keys:
             self.fs.invalidate_cache(f"{self.bucket}/{key}")
+
+
+def native_arrow_s3(s3_options: dict[str, Any], bucket: str) -> pyarrow.fs.FileSystem | None:
+    """pyarrow's own S3 client from the same options, or None if some option has no pyarrow equivalent.
+
+    Args:
+        s3_options: the store's s3fs options (`translate_s3_options`)
+        bucket: the store's bucket (its region is looked up when no option names one)
+    """
+    import pyarrow.fs as pafs
+
+    opts = s3_options
+    client_kwargs = dict(opts.get("client_kwargs") or {})
+    if set(opts) - {"key", "secret", "token", "anon", "client_kwargs"} or set(client_kwargs) - {
+        "endpoint_url",
+        "region_name",
+    }:
+        return None
+    # allow_delayed_open: small files become one PutObject instead of a three-request multipart upload.
+    kwargs: dict[str, Any] = {"allow_delayed_open": True}
+    if opts.get("anon") and not is_false(opts["anon"]):
+        kwargs["anonymous"] = True
+    if opts.get("key") and opts.get("secret"):
+        kwargs["access_key"] = opts["key"]
+        kwargs["secret_key"] = opts["secret"]
+        if opts.get("token"):
+            kwargs["session_token"] = opts["token"]
+    elif opts.get("key") or opts.get("secret"):
+        return None
+    if client_kwargs.get("region_name"):
+        kwargs["region"] = client_kwargs["region_name"]
+    endpoint = client_kwargs.get("endpoint_url")
+    if endpoint:
+        parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+        kwargs["scheme"] = parts.scheme or "https"
+        kwargs["endpoint_override"] = parts.netloc + parts.path.rstrip("/")
+        kwargs.setdefault("region", "us-east-1")
+    elif "region" not in kwargs:
+        # Real AWS without a configured region: ask for the bucket's (s3fs follows redirects itself).
+        with contextlib.suppress(Exception):
+            kwargs["region"] = pafs.resolve_s3_region(bucket)  # type: ignore[attr-defined]
+    try:
+        return pafs.S3FileSystem(**kwargs)
+    except Exception:  # any pyarrow refusal: fall back to the fsspec bridge
+        return None
+
+
+def shared_arrow_s3_filesystem(s3_options: dict[str, Any], fs: Any, bucket: str) -> pyarrow.fs.FileSystem:
+    """One pyarrow filesystem per process and set of options, like the s3fs client (`shared_s3_filesystem`):
+    pyarrow's own S3 client where the options allow it (`native_arrow_s3`), else a bridge to `fs`.
+
+    Args:
+        s3_options: the store's s3fs options (`translate_s3_options`)
+        fs: the store's s3fs filesystem, bridged to when pyarrow's client cannot take the options
+        bucket: the store's bucket (its region is looked up when no option names one)
+    """
+    import pyarrow.fs as pafs
+
+    key = _s3_cache_key(s3_options)
+    with _S3_FILESYSTEMS_LOCK:
+        found = _ARROW_S3_FILESYSTEMS.get(key)
+    if found is None:
+        found = native_arrow_s3(s3_options, bucket)
+        if found is None:
+            found = pafs.PyFileSystem(pafs.FSSpecHandler(fs))
+        with _S3_FILESYSTEMS_LOCK:
+            _ARROW_S3_FILESYSTEMS[key] = found
+    return found

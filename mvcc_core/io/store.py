@@ -10,23 +10,14 @@ import os
 import threading
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import fsspec
 
 from mvcc_core.errors import CommitNotSupportedError, MvccError, ObjectNotFoundError, StorageError, UnsafePathError
-from mvcc_core.io.backend import ObjectMeta, _Backend, _wrappable_errors
-from mvcc_core.io.local import _local_arrow_filesystem, _LocalBackend
-from mvcc_core.io.memory import _MemoryBackend
-from mvcc_core.io.s3 import (
-    _ARROW_S3_FILESYSTEMS,
-    _S3_FILESYSTEMS_LOCK,
-    _is_false,
-    _s3_cache_key,
-    _S3Backend,
-    _shared_s3_filesystem,
-    _translate_s3_options,
-)
+from mvcc_core.io.backend import Backend, ObjectMeta, wrappable_errors
+from mvcc_core.io.local import LocalBackend, local_arrow_filesystem
+from mvcc_core.io.memory import MemoryBackend
+from mvcc_core.io.s3 import S3Backend, is_false, shared_arrow_s3_filesystem, shared_s3_filesystem, translate_s3_options
 
 if TYPE_CHECKING:
     import pyarrow.fs
@@ -51,10 +42,20 @@ class ObjectStore:
     fs: fsspec.AbstractFileSystem
 
     def __init__(self, uri: str, storage_options: dict[str, Any] | None = None) -> None:
+        """A store rooted at `uri`.
+
+        Args:
+            uri: the root (`s3://bucket/path`, `file:///path` or a local path, `memory://name`)
+            storage_options: backend options such as credentials, endpoint or `fsync`
+
+        Raises:
+            StorageError: the uri is empty or its scheme or options are not supported
+        """
         self._init_args = (uri, dict(storage_options or {}))
         self._pid = os.getpid()
         self._arrow_fs: pyarrow.fs.FileSystem | None = None
         self._arrow_lock = threading.Lock()
+        self._siblings: dict[str, ObjectStore] = {}  # `sibling`'s stores, by uri
         options = dict(storage_options or {})
         if not isinstance(uri, str) or not uri:
             raise StorageError(f"a table uri must be a non-empty string, got {uri!r}")
@@ -71,7 +72,7 @@ class ObjectStore:
                 self._init_other(uri, scheme, options)
         except MvccError:
             raise
-        except (ImportError, TypeError, *_wrappable_errors()) as exc:
+        except (ImportError, TypeError, *wrappable_errors()) as exc:
             raise StorageError(f"cannot open object store for {uri}: {type(exc).__name__}: {exc}") from exc
 
     # --- construction ---------------------------------------------------------------------------------
@@ -84,7 +85,7 @@ class ObjectStore:
         self.uri = root if "://" not in uri else f"file://{root}"
         self.fs = LocalFileSystem()
         fsync = options.get("fsync", False)
-        self._backend: _Backend = _LocalBackend(self.fs, root, fsync=bool(fsync) and not _is_false(fsync))
+        self._backend: Backend = LocalBackend(self.fs, root, fsync=bool(fsync) and not is_false(fsync))
 
     def _init_memory(self, rest: str) -> None:
         from fsspec.implementations.memory import MemoryFileSystem
@@ -93,7 +94,7 @@ class ObjectStore:
         root = MemoryFileSystem._strip_protocol(rest).rstrip("/")
         self.scheme = "memory"
         self.uri = f"memory://{root.lstrip('/')}"
-        self._backend = _MemoryBackend(self.fs, root)
+        self._backend = MemoryBackend(self.fs, root)
 
     def _init_s3(self, rest: str, options: dict[str, Any]) -> None:
 
@@ -101,19 +102,19 @@ class ObjectStore:
         prefix = prefix.strip("/")
         if not bucket:
             raise StorageError(f"an s3 uri needs a bucket: s3://{rest}")
-        s3_options, conditional_put = _translate_s3_options(options)
+        s3_options, conditional_put = translate_s3_options(options)
         self._s3_options = s3_options
-        self.fs = _shared_s3_filesystem(s3_options)
+        self.fs = shared_s3_filesystem(s3_options)
         self.scheme = "s3"
         self.uri = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
-        self._backend = _S3Backend(self.fs, bucket, prefix, conditional_put)
+        self._backend = S3Backend(self.fs, bucket, prefix, conditional_put)
 
     def _init_other(self, uri: str, scheme: str, options: dict[str, Any]) -> None:
         self.fs = fsspec.filesystem(scheme, skip_instance_cache=True, **options)
         self.scheme = scheme
         self.uri = uri.rstrip("/")
         root = self.fs._strip_protocol(uri)
-        self._backend = _Backend(self.fs, root.rstrip("/"))
+        self._backend = Backend(self.fs, root.rstrip("/"))
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Rebuild from uri and options in the receiving process (compaction tasks, Spark executors).
@@ -126,11 +127,14 @@ class ObjectStore:
 
     def sibling(self, uri: str) -> ObjectStore:
         """The store at another `uri` opened with this store's options (a base path, a clone's source);
-        cached per uri on this store, so the clients and caches of one are shared by every caller."""
-        siblings = self.__dict__.setdefault("_siblings", {})
-        found = siblings.get(uri)
+        cached per uri on this store, so the clients and caches of one are shared by every caller.
+
+        Args:
+            uri: the other store's root
+        """
+        found = self._siblings.get(uri)
         if found is None:
-            found = siblings[uri] = ObjectStore(uri, self._init_args[1])
+            found = self._siblings[uri] = ObjectStore(uri, self._init_args[1])
         return found
 
     def __repr__(self) -> str:
@@ -146,11 +150,19 @@ class ObjectStore:
         return rel.strip("/")
 
     def full_path(self, rel: str) -> str:
-        """The path of `rel` as ``self.fs`` understands it."""
+        """The path of `rel` as ``self.fs`` understands it.
+
+        Args:
+            rel: the object's path relative to the store's root
+        """
         return self._backend.full(self._clean(rel))
 
     def arrow_path(self, rel: str) -> str:
-        """The path of `rel` for the filesystem returned by :meth:`arrow_filesystem`."""
+        """The path of `rel` for the filesystem returned by :meth:`arrow_filesystem`.
+
+        Args:
+            rel: the object's path relative to the store's root
+        """
         return self.full_path(rel)
 
     def arrow_filesystem(self) -> pyarrow.fs.FileSystem:
@@ -158,14 +170,7 @@ class ObjectStore:
         with self._arrow_lock:
             if self._arrow_fs is None:
                 if self.scheme == "s3":  # shared per process and options, like the s3fs client
-                    key = _s3_cache_key(self._s3_options)
-                    with _S3_FILESYSTEMS_LOCK:
-                        fs = _ARROW_S3_FILESYSTEMS.get(key)
-                    if fs is None:
-                        fs = self._make_arrow_filesystem()
-                        with _S3_FILESYSTEMS_LOCK:
-                            _ARROW_S3_FILESYSTEMS[key] = fs
-                    self._arrow_fs = fs
+                    self._arrow_fs = shared_arrow_s3_filesystem(self._s3_options, self.fs, self._backend.bucket)
                 else:
                     self._arrow_fs = self._make_arrow_filesystem()
             return self._arrow_fs
@@ -174,51 +179,8 @@ class ObjectStore:
         import pyarrow.fs as pafs
 
         if self.scheme == "file":
-            return _local_arrow_filesystem()
-        if self.scheme == "s3":
-            native = self._native_arrow_s3()
-            if native is not None:
-                return native
+            return local_arrow_filesystem()
         return pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
-
-    def _native_arrow_s3(self) -> pyarrow.fs.FileSystem | None:
-        """pyarrow's own S3 client from the same options, or None if some option has no pyarrow equivalent."""
-        import pyarrow.fs as pafs
-
-        opts = self._s3_options
-        client_kwargs = dict(opts.get("client_kwargs") or {})
-        if set(opts) - {"key", "secret", "token", "anon", "client_kwargs"} or set(client_kwargs) - {
-            "endpoint_url",
-            "region_name",
-        }:
-            return None
-        # allow_delayed_open: small files become one PutObject instead of a three-request multipart upload.
-        kwargs: dict[str, Any] = {"allow_delayed_open": True}
-        if opts.get("anon") and not _is_false(opts["anon"]):
-            kwargs["anonymous"] = True
-        if opts.get("key") and opts.get("secret"):
-            kwargs["access_key"] = opts["key"]
-            kwargs["secret_key"] = opts["secret"]
-            if opts.get("token"):
-                kwargs["session_token"] = opts["token"]
-        elif opts.get("key") or opts.get("secret"):
-            return None
-        if client_kwargs.get("region_name"):
-            kwargs["region"] = client_kwargs["region_name"]
-        endpoint = client_kwargs.get("endpoint_url")
-        if endpoint:
-            parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
-            kwargs["scheme"] = parts.scheme or "https"
-            kwargs["endpoint_override"] = parts.netloc + parts.path.rstrip("/")
-            kwargs.setdefault("region", "us-east-1")
-        elif "region" not in kwargs:
-            # Real AWS without a configured region: ask for the bucket's (s3fs follows redirects itself).
-            with contextlib.suppress(Exception):
-                kwargs["region"] = pafs.resolve_s3_region(self._backend.bucket)  # type: ignore[attr-defined]
-        try:
-            return pafs.S3FileSystem(**kwargs)
-        except Exception:  # any pyarrow refusal: fall back to the fsspec bridge
-            return None
 
     # --- error contract -------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -232,18 +194,32 @@ class ObjectStore:
             raise
         except FileNotFoundError as exc:
             raise ObjectNotFoundError(f"{op}: object {rel!r} not found in {self.uri}") from exc
-        except _wrappable_errors() as exc:
+        except wrappable_errors() as exc:
             raise StorageError(f"{op} of {rel!r} in {self.uri} failed: {type(exc).__name__}: {exc}") from exc
 
     # --- reads ----------------------------------------------------------------------------------------
     def get(self, rel: str) -> bytes:
-        """The whole object; ObjectNotFoundError if there is none."""
+        """The whole object; ObjectNotFoundError if there is none.
+
+        Args:
+            rel: the object's path relative to the store's root
+        """
         rel = self._clean(rel)
         with self._errors("get", rel):
             return self._backend.get(rel)
 
     def get_range(self, rel: str, start: int, end: int) -> bytes:
-        """Bytes ``[start, end)`` of the object (shorter at the end of the object, like a slice)."""
+        """Bytes ``[start, end)`` of the object (shorter at the end of the object, like a slice).
+
+        Args:
+            rel: the object's path relative to the store's root
+            start: the first byte wanted
+            end: the byte after the last one wanted
+
+        Raises:
+            ValueError: the range is negative or reversed
+            ObjectNotFoundError: there is no such object
+        """
         rel = self._clean(rel)
         if start < 0 or end < start:
             raise ValueError(f"bad byte range [{start}, {end}) for {rel!r}")
@@ -254,18 +230,30 @@ class ObjectStore:
             return self._backend.get_range(rel, start, end)
 
     def head(self, rel: str) -> ObjectMeta:
-        """Size and modification time of one object; ObjectNotFoundError if there is none."""
+        """Size and modification time of one object; ObjectNotFoundError if there is none.
+
+        Args:
+            rel: the object's path relative to the store's root
+        """
         rel = self._clean(rel)
         with self._errors("head", rel):
             return self._backend.head(rel)
 
     def sync(self, rel: str) -> None:
-        """After writing `rel` through `arrow_filesystem()`: durable with the local `fsync` option."""
+        """After writing `rel` through `arrow_filesystem()`: durable with the local `fsync` option.
+
+        Args:
+            rel: the object's path relative to the store's root
+        """
         with self._errors("sync", rel):
             self._backend.sync(self._clean(rel))
 
     def exists(self, rel: str) -> bool:
-        """Whether an object (not a "directory") of that name exists."""
+        """Whether an object (not a "directory") of that name exists.
+
+        Args:
+            rel: the object's path relative to the store's root
+        """
         try:
             self.head(rel)
         except ObjectNotFoundError:
@@ -273,20 +261,33 @@ class ObjectStore:
         return True
 
     def list(self, prefix_rel: str = "") -> list[ObjectMeta]:
-        """Every object below the "directory" `prefix_rel` (recursively), sorted by path; [] if none."""
+        """Every object below the "directory" `prefix_rel` (recursively), sorted by path; [] if none.
+
+        Args:
+            prefix_rel: the directory to list, relative to the root ('' lists everything)
+        """
         prefix = self._clean(prefix_rel)
         with self._errors("list", prefix + "/"):
             return self._backend.list(prefix)
 
     def list_first(self, prefix_rel: str = "") -> ObjectMeta | None:
-        """The lexicographically first object below `prefix_rel`; on S3 one ListObjectsV2 with MaxKeys=1."""
+        """The lexicographically first object below `prefix_rel`; on S3 one ListObjectsV2 with MaxKeys=1.
+
+        Args:
+            prefix_rel: the directory to look in, relative to the root
+        """
         prefix = self._clean(prefix_rel)
         with self._errors("list_first", prefix + "/"):
             return self._backend.list_first(prefix)
 
     # --- writes ---------------------------------------------------------------------------------------
     def put(self, rel: str, data: bytes) -> None:
-        """Create or overwrite an object; readers see the old or the new bytes, never a partial object."""
+        """Create or overwrite an object; readers see the old or the new bytes, never a partial object.
+
+        Args:
+            rel: the object's path relative to the store's root
+            data: the object's bytes
+        """
         rel = self._clean(rel)
         with self._errors("put", rel):
             self._backend.put(rel, data)
@@ -295,7 +296,12 @@ class ObjectStore:
         """Create an object under a fresh name (a random id) that nothing references until the caller
         publishes it, e.g. in a commit. Readers therefore never look at it while it is written, so a local
         store writes it in place, without the temporary file and rename of `put`; a crash may leave a partial
-        file behind, unreferenced like any other orphan. Locally it fails if the name exists. Elsewhere: `put`."""
+        file behind, unreferenced like any other orphan. Locally it fails if the name exists. Elsewhere: `put`.
+
+        Args:
+            rel: the new object's path (a fresh, random name) relative to the root
+            data: the object's bytes
+        """
         rel = self._clean(rel)
         with self._errors("put_new", rel):
             self._backend.put_new(rel, data)
@@ -305,6 +311,10 @@ class ObjectStore:
 
         This is the commit point of the commit protocol; raises CommitNotSupportedError on stores that
         cannot do it atomically.
+
+        Args:
+            rel: the object's path relative to the store's root
+            data: the object's bytes
         """
         rel = self._clean(rel)
         self.check_commit_supported()
@@ -312,7 +322,12 @@ class ObjectStore:
             return self._backend.put_if_not_exists(rel, data)
 
     def rename_if_not_exists(self, src_rel: str, dst_rel: str) -> bool:
-        """Move `src_rel` to `dst_rel` only if `dst_rel` is free; False (source kept) if it was taken."""
+        """Move `src_rel` to `dst_rel` only if `dst_rel` is free; False (source kept) if it was taken.
+
+        Args:
+            src_rel: the object to move
+            dst_rel: its new path, which must be free
+        """
         src, dst = self._clean(src_rel), self._clean(dst_rel)
         self.check_commit_supported()
         with self._errors("rename_if_not_exists", f"{src} -> {dst}"):
@@ -326,6 +341,11 @@ class ObjectStore:
         A local store makes one hard link (no file created, no byte copied); elsewhere it is a
         put-if-not-exists of the bytes. Either way `dst_rel` appears whole or not at all, so it can publish:
         the catalog finalizes a staged manifest with it.
+
+        Args:
+            src_rel: the object to copy
+            dst_rel: the path to create, which must be free
+            data: `src_rel`'s bytes when the caller has them (spares a read)
         """
         src, dst = self._clean(src_rel), self._clean(dst_rel)
         self.check_commit_supported()
@@ -333,13 +353,22 @@ class ObjectStore:
             return self._backend.copy_if_not_exists(src, dst, data)
 
     def copy(self, src_rel: str, dst_rel: str) -> None:
-        """Copy one object (server-side where the storage can, e.g. S3 CopyObject); overwrites `dst_rel`."""
+        """Copy one object (server-side where the storage can, e.g. S3 CopyObject); overwrites `dst_rel`.
+
+        Args:
+            src_rel: the object to copy
+            dst_rel: the path to write (overwritten if it exists)
+        """
         src, dst = self._clean(src_rel), self._clean(dst_rel)
         with self._errors("copy", f"{src} -> {dst}"):
             self._backend.copy(src, dst)
 
     def delete_many(self, rels: Iterable[str]) -> None:
-        """Delete objects in batches (S3: DeleteObjects of up to 1000 keys); missing ones are ignored."""
+        """Delete objects in batches (S3: DeleteObjects of up to 1000 keys); missing ones are ignored.
+
+        Args:
+            rels: the paths of the objects to delete, relative to the root
+        """
         cleaned = [self._clean(r) for r in rels]
         if not cleaned:
             return
@@ -368,7 +397,15 @@ class ObjectStore:
 
 
 def open_store(uri: str | ObjectStore, storage_options: dict[str, Any] | None = None) -> ObjectStore:
-    """The ObjectStore for a table uri (an ObjectStore passes through unchanged)."""
+    """The ObjectStore for a table uri (an ObjectStore passes through unchanged).
+
+    Args:
+        uri: a table uri (`s3://bucket/path`, `file:///path` or a local path, `memory://name`), or a store already open
+        storage_options: backend options such as credentials, endpoint or `fsync` (ignored when `uri` is a store)
+
+    Raises:
+        StorageError: the uri is empty or its scheme or options are not supported
+    """
     if isinstance(uri, ObjectStore):
         return uri
     return ObjectStore(uri, storage_options)

@@ -98,6 +98,19 @@ def cleanup_old_versions(
     A version whose manifest is corrupt is dated by its file's modification time and removed like any
     other old version (the files only it referenced are unknown: they go as unverified files, after the
     safety window). `progress(done, total)` is called as files are removed.
+
+    Args:
+        state: the table, at any version (its latest is always kept)
+        older_than: versions committed longer ago than this are removed
+        retain_versions: keep at least this many newest versions, whatever their age (None: no such floor)
+        delete_unverified: also remove files no version references that are younger than the safety window (only when no
+            writer can be running)
+        error_if_tagged_old_versions: raise instead of keeping an old version a tag names
+        dry_run: count what would be removed, remove nothing
+        progress: called as `progress(done, total)` as files are removed
+
+    Raises:
+        ValueError: `older_than` is negative or `retain_versions` is not a positive int
     """
     if not isinstance(older_than, timedelta) or older_than < timedelta(0):
         raise ValueError(f"older_than must be a non-negative timedelta, got {older_than!r}")

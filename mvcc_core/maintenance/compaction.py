@@ -46,6 +46,7 @@ from mvcc_core.read.scan import Scan, missing_files
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 from mvcc_core.txn.conflicts import REWRITE_ROW_ORDER
 from mvcc_core.txn.state import TableState
+from mvcc_core.txn.task_state import task_state
 from mvcc_core.txn.transaction import Transaction, check_properties
 
 log = logging.getLogger("mvcc.maintenance")
@@ -87,11 +88,10 @@ class CompactionTask:
 
         `state`: the plan's `CompactionPlan.state` (picklable: send it with the task to any executor), or
         the table's uri (with `storage_options`) to open it here.
+
+        Args: see :func:`mvcc_core.txn.task_state.task_state`
         """
-        if isinstance(state, str):
-            state = TableState.open(state, self.read_version, storage_options=storage_options)
-        elif state.version != self.read_version:
-            state = state.checkout(self.read_version)
+        state = task_state(state, self.read_version, storage_options)
         old = [pb.DataFragment.FromString(f) for f in self.fragments]
         stable = row_ids.enabled(state.manifest)
         writer = FragmentWriter(state.store, state.fields, state.schema, self.target_rows_per_fragment)
@@ -418,6 +418,11 @@ def plan_unreserved(table: Any, options: CompactionOptions | None = None, **kwar
     For a caller that owns every commit to the table and commits the Rewrite with its own transaction
     (the catalog, where a table changes only through a catalog publish): it renumbers the new fragments
     if the table moved before the Rewrite lands (`renumber_new_fragments`). Nothing is committed.
+
+    Args:
+        table: a `Table` or a `TableState`
+        options: what to rewrite and the task bounds (default: `CompactionOptions(**kwargs)`)
+        **kwargs: `CompactionOptions` fields, when `options` is not given
     """
     state = _state_of(table)
     options = options or CompactionOptions(**kwargs)
@@ -457,7 +462,12 @@ def _plan_of(
 def renumber_new_fragments(operation: ops.Rewrite, manifest: pb.Manifest) -> ops.Rewrite:
     """The Rewrite with its new fragments numbered after `manifest`'s highest fragment id (an unreserved
     plan's Rewrite landing on a version whose appends took the ids it had counted on). Data files are named
-    by uuid and new fragments carry no deletion file, so the ids are metadata only."""
+    by uuid and new fragments carry no deletion file, so the ids are metadata only.
+
+    Args:
+        operation: the unreserved plan's Rewrite
+        manifest: the version it will land on
+    """
     next_id = (manifest.max_fragment_id + 1) if manifest.HasField("max_fragment_id") else 0
     groups = []
     for group in operation.groups:
@@ -527,7 +537,15 @@ def rewrite_transaction(
     defer_index_remap: bool = False,
 ) -> Transaction:
     """The Rewrite of every group as an uncommitted transaction on the results' read version (what `commit`
-    commits; a caller staging it elsewhere, such as a catalog transaction, commits it itself)."""
+    commits; a caller staging it elsewhere, such as a catalog transaction, commits it itself).
+
+    Args:
+        table: a `Table` or a `TableState` of the compacted table
+        results: the results of the plan's tasks
+        commit_message: the message stored with the transaction
+        transaction_properties: properties stored with the transaction (a dict of str to str)
+        defer_index_remap: keep indices covering the moved rows through a fragment reuse index
+    """
     results = list(results)
     if not results:
         raise CompactionError("a compaction Rewrite needs at least one RewriteResult")
@@ -614,7 +632,12 @@ def commit(
 
 
 def run_task(task: CompactionTask, state: TableState) -> RewriteResult:
-    """Module-level, so that `partial(run_task, state=...)` pickles for process pools and Spark."""
+    """Module-level, so that `partial(run_task, state=...)` pickles for process pools and Spark.
+
+    Args:
+        task: the task to run
+        state: the plan's table state
+    """
     return task.execute(state)
 
 

@@ -19,6 +19,10 @@ class Optimize:
     """Maintenance of the version a handle is on; each call moves the handle to the version it commits.
 
     Built by `Table.optimize` with the handle's state and the one way to move the handle (`advance`).
+
+    Args:
+        state: the version the handle is on
+        advance: moves the handle to a newly committed version
     """
 
     def __init__(self, state: TableState, advance: Callable[[TableState], None]) -> None:
@@ -89,7 +93,13 @@ class Optimize:
     ) -> int:
         """Bring fragments added or rewritten since an index was built into it (its covered entries are
         kept, only the missing fragments are read; one CreateIndex for all), rebuild indices that rely on
-        the fragment reuse index and trim it. Returns how many indices were updated."""
+        the fragment reuse index and trim it. Returns how many indices were updated.
+
+        Args:
+            commit_message: the message stored with the transaction
+            transaction_properties: properties stored with the transaction (a dict of str to str)
+            max_retries: how many lost commit races to retry
+        """
         txn, count = stage_optimize_indices(
             self._state, commit_message=commit_message, transaction_properties=transaction_properties
         )
@@ -106,7 +116,13 @@ def stage_optimize_indices(
     transaction_properties: Mapping[str, str] | None = None,
 ) -> tuple[Transaction | None, int]:
     """The CreateIndex bringing every index that misses fragments up to date (files written, uncommitted),
-    and how many indices it updates; (None, 0) when every index is current."""
+    and how many indices it updates; (None, 0) when every index is current.
+
+    Args:
+        state: the table version whose indices are brought up to date
+        commit_message: the message stored with the transaction
+        transaction_properties: properties stored with the transaction (a dict of str to str)
+    """
     manifest, store = state.manifest, state.store
     live = {f.id for f in manifest.fragments}
     fri = frag_reuse.find(manifest)

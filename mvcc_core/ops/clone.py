@@ -35,10 +35,11 @@ def check_copy(src: ObjectStore, src_rel: str, dst: ObjectStore, dst_rel: str) -
     """Raise UnsafePathError unless `dst_rel` is a plain path under `dst`'s root naming another object than
     the source.
 
-    :param src: the store the object is in
-    :param src_rel: its path there
-    :param dst: the store to copy it to
-    :param dst_rel: its path there
+    Args:
+        src: the store the object is in
+        src_rel: its path there
+        dst: the store to copy it to
+        dst_rel: its path there
     """
     problem = path_problem(dst_rel)
     if problem is not None:
@@ -52,10 +53,11 @@ def check_copy(src: ObjectStore, src_rel: str, dst: ObjectStore, dst_rel: str) -
 def copy_object(src: ObjectStore, src_rel: str, dst: ObjectStore, dst_rel: str) -> None:
     """Copy one object; server-side when both stores are one S3 client, a file copy on local disks.
 
-    :param src: the store the object is in
-    :param src_rel: its path there
-    :param dst: the store to copy it to
-    :param dst_rel: its path there (a plain relative path under `dst`'s root)
+    Args:
+        src: the store the object is in
+        src_rel: its path there
+        dst: the store to copy it to
+        dst_rel: its path there (a plain relative path under `dst`'s root)
     """
     check_copy(src, src_rel, dst, dst_rel)
     if src.scheme == dst.scheme == "s3" and src.fs is dst.fs:
@@ -77,9 +79,10 @@ def deep_copy(store: ObjectStore, manifest: pb.Manifest, target: ObjectStore) ->
     Every target path is checked before anything is copied (a plain path under `target`, never the source
     file itself). On failure the files this call created are removed again, and only those.
 
-    :param store: the source table's store
-    :param manifest: the version to copy
-    :param target: the clone's (empty) store
+    Args:
+        store: the source table's store
+        manifest: the version to copy
+        target: the clone's (empty) store
     """
     files = files_of(store, manifest)
     for source, rel, clone_rel in files:
@@ -104,8 +107,9 @@ def deep_copy(store: ObjectStore, manifest: pb.Manifest, target: ObjectStore) ->
 def check_target(source: ObjectStore, target: ObjectStore) -> None:
     """Refuse a clone onto its own source (the same uri, or one directory on a local disk).
 
-    :param source: the source table's store
-    :param target: the clone's store
+    Args:
+        source: the source table's store
+        target: the clone's store
     """
     same = source.uri.rstrip("/") == target.uri.rstrip("/")
     if source.scheme == target.scheme == "file":

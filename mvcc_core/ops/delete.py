@@ -46,7 +46,15 @@ def find_rows(
     with_row_id: bool = False,
 ) -> pa.Table:
     """The live rows matching `predicate` (all rows for None), with `columns` and their `_rowaddr`
-    (and `_rowid` when asked)."""
+    (and `_rowid` when asked).
+
+    Args:
+        store: the table's store
+        manifest: the version the operation reads
+        predicate: the rows wanted, SQL or an Arrow Expression (None: every live row)
+        columns: the table columns to return besides the row addresses
+        with_row_id: add the `_rowid` column
+    """
     return Scan(
         store, manifest, columns=columns, filter=predicate, with_row_address=True, with_row_id=with_row_id
     ).to_table()
@@ -66,6 +74,11 @@ def delete_addresses(store: ObjectStore, manifest: pb.Manifest, addresses: np.nd
     """Merge the row `addresses` into their fragments' deletion vectors and write the new files.
 
     A fragment left without live rows is listed in `removed_fragment_ids` instead.
+
+    Args:
+        store: the table's store
+        manifest: the version the operation reads
+        addresses: the row addresses to delete (fragment id << 32 | offset), sorted or not
     """
     addresses = np.asarray(addresses, dtype=np.uint64)
     if len(addresses) > 1 and not (addresses[1:] >= addresses[:-1]).all():  # a scan gives them in order
@@ -110,7 +123,13 @@ def delete_addresses(store: ObjectStore, manifest: pb.Manifest, addresses: np.nd
 
 
 def plan_delete(store: ObjectStore, manifest: pb.Manifest, predicate: str | pc.Expression) -> DeletePlan:
-    """Find the live rows matching `predicate` in `manifest` and write the merged deletion vectors."""
+    """Find the live rows matching `predicate` in `manifest` and write the merged deletion vectors.
+
+    Args:
+        store: the table's store
+        manifest: the version the operation reads
+        predicate: the rows to delete, SQL or an Arrow Expression
+    """
     matched = find_rows(store, manifest, predicate, [])
     if matched.num_rows == 0:
         return DeletePlan(None, [], 0)

@@ -67,6 +67,17 @@ def build(
     With `executor` and the table's `state` (what the tasks receive), the scan runs as tasks on it
     (`ops/index_tasks.py`); without, here. Either way `progress(done, total)` is called after each group of
     fragments read. Raises ValueError for an unknown index type.
+
+    Args:
+        store: the table's store
+        manifest: the version the index is built on
+        column: the indexed column
+        index_type: `BTREE` or `BITMAP`
+        name: the index's name
+        fragments: the fragments to index (None: every fragment of the version)
+        executor: runs the scan as tasks (None: in this process)
+        state: the table state the tasks receive (needed with `executor`)
+        progress: called as `progress(done, total)` after each group of fragments read
     """
     fields = list(manifest.fields)
     ids = schema_mod.field_ids_by_name(fields)
@@ -97,6 +108,11 @@ def update(store: ObjectStore, manifest: pb.Manifest, index: pb.IndexMetadata) -
     covers are read from its file (entries of fragments gone from the table are dropped), the fragments
     it does not cover are scanned, and one new file is written. An index whose rows moved under a
     fragment reuse index must be rebuilt with `build` (its addresses are stale).
+
+    Args:
+        store: the table's store
+        manifest: the version the index is brought up to
+        index: the index's current metadata entry
     """
     field = next(f for f in manifest.fields if f.id == index.fields[0])
     column = field.name

@@ -23,6 +23,7 @@ from mvcc_core.io import ObjectStore
 from mvcc_core.progress import Progress
 from mvcc_core.read.scan import Scan
 from mvcc_core.txn.state import TableState
+from mvcc_core.txn.task_state import task_state
 
 DEFAULT_ROWS_PER_TASK = 1_048_576
 
@@ -38,11 +39,11 @@ class IndexBuildTask:
 
     def execute(self, state: TableState | str, storage_options: dict[str, Any] | None = None) -> IndexPart:
         """Read the column of the task's fragments and write it as a part; `state`: the table (a picklable
-        `TableState`), or its uri with `storage_options`."""
-        if isinstance(state, str):
-            state = TableState.open(state, self.read_version, storage_options=storage_options)
-        elif state.version != self.read_version:
-            state = state.checkout(self.read_version)
+        `TableState`), or its uri with `storage_options`.
+
+        Args: see :func:`mvcc_core.txn.task_state.task_state`
+        """
+        state = task_state(state, self.read_version, storage_options)
         fragments = [pb.DataFragment.FromString(f) for f in self.fragments]
         data = Scan(state.store, state.manifest, columns=[self.column], with_row_address=True, fragments=fragments)
         return write_part(state.store, self.part_path, data.to_table())
@@ -55,6 +56,13 @@ class IndexPart:
 
 
 def write_part(store: ObjectStore, path: str, data: pa.Table) -> IndexPart:
+    """Write one task's part (column values and row addresses) as an Arrow IPC file.
+
+    Args:
+        store: the table's store
+        path: the part's path relative to the table root
+        data: the part's rows
+    """
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, data.schema) as writer:
         writer.write_table(data)
@@ -63,12 +71,22 @@ def write_part(store: ObjectStore, path: str, data: pa.Table) -> IndexPart:
 
 
 def run_task(task: IndexBuildTask, state: TableState) -> IndexPart:
-    """Module-level, so that `partial(run_task, state=...)` pickles for process pools and Spark."""
+    """Module-level, so that `partial(run_task, state=...)` pickles for process pools and Spark.
+
+    Args:
+        task: the task to run
+        state: the table state it reads
+    """
     return task.execute(state)
 
 
 def fragment_groups(fragments: list[pb.DataFragment], rows_per_group: int) -> list[list[pb.DataFragment]]:
-    """Adjacent fragments, in order, grouped to about `rows_per_group` live rows per group."""
+    """Adjacent fragments, in order, grouped to about `rows_per_group` live rows per group.
+
+    Args:
+        fragments: the fragments, in order
+        rows_per_group: live rows a group reaches before the next fragment starts a new one
+    """
     groups: list[list[pb.DataFragment]] = []
     rows = 0
     for frag in fragments:
@@ -87,7 +105,15 @@ def plan(
     index_dir: str,
     rows_per_task: int = DEFAULT_ROWS_PER_TASK,
 ) -> list[IndexBuildTask]:
-    """Adjacent fragments grouped to about `rows_per_task` live rows per task."""
+    """Adjacent fragments grouped to about `rows_per_task` live rows per task.
+
+    Args:
+        manifest: the version the index is built on
+        column: the indexed column
+        fragments: the fragments to index
+        index_dir: the index's directory, under which the parts are written
+        rows_per_task: live rows per task, about
+    """
     groups = fragment_groups(fragments, rows_per_task)
     return [
         IndexBuildTask(
@@ -111,7 +137,17 @@ def read_distributed(
     progress: Progress | None = None,
 ) -> pa.Table:
     """The column and row addresses of `fragments` (at least one), read by tasks on `executor` (each gets
-    the picklable `state`), in order; `progress(done, total)` after each task."""
+    the picklable `state`), in order; `progress(done, total)` after each task.
+
+    Args:
+        state: the table state the tasks receive
+        column: the indexed column
+        fragments: the fragments to read
+        index_dir: the index's directory, under which the parts are written
+        executor: runs the tasks
+        rows_per_task: live rows per task, about
+        progress: called as `progress(done, total)` after each task
+    """
     tasks = plan(state.manifest, column, fragments, index_dir, rows_per_task)
     written = [t.part_path for t in tasks]
     try:
@@ -140,6 +176,14 @@ def read_in_process(
     Without `progress`, one scan. With it, one scan per group of about `rows_per_task` live rows (the groups
     an executor's tasks would read), `progress(done, total)` after each, so that a build without an executor
     reports as it goes too.
+
+    Args:
+        store: the table's store
+        manifest: the version the index is built on
+        column: the indexed column
+        fragments: the fragments to read
+        rows_per_task: live rows per group when reporting progress
+        progress: called as `progress(done, total)` after each group
     """
     if progress is None or not fragments:
         return Scan(store, manifest, columns=[column], with_row_address=True, fragments=fragments).to_table()

@@ -35,7 +35,11 @@ _T, _S = "__target_row", "__source_row"
 
 
 def key_hash(values: Sequence[Any]) -> int:
-    """The u64 hash of one key (a tuple of Python values) recorded in `inserted_rows`."""
+    """The u64 hash of one key (a tuple of Python values) recorded in `inserted_rows`.
+
+    Args:
+        values: the key columns' values of one row
+    """
     if (
         len(values) == 1
         and isinstance(values[0], int)
@@ -56,7 +60,11 @@ def _splitmix64(values: np.ndarray) -> np.ndarray:
 
 
 def key_hashes(keys: pa.Table) -> list[int]:
-    """`key_hash` of every row of `keys` (vectorized for one integer column without nulls)."""
+    """`key_hash` of every row of `keys` (vectorized for one integer column without nulls).
+
+    Args:
+        keys: the key columns of the inserted rows
+    """
     if keys.num_rows == 0:
         return []
     column = keys.column(0)
@@ -83,6 +91,16 @@ class MergeInsertBuilder:
         on: str | Sequence[str],
         commit: Callable[[Transaction, int], Any] | None = None,
     ) -> None:
+        """An upsert into the table at `state`, matching rows on the key columns `on`.
+
+        Args:
+            state: the table version the upsert reads
+            on: the key column(s)
+            commit: commits the Update with a retry count (None: the state's own commit)
+
+        Raises:
+            SchemaError: no key column is given
+        """
         self._state = state
         self._commit = commit or (lambda txn, retries: state.commit(txn, max_retries=retries))
         self._on = [on] if isinstance(on, str) else list(on)
@@ -100,7 +118,11 @@ class MergeInsertBuilder:
         self._delete_condition: str | None = None
 
     def when_matched_update_all(self, condition: str | None = None) -> MergeInsertBuilder:
-        """Replace matched target rows by their source rows; `condition` may use `source.col` / `target.col`."""
+        """Replace matched target rows by their source rows; `condition` may use `source.col` / `target.col`.
+
+        Args:
+            condition: update only matched rows for which this SQL holds (None: every matched row)
+        """
         self._update, self._update_condition = True, condition
         return self
 
@@ -109,7 +131,11 @@ class MergeInsertBuilder:
         return self
 
     def when_not_matched_by_source_delete(self, expr: str | None = None) -> MergeInsertBuilder:
-        """Delete target rows that no source row matches (only those matching `expr`, if given)."""
+        """Delete target rows that no source row matches (only those matching `expr`, if given).
+
+        Args:
+            expr: delete only such rows matching this SQL predicate (None: all of them)
+        """
         self._delete_by_source, self._delete_condition = True, expr
         return self
 
@@ -121,7 +147,14 @@ class MergeInsertBuilder:
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> dict[str, int]:
-        """Run the upsert as one Update; returns pylance's counts. Nothing is committed when nothing changes."""
+        """Run the upsert as one Update; returns pylance's counts. Nothing is committed when nothing changes.
+
+        Args:
+            data: the source rows (any form `write_dataset` accepts)
+            commit_message: the message stored with the transaction
+            transaction_properties: properties stored with the transaction (a dict of str to str)
+            max_retries: how many lost commit races to retry before giving up
+        """
         txn, stats = self.execute_uncommitted(
             data, commit_message=commit_message, transaction_properties=transaction_properties
         )
@@ -137,7 +170,13 @@ class MergeInsertBuilder:
         transaction_properties: Mapping[str, str] | None = None,
     ) -> tuple[Transaction | None, dict[str, int]]:
         """Write the upsert's files and return `(Transaction, counts)` uncommitted (pylance's shape); the
-        transaction is None when nothing would change."""
+        transaction is None when nothing would change.
+
+        Args:
+            data: the source rows (any form `write_dataset` accepts)
+            commit_message: the message stored with the transaction
+            transaction_properties: properties stored with the transaction (a dict of str to str)
+        """
         properties = check_properties(transaction_properties)  # before any file is written
         state = self._state
         store, manifest, schema = state.store, state.manifest, state.schema

@@ -26,7 +26,15 @@ from mvcc_core.read.scan import ROW_ADDRESS, Scan
 def check_rows(where: str, schema: pa.Schema) -> Callable[[pa.RecordBatch], None]:
     """A check that every row of a batch matches `where` (NULL counts as not matching); it raises
     PredicateError naming the predicate and the first row that does not. Binding happens here, so a
-    predicate that does not parse fails before anything is written."""
+    predicate that does not parse fails before anything is written.
+
+    Args:
+        where: the SQL predicate every written row must match
+        schema: the table's schema
+
+    Raises:
+        PredicateError: the predicate is empty or does not bind to the schema
+    """
     if not isinstance(where, str) or not where.strip():
         raise PredicateError(f"a partition-scoped overwrite needs a SQL predicate, got {where!r}")
     expr = BoundFilter.bind(where, schema).arrow
@@ -51,7 +59,14 @@ def replace_operation(
     store: ObjectStore, manifest: pb.Manifest, fragments: Sequence[pb.DataFragment], where: str
 ) -> tuple[ops.Update, list[str], int]:
     """The Update replacing the rows of `manifest` matching `where` by `fragments`, the deletion files it
-    wrote (relative to the table root), and how many rows it replaces."""
+    wrote (relative to the table root), and how many rows it replaces.
+
+    Args:
+        store: the table's store
+        manifest: the version being overwritten
+        fragments: the new fragments, already written
+        where: the SQL predicate of the rows replaced
+    """
     check_rows(where, manifest_schema(manifest))  # the predicate binds to this version's schema
     matched = find_rows(store, manifest, where, [])
     addresses = matched.column(ROW_ADDRESS).to_numpy()
@@ -68,7 +83,14 @@ def replace_operation(
 
 
 def rows_match(store: ObjectStore, manifest: pb.Manifest, fragments: Sequence[pb.DataFragment], where: str) -> bool:
-    """Whether any row of `fragments` (new fragments of `manifest`'s version) matches `where`."""
+    """Whether any row of `fragments` (new fragments of `manifest`'s version) matches `where`.
+
+    Args:
+        store: the table's store
+        manifest: the version the fragments belong to
+        fragments: new fragments of that version
+        where: the SQL predicate
+    """
     if not fragments:
         return False
     try:

@@ -77,7 +77,13 @@ def plan_add_columns(
     transforms: Mapping[str, str] | pa.Field | Sequence[pa.Field] | pa.Schema,
 ) -> ColumnPlan:
     """New columns from SQL expressions over existing columns (`{"b": "a * 2"}`), or all-null columns
-    from Arrow fields (pylance's `add_columns` shapes). One Merge transaction."""
+    from Arrow fields (pylance's `add_columns` shapes). One Merge transaction.
+
+    Args:
+        store: the table's store
+        manifest: the version the operation reads
+        transforms: new column name -> SQL over existing columns, or Arrow fields (or a schema) for all-null columns
+    """
     schema = schema_mod.manifest_schema(manifest)
     if isinstance(transforms, Mapping):
         _check_new_names(list(transforms), schema)
@@ -133,7 +139,15 @@ def plan_merge(
     store: ObjectStore, manifest: pb.Manifest, data: Any, left_on: str, right_on: str | None = None
 ) -> ColumnPlan:
     """Add the columns of `data` joined on a key (pylance's `merge`): a left join, so rows without a match
-    get nulls. Keys must be unique in `data`; a NULL key matches nothing."""
+    get nulls. Keys must be unique in `data`; a NULL key matches nothing.
+
+    Args:
+        store: the table's store
+        manifest: the version the operation reads
+        data: the rows holding the new columns and the key
+        left_on: the table's key column
+        right_on: the key column of `data` (None: `left_on`)
+    """
     schema = schema_mod.manifest_schema(manifest)
     right_on = right_on or left_on
     if left_on not in schema.names:
@@ -195,7 +209,12 @@ def _resolve_path(fields: list[pb.Field], path: str) -> pb.Field:
 
 
 def plan_drop_columns(manifest: pb.Manifest, columns: Sequence[str]) -> ops.Project:
-    """Drop columns (or struct fields, `a.b`): metadata only."""
+    """Drop columns (or struct fields, `a.b`): metadata only.
+
+    Args:
+        manifest: the version the operation reads
+        columns: the columns (or `a.b` struct fields) to drop
+    """
     if isinstance(columns, str):
         columns = [columns]
     if not columns:
@@ -220,6 +239,10 @@ def plan_alter_columns(manifest: pb.Manifest, alterations: Sequence[Mapping[str,
 
     Changing a type would rewrite data and is refused, as is making a nullable column non-nullable
     (existing rows may hold nulls).
+
+    Args:
+        manifest: the version the operation reads
+        alterations: pylance's dicts: `path`, and `name` and/or `nullable`
     """
     if not alterations:
         raise SchemaError("alter_columns needs at least one alteration")
@@ -278,7 +301,14 @@ def plan_replace_column(
 ) -> ColumnPlan:
     """Replace all values of a top-level column in the given fragments (fragment id -> values, one per
     physical row, deleted rows included). One DataReplacement transaction; the old column data is
-    tombstoned, not rewritten."""
+    tombstoned, not rewritten.
+
+    Args:
+        store: the table's store
+        manifest: the version the operation reads
+        column: the top-level column replaced
+        replacements: fragment id -> the column's new values, one per physical row (deleted rows included)
+    """
     fields = list(manifest.fields)
     schema = schema_mod.manifest_schema(manifest)
     if column not in schema.names:

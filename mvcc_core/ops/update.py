@@ -72,6 +72,13 @@ def choose_mode(
 
     REWRITE_ROWS reads and writes every column of the matched rows; REWRITE_COLUMNS reads the modified
     and referenced columns of every row of the affected fragments and writes the modified ones.
+
+    Args:
+        fields: the table's fields
+        modified: ids of the fields the update sets
+        read: ids of the fields its expressions and predicate read
+        matched_rows: rows the update changes
+        fragment_rows: physical rows of the fragments holding them
     """
     all_leaves = _leaves(fields, {f.id for f in fields if f.parent_id == -1})
     rows_cost = 2 * matched_rows * all_leaves
@@ -87,7 +94,16 @@ def plan_update(
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     mode: str | None = None,
 ) -> UpdatePlan:
-    """Write what the update needs (new rows or new column files, deletion vectors); return the Update."""
+    """Write what the update needs (new rows or new column files, deletion vectors); return the Update.
+
+    Args:
+        store: the table's store
+        manifest: the version the operation reads
+        values: column -> new value, as SQL over the row's columns
+        where: the rows to update (None: every row)
+        max_rows_per_file: rows at most in one new data file
+        mode: `REWRITE_ROWS` or `REWRITE_COLUMNS` (None: the cheaper one, see `choose_mode`)
+    """
     fields = list(manifest.fields)
     schema = schema_mod.schema_from_fields(fields, dict(manifest.schema_metadata))
     if mode not in (None, REWRITE_ROWS, REWRITE_COLUMNS):

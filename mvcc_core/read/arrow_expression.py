@@ -24,7 +24,7 @@ from mvcc_core.read.conjuncts import Comparison, Conjunct
 # (pyarrow cannot express `match_like`, `utf8_lower` or safe casts in Substrait, and reads its field
 # references back as positions, which bind wrongly to a projected table). The metadata has repeated keys,
 # which `Schema.metadata` (a dict) drops, so the pairs are read through the Arrow C data interface. A
-# layout this code does not recognise makes the analysis give up (`_ExpressionTree.of` returns None):
+# layout this code does not recognise makes the analysis give up (`ExpressionTree.of` returns None):
 # the filter is then applied after the read, as correct as before, only slower.
 
 
@@ -73,7 +73,15 @@ def _metadata_pairs(schema: pa.Schema) -> list[tuple[str, str]]:
     return pairs
 
 
-def _serialized(expr: pc.Expression) -> pa.Buffer:
+def serialized(expr: pc.Expression) -> pa.Buffer:
+    """The Arrow IPC bytes an Expression pickles to (its serialization).
+
+    Args:
+        expr: the Expression
+
+    Raises:
+        TypeError: pyarrow pickles Expressions another way
+    """
     function, arguments = expr.__reduce__()
     if not arguments or not isinstance(arguments[0], pa.Buffer):
         raise TypeError("unexpected Expression pickle layout")
@@ -102,10 +110,16 @@ _SWAPPED_OPS = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _SET_LOOKUP_SKIP_NULLS = 1  # SetLookupOptions.null_matching_behavior: MATCH 0, SKIP 1, EMIT_NULL 2, INCONCLUSIVE 3
 
 
-class _ExpressionTree:
+class ExpressionTree:
     """An Expression's tokens, literal columns and parsed tree (see above)."""
 
     def __init__(self, tokens: list[tuple[str, str]], batch: pa.RecordBatch) -> None:
+        """Parse the tokens of a serialized Expression into a tree.
+
+        Args:
+            tokens: the serialization's metadata (key, value) pairs, in order
+            batch: its one row of literal values
+        """
         self.tokens = tokens
         self.batch = batch
         root, end = self._parse(0)
@@ -114,11 +128,15 @@ class _ExpressionTree:
         self.root = root
 
     @classmethod
-    def of(cls, expr: pc.Expression) -> _ExpressionTree | None:
+    def of(cls, expr: pc.Expression) -> ExpressionTree | None:
         """The tree of `expr`, or None when it cannot be read (a positional field reference, a layout
-        this module does not recognise)."""
+        this module does not recognise).
+
+        Args:
+            expr: a caller's Expression
+        """
         try:
-            reader = pa.ipc.open_file(_serialized(expr))
+            reader = pa.ipc.open_file(serialized(expr))
             batch = reader.get_batch(0) if reader.num_record_batches else None
             if batch is None:
                 return None
@@ -181,7 +199,11 @@ class _ExpressionTree:
         return out
 
     def expression(self, node: _Node | None = None) -> pc.Expression:
-        """The Expression of `node` (the whole tree by default), deserialized from its tokens."""
+        """The Expression of `node` (the whole tree by default), deserialized from its tokens.
+
+        Args:
+            node: a node of the tree (None: the root)
+        """
         tokens = self.tokens if node is None else self.tokens[node.start : node.end]
         schema = self.batch.schema.with_metadata(pa.KeyValueMetadata(tokens))
         # one row of literals; a filter without literals has no columns, and from_arrays would give 0 rows
@@ -194,8 +216,13 @@ class _ExpressionTree:
             writer.write_batch(batch)
         return pc.Expression._deserialize(sink.getvalue())
 
-    def renamed(self, schema: pa.Schema, physical: pa.Schema) -> _ExpressionTree:
-        """The same tree over `physical`'s names: each field path is walked in both schemas by position."""
+    def renamed(self, schema: pa.Schema, physical: pa.Schema) -> ExpressionTree:
+        """The same tree over `physical`'s names: each field path is walked in both schemas by position.
+
+        Args:
+            schema: the schema whose names the tree uses
+            physical: the same schema under the data files' names
+        """
         tokens = list(self.tokens)
         stack = [self.root]
         while stack:
@@ -207,11 +234,17 @@ class _ExpressionTree:
             first = node.start if len(node.path) == 1 else node.start + 1
             for offset, name in enumerate(renamed):
                 tokens[first + offset] = ("field_ref", name)
-        return _ExpressionTree(tokens, self.batch)
+        return ExpressionTree(tokens, self.batch)
 
     def conjuncts(self, expr: pc.Expression, schema: pa.Schema, names: dict[str, str]) -> tuple[Conjunct, ...]:
         """The top-level AND operands with their columns and comparisons; `names` maps the tree's top-level
-        names to the table's."""
+        names to the table's.
+
+        Args:
+            expr: the Expression the tree was read from
+            schema: the table's schema
+            names: the tree's top-level names -> the table's
+        """
         nodes = self.conjunct_nodes()
         out = []
         for node in nodes:

@@ -9,11 +9,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mvcc_core.errors import PredicateError
-from mvcc_core.read.arrow_expression import _ExpressionTree, _serialized
+from mvcc_core.read.arrow_expression import ExpressionTree, serialized
 from mvcc_core.read.conjuncts import Comparison, Conjunct
-from mvcc_core.read.sql_filter import _validate_expression
+from mvcc_core.read.sql_filter import validate_expression
 from mvcc_core.read.sql_source import unknown_column_problem
-from mvcc_core.read.sql_translator import _Translator
+from mvcc_core.read.sql_translator import Translator
 
 # --------------------------------------------------------------------------------------------------------
 # bound filters: one analysis per filter, read by pushdown, statistics pruning and the index planner
@@ -30,7 +30,7 @@ class BoundFilter:
     top-level AND operands, which the index planner and statistics pruning use.
 
     SQL and `pyarrow.compute.Expression` filters take the same path: SQL is translated to an Expression
-    first, then both are analysed alike (see `_ExpressionTree`).
+    first, then both are analysed alike (see `ExpressionTree`).
     """
 
     arrow: pc.Expression
@@ -67,6 +67,11 @@ class BoundFilter:
         `f NOT IN (...)`) is bound over the table's names instead, so it is applied after the read and
         never pushed into Parquet: Parquet min/max statistics leave NaN out, and Arrow then prunes a row
         group of `[1.5, NaN]` for `f != 1.5` although NaN != 1.5 holds (pyarrow 26).
+
+        Args:
+            filter: the filter as the caller gave it (SQL or an Arrow Expression)
+            schema: the table's schema, whose column names the filter uses
+            physical: the same schema under the data files' column names (None: bind over the table's names)
         """
         if physical is not None:
             bound = cls._bind(filter, schema, physical)
@@ -83,10 +88,10 @@ class BoundFilter:
         physical: pa.Schema | None,
     ) -> BoundFilter:
         if isinstance(filter, str):
-            translator = _Translator(filter, schema, physical)
+            translator = Translator(filter, schema, physical)
             expr = translator.run()
             columns = tuple(name for name in schema.names if name in translator.columns)
-            tree = _ExpressionTree.of(expr)
+            tree = ExpressionTree.of(expr)
             if tree is None:  # Arrow could not serialize what the translator built: not expected, still right
                 return cls(expr, columns, (), physical is not None, filter)
             names = _names_by_physical(schema, physical)
@@ -96,14 +101,14 @@ class BoundFilter:
             raise PredicateError(
                 f"a filter must be a SQL string or a pyarrow.compute.Expression, not {type(filter).__name__}"
             )
-        tree = _ExpressionTree.of(filter)
+        tree = ExpressionTree.of(filter)
         if tree is not None:
             unknown = [path[0] for path in tree.field_paths() if path[0] not in schema.names]
             if unknown:
                 raise PredicateError(
                     f"invalid filter expression {filter}: {unknown_column_problem(unknown[0], schema.names)}"
                 )
-        _validate_expression(filter, schema)
+        validate_expression(filter, schema)
         if tree is None:
             # not analysable (a field referenced by position): every column is read and the filter is
             # applied to the rows read, over the table's names
@@ -143,11 +148,15 @@ def filter_cache_key(filter: str | pc.Expression) -> Hashable | None:  # noqa: A
     """A key identifying a filter for caches of bound filters (with the schema's key), or None when it has
     none (an Expression Arrow cannot serialize, or a filter over `MAX_CACHED_FILTER_BYTES`). Expressions are
     keyed by their serialization: their `==` builds an Expression, and their text is ambiguous
-    (`pc.field("a == 1")`)."""
+    (`pc.field("a == 1")`).
+
+    Args:
+        filter: the filter as the caller gave it (SQL or an Arrow Expression)
+    """
     if isinstance(filter, str):
         return ("sql", filter) if len(filter) <= MAX_CACHED_FILTER_BYTES else None
     try:
-        data = _serialized(filter)
+        data = serialized(filter)
     except (pa.ArrowException, TypeError, IndexError):
         return None
     return ("expression", data.to_pybytes()) if data.size <= MAX_CACHED_FILTER_BYTES else None

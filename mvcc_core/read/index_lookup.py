@@ -33,7 +33,11 @@ INDEX_FILE = "index.parquet"
 
 
 def index_dir(index: pb.IndexMetadata) -> str:
-    """The directory of an index's files, relative to the table root."""
+    """The directory of an index's files, relative to the table root.
+
+    Args:
+        index: the index's metadata entry in the manifest
+    """
     return f"{INDICES_DIR}/{uuid_mod.UUID(bytes=index.uuid.uuid)}"
 
 
@@ -151,6 +155,12 @@ def lookup(
 
     With `bounds` (literal ranges implied by `expr`, from the planner) only the index row groups whose
     statistics admit them are read; `expr` is applied to what is read either way.
+
+    Args:
+        store: the table's store
+        index: the index's metadata entry
+        expr: the conjuncts the index answers, over the physical column name
+        bounds: literal ranges `expr` implies, from the planner (None: every index row group is read)
     """
     path = store.arrow_path(f"{index_dir(index)}/{INDEX_FILE}")
     size = index.files[0].size_bytes if index.files else 0
@@ -178,5 +188,9 @@ def lookup(
 
 
 def covered(index: pb.IndexMetadata) -> set[int]:
-    """Ids of the fragments the index was built over (its `fragment_bitmap`)."""
+    """Ids of the fragments the index was built over (its `fragment_bitmap`).
+
+    Args:
+        index: the index's metadata entry
+    """
     return set(BitMap.deserialize(index.fragment_bitmap)) if index.fragment_bitmap else set()

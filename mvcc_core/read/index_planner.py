@@ -52,6 +52,10 @@ def choose_index(bound: BoundFilter, manifest: pb.Manifest) -> IndexChoice | Non
 
     `bound` must name physical columns (`BoundFilter.bind(..., physical=...)`): the conjuncts run on the
     index file, whose value column has the column's physical name.
+
+    Args:
+        bound: the scan's filter, bound over physical column names
+        manifest: the version being read (its indices)
     """
     if not len(manifest.indices) or not bound.physical:
         return None

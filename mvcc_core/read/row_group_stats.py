@@ -48,9 +48,19 @@ class StatisticsCheck:
     complete: bool
 
     def rules_out(self, metadata: pq.FileMetaData) -> bool:
+        """Whether the file's statistics show that no row of it matches.
+
+        Args:
+            metadata: the data file's Parquet footer
+        """
         return self.verdict(metadata) is Verdict.NONE
 
     def verdict(self, metadata: pq.FileMetaData) -> Verdict:
+        """What the file's statistics say of its rows: none, some or all match.
+
+        Args:
+            metadata: the data file's Parquet footer
+        """
         if metadata.num_row_groups == 0:
             return Verdict.NONE
         first = metadata.row_group(0)
@@ -127,7 +137,13 @@ def statistics_check(
 ) -> StatisticsCheck | None:
     """The check for a filter's top-level `conjuncts` (table column names, `schema` the table's), or
     None when one of their comparisons is not decidable here (the caller then prunes through
-    pyarrow.dataset, which knows every type)."""
+    pyarrow.dataset, which knows every type).
+
+    Args:
+        conjuncts: the filter's top-level conjuncts
+        schema: the table's schema
+        physical_names: table column name -> the data files' column name
+    """
     comparisons = [c.comparison for c in conjuncts if c.comparison is not None]
     tests = []
     for comparison in comparisons:

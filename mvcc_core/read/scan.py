@@ -48,8 +48,8 @@ from mvcc_core.read.bound_filter import BoundFilter, filter_cache_key
 from mvcc_core.read.index_lookup import covered
 from mvcc_core.read.index_planner import IndexChoice
 from mvcc_core.read.row_group_stats import StatisticsCheck, Verdict, statistics_check
-from mvcc_core.read.scan_index import _IndexedReads
-from mvcc_core.read.scan_row_addresses import _RowAddressReads
+from mvcc_core.read.scan_index import IndexedReads
+from mvcc_core.read.scan_row_addresses import RowAddressReads
 from mvcc_core.read.sql_filter import Projection
 from mvcc_core.read.sql_source import unknown_column_problem
 
@@ -113,7 +113,7 @@ class ScanPlan:
     index: IndexUse | None
 
 
-class Scan(_RowAddressReads, _IndexedReads):
+class Scan(RowAddressReads, IndexedReads):
     """One read of one version. Build it, then iterate `to_batches()` or call `to_table()`."""
 
     def __init__(
@@ -128,14 +128,28 @@ class Scan(_RowAddressReads, _IndexedReads):
         with_row_id: bool = False,
         use_index: bool = True,
     ) -> None:
-        """`columns`: table column names, or (pylance's shape) a dict of output column name -> SQL
-        expression over the table's columns (`{"total": "price * qty", "id": "id"}`), evaluated per batch."""
+        """A read of `manifest`'s version; nothing is read before `to_batches()` or `to_table()`.
+
+        Args:
+            store: the table's store
+            manifest: the version to read
+            columns: table column names, or (pylance's shape) a dict of output column name -> SQL expression over the
+                table's columns (`{"total": "price * qty", "id": "id"}`), evaluated per batch; None: every column
+            filter: rows to keep, as SQL or an Arrow Expression (None: every row)
+            with_row_address: add the `_rowaddr` column (fragment id << 32 | offset)
+            batch_size: rows at most per output batch
+            fragments: read only these fragments (None: the version's all)
+            with_row_id: add the `_rowid` column (stable row ids where the table keeps them)
+            use_index: let a scalar index answer part of the filter
+        """
         self.store = store
         self.manifest = manifest
         self._schema_key, self.table_schema, self.physical_schema, self._field_ids = _schemas(manifest)
         # the extra columns after the table's, in output order
         self._extra = ([ROW_ID] if with_row_id else []) + ([ROW_ADDRESS] if with_row_address else [])
         self._projection: Projection | None = None
+        # `_check_file`'s per-scan cache: physical names read -> (expected schema, physical -> logical names)
+        self._expected_schemas: dict[tuple[str, ...], tuple[pa.Schema, dict[str, str]]] = {}
         if isinstance(columns, str):
             raise TypeError(f"columns must be a list of column names or a dict of name -> SQL, not the str {columns!r}")
         if isinstance(columns, Mapping):
@@ -275,7 +289,7 @@ class Scan(_RowAddressReads, _IndexedReads):
         """`data_file_checks.check_data_file` for the columns this scan reads (`names`: physical; default the
         scan's read columns)."""
         physical = tuple(self._physical(self._read_names()) if names is None else names)
-        cache = self.__dict__.setdefault("_expected_schemas", {})  # per scan: (expected schema, logical names)
+        cache = self._expected_schemas
         if physical not in cache:
             expected = pa.schema([self.physical_schema.field(n) for n in physical])
             cache[physical] = expected, dict(zip(self.physical_schema.names, self.table_schema.names, strict=True))
@@ -673,7 +687,11 @@ def _base_of(fragment: pb.DataFragment) -> int:
 def missing_files(store: ObjectStore) -> Iterator[None]:
     """A data file that is gone (a shallow clone's source cleaned up, a file removed by hand) is an
     ObjectNotFoundError naming it, not a bare OSError from deep inside pyarrow; any other failure of the store
-    while reading is a StorageError naming the table."""
+    while reading is a StorageError naming the table.
+
+    Args:
+        store: the store of the table being read
+    """
     try:
         yield
     except OSError as exc:
@@ -690,6 +708,12 @@ def read_fragment(store: ObjectStore, manifest: pb.Manifest, fragment: pb.DataFr
 
     Column rewrites (add_columns, REWRITE_COLUMNS) write files as long as the fragment, so they must
     see every row, not only the live ones.
+
+    Args:
+        store: the table's store
+        manifest: the version the fragment belongs to
+        fragment: the fragment to read
+        columns: the table columns to read
     """
     whole = pb.DataFragment()
     whole.CopyFrom(fragment)

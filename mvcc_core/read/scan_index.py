@@ -28,7 +28,7 @@ _INDEX_MAX_HIT_FRACTION = 0.5
 _CHOICES = LruCache(256)
 
 
-class _IndexedReads:
+class IndexedReads:
     """Scan's reads through a scalar index: `Scan` mixes this in; the methods use its attributes."""
 
     def _index_choice(self) -> IndexChoice | None:

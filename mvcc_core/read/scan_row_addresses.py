@@ -21,7 +21,7 @@ from mvcc_core.io.parquet import (
 _MATCH = "__mvcc_match"  # the filter's result as a column of a row-address scan (see `Scan._offsets_table`)
 
 
-class _RowAddressReads:
+class RowAddressReads:
     """Scan's row-address reads: `Scan` mixes this in; the methods use its attributes."""
 
     def _offsets(self, fragments: list[pb.DataFragment]) -> Iterator[pa.RecordBatch]:
@@ -73,8 +73,9 @@ class _RowAddressReads:
     def _rows_mismatch(self, frag: pb.DataFragment, rows: str) -> None:
         """Raise CorruptManifestError: `frag`'s data file holds `rows` rows, not its `physical_rows`.
 
-        :param frag: the fragment read
-        :param rows: how many rows its file held, in words ("5", "more than 3")
+        Args:
+            frag: the fragment read
+            rows: how many rows its file held, in words ("5", "more than 3")
         """
         raise DataFileMismatchError(
             f"fragment {frag.id} of {self.store.uri}: data file {frag.files[0].path} has {rows} rows, "

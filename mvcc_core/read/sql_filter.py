@@ -16,9 +16,9 @@ import pyarrow.dataset as ds
 
 from mvcc_core.errors import PredicateError, SchemaError
 from mvcc_core.read.sql_source import (
-    _first_line,
+    first_line,
 )
-from mvcc_core.read.sql_translator import _ARROW_ERRORS, _category, _Translator
+from mvcc_core.read.sql_translator import ARROW_ERRORS, Translator, type_category
 
 
 def to_expression(
@@ -31,17 +31,22 @@ def to_expression(
     With ``physical`` (the same schema with the data files' column names) a SQL predicate is
     resolved by the names of ``schema`` but refers to the columns of ``physical``, so it can be
     pushed into the Parquet scan.
+
+    Args:
+        predicate: the filter, SQL or an Arrow Expression
+        schema: the table's schema
+        physical: the same schema under the data files' column names (None: the Expression names table columns)
     """
     if isinstance(predicate, pc.Expression):
         if physical is not None:
             raise PredicateError("an Expression filter refers to table column names; it cannot be made physical")
-        _validate_expression(predicate, schema)
+        validate_expression(predicate, schema)
         return predicate
     if not isinstance(predicate, str):
         raise PredicateError(
             f"a filter must be a SQL string or a pyarrow.compute.Expression, not {type(predicate).__name__}"
         )
-    return _Translator(predicate, schema, physical).run()
+    return Translator(predicate, schema, physical).run()
 
 
 def to_value_expression(sql: str, schema: pa.Schema, target: pa.DataType, column: str) -> pc.Expression:
@@ -49,18 +54,24 @@ def to_value_expression(sql: str, schema: pa.Schema, target: pa.DataType, column
 
     Used by update: the cast is bound on an empty table, so a value of the wrong type fails with a
     SchemaError naming the column before anything is read or written.
+
+    Args:
+        sql: the SQL value expression
+        schema: the table's schema
+        target: the type of the column being set
+        column: the column being set, for errors
     """
-    translator = _Translator(sql, schema, subject="value", context=f" for column {column!r}")
+    translator = Translator(sql, schema, subject="value", context=f" for column {column!r}")
     value = translator.parse_value()
     # Same type family, NULL, or a string literal that the bound cast below must parse (`'2024-01-01'`).
-    literal_string = _category(value.type) == "string" and value.const is not None
-    if _category(value.type) not in ("null", _category(target)) and not literal_string:
+    literal_string = type_category(value.type) == "string" and value.const is not None
+    if type_category(value.type) not in ("null", type_category(target)) and not literal_string:
         raise SchemaError(f"update value for column {column!r}: {sql!r} is {value.type}, the column is {target}")
     expr = value.expr.cast(target) if not value.type.equals(target) else value.expr
     try:
-        translator._empty.to_table(columns={column: expr})
-    except _ARROW_ERRORS as e:
-        raise SchemaError(f"update value for column {column!r}: {sql!r} cannot be {target}: {_first_line(e)}") from e
+        translator.empty_data.to_table(columns={column: expr})
+    except ARROW_ERRORS as e:
+        raise SchemaError(f"update value for column {column!r}: {sql!r} cannot be {target}: {first_line(e)}") from e
     return expr
 
 
@@ -69,17 +80,23 @@ def to_column_expression(
 ) -> tuple[pc.Expression, pa.DataType, list[str]]:
     """A SQL value expression over `schema` for a column: the expression, the type it computes and the
     top-level columns it reads (add_columns, a scan's `columns={name: sql}`). `column`: the output
-    column's name, for errors."""
+    column's name, for errors.
+
+    Args:
+        sql: the SQL value expression
+        schema: the table's schema
+        column: the output column's name, for errors
+    """
     if not isinstance(sql, str):
         where = f" for column {column!r}" if column is not None else ""
         raise TypeError(f"the expression{where} must be a SQL string, got {type(sql).__name__} {sql!r}")
     context = f" for column {column!r}" if column is not None else ""
-    translator = _Translator(sql, schema, subject="expression", context=context)
+    translator = Translator(sql, schema, subject="expression", context=context)
     value = translator.parse_value()
     try:
-        result = translator._empty.to_table(columns={"v": value.expr}).schema.field(0).type
-    except _ARROW_ERRORS as e:
-        raise translator.fail(_first_line(e), value.sql) from e
+        result = translator.empty_data.to_table(columns={"v": value.expr}).schema.field(0).type
+    except ARROW_ERRORS as e:
+        raise translator.fail(first_line(e), value.sql) from e
     return value.expr, result, [name for name in schema.names if name in translator.columns]
 
 
@@ -95,7 +112,12 @@ class Projection:
     @classmethod
     def bind(cls, columns: Mapping[str, str], schema: pa.Schema) -> Projection:
         """Translate every expression (the SQL filters accept); PredicateError names the output column and
-        points at the problem, TypeError for a name or an expression that is not a string."""
+        points at the problem, TypeError for a name or an expression that is not a string.
+
+        Args:
+            columns: output column name -> SQL expression over the table's columns
+            schema: the table's schema
+        """
         expressions, fields, read = [], [], set()
         for name, sql in columns.items():
             if not isinstance(name, str) or not name:
@@ -107,7 +129,11 @@ class Projection:
         return cls(tuple(expressions), pa.schema(fields), tuple(n for n in schema.names if n in read))
 
     def evaluate(self, table: pa.Table) -> pa.Table:
-        """The output columns computed over `table` (rows in the table's order; it has the columns read)."""
+        """The output columns computed over `table` (rows in the table's order; it has the columns read).
+
+        Args:
+            table: rows holding the columns the projection reads
+        """
         if not self.expressions:
             return table.select([])
         projected = ds.dataset(table).to_table(columns=dict(self.expressions), use_threads=False)
@@ -115,8 +141,13 @@ class Projection:
 
 
 def value_columns(sql: str, schema: pa.Schema) -> list[str]:
-    """Top-level columns a SQL value expression reads, in schema order."""
-    translator = _Translator(sql, schema, subject="expression")
+    """Top-level columns a SQL value expression reads, in schema order.
+
+    Args:
+        sql: a SQL value expression
+        schema: the table's schema
+    """
+    translator = Translator(sql, schema, subject="expression")
     translator.parse_value()
     return [name for name in schema.names if name in translator.columns]
 
@@ -125,21 +156,33 @@ def referenced_columns(predicate: str, schema: pa.Schema) -> list[str]:
     """Top-level columns a SQL predicate reads, in schema order, so a scan can project only what it needs.
 
     A nested reference ``a.b`` counts as column ``a``. The predicate is fully validated on the way.
+
+    Args:
+        predicate: a SQL predicate
+        schema: the table's schema
     """
-    translator = _Translator(predicate, schema)
+    translator = Translator(predicate, schema)
     translator.run()
     return [name for name in dict.fromkeys(schema.names) if name in translator.columns]
 
 
-def _validate_expression(expr: pc.Expression, schema: pa.Schema) -> None:
-    """Bind a caller's Expression to the schema so that a bad one fails before any data is touched."""
+def validate_expression(expr: pc.Expression, schema: pa.Schema) -> None:
+    """Bind a caller's Expression to the schema so that a bad one fails before any data is touched.
+
+    Args:
+        expr: a caller's Expression
+        schema: the table's schema
+
+    Raises:
+        PredicateError: it does not bind to the schema or is not boolean
+    """
     dataset = ds.dataset(schema.empty_table())
     try:
         result_type = dataset.to_table(columns={"v": expr}).schema.field(0).type
         if not (pa.types.is_boolean(result_type) or pa.types.is_null(result_type)):
             raise PredicateError(f"invalid filter expression {expr}: it is {result_type}, not a boolean")
         dataset.to_table(filter=expr)
-    except _ARROW_ERRORS as e:
+    except ARROW_ERRORS as e:
         raise PredicateError(
-            f"invalid filter expression {expr}: {_first_line(e)}; available columns: {', '.join(schema.names)}"
+            f"invalid filter expression {expr}: {first_line(e)}; available columns: {', '.join(schema.names)}"
         ) from e

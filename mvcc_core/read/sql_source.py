@@ -13,7 +13,7 @@ from sqlglot.errors import SqlglotError
 from sqlglot.parser import Parser
 
 
-class _PredicateDialect(Dialect):
+class PredicateDialect(Dialect):
     """sqlglot's default SQL plus backtick-quoted identifiers, which pylance accepts next to "double"."""
 
     class Tokenizer(tokens.Tokenizer):
@@ -24,23 +24,29 @@ class _PredicateDialect(Dialect):
 # translation
 
 
-class _Snippet:
+class Snippet:
     """The SQL text of a node, rendered only when a message needs it (rendering each node is quadratic)."""
 
-    __slots__ = ("_node", "_source", "_text")
+    __slots__ = ("node", "_source", "_text")
 
-    def __init__(self, node: exp.Expression, source: _Source | None = None) -> None:
-        self._node = node
+    def __init__(self, node: exp.Expression, source: Source | None = None) -> None:
+        """The snippet of `node`.
+
+        Args:
+            node: the sqlglot node
+            source: the text it was parsed from (None: sqlglot's rendering is quoted)
+        """
+        self.node = node
         self._source = source
         self._text: str | None = None
 
     def __str__(self) -> str:
         if self._text is None:  # the user's own spelling where the node has a place in the text
-            span = self._source.span_of(self._node, exact=True) if self._source is not None else None
+            span = self._source.span_of(self.node, exact=True) if self._source is not None else None
             if span is not None and self._source is not None:
                 text = self._source.text[span[0] : span[1] + 1]
             else:
-                text = self._node.sql(dialect=_PredicateDialect, normalize_functions=False)
+                text = self.node.sql(dialect=PredicateDialect, normalize_functions=False)
             # a long filter (a key list) is quoted by its start; the caret shows where
             self._text = text if len(text) <= 2 * _SHOWN_AROUND else text[: 2 * _SHOWN_AROUND] + "..."
         return self._text
@@ -49,7 +55,7 @@ class _Snippet:
         return repr(str(self))
 
 
-_Text = str | _Snippet
+Text = str | Snippet
 
 # Words that join expressions: a span that starts at "(" does not take one of these as a function name.
 _OPERATOR_WORDS = {"AND", "OR", "NOT", "IN", "IS", "LIKE", "ILIKE", "BETWEEN", "ESCAPE", "AS"}
@@ -65,7 +71,7 @@ _OPERATOR_TOKENS = frozenset(
 _COLUMNS_LISTED = 30
 
 
-class _Source:
+class Source:
     """The SQL text of a filter, for errors that quote it and point at a place with carets, as SQL engines do::
 
         invalid filter 'id >':
@@ -78,6 +84,11 @@ class _Source:
     """
 
     def __init__(self, text: str) -> None:
+        """The positions of the nodes of `text`.
+
+        Args:
+            text: the SQL text as the user wrote it
+        """
         self.text = text
         self._tokens: list[tokens.Token] | None = None
 
@@ -85,7 +96,7 @@ class _Source:
     def tokens(self) -> list[tokens.Token]:
         if self._tokens is None:  # only when an error is reported
             try:
-                self._tokens = list(_PredicateDialect().tokenize(self.text))
+                self._tokens = list(PredicateDialect().tokenize(self.text))
             except (SqlglotError, RecursionError):
                 self._tokens = []
         return self._tokens
@@ -99,6 +110,10 @@ class _Source:
         like them before or after the positioned ones. A node with no positioned leaf at all is the first
         token spelled like it from its parent's span on (its parent's span if there is none); with `exact`,
         any leaf not found makes the span unknown (messages then quote sqlglot's rendering of the node).
+
+        Args:
+            node: a node parsed from the text
+            exact: unknown unless every leaf's position is found
         """
         toks = self.tokens
         order = list(node.dfs())
@@ -109,7 +124,7 @@ class _Source:
             around = self.span_of(node.parent)
             if around is None:
                 return None
-            spelled = node.sql(dialect=_PredicateDialect).upper()
+            spelled = node.sql(dialect=PredicateDialect).upper()
             same = next((t for t in toks if t.start >= around[0] and t.text.upper() == spelled), None)
             return (same.start, same.end) if same is not None else around
         start = min(order[i].meta["start"] for i in placed)
@@ -123,7 +138,7 @@ class _Source:
                 continue
             if placed[0] < position < placed[-1]:
                 continue  # between positioned leaves: inside the span already
-            spelled = leaf.sql(dialect=_PredicateDialect).upper()
+            spelled = leaf.sql(dialect=PredicateDialect).upper()
             steps = range(first - 1, -1, -1) if position < placed[0] else range(last + 1, len(toks))
             found = next((j for j in steps if toks[j].text.upper() == spelled), None)
             if found is None and exact:
@@ -174,7 +189,12 @@ class _Source:
         return first, last
 
     def between(self, left: exp.Expression, right: exp.Expression) -> str:
-        """The text between two nodes (a binary operator), or "" when either has no position."""
+        """The text between two nodes (a binary operator), or "" when either has no position.
+
+        Args:
+            left: the left operand
+            right: the right operand
+        """
         first, second = self.span_of(left), self.span_of(right)
         if first is None or second is None or first[1] >= second[0]:
             return ""
@@ -206,7 +226,11 @@ class _Source:
         return "the text cannot be read as SQL", None
 
     def syntax_error(self, details: dict[str, Any]) -> tuple[str, tuple[int, int] | None]:
-        """sqlglot's parse error `details` as a problem in plain words and the span it points at."""
+        """sqlglot's parse error `details` as a problem in plain words and the span it points at.
+
+        Args:
+            details: one entry of sqlglot's `ParseError.errors`
+        """
         description = str(details.get("description") or "syntax error")
         found = self._token_at(details.get("line"), details.get("col"))
         toks = self.tokens
@@ -271,7 +295,14 @@ class _Source:
     # ---- the message
 
     def render(self, header: str, problem: str, span: tuple[int, int] | None, context: str = "") -> str:
-        """`header`, the quoted text and `context`, then the line of `span` with carets under it and `problem`."""
+        """`header`, the quoted text and `context`, then the line of `span` with carets under it and `problem`.
+
+        Args:
+            header: what was invalid (`invalid filter`)
+            problem: what is wrong, in words
+            span: the characters (first, last) pointed at (None: none)
+            context: added after the quoted text (` for column 'x'`)
+        """
         short = len(self.text) <= 2 * _SHOWN_AROUND
         quoted = repr(self.text) if short else repr(self.text[: 2 * _SHOWN_AROUND] + "...")
         if span is None or not self.text.strip():
@@ -294,21 +325,35 @@ class _Source:
         return f"{header} {quoted}{context}{where}:\n  {lead}{shown}{tail}\n  {pad}{carets} {problem}"
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
+    """The first line of an error's message (its type's name when it has none).
+
+    Args:
+        error: the error
+    """
     return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
-def _literal_hint(error: BaseException) -> str:
+def literal_hint(error: BaseException) -> str:
     """What a failed parse of a string literal adds for a reader: this module's own explanations (a time of
-    day, TRUE or FALSE), not Arrow's restatement of the failure."""
-    detail = _first_line(error)
+    day, TRUE or FALSE), not Arrow's restatement of the failure.
+
+    Args:
+        error: the error of a string literal's cast
+    """
+    detail = first_line(error)
     if detail.startswith(("Failed to parse", "The string", "Invalid", "Unsupported")):
         return ""
     return f" ({detail})"
 
 
 def unknown_column_problem(name: str, names: Sequence[str]) -> str:
-    """ "unknown column 'idd'; did you mean 'id'?" with the close matches (difflib), then the columns there are."""
+    """ "unknown column 'idd'; did you mean 'id'?" with the close matches (difflib), then the columns there are.
+
+    Args:
+        name: the column name as the user wrote it
+        names: the columns there are
+    """
     # the same name in another case is the one meant; else difflib's closest names
     close = [n for n in names if n.lower() == name.lower() and n != name]
     close = close or difflib.get_close_matches(name, names, n=3, cutoff=0.6)

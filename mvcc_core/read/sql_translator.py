@@ -19,17 +19,17 @@ from sqlglot.errors import ParseError, SqlglotError, TokenError
 
 from mvcc_core.errors import PredicateError
 from mvcc_core.read.sql_source import (
-    _first_line,
-    _literal_hint,
-    _PredicateDialect,
-    _Snippet,
-    _Source,
-    _Text,
+    PredicateDialect,
+    Snippet,
+    Source,
+    Text,
+    first_line,
+    literal_hint,
     unknown_column_problem,
 )
 
 # Arrow signals a bad kernel, cast or field reference with one of these; pa.scalar() overflows with the other.
-_ARROW_ERRORS = (pa.ArrowException, OverflowError)
+ARROW_ERRORS = (pa.ArrowException, OverflowError)
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class _Value:
 
     expr: pc.Expression
     type: pa.DataType
-    sql: _Text
+    sql: Text
     const: pa.Scalar | None = None
     text: str | None = None  # a numeric literal's spelling, for exact comparisons with decimal columns
 
@@ -98,14 +98,18 @@ _TIMESTAMP_TYPES = {"TIMESTAMP": None, "DATETIME": None, "TIMESTAMPNTZ": None, "
 _TIMESTAMP_UNITS = {0: "s", 3: "ms", 6: "us", 9: "ns"}
 
 
-def _category(t: pa.DataType) -> str:
-    """Coarse type families: values compare only within one family (or against NULL)."""
+def type_category(t: pa.DataType) -> str:
+    """Coarse type families: values compare only within one family (or against NULL).
+
+    Args:
+        t: a column's or a value's Arrow type
+    """
     if pa.types.is_null(t):
         return "null"
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         return "string"
     if pa.types.is_dictionary(t):
-        return _category(t.value_type)
+        return type_category(t.value_type)
     if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
         return "number"
     if pa.types.is_boolean(t):
@@ -121,7 +125,7 @@ def _category(t: pa.DataType) -> str:
     return str(t)
 
 
-class _Translator:
+class Translator:
     """Walks one sqlglot tree and builds the Expression, checking types as it goes."""
 
     def __init__(
@@ -132,15 +136,24 @@ class _Translator:
         subject: str = "filter",
         context: str = "",
     ) -> None:
+        """A translator of `predicate` over `schema`.
+
+        Args:
+            predicate: the SQL text
+            schema: the table's schema, whose names the text uses
+            physical: the same schema under the data files' names (None: the Expression names table columns)
+            subject: how errors name the text (`filter`, `expression`, `value`)
+            context: added after the quoted text in errors (` for column 'x'`)
+        """
         self.predicate = predicate
-        self.source = _Source(predicate)
+        self.source = Source(predicate)
         # how an error names the text: f"invalid {subject} 'text'{context}" ("invalid expression 'id +' for column 'x'")
         self.subject = subject
         self.context = context
         self.schema = schema
         self.physical = physical
         self.columns: set[str] = set()
-        self._empty = ds.dataset((physical or schema).empty_table())
+        self.empty_data = ds.dataset((physical or schema).empty_table())
         self._handlers: dict[type[exp.Expression], Callable[[Any, bool], _Value]] = {
             exp.Paren: lambda n, positive: self.visit(n.this, positive),
             exp.And: self._and_or,
@@ -177,38 +190,47 @@ class _Translator:
 
     # ---- entry points and errors
 
-    def fail(self, problem: str, at: _Text | exp.Expression | tuple[int, int] | None = None) -> PredicateError:
+    def fail(self, problem: str, at: Text | exp.Expression | tuple[int, int] | None = None) -> PredicateError:
         """The error for `problem`, pointing at `at` in the text: a node (or the snippet of one), or a
-        character span (first, last)."""
-        node = at._node if isinstance(at, _Snippet) else at
+        character span (first, last).
+
+        Args:
+            problem: what is wrong, in words
+            at: where in the text: a node, its snippet, or a character span (first, last); None: nowhere
+        """
+        node = at.node if isinstance(at, Snippet) else at
         span = self.source.span_of(node) if isinstance(node, exp.Expression) else node
         return PredicateError(self.source.render(f"invalid {self.subject}", problem, span, self.context))
 
     def run(self) -> pc.Expression:
         value = self.parse_value(condition=True)
-        if _category(value.type) not in ("boolean", "null"):
+        if type_category(value.type) not in ("boolean", "null"):
             raise self.fail(f"a filter must be a boolean condition, but {value.sql!r} is {value.type}", value.sql)
-        expr = value.expr if _category(value.type) == "boolean" else self._null_bool().expr
+        expr = value.expr if type_category(value.type) == "boolean" else self._null_bool().expr
         try:  # the final bind, exactly as a scan will use it
-            self._empty.to_table(filter=expr)
-        except _ARROW_ERRORS as e:
-            raise self.fail(_first_line(e)) from e
+            self.empty_data.to_table(filter=expr)
+        except ARROW_ERRORS as e:
+            raise self.fail(first_line(e)) from e
         return expr
 
     def parse_value(self, condition: bool = False) -> _Value:
         """Parse and translate the text as one expression of any type. `condition`: the text is a filter,
         where FALSE and NULL both drop a row (so `x IN (...)` may answer FALSE for a NULL x); a value
-        (a projected column, an update) keeps SQL's NULL."""
+        (a projected column, an update) keeps SQL's NULL.
+
+        Args:
+            condition: the text is a filter, where FALSE and NULL both drop a row
+        """
         if not self.predicate.strip():
             raise self.fail("it is empty")
         try:
-            statements = [s for s in sqlglot.parse(self.predicate, dialect=_PredicateDialect) if s is not None]
+            statements = [s for s in sqlglot.parse(self.predicate, dialect=PredicateDialect) if s is not None]
         except TokenError as e:
             raise self.fail(*self.source.unreadable()) from e
         except ParseError as e:
             raise self.fail(*self.source.syntax_error(e.errors[0] if e.errors else {})) from e
         except SqlglotError as e:
-            raise self.fail(f"syntax error: {_first_line(e)}") from e
+            raise self.fail(f"syntax error: {first_line(e)}") from e
         except RecursionError as e:
             raise self.fail("it is nested too deeply") from e
         if not statements:
@@ -223,7 +245,12 @@ class _Translator:
             raise self.fail("it is nested too deeply") from e
 
     def visit(self, node: exp.Expression, positive: bool = False) -> _Value:
-        """Translate ``node``; ``positive`` is True while only AND/OR lie between it and the root."""
+        """Translate ``node``; ``positive`` is True while only AND/OR lie between it and the root.
+
+        Args:
+            node: a sqlglot node of the text
+            positive: only AND/OR lie between it and the root
+        """
         handler = self._handlers.get(type(node))
         if handler is not None:
             return handler(node, positive)
@@ -258,10 +285,10 @@ class _Translator:
 
     # ---- building blocks
 
-    def _const(self, scalar: pa.Scalar, sql: _Text, text: str | None = None) -> _Value:
+    def _const(self, scalar: pa.Scalar, sql: Text, text: str | None = None) -> _Value:
         return _Value(pc.scalar(scalar), scalar.type, sql, scalar, text)
 
-    def _call(self, function: str, args: list[_Value], sql: _Text, **options: Any) -> _Value:
+    def _call(self, function: str, args: list[_Value], sql: Text, **options: Any) -> _Value:
         """Apply an Arrow compute function, folding constants and type-checking as it is built.
 
         The result type comes from running the kernel on empty arrays of the operand types: the same
@@ -273,9 +300,9 @@ class _Translator:
                 return self._const(kernel(*[a.const for a in args], **options), sql)
             probe = kernel(*[a.const if a.is_const else pa.array([], a.type) for a in args], **options)
             return _Value(kernel(*[a.expr for a in args], **options), probe.type, sql)
-        except _ARROW_ERRORS as e:
+        except ARROW_ERRORS as e:
             operands = " and ".join(f"{a.sql} ({a.type})" for a in args)
-            detail = _first_line(e)
+            detail = first_line(e)
             if "no kernel matching" in detail or "not implemented" in detail.lower():
                 problem = f"{sql!r} is not defined for {operands}"
             elif "overflow" in detail.lower():
@@ -285,7 +312,7 @@ class _Translator:
             raise self.fail(problem, sql) from e
 
     def _boolean(self, value: _Value, context: str) -> _Value:
-        if _category(value.type) not in ("boolean", "null"):
+        if type_category(value.type) not in ("boolean", "null"):
             raise self.fail(f"{context} needs a boolean operand, but {value.sql!r} is {value.type}", value.sql)
         if pa.types.is_null(value.type):  # a bare NULL is an unknown truth value
             return self._const(pa.scalar(None, pa.bool_()), value.sql)
@@ -310,7 +337,7 @@ class _Translator:
         values = [self._boolean(self.visit(part, positive), word) for part in node.flatten()]
         return self._combine("and_kleene" if word == "AND" else "or_kleene", values, self._sql(node))
 
-    def _combine(self, function: str, values: list[_Value], sql: _Text) -> _Value:
+    def _combine(self, function: str, values: list[_Value], sql: Text) -> _Value:
         """Join operands with an associative kernel as a balanced tree (depth log n, not n)."""
         while len(values) > 1:
             pairs = [values[i : i + 2] for i in range(0, len(values), 2)]
@@ -341,35 +368,35 @@ class _Translator:
             _COMPARISONS[type(node)], self.visit(node.this), self.visit(node.expression), self._sql(node)
         )
 
-    def _compare(self, function: str, left: _Value, right: _Value, sql: _Text) -> _Value:
+    def _compare(self, function: str, left: _Value, right: _Value, sql: Text) -> _Value:
         left, right = self._coerce_pair(left, right, sql)
         if left.is_const and not right.is_const:
             left, right, function = right, left, _FLIPPED[function]
         return self._call(function, [left, right], sql)
 
-    def _coerce_pair(self, left: _Value, right: _Value, sql: _Text) -> tuple[_Value, _Value]:
+    def _coerce_pair(self, left: _Value, right: _Value, sql: Text) -> tuple[_Value, _Value]:
         """Give a literal the type of what it is compared with, or reject a comparison across families."""
         if right.is_const and not left.is_const:
             return left, self._coerce_const(right, left, sql)
         if left.is_const and not right.is_const:
             return self._coerce_const(left, right, sql), right
         if left.is_const and right.is_const:
-            if _category(left.type) == "string" and _category(right.type) != "string":
+            if type_category(left.type) == "string" and type_category(right.type) != "string":
                 return self._coerce_const(left, right, sql), right
-            if _category(right.type) == "string" and _category(left.type) != "string":
+            if type_category(right.type) == "string" and type_category(left.type) != "string":
                 return left, self._coerce_const(right, left, sql)
         self._check_families(left, right, sql)
         return left, right
 
-    def _check_families(self, left: _Value, right: _Value, sql: _Text) -> None:
-        families = {_category(left.type), _category(right.type)} - {"null"}
+    def _check_families(self, left: _Value, right: _Value, sql: Text) -> None:
+        families = {type_category(left.type), type_category(right.type)} - {"null"}
         if len(families) > 1:
             raise self.fail(
                 f"type mismatch in {sql!r}: cannot compare {left.sql} ({left.type}) with {right.sql} ({right.type})",
                 sql,
             )
 
-    def _coerce_const(self, const: _Value, other: _Value, sql: _Text) -> _Value:
+    def _coerce_const(self, const: _Value, other: _Value, sql: Text) -> _Value:
         """Cast the literal ``const`` to ``other``'s type where that is exact; keep it where it is not."""
         source, target = const.type, other.type
         if pa.types.is_dictionary(target):
@@ -381,18 +408,18 @@ class _Translator:
         if pa.types.is_null(source):
             try:
                 return self._const(pa.scalar(None, target), const.sql)
-            except _ARROW_ERRORS:
+            except ARROW_ERRORS:
                 return const
-        source_family, target_family = _category(source), _category(target)
+        source_family, target_family = type_category(source), type_category(target)
         if source_family == "string" and target_family != "string":
             if target_family not in ("number", "boolean", "datetime", "time", "binary"):
                 self._check_families(other, const, sql)
             try:
                 return self._const(self._parse_string(scalar.as_py(), target), const.sql)
-            except _ARROW_ERRORS as e:
+            except ARROW_ERRORS as e:
                 raise self.fail(
                     f"type mismatch in {sql!r}: {const.sql} is not a valid {target} "
-                    f"to compare with {other.sql}{_literal_hint(e)}",
+                    f"to compare with {other.sql}{literal_hint(e)}",
                     const.sql,
                 ) from e
         self._check_families(other, const, sql)
@@ -404,13 +431,13 @@ class _Translator:
                 exact = pa.scalar(decimal.Decimal(const.text))
                 try:
                     return self._const(exact.cast(target), const.sql)
-                except _ARROW_ERRORS:
+                except ARROW_ERRORS:
                     return self._const(exact, const.sql)
             cast = scalar.cast(target)  # safe cast: raises on truncation or overflow
             if cast.cast(source) != scalar:
                 return const
             return self._const(cast, const.sql)
-        except _ARROW_ERRORS:
+        except ARROW_ERRORS:
             return const  # not exactly representable: leave it to Arrow's own type promotion
 
     def _parse_string(self, text: str, target: pa.DataType) -> pa.Scalar:
@@ -431,7 +458,7 @@ class _Translator:
                 raise pa.ArrowInvalid(f"{text!r} is not a time of day (HH:MM[:SS[.ffffff]])") from e
         return string.cast(target)
 
-    def _coerce_datetime(self, scalar: pa.Scalar, target: pa.DataType, other: _Value, sql: _Text) -> pa.Scalar:
+    def _coerce_datetime(self, scalar: pa.Scalar, target: pa.DataType, other: _Value, sql: Text) -> pa.Scalar:
         source = scalar.type
         if not pa.types.is_timestamp(target):
             return scalar.cast(target)
@@ -448,7 +475,7 @@ class _Translator:
             )
         try:
             return scalar.cast(target)
-        except _ARROW_ERRORS:
+        except ARROW_ERRORS:
             return scalar.cast(pa.timestamp(scalar.type.unit, target.tz))
 
     def _between(self, node: exp.Between, positive: bool) -> _Value:
@@ -508,7 +535,7 @@ class _Translator:
         escape: str | None = None
         if isinstance(node, exp.Escape):
             escape_value = self.visit(node.expression)
-            if not escape_value.is_const or _category(escape_value.type) != "string":
+            if not escape_value.is_const or type_category(escape_value.type) != "string":
                 raise self.fail(f"ESCAPE needs a string literal: {sql!r}", escape_value.sql)
             escape = escape_value.const.as_py()
             if escape is None or len(escape) != 1:
@@ -518,9 +545,9 @@ class _Translator:
                 raise self._unsupported(node)
         value = self._decoded(self.visit(node.this))
         pattern = self.visit(node.expression)
-        if not pattern.is_const or _category(pattern.type) not in ("string", "null"):
+        if not pattern.is_const or type_category(pattern.type) not in ("string", "null"):
             raise self.fail(f"LIKE needs a string literal as its pattern: {sql!r}", pattern.sql)
-        if _category(value.type) != "string":
+        if type_category(value.type) != "string":
             raise self.fail(
                 f"type mismatch in {sql!r}: LIKE needs a string, but {value.sql} is {value.type}", value.sql
             )
@@ -564,12 +591,12 @@ class _Translator:
         self._check_numeric(operand, self._sql(node), allow_temporal=True)
         return self._call("negate_checked", [operand], self._sql(node))
 
-    def _check_numeric(self, value: _Value, sql: _Text, allow_temporal: bool = False) -> None:
+    def _check_numeric(self, value: _Value, sql: Text, allow_temporal: bool = False) -> None:
         allowed = {"number", "null"} | ({"datetime", "time", "duration"} if allow_temporal else set())
-        if _category(value.type) not in allowed:
+        if type_category(value.type) not in allowed:
             raise self.fail(f"type mismatch in {sql!r}: {value.sql} is {value.type}, not a number", value.sql)
 
-    def _check_not_zero(self, value: _Value, sql: _Text) -> None:
+    def _check_not_zero(self, value: _Value, sql: Text) -> None:
         if value.is_const and value.const.is_valid and value.const.as_py() == 0:
             raise self.fail(f"division by zero in {sql!r}", value.sql)
 
@@ -580,7 +607,7 @@ class _Translator:
             return self._const(pa.scalar(node.this, pa.string()), self._sql(node))
         return self._number(node.this, self._sql(node))
 
-    def _number(self, text: str, sql: _Text) -> _Value:
+    def _number(self, text: str, sql: Text) -> _Value:
         """int64 where it fits (then uint64, then decimal), float64 for anything with a point or exponent."""
         if text.lstrip("+-").isdigit():
             value = int(text)
@@ -619,7 +646,7 @@ class _Translator:
             logical, physical = logical.field(index).type, physical.field(index).type
         return out
 
-    def _resolve(self, parts: list[str], sql: _Text) -> tuple[list[str], pa.Field]:
+    def _resolve(self, parts: list[str], sql: Text) -> tuple[list[str], pa.Field]:
         """Case-sensitive lookup of a column, then of struct children for `a.b.c`."""
         names = self.schema.names
         if parts[0] not in names and ".".join(parts) in names:
@@ -658,11 +685,11 @@ class _Translator:
             try:
                 pc.cast(pa.array([], value.type), target)  # raises for a pair Arrow cannot cast
                 return _Value(value.expr.cast(target), target, sql)
-            except _ARROW_ERRORS as e:
+            except ARROW_ERRORS as e:
                 raise self.fail(f"cannot cast {value.sql} ({value.type}) to {target}", sql) from e
         scalar = value.const
         try:
-            if _category(value.type) == "string" and pa.types.is_timestamp(target):
+            if type_category(value.type) == "string" and pa.types.is_timestamp(target):
                 try:
                     return self._const(self._parse_string(scalar.as_py(), target), sql)
                 except pa.ArrowInvalid:
@@ -670,13 +697,13 @@ class _Translator:
                         raise
                     # TIMESTAMP '... +02:00' names an instant: keep it, as a UTC timestamp
                     return self._const(scalar.cast(pa.timestamp(target.unit, "UTC")), sql)
-            if _category(value.type) == "string":
+            if type_category(value.type) == "string":
                 return self._const(self._parse_string(scalar.as_py(), target), sql)
             return self._const(scalar.cast(target), sql)
-        except _ARROW_ERRORS as e:
-            raise self.fail(f"cannot cast {value.sql} to {target}{_literal_hint(e)}", sql) from e
+        except ARROW_ERRORS as e:
+            raise self.fail(f"cannot cast {value.sql} to {target}{literal_hint(e)}", sql) from e
 
-    def _arrow_type(self, data_type: exp.DataType, sql: _Text) -> pa.DataType:
+    def _arrow_type(self, data_type: exp.DataType, sql: Text) -> pa.DataType:
         name = data_type.this.name
         params = [int(p.this.name) for p in data_type.expressions if isinstance(p.this, exp.Literal)]
         if name in _SIMPLE_TYPES:
@@ -691,16 +718,16 @@ class _Translator:
             precision, scale = (38, 10) if not params else (params[0], params[1] if len(params) > 1 else 0)
             try:
                 return pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(precision, scale)
-            except _ARROW_ERRORS + (ValueError,) as e:
-                raise self.fail(f"bad DECIMAL({precision}, {scale}) in {sql!r}: {_first_line(e)}", sql) from e
-        raise self.fail(f"unsupported type {data_type.sql(dialect=_PredicateDialect)} in {sql!r}", sql)
+            except ARROW_ERRORS + (ValueError,) as e:
+                raise self.fail(f"bad DECIMAL({precision}, {scale}) in {sql!r}: {first_line(e)}", sql) from e
+        raise self.fail(f"unsupported type {data_type.sql(dialect=PredicateDialect)} in {sql!r}", sql)
 
     # ---- functions
 
     def _function(self, node: exp.Func, positive: bool) -> _Value:
         sql = self._sql(node)
         value = self._decoded(self.visit(node.this))
-        family = _category(value.type)
+        family = type_category(value.type)
         if isinstance(node, exp.Abs):
             self._check_numeric(value, sql)
             return self._call("abs_checked", [value], sql)
@@ -724,19 +751,19 @@ class _Translator:
     def _starts_ends_with(self, node: exp.StartsWith | exp.EndsWith, positive: bool) -> _Value:
         sql = self._sql(node)
         value, pattern = self._decoded(self.visit(node.this)), self.visit(node.expression)
-        if not pattern.is_const or _category(pattern.type) not in ("string", "null"):
+        if not pattern.is_const or type_category(pattern.type) not in ("string", "null"):
             raise self.fail(
                 f"{node.sql_name().lower()}() needs a string literal as its second argument: {sql!r}", pattern.sql
             )
-        if _category(value.type) != "string":
+        if type_category(value.type) != "string":
             raise self.fail(f"type mismatch in {sql!r}: {value.sql} is {value.type}, not a string", value.sql)
         if not pattern.const.is_valid:
             return self._null_bool()
         function = "starts_with" if isinstance(node, exp.StartsWith) else "ends_with"
         return self._call(function, [value], sql, pattern=pattern.const.as_py())
 
-    def _sql(self, node: exp.Expression) -> _Snippet:
-        return _Snippet(node, self.source)
+    def _sql(self, node: exp.Expression) -> Snippet:
+        return Snippet(node, self.source)
 
 
 def _column_parts(node: exp.Expression) -> list[str] | None:

@@ -45,5 +45,9 @@ __all__ = [
 
 
 def register(spark: Any) -> None:
-    """Register the `mvcc` data source in `spark` (a classic or a Spark Connect session); idempotent."""
+    """Register the `mvcc` data source in `spark` (a classic or a Spark Connect session); idempotent.
+
+    Args:
+        spark: the SparkSession (classic or Spark Connect)
+    """
     spark.dataSource.register(MvccDataSource)

@@ -75,6 +75,17 @@ def write(
     non-nullable column fed by a nullable one; `native.write_fragments_with_spark`) and through the core's
     writer in Python tasks otherwise; False always uses the core's writer; True refuses, naming the reason,
     a write Spark's writer cannot make.
+
+    Args:
+        df: the DataFrame to write
+        uri: the table's root (created when missing)
+        mode: "append" or "overwrite"
+        where: with mode "overwrite": the SQL predicate of the rows replaced
+        transaction_properties: properties stored with the transaction (a dict of str to str)
+        commit_message: the message stored with the transaction
+        storage_options: the table store's options
+        max_rows_per_file: rows at most in one data file (None: the core's default)
+        native: None: Spark's Parquet writer when it can; True: only it; False: always the core's writer
     """
     properties = check_properties(transaction_properties)
     plan = plan_write(

@@ -36,7 +36,11 @@ def _unwrap(results: list[tuple[bool, bytes]]) -> list[Any]:
 
 
 def is_connect(spark: Any) -> bool:
-    """Whether `spark` is a Spark Connect session (no `sparkContext`, no RDDs)."""
+    """Whether `spark` is a Spark Connect session (no `sparkContext`, no RDDs).
+
+    Args:
+        spark: a SparkSession
+    """
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
@@ -46,6 +50,13 @@ class SparkExecutor:
     `method`: "rdd" (classic sessions), "dataframe" (classic and Spark Connect) or "auto" (rdd unless the
     session is a Connect session). `fn` and the tasks must pickle (cloudpickle): the core's compaction and
     index tasks do, carrying a `TableState`.
+
+    Args:
+        spark: the SparkSession (classic or Spark Connect)
+        method: "rdd", "dataframe" or "auto"
+
+    Raises:
+        ValueError: an unknown method, or "rdd" on a Spark Connect session
     """
 
     def __init__(self, spark: Any, *, method: str = "auto") -> None:
@@ -57,6 +68,12 @@ class SparkExecutor:
         self.method = ("dataframe" if is_connect(spark) else "rdd") if method == "auto" else method
 
     def map(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> Iterator[Any]:
+        """Run `fn` on each task as one Spark task; the results in task order.
+
+        Args:
+            fn: the function to run (it must pickle)
+            tasks: its arguments, one per Spark task (they must pickle)
+        """
         items = list(tasks)
         if not items:
             return iter(())

@@ -22,7 +22,7 @@ from pyspark.sql.types import DoubleType, FloatType, StructType
 
 import mvcc_core
 from mvcc_core._proto import table_pb2 as pb
-from mvcc_core.errors import MvccError, SchemaError, TableNotFoundError
+from mvcc_core.errors import MvccError, TableNotFoundError
 from mvcc_core.format import schema as schema_mod
 from mvcc_core.format.bases import data_file_location
 from mvcc_core.format.data_file_checks import check_data_file
@@ -34,7 +34,7 @@ from mvcc_core.io.parquet import parquet_footer
 from mvcc_core.read.scan import Scan
 from mvcc_core.spark.executor import is_connect
 from mvcc_core.spark.options import DEFAULT_ROWS_PER_PARTITION, STORAGE_OPTIONS
-from mvcc_core.spark.source import FragmentGroup, MvccDataSource, MvccReader, group_fragments
+from mvcc_core.spark.source import FragmentGroup, MvccDataSource, MvccReader, group_fragments, projected_schema
 from mvcc_core.spark.writes import WritePlan, spark_struct
 
 log = logging.getLogger("mvcc.spark")
@@ -59,6 +59,18 @@ def read(
     None reads local tables with Spark's Parquet reader (on a classic session; a Spark Connect client may
     not share the server's disk) and others through the `mvcc` data source; False always uses the data
     source; True refuses a table Spark's Parquet reader cannot reach.
+
+    Args:
+        spark: the SparkSession (classic or Spark Connect)
+        uri: the table's root
+        version: a version number, a tag or a timestamp (None: the latest)
+        columns: the columns to read (None: every column)
+        filter: a SQL predicate: prunes fragments on the driver, applied by Spark
+        storage_options: the table store's options
+        native: None: Spark's Parquet reader where it can reach the files; True: only it; False: always the data source
+
+    Raises:
+        TableNotFoundError: there is no table at `uri`
     """
     opts = dict(storage_options or {}) or None
     try:
@@ -67,7 +79,7 @@ def read(
         raise TableNotFoundError(f"no mvcc table at {uri!r} (Spark read): {exc}") from None
     if version is not None:
         table = table.checkout(version)
-    wanted = _projection(table.schema, columns, table.uri)
+    wanted = projected_schema(table.schema, columns, f"mvcc read of {table.uri}")
     local = table.state.store.scheme == "file"
     if native and not local:
         raise ValueError(
@@ -79,15 +91,6 @@ def read(
     else:
         df = _native(spark, table, wanted, filter)
     return df.where(filter) if filter else df
-
-
-def _projection(schema: pa.Schema, columns: list[str] | None, uri: str) -> pa.Schema:
-    if columns is None:
-        return schema
-    unknown = [c for c in columns if c not in schema.names]
-    if unknown:
-        raise SchemaError(f"mvcc read of {uri}: no column(s) {unknown}; columns are {schema.names}")
-    return pa.schema([schema.field(c) for c in columns], metadata=schema.metadata)
 
 
 def _through_source(spark: Any, table: mvcc_core.Table, columns: list[str] | None, opts: dict | None) -> DataFrame:
@@ -224,7 +227,13 @@ _TIMESTAMP_CONF = "spark.sql.parquet.outputTimestampType"
 
 def can_write_natively(df: Any, plan: WritePlan, *, connect_ok: bool = False) -> str | None:
     """Why `plan` cannot be written by Spark's own Parquet writer (None: it can). `connect_ok`: the caller
-    says a Spark Connect client shares the server's disk."""
+    says a Spark Connect client shares the server's disk.
+
+    Args:
+        df: the DataFrame to write
+        plan: the write's plan (`plan_write`)
+        connect_ok: a Spark Connect client shares the server's disk
+    """
     if plan.where is not None:
         return "a partition-scoped overwrite checks every row against its predicate in the core's writer"
     if open_store(plan.uri, plan.storage_options).scheme != "file":
@@ -245,7 +254,12 @@ def write_fragments_with_spark(df: Any, plan: WritePlan) -> list[bytes]:
     their fragments (serialized) for `plan.commit`. Files land in `data/<write id>-staging/` first (Spark's
     committer owns that directory), then each is renamed to `data/<write id>-<uuid>.parquet` and synced;
     the staging directory shares the write id prefix, so `WritePlan.remove_files` removes it after a failure
-    and retention finds it after a crash."""
+    and retention finds it after a crash.
+
+    Args:
+        df: the DataFrame to write
+        plan: the write's plan (`plan_write`)
+    """
     fields = _fields_of(plan)
     physical = schema_mod.schema_from_fields(fields, physical=True)
     logical = spark_struct(plan.table_schema)

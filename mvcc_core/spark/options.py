@@ -80,7 +80,14 @@ def _positive_int(name: str, value: str) -> int:
 
 
 def parse_timestamp(value: str) -> datetime:
-    """An ISO 8601 timestamp; one without a zone is UTC (as the core's `checkout(datetime)` takes it)."""
+    """An ISO 8601 timestamp; one without a zone is UTC (as the core's `checkout(datetime)` takes it).
+
+    Args:
+        value: the option's text
+
+    Raises:
+        ValueError: it is not an ISO 8601 timestamp
+    """
     text = value.strip()
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
@@ -94,7 +101,12 @@ def parse_timestamp(value: str) -> datetime:
 
 
 def parse_options(options: Mapping[str, str], *, for_write: bool) -> SourceOptions:
-    """Check and parse Spark's options of one read or write; ValueError names an unknown or bad option."""
+    """Check and parse Spark's options of one read or write; ValueError names an unknown or bad option.
+
+    Args:
+        options: Spark's options, as given to `.option()`/`.options()` and `.load()`/`.save()`
+        for_write: the options of a write (else of a read)
+    """
     lowered = {str(k).lower(): str(v) for k, v in options.items() if v is not None}
     path = lowered.pop("path", None)
     if not path:

@@ -33,7 +33,12 @@ NAME = "mvcc"
 
 def open_version(options: SourceOptions, pinned: int | None = None) -> mvcc_core.Table:
     """The table version a read asks for (latest, a version number, a tag or a timestamp); `pinned`, the
-    version number resolved when the DataFrame was loaded, wins over the options."""
+    version number resolved when the DataFrame was loaded, wins over the options.
+
+    Args:
+        options: the read's parsed options
+        pinned: the version resolved when the DataFrame was loaded (None: as the options say)
+    """
     try:
         table = mvcc_core.open_table(options.path, storage_options=options.storage_options)
     except TableNotFoundError as exc:
@@ -46,7 +51,12 @@ def open_version(options: SourceOptions, pinned: int | None = None) -> mvcc_core
 
 def group_fragments(fragments: Sequence[pb.DataFragment], rows_per_partition: int) -> list[tuple[int, ...]]:
     """Adjacent fragments grouped into input partitions of about `rows_per_partition` live rows and at
-    most MAX_FRAGMENTS_PER_PARTITION fragments; table order is kept (partition i precedes i+1)."""
+    most MAX_FRAGMENTS_PER_PARTITION fragments; table order is kept (partition i precedes i+1).
+
+    Args:
+        fragments: the fragments read, in table order
+        rows_per_partition: live rows per input partition, about
+    """
     groups: list[list[int]] = []
     rows = 0
     for frag in fragments:
@@ -63,6 +73,11 @@ class FragmentGroup(InputPartition):
     already carries the manifest, so a partition pickles to a few bytes)."""
 
     def __init__(self, fragment_ids: tuple[int, ...]) -> None:
+        """The partition reading `fragment_ids`.
+
+        Args:
+            fragment_ids: the ids of the fragments the task reads
+        """
         super().__init__(fragment_ids)
 
     @property
@@ -80,7 +95,13 @@ class MvccReader(DataSourceReader):
 
     def __init__(self, state: TableState, target: pa.Schema, rows_per_partition: int) -> None:
         """`state`: the pinned version; `target`: Spark's Arrow schema of the read; `rows_per_partition`:
-        live rows per input partition."""
+        live rows per input partition.
+
+        Args:
+            state: the pinned version
+            target: Spark's Arrow schema of the read
+            rows_per_partition: live rows per input partition
+        """
         self.state = state
         self.target = target
         self.rows_per_partition = rows_per_partition
@@ -91,12 +112,21 @@ class MvccReader(DataSourceReader):
         return [FragmentGroup(g) for g in group_fragments(fragments, self.rows_per_partition)]
 
     def scan(self, partition: FragmentGroup) -> Scan:
-        """The core's scan of one partition (public so that a caller can `explain()` it)."""
+        """The core's scan of one partition (public so that a caller can `explain()` it).
+
+        Args:
+            partition: one input partition
+        """
         wanted = set(partition.fragment_ids)
         fragments = [f for f in self.state.manifest.fragments if f.id in wanted]
         return Scan(self.state.store, self.state.manifest, self.target.names, None, fragments=fragments)
 
     def read(self, partition: FragmentGroup) -> Iterator[pa.RecordBatch]:
+        """The rows of one partition, in Spark's types.
+
+        Args:
+            partition: one input partition
+        """
         if not partition.fragment_ids:
             return
         for batch in self.scan(partition).to_batches():
@@ -117,7 +147,11 @@ class MvccDataSource(DataSource):
     """`spark.read.format("mvcc").load(uri)` / `df.write.format("mvcc").mode(m).save(uri)` (docs/spark.md)."""
 
     def __init__(self, options: dict[str, str]) -> None:
-        """`options`: Spark's options of the read or write (checked by `parse_options`)."""
+        """`options`: Spark's options of the read or write (checked by `parse_options`).
+
+        Args:
+            options: Spark's options of the read or write (checked by `parse_options`)
+        """
         super().__init__(options)
         #: The version number `schema()` resolved when the DataFrame was loaded. PySpark pickles this object
         #: after `schema()` and hands the same bytes to the planning of every query on the DataFrame, so
@@ -133,13 +167,18 @@ class MvccDataSource(DataSource):
         options = parse_options(self.options, for_write=False)
         table = open_version(options)
         self.pinned_version = table.version
-        return spark_struct(_projected(table.schema, options.columns, table.uri))
+        return spark_struct(projected_schema(table.schema, options.columns, f"mvcc option 'columns' of {table.uri}"))
 
     def reader(self, schema: StructType) -> MvccReader:
+        """The reader of one load, on the version pinned when the DataFrame was loaded.
+
+        Args:
+            schema: the read's Spark schema (every column must be in the table)
+        """
         options = parse_options(self.options, for_write=False)
         table = open_version(options, self.pinned_version)
         target = to_arrow_schema(schema, timezone="UTC")
-        available = _projected(table.schema, None, table.uri)
+        available = projected_schema(table.schema, None, table.uri)
         missing = [n for n in target.names if n not in available.names]
         if missing:
             raise SchemaError(
@@ -149,6 +188,12 @@ class MvccDataSource(DataSource):
         return MvccReader(table.state, target, options.rows_per_partition)
 
     def writer(self, schema: StructType, overwrite: bool) -> MvccWriter:
+        """The writer of one save, its plan made on the driver before any task runs.
+
+        Args:
+            schema: the DataFrame's Spark schema
+            overwrite: the save's mode is overwrite (else append)
+        """
         options = parse_options(self.options, for_write=True)
         mode = "overwrite" if overwrite else "append"
         if options.replace_where is not None and not overwrite:
@@ -164,12 +209,22 @@ class MvccDataSource(DataSource):
         return MvccWriter(plan, options.commit_message, options.transaction_properties)
 
 
-def _projected(schema: pa.Schema, columns: list[str] | None, uri: str) -> pa.Schema:
+def projected_schema(schema: pa.Schema, columns: list[str] | None, where: str) -> pa.Schema:
+    """`schema`'s fields named by `columns`, in that order (its metadata kept).
+
+    Args:
+        schema: the table's schema
+        columns: the columns asked for (None: every column)
+        where: what asked, for the error (`mvcc read of {uri}`, `mvcc option 'columns' of {uri}`)
+
+    Raises:
+        SchemaError: a column the table does not have
+    """
     if columns is None:
         return schema
     unknown = [c for c in columns if c not in schema.names]
     if unknown:
-        raise SchemaError(f"mvcc option 'columns': table {uri} has no column(s) {unknown}; columns are {schema.names}")
+        raise SchemaError(f"{where}: the table has no column(s) {unknown}; columns are {schema.names}")
     return pa.schema([schema.field(c) for c in columns], metadata=schema.metadata)
 
 
@@ -184,14 +239,31 @@ class MvccWriter(DataSourceArrowWriter):
     """Executors write fragments with the write id as file prefix; the driver commits one transaction."""
 
     def __init__(self, plan: WritePlan, commit_message: str | None, properties: dict[str, str]) -> None:
+        """The writer of one save.
+
+        Args:
+            plan: the write's plan (`plan_write`)
+            commit_message: the message stored with the transaction
+            properties: properties stored with the transaction (a dict of str to str)
+        """
         self.plan = plan
         self.commit_message = commit_message
         self.properties = properties
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> FragmentsMessage:
+        """Executor side: write one task's rows as fragments.
+
+        Args:
+            iterator: the task's Arrow batches
+        """
         return FragmentsMessage(self.plan.write_batches(iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Driver side: commit every task's fragments as one transaction.
+
+        Args:
+            messages: the tasks' commit messages
+        """
         fragments = [f for m in messages if isinstance(m, FragmentsMessage) for f in m.fragments]
         self.plan.commit(
             fragments,
@@ -205,5 +277,10 @@ class MvccWriter(DataSourceArrowWriter):
         # A task failed (its message is None): another task of the job may still be writing, and this runs
         # in a Python worker that cannot see Spark's tasks, so it keeps removing for a settle window. If
         # every task sent a message, the commit failed (a conflict): no task is running.
+        """Driver side: remove the files of a failed write.
+
+        Args:
+            messages: the tasks' messages (None for a task that failed)
+        """
         failed_task = not messages or any(m is None for m in messages)
         self.plan.remove_files(settle=ABORT_SETTLE_SECONDS if failed_task else 0.0)

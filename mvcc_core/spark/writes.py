@@ -25,6 +25,7 @@ from pyspark.sql.types import StructType
 import mvcc_core
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.errors import SchemaError, TableNotFoundError
+from mvcc_core.format.schema import column_set_problems
 from mvcc_core.io import open_store
 from mvcc_core.read.bound_filter import BoundFilter
 
@@ -53,6 +54,12 @@ def spark_arrow_schema(schema: pa.Schema) -> pa.Schema:
     Timestamps with a zone become `timestamp[us, tz=UTC]` (Spark keeps instants, not zones), large and
     dictionary strings become `string`, and so on. A column Spark has no type for (unsigned integers,
     half floats, date64) is refused by name.
+
+    Args:
+        schema: a table's Arrow schema
+
+    Raises:
+        SchemaError: a column has no Spark type
     """
     out = []
     for field in schema:
@@ -68,7 +75,11 @@ def spark_arrow_schema(schema: pa.Schema) -> pa.Schema:
 
 
 def spark_struct(schema: pa.Schema) -> StructType:
-    """The Spark schema of an Arrow schema (after `spark_arrow_schema`'s checks)."""
+    """The Spark schema of an Arrow schema (after `spark_arrow_schema`'s checks).
+
+    Args:
+        schema: a table's Arrow schema
+    """
     return from_arrow_schema(spark_arrow_schema(schema))
 
 
@@ -90,17 +101,19 @@ def check_write_schema(incoming: StructType | pa.Schema, table_schema: pa.Schema
 
     Columns are matched by name (order free, as the core's writes); each must have the Spark type the
     table's column reads as. Nullability is checked on the data itself (a null in a non-nullable column).
+
+    Args:
+        incoming: the DataFrame's schema (Spark's or its Arrow image)
+        table_schema: the table's Arrow schema
+        uri: the table's uri, for the message
+
+    Raises:
+        SchemaError: a column is missing, extra or of another type
     """
     incoming_arrow = incoming if isinstance(incoming, pa.Schema) else to_arrow_schema(incoming, timezone="UTC")
     expected = spark_arrow_schema(table_schema)
-    problems = []
     names = incoming_arrow.names
-    missing = [n for n in expected.names if n not in names]
-    extra = [n for n in names if n not in expected.names]
-    if missing:
-        problems.append(f"missing column(s) {missing}")
-    if extra:
-        problems.append(f"column(s) {extra} are not in the table")
+    problems = column_set_problems(names, expected.names)
     for field in expected:
         if field.name in names:
             got = incoming_arrow.field(field.name).type
@@ -111,7 +124,11 @@ def check_write_schema(incoming: StructType | pa.Schema, table_schema: pa.Schema
 
 
 def table_schema_for_new(incoming: StructType | pa.Schema) -> pa.Schema:
-    """The schema of a table a Spark write creates: Spark's Arrow types, zones spelled `UTC`."""
+    """The schema of a table a Spark write creates: Spark's Arrow types, zones spelled `UTC`.
+
+    Args:
+        incoming: the DataFrame's schema (Spark's or its Arrow image)
+    """
     arrow = incoming if isinstance(incoming, pa.Schema) else to_arrow_schema(incoming, timezone="UTC")
     return spark_arrow_schema(arrow)
 
@@ -121,6 +138,10 @@ def adapt(batch: pa.RecordBatch, table_schema: pa.Schema) -> pa.RecordBatch:
 
     Only casts that keep every value: zone changes of an instant, `string` to `large_string` or a
     dictionary, `list` to `large_list`. The core's writer checks the result strictly again.
+
+    Args:
+        batch: one batch of Spark's rows
+        table_schema: the table's Arrow schema
     """
     columns, fields = [], []
     for field in table_schema:
@@ -152,7 +173,11 @@ class WritePlan:
     max_rows_per_file: int | None = None
 
     def write_batches(self, batches: Iterable[pa.RecordBatch]) -> list[bytes]:
-        """Executor side: write one task's rows as fragments (serialized); nothing written for no rows."""
+        """Executor side: write one task's rows as fragments (serialized); nothing written for no rows.
+
+        Args:
+            batches: one task's Arrow batches
+        """
         adapted = (adapt(b, self.table_schema) for b in batches if b.num_rows)
         first = next(adapted, None)
         if first is None:
@@ -186,7 +211,14 @@ class WritePlan:
         transaction_properties: dict[str, str] | None,
         path: str,
     ) -> mvcc_core.Table:
-        """Driver side: commit one transaction with every task's fragments on top of the pinned version."""
+        """Driver side: commit one transaction with every task's fragments on top of the pinned version.
+
+        Args:
+            fragments: every task's fragments (serialized)
+            commit_message: the message stored with the transaction
+            transaction_properties: properties stored with the transaction (a dict of str to str)
+            path: which Spark path wrote (recorded with the write id)
+        """
         frags = [pb.DataFragment.FromString(f) for f in fragments]
         properties = {
             **(transaction_properties or {}),
@@ -239,6 +271,9 @@ class WritePlan:
         worker after `spark.python.task.killTimeout`, 2 s by default) may finish or leave a partial file
         after the first pass. Used where the caller cannot see Spark's tasks (the data source's `abort`,
         `write()` on Spark Connect); a straggler outliving the window still leaves its file to retention.
+
+        Args:
+            settle: seconds to keep listing and removing after the first pass
         """
         if self.committed_version() is not None:
             log.warning("write %s was committed; its files are kept", self.write_id)
@@ -261,7 +296,11 @@ class WritePlan:
 
     def remove_orphans(self, committed: Sequence[bytes]) -> list[str]:
         """After a commit: remove files with this write's prefix that the commit does not reference (a task
-        attempt Spark discarded, e.g. a speculative duplicate)."""
+        attempt Spark discarded, e.g. a speculative duplicate).
+
+        Args:
+            committed: the fragments the commit references (serialized)
+        """
         kept = {f"data/{file.path}" for blob in committed for file in pb.DataFragment.FromString(blob).files}
         store = open_store(self.uri, self.storage_options)
         prefix = f"data/{self.write_id}"
@@ -281,7 +320,20 @@ def plan_write(
     storage_options: dict[str, Any] | None,
     max_rows_per_file: int | None = None,
 ) -> WritePlan:
-    """Driver side, before any task: pin the read version, check the schema, choose the write id."""
+    """Driver side, before any task: pin the read version, check the schema, choose the write id.
+
+    Args:
+        incoming: the DataFrame's schema
+        uri: the table's root
+        mode: "append" or "overwrite"
+        where: with mode "overwrite": the SQL predicate of the rows replaced
+        storage_options: the table store's options
+        max_rows_per_file: rows at most in one data file (None: the core's default)
+
+    Raises:
+        ValueError: an unknown mode, or `where` without mode "overwrite" or empty
+        SchemaError: the DataFrame does not fit the table
+    """
     if mode not in MODES:
         raise ValueError(f"mvcc Spark writes support mode 'append' or 'overwrite', got {mode!r}")
     if where is not None:

@@ -8,8 +8,15 @@ import os
 Uri = str | os.PathLike[str]
 
 
-def _uri(uri: Uri) -> str:
-    """A table uri from a string or a `pathlib.Path` (pylance accepts both)."""
+def as_uri(uri: Uri) -> str:
+    """A table uri from a string or a `pathlib.Path` (pylance accepts both).
+
+    Args:
+        uri: the table's location as the caller gave it
+
+    Raises:
+        TypeError: it is neither a str nor a path
+    """
     if isinstance(uri, os.PathLike):
         return os.fspath(uri)
     if not isinstance(uri, str):
@@ -17,7 +24,15 @@ def _uri(uri: Uri) -> str:
     return uri
 
 
-def _check_retries(max_retries: int) -> int:
+def check_retries(max_retries: int) -> int:
+    """`max_retries`, once checked to be a non-negative int.
+
+    Args:
+        max_retries: the caller's retry count
+
+    Raises:
+        ValueError: it is not a non-negative int
+    """
     if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
         raise ValueError(f"max_retries must be a non-negative int, got {max_retries!r}")
     return max_retries

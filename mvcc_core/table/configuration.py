@@ -18,7 +18,7 @@ from mvcc_core.format.bases import DatasetBasePath
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 
 
-class _Configuration:
+class ConfigurationMethods:
     """The table's configuration, metadata, base paths and MemWAL state (mixed into `Table`)."""
 
     def add_bases(
@@ -32,6 +32,10 @@ class _Configuration:
         """Register base paths data may be written to (one UpdateBases); ids are assigned at commit.
 
         A base whose id, name or path clashes with an existing one is refused with BasePathError.
+
+        Args:
+            bases: the base paths to register (`DatasetBasePath`: path, name, whether it is a dataset root)
+            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
         """
         if not bases:
             raise BasePathError("add_bases needs at least one DatasetBasePath")
@@ -70,7 +74,13 @@ class _Configuration:
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> Self:
-        """Set (`upsert`) and remove (`delete`) table configuration keys (one UpdateConfig)."""
+        """Set (`upsert`) and remove (`delete`) table configuration keys (one UpdateConfig).
+
+        Args:
+            upsert: configuration keys to set, with their values
+            delete: configuration keys to remove
+            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
+        """
         return self.commit(
             ops.UpdateConfig.of(upsert, list(delete or [])),
             commit_message=commit_message,
@@ -88,7 +98,14 @@ class _Configuration:
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> Self:
-        """Change table, schema or field metadata (a None value removes the key). Fields are named by column."""
+        """Change table, schema or field metadata (a None value removes the key). Fields are named by column.
+
+        Args:
+            table_metadata: table metadata to set (a None value removes the key)
+            schema_metadata: schema metadata to set (a None value removes the key)
+            field_metadata: column name -> field metadata to set (a None value removes the key)
+            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
+        """
         by_name = schema_mod.field_ids_by_name(list(self.manifest.fields))
         unknown = [name for name in (field_metadata or {}) if name not in by_name]
         if unknown:
@@ -114,8 +131,12 @@ class _Configuration:
 
         `generations` maps a region id (UUID or its string) to a generation; a region's merged generation
         only moves forward, so a number at or below the recorded one is refused.
+
+        Args:
+            generations: MemWAL region id (UUID or its string) -> the generation merged up to
+            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
         """
-        merged = _merged_generations(self.manifest, generations)
+        merged = checked_merged_generations(self.manifest, generations)
         return self.commit(
             ops.UpdateMemWalState(merged_generations=merged),
             commit_message=commit_message,
@@ -128,8 +149,18 @@ class _Configuration:
         return {str(uuid.UUID(bytes=r.region_id.uuid)): r.merged_generation for r in self.manifest.mem_wal_regions}
 
 
-def _merged_generations(manifest: pb.Manifest, generations: dict[str | uuid.UUID, int]) -> list[pb.MergedGeneration]:
-    """Validate region ids and generation numbers; a region's merged generation only moves forward."""
+def checked_merged_generations(
+    manifest: pb.Manifest, generations: dict[str | uuid.UUID, int]
+) -> list[pb.MergedGeneration]:
+    """Validate region ids and generation numbers; a region's merged generation only moves forward.
+
+    Args:
+        manifest: the version the generations are marked merged on
+        generations: MemWAL region id (UUID or its string) -> the generation merged up to
+
+    Raises:
+        ValueError: no region, a region id that is no UUID, or a generation that is negative or not newer
+    """
     if not generations:
         raise ValueError("give at least one region and generation")
     current = {r.region_id.uuid: r.merged_generation for r in manifest.mem_wal_regions}

@@ -19,7 +19,7 @@ from mvcc_core.format.manifest import location_of, manifest_problems
 from mvcc_core.format.naming import ManifestNaming
 from mvcc_core.io import open_store
 from mvcc_core.ops import write
-from mvcc_core.table.arguments import Uri, _check_retries, _uri
+from mvcc_core.table.arguments import Uri, as_uri, check_retries
 from mvcc_core.table.handle import Table
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES, Committer
 from mvcc_core.txn.external_store import ExternalManifestStore, commit_handler, split_storage_options
@@ -62,8 +62,8 @@ def open_table(
         raise ValueError("give either version or asof, not both")
     options = {"storage_options": storage_options, "external_store": external_store}
     if version is None and asof is None:
-        return Table(TableState.open(_uri(uri), **options))
-    handle = Table(TableState.unread(_uri(uri), **options))
+        return Table(TableState.open(as_uri(uri), **options))
+    handle = Table(TableState.unread(as_uri(uri), **options))
     return handle.checkout(version if version is not None else asof)
 
 
@@ -89,7 +89,7 @@ def manifest_violations(
         The problems; empty when the manifest is sound.
     """
     external, storage_options = split_storage_options(storage_options, external_store)
-    store = open_store(_uri(uri), storage_options)
+    store = open_store(as_uri(uri), storage_options)
     committer = Committer(store, handler=commit_handler(external))
     latest = committer.latest_location()
     location = latest if version is None else location_of(store, version, latest.naming)
@@ -150,7 +150,7 @@ def write_table(
         t = mvcc.write_table(pa.table({"id": [1, 2, 3]}), "/tmp/t", commit_message="initial load")
     """
     write.check_first_write_mode(mode, where)
-    uri = _uri(uri)
+    uri = as_uri(uri)
     naming = ManifestNaming.parse(manifest_naming)
     properties = check_properties(transaction_properties)
     external, storage_options = split_storage_options(storage_options, external_store)
@@ -187,7 +187,7 @@ def write_table(
         max_rows_per_file=max_rows_per_file,
         commit_message=commit_message,
         transaction_properties=properties,
-        max_retries=_check_retries(max_retries),
+        max_retries=check_retries(max_retries),
         enable_stable_row_ids=enable_stable_row_ids,
     )
     return Table(state)
@@ -215,9 +215,18 @@ def create_table_from_fragments(
     `where`, the rows matching it; the writers must have checked their rows with `write_fragments(where=)`),
     under the usual conflict rules. Appending or partition-overwriting needs the winner's schema
     (SchemaError otherwise; the fragments are removed).
+
+    Args:
+        fragments: the fragments `write_fragments` wrote for the new table
+        uri: the table's root
+        schema: the schema the fragments were written with
+        mode: what to do if another writer creates the table first: "create", "append" or "overwrite"
+        where: mode "overwrite" only: the SQL predicate of the rows replaced
+        storage_options, external_store, manifest_naming, commit_message, transaction_properties, max_retries: see
+            :func:`write_table`
     """
     write.check_first_write_mode(mode, where)
-    uri = _uri(uri)
+    uri = as_uri(uri)
     properties = check_properties(transaction_properties)
     external, storage_options = split_storage_options(storage_options, external_store)
     store = open_store(uri, storage_options)
@@ -230,6 +239,6 @@ def create_table_from_fragments(
         naming=ManifestNaming.parse(manifest_naming),
         commit_message=commit_message,
         transaction_properties=properties,
-        max_retries=_check_retries(max_retries),
+        max_retries=check_retries(max_retries),
     )
     return Table(state)

@@ -40,12 +40,12 @@ from mvcc_core.ops.merge_insert import MergeInsertBuilder
 from mvcc_core.ops.replace_where import rows_match
 from mvcc_core.ops.update import plan_update
 from mvcc_core.progress import Progress
-from mvcc_core.table.arguments import Uri, _check_retries, _uri
-from mvcc_core.table.configuration import _Configuration, _merged_generations
-from mvcc_core.table.indices import _Indices
-from mvcc_core.table.reading import _Reading
-from mvcc_core.table.schema_changes import _SchemaChanges
-from mvcc_core.table.versions import _Versions
+from mvcc_core.table.arguments import Uri, as_uri, check_retries
+from mvcc_core.table.configuration import ConfigurationMethods, checked_merged_generations
+from mvcc_core.table.indices import IndexMethods
+from mvcc_core.table.reading import ReadingMethods
+from mvcc_core.table.schema_changes import SchemaChangeMethods
+from mvcc_core.table.versions import VersionMethods
 from mvcc_core.txn import history
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES, Committer
 from mvcc_core.txn.history import VersionRef
@@ -71,7 +71,7 @@ class UpdateResult(dict):
         return int(self["num_rows_updated"])
 
 
-class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
+class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, ConfigurationMethods):
     """A handle on one version of a table (pylance's `LanceDataset`).
 
     Open one with `mvcc_core.open_table(uri)` or create one with `mvcc_core.write_table(data, uri)`.
@@ -85,11 +85,20 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
     """
 
     def __init__(self, state: TableState) -> None:
+        """A handle on `state`; use `open_table` or `write_table` to get one.
+
+        Args:
+            state: the table version the handle starts on
+        """
         self._state = state
 
     @classmethod
     def from_state(cls, state: TableState) -> Table:
-        """A handle on `state` (what staged operations return)."""
+        """A handle on `state` (what staged operations return).
+
+        Args:
+            state: a table version (what staged operations return)
+        """
         return cls(state)
 
     # ---- identity and metadata ---------------------------------------------------------------
@@ -208,6 +217,14 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
 
         Raises RetryableConflictError / IncompatibleConflictError when a concurrent commit wins (a staged
         transaction's files are then removed), InvalidOperationError when the operation cannot apply.
+
+        Args:
+            operation: a staged `Transaction`, or an operation to wrap in a new one
+            read_version: the version an operation is built on (default: this handle's); not with a Transaction
+            max_retries: how many lost commit races to retry before giving up
+            commit_message: the message stored with the transaction; not with a Transaction
+            transaction_properties: properties stored with the transaction (a dict of str to str); not with a
+                Transaction
         """
         if isinstance(operation, Transaction):
             if read_version is not None or commit_message is not None or transaction_properties is not None:
@@ -222,7 +239,7 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
             )
         else:
             raise TypeError(f"commit takes a Transaction or an operation, got {type(operation).__name__}")
-        self._state = self._state.commit(txn, max_retries=_check_retries(max_retries), rows_match=rows_match)
+        self._state = self._state.commit(txn, max_retries=check_retries(max_retries), rows_match=rows_match)
         return self
 
     # ---- appends and overwrites --------------------------------------------------------------
@@ -236,7 +253,10 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
     ) -> Transaction:
-        """Write `data` as new fragments and return the Append, uncommitted (see `append`)."""
+        """Write `data` as new fragments and return the Append, uncommitted (see `append`).
+
+        Args: see :func:`mvcc_core.ops.write.append_transaction`
+        """
         return write.append_transaction(
             self._state,
             data,
@@ -259,7 +279,13 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
         """Add rows as new fragments (one Append). `data`: a pyarrow Table, RecordBatch(Reader), pandas
         DataFrame or anything `pa.table` accepts, fitting the table's schema (SchemaError otherwise, before a
         byte is written). `target_base`: the name or id of a base path (see `add_bases`) to write the data files
-        to instead of the table's own `data/`."""
+        to instead of the table's own `data/`.
+
+        Args:
+            data, max_rows_per_file, target_base, commit_message, transaction_properties: see
+                :func:`mvcc_core.ops.write.append_transaction`
+            max_retries: how many lost commit races to retry before giving up
+        """
         txn = self.append_uncommitted(
             data,
             max_rows_per_file=max_rows_per_file,
@@ -270,7 +296,16 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
         return self.commit(txn, max_retries=max_retries)
 
     def insert(self, data: Any, *, mode: str = "append", **kwargs: Any) -> Table:
-        """pylance's `insert`: `append` (default) or `overwrite` rows of `data`."""
+        """pylance's `insert`: `append` (default) or `overwrite` rows of `data`.
+
+        Args:
+            data: the rows
+            mode: "append" or "overwrite"
+            **kwargs: the keywords of `append` or `overwrite`
+
+        Raises:
+            ValueError: another mode
+        """
         if mode == "append":
             return self.append(data, **kwargs)
         if mode == "overwrite":
@@ -288,7 +323,10 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
         transaction_properties: Mapping[str, str] | None = None,
     ) -> Transaction:
         """Write `data` and return the Overwrite replacing every row (or, with `where`, the partition-scoped
-        overwrite replacing the rows matching it), uncommitted (see `overwrite`)."""
+        overwrite replacing the rows matching it), uncommitted (see `overwrite`).
+
+        Args: see :func:`mvcc_core.ops.write.overwrite_transaction`
+        """
         return write.overwrite_transaction(
             self._state,
             data,
@@ -318,6 +356,11 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
         deletes. A concurrent commit that inserted rows matching `where` makes it a RetryableConflictError;
         inserts into other partitions do not conflict.
 
+        Args:
+            data, where, schema, max_rows_per_file, commit_message, transaction_properties: see
+                :func:`mvcc_core.ops.write.overwrite_transaction`
+            max_retries: how many lost commit races to retry before giving up
+
         Example::
 
             t.overwrite(day_rows, where="day = DATE '2026-11-01'")
@@ -342,7 +385,10 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
         transaction_properties: Mapping[str, str] | None = None,
     ) -> Transaction:
         """The Append of fragments written by `mvcc_core.write_fragments` (on executors, say), uncommitted;
-        commit it with `commit`. Its `files` are the fragments' data files (removed if the commit fails)."""
+        commit it with `commit`. Its `files` are the fragments' data files (removed if the commit fails).
+
+        Args: see :func:`mvcc_core.ops.write.append_fragments_transaction`
+        """
         return write.append_fragments_transaction(
             self._state, fragments, commit_message=commit_message, transaction_properties=transaction_properties
         )
@@ -357,7 +403,10 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
     ) -> Transaction:
         """The Overwrite by fragments written with this table's schema by `mvcc_core.write_fragments`, or with
         `where` the partition-scoped overwrite (see `overwrite`; the writer must have checked the rows with
-        `write_fragments(..., where=...)`), uncommitted. This handle's version is the read version."""
+        `write_fragments(..., where=...)`), uncommitted. This handle's version is the read version.
+
+        Args: see :func:`mvcc_core.ops.write.overwrite_fragments_transaction`
+        """
         return write.overwrite_fragments_transaction(
             self._state,
             fragments,
@@ -391,7 +440,10 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
         transaction_properties: Mapping[str, str] | None = None,
     ) -> Transaction | None:
         """Write the deletion vectors for `predicate` and return the Delete, uncommitted; None when no row
-        matches (there is nothing to commit)."""
+        matches (there is nothing to commit).
+
+        Args: see :meth:`delete`
+        """
         return self._stage_delete(predicate, commit_message, transaction_properties)[0]
 
     def delete(
@@ -406,6 +458,12 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
 
         One Delete transaction; when no row matches, nothing is committed (the handle stays where it is).
         Returns pylance's `{"num_deleted_rows": n}`.
+
+        Args:
+            predicate: the rows to delete, SQL or a pyarrow Expression
+            commit_message: the message stored with the transaction
+            transaction_properties: properties stored with the transaction (a dict of str to str)
+            max_retries: how many lost commit races to retry before giving up
         """
         txn, rows = self._stage_delete(predicate, commit_message, transaction_properties)
         if txn is not None:
@@ -422,7 +480,7 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
         transaction_properties: Mapping[str, str] | None,
     ) -> tuple[Transaction | None, int]:
         transaction_properties = check_properties(transaction_properties)  # before a byte is written
-        merged = _merged_generations(self.manifest, merged_generations) if merged_generations else []
+        merged = checked_merged_generations(self.manifest, merged_generations) if merged_generations else []
         plan = plan_update(self._state.store, self.manifest, values, where, mode=mode)
         if plan.operation is not None:
             plan.operation.merged_generations = merged
@@ -445,7 +503,10 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
         transaction_properties: Mapping[str, str] | None = None,
     ) -> Transaction | None:
         """Write the updated rows or columns and return the Update, uncommitted (see `update`); None when
-        no row matches and no generation is to be marked merged."""
+        no row matches and no generation is to be marked merged.
+
+        Args: see :meth:`update`
+        """
         return self._stage_update(values, where, mode, merged_generations, commit_message, transaction_properties)[0]
 
     def update(
@@ -465,6 +526,15 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
         pick the cheaper (see `mvcc_core.ops.update`). `merged_generations` (MemWAL region -> generation) are
         marked merged by the same transaction (a flush of a MemWAL into the table). Returns
         `{"num_rows_updated": n}`; when no row matches only the generations, if any, are committed.
+
+        Args:
+            values: column -> new value, as a SQL expression over the row's columns or a literal
+            where: the rows to update, SQL or a pyarrow Expression (None: every row)
+            mode: "rewrite_rows", "rewrite_columns", or None for the cheaper
+            merged_generations: MemWAL region -> generation to mark merged in the same transaction
+            commit_message: the message stored with the transaction
+            transaction_properties: properties stored with the transaction (a dict of str to str)
+            max_retries: how many lost commit races to retry before giving up
         """
         txn, rows = self._stage_update(values, where, mode, merged_generations, commit_message, transaction_properties)
         if txn is not None:
@@ -474,7 +544,11 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
     def merge_insert(self, on: str | Sequence[str]) -> MergeInsertBuilder:
         """Upsert builder with pylance's shape: `t.merge_insert("id").when_matched_update_all()
         .when_not_matched_insert_all().execute(data)`; one Update transaction. `execute_uncommitted(data)`
-        returns `(Transaction, stats)` instead of committing."""
+        returns `(Transaction, stats)` instead of committing.
+
+        Args:
+            on: the key column(s) rows are matched on
+        """
         return MergeInsertBuilder(self._state, on, lambda txn, retries: self.commit(txn, max_retries=retries))
 
     # ---- base paths and clones ---------------------------------------------------------------
@@ -494,11 +568,22 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
         Shallow (default): no data is copied, the clone's files point at this table through a base path,
         so it breaks if this table's files are removed (reads then raise ObjectNotFoundError). Deep: every
         file is copied and the clone stands alone. Writes to a clone never touch this table.
+
+        Args:
+            target_uri: where the clone is created (it must hold no table)
+            version: the version (number or tag) the clone starts from (default: this handle's)
+            shallow: point at this table's files instead of copying them
+            storage_options: the clone's store options (default: this table's)
+            commit_message: the message stored with the transaction
+            transaction_properties: properties stored with the transaction (a dict of str to str)
+
+        Raises:
+            TableExistsError: a table exists at `target_uri`
         """
         ref = self.version if version is None else self._resolve(version)
         source = self._state.load(ref)
         options = self._state.storage_options if storage_options is None else storage_options
-        target = open_store(_uri(target_uri), options)
+        target = open_store(as_uri(target_uri), options)
         check_target(self._state.store, target)
         if table_exists(target):
             raise TableExistsError(f"a table already exists at {target.uri}; a clone needs an empty location")
@@ -549,6 +634,8 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
         unless `delete_unverified`; `dry_run` only reports. A corrupt old manifest is counted in
         `CleanupStats.corrupt_versions` and removed like any other old version.
         `progress(done, total)` is called as files are removed.
+
+        Args: see :func:`mvcc_core.maintenance.cleanup.cleanup_old_versions`
         """
         stats = cleanup_old_versions(
             self._state,

@@ -21,7 +21,7 @@ from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 from mvcc_core.txn.transaction import Transaction, check_properties
 
 
-class _Indices:
+class IndexMethods:
     """Scalar indices: built, listed and dropped (mixed into `Table`)."""
 
     def create_index_uncommitted(
@@ -36,7 +36,10 @@ class _Indices:
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
     ) -> Transaction:
-        """Write the index files and return the CreateIndex, uncommitted (see `create_index`)."""
+        """Write the index files and return the CreateIndex, uncommitted (see `create_index`).
+
+        Args: see :meth:`create_index`
+        """
         transaction_properties = check_properties(transaction_properties)  # before a byte is written
         name = name or f"{column}_idx"
         existing = [i for i in self.manifest.indices if i.name == name]
@@ -78,6 +81,15 @@ class _Indices:
         Spark) the column is read by tasks on it, without one in this process in groups of fragments of about
         a million rows; `progress(done, total)` after each task or group. This process sorts and writes the
         index and commits. An unknown `index_type` raises ValueError.
+
+        Args:
+            column: the scalar column indexed
+            index_type: "BTREE" or "BITMAP"
+            name: the index's name (None: `{column}_idx`)
+            replace: replace an index of that name (else IndexExistsError)
+            executor: runs the column reads as tasks (`map(fn, tasks)`; None: in this process)
+            progress: called as `progress(done, total)` after each task or group
+            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
         """
         txn = self.create_index_uncommitted(
             column,
@@ -94,7 +106,11 @@ class _Indices:
     def create_scalar_index(
         self, column: str, index_type: str = "BTREE", *, name: str | None = None, replace: bool = True, **kwargs: Any
     ) -> Self:
-        """pylance's name for `create_index` on a scalar column."""
+        """pylance's name for `create_index` on a scalar column.
+
+        Args:
+            column, index_type, name, replace, **kwargs: see :meth:`create_index`
+        """
         return self.create_index(column, index_type, name=name, replace=replace, **kwargs)
 
     def drop_index(
@@ -105,7 +121,15 @@ class _Indices:
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> Self:
-        """Remove an index from the table (its files stay for older versions until retention)."""
+        """Remove an index from the table (its files stay for older versions until retention).
+
+        Args:
+            name: the index's name
+            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
+
+        Raises:
+            IndexNotFoundError: the table has no index of that name
+        """
         existing = [i for i in self.manifest.indices if i.name == name]
         if not existing:
             names = [i.name for i in self.manifest.indices]

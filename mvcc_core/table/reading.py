@@ -12,7 +12,7 @@ from mvcc_core.format.deletion import live_rows
 from mvcc_core.read.scan import DEFAULT_BATCH_SIZE, Scan
 
 
-class _Reading:
+class ReadingMethods:
     """Reading a version: scans, tables, batches, takes and counts (mixed into `Table`)."""
 
     def scanner(
@@ -24,11 +24,19 @@ class _Reading:
         batch_size: int = DEFAULT_BATCH_SIZE,
         with_row_id: bool = False,
     ) -> Scan:
-        """A scan of this version. `columns`: column names, or a dict of output name -> SQL expression over the
-        table's columns (pylance's shape: `{"total": "price * qty"}`, the SQL filters accept). `filter`: a SQL
-        predicate or a pyarrow Expression over the table's columns (pushed down and answered from scalar
-        indices alike). `with_row_id`: a `_rowid` column (stable ids if the table has them, else the row
-        address). `with_row_address`: a `_rowaddr` column."""
+        """A scan of this version: `to_batches()`, `to_table()`, `count_rows()`, `explain()`.
+
+        SQL `columns` use pylance's shape (`{"total": "price * qty"}`, the SQL filters accept); `filter` is
+        pushed down and answered from scalar indices alike.
+
+        Args:
+            columns: column names, or a dict of output name -> SQL expression over the table's columns (None: every
+                column)
+            filter: a SQL predicate or a pyarrow Expression over the table's columns (None: every row)
+            with_row_address: add a `_rowaddr` column
+            batch_size: rows at most per batch
+            with_row_id: add a `_rowid` column (stable ids if the table keeps them, else the row address)
+        """
         return Scan(
             self._state.store,
             self.manifest,
@@ -50,7 +58,13 @@ class _Reading:
         with_row_id: bool = False,
     ) -> pa.Table:
         """The rows of this version (matching `filter`), as one Arrow table; `offset` rows skipped and at
-        most `limit` returned, in table order."""
+        most `limit` returned, in table order.
+
+        Args:
+            columns, filter, with_row_address, with_row_id: see :meth:`scanner`
+            limit: rows at most in the result (None: all)
+            offset: matching rows skipped first (None: none)
+        """
         scan = self.scanner(columns, filter, with_row_address=with_row_address, with_row_id=with_row_id)
         if limit is None and not offset:
             return scan.to_table()
@@ -65,7 +79,10 @@ class _Reading:
         batch_size: int = DEFAULT_BATCH_SIZE,
         with_row_id: bool = False,
     ) -> Iterator[pa.RecordBatch]:
-        """Stream the rows of this version as record batches (memory bounded by a few batches)."""
+        """Stream the rows of this version as record batches (memory bounded by a few batches).
+
+        Args: see :meth:`scanner`
+        """
         return self.scanner(
             columns, filter, with_row_address=with_row_address, batch_size=batch_size, with_row_id=with_row_id
         ).to_batches()
@@ -75,7 +92,13 @@ class _Reading:
         return self.scanner().to_reader()
 
     def head(self, num_rows: int = 5, columns: Sequence[str] | Mapping[str, str] | None = None) -> pa.Table:
-        """The first `num_rows` rows (pylance's `head`)."""
+        """The first `num_rows` rows (pylance's `head`).
+
+        Args:
+            num_rows: how many rows
+            columns: column names, or a dict of output name -> SQL expression over the table's columns (None: every
+                column)
+        """
         return self.to_table(columns, limit=num_rows)
 
     def take(
@@ -84,6 +107,14 @@ class _Reading:
         """The rows at these positions of this version (0 is the first live row), in the order given.
 
         Only the fragments holding a requested row are read. IndexError names a position past the end.
+
+        Args:
+            indices: positions among the live rows of this version (0 is the first)
+            columns: column names, or a dict of output name -> SQL expression over the table's columns (None: every
+                column)
+
+        Raises:
+            IndexError: a position past the end
         """
         positions = np.asarray(indices, dtype=np.int64)
         total = self.count_rows()
@@ -106,7 +137,11 @@ class _Reading:
         return combined.take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
 
     def count_rows(self, filter: str | pc.Expression | None = None) -> int:  # noqa: A002
-        """Without a filter: from the manifest alone, no data file is opened."""
+        """Without a filter: from the manifest alone, no data file is opened.
+
+        Args:
+            filter: a SQL predicate or a pyarrow Expression over the table's columns (None: every row)
+        """
         return self.scanner(filter=filter, columns=[]).count_rows()
 
 

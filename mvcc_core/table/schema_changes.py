@@ -18,7 +18,7 @@ from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 from mvcc_core.txn.transaction import Transaction
 
 
-class _SchemaChanges:
+class SchemaChangeMethods:
     """Schema evolution: columns added, merged, dropped, altered or replaced (mixed into `Table`)."""
 
     def add_columns(
@@ -30,7 +30,12 @@ class _SchemaChanges:
         max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> Self:
         """New columns from SQL expressions (`{"total": "price * qty"}`) or all-null columns from Arrow
-        fields. Every fragment gets one new data file; existing files are not rewritten. One Merge."""
+        fields. Every fragment gets one new data file; existing files are not rewritten. One Merge.
+
+        Args:
+            transforms: new column name -> SQL over existing columns, or Arrow fields (a schema) for all-null columns
+            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
+        """
         txn = self.add_columns_uncommitted(
             transforms, commit_message=commit_message, transaction_properties=transaction_properties
         )
@@ -43,7 +48,10 @@ class _SchemaChanges:
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
     ) -> Transaction:
-        """`add_columns` without the commit: its new data files written, the Merge staged."""
+        """`add_columns` without the commit: its new data files written, the Merge staged.
+
+        Args: see :meth:`add_columns`
+        """
         plan = plan_add_columns(self._state.store, self.manifest, transforms)
         return self._txn(
             plan.operation, plan.written, commit_message=commit_message, transaction_properties=transaction_properties
@@ -59,7 +67,14 @@ class _SchemaChanges:
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> Self:
-        """Add the columns of `data`, joined on a key column (a left join: no match gives nulls). One Merge."""
+        """Add the columns of `data`, joined on a key column (a left join: no match gives nulls). One Merge.
+
+        Args:
+            data: the rows holding the key and the new columns
+            left_on: the table's key column
+            right_on: the key column of `data` (None: `left_on`)
+            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
+        """
         plan = plan_merge(self._state.store, self.manifest, data, left_on, right_on)
         txn = self._txn(
             plan.operation, plan.written, commit_message=commit_message, transaction_properties=transaction_properties
@@ -74,7 +89,12 @@ class _SchemaChanges:
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> Self:
-        """Drop columns or struct fields (`"a.b"`); metadata only. One Project."""
+        """Drop columns or struct fields (`"a.b"`); metadata only. One Project.
+
+        Args:
+            columns: the columns, or `a.b` struct fields, to drop
+            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
+        """
         return self.commit(
             plan_drop_columns(self.manifest, columns),
             commit_message=commit_message,
@@ -89,7 +109,10 @@ class _SchemaChanges:
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
     ) -> Transaction:
-        """`drop_columns` staged, not committed (nothing is written)."""
+        """`drop_columns` staged, not committed (nothing is written).
+
+        Args: see :meth:`drop_columns`
+        """
         return self._txn(
             plan_drop_columns(self.manifest, columns),
             commit_message=commit_message,
@@ -103,7 +126,12 @@ class _SchemaChanges:
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> Self:
-        """Rename (`{"path": "a", "name": "b"}`) or make nullable (`"nullable": True`); metadata only."""
+        """Rename (`{"path": "a", "name": "b"}`) or make nullable (`"nullable": True`); metadata only.
+
+        Args:
+            *alterations: pylance's dicts: `path`, and `name` and/or `nullable`
+            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
+        """
         return self.commit(
             plan_alter_columns(self.manifest, alterations),
             commit_message=commit_message,
@@ -117,7 +145,10 @@ class _SchemaChanges:
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
     ) -> Transaction:
-        """`alter_columns` staged, not committed (nothing is written)."""
+        """`alter_columns` staged, not committed (nothing is written).
+
+        Args: see :meth:`alter_columns`
+        """
         return self._txn(
             plan_alter_columns(self.manifest, alterations),
             commit_message=commit_message,
@@ -136,6 +167,11 @@ class _SchemaChanges:
         """Replace a column's values in some fragments ({fragment id: values for every physical row}).
 
         The new values go into new files; the old ones are tombstoned. One DataReplacement.
+
+        Args:
+            column: the top-level column replaced
+            replacements: fragment id -> the new values, one per physical row (deleted rows included)
+            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
         """
         plan = plan_replace_column(self._state.store, self.manifest, column, replacements)
         txn = self._txn(

@@ -19,18 +19,26 @@ from mvcc_core.txn.transaction import Transaction
 log = logging.getLogger("mvcc.table")
 
 
-class _Versions:
+class VersionMethods:
     """Other versions of the table: checkouts, the version list, transactions and restore (mixed into `Table`)."""
 
     def _resolve(self, ref: VersionRef) -> int:
         return history.resolve(self._state, ref)
 
     def checkout(self, ref: VersionRef) -> Self:
-        """A new handle on `ref`: a version number, a tag name, or a datetime (the version current then)."""
+        """A new handle on `ref`: a version number, a tag name, or a datetime (the version current then).
+
+        Args:
+            ref: a version number, a tag name, or a datetime (the version current then)
+        """
         return type(self)(self._state.checkout(self._resolve(ref)))
 
     def checkout_version(self, version: VersionRef) -> Self:
-        """pylance's name for `checkout`."""
+        """pylance's name for `checkout`.
+
+        Args:
+            version: see :meth:`checkout`
+        """
         return self.checkout(version)
 
     def checkout_latest(self) -> Self:
@@ -44,17 +52,28 @@ class _Versions:
         what could not be read) instead of failing the whole listing. `limit`: only the newest `limit`
         versions (still oldest first); one listing, and only their manifests and transactions are read,
         so a long history costs nothing (the `mvcc versions --limit` command).
+
+        Args:
+            limit: only the newest `limit` versions (None: all)
         """
         return history.list_versions(self._state, limit=limit)
 
     def transaction(self, version: int | None = None) -> Transaction | None:
-        """The transaction that produced `version` (default: this handle's), None if it has no readable file."""
+        """The transaction that produced `version` (default: this handle's), None if it has no readable file.
+
+        Args:
+            version: the version (None: this handle's)
+        """
         manifest = self.manifest if version is None else self._state.load(version)
         return self._state.committer.load_transaction(manifest)
 
     def get_transactions(self, recent_transactions: int = 10) -> list[Transaction | None]:
         """pylance's `get_transactions`: the transactions of the newest versions up to this handle's,
-        newest first (None where a version has no readable transaction)."""
+        newest first (None where a version has no readable transaction).
+
+        Args:
+            recent_transactions: how many of the newest versions up to this handle's
+        """
         out: list[Transaction | None] = []
         for version in range(self.version, max(0, self.version - recent_transactions), -1):
             try:
@@ -75,6 +94,10 @@ class _Versions:
 
         Restore works past a corrupt latest manifest: the new version is committed after it, and the
         corrupt one stays in the history (where `versions()` reports it) until retention removes it.
+
+        Args:
+            ref: the version to restore: a number, a tag name or a datetime (None: this handle's)
+            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
         """
         version = self.version if ref is None else self._resolve(ref)
         latest = self._state.latest_location()

@@ -96,6 +96,14 @@ def backoff_delay(attempt: int, slot_seconds: float, rng: random.Random | None =
 
     Losers of one race spread over twice as many slots each time they lose again; slot 0 retries at
     once, which is right when the race was lost to a single other writer.
+
+    Args:
+        attempt: how many times this writer has lost the race already (0 for the first retry)
+        slot_seconds: the length of one slot, clamped to the configured bounds (about one commit's duration)
+        rng: the random source (None: the `random` module)
+
+    Returns:
+        Seconds to sleep before the next attempt.
     """
     slot = min(max(slot_seconds, BACKOFF_MIN_SLOT_SECONDS), BACKOFF_MAX_SLOT_SECONDS)
     slots = (rng or random).randrange(2 ** (min(attempt, BACKOFF_MAX_DOUBLINGS) + 1))
@@ -107,6 +115,16 @@ class Committer:
 
     `handler` decides how versions are found and published (the object store's put-if-not-exists, or an
     external manifest store); every read this committer makes goes through it too.
+
+    Args:
+        store: the table's store
+        cache: the manifests and transactions already read, shared by committers of one table (None: a fresh cache)
+        handler: how versions are found and published (None: the object store's put-if-not-exists)
+
+    Args:
+        store: the table's store
+        cache: the manifests and transactions already read, shared by committers of one table (None: a fresh cache)
+        handler: how versions are found and published (None: the object store's put-if-not-exists)
     """
 
     def __init__(
@@ -124,10 +142,19 @@ class Committer:
         return (Committer, (self.store, None, self.handler))
 
     def latest_location(self, known: ManifestLocation | None = None) -> ManifestLocation:
-        """The table's newest version (TableNotFoundError if it has none)."""
+        """The table's newest version (TableNotFoundError if it has none).
+
+        Args:
+            known: a version the caller has seen; the lookup may start there
+        """
         return latest_manifest_location(self.store, known, self.handler)
 
     def load_manifest(self, location: ManifestLocation) -> pb.Manifest:
+        """The manifest at `location`, read once per committer cache.
+
+        Args:
+            location: the version's manifest location
+        """
         cached = self.cache.manifests.get(location.version)
         if cached is None:
             cached = read_manifest(self.store, location, self.handler)
@@ -161,6 +188,11 @@ class Committer:
             self.cache.transactions.pop(name, None)
 
     def load_transaction(self, manifest: pb.Manifest) -> Transaction | None:
+        """The transaction that produced a version (None: the version records none), read once per cache.
+
+        Args:
+            manifest: the version's manifest
+        """
         name = manifest.transaction_file
         if not name:
             return None
@@ -277,6 +309,19 @@ class Committer:
         logged (logger "mvcc.commit", INFO) before they propagate. `rows_match(store, manifest, fragments,
         predicate)` lets conflict rules ask whether another transaction's new rows match a predicate (reading
         data is above this layer; without it such rules assume the rows match).
+
+        Args:
+            txn: the transaction to commit
+            naming: the manifest naming scheme of a new table (an existing one keeps its own)
+            read_manifest_hint: the manifest of `txn.read_version` when the caller has it (spares a read)
+            create: refuse to commit on top of an existing table
+            max_retries: how many lost races to retry before giving up
+            rows_match: answers whether another transaction's new rows match a predicate, for conflict rules that ask
+                (None: they assume the rows match)
+
+        Raises:
+            CommitConflictError: a concurrent commit conflicts, or the retries ran out
+            TableExistsError: `create` and the table exists
         """
         written: list[str] = []  # the transaction files and rebase files this commit writes
         try:
@@ -431,7 +476,11 @@ class Committer:
             return manifest
 
     def newest_intact(self, latest: ManifestLocation) -> tuple[int, pb.Manifest] | None:
-        """The newest version below `latest` whose manifest decodes, with that manifest (None if none does)."""
+        """The newest version below `latest` whose manifest decodes, with that manifest (None if none does).
+
+        Args:
+            latest: the table's latest version, whose manifest is corrupt
+        """
         for version in range(latest.version - 1, 0, -1):
             try:
                 return version, self.load_manifest(location_of(self.store, version, latest.naming))
@@ -442,7 +491,13 @@ class Committer:
     def corrupt_history(self, exc: CorruptManifestError, latest: ManifestLocation, why: str) -> CorruptManifestError:
         """The error for a corrupt manifest in the way of a read or write of the table whose latest version is
         `latest`: `exc`, `why` it stops the caller, and the way out, a restore of the newest intact version
-        below `latest`, in the API's words and the `mvcc` command's."""
+        below `latest`, in the API's words and the `mvcc` command's.
+
+        Args:
+            exc: the error reading the corrupt manifest
+            latest: the table's latest version
+            why: why the corruption stops the caller, in its words
+        """
         intact = self.newest_intact(latest)
         uri = self.store.uri
         if intact is None:

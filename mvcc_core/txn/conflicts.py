@@ -64,7 +64,11 @@ class Rule:
 
 
 def touched_fragments(op: ops.Operation) -> set[int]:
-    """Ids of existing fragments an operation modifies or removes."""
+    """Ids of existing fragments an operation modifies or removes.
+
+    Args:
+        op: a transaction's operation
+    """
     if isinstance(op, ops.Delete):
         return {f.id for f in op.updated_fragments} | set(op.deleted_fragment_ids)
     if isinstance(op, ops.Update):
@@ -84,7 +88,12 @@ def touched_fragments(op: ops.Operation) -> set[int]:
 
 
 def inserted_keys_overlap(ours: ops.Operation, theirs: ops.Operation) -> bool:
-    """Key hashes both upserts inserted (same key columns): the same new key must not land twice."""
+    """Key hashes both upserts inserted (same key columns): the same new key must not land twice.
+
+    Args:
+        ours: our transaction's operation
+        theirs: the concurrent transaction's operation
+    """
     if not (isinstance(ours, ops.Update) and isinstance(theirs, ops.Update)):
         return False
     a, b = ours.inserted_rows, theirs.inserted_rows
@@ -94,6 +103,11 @@ def inserted_keys_overlap(ours: ops.Operation, theirs: ops.Operation) -> bool:
 
 
 def indexed_fragments(op: ops.CreateIndex) -> set[int]:
+    """Ids of the fragments the new indices of a CreateIndex cover.
+
+    Args:
+        op: the CreateIndex
+    """
     from pyroaring import BitMap
 
     ids: set[int] = set()
@@ -104,7 +118,11 @@ def indexed_fragments(op: ops.CreateIndex) -> set[int]:
 
 
 def inserted_fragments(op: ops.Operation) -> list[pb.DataFragment]:
-    """The new fragments an operation adds next to the existing ones (an Append's, an Update's)."""
+    """The new fragments an operation adds next to the existing ones (an Append's, an Update's).
+
+    Args:
+        op: a transaction's operation
+    """
     if isinstance(op, ops.Append):
         return list(op.fragments)
     if isinstance(op, ops.Update):
@@ -394,13 +412,27 @@ RULES.update({(CL, theirs): INCOMPATIBLE for theirs in ALL_NAMES})
 
 
 def rules_for(ours: str, theirs: str) -> tuple[Rule, ...]:
-    """The rules of a pair, in the order they are tried (the first whose condition holds decides)."""
+    """The rules of a pair, in the order they are tried (the first whose condition holds decides).
+
+    Args:
+        ours: our operation's name
+        theirs: the concurrent operation's name
+    """
     rules = RULES.get((ours, theirs), Rule(Outcome.COMPATIBLE))
     return rules if isinstance(rules, tuple) else (rules,)
 
 
 def resolve(ours: Transaction, theirs: Transaction, ctx: ConflictContext | None = None) -> tuple[Outcome, Rule]:
-    """The outcome of committing `ours` after `theirs` landed (theirs was committed since ours' read version)."""
+    """The outcome of committing `ours` after `theirs` landed (theirs was committed since ours' read version).
+
+    Args:
+        ours: the transaction being committed
+        theirs: a transaction committed since ours' read version
+        ctx: facts the rules may need beyond the two transactions (None: defaults)
+
+    Returns:
+        The outcome and the rule that decided it.
+    """
     ctx = ctx or ConflictContext()
     if isinstance(ours.operation, ops.Rewrite) and ours.transaction_properties.get(REWRITE_ROW_ORDER) == "kept":
         ctx = replace(ctx, rewrite_keeps_row_order=True)

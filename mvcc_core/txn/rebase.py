@@ -23,7 +23,12 @@ from mvcc_core.txn.transaction import Transaction
 
 
 class RowConflict(Exception):
-    """Ours and theirs changed the same rows (or a shared fragment is gone): not rebasable."""
+    """Ours and theirs changed the same rows (or a shared fragment is gone): not rebasable.
+
+    Args:
+        reason: what the two transactions both changed, in words
+        rows: up to five shared row addresses
+    """
 
     def __init__(self, reason: str, rows: list[int] | None = None) -> None:
         super().__init__(reason)
@@ -51,13 +56,28 @@ def _rewrite_over_deletions(ours: ops.Operation, theirs: ops.Operation) -> bool:
 
 
 def rebasable(ours: ops.Operation, theirs: ops.Operation) -> bool:
+    """Whether ours can be rebased on theirs instead of being refused (row-level changes, two fragment reuse writers, a
+    Rewrite over deletions).
+
+    Args:
+        ours: our transaction's operation
+        theirs: the concurrent transaction's operation
+    """
     return (
         _row_level(ours, theirs) or (_writes_fri(ours) and _writes_fri(theirs)) or _rewrite_over_deletions(ours, theirs)
     )
 
 
 def check_rows(ours: ops.Operation, theirs: ops.Operation) -> None:
-    """RowConflict naming up to five shared row addresses, if any (row-level rebases only)."""
+    """RowConflict naming up to five shared row addresses, if any (row-level rebases only).
+
+    Args:
+        ours: our transaction's operation
+        theirs: the concurrent transaction's operation
+
+    Raises:
+        RowConflict: both changed the same rows, or theirs did not record which rows it changed
+    """
     if _rewrite_over_deletions(ours, theirs) and _rewrites_columns(theirs):
         raise RowConflict(f"the concurrent {theirs.name} rewrote column values of rows the Rewrite copied")
     if not _row_level(ours, theirs):
@@ -83,7 +103,16 @@ class Rebased:
 
 
 def rebase(store: ObjectStore, txn: Transaction, latest: pb.Manifest) -> Rebased:
-    """Ours on top of `latest` (every concurrent transaction was checked with `check_rows`)."""
+    """Ours on top of `latest` (every concurrent transaction was checked with `check_rows`).
+
+    Args:
+        store: the table's store
+        txn: our transaction
+        latest: the manifest of the latest committed version
+
+    Raises:
+        RowConflict: ours cannot be carried onto `latest`
+    """
     op = txn.operation
     if isinstance(op, ops.Rewrite):
         try:
@@ -161,6 +190,13 @@ def _rebase_column_rewrite(op: ops.Update, latest: pb.Manifest) -> ops.Update:
 
 
 def replace_txn(txn: Transaction, op: ops.Operation, read_version: int) -> Transaction:
+    """`txn` with another operation and read version (its message and properties kept).
+
+    Args:
+        txn: the transaction being rebased
+        op: its rebased operation
+        read_version: the version it is now built on
+    """
     return Transaction(
         read_version=read_version, operation=op, message=txn.message, transaction_properties=txn.transaction_properties
     )

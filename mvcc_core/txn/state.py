@@ -144,7 +144,11 @@ class TableState:
     # ---- other versions -----------------------------------------------------------------------------
 
     def load(self, version: int) -> pb.Manifest:
-        """The manifest of `version` (cached per committer; VersionNotFoundError says if retention removed it)."""
+        """The manifest of `version` (cached per committer; VersionNotFoundError says if retention removed it).
+
+        Args:
+            version: the version wanted
+        """
         cached = self.committer.cached_manifest(version)
         if cached is not None:
             return cached
@@ -160,7 +164,11 @@ class TableState:
             raise
 
     def checkout(self, version: int) -> TableState:
-        """This table at `version`."""
+        """This table at `version`.
+
+        Args:
+            version: the version wanted
+        """
         return replace(self, manifest=self.load(version))
 
     def latest_location(self) -> ManifestLocation:
@@ -201,7 +209,11 @@ class TableState:
         return replace(self, manifest=manifest, naming=naming)
 
     def staged(self, files: list[str]) -> list[str]:
-        """Paths relative to this table's root as the full URIs a `Transaction` lists."""
+        """Paths relative to this table's root as the full URIs a `Transaction` lists.
+
+        Args:
+            files: paths relative to the table's root
+        """
         return [f"{self.store.uri}/{path}" for path in files]
 
 
@@ -229,6 +241,17 @@ def commit_transaction(
     first, `if_exists(winner)` turns it into the transaction it means on the winner's latest version (an
     Append, a partition overwrite, an Overwrite), committed under the usual conflict rules. Its files pass to
     that transaction; if `if_exists` refuses (a schema that does not match the winner's) they are removed.
+
+    Args:
+        committer: the table's committer
+        transaction: the transaction to commit
+        naming: the manifest naming scheme of a new table
+        hint: the manifest of the read version when the caller has it
+        create: refuse to commit on top of an existing table
+        if_exists: makes the commit a first write another writer may beat: turns it into the transaction it means on the
+            winner's table
+        max_retries: how many lost races to retry
+        rows_match: see :meth:`Committer.commit`
     """
     try:
         try:

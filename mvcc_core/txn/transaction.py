@@ -58,7 +58,11 @@ class Transaction:
         self.transaction_properties = check_properties(self.transaction_properties)
 
     def abort(self, storage_options: dict[str, Any] | None = None) -> None:
-        """Remove the files written for this transaction; it must not be committed afterwards."""
+        """Remove the files written for this transaction; it must not be committed afterwards.
+
+        Args:
+            storage_options: options to open the stores the files live in
+        """
         remove_files(self.files, storage_options)
         self.files = []
 
@@ -80,6 +84,11 @@ class Transaction:
 
     @classmethod
     def from_proto(cls, txn: tpb.Transaction) -> Transaction:
+        """The transaction a decoded transaction message describes.
+
+        Args:
+            txn: the decoded message
+        """
         return cls(
             read_version=txn.read_version,
             operation=ops.operation_from_proto(txn),
@@ -94,6 +103,15 @@ class Transaction:
 
     @classmethod
     def decode(cls, data: bytes, where: str) -> Transaction:
+        """The transaction stored in a transaction file's bytes.
+
+        Args:
+            data: the file's bytes
+            where: the file's location, for the error
+
+        Raises:
+            CorruptManifestError: the file is torn or not a transaction
+        """
         try:
             return cls.from_proto(tpb.Transaction.FromString(framing.unframe(data)))
         except (framing.FramingError, DecodeError, ValueError) as exc:
@@ -101,7 +119,11 @@ class Transaction:
 
 
 def check_properties(properties: Mapping[str, str] | None) -> dict[str, str]:
-    """`transaction_properties` as a plain dict of strings (TypeError names the first bad entry)."""
+    """`transaction_properties` as a plain dict of strings (TypeError names the first bad entry).
+
+    Args:
+        properties: the transaction properties the caller passed (None: none)
+    """
     if properties is None:
         return {}
     if not isinstance(properties, Mapping):
@@ -116,7 +138,13 @@ def remove_files(
     files: Iterable[str], storage_options: dict[str, Any] | None = None, near: ObjectStore | None = None
 ) -> None:
     """Delete files given as full URIs (a staged transaction's), grouped by directory; `near`: a store whose
-    root holds most of them (the table's), used as is."""
+    root holds most of them (the table's), used as is.
+
+    Args:
+        files: full URIs of the files
+        storage_options: options to open the stores they live in
+        near: a store whose root holds most of them (the table's), used as is
+    """
     by_dir: dict[str, list[str]] = {}
     own: list[str] = []
     prefix = f"{near.uri}/" if near is not None else None
@@ -134,12 +162,26 @@ def remove_files(
 
 
 def write_transaction(store: ObjectStore, txn: Transaction) -> str:
-    """Write the transaction file of one commit attempt and return its name (relative to `_transactions/`)."""
+    """Write the transaction file of one commit attempt and return its name (relative to `_transactions/`).
+
+    Args:
+        store: the table's store
+        txn: the transaction of this commit attempt
+    """
     store.put(txn.file_path, txn.encode())
     return txn.file_path.rsplit("/", 1)[-1]
 
 
 def read_transaction(store: ObjectStore, name: str) -> Transaction:
+    """The transaction stored in a transaction file.
+
+    Args:
+        store: the table's store
+        name: the file's name under `_transactions/` (or its path relative to the root)
+
+    Raises:
+        CorruptManifestError: the file is torn or not a transaction
+    """
     path = name if "/" in name else f"_transactions/{name}"
     return Transaction.decode(store.get(path), f"{store.uri}/{path}")
 
@@ -522,7 +564,15 @@ def build_manifest(
     transaction_file: str,
     ctx: BuildContext,
 ) -> pb.Manifest:
-    """The manifest of `version`: `previous` (the latest committed) with `txn`'s operation applied."""
+    """The manifest of `version`: `previous` (the latest committed) with `txn`'s operation applied.
+
+    Args:
+        previous: the latest committed manifest (None: a new table)
+        txn: the transaction committed
+        version: the new version's number
+        transaction_file: the name of the transaction's file
+        ctx: what applying an operation needs beyond the manifest
+    """
     op = txn.operation
     if previous is None and not isinstance(op, ops.Overwrite | ops.Clone):
         raise InvalidOperationError(f"a new table must start with Overwrite or Clone, not {op.name}")
