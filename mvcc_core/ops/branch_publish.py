@@ -55,17 +55,14 @@ def _published_base(target: TableState, name: str, ref: BranchRef) -> tuple[int,
 
 
 def _affected_rows(store: ObjectStore, base: pb.Manifest, removed: list[int], updated: list[pb.DataFragment]) -> bytes:
-    """Row addresses of the parent's rows the branch changed: every row of a removed or rewritten fragment,
-    and the rows newly deleted from the others (what the conflict check compares with theirs)."""
+    """Row addresses of the parent's rows the branch changed: every row of a removed (or column-rewritten)
+    fragment, and the rows newly deleted from the others (what the conflict check compares with theirs)."""
     before = {f.id: f for f in base.fragments}
     rows = BitMap64()
     for fid in removed:
         rows.add_range(fid << 32, (fid << 32) + before[fid].physical_rows)
     for frag in updated:
         old = before[frag.id]
-        if list(frag.files) != list(old.files):
-            rows.add_range(frag.id << 32, (frag.id << 32) + old.physical_rows)
-            continue
         deleted = read_deletion_vector(store, frag, base.base_paths) - read_deletion_vector(store, old, base.base_paths)
         rows |= BitMap64((frag.id << 32) | offset for offset in deleted)
     return rows.serialize()
@@ -76,17 +73,21 @@ def _changes(
 ) -> tuple[list[int], list[pb.DataFragment], list[pb.DataFragment], list[str]]:
     """(removed fragment ids, updated fragments, new fragments, files written) from `base` to `head`.
 
-    A fragment the branch added and then deleted rows of is written anew without them: its deletion file's
-    name carries its fragment id, which the parent assigns afresh.
+    A fragment the branch added (or whose columns it rewrote) and then deleted rows of is written anew without
+    them: its deletion file's name carries its fragment id, which the parent assigns afresh.
     """
     before = {f.id: f for f in base.fragments}
     after = {f.id: f for f in head.manifest.fragments}
-    removed = sorted(set(before) - set(after))
-    updated = [after[i] for i in sorted(set(before) & set(after)) if after[i] != before[i]]
+    changed = [i for i in sorted(set(before) & set(after)) if after[i] != before[i]]
+    # a fragment whose files the branch rewrote (a column rewrite) is replaced: the parent may have rebased
+    # other files under the same id meanwhile, so it cannot be carried as an update of that id
+    rewritten = [i for i in changed if list(after[i].files) != list(before[i].files)]
+    removed = sorted(set(before) - set(after) | set(rewritten))
+    updated = [after[i] for i in changed if i not in rewritten]
     new: list[pb.DataFragment] = []
     written: list[str] = []
     try:
-        for fid in sorted(set(after) - set(before)):
+        for fid in sorted(set(after) - set(before)) + rewritten:
             frag = after[fid]
             if not frag.HasField("deletion_file"):
                 new.append(frag)
