@@ -104,6 +104,24 @@ def _changes(
     return removed, updated, new, target.staged(written)
 
 
+def _same_schema(base: pb.Manifest, head: pb.Manifest) -> bool:
+    return [f.SerializeToString() for f in base.fields] == [f.SerializeToString() for f in head.fields] and dict(
+        base.schema_metadata
+    ) == dict(head.schema_metadata)
+
+
+def _row_changes(target: TableState, base: pb.Manifest, head: TableState) -> tuple[ops.Update, list[str]]:
+    """The branch's row changes since `base` as one Update on the parent, and the files it wrote."""
+    removed, updated, new, written = _changes(target, base, head)
+    update = ops.Update(
+        removed_fragment_ids=removed,
+        updated_fragments=updated,
+        new_fragments=new,
+        affected_rows=_affected_rows(target.store, base, removed, updated),
+    )
+    return update, written
+
+
 def publish_branch(
     target: TableState,
     name: str,
@@ -128,7 +146,8 @@ def publish_branch(
 
     Raises:
         BranchNotFoundError: no such branch.
-        BranchError: the branch was not forked from `target`'s branch, or it changed the schema.
+        BranchError: the branch was not forked from `target`'s branch, or it changed the schema and the parent
+            moved since its base.
         RetryableConflictError: a commit on the parent since the base touched the same rows (the parent is
             untouched; bring the branch up to date and publish again).
         IncompatibleConflictError: a commit on the parent since the base cannot be reconciled (an overwrite,
@@ -157,25 +176,29 @@ def publish_branch(
         at_base = target.checkout(target_base)
     except VersionNotFoundError as exc:
         raise BranchError(f"branch {name!r} cannot be published: its base is gone ({exc})") from exc
-    if [f.SerializeToString() for f in base.fields] != [f.SerializeToString() for f in head.manifest.fields]:
-        raise BranchError(
-            f"branch {name!r} changed the schema since version {branch_base}; publish_branch carries row changes "
-            "only (docs/branches.md)"
-        )
-    removed, updated, new, written = _changes(target, base, head)
     properties |= {
         PUBLISHED_BRANCH: name,
         PUBLISHED_BRANCH_ID: ref.identifier,
         PUBLISHED_BRANCH_VERSION: str(head.version),
     }
+    if _same_schema(base, head.manifest):
+        operation, written = _row_changes(target, base, head)
+    elif latest.version == target_base:
+        # a fast-forward of a schema change: the parent takes the branch's fragments and schema as they are
+        operation = ops.Merge(
+            fragments=list(head.manifest.fragments),
+            schema=list(head.manifest.fields),
+            schema_metadata=dict(head.manifest.schema_metadata),
+        )
+        written = []
+    else:
+        raise BranchError(
+            f"branch {name!r} changed the schema since version {branch_base} and {parent or 'main'} has moved since "
+            f"version {target_base}: a schema change is published only as a fast-forward (docs/branches.md)"
+        )
     txn = Transaction(
         read_version=target_base,
-        operation=ops.Update(
-            removed_fragment_ids=removed,
-            updated_fragments=updated,
-            new_fragments=new,
-            affected_rows=_affected_rows(target.store, base, removed, updated),
-        ),
+        operation=operation,
         message=commit_message if commit_message is not None else f"publish branch {name}",
         transaction_properties=properties,
         files=written,
