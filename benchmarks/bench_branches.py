@@ -40,10 +40,10 @@ def build(root: Path, fragments: int) -> tuple[Path, Path]:
     """The same table for mvcc and pylance: one version a fragment."""
     m, lnc = root / "mvcc", root / "lance"
     t = mvcc.write_table(rows(0), str(m))
-    ds = lance.write_dataset(rows(0), str(lnc))
+    lance.write_dataset(rows(0), str(lnc))
     for i in range(1, fragments):
         t.append(rows(i * 1000))
-        ds = lance.write_dataset(rows(i * 1000), str(lnc), mode="append")
+        lance.write_dataset(rows(i * 1000), str(lnc), mode="append")
     return m, lnc
 
 
@@ -53,40 +53,57 @@ def timed(op: Callable[[], Any]) -> float:
     return (time.perf_counter() - start) * 1e3
 
 
-def one_round(pristine: tuple[Path, Path], work: Path, results: dict[str, dict[str, list[float]]]) -> None:
-    for side in ("mvcc", "lance", "publish", "direct"):
+Results = dict[str, dict[str, list[float]]]
+
+
+def _mvcc(uri: str, results: Results) -> None:
+    t = mvcc.open_table(uri)
+    results["create_branch"]["mvcc"].append(timed(lambda: t.create_branch("b")))
+    b = mvcc.open_table(uri, branch="b")
+    results["append 1,000 rows on a branch"]["mvcc"].append(timed(lambda: b.append(rows(10**7))))
+    results["open a branch's latest version"]["mvcc"].append(timed(lambda: mvcc.open_table(uri, branch="b")))
+
+
+def _lance(uri: str, results: Results) -> None:
+    ds = lance.dataset(uri)
+    results["create_branch"]["lance"].append(timed(lambda: ds.create_branch("b")))
+    lb = ds.checkout_version(("b", None))
+    results["append 1,000 rows on a branch"]["lance"].append(timed(lambda: lb.insert(rows(10**7))))
+    opened = timed(lambda: lance.dataset(uri).checkout_version(("b", None)))
+    results["open a branch's latest version"]["lance"].append(opened)
+
+
+def _publish(uri: str, results: Results) -> None:
+    t = mvcc.open_table(uri)
+    b = t.create_branch("b")
+    for i in range(10):
+        b.append(rows(10**7 + i * 1000))
+    results["10 appends landed on main"]["publish"].append(timed(lambda: t.publish_branch("b")))
+
+
+def _direct(uri: str, results: Results) -> None:
+    t = mvcc.open_table(uri)
+
+    def direct() -> None:
+        for i in range(10):
+            t.append(rows(10**7 + i * 1000))
+
+    results["10 appends landed on main"]["direct"].append(timed(direct))
+
+
+SIDES: dict[str, Callable[[str, Results], None]] = {
+    "mvcc": _mvcc,
+    "lance": _lance,
+    "publish": _publish,
+    "direct": _direct,
+}
+
+
+def one_round(pristine: tuple[Path, Path], work: Path, results: Results) -> None:
+    for side, run in SIDES.items():
         shutil.rmtree(work, ignore_errors=True)
-        source = pristine[1] if side == "lance" else pristine[0]
-        shutil.copytree(source, work)
-        uri = str(work)
-        if side == "mvcc":
-            t = mvcc.open_table(uri)
-            results["create_branch"]["mvcc"].append(timed(lambda: t.create_branch("b")))
-            b = mvcc.open_table(uri, branch="b")
-            results["append 1,000 rows on a branch"]["mvcc"].append(timed(lambda: b.append(rows(10**7))))
-            results["open a branch's latest version"]["mvcc"].append(timed(lambda: mvcc.open_table(uri, branch="b")))
-        elif side == "lance":
-            ds = lance.dataset(uri)
-            results["create_branch"]["lance"].append(timed(lambda: ds.create_branch("b")))
-            lb = ds.checkout_version(("b", None))
-            results["append 1,000 rows on a branch"]["lance"].append(timed(lambda: lb.insert(rows(10**7))))
-            results["open a branch's latest version"]["lance"].append(
-                timed(lambda: lance.dataset(uri).checkout_version(("b", None)))
-            )
-        elif side == "publish":
-            t = mvcc.open_table(uri)
-            b = t.create_branch("b")
-            for i in range(10):
-                b.append(rows(10**7 + i * 1000))
-            results["10 appends landed on main"]["publish"].append(timed(lambda: t.publish_branch("b")))
-        else:
-            t = mvcc.open_table(uri)
-
-            def direct() -> None:
-                for i in range(10):
-                    t.append(rows(10**7 + i * 1000))
-
-            results["10 appends landed on main"]["direct"].append(timed(direct))
+        shutil.copytree(pristine[1] if side == "lance" else pristine[0], work)
+        run(str(work), results)
 
 
 def main() -> None:
@@ -97,7 +114,7 @@ def main() -> None:
     args = parser.parse_args()
     fragments = 20 if args.quick else 100
     repeat = args.repeat or (3 if args.quick else 7)
-    results: dict[str, dict[str, list[float]]] = {
+    results: Results = {
         "create_branch": {"mvcc": [], "lance": []},
         "append 1,000 rows on a branch": {"mvcc": [], "lance": []},
         "open a branch's latest version": {"mvcc": [], "lance": []},
