@@ -208,3 +208,15 @@ def test_retention_keeps_what_branches_use_and_their_publish_bases(tmp_uri: str)
     stats = t.cleanup_old_versions(older_than=mvcc.parse_duration("0s"), delete_unverified=True)
     assert stats.removed_versions == (1, 2, 3) and ids(mvcc.open_table(tmp_uri)) == [0, 5]
     assert len(data_files(t)) == 2
+
+
+def test_a_column_rewrite_on_the_branch_survives_a_rebase_over_another_fragment(tmp_uri: str) -> None:
+    t = mvcc.write_table(pa.table({"id": [1, 2], "v": [10, 20]}), tmp_uri)
+    t.append(pa.table({"id": [3, 4], "v": [30, 40]}))
+    b = t.create_branch("feat")
+    b.update({"v": "v + 1000"}, where="id = 3", mode="rewrite_columns")  # new column files for fragment 1
+    b.delete("id = 1")  # and a deletion in fragment 0
+    t.delete("id = 2")  # main: another row of fragment 0: the publish is rebased
+    t.publish_branch("feat")
+    got = mvcc.open_table(tmp_uri).to_table().sort_by("id")
+    assert got["id"].to_pylist() == [3, 4] and got["v"].to_pylist() == [1030, 40]
