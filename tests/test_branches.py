@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pyarrow as pa
@@ -220,3 +221,28 @@ def test_a_column_rewrite_on_the_branch_survives_a_rebase_over_another_fragment(
     t.publish_branch("feat")
     got = mvcc.open_table(tmp_uri).to_table().sort_by("id")
     assert got["id"].to_pylist() == [3, 4] and got["v"].to_pylist() == [1030, 40]
+
+
+def test_racing_creators_of_one_name_and_racing_writers_on_one_branch(tmp_uri: str) -> None:
+    t = make(tmp_uri)
+    outcomes: list[str] = []
+
+    def create(version: int) -> None:
+        try:
+            mvcc.open_table(tmp_uri).create_branch("race", version)
+            outcomes.append("created")
+        except BranchExistsError:
+            outcomes.append("exists")
+
+    threads = [threading.Thread(target=create, args=(1 + i % 2,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["created", "exists", "exists", "exists"]
+    first = mvcc.open_table(tmp_uri, branch="race")
+    second = mvcc.open_table(tmp_uri, branch="race")
+    first.append(pa.table({"id": [100]}))
+    second.append(pa.table({"id": [200]}))  # read an older version: the usual conflict rules pass it
+    assert ids(mvcc.open_table(tmp_uri, branch="race"))[-2:] == [100, 200]
+    assert ids(t) == [1, 2, 3, 4]
