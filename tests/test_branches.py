@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import threading
 from typing import Any
 
@@ -246,3 +247,15 @@ def test_racing_creators_of_one_name_and_racing_writers_on_one_branch(tmp_uri: s
     second.append(pa.table({"id": [200]}))  # read an older version: the usual conflict rules pass it
     assert ids(mvcc.open_table(tmp_uri, branch="race"))[-2:] == [100, 200]
     assert ids(t) == [1, 2, 3, 4]
+
+
+def test_a_branch_state_pickles_as_the_branch_for_executor_tasks(tmp_uri: str) -> None:
+    b = make(tmp_uri).create_branch("feat")
+    b.append(pa.table({"id": [10]}))
+    state = pickle.loads(pickle.dumps(b.state))  # what a compaction or index task receives
+    assert mvcc.Table(state).branch == "feat" and ids(mvcc.Table(state)) == [1, 2, 3, 4, 10]
+    plan = mvcc.compaction.plan(b)
+    results = [mvcc.compaction.run_task(task, pickle.loads(pickle.dumps(b.state))) for task in plan.tasks]
+    mvcc.compaction.commit(b.state, results)
+    assert len(mvcc.open_table(tmp_uri, branch="feat").manifest.fragments) == 1
+    assert mvcc.open_table(tmp_uri).version == 2  # main untouched
