@@ -41,6 +41,7 @@ from mvcc_core.ops.replace_where import rows_match
 from mvcc_core.ops.update import plan_update
 from mvcc_core.progress import Progress
 from mvcc_core.table.arguments import Uri, as_uri, check_retries
+from mvcc_core.table.branches import BranchMethods
 from mvcc_core.table.configuration import ConfigurationMethods, checked_merged_generations
 from mvcc_core.table.indices import IndexMethods
 from mvcc_core.table.reading import ReadingMethods
@@ -71,7 +72,7 @@ class UpdateResult(dict):
         return int(self["num_rows_updated"])
 
 
-class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, ConfigurationMethods):
+class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, ConfigurationMethods, BranchMethods):
     """A handle on one version of a table (pylance's `LanceDataset`).
 
     Open one with `mvcc_core.open_table(uri)` or create one with `mvcc_core.write_table(data, uri)`.
