@@ -86,7 +86,6 @@ OUT_OF_SCOPE: dict[str, tuple[str, ...]] = {
         r"LanceFile\w*",
         r"stable_version",
         r"EXPECTED_\w*VERSION",
-        r"data_storage_version",
         r"format_fragment",
         r"LanceFragment",
         r"FragmentMetadata",
@@ -108,6 +107,11 @@ OUT_OF_SCOPE: dict[str, tuple[str, ...]] = {
         r"migrate_manifest_paths_v2",
         r"enable_v2_manifest_paths",
         r"historical_datasets",
+        r"manifest_needs_migration",
+        r"lance\.lance",
+        r"bfloat16\w*",
+        r"BFloat16\w*",
+        r"ImageURI\w*",
         r"validate",
     ),
     "query plans and IO statistics": (
@@ -121,7 +125,7 @@ OUT_OF_SCOPE: dict[str, tuple[str, ...]] = {
         r"stats",
         r"data_stats",
     ),
-    "branches, bases, namespaces, sessions, auto cleanup": (
+    "branches, bases, namespaces, sessions, auto cleanup, commit locks": (
         r"create_branch",
         r"branches",
         r"checkout_branch",
@@ -136,6 +140,7 @@ OUT_OF_SCOPE: dict[str, tuple[str, ...]] = {
         r"AutoCleanupConfig",
         r"auto_cleanup\w*",
         r"read_transaction",
+        r"commit_lock",
     ),
     "sampling, ML loaders, other engines": (
         r"sample",
@@ -159,6 +164,8 @@ OUT_OF_SCOPE: dict[str, tuple[str, ...]] = {
         r"with_fragments",
         r"scan_in_order",
         r"blocking",
+        r"default_scan_options",
+        r"late_materialization",
     ),
 }
 _OUT_PATTERNS = {reason: re.compile(r"\b(?:" + "|".join(p) + r")\b") for reason, p in OUT_OF_SCOPE.items()}

@@ -16,7 +16,12 @@ from mvcc_core.errors import SchemaError, TableNotFoundError, UnsupportedFeature
 from mvcc_core.format import operations as ops
 from mvcc_core.format import schema as schema_mod
 from mvcc_core.format.bases import data_file_uris, find_base
-from mvcc_core.format.fragments import DEFAULT_MAX_ROWS_PER_FILE, to_reader, write_fragments_from_reader
+from mvcc_core.format.fragments import (
+    DEFAULT_MAX_ROWS_PER_FILE,
+    to_reader,
+    with_missing_nullable,
+    write_fragments_from_reader,
+)
 from mvcc_core.format.naming import ManifestNaming
 from mvcc_core.format.row_ids import ENABLE_CONFIG_KEY
 from mvcc_core.format.row_ids import enabled as row_ids_enabled
@@ -90,7 +95,7 @@ def append_transaction(
     transaction_properties = check_properties(transaction_properties)  # before a byte is written
     manifest = state.manifest
     base = find_base(manifest.base_paths, target_base) if target_base is not None else None
-    reader = to_reader(data, state.schema)
+    reader = with_missing_nullable(to_reader(data, state.schema), state.schema)
     fragments = write_fragments_from_reader(
         state.store, reader, list(manifest.fields), state.schema, max_rows_per_file, base
     )
