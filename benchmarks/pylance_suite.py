@@ -213,9 +213,7 @@ def _words(node: ast.AST) -> set[str]:
             words.add(sub.attr)
             if isinstance(sub.value, ast.Name):
                 words.add(f"{sub.value.id}.{sub.attr}")
-        elif isinstance(sub, ast.arg):
-            words.add(sub.arg)
-        elif isinstance(sub, ast.keyword) and sub.arg:
+        elif isinstance(sub, ast.arg) or isinstance(sub, ast.keyword) and sub.arg:
             words.add(sub.arg)
         elif isinstance(sub, ast.Constant) and isinstance(sub.value, str):
             words.update(re.findall(r"[A-Za-z_][\w.]*", sub.value))

@@ -156,6 +156,24 @@ class Tags:
                 problems[meta.path] = str(exc)
         return TagListing(dict(sorted(found.items())), problems)
 
+    def list_ordered(self, order: str | None = None) -> list[tuple[str, dict[str, Any]]]:
+        """pylance's `list_ordered`: `(name, {"version": n})` pairs by version, newest first ("desc", the
+        default) or oldest first ("asc"); tags on the same version by name.
+
+        Args:
+            order: "desc" (default) or "asc".
+
+        Returns:
+            The readable tags, ordered.
+
+        Raises:
+            ValueError: `order` is neither.
+        """
+        if order not in (None, "asc", "desc"):
+            raise ValueError(f"order must be 'asc' or 'desc', got {order!r}")
+        pairs = sorted(self.list().items(), key=lambda item: (item[1]["version"], item[0]))
+        return pairs if order == "asc" else pairs[::-1]
+
     def list(self) -> dict[str, dict[str, Any]]:
         """{name: {"version": n}} for every readable tag; a bad tag file is logged as a warning and left out
         (`read_all` returns the bad ones too)."""

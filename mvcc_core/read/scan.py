@@ -189,6 +189,16 @@ class Scan(_RowAddressReads, _IndexedReads):
         self._addresses: np.ndarray | None = None  # what the chosen index names, looked up once
 
     @property
+    def dataset_schema(self) -> pa.Schema:
+        """pylance's `dataset_schema`: the schema of the table version scanned."""
+        return self.table_schema
+
+    @property
+    def projected_schema(self) -> pa.Schema:
+        """pylance's `projected_schema`: the schema of the rows the scan returns (`output_schema`)."""
+        return self.output_schema
+
+    @property
     def output_schema(self) -> pa.Schema:
         if self._projection is not None:
             out = self._projection.schema.with_metadata(self.table_schema.metadata)

@@ -71,6 +71,30 @@ class UpdateResult(dict):
         return int(self["num_rows_updated"])
 
 
+def _pylance_update_arguments(
+    values: dict[str, Any] | None,
+    updates: dict[str, Any] | None,
+    conflict_retries: int | None,
+    retry_timeout: timedelta | None,
+) -> dict[str, Any]:
+    """The update's values from `values` or pylance's `updates=`, with pylance's retry options checked."""
+    if (values is None) == (updates is None):
+        raise TypeError("update needs the new values: give `values` (or pylance's `updates=`), exactly once")
+    if conflict_retries is not None and (isinstance(conflict_retries, bool) or not isinstance(conflict_retries, int)):
+        raise TypeError(f"conflict_retries must be an int, got {type(conflict_retries).__name__}")
+    if retry_timeout is not None and not isinstance(retry_timeout, timedelta):
+        raise TypeError(f"retry_timeout must be a timedelta, got {type(retry_timeout).__name__}")
+    return values if values is not None else updates
+
+
+class ConfigView(dict):
+    """The configuration keys of a version: a dict (mvcc's `t.config["k"]`) that can be called for a copy
+    (pylance's `ds.config()["k"]`)."""
+
+    def __call__(self) -> dict[str, str]:
+        return dict(self)
+
+
 class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
     """A handle on one version of a table (pylance's `LanceDataset`).
 
@@ -126,9 +150,15 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
         return self._state.schema
 
     @property
-    def config(self) -> dict[str, str]:
-        """The table's configuration keys of this version (see `update_config`)."""
-        return dict(self.manifest.config)
+    def config(self) -> ConfigView:
+        """The table's configuration keys of this version (see `update_config`): a dict, which can also be
+        called (`t.config()`, pylance's method) for a copy."""
+        return ConfigView(self.manifest.config)
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """pylance's `metadata`: the table's metadata of this version (the same as `table_metadata`)."""
+        return dict(self.manifest.table_metadata)
 
     @property
     def table_metadata(self) -> dict[str, str]:
@@ -450,9 +480,12 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
 
     def update(
         self,
-        values: dict[str, Any],
+        values: dict[str, Any] | None = None,
         where: str | pc.Expression | None = None,
         *,
+        updates: dict[str, Any] | None = None,
+        conflict_retries: int | None = None,
+        retry_timeout: timedelta | None = None,
         mode: str | None = None,
         merged_generations: dict[str | uuid.UUID, int] | None = None,
         commit_message: str | None = None,
@@ -465,7 +498,10 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
         pick the cheaper (see `mvcc_core.ops.update`). `merged_generations` (MemWAL region -> generation) are
         marked merged by the same transaction (a flush of a MemWAL into the table). Returns
         `{"num_rows_updated": n}`; when no row matches only the generations, if any, are committed.
+        `updates`: pylance's keyword for `values`. `conflict_retries` / `retry_timeout`: pylance's, accepted
+        (an int / a timedelta); mvcc does not re-run an update that loses a conflict (it raises it).
         """
+        values = _pylance_update_arguments(values, updates, conflict_retries, retry_timeout)
         txn, rows = self._stage_update(values, where, mode, merged_generations, commit_message, transaction_properties)
         if txn is not None:
             self.commit(txn, max_retries=max_retries)

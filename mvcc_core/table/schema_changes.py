@@ -7,6 +7,7 @@ from typing import Any, Self
 
 import pyarrow as pa
 
+from mvcc_core.format.fragments import to_reader
 from mvcc_core.ops.schema_evolution import (
     plan_add_columns,
     plan_alter_columns,
@@ -55,11 +56,17 @@ class _SchemaChanges:
         left_on: str,
         right_on: str | None = None,
         *,
+        schema: pa.Schema | None = None,
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> Self:
-        """Add the columns of `data`, joined on a key column (a left join: no match gives nulls). One Merge."""
+        """Add the columns of `data`, joined on a key column (a left join: no match gives nulls). One Merge.
+
+        `schema`: the schema of `data` when it is an iterator of batches (pylance's `merge(reader, key, schema=)`).
+        """
+        if schema is not None:
+            data = to_reader(data, schema)
         plan = plan_merge(self._state.store, self.manifest, data, left_on, right_on)
         txn = self._txn(
             plan.operation, plan.written, commit_message=commit_message, transaction_properties=transaction_properties

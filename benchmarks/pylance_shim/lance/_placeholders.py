@@ -25,7 +25,9 @@ class Unavailable:
         object.__setattr__(self, "_name", qualified_name)
 
     def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
-        raise NotImplementedError(f"{object.__getattribute__(self, '_name')}: a pylance name with no mvcc_core counterpart")
+        raise NotImplementedError(
+            f"{object.__getattribute__(self, '_name')}: a pylance name with no mvcc_core counterpart"
+        )
 
     def __getattr__(self, attribute: str) -> NoReturn:
         if attribute.startswith("__"):

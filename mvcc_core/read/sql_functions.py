@@ -1,0 +1,131 @@
+"""pylance's filter functions beyond the core operators (docs/pylance_compat.md): binary literals `X'616263'`,
+`current_date()` / `now()`, `regexp_match` / `regexp_like`, and the list tests `array_has` / `array_contains`,
+`array_has_any`, `array_has_all`. Each becomes an Arrow expression the scan evaluates per batch; the list tests
+are Arrow scalar functions registered once per list type (Arrow has no list-membership kernel)."""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from sqlglot import exp
+
+if TYPE_CHECKING:
+    from mvcc_core.read.sql_translator import _Translator, _Value
+
+_REGISTERED: set[str] = set()
+
+
+def function_handlers(t: _Translator) -> dict[type[exp.Expression], Callable[[Any, bool], _Value]]:
+    """The translator's handlers for these functions, bound to translator `t`.
+
+    Args:
+        t: The translator whose building blocks (visit, constants, errors) the handlers use.
+
+    Returns:
+        sqlglot node type -> handler(node, positive).
+    """
+    return {
+        exp.HexString: lambda n, _: t._const(pa.scalar(bytes.fromhex(n.this), pa.binary()), t._sql(n)),
+        exp.CurrentDate: lambda n, _: t._const(
+            pa.scalar(datetime.datetime.now(datetime.UTC).date(), pa.date32()), t._sql(n)
+        ),
+        exp.CurrentTimestamp: lambda n, _: t._const(
+            pa.scalar(datetime.datetime.now(datetime.UTC), pa.timestamp("us", "UTC")), t._sql(n)
+        ),
+        exp.RegexpLike: lambda n, _: _regexp(t, n, n.this, n.expression),
+        exp.ArrayContains: lambda n, _: _array_test(t, n, "has", n.this, [n.expression]),
+        exp.ArrayContainsAll: lambda n, _: _array_test(t, n, "has_all", n.this, _elements(n.expression)),
+        exp.Anonymous: lambda n, _: _anonymous(t, n),
+    }
+
+
+def _anonymous(t: _Translator, node: exp.Anonymous) -> _Value:
+    name, args = node.name.lower(), node.expressions
+    if name in ("regexp_match", "regexp_like") and len(args) == 2:
+        return _regexp(t, node, args[0], args[1])
+    if name == "now" and not args:
+        return t._const(pa.scalar(datetime.datetime.now(datetime.UTC), pa.timestamp("us", "UTC")), t._sql(node))
+    if name in ("array_has_any", "array_has_all") and len(args) == 2:
+        return _array_test(t, node, name.removeprefix("array_"), args[0], _elements(args[1]))
+    raise t._unsupported(node)
+
+
+def _regexp(t: _Translator, node: exp.Expression, subject: exp.Expression, pattern_node: exp.Expression) -> _Value:
+    """`regexp_match(s, 'pattern')` as a condition: the rows where the pattern matches somewhere in `s`."""
+    sql = t._sql(node)
+    value, pattern = t._decoded(t.visit(subject)), t.visit(pattern_node)
+    if not pattern.is_const or pattern.type != pa.string():
+        raise t.fail(f"the pattern of {sql!r} must be a string literal", pattern.sql)
+    if value.type not in (pa.string(), pa.large_string()):
+        raise t.fail(f"type mismatch in {sql!r}: {value.sql} is {value.type}, not a string", value.sql)
+    return t._call("match_substring_regex", [value], sql, pattern=pattern.const.as_py())
+
+
+def _elements(node: exp.Expression) -> list[exp.Expression]:
+    """The elements of a list literal (`['a', 'b']`, `Array['a', 'b']`, `make_array('a', 'b')`)."""
+    if isinstance(node, exp.Array):
+        return list(node.expressions)
+    return [node]
+
+
+def _array_test(
+    t: _Translator, node: exp.Expression, test: str, column: exp.Expression, elements: list[exp.Expression]
+) -> _Value:
+    """`array_has(list, x)`, `array_has_any(list, [..])`, `array_has_all(list, [..])` over a list column."""
+    from mvcc_core.read.sql_translator import _Value
+
+    sql = t._sql(node)
+    value = t.visit(column)
+    if not (pa.types.is_list(value.type) or pa.types.is_large_list(value.type)):
+        raise t.fail(f"type mismatch in {sql!r}: {value.sql} is {value.type}, not a list", value.sql)
+    item_type = value.type.value_type
+    needles = []
+    for element in elements:
+        needle = t.visit(element)
+        if not needle.is_const:
+            raise t.fail(f"the values {sql!r} looks for must be literals", needle.sql)
+        try:
+            needles.append(needle.const.cast(item_type).as_py())
+        except (pa.ArrowException, OverflowError) as e:
+            raise t.fail(f"{needle.sql} is not a value of the list's {item_type}", needle.sql) from e
+    name = _register(test, value.type)
+    needle_scalar = pa.scalar(needles, pa.list_(item_type))
+    return _Value(pc.Expression._call(name, [value.expr, pc.scalar(needle_scalar)]), pa.bool_(), sql)
+
+
+def _register(test: str, list_type: pa.DataType) -> str:
+    """The name of the Arrow scalar function for `test` over `list_type`, registered on first use."""
+    key = hashlib.sha1(f"{test}:{list_type}".encode()).hexdigest()[:16]
+    name = f"mvcc_array_{test}_{key}"
+    if name in _REGISTERED:
+        return name
+
+    def kernel(ctx: Any, lists: pa.Array, needles: pa.Scalar) -> pa.Array:
+        wanted = needles.values if needles.is_valid else pa.array([], list_type.value_type)
+        lists = lists if isinstance(lists, pa.Array) else pa.array([lists.as_py()], list_type)
+        flat = pc.list_flatten(lists)
+        parents = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False)
+        hit = pc.is_in(flat, value_set=wanted).to_numpy(zero_copy_only=False).astype(bool)
+        if test == "has_all":
+            distinct = {(int(p), v) for p, v, h in zip(parents, flat.to_pylist(), hit, strict=True) if h}
+            counts = np.bincount([p for p, _ in distinct], minlength=len(lists))
+            result = counts >= len(set(wanted.to_pylist()))
+        else:
+            result = np.bincount(parents[hit], minlength=len(lists)) > 0
+        return pa.array(result, pa.bool_(), mask=lists.is_null().to_numpy(zero_copy_only=False))
+
+    pc.register_scalar_function(
+        kernel,
+        name,
+        {"summary": f"array_{test}", "description": f"pylance's array_{test} over {list_type}"},
+        {"lists": list_type, "needles": pa.list_(list_type.value_type)},
+        pa.bool_(),
+    )
+    _REGISTERED.add(name)
+    return name
