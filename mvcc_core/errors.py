@@ -55,8 +55,8 @@ class IncompatibleConflictError(CommitConflictError):
     """A concurrent commit made this operation meaningless; do not retry automatically."""
 
 
-class TableNotFoundError(MvccError):
-    """No table (no manifest) at the given location."""
+class TableNotFoundError(MvccError, ValueError):
+    """No table (no manifest) at the given location (a ValueError, as pylance's "Dataset ... was not found")."""
 
 
 class TableExistsError(MvccError):
@@ -80,12 +80,13 @@ class VersionNotFoundError(MvccError):
     """The requested version, tag or timestamp names no version of the table."""
 
 
-class SchemaError(MvccError):
-    """Data whose schema does not fit the table's, or a schema mvcc cannot store."""
+class SchemaError(MvccError, ValueError):
+    """Data whose schema does not fit the table's, or a schema mvcc cannot store (a ValueError, as pylance's
+    refusals of bad schemas; pylance's append of a different schema is an OSError, see docs/pylance_compat.md)."""
 
 
-class PredicateError(MvccError):
-    """A filter that cannot be parsed or does not fit the table's schema."""
+class PredicateError(MvccError, ValueError):
+    """A filter that cannot be parsed or does not fit the table's schema (a ValueError, as pylance's)."""
 
 
 class CorruptManifestError(MvccError):
@@ -146,8 +147,9 @@ class CommitNotSupportedError(StorageError):
     """The object store offers neither put-if-not-exists nor rename-if-not-exists."""
 
 
-class TagError(MvccError):
-    """A bad tag name, a missing tag, a tag that already exists, or tags naming versions a cleanup would remove.
+class TagError(MvccError, ValueError):
+    """A bad tag name, a missing tag, a tag that already exists, or tags naming versions a cleanup would remove
+    (a ValueError, as pylance's).
 
     `tags`: in the last case, each tag in the way and its version (empty otherwise), so that a caller can
     word the way out in its own terms (the CLI names its flags) without parsing the message.

@@ -42,7 +42,37 @@ def function_handlers(t: _Translator) -> dict[type[exp.Expression], Callable[[An
         exp.ArrayContains: lambda n, _: _array_test(t, n, "has", n.this, [n.expression]),
         exp.ArrayContainsAll: lambda n, _: _array_test(t, n, "has_all", n.this, _elements(n.expression)),
         exp.Anonymous: lambda n, _: _anonymous(t, n),
+        exp.Array: lambda n, _: _list_literal(t, n),
+        exp.Alias: lambda n, _: _double_quoted_literal(t, n),
     }
+
+
+def _list_literal(t: _Translator, node: exp.Array) -> _Value:
+    """`[3.0, 4.0]`: a list of literals (pylance's value for a list column in `update`)."""
+    values = [t.visit(e) for e in node.expressions]
+    if not all(v.is_const for v in values):
+        raise t.fail("a list literal holds literals only", t._sql(node))
+    try:
+        scalar = pa.scalar([v.const.as_py() for v in values])
+    except (pa.ArrowException, OverflowError) as e:
+        raise t.fail(f"the elements of {t._sql(node)!r} are not of one type", t._sql(node)) from e
+    return t._const(scalar, t._sql(node))
+
+
+def _double_quoted_literal(t: _Translator, node: exp.Alias) -> _Value:
+    """`TIMESTAMP "2021-01-02 00:00:00"` (pylance accepts double quotes there), read as TIMESTAMP '...'."""
+    kind, alias = node.this, node.args.get("alias")
+    if (
+        isinstance(kind, exp.Column)
+        and not kind.table
+        and kind.name.upper() in ("TIMESTAMP", "DATE")
+        and not kind.this.quoted
+        and isinstance(alias, exp.Identifier)
+        and alias.quoted
+    ):
+        cast = exp.Cast(this=exp.Literal.string(alias.this), to=exp.DataType.build(kind.name.upper()))
+        return t.visit(cast)
+    raise t._unsupported(node)
 
 
 def _anonymous(t: _Translator, node: exp.Anonymous) -> _Value:

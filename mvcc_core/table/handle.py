@@ -12,6 +12,8 @@ multi-table publish, a Dagster op. Public options are keyword-only.
 
 from __future__ import annotations
 
+import os
+import shutil
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
@@ -22,6 +24,7 @@ import pyarrow.compute as pc
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.errors import (
+    ObjectNotFoundError,
     TableExistsError,
 )
 from mvcc_core.format import operations as ops
@@ -154,6 +157,11 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
         """The table's configuration keys of this version (see `update_config`): a dict, which can also be
         called (`t.config()`, pylance's method) for a copy."""
         return ConfigView(self.manifest.config)
+
+    @property
+    def schema_metadata(self) -> dict[str, str]:
+        """pylance's `schema_metadata`: the schema's metadata of this version, decoded."""
+        return {k.decode(): v.decode() for k, v in (self.schema.metadata or {}).items()}
 
     @property
     def metadata(self) -> dict[str, str]:
@@ -514,6 +522,28 @@ class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
         return MergeInsertBuilder(self._state, on, lambda txn, retries: self.commit(txn, max_retries=retries))
 
     # ---- base paths and clones ---------------------------------------------------------------
+
+    @staticmethod
+    def drop(uri: Uri, ignore_not_found: bool = False, *, storage_options: dict[str, Any] | None = None) -> None:
+        """pylance's `LanceDataset.drop`: remove the table at `uri`, every version and data file under its root.
+
+        Args:
+            uri: The table's root.
+            ignore_not_found: Return quietly when no table is there.
+            storage_options: The store's options.
+
+        Raises:
+            ObjectNotFoundError: no table is at `uri` (an OSError, as pylance's) and `ignore_not_found` is False.
+        """
+        root = _uri(uri)
+        store = open_store(root, storage_options)
+        if not table_exists(store):
+            if ignore_not_found:
+                return
+            raise ObjectNotFoundError(f"no table at {root} to drop")
+        store.delete_many([meta.path for meta in store.list("")])
+        if store.scheme == "file" and os.path.isdir(store.full_path("")):
+            shutil.rmtree(store.full_path(""), ignore_errors=True)  # the emptied directories
 
     def clone(
         self,

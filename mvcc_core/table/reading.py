@@ -114,7 +114,7 @@ def _sliced(scan: Scan, limit: int | None, offset: int | None) -> pa.Table:
     """`offset` rows skipped, then at most `limit`, reading no further than needed."""
     for name, value in (("limit", limit), ("offset", offset)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+            raise ValueError(f"{name.capitalize()} must be non-negative (an int), got {value!r}")
     skip, left = offset or 0, limit
     batches = []
     for batch in scan.to_batches():
