@@ -100,6 +100,7 @@ class MergeInsertBuilder:
         self._delete_by_source = False
         self._delete_condition: str | None = None
         self._fail_on_match = False
+        self._max_retries = DEFAULT_MAX_RETRIES
 
     def when_matched_update_all(self, condition: str | None = None) -> MergeInsertBuilder:
         """Replace matched target rows by their source rows; `condition` may use `source.col` / `target.col`."""
@@ -122,6 +123,14 @@ class MergeInsertBuilder:
             raise TypeError(f"use_index must be a bool, got {type(use_index).__name__}")
         return self
 
+    def conflict_retries(self, max_retries: int) -> MergeInsertBuilder:
+        """pylance's `conflict_retries`: how many times `execute` retries a lost race for the manifest name (its
+        `max_retries`, unless `execute(max_retries=)` says otherwise)."""
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"conflict_retries must be a non-negative int, got {max_retries!r}")
+        self._max_retries = max_retries
+        return self
+
     def retry_timeout(self, timeout: timedelta) -> MergeInsertBuilder:
         """pylance's `retry_timeout`: accepted (a timedelta); mvcc retries lost races `max_retries` times and
         raises a conflict for the caller to re-run, with no time budget."""
@@ -141,14 +150,14 @@ class MergeInsertBuilder:
         schema: pa.Schema | None = None,
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
-        max_retries: int = DEFAULT_MAX_RETRIES,
+        max_retries: int | None = None,
     ) -> dict[str, int]:
         """Run the upsert as one Update; returns pylance's counts. Nothing is committed when nothing changes."""
         txn, stats = self.execute_uncommitted(
             data, schema=schema, commit_message=commit_message, transaction_properties=transaction_properties
         )
         if txn is not None:
-            self._commit(txn, max_retries)
+            self._commit(txn, max_retries if max_retries is not None else self._max_retries)
         return stats
 
     def execute_uncommitted(

@@ -44,7 +44,31 @@ def function_handlers(t: _Translator) -> dict[type[exp.Expression], Callable[[An
         exp.Anonymous: lambda n, _: _anonymous(t, n),
         exp.Array: lambda n, _: _list_literal(t, n),
         exp.Alias: lambda n, _: _double_quoted_literal(t, n),
+        exp.Bracket: lambda n, _: _subscript(t, n),
     }
+
+
+def _subscript(t: _Translator, node: exp.Bracket) -> _Value:
+    """`list_col[1]` (1-based, as DataFusion) and `struct_col['x']`: a list element or a struct field."""
+    sql = t._sql(node)
+    if len(node.expressions) != 1:
+        raise t.fail(f"one subscript at a time: {sql!r}", node)
+    value, key = t.visit(node.this), t.visit(node.expressions[0])
+    if not key.is_const or not key.const.is_valid:
+        raise t.fail(f"the subscript of {sql!r} must be a literal", key.sql)
+    if pa.types.is_struct(value.type) and key.type == pa.string():
+        name = key.const.as_py()
+        if value.type.get_field_index(name) < 0:
+            children = [value.type.field(i).name for i in range(value.type.num_fields)]
+            raise t.fail(f"{value.sql} has no field {name!r}; its fields: {', '.join(children)}", key.sql)
+        return t._call("struct_field", [value], sql, indices=[value.type.get_field_index(name)])
+    is_list = pa.types.is_list(value.type) or pa.types.is_large_list(value.type)
+    if (is_list or pa.types.is_fixed_size_list(value.type)) and pa.types.is_integer(key.type):
+        index = key.const.as_py()
+        if index < 1:
+            raise t.fail(f"list subscripts start at 1: {sql!r}", key.sql)
+        return t._call("list_element", [value, t._const(pa.scalar(index - 1, pa.int64()), key.sql)], sql)
+    raise t.fail(f"{value.sql} ({value.type}) cannot be subscripted by {key.sql} ({key.type})", sql)
 
 
 def _list_literal(t: _Translator, node: exp.Array) -> _Value:

@@ -66,6 +66,7 @@ class _Configuration:
         upsert: dict[str, str] | None = None,
         delete: Sequence[str] | None = None,
         *,
+        replace: bool = False,
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
@@ -76,6 +77,7 @@ class _Configuration:
         Args:
             upsert: Keys to set; a None value removes the key.
             delete: Keys to remove.
+            replace: Remove every key not in `upsert` (pylance's `replace=True`).
             commit_message: The message stored with the transaction.
             transaction_properties: Properties stored with the transaction.
             max_retries: How many times a lost race is retried.
@@ -83,6 +85,8 @@ class _Configuration:
         Returns:
             This handle, moved to the new version.
         """
+        if replace:
+            upsert = _replaced(list(self.manifest.config), dict(upsert or {}), True)
         return self.commit(
             ops.UpdateConfig.of(upsert, list(delete or [])),
             commit_message=commit_message,

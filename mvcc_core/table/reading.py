@@ -28,11 +28,12 @@ class _Reading:
         table's columns (pylance's shape: `{"total": "price * qty"}`, the SQL filters accept). `filter`: a SQL
         predicate or a pyarrow Expression over the table's columns (pushed down and answered from scalar
         indices alike). `with_row_id`: a `_rowid` column (stable ids if the table has them, else the row
-        address). `with_row_address`: a `_rowaddr` column."""
+        address). `with_row_address`: a `_rowaddr` column. A name `struct.field` in a list of columns is that
+        struct field, as a column of that name (pylance's nested projection)."""
         return Scan(
             self._state.store,
             self.manifest,
-            columns,
+            _nested_paths(columns, self.schema),
             filter,
             with_row_address,
             batch_size,
@@ -97,7 +98,9 @@ class _Reading:
         for frag_index in np.unique(owner):
             wanted = np.flatnonzero(owner == frag_index)
             frag = fragments[int(frag_index)]
-            rows = Scan(self._state.store, self.manifest, columns, fragments=[frag]).to_table()
+            rows = Scan(
+                self._state.store, self.manifest, _nested_paths(columns, self.schema), fragments=[frag]
+            ).to_table()
             parts.append(rows.take(pa.array(positions[wanted] - starts[frag_index])))
             order.append(wanted)
         if not parts:
@@ -108,6 +111,21 @@ class _Reading:
     def count_rows(self, filter: str | pc.Expression | None = None) -> int:  # noqa: A002
         """Without a filter: from the manifest alone, no data file is opened."""
         return self.scanner(filter=filter, columns=[]).count_rows()
+
+
+def _nested_paths(
+    columns: Sequence[str] | Mapping[str, str] | None, schema: pa.Schema
+) -> Sequence[str] | Mapping[str, str] | None:
+    """A list naming struct fields (`["a", "meta.lang"]`) as the projection that computes them; else as given."""
+    if columns is None or isinstance(columns, str | Mapping):
+        return columns
+    names = list(columns)
+    nested = [c for c in names if c not in schema.names and "." in c and c.split(".")[0] in schema.names]
+    if not nested:
+        return columns
+    return {
+        c: ".".join('"' + p.replace('"', '""') + '"' for p in (c.split(".") if c in nested else [c])) for c in names
+    }
 
 
 def _sliced(scan: Scan, limit: int | None, offset: int | None) -> pa.Table:
