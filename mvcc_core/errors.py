@@ -160,6 +160,10 @@ class TagError(MvccError, ValueError):
         self.tags = dict(tags or {})
 
 
+class TagVersionNotFoundError(TagError, VersionNotFoundError):
+    """A tag would name a version the table does not have (a VersionNotFoundError, and a ValueError as pylance's)."""
+
+
 class CorruptTagError(TagError):
     """A tag file that cannot be read: not JSON, no "version", or a version that is no version number.
 

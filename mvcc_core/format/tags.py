@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mvcc_core.errors import CorruptTagError, ObjectNotFoundError, TagError, VersionNotFoundError
+from mvcc_core.errors import CorruptTagError, ObjectNotFoundError, TagError, TagVersionNotFoundError
 from mvcc_core.format.invariants import path_problem
 from mvcc_core.format.naming import MAX_VERSION, TAGS_DIR, tag_path
 from mvcc_core.io import ObjectStore
@@ -86,7 +86,7 @@ class Tags:
             or version < 1
             or not self._version_exists(version)
         ):
-            raise VersionNotFoundError(f"cannot tag {name!r}: table {self._store.uri} has no version {version!r}")
+            raise TagVersionNotFoundError(f"cannot tag {name!r}: table {self._store.uri} has no version {version!r}")
 
     @staticmethod
     def _encode(version: int) -> bytes:
