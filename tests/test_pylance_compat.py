@@ -591,3 +591,23 @@ def test_names_and_errors_as_pylance(tmp_path: Path) -> None:
 
     ours, theirs = _both(tmp_path, body)
     assert ours == theirs
+
+
+@needs_lance
+def test_alter_column_type_as_pylance(tmp_path: Path) -> None:
+    schema = pa.schema([pa.field("a", pa.int64(), nullable=False), pa.field("b", pa.string()), ("c", pa.int32())])
+    table = pa.table({"a": [1, 2, 1024], "b": ["a", "b", "c"], "c": [1, 2, 3]}, schema=schema)
+
+    def body(write: Callable[..., Any], dataset: Callable[..., Any], path: Path) -> Any:
+        t = write(table, path, max_rows_per_file=2)
+        t.delete("c = 2")
+        t.alter_columns({"path": "a", "name": "x", "nullable": True})
+        t.alter_columns({"path": "x", "data_type": pa.int32()}, {"path": "b", "data_type": pa.large_string()})
+        version = t.version
+        with pytest.raises(Exception, match="Can't cast value 1024 to type Int8"):
+            t.alter_columns({"path": "x", "data_type": pa.int8()})
+        t.update({"x": "x + 1"}, where="c = 3")
+        return t.schema, t.to_table(), t.to_table(filter="x > 1"), dataset(path).version - version
+
+    ours, theirs = _both(tmp_path, body)
+    assert ours == theirs

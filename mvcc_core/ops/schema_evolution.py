@@ -215,18 +215,80 @@ def plan_drop_columns(manifest: pb.Manifest, columns: Sequence[str]) -> ops.Proj
 _ALTER_KEYS = {"path", "name", "nullable", "data_type"}
 
 
-def plan_alter_columns(manifest: pb.Manifest, alterations: Sequence[Mapping[str, Any]]) -> ops.Project:
-    """Rename columns and make them nullable (pylance's `alter_columns` dicts): metadata only.
+def plan_alter_columns(
+    store: ObjectStore, manifest: pb.Manifest, alterations: Sequence[Mapping[str, Any]]
+) -> ColumnPlan:
+    """pylance's `alter_columns` dicts: rename (`name`), make nullable (`nullable`: metadata only) and change a
+    top-level column's type (`data_type`: its values are cast into a new data file per fragment, under a new
+    field id at the same place in the schema, as Lance does; one Merge).
 
-    Changing a type would rewrite data and is refused, as is making a nullable column non-nullable
-    (existing rows may hold nulls).
+    Making a nullable column non-nullable is refused (existing rows may hold nulls), and so is a cast that
+    would change a value (SchemaError naming the first such value; nothing is written).
     """
+    fields, retyped = _altered_fields(manifest, alterations)
+    if not retyped:
+        return ColumnPlan(ops.Project(schema=fields), [])
+    original = {f.id: f.name for f in manifest.fields}
+    next_id = max(manifest.max_field_id, *(f.id for f in fields)) + 1
+    replacements: dict[int, list[pb.Field]] = {}
+    for field_id, new_type in retyped.items():
+        old = next(f for f in fields if f.id == field_id)
+        arrow_field = pa.field(old.name, new_type, nullable=old.nullable)
+        replacements[field_id], _ = schema_mod.fields_from_schema(pa.schema([arrow_field]), next_id)
+        next_id = max(f.id for f in replacements[field_id]) + 1
+    new_fields = [f for field_id in retyped for f in replacements[field_id]]
+    replaced = {f.id for f in field_subtree(fields, set(retyped))}
+    schema: list[pb.Field] = []
+    for f in fields:
+        if f.id in replacements:
+            schema.extend(replacements[f.id])
+        elif f.id not in replaced:
+            schema.append(f)
+
+    def compute(frag: pb.DataFragment) -> pa.Table:
+        old = read_fragment(store, manifest, frag, [original[i] for i in retyped])
+        columns = [_cast_column(old.column(i), t, original[fid]) for i, (fid, t) in enumerate(retyped.items())]
+        return pa.table(columns, names=[replacements[fid][0].name for fid in retyped])
+
+    fragments, written = _with_files(store, manifest, new_fields, compute)
+    return ColumnPlan(
+        ops.Merge(fragments=fragments, schema=schema, schema_metadata=dict(manifest.schema_metadata)), written
+    )
+
+
+def _cast_column(values: pa.ChunkedArray, target: pa.DataType, path: str) -> pa.ChunkedArray:
+    """`values` as `target`; SchemaError naming the first value the cast would change."""
+    try:
+        return values.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        first = _first_uncastable(values, target)
+        name = str(target).capitalize()
+        raise SchemaError(
+            f"Can't cast value {first} to type {name}: alter_columns of {path!r} ({values.type} -> {target}) "
+            f"would change it ({exc}); nothing was changed"
+        ) from exc
+
+
+def _first_uncastable(values: pa.ChunkedArray, target: pa.DataType) -> Any:
+    for value in values.to_pylist():
+        try:
+            pa.array([value], values.type).cast(target)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return value
+    return None
+
+
+def _altered_fields(
+    manifest: pb.Manifest, alterations: Sequence[Mapping[str, Any]]
+) -> tuple[list[pb.Field], dict[int, pa.DataType]]:
+    """The manifest's fields with renames and nullability applied, and the top-level field ids to retype."""
     if not alterations:
         raise SchemaError("alter_columns needs at least one alteration")
     fields = [pb.Field() for _ in manifest.fields]
     for copy, original in zip(fields, manifest.fields, strict=True):
         copy.CopyFrom(original)
     schema = schema_mod.manifest_schema(manifest)
+    retyped: dict[int, pa.DataType] = {}
     for alteration in alterations:
         if not isinstance(alteration, Mapping) or "path" not in alteration:
             raise SchemaError(f"an alteration is a dict with a 'path' key, got {alteration!r}")
@@ -235,13 +297,16 @@ def plan_alter_columns(manifest: pb.Manifest, alterations: Sequence[Mapping[str,
             raise SchemaError(f"alteration of {alteration['path']!r} has unknown key(s) {sorted(unknown)}")
         field = _resolve_path(fields, alteration["path"])
         if alteration.get("data_type") is not None:
-            current = _arrow_type(schema, alteration["path"])
-            if not isinstance(alteration["data_type"], pa.DataType) or not alteration["data_type"].equals(current):
-                raise SchemaError(
-                    f"alter_columns: changing the type of {alteration['path']!r} ({current} -> "
-                    f"{alteration['data_type']}) rewrites data and is not supported; add a new column with a "
-                    "CAST expression (add_columns) and drop the old one"
-                )
+            current, new_type = _arrow_type(schema, alteration["path"]), alteration["data_type"]
+            if not isinstance(new_type, pa.DataType):
+                raise SchemaError(f"'data_type' of {alteration['path']!r} must be a pyarrow DataType, got {new_type!r}")
+            if not new_type.equals(current):
+                if field.parent_id != -1:
+                    raise SchemaError(
+                        f"alter_columns: changing the type of the struct field {alteration['path']!r} is not "
+                        "supported; change the type of a top-level column"
+                    )
+                retyped[field.id] = new_type
         if "nullable" in alteration:
             nullable = alteration["nullable"]
             if not isinstance(nullable, bool):
@@ -260,7 +325,7 @@ def plan_alter_columns(manifest: pb.Manifest, alterations: Sequence[Mapping[str,
             if name in siblings:
                 raise SchemaError(f"cannot rename {alteration['path']!r} to {name!r}: that name exists already")
             field.name = name
-    return ops.Project(schema=fields)
+    return fields, retyped
 
 
 def _arrow_type(schema: pa.Schema, path: str) -> pa.DataType:

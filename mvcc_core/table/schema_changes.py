@@ -110,13 +110,26 @@ class _SchemaChanges:
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> Self:
-        """Rename (`{"path": "a", "name": "b"}`) or make nullable (`"nullable": True`); metadata only."""
-        return self.commit(
-            plan_alter_columns(self.manifest, alterations),
-            commit_message=commit_message,
-            transaction_properties=transaction_properties,
-            max_retries=max_retries,
+        """Rename (`{"path": "a", "name": "b"}`) or make nullable (`"nullable": True`): metadata only; change a
+        top-level column's type (`"data_type": pa.int32()`): its values are cast into new data files (one Merge).
+
+        Args:
+            *alterations: pylance's alteration dicts (`path` and any of `name`, `nullable`, `data_type`).
+            commit_message: The message stored with the transaction.
+            transaction_properties: Properties stored with the transaction.
+            max_retries: How many times a lost race is retried.
+
+        Returns:
+            This handle, moved to the new version.
+
+        Raises:
+            SchemaError: a bad alteration, a nullable column made non-nullable, or a cast that would change a
+                value (nothing is written).
+        """
+        txn = self.alter_columns_uncommitted(
+            *alterations, commit_message=commit_message, transaction_properties=transaction_properties
         )
+        return self.commit(txn, max_retries=max_retries)
 
     def alter_columns_uncommitted(
         self,
@@ -124,11 +137,10 @@ class _SchemaChanges:
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
     ) -> Transaction:
-        """`alter_columns` staged, not committed (nothing is written)."""
+        """`alter_columns` staged, not committed (a type change writes its data files now)."""
+        plan = plan_alter_columns(self._state.store, self.manifest, alterations)
         return self._txn(
-            plan_alter_columns(self.manifest, alterations),
-            commit_message=commit_message,
-            transaction_properties=transaction_properties,
+            plan.operation, plan.written, commit_message=commit_message, transaction_properties=transaction_properties
         )
 
     def replace_column(
