@@ -543,6 +543,8 @@ def test_update_and_merge_insert_shapes_as_pylance(tmp_path: Path) -> None:
             t.merge_insert("id").when_matched_fail().execute(table.slice(0, 1))
         fresh = new.slice(1).set_column(0, "id", pa.array([9]))
         fine = t.merge_insert("id").when_matched_fail().when_not_matched_insert_all().execute(fresh)
+        with pytest.raises(ValueError):  # no clause: a merge that can do nothing is refused
+            t.merge_insert("id").execute(fresh)
         return updated, stats, fine["num_inserted_rows"], t.to_table().sort_by("id")
 
     ours, theirs = _both(tmp_path, body)

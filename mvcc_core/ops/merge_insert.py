@@ -171,6 +171,11 @@ class MergeInsertBuilder:
         """Write the upsert's files and return `(Transaction, counts)` uncommitted (pylance's shape); the
         transaction is None when nothing would change. `schema`: the schema of `data` when it is an iterator of
         batches (pylance's `execute(data, schema=)`)."""
+        if not (self._update or self._insert or self._delete_by_source or self._fail_on_match):
+            raise ValueError(
+                "merge_insert does nothing without a clause: call when_matched_update_all(), "
+                "when_not_matched_insert_all(), when_not_matched_by_source_delete() or when_matched_fail()"
+            )
         properties = check_properties(transaction_properties)  # before any file is written
         state = self._state
         store, manifest = state.store, state.manifest
