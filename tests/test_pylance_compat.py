@@ -613,3 +613,22 @@ def test_alter_column_type_as_pylance(tmp_path: Path) -> None:
 
     ours, theirs = _both(tmp_path, body)
     assert ours == theirs
+
+
+@needs_lance
+def test_add_columns_from_rows_as_pylance(tmp_path: Path) -> None:
+    reader_schema = pa.schema([("c", pa.int64()), ("d", pa.int64())])
+
+    def rows(sizes: list[int]) -> Any:
+        return (pa.record_batch([pa.array(range(n)), pa.array(range(n))], names=["c", "d"]) for n in sizes)
+
+    def body(write: Callable[..., Any], dataset: Callable[..., Any], path: Path) -> Any:
+        t = write(pa.table({"a": range(20)}), path, max_rows_per_file=6)
+        t.add_columns(rows([7, 7, 6]), reader_schema=reader_schema)  # batches across fragment boundaries
+        t.add_columns(pa.table({"e": [f"e{i}" for i in range(20)]}))
+        with pytest.raises(Exception):  # noqa: B017 - mvcc: SchemaError, pylance: OSError
+            t.add_columns(pa.table({"f": range(19)}))
+        return t.to_table(), t.version
+
+    ours, theirs = _both(tmp_path, body)
+    assert ours == theirs

@@ -129,6 +129,42 @@ def plan_add_columns(
     return ColumnPlan(op, written)
 
 
+def plan_add_columns_from_rows(store: ObjectStore, manifest: pb.Manifest, rows: pa.RecordBatchReader) -> ColumnPlan:
+    """pylance's `add_columns(reader)`: new columns whose values come row by row, in table order (one Merge).
+
+    Rows are matched by position, so a table with deleted rows is refused (use `merge(data, key)`), and so is
+    data with another number of rows than the table's.
+    """
+    schema = schema_mod.manifest_schema(manifest)
+    if any(f.HasField("deletion_file") for f in manifest.fragments):
+        raise SchemaError(
+            "add_columns from rows matches them to the table's rows by position, and the table has deleted rows; "
+            "compact it first, or use merge(data, key) to match rows by a key"
+        )
+    data = rows.read_all()
+    _check_new_names(data.column_names, schema)
+    total = sum(f.physical_rows for f in manifest.fragments)
+    if data.num_rows != total:
+        raise SchemaError(f"add_columns: the data has {data.num_rows} rows, the table {total}; they must be equal")
+    new_fields, _ = schema_mod.fields_from_schema(data.schema, next_field_id=max(manifest.max_field_id, -1) + 1)
+    starts = dict(
+        zip(
+            [f.id for f in manifest.fragments],
+            np.cumsum([0] + [f.physical_rows for f in manifest.fragments]),
+            strict=False,
+        )
+    )
+
+    def compute(frag: pb.DataFragment) -> pa.Table:
+        return data.slice(int(starts[frag.id]), frag.physical_rows)
+
+    fragments, written = _with_files(store, manifest, new_fields, compute)
+    op = ops.Merge(
+        fragments=fragments, schema=list(manifest.fields) + new_fields, schema_metadata=dict(manifest.schema_metadata)
+    )
+    return ColumnPlan(op, written)
+
+
 def plan_merge(
     store: ObjectStore, manifest: pb.Manifest, data: Any, left_on: str, right_on: str | None = None
 ) -> ColumnPlan:

@@ -10,6 +10,7 @@ import pyarrow as pa
 from mvcc_core.format.fragments import to_reader
 from mvcc_core.ops.schema_evolution import (
     plan_add_columns,
+    plan_add_columns_from_rows,
     plan_alter_columns,
     plan_drop_columns,
     plan_merge,
@@ -24,28 +25,54 @@ class _SchemaChanges:
 
     def add_columns(
         self,
-        transforms: dict[str, str] | pa.Field | list[pa.Field] | pa.Schema,
+        transforms: dict[str, str] | pa.Field | list[pa.Field] | pa.Schema | Any,
         *,
+        reader_schema: pa.Schema | None = None,
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> Self:
-        """New columns from SQL expressions (`{"total": "price * qty"}`) or all-null columns from Arrow
-        fields. Every fragment gets one new data file; existing files are not rewritten. One Merge."""
+        """New columns from SQL expressions (`{"total": "price * qty"}`), all-null columns from Arrow fields, or
+        (pylance's reader form) rows of new columns in table order: a Table, RecordBatchReader or iterator of
+        batches with `reader_schema`. Every fragment gets one new data file; existing files are not rewritten.
+        One Merge.
+
+        Args:
+            transforms: SQL expressions by new column name, Arrow fields, or rows of the new columns.
+            reader_schema: The schema of `transforms` when it is an iterator of batches.
+            commit_message: The message stored with the transaction.
+            transaction_properties: Properties stored with the transaction.
+            max_retries: How many times a lost race is retried.
+
+        Returns:
+            This handle, moved to the new version.
+
+        Raises:
+            SchemaError: a bad expression or name, or rows that do not match the table's (their number, or a
+                table with deleted rows).
+        """
         txn = self.add_columns_uncommitted(
-            transforms, commit_message=commit_message, transaction_properties=transaction_properties
+            transforms,
+            reader_schema=reader_schema,
+            commit_message=commit_message,
+            transaction_properties=transaction_properties,
         )
         return self.commit(txn, max_retries=max_retries)
 
     def add_columns_uncommitted(
         self,
-        transforms: dict[str, str] | pa.Field | list[pa.Field] | pa.Schema,
+        transforms: dict[str, str] | pa.Field | list[pa.Field] | pa.Schema | Any,
         *,
+        reader_schema: pa.Schema | None = None,
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
     ) -> Transaction:
         """`add_columns` without the commit: its new data files written, the Merge staged."""
-        plan = plan_add_columns(self._state.store, self.manifest, transforms)
+        if reader_schema is not None or isinstance(transforms, pa.Table | pa.RecordBatchReader | pa.RecordBatch):
+            rows = to_reader(transforms, reader_schema)
+            plan = plan_add_columns_from_rows(self._state.store, self.manifest, rows)
+        else:
+            plan = plan_add_columns(self._state.store, self.manifest, transforms)
         return self._txn(
             plan.operation, plan.written, commit_message=commit_message, transaction_properties=transaction_properties
         )
