@@ -608,6 +608,14 @@ def test_alter_column_type_as_pylance(tmp_path: Path) -> None:
         version = t.version
         with pytest.raises(Exception, match="Can't cast value 1024 to type Int8"):
             t.alter_columns({"path": "x", "data_type": pa.int8()})
+        with pytest.raises(Exception, match='Cannot cast column "x" from Int32 to Utf8'):  # another kind of type
+            t.alter_columns({"path": "x", "data_type": pa.string()})
+        with pytest.raises(Exception, match='Column "q" does not exist'):
+            t.alter_columns({"path": "q", "name": "z"})
+        with pytest.raises(ValueError, match="Unknown key: type"):
+            t.alter_columns({"path": "x", "type": "string"})
+        with pytest.raises(ValueError, match="At least one of name, nullable, or data_type must be specified"):
+            t.alter_columns({"path": "x"})
         t.update({"x": "x + 1"}, where="c = 3")
         return t.schema, t.to_table(), t.to_table(filter="x > 1"), dataset(path).version - version
 

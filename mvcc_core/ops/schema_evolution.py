@@ -223,7 +223,7 @@ def _resolve_path(fields: list[pb.Field], path: str) -> pb.Field:
         if not candidates:
             where = "the table" if parent == -1 else f"struct {'.'.join(parts[:depth])!r}"
             names = [f.name for f in fields if f.parent_id == parent]
-            raise SchemaError(f"{where} has no column {part!r} (looking up {path!r}); it has {names}")
+            raise SchemaError(f'Column "{part}" does not exist in {where} (looking up {path!r}); it has {names}')
         current = candidates[0]
         parent = current.id
     assert current is not None
@@ -298,11 +298,37 @@ def _cast_column(values: pa.ChunkedArray, target: pa.DataType, path: str) -> pa.
         return values.cast(target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         first = _first_uncastable(values, target)
-        name = str(target).capitalize()
+        name = _type_name(target)
         raise SchemaError(
             f"Can't cast value {first} to type {name}: alter_columns of {path!r} ({values.type} -> {target}) "
             f"would change it ({exc}); nothing was changed"
         ) from exc
+
+
+_KINDS = (
+    pa.types.is_integer,
+    pa.types.is_floating,
+    lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
+    lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t),
+)
+_TYPE_NAMES = {"string": "Utf8", "large_string": "LargeUtf8", "large_binary": "LargeBinary", "bool": "Boolean"}
+_TYPE_NAMES |= {"double": "Float64", "float": "Float32", "halffloat": "Float16"}
+
+
+def _same_kind(current: pa.DataType, new: pa.DataType) -> bool:
+    """Whether `alter_columns` casts `current` to `new` (pylance's rule: within one kind of type)."""
+    lists = (pa.types.is_list, pa.types.is_large_list, pa.types.is_fixed_size_list)
+    if any(f(current) for f in lists) and any(f(new) for f in lists):
+        return _same_kind(current.value_type, new.value_type)
+    return any(kind(current) and kind(new) for kind in _KINDS)
+
+
+def _type_name(t: pa.DataType) -> str:
+    """A type as pylance's messages name it (DataFusion's names: Int32, Utf8, ...)."""
+    name = str(t)
+    return _TYPE_NAMES.get(
+        name, name.replace("uint", "UInt").capitalize() if not name.startswith("uint") else "UInt" + name[4:]
+    )
 
 
 def _first_uncastable(values: pa.ChunkedArray, target: pa.DataType) -> Any:
@@ -330,13 +356,27 @@ def _altered_fields(
             raise SchemaError(f"an alteration is a dict with a 'path' key, got {alteration!r}")
         unknown = set(alteration) - _ALTER_KEYS
         if unknown:
-            raise SchemaError(f"alteration of {alteration['path']!r} has unknown key(s) {sorted(unknown)}")
+            raise SchemaError(
+                f"Unknown key: {', '.join(sorted(unknown))} in the alteration of {alteration['path']!r}; "
+                f"the keys are {sorted(_ALTER_KEYS)}"
+            )
+        if all(alteration.get(k) is None for k in ("name", "nullable", "data_type")):
+            raise SchemaError(
+                f"At least one of name, nullable, or data_type must be specified (alteration of {alteration['path']!r})"
+            )
         field = _resolve_path(fields, alteration["path"])
         if alteration.get("data_type") is not None:
             current, new_type = _arrow_type(schema, alteration["path"]), alteration["data_type"]
             if not isinstance(new_type, pa.DataType):
                 raise SchemaError(f"'data_type' of {alteration['path']!r} must be a pyarrow DataType, got {new_type!r}")
             if not new_type.equals(current):
+                if not _same_kind(current, new_type):
+                    raise SchemaError(
+                        f'Cannot cast column "{alteration["path"]}" from {_type_name(current)} to '
+                        f"{_type_name(new_type)}: alter_columns changes a type within its kind only (integers, "
+                        "floats, strings, binaries, lists of those), as pylance; add a column with a CAST expression "
+                        "for anything else"
+                    )
                 if field.parent_id != -1:
                     raise SchemaError(
                         f"alter_columns: changing the type of the struct field {alteration['path']!r} is not "
