@@ -64,8 +64,8 @@ class IncompatibleConflictError(CommitConflictError):
     """A concurrent commit made this operation meaningless; do not retry automatically."""
 
 
-class TableNotFoundError(MvccError):
-    """No table (no manifest) at the given location."""
+class TableNotFoundError(MvccError, ValueError):
+    """No table (no manifest) at the given location (a ValueError, as pylance's "Dataset ... was not found")."""
 
 
 class TableExistsError(MvccError):
@@ -95,12 +95,13 @@ class VersionNotFoundError(MvccError):
     """The requested version, tag or timestamp names no version of the table."""
 
 
-class SchemaError(MvccError):
-    """Data whose schema does not fit the table's, or a schema mvcc cannot store."""
+class SchemaError(MvccError, ValueError):
+    """Data whose schema does not fit the table's, or a schema mvcc cannot store (a ValueError, as pylance's
+    refusals of bad schemas; pylance's append of a different schema is an OSError, see docs/pylance_compat.md)."""
 
 
-class PredicateError(MvccError):
-    """A filter that cannot be parsed or does not fit the table's schema."""
+class PredicateError(MvccError, ValueError):
+    """A filter that cannot be parsed or does not fit the table's schema (a ValueError, as pylance's)."""
 
 
 class CorruptManifestError(MvccError):
@@ -173,8 +174,9 @@ class CommitNotSupportedError(StorageError):
     """The object store offers neither put-if-not-exists nor rename-if-not-exists."""
 
 
-class TagError(MvccError):
-    """A bad tag name, a missing tag, a tag that already exists, or tags naming versions a cleanup would remove.
+class TagError(MvccError, ValueError):
+    """A bad tag name, a missing tag, a tag that already exists, or tags naming versions a cleanup would remove
+    (a ValueError, as pylance's).
 
     `tags`: in the last case, each tag in the way and its version (empty otherwise), so that a caller can
     word the way out in its own terms (the CLI names its flags) without parsing the message.
@@ -187,6 +189,10 @@ class TagError(MvccError):
     def __init__(self, message: str, *, tags: Mapping[str, int] | None = None) -> None:
         super().__init__(message)
         self.tags = dict(tags or {})
+
+
+class TagVersionNotFoundError(TagError, VersionNotFoundError):
+    """A tag would name a version the table does not have (a VersionNotFoundError, and a ValueError as pylance's)."""
 
 
 class CorruptTagError(TagError):

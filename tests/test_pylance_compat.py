@@ -432,3 +432,211 @@ def test_bad_columns_say_what_is_wrong(tmp_path: Path, columns: Any, error: type
         t.to_table(columns=columns, with_row_address=True)
     for word in words:
         assert word in str(info.value)
+
+
+# ---- issue 30: what pylance's own tests showed, each compared with pylance on the same input ---------
+
+
+def _both(tmp_path: Path, body: Callable[[Callable[..., Any], Callable[..., Any], Path], Any]) -> tuple[Any, Any]:
+    """`body(write, dataset, path)` run with mvcc's names and with pylance's; both results."""
+    return body(*MVCC, tmp_path / "mvcc"), body(*LANCE, tmp_path / "lance")
+
+
+@needs_lance
+def test_write_inputs_as_pylance(tmp_path: Path) -> None:
+    import pyarrow.dataset as pa_ds
+
+    schema = pa.schema([pa.field("a", pa.float64()), pa.field("b", pa.int64())])
+    int32 = pa.table({"a": [1.0, 2.0], "b": pa.array([20, 30], pa.int32())})
+
+    def body(write: Callable[..., Any], dataset: Callable[..., Any], path: Path) -> Any:
+        out = [write(iter(int32.to_batches()), path / "cast", schema=schema).to_table()]
+        out.append(write(pa_ds.dataset(int32), path / "ds").to_table())
+        t = write(pa.table({"a": [1.0], "b": [1]}), path / "t", data_storage_version="stable", max_rows_per_group=8)
+        write(pa.table({"a": [2.0], "b": [2]}), t, mode="append")  # a handle as the target
+        t = dataset(path / "t")
+        t.insert(pa.table({"a": [3.0]}))  # a missing nullable column is filled with nulls
+        t.delete("a = 1.0")
+        out.append(t.to_table())
+        return out
+
+    ours, theirs = _both(tmp_path, body)
+    assert ours == theirs
+    assert ours[2].column("b").to_pylist() == [2, None]
+
+
+@needs_lance
+def test_system_columns_as_pylance(tmp_path: Path) -> None:
+    def body(write: Callable[..., Any], dataset: Callable[..., Any], path: Path) -> Any:
+        t = write(pa.table({"a": range(40)}), path, max_rows_per_file=10)
+        t.delete("a IN (3, 11, 12, 25)")
+        return [
+            t.scanner(columns=["_rowoffset", "a", "_rowid", "_rowaddr"]).to_table(),
+            t.to_table(columns=["_rowaddr", "_rowoffset"], filter="a > 20"),
+            t.scanner(columns=["a", "_rowid"], with_row_address=True).to_table(),
+            t.scanner(with_row_id=True).to_table(),
+            t.scanner(columns=[], with_row_id=True).to_table().schema,
+            t.take([0, 20, 5], columns=["_rowoffset", "a"]).to_pydict(),  # pylance's take: a non-null offset
+        ]
+
+    ours, theirs = _both(tmp_path, body)
+    for mine, pylance_result in zip(ours, theirs, strict=True):
+        assert mine == pylance_result
+
+
+@needs_lance
+def test_filter_functions_and_nested_paths_as_pylance(tmp_path: Path) -> None:
+    rows = pa.table(
+        {
+            "s": ["aaa", "cab", "bca", None, "xcz"],
+            "bin": pa.array([b"abc", None, b"x", b"abc", b""], pa.binary()),
+            "genres": [["action", "comedy"], ["anime", "drama"], ["adventure"], None, []],
+            "st": [{"x": i, "y": i % 2 == 0} for i in range(5)],
+            "ls": [[{"x": i}, {"x": 10 * i}] for i in range(5)],
+            "d": pa.array([datetime(2020, 1, 1).date()] * 4 + [datetime(2999, 1, 1).date()], pa.date32()),
+        }
+    )
+    filters = [
+        "bin = X'616263'",
+        "regexp_match(s, 'c.+')",
+        "array_has_any(genres, ['anime', 'adventure'])",
+        "array_has_all(genres, ['anime', 'drama'])",
+        "array_contains(genres, 'comedy')",
+        "NOT array_has(genres, 'drama')",
+        "d <= current_date()",
+        "st.x >= 2 AND st.y",
+    ]
+
+    def body(write: Callable[..., Any], dataset: Callable[..., Any], path: Path) -> Any:
+        t = write(rows, path)
+        out = [t.to_table(columns=["s"], filter=f).column("s").to_pylist() for f in filters]
+        out.append(t.to_table(columns=["st.x", "s"]).to_pylist())
+        out.append(t.to_table(columns={"second": "ls[2]['x']", "y": "st['y']"}).to_pylist())
+        return out
+
+    ours, theirs = _both(tmp_path, body)
+    assert ours == theirs
+
+
+@needs_lance
+def test_update_and_merge_insert_shapes_as_pylance(tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    table = pa.table(
+        {
+            "id": [1, 2, 3],
+            "ts": pa.array([datetime(2021, 1, 1)] * 3, pa.timestamp("ns")),
+            "vec": pa.array([[1.0, 2.0]] * 3, pa.list_(pa.float32(), 2)),
+            "b": pa.array([b"x"] * 3),
+        }
+    )
+    new = pa.table({"id": [3, 4], "ts": table.column("ts").slice(0, 2), "vec": table["vec"][:2], "b": [b"n", b"m"]})
+
+    def body(write: Callable[..., Any], dataset: Callable[..., Any], path: Path) -> Any:
+        t = write(table, path)
+        values = {"ts": 'TIMESTAMP "2021-01-02 00:00:00"', "vec": "[3.0, 4.0]", "b": "X'616263'"}
+        updated = dict(t.update(updates=values, where="id = 2", conflict_retries=2, retry_timeout=timedelta(1)))
+        builder = t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
+        builder = builder.conflict_retries(3).retry_timeout(timedelta(seconds=5)).use_index(True)
+        stats = builder.execute(iter(new.to_batches()), schema=new.schema)
+        with pytest.raises(mvcc.InvalidOperationError if write is mvcc.write_table else Exception):
+            t.merge_insert("id").when_matched_fail().execute(table.slice(0, 1))
+        fresh = new.slice(1).set_column(0, "id", pa.array([9]))
+        fine = t.merge_insert("id").when_matched_fail().when_not_matched_insert_all().execute(fresh)
+        with pytest.raises(ValueError):  # no clause: a merge that can do nothing is refused
+            t.merge_insert("id").execute(fresh)
+        return updated, stats, fine["num_inserted_rows"], t.to_table().sort_by("id")
+
+    ours, theirs = _both(tmp_path, body)
+    assert ours == theirs
+
+
+@needs_lance
+def test_names_and_errors_as_pylance(tmp_path: Path) -> None:
+    def body(write: Callable[..., Any], dataset: Callable[..., Any], path: Path) -> Any:
+        t = write(pa.table({"a": [1, 2]}), path / "t")
+        t.update_config({"k1": "v1", "k2": "v2"})
+        t.delete_config_keys(["k1"])
+        config = dict(t.config())
+        t.update_config({"only": "x"}, replace=True)
+        t.update_metadata({"m": "1", "n": "2"})
+        t.update_schema_metadata({"s": "1", "t": "2"})
+        t.update_schema_metadata({"t": None})
+        t.update_field_metadata({"a": {"f": "1"}}, replace=True)
+        for version, name in ((1, "one"), (2, "two"), (2, "also-two")):
+            t.tags.create(name, version)
+        scanner = t.scanner(columns=["a"])
+        errors = []
+        for bad in (
+            lambda: dataset(path / "missing"),
+            lambda: t.to_table(filter="a >"),
+            lambda: t.tags.create("x", 99),
+            lambda: t.to_table(limit=-1),
+            lambda: write(pa.table({"a": [1]}).replace_schema_metadata({"p": b"\x80\x81"}), path / "bin"),
+        ):
+            with pytest.raises(ValueError) as info:
+                bad()
+            errors.append(type(info.value).__name__ if write is mvcc.write_table else "ValueError")
+        type(t).drop(path / "t")
+        return (
+            config,
+            dict(t.config()),
+            t.metadata,
+            t.schema_metadata,
+            t.schema.field("a").metadata,
+            [name for name, _ in t.tags.list_ordered()],
+            [name for name, _ in t.tags.list_ordered(order="asc")],
+            (scanner.dataset_schema == t.schema, scanner.projected_schema == pa.schema([("a", pa.int64())])),
+            len(errors),
+            (path / "t").exists(),
+        )
+
+    ours, theirs = _both(tmp_path, body)
+    assert ours == theirs
+
+
+@needs_lance
+def test_alter_column_type_as_pylance(tmp_path: Path) -> None:
+    schema = pa.schema([pa.field("a", pa.int64(), nullable=False), pa.field("b", pa.string()), ("c", pa.int32())])
+    table = pa.table({"a": [1, 2, 1024], "b": ["a", "b", "c"], "c": [1, 2, 3]}, schema=schema)
+
+    def body(write: Callable[..., Any], dataset: Callable[..., Any], path: Path) -> Any:
+        t = write(table, path, max_rows_per_file=2)
+        t.delete("c = 2")
+        t.alter_columns({"path": "a", "name": "x", "nullable": True})
+        t.alter_columns({"path": "x", "data_type": pa.int32()}, {"path": "b", "data_type": pa.large_string()})
+        version = t.version
+        with pytest.raises(Exception, match="Can't cast value 1024 to type Int8"):
+            t.alter_columns({"path": "x", "data_type": pa.int8()})
+        with pytest.raises(Exception, match='Cannot cast column "x" from Int32 to Utf8'):  # another kind of type
+            t.alter_columns({"path": "x", "data_type": pa.string()})
+        with pytest.raises(Exception, match='Column "q" does not exist'):
+            t.alter_columns({"path": "q", "name": "z"})
+        with pytest.raises(ValueError, match="Unknown key: type"):
+            t.alter_columns({"path": "x", "type": "string"})
+        with pytest.raises(ValueError, match="At least one of name, nullable, or data_type must be specified"):
+            t.alter_columns({"path": "x"})
+        t.update({"x": "x + 1"}, where="c = 3")
+        return t.schema, t.to_table(), t.to_table(filter="x > 1"), dataset(path).version - version
+
+    ours, theirs = _both(tmp_path, body)
+    assert ours == theirs
+
+
+@needs_lance
+def test_add_columns_from_rows_as_pylance(tmp_path: Path) -> None:
+    reader_schema = pa.schema([("c", pa.int64()), ("d", pa.int64())])
+
+    def rows(sizes: list[int]) -> Any:
+        return (pa.record_batch([pa.array(range(n)), pa.array(range(n))], names=["c", "d"]) for n in sizes)
+
+    def body(write: Callable[..., Any], dataset: Callable[..., Any], path: Path) -> Any:
+        t = write(pa.table({"a": range(20)}), path, max_rows_per_file=6)
+        t.add_columns(rows([7, 7, 6]), reader_schema=reader_schema)  # batches across fragment boundaries
+        t.add_columns(pa.table({"e": [f"e{i}" for i in range(20)]}))
+        with pytest.raises(Exception):  # noqa: B017 - mvcc: SchemaError, pylance: OSError
+            t.add_columns(pa.table({"f": range(19)}))
+        return t.to_table(), t.version
+
+    ours, theirs = _both(tmp_path, body)
+    assert ours == theirs

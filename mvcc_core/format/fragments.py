@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as pa_dataset
 import pyarrow.parquet as pq
 
 from mvcc_core._proto import table_pb2 as pb
@@ -90,11 +91,13 @@ def parquet_options(sample: pa.Table | pa.RecordBatch) -> dict[str, Any]:
 
 
 def to_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReader:
-    """Accept what pylance accepts: Arrow tables/batches/readers, pandas, dicts and lists of rows.
+    """Accept what pylance accepts: Arrow tables/batches/readers and datasets, pandas and polars DataFrames,
+    dicts and lists of rows, iterators of batches (cast to `schema`, as pylance casts them).
 
     Args:
         data: the rows to write, in any of the accepted forms
-        schema: the schema to build the Arrow data with, for dicts, pandas and lists of rows (None: inferred)
+        schema: the schema to build the Arrow data with, for dicts, pandas, lists of rows and iterators of
+            batches (None: inferred)
 
     Raises:
         SchemaError: `data` is none of the accepted forms
@@ -107,7 +110,11 @@ def to_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReade
         return pa.Table.from_batches([data]).to_reader()
     if isinstance(data, dict):
         return pa.table(data, schema=schema).to_reader()
-    if hasattr(data, "to_reader") and hasattr(data, "schema"):  # pyarrow datasets, mvcc tables
+    if isinstance(data, pa_dataset.Dataset):
+        return data.scanner().to_reader()
+    if type(data).__module__.startswith("polars") and hasattr(data, "to_arrow"):
+        return data.to_arrow().to_reader()
+    if hasattr(data, "to_reader") and hasattr(data, "schema"):  # mvcc tables
         return data.to_reader() if callable(data.to_reader) else data.to_reader
     if type(data).__module__.startswith("pandas"):
         return pa.Table.from_pandas(data, schema=schema, preserve_index=False).to_reader()
@@ -116,11 +123,40 @@ def to_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReade
             return pa.Table.from_batches(data).to_reader()
         return pa.Table.from_pylist(data, schema=schema).to_reader()
     if isinstance(data, Iterable) and schema is not None:
-        return pa.RecordBatchReader.from_batches(schema, data)
+        return pa.RecordBatchReader.from_batches(schema, _cast_batches(data, schema))
     raise SchemaError(
         f"cannot write data of type {type(data).__name__}: give a pyarrow Table, RecordBatch, RecordBatchReader, "
         "pandas DataFrame, dict of columns or list of rows"
     )
+
+
+def _cast_batches(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Each batch with `schema`'s types (int32 into int64, ...); a cast that would change a value raises."""
+    for batch in batches:
+        if batch.schema.equals(schema) or batch.schema.names != schema.names:
+            yield batch  # a different set of columns is named by the schema check of the write
+            continue
+        try:
+            yield batch.cast(schema)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise SchemaError(f"a batch does not cast to the given schema: {e}") from e
+
+
+def with_missing_nullable(reader: pa.RecordBatchReader, schema: pa.Schema) -> pa.RecordBatchReader:
+    """`reader` with every nullable column of `schema` it lacks added as nulls (pylance's append of a subset of
+    the columns); a missing non-nullable column is left for the schema check to name."""
+    names = set(reader.schema.names)
+    missing = [f for f in schema if f.name not in names and f.nullable]
+    if not missing:
+        return reader
+    out_schema = pa.schema(list(reader.schema) + missing)
+
+    def filled() -> Iterator[pa.RecordBatch]:
+        for batch in reader:
+            nulls = [pa.nulls(batch.num_rows, f.type) for f in missing]
+            yield pa.RecordBatch.from_arrays(batch.columns + nulls, schema=out_schema)
+
+    return pa.RecordBatchReader.from_batches(out_schema, filled())
 
 
 def _field_ids(fields: list[pb.Field]) -> list[int]:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mvcc_core.errors import CorruptTagError, ObjectNotFoundError, TagError, VersionNotFoundError
+from mvcc_core.errors import CorruptTagError, ObjectNotFoundError, TagError, TagVersionNotFoundError
 from mvcc_core.format.invariants import path_problem
 from mvcc_core.format.naming import MAX_VERSION, TAGS_DIR, tag_path
 from mvcc_core.io import ObjectStore
@@ -145,7 +145,7 @@ class Tags:
             exists = lambda v: check(branch, v)  # noqa: E731
         if not isinstance(version, int) or isinstance(version, bool) or version < 1 or not exists(version):
             where = f" branch {branch!r} of" if branch else ""
-            raise VersionNotFoundError(
+            raise TagVersionNotFoundError(
                 f"cannot tag {name!r}:{where} table {self._store.uri} has no version {version!r}"
             )
         return branch, version
@@ -267,6 +267,24 @@ class Tags:
             except TagError as exc:
                 problems[meta.path] = str(exc)
         return TagListing(dict(sorted(found.items())), problems, branches)
+
+    def list_ordered(self, order: str | None = None) -> list[tuple[str, dict[str, Any]]]:
+        """pylance's `list_ordered`: `(name, {"version": n})` pairs by version, newest first ("desc", the
+        default) or oldest first ("asc"); tags on the same version by name.
+
+        Args:
+            order: "desc" (default) or "asc".
+
+        Returns:
+            The readable tags, ordered.
+
+        Raises:
+            ValueError: `order` is neither.
+        """
+        if order not in (None, "asc", "desc"):
+            raise ValueError(f"order must be 'asc' or 'desc', got {order!r}")
+        pairs = sorted(self.list().items(), key=lambda item: (item[1]["version"], item[0]))
+        return pairs if order == "asc" else pairs[::-1]
 
     def list(self) -> dict[str, dict[str, Any]]:
         """{name: {"version": n}} for every readable tag; a bad tag file is logged as a warning and left out

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,7 @@ import pyarrow.dataset as ds
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core._proto import transaction_pb2 as tpb
-from mvcc_core.errors import SchemaError
+from mvcc_core.errors import InvalidOperationError, SchemaError
 from mvcc_core.format import operations as ops
 from mvcc_core.format import row_ids
 from mvcc_core.format import schema as schema_mod
@@ -116,6 +117,8 @@ class MergeInsertBuilder:
         self._insert = False
         self._delete_by_source = False
         self._delete_condition: str | None = None
+        self._fail_on_match = False
+        self._max_retries = DEFAULT_MAX_RETRIES
 
     def when_matched_update_all(self, condition: str | None = None) -> MergeInsertBuilder:
         """Replace matched target rows by their source rows; `condition` may use `source.col` / `target.col`.
@@ -128,6 +131,33 @@ class MergeInsertBuilder:
 
     def when_not_matched_insert_all(self) -> MergeInsertBuilder:
         self._insert = True
+        return self
+
+    def when_matched_fail(self) -> MergeInsertBuilder:
+        """pylance's `when_matched_fail`: a source row matching a target row makes the merge raise
+        InvalidOperationError (nothing is written)."""
+        self._fail_on_match = True
+        return self
+
+    def use_index(self, use_index: bool) -> MergeInsertBuilder:
+        """pylance's `use_index`: accepted; mvcc asks a key index whenever one covers the key (a bool only)."""
+        if not isinstance(use_index, bool):
+            raise TypeError(f"use_index must be a bool, got {type(use_index).__name__}")
+        return self
+
+    def conflict_retries(self, max_retries: int) -> MergeInsertBuilder:
+        """pylance's `conflict_retries`: how many times `execute` retries a lost race for the manifest name (its
+        `max_retries`, unless `execute(max_retries=)` says otherwise)."""
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"conflict_retries must be a non-negative int, got {max_retries!r}")
+        self._max_retries = max_retries
+        return self
+
+    def retry_timeout(self, timeout: timedelta) -> MergeInsertBuilder:
+        """pylance's `retry_timeout`: accepted (a timedelta); mvcc retries lost races `max_retries` times and
+        raises a conflict for the caller to re-run, with no time budget."""
+        if not isinstance(timeout, timedelta):
+            raise TypeError(f"retry_timeout must be a timedelta, got {type(timeout).__name__}")
         return self
 
     def when_not_matched_by_source_delete(self, expr: str | None = None) -> MergeInsertBuilder:
@@ -143,9 +173,10 @@ class MergeInsertBuilder:
         self,
         data: Any,
         *,
+        schema: pa.Schema | None = None,
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
-        max_retries: int = DEFAULT_MAX_RETRIES,
+        max_retries: int | None = None,
     ) -> dict[str, int]:
         """Run the upsert as one Update; returns pylance's counts. Nothing is committed when nothing changes.
 
@@ -156,16 +187,17 @@ class MergeInsertBuilder:
             max_retries: how many lost commit races to retry before giving up
         """
         txn, stats = self.execute_uncommitted(
-            data, commit_message=commit_message, transaction_properties=transaction_properties
+            data, schema=schema, commit_message=commit_message, transaction_properties=transaction_properties
         )
         if txn is not None:
-            self._commit(txn, max_retries)
+            self._commit(txn, max_retries if max_retries is not None else self._max_retries)
         return stats
 
     def execute_uncommitted(
         self,
         data: Any,
         *,
+        schema: pa.Schema | None = None,
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
     ) -> tuple[Transaction | None, dict[str, int]]:
@@ -176,11 +208,19 @@ class MergeInsertBuilder:
             data: the source rows (any form `write_dataset` accepts)
             commit_message: the message stored with the transaction
             transaction_properties: properties stored with the transaction (a dict of str to str)
+            schema: the schema of `data` when it is an iterator of batches (pylance's `execute(data, schema=)`)
         """
+        if not (self._update or self._insert or self._delete_by_source or self._fail_on_match):
+            raise ValueError(
+                "merge_insert does nothing without a clause: call when_matched_update_all(), "
+                "when_not_matched_insert_all(), when_not_matched_by_source_delete() or when_matched_fail()"
+            )
         properties = check_properties(transaction_properties)  # before any file is written
         state = self._state
-        store, manifest, schema = state.store, state.manifest, state.schema
-        source = schema_mod.conform(to_reader(data, schema).read_all(), schema)
+        store, manifest = state.store, state.manifest
+        source = to_reader(data, schema or state.schema).read_all()
+        schema = state.schema
+        source = schema_mod.conform(source, schema)
         self._check_unique(source)
         stable = row_ids.enabled(manifest)
         need_all = self._update_condition is not None
@@ -200,6 +240,11 @@ class MergeInsertBuilder:
         pairs = self._join(target, source)
         target_idx = pairs.column(_T).to_numpy()
         source_idx = pairs.column(_S).to_numpy()
+        if self._fail_on_match and len(pairs):
+            raise InvalidOperationError(
+                f"merge_insert: {len(pairs)} source row(s) match target rows on {self._on} and "
+                "when_matched_fail() was asked for; nothing was written"
+            )
         if self._update and self._update_condition is not None and len(pairs):
             both = pa.table(
                 {

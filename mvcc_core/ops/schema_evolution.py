@@ -135,6 +135,42 @@ def plan_add_columns(
     return ColumnPlan(op, written)
 
 
+def plan_add_columns_from_rows(store: ObjectStore, manifest: pb.Manifest, rows: pa.RecordBatchReader) -> ColumnPlan:
+    """pylance's `add_columns(reader)`: new columns whose values come row by row, in table order (one Merge).
+
+    Rows are matched by position, so a table with deleted rows is refused (use `merge(data, key)`), and so is
+    data with another number of rows than the table's.
+    """
+    schema = schema_mod.manifest_schema(manifest)
+    if any(f.HasField("deletion_file") for f in manifest.fragments):
+        raise SchemaError(
+            "add_columns from rows matches them to the table's rows by position, and the table has deleted rows; "
+            "compact it first, or use merge(data, key) to match rows by a key"
+        )
+    data = rows.read_all()
+    _check_new_names(data.column_names, schema)
+    total = sum(f.physical_rows for f in manifest.fragments)
+    if data.num_rows != total:
+        raise SchemaError(f"add_columns: the data has {data.num_rows} rows, the table {total}; they must be equal")
+    new_fields, _ = schema_mod.fields_from_schema(data.schema, next_field_id=max(manifest.max_field_id, -1) + 1)
+    starts = dict(
+        zip(
+            [f.id for f in manifest.fragments],
+            np.cumsum([0] + [f.physical_rows for f in manifest.fragments]),
+            strict=False,
+        )
+    )
+
+    def compute(frag: pb.DataFragment) -> pa.Table:
+        return data.slice(int(starts[frag.id]), frag.physical_rows)
+
+    fragments, written = _with_files(store, manifest, new_fields, compute)
+    op = ops.Merge(
+        fragments=fragments, schema=list(manifest.fields) + new_fields, schema_metadata=dict(manifest.schema_metadata)
+    )
+    return ColumnPlan(op, written)
+
+
 def plan_merge(
     store: ObjectStore, manifest: pb.Manifest, data: Any, left_on: str, right_on: str | None = None
 ) -> ColumnPlan:
@@ -201,7 +237,7 @@ def _resolve_path(fields: list[pb.Field], path: str) -> pb.Field:
         if not candidates:
             where = "the table" if parent == -1 else f"struct {'.'.join(parts[:depth])!r}"
             names = [f.name for f in fields if f.parent_id == parent]
-            raise SchemaError(f"{where} has no column {part!r} (looking up {path!r}); it has {names}")
+            raise SchemaError(f'Column "{part}" does not exist in {where} (looking up {path!r}); it has {names}')
         current = candidates[0]
         parent = current.id
     assert current is not None
@@ -234,37 +270,142 @@ def plan_drop_columns(manifest: pb.Manifest, columns: Sequence[str]) -> ops.Proj
 _ALTER_KEYS = {"path", "name", "nullable", "data_type"}
 
 
-def plan_alter_columns(manifest: pb.Manifest, alterations: Sequence[Mapping[str, Any]]) -> ops.Project:
-    """Rename columns and make them nullable (pylance's `alter_columns` dicts): metadata only.
+def plan_alter_columns(
+    store: ObjectStore, manifest: pb.Manifest, alterations: Sequence[Mapping[str, Any]]
+) -> ColumnPlan:
+    """pylance's `alter_columns` dicts: rename (`name`), make nullable (`nullable`: metadata only) and change a
+    top-level column's type (`data_type`: its values are cast into a new data file per fragment, under a new
+    field id at the same place in the schema, as Lance does; one Merge).
 
-    Changing a type would rewrite data and is refused, as is making a nullable column non-nullable
-    (existing rows may hold nulls).
+    Making a nullable column non-nullable is refused (existing rows may hold nulls), and so is a cast that
+    would change a value (SchemaError naming the first such value; nothing is written).
 
     Args:
         manifest: the version the operation reads
-        alterations: pylance's dicts: `path`, and `name` and/or `nullable`
+        alterations: pylance's dicts: `path`, and any of `name`, `nullable`, `data_type`
     """
+    fields, retyped = _altered_fields(manifest, alterations)
+    if not retyped:
+        return ColumnPlan(ops.Project(schema=fields), [])
+    original = {f.id: f.name for f in manifest.fields}
+    next_id = max(manifest.max_field_id, *(f.id for f in fields)) + 1
+    replacements: dict[int, list[pb.Field]] = {}
+    for field_id, new_type in retyped.items():
+        old = next(f for f in fields if f.id == field_id)
+        arrow_field = pa.field(old.name, new_type, nullable=old.nullable)
+        replacements[field_id], _ = schema_mod.fields_from_schema(pa.schema([arrow_field]), next_id)
+        next_id = max(f.id for f in replacements[field_id]) + 1
+    new_fields = [f for field_id in retyped for f in replacements[field_id]]
+    replaced = {f.id for f in field_subtree(fields, set(retyped))}
+    schema: list[pb.Field] = []
+    for f in fields:
+        if f.id in replacements:
+            schema.extend(replacements[f.id])
+        elif f.id not in replaced:
+            schema.append(f)
+
+    def compute(frag: pb.DataFragment) -> pa.Table:
+        old = read_fragment(store, manifest, frag, [original[i] for i in retyped])
+        columns = [_cast_column(old.column(i), t, original[fid]) for i, (fid, t) in enumerate(retyped.items())]
+        return pa.table(columns, names=[replacements[fid][0].name for fid in retyped])
+
+    fragments, written = _with_files(store, manifest, new_fields, compute)
+    return ColumnPlan(
+        ops.Merge(fragments=fragments, schema=schema, schema_metadata=dict(manifest.schema_metadata)), written
+    )
+
+
+def _cast_column(values: pa.ChunkedArray, target: pa.DataType, path: str) -> pa.ChunkedArray:
+    """`values` as `target`; SchemaError naming the first value the cast would change."""
+    try:
+        return values.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        first = _first_uncastable(values, target)
+        name = _type_name(target)
+        raise SchemaError(
+            f"Can't cast value {first} to type {name}: alter_columns of {path!r} ({values.type} -> {target}) "
+            f"would change it ({exc}); nothing was changed"
+        ) from exc
+
+
+_KINDS = (
+    pa.types.is_integer,
+    pa.types.is_floating,
+    lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
+    lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t),
+)
+_TYPE_NAMES = {"string": "Utf8", "large_string": "LargeUtf8", "large_binary": "LargeBinary", "bool": "Boolean"}
+_TYPE_NAMES |= {"double": "Float64", "float": "Float32", "halffloat": "Float16"}
+
+
+def _same_kind(current: pa.DataType, new: pa.DataType) -> bool:
+    """Whether `alter_columns` casts `current` to `new` (pylance's rule: within one kind of type)."""
+    lists = (pa.types.is_list, pa.types.is_large_list, pa.types.is_fixed_size_list)
+    if any(f(current) for f in lists) and any(f(new) for f in lists):
+        return _same_kind(current.value_type, new.value_type)
+    return any(kind(current) and kind(new) for kind in _KINDS)
+
+
+def _type_name(t: pa.DataType) -> str:
+    """A type as pylance's messages name it (DataFusion's names: Int32, Utf8, ...)."""
+    name = str(t)
+    return _TYPE_NAMES.get(
+        name, name.replace("uint", "UInt").capitalize() if not name.startswith("uint") else "UInt" + name[4:]
+    )
+
+
+def _first_uncastable(values: pa.ChunkedArray, target: pa.DataType) -> Any:
+    for value in values.to_pylist():
+        try:
+            pa.array([value], values.type).cast(target)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return value
+    return None
+
+
+def _altered_fields(
+    manifest: pb.Manifest, alterations: Sequence[Mapping[str, Any]]
+) -> tuple[list[pb.Field], dict[int, pa.DataType]]:
+    """The manifest's fields with renames and nullability applied, and the top-level field ids to retype."""
     if not alterations:
         raise SchemaError("alter_columns needs at least one alteration")
     fields = [pb.Field() for _ in manifest.fields]
     for copy, original in zip(fields, manifest.fields, strict=True):
         copy.CopyFrom(original)
     schema = schema_mod.manifest_schema(manifest)
+    retyped: dict[int, pa.DataType] = {}
     for alteration in alterations:
         if not isinstance(alteration, Mapping) or "path" not in alteration:
             raise SchemaError(f"an alteration is a dict with a 'path' key, got {alteration!r}")
         unknown = set(alteration) - _ALTER_KEYS
         if unknown:
-            raise SchemaError(f"alteration of {alteration['path']!r} has unknown key(s) {sorted(unknown)}")
+            raise SchemaError(
+                f"Unknown key: {', '.join(sorted(unknown))} in the alteration of {alteration['path']!r}; "
+                f"the keys are {sorted(_ALTER_KEYS)}"
+            )
+        if all(alteration.get(k) is None for k in ("name", "nullable", "data_type")):
+            raise SchemaError(
+                f"At least one of name, nullable, or data_type must be specified (alteration of {alteration['path']!r})"
+            )
         field = _resolve_path(fields, alteration["path"])
         if alteration.get("data_type") is not None:
-            current = _arrow_type(schema, alteration["path"])
-            if not isinstance(alteration["data_type"], pa.DataType) or not alteration["data_type"].equals(current):
-                raise SchemaError(
-                    f"alter_columns: changing the type of {alteration['path']!r} ({current} -> "
-                    f"{alteration['data_type']}) rewrites data and is not supported; add a new column with a "
-                    "CAST expression (add_columns) and drop the old one"
-                )
+            current, new_type = _arrow_type(schema, alteration["path"]), alteration["data_type"]
+            if not isinstance(new_type, pa.DataType):
+                raise SchemaError(f"'data_type' of {alteration['path']!r} must be a pyarrow DataType, got {new_type!r}")
+            if not new_type.equals(current):
+                if not _same_kind(current, new_type):
+                    raise SchemaError(
+                        f'Cannot cast column "{alteration["path"]}" from {_type_name(current)} to '
+                        f"{_type_name(new_type)}: alter_columns changes a type within its kind only (integers, "
+                        "floats, strings, binaries, lists of those), as pylance; add a column with a CAST expression "
+                        "for anything else"
+                    )
+                if field.parent_id != -1:
+                    raise SchemaError(
+                        f"alter_columns: changing the type of the struct field {alteration['path']!r} is not "
+                        "supported; change the type of a top-level column"
+                    )
+                retyped[field.id] = new_type
         if "nullable" in alteration:
             nullable = alteration["nullable"]
             if not isinstance(nullable, bool):
@@ -283,7 +424,7 @@ def plan_alter_columns(manifest: pb.Manifest, alterations: Sequence[Mapping[str,
             if name in siblings:
                 raise SchemaError(f"cannot rename {alteration['path']!r} to {name!r}: that name exists already")
             field.name = name
-    return ops.Project(schema=fields)
+    return fields, retyped
 
 
 def _arrow_type(schema: pa.Schema, path: str) -> pa.DataType:

@@ -16,7 +16,12 @@ from mvcc_core.errors import SchemaError, TableNotFoundError, UnsupportedFeature
 from mvcc_core.format import operations as ops
 from mvcc_core.format import schema as schema_mod
 from mvcc_core.format.bases import data_file_uris, find_base
-from mvcc_core.format.fragments import DEFAULT_MAX_ROWS_PER_FILE, to_reader, write_fragments_from_reader
+from mvcc_core.format.fragments import (
+    DEFAULT_MAX_ROWS_PER_FILE,
+    to_reader,
+    with_missing_nullable,
+    write_fragments_from_reader,
+)
 from mvcc_core.format.naming import ManifestNaming
 from mvcc_core.format.row_ids import ENABLE_CONFIG_KEY
 from mvcc_core.format.row_ids import enabled as row_ids_enabled
@@ -90,7 +95,7 @@ def append_transaction(
     transaction_properties = check_properties(transaction_properties)  # before a byte is written
     manifest = state.manifest
     base = find_base(manifest.base_paths, target_base) if target_base is not None else None
-    reader = to_reader(data, state.schema)
+    reader = with_missing_nullable(to_reader(data, state.schema), state.schema)
     fragments = write_fragments_from_reader(
         state.store, reader, list(manifest.fields), state.schema, max_rows_per_file, base
     )
@@ -245,6 +250,27 @@ def fields_for_overwrite(current: pb.Manifest | None, schema: pa.Schema) -> list
     return fields
 
 
+def check_metadata_utf8(schema: pa.Schema) -> None:
+    """Refuse schema or field metadata that is not UTF-8 text, as pylance does (before a byte is written).
+
+    Args:
+        schema: The schema of a new table.
+
+    Raises:
+        SchemaError: a metadata key or value is not UTF-8 (e.g. a pickle); encode it (base64) first.
+    """
+    owners = [("the schema", schema.metadata)] + [(f"field {f.name!r}", f.metadata) for f in schema]
+    for owner, metadata in owners:
+        for key, value in (metadata or {}).items():
+            try:
+                key.decode("utf-8")
+                value.decode("utf-8")
+            except UnicodeDecodeError:
+                raise SchemaError(
+                    f"metadata key {key[:40]!r} of {owner} is not UTF-8 text; encode binary values (base64) first"
+                ) from None
+
+
 def check_first_write_mode(mode: str, where: str | None) -> None:
     """Refuse an unknown mode, or `where` without mode "overwrite".
 
@@ -328,6 +354,7 @@ def write_new_table(
     """
     reader = to_reader(data, schema)
     table_schema = schema or reader.schema
+    check_metadata_utf8(table_schema)
     check = check_rows(where, table_schema) if where is not None else None
     fields, _ = schema_mod.fields_from_schema(table_schema)
     fragments = write_fragments_from_reader(store, reader, fields, table_schema, max_rows_per_file, check=check)

@@ -52,6 +52,14 @@ from mvcc_core.read.scan_index import IndexedReads
 from mvcc_core.read.scan_row_addresses import RowAddressReads
 from mvcc_core.read.sql_filter import Projection
 from mvcc_core.read.sql_source import unknown_column_problem
+from mvcc_core.read.system_columns import (
+    ROW_OFFSET,
+    SystemColumns,
+    arrange,
+    output_names,
+    row_offsets,
+    split_system_columns,
+)
 
 __all__ = ["DEFAULT_BATCH_SIZE", "ROW_ADDRESS", "IndexUse", "Scan", "ScanPlan", "missing_files", "read_fragment"]
 
@@ -160,6 +168,13 @@ class Scan(RowAddressReads, IndexedReads):
                 raise ValueError(f"columns: {clash[0]!r} is the name of the row id / row address column asked for")
             self._projection = columns
             columns = list(columns.columns)
+        self._system = SystemColumns(None, with_row_id, with_row_address)
+        if columns is not None and self._projection is None:  # pylance's system columns named in `columns`
+            columns, self._system = split_system_columns(
+                columns, self.table_schema.names, with_row_id, with_row_address
+            )
+            with_row_id, with_row_address = self._system.with_row_id, self._system.with_row_address
+            self._extra = ([ROW_ID] if with_row_id else []) + ([ROW_ADDRESS] if with_row_address else [])
         if columns is not None:
             columns = list(columns)
             unknown = [c for c in columns if c not in self.table_schema.names]
@@ -203,13 +218,26 @@ class Scan(RowAddressReads, IndexedReads):
         self._addresses: np.ndarray | None = None  # what the chosen index names, looked up once
 
     @property
+    def dataset_schema(self) -> pa.Schema:
+        """pylance's `dataset_schema`: the schema of the table version scanned."""
+        return self.table_schema
+
+    @property
+    def projected_schema(self) -> pa.Schema:
+        """pylance's `projected_schema`: the schema of the rows the scan returns (`output_schema`)."""
+        return self.output_schema
+
+    @property
     def output_schema(self) -> pa.Schema:
         if self._projection is not None:
             out = self._projection.schema.with_metadata(self.table_schema.metadata)
         else:
             out = pa.schema([self.table_schema.field(c) for c in self.columns], metadata=self.table_schema.metadata)
         for name in self._extra:
-            out = out.append(pa.field(name, pa.uint64(), nullable=False))
+            out = out.append(pa.field(name, pa.uint64()))  # nullable, as pylance types it
+        if self._system.order is not None:
+            out = out.append(pa.field(ROW_OFFSET, pa.uint64()))
+            out = pa.schema([out.field(n) for n in output_names(self._system)], metadata=out.metadata)
         return out
 
     def explain(self) -> ScanPlan:
@@ -346,7 +374,7 @@ class Scan(RowAddressReads, IndexedReads):
         """Relabel physical columns `names` (plus `_rowaddr`), apply a caller's filter, project."""
         logical = pa.schema([self.table_schema.field(n) for n in names])
         for name in self._extra:
-            logical = logical.append(pa.field(name, pa.uint64(), nullable=False))
+            logical = logical.append(pa.field(name, pa.uint64()))
         table = schema_mod.relabel(data, logical)
         if isinstance(table, pa.RecordBatch):
             table = pa.Table.from_batches([table])
@@ -360,9 +388,10 @@ class Scan(RowAddressReads, IndexedReads):
 
     def _output(self, table: pa.Table) -> pa.Table:
         """The output columns of relabelled rows: the columns asked for (or the projection's expressions,
-        computed), then `_rowid` / `_rowaddr`."""
+        computed), then `_rowid` / `_rowaddr`; system columns named in `columns` in the order named."""
         if self._projection is None:
-            return table.select(self.columns + self._extra)
+            out = table.select(self.columns + self._extra)
+            return arrange(out, self._system, lambda a: row_offsets(self.manifest.fragments, a, self._live_mask))
         source = table.select(list(self._projection.columns))
         if not source.num_columns:  # constant expressions: a column of nulls carries the row count
             source = pa.table({"__mvcc_rows": pa.nulls(table.num_rows)})

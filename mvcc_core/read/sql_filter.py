@@ -65,6 +65,11 @@ def to_value_expression(sql: str, schema: pa.Schema, target: pa.DataType, column
     value = translator.parse_value()
     # Same type family, NULL, or a string literal that the bound cast below must parse (`'2024-01-01'`).
     literal_string = type_category(value.type) == "string" and value.const is not None
+    if value.const is not None and _is_list(value.type) and _is_list(target):  # `[3.0, 4.0]` for a list column
+        try:
+            return pc.scalar(value.const.cast(target))
+        except ARROW_ERRORS as e:
+            raise SchemaError(f"update value for column {column!r}: {sql!r} cannot be {target}: {first_line(e)}") from e
     if type_category(value.type) not in ("null", type_category(target)) and not literal_string:
         raise SchemaError(f"update value for column {column!r}: {sql!r} is {value.type}, the column is {target}")
     expr = value.expr.cast(target) if not value.type.equals(target) else value.expr
@@ -73,6 +78,10 @@ def to_value_expression(sql: str, schema: pa.Schema, target: pa.DataType, column
     except ARROW_ERRORS as e:
         raise SchemaError(f"update value for column {column!r}: {sql!r} cannot be {target}: {first_line(e)}") from e
     return expr
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
 
 
 def to_column_expression(

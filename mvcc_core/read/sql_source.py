@@ -14,10 +14,12 @@ from sqlglot.parser import Parser
 
 
 class PredicateDialect(Dialect):
-    """sqlglot's default SQL plus backtick-quoted identifiers, which pylance accepts next to "double"."""
+    """sqlglot's default SQL plus backtick-quoted identifiers, which pylance accepts next to "double", and
+    binary literals X'616263'."""
 
     class Tokenizer(tokens.Tokenizer):
         IDENTIFIERS = ['"', "`"]
+        HEX_STRINGS = [("X'", "'"), ("x'", "'")]
 
 
 # --------------------------------------------------------------------------------------------------------

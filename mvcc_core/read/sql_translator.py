@@ -18,6 +18,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, SqlglotError, TokenError
 
 from mvcc_core.errors import PredicateError
+from mvcc_core.read.sql_functions import function_handlers
 from mvcc_core.read.sql_source import (
     PredicateDialect,
     Snippet,
@@ -183,6 +184,7 @@ class Translator:
             exp.StartsWith: self._starts_ends_with,
             exp.EndsWith: self._starts_ends_with,
         }
+        self._handlers.update(function_handlers(self))
         for cls in _COMPARISONS:
             self._handlers[cls] = self._comparison
         for cls in _ARITHMETIC:

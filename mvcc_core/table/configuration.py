@@ -70,17 +70,27 @@ class ConfigurationMethods:
         upsert: dict[str, str] | None = None,
         delete: Sequence[str] | None = None,
         *,
+        replace: bool = False,
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> Self:
-        """Set (`upsert`) and remove (`delete`) table configuration keys (one UpdateConfig).
+        """Set (`upsert`; a None value removes the key, as in pylance) and remove (`delete`) table configuration
+        keys (one UpdateConfig).
 
         Args:
-            upsert: configuration keys to set, with their values
-            delete: configuration keys to remove
-            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
+            upsert: Keys to set; a None value removes the key.
+            delete: Keys to remove.
+            replace: Remove every key not in `upsert` (pylance's `replace=True`).
+            commit_message: The message stored with the transaction.
+            transaction_properties: Properties stored with the transaction.
+            max_retries: How many times a lost race is retried.
+
+        Returns:
+            This handle, moved to the new version.
         """
+        if replace:
+            upsert = _replaced(list(self.manifest.config), dict(upsert or {}), True)
         return self.commit(
             ops.UpdateConfig.of(upsert, list(delete or [])),
             commit_message=commit_message,
@@ -88,12 +98,54 @@ class ConfigurationMethods:
             max_retries=max_retries,
         )
 
+    def delete_config_keys(self, keys: Sequence[str], *, max_retries: int = DEFAULT_MAX_RETRIES) -> Self:
+        """pylance's `delete_config_keys`: remove these configuration keys (one UpdateConfig).
+
+        Args:
+            keys: The keys to remove.
+            max_retries: How many times a lost race is retried.
+
+        Returns:
+            This handle, moved to the new version.
+        """
+        return self.update_config(delete=list(keys), max_retries=max_retries)
+
+    def update_schema_metadata(self, values: dict[str, str | None], *, replace: bool = False) -> Self:
+        """pylance's `update_schema_metadata`: set schema metadata keys (None removes one).
+
+        Args:
+            values: The keys to set.
+            replace: Remove every key not in `values` first.
+
+        Returns:
+            This handle, moved to the new version.
+        """
+        current = [k.decode() for k in (self.schema.metadata or {})]
+        return self.update_metadata(schema_metadata=_replaced(current, values, replace))
+
+    def update_field_metadata(self, values: dict[str, dict[str, str | None]], *, replace: bool = False) -> Self:
+        """pylance's `update_field_metadata`: set metadata keys of fields named by column (None removes one).
+
+        Args:
+            values: Column name -> the keys to set.
+            replace: Remove every other key of those fields first.
+
+        Returns:
+            This handle, moved to the new version.
+        """
+        fields = {}
+        for name, keys in values.items():
+            existing = self.schema.field(name).metadata if name in self.schema.names else None
+            fields[name] = _replaced([k.decode() for k in (existing or {})], keys, replace)
+        return self.update_metadata(field_metadata=fields)
+
     def update_metadata(
         self,
         table_metadata: dict[str, str | None] | None = None,
         schema_metadata: dict[str, str | None] | None = None,
         field_metadata: dict[str, dict[str, str | None]] | None = None,
         *,
+        replace: bool = False,
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
@@ -101,11 +153,22 @@ class ConfigurationMethods:
         """Change table, schema or field metadata (a None value removes the key). Fields are named by column.
 
         Args:
-            table_metadata: table metadata to set (a None value removes the key)
-            schema_metadata: schema metadata to set (a None value removes the key)
-            field_metadata: column name -> field metadata to set (a None value removes the key)
-            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
+            table_metadata: Table metadata keys to set (pylance's `update_metadata(values)`).
+            schema_metadata: Schema metadata keys to set.
+            field_metadata: Column name -> field metadata keys to set.
+            replace: Remove every table metadata key not in `table_metadata` (pylance's `replace=True`).
+            commit_message: The message stored with the transaction.
+            transaction_properties: Properties stored with the transaction.
+            max_retries: How many times a lost race is retried.
+
+        Returns:
+            This handle, moved to the new version.
+
+        Raises:
+            SchemaError: `field_metadata` names a column the table does not have.
         """
+        if replace:
+            table_metadata = _replaced(list(self.manifest.table_metadata), table_metadata or {}, True)
         by_name = schema_mod.field_ids_by_name(list(self.manifest.fields))
         unknown = [name for name in (field_metadata or {}) if name not in by_name]
         if unknown:
@@ -147,6 +210,12 @@ class ConfigurationMethods:
     def mem_wal_state(self) -> dict[str, int]:
         """MemWAL regions (UUID string) -> their merged generation, in this version."""
         return {str(uuid.UUID(bytes=r.region_id.uuid)): r.merged_generation for r in self.manifest.mem_wal_regions}
+
+
+def _replaced(current: Sequence[str], values: dict[str, str | None], replace: bool) -> dict[str, str | None]:
+    """`values`, plus a removal of every key of `current` it lacks when `replace`."""
+    removed: dict[str, str | None] = {k: None for k in current if k not in values} if replace else {}
+    return {**removed, **values}
 
 
 def checked_merged_generations(

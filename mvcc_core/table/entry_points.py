@@ -116,6 +116,8 @@ def write_table(
     max_retries: int = DEFAULT_MAX_RETRIES,
     external_store: str | ExternalManifestStore | None = None,
     enable_stable_row_ids: bool = False,
+    data_storage_version: str | None = None,
+    max_rows_per_group: int | None = None,
 ) -> Table:
     """Create a table, or append to / overwrite an existing one (pylance's `write_dataset`); one commit.
 
@@ -125,7 +127,7 @@ def write_table(
 
     Args:
         data: The rows: a pyarrow Table, RecordBatch(Reader), pandas DataFrame or anything `pa.table` accepts.
-        uri: The table's root.
+        uri: The table's root, or a handle on the table (pylance: a dataset as the target).
         mode: "create" (TableExistsError if a table is there), "append" or "overwrite" (both create the table,
             with `data`'s rows, when there is none).
         where: Mode "overwrite" only, a SQL predicate: replace only the rows matching it
@@ -140,12 +142,17 @@ def write_table(
         external_store: See `open_table`; the object store then needs no conditional writes.
         enable_stable_row_ids: At creation only: every row gets an id that survives updates and compaction
             (`with_row_id=True` in scans); sets the `stable_row_ids` reader and writer flags.
+        data_storage_version: pylance's Lance file format version ("legacy", "stable", "2.0", ...): accepted
+            and ignored, mvcc writes Parquet (docs/pylance_compat.md).
+        max_rows_per_group: pylance's rows per Lance page group: accepted (a positive int) and ignored,
+            mvcc sizes Parquet row groups itself (docs/pylance_compat.md).
 
     Returns:
         A handle on the version committed.
 
     Raises:
-        ValueError: an unknown mode, or `where` without mode "overwrite".
+        ValueError: an unknown mode, `where` without mode "overwrite", or a `max_rows_per_group` below 1.
+        TypeError: `data_storage_version` is not a str or `max_rows_per_group` not an int.
         TableExistsError: mode "create" and a table is there.
         SchemaError: `data` does not fit the table's (or the winner's) schema.
         PredicateError: a row of `data` does not match `where` (nothing is left behind).
@@ -155,6 +162,9 @@ def write_table(
         t = mvcc.write_table(pa.table({"id": [1, 2, 3]}), "/tmp/t", commit_message="initial load")
     """
     write.check_first_write_mode(mode, where)
+    _check_ignored_lance_options(data_storage_version, max_rows_per_group)
+    if isinstance(uri, Table):
+        uri = uri.uri
     uri = as_uri(uri)
     naming = ManifestNaming.parse(manifest_naming)
     properties = check_properties(transaction_properties)
@@ -196,6 +206,17 @@ def write_table(
         enable_stable_row_ids=enable_stable_row_ids,
     )
     return Table(state)
+
+
+def _check_ignored_lance_options(data_storage_version: Any, max_rows_per_group: Any) -> None:
+    """Refuse a wrong type for pylance's Lance-file options, which mvcc accepts and ignores."""
+    if data_storage_version is not None and not isinstance(data_storage_version, str):
+        raise TypeError(f"data_storage_version must be a str, got {type(data_storage_version).__name__}")
+    if max_rows_per_group is not None:
+        if isinstance(max_rows_per_group, bool) or not isinstance(max_rows_per_group, int):
+            raise TypeError(f"max_rows_per_group must be an int, got {type(max_rows_per_group).__name__}")
+        if max_rows_per_group < 1:
+            raise ValueError(f"max_rows_per_group must be at least 1, got {max_rows_per_group}")
 
 
 def create_table_from_fragments(

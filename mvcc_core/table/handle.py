@@ -12,6 +12,8 @@ multi-table publish, a Dagster op. Public options are keyword-only.
 
 from __future__ import annotations
 
+import os
+import shutil
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
@@ -22,6 +24,7 @@ import pyarrow.compute as pc
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.errors import (
+    ObjectNotFoundError,
     TableExistsError,
 )
 from mvcc_core.format import operations as ops
@@ -70,6 +73,30 @@ class UpdateResult(dict):
     def num_rows_updated(self) -> int:
         """How many rows the update changed."""
         return int(self["num_rows_updated"])
+
+
+def _pylance_update_arguments(
+    values: dict[str, Any] | None,
+    updates: dict[str, Any] | None,
+    conflict_retries: int | None,
+    retry_timeout: timedelta | None,
+) -> dict[str, Any]:
+    """The update's values from `values` or pylance's `updates=`, with pylance's retry options checked."""
+    if (values is None) == (updates is None):
+        raise TypeError("update needs the new values: give `values` (or pylance's `updates=`), exactly once")
+    if conflict_retries is not None and (isinstance(conflict_retries, bool) or not isinstance(conflict_retries, int)):
+        raise TypeError(f"conflict_retries must be an int, got {type(conflict_retries).__name__}")
+    if retry_timeout is not None and not isinstance(retry_timeout, timedelta):
+        raise TypeError(f"retry_timeout must be a timedelta, got {type(retry_timeout).__name__}")
+    return values if values is not None else updates
+
+
+class ConfigView(dict):
+    """The configuration keys of a version: a dict (mvcc's `t.config["k"]`) that can be called for a copy
+    (pylance's `ds.config()["k"]`)."""
+
+    def __call__(self) -> dict[str, str]:
+        return dict(self)
 
 
 class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, ConfigurationMethods, BranchMethods):
@@ -136,9 +163,20 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
         return self._state.schema
 
     @property
-    def config(self) -> dict[str, str]:
-        """The table's configuration keys of this version (see `update_config`)."""
-        return dict(self.manifest.config)
+    def config(self) -> ConfigView:
+        """The table's configuration keys of this version (see `update_config`): a dict, which can also be
+        called (`t.config()`, pylance's method) for a copy."""
+        return ConfigView(self.manifest.config)
+
+    @property
+    def schema_metadata(self) -> dict[str, str]:
+        """pylance's `schema_metadata`: the schema's metadata of this version, decoded."""
+        return {k.decode(): v.decode() for k, v in (self.schema.metadata or {}).items()}
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """pylance's `metadata`: the table's metadata of this version (the same as `table_metadata`)."""
+        return dict(self.manifest.table_metadata)
 
     @property
     def table_metadata(self) -> dict[str, str]:
@@ -512,9 +550,12 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
 
     def update(
         self,
-        values: dict[str, Any],
+        values: dict[str, Any] | None = None,
         where: str | pc.Expression | None = None,
         *,
+        updates: dict[str, Any] | None = None,
+        conflict_retries: int | None = None,
+        retry_timeout: timedelta | None = None,
         mode: str | None = None,
         merged_generations: dict[str | uuid.UUID, int] | None = None,
         commit_message: str | None = None,
@@ -536,7 +577,12 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
             commit_message: the message stored with the transaction
             transaction_properties: properties stored with the transaction (a dict of str to str)
             max_retries: how many lost commit races to retry before giving up
+            updates: pylance's keyword for `values` (give one of them)
+            conflict_retries: pylance's, accepted (an int); mvcc does not re-run an update that loses a
+                conflict, it raises it
+            retry_timeout: pylance's, accepted (a timedelta), for the same reason unused
         """
+        values = _pylance_update_arguments(values, updates, conflict_retries, retry_timeout)
         txn, rows = self._stage_update(values, where, mode, merged_generations, commit_message, transaction_properties)
         if txn is not None:
             self.commit(txn, max_retries=max_retries)
@@ -553,6 +599,28 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
         return MergeInsertBuilder(self._state, on, lambda txn, retries: self.commit(txn, max_retries=retries))
 
     # ---- base paths and clones ---------------------------------------------------------------
+
+    @staticmethod
+    def drop(uri: Uri, ignore_not_found: bool = False, *, storage_options: dict[str, Any] | None = None) -> None:
+        """pylance's `LanceDataset.drop`: remove the table at `uri`, every version and data file under its root.
+
+        Args:
+            uri: The table's root.
+            ignore_not_found: Return quietly when no table is there.
+            storage_options: The store's options.
+
+        Raises:
+            ObjectNotFoundError: no table is at `uri` (an OSError, as pylance's) and `ignore_not_found` is False.
+        """
+        root = as_uri(uri)
+        store = open_store(root, storage_options)
+        if not table_exists(store):
+            if ignore_not_found:
+                return
+            raise ObjectNotFoundError(f"no table at {root} to drop")
+        store.delete_many([meta.path for meta in store.list("")])
+        if store.scheme == "file" and os.path.isdir(store.full_path("")):
+            shutil.rmtree(store.full_path(""), ignore_errors=True)  # the emptied directories
 
     def clone(
         self,

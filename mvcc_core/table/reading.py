@@ -27,7 +27,8 @@ class ReadingMethods:
         """A scan of this version: `to_batches()`, `to_table()`, `count_rows()`, `explain()`.
 
         SQL `columns` use pylance's shape (`{"total": "price * qty"}`, the SQL filters accept); `filter` is
-        pushed down and answered from scalar indices alike.
+        pushed down and answered from scalar indices alike. A name `struct.field` in a list of columns is that
+        struct field, as a column of that name (pylance's nested projection).
 
         Args:
             columns: column names, or a dict of output name -> SQL expression over the table's columns (None: every
@@ -40,7 +41,7 @@ class ReadingMethods:
         return Scan(
             self._state.store,
             self.manifest,
-            columns,
+            _nested_paths(columns, self.schema),
             filter,
             with_row_address,
             batch_size,
@@ -128,7 +129,9 @@ class ReadingMethods:
         for frag_index in np.unique(owner):
             wanted = np.flatnonzero(owner == frag_index)
             frag = fragments[int(frag_index)]
-            rows = Scan(self._state.store, self.manifest, columns, fragments=[frag]).to_table()
+            rows = Scan(
+                self._state.store, self.manifest, _nested_paths(columns, self.schema), fragments=[frag]
+            ).to_table()
             parts.append(rows.take(pa.array(positions[wanted] - starts[frag_index])))
             order.append(wanted)
         if not parts:
@@ -145,11 +148,26 @@ class ReadingMethods:
         return self.scanner(filter=filter, columns=[]).count_rows()
 
 
+def _nested_paths(
+    columns: Sequence[str] | Mapping[str, str] | None, schema: pa.Schema
+) -> Sequence[str] | Mapping[str, str] | None:
+    """A list naming struct fields (`["a", "meta.lang"]`) as the projection that computes them; else as given."""
+    if columns is None or isinstance(columns, str | Mapping):
+        return columns
+    names = list(columns)
+    nested = [c for c in names if c not in schema.names and "." in c and c.split(".")[0] in schema.names]
+    if not nested:
+        return columns
+    return {
+        c: ".".join('"' + p.replace('"', '""') + '"' for p in (c.split(".") if c in nested else [c])) for c in names
+    }
+
+
 def _sliced(scan: Scan, limit: int | None, offset: int | None) -> pa.Table:
     """`offset` rows skipped, then at most `limit`, reading no further than needed."""
     for name, value in (("limit", limit), ("offset", offset)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+            raise ValueError(f"{name.capitalize()} must be non-negative (an int), got {value!r}")
     skip, left = offset or 0, limit
     batches = []
     for batch in scan.to_batches():

@@ -7,8 +7,10 @@ from typing import Any, Self
 
 import pyarrow as pa
 
+from mvcc_core.format.fragments import to_reader
 from mvcc_core.ops.schema_evolution import (
     plan_add_columns,
+    plan_add_columns_from_rows,
     plan_alter_columns,
     plan_drop_columns,
     plan_merge,
@@ -23,28 +25,45 @@ class SchemaChangeMethods:
 
     def add_columns(
         self,
-        transforms: dict[str, str] | pa.Field | list[pa.Field] | pa.Schema,
+        transforms: dict[str, str] | pa.Field | list[pa.Field] | pa.Schema | Any,
         *,
+        reader_schema: pa.Schema | None = None,
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> Self:
-        """New columns from SQL expressions (`{"total": "price * qty"}`) or all-null columns from Arrow
-        fields. Every fragment gets one new data file; existing files are not rewritten. One Merge.
+        """New columns from SQL expressions (`{"total": "price * qty"}`), all-null columns from Arrow fields, or
+        (pylance's reader form) rows of new columns in table order: a Table, RecordBatchReader or iterator of
+        batches with `reader_schema`. Every fragment gets one new data file; existing files are not rewritten.
+        One Merge.
 
         Args:
-            transforms: new column name -> SQL over existing columns, or Arrow fields (a schema) for all-null columns
-            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
+            transforms: SQL expressions by new column name, Arrow fields, or rows of the new columns.
+            reader_schema: The schema of `transforms` when it is an iterator of batches.
+            commit_message: The message stored with the transaction.
+            transaction_properties: Properties stored with the transaction.
+            max_retries: How many times a lost race is retried.
+
+        Returns:
+            This handle, moved to the new version.
+
+        Raises:
+            SchemaError: a bad expression or name, or rows that do not match the table's (their number, or a
+                table with deleted rows).
         """
         txn = self.add_columns_uncommitted(
-            transforms, commit_message=commit_message, transaction_properties=transaction_properties
+            transforms,
+            reader_schema=reader_schema,
+            commit_message=commit_message,
+            transaction_properties=transaction_properties,
         )
         return self.commit(txn, max_retries=max_retries)
 
     def add_columns_uncommitted(
         self,
-        transforms: dict[str, str] | pa.Field | list[pa.Field] | pa.Schema,
+        transforms: dict[str, str] | pa.Field | list[pa.Field] | pa.Schema | Any,
         *,
+        reader_schema: pa.Schema | None = None,
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
     ) -> Transaction:
@@ -52,7 +71,11 @@ class SchemaChangeMethods:
 
         Args: see :meth:`add_columns`
         """
-        plan = plan_add_columns(self._state.store, self.manifest, transforms)
+        if reader_schema is not None or isinstance(transforms, pa.Table | pa.RecordBatchReader | pa.RecordBatch):
+            rows = to_reader(transforms, reader_schema)
+            plan = plan_add_columns_from_rows(self._state.store, self.manifest, rows)
+        else:
+            plan = plan_add_columns(self._state.store, self.manifest, transforms)
         return self._txn(
             plan.operation, plan.written, commit_message=commit_message, transaction_properties=transaction_properties
         )
@@ -63,6 +86,7 @@ class SchemaChangeMethods:
         left_on: str,
         right_on: str | None = None,
         *,
+        schema: pa.Schema | None = None,
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
@@ -73,8 +97,11 @@ class SchemaChangeMethods:
             data: the rows holding the key and the new columns
             left_on: the table's key column
             right_on: the key column of `data` (None: `left_on`)
+            schema: the schema of `data` when it is an iterator of batches (pylance's `merge(reader, key, schema=)`)
             commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
         """
+        if schema is not None:
+            data = to_reader(data, schema)
         plan = plan_merge(self._state.store, self.manifest, data, left_on, right_on)
         txn = self._txn(
             plan.operation, plan.written, commit_message=commit_message, transaction_properties=transaction_properties
@@ -126,18 +153,26 @@ class SchemaChangeMethods:
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> Self:
-        """Rename (`{"path": "a", "name": "b"}`) or make nullable (`"nullable": True`); metadata only.
+        """Rename (`{"path": "a", "name": "b"}`) or make nullable (`"nullable": True`): metadata only; change a
+        top-level column's type (`"data_type": pa.int32()`): its values are cast into new data files (one Merge).
 
         Args:
-            *alterations: pylance's dicts: `path`, and `name` and/or `nullable`
-            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
+            *alterations: pylance's alteration dicts (`path` and any of `name`, `nullable`, `data_type`).
+            commit_message: The message stored with the transaction.
+            transaction_properties: Properties stored with the transaction.
+            max_retries: How many times a lost race is retried.
+
+        Returns:
+            This handle, moved to the new version.
+
+        Raises:
+            SchemaError: a bad alteration, a nullable column made non-nullable, or a cast that would change a
+                value (nothing is written).
         """
-        return self.commit(
-            plan_alter_columns(self.manifest, alterations),
-            commit_message=commit_message,
-            transaction_properties=transaction_properties,
-            max_retries=max_retries,
+        txn = self.alter_columns_uncommitted(
+            *alterations, commit_message=commit_message, transaction_properties=transaction_properties
         )
+        return self.commit(txn, max_retries=max_retries)
 
     def alter_columns_uncommitted(
         self,
@@ -145,14 +180,13 @@ class SchemaChangeMethods:
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
     ) -> Transaction:
-        """`alter_columns` staged, not committed (nothing is written).
+        """`alter_columns` staged, not committed (a type change writes its data files now).
 
         Args: see :meth:`alter_columns`
         """
+        plan = plan_alter_columns(self._state.store, self.manifest, alterations)
         return self._txn(
-            plan_alter_columns(self.manifest, alterations),
-            commit_message=commit_message,
-            transaction_properties=transaction_properties,
+            plan.operation, plan.written, commit_message=commit_message, transaction_properties=transaction_properties
         )
 
     def replace_column(
