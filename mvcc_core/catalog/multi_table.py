@@ -23,6 +23,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from mvcc_core.catalog import chain_rebase
 from mvcc_core.catalog.change_rules import Change, find_conflict
 from mvcc_core.catalog.entries import CHANGES_KEY, SCHEMA, TABLE, TOMBSTONE, VIEW, Entry, live, overwrite_transaction
 from mvcc_core.catalog.errors import (
@@ -655,64 +656,95 @@ class CatalogTransaction:
         )
 
     def _rebase_chain(self, w: _TableWrite, base: Table, chain: list[Transaction], current: int) -> list[Transaction]:
-        needs_rebase = False
-        first = chain[0]
+        """`chain` moved onto `base` (the table moved since the snapshot), step by step.
+
+        The fragments the chain created take new ids on `base`, and each later step that names them is
+        translated to those ids (`chain_rebase.translate`); each step is then checked with the core's resolver
+        against every concurrent table version: compatible goes on, a row-level pair on other rows of a shared
+        fragment is rebased onto the chain rebuilt so far (the union of both deletion vectors; no data file is
+        rewritten), anything else is a retryable conflict.
+        """
+        store = base.state.store
+        concurrent = []
         for v in range(w.base.version + 1, base.version + 1):
             theirs = base.transaction(v)
-            reason = None
             if theirs is None:
-                reason = "its transaction file is unreadable"
-            else:
-                theirs_manifest = base.state.load(v)
-                ctx = ConflictContext(
-                    stable_row_ids=bool(theirs_manifest.writer_feature_flags & FLAG_STABLE_ROW_IDS),
-                    rows_match=partial(rows_match, base.state.store, theirs_manifest),
-                )
-                for i, txn in enumerate(chain):
-                    outcome, rule = resolve(txn, theirs, ctx)
-                    if outcome is Outcome.COMPATIBLE and (i == 0 or isinstance(txn.operation, ops.Append)):
+                raise self._chain_conflict(w, base, chain, current, v, None, "its transaction file is unreadable")
+            theirs_manifest = base.state.load(v)
+            ctx = ConflictContext(
+                stable_row_ids=bool(theirs_manifest.writer_feature_flags & FLAG_STABLE_ROW_IDS),
+                rows_match=partial(rows_match, store, theirs_manifest),
+            )
+            concurrent.append((v, theirs, ctx))
+        old_ids = chain_rebase.created_ids(w.base.manifest, chain, w.base.load)
+        mapping: dict[int, int] = {}
+        manifest = base.manifest
+        out = []
+        for i, staged in enumerate(chain):
+            if i and not chain_rebase.translatable(staged) and (mapping or base.version != w.base.version):
+                v = concurrent[0][0]
+                reason = f"a later {staged.operation.name} of this transaction's chain names fragments by their old ids"
+                raise self._chain_conflict(w, base, chain, current, v, concurrent[0][1], reason)
+            moved = chain_rebase.translate(store, staged, mapping, manifest)
+            w.written.extend(moved.written)
+            w.superseded.extend(moved.superseded)
+            txn, needs_rebase = moved.txn, False
+            for v, theirs, ctx in concurrent:
+                outcome, rule = resolve(txn, theirs, ctx)
+                if outcome is Outcome.COMPATIBLE:
+                    continue
+                reason = rule.when
+                if outcome is Outcome.REBASE and rebase_mod.rebasable(txn.operation, theirs.operation):
+                    try:
+                        rebase_mod.check_rows(txn.operation, theirs.operation)
+                        needs_rebase = True
                         continue
-                    if outcome is Outcome.COMPATIBLE:
-                        reason = "a later change of this transaction's chain names fragments by their old ids"
-                    elif (
-                        outcome is Outcome.REBASE
-                        and i == 0
-                        and all(isinstance(t.operation, ops.Append) for t in chain[1:])
-                        and rebase_mod.rebasable(txn.operation, theirs.operation)
-                    ):
-                        try:
-                            rebase_mod.check_rows(txn.operation, theirs.operation)
-                            needs_rebase = True
-                            continue
-                        except rebase_mod.RowConflict as exc:
-                            reason = exc.reason
-                    else:
-                        reason = rule.when
-                    break
-            if reason is not None:
-                op_name = theirs.operation.name if theirs is not None else "unreadable"
-                raise self._table_rules_conflict(
-                    w,
-                    base,
-                    current,
-                    f"{', '.join(t.operation.name for t in chain)} on {w.origin!r} (table version {w.base.version}) "
-                    f"conflicts with table version {v} ({op_name}) by the table's own rules: {reason}; this "
-                    f"transaction read catalog version {self.snapshot.version}, table {w.origin!r} is published at "
-                    f"catalog version {current} as table version {base.version}",
-                    conflicting_versions=[v],
-                )
-        if not needs_rebase:
-            return chain
-        try:
-            rebased = rebase_mod.rebase(base.state.store, first, base.manifest)
-        except rebase_mod.RowConflict as exc:
-            raise self._table_rules_conflict(
-                w,
-                base,
-                current,
-                f"{first.operation.name} on {w.origin!r} cannot be rebased onto table version {base.version}: "
-                f"{exc.reason}",
-            ) from None
-        w.written.extend(rebased.written)
-        w.superseded = list(rebased.superseded)
-        return [rebased.txn, *chain[1:]]
+                    except rebase_mod.RowConflict as exc:
+                        reason = exc.reason
+                raise self._chain_conflict(w, base, chain, current, v, theirs, reason)
+            if needs_rebase:
+                try:
+                    rebased = rebase_mod.rebase(store, txn, manifest)
+                except rebase_mod.RowConflict as exc:
+                    raise self._table_rules_conflict(
+                        w,
+                        base,
+                        current,
+                        f"{txn.operation.name} on {w.origin!r} cannot be rebased onto table version {base.version}: "
+                        f"{exc.reason}",
+                    ) from None
+                w.written.extend(rebased.written)
+                w.superseded.extend(rebased.superseded)
+                txn = replace(staged, operation=rebased.txn.operation)
+            out.append(txn)
+            step = txn
+            if isinstance(txn.operation, ops.Rewrite):  # as `_stage_chain` builds it: ids after the newest
+                step = replace(txn, operation=compaction.renumber_new_fragments(txn.operation, manifest))
+            manifest, new_ids = chain_rebase.build_step(manifest, step, base.state.load)
+            if len(new_ids) != len(old_ids[i]):
+                reason = f"its {txn.operation.name} creates {len(new_ids)} fragments here, {len(old_ids[i])} before"
+                raise self._chain_conflict(w, base, chain, current, base.version, None, reason)
+            mapping.update(zip(old_ids[i], new_ids, strict=True))
+        return out
+
+    def _chain_conflict(
+        self,
+        w: _TableWrite,
+        base: Table,
+        chain: list[Transaction],
+        current: int,
+        version: int,
+        theirs: Transaction | None,
+        reason: str,
+    ) -> RetryableCatalogConflictError:
+        op_name = theirs.operation.name if theirs is not None else "unreadable"
+        return self._table_rules_conflict(
+            w,
+            base,
+            current,
+            f"{', '.join(t.operation.name for t in chain)} on {w.origin!r} (table version {w.base.version}) "
+            f"conflicts with table version {version} ({op_name}) by the table's own rules: {reason}; this "
+            f"transaction read catalog version {self.snapshot.version}, table {w.origin!r} is published at "
+            f"catalog version {current} as table version {base.version}",
+            conflicting_versions=[version],
+        )
