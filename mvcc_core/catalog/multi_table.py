@@ -49,7 +49,6 @@ from mvcc_core.ops.replace_where import rows_match
 from mvcc_core.table import Table, write_table
 from mvcc_core.txn import rebase as rebase_mod
 from mvcc_core.txn.conflicts import ConflictContext, Outcome, resolve
-from mvcc_core.txn.external_store import staged_manifest_path
 from mvcc_core.txn.transaction import BuildContext, Transaction, build_manifest, check_properties
 
 if TYPE_CHECKING:
@@ -446,19 +445,20 @@ class CatalogTransaction:
         """Finalize every table this version published (the roll-forward readers would otherwise do), then
         remove what the published versions no longer need. Best effort: a failure leaves work for readers
         (finalizing) or retention (debris), never an inconsistency."""
-        known: dict[str, bytes] = {}
+        known: dict[str, dict[str, bytes]] = {}  # table path -> manifest name -> bytes
         superseded: list[str] = []
         for w in self._writes.values():
             for txn in w.chain:
                 txn.files = []  # the published versions own them now
-            known.update(w.staged_bytes)
+            known[w.path] = w.staged_bytes
             superseded += [f"{w.path}/{f}" for f in w.superseded]
         published = [e for e in live(rows).values() if e.catalog_version == version and e.staged_manifests]
 
         def finalize(entry: Entry) -> None:
-            ours = all(s in known for s in entry.staged_manifests)
+            mine = known.get(entry.path, {})
+            ours = all(s in mine for s in entry.staged_manifests)
             try:
-                self.catalog.finalize(entry, {s: known[s] for s in entry.staged_manifests} if ours else None)
+                self.catalog.finalize(entry, {s: mine[s] for s in entry.staged_manifests} if ours else None)
             except StorageError:
                 pass  # a reader or the next writer finalizes it
             except CatalogError as exc:
@@ -517,7 +517,9 @@ class CatalogTransaction:
     def _next_rows(self, current: CatalogSnapshot) -> list[Entry]:
         """`current`'s rows with this transaction applied; stages each changed table's chain of manifests."""
         new = current.version + 1
-        rows = {(r.object_type, r.name): r for r in current.rows}
+        # A row carried into this version unchanged drops the manifests its own catalog version carries
+        # (`Catalog.finalize` reads them there): the state stays as small as the rows.
+        rows = {(r.object_type, r.name): replace(r, manifests=()) if r.manifests else r for r in current.rows}
         by_path = {e.path: e for (kind, _), e in current.entries.items() if kind == TABLE}
 
         def put(entry: Entry) -> None:
@@ -606,7 +608,7 @@ class CatalogTransaction:
             chain = self._rebase_chain(w, base, chain, current)
         manifest = base.manifest
         staged: list[str] = []
-        attempt = uuid_mod.uuid4().hex
+        carried: list[bytes] = []
         for txn in chain:
             version = manifest.version + 1
             operation = txn.operation
@@ -629,15 +631,16 @@ class CatalogTransaction:
                 transaction_file=txn_name,
                 ctx=BuildContext(load_version=base.state.load),
             )
-            path = staged_manifest_path(version, base.manifest_naming, attempt)
+            # Nothing is written for the manifest before the commit point: the catalog version carries its
+            # bytes, and finalizing writes them under the final name (format 4; docs/catalog.md).
+            path = location_of(store, version, base.manifest_naming).path
             encoded = encode_manifest(manifest)
-            store.put_new(path, encoded)  # a fresh name no one reads before the publish names it
-            w.written.append(path)
             w.staged_bytes[path] = encoded
             staged.append(path)
+            carried.append(encoded)
         failpoint("catalog.after_table_staged")
         w.published = replace(base.state, manifest=manifest)
-        return replace(entry, table_version=manifest.version, staged_manifests=tuple(staged))
+        return replace(entry, table_version=manifest.version, staged_manifests=tuple(staged), manifests=tuple(carried))
 
     def _table_rules_conflict(
         self, w: _TableWrite, base: Table, current: int, message: str, **kwargs: Any
