@@ -574,14 +574,18 @@ class CatalogTransaction:
         return next((e for e in self._objects.values() if e.path == path and e.object_type == TABLE), None)
 
     def _stage_chain(self, w: _TableWrite, entry: Entry, current: int) -> Entry:
-        """Build the chain's manifests on the version `entry` publishes and write them under staged names.
+        """Build the chain's manifests on the version `entry` publishes (in memory: the catalog version carries
+        them, format 4) and write each step's transaction file; the entry publishing them.
 
-        When the table moved since the snapshot, every concurrent table version is checked with the core's
-        resolver: compatible goes on, a row-level pair the core can rebase (different rows of one fragment)
-        is rebased onto the newest version (new deletion files, no data file rewritten), anything else is a
-        retryable conflict. A chain of several changes is rebuilt on a moved table only when every change
-        after the first is an append: the later changes name fragments by the ids the earlier ones were
-        given on the old version. (The first change of such a chain may be rebased.)
+        When the table moved since the snapshot the chain is rebased step by step (`_rebase_chain`).
+
+        Args:
+            w: The chain.
+            entry: The table's row in the catalog version being committed on.
+            current: That catalog version.
+
+        Returns:
+            The row naming the new table version, the final names of its manifests and their bytes.
         """
         self._remove_written(w)
         w.superseded = []
@@ -684,7 +688,7 @@ class CatalogTransaction:
         manifest = base.manifest
         out = []
         for i, staged in enumerate(chain):
-            if i and not chain_rebase.translatable(staged) and (mapping or base.version != w.base.version):
+            if i and not chain_rebase.translatable(staged):
                 v = concurrent[0][0]
                 reason = f"a later {staged.operation.name} of this transaction's chain names fragments by their old ids"
                 raise self._chain_conflict(w, base, chain, current, v, concurrent[0][1], reason)
