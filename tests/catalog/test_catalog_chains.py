@@ -3,6 +3,7 @@ changes mixed with DDL of the same table; each published as one catalog version.
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -247,3 +248,71 @@ def test_a_delete_matching_nothing_publishes_nothing(cat: Catalog) -> None:
     t1.commit()
     t2.commit()  # its no-op on the dropped table is no conflict
     assert cat.tables("s") == ["s.b"] and ids(cat.table("s.b")) == [1]
+
+
+Steps = list[tuple[str, list[int]]]
+
+
+def _random_chain(rng: random.Random, seen: set[int], next_id: list[int]) -> Steps:
+    """Random appends and deletes, each delete naming rows this transaction sees (`seen`, updated)."""
+    steps: Steps = []
+    for _ in range(rng.randint(2, 4)):
+        if rng.random() < 0.5 or not seen:
+            rows = list(range(next_id[0], next_id[0] + rng.randint(1, 3)))
+            next_id[0] += len(rows)
+            steps.append(("append", rows))
+            seen |= set(rows)
+        else:
+            rows = rng.sample(sorted(seen), rng.randint(1, min(3, len(seen))))
+            steps.append(("delete", rows))
+            seen -= set(rows)
+    return steps
+
+
+def _rows(steps: Steps, kind: str) -> set[int]:
+    return {r for k, rows in steps if k == kind for r in rows}
+
+
+@pytest.mark.slow
+def test_random_concurrent_chains_match_a_plain_model(cat: Catalog) -> None:
+    """Two transactions stage random append/delete chains on one snapshot; the second publishes after the
+    first (rebased) and the table's rows equal a plain evaluation, or, only when both deleted a row of the
+    table as it was or the first removed a fragment the second deleted from, it is a retryable conflict and
+    nothing of it is visible."""
+    rng = random.Random(31)
+    outcomes = {"published": 0, "conflict": 0}
+    for round_ in range(24):
+        name = f"s.r{round_}"
+        cat.create_table(name, IDS)
+        fragments = [{100 * round_ + i for i in range(3)}, {100 * round_ + 3 + i for i in range(3)}]
+        with cat.transaction() as tx:
+            for rows in fragments:
+                tx.table(name).append(pa.table({"id": sorted(rows)}))
+        base = fragments[0] | fragments[1]
+        next_id = [10_000 * (round_ + 1)]
+        chains = []
+        for tx in (t1 := cat.transaction(), t2 := cat.transaction()):
+            steps = _random_chain(rng, set(base), next_id)
+            for kind, rows in steps:
+                if kind == "append":
+                    tx.table(name).append(pa.table({"id": rows}))
+                else:
+                    tx.table(name).delete(f"id IN ({', '.join(map(str, rows))})")
+            chains.append(steps)
+        t1.commit()
+        after_t1 = (base | _rows(chains[0], "append")) - _rows(chains[0], "delete")
+        assert ids(cat.table(name)) == sorted(after_t1)
+        gone = _rows(chains[0], "delete")
+        ours = _rows(chains[1], "delete")
+        may_conflict = bool(gone & ours & base) or any(rows <= gone and rows & ours for rows in fragments)
+        expected = (after_t1 | _rows(chains[1], "append")) - ours
+        try:
+            t2.commit()
+            outcomes["published"] += 1
+        except RetryableConflictError:
+            assert may_conflict, (round_, chains)
+            expected = after_t1
+            outcomes["conflict"] += 1
+        assert ids(cat.table(name)) == sorted(expected), (round_, chains)
+        assert ids(open_table(cat.table(name).uri)) == sorted(expected)
+    assert outcomes["published"] >= 12, outcomes  # most pairs are rebased, not refused
