@@ -167,13 +167,14 @@ def main() -> None:
     parser.add_argument("--out")
     parser.add_argument("--commits", type=int)
     parser.add_argument("--contention-only", action="store_true", help="only the 2- and 4-process runs")
+    parser.add_argument("--latency-only", action="store_true", help="only the latency measurements")
     args = parser.parse_args()
     commits = args.commits or (8 if args.quick else 20)
     results: dict[str, Any] = {}
     local = Path(tempfile.mkdtemp(prefix="mvcc-bench-cat-"))
     try:
         results["local"] = {} if args.contention_only else {"latency": latencies(str(local / "lat"), None, commits)}
-        for writers in (2, 4):
+        for writers in () if args.latency_only else (2, 4):
             results["local"][f"{writers} processes"] = throughput(
                 str(local / f"thr{writers}"), None, writers, max(4, commits)
             )
@@ -182,7 +183,7 @@ def main() -> None:
             results["s3"] = {}
             if not args.contention_only:
                 results["s3"]["latency"] = latencies(f"{base}/lat", s3.mvcc_options, commits)
-            for writers in (2, 4):
+            for writers in () if args.latency_only else (2, 4):
                 results["s3"][f"{writers} processes"] = throughput(
                     f"{base}/thr{writers}", s3.mvcc_options, writers, max(4, commits // 2)
                 )
@@ -195,7 +196,7 @@ def main() -> None:
             cpu_ratio = m["cpu_ms"] / single["cpu_ms"]
             print(f"{backend:5} {name:30} {m['wall_ms']:8.1f} ms wall ({ratio:.2f}x)  {m['cpu_ms']:8.1f} ms CPU "
                   f"({cpu_ratio:.2f}x)")  # fmt: skip
-        for writers in (2, 4):
+        for writers in [w for w in (2, 4) if f"{w} processes" in r]:
             t = r[f"{writers} processes"]
             print(f"{backend:5} {writers} processes, 2-table append(+delete) transactions: "
                   f"{t['commits_per_s']:.1f} commits/s ({t['published']} published, {t['reruns']} re-run after a "
