@@ -1,14 +1,16 @@
 """Catalog commit cost: a 1-table and a 5-table catalog transaction against a single-table commit,
-and catalog commits per second with 4 processes, on a local disk and on S3 (a moto server on 127.0.0.1
+and catalog commits per second with 2 and 4 contending processes, on a local disk and on S3 (a moto server on 127.0.0.1
 started here). Target: a 5-table transaction <= 3x a single-table commit. Not a test.
 
 Each latency is the median over `--commits` commits of a 1,000-row append (wall clock, and the CPU time of
 this process, which the shared machine's load inflates less); the measurements take turns commit by commit,
-so their ratios compare like with like on a machine whose load drifts. The 4-process run counts published
-transactions (each appending to the same two tables; a retryable conflict re-runs the transaction).
+so their ratios compare like with like on a machine whose load drifts. The 2- and 4-process runs count
+published transactions (each appends to the same two tables and every fourth one also deletes from both; a
+retryable conflict re-runs the transaction, counted by reason).
 
     python benchmarks/bench_catalog.py            # 20 commits each, local and S3
     python benchmarks/bench_catalog.py --quick    # 8 commits each, local and S3
+    python benchmarks/bench_catalog.py --contention-only --commits 24   # only the 2- and 4-process runs
 """
 
 from __future__ import annotations
@@ -100,33 +102,46 @@ def latencies(root: str, opts: dict[str, Any] | None, commits: int) -> dict[str,
 
 
 def _writer(root: str, opts: dict[str, Any] | None, commits: int, writer: int, barrier: Any, stats: Any) -> None:
+    """Each transaction appends two rows to tables a and b; every fourth one then deletes, from both, a row
+    it just appended and its oldest row still present (the issue's contention shape)."""
     from mvcc_core import RetryableConflictError
 
     cat = Catalog.open(root, storage_options=opts)
-    row = pa.table({"id": [writer], "value": [0.0]})
+    present = [writer * 1_000_000 + 999_999]  # seeded in the fragment every writer shares
     barrier.wait()
-    for _ in range(commits):
+    for i in range(commits):
+        new = [writer * 1_000_000 + 2 * i, writer * 1_000_000 + 2 * i + 1]
+        gone = [new[1], present[0]] if i % 4 == 3 else []
+        rows = pa.table({"id": new, "value": [0.0, 0.0]})
         while True:
             try:
                 with cat.transaction() as tx:
-                    tx.table("a").append(row)
-                    tx.table("b").append(row)
+                    for name in ("a", "b"):
+                        tx.table(name).append(rows)
+                        if gone:
+                            tx.table(name).delete(f"id IN ({gone[0]}, {gone[1]})")
                 break
-            except RetryableConflictError:
+            except RetryableConflictError as exc:
+                budget = getattr(exc, "rule_code", "") == "publish_retry_budget"
+                slot = 2 if "old ids" in str(exc) else 3 if budget else 1
                 with stats.get_lock():
-                    stats[1] += 1
+                    stats[slot] += 1
+        present = [p for p in present + new if p not in gone]
         with stats.get_lock():
             stats[0] += 1
 
 
 def throughput(root: str, opts: dict[str, Any] | None, writers: int, commits: int) -> dict[str, float]:
+    """Commits per second of `writers` processes each publishing `commits` contending transactions."""
     cat = Catalog.create(root, storage_options=opts)
+    seeded = pa.table({"id": [w * 1_000_000 + 999_999 for w in range(writers)], "value": [0.0] * writers})
     with cat.transaction() as tx:
-        tx.create_table("a", SCHEMA)
-        tx.create_table("b", SCHEMA)
+        for name in ("a", "b"):
+            tx.create_table(name, SCHEMA)
+            tx.table(name).append(seeded)
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(writers + 1)
-    stats = ctx.Array("i", [0, 0])
+    stats = ctx.Array("i", [0, 0, 0, 0])  # published, re-runs: other retryable, old fragment ids, retry budget
     procs = [ctx.Process(target=_writer, args=(root, opts, commits, w, barrier, stats)) for w in range(writers)]
     for p in procs:
         p.start()
@@ -135,8 +150,15 @@ def throughput(root: str, opts: dict[str, Any] | None, writers: int, commits: in
     for p in procs:
         p.join()
     elapsed = time.perf_counter() - start
-    assert len(Catalog.open(root, storage_options=opts).table("a").to_table()) == stats[0]
-    return {"commits_per_s": stats[0] / elapsed, "reruns": stats[1], "published": stats[0]}
+    deletes = writers * (commits // 4) * 2
+    assert len(Catalog.open(root, storage_options=opts).table("a").to_table()) == writers + 2 * stats[0] - deletes
+    return {
+        "commits_per_s": stats[0] / elapsed,
+        "published": stats[0],
+        "reruns": stats[1] + stats[2] + stats[3],
+        "reruns_old_ids": stats[2],
+        "reruns_retry_budget": stats[3],
+    }
 
 
 def main() -> None:
@@ -144,33 +166,42 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out")
     parser.add_argument("--commits", type=int)
+    parser.add_argument("--contention-only", action="store_true", help="only the 2- and 4-process runs")
+    parser.add_argument("--latency-only", action="store_true", help="only the latency measurements")
     args = parser.parse_args()
     commits = args.commits or (8 if args.quick else 20)
     results: dict[str, Any] = {}
     local = Path(tempfile.mkdtemp(prefix="mvcc-bench-cat-"))
     try:
-        results["local"] = {
-            "latency": latencies(str(local / "lat"), None, commits),
-            "4 processes": throughput(str(local / "thr"), None, 4, max(2, commits // 2)),
-        }
+        results["local"] = {} if args.contention_only else {"latency": latencies(str(local / "lat"), None, commits)}
+        for writers in () if args.latency_only else (2, 4):
+            results["local"][f"{writers} processes"] = throughput(
+                str(local / f"thr{writers}"), None, writers, max(4, commits)
+            )
         with MotoServer() as s3:
             base = f"s3://bench/{uuid.uuid4().hex}"
-            results["s3"] = {
-                "latency": latencies(f"{base}/lat", s3.mvcc_options, commits),
-                "4 processes": throughput(f"{base}/thr", s3.mvcc_options, 4, max(2, commits // 4)),
-            }
+            results["s3"] = {}
+            if not args.contention_only:
+                results["s3"]["latency"] = latencies(f"{base}/lat", s3.mvcc_options, commits)
+            for writers in () if args.latency_only else (2, 4):
+                results["s3"][f"{writers} processes"] = throughput(
+                    f"{base}/thr{writers}", s3.mvcc_options, writers, max(4, commits // 2)
+                )
     finally:
         discard(local)
     for backend, r in results.items():
-        for name, m in r["latency"].items():
+        for name, m in r.get("latency", {}).items():
             single = r["latency"]["single-table commit" + (" step" if name.endswith(" step") else "")]
             ratio = m["wall_ms"] / single["wall_ms"]
             cpu_ratio = m["cpu_ms"] / single["cpu_ms"]
             print(f"{backend:5} {name:30} {m['wall_ms']:8.1f} ms wall ({ratio:.2f}x)  {m['cpu_ms']:8.1f} ms CPU "
                   f"({cpu_ratio:.2f}x)")  # fmt: skip
-        t = r["4 processes"]
-        print(f"{backend:5} 4 processes, 2-table transactions: {t['commits_per_s']:.1f} commits/s "
-              f"({t['published']} published, {t['reruns']} re-run after a conflict)")  # fmt: skip
+        for writers in [w for w in (2, 4) if f"{w} processes" in r]:
+            t = r[f"{writers} processes"]
+            print(f"{backend:5} {writers} processes, 2-table append(+delete) transactions: "
+                  f"{t['commits_per_s']:.1f} commits/s ({t['published']} published, {t['reruns']} re-run after a "
+                  f"conflict: {t['reruns_old_ids']} on old fragment ids, {t['reruns_retry_budget']} out of publish "
+                  f"retries)")  # fmt: skip
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2))
 

@@ -44,7 +44,7 @@ from mvcc_core.format.naming import ManifestNaming, manifest_path, parse_manifes
 from mvcc_core.io import ObjectStore, open_store
 from mvcc_core.table import Table, open_table, write_table
 from mvcc_core.txn.commit import Committer
-from mvcc_core.txn.external_store import final_of
+from mvcc_core.txn.external_store import final_of, is_staged
 from mvcc_core.txn.state import TableState
 
 MANIFEST_DIR = "__manifest"
@@ -479,15 +479,21 @@ class Catalog:
                 self._states.popitem(last=False)
 
     def finalize(self, entry: Entry, known: Mapping[str, bytes] | None = None) -> None:
-        """Roll a published table version forward: give each staged manifest it names its final name, in
-        version order (idempotent). `known`: the staged manifests' bytes, when the caller wrote them.
+        """Roll a published table version forward: give each manifest it names its final name, in version
+        order (idempotent). `known`: the manifests' bytes, when the caller built them.
 
-        Any reader or writer may run it; a final name is created only if free (`_link_final`), so racing
-        finalizers make it once, with the same bytes. A read error propagates: it never deletes anything.
+        A format 4 entry names the final names and its catalog version carries the bytes (`carried`); an older
+        entry names staged manifests, copied to their final names. Any reader or writer may run it; a final
+        name is created only if free (`_put_final`, `_link_final`), so racing finalizers make it once, with
+        the same bytes. A read error propagates: it never deletes anything.
 
         Args:
-            entry: the table's `__manifest` row
-            known: staged manifest name -> its bytes, when the caller wrote them (spares reads)
+            entry: A table's row of a published catalog version.
+            known: The bytes of the manifests `entry` names, by name (the publisher's own).
+
+        Raises:
+            CatalogError: A final name holds other bytes (a commit outside the catalog), or the carried
+                manifests cannot be found.
         """
         if not entry.staged_manifests or (entry.path, entry.table_version) in self._finalized:
             return
@@ -496,11 +502,20 @@ class Catalog:
         if known is None and store.exists(last):
             self._finalized.add((entry.path, entry.table_version))
             return
-        for staged in entry.staged_manifests:
+        carried: tuple[bytes, ...] | None = None
+        for i, staged in enumerate(entry.staged_manifests):
             final = final_of(staged)
             if known is None and store.exists(final):
                 continue
-            if not _link_final(store, staged, final, None if known is None else known[staged]):
+            data = None if known is None else known[staged]
+            if staged == final:  # format 4: written from the bytes the catalog version carries
+                if data is None:
+                    carried = carried or self.carried(entry)
+                    data = carried[i]
+                written = _put_final(store, final, data)
+            else:
+                written = _link_final(store, staged, final, data)
+            if not written:
                 # Not a racing finalizer (same bytes): a commit outside the catalog took the version number
                 # after the publisher checked. Say so loudly rather than let readers see the other manifest.
                 raise CatalogError(
@@ -513,15 +528,44 @@ class Catalog:
         with contextlib.suppress(StorageError):
             write_latest_hint(store, entry.table_version, _naming_of(last))
 
+    def carried(self, entry: Entry) -> tuple[bytes, ...]:
+        """The encoded manifests a format 4 `entry` names, from the catalog version that wrote it (a row
+        carried into later versions drops them).
+
+        Args:
+            entry: A table's row whose manifests may not be final yet.
+
+        Returns:
+            One encoded manifest per name in `entry.staged_manifests`.
+
+        Raises:
+            CatalogError: The writing catalog version does not carry them (it was removed, or is damaged).
+        """
+        if len(entry.manifests) == len(entry.staged_manifests):
+            return entry.manifests
+        snapshot = self._snapshot_of(self.manifest_table(entry.catalog_version))
+        for row in snapshot.rows:
+            same = (row.path, row.table_version, row.staged_manifests) == (
+                entry.path,
+                entry.table_version,
+                entry.staged_manifests,
+            )
+            if same and len(row.manifests) == len(entry.staged_manifests):
+                return row.manifests
+        raise CatalogError(
+            f"table {self.table_uri(entry)}: version {entry.table_version} is published by catalog version "
+            f"{entry.catalog_version}, which does not carry its manifests; it cannot be finalized"
+        )
+
     def reclaim_staged(self, entries: list[Entry]) -> None:
-        """The writer's own tidy-up after finalizing: once the final manifests exist the staged ones are
-        garbage (a reader of an older catalog version finds the final name first). One batched delete.
+        """The writer's own tidy-up after finalizing: once the final manifests exist the staged ones (formats
+        1-3) are garbage (a reader of an older catalog version finds the final name first). One batched delete.
 
         Args:
             entries: the rows the writer just published and finalized
         """
         done = [e for e in entries if e.staged_manifests and (e.path, e.table_version) in self._finalized]
-        paths = [f"{e.path}/{staged}" for e in done for staged in e.staged_manifests]
+        paths = [f"{e.path}/{staged}" for e in done for staged in e.staged_manifests if is_staged(staged)]
         if paths:
             self.store().delete_many(paths)
 
@@ -673,6 +717,13 @@ def _link_final(store: ObjectStore, staged: str, final: str, data: bytes | None)
         if store.exists(final):
             return True
         raise
+
+
+def _put_final(store: ObjectStore, final: str, data: bytes) -> bool:
+    """Write a manifest the catalog carries under its final name; False when the name holds other bytes (not
+    a racing finalizer's). Put-if-not-exists: the name appears whole or not at all (locally a temporary file
+    hard-linked to it)."""
+    return store.put_if_not_exists(final, data) or store.get(final) == data
 
 
 def _newer_location(state: TableState) -> ManifestLocation | None:

@@ -20,7 +20,7 @@ from mvcc_core.txn.transaction import Transaction, check_properties
 
 STAMP_KEY = "mvcc:catalog_format"
 #: The shape this code writes. A bump is one constant, one schema below, one step in `format.MIGRATIONS`.
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 
 SCHEMA, TABLE, VIEW = "schema", "table", "view"
 TOMBSTONE = "_tombstone"
@@ -35,6 +35,10 @@ _V1_FIELDS = [
 ]
 _DEFINITION = pa.field("definition", pa.string(), nullable=False)
 _STAGED_LIST = pa.field("staged_manifests", pa.list_(pa.string()), nullable=False)
+# Format 4: the encoded manifests of the table versions a row publishes, carried by the catalog version that
+# wrote the row (rows carried into later versions drop them); `staged_manifests` then holds their final names.
+_MANIFESTS = pa.field("manifests", pa.list_(pa.binary()), nullable=False)
+_V3_FIELDS = [*(f if f.name != "staged_manifest" else _STAGED_LIST for f in _V1_FIELDS), _DEFINITION]
 
 
 def _stamped(fields: list[pa.Field], version: int) -> pa.Schema:
@@ -44,7 +48,8 @@ def _stamped(fields: list[pa.Field], version: int) -> pa.Schema:
 SHAPES: dict[int, pa.Schema] = {
     1: pa.schema(_V1_FIELDS),
     2: _stamped([*_V1_FIELDS, _DEFINITION], 2),
-    3: _stamped([*(f if f.name != "staged_manifest" else _STAGED_LIST for f in _V1_FIELDS), _DEFINITION], 3),
+    3: _stamped(_V3_FIELDS, 3),
+    4: _stamped([*_V3_FIELDS, _MANIFESTS], 4),
 }
 
 
@@ -52,8 +57,10 @@ SHAPES: dict[int, pa.Schema] = {
 class Entry:
     """One row of `__manifest`, whatever shape it was read from.
 
-    `staged_manifests`: the table versions this entry publishes that were staged (relative to the table, in
-    version order); finalizing copies each to its final name. `definition`: a view's SQL text.
+    `staged_manifests`: the manifests of the table versions this entry publishes (relative to the table, in
+    version order): staged names that finalizing copies to their final names (formats 1-3), or the final names
+    themselves (format 4), written by finalizing from `manifests`, their encoded bytes, which only the catalog
+    version that wrote the entry carries (`Catalog.finalize` reads them there). `definition`: a view's SQL text.
     """
 
     object_type: str
@@ -63,6 +70,7 @@ class Entry:
     staged_manifests: tuple[str, ...] = field(default_factory=tuple)
     catalog_version: int = 0
     definition: str = ""
+    manifests: tuple[bytes, ...] = field(default_factory=tuple, repr=False)
 
 
 def format_of(manifest: Table) -> int:
@@ -137,6 +145,7 @@ def read_rows(manifest: Table) -> list[Entry]:
                 staged_manifests=staged,
                 catalog_version=row.get("catalog_version") or 0,
                 definition=row.get("definition") or "",
+                manifests=tuple(row.get("manifests") or ()),
             )
         )
         check_entry(out[-1], where)
@@ -157,6 +166,8 @@ def rows_table(rows: list[Entry], shape: int = FORMAT_VERSION) -> pa.Table:
             cols[f.name] = [r.staged_manifests[-1] if r.staged_manifests else "" for r in rows]
         elif f.name == "staged_manifests":
             cols[f.name] = [list(r.staged_manifests) for r in rows]
+        elif f.name == "manifests":
+            cols[f.name] = [list(r.manifests) for r in rows]
         else:
             cols[f.name] = [getattr(r, f.name) for r in rows]
     return pa.table(cols, schema=schema)

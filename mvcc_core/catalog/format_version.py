@@ -29,8 +29,9 @@ STEP_ATTEMPTS = 20
 
 
 def _same_rows(rows: list[Entry]) -> list[Entry]:
-    """Steps 1 -> 2 and 2 -> 3 change only the shape (a new `definition` column, the staged manifest as a
-    list); `state.rows_table` writes the new shape, the rows are carried as they are."""
+    """Steps 1 -> 2, 2 -> 3 and 3 -> 4 change only the shape (a new `definition` column, the staged manifest
+    as a list, the carried `manifests`); `state.rows_table` writes the new shape, the rows are carried as they
+    are (a format 3 row's staged manifests are finalized from their staged names, as before)."""
     return rows
 
 
@@ -38,6 +39,7 @@ def _same_rows(rows: list[Entry]) -> list[Entry]:
 MIGRATIONS: dict[int, Callable[[list[Entry]], list[Entry]]] = {
     1: _same_rows,
     2: _same_rows,
+    3: _same_rows,
 }
 
 

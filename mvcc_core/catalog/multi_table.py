@@ -15,7 +15,6 @@ import uuid as uuid_mod
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -23,6 +22,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from mvcc_core.catalog import chain_rebase
 from mvcc_core.catalog.change_rules import Change, find_conflict
 from mvcc_core.catalog.entries import CHANGES_KEY, SCHEMA, TABLE, TOMBSTONE, VIEW, Entry, live, overwrite_transaction
 from mvcc_core.catalog.errors import (
@@ -41,15 +41,10 @@ from mvcc_core.catalog.table_changes import TableWrite, TransactionTable
 from mvcc_core.errors import CommitConflictError, StorageError, is_definite_failure
 from mvcc_core.failpoints import failpoint
 from mvcc_core.format import operations as ops
-from mvcc_core.format.features import FLAG_STABLE_ROW_IDS
 from mvcc_core.format.manifest import encode_manifest, location_of
 from mvcc_core.io import open_store
 from mvcc_core.maintenance import compaction
-from mvcc_core.ops.replace_where import rows_match
 from mvcc_core.table import Table, write_table
-from mvcc_core.txn import rebase as rebase_mod
-from mvcc_core.txn.conflicts import ConflictContext, Outcome, resolve
-from mvcc_core.txn.external_store import staged_manifest_path
 from mvcc_core.txn.transaction import BuildContext, Transaction, build_manifest, check_properties
 
 log = logging.getLogger("mvcc.catalog")
@@ -512,19 +507,20 @@ class CatalogTransaction:
         """Finalize every table this version published (the roll-forward readers would otherwise do), then
         remove what the published versions no longer need. Best effort: a failure leaves work for readers
         (finalizing) or retention (debris), never an inconsistency."""
-        known: dict[str, bytes] = {}
+        known: dict[str, dict[str, bytes]] = {}  # table path -> manifest name -> bytes
         superseded: list[str] = []
         for w in self.writes.values():
             for txn in w.chain:
                 txn.files = []  # the published versions own them now
-            known.update(w.staged_bytes)
+            known[w.path] = w.staged_bytes
             superseded += [f"{w.path}/{f}" for f in w.superseded]
         published = [e for e in live(rows).values() if e.catalog_version == version and e.staged_manifests]
 
         def finalize(entry: Entry) -> None:
-            ours = all(s in known for s in entry.staged_manifests)
+            mine = known.get(entry.path, {})
+            ours = all(s in mine for s in entry.staged_manifests)
             try:
-                self.catalog.finalize(entry, {s: known[s] for s in entry.staged_manifests} if ours else None)
+                self.catalog.finalize(entry, {s: mine[s] for s in entry.staged_manifests} if ours else None)
             except StorageError:
                 pass  # a reader or the next writer finalizes it
             except CatalogError as exc:
@@ -583,7 +579,9 @@ class CatalogTransaction:
     def _next_rows(self, current: SnapshotView) -> list[Entry]:
         """`current`'s rows with this transaction applied; stages each changed table's chain of manifests."""
         new = current.version + 1
-        rows = {(r.object_type, r.name): r for r in current.rows}
+        # A row carried into this version unchanged drops the manifests its own catalog version carries
+        # (`Catalog.finalize` reads them there): the state stays as small as the rows.
+        rows = {(r.object_type, r.name): replace(r, manifests=()) if r.manifests else r for r in current.rows}
         by_path = {e.path: e for (kind, _), e in current.entries.items() if kind == TABLE}
 
         def put(entry: Entry) -> None:
@@ -638,14 +636,18 @@ class CatalogTransaction:
         return next((e for e in self._objects.values() if e.path == path and e.object_type == TABLE), None)
 
     def _stage_chain(self, w: TableWrite, entry: Entry, current: int) -> Entry:
-        """Build the chain's manifests on the version `entry` publishes and write them under staged names.
+        """Build the chain's manifests on the version `entry` publishes (in memory: the catalog version carries
+        them, format 4) and write each step's transaction file; the entry publishing them.
 
-        When the table moved since the snapshot, every concurrent table version is checked with the core's
-        resolver: compatible goes on, a row-level pair the core can rebase (different rows of one fragment)
-        is rebased onto the newest version (new deletion files, no data file rewritten), anything else is a
-        retryable conflict. A chain of several changes is rebuilt on a moved table only when every change
-        after the first is an append: the later changes name fragments by the ids the earlier ones were
-        given on the old version. (The first change of such a chain may be rebased.)
+        When the table moved since the snapshot the chain is rebased step by step (`_rebase_chain`).
+
+        Args:
+            w: The chain.
+            entry: The table's row in the catalog version being committed on.
+            current: That catalog version.
+
+        Returns:
+            The row naming the new table version, the final names of its manifests and their bytes.
         """
         self._remove_written(w)
         w.superseded = []
@@ -672,7 +674,7 @@ class CatalogTransaction:
             chain = self._rebase_chain(w, base, chain, current)
         manifest = base.manifest
         staged: list[str] = []
-        attempt = uuid_mod.uuid4().hex
+        carried: list[bytes] = []
         for txn in chain:
             version = manifest.version + 1
             operation = txn.operation
@@ -695,15 +697,16 @@ class CatalogTransaction:
                 transaction_file=txn_name,
                 ctx=BuildContext(load_version=base.state.load),
             )
-            path = staged_manifest_path(version, base.manifest_naming, attempt)
+            # Nothing is written for the manifest before the commit point: the catalog version carries its
+            # bytes, and finalizing writes them under the final name (format 4; docs/catalog.md).
+            path = location_of(store, version, base.manifest_naming).path
             encoded = encode_manifest(manifest)
-            store.put_new(path, encoded)  # a fresh name no one reads before the publish names it
-            w.written.append(path)
             w.staged_bytes[path] = encoded
             staged.append(path)
+            carried.append(encoded)
         failpoint("catalog.after_table_staged")
         w.published = replace(base.state, manifest=manifest)
-        return replace(entry, table_version=manifest.version, staged_manifests=tuple(staged))
+        return replace(entry, table_version=manifest.version, staged_manifests=tuple(staged), manifests=tuple(carried))
 
     def _table_rules_conflict(
         self, w: TableWrite, base: Table, current: int, message: str, **kwargs: Any
@@ -722,64 +725,36 @@ class CatalogTransaction:
         )
 
     def _rebase_chain(self, w: TableWrite, base: Table, chain: list[Transaction], current: int) -> list[Transaction]:
-        needs_rebase = False
-        first = chain[0]
-        for v in range(w.base.version + 1, base.version + 1):
-            theirs = base.transaction(v)
-            reason = None
-            if theirs is None:
-                reason = "its transaction file is unreadable"
-            else:
-                theirs_manifest = base.state.load(v)
-                ctx = ConflictContext(
-                    stable_row_ids=bool(theirs_manifest.writer_feature_flags & FLAG_STABLE_ROW_IDS),
-                    rows_match=partial(rows_match, base.state.store, theirs_manifest),
-                )
-                for i, txn in enumerate(chain):
-                    outcome, rule = resolve(txn, theirs, ctx)
-                    if outcome is Outcome.COMPATIBLE and (i == 0 or isinstance(txn.operation, ops.Append)):
-                        continue
-                    if outcome is Outcome.COMPATIBLE:
-                        reason = "a later change of this transaction's chain names fragments by their old ids"
-                    elif (
-                        outcome is Outcome.REBASE
-                        and i == 0
-                        and all(isinstance(t.operation, ops.Append) for t in chain[1:])
-                        and rebase_mod.rebasable(txn.operation, theirs.operation)
-                    ):
-                        try:
-                            rebase_mod.check_rows(txn.operation, theirs.operation)
-                            needs_rebase = True
-                            continue
-                        except rebase_mod.RowConflict as exc:
-                            reason = exc.reason
-                    else:
-                        reason = rule.when
-                    break
-            if reason is not None:
-                op_name = theirs.operation.name if theirs is not None else "unreadable"
-                raise self._table_rules_conflict(
-                    w,
-                    base,
-                    current,
-                    f"{', '.join(t.operation.name for t in chain)} on {w.origin!r} (table version {w.base.version}) "
-                    f"conflicts with table version {v} ({op_name}) by the table's own rules: {reason}; this "
-                    f"transaction read catalog version {self.snapshot.version}, table {w.origin!r} is published at "
-                    f"catalog version {current} as table version {base.version}",
-                    conflicting_versions=[v],
-                )
-        if not needs_rebase:
-            return chain
-        try:
-            rebased = rebase_mod.rebase(base.state.store, first, base.manifest)
-        except rebase_mod.RowConflict as exc:
-            raise self._table_rules_conflict(
-                w,
-                base,
-                current,
-                f"{first.operation.name} on {w.origin!r} cannot be rebased onto table version {base.version}: "
-                f"{exc.reason}",
-            ) from None
-        w.written.extend(rebased.written)
-        w.superseded = list(rebased.superseded)
-        return [rebased.txn, *chain[1:]]
+        """`chain` moved onto `base` (the table moved since the snapshot): `chain_rebase.rebase_chain`, with this
+        transaction's conflict errors."""
+        return chain_rebase.rebase_chain(
+            w,
+            base,
+            chain,
+            conflict=lambda version, theirs, reason: self._chain_conflict(
+                w, base, chain, current, version, theirs, reason
+            ),
+            rows_conflict=lambda message: self._table_rules_conflict(w, base, current, message),
+        )
+
+    def _chain_conflict(
+        self,
+        w: TableWrite,
+        base: Table,
+        chain: list[Transaction],
+        current: int,
+        version: int,
+        theirs: Transaction | None,
+        reason: str,
+    ) -> RetryableCatalogConflictError:
+        op_name = theirs.operation.name if theirs is not None else "unreadable"
+        return self._table_rules_conflict(
+            w,
+            base,
+            current,
+            f"{', '.join(t.operation.name for t in chain)} on {w.origin!r} (table version {w.base.version}) "
+            f"conflicts with table version {version} ({op_name}) by the table's own rules: {reason}; this "
+            f"transaction read catalog version {self.snapshot.version}, table {w.origin!r} is published at "
+            f"catalog version {current} as table version {base.version}",
+            conflicting_versions=[version],
+        )

@@ -190,12 +190,22 @@ class TransactionTable:
         transaction_properties: dict[str, str] | None = None,
         **kwargs: Any,
     ) -> int:
-        """Compact the table's small fragments (the core's compaction: options, executor) as a staged Rewrite
-        published with the transaction (DuckLake's `compacted_table`); the number of fragments rewritten.
+        """Compact the table's small fragments (the core's compaction) as a staged Rewrite published with the
+        transaction (DuckLake's `compacted_table`).
 
         No ReserveFragments is committed first (a catalog table changes only through a catalog publish): the
         new fragments take the ids after the table's highest and are renumbered at publish time if a
         concurrent append took those ids.
+
+        Args:
+            options: The core's `CompactionOptions` (or give its fields as keyword arguments).
+            executor: Where the rewrite tasks run (default: a thread pool in this process).
+            commit_message: The message of the table version the Rewrite becomes.
+            transaction_properties: Its string properties.
+            **kwargs: `CompactionOptions` fields.
+
+        Returns:
+            The number of fragments rewritten (the compaction's `summarize`); 0 when there was nothing to do.
         """
         w = self._tx.write_for(self.name)
         plan = compaction.plan_unreserved(w.state, options, **kwargs)
@@ -211,7 +221,7 @@ class TransactionTable:
             defer_index_remap=plan.options.defer_index_remap,
         )
         w.add(txn, ["compacted_table"])
-        return sum(len(r.old_fragments) for r in results)
+        return compaction.summarize(results, read_state=plan.state).fragments_removed
 
     def to_table(self, **kwargs: Any) -> pa.Table:
         """The rows as this transaction leaves the table so far (read-your-writes).

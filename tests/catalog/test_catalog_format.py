@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,6 +15,9 @@ import pytest
 from mvcc_core import open_table
 from mvcc_core.catalog import FORMAT_VERSION, Catalog, CatalogFormatError
 from mvcc_core.catalog.entries import SHAPES, STAMP_KEY, read_rows, rows_table
+from mvcc_core.format.naming import parse_manifest_name
+from mvcc_core.io import open_store
+from mvcc_core.txn.external_store import staged_manifest_path
 
 REPO = Path(__file__).resolve().parents[2]
 IDS = pa.schema([("id", pa.int64())])
@@ -53,7 +57,7 @@ def ids(table: object) -> list[int]:
 
 def test_a_new_catalog_is_stamped(tmp_path: Path) -> None:
     cat = make(tmp_path)
-    assert cat.format_version == FORMAT_VERSION == 3
+    assert cat.format_version == FORMAT_VERSION == 4
     metadata = cat.manifest_table().schema.metadata
     assert metadata[STAMP_KEY.encode()] == str(FORMAT_VERSION).encode()
     before = cat.latest_version
@@ -79,21 +83,27 @@ def test_format_1_migrates_step_by_step_on_the_first_write(tmp_path: Path) -> No
     assert [v.message for v in versions[forged:]] == [
         "migrate catalog format 1 -> 2",
         "migrate catalog format 2 -> 3",
+        "migrate catalog format 3 -> 4",
         "",
     ]
-    assert all(v.changes == [] for v in versions[forged : forged + 2])
+    assert all(v.changes == [] for v in versions[forged : forged + 3])
     assert cat.format_version == FORMAT_VERSION and ids(cat.table("s.a")) == [1, 2, 3]
     assert cat.snapshot(forged + 1).format_version == 2  # each step is its own stamped version
     assert "definition" in cat.manifest_table(forged + 1).schema.names
     assert "staged_manifests" in cat.manifest_table().schema.names
-    assert cat.migrate() == FORMAT_VERSION and cat.latest_version == forged + 3  # idempotent
+    assert "manifests" in cat.manifest_table().schema.names
+    assert cat.migrate() == FORMAT_VERSION and cat.latest_version == forged + 4  # idempotent
 
 
-def test_format_2_takes_one_step(tmp_path: Path) -> None:
+def test_format_2_takes_two_steps(tmp_path: Path) -> None:
     cat = make(tmp_path)
     forged = forge(cat, 2)
     cat.create_view("s.v", "SELECT id FROM s.a")
-    assert [v.message for v in cat.versions()[forged:]] == ["migrate catalog format 2 -> 3", ""]
+    assert [v.message for v in cat.versions()[forged:]] == [
+        "migrate catalog format 2 -> 3",
+        "migrate catalog format 3 -> 4",
+        "",
+    ]
     assert cat.view("s.v") == "SELECT id FROM s.a"
 
 
@@ -158,7 +168,62 @@ def test_a_crash_between_two_steps_is_continued_by_the_next_writer(tmp_path: Pat
     assert [v.message for v in cat.versions()[forged:]] == [
         "migrate catalog format 1 -> 2",
         "migrate catalog format 2 -> 3",
+        "migrate catalog format 3 -> 4",
         "",
     ]
     assert ids(cat.table("s.a")) == [1, 2, 3]
     assert open_table(cat.table("s.a").uri).version == 3
+
+
+def published_unfinalized(cat: Catalog, rows: list[int]) -> None:
+    """Publish an append to s.a and stop right after the commit point (before finalizing), as a writer that
+    died there would."""
+    from mvcc_core import failpoints
+    from mvcc_core.errors import FailpointError
+
+    tx = cat.transaction()
+    tx.table("s.a").append(pa.table({"id": rows}))
+    with failpoints.armed("catalog.after_publish", "raise"), pytest.raises(FailpointError):
+        tx.commit()
+
+
+def test_a_format_3_catalog_with_an_unfinalized_staged_manifest_is_read_and_migrated(tmp_path: Path) -> None:
+    """Format 3 published a table version as a staged manifest file named by the catalog row; a catalog left
+    so (its writer died after the commit point) is finalized from that file by this code, then migrated."""
+    cat = make(tmp_path)
+    published_unfinalized(cat, [3])
+    manifest = cat.manifest_table()
+    rows = read_rows(manifest)
+    entry = next(r for r in rows if r.name == "s.a")
+    (final,) = entry.staged_manifests
+    staged = staged_manifest_path(entry.table_version, parse_manifest_name(final)[1], "ab" * 16)
+    open_store(cat.table_uri(entry)).put_new(staged, entry.manifests[0])  # what format 3 wrote before the publish
+    old = [replace(r, staged_manifests=(staged,), manifests=()) if r is entry else r for r in rows]
+    manifest.overwrite(rows_table(old, 3), schema=SHAPES[3], commit_message="written by format 3", max_retries=0)
+    assert not Path(cat.table_uri(entry), final).exists()
+    reopened = Catalog.open(cat.root)
+    assert reopened.format_version == 3 and ids(reopened.table("s.a")) == [1, 2, 3]
+    assert Path(cat.table_uri(entry), final).exists()  # finalized from the staged file
+    with reopened.transaction() as tx:
+        tx.table("s.a").append(pa.table({"id": [4]}))
+    assert reopened.format_version == FORMAT_VERSION
+    assert [v.message for v in reopened.versions()[-2:]] == ["migrate catalog format 3 -> 4", ""]
+    assert ids(reopened.table("s.a")) == ids(open_table(reopened.table("s.a").uri)) == [1, 2, 3, 4]
+
+
+def test_carried_manifests_are_found_in_the_catalog_version_that_wrote_them(tmp_path: Path) -> None:
+    """A published, unfinalized table version whose row later versions carried forward (without its bytes)
+    is finalized from the catalog version that published it."""
+    cat = make(tmp_path)
+    cat.create_table("s.b", IDS)
+    published_unfinalized(cat, [3])
+    published = cat.latest_version
+    with cat.transaction() as tx:
+        tx.table("s.b").append(pa.table({"id": [7]}))
+    reopened = Catalog.open(cat.root)
+    entry = reopened.snapshot().entry("s.a")
+    assert entry.catalog_version == published and entry.manifests == ()  # carried without the bytes
+    assert open_table(reopened.table_uri(entry)).version < entry.table_version
+    assert ids(reopened.table("s.a")) == [1, 2, 3]
+    assert open_table(reopened.table_uri(entry)).version == entry.table_version
+    assert len(read_rows(reopened.manifest_table())[0].manifests) == 0
