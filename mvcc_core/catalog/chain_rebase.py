@@ -167,6 +167,17 @@ def rebase_chain(
     against every concurrent table version: compatible goes on, a row-level pair on other rows of a shared
     fragment is rebased onto the chain rebuilt so far (the union of both deletion vectors; no data file is
     rewritten), anything else is a retryable conflict.
+
+    Args:
+        w: the transaction's write of the table (its base version; the files written are recorded on it)
+        base: the table's version the chain now lands on
+        chain: the chain's transactions, oldest first
+        conflict: builds the retryable error for a step that conflicts with table version `version`
+            (`theirs`: that version's transaction, None when unreadable) for `reason`
+        rows_conflict: builds the retryable error, from its message, for a row-level rebase that fails
+
+    Returns:
+        The chain's transactions as they land on `base`.
     """
     store = base.state.store
     concurrent = []
