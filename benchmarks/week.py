@@ -784,13 +784,14 @@ def measure_scaling(rows_per_commit: int = 20_000, commits: int = 168) -> dict[s
         uri = str(Path(tmp) / "t")
         sensor = build_health_sensor(["t"])  # no repair jobs: it evaluates the checks and requests nothing
         resources = {"mvcc": MvccResource(root_uri=tmp)}
+        instance = dg.DagsterInstance.ephemeral()  # the sensor looks up maintenance runs on its instance
         health: dict[int, float] = {}
         for i in range(commits):
             batch = event_rows(i, rows_per_commit)
             mvcc.write_table(batch, uri, mode="create" if i == 0 else "append")
             if i + 1 in (1, 24, 72, commits):
                 cpu = time.process_time()
-                sensor.evaluate_tick(dg.build_sensor_context(resources=resources))
+                sensor.evaluate_tick(dg.build_sensor_context(instance=instance, resources=resources))
                 health[i + 1] = round(time.process_time() - cpu, 4)
         out["health_tick_cpu_seconds_by_versions_kept"] = health
         data_bytes = dir_bytes(Path(uri) / "data")
