@@ -356,6 +356,7 @@ def build_health_sensor(
     is now. Run key ``"{uri}@{version}:{job}"``: a table that stays at a version never gets a second run of a
     job for it (Dagster dedupes run keys, and the cursor remembers the keys already requested, so a tick does
     not even return them); a new version after the repair may request it again if the check still fails.
+    Retention's key also names the newest version it would remove (``...:{job}<={version}``).
     A table with a maintenance run (any run tagged `TABLE_TAG` with its name: the nightly schedule's, a repair
     requested before) queued or in progress gets no request on that tick: that run may repair the version the
     sensor sees, and a second one would plan the same fragments (seen in benchmarks/week.py at 03:00). A
@@ -417,12 +418,17 @@ def build_health_sensor(
                 job = job_for(kind, target)
                 if job is None:
                     continue
-                setting = retention_setting(job.tags) if kind == "retention" else None
-                if setting is not None and not removable_versions(table, *setting):
-                    # every old version is still inside the job's window: a run would remove nothing (the
-                    # week's daily tables asked for one at every new version); asked again once one is older
-                    continue
                 run_key = f"{uri}@{table.version}:{job.name}"
+                setting = retention_setting(job.tags) if kind == "retention" else None
+                if setting is not None:
+                    removable = removable_versions(table, *setting)
+                    if not removable:
+                        # every old version is still inside the job's window: a run would remove nothing (the
+                        # week's daily tables asked for one at every new version); asked once one is older
+                        continue
+                    # the newest version it would remove: at one latest version, versions leave the window
+                    # as time passes, and each such step is new work (a new key), never the same run twice
+                    run_key += f"<={removable[-1]}"
                 keys_now.append(run_key)
                 if run_key not in seen:
                     requests.append(

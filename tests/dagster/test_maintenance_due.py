@@ -109,6 +109,43 @@ def test_sensor_requests_retention_only_when_a_version_is_removable(
             assert result.run_requests[0].job_name == retention.name
 
 
+@pytest.mark.slow  # waits 0.7 s for versions to leave a window
+def test_retention_is_asked_again_as_versions_leave_the_window(instance: dg.DagsterInstance, warehouse: str) -> None:
+    """At one latest version, versions leave the window as time passes: the sensor asks for retention when
+    one is removable, not while none is, and asks again (a new run key, never a repeated one) when more
+    leave the window (the week requested one key twice when the cursor forgot it meanwhile)."""
+    window = timedelta(seconds=0.3)
+    t = mvcc.write_table(rows(0), f"{warehouse}/aging")
+    t.append(rows(10))
+    time.sleep(0.35)
+    t.append(rows(20))
+    t.append(rows(30))  # versions 1-2 out of the window, 3-4 in it
+    retention = build_retention_job("aging", older_than=window)
+    sensor = build_health_sensor(
+        ["aging"],
+        retention_job=retention,
+        thresholds=HealthThresholds(small_fragment_rows=1, versions_kept=Level(2, 9)),
+    )
+    resources = {"mvcc": MvccResource(root_uri=warehouse)}
+    keys: list[str] = []
+    cursor = None
+
+    def evaluate() -> list[str]:
+        nonlocal cursor
+        result = sensor(dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources))
+        cursor = result.cursor
+        return [r.run_key for r in result.run_requests or []]
+
+    keys += evaluate()
+    assert len(keys) == 1 and keys[0].endswith(":mvcc_retention__aging<=2")
+    assert evaluate() == []  # the same work: not asked again
+    t.cleanup_old_versions(window)  # what the run does: versions 3-4 left, still failing versions_kept
+    assert evaluate() == []  # nothing removable
+    time.sleep(0.35)
+    keys += evaluate()
+    assert len(keys) == 2 and keys[1].endswith(":mvcc_retention__aging<=3") and len(set(keys)) == 2
+
+
 def test_kept_handles_see_what_a_fresh_open_sees(tmp_path: Path) -> None:
     """Differential over a random history (appends, deletes, compactions, retention, a table dropped and
     written again): every check's value and metadata through the kept handle equals a fresh open's."""
