@@ -16,7 +16,7 @@ from mvcc_core import TableNotFoundError
 
 from .error_mapping import mvcc_conflicts
 from .maintenance import TABLE_TAG, MaintenanceTarget
-from .maintenance.due import removable_versions, retention_setting
+from .maintenance.due import data_bytes, removable_bytes, removable_versions, retention_setting
 from .resources import RESOURCE_KEY, MvccResource, TableName
 from .sensors import job_sensor
 
@@ -53,7 +53,11 @@ class HealthThresholds:
     - `unindexed_rows`: live rows in fragments an index does not cover (the worst index);
     - `versions_kept`: versions still listed; `version_age_days`: age of the oldest kept version;
     - `storage_amplification`: bytes of data files referenced by any kept version / bytes of the latest's;
-    - `sample_files`: how many of the latest version's files the existence check HEADs (any missing: ERROR).
+    - `sample_files`: how many of the latest version's files the existence check HEADs (any missing: ERROR);
+    - `retention_removable_share` (the health sensor's, not a check): also request retention when the data
+      files it would remove now weigh at least this share of the latest version's (None: only when a check
+      that retention repairs fails). Retention then keeps up with what leaves the window during the day
+      instead of waiting for the nightly run; each such run costs a Dagster run (docs/operations.md).
     """
 
     small_fragment_rows: int = 100_000
@@ -64,6 +68,12 @@ class HealthThresholds:
     version_age_days: Level = field(default_factory=lambda: Level(30, 90))
     storage_amplification: Level = field(default_factory=lambda: Level(3.0, 10.0))
     sample_files: int = 20
+    retention_removable_share: float | None = None
+
+    def __post_init__(self) -> None:
+        share = self.retention_removable_share
+        if share is not None and (isinstance(share, bool) or not isinstance(share, int | float) or share < 0):
+            raise ValueError(f"retention_removable_share must be a non-negative number or None, got {share!r}")
 
 
 def _result(
@@ -414,18 +424,24 @@ def build_health_sensor(
             failing = [r.check_name for r in evaluate_health(table, target, thresholds) if not r.passed]
             seen = set(requested.get(uri, []))
             keys_now = []
-            for kind in dict.fromkeys(REPAIRS[c] for c in failing if c in REPAIRS):
+            by_checks = set(REPAIRS[c] for c in failing if c in REPAIRS)
+            share = thresholds.retention_removable_share
+            for kind in [k for k in ("compaction", "retention", "index") if k in by_checks or k == "retention"]:
                 job = job_for(kind, target)
                 if job is None:
                     continue
                 run_key = f"{uri}@{table.version}:{job.name}"
                 setting = retention_setting(job.tags) if kind == "retention" else None
+                if kind == "retention" and kind not in by_checks and (setting is None or share is None):
+                    continue  # no failing check asks for it, and no removable-share rule applies
                 if setting is not None:
                     removable = removable_versions(table, *setting)
                     if not removable:
                         # every old version is still inside the job's window: a run would remove nothing (the
                         # week's daily tables asked for one at every new version); asked once one is older
                         continue
+                    if kind not in by_checks and removable_bytes(table, removable) < share * data_bytes(table):
+                        continue  # asked by the share rule only, and too little to remove yet
                     # the newest version it would remove: at one latest version, versions leave the window
                     # as time passes, and each such step is new work (a new key), never the same run twice
                     run_key += f"<={removable[-1]}"

@@ -86,6 +86,46 @@ def removable_versions(
     ]
 
 
+def data_bytes(table: mvcc.Table) -> int:
+    """Bytes of the data files of the handle's version (from its manifest).
+
+    Args:
+        table: The table at the version to weigh.
+
+    Returns:
+        The bytes.
+    """
+    return sum(int(df.file_size_bytes) for f in table.get_fragments() for df in f.files)
+
+
+def removable_bytes(table: mvcc.Table, removable: Sequence[int], versions: Sequence[int] | None = None) -> int:
+    """Bytes of the data files only the `removable` versions reference (what their removal frees).
+
+    Args:
+        table: The table (any version of it; its manifests are read through it).
+        removable: The versions to be removed (`removable_versions`).
+        versions: Every version kept now (default: `table.versions()`, readable ones).
+
+    Returns:
+        The bytes.
+    """
+    listed = list(versions) if versions is not None else [v.version for v in table.versions() if v.error is None]
+    gone = set(removable)
+
+    def files(version: int) -> dict[str, int]:
+        fragments = table.checkout(version).get_fragments()
+        return {df.path: int(df.file_size_bytes) for f in fragments for df in f.files}
+
+    kept: set[str] = set()
+    for version in listed:
+        if version not in gone:
+            kept |= files(version).keys()
+    freed: dict[str, int] = {}
+    for version in gone:
+        freed.update({path: size for path, size in files(version).items() if path not in kept})
+    return sum(freed.values())
+
+
 @dataclass(frozen=True)
 class MaintenanceWork:
     """What a maintenance run of one table would do now.

@@ -17,7 +17,7 @@ import mvcc_core as mvcc
 from mvcc_dagster import HealthThresholds, Level, MvccResource, build_maintenance_schedule, build_retention_job
 from mvcc_dagster.health import TableHandles, build_health_sensor, evaluate_health
 from mvcc_dagster.maintenance import MaintenanceTarget
-from mvcc_dagster.maintenance.due import maintenance_work, removable_versions
+from mvcc_dagster.maintenance.due import maintenance_work, removable_bytes, removable_versions
 
 AT = datetime(2026, 11, 2, 3, tzinfo=UTC)
 
@@ -66,6 +66,8 @@ def test_removable_versions_follow_the_cleanup_rule(tmp_path: Path) -> None:
         t = mvcc.write_table(rows(0), uri)
         for i in range(rng.randint(0, 4)):
             t.append(rows(10 * (i + 1)))
+            if rng.random() < 0.4:
+                t.optimize.compact_files(target_rows_per_fragment=1000)  # replaced files: freed when removed
         split = datetime.now(UTC)
         time.sleep(0.06)  # the window's edge falls in this gap, far from any commit
         for i in range(rng.randint(0, 3)):
@@ -74,8 +76,32 @@ def test_removable_versions_follow_the_cleanup_rule(tmp_path: Path) -> None:
         older_than = datetime.now(UTC) - edge if rng.random() < 0.5 else timedelta(0)
         floor = rng.choice([None, 1, 2, 5])
         predicted = removable_versions(t, older_than, floor)
+        freed = removable_bytes(t, predicted)
+        before = data_dir_bytes(uri)
         stats = t.cleanup_old_versions(older_than, floor)
         assert predicted == list(stats.removed_versions), (case, older_than, floor)
+        assert freed == before - data_dir_bytes(uri), (case, older_than, floor)
+
+
+def data_dir_bytes(uri: str) -> int:
+    return sum(f.stat().st_size for f in (Path(uri) / "data").rglob("*") if f.is_file())
+
+
+def test_sensor_requests_retention_when_enough_is_removable(instance: dg.DagsterInstance, warehouse: str) -> None:
+    """No check fails, but an overwrite left the whole old file to remove: with `retention_removable_share`
+    the sensor asks for retention once the freed bytes reach that share of the latest version's; without the
+    setting, or above the share, it does not."""
+    t = mvcc.write_table(rows(0, 50), f"{warehouse}/over")
+    t.overwrite(rows(100, 50))
+    retention = build_retention_job("over", older_than=timedelta(0))
+    resources = {"mvcc": MvccResource(root_uri=warehouse)}
+    for share, expected in ((None, 0), (5.0, 0), (0.5, 1)):
+        thresholds = HealthThresholds(small_fragment_rows=1, retention_removable_share=share)
+        sensor = build_health_sensor(["over"], retention_job=retention, thresholds=thresholds)
+        result = sensor(dg.build_sensor_context(instance=instance, resources=resources))
+        assert len(result.run_requests or []) == expected, share
+    with pytest.raises(ValueError, match="retention_removable_share"):
+        HealthThresholds(retention_removable_share=-1)
 
 
 def test_maintenance_work_counts_index_and_compaction(warehouse: str) -> None:
