@@ -116,6 +116,7 @@ def thresholds(s: dict[str, Any]) -> HealthThresholds:
         small_fragment_rows=max(1, s["rows_per_hour"] * s["appends_per_day"] // 4),
         small_fragments=Level(8, 32),
         storage_amplification=Level(s["amplification_warn"], 10.0),
+        retention_removable_share=s.get("removable_share"),
     )
 
 
@@ -927,6 +928,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--delete-share", type=float, default=0.01, help="share of every hour's rows deleted daily")
     p.add_argument("--delete-hour", type=int, default=3, help="the daily delete's hour (03:00: with maintenance)")
     p.add_argument("--amplification-warn", type=float, default=3.0, help="storage_amplification WARN threshold")
+    p.add_argument(
+        "--removable-share",
+        type=float,
+        default=0.3,
+        help="the health sensor's retention_removable_share (negative: none, retention only nightly and on checks)",
+    )
     p.add_argument("--workers", type=int, default=3, help="runs executing at once (the run pool's processes)")
     p.add_argument(
         "--executor",
@@ -938,13 +945,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--json", type=Path, help="write the result here")
     p.add_argument("--plot", type=Path, help="write the chart here (PNG)")
     p.add_argument("--baseline", type=Path, help="a result JSON to draw beside this one (e.g. --no-maintenance)")
-    p.add_argument("--report", type=Path, help="print a result JSON (with --baseline) as Markdown tables, only")
+    p.add_argument(
+        "--report", type=Path, help="print a result JSON (with --baseline) as Markdown tables (and --plot it), only"
+    )
     p.add_argument("--scaling", action="store_true", help="measure per-table costs (health, compaction) only")
     p.add_argument("--keep", type=Path, help="keep the warehouse and DAGSTER_HOME under this directory")
     a = p.parse_args(argv)
     if a.report:
         result = json.loads(a.report.read_text())
-        print(markdown(result, json.loads(a.baseline.read_text()) if a.baseline else None))
+        baseline = json.loads(a.baseline.read_text()) if a.baseline else None
+        print(markdown(result, baseline))
+        if a.plot:
+            plot(result, a.plot, baseline)
         return result
     if a.scaling:
         scaling = measure_scaling()
@@ -973,6 +985,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "delete_share": a.delete_share,
         "delete_hour": a.delete_hour,
         "amplification_warn": a.amplification_warn,
+        "removable_share": a.removable_share if a.removable_share >= 0 else None,
     }
     os.environ[SETTINGS_ENV] = json.dumps(s)
     sys.path.insert(0, str(HERE))  # the worker and step processes import this file as `week`
