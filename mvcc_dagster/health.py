@@ -293,17 +293,18 @@ def build_table_health_checks(
 
 class TableHandles:
     """The sensor's table handles, kept from tick to tick: a tick reads only the manifests and transactions
-    committed since the last one (versions are immutable), not every kept version again."""
+    committed since the last one (versions are immutable), not every kept version again. A table dropped
+    and written again under the same uri is noticed by the version the last tick saw, read again."""
 
     def __init__(self) -> None:
         self._handles: dict[str, mvcc.Table] = {}
 
     def latest(self, uri: str, open_table: Callable[[], mvcc.Table]) -> mvcc.Table:
-        """The table at `uri` at its latest version, through the handle of the last tick when there is one.
+        """The table at `uri` at its latest version, through the handle of the last tick when still valid.
 
         Args:
             uri: The table's uri (the key).
-            open_table: Opens the table afresh.
+            open_table: Opens the table afresh (its latest manifest read now).
 
         Returns:
             The handle.
@@ -312,13 +313,23 @@ class TableHandles:
             TableNotFoundError: There is no table at `uri` (any kept handle is dropped).
         """
         known = self._handles.pop(uri, None)
-        table = open_table() if known is None else known.checkout_latest()
-        if known is not None and table.version < known.version:
-            table = open_table()  # fewer versions than last tick: the table was re-created, nothing is reusable
+        fresh = open_table()
+        table = known.checkout(fresh.version) if known is not None and _same_table(known, fresh) else fresh
         # remember what the kept versions need, not every version read since the sensor started
         table.state.committer.trim_cache(max(1, len(table.versions())))
         self._handles[uri] = table
         return table
+
+
+def _same_table(known: mvcc.Table, fresh: mvcc.Table) -> bool:
+    """Whether `fresh` (read now) is the table `known` (the last tick's) with versions added: the version the
+    last tick saw is still there with the same manifest (one manifest read when the table moved)."""
+    if fresh.version < known.version:
+        return False
+    try:
+        return fresh.checkout(known.version).manifest == known.manifest
+    except (mvcc.VersionNotFoundError, mvcc.CorruptManifestError):
+        return False  # removed or unreadable since: read everything again rather than trust the cache
 
 
 _IN_PROGRESS = [
