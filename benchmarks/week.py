@@ -27,13 +27,11 @@ the event-log consumer's run retries (a failed run whose job carries ``dagster/m
 from its parent, all steps, up to that many times); run-key de-duplication (a run key a sensor returned
 before is not launched again, and is counted as a duplicate request).
 
-Simulated time: one hour lasts ``--hour-seconds`` real seconds. Commit timestamps are real, so the retention
-setting given to the jobs is the simulated window scaled: ``older_than = retention_days * 24 * hour_seconds``
-real seconds (e.g. 2 simulated days at 1 s per hour: 48 s).
-
-``--executor in_process`` gives the code location Dagster's in-process executor (the jobs that choose none use
-it); the default is the jobs' own default. ``--report week.json --baseline bare.json`` prints the Markdown
-tables of docs/operations.md; ``--scaling`` measures the per-table costs that page's last section uses.
+Simulated time: one hour lasts ``--hour-seconds`` real seconds; commit timestamps are real, so the jobs'
+retention is ``older_than = retention_days * 24 * hour_seconds`` real seconds (2 days at 1 s an hour: 48 s).
+``--executor in_process`` gives the code location Dagster's in-process executor (default: the jobs' own).
+``--report week.json --baseline bare.json`` prints docs/operations.md's tables (week_report.py); ``--scaling``
+measures the per-table costs of that page's last section (week_scaling.py).
 """
 
 import argparse
@@ -56,6 +54,7 @@ from typing import Any
 import dagster as dg
 import pyarrow as pa
 import pyarrow.compute as pc
+from week_report import markdown, plot, targets  # benchmarks/ is on sys.path (a script's folder)
 
 import mvcc_core as mvcc
 from mvcc_dagster import (
@@ -116,6 +115,7 @@ def thresholds(s: dict[str, Any]) -> HealthThresholds:
         small_fragment_rows=max(1, s["rows_per_hour"] * s["appends_per_day"] // 4),
         small_fragments=Level(8, 32),
         storage_amplification=Level(s["amplification_warn"], 10.0),
+        retention_removable_share=s.get("removable_share"),
     )
 
 
@@ -338,7 +338,7 @@ def dir_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def best_scan(uri: str, repeats: int = 3) -> tuple[pa.Table, float, float]:
+def best_scan(uri: str, repeats: int = 5) -> tuple[pa.Table, float, float]:
     """The table's latest version read whole, and the best of `repeats` full scans: wall seconds and CPU
     seconds of this process (the readers are paused meanwhile, so the CPU is the scan's; on a busy machine the
     CPU is the steadier of the two)."""
@@ -364,6 +364,9 @@ def table_metrics(root: Path, name: str, small_rows: int, scratch: Path) -> dict
         for f in fragments
     ]
     physical = sum(int(f.physical_rows) for f in fragments)
+    # what retention could remove now (a dry run with the jobs' window; unverified files too): the stored bytes
+    # beyond what the window keeps on purpose (its versions' files, manifests and transactions)
+    removable = table.cleanup_old_versions(retention_window(settings()), dry_run=True, delete_unverified=True)
     data, scan, scan_cpu = best_scan(uri)
     copy = scratch / f"{name}-compacted"
     shutil.rmtree(copy, ignore_errors=True)
@@ -378,6 +381,8 @@ def table_metrics(root: Path, name: str, small_rows: int, scratch: Path) -> dict
         "live_bytes": dir_bytes(copy / "data"),
         "stored_bytes": dir_bytes(Path(uri)),
         "stored_data_bytes": dir_bytes(Path(uri) / "data"),  # the rest: manifests, transactions, deletion files
+        "removable_bytes": removable.bytes_removed,
+        "versions_kept": len(table.versions()),
         "deleted_share": round((physical - sum(live)) / physical, 4) if physical else 0.0,
         "scan_seconds": round(scan, 4),
         "compacted_scan_seconds": round(compacted_scan, 4),
@@ -432,6 +437,7 @@ class Week:
         self.duplicate_requests: list[str] = []
         self.compactions_requested: dict[tuple[str, int], list[str]] = defaultdict(list)
         self.tick_cpu = 0.0
+        self.tick_cpu_by: dict[str, float] = defaultdict(float)  # per schedule / sensor name
         self.held = 0.0
         self.ticks = 0
         self.outside_cpu = 0.0
@@ -487,6 +493,7 @@ class Week:
             )
             data = schedule.evaluate_tick(context)
             self.tick_cpu += time.thread_time() - cpu
+            self.tick_cpu_by["maintenance schedules"] += time.thread_time() - cpu
             for request in data.run_requests or []:
                 tags = {**request.tags, "dagster/schedule_name": schedule.name}
                 self.submit("maintenance_schedule", schedule.job_name, request.run_config or {}, tags, hour)
@@ -506,6 +513,7 @@ class Week:
                 self.instance.report_runless_asset_event(event)
             self.cursors[sensor.name] = data.cursor
             self.tick_cpu += time.thread_time() - cpu
+            self.tick_cpu_by[sensor.name] += time.thread_time() - cpu
             self.ticks += 1
             for request in data.run_requests or []:
                 if request.run_key in self.run_keys[sensor.name]:
@@ -635,6 +643,7 @@ class Week:
             "pipeline_cpu_seconds": round(pipeline, 3),
             "maintenance_cpu_seconds": round(maintenance, 3),
             "retention_days": self.s["retention_days"],
+            "tick_cpu_seconds_by_name": {k: round(v, 3) for k, v in self.tick_cpu_by.items()},
             "retention_older_than_seconds": retention_window(self.s).total_seconds(),
             "maintenance": self.maintenance,
             "settings": {k: v for k, v in self.s.items() if k != "warehouse"},
@@ -672,184 +681,7 @@ def dg_cron_times(cron: str, after: datetime, until: datetime) -> list[datetime]
     return out
 
 
-# ---- targets, chart, command line -----------------------------------------------------------------------------
-
-
-def targets(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Issue 28's targets checked on a week's result: each with its measured value and whether it is met."""
-    days = result["days"]
-    after = [d for d in days if d["day"] > result["retention_days"]]
-    amplification = max((d["stored_bytes"] / max(1, d["live_bytes"]) for d in after), default=None)
-    data_only = max((d.get("stored_data_bytes", 0) / max(1, d["live_bytes"]) for d in after), default=None)
-    # CPU of the scans (wall times on this busy machine vary several-fold between repeats; both are in "days")
-    scan = max((d["scan_cpu_seconds"] / max(1e-3, d["compacted_scan_cpu_seconds"]) for d in days), default=None)
-    small = max((d["small_fragments"] for d in days), default=None)
-    failed = sum(v["failed"] for v in result["runs"].values())
-    twice = result.get("compactions_requested_twice_for_one_version", [])
-    pipeline, maintenance = result["pipeline_cpu_seconds"], result["maintenance_cpu_seconds"]
-    share = maintenance / pipeline if pipeline else None
-    per_table = {
-        name: {
-            "small_fragments_max": max(d["small_fragments"] for d in days if d["table"] == name),
-            "stored_over_live_after_retention_max": round(
-                max((d["stored_bytes"] / max(1, d["live_bytes"]) for d in after if d["table"] == name), default=0), 3
-            ),
-            "scan_cpu_over_compacted_max": round(
-                max(
-                    d["scan_cpu_seconds"] / max(1e-3, d["compacted_scan_cpu_seconds"])
-                    for d in days
-                    if d["table"] == name
-                ),
-                3,
-            ),
-        }
-        for name in dict.fromkeys(d["table"] for d in days)
-    }
-    return {
-        "per_table": {"value": per_table, "target": "the same, per table", "met": None},
-        "small_fragments_max": {"value": small, "target": 10, "met": small is not None and small <= 10},
-        "stored_over_live_after_retention_max": {
-            "value": None if amplification is None else round(amplification, 3),
-            "target": 1.3,
-            "met": amplification is not None and amplification <= 1.3,
-        },
-        "stored_data_files_over_live_after_retention_max (metadata excluded)": {
-            "value": None if data_only is None else round(data_only, 3),
-            "target": 1.3,
-            "met": data_only is not None and data_only <= 1.3,
-        },
-        "scan_cpu_over_compacted_max": {
-            "value": None if scan is None else round(scan, 3),
-            "target": 1.2,
-            "met": scan is not None and scan <= 1.2,
-        },
-        "failed_runs": {"value": failed, "target": 0, "met": failed == 0},
-        "duplicate_requests": {
-            "value": len(result["duplicate_requests"]) + len(twice),
-            "target": 0,
-            "met": not result["duplicate_requests"] and not twice,
-        },
-        "maintenance_cpu_share": {
-            "value": None if share is None else round(share, 3),
-            "target": 0.15,
-            "met": share is not None and share <= 0.15,
-        },
-    }
-
-
-def plot(result: dict[str, Any], out: Path, baseline: dict[str, Any] | None = None) -> None:
-    """Fragments, stored/live bytes and full-scan CPU over a compacted copy's, per table per day, with (solid)
-    and without (dashed) maintenance; the maintenance runs as red ticks on the time axis; dotted: the targets."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(3, len(TABLES), figsize=(3.2 * len(TABLES), 7.0), sharex=True)
-    series = [(result, "-", "with maintenance" if result["maintenance"] else "no maintenance")]
-    if baseline is not None:
-        series.append((baseline, "--", "with maintenance" if baseline["maintenance"] else "no maintenance"))
-    for col, name in enumerate(TABLES):
-        for res, style, label in series:
-            rows = [d for d in res["days"] if d["table"] == name]
-            x = [d["day"] for d in rows]
-            axes[0, col].plot(x, [d["fragments"] for d in rows], style, marker="o", ms=3, label=label)
-            ratio = [d["stored_bytes"] / max(1, d["live_bytes"]) for d in rows]
-            axes[1, col].plot(x, ratio, style, marker="o", ms=3, label=label)
-            scan = [d["scan_cpu_seconds"] / max(1e-3, d["compacted_scan_cpu_seconds"]) for d in rows]
-            axes[2, col].plot(x, scan, style, marker="o", ms=3, label=label)
-            if res["maintenance"]:
-                hours = [r["hour"] / 24 for r in res["maintenance_runs"] if name in r["job"]]
-                axes[0, col].plot(hours, [0] * len(hours), "|", color="tab:red", ms=10, label="maintenance run")
-        axes[0, col].set_title(name, fontsize=9)
-        axes[1, col].axhline(1.3, color="grey", lw=0.6, ls=":")
-        axes[2, col].axhline(1.2, color="grey", lw=0.6, ls=":")
-        axes[2, col].set_xlabel("simulated day")
-    axes[0, 0].set_ylabel("fragments")
-    axes[1, 0].set_ylabel("stored / live bytes")
-    axes[2, 0].set_ylabel("scan CPU / compacted copy's")
-    axes[0, 0].legend(fontsize=6)
-    fig.suptitle(f"a simulated week ({result['settings']['rows_per_hour']} rows/hour, busy 2-core machine)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(out, dpi=64)
-    plt.close(fig)
-
-
-def measure_scaling(rows_per_commit: int = 20_000, commits: int = 168) -> dict[str, Any]:
-    """What the per-table costs grow with, measured on one local table (docs/operations.md "How the numbers
-    scale"): the health sensor's work for one table per tick against the versions kept, and compaction's and
-    retention's CPU for the bytes they process."""
-    out: dict[str, Any] = {"rows_per_commit": rows_per_commit}
-    with tempfile.TemporaryDirectory(prefix="mvcc-week-scaling-") as tmp:
-        uri = str(Path(tmp) / "t")
-        sensor = build_health_sensor(["t"])  # no repair jobs: it evaluates the checks and requests nothing
-        resources = {"mvcc": MvccResource(root_uri=tmp)}
-        health: dict[int, float] = {}
-        for i in range(commits):
-            batch = event_rows(i, rows_per_commit)
-            mvcc.write_table(batch, uri, mode="create" if i == 0 else "append")
-            if i + 1 in (1, 24, 72, commits):
-                cpu = time.process_time()
-                sensor.evaluate_tick(dg.build_sensor_context(resources=resources))
-                health[i + 1] = round(time.process_time() - cpu, 4)
-        out["health_tick_cpu_seconds_by_versions_kept"] = health
-        data_bytes = dir_bytes(Path(uri) / "data")
-        cpu, wall = cpu_seconds(), time.perf_counter()
-        mvcc.open_table(uri).optimize.compact_files(target_rows_per_fragment=rows_per_commit * 24)
-        out["compaction"] = {
-            "bytes": data_bytes,
-            "rows": rows_per_commit * commits,
-            "cpu_seconds": round(cpu_seconds() - cpu, 3),
-            "wall_seconds": round(time.perf_counter() - wall, 3),
-        }
-        cpu = cpu_seconds()
-        stats = mvcc.open_table(uri).cleanup_old_versions(older_than=timedelta(0))
-        out["retention"] = {"cpu_seconds": round(cpu_seconds() - cpu, 3), "stats": str(stats)[:300]}
-    return out
-
-
-def markdown(result: dict[str, Any], baseline: dict[str, Any] | None = None) -> str:
-    """The week's last day per table and the runs per kind, as the Markdown tables of docs/operations.md."""
-    last = max(d["day"] for d in result["days"])
-    lines = [
-        "| table | fragments (small) | live rows | live MB | stored MB | stored / live (data files only) "
-        "| scan CPU ms (compacted copy) |"
-        + (" without maintenance: fragments, stored / live, scan CPU ms |" if baseline else ""),
-        "|---|---|---|---|---|---|---|" + ("---|" if baseline else ""),
-    ]
-    for d in (d for d in result["days"] if d["day"] == last):
-        row = (
-            f"| {d['table']} | {d['fragments']} ({d['small_fragments']}) | {d['live_rows']:,} | "
-            f"{d['live_bytes'] / 1e6:.2f} | {d['stored_bytes'] / 1e6:.2f} | "
-            f"{d['stored_bytes'] / max(1, d['live_bytes']):.2f} "
-            f"({d.get('stored_data_bytes', 0) / max(1, d['live_bytes']):.2f}) | "
-            f"{d['scan_cpu_seconds'] * 1000:.1f} ({d['compacted_scan_cpu_seconds'] * 1000:.1f}) |"
-        )
-        if baseline:
-            b = next((x for x in baseline["days"] if x["day"] == last and x["table"] == d["table"]), None)
-            row += (
-                f" {b['fragments']}, {b['stored_bytes'] / max(1, b['live_bytes']):.2f}, "
-                f"{b['scan_cpu_seconds'] * 1000:.1f} |"
-                if b
-                else " |"
-            )
-        lines.append(row)
-    lines += [
-        "",
-        "| run kind | runs | failed | run retries | conflict step retries | wall s | CPU s |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for kind, r in result["runs"].items():
-        lines.append(
-            f"| {kind} | {r['runs']} | {r['failed']} | {r['retries']} | {r['conflict_retries']} | "
-            f"{r['wall_seconds'] if r['wall_seconds'] is not None else '-'} | {r['cpu_seconds']} |"
-        )
-    lines += ["", "| target | value | met |", "|---|---|---|"]
-    for name, t in result["targets"].items():
-        if name == "per_table":
-            continue
-        lines.append(f"| {name} (target {t['target']}) | {t['value']} | {'yes' if t['met'] else 'no'} |")
-    return "\n".join(lines)
+# ---- scaling, command line -----------------------------------------------------------------------------
 
 
 QUICK = {
@@ -874,6 +706,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--delete-share", type=float, default=0.01, help="share of every hour's rows deleted daily")
     p.add_argument("--delete-hour", type=int, default=3, help="the daily delete's hour (03:00: with maintenance)")
     p.add_argument("--amplification-warn", type=float, default=3.0, help="storage_amplification WARN threshold")
+    p.add_argument(
+        "--removable-share",
+        type=float,
+        default=0.3,
+        help="the health sensor's retention_removable_share (negative: none, retention only nightly and on checks)",
+    )
     p.add_argument("--workers", type=int, default=3, help="runs executing at once (the run pool's processes)")
     p.add_argument(
         "--executor",
@@ -885,15 +723,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--json", type=Path, help="write the result here")
     p.add_argument("--plot", type=Path, help="write the chart here (PNG)")
     p.add_argument("--baseline", type=Path, help="a result JSON to draw beside this one (e.g. --no-maintenance)")
-    p.add_argument("--report", type=Path, help="print a result JSON (with --baseline) as Markdown tables, only")
+    p.add_argument(
+        "--report", type=Path, help="print a result JSON (with --baseline) as Markdown tables (and --plot it), only"
+    )
     p.add_argument("--scaling", action="store_true", help="measure per-table costs (health, compaction) only")
     p.add_argument("--keep", type=Path, help="keep the warehouse and DAGSTER_HOME under this directory")
     a = p.parse_args(argv)
     if a.report:
         result = json.loads(a.report.read_text())
-        print(markdown(result, json.loads(a.baseline.read_text()) if a.baseline else None))
+        baseline = json.loads(a.baseline.read_text()) if a.baseline else None
+        print(markdown(result, baseline))
+        if a.plot:
+            plot(result, a.plot, baseline)
         return result
     if a.scaling:
+        from week_scaling import measure_scaling  # it uses this module's traffic: imported when asked for
+
         scaling = measure_scaling()
         print(json.dumps(scaling, indent=1))
         if a.json:
@@ -920,6 +765,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "delete_share": a.delete_share,
         "delete_hour": a.delete_hour,
         "amplification_warn": a.amplification_warn,
+        "removable_share": a.removable_share if a.removable_share >= 0 else None,
     }
     os.environ[SETTINGS_ENV] = json.dumps(s)
     sys.path.insert(0, str(HERE))  # the worker and step processes import this file as `week`

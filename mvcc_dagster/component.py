@@ -48,6 +48,11 @@ class HealthModel(dg.Model):
     version_age_days: LevelModel | None = None
     storage_amplification: LevelModel | None = None
     sample_files: int | None = Field(default=None, description="files of the latest version HEADed per check run")
+    retention_removable_share: float | None = Field(
+        default=None,
+        description="the sensor also requests retention when the data files it would remove weigh this share of "
+        "the latest version's",
+    )
     sensor: bool = Field(default=True, description="a sensor requesting the repair jobs of failing checks")
     sensor_interval_seconds: int = 300
 

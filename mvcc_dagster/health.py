@@ -16,6 +16,7 @@ from mvcc_core import TableNotFoundError
 
 from .error_mapping import mvcc_conflicts
 from .maintenance import TABLE_TAG, MaintenanceTarget
+from .maintenance.due import data_bytes, removable_bytes, removable_versions, retention_setting
 from .resources import RESOURCE_KEY, MvccResource, TableName
 from .sensors import job_sensor
 
@@ -52,7 +53,11 @@ class HealthThresholds:
     - `unindexed_rows`: live rows in fragments an index does not cover (the worst index);
     - `versions_kept`: versions still listed; `version_age_days`: age of the oldest kept version;
     - `storage_amplification`: bytes of data files referenced by any kept version / bytes of the latest's;
-    - `sample_files`: how many of the latest version's files the existence check HEADs (any missing: ERROR).
+    - `sample_files`: how many of the latest version's files the existence check HEADs (any missing: ERROR);
+    - `retention_removable_share` (the health sensor's, not a check): also request retention when the data
+      files it would remove now weigh at least this share of the latest version's (None: only when a check
+      that retention repairs fails). Retention then keeps up with what leaves the window during the day
+      instead of waiting for the nightly run; each such run costs a Dagster run (docs/operations.md).
     """
 
     small_fragment_rows: int = 100_000
@@ -63,6 +68,12 @@ class HealthThresholds:
     version_age_days: Level = field(default_factory=lambda: Level(30, 90))
     storage_amplification: Level = field(default_factory=lambda: Level(3.0, 10.0))
     sample_files: int = 20
+    retention_removable_share: float | None = None
+
+    def __post_init__(self) -> None:
+        share = self.retention_removable_share
+        if share is not None and (isinstance(share, bool) or not isinstance(share, int | float) or share < 0):
+            raise ValueError(f"retention_removable_share must be a non-negative number or None, got {share!r}")
 
 
 def _result(
@@ -280,6 +291,47 @@ def build_table_health_checks(
     return out
 
 
+class TableHandles:
+    """The sensor's table handles, kept from tick to tick: a tick reads only the manifests and transactions
+    committed since the last one (versions are immutable), not every kept version again. A table dropped
+    and written again under the same uri is noticed by the version the last tick saw, read again."""
+
+    def __init__(self) -> None:
+        self._handles: dict[str, mvcc.Table] = {}
+
+    def latest(self, uri: str, open_table: Callable[[], mvcc.Table]) -> mvcc.Table:
+        """The table at `uri` at its latest version, through the handle of the last tick when still valid.
+
+        Args:
+            uri: The table's uri (the key).
+            open_table: Opens the table afresh (its latest manifest read now).
+
+        Returns:
+            The handle.
+
+        Raises:
+            TableNotFoundError: There is no table at `uri` (any kept handle is dropped).
+        """
+        known = self._handles.pop(uri, None)
+        fresh = open_table()
+        table = known.checkout(fresh.version) if known is not None and _same_table(known, fresh) else fresh
+        # remember what the kept versions need, not every version read since the sensor started
+        table.state.committer.trim_cache(max(1, len(table.versions())))
+        self._handles[uri] = table
+        return table
+
+
+def _same_table(known: mvcc.Table, fresh: mvcc.Table) -> bool:
+    """Whether `fresh` (read now) is the table `known` (the last tick's) with versions added: the version the
+    last tick saw is still there with the same manifest (one manifest read when the table moved)."""
+    if fresh.version < known.version:
+        return False
+    try:
+        return fresh.checkout(known.version).manifest == known.manifest
+    except (mvcc.VersionNotFoundError, mvcc.CorruptManifestError):
+        return False  # removed or unreadable since: read everything again rather than trust the cache
+
+
 _IN_PROGRESS = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
@@ -290,11 +342,7 @@ _IN_PROGRESS = [
 
 def _tables_in_maintenance(context: dg.SensorEvaluationContext, labels: Sequence[str]) -> set[str]:
     """The tables (their `TABLE_TAG` values) with a maintenance run queued or in progress on the instance."""
-    try:
-        instance = context.instance
-    except dg.DagsterInvariantViolationError:
-        return set()  # evaluated without an instance (a unit test's context): nothing to look up
-    runs = instance.get_runs(filters=dg.RunsFilter(tags={TABLE_TAG: list(labels)}, statuses=_IN_PROGRESS))
+    runs = context.instance.get_runs(filters=dg.RunsFilter(tags={TABLE_TAG: list(labels)}, statuses=_IN_PROGRESS))
     return {run.tags[TABLE_TAG] for run in runs if TABLE_TAG in run.tags}
 
 
@@ -329,9 +377,13 @@ def build_health_sensor(
     is now. Run key ``"{uri}@{version}:{job}"``: a table that stays at a version never gets a second run of a
     job for it (Dagster dedupes run keys, and the cursor remembers the keys already requested, so a tick does
     not even return them); a new version after the repair may request it again if the check still fails.
+    Retention's key also names the newest version it would remove (``...:{job}<={version}``).
     A table with a maintenance run (any run tagged `TABLE_TAG` with its name: the nightly schedule's, a repair
     requested before) queued or in progress gets no request on that tick: that run may repair the version the
-    sensor sees, and a second one would plan the same fragments (seen in benchmarks/week.py at 03:00).
+    sensor sees, and a second one would plan the same fragments (seen in benchmarks/week.py at 03:00). A
+    retention job built by `build_retention_job` (its tags say its window) is requested only when it would
+    remove a version: a version-count or storage check failing inside the window waits for the window.
+    Table handles are kept from tick to tick (`TableHandles`), so a tick reads only the new versions.
 
     Args:
         tables: Asset keys or table uris (opened through the ``mvcc`` resource).
@@ -364,6 +416,8 @@ def build_health_sensor(
         if (j := job_for(kind, t)) is not None
     }
 
+    handles = TableHandles()
+
     def health_sensor(context: dg.SensorEvaluationContext, mvcc: MvccResource) -> dg.SensorResult:
         requested: dict[str, list[str]] = json.loads(context.cursor) if context.cursor else {}
         requests = []
@@ -375,17 +429,33 @@ def build_health_sensor(
                 # or running: it may repair this very version; the next tick sees what it left
                 continue
             try:
-                table = mvcc.open(target.table)
+                table = handles.latest(uri, lambda t=target: mvcc.open(t.table))
             except TableNotFoundError:
                 continue
             failing = [r.check_name for r in evaluate_health(table, target, thresholds) if not r.passed]
             seen = set(requested.get(uri, []))
             keys_now = []
-            for kind in dict.fromkeys(REPAIRS[c] for c in failing if c in REPAIRS):
+            by_checks = set(REPAIRS[c] for c in failing if c in REPAIRS)
+            share = thresholds.retention_removable_share
+            for kind in [k for k in ("compaction", "retention", "index") if k in by_checks or k == "retention"]:
                 job = job_for(kind, target)
                 if job is None:
                     continue
                 run_key = f"{uri}@{table.version}:{job.name}"
+                setting = retention_setting(job.tags) if kind == "retention" else None
+                if kind == "retention" and kind not in by_checks and (setting is None or share is None):
+                    continue  # no failing check asks for it, and no removable-share rule applies
+                if setting is not None:
+                    removable = removable_versions(table, *setting)
+                    if not removable:
+                        # every old version is still inside the job's window: a run would remove nothing (the
+                        # week's daily tables asked for one at every new version); asked once one is older
+                        continue
+                    if kind not in by_checks and removable_bytes(table, removable) < share * data_bytes(table):
+                        continue  # asked by the share rule only, and too little to remove yet
+                    # the newest version it would remove: at one latest version, versions leave the window
+                    # as time passes, and each such step is new work (a new key), never the same run twice
+                    run_key += f"<={removable[-1]}"
                 keys_now.append(run_key)
                 if run_key not in seen:
                     requests.append(

@@ -9,7 +9,7 @@ import dagster as dg
 import mvcc_core as mvcc
 
 from ..error_mapping import mvcc_conflicts, no_retry_failure
-from ..resources import RESOURCE_KEY, MvccResource, TableName
+from ..resources import RESOURCE_KEY, TableName
 from ..versions import table_metadata
 from .target import MAINTENANCE_IO_KEY, MaintenanceTarget, one_step_job
 
@@ -35,6 +35,18 @@ def _restore_ref(label: str, config: Mapping[str, Any]) -> int | str | datetime:
             f"restore of {label}: timestamp {value!r} has no UTC offset (write it as ...Z or +00:00)"
         )
     return when.astimezone(UTC)
+
+
+def _open_for_restore(context: Any, target: MaintenanceTarget, ref: int | str | datetime) -> mvcc.Table:
+    """The table at its latest version; past a corrupt (or hostile) latest manifest, at the version or tag
+    restored to, so the restore commits past the damage as the core's `Table.restore` does. A timestamp cannot
+    be resolved without the latest manifest: that failure stands."""
+    try:
+        return target.open(context)
+    except dg.Failure as failure:
+        if isinstance(ref, datetime) or not isinstance(failure.__cause__, mvcc.CorruptManifestError):
+            raise
+    return target.open(context, ref)
 
 
 def build_restore_job(
@@ -70,14 +82,7 @@ def build_restore_job(
     )
     def restore(context: dg.OpExecutionContext) -> int:
         ref = _restore_ref(target.label, context.op_config)
-        resource: MvccResource = getattr(context.resources, RESOURCE_KEY)
-        with mvcc_conflicts(context, what=f"table {target.label}"):
-            try:
-                t = resource.open(target.table)
-            except mvcc.CorruptManifestError:  # a corrupt or hostile latest: restore commits past it (as the core)
-                if isinstance(ref, datetime):
-                    raise
-                t = resource.open(target.table, ref)
+        t = _open_for_restore(context, target, ref)
         with mvcc_conflicts(context, what=f"restore of {target.label} to {ref!r}"):
             source = t.checkout(ref).version
             read_version = t.version

@@ -9,6 +9,7 @@ import mvcc_core as mvcc
 
 from ..error_mapping import mvcc_conflicts
 from ..resources import RESOURCE_KEY, TableName
+from .due import retention_tags
 from .target import MAINTENANCE_IO_KEY, MaintenanceTarget, observe, one_step_job
 
 
@@ -142,4 +143,5 @@ def build_retention_job(
             f"Retention of {target.label}: older_than={older_than}, retain_versions={retain_versions}, "
             f"delete_unverified={delete_unverified}."
         ),
+        tags=retention_tags(older_than, retain_versions),  # the health sensor's "anything removable?"
     )

@@ -8,6 +8,7 @@ import mvcc_core as mvcc
 
 from ..resources import RESOURCE_KEY, MvccResource, TableName
 from .compaction import RETRY_TAGS, SPARK_RESOURCE_KEY, check_executor, compaction_ops
+from .due import maintenance_work, retention_tags
 from .indices import index_op
 from .retention import cleanup_op
 from .target import MaintenanceTarget, maintenance_job
@@ -35,7 +36,9 @@ def build_maintenance_schedule(
     One job rather than three so the order holds: retention after the Rewrite removes the replaced files
     once they are old enough, and the index catches up with the new fragments before readers miss it. An
     empty compaction still runs the later steps. Default stopped, as Dagster's schedules are. A tick skips
-    (no run) while the table does not exist yet.
+    (no run) while the table does not exist yet, and when the job would do nothing: no compaction task in
+    its plan, no fragment an index misses, no version older than `older_than` (`maintenance_work`, from the
+    manifests; a run costs Dagster's per-run work even when it has none to do).
 
     Args:
         table: An asset key or a table uri.
@@ -94,25 +97,35 @@ def build_maintenance_schedule(
         table_tag=target.label,
         description=f"Scheduled maintenance of {target.label}: compaction, index optimize, retention.",
         executor_def=executor_def,
-        tags=RETRY_TAGS,  # its compaction can lose to a concurrent change like the compaction job's
+        # its compaction can lose to a concurrent change like the compaction job's
+        tags={**RETRY_TAGS, **retention_tags(older_than, retain_versions)},
     )
 
-    def maintain_if_present(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
+    def maintain_if_due(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
         # A table not written yet (a new deployment's first night) has nothing to maintain: a skipped tick,
         # not a run that fails on TableNotFoundError (seen in benchmarks/week.py's first simulated night).
         resource: MvccResource = getattr(context.resources, RESOURCE_KEY)
         try:
-            resource.open(target.table)
+            table = resource.open(target.table)
         except mvcc.TableNotFoundError:
             return dg.SkipReason(f"no table {target.label} yet: nothing to maintain")
-        return dg.RunRequest()
+        work = maintenance_work(
+            table,
+            options,
+            optimize_indices=optimize_indices,
+            older_than=older_than,
+            retain_versions=retain_versions,
+        )  # measured to now, not to the tick's scheduled time: the run's retention measures to when it runs
+        if not work:
+            return dg.SkipReason(f"{target.label} at version {table.version}: nothing to do ({work.describe()})")
+        return dg.RunRequest(tags={"mvcc/work": work.describe()})
 
     try:
         return dg.ScheduleDefinition(
             name=name or f"mvcc_maintenance_schedule__{target.suffix}",
             cron_schedule=cron,
             job=job,
-            execution_fn=maintain_if_present,
+            execution_fn=maintain_if_due,
             required_resource_keys={RESOURCE_KEY},
             execution_timezone=execution_timezone,
             default_status=default_status,

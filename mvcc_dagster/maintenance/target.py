@@ -110,7 +110,13 @@ def maintenance_job(
 
 
 def one_step_job(
-    op: dg.OpDefinition, step: str, *, name: str, target: MaintenanceTarget, description: str
+    op: dg.OpDefinition,
+    step: str,
+    *,
+    name: str,
+    target: MaintenanceTarget,
+    description: str,
+    tags: Mapping[str, str] | None = None,
 ) -> dg.JobDefinition:
     """A job of one step, `op` run as `step`, in the run's own process (retention, index, restore, tag jobs).
 
@@ -124,6 +130,7 @@ def one_step_job(
         name: The job's name.
         target: The table (its run tag).
         description: Shown in the UI.
+        tags: More run tags.
 
     Returns:
         The job.
@@ -134,7 +141,12 @@ def one_step_job(
         op.alias(step)()
 
     return maintenance_job(
-        graph, name=name, table_tag=target.label, description=description, executor_def=dg.in_process_executor
+        graph,
+        name=name,
+        table_tag=target.label,
+        description=description,
+        executor_def=dg.in_process_executor,
+        tags=tags,
     )
 
 

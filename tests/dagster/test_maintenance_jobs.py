@@ -357,3 +357,33 @@ def test_scheduled_maintenance_is_retried_like_the_compaction_job() -> None:
     compaction = build_compaction_job("t")
     for job in (nightly, compaction):
         assert job.tags["dagster/max_retries"] == "2" and job.tags["dagster/retry_strategy"] == "ALL_STEPS"
+
+
+@pytest.mark.slow
+def test_restore_job_commits_past_a_corrupt_latest_manifest(instance: dg.DagsterInstance, warehouse: str) -> None:
+    """With the latest manifest corrupt, a restore to a version or tag commits past it (as `Table.restore`);
+    a restore to a timestamp, which needs the latest manifest, fails naming the table."""
+    from mvcc_core.format.manifest import list_manifests
+
+    t = fragmented(f"{warehouse}/hurt", 3)
+    t.tags.create("good", 2)
+    latest = {loc.version: loc for loc in list_manifests(t.state.store, t.state.committer.handler)}[3]
+    t.state.store.put(latest.path, b"this is not a manifest")
+    job = build_restore_job("hurt")
+    resources = {"mvcc": MvccResource(root_uri=warehouse)}
+
+    def run(config: dict) -> dg.ExecuteInProcessResult:
+        return job.execute_in_process(
+            instance=instance,
+            resources=resources,
+            run_config={"ops": {"restore": {"config": config}}},
+            raise_on_error=False,
+        )
+
+    at_time = run({"timestamp": datetime.now(UTC).isoformat()})
+    assert not at_time.success
+    failure = at_time.get_step_failure_events()[0].step_failure_data.error
+    assert "hurt" in failure.message and "CorruptManifestError" in failure.message
+    assert run({"tag": "good"}).success
+    restored = mvcc.open_table(t.uri)
+    assert restored.version == 4 and restored.count_rows() == 20

@@ -1,0 +1,207 @@
+"""Maintenance requested only when it has work (found by benchmarks/week.py): the nightly schedule skips a
+table with nothing to compact, index or remove; the health sensor asks for retention only once a version is
+older than the retention job's window; its table handles, kept from tick to tick, see what a fresh open sees."""
+
+import random
+import shutil
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pyarrow as pa
+import pytest
+
+import mvcc_core as mvcc
+from mvcc_dagster import HealthThresholds, Level, MvccResource, build_maintenance_schedule, build_retention_job
+from mvcc_dagster.health import TableHandles, build_health_sensor, evaluate_health
+from mvcc_dagster.maintenance import MaintenanceTarget
+from mvcc_dagster.maintenance.due import maintenance_work, removable_bytes, removable_versions
+
+AT = datetime(2026, 11, 2, 3, tzinfo=UTC)
+
+
+def rows(start: int, n: int = 10) -> pa.Table:
+    return pa.table({"n": pa.array(range(start, start + n), pa.int64())})
+
+
+def tick(schedule: dg.ScheduleDefinition, warehouse: str) -> Any:
+    context = dg.build_schedule_context(
+        resources={"mvcc": MvccResource(root_uri=warehouse)}, scheduled_execution_time=AT
+    )
+    return schedule.evaluate_tick(context)
+
+
+@pytest.mark.slow  # about 1 s: two schedules' jobs built
+def test_schedule_skips_a_table_with_nothing_to_do(warehouse: str) -> None:
+    """One fragment, no index, no version older than the window: a skip that says so, no run. An append
+    (compaction work) or a version leaving the window (retention work) makes the tick request the run."""
+    uri = f"{warehouse}/quiet"
+    t = mvcc.write_table(rows(0), uri)
+    options = mvcc.CompactionOptions(target_rows_per_fragment=100)
+    window = build_maintenance_schedule("quiet", options=options, older_than=timedelta(days=1))
+    data = tick(window, warehouse)
+    assert not data.run_requests and "nothing to do" in (data.skip_message or "")
+    assert "0 compaction task(s)" in data.skip_message and "0 removable version(s)" in data.skip_message
+
+    t.append(rows(10))  # two small fragments: compaction has a task
+    data = tick(window, warehouse)
+    assert len(data.run_requests) == 1 and "1 compaction task(s)" in data.run_requests[0].tags["mvcc/work"]
+
+    t.optimize.compact_files(target_rows_per_fragment=100)  # one fragment again; versions 1-3 kept by the window
+    assert not tick(window, warehouse).run_requests
+    no_window = build_maintenance_schedule("quiet", options=options, older_than=timedelta(0), name="now")
+    data = tick(no_window, warehouse)
+    assert len(data.run_requests) == 1 and "removable version" in data.run_requests[0].tags["mvcc/work"]
+    assert window.job.tags["mvcc/older_than_seconds"] == "86400.0"
+
+
+def test_removable_versions_follow_the_cleanup_rule(tmp_path: Path) -> None:
+    """Differential: what `removable_versions` predicts is what `cleanup_old_versions` removes, over random
+    histories, windows and floors (the latest always kept)."""
+    rng = random.Random(28)
+    for case in range(3):
+        uri = str(tmp_path / f"t{case}")
+        t = mvcc.write_table(rows(0), uri)
+        for i in range(rng.randint(0, 4)):
+            t.append(rows(10 * (i + 1)))
+            if rng.random() < 0.4:
+                t.optimize.compact_files(target_rows_per_fragment=1000)  # replaced files: freed when removed
+        split = datetime.now(UTC)
+        time.sleep(0.04)  # the window's edge falls in this gap, far from any commit
+        for i in range(rng.randint(0, 3)):
+            t.append(rows(100 + 10 * i))
+        edge = split + timedelta(seconds=0.02)
+        older_than = datetime.now(UTC) - edge if rng.random() < 0.5 else timedelta(0)
+        floor = rng.choice([None, 1, 2, 5])
+        predicted = removable_versions(t, older_than, floor)
+        freed = removable_bytes(t, predicted)
+        before = data_dir_bytes(uri)
+        stats = t.cleanup_old_versions(older_than, floor)
+        assert predicted == list(stats.removed_versions), (case, older_than, floor)
+        assert freed == before - data_dir_bytes(uri), (case, older_than, floor)
+
+
+def data_dir_bytes(uri: str) -> int:
+    return sum(f.stat().st_size for f in (Path(uri) / "data").rglob("*") if f.is_file())
+
+
+def test_sensor_requests_retention_when_enough_is_removable(instance: dg.DagsterInstance, warehouse: str) -> None:
+    """No check fails, but an overwrite left the whole old file to remove: with `retention_removable_share`
+    the sensor asks for retention once the freed bytes reach that share of the latest version's; without the
+    setting, or above the share, it does not."""
+    t = mvcc.write_table(rows(0, 50), f"{warehouse}/over")
+    t.overwrite(rows(100, 50))
+    retention = build_retention_job("over", older_than=timedelta(0))
+    resources = {"mvcc": MvccResource(root_uri=warehouse)}
+    for share, expected in ((None, 0), (5.0, 0), (0.5, 1)):
+        thresholds = HealthThresholds(small_fragment_rows=1, retention_removable_share=share)
+        sensor = build_health_sensor(["over"], retention_job=retention, thresholds=thresholds)
+        result = sensor(dg.build_sensor_context(instance=instance, resources=resources))
+        assert len(result.run_requests or []) == expected, share
+    with pytest.raises(ValueError, match="retention_removable_share"):
+        HealthThresholds(retention_removable_share=-1)
+
+
+def test_maintenance_work_counts_index_and_compaction(warehouse: str) -> None:
+    """An index missing the appended fragment is work for the nightly job even with nothing to compact."""
+    t = mvcc.write_table(pa.table({"n": pa.array(range(200), pa.int64())}), f"{warehouse}/ix")
+    t.create_index("n", "BTREE")
+    t.append(pa.table({"n": pa.array(range(200, 400), pa.int64())}))
+    options = mvcc.CompactionOptions(target_rows_per_fragment=100)  # both fragments are big enough
+    work = maintenance_work(mvcc.open_table(t.uri), options, optimize_indices=True, older_than=timedelta(days=1))
+    assert (work.compaction_tasks, work.unindexed_fragments, work.removable_versions) == (0, 1, 0) and work
+    idle = maintenance_work(mvcc.open_table(t.uri), options, optimize_indices=False, older_than=timedelta(days=1))
+    assert not idle
+
+
+def test_sensor_requests_retention_only_when_a_version_is_removable(
+    instance: dg.DagsterInstance, warehouse: str
+) -> None:
+    """versions_kept fails from the third version on; a retention job whose window still holds every version
+    is not requested (it would remove nothing), one with an empty window is."""
+    t = mvcc.write_table(rows(0), f"{warehouse}/hist")
+    for i in range(1, 4):
+        t.append(rows(10 * i))
+    thresholds = HealthThresholds(small_fragment_rows=1, versions_kept=Level(3, 100))
+    resources = {"mvcc": MvccResource(root_uri=warehouse)}
+    for older_than, expected in ((timedelta(days=1), 0), (timedelta(0), 1)):
+        retention = build_retention_job("hist", older_than=older_than)
+        sensor = build_health_sensor(["hist"], retention_job=retention, thresholds=thresholds)
+        result = sensor(dg.build_sensor_context(instance=instance, resources=resources))
+        assert len(result.run_requests or []) == expected, older_than
+        if expected:
+            assert result.run_requests[0].job_name == retention.name
+
+
+@pytest.mark.slow  # waits 0.7 s for versions to leave a window
+def test_retention_is_asked_again_as_versions_leave_the_window(instance: dg.DagsterInstance, warehouse: str) -> None:
+    """At one latest version, versions leave the window as time passes: the sensor asks for retention when
+    one is removable, not while none is, and asks again (a new run key, never a repeated one) when more
+    leave the window (the week requested one key twice when the cursor forgot it meanwhile)."""
+    window = timedelta(seconds=0.3)
+    t = mvcc.write_table(rows(0), f"{warehouse}/aging")
+    t.append(rows(10))
+    time.sleep(0.35)
+    t.append(rows(20))
+    t.append(rows(30))  # versions 1-2 out of the window, 3-4 in it
+    retention = build_retention_job("aging", older_than=window)
+    sensor = build_health_sensor(
+        ["aging"],
+        retention_job=retention,
+        thresholds=HealthThresholds(small_fragment_rows=1, versions_kept=Level(2, 9)),
+    )
+    resources = {"mvcc": MvccResource(root_uri=warehouse)}
+    keys: list[str] = []
+    cursor = None
+
+    def evaluate() -> list[str]:
+        nonlocal cursor
+        result = sensor(dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources))
+        cursor = result.cursor
+        return [r.run_key for r in result.run_requests or []]
+
+    keys += evaluate()
+    assert len(keys) == 1 and keys[0].endswith(":mvcc_retention__aging<=2")
+    assert evaluate() == []  # the same work: not asked again
+    t.cleanup_old_versions(window)  # what the run does: versions 3-4 left, still failing versions_kept
+    assert evaluate() == []  # nothing removable
+    time.sleep(0.35)
+    keys += evaluate()
+    assert len(keys) == 2 and keys[1].endswith(":mvcc_retention__aging<=3") and len(set(keys)) == 2
+
+
+def test_kept_handles_see_what_a_fresh_open_sees(tmp_path: Path) -> None:
+    """Differential over a random history (appends, deletes, compactions, retention, a table dropped and
+    written again): every check's value and metadata through the kept handle equals a fresh open's."""
+    rng = random.Random(3)  # every action, both kinds of re-creation among them
+    uri = str(tmp_path / "t")
+    target = MaintenanceTarget("t")
+    thresholds = HealthThresholds(small_fragment_rows=15)
+    handles = TableHandles()
+    t = mvcc.write_table(rows(0), uri)
+    now = datetime.now(UTC)
+    for step in range(16):
+        action = rng.choice(["append", "append", "delete", "compact", "cleanup", "recreate", "recreate longer"])
+        if action == "append":
+            t.append(rows(1000 * step, rng.randint(1, 30)))
+        elif action == "delete":
+            t.delete(f"n % {rng.randint(2, 7)} = 0")
+        elif action == "compact":
+            t.optimize.compact_files(target_rows_per_fragment=40)
+        elif action == "cleanup":
+            t.cleanup_old_versions(timedelta(0))
+        else:  # dropped and written again: shorter, or as long as before and one more (same version numbers)
+            versions = t.version + 1 if action == "recreate longer" else 1
+            shutil.rmtree(uri)
+            t = mvcc.write_table(rows(0, rng.randint(1, 5)), uri)
+            for i in range(1, versions):
+                t.append(rows(500 + i, 2))
+        t = mvcc.open_table(uri)
+        kept = handles.latest(uri, lambda: mvcc.open_table(uri))
+        assert kept.version == t.version
+        via_kept = {r.check_name: (r.passed, r.metadata) for r in evaluate_health(kept, target, thresholds, now=now)}
+        fresh = {r.check_name: (r.passed, r.metadata) for r in evaluate_health(t, target, thresholds, now=now)}
+        fresh.pop("files_exist"), via_kept.pop("files_exist")  # a random sample of files
+        assert via_kept == fresh, (step, action)
