@@ -11,7 +11,7 @@ from pyroaring import BitMap
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.errors import MvccError, ObjectNotFoundError, VersionNotFoundError
-from mvcc_core.format.deletion import read_deletion_vector
+from mvcc_core.format.deletion import deletion_path, read_deletion_vector
 from mvcc_core.format.manifest import location_of, manifest_problems
 from mvcc_core.format.referenced_files import ReferencedFile, version_files
 from mvcc_core.table import Table
@@ -213,7 +213,11 @@ class _Checker:
         fragment = fragments.get(ref.fragment_id) if ref.fragment_id is not None else None
         try:
             if ref.kind == "deletion" and fragment is not None:
-                return _deletion_problem(ref, fragment, manifest)
+                sharing = [fragment]
+                if fragment.deletion_file.HasField("content_size"):  # a packed file: every vector in it
+                    sharing = [f for f in fragments.values() if f.deletion_file.HasField("content_size")
+                               and deletion_path(f.id, f.deletion_file) == ref.path]  # fmt: skip
+                return "; ".join(p for f in sharing if (p := _deletion_problem(ref, f, manifest))) or None
             if self.deep and ref.kind in ("data", "index"):
                 return _parquet_problem(ref, fragment)
         except MvccError as exc:

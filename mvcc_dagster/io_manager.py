@@ -94,6 +94,11 @@ class MvccIOManager(dg.ConfigurableIOManager):
     (``MvccIOManager(mvcc=MvccResource(...))``, the one bound as ``mvcc``) or its fields
     (``MvccIOManager(root_uri=...)``), not both.
 
+    Spark DataFrames take the fast path both ways: an input annotated with pyspark's ``DataFrame`` is read
+    with ``mvcc_core.spark.read`` (Spark's own Parquet reader over the pinned version's files, pruned by the
+    partition predicate) and a Spark output is written with ``mvcc_core.spark.write``; neither goes through
+    the slower ``format("mvcc")`` data source unless the table is on an object store (docs/spark.md).
+
     Attributes:
         mvcc: The warehouse resource; built from `root_uri`, `storage_options` and `external_store` when None.
         root_uri: Where the tables live (when `mvcc` is not given).

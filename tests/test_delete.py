@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
@@ -11,6 +12,7 @@ import pytest
 from pyroaring import BitMap64
 
 import mvcc_core as mvcc
+from mvcc_core.format.features import FLAG_PACKED_DELETION_FILES
 
 
 def data(n: int, start: int = 0) -> pa.Table:
@@ -74,9 +76,15 @@ def test_deletion_vector_and_row_addresses(tmp_uri) -> None:
     got = t.to_table(columns=["id"], with_row_address=True)
     assert (1 << 32 | 2) not in got["_rowaddr"].to_pylist()  # id 12 is deleted
     assert all(a >> 32 == i // 10 and a & 0xFFFFFFFF == i % 10 for i, a in zip(*got.to_pydict().values(), strict=True))
-    assert sorted(os.listdir(Path(tmp_uri) / "_deletions")) == sorted(
-        f"{f.id}-1-{f.deletion_file.id}.bin" for f in (frag0, frag1)
-    )
+    # one packed file for the commit (read version 1), each fragment's vector a slice of it
+    assert frag0.deletion_file.id == frag1.deletion_file.id
+    assert os.listdir(Path(tmp_uri) / "_deletions") == [f"1-{frag0.deletion_file.id}.bin"]
+    assert frag0.deletion_file.content_offset == 0
+    assert frag1.deletion_file.content_offset == frag0.deletion_file.content_size
+    assert t.manifest.reader_feature_flags & FLAG_PACKED_DELETION_FILES
+    t.delete("id = 15")  # one fragment: its own file, as before packing
+    assert f"1-2-{t.get_fragments()[1].deletion_file.id}.bin" in os.listdir(Path(tmp_uri) / "_deletions")
+    assert t.to_table()["id"].to_pylist() == [i for i in range(20) if i not in (1, 3, 12, 15)]
 
 
 def test_nulls_in_predicates_delete_nothing(tmp_uri) -> None:
@@ -144,3 +152,18 @@ def test_row_count_disagreeing_with_the_manifest_is_corrupt(tmp_uri) -> None:
     with pytest.raises(mvcc.CorruptManifestError, match="9 rows"):
         t.delete("id % 2 = 0")  # not prunable by statistics: every file is read
     assert mvcc.open_table(tmp_uri).version == 1
+
+
+def test_table_of_per_fragment_deletion_files_stays_readable_and_writable(tmp_path) -> None:
+    """A table written before packed deletion files (a checked-in fixture: 3 fragments of 4 rows, ids 1, 5, 6
+    deleted, one deletion file per fragment) reads as before; a delete on top packs, and reads both kinds."""
+    uri = tmp_path / "t"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "per_fragment_deletions", uri)
+    t = mvcc.open_table(str(uri))
+    assert not t.manifest.reader_feature_flags & FLAG_PACKED_DELETION_FILES
+    assert t.to_table()["id"].to_pylist() == [0, 2, 3, 4, 7, 8, 9, 10, 11]
+    assert t.count_rows("id < 6") == 4
+    t.delete("id IN (0, 2, 7, 9)")  # fragments 0, 1 (old files merged into a packed one) and 2
+    assert t.manifest.reader_feature_flags & FLAG_PACKED_DELETION_FILES
+    assert mvcc.open_table(str(uri)).to_table()["id"].to_pylist() == [3, 4, 8, 10, 11]
+    assert mvcc.open_table(str(uri), version=2).to_table()["id"].to_pylist() == [0, 2, 3, 4, 7, 8, 9, 10, 11]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import mvcc_core as mvcc
@@ -104,3 +105,29 @@ def test_small_fragment_is_the_file_the_streaming_writer_writes(tmp_path):
         assert meta[0].column(i).compression == meta[1].column(i).compression
     assert small.files[0].file_size_bytes == (tmp_path / "t" / "data" / small.files[0].path).stat().st_size
     assert write_small_fragment(store, data.slice(0, 0), fields, schema) == []
+
+
+def test_numeric_columns_not_dictionary_encoded_are_delta_or_byte_stream_split(tmp_path):
+    rng = np.random.default_rng(7)
+    n = 3000
+    data = pa.table(
+        {
+            "i8": pa.array(rng.integers(-128, 128, n), pa.int8()),
+            "i64": pa.array(np.r_[-(2**63), 2**63 - 1, rng.integers(-(2**62), 2**62, n - 2)]),
+            "u64": pa.array(np.r_[np.iinfo(np.uint64).max, rng.integers(0, 2**63, n - 1, dtype=np.uint64)]),
+            "f32": pa.array(rng.standard_normal(n).astype(np.float32)),
+            "f64": pa.array([None if i % 7 == 0 else float(v) for i, v in enumerate(rng.standard_normal(n))]),
+            "few": pa.array(np.arange(n) % 3),  # repetitive: dictionary-encoded
+        }
+    )
+    t = mvcc.write_table(data, str(tmp_path / "t"))
+    assert t.to_table().equals(data)
+    meta = _data_file(t).metadata
+    encodings = {meta.schema.column(i).name: meta.row_group(0).column(i).encodings for i in range(meta.num_columns)}
+    names = {f"c{i}": name for i, name in enumerate(data.schema.names)}
+    by_name = {names[k]: v for k, v in encodings.items()}
+    assert "DELTA_BINARY_PACKED" in by_name["i64"] and "DELTA_BINARY_PACKED" in by_name["u64"]
+    assert "BYTE_STREAM_SPLIT" in by_name["f32"] and "BYTE_STREAM_SPLIT" in by_name["f64"]
+    assert "RLE_DICTIONARY" in by_name["few"] and "RLE_DICTIONARY" in by_name["i8"]  # 256 values: dictionary
+    expected = data.filter((pc.field("i64") > 0) & (pc.field("f64") < 0.5))
+    assert t.to_table(filter="i64 > 0 AND f64 < 0.5").equals(expected)

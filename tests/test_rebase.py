@@ -30,6 +30,19 @@ def test_two_deletes_of_different_rows_in_one_fragment_both_land(any_uri) -> Non
     assert final.get_fragments()[0].deletion_file.num_deleted_rows == 3
 
 
+def test_rebase_of_a_packed_deletion_file_keeps_it_for_the_fragments_not_rebased(tmp_uri) -> None:
+    mvcc.write_table(data(30), tmp_uri, max_rows_per_file=10)
+    a, b = mvcc.open_table(tmp_uri), mvcc.open_table(tmp_uri)
+    a.delete("id = 1")  # theirs: fragment 0 only
+    b.delete("id IN (2, 12, 22)")  # ours: one packed file for fragments 0, 1, 2; fragment 0 is rebased
+    final = mvcc.open_table(tmp_uri)
+    assert sorted(content(final)) == [i for i in range(30) if i not in (1, 2, 12, 22)]
+    frags = final.get_fragments()
+    assert not frags[0].deletion_file.HasField("content_size")  # the merged vector, in a file of its own
+    assert frags[1].deletion_file.id == frags[2].deletion_file.id and frags[1].deletion_file.HasField("content_size")
+    assert mvcc.verify(final, all_versions=True).ok
+
+
 @pytest.mark.parametrize("mode", ["rewrite_rows", "rewrite_columns"])
 def test_update_and_delete_of_different_rows_rebase(tmp_uri, mode) -> None:
     mvcc.write_table(data(20), tmp_uri, max_rows_per_file=10)

@@ -43,6 +43,22 @@ def test_unfiltered_scan_reads_files_written_under_older_schemas(where, tmp_uri,
     assert t.to_table(columns=["p"]).equals(expected.select(["p"]))
 
 
+@pytest.mark.parametrize("batch_size", [3, 10, 64])
+def test_files_larger_than_a_batch_stream_what_a_whole_read_gives(batch_size, tmp_uri) -> None:
+    """A file of more rows than `batch_size` is streamed batch by batch (Scan._streamed_file); files written
+    under older schemas fall back to the whole read; small and large files interleave in manifest order."""
+    t, expected = _evolved(tmp_uri)
+    t.append(pa.table({"id": list(range(32, 100)), "p": [{"x": i} for i in range(32, 100)],
+                       "kk": pa.array(range(32, 100), pa.int32())}).cast(t.schema))  # fmt: skip
+    expected = pa.concat_tables([expected, t.to_table().slice(32)])
+    assert t.to_table()["id"].to_pylist() == list(range(100))
+    batches = list(t.to_batches(batch_size=batch_size))
+    assert all(b.num_rows <= batch_size for b in batches)
+    assert pa.Table.from_batches(batches, schema=t.schema).equals(expected)
+    projected = pa.Table.from_batches(list(t.to_batches(columns=["kk"], batch_size=batch_size)))
+    assert projected.equals(expected.select(["kk"]))
+
+
 def test_unfiltered_scan_keeps_manifest_order_over_many_files(tmp_uri) -> None:
     t = mvcc.write_table(pa.table({"id": pa.array(range(0, 7), pa.int64())}), tmp_uri)
     for start in range(7, 700, 7):  # 100 files, read several at a time

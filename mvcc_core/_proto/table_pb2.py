@@ -26,7 +26,7 @@ from google.protobuf import any_pb2 as google_dot_protobuf_dot_any__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0btable.proto\x12\x04mvcc\x1a\x19google/protobuf/any.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe3\x01\n\x05\x46ield\x12\n\n\x02id\x18\x01 \x01(\x05\x12\x11\n\tparent_id\x18\x02 \x01(\x05\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x14\n\x0clogical_type\x18\x04 \x01(\t\x12\x10\n\x08nullable\x18\x05 \x01(\x08\x12+\n\x08metadata\x18\x06 \x03(\x0b\x32\x19.mvcc.Field.MetadataEntry\x12\x12\n\narrow_type\x18\x07 \x01(\x0c\x12\x13\n\x0bkeys_sorted\x18\x08 \x01(\x08\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\"\x14\n\x04UUID\x12\x0c\n\x04uuid\x18\x01 \x01(\x0c\"Y\n\x08\x42\x61sePath\x12\n\n\x02id\x18\x01 \x01(\r\x12\x11\n\x04name\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x17\n\x0fis_dataset_root\x18\x03 \x01(\x08\x12\x0c\n\x04path\x18\x04 \x01(\tB\x07\n\x05_name\"\xb3\x01\n\x08\x44\x61taFile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06\x66ields\x18\x02 \x03(\x05\x12\x16\n\x0e\x63olumn_indices\x18\x03 \x03(\x05\x12\x1a\n\x12\x66ile_major_version\x18\x04 \x01(\r\x12\x1a\n\x12\x66ile_minor_version\x18\x05 \x01(\r\x12\x17\n\x0f\x66ile_size_bytes\x18\x06 \x01(\x04\x12\x14\n\x07\x62\x61se_id\x18\x07 \x01(\rH\x00\x88\x01\x01\x42\n\n\x08_base_id\"\xd5\x01\n\x0c\x44\x65letionFile\x12\x36\n\tfile_type\x18\x01 \x01(\x0e\x32#.mvcc.DeletionFile.DeletionFileType\x12\x14\n\x0cread_version\x18\x02 \x01(\x04\x12\n\n\x02id\x18\x03 \x01(\x04\x12\x18\n\x10num_deleted_rows\x18\x04 \x01(\x04\x12\x14\n\x07\x62\x61se_id\x18\x07 \x01(\rH\x00\x88\x01\x01\"/\n\x10\x44\x65letionFileType\x12\x0f\n\x0b\x41RROW_ARRAY\x10\x00\x12\n\n\x06\x42ITMAP\x10\x01\x42\n\n\x08_base_id\"(\n\rRowIdSequence\x12\x17\n\x0finline_sequence\x18\x01 \x01(\x0c\"\xa3\x02\n\x0c\x44\x61taFragment\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x1d\n\x05\x66iles\x18\x02 \x03(\x0b\x32\x0e.mvcc.DataFile\x12)\n\rdeletion_file\x18\x03 \x01(\x0b\x32\x12.mvcc.DeletionFile\x12\x15\n\rphysical_rows\x18\x04 \x01(\x04\x12,\n\x0frow_id_sequence\x18\x05 \x01(\x0b\x32\x13.mvcc.RowIdSequence\x12$\n\x17last_updated_at_version\x18\x06 \x01(\x04H\x00\x88\x01\x01\x12\x1f\n\x12\x63reated_at_version\x18\x07 \x01(\x04H\x01\x88\x01\x01\x42\x1a\n\x18_last_updated_at_versionB\x15\n\x13_created_at_version\"-\n\tIndexFile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x12\n\nsize_bytes\x18\x02 \x01(\x04\"\xc3\x02\n\rIndexMetadata\x12\x18\n\x04uuid\x18\x01 \x01(\x0b\x32\n.mvcc.UUID\x12\x0e\n\x06\x66ields\x18\x02 \x03(\x05\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x17\n\x0f\x64\x61taset_version\x18\x04 \x01(\x04\x12\x17\n\x0f\x66ragment_bitmap\x18\x05 \x01(\x0c\x12+\n\rindex_details\x18\x06 \x01(\x0b\x32\x14.google.protobuf.Any\x12\x15\n\rindex_version\x18\x07 \x01(\r\x12.\n\ncreated_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x07\x62\x61se_id\x18\t \x01(\rH\x00\x88\x01\x01\x12\x1e\n\x05\x66iles\x18\n \x03(\x0b\x32\x0f.mvcc.IndexFile\x12\x12\n\nindex_type\x18\x0b \x01(\tB\n\n\x08_base_id\"\x91\x01\n\x0e\x46ragReuseGroup\x12\x18\n\x10old_fragment_ids\x18\x01 \x03(\x04\x12\x19\n\x11old_physical_rows\x18\x02 \x03(\x04\x12\x15\n\rold_deletions\x18\x03 \x03(\x0c\x12\x18\n\x10new_fragment_ids\x18\x04 \x03(\x04\x12\x19\n\x11new_physical_rows\x18\x05 \x03(\x04\"Q\n\x10\x46ragReuseVersion\x12\x17\n\x0f\x64\x61taset_version\x18\x01 \x01(\x04\x12$\n\x06groups\x18\x02 \x03(\x0b\x32\x14.mvcc.FragReuseGroup\"A\n\x15\x46ragReuseIndexDetails\x12(\n\x08versions\x18\x01 \x03(\x0b\x32\x16.mvcc.FragReuseVersion\"E\n\x10MergedGeneration\x12\x1d\n\tregion_id\x18\x01 \x01(\x0b\x32\n.mvcc.UUID\x12\x12\n\ngeneration\x18\x02 \x01(\x04\"M\n\x11MemWalRegionState\x12\x1d\n\tregion_id\x18\x01 \x01(\x0b\x32\n.mvcc.UUID\x12\x19\n\x11merged_generation\x18\x02 \x01(\x04\"\xe6\x06\n\x08Manifest\x12\x0f\n\x07version\x18\x01 \x01(\x04\x12-\n\ttimestamp\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x34\n\x0ewriter_version\x18\x03 \x01(\x0b\x32\x1c.mvcc.Manifest.WriterVersion\x12\x1c\n\x14reader_feature_flags\x18\x04 \x01(\x04\x12\x1c\n\x14writer_feature_flags\x18\x05 \x01(\x04\x12\x1b\n\x06\x66ields\x18\x06 \x03(\x0b\x32\x0b.mvcc.Field\x12;\n\x0fschema_metadata\x18\x07 \x03(\x0b\x32\".mvcc.Manifest.SchemaMetadataEntry\x12%\n\tfragments\x18\x08 \x03(\x0b\x32\x12.mvcc.DataFragment\x12$\n\x07indices\x18\t \x03(\x0b\x32\x13.mvcc.IndexMetadata\x12*\n\x06\x63onfig\x18\n \x03(\x0b\x32\x1a.mvcc.Manifest.ConfigEntry\x12\x39\n\x0etable_metadata\x18\x0b \x03(\x0b\x32!.mvcc.Manifest.TableMetadataEntry\x12\x1c\n\x0fmax_fragment_id\x18\x0c \x01(\rH\x00\x88\x01\x01\x12\"\n\nbase_paths\x18\r \x03(\x0b\x32\x0e.mvcc.BasePath\x12\x18\n\x10transaction_file\x18\x0e \x01(\t\x12\x13\n\x0bnext_row_id\x18\x0f \x01(\x04\x12\x30\n\x0fmem_wal_regions\x18\x10 \x03(\x0b\x32\x17.mvcc.MemWalRegionState\x12\x14\n\x0cmax_field_id\x18\x11 \x01(\x05\x1a\x31\n\rWriterVersion\x12\x0f\n\x07library\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x1a\x35\n\x13SchemaMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x34\n\x12TableMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x12\n\x10_max_fragment_idb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0btable.proto\x12\x04mvcc\x1a\x19google/protobuf/any.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe3\x01\n\x05\x46ield\x12\n\n\x02id\x18\x01 \x01(\x05\x12\x11\n\tparent_id\x18\x02 \x01(\x05\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x14\n\x0clogical_type\x18\x04 \x01(\t\x12\x10\n\x08nullable\x18\x05 \x01(\x08\x12+\n\x08metadata\x18\x06 \x03(\x0b\x32\x19.mvcc.Field.MetadataEntry\x12\x12\n\narrow_type\x18\x07 \x01(\x0c\x12\x13\n\x0bkeys_sorted\x18\x08 \x01(\x08\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\"\x14\n\x04UUID\x12\x0c\n\x04uuid\x18\x01 \x01(\x0c\"Y\n\x08\x42\x61sePath\x12\n\n\x02id\x18\x01 \x01(\r\x12\x11\n\x04name\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x17\n\x0fis_dataset_root\x18\x03 \x01(\x08\x12\x0c\n\x04path\x18\x04 \x01(\tB\x07\n\x05_name\"\xb3\x01\n\x08\x44\x61taFile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06\x66ields\x18\x02 \x03(\x05\x12\x16\n\x0e\x63olumn_indices\x18\x03 \x03(\x05\x12\x1a\n\x12\x66ile_major_version\x18\x04 \x01(\r\x12\x1a\n\x12\x66ile_minor_version\x18\x05 \x01(\r\x12\x17\n\x0f\x66ile_size_bytes\x18\x06 \x01(\x04\x12\x14\n\x07\x62\x61se_id\x18\x07 \x01(\rH\x00\x88\x01\x01\x42\n\n\x08_base_id\"\xb1\x02\n\x0c\x44\x65letionFile\x12\x36\n\tfile_type\x18\x01 \x01(\x0e\x32#.mvcc.DeletionFile.DeletionFileType\x12\x14\n\x0cread_version\x18\x02 \x01(\x04\x12\n\n\x02id\x18\x03 \x01(\x04\x12\x18\n\x10num_deleted_rows\x18\x04 \x01(\x04\x12\x14\n\x07\x62\x61se_id\x18\x07 \x01(\rH\x00\x88\x01\x01\x12\x1b\n\x0e\x63ontent_offset\x18\x08 \x01(\x04H\x01\x88\x01\x01\x12\x19\n\x0c\x63ontent_size\x18\t \x01(\x04H\x02\x88\x01\x01\"/\n\x10\x44\x65letionFileType\x12\x0f\n\x0b\x41RROW_ARRAY\x10\x00\x12\n\n\x06\x42ITMAP\x10\x01\x42\n\n\x08_base_idB\x11\n\x0f_content_offsetB\x0f\n\r_content_size\"(\n\rRowIdSequence\x12\x17\n\x0finline_sequence\x18\x01 \x01(\x0c\"\xa3\x02\n\x0c\x44\x61taFragment\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x1d\n\x05\x66iles\x18\x02 \x03(\x0b\x32\x0e.mvcc.DataFile\x12)\n\rdeletion_file\x18\x03 \x01(\x0b\x32\x12.mvcc.DeletionFile\x12\x15\n\rphysical_rows\x18\x04 \x01(\x04\x12,\n\x0frow_id_sequence\x18\x05 \x01(\x0b\x32\x13.mvcc.RowIdSequence\x12$\n\x17last_updated_at_version\x18\x06 \x01(\x04H\x00\x88\x01\x01\x12\x1f\n\x12\x63reated_at_version\x18\x07 \x01(\x04H\x01\x88\x01\x01\x42\x1a\n\x18_last_updated_at_versionB\x15\n\x13_created_at_version\"-\n\tIndexFile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x12\n\nsize_bytes\x18\x02 \x01(\x04\"\xc3\x02\n\rIndexMetadata\x12\x18\n\x04uuid\x18\x01 \x01(\x0b\x32\n.mvcc.UUID\x12\x0e\n\x06\x66ields\x18\x02 \x03(\x05\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x17\n\x0f\x64\x61taset_version\x18\x04 \x01(\x04\x12\x17\n\x0f\x66ragment_bitmap\x18\x05 \x01(\x0c\x12+\n\rindex_details\x18\x06 \x01(\x0b\x32\x14.google.protobuf.Any\x12\x15\n\rindex_version\x18\x07 \x01(\r\x12.\n\ncreated_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x07\x62\x61se_id\x18\t \x01(\rH\x00\x88\x01\x01\x12\x1e\n\x05\x66iles\x18\n \x03(\x0b\x32\x0f.mvcc.IndexFile\x12\x12\n\nindex_type\x18\x0b \x01(\tB\n\n\x08_base_id\"\x91\x01\n\x0e\x46ragReuseGroup\x12\x18\n\x10old_fragment_ids\x18\x01 \x03(\x04\x12\x19\n\x11old_physical_rows\x18\x02 \x03(\x04\x12\x15\n\rold_deletions\x18\x03 \x03(\x0c\x12\x18\n\x10new_fragment_ids\x18\x04 \x03(\x04\x12\x19\n\x11new_physical_rows\x18\x05 \x03(\x04\"Q\n\x10\x46ragReuseVersion\x12\x17\n\x0f\x64\x61taset_version\x18\x01 \x01(\x04\x12$\n\x06groups\x18\x02 \x03(\x0b\x32\x14.mvcc.FragReuseGroup\"A\n\x15\x46ragReuseIndexDetails\x12(\n\x08versions\x18\x01 \x03(\x0b\x32\x16.mvcc.FragReuseVersion\"E\n\x10MergedGeneration\x12\x1d\n\tregion_id\x18\x01 \x01(\x0b\x32\n.mvcc.UUID\x12\x12\n\ngeneration\x18\x02 \x01(\x04\"M\n\x11MemWalRegionState\x12\x1d\n\tregion_id\x18\x01 \x01(\x0b\x32\n.mvcc.UUID\x12\x19\n\x11merged_generation\x18\x02 \x01(\x04\"\xe6\x06\n\x08Manifest\x12\x0f\n\x07version\x18\x01 \x01(\x04\x12-\n\ttimestamp\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x34\n\x0ewriter_version\x18\x03 \x01(\x0b\x32\x1c.mvcc.Manifest.WriterVersion\x12\x1c\n\x14reader_feature_flags\x18\x04 \x01(\x04\x12\x1c\n\x14writer_feature_flags\x18\x05 \x01(\x04\x12\x1b\n\x06\x66ields\x18\x06 \x03(\x0b\x32\x0b.mvcc.Field\x12;\n\x0fschema_metadata\x18\x07 \x03(\x0b\x32\".mvcc.Manifest.SchemaMetadataEntry\x12%\n\tfragments\x18\x08 \x03(\x0b\x32\x12.mvcc.DataFragment\x12$\n\x07indices\x18\t \x03(\x0b\x32\x13.mvcc.IndexMetadata\x12*\n\x06\x63onfig\x18\n \x03(\x0b\x32\x1a.mvcc.Manifest.ConfigEntry\x12\x39\n\x0etable_metadata\x18\x0b \x03(\x0b\x32!.mvcc.Manifest.TableMetadataEntry\x12\x1c\n\x0fmax_fragment_id\x18\x0c \x01(\rH\x00\x88\x01\x01\x12\"\n\nbase_paths\x18\r \x03(\x0b\x32\x0e.mvcc.BasePath\x12\x18\n\x10transaction_file\x18\x0e \x01(\t\x12\x13\n\x0bnext_row_id\x18\x0f \x01(\x04\x12\x30\n\x0fmem_wal_regions\x18\x10 \x03(\x0b\x32\x17.mvcc.MemWalRegionState\x12\x14\n\x0cmax_field_id\x18\x11 \x01(\x05\x1a\x31\n\rWriterVersion\x12\x0f\n\x07library\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x1a\x35\n\x13SchemaMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x34\n\x12TableMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x12\n\x10_max_fragment_idb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -52,35 +52,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DATAFILE']._serialized_start=425
   _globals['_DATAFILE']._serialized_end=604
   _globals['_DELETIONFILE']._serialized_start=607
-  _globals['_DELETIONFILE']._serialized_end=820
-  _globals['_DELETIONFILE_DELETIONFILETYPE']._serialized_start=761
-  _globals['_DELETIONFILE_DELETIONFILETYPE']._serialized_end=808
-  _globals['_ROWIDSEQUENCE']._serialized_start=822
-  _globals['_ROWIDSEQUENCE']._serialized_end=862
-  _globals['_DATAFRAGMENT']._serialized_start=865
-  _globals['_DATAFRAGMENT']._serialized_end=1156
-  _globals['_INDEXFILE']._serialized_start=1158
-  _globals['_INDEXFILE']._serialized_end=1203
-  _globals['_INDEXMETADATA']._serialized_start=1206
-  _globals['_INDEXMETADATA']._serialized_end=1529
-  _globals['_FRAGREUSEGROUP']._serialized_start=1532
-  _globals['_FRAGREUSEGROUP']._serialized_end=1677
-  _globals['_FRAGREUSEVERSION']._serialized_start=1679
-  _globals['_FRAGREUSEVERSION']._serialized_end=1760
-  _globals['_FRAGREUSEINDEXDETAILS']._serialized_start=1762
-  _globals['_FRAGREUSEINDEXDETAILS']._serialized_end=1827
-  _globals['_MERGEDGENERATION']._serialized_start=1829
-  _globals['_MERGEDGENERATION']._serialized_end=1898
-  _globals['_MEMWALREGIONSTATE']._serialized_start=1900
-  _globals['_MEMWALREGIONSTATE']._serialized_end=1977
-  _globals['_MANIFEST']._serialized_start=1980
-  _globals['_MANIFEST']._serialized_end=2850
-  _globals['_MANIFEST_WRITERVERSION']._serialized_start=2625
-  _globals['_MANIFEST_WRITERVERSION']._serialized_end=2674
-  _globals['_MANIFEST_SCHEMAMETADATAENTRY']._serialized_start=2676
-  _globals['_MANIFEST_SCHEMAMETADATAENTRY']._serialized_end=2729
-  _globals['_MANIFEST_CONFIGENTRY']._serialized_start=2731
-  _globals['_MANIFEST_CONFIGENTRY']._serialized_end=2776
-  _globals['_MANIFEST_TABLEMETADATAENTRY']._serialized_start=2778
-  _globals['_MANIFEST_TABLEMETADATAENTRY']._serialized_end=2830
+  _globals['_DELETIONFILE']._serialized_end=912
+  _globals['_DELETIONFILE_DELETIONFILETYPE']._serialized_start=817
+  _globals['_DELETIONFILE_DELETIONFILETYPE']._serialized_end=864
+  _globals['_ROWIDSEQUENCE']._serialized_start=914
+  _globals['_ROWIDSEQUENCE']._serialized_end=954
+  _globals['_DATAFRAGMENT']._serialized_start=957
+  _globals['_DATAFRAGMENT']._serialized_end=1248
+  _globals['_INDEXFILE']._serialized_start=1250
+  _globals['_INDEXFILE']._serialized_end=1295
+  _globals['_INDEXMETADATA']._serialized_start=1298
+  _globals['_INDEXMETADATA']._serialized_end=1621
+  _globals['_FRAGREUSEGROUP']._serialized_start=1624
+  _globals['_FRAGREUSEGROUP']._serialized_end=1769
+  _globals['_FRAGREUSEVERSION']._serialized_start=1771
+  _globals['_FRAGREUSEVERSION']._serialized_end=1852
+  _globals['_FRAGREUSEINDEXDETAILS']._serialized_start=1854
+  _globals['_FRAGREUSEINDEXDETAILS']._serialized_end=1919
+  _globals['_MERGEDGENERATION']._serialized_start=1921
+  _globals['_MERGEDGENERATION']._serialized_end=1990
+  _globals['_MEMWALREGIONSTATE']._serialized_start=1992
+  _globals['_MEMWALREGIONSTATE']._serialized_end=2069
+  _globals['_MANIFEST']._serialized_start=2072
+  _globals['_MANIFEST']._serialized_end=2942
+  _globals['_MANIFEST_WRITERVERSION']._serialized_start=2717
+  _globals['_MANIFEST_WRITERVERSION']._serialized_end=2766
+  _globals['_MANIFEST_SCHEMAMETADATAENTRY']._serialized_start=2768
+  _globals['_MANIFEST_SCHEMAMETADATAENTRY']._serialized_end=2821
+  _globals['_MANIFEST_CONFIGENTRY']._serialized_start=2823
+  _globals['_MANIFEST_CONFIGENTRY']._serialized_end=2868
+  _globals['_MANIFEST_TABLEMETADATAENTRY']._serialized_start=2870
+  _globals['_MANIFEST_TABLEMETADATAENTRY']._serialized_end=2922
 # @@protoc_insertion_point(module_scope)

@@ -14,15 +14,18 @@ FLAG_DELETION_FILES = 1 << 0
 FLAG_STABLE_ROW_IDS = 1 << 1
 # Data files may live under named base paths.
 FLAG_BASE_PATHS = 1 << 2
+# Deletion vectors of several fragments may share one file (`DeletionFile.content_offset/content_size`).
+FLAG_PACKED_DELETION_FILES = 1 << 3
 
 FLAG_NAMES = {
     FLAG_DELETION_FILES: "deletion_files",
     FLAG_STABLE_ROW_IDS: "stable_row_ids",
     FLAG_BASE_PATHS: "base_paths",
+    FLAG_PACKED_DELETION_FILES: "packed_deletion_files",
 }
 
-KNOWN_READER_FLAGS = FLAG_DELETION_FILES | FLAG_STABLE_ROW_IDS | FLAG_BASE_PATHS
-KNOWN_WRITER_FLAGS = FLAG_DELETION_FILES | FLAG_STABLE_ROW_IDS | FLAG_BASE_PATHS
+KNOWN_READER_FLAGS = FLAG_DELETION_FILES | FLAG_STABLE_ROW_IDS | FLAG_BASE_PATHS | FLAG_PACKED_DELETION_FILES
+KNOWN_WRITER_FLAGS = FLAG_DELETION_FILES | FLAG_STABLE_ROW_IDS | FLAG_BASE_PATHS | FLAG_PACKED_DELETION_FILES
 
 
 def describe(flags: int) -> list[str]:

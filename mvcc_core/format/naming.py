@@ -171,6 +171,11 @@ def deletion_file_path(fragment_id: int, read_version: int, file_id: int) -> str
     return f"{DELETIONS_DIR}/{fragment_id}-{read_version}-{file_id}.bin"
 
 
+def packed_deletion_file_path(read_version: int, file_id: int) -> str:
+    """The path of a packed deletion file: the vectors of several fragments, written by one commit."""
+    return f"{DELETIONS_DIR}/{read_version}-{file_id}.bin"
+
+
 def tag_path(name: str) -> str:
     """The path, relative to the table root, of a tag's file.
 

@@ -85,6 +85,7 @@ def version_files(store: ObjectStore, manifest: pb.Manifest) -> list[ReferencedF
         manifest: the version's manifest
     """
     out = []
+    packed: set[tuple[str, str]] = set()  # a packed deletion file holds several fragments' vectors: listed once
     for frag in manifest.fragments:
         for data_file in frag.files:
             source, rel = data_file_location(store, manifest.base_paths, data_file)
@@ -94,6 +95,10 @@ def version_files(store: ObjectStore, manifest: pb.Manifest) -> list[ReferencedF
         if frag.HasField("deletion_file"):
             rel = deletion_path(frag.id, frag.deletion_file)
             source = deletion_store(store, manifest.base_paths, frag.deletion_file)
+            if frag.deletion_file.HasField("content_size"):
+                if (source.uri, rel) in packed:
+                    continue
+                packed.add((source.uri, rel))
             out.append(ReferencedFile("deletion", source, rel, fragment_id=frag.id, clone_path=rel))
     for index in manifest.indices:
         source = store

@@ -20,10 +20,9 @@ from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.format import operations as ops
 from mvcc_core.format.deletion import (
     addresses_serialized,
-    deletion_path,
     offsets_bitmap,
     read_deletion_vector,
-    write_deletion_vector,
+    write_deletion_vectors,
 )
 from mvcc_core.io import ObjectStore
 from mvcc_core.read.scan import ROW_ADDRESS, Scan
@@ -86,21 +85,6 @@ def delete_addresses(store: ObjectStore, manifest: pb.Manifest, addresses: np.nd
     fragment_ids = addresses >> np.uint64(32)
     ids, starts = np.unique(fragment_ids, return_index=True)
     by_id = {f.id: f for f in manifest.fragments}
-    written: list[str] = []
-
-    def merge(fid: int, offsets: BitMap) -> pb.DataFragment | None:
-        """The fragment with its new deletion vector, or None when no row of it is left."""
-        frag = by_id[fid]
-        deleted = read_deletion_vector(store, frag, manifest.base_paths) | offsets
-        if len(deleted) >= frag.physical_rows:
-            return None
-        deletion_file = write_deletion_vector(store, fid, manifest.version, deleted)
-        written.append(deletion_path(fid, deletion_file))
-        new = pb.DataFragment()
-        new.CopyFrom(frag)
-        new.deletion_file.CopyFrom(deletion_file)
-        return new
-
     bounds = [*starts[1:].tolist(), len(addresses)]
     low = (addresses & np.uint64(0xFFFFFFFF)).astype(np.uint32)
     groups = [
@@ -108,15 +92,27 @@ def delete_addresses(store: ObjectStore, manifest: pb.Manifest, addresses: np.nd
         for fid, start, end in zip(ids.tolist(), starts.tolist(), bounds, strict=True)
     ]
     affected = addresses_serialized(groups)
-    try:  # one small file per fragment: on S3 each is a round trip, so a few threads write them
-        if store.scheme in ("file", "memory") or len(groups) < 2:
-            results = [merge(*g) for g in groups]
-        else:
-            with ThreadPoolExecutor(max_workers=8) as pool:
-                results = list(pool.map(lambda g: merge(*g), groups))
-    except BaseException:
-        store.delete_many(written)
-        raise
+
+    def merged(group: tuple[int, BitMap]) -> BitMap:
+        """The fragment's old deletion vector with the new offsets."""
+        return read_deletion_vector(store, by_id[group[0]], manifest.base_paths) | group[1]
+
+    # the old vectors: a packed file is read once (cached); on S3 per-fragment files are a round trip each
+    if store.scheme in ("file", "memory") or len(groups) < 2:
+        vectors = [merged(g) for g in groups]
+    else:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            vectors = list(pool.map(merged, groups))
+    # a fragment left without live rows leaves the manifest instead of getting a vector
+    results: list[pb.DataFragment | None] = [None] * len(groups)
+    kept = [i for i, ((fid, _), deleted) in enumerate(zip(groups, vectors, strict=True))
+            if len(deleted) < by_id[fid].physical_rows]  # fmt: skip
+    entries, written = write_deletion_vectors(store, manifest.version, [(groups[i][0], vectors[i]) for i in kept])
+    for i, entry in zip(kept, entries, strict=True):
+        new = pb.DataFragment()
+        new.CopyFrom(by_id[groups[i][0]])
+        new.deletion_file.CopyFrom(entry)
+        results[i] = new
     updated = [r for r in results if r is not None]
     removed = [fid for (fid, _), r in zip(groups, results, strict=True) if r is None]
     return DeletedRows(updated, removed, affected, written)

@@ -316,10 +316,12 @@ class MergeInsertBuilder:
         return txn, stats
 
     def _key_filter(self, source: pa.Table, manifest: pb.Manifest) -> str | pc.Expression | None:
-        """What narrows the target scan to rows that may match: the source keys themselves when a scalar
-        index covers the one key column (the scan then reads only the rows the index names, as pylance's
-        merge_insert uses a key index), else the keys' range (`_key_range`)."""
-        if len(self._on) == 1 and _indexed(manifest, self._on[0]):
+        """What narrows the target scan to rows that may match: the source keys themselves for one key column
+        (a semi-join: a scalar index on the key answers it as pylance's merge_insert uses one; without one,
+        files whose statistics hold no key are skipped and the scan keeps, and gives row addresses to, only
+        the rows whose key is in the source, so the join sees those instead of every row), else the keys'
+        range (`_key_range`)."""
+        if len(self._on) == 1 and (_indexed(manifest, self._on[0]) or _semi_joinable(source.column(self._on[0]).type)):
             keys = pc.unique(source.column(self._on[0]).drop_null())
             if not len(keys):
                 return "FALSE"  # only NULL keys: nothing can match
@@ -390,6 +392,11 @@ def _write(
 # Most source keys merge_insert asks a key index for (an IN list that long is not cached by scans: see
 # `predicate.MAX_CACHED_FILTER_BYTES`); beyond, the keys' range (a scan still uses the index when it pays).
 _KEY_LOOKUP_MAX = 100_000
+
+
+def _semi_joinable(kind: pa.DataType) -> bool:
+    """Key types whose IN list matches exactly what the join matches (no NaN, no nesting)."""
+    return pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)
 
 
 def _indexed(manifest: pb.Manifest, column: str) -> bool:

@@ -415,9 +415,18 @@ class Scan(RowAddressReads, IndexedReads):
     def _bulk(self, fragments: list[pb.DataFragment]) -> Iterator[pa.RecordBatch]:
         names = self._read_names()
         if self._whole_files_apply():
-            for table in self._whole_files(fragments, names):
-                if table.num_rows:
-                    yield from self._finish(table, names)
+            start = 0
+            while start < len(fragments):  # small files read whole (ahead, on the reader pool); large ones streamed
+                end = start
+                while end < len(fragments) and fragments[end].physical_rows <= self.batch_size:
+                    end += 1
+                tables = self._whole_files(fragments[start:end], names) if end > start else iter(())
+                if end == start:
+                    tables, end = self._streamed_file(fragments[start], names), start + 1
+                for table in tables:
+                    if table.num_rows:
+                        yield from self._finish(table, names)
+                start = end
             return
         scanner = self._dataset(fragments).scanner(
             columns=self._physical(names), filter=self.filter, batch_size=self.batch_size, use_threads=True
@@ -425,6 +434,28 @@ class Scan(RowAddressReads, IndexedReads):
         for batch in scanner.to_batches():
             if batch.num_rows:
                 yield from self._finish(batch, names)
+
+    def _streamed_file(self, frag: pb.DataFragment, names: list[str]) -> Iterator[pa.Table]:
+        """Columns `names` (physical) of a one-file fragment larger than a batch, a batch at a time: the consumer
+        (a Spark task sending Arrow to the JVM) works on the first batch while the next is decoded, instead of
+        waiting for the whole file. A file whose columns differ from the version's is read as `_whole_files`
+        reads it."""
+        physical = pa.schema([self.physical_schema.field(self.table_schema.get_field_index(n)) for n in names])
+        data_file = frag.files[0]
+        store, rel = data_file_location(self.store, self.manifest.base_paths, data_file)
+        rows = 0
+        with read_errors(data_file.path), store.arrow_filesystem().open_input_file(store.arrow_path(rel)) as source:
+            parquet = pq.ParquetFile(source)
+            file_schema = parquet.schema_arrow
+            held = {f.name: f for f in file_schema}
+            if any(f.name not in held or not held[f.name].equals(f) for f in physical):
+                yield from self._whole_files([frag], names)  # fills and casts
+                return
+            for batch in parquet.iter_batches(batch_size=self.batch_size, columns=physical.names):
+                rows += batch.num_rows
+                yield pa.Table.from_batches([batch])
+        if rows != frag.physical_rows:
+            self._rows_mismatch(frag, str(rows))
 
     def _whole_files_apply(self) -> bool:
         """Whether bulk fragments are read file by file (`_whole_files`) rather than by a dataset scan: without a

@@ -159,6 +159,9 @@ def rebase(store: ObjectStore, txn: Transaction, latest: pb.Manifest) -> Rebased
     for fid in removed:
         if fid not in by_id:
             raise RowConflict(f"fragment {fid} was removed by a concurrent commit")
+    # a packed deletion file of ours stays while a fragment we did not rebase still names it
+    kept = {deletion_path(f.id, f.deletion_file) for f in new_updated if f.HasField("deletion_file")}
+    superseded = [p for p in superseded if p not in kept]
     if isinstance(op, ops.Delete):
         new_op: ops.Operation = replace(op, updated_fragments=new_updated, deleted_fragment_ids=sorted(removed))
     else:

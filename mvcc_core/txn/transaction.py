@@ -224,6 +224,15 @@ def _deletion_flag(manifest: pb.Manifest) -> None:
     if any(f.HasField("deletion_file") for f in manifest.fragments):
         manifest.reader_feature_flags |= features.FLAG_DELETION_FILES
         manifest.writer_feature_flags |= features.FLAG_DELETION_FILES
+    # set while some fragment's vector lives in a packed file, cleared after the last one is gone (so that
+    # older readers can read the table again)
+    packed = features.FLAG_PACKED_DELETION_FILES
+    if any(f.HasField("deletion_file") and f.deletion_file.HasField("content_size") for f in manifest.fragments):
+        manifest.reader_feature_flags |= packed
+        manifest.writer_feature_flags |= packed
+    else:
+        manifest.reader_feature_flags &= ~packed
+        manifest.writer_feature_flags &= ~packed
 
 
 def _max_field_id(fields: list[pb.Field]) -> int:
