@@ -1,0 +1,234 @@
+"""Write-audit-publish (``mvcc/write_audit_publish: true``) on real Dagster runs: the output goes to the run's
+branch, the asset's blocking branch checks read that branch version, and main gets one commit only when they
+all pass; a failed check leaves main untouched, skips downstream assets and keeps the branch."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import dagster as dg
+import pyarrow as pa
+import pytest
+
+import mvcc_core as mvcc
+from mvcc_dagster import (
+    BRANCH,
+    BRANCH_VERSION,
+    WRITE_AUDIT_PUBLISH,
+    BranchAudit,
+    MvccIOManager,
+    MvccResource,
+    branch_check,
+    delete_wap_branches,
+    wap_branch_name,
+)
+
+WAP = {WRITE_AUDIT_PUBLISH: True}
+# What the assets below write and what the audits saw, set by each test.
+STATE: dict[str, Any] = {}
+
+
+def resources(root: str) -> dict[str, Any]:
+    return {"io_manager": MvccIOManager(root_uri=root), "mvcc": MvccResource(root_uri=root)}
+
+
+@branch_check("orders")
+def amounts_non_negative(audit: BranchAudit) -> dg.AssetCheckResult:
+    """No order has a negative amount."""
+    STATE.setdefault("audited", []).append((audit.branch, audit.table.branch, audit.table.version))
+    bad = audit.rows().filter(pa.compute.less(audit.rows().column("amount"), 0)).num_rows
+    return dg.AssetCheckResult(passed=bad == 0, metadata={"negative_rows": bad})
+
+
+@branch_check("orders", blocking=False)
+def few_rows(audit: BranchAudit) -> bool:
+    """A warning-level check: never stops the publish."""
+    return audit.table.count_rows() < 3
+
+
+@dg.asset(metadata=WAP, check_specs=[amounts_non_negative.spec, few_rows.spec])
+def orders() -> pa.Table:
+    return pa.table({"id": [1, 2, 3], "amount": STATE["amounts"]})
+
+
+@dg.asset
+def order_total(orders: pa.Table) -> pa.Table:
+    STATE["downstream_read"] = orders.num_rows
+    return pa.table({"total": [sum(orders.column("amount").to_pylist())]})
+
+
+def events_of(result: dg.ExecuteInProcessResult, kind: dg.DagsterEventType) -> list[dg.DagsterEvent]:
+    return [e for e in result.all_events if e.event_type == kind]
+
+
+def check_results(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEvaluation]:
+    return {
+        e.asset_check_evaluation_data.check_name: e.asset_check_evaluation_data
+        for e in result.all_events
+        if e.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION
+    }
+
+
+@pytest.fixture(autouse=True)
+def _clean_state() -> None:
+    STATE.clear()
+
+
+def test_publish_after_passing_checks_then_a_failing_audit_leaves_main_untouched(warehouse: str) -> None:
+    instance = dg.DagsterInstance.ephemeral()
+    STATE["amounts"] = [1.0, 2.0, 3.0]
+    good = dg.materialize([orders, order_total], instance=instance, resources=resources(warehouse))
+    table = MvccResource(root_uri=warehouse).open("orders")
+    branch = wap_branch_name(good.run_id)
+    # Created empty (version 1: a branch needs a table), then the branch published in one commit (version 2).
+    assert table.version == 2 and table.to_table().column("amount").to_pylist() == [1.0, 2.0, 3.0]
+    assert [v.operation for v in table.versions()][0:1] == ["Overwrite"] and len(table.versions()) == 2
+    mat = good.asset_materializations_for_node("orders")[0]
+    assert mat.metadata["mvcc/version"].value == 2
+    assert mat.metadata[BRANCH].value == branch
+    # the audit read the branch's version, the one the materialization records
+    ((audited_name, audited_branch, audited_version),) = STATE["audited"]
+    assert (audited_name, audited_branch) == (branch, branch)
+    assert mat.metadata[BRANCH_VERSION].value == audited_version
+    checks = check_results(good)
+    assert checks["amounts_non_negative"].passed and checks["amounts_non_negative"].blocking
+    assert checks["amounts_non_negative"].metadata[BRANCH].value == branch
+    assert not checks["few_rows"].passed  # not blocking: the publish went ahead
+    assert STATE["downstream_read"] == 3
+    assert branch not in table.branches.list()  # published branches are deleted
+
+    STATE.clear()
+    STATE["amounts"] = [1.0, -2.0, 3.0]
+    bad = dg.materialize([orders, order_total], instance=instance, resources=resources(warehouse), raise_on_error=False)
+    assert not bad.success
+    table = table.checkout_latest()
+    assert table.version == 2 and table.to_table().column("amount").to_pylist() == [1.0, 2.0, 3.0]
+    assert not bad.asset_materializations_for_node("orders")
+    assert "downstream_read" not in STATE  # the downstream step never ran
+    assert not events_of(bad, dg.DagsterEventType.STEP_UP_FOR_RETRY)
+    (failure,) = events_of(bad, dg.DagsterEventType.STEP_FAILURE)
+    bad_branch = wap_branch_name(bad.run_id)
+    assert "amounts_non_negative" in failure.step_failure_data.user_failure_data.description
+    assert not check_results(bad)["amounts_non_negative"].passed
+    # The branch stays for inspection, holding what the run wrote ...
+    assert bad_branch in table.branches.list()
+    kept = table.checkout_branch(bad_branch)
+    assert kept.to_table().column("amount").to_pylist() == [1.0, -2.0, 3.0]
+    # ... until retention's window passes.
+    assert delete_wap_branches(table, older_than=timedelta(days=1)) == []
+    assert delete_wap_branches(table, older_than=timedelta(0)) == [bad_branch]
+    assert bad_branch not in table.branches.list()
+
+
+@branch_check("ledger")
+def ledger_audit(audit: BranchAudit) -> bool:
+    """Runs the test's hook (a concurrent writer on main) while the branch is being audited."""
+    STATE["during_audit"]()
+    return True
+
+
+@dg.asset(metadata={**WAP, "mvcc/write_mode": "append"}, check_specs=[ledger_audit.spec])
+def ledger() -> pa.Table:
+    return pa.table({"id": [1, 2], "amount": [1.0, 2.0]})
+
+
+def test_a_concurrent_main_write_between_write_and_publish_is_kept(warehouse: str) -> None:
+    uri = f"{warehouse}/ledger"
+    mvcc.write_table(pa.table({"id": [0], "amount": [0.5]}), uri)
+
+    def outside_append() -> None:
+        mvcc.open_table(uri).append(pa.table({"id": [9], "amount": [9.0]}))
+
+    STATE["during_audit"] = outside_append
+    result = dg.materialize([ledger], instance=dg.DagsterInstance.ephemeral(), resources=resources(warehouse))
+    table = mvcc.open_table(uri)
+    # version 2 is the outside append (made while the audit ran), version 3 the publish rebased over it
+    assert table.version == 3
+    assert [v.operation for v in table.versions()] == ["Overwrite", "Append", "Append"]
+    mat = result.asset_materializations_for_node("ledger")[0]
+    assert mat.metadata["mvcc/version"].value == 3
+    assert mat.metadata["mvcc/read_version"].value == 2
+    assert sorted(table.to_table().column("id").to_pylist()) == [0, 1, 2, 9]
+
+
+daily = dg.DailyPartitionsDefinition(start_date="2026-11-01", end_date="2026-11-04", timezone="UTC")
+
+
+@branch_check("events")
+def events_positive(audit: BranchAudit) -> dg.AssetCheckResult:
+    """Every amount of the written day is positive."""
+    rows = audit.rows()
+    STATE.setdefault("partition_audits", []).append((audit.partition_keys, rows.num_rows, audit.partition_filter))
+    bad = sum(1 for a in rows.column("amount").to_pylist() if a <= 0)
+    return dg.AssetCheckResult(passed=bad == 0, metadata={"bad_rows": bad})
+
+
+@dg.asset(
+    partitions_def=daily,
+    metadata={**WAP, "partition_expr": "day"},
+    check_specs=[events_positive.spec],
+)
+def events(context: dg.AssetExecutionContext) -> pa.Table:
+    day = context.partition_time_window.start.date()
+    amount = -1.0 if context.partition_key in STATE.get("bad_days", ()) else 1.0
+    return pa.table({"day": pa.array([day] * 4, pa.date32()), "amount": [amount] * 4})
+
+
+def test_partitioned_days_are_audited_and_published_separately(warehouse: str) -> None:
+    instance = dg.DagsterInstance.ephemeral()
+    uri = f"{warehouse}/events"
+    for day in ("2026-11-01", "2026-11-02"):
+        dg.materialize([events], instance=instance, resources=resources(warehouse), partition_key=day)
+    before = mvcc.open_table(uri)
+    STATE["bad_days"] = {"2026-11-03"}
+    bad = dg.materialize(
+        [events], instance=instance, resources=resources(warehouse), partition_key="2026-11-03", raise_on_error=False
+    )
+    assert not bad.success
+    after = mvcc.open_table(uri)
+    assert after.version == before.version and after.count_rows() == 8
+    # the audit saw only the day it wrote, on the branch
+    keys, rows, where = STATE["partition_audits"][-1]
+    assert keys == ("2026-11-03",) and rows == 4 and "2026-11-03" in where
+    STATE["bad_days"] = set()
+    good = dg.materialize([events], instance=instance, resources=resources(warehouse), partition_key="2026-11-03")
+    table = mvcc.open_table(uri)
+    assert table.version == before.version + 1 and table.count_rows() == 12
+    mat = good.asset_materializations_for_node("events")[0]
+    assert mat.partition == "2026-11-03" and mat.metadata["mvcc/version"].value == table.version
+    assert wap_branch_name(bad.run_id) in table.branches.list()  # the failed day's branch is still there
+
+
+def test_a_blocking_check_that_is_not_a_branch_check_is_refused_before_writing(warehouse: str) -> None:
+    @dg.asset(metadata=WAP, check_specs=[dg.AssetCheckSpec("plain", asset="plain_wap", blocking=True)], key="plain_wap")
+    def plain_wap() -> pa.Table:
+        return pa.table({"a": [1]})
+
+    result = dg.materialize(
+        [plain_wap], instance=dg.DagsterInstance.ephemeral(), resources=resources(warehouse), raise_on_error=False
+    )
+    assert not result.success
+    (failure,) = events_of(result, dg.DagsterEventType.STEP_FAILURE)
+    assert "not a branch check" in failure.step_failure_data.user_failure_data.description
+    with pytest.raises(mvcc.TableNotFoundError):
+        mvcc.open_table(f"{warehouse}/plain_wap")
+
+
+def test_a_metadata_value_that_is_not_a_bool_is_refused(warehouse: str) -> None:
+    @dg.asset(metadata={WRITE_AUDIT_PUBLISH: "yes"})
+    def loose() -> pa.Table:
+        return pa.table({"a": [1]})
+
+    result = dg.materialize(
+        [loose], instance=dg.DagsterInstance.ephemeral(), resources=resources(warehouse), raise_on_error=False
+    )
+    (failure,) = events_of(result, dg.DagsterEventType.STEP_FAILURE)
+    assert "must be true or false" in failure.step_failure_data.user_failure_data.description
+    with pytest.raises(mvcc.TableNotFoundError):
+        mvcc.open_table(f"{warehouse}/loose")
+
+
+def test_branch_names_are_safe() -> None:
+    assert wap_branch_name("0f1e2d3c-aaaa-bbbb-cccc-0123456789ab") == "dagster-wap-0f1e2d3c-aaaa-bbbb-cccc-0123456789ab"
+    assert wap_branch_name("a/b c") == "dagster-wap-a-b-c"
