@@ -4,7 +4,8 @@ its blocking checks, and published to main only when they all pass (docs/write_a
 Turned on per asset by the definition metadata ``mvcc/write_audit_publish: true``; `MvccIOManager` then
 calls `write_audit_publish` instead of writing to main. The audits are the asset's own checks
 (``@dg.asset(check_specs=[...])``) made with `branch_check`, evaluated in the asset's step against the
-branch version, before the publish.
+branch version, before the publish; the asset's body yields its output with `audited_output`, which hands the
+results back to Dagster.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ __all__ = [
     "BranchAudit",
     "BranchCheck",
     "WapOutcome",
+    "audited_output",
     "branch_audits",
     "branch_check",
     "delete_wap_branches",
@@ -93,6 +95,9 @@ class BranchCheck:
 
 
 _BRANCH_CHECKS: dict[dg.AssetCheckKey, BranchCheck] = {}
+# (run id, asset) -> the branch checks' results of the step's publish; present (None) while `audited_output`
+# drives the step, filled by the IO manager after the publish.
+_STEP_RESULTS: dict[tuple[str, str], list[dg.AssetCheckResult] | None] = {}
 
 
 def branch_check(
@@ -114,7 +119,8 @@ def branch_check(
             return dg.AssetCheckResult(passed=bad == 0, metadata={"negative_rows": bad})
 
         @dg.asset(metadata={WRITE_AUDIT_PUBLISH: True}, check_specs=[amounts_non_negative.spec])
-        def orders() -> pa.Table: ...
+        def orders(context: dg.AssetExecutionContext):
+            yield from audited_output(context, rows)
 
     Args:
         asset: The asset the check belongs to.
@@ -139,6 +145,41 @@ def branch_check(
         return made
 
     return decorate
+
+
+def audited_output(context: dg.AssetExecutionContext, value: Any) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    """Yield a write-audit-publish asset's output, then its branch checks' results: the asset's body ends with
+    ``yield from audited_output(context, rows)``.
+
+    Dagster needs every check of ``check_specs`` reported by the asset's body; the branch checks are evaluated
+    by `MvccIOManager` while it stores the output (on the branch, before the publish), so their results come
+    back here after it. When a blocking one failed the IO manager fails the step itself, and nothing follows.
+
+    Args:
+        context: The asset's execution context.
+        value: The output (anything `MvccIOManager` stores).
+
+    Yields:
+        The `Output`, then one `AssetCheckResult` per branch check.
+
+    Raises:
+        dagster.Failure: The asset does not have ``mvcc/write_audit_publish: true`` (before anything is written).
+    """
+    asset = context.asset_key.to_user_string()
+    metadata = context.assets_def.metadata_by_key.get(context.asset_key, {})
+    if not wap_enabled(metadata, asset):
+        raise no_retry_failure(
+            f"asset {asset}: audited_output needs the metadata {WRITE_AUDIT_PUBLISH}: true (and MvccIOManager)",
+            {"asset": asset},
+        )
+    key = (context.run_id, asset)
+    _STEP_RESULTS[key] = None
+    try:
+        yield dg.Output(value)
+        results = _STEP_RESULTS.get(key)
+    finally:
+        _STEP_RESULTS.pop(key, None)
+    yield from results or []
 
 
 def wap_enabled(metadata: Mapping[str, Any], asset: str) -> bool:
@@ -197,9 +238,10 @@ def branch_audits(context: dg.OutputContext, asset: str) -> Audits:
         The (spec, branch check) pairs, in the asset's order.
 
     Raises:
-        dagster.Failure: A selected blocking check of the asset is not a branch check (not retried).
+        dagster.Failure: A selected blocking check of the asset is not a branch check, or the asset's body does
+            not yield its output through `audited_output` (not retried).
     """
-    pairs = []
+    pairs: Audits = []
     for spec in selected_check_specs(context):
         made = _BRANCH_CHECKS.get(spec.key)
         if made is None and spec.blocking:
@@ -210,6 +252,13 @@ def branch_audits(context: dg.OutputContext, asset: str) -> Audits:
             )
         if made is not None:
             pairs.append((spec, made))
+    if pairs and (context.run_id, asset) not in _STEP_RESULTS:
+        raise no_retry_failure(
+            f"asset {asset}: an asset with branch checks yields its output with "
+            "`yield from mvcc_dagster.audited_output(context, value)` (Dagster needs the checks' results from the "
+            "asset's body)",
+            {"asset": asset},
+        )
     return pairs
 
 
@@ -249,16 +298,14 @@ def _result_of(spec: dg.AssetCheckSpec, made: BranchCheck, audit: BranchAudit) -
 
 @dataclass
 class WapOutcome:
-    """What `write_audit_publish` did: the check evaluations to report, and main after the publish.
+    """What `write_audit_publish` published.
 
     Attributes:
-        events: The check evaluation events, for the IO manager to yield.
         branch: The branch written.
         branch_version: The branch's version the checks read.
         table: Main at the published version.
     """
 
-    events: list[dg.DagsterEvent]
     branch: str
     branch_version: int
     table: mvcc.Table
@@ -291,8 +338,10 @@ def write_audit_publish(
     """Write to the run's branch, evaluate the asset's branch checks there, publish when every blocking one
     passed.
 
-    Yields the check evaluation events as they are made, then the `WapOutcome`. A failed blocking check
-    (severity ERROR) raises after its event: main is untouched and the branch is kept for inspection.
+    When every blocking check passed, the results go back to `audited_output` (which yields them from the
+    asset's body) and the `WapOutcome` is yielded. A failed blocking check (severity ERROR) fails the step:
+    the evaluations are yielded as events here, then a `Failure` is raised; main is untouched and the branch
+    is kept for inspection.
 
     Args:
         context: The IO manager's output context.
@@ -305,7 +354,7 @@ def write_audit_publish(
         transaction_properties: The publish's transaction properties.
 
     Yields:
-        Check evaluation events, then the outcome.
+        Check evaluation events (failed audits only), then the outcome.
 
     Raises:
         dagster.Failure: A blocking check failed (not retried).
@@ -314,13 +363,15 @@ def write_audit_publish(
     branch = write(_fresh_branch(main, name))
     keys = tuple(context.asset_partition_keys) if context.has_asset_partitions else ()
     audit = BranchAudit(table=branch, branch=name, partition_filter=partition_filter, partition_keys=keys)
-    failed = []
-    for spec, made in audits:
-        result = _result_of(spec, made, audit)
-        yield check_evaluation_event(context, result)
-        if spec.blocking and not result.passed and result.severity == dg.AssetCheckSeverity.ERROR:
-            failed.append(spec.name)
+    results = [_result_of(spec, made, audit) for spec, made in audits]
+    failed = [
+        spec.name
+        for (spec, _), result in zip(audits, results, strict=True)
+        if spec.blocking and not result.passed and result.severity == dg.AssetCheckSeverity.ERROR
+    ]
     if failed:
+        for result in results:
+            yield check_evaluation_event(context, result)
         raise no_retry_failure(
             f"asset {asset}: blocking check(s) {failed} failed on branch {name!r} (version {branch.version}); "
             "main is unchanged and the branch is kept for inspection",
@@ -329,7 +380,9 @@ def write_audit_publish(
     version = main.publish_branch(
         name, delete_branch=True, commit_message=commit_message, transaction_properties=dict(transaction_properties)
     )
-    yield WapOutcome(events=[], branch=name, branch_version=branch.version, table=main.checkout_version(version))
+    if audits:
+        _STEP_RESULTS[(context.run_id, asset)] = results
+    yield WapOutcome(branch=name, branch_version=branch.version, table=main.checkout_version(version))
 
 
 def delete_wap_branches(table: mvcc.Table, older_than: timedelta, *, now: datetime | None = None) -> list[str]:

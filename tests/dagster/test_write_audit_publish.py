@@ -4,6 +4,7 @@ all pass; a failed check leaves main untouched, skips downstream assets and keep
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -19,6 +20,7 @@ from mvcc_dagster import (
     BranchAudit,
     MvccIOManager,
     MvccResource,
+    audited_output,
     branch_check,
     delete_wap_branches,
     wap_branch_name,
@@ -37,7 +39,7 @@ def resources(root: str) -> dict[str, Any]:
 def amounts_non_negative(audit: BranchAudit) -> dg.AssetCheckResult:
     """No order has a negative amount."""
     STATE.setdefault("audited", []).append((audit.branch, audit.table.branch, audit.table.version))
-    bad = audit.rows().filter(pa.compute.less(audit.rows().column("amount"), 0)).num_rows
+    bad = audit.table.count_rows("amount < 0")
     return dg.AssetCheckResult(passed=bad == 0, metadata={"negative_rows": bad})
 
 
@@ -48,8 +50,8 @@ def few_rows(audit: BranchAudit) -> bool:
 
 
 @dg.asset(metadata=WAP, check_specs=[amounts_non_negative.spec, few_rows.spec])
-def orders() -> pa.Table:
-    return pa.table({"id": [1, 2, 3], "amount": STATE["amounts"]})
+def orders(context: dg.AssetExecutionContext) -> Iterator[Any]:
+    yield from audited_output(context, pa.table({"id": [1, 2, 3], "amount": STATE["amounts"]}))
 
 
 @dg.asset
@@ -129,8 +131,8 @@ def ledger_audit(audit: BranchAudit) -> bool:
 
 
 @dg.asset(metadata={**WAP, "mvcc/write_mode": "append"}, check_specs=[ledger_audit.spec])
-def ledger() -> pa.Table:
-    return pa.table({"id": [1, 2], "amount": [1.0, 2.0]})
+def ledger(context: dg.AssetExecutionContext) -> Iterator[Any]:
+    yield from audited_output(context, pa.table({"id": [1, 2], "amount": [1.0, 2.0]}))
 
 
 def test_a_concurrent_main_write_between_write_and_publish_is_kept(warehouse: str) -> None:
@@ -169,10 +171,10 @@ def events_positive(audit: BranchAudit) -> dg.AssetCheckResult:
     metadata={**WAP, "partition_expr": "day"},
     check_specs=[events_positive.spec],
 )
-def events(context: dg.AssetExecutionContext) -> pa.Table:
+def events(context: dg.AssetExecutionContext) -> Iterator[Any]:
     day = context.partition_time_window.start.date()
     amount = -1.0 if context.partition_key in STATE.get("bad_days", ()) else 1.0
-    return pa.table({"day": pa.array([day] * 4, pa.date32()), "amount": [amount] * 4})
+    yield from audited_output(context, pa.table({"day": pa.array([day] * 4, pa.date32()), "amount": [amount] * 4}))
 
 
 def test_partitioned_days_are_audited_and_published_separately(warehouse: str) -> None:
@@ -202,8 +204,8 @@ def test_partitioned_days_are_audited_and_published_separately(warehouse: str) -
 
 def test_a_blocking_check_that_is_not_a_branch_check_is_refused_before_writing(warehouse: str) -> None:
     @dg.asset(metadata=WAP, check_specs=[dg.AssetCheckSpec("plain", asset="plain_wap", blocking=True)], key="plain_wap")
-    def plain_wap() -> pa.Table:
-        return pa.table({"a": [1]})
+    def plain_wap() -> Iterator[dg.Output]:
+        yield dg.Output(pa.table({"a": [1]}))
 
     result = dg.materialize(
         [plain_wap], instance=dg.DagsterInstance.ephemeral(), resources=resources(warehouse), raise_on_error=False
