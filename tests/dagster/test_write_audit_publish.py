@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
+from types import ModuleType
 from typing import Any
 
 import dagster as dg
@@ -234,3 +235,28 @@ def test_a_metadata_value_that_is_not_a_bool_is_refused(warehouse: str) -> None:
 def test_branch_names_are_safe() -> None:
     assert wap_branch_name("0f1e2d3c-aaaa-bbbb-cccc-0123456789ab") == "dagster-wap-0f1e2d3c-aaaa-bbbb-cccc-0123456789ab"
     assert wap_branch_name("a/b c") == "dagster-wap-a-b-c"
+
+
+def test_the_examples_wap_asset_publishes_a_good_day_and_keeps_a_bad_one_off_main(
+    example: ModuleType, warehouse: str
+) -> None:
+    instance = dg.DagsterInstance.ephemeral()
+    day = "2026-11-02"
+    good = dg.materialize([example.payments], instance=instance, resources=resources(warehouse), partition_key=day)
+    table = mvcc.open_table(f"{warehouse}/payments")
+    assert table.count_rows() == example.PAYMENTS_PER_DAY
+    (evaluation,) = check_results(good).values()
+    assert evaluation.passed and evaluation.metadata["non_positive_amounts"].value == 0
+    bad = dg.materialize(
+        [example.payments],
+        instance=instance,
+        resources=resources(warehouse),
+        partition_key=day,
+        run_config={"ops": {"payments": {"config": {"inject_bad_rows": True}}}},
+        raise_on_error=False,
+    )
+    assert not bad.success
+    assert table.checkout_latest().version == table.version
+    (evaluation,) = check_results(bad).values()
+    assert not evaluation.passed and evaluation.metadata["non_positive_amounts"].value == 2
+    assert table.checkout_branch(wap_branch_name(bad.run_id)).count_rows("amount <= 0") == 2
