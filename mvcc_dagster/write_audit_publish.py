@@ -31,7 +31,7 @@ WAP_BRANCH_PREFIX = "dagster-wap-"
 BRANCH = "mvcc/branch"
 BRANCH_VERSION = "mvcc/branch_version"
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 __all__ = [
     "BRANCH",
@@ -210,7 +210,7 @@ def wap_branch_name(run_id: str) -> str:
     """The branch a run writes its write-audit-publish materializations to: ``dagster-wap-<run id>``.
 
     Dagster's run ids are UUIDs (hex digits and ``-``); any other character is replaced by ``-``, so the
-    name is always letters, digits, ``.``, ``_`` and ``-``.
+    name is always letters, digits, ``_`` and ``-`` (a valid branch name).
 
     Args:
         run_id: The Dagster run id.

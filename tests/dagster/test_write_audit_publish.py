@@ -234,7 +234,7 @@ def test_a_metadata_value_that_is_not_a_bool_is_refused(warehouse: str) -> None:
 
 def test_branch_names_are_safe() -> None:
     assert wap_branch_name("0f1e2d3c-aaaa-bbbb-cccc-0123456789ab") == "dagster-wap-0f1e2d3c-aaaa-bbbb-cccc-0123456789ab"
-    assert wap_branch_name("a/b c") == "dagster-wap-a-b-c"
+    assert wap_branch_name("a/b c..d.") == "dagster-wap-a-b-c--d-"
 
 
 def test_the_examples_wap_asset_publishes_a_good_day_and_keeps_a_bad_one_off_main(
