@@ -7,6 +7,9 @@ from mvcc_core.catalog import Catalog, CatalogConflictError
 from mvcc_core.durations import parse_duration
 from mvcc_core.errors import (
     BasePathError,
+    BranchError,
+    BranchExistsError,
+    BranchNotFoundError,
     CommitConflictError,
     CommitNotSupportedError,
     CompactionError,
@@ -70,6 +73,8 @@ from mvcc_core.table import (
     open_table,
     write_table,
 )
+from mvcc_core.table.branches import Branches
+from mvcc_core.txn.branches import BranchInfo
 from mvcc_core.txn.external_store import (
     DynamoDBManifestStore,
     ExternalManifestStore,
@@ -83,6 +88,11 @@ from mvcc_core.verify import ForeignBase, VerifyProblem, VerifyReport, verify
 __all__ = [
     "Append",
     "BasePathError",
+    "BranchError",
+    "BranchExistsError",
+    "BranchInfo",
+    "BranchNotFoundError",
+    "Branches",
     "Catalog",
     "CatalogConflictError",
     "DatasetBasePath",

@@ -170,6 +170,19 @@ class CorruptTagError(TagError):
         self.value = value
 
 
+class BranchError(MvccError):
+    """A bad branch name, or a branch operation that cannot be done (deleting a branch other branches fork
+    from, publishing a branch into a branch it was not forked from)."""
+
+
+class BranchExistsError(BranchError):
+    """`create_branch` of a name that is taken (a live branch, or one whose deletion was interrupted)."""
+
+
+class BranchNotFoundError(BranchError):
+    """No branch of that name (or it is being deleted)."""
+
+
 class ObjectNotFoundError(StorageError, FileNotFoundError):
     """An object that was expected in the store is not there."""
 

@@ -31,6 +31,13 @@ POINTS: dict[str, str] = {
     "catalog.after_finalize_copy": "catalog finalize: one staged manifest copied to its final name, the rest not yet",
     "catalog.after_finalize": "catalog publish: every table finalized, the staged manifests not yet removed",
     "catalog.migrate.after_step": "catalog migration: one step committed (its stamp written), the next not begun",
+    "branch.create.after_ref": "create_branch: the ref is written (the name claimed), not the branch's transaction",
+    "branch.create.before_manifest": "create_branch: the branch's transaction file is written, its first manifest not",
+    "branch.publish.before_commit": "publish_branch: the change is staged (rewritten fragments written), not committed",
+    "branch.publish.after_commit": "publish_branch: the parent's new version is committed, the ref not yet updated",
+    "branch.delete.after_mark": "branches.delete: the ref is marked deleting, nothing removed yet",
+    "branch.delete.after_files": "branches.delete: the files only the branch used are removed, its tree not yet",
+    "branch.delete.before_ref": "branches.delete: the branch's tree is removed, the ref not yet",
 }
 
 _ACTION = re.compile(r"^(raise|off|exit(?:\((-?\d+)\))?|sleep\((\d+(?:\.\d*)?)\))$")

@@ -13,7 +13,7 @@ import json
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mvcc_core.errors import CorruptTagError, ObjectNotFoundError, TagError, VersionNotFoundError
@@ -63,39 +63,95 @@ def decode_tag(data: bytes, where: str) -> int:
     return version
 
 
+def decode_tag_branch(data: bytes) -> str | None:
+    """The branch a readable tag file's version belongs to (None: main; see `decode_tag` for its version).
+
+    Args:
+        data: The tag file's bytes.
+
+    Returns:
+        Its "branch", or None when it names none.
+    """
+    branch = json.loads(data).get("branch")
+    return branch if isinstance(branch, str) and branch != "main" else None
+
+
 @dataclass(frozen=True)
 class TagListing:
     """Every tag of a table: `tags` the readable ones (name to version), `problems` each bad tag file
-    (its path under the table to what is wrong with it)."""
+    (its path under the table to what is wrong with it), `branches` the branch of each tag on a branch's
+    version (a tag of a main version is not in it)."""
 
     tags: dict[str, int]
     problems: dict[str, str]
+    branches: dict[str, str] = field(default_factory=dict)
+
+    def on_branch(self, branch: str | None) -> dict[str, int]:
+        """The tags naming versions of `branch` (None: main).
+
+        Args:
+            branch: The branch.
+
+        Returns:
+            Tag name to version.
+        """
+        return {name: v for name, v in self.tags.items() if self.branches.get(name) == branch}
 
 
 class Tags:
-    """`t.tags`: create, update, delete and list tags of one table (pylance's shape)."""
+    """`t.tags`: create, update, delete and list tags of one table (pylance's shape).
 
-    def __init__(self, store: ObjectStore, version_exists: Callable[[int], bool]) -> None:
+    Tags are one namespace for the whole table; a tag of a branch's version records the branch (pylance's
+    "branch" key). `branch` is the branch of the handle (its plain version numbers are that branch's);
+    `branch_version_exists(branch, version)` checks a `(branch, version)` reference.
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        version_exists: Callable[[int], bool],
+        *,
+        branch: str | None = None,
+        branch_version_exists: Callable[[str | None, int], bool] | None = None,
+    ) -> None:
         self._store = store
         self._version_exists = version_exists
+        self._branch = branch
+        self._branch_version_exists = branch_version_exists
 
-    def _check_version(self, name: str, version: int) -> None:
-        if (
-            not isinstance(version, int)
-            or isinstance(version, bool)
-            or version < 1
-            or not self._version_exists(version)
-        ):
-            raise VersionNotFoundError(f"cannot tag {name!r}: table {self._store.uri} has no version {version!r}")
+    def _check_version(self, name: str, version: int | tuple[str | None, int]) -> tuple[str | None, int]:
+        branch = self._branch
+        exists = self._version_exists
+        if isinstance(version, tuple) and len(version) == 2 and self._branch_version_exists is not None:
+            branch, version = version[0] if version[0] != "main" else None, version[1]
+            check = self._branch_version_exists
+            exists = lambda v: check(branch, v)  # noqa: E731
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1 or not exists(version):
+            where = f" branch {branch!r} of" if branch else ""
+            raise VersionNotFoundError(
+                f"cannot tag {name!r}:{where} table {self._store.uri} has no version {version!r}"
+            )
+        return branch, version
 
     @staticmethod
-    def _encode(version: int) -> bytes:
-        return json.dumps({"version": version}).encode()
+    def _encode(reference: tuple[str | None, int]) -> bytes:
+        branch, version = reference
+        return json.dumps({"version": version} if branch is None else {"branch": branch, "version": version}).encode()
 
-    def create(self, name: str, version: int) -> None:
+    def create(self, name: str, version: int | tuple[str | None, int]) -> None:
+        """Create tag `name` on `version` of the handle's branch, or on `(branch, version)`.
+
+        Args:
+            name: The tag name.
+            version: A version number, or (branch, version) (branch None: main).
+
+        Raises:
+            TagError: the tag exists already or the name is bad.
+            VersionNotFoundError: no such version.
+        """
         validate_tag_name(name)
-        self._check_version(name, version)
-        if not self._store.put_if_not_exists(tag_path(name), self._encode(version)):
+        reference = self._check_version(name, version)
+        if not self._store.put_if_not_exists(tag_path(name), self._encode(reference)):
             raise TagError(f"tag {name!r} already exists on {self._store.uri}; use tags.update to move it")
 
     def _check_exists(self, name: str) -> None:
@@ -104,11 +160,16 @@ class Tags:
         if not self._store.exists(tag_path(name)):
             raise TagError(f"table {self._store.uri} has no tag {name!r}")
 
-    def update(self, name: str, version: int) -> None:
-        """Move the tag `name` to `version` (a tag whose file does not read is rewritten)."""
+    def update(self, name: str, version: int | tuple[str | None, int]) -> None:
+        """Move the tag `name` to `version` or `(branch, version)` (a tag whose file does not read is rewritten).
+
+        Args:
+            name: The tag name.
+            version: A version number of the handle's branch, or (branch, version).
+        """
         self._check_exists(name)
-        self._check_version(name, version)
-        self._store.put(tag_path(name), self._encode(version))
+        reference = self._check_version(name, version)
+        self._store.put(tag_path(name), self._encode(reference))
 
     def delete(self, name: str) -> None:
         """Delete the tag `name` (a tag whose file does not read too).
@@ -139,22 +200,42 @@ class Tags:
             raise TagError(f"table {self._store.uri} has no tag {name!r}") from None
         return decode_tag(data, f"{self._store.uri}/{tag_path(name)}")
 
+    def get_reference(self, name: str) -> tuple[str | None, int]:
+        """The (branch, version) tag `name` names (branch None: main).
+
+        Args:
+            name: The tag name.
+
+        Returns:
+            Its branch and version.
+
+        Raises:
+            TagError: no such tag (CorruptTagError: its file does not read).
+        """
+        version = self.get_version(name)
+        return decode_tag_branch(self._store.get(tag_path(name))), version
+
     def read_all(self) -> TagListing:
         """Every readable tag, and every bad tag file with its problem (none of them raises)."""
         found: dict[str, int] = {}
         problems: dict[str, str] = {}
+        branches: dict[str, str] = {}
         for meta in self._store.list(TAGS_DIR):
             if not meta.path.endswith(".json"):
                 continue  # temporary files of a put
             name = meta.path[len(TAGS_DIR) + 1 : -len(".json")]
             try:
                 validate_tag_name(name)  # refuses a file in a subfolder: its name holds a "/"
-                found[name] = decode_tag(self._store.get(meta.path), f"{self._store.uri}/{meta.path}")
+                data = self._store.get(meta.path)
+                found[name] = decode_tag(data, f"{self._store.uri}/{meta.path}")
+                branch = decode_tag_branch(data)
+                if branch is not None:
+                    branches[name] = branch
             except ObjectNotFoundError:
                 continue  # deleted while we listed
             except TagError as exc:
                 problems[meta.path] = str(exc)
-        return TagListing(dict(sorted(found.items())), problems)
+        return TagListing(dict(sorted(found.items())), problems, branches)
 
     def list(self) -> dict[str, dict[str, Any]]:
         """{name: {"version": n}} for every readable tag; a bad tag file is logged as a warning and left out
@@ -162,4 +243,7 @@ class Tags:
         listing = self.read_all()
         for path, problem in listing.problems.items():
             log.warning("%s/%s: bad tag left out: %s", self._store.uri, path, problem)
-        return {name: {"version": version} for name, version in listing.tags.items()}
+        return {
+            name: {"version": version} | ({"branch": listing.branches[name]} if name in listing.branches else {})
+            for name, version in listing.tags.items()
+        }

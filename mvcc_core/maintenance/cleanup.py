@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.errors import CorruptManifestError, TagError
+from mvcc_core.format.branches import branch_of
 from mvcc_core.format.manifest import (
     LATEST_HINT,
     ManifestLocation,
@@ -27,6 +28,7 @@ from mvcc_core.format.referenced_files import referenced_files
 from mvcc_core.format.tags import Tags
 from mvcc_core.io import ObjectMeta
 from mvcc_core.progress import Progress
+from mvcc_core.txn.branches import protected_versions, referenced_elsewhere
 from mvcc_core.txn.state import TableState
 
 log = logging.getLogger("mvcc.maintenance")
@@ -123,7 +125,7 @@ def cleanup_old_versions(
         return modified.get(by_version[version].path) or now  # unknown age: treated as new, kept
 
     listing = Tags(store, lambda v: v in by_version).read_all()
-    tags = listing.tags
+    tags = listing.on_branch(branch_of(store))
     keep = {versions[-1]} | {v for v in versions if timestamp(v) >= cutoff}
     if listing.problems:  # a tag we cannot read may protect any version: keep them all
         log.warning(
@@ -132,6 +134,8 @@ def cleanup_old_versions(
         keep = set(versions)
     if retain_versions is not None:
         keep |= set(versions[-retain_versions:])
+    for low in protected_versions(state):  # branches: publish bases (docs/branches.md, "Retention")
+        keep |= {v for v in versions if v >= low}
     old_tags = {name: v for name, v in tags.items() if v in by_version and v not in keep}
     if old_tags and error_if_tagged_old_versions:
         raise TagError(
@@ -159,7 +163,7 @@ def cleanup_old_versions(
             manifests[version] = read_manifest(store, loc, handler)
         except CorruptManifestError as exc:
             corrupt[version] = str(exc)
-    needed: set[str] = {by_version[v].path for v in keep} | {LATEST_HINT}
+    needed: set[str] = {by_version[v].path for v in keep} | {LATEST_HINT} | referenced_elsewhere(state)
     for v in keep:
         if v in manifests:
             needed |= referenced_files(manifests[v])

@@ -35,6 +35,7 @@ def open_table(
     asof: datetime | None = None,
     storage_options: dict[str, Any] | None = None,
     external_store: str | ExternalManifestStore | None = None,
+    branch: str | None = None,
 ) -> Table:
     """Open the latest version, or `version` (number or tag), or the version current at `asof`.
 
@@ -47,6 +48,7 @@ def open_table(
         storage_options: The store's options (credentials, endpoint; may name "external_store").
         external_store: An ExternalManifestStore or a URI such as "sqlite:///path/db"; the latest version then
             comes from it, and commits go through it.
+        branch: Open this branch (None or "main": main); `version` and `asof` then name its versions.
 
     Returns:
         A handle on that version.
@@ -61,6 +63,9 @@ def open_table(
     if version is not None and asof is not None:
         raise ValueError("give either version or asof, not both")
     options = {"storage_options": storage_options, "external_store": external_store}
+    if branch is not None and branch != "main":
+        handle = Table(TableState.unread(_uri(uri), **options)).checkout_branch(branch)
+        return handle if version is None and asof is None else handle.checkout(version if version is not None else asof)
     if version is None and asof is None:
         return Table(TableState.open(_uri(uri), **options))
     handle = Table(TableState.unread(_uri(uri), **options))

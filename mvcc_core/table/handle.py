@@ -41,6 +41,7 @@ from mvcc_core.ops.replace_where import rows_match
 from mvcc_core.ops.update import plan_update
 from mvcc_core.progress import Progress
 from mvcc_core.table.arguments import Uri, _check_retries, _uri
+from mvcc_core.table.branches import _Branching
 from mvcc_core.table.configuration import _Configuration, _merged_generations
 from mvcc_core.table.indices import _Indices
 from mvcc_core.table.reading import _Reading
@@ -71,7 +72,7 @@ class UpdateResult(dict):
         return int(self["num_rows_updated"])
 
 
-class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration):
+class Table(_Reading, _Versions, _SchemaChanges, _Indices, _Configuration, _Branching):
     """A handle on one version of a table (pylance's `LanceDataset`).
 
     Open one with `mvcc_core.open_table(uri)` or create one with `mvcc_core.write_table(data, uri)`.

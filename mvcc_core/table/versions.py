@@ -26,7 +26,10 @@ class _Versions:
         return history.resolve(self._state, ref)
 
     def checkout(self, ref: VersionRef) -> Self:
-        """A new handle on `ref`: a version number, a tag name, or a datetime (the version current then)."""
+        """A new handle on `ref`: a version number, a tag name (of any branch), a datetime (the version current
+        then), or pylance's (branch, version) (version None: the branch's latest)."""
+        if isinstance(ref, tuple | str):
+            return type(self)(self._reference_state(ref))  # the branch mixin (table/branches.py)
         return type(self)(self._state.checkout(self._resolve(ref)))
 
     def checkout_version(self, version: VersionRef) -> Self:

@@ -7,9 +7,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from mvcc_core.errors import CorruptManifestError, CorruptTagError, TagError, VersionNotFoundError
+from mvcc_core.errors import BranchNotFoundError, CorruptManifestError, CorruptTagError, TagError, VersionNotFoundError
+from mvcc_core.format.branches import branch_of
 from mvcc_core.format.manifest import list_manifests, manifest_timestamp
 from mvcc_core.format.tags import Tags
+from mvcc_core.txn.branches import open_branch
 from mvcc_core.txn.state import TableState
 
 #: A version as users name it: its number, a tag, or a time (the version current then).
@@ -84,7 +86,20 @@ def tags_of(state: TableState) -> Tags:
     Returns:
         Its tags namespace (a tag may only name a version that exists).
     """
-    return Tags(state.store, lambda version: version_exists(state, version))
+    return Tags(
+        state.store,
+        lambda version: version_exists(state, version),
+        branch=branch_of(state.store),
+        branch_version_exists=lambda branch, version: _branch_version_exists(state, branch, version),
+    )
+
+
+def _branch_version_exists(state: TableState, branch: str | None, version: int) -> bool:
+    try:
+        open_branch(state, branch, version)
+    except (VersionNotFoundError, BranchNotFoundError):
+        return False
+    return True
 
 
 def version_exists(state: TableState, version: int) -> bool:
@@ -125,11 +140,17 @@ def resolve(state: TableState, ref: VersionRef) -> int:
         return ref
     if isinstance(ref, str):
         try:
-            return tags_of(state).get_version(ref)
+            branch, version = tags_of(state).get_reference(ref)
         except CorruptTagError:
             raise
         except TagError as exc:
             raise VersionNotFoundError(str(exc)) from None
+        if branch != branch_of(state.store):
+            raise VersionNotFoundError(
+                f"tag {ref!r} names version {version} of {f'branch {branch!r}' if branch else 'main'}, not of this "
+                f"handle's branch; open it with checkout_version({ref!r}) or checkout_version(({branch!r}, {version}))"
+            )
+        return version
     if isinstance(ref, datetime):
         return version_asof(state, ref)
     raise VersionNotFoundError(f"a version is an int, a tag name or a datetime, got {type(ref).__name__}")

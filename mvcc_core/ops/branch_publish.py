@@ -1,0 +1,193 @@
+"""Publishing a branch: its changes since its base land on its parent in one version (docs/branches.md, "Publish").
+
+The change is the difference between the branch's base version (its fork, or its last publish) and its
+latest version, as one Update on the parent with the parent's base version as read version: the commit loop
+then checks it against every commit the parent received since, under the usual conflict rules.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from pyroaring import BitMap64
+
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.errors import BranchError, BranchNotFoundError, VersionNotFoundError
+from mvcc_core.failpoints import failpoint
+from mvcc_core.format import operations as ops
+from mvcc_core.format.branches import BranchRef, branch_of, read_ref, update_ref
+from mvcc_core.format.deletion import read_deletion_vector
+from mvcc_core.format.fragments import write_fragments_from_reader
+from mvcc_core.format.naming import data_file_path
+from mvcc_core.io import ObjectStore
+from mvcc_core.read.scan import Scan
+from mvcc_core.txn.branches import delete_branch, open_branch
+from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
+from mvcc_core.txn.state import TableState
+from mvcc_core.txn.transaction import Transaction, check_properties
+
+log = logging.getLogger("mvcc.branches")
+
+#: Transaction properties of a publish commit: which branch (name and id) and which of its versions it holds.
+PUBLISHED_BRANCH = "mvcc.published_branch"
+PUBLISHED_BRANCH_ID = "mvcc.published_branch_id"
+PUBLISHED_BRANCH_VERSION = "mvcc.published_branch_version"
+
+
+def _published_base(target: TableState, name: str, ref: BranchRef) -> tuple[int, int]:
+    """(branch version, parent version) of the branch's last publish.
+
+    The ref records it after each publish; a publish killed between its commit and that record is found
+    in the parent's transactions since (a commit carrying this branch's id), and the ref is repaired.
+    """
+    base = ref.base
+    latest = target.latest_location().version
+    for version in range(latest, base[1], -1):
+        txn = target.committer.load_transaction(target.load(version))
+        props = txn.transaction_properties if txn is not None else {}
+        if props.get(PUBLISHED_BRANCH_ID) == ref.identifier:
+            found = (int(props[PUBLISHED_BRANCH_VERSION]), version)
+            log.warning("%s: branch %r was published at version %d; recording it in its ref", target.uri, name, version)
+            update_ref(target.store, name, ref, published=found)
+            return found
+    return base
+
+
+def _affected_rows(store: ObjectStore, base: pb.Manifest, removed: list[int], updated: list[pb.DataFragment]) -> bytes:
+    """Row addresses of the parent's rows the branch changed: every row of a removed or rewritten fragment,
+    and the rows newly deleted from the others (what the conflict check compares with theirs)."""
+    before = {f.id: f for f in base.fragments}
+    rows = BitMap64()
+    for fid in removed:
+        rows.add_range(fid << 32, (fid << 32) + before[fid].physical_rows)
+    for frag in updated:
+        old = before[frag.id]
+        if list(frag.files) != list(old.files):
+            rows.add_range(frag.id << 32, (frag.id << 32) + old.physical_rows)
+            continue
+        deleted = read_deletion_vector(store, frag, base.base_paths) - read_deletion_vector(store, old, base.base_paths)
+        rows |= BitMap64((frag.id << 32) | offset for offset in deleted)
+    return rows.serialize()
+
+
+def _changes(
+    target: TableState, base: pb.Manifest, head: TableState
+) -> tuple[list[int], list[pb.DataFragment], list[pb.DataFragment], list[str]]:
+    """(removed fragment ids, updated fragments, new fragments, files written) from `base` to `head`.
+
+    A fragment the branch added and then deleted rows of is written anew without them: its deletion file's
+    name carries its fragment id, which the parent assigns afresh.
+    """
+    before = {f.id: f for f in base.fragments}
+    after = {f.id: f for f in head.manifest.fragments}
+    removed = sorted(set(before) - set(after))
+    updated = [after[i] for i in sorted(set(before) & set(after)) if after[i] != before[i]]
+    new: list[pb.DataFragment] = []
+    written: list[str] = []
+    try:
+        for fid in sorted(set(after) - set(before)):
+            frag = after[fid]
+            if not frag.HasField("deletion_file"):
+                new.append(frag)
+                continue
+            rows = Scan(head.store, head.manifest, fragments=[frag]).to_table()
+            fragments = write_fragments_from_reader(
+                target.store, rows.to_reader(), list(head.manifest.fields), head.schema
+            )
+            written += [data_file_path(d.path) for f in fragments for d in f.files]
+            new += fragments
+    except BaseException:
+        target.store.delete_many(written)
+        raise
+    return removed, updated, new, target.staged(written)
+
+
+def publish_branch(
+    target: TableState,
+    name: str,
+    *,
+    delete_branch_after: bool = False,
+    commit_message: str | None = None,
+    transaction_properties: Mapping[str, str] | None = None,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+) -> TableState:
+    """Land branch `name`'s changes since its base on its parent (`target`'s branch) in one version.
+
+    Args:
+        target: Any version of the parent branch.
+        name: The branch to publish.
+        delete_branch_after: Delete the branch once published.
+        commit_message: The message of the parent's new version (default: "publish branch {name}").
+        transaction_properties: Properties of the parent's new version (mvcc adds `mvcc.published_branch*`).
+        max_retries: How many times a lost race is retried.
+
+    Returns:
+        The parent's state after the publish (its latest, unchanged, when the branch had nothing new).
+
+    Raises:
+        BranchNotFoundError: no such branch.
+        BranchError: the branch was not forked from `target`'s branch, or it changed the schema.
+        RetryableConflictError: a commit on the parent since the base touched the same rows (the parent is
+            untouched; bring the branch up to date and publish again).
+        IncompatibleConflictError: a commit on the parent since the base cannot be reconciled (an overwrite,
+            a restore, a schema change); the parent is untouched.
+    """
+    properties = check_properties(transaction_properties)
+    ref = read_ref(target.store, name)
+    parent = branch_of(target.store)
+    if ref.deleting:
+        raise BranchNotFoundError(f"branch {name!r} of {target.uri} is being deleted")
+    if ref.parent_branch != parent:
+        raise BranchError(
+            f"branch {name!r} was forked from {ref.parent_branch or 'main'}, not {parent or 'main'}: publish it from "
+            "a handle on its parent"
+        )
+    head = open_branch(target, name)
+    branch_base, target_base = _published_base(target, name, ref)
+    ref = read_ref(target.store, name)
+    latest = target.latest()
+    if head.version == branch_base:
+        log.info("%s: branch %r has nothing new since version %d", target.uri, name, branch_base)
+        _finish(latest, name, delete_branch_after)
+        return latest
+    try:
+        base = open_branch(target, name, branch_base).manifest
+        at_base = target.checkout(target_base)
+    except VersionNotFoundError as exc:
+        raise BranchError(f"branch {name!r} cannot be published: its base is gone ({exc})") from exc
+    if [f.SerializeToString() for f in base.fields] != [f.SerializeToString() for f in head.manifest.fields]:
+        raise BranchError(
+            f"branch {name!r} changed the schema since version {branch_base}; publish_branch carries row changes "
+            "only (docs/branches.md)"
+        )
+    removed, updated, new, written = _changes(target, base, head)
+    properties |= {
+        PUBLISHED_BRANCH: name,
+        PUBLISHED_BRANCH_ID: ref.identifier,
+        PUBLISHED_BRANCH_VERSION: str(head.version),
+    }
+    txn = Transaction(
+        read_version=target_base,
+        operation=ops.Update(
+            removed_fragment_ids=removed,
+            updated_fragments=updated,
+            new_fragments=new,
+            affected_rows=_affected_rows(target.store, base, removed, updated),
+        ),
+        message=commit_message if commit_message is not None else f"publish branch {name}",
+        transaction_properties=properties,
+        files=written,
+    )
+    failpoint("branch.publish.before_commit")
+    state = at_base.commit(txn, max_retries=max_retries)
+    failpoint("branch.publish.after_commit")
+    update_ref(target.store, name, ref, published=(head.version, state.version))
+    log.info("%s: published branch %r version %d as version %d", target.uri, name, head.version, state.version)
+    _finish(state, name, delete_branch_after)
+    return state
+
+
+def _finish(state: TableState, name: str, delete: bool) -> None:
+    if delete:
+        delete_branch(state, name)

@@ -1,0 +1,199 @@
+"""Branches (issue 32 item 1): create, write, check out, list, tag and delete, on every store; publish (item 2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import mvcc_core as mvcc
+from mvcc_core.errors import (
+    BranchError,
+    BranchExistsError,
+    BranchNotFoundError,
+    IncompatibleConflictError,
+    RetryableConflictError,
+    VersionNotFoundError,
+)
+
+
+@pytest.fixture(params=["local", "memory", pytest.param("s3", marks=[pytest.mark.s3, pytest.mark.slow])])
+def store_uri(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any] | None]:
+    """A table location on each store; S3 (a couple of seconds a test on moto) in the slow tier."""
+    if request.param == "local":
+        return request.getfixturevalue("tmp_uri"), None
+    if request.param == "memory":
+        return request.getfixturevalue("memory_uri"), None
+    return request.getfixturevalue("s3_uri"), request.getfixturevalue("s3_options")
+
+
+def ids(t: mvcc.Table) -> list[int]:
+    return sorted(t.to_table(columns=["id"])["id"].to_pylist())
+
+
+def data_files(t: mvcc.Table) -> set[str]:
+    return {m.path for m in t.state.store.list("data")}
+
+
+def make(uri: str, options: dict[str, Any] | None = None) -> mvcc.Table:
+    t = mvcc.write_table(pa.table({"id": [1, 2, 3]}), uri, storage_options=options)
+    t.append(pa.table({"id": [4]}))
+    return t
+
+
+def test_a_branch_is_written_checked_out_listed_tagged_and_deleted(store_uri: tuple[str, Any]) -> None:
+    uri, options = store_uri
+    t = make(uri, options)
+    files_before = data_files(t)
+    b = t.create_branch("feat", 1)
+    assert (b.branch, b.version, ids(b)) == ("feat", 1, [1, 2, 3])
+    assert data_files(t) == files_before  # nothing copied
+    b.append(pa.table({"id": [10]}))
+    b.delete("id = 2")
+    assert (b.version, ids(b)) == (3, [1, 3, 10])
+    assert (t.version, ids(mvcc.open_table(uri, storage_options=options))) == (2, [1, 2, 3, 4])  # main untouched
+    info = t.branches.list()["feat"]
+    assert (info.parent_branch, info.parent_version, info["parent_version"]) == (None, 1, 1)
+    assert info.manifest_size > 0 and info.create_at > 0
+    assert [name for name, _ in t.branches.list_ordered("desc")] == ["feat"]
+    assert ids(t.checkout_version(("feat", 2))) == [1, 2, 3, 10]
+    assert mvcc.open_table(uri, branch="feat", storage_options=options).version == 3
+    assert mvcc.open_table(uri, version=2, branch="feat", storage_options=options).version == 2
+    assert t.checkout_branch("feat").version == 3 and t.checkout_branch("feat").checkout_branch("main").branch is None
+    assert [(v.version, v.operation) for v in b.versions()] == [(1, "Clone"), (2, "Append"), (3, "Delete")]
+    b.tags.create("audited", 2)
+    t.tags.create("main-two", 2)
+    assert t.tags.list()["audited"] == {"version": 2, "branch": "feat"}
+    assert t.tags.list()["main-two"] == {"version": 2}
+    tagged = t.checkout_version("audited")
+    assert (tagged.branch, tagged.version, ids(tagged)) == ("feat", 2, [1, 2, 3, 10])
+    with pytest.raises(VersionNotFoundError, match="names version 2 of branch 'feat'"):
+        t.restore("audited")  # a tag of another branch never silently means main's version 2
+    t.branches.delete("feat")
+    assert t.branches.list() == {}
+    assert data_files(t) == files_before  # the branch's own file is gone, main's stay
+    assert ids(mvcc.open_table(uri, storage_options=options)) == [1, 2, 3, 4]
+    with pytest.raises(BranchNotFoundError):
+        t.checkout_branch("feat")
+
+
+def test_branch_names_and_existence_are_checked(tmp_uri: str) -> None:
+    t = make(tmp_uri)
+    t.create_branch("feat")
+    with pytest.raises(BranchExistsError):
+        t.create_branch("feat", 1)
+    for bad in ["main", "", "a/b", "..x", "-x", "x."]:
+        with pytest.raises(BranchError):
+            t.create_branch(bad)
+    with pytest.raises(BranchNotFoundError):
+        t.branches.delete("nope")
+    with pytest.raises(BranchNotFoundError):
+        mvcc.open_table(tmp_uri, branch="nope")
+    with pytest.raises(VersionNotFoundError):
+        t.create_branch("x", 9)
+    assert sorted(t.branches.list()) == ["feat"]
+
+
+def test_a_branch_of_a_branch_and_deletion_order(tmp_uri: str) -> None:
+    t = make(tmp_uri)
+    feat = t.create_branch("feat")
+    feat.append(pa.table({"id": [5]}))
+    sub = feat.create_branch("sub")
+    sub.append(pa.table({"id": [6]}))
+    assert t.branches.list()["sub"].parent_branch == "feat"
+    assert ids(mvcc.open_table(tmp_uri, branch="sub")) == [1, 2, 3, 4, 5, 6]
+    with pytest.raises(BranchError, match="fork from it"):
+        t.branches.delete("feat")
+    with pytest.raises(BranchError, match="forked from feat"):
+        t.publish_branch("sub")  # sub lands on feat, not main
+    assert feat.publish_branch("sub") == 4
+    assert ids(feat) == [1, 2, 3, 4, 5, 6]
+    t.branches.delete("sub")
+    t.branches.delete("feat")
+    assert ids(mvcc.open_table(tmp_uri)) == [1, 2, 3, 4]
+
+
+def test_writes_of_every_kind_commit_to_the_branch_only(tmp_uri: str) -> None:
+    t = make(tmp_uri)
+    b = t.create_branch("feat")
+    b.update({"id": "id + 100"}, where="id = 1")
+    b.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(pa.table({"id": [4, 7]}))
+    b.optimize.compact_files()
+    b.overwrite(pa.table({"id": [8, 9]}))
+    assert ids(b) == [8, 9]
+    assert ids(mvcc.open_table(tmp_uri)) == [1, 2, 3, 4] and mvcc.open_table(tmp_uri).version == 2
+
+
+def test_publish_fast_forwards_when_main_has_not_moved(store_uri: tuple[str, Any]) -> None:
+    uri, options = store_uri
+    t = make(uri, options)
+    b = t.create_branch("feat")
+    b.append(pa.table({"id": [10, 11]}))
+    b.delete("id = 1 or id = 10")  # a deletion on an inherited and on a new fragment
+    version = t.publish_branch("feat", commit_message="audited", transaction_properties={"run": "7"})
+    assert (version, t.version, ids(t)) == (3, 3, ids(b))
+    assert ids(mvcc.open_table(uri, storage_options=options)) == [2, 3, 4, 11]
+    txn = t.transaction()
+    assert (txn.message, txn.transaction_properties["run"], txn.transaction_properties["mvcc.published_branch"]) == (
+        "audited",
+        "7",
+        "feat",
+    )
+    assert t.publish_branch("feat") == 3  # nothing new: no version
+    b.append(pa.table({"id": [12]}))
+    assert t.publish_branch("feat", delete_branch=True) == 4  # only what is new since the last publish
+    assert ids(t) == [2, 3, 4, 11, 12] and t.branches.list() == {}
+    assert ids(mvcc.open_table(uri, storage_options=options)) == [2, 3, 4, 11, 12]  # files survive the delete
+
+
+def test_publish_after_main_moved_checks_the_conflict_rules(tmp_uri: str) -> None:
+    t = make(tmp_uri)
+    b = t.create_branch("feat")
+    b.append(pa.table({"id": [10]}))
+    b.delete("id = 1")
+    t.append(pa.table({"id": [20]}))
+    t.delete("id = 3")  # same fragment as the branch's delete, other rows: rebased
+    assert t.publish_branch("feat") == 5
+    assert ids(t) == [2, 4, 10, 20]
+
+    c = t.create_branch("conflicting")
+    c.update({"id": "id + 100"}, where="id = 2")
+    t.delete("id = 2")  # the same row: the branch's update cannot be carried
+    before = t.version
+    with pytest.raises((RetryableConflictError, IncompatibleConflictError)):
+        t.publish_branch("conflicting")
+    assert mvcc.open_table(tmp_uri).version == before and ids(mvcc.open_table(tmp_uri)) == [4, 10, 20]
+
+    d = t.create_branch("after-overwrite")
+    d.append(pa.table({"id": [30]}))
+    t.overwrite(pa.table({"id": [0]}))
+    with pytest.raises((RetryableConflictError, IncompatibleConflictError)):
+        t.publish_branch("after-overwrite")
+    assert ids(mvcc.open_table(tmp_uri)) == [0]
+
+
+def test_publish_refuses_a_schema_change(tmp_uri: str) -> None:
+    t = make(tmp_uri)
+    b = t.create_branch("feat")
+    b.add_columns({"x": "id * 2"})
+    with pytest.raises(BranchError, match="schema"):
+        t.publish_branch("feat")
+    assert mvcc.open_table(tmp_uri).version == 2
+
+
+def test_retention_keeps_what_branches_use_and_their_publish_bases(tmp_uri: str) -> None:
+    t = make(tmp_uri)
+    b = t.create_branch("feat", 1)
+    b.append(pa.table({"id": [10]}))
+    t.overwrite(pa.table({"id": [0]}))
+    t.append(pa.table({"id": [5]}))
+    stats = t.cleanup_old_versions(older_than=mvcc.parse_duration("0s"), delete_unverified=True)
+    assert stats.removed_versions == ()  # main's version 1 and on: the branch's publish base
+    b.cleanup_old_versions(older_than=mvcc.parse_duration("0s"), delete_unverified=True)
+    assert ids(mvcc.open_table(tmp_uri, branch="feat")) == [1, 2, 3, 10]  # main's old files are the branch's too
+    assert [v.version for v in b.versions()] == [1, 2]  # the fork is the branch's base
+    t.branches.delete("feat")
+    stats = t.cleanup_old_versions(older_than=mvcc.parse_duration("0s"), delete_unverified=True)
+    assert stats.removed_versions == (1, 2, 3) and ids(mvcc.open_table(tmp_uri)) == [0, 5]
+    assert len(data_files(t)) == 2
