@@ -172,7 +172,7 @@ def audited_output(context: dg.AssetExecutionContext, value: Any) -> Iterator[dg
             f"asset {asset}: audited_output needs the metadata {WRITE_AUDIT_PUBLISH}: true (and MvccIOManager)",
             {"asset": asset},
         )
-    key = (context.run_id, asset)
+    key = (context.run.run_id, asset)
     _STEP_RESULTS[key] = None
     try:
         yield dg.Output(value)
