@@ -385,25 +385,31 @@ def write_audit_publish(
     yield WapOutcome(branch=name, branch_version=branch.version, table=main.checkout_version(version))
 
 
-def delete_wap_branches(table: mvcc.Table, older_than: timedelta, *, now: datetime | None = None) -> list[str]:
+def delete_wap_branches(
+    table: mvcc.Table, older_than: timedelta, *, now: datetime | None = None, dry_run: bool = False
+) -> list[str]:
     """Delete the write-audit-publish branches (``dagster-wap-*``) whose newest version is older than
-    `older_than`: what a failed audit left for inspection, once the retention window has passed.
+    `older_than`: what failed audits left for inspection, once the retention window has passed. Other
+    branches are never touched, nor one another branch was forked from.
 
     Args:
         table: The table (on main).
         older_than: Keep branches with a version committed more recently than this.
         now: The current time (default: now, UTC).
+        dry_run: Only say which would be deleted.
 
     Returns:
-        The deleted branches' names, sorted.
+        The (to be) deleted branches' names, sorted.
     """
     cutoff = (now or datetime.now(UTC)) - older_than
+    infos = table.branches.list()
+    parents = {info.parent_branch for info in infos.values()}
     deleted = []
-    for name in sorted(table.branches.list()):
-        if not name.startswith(WAP_BRANCH_PREFIX):
+    for name in sorted(infos):
+        if not name.startswith(WAP_BRANCH_PREFIX) or name in parents:
             continue
-        head = table.checkout_branch(name)
-        if head.timestamp < cutoff:
-            table.branches.delete(name)
+        if table.checkout_branch(name).timestamp < cutoff:
+            if not dry_run:
+                table.branches.delete(name)
             deleted.append(name)
     return deleted

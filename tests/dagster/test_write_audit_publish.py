@@ -4,6 +4,7 @@ all pass; a failed check leaves main untouched, skips downstream assets and keep
 
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -21,6 +22,7 @@ from mvcc_dagster import (
     MvccResource,
     audited_output,
     branch_check,
+    build_retention_job,
     delete_wap_branches,
     wap_branch_name,
 )
@@ -126,10 +128,38 @@ def test_a_failing_audit_leaves_main_untouched_skips_downstream_and_keeps_the_br
     assert bad_branch in table.branches.list()
     kept = table.checkout_branch(bad_branch)
     assert kept.to_table().column("amount").to_pylist() == [1.0, -2.0, 3.0]
-    # ... until retention's window passes.
+    # ... until retention's window passes (the retention job: test below).
     assert delete_wap_branches(table, older_than=timedelta(days=1)) == []
-    assert delete_wap_branches(table, older_than=timedelta(0)) == [bad_branch]
+    assert delete_wap_branches(table, older_than=timedelta(days=1), now=kept.timestamp + timedelta(days=2)) == [
+        bad_branch
+    ]
     assert bad_branch not in table.branches.list()
+
+
+@pytest.mark.slow  # three runs (≈1 s)
+def test_the_retention_job_deletes_failed_audits_branches_and_their_files(warehouse: str) -> None:
+    table = mvcc.write_table(pa.table({"id": [1, 2, 3], "amount": [1.0, 2.0, 3.0]}), f"{warehouse}/orders")
+    STATE["amounts"] = [1.0, -2.0, 3.0]
+    bad = dg.materialize(
+        [orders], instance=dg.DagsterInstance.ephemeral(), resources=resources(warehouse), raise_on_error=False
+    )
+    bad_branch = wap_branch_name(bad.run_id)
+    table.create_branch("kept-by-hand")  # not a WAP branch: never touched
+    files = {p.name for p in (Path(warehouse) / "orders" / "data").iterdir()}
+    assert len(files) == 2  # main's and the branch's
+    job = build_retention_job("orders", older_than=timedelta(0))
+    for dry in (True, False):
+        run = job.execute_in_process(
+            resources=resources(warehouse),
+            instance=dg.DagsterInstance.ephemeral(),
+            run_config={"ops": {"cleanup_old_versions": {"config": {"dry_run": dry}}}},
+        )
+        (out,) = events_of(run, dg.DagsterEventType.STEP_OUTPUT)
+        assert out.step_output_data.metadata["wap_branches_removed"].value == [bad_branch]
+        assert (bad_branch in table.branches.list()) is dry
+    assert set(table.branches.list()) == {"kept-by-hand"}
+    assert {p.name for p in (Path(warehouse) / "orders" / "data").iterdir()} < files
+    assert table.checkout_latest().to_table().column("amount").to_pylist() == [1.0, 2.0, 3.0]
 
 
 @branch_check("ledger")
