@@ -2,6 +2,7 @@
 branch, the asset's blocking branch checks read that branch version, and main gets one commit only when they
 all pass; a failed check leaves main untouched, skips downstream assets and keeps the branch."""
 
+import os
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -299,3 +300,42 @@ def test_the_examples_wap_asset_publishes_a_good_day_and_keeps_a_bad_one_off_mai
     (evaluation,) = check_results(bad).values()
     assert not evaluation.passed and evaluation.metadata["non_positive_amounts"].value == 2
     assert table.checkout_branch(wap_branch_name(bad.run_id)).count_rows("amount <= 0") == 2
+
+
+@pytest.mark.slow  # two runs under the multiprocess executor (a process per step)
+@pytest.mark.timeout(240)
+def test_write_audit_publish_under_the_multiprocess_executor(
+    instance: dg.DagsterInstance, warehouse: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import wap_defs
+
+    here = Path(__file__).resolve().parent
+    monkeypatch.setenv(wap_defs.WAREHOUSE_ENV, warehouse)
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(here), str(here.parents[1]), os.environ.get("PYTHONPATH", "")])
+    )
+    monkeypatch.chdir(here)
+    uri = f"{warehouse}/audited"
+    with dg.execute_job(dg.reconstructable(wap_defs.wap_job), instance=instance) as good:
+        assert good.success
+        assert [e for e in good.all_events if e.event_type == dg.DagsterEventType.STEP_WORKER_STARTING]
+        kind = dg.DagsterEventType.ASSET_CHECK_EVALUATION
+        (evaluation,) = [e.asset_check_evaluation_data for e in good.all_events if e.event_type == kind]
+        assert evaluation.passed and evaluation.metadata["pid"].value != os.getpid()
+        good_id = good.run_id
+    table = mvcc.open_table(uri)
+    assert table.version == 2 and table.to_table().column("v").to_pylist() == [1, 2, 3, 4, 5]
+    mat = instance.get_latest_materialization_event(dg.AssetKey("audited")).asset_materialization
+    assert mat.metadata["mvcc/version"].value == 2 and mat.metadata[BRANCH].value == wap_branch_name(good_id)
+    assert mvcc.open_table(f"{warehouse}/audited_total").to_table().column("total").to_pylist() == [15]
+
+    monkeypatch.setenv(wap_defs.BAD_ENV, "1")
+    with dg.execute_job(dg.reconstructable(wap_defs.wap_job), instance=instance) as bad:
+        assert not bad.success
+        started = {e.step_key for e in bad.all_events if e.event_type == dg.DagsterEventType.STEP_START}
+        assert started == {"audited"}  # the downstream step never started
+        bad_id = bad.run_id
+    table = mvcc.open_table(uri)
+    assert table.version == 2 and table.to_table().column("v").to_pylist() == [1, 2, 3, 4, 5]
+    assert table.checkout_branch(wap_branch_name(bad_id)).count_rows("v < 0") == 5
+    assert mvcc.open_table(f"{warehouse}/audited_total").version == 1
