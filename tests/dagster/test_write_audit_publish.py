@@ -195,6 +195,45 @@ def test_a_concurrent_main_write_between_write_and_publish_is_kept(warehouse: st
     assert sorted(table.to_table().column("id").to_pylist()) == [0, 1, 2, 9]
 
 
+def test_an_incompatible_main_commit_refuses_the_publish_and_keeps_the_branch(warehouse: str) -> None:
+    uri = f"{warehouse}/ledger"
+    mvcc.write_table(pa.table({"id": [0], "amount": [0.5]}), uri)
+    mvcc.open_table(uri).append(pa.table({"id": [5], "amount": [5.0]}))
+
+    def outside_restore() -> None:  # a restore conflicts with every concurrent commit
+        mvcc.open_table(uri).restore(1)
+
+    STATE["during_audit"] = outside_restore
+    result = dg.materialize(
+        [ledger], instance=dg.DagsterInstance.ephemeral(), resources=resources(warehouse), raise_on_error=False
+    )
+    assert not result.success and not events_of(result, dg.DagsterEventType.STEP_UP_FOR_RETRY)
+    (failure,) = events_of(result, dg.DagsterEventType.STEP_FAILURE)
+    assert "Restore" in failure.step_failure_data.user_failure_data.description
+    table = mvcc.open_table(uri)
+    assert [v.operation for v in table.versions()] == ["Overwrite", "Append", "Restore"]
+    assert table.to_table().column("id").to_pylist() == [0]
+    branch = table.checkout_branch(wap_branch_name(result.run_id))  # kept: the publish did not happen
+    assert sorted(branch.to_table().column("id").to_pylist()) == [0, 1, 2, 5]
+    assert not result.asset_materializations_for_node("ledger")
+
+
+@pytest.mark.slow  # the S3 case starts the moto server; local is covered above
+def test_publish_and_refusal_on_every_store(any_uri: tuple[str, dict[str, Any] | None]) -> None:
+    root, options = any_uri
+    io = {"io_manager": MvccIOManager(root_uri=root, storage_options=options or {})}
+    instance = dg.DagsterInstance.ephemeral()
+    STATE["amounts"] = [1.0, 2.0, 3.0]
+    good = dg.materialize([orders], instance=instance, resources=io)
+    STATE["amounts"] = [1.0, -2.0, 3.0]
+    bad = dg.materialize([orders], instance=instance, resources=io, raise_on_error=False)
+    assert good.success and not bad.success
+    table = mvcc.open_table(f"{root}/orders", storage_options=options)
+    assert table.version == 2 and table.to_table().column("amount").to_pylist() == [1.0, 2.0, 3.0]
+    assert set(table.branches.list()) == {wap_branch_name(bad.run_id)}
+    assert table.checkout_branch(wap_branch_name(bad.run_id)).count_rows("amount < 0") == 1
+
+
 daily = dg.DailyPartitionsDefinition(start_date="2026-11-01", end_date="2026-11-04", timezone="UTC")
 
 
