@@ -173,13 +173,24 @@ def test_publish_after_main_moved_checks_the_conflict_rules(tmp_uri: str) -> Non
     assert ids(mvcc.open_table(tmp_uri)) == [0]
 
 
-def test_publish_refuses_a_schema_change(tmp_uri: str) -> None:
+def test_a_schema_change_is_published_only_as_a_fast_forward(tmp_uri: str) -> None:
     t = make(tmp_uri)
     b = t.create_branch("feat")
     b.add_columns({"x": "id * 2"})
-    with pytest.raises(BranchError, match="schema"):
+    b.delete("id = 4")
+    t.create_branch("late").add_columns({"y": "id + 1"})
+    t.append(pa.table({"id": [7]}))
+    with pytest.raises(BranchError, match="only as a fast-forward"):
+        t.publish_branch("late")
+    assert mvcc.open_table(tmp_uri).version == 3
+    t.restore(2)  # main's latest is a Restore now: still moved since the fork
+    with pytest.raises(BranchError, match="only as a fast-forward"):
         t.publish_branch("feat")
-    assert mvcc.open_table(tmp_uri).version == 2
+    c = mvcc.open_table(tmp_uri).create_branch("fresh")
+    c.add_columns({"x": "id * 2"})
+    t = mvcc.open_table(tmp_uri)
+    assert t.publish_branch("fresh") == 5
+    assert t.schema.names == ["id", "x"] and t.to_table().sort_by("id")["x"].to_pylist() == [2, 4, 6, 8]
 
 
 def test_retention_keeps_what_branches_use_and_their_publish_bases(tmp_uri: str) -> None:

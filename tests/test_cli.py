@@ -502,7 +502,7 @@ def test_every_command_has_help_with_an_example_and_version() -> None:
         return out
 
     commands = walk(cli.cli, [])
-    assert len(commands) == 1 + 9 + 4 + 4  # mvcc, its commands, those of `index` and `tags`
+    assert len(commands) == 1 + 10 + 4 + 4 + 4  # mvcc, its commands, those of `index`, `tags` and `branches`
     for path in commands:
         result = run(*path, "--help")
         assert result.exit_code == 0 and "Example:" in result.stdout and "mvcc " in result.stdout, path

@@ -25,6 +25,7 @@ from typing import Any
 import click
 
 import mvcc_core as mvcc
+from mvcc_core.cli.branch_commands import branches
 from mvcc_core.cli.index_commands import index
 from mvcc_core.cli.options import (
     EXIT_ERROR,
@@ -639,6 +640,7 @@ def verify(
         ctx.exit(EXIT_ERROR)
 
 
+cli.add_command(branches)
 cli.add_command(index)
 cli.add_command(tags)
 

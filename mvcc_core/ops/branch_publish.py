@@ -55,17 +55,14 @@ def _published_base(target: TableState, name: str, ref: BranchRef) -> tuple[int,
 
 
 def _affected_rows(store: ObjectStore, base: pb.Manifest, removed: list[int], updated: list[pb.DataFragment]) -> bytes:
-    """Row addresses of the parent's rows the branch changed: every row of a removed or rewritten fragment,
-    and the rows newly deleted from the others (what the conflict check compares with theirs)."""
+    """Row addresses of the parent's rows the branch changed: every row of a removed (or column-rewritten)
+    fragment, and the rows newly deleted from the others (what the conflict check compares with theirs)."""
     before = {f.id: f for f in base.fragments}
     rows = BitMap64()
     for fid in removed:
         rows.add_range(fid << 32, (fid << 32) + before[fid].physical_rows)
     for frag in updated:
         old = before[frag.id]
-        if list(frag.files) != list(old.files):
-            rows.add_range(frag.id << 32, (frag.id << 32) + old.physical_rows)
-            continue
         deleted = read_deletion_vector(store, frag, base.base_paths) - read_deletion_vector(store, old, base.base_paths)
         rows |= BitMap64((frag.id << 32) | offset for offset in deleted)
     return rows.serialize()
@@ -76,17 +73,21 @@ def _changes(
 ) -> tuple[list[int], list[pb.DataFragment], list[pb.DataFragment], list[str]]:
     """(removed fragment ids, updated fragments, new fragments, files written) from `base` to `head`.
 
-    A fragment the branch added and then deleted rows of is written anew without them: its deletion file's
-    name carries its fragment id, which the parent assigns afresh.
+    A fragment the branch added (or whose columns it rewrote) and then deleted rows of is written anew without
+    them: its deletion file's name carries its fragment id, which the parent assigns afresh.
     """
     before = {f.id: f for f in base.fragments}
     after = {f.id: f for f in head.manifest.fragments}
-    removed = sorted(set(before) - set(after))
-    updated = [after[i] for i in sorted(set(before) & set(after)) if after[i] != before[i]]
+    changed = [i for i in sorted(set(before) & set(after)) if after[i] != before[i]]
+    # a fragment whose files the branch rewrote (a column rewrite) is replaced: the parent may have rebased
+    # other files under the same id meanwhile, so it cannot be carried as an update of that id
+    rewritten = [i for i in changed if list(after[i].files) != list(before[i].files)]
+    removed = sorted(set(before) - set(after) | set(rewritten))
+    updated = [after[i] for i in changed if i not in rewritten]
     new: list[pb.DataFragment] = []
     written: list[str] = []
     try:
-        for fid in sorted(set(after) - set(before)):
+        for fid in sorted(set(after) - set(before)) + rewritten:
             frag = after[fid]
             if not frag.HasField("deletion_file"):
                 new.append(frag)
@@ -101,6 +102,24 @@ def _changes(
         target.store.delete_many(written)
         raise
     return removed, updated, new, target.staged(written)
+
+
+def _same_schema(base: pb.Manifest, head: pb.Manifest) -> bool:
+    return [f.SerializeToString() for f in base.fields] == [f.SerializeToString() for f in head.fields] and dict(
+        base.schema_metadata
+    ) == dict(head.schema_metadata)
+
+
+def _row_changes(target: TableState, base: pb.Manifest, head: TableState) -> tuple[ops.Update, list[str]]:
+    """The branch's row changes since `base` as one Update on the parent, and the files it wrote."""
+    removed, updated, new, written = _changes(target, base, head)
+    update = ops.Update(
+        removed_fragment_ids=removed,
+        updated_fragments=updated,
+        new_fragments=new,
+        affected_rows=_affected_rows(target.store, base, removed, updated),
+    )
+    return update, written
 
 
 def publish_branch(
@@ -127,7 +146,8 @@ def publish_branch(
 
     Raises:
         BranchNotFoundError: no such branch.
-        BranchError: the branch was not forked from `target`'s branch, or it changed the schema.
+        BranchError: the branch was not forked from `target`'s branch, or it changed the schema and the parent
+            moved since its base.
         RetryableConflictError: a commit on the parent since the base touched the same rows (the parent is
             untouched; bring the branch up to date and publish again).
         IncompatibleConflictError: a commit on the parent since the base cannot be reconciled (an overwrite,
@@ -156,25 +176,29 @@ def publish_branch(
         at_base = target.checkout(target_base)
     except VersionNotFoundError as exc:
         raise BranchError(f"branch {name!r} cannot be published: its base is gone ({exc})") from exc
-    if [f.SerializeToString() for f in base.fields] != [f.SerializeToString() for f in head.manifest.fields]:
-        raise BranchError(
-            f"branch {name!r} changed the schema since version {branch_base}; publish_branch carries row changes "
-            "only (docs/branches.md)"
-        )
-    removed, updated, new, written = _changes(target, base, head)
     properties |= {
         PUBLISHED_BRANCH: name,
         PUBLISHED_BRANCH_ID: ref.identifier,
         PUBLISHED_BRANCH_VERSION: str(head.version),
     }
+    if _same_schema(base, head.manifest):
+        operation, written = _row_changes(target, base, head)
+    elif latest.version == target_base:
+        # a fast-forward of a schema change: the parent takes the branch's fragments and schema as they are
+        operation = ops.Merge(
+            fragments=list(head.manifest.fragments),
+            schema=list(head.manifest.fields),
+            schema_metadata=dict(head.manifest.schema_metadata),
+        )
+        written = []
+    else:
+        raise BranchError(
+            f"branch {name!r} changed the schema since version {branch_base} and {parent or 'main'} has moved since "
+            f"version {target_base}: a schema change is published only as a fast-forward (docs/branches.md)"
+        )
     txn = Transaction(
         read_version=target_base,
-        operation=ops.Update(
-            removed_fragment_ids=removed,
-            updated_fragments=updated,
-            new_fragments=new,
-            affected_rows=_affected_rows(target.store, base, removed, updated),
-        ),
+        operation=operation,
         message=commit_message if commit_message is not None else f"publish branch {name}",
         transaction_properties=properties,
         files=written,

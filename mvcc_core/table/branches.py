@@ -170,7 +170,7 @@ class _Branching:
 
         Raises:
             BranchNotFoundError: no such branch.
-            BranchError: it was forked from another branch, or it changed the schema.
+            BranchError: it was forked from another branch, or it changed the schema and this branch moved.
             RetryableConflictError / IncompatibleConflictError: a commit since the fork conflicts.
         """
         state = publish_branch(

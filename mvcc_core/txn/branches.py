@@ -152,6 +152,10 @@ def create_branch(source: TableState, name: str) -> TableState:
     manifest, _ = _fork(source.manifest, name, ref, source.uri)
     ref = replace(ref, manifest_size=len(encode_manifest(manifest)))
     create_ref(source.store, name, ref)
+    # the name is ours now: anything left in its tree is a deleted branch's (a writer that committed after
+    # the deletion; docs/branches.md, "Known gap") and must not become part of this branch's history
+    root = branch_store(source.store, None)
+    root.delete_many(m.path for m in root.list(tree_prefix(name)))
     failpoint("branch.create.after_ref")
     _write_fork(source.store, name, ref, source.manifest, source.naming)
     return open_branch(source, name)

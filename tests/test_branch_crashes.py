@@ -1,0 +1,114 @@
+"""A writer killed at each failpoint of branch creation, publish and deletion leaves a readable, consistent
+table, and running the operation again finishes it exactly once.
+
+The fast tier stops the writer in-process (the failpoint raises: nothing after it runs, as in a crash); the
+slow tier kills a child process at the same points (`os._exit`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import mvcc_core as mvcc
+from mvcc_core import failpoints
+from mvcc_core.errors import BranchExistsError, BranchNotFoundError, FailpointError
+
+ROOT = Path(failpoints.__file__).resolve().parents[1]
+
+CREATE = ["branch.create.after_ref", "branch.create.before_manifest"]
+PUBLISH = ["branch.publish.before_commit", "branch.publish.after_commit"]
+DELETE = ["branch.delete.after_mark", "branch.delete.after_files", "branch.delete.before_ref"]
+
+STEP = """
+import sys
+import pyarrow as pa
+import mvcc_core as mvcc
+uri, step = sys.argv[1], sys.argv[2]
+t = mvcc.open_table(uri)
+if step == "create":
+    t.create_branch("audit")
+elif step == "publish":
+    t.publish_branch("audit")
+else:
+    t.branches.delete("audit")
+print("done")
+"""
+
+
+def ids(t: mvcc.Table) -> list[int]:
+    return sorted(t.to_table(columns=["id"])["id"].to_pylist())
+
+
+def prepare(uri: str, step: str) -> None:
+    """main: 1..4 in two versions; for publish and delete a branch `audit` with its own rows and deletions."""
+    t = mvcc.write_table(pa.table({"id": [1, 2, 3]}), uri)
+    t.append(pa.table({"id": [4]}))
+    if step != "create":
+        b = t.create_branch("audit")
+        b.append(pa.table({"id": [10, 11]}))
+        b.delete("id = 1 or id = 11")  # an inherited and a new fragment: publish rewrites the new one
+        t.create_branch("other").append(pa.table({"id": [20]}))
+
+
+def check_after(uri: str, step: str) -> None:
+    """The table reads as before or after the step; the step run again finishes it exactly once."""
+    main = mvcc.open_table(uri)
+    assert ids(main) in ([1, 2, 3, 4], [2, 3, 4, 10])
+    if step == "create":
+        assert ids(mvcc.open_table(uri, branch="audit")) == [1, 2, 3, 4]  # the interrupted fork is completed
+        with pytest.raises(BranchExistsError):
+            main.create_branch("audit")
+        assert [v.version for v in mvcc.open_table(uri, branch="audit").versions()] == [2]
+    elif step == "publish":
+        version = main.publish_branch("audit")
+        assert (version, ids(main)) == (3, [2, 3, 4, 10])  # exactly once: a publish that committed is not redone
+        assert mvcc.open_table(uri).version == 3
+    else:
+        with pytest.raises(BranchNotFoundError):
+            mvcc.open_table(uri, branch="audit")  # half-deleted: never opened with part of its history
+        main.branches.delete("audit")
+        assert "audit" not in main.branches.list()
+        with pytest.raises(BranchNotFoundError):
+            main.branches.delete("audit")
+    assert ids(mvcc.open_table(uri)) in ([1, 2, 3, 4], [2, 3, 4, 10])
+    if step != "create":
+        assert ids(mvcc.open_table(uri, branch="other")) == [1, 2, 3, 4, 20]  # another branch is untouched
+    assert mvcc.verify(mvcc.open_table(uri)).ok
+
+
+def _cases() -> list[tuple[str, str]]:
+    return [(p, "create") for p in CREATE] + [(p, "publish") for p in PUBLISH] + [(p, "delete") for p in DELETE]
+
+
+@pytest.mark.parametrize(("point", "step"), _cases())
+def test_stopped_at_a_point_in_process(tmp_uri: str, point: str, step: str) -> None:
+    prepare(tmp_uri, step)
+    t = mvcc.open_table(tmp_uri)
+    with failpoints.armed(point), pytest.raises(FailpointError):
+        if step == "create":
+            t.create_branch("audit")
+        elif step == "publish":
+            t.publish_branch("audit")
+        else:
+            t.branches.delete("audit")
+    check_after(tmp_uri, step)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("point", "step"), _cases())
+def test_killed_at_a_point_in_a_child(tmp_uri: str, point: str, step: str) -> None:
+    prepare(tmp_uri, step)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env[failpoints.ENV_VAR] = failpoints.env_spec({point: "exit"})
+    done = subprocess.run(
+        [sys.executable, "-c", STEP, tmp_uri, step], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == failpoints.DEFAULT_EXIT_CODE, done.stderr
+    assert "done" not in done.stdout
+    check_after(tmp_uri, step)
