@@ -360,7 +360,12 @@ def write_audit_publish(
         dagster.Failure: A blocking check failed (not retried).
     """
     name = wap_branch_name(context.run_id)
-    branch = write(_fresh_branch(main, name))
+    fresh = _fresh_branch(main, name)
+    try:
+        branch = write(fresh)
+    except BaseException:
+        main.branches.delete(name)  # nothing was written to audit: leave nothing behind
+        raise
     keys = tuple(context.asset_partition_keys) if context.has_asset_partitions else ()
     audit = BranchAudit(table=branch, branch=name, partition_filter=partition_filter, partition_keys=keys)
     results = [_result_of(spec, made, audit) for spec, made in audits]

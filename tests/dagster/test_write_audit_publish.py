@@ -254,7 +254,8 @@ def events_positive(audit: BranchAudit) -> dg.AssetCheckResult:
 def events(context: dg.AssetExecutionContext) -> Iterator[Any]:
     day = context.partition_time_window.start.date()
     amount = -1.0 if context.partition_key in STATE.get("bad_days", ()) else 1.0
-    yield from audited_output(context, pa.table({"day": pa.array([day] * 4, pa.date32()), "amount": [amount] * 4}))
+    days = [day] * 3 + [day - timedelta(days=1) if STATE.get("stray_row") else day]
+    yield from audited_output(context, pa.table({"day": pa.array(days, pa.date32()), "amount": [amount] * 4}))
 
 
 def test_partitioned_days_are_audited_and_published_separately(warehouse: str) -> None:
@@ -279,6 +280,20 @@ def test_partitioned_days_are_audited_and_published_separately(warehouse: str) -
     mat = good.asset_materializations_for_node("events")[0]
     assert mat.partition == "2026-11-03" and mat.metadata["mvcc/version"].value == table.version
     assert wap_branch_name(bad.run_id) in table.branches.list()  # the failed day's branch is still there
+
+
+def test_a_row_outside_the_partition_fails_before_the_audit_and_leaves_no_branch(warehouse: str) -> None:
+    instance = dg.DagsterInstance.ephemeral()
+    dg.materialize([events], instance=instance, resources=resources(warehouse), partition_key="2026-11-01")
+    STATE["stray_row"] = True
+    result = dg.materialize(
+        [events], instance=instance, resources=resources(warehouse), partition_key="2026-11-02", raise_on_error=False
+    )
+    assert not result.success and len(STATE["partition_audits"]) == 1  # the first day's audit only
+    (failure,) = events_of(result, dg.DagsterEventType.STEP_FAILURE)
+    assert "PredicateError" in failure.step_failure_data.user_failure_data.description
+    table = mvcc.open_table(f"{warehouse}/events")
+    assert table.version == 2 and table.count_rows() == 4 and table.branches.list() == {}
 
 
 def test_a_blocking_check_that_is_not_a_branch_check_is_refused_before_writing(warehouse: str) -> None:
