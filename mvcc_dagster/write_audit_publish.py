@@ -163,7 +163,8 @@ def audited_output(context: dg.AssetExecutionContext, value: Any) -> Iterator[dg
         The `Output`, then one `AssetCheckResult` per branch check.
 
     Raises:
-        dagster.Failure: The asset does not have ``mvcc/write_audit_publish: true`` (before anything is written).
+        dagster.Failure: The asset does not have ``mvcc/write_audit_publish: true`` (before anything is written),
+            or its IO manager is not `MvccIOManager` (after that IO manager stored the output).
     """
     asset = context.asset_key.to_user_string()
     metadata = context.assets_def.metadata_by_key.get(context.asset_key, {})
@@ -179,7 +180,13 @@ def audited_output(context: dg.AssetExecutionContext, value: Any) -> Iterator[dg
         results = _STEP_RESULTS.get(key)
     finally:
         _STEP_RESULTS.pop(key, None)
-    yield from results or []
+    if results is None:
+        raise no_retry_failure(
+            f"asset {asset}: its output was not written by MvccIOManager (io_manager_key), so no branch was "
+            "written, audited or published",
+            {"asset": asset},
+        )
+    yield from results
 
 
 def wap_enabled(metadata: Mapping[str, Any], asset: str) -> bool:
@@ -385,7 +392,7 @@ def write_audit_publish(
     version = main.publish_branch(
         name, delete_branch=True, commit_message=commit_message, transaction_properties=dict(transaction_properties)
     )
-    if audits:
+    if (context.run_id, asset) in _STEP_RESULTS:
         _STEP_RESULTS[(context.run_id, asset)] = results
     yield WapOutcome(branch=name, branch_version=branch.version, table=main.checkout_version(version))
 

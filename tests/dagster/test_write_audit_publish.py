@@ -325,6 +325,54 @@ def test_a_metadata_value_that_is_not_a_bool_is_refused(warehouse: str) -> None:
         mvcc.open_table(f"{warehouse}/loose")
 
 
+def test_audited_output_without_the_metadata_is_refused_before_writing(warehouse: str) -> None:
+    @dg.asset(check_specs=[dg.AssetCheckSpec("c", asset="unmarked")])
+    def unmarked(context: dg.AssetExecutionContext) -> Iterator[Any]:
+        yield from audited_output(context, pa.table({"a": [1]}))
+
+    result = dg.materialize(
+        [unmarked], instance=dg.DagsterInstance.ephemeral(), resources=resources(warehouse), raise_on_error=False
+    )
+    (failure,) = events_of(result, dg.DagsterEventType.STEP_FAILURE)
+    assert "audited_output needs the metadata mvcc/write_audit_publish: true" in (
+        failure.step_failure_data.user_failure_data.description
+    )
+    with pytest.raises(mvcc.TableNotFoundError):
+        mvcc.open_table(f"{warehouse}/unmarked")
+
+
+@pytest.mark.slow  # starts a local SparkSession
+@pytest.mark.timeout(300)
+def test_a_spark_output_is_written_to_the_branch_audited_and_published(
+    warehouse: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from dagster_pyspark import PySparkResource
+
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+
+    @branch_check("spark_orders")
+    def spark_rows(audit: BranchAudit) -> bool:
+        """The branch holds the DataFrame's ten rows."""
+        STATE["spark_branch"] = audit.table.branch
+        return audit.table.count_rows() == 10
+
+    @dg.asset(metadata=WAP, check_specs=[spark_rows.spec])
+    def spark_orders(context: dg.AssetExecutionContext, pyspark: PySparkResource) -> Iterator[Any]:
+        df = pyspark.spark_session.range(10).selectExpr("id", "cast(id as double) AS amount")
+        yield from audited_output(context, df)
+
+    spark = PySparkResource(spark_config={"spark.master": "local[1]", "spark.ui.enabled": "false"})
+    result = dg.materialize(
+        [spark_orders], instance=dg.DagsterInstance.ephemeral(), resources={**resources(warehouse), "pyspark": spark}
+    )
+    table = mvcc.open_table(f"{warehouse}/spark_orders")
+    assert STATE["spark_branch"] == wap_branch_name(result.run_id)
+    assert table.version == 2 and sorted(table.to_table().column("id").to_pylist()) == list(range(10))
+    assert check_results(result)["spark_rows"].passed
+
+
 def test_branch_names_are_safe() -> None:
     assert wap_branch_name("0f1e2d3c-aaaa-bbbb-cccc-0123456789ab") == "dagster-wap-0f1e2d3c-aaaa-bbbb-cccc-0123456789ab"
     assert wap_branch_name("a/b c..d.") == "dagster-wap-a-b-c--d-"
