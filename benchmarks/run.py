@@ -190,8 +190,15 @@ def _airflow(r: dict[str, Any]) -> Iterator[Row]:
               c["in_process_cpu_ms"])  # fmt: skip
 
 
+def _branches(r: dict[str, Any]) -> Iterator[Row]:
+    for name, sides in r["medians"].items():
+        (side, value), (peer, peer_value) = sides.items()
+        yield Row("branches", f"{name} ({side})", "ms", value, "pylance" if peer == "lance" else peer, peer_value)
+
+
 READERS: dict[str, Callable[[Any], Iterator[Row]]] = {
     "airflow": _airflow,
+    "branches": _branches,
     "catalog": _catalog,
     "dagster_catalog": _dagster_catalog,
     "dagster": _dagster,

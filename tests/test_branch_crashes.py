@@ -27,18 +27,22 @@ DELETE = ["branch.delete.after_mark", "branch.delete.after_files", "branch.delet
 
 STEP = """
 import sys
-import pyarrow as pa
-import mvcc_core as mvcc
-uri, step = sys.argv[1], sys.argv[2]
-t = mvcc.open_table(uri)
-if step == "create":
-    t.create_branch("audit")
-elif step == "publish":
-    t.publish_branch("audit")
-else:
-    t.branches.delete("audit")
+sys.path.insert(0, sys.argv[3])
+from test_branch_crashes import run_step
+run_step(sys.argv[1], sys.argv[2])
 print("done")
 """
+
+
+def run_step(uri: str, step: str) -> None:
+    """Create, publish or delete the branch `audit` of the table at `uri`."""
+    t = mvcc.open_table(uri)
+    if step == "create":
+        t.create_branch("audit")
+    elif step == "publish":
+        t.publish_branch("audit")
+    else:
+        t.branches.delete("audit")
 
 
 def ids(t: mvcc.Table) -> list[int]:
@@ -89,14 +93,8 @@ def _cases() -> list[tuple[str, str]]:
 @pytest.mark.parametrize(("point", "step"), _cases())
 def test_stopped_at_a_point_in_process(tmp_uri: str, point: str, step: str) -> None:
     prepare(tmp_uri, step)
-    t = mvcc.open_table(tmp_uri)
     with failpoints.armed(point), pytest.raises(FailpointError):
-        if step == "create":
-            t.create_branch("audit")
-        elif step == "publish":
-            t.publish_branch("audit")
-        else:
-            t.branches.delete("audit")
+        run_step(tmp_uri, step)
     check_after(tmp_uri, step)
 
 
@@ -107,7 +105,11 @@ def test_killed_at_a_point_in_a_child(tmp_uri: str, point: str, step: str) -> No
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     env[failpoints.ENV_VAR] = failpoints.env_spec({point: "exit"})
     done = subprocess.run(
-        [sys.executable, "-c", STEP, tmp_uri, step], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", STEP, tmp_uri, step, str(Path(__file__).parent)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == failpoints.DEFAULT_EXIT_CODE, done.stderr
     assert "done" not in done.stdout
