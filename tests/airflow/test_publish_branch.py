@@ -5,6 +5,8 @@ a passing one publishes the branch to main in one version and emits the table's 
 from __future__ import annotations
 
 import json
+import shutil
+import sqlite3
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,8 @@ import mvcc_core as mvcc
 from mvcc_airflow import MvccPublishBranchOperator
 
 AirflowHome = Any  # the `airflow_home` fixture's type (tests/airflow/conftest.py)
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "airflow" / "dags"
+LOGICAL_DATE = "2026-01-01"  # what the airflow_home fixture's `dags test` runs
 
 
 def test_the_operator_refuses_bad_arguments_by_their_names() -> None:
@@ -42,63 +46,42 @@ def _state(log: str) -> str | None:
 
 
 @pytest.mark.slow
-def test_write_audit_publish_in_a_dag(airflow_home: AirflowHome, warehouse: str, tmp_path: Path) -> None:
+def test_the_example_write_audit_publish_dag(airflow_home: AirflowHome, warehouse: str) -> None:
     uri = f"{warehouse}/orders"
     mvcc.write_table(pa.table({"id": [1, 2], "amount": [1.0, 2.0]}), uri)
-    result = tmp_path / "publish.json"
-    dag = airflow_home.write_dag(
-        "wap_dag",
-        f"""
-        import json
-        from datetime import datetime
+    dag = airflow_home.dags / "mvcc_write_audit_publish.py"
+    shutil.copy(EXAMPLES / "mvcc_write_audit_publish.py", dag)
+    branch = "audit-" + LOGICAL_DATE.replace("-", "") + "T000000"
 
-        import pyarrow as pa
-        from airflow.sdk import DAG, task
-        from mvcc_airflow import MvccHook, MvccPublishBranchOperator
-
-        with DAG("wap_dag", schedule=None, start_date=datetime(2026, 1, 1), params={{"amount": 3.0}}):
-
-            @task
-            def write(params=None):
-                main = MvccHook().open_table("orders")
-                if "audit" in main.branches.list():
-                    main.branches.delete("audit")
-                branch = main.create_branch("audit")
-                branch.append(pa.table({{"id": [3], "amount": [float(params["amount"])]}}))
-
-            @task
-            def audit():
-                branch = MvccHook().open_table("orders").checkout_branch("audit")
-                bad = branch.count_rows("amount < 0")
-                if bad:
-                    raise ValueError(f"{{bad}} negative amount(s) on branch audit")
-
-            publish = MvccPublishBranchOperator(
-                task_id="publish", table="orders", branch="audit", delete_branch=True, commit_message="audited"
-            )
-
-            @task
-            def record(published):
-                open({str(result)!r}, "w").write(json.dumps(published))
-
-            write() >> audit() >> publish
-            record(publish.output)
-        """,
-    )
-    bad = airflow_home.test_dag("wap_dag", dag, warehouse=warehouse, conf={"amount": -3.0})
-    assert _state(_output(bad)) == "failed", _output(bad)[-4000:]
+    bad = airflow_home.test_dag("mvcc_write_audit_publish", dag, warehouse=warehouse, conf={"bad_rows": True})
+    log = _output(bad)
+    assert _state(log) == "failed", log[-4000:]
+    assert "negative amount(s) on branch" in log and "up_for_retry" not in log
     main = mvcc.open_table(uri)
     assert main.version == 1 and main.count_rows() == 2  # the publish never ran
-    assert not result.exists()
-    assert main.checkout_branch("audit").count_rows("amount < 0") == 1  # kept for inspection
+    assert main.checkout_branch(branch).count_rows("amount < 0") == 1  # kept for inspection
 
-    good = airflow_home.test_dag("wap_dag", dag, warehouse=warehouse)
-    assert _state(_output(good)) == "success", _output(good)[-4000:]
+    good = airflow_home.test_dag("mvcc_write_audit_publish", dag, warehouse=warehouse)
+    log = _output(good)
+    assert _state(log) == "success", log[-4000:]
     main = mvcc.open_table(uri)
     assert main.version == 2 and sorted(main.to_table().column("id").to_pylist()) == [1, 2, 3]
-    assert main.versions()[-1].message == "audited"
-    assert main.versions()[-1].transaction_properties["airflow/task_id"] == "publish"
-    assert "audit" not in main.branches.list()
-    recorded = json.loads(result.read_text())
-    assert recorded["table"] == uri and recorded["version"] == 2 and recorded["operation"] == "publish_branch"
-    assert recorded["metrics"]["branch"] == "audit" and recorded["metrics"]["deleted_branch"] is True
+    assert main.to_table().column("amount").to_pylist().count(3.0) == 1
+    published = main.versions()[-1]
+    assert published.message == "airflow: audited orders"
+    assert published.transaction_properties["airflow/task_id"] == "publish"
+    assert published.transaction_properties["airflow/maintenance"] == "publish_branch"
+    assert branch not in main.branches.list()
+    with sqlite3.connect(airflow_home.home / "airflow.db") as db:
+        events = db.execute(
+            "SELECT asset.uri, asset_event.extra FROM asset_event JOIN asset ON asset.id = asset_event.asset_id"
+        ).fetchall()
+        (returned,) = db.execute(
+            "SELECT value FROM xcom WHERE dag_id = 'mvcc_write_audit_publish' AND task_id = 'publish' "
+            "AND key = 'return_value'"
+        ).fetchall()
+    extras = [json.loads(extra) for asset_uri, extra in events if asset_uri == f"mvcc://file{uri}"]
+    assert {"mvcc/version": 2, "mvcc/operation": "publish_branch"} in extras
+    result = json.loads(returned[0])
+    assert (result["table"], result["version"], result["operation"]) == (uri, 2, "publish_branch")
+    assert result["metrics"] == {"branch": branch, "branch_version": 2, "deleted_branch": True}
