@@ -7,9 +7,8 @@ duration of each, the median CPU time of each run in this process, and their rat
 alone: `create_branch` + overwrite on the branch + `publish_branch` against a plain `overwrite`, bare core
 calls, interleaved. Not a test.
 
-    python benchmarks/bench_wap.py              # 15 rounds
-    python benchmarks/bench_wap.py --rounds 5
-    python benchmarks/bench_wap.py --ephemeral  # an in-memory Dagster instance (no sqlite event log)
+    python benchmarks/bench_wap.py                        # 15 rounds, in-memory then sqlite instance
+    python benchmarks/bench_wap.py --instance sqlite --rounds 5
 """
 
 import argparse
@@ -21,6 +20,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -106,12 +106,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--rows", type=int, default=ROWS)
-    parser.add_argument("--ephemeral", action="store_true", help="an in-memory instance: no sqlite event log")
+    parser.add_argument(
+        "--instance", choices=("both", "ephemeral", "sqlite"), default="both", help="the Dagster instance(s)"
+    )
+    parser.add_argument("--quick", action="store_true", help="5 rounds (benchmarks/run.py --quick)")
+    parser.add_argument("--out", help="write the results as JSON here (benchmarks/run.py)")
     args = parser.parse_args()
     logging.getLogger("dagster").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore")
-    result = run(args.rounds, args.rows, args.ephemeral)
-    print(json.dumps({k: v for k, v in result.items() if k != "samples"}, indent=2))
+    rounds = 5 if args.quick else args.rounds
+    kinds = ("ephemeral", "sqlite") if args.instance == "both" else (args.instance,)
+    results = {kind: run(rounds, args.rows, kind == "ephemeral") for kind in kinds}
+    print(json.dumps({k: {n: v for n, v in r.items() if n != "samples"} for k, r in results.items()}, indent=2))
+    if args.out:
+        Path(args.out).write_text(json.dumps(results))
 
 
 if __name__ == "__main__":
