@@ -6,6 +6,7 @@ materialization recorded: an upsert table (latest event per user, ``merge`` on `
 aggregate. All three are daily partitioned, so re-running a day replaces exactly that day's rows.
 A multi_asset (`sales_load`) writes a fact table and its dimension through the catalog at
 ``{warehouse}/catalog``, both in one catalog version, and `revenue_by_segment` reads them from that version.
+`payments` is written with write-audit-publish: to a branch per run, published after its blocking check passed.
 
 Where the tables live: ``MVCC_WAREHOUSE`` (default: ``warehouse/`` next to this file). For S3 set it to
 ``s3://bucket/prefix``; credentials, region and endpoint come from the standard ``AWS_*`` variables
@@ -15,6 +16,7 @@ like); ``MVCC_EXTERNAL_STORE`` optionally names an external manifest store.
 
 import os
 import sys
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -26,9 +28,13 @@ from dagster_pyspark import PySparkResource
 
 from mvcc_dagster import (
     RESTORE_TAG,
+    WRITE_AUDIT_PUBLISH,
+    BranchAudit,
     MvccCatalogResource,
     MvccIOManager,
     MvccResource,
+    audited_output,
+    branch_check,
     build_catalog_health_checks,
     build_catalog_maintenance_job,
     build_compaction_job,
@@ -230,11 +236,67 @@ def revenue_by_segment(context: dg.AssetExecutionContext, mvcc_catalog: MvccCata
 
 CATALOG_ASSETS = [sales_load, revenue_by_segment]
 # ---- end of the catalog example ----
+
+# ---- Write-audit-publish (docs/write_audit_publish.md) ----------------------------------------------------------
+# `payments` is written to a branch named after the run (dagster-wap-<run id>); its blocking branch check
+# `amounts_positive` reads that branch version in the same step, and only when it passes does the day reach main,
+# in one commit. Launch a day with the run config ``ops: {payments: {config: {inject_bad_rows: true}}}`` to see
+# the check fail: main keeps its rows, and the branch stays (for inspection) until the retention job removes it.
+PAYMENTS_PER_DAY = 100
+
+
+class PaymentsConfig(dg.Config):
+    """The run config of `payments`."""
+
+    inject_bad_rows: bool = False
+    """Write two payments with negative amounts (the check then fails and nothing is published)."""
+
+
+@branch_check("payments")
+def amounts_positive(audit: BranchAudit) -> dg.AssetCheckResult:
+    """Every payment of the written day has a positive amount (blocking: a failure stops the publish)."""
+    amounts = audit.rows(["amount"]).column("amount")
+    bad = int(pc.sum(pc.less_equal(amounts, 0)).as_py() or 0)
+    return dg.AssetCheckResult(passed=bad == 0, metadata={"non_positive_amounts": bad, "rows": len(amounts)})
+
+
+@dg.asset(
+    partitions_def=daily,
+    metadata={WRITE_AUDIT_PUBLISH: True, "partition_expr": "paid_at"},
+    check_specs=[amounts_positive.spec],
+    kinds={"pyarrow", "mvcc"},
+    group_name="payments",
+    retry_policy=conflict_retry_policy(),
+    description="Payments of one day, published to main only after the blocking check passed on the run's branch.",
+)
+def payments(context: dg.AssetExecutionContext, config: PaymentsConfig) -> Iterator[Any]:
+    """The day's payments; with ``inject_bad_rows`` two of them are negative. Yielded through `audited_output`,
+    which returns the branch check's result to Dagster after the IO manager's write, audit and publish."""
+    start = context.partition_time_window.start
+    seconds = int((context.partition_time_window.end - start).total_seconds())
+    amounts = [float(1 + (i * 37) % 500) for i in range(PAYMENTS_PER_DAY)]
+    if config.inject_bad_rows:
+        amounts[:2] = [-5.0, -12.5]
+    rows = pa.table(
+        {
+            "payment_id": pa.array([start.toordinal() * 1000 + i for i in range(PAYMENTS_PER_DAY)], pa.int64()),
+            "paid_at": pa.array(
+                [start + timedelta(seconds=(i * 7919) % seconds) for i in range(PAYMENTS_PER_DAY)],
+                pa.timestamp("us", "UTC"),
+            ),
+            "amount": amounts,
+        }
+    )
+    yield from audited_output(context, rows)
+
+
+WAP_TABLE = "payments"
+# ---- end of write-audit-publish ---------------------------------------------------------------------------------
 RETENTION = timedelta(days=7)
 OUTSIDE_TABLE = "partner_feed"
 # Every table of the example, by how it is stored: tables at ``{warehouse}/{asset key}`` (written by the IO
 # manager, or outside Dagster) and the catalog's tables (written by `sales_load`, opened through the catalog).
-PATH_TABLES = [*TABLES, "sales/revenue_by_segment", OUTSIDE_TABLE]
+PATH_TABLES = [*TABLES, "sales/revenue_by_segment", OUTSIDE_TABLE, WAP_TABLE]
 CATALOG_TABLES = [SALES_ORDERS.to_user_string(), SALES_CUSTOMERS.to_user_string()]
 
 # Maintenance (docs/dagster.md "Maintenance jobs"): per table a compaction, a retention and a restore job, a
@@ -278,7 +340,7 @@ OUTSIDE_ASSET = dg.AssetSpec(
 # ---- end of the backfill / outside writer block ----------------------------------------------------------------
 
 defs = dg.Definitions(
-    assets=[*ASSETS, *CATALOG_ASSETS, OUTSIDE_ASSET],
+    assets=[*ASSETS, *CATALOG_ASSETS, OUTSIDE_ASSET, payments],
     asset_checks=[*build_table_health_checks(PATH_TABLES), *build_catalog_health_checks(CATALOG_TABLES)],
     jobs=[
         dg.define_asset_job("daily_events", selection=ASSETS),

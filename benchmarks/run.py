@@ -198,6 +198,14 @@ def _branches(r: dict[str, Any]) -> Iterator[Row]:
         yield Row("branches", f"{name} ({side})", "ms", value, "pylance" if peer == "lance" else peer, peer_value)
 
 
+def _wap(r: dict[str, Any]) -> Iterator[Row]:
+    for kind, m in r.items():
+        name = f"write-audit-publish materialization ({m['rows']:,} rows, {kind} instance)"
+        yield Row("wap", name, "ms", m["step_ms"]["wap"], "plain overwrite", m["step_ms"]["plain"])
+        core = "create_branch + overwrite + publish_branch"
+        yield Row("wap", core, "ms", m["core_ms"]["branch_publish"], "overwrite", m["core_ms"]["overwrite"])
+
+
 READERS: dict[str, Callable[[Any], Iterator[Row]]] = {
     "airflow": _airflow,
     "branches": _branches,
@@ -210,6 +218,7 @@ READERS: dict[str, Callable[[Any], Iterator[Row]]] = {
     "maintenance": _maintenance,
     "spark": _spark,
     "cli": _cli,
+    "wap": _wap,
 }
 
 

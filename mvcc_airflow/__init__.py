@@ -21,6 +21,7 @@ _LAZY = {
     "MvccCleanupOperator": "operators",
     "MvccRestoreOperator": "operators",
     "MvccTagOperator": "operators",
+    "MvccPublishBranchOperator": "branch_operators",
     "mvcc_compaction_group": "compaction_group",
     "MvccVersionSensor": "sensors",
     "MvccVersionTrigger": "triggers",

@@ -70,7 +70,11 @@ def get_provider_info() -> dict[str, Any]:
         "operators": [
             {
                 "integration-name": INTEGRATION,
-                "python-modules": ["mvcc_airflow.operators", "mvcc_airflow.compaction_group"],
+                "python-modules": [
+                    "mvcc_airflow.operators",
+                    "mvcc_airflow.compaction_group",
+                    "mvcc_airflow.branch_operators",
+                ],
             }
         ],
         "sensors": [{"integration-name": INTEGRATION, "python-modules": ["mvcc_airflow.sensors"]}],

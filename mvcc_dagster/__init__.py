@@ -10,6 +10,8 @@
   checks and maintenance (catalog compaction and retention) in `catalog_maintenance.py`.
 - Backfills via restore (`RESTORE_TAG` on a backfill): the table restored to before the backfill's partitions
   were first written, once per backfill, refused when data outside the backfill would be lost (`backfill.py`).
+- Write-audit-publish (``mvcc/write_audit_publish: true``): the materialization written to a branch named after
+  the run, audited by the asset's `branch_check`s, published to main when they pass (`write_audit_publish.py`).
 - `MvccTableComponent`: one table's asset, checks, maintenance jobs, schedule and sensors from a ``defs.yaml``
   (registered for ``dg`` through the ``dagster_dg_cli.registry_modules`` entry point).
 - Maintenance jobs, one module per kind in `maintenance/` (compaction, retention, indices, restore, tags, the
@@ -68,8 +70,30 @@ from .versions import (
     materialize_result,
     table_metadata,
 )
+from .write_audit_publish import (
+    BRANCH,
+    BRANCH_VERSION,
+    WAP_BRANCH_PREFIX,
+    WRITE_AUDIT_PUBLISH,
+    BranchAudit,
+    BranchCheck,
+    audited_output,
+    branch_check,
+    delete_wap_branches,
+    wap_branch_name,
+)
 
 __all__ = [
+    "BRANCH",
+    "BRANCH_VERSION",
+    "WAP_BRANCH_PREFIX",
+    "WRITE_AUDIT_PUBLISH",
+    "BranchAudit",
+    "BranchCheck",
+    "audited_output",
+    "branch_check",
+    "delete_wap_branches",
+    "wap_branch_name",
     "CATALOG_PUBLISHED_BY_RUN",
     "CATALOG_READ_VERSION",
     "CATALOG_RESOURCE_KEY",

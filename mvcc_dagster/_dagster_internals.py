@@ -20,7 +20,14 @@ from dagster._core.definitions.metadata.metadata_set import TableMetadataSet
 # definition does not have); not exported from `dagster`.
 from dagster_shared.check import CheckError
 
-__all__ = ["CheckError", "TableMetadataSet", "deferred_resources_job", "set_loaded_input_metadata"]
+__all__ = [
+    "CheckError",
+    "TableMetadataSet",
+    "check_evaluation_event",
+    "deferred_resources_job",
+    "selected_check_specs",
+    "set_loaded_input_metadata",
+]
 
 
 def set_loaded_input_metadata(context: dg.InputContext, metadata: Mapping[str, Any]) -> bool:
@@ -59,3 +66,39 @@ def deferred_resources_job(**kwargs: Any) -> dg.JobDefinition:
         The job.
     """
     return dg.JobDefinition(**kwargs, _was_explicitly_provided_resources=False)
+
+
+def selected_check_specs(context: dg.OutputContext) -> list[dg.AssetCheckSpec]:
+    """The checks of the output's asset that this run selected (write-audit-publish evaluates them in
+    `handle_output`). The output context has no public route to its asset's check specs: they are read from
+    the step's `AssetsDefinition`, as Dagster's own `AssetCheckResult.to_asset_check_evaluation` does.
+
+    Args:
+        context: The IO manager's output context.
+
+    Returns:
+        The specs, in the asset's order.
+    """
+    step_context = context.step_context
+    assets_def = step_context.job_def.asset_layer.get_assets_def_for_node(step_context.node_handle)
+    if assets_def is None:
+        return []
+    selected = assets_def.check_keys
+    return [s for s in assets_def.check_specs if s.key in selected and s.asset_key == context.asset_key]
+
+
+def check_evaluation_event(context: dg.OutputContext, result: dg.AssetCheckResult) -> dg.DagsterEvent:
+    """The ASSET_CHECK_EVALUATION event of `result`, for `handle_output` to yield.
+
+    An IO manager may yield `DagsterEvent`s only; the step's compute function is where Dagster turns an
+    `AssetCheckResult` into this event, with the same two calls.
+
+    Args:
+        context: The IO manager's output context.
+        result: The check's result (with its asset key and check name).
+
+    Returns:
+        The event.
+    """
+    step_context = context.step_context
+    return dg.DagsterEvent.asset_check_evaluation(step_context, result.to_asset_check_evaluation(step_context))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import dagster as dg
@@ -25,6 +25,7 @@ from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predi
 from .properties import ASSET_KEY_PROPERTY, PARTITION_KEY_PROPERTY, RUN_ID_PROPERTY
 from .resources import MvccResource
 from .versions import table_metadata, uri_value
+from .write_audit_publish import WapOutcome, branch_audits, wap_enabled, write_audit_publish
 
 WRITE_MODE = "mvcc/write_mode"
 MERGE_ON = "mvcc/merge_on"
@@ -179,12 +180,18 @@ class MvccIOManager(dg.ConfigurableIOManager):
 
     # ---- outputs ---------------------------------------------------------------------------------
 
-    def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
+    def handle_output(self, context: dg.OutputContext, obj: Any) -> Iterator[dg.DagsterEvent]:
         """Write `obj` as one commit (see the module docstring) and report it as the materialization.
+
+        With ``mvcc/write_audit_publish: true`` the output goes to the run's branch, the asset's branch checks
+        are evaluated there, and main gets one commit only when every blocking check passed.
 
         Args:
             context: Dagster's output context.
             obj: The asset's output.
+
+        Yields:
+            The branch checks' evaluation events (write-audit-publish only).
         """
         if not context.has_asset_key:
             # An op's output (not an asset's) has no table to go to; say so rather than Dagster's own
@@ -197,6 +204,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
         asset = asset_key.to_user_string()
         meta = dict(context.definition_metadata or {})
         mode, merge_on = _write_settings(meta, asset)
+        wap = wap_enabled(meta, asset)
         data = _as_arrow(obj, asset)
         uri = self.tables().uri(asset_key)
         table = self._open(uri, asset)
@@ -227,20 +235,64 @@ class MvccIOManager(dg.ConfigurableIOManager):
         with mvcc_conflicts(context, what=f"backfill restore of {asset}"):
             table, restored = restore_for_backfill(context, table, asset)
         message = f"dagster: {asset}" + (f" [{properties[PARTITION_KEY_PROPERTY]}]" if where else "")
+        published: dict[str, Any] = {}
         with mvcc_conflicts(
             context, max_retries=self.max_conflict_retries, delay=self.conflict_retry_delay, what=asset
         ):
-            if data is None:
+            if wap:
+                # Write to the run's branch, audit it with the asset's branch checks, publish to main in one
+                # commit when every blocking check passed (write_audit_publish.py).
+                audits = branch_audits(context, asset)  # refuses a blocking check that is not one, first
+                if data is None:
+                    data = obj.toArrow()  # the branch is written through a table handle, in this process
+                if table is None:
+                    table = self._create_empty(data.schema, uri, properties, asset)
+                arrow = data
+
+                def write(handle: mvcc.Table) -> mvcc.Table:
+                    return self._write_arrow(arrow, uri, handle, mode, merge_on, where, properties, message)
+
+                for item in write_audit_publish(
+                    context,
+                    table,
+                    write,
+                    audits,
+                    asset=asset,
+                    partition_filter=where,
+                    commit_message=message,
+                    transaction_properties=properties,
+                ):
+                    if isinstance(item, WapOutcome):
+                        table, published = item.table, item.metadata
+                    else:
+                        yield item
+            elif data is None:
                 table = self._write_spark(obj, uri, mode, merge_on, where, properties, message)
             else:
                 table = self._write_arrow(data, uri, table, mode, merge_on, where, properties, message)
             txn = table.transaction()
             read_version = txn.read_version if txn is not None else None
             metadata = table_metadata(table, table_name=asset, read_version=read_version, partition_filter=where)
-        context.add_output_metadata({**metadata, **restored})
+        context.add_output_metadata({**metadata, **restored, **published})
         # The materialization's data version: the latest data-changing commit (versions.py). Set on the step so
         # that Dagster records it as user-provided (the same path as Output(data_version=...)).
         context.step_context.set_data_version(asset_key, dg.DataVersion(str(metadata["mvcc/data_version"])))
+
+    def _create_empty(self, schema: pa.Schema, uri: str, properties: dict[str, str], asset: str) -> mvcc.Table:
+        """A missing table created with no rows (a branch needs a table to fork from); a concurrent step that
+        created it first is fine."""
+        tables = self.tables()
+        location: dict[str, Any] = {"storage_options": tables.options(), "external_store": tables.external_store}
+        with contextlib.suppress(mvcc.TableExistsError):
+            return mvcc.write_table(
+                schema.empty_table(),
+                uri,
+                mode="create",
+                commit_message=f"dagster: {asset} (created empty for write-audit-publish)",
+                transaction_properties=properties,
+                **location,
+            )
+        return mvcc.open_table(uri, **location)
 
     @staticmethod
     def _schema_of(obj: Any, data: pa.Table | pa.RecordBatchReader | None) -> pa.Schema:

@@ -9,6 +9,7 @@ import mvcc_core as mvcc
 
 from ..error_mapping import mvcc_conflicts
 from ..resources import RESOURCE_KEY, TableName
+from ..write_audit_publish import delete_wap_branches
 from .due import retention_tags
 from .target import MAINTENANCE_IO_KEY, MaintenanceTarget, observe, one_step_job
 
@@ -79,13 +80,15 @@ def cleanup_op(
         dry = bool(context.op_config["dry_run"])
         t = target.open(context)
         with mvcc_conflicts(context, what=f"retention of {target.label} (older_than / retain_versions)"):
+            # failed audits' branches past the window first, so that this cleanup reclaims their files
+            wap_branches = delete_wap_branches(t, older_than, dry_run=dry)
             stats = t.cleanup_old_versions(
                 older_than,
                 retain_versions,
                 delete_unverified=bool(context.op_config["delete_unverified"]),
                 dry_run=dry,
             )
-        meta = _cleanup_metadata(stats, dry_run=dry)
+        meta = {**_cleanup_metadata(stats, dry_run=dry), "wap_branches_removed": dg.MetadataValue.json(wap_branches)}
         if not dry:
             observe(context, target, t.checkout_latest(), {**meta, "mvcc/operation": "Cleanup"})
         return dg.Output(list(stats.removed_versions), metadata=meta)
@@ -114,6 +117,8 @@ def build_retention_job(
     logs) and records nothing on the asset; a real run reports what it removed as an observation. `dry_run`
     is also op config (``ops: {cleanup_old_versions: {config: {dry_run: true}}}``), so one job serves both.
     A retention that would pass over a tagged version fails naming the table and the tags (nothing removed).
+    Write-audit-publish branches (``dagster-wap-*``, left by failed audits) whose newest version is older than
+    `older_than` are deleted first, so that their files go in the same run (``wap_branches_removed``).
 
     Args:
         table: An asset key (string, `AssetKey` or path parts) or a table uri.

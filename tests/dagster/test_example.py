@@ -60,6 +60,7 @@ def test_webserver_lists_assets_and_edges(instance: dg.DagsterInstance, monkeypa
         ("sales/customers", ()),
         ("sales/revenue_by_segment", ("sales/customers", "sales/orders")),
         ("partner_feed", ()),
+        ("payments", ()),
     }
 
 

@@ -153,6 +153,7 @@ def test_every_table_of_the_example_has_checks_and_maintenance(example: ModuleTy
         "daily_revenue",
         "sales/revenue_by_segment",
         "partner_feed",
+        "payments",
         "sales/orders",
         "sales/customers",
     }

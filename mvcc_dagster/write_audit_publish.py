@@ -1,0 +1,427 @@
+"""Write-audit-publish: an asset's materialization written to a branch named after the run, audited there by
+its blocking checks, and published to main only when they all pass (docs/write_audit_publish.md).
+
+Turned on per asset by the definition metadata ``mvcc/write_audit_publish: true``; `MvccIOManager` then
+calls `write_audit_publish` instead of writing to main. The audits are the asset's own checks
+(``@dg.asset(check_specs=[...])``) made with `branch_check`, evaluated in the asset's step against the
+branch version, before the publish; the asset's body yields its output with `audited_output`, which hands the
+results back to Dagster.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import dagster as dg
+import pyarrow as pa
+
+import mvcc_core as mvcc
+
+from ._dagster_internals import check_evaluation_event, selected_check_specs
+from .error_mapping import no_retry_failure
+
+WRITE_AUDIT_PUBLISH = "mvcc/write_audit_publish"
+"""Definition metadata: ``True`` turns write-audit-publish on for the asset."""
+WAP_BRANCH_PREFIX = "dagster-wap-"
+"""Every branch made by write-audit-publish starts with this (what `delete_wap_branches` removes)."""
+BRANCH = "mvcc/branch"
+BRANCH_VERSION = "mvcc/branch_version"
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+__all__ = [
+    "BRANCH",
+    "BRANCH_VERSION",
+    "WAP_BRANCH_PREFIX",
+    "WRITE_AUDIT_PUBLISH",
+    "BranchAudit",
+    "BranchCheck",
+    "WapOutcome",
+    "audited_output",
+    "branch_audits",
+    "branch_check",
+    "delete_wap_branches",
+    "wap_branch_name",
+    "wap_enabled",
+]
+
+
+@dataclass(frozen=True)
+class BranchAudit:
+    """What a branch check sees: the materialization on its branch, before anything reaches main.
+
+    Attributes:
+        table: The table on the branch, at the version the step wrote.
+        branch: The branch's name.
+        partition_filter: The written partitions' predicate (None: unpartitioned, or an append / merge).
+        partition_keys: The partitions the step wrote (empty when unpartitioned).
+    """
+
+    table: mvcc.Table
+    branch: str
+    partition_filter: str | None = None
+    partition_keys: tuple[str, ...] = ()
+
+    def rows(self, columns: list[str] | None = None) -> pa.Table:
+        """The rows the step wrote: the written partitions' rows, or the whole table on the branch.
+
+        Args:
+            columns: The columns to read (None: all).
+
+        Returns:
+            The rows.
+        """
+        return self.table.to_table(columns=columns, filter=self.partition_filter)
+
+
+AuditFunction = Callable[[BranchAudit], dg.AssetCheckResult | bool]
+
+
+@dataclass(frozen=True)
+class BranchCheck:
+    """An asset check evaluated on the write-audit-publish branch: put `spec` in the asset's ``check_specs``.
+
+    Attributes:
+        spec: The check's spec (blocking unless made with ``blocking=False``).
+        audit: The function evaluating it.
+    """
+
+    spec: dg.AssetCheckSpec
+    audit: AuditFunction = field(repr=False)
+
+
+_BRANCH_CHECKS: dict[dg.AssetCheckKey, BranchCheck] = {}
+# (run id, asset) -> the branch checks' results of the step's publish; present (None) while `audited_output`
+# drives the step, filled by the IO manager after the publish.
+_STEP_RESULTS: dict[tuple[str, str], list[dg.AssetCheckResult] | None] = {}
+
+
+def branch_check(
+    asset: str | dg.AssetKey | list[str],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    blocking: bool = True,
+) -> Callable[[AuditFunction], BranchCheck]:
+    """Make a function of a `BranchAudit` into a check of a write-audit-publish asset.
+
+    The function returns an `AssetCheckResult` (its ``asset_key`` and ``check_name`` may be left out) or a
+    bool. It runs in the asset's step, after the write to the branch and before the publish; a failed
+    blocking check (severity ERROR) stops the publish::
+
+        @branch_check("orders")
+        def amounts_non_negative(audit: BranchAudit) -> dg.AssetCheckResult:
+            bad = audit.table.count_rows("amount < 0")
+            return dg.AssetCheckResult(passed=bad == 0, metadata={"negative_rows": bad})
+
+        @dg.asset(metadata={WRITE_AUDIT_PUBLISH: True}, check_specs=[amounts_non_negative.spec])
+        def orders(context: dg.AssetExecutionContext):
+            yield from audited_output(context, rows)
+
+    Args:
+        asset: The asset the check belongs to.
+        name: The check's name (default: the function's).
+        description: The check's description (default: the function's docstring).
+        blocking: Whether a failure stops the publish (and so downstream assets).
+
+    Returns:
+        A decorator returning the `BranchCheck`.
+    """
+
+    def decorate(fn: AuditFunction) -> BranchCheck:
+        spec = dg.AssetCheckSpec(
+            name or fn.__name__,
+            asset=asset,
+            description=description if description is not None else (fn.__doc__ or "").strip() or None,
+            blocking=blocking,
+            metadata={WRITE_AUDIT_PUBLISH: True},
+        )
+        made = BranchCheck(spec=spec, audit=fn)
+        _BRANCH_CHECKS[spec.key] = made
+        return made
+
+    return decorate
+
+
+def audited_output(context: dg.AssetExecutionContext, value: Any) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    """Yield a write-audit-publish asset's output, then its branch checks' results: the asset's body ends with
+    ``yield from audited_output(context, rows)``.
+
+    Dagster needs every check of ``check_specs`` reported by the asset's body; the branch checks are evaluated
+    by `MvccIOManager` while it stores the output (on the branch, before the publish), so their results come
+    back here after it. When a blocking one failed the IO manager fails the step itself, and nothing follows.
+
+    Args:
+        context: The asset's execution context.
+        value: The output (anything `MvccIOManager` stores).
+
+    Yields:
+        The `Output`, then one `AssetCheckResult` per branch check.
+
+    Raises:
+        dagster.Failure: The asset does not have ``mvcc/write_audit_publish: true`` (before anything is written),
+            or its IO manager is not `MvccIOManager` (after that IO manager stored the output).
+    """
+    asset = context.asset_key.to_user_string()
+    metadata = context.assets_def.metadata_by_key.get(context.asset_key, {})
+    if not wap_enabled(metadata, asset):
+        raise no_retry_failure(
+            f"asset {asset}: audited_output needs the metadata {WRITE_AUDIT_PUBLISH}: true (and MvccIOManager)",
+            {"asset": asset},
+        )
+    key = (context.run.run_id, asset)
+    _STEP_RESULTS[key] = None
+    try:
+        yield dg.Output(value)
+        results = _STEP_RESULTS.get(key)
+    finally:
+        _STEP_RESULTS.pop(key, None)
+    if results is None:
+        raise no_retry_failure(
+            f"asset {asset}: its output was not written by MvccIOManager (io_manager_key), so no branch was "
+            "written, audited or published",
+            {"asset": asset},
+        )
+    yield from results
+
+
+def wap_enabled(metadata: Mapping[str, Any], asset: str) -> bool:
+    """Whether the asset's definition metadata turns write-audit-publish on.
+
+    Args:
+        metadata: The asset's definition metadata.
+        asset: The asset, named in the error.
+
+    Returns:
+        Whether ``mvcc/write_audit_publish`` is true.
+
+    Raises:
+        dagster.Failure: The value is not a bool (not retried).
+    """
+    value = metadata.get(WRITE_AUDIT_PUBLISH, False)
+    if isinstance(value, dg.BoolMetadataValue):
+        value = value.value
+    if not isinstance(value, bool):
+        raise no_retry_failure(
+            f"asset {asset}: metadata {WRITE_AUDIT_PUBLISH!r}: must be true or false, got {value!r}",
+            {"asset": asset, "setting": f"metadata {WRITE_AUDIT_PUBLISH!r}"},
+        )
+    return value
+
+
+def wap_branch_name(run_id: str) -> str:
+    """The branch a run writes its write-audit-publish materializations to: ``dagster-wap-<run id>``.
+
+    Dagster's run ids are UUIDs (hex digits and ``-``); any other character is replaced by ``-``, so the
+    name is always letters, digits, ``_`` and ``-`` (a valid branch name).
+
+    Args:
+        run_id: The Dagster run id.
+
+    Returns:
+        The branch name.
+    """
+    return WAP_BRANCH_PREFIX + _UNSAFE.sub("-", run_id)
+
+
+Audits = list[tuple[dg.AssetCheckSpec, BranchCheck]]
+
+
+def branch_audits(context: dg.OutputContext, asset: str) -> Audits:
+    """The asset's checks selected in this run that are branch checks, each with its spec.
+
+    Called before anything is written: a blocking check that is not a branch check is refused, since it
+    would be evaluated after the publish.
+
+    Args:
+        context: The IO manager's output context.
+        asset: The asset, named in the error.
+
+    Returns:
+        The (spec, branch check) pairs, in the asset's order.
+
+    Raises:
+        dagster.Failure: A selected blocking check of the asset is not a branch check, or the asset's body does
+            not yield its output through `audited_output` (not retried).
+    """
+    pairs: Audits = []
+    for spec in selected_check_specs(context):
+        made = _BRANCH_CHECKS.get(spec.key)
+        if made is None and spec.blocking:
+            raise no_retry_failure(
+                f"asset {asset}: blocking check {spec.name!r} is not a branch check: with "
+                f"{WRITE_AUDIT_PUBLISH} it would run after the publish; make it with mvcc_dagster.branch_check",
+                {"asset": asset, "check": spec.name},
+            )
+        if made is not None:
+            pairs.append((spec, made))
+    if pairs and (context.run_id, asset) not in _STEP_RESULTS:
+        raise no_retry_failure(
+            f"asset {asset}: an asset with branch checks yields its output with "
+            "`yield from mvcc_dagster.audited_output(context, value)` (Dagster needs the checks' results from the "
+            "asset's body)",
+            {"asset": asset},
+        )
+    return pairs
+
+
+def _result_of(spec: dg.AssetCheckSpec, made: BranchCheck, audit: BranchAudit) -> dg.AssetCheckResult:
+    """The check's result on the branch, with the branch and its version in its metadata; an audit that
+    raises is a failed evaluation naming the error (the step then fails if the check is blocking)."""
+    where = {BRANCH: audit.branch, BRANCH_VERSION: audit.table.version}
+    try:
+        outcome = made.audit(audit)
+    except Exception as exc:  # noqa: BLE001 - any error of the audit is its failure, reported on the check
+        return dg.AssetCheckResult(
+            asset_key=spec.asset_key,
+            check_name=spec.name,
+            passed=False,
+            description=f"the audit raised {type(exc).__name__}: {exc}",
+            metadata=where,
+        )
+    if isinstance(outcome, bool):
+        return dg.AssetCheckResult(asset_key=spec.asset_key, check_name=spec.name, passed=outcome, metadata=where)
+    if not isinstance(outcome, dg.AssetCheckResult):
+        return dg.AssetCheckResult(
+            asset_key=spec.asset_key,
+            check_name=spec.name,
+            passed=False,
+            description=f"the audit returned {type(outcome).__name__}, not an AssetCheckResult or a bool",
+            metadata=where,
+        )
+    return dg.AssetCheckResult(
+        asset_key=spec.asset_key,
+        check_name=spec.name,
+        passed=outcome.passed,
+        severity=outcome.severity,
+        description=outcome.description,
+        metadata={**outcome.metadata, **where},
+    )
+
+
+@dataclass
+class WapOutcome:
+    """What `write_audit_publish` published.
+
+    Attributes:
+        branch: The branch written.
+        branch_version: The branch's version the checks read.
+        table: Main at the published version.
+    """
+
+    branch: str
+    branch_version: int
+    table: mvcc.Table
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The materialization's extra metadata: the branch and its version (``mvcc/version`` is main's)."""
+        return {BRANCH: self.branch, BRANCH_VERSION: self.branch_version}
+
+
+def _fresh_branch(main: mvcc.Table, name: str) -> mvcc.Table:
+    """The run's branch from main's current version; one left by an earlier attempt of this step (a retry
+    after a conflict) is replaced."""
+    if name in main.branches.list():
+        main.branches.delete(name)
+    return main.create_branch(name)
+
+
+def write_audit_publish(
+    context: dg.OutputContext,
+    main: mvcc.Table,
+    write: Callable[[mvcc.Table], mvcc.Table],
+    audits: Audits,
+    *,
+    asset: str,
+    partition_filter: str | None,
+    commit_message: str,
+    transaction_properties: Mapping[str, str],
+) -> Iterator[dg.DagsterEvent | WapOutcome]:
+    """Write to the run's branch, evaluate the asset's branch checks there, publish when every blocking one
+    passed.
+
+    When every blocking check passed, the results go back to `audited_output` (which yields them from the
+    asset's body) and the `WapOutcome` is yielded. A failed blocking check (severity ERROR) fails the step:
+    the evaluations are yielded as events here, then a `Failure` is raised; main is untouched and the branch
+    is kept for inspection.
+
+    Args:
+        context: The IO manager's output context.
+        main: The table on main.
+        write: Writes the output through a table handle and returns the handle after the commit.
+        audits: The checks to evaluate (`branch_audits`).
+        asset: The asset, named in errors.
+        partition_filter: The written partitions' predicate (None when not partition-scoped).
+        commit_message: The publish's commit message.
+        transaction_properties: The publish's transaction properties.
+
+    Yields:
+        Check evaluation events (failed audits only), then the outcome.
+
+    Raises:
+        dagster.Failure: A blocking check failed (not retried).
+    """
+    name = wap_branch_name(context.run_id)
+    fresh = _fresh_branch(main, name)
+    try:
+        branch = write(fresh)
+    except BaseException:
+        main.branches.delete(name)  # nothing was written to audit: leave nothing behind
+        raise
+    keys = tuple(context.asset_partition_keys) if context.has_asset_partitions else ()
+    audit = BranchAudit(table=branch, branch=name, partition_filter=partition_filter, partition_keys=keys)
+    results = [_result_of(spec, made, audit) for spec, made in audits]
+    failed = [
+        spec.name
+        for (spec, _), result in zip(audits, results, strict=True)
+        if spec.blocking and not result.passed and result.severity == dg.AssetCheckSeverity.ERROR
+    ]
+    if failed:
+        for result in results:
+            yield check_evaluation_event(context, result)
+        raise no_retry_failure(
+            f"asset {asset}: blocking check(s) {failed} failed on branch {name!r} (version {branch.version}); "
+            "main is unchanged and the branch is kept for inspection",
+            {"asset": asset, BRANCH: name, BRANCH_VERSION: branch.version, "failed_checks": ", ".join(failed)},
+        )
+    version = main.publish_branch(
+        name, delete_branch=True, commit_message=commit_message, transaction_properties=dict(transaction_properties)
+    )
+    if (context.run_id, asset) in _STEP_RESULTS:
+        _STEP_RESULTS[(context.run_id, asset)] = results
+    yield WapOutcome(branch=name, branch_version=branch.version, table=main.checkout_version(version))
+
+
+def delete_wap_branches(
+    table: mvcc.Table, older_than: timedelta, *, now: datetime | None = None, dry_run: bool = False
+) -> list[str]:
+    """Delete the write-audit-publish branches (``dagster-wap-*``) whose newest version is older than
+    `older_than`: what failed audits left for inspection, once the retention window has passed. Other
+    branches are never touched, nor one another branch was forked from.
+
+    Args:
+        table: The table (on main).
+        older_than: Keep branches with a version committed more recently than this.
+        now: The current time (default: now, UTC).
+        dry_run: Only say which would be deleted.
+
+    Returns:
+        The (to be) deleted branches' names, sorted.
+    """
+    cutoff = (now or datetime.now(UTC)) - older_than
+    infos = table.branches.list()
+    parents = {info.parent_branch for info in infos.values()}
+    deleted = []
+    for name in sorted(infos):
+        if not name.startswith(WAP_BRANCH_PREFIX) or name in parents:
+            continue
+        if table.checkout_branch(name).timestamp < cutoff:
+            if not dry_run:
+                table.branches.delete(name)
+            deleted.append(name)
+    return deleted
