@@ -135,7 +135,8 @@ def translate(store: ObjectStore, txn: Transaction, mapping: dict[int, int], man
                 deleted = read_deletion_vector(store, frag, manifest.base_paths)
                 deletion_file = write_deletion_vector(store, new_id, manifest.version, deleted)
                 out.written.append(deletion_path(new_id, deletion_file))
-                out.superseded.append(deletion_path(frag.id, frag.deletion_file))
+                if not frag.deletion_file.HasField("content_size"):  # a packed file: other fragments name it too
+                    out.superseded.append(deletion_path(frag.id, frag.deletion_file))
                 moved.deletion_file.CopyFrom(deletion_file)
             updated.append(moved)
     except BaseException:

@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from mvcc_core import RetryableConflictError, open_table
+from mvcc_core import RetryableConflictError, open_table, verify
 from mvcc_core.catalog import Catalog, CatalogError
 
 IDS = pa.schema([("id", pa.int64())])
@@ -316,3 +316,20 @@ def test_random_concurrent_chains_match_a_plain_model(cat: Catalog) -> None:
         assert ids(cat.table(name)) == sorted(expected), (round_, chains)
         assert ids(open_table(cat.table(name).uri)) == sorted(expected)
     assert outcomes["published"] >= 12, outcomes  # most pairs are rebased, not refused
+
+
+def test_a_chain_delete_packing_its_own_and_an_older_fragment_keeps_the_older_ones_vector(cat: Catalog) -> None:
+    """A chain's delete over its own new fragment and an older one writes one packed deletion file for both;
+    the rebase moves the new fragment's vector under its new id and must leave the packed file, which the
+    older fragment still names (removing it would bring its deleted row back, or leave a dangling file)."""
+    t1, t2 = cat.transaction(), cat.transaction()
+    t1.table("s.a").append(pa.table({"id": [10]}))
+    t2.table("s.a").append(pa.table({"id": [20, 21]}))
+    t2.table("s.a").delete("id = 21 OR id = 2")
+    t1.commit()
+    t2.commit()
+    table = cat.table("s.a")
+    assert ids(table) == [1, 3, 10, 20]
+    assert ids(open_table(table.uri)) == [1, 3, 10, 20]
+    report = verify(table)  # reads every deletion file from the store (a reader may have it cached)
+    assert not report.problems, report.problems
