@@ -640,3 +640,62 @@ def test_add_columns_from_rows_as_pylance(tmp_path: Path) -> None:
 
     ours, theirs = _both(tmp_path, body)
     assert ours == theirs
+
+
+@needs_lance
+@pytest.mark.parametrize("stable", [False, True])
+def test_merge_insert_partial_source_as_pylance(tmp_path: Path, stable: bool) -> None:
+    schema = pa.schema([pa.field("id", pa.int64(), False), pa.field("a", pa.string()), pa.field("b", pa.float64())])
+    table = pa.table({"id": [1, 2, 3, 4], "a": ["w", "x", "y", "z"], "b": [1.0, 2.0, 3.0, 4.0]}, schema=schema)
+
+    def body(write: Callable[..., Any], dataset: Callable[..., Any], path: Path) -> Any:
+        t = write(table, path, max_rows_per_file=2, enable_stable_row_ids=stable)
+        only_b = pa.table({"b": [20.0, 50.0], "id": [2, 5]})  # another column order, one new key
+        out = [dict(t.merge_insert("id").when_matched_update_all().execute(only_b))]
+        out.append(
+            dict(
+                t.merge_insert("id")
+                .when_matched_update_all("source.b > 1")
+                .execute(pa.table({"id": [1, 3], "a": ["W", "Y"], "b": [0.5, 3.5]}))
+            )
+        )
+        out.append(
+            dict(
+                t.merge_insert("id")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute(pa.table({"id": [4, 6], "a": ["Z", "new"]}))
+            )
+        )  # b of the new row is null
+        out.append(t.to_table().sort_by("id"))
+        with pytest.raises((ValueError, OSError)):  # no key column (mvcc: SchemaError, a ValueError)
+            t.merge_insert("id").when_matched_update_all().execute(pa.table({"b": [1.0]}))
+        with pytest.raises((ValueError, OSError)):  # a column the table does not have
+            t.merge_insert("id").when_matched_update_all().execute(pa.table({"id": [1], "zz": [1.0]}))
+        out.append(t.version)
+        return out
+
+    ours, theirs = _both(tmp_path, body)
+    assert ours == theirs
+    assert ours[3].to_pylist()[1] == {"id": 2, "a": "x", "b": 20.0}
+
+
+@needs_lance
+def test_merge_insert_partial_source_refuses_missing_required_column(tmp_path: Path) -> None:
+    schema = pa.schema(
+        [pa.field("id", pa.int64(), False), pa.field("a", pa.string(), False), pa.field("b", pa.int64())]
+    )
+    table = pa.table({"id": [1, 2], "a": ["x", "y"], "b": [1, 2]}, schema=schema)
+    source = pa.table({"id": [2, 3], "b": [20, 30]})
+    ours = mvcc.write_table(table, tmp_path / "mvcc")
+    theirs = lance.write_dataset(table, tmp_path / "lance")
+    files = sorted(p.name for p in (tmp_path / "mvcc").rglob("*"))
+    with pytest.raises(mvcc.SchemaError, match=r"non-nullable column\(s\) \['a'\]"):
+        ours.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(source)
+    with pytest.raises(OSError, match="non-nullable"):
+        theirs.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(source)
+    assert ours.version == 1 and sorted(p.name for p in (tmp_path / "mvcc").rglob("*")) == files
+    # updates alone need no such column, in both
+    for t in (ours, theirs):
+        t.merge_insert("id").when_matched_update_all().execute(source)
+    assert ours.to_table().sort_by("id") == theirs.to_table().sort_by("id")
