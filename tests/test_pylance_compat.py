@@ -699,3 +699,44 @@ def test_merge_insert_partial_source_refuses_missing_required_column(tmp_path: P
     for t in (ours, theirs):
         t.merge_insert("id").when_matched_update_all().execute(source)
     assert ours.to_table().sort_by("id") == theirs.to_table().sort_by("id")
+
+
+@needs_lance
+@pytest.mark.parametrize("stable", [False, True])
+def test_system_columns_in_filters_as_pylance(tmp_path: Path, stable: bool) -> None:
+    filters = [
+        "_rowid = 37",
+        "_rowid = 7",
+        "_rowaddr = 4294967301",
+        "_rowid > 30 AND a < 35",
+        "_rowoffset = 5",
+        "_rowid IN (1, 2, 39) OR a = 20",
+        "_rowaddr >= 8589934592 AND a < 30",
+        "_rowoffset IN (1, 2, 30)",
+        "NOT (_rowid < 36)",
+    ]
+
+    def body(write: Callable[..., Any], dataset: Callable[..., Any], path: Path) -> Any:
+        t = write(pa.table({"a": range(40)}), path, max_rows_per_file=10, enable_stable_row_ids=stable)
+        t.delete("a IN (3, 11, 12, 25)")
+        t.update({"a": "a + 100"}, where="a IN (7, 37)")  # rows moved: a new address, the same stable id
+        out = []
+        for f in filters:
+            out.append(t.to_table(filter=f).sort_by("a"))
+            out.append(t.count_rows(f))
+            out.append(t.scanner(columns=["_rowoffset", "a"], filter=f, with_row_id=True).to_table().sort_by("a"))
+        out.append(t.to_table(columns={"twice": "a * 2"}, filter="_rowid < 4", limit=2, offset=1))
+        return out
+
+    ours, theirs = _both(tmp_path, body)
+    assert ours == theirs
+    assert ours[0].num_rows == (1 if stable else 0)  # `_rowid = 37`: only a stable id survives the move
+
+
+@needs_lance
+def test_difference_rowoffset_comparisons(tmp_path: Path) -> None:
+    t = mvcc.write_table(pa.table({"a": range(10)}), tmp_path / "mvcc")
+    assert t.to_table(filter="_rowoffset >= 8 OR _rowaddr < 1").column("a").to_pylist() == [0, 8, 9]
+    ds = lance.write_dataset(pa.table({"a": range(10)}), tmp_path / "lance")
+    with pytest.raises(ValueError, match="_rowoffset does not exist"):  # pylance: only `=` and `IN`
+        ds.to_table(filter="_rowoffset >= 8 OR _rowaddr < 1")
