@@ -740,3 +740,33 @@ def test_difference_rowoffset_comparisons(tmp_path: Path) -> None:
     ds = lance.write_dataset(pa.table({"a": range(10)}), tmp_path / "lance")
     with pytest.raises(ValueError, match="_rowoffset does not exist"):  # pylance: only `=` and `IN`
         ds.to_table(filter="_rowoffset >= 8 OR _rowaddr < 1")
+
+
+@needs_lance
+def test_index_descriptions_and_compaction_threads_as_pylance(tmp_path: Path) -> None:
+    def body(write: Callable[..., Any], dataset: Callable[..., Any], path: Path) -> Any:
+        t = write(pa.table({"a": range(40), "s": ["x", "y"] * 20}), path, max_rows_per_file=10)
+        t.delete("a < 3")
+        t.create_scalar_index("a", "BTREE")
+        t.create_scalar_index("s", "BITMAP")
+        t.delete("a IN (13, 14, 15)")  # rows of indexed fragments go (a removed fragment: see below)
+        t.insert(pa.table({"a": [100], "s": ["z"]}))  # not indexed
+        listed = [(i["name"], i["type"], i["fields"], sorted(i["fragment_ids"])) for i in t.list_indices()]
+        described = [
+            (d.name, d.index_type, d.type_url, d.num_rows_indexed, d.fields, d.field_names, len(d.segments))
+            + tuple((sorted(s.fragment_ids), s.dataset_version_at_last_update) for s in d.segments)
+            for d in t.describe_indices()
+        ]
+        sizes = [d.total_size_bytes > 0 and all(s.created_at.tzinfo for s in d.segments) for d in t.describe_indices()]
+        metrics = t.optimize.compact_files(num_threads=2)
+        return listed, described, sizes, metrics.fragments_removed, t.to_table().sort_by("a")
+
+    ours, theirs = _both(tmp_path, body)
+    assert ours == theirs
+    assert [entry[1] for entry in ours[0]] == ["BTree", "Bitmap"]
+    t = mvcc.write_table(pa.table({"a": range(40)}), tmp_path / "gone", max_rows_per_file=10)
+    t.create_scalar_index("a", "BTREE").delete("a < 10")  # fragment 0 goes
+    assert t.list_indices()[0]["fragment_ids"] == [1, 2, 3]  # pylance's bitmap still names 0 (until optimized)
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="num_threads"):
+            t.optimize.compact_files(num_threads=bad)
