@@ -770,3 +770,52 @@ def test_index_descriptions_and_compaction_threads_as_pylance(tmp_path: Path) ->
     for bad in (0, 1.5, True):
         with pytest.raises(ValueError, match="num_threads"):
             t.optimize.compact_files(num_threads=bad)
+
+
+def random_nan_filter(rng: random.Random, depth: int = 0) -> str:
+    """A random condition over the float column `f` (NaNs, infinities, NULLs) and the int column `id`."""
+    literals = ["0", "1.5", "-2", "3", "CAST('NaN' AS DOUBLE)", "CAST('inf' AS DOUBLE)", "-CAST('inf' AS DOUBLE)"]
+    kind = rng.random()
+    if depth < 2 and kind < 0.25:
+        word = rng.choice(["AND", "OR"])
+        return f"({random_nan_filter(rng, depth + 1)} {word} {random_nan_filter(rng, depth + 1)})"
+    if depth < 2 and kind < 0.35:
+        return f"NOT ({random_nan_filter(rng, depth + 1)})"
+    if kind < 0.45:
+        low, high = sorted(rng.sample([-2, 0, 1, 3], 2))
+        return f"f BETWEEN {low} AND {high}"
+    if kind < 0.5:
+        return f"id {rng.choice(['<', '>='])} {rng.randrange(40)}"
+    left, right = rng.sample(["f", "f", "g", rng.choice(literals)], 2)
+    return f"{left} {rng.choice(['=', '!=', '<', '<=', '>', '>='])} {right}"
+
+
+def nan_table(rng: random.Random, n: int = 40) -> pa.Table:
+    pool = [float("nan"), None, float("inf"), -float("inf"), 0.0, 1.5, -2.0, 3.0, 7.25]
+    return pa.table(
+        {
+            "id": pa.array(range(n), pa.int64()),
+            "f": pa.array([rng.choice(pool) for _ in range(n)], pa.float64()),
+            "g": pa.array([rng.choice(pool) for _ in range(n)], pa.float64()),
+        }
+    )
+
+
+@needs_lance
+@pytest.mark.parametrize("indexed", [False, True])
+def test_nan_order_in_filters_as_pylance(tmp_path: Path, indexed: bool) -> None:
+    rng = random.Random(30 + indexed)
+    table = nan_table(rng)
+    filters = [random_nan_filter(rng) for _ in range(20)]
+
+    def body(write: Callable[..., Any], dataset: Callable[..., Any], path: Path) -> Any:
+        t = write(table, path, max_rows_per_file=10)
+        t.delete("id IN (4, 17, 33)")
+        if indexed:
+            t.create_scalar_index("f", "BTREE")
+        return [(f, sorted(t.to_table(columns=["id"], filter=f).column("id").to_pylist())) for f in filters]
+
+    ours, theirs = _both(tmp_path, body)
+    for mine, pylance_result in zip(ours, theirs, strict=True):
+        assert mine == pylance_result
+    assert any(ids for _, ids in ours) and any(not ids for _, ids in ours)
