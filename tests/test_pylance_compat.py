@@ -819,3 +819,22 @@ def test_nan_order_in_filters_as_pylance(tmp_path: Path, indexed: bool) -> None:
     for mine, pylance_result in zip(ours, theirs, strict=True):
         assert mine == pylance_result
     assert any(ids for _, ids in ours) and any(not ids for _, ids in ours)
+
+
+@needs_lance
+def test_uuid_extension_type_writes_as_pylance(tmp_path: Path) -> None:
+    import uuid
+
+    values = [uuid.UUID(int=i * 7919).bytes for i in range(6)]
+    table = pa.table({"id": range(6), "u": pa.array(values, pa.uuid())})
+
+    def body(write: Callable[..., Any], dataset: Callable[..., Any], path: Path) -> Any:
+        t = write(table, path, max_rows_per_file=4)
+        t.insert(table.slice(2, 2))
+        t.delete("id = 1")
+        t = dataset(path)
+        return t.schema, t.to_table(), t.take([0, 5]), t.to_table(filter="u IS NOT NULL AND id > 3")
+
+    ours, theirs = _both(tmp_path, body)
+    assert ours == theirs
+    assert ours[0].field("u").type == pa.uuid()
