@@ -786,6 +786,8 @@ def random_nan_filter(rng: random.Random, depth: int = 0) -> str:
         return f"f BETWEEN {low} AND {high}"
     if kind < 0.5:
         return f"id {rng.choice(['<', '>='])} {rng.randrange(40)}"
+    if kind < 0.55:
+        return f"isnan({rng.choice(['f', 'g', 'f - g'])})"
     left, right = rng.sample(["f", "f", "g", rng.choice(literals)], 2)
     return f"{left} {rng.choice(['=', '!=', '<', '<=', '>', '>='])} {right}"
 

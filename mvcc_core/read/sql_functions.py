@@ -42,6 +42,7 @@ def function_handlers(t: _Translator) -> dict[type[exp.Expression], Callable[[An
         exp.ArrayContains: lambda n, _: _array_test(t, n, "has", n.this, [n.expression]),
         exp.ArrayContainsAll: lambda n, _: _array_test(t, n, "has_all", n.this, _elements(n.expression)),
         exp.Anonymous: lambda n, _: _anonymous(t, n),
+        exp.IsNan: lambda n, _: _isnan(t, n, n.this),
         exp.Array: lambda n, _: _list_literal(t, n),
         exp.Alias: lambda n, _: _double_quoted_literal(t, n),
         exp.Bracket: lambda n, _: _subscript(t, n),
@@ -119,6 +120,20 @@ def _regexp(t: _Translator, node: exp.Expression, subject: exp.Expression, patte
     if value.type not in (pa.string(), pa.large_string()):
         raise t.fail(f"type mismatch in {sql!r}: {value.sql} is {value.type}, not a string", value.sql)
     return t._call("match_substring_regex", [value], sql, pattern=pattern.const.as_py())
+
+
+def _isnan(t: _Translator, node: exp.Expression, operand: exp.Expression) -> _Value:
+    """DataFusion's `isnan(x)`: whether a number is NaN (FALSE for integers, NULL for NULL)."""
+    sql = t._sql(node)
+    value = t.visit(operand)
+    if not (pa.types.is_floating(value.type) or pa.types.is_integer(value.type) or pa.types.is_null(value.type)):
+        raise t.fail(f"type mismatch in {sql!r}: {value.sql} is {value.type}, not a number", value.sql)
+    if not pa.types.is_floating(value.type):  # an integer is never NaN: as a double, for Arrow's kernel
+        from mvcc_core.read.sql_translator import _Value
+
+        const = value.const.cast(pa.float64()) if value.is_const else None
+        value = _Value(value.expr.cast(pa.float64()), pa.float64(), value.sql, const)
+    return t._call("is_nan", [value], sql)
 
 
 def _elements(node: exp.Expression) -> list[exp.Expression]:
