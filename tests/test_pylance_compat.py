@@ -840,3 +840,21 @@ def test_uuid_extension_type_writes_as_pylance(tmp_path: Path) -> None:
     ours, theirs = _both(tmp_path, body)
     assert ours == theirs
     assert ours[0].field("u").type == pa.uuid()
+
+
+@needs_lance
+def test_arrow_cast_then_partial_merge_as_pylance(tmp_path: Path) -> None:
+    vectors = pa.FixedSizeListArray.from_arrays(pa.array([float(i) for i in range(14 * 4)], pa.float32()), 4)
+    source = pa.table({"id": range(0, 40, 3), "vector": vectors})
+
+    def body(write: Callable[..., Any], dataset: Callable[..., Any], path: Path) -> Any:
+        t = write(pa.table({"id": range(30), "num": [str(i) for i in range(30)]}), path, max_rows_per_file=10)
+        t.add_columns({"vector": "arrow_cast(NULL, 'FixedSizeList(4, Float32)')", "small": "arrow_cast(id, 'Int16')"})
+        stats = t.merge_insert(on="id").when_matched_update_all().when_not_matched_insert_all().execute(source)
+        at = "arrow_cast(id, 'Timestamp(Second, None)') > arrow_cast(20, 'Timestamp(Second, None)')"
+        return dict(stats), t.to_table().sort_by("id"), t.count_rows(at)
+
+    ours, theirs = _both(tmp_path, body)
+    assert ours == theirs
+    with pytest.raises(mvcc.PredicateError, match="cannot read the type name 'Int33'"):
+        mvcc.open_table(tmp_path / "mvcc").to_table(filter="arrow_cast(id, 'Int33') > 1")
