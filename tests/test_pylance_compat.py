@@ -858,3 +858,18 @@ def test_arrow_cast_then_partial_merge_as_pylance(tmp_path: Path) -> None:
     assert ours == theirs
     with pytest.raises(mvcc.PredicateError, match="cannot read the type name 'Int33'"):
         mvcc.open_table(tmp_path / "mvcc").to_table(filter="arrow_cast(id, 'Int33') > 1")
+
+
+@needs_lance
+@pytest.mark.parametrize("stable", [False, True])
+def test_system_columns_in_delete_and_update_as_pylance(tmp_path: Path, stable: bool) -> None:
+    def body(write: Callable[..., Any], dataset: Callable[..., Any], path: Path) -> Any:
+        t = write(pa.table({"a": range(30)}), path, max_rows_per_file=10, enable_stable_row_ids=stable)
+        out = [dict(t.delete("_rowid = 3"))]
+        out.append(dict(t.update({"a": "a + 100"}, where="_rowaddr = 4 OR _rowid = 12")))
+        out.append(dict(t.delete("_rowoffset IN (0, 20)")))
+        out.append(sorted(t.to_table().column("a").to_pylist()))
+        return out
+
+    ours, theirs = _both(tmp_path, body)
+    assert ours == theirs
