@@ -184,8 +184,8 @@ def test_index_commands(any_uri) -> None:
     listed = run_json("index", "list", uri, *opt_args(opts))
     assert listed == json.loads(json.dumps(t.checkout_latest().list_indices()))
     assert {(i["name"], i["type"], i["num_unindexed_fragments"]) for i in listed} == {
-        ("id_idx", "BTREE", 1),
-        ("k", "BITMAP", 0),
+        ("id_idx", "BTree", 1),
+        ("k", "Bitmap", 0),
     }
     optimized = run("index", "optimize", uri, *opt_args(opts))
     assert optimized.exit_code == 0 and "updated 1 indices" in optimized.stdout

@@ -144,7 +144,7 @@ def test_index_is_used_and_survives_changes(tmp_path) -> None:
     assert info["num_unindexed_fragments"] > 0
     assert t.optimize.optimize_indices() == 1
     info = t.list_indices()[0]
-    assert info["num_unindexed_fragments"] == 0 and info["type"] == "BTREE" and info["fields"] == ["k"]
+    assert info["num_unindexed_fragments"] == 0 and info["type"] == "BTree" and info["fields"] == ["k"]
     check()
     t.alter_columns({"path": "k", "name": "kk"})  # the index follows the field id
     assert answer(t, "kk = 4", True) == answer(t, "kk = 4", False)

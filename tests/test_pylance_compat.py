@@ -640,3 +640,236 @@ def test_add_columns_from_rows_as_pylance(tmp_path: Path) -> None:
 
     ours, theirs = _both(tmp_path, body)
     assert ours == theirs
+
+
+@needs_lance
+@pytest.mark.parametrize("stable", [False, True])
+def test_merge_insert_partial_source_as_pylance(tmp_path: Path, stable: bool) -> None:
+    schema = pa.schema([pa.field("id", pa.int64(), False), pa.field("a", pa.string()), pa.field("b", pa.float64())])
+    table = pa.table({"id": [1, 2, 3, 4], "a": ["w", "x", "y", "z"], "b": [1.0, 2.0, 3.0, 4.0]}, schema=schema)
+
+    def body(write: Callable[..., Any], dataset: Callable[..., Any], path: Path) -> Any:
+        t = write(table, path, max_rows_per_file=2, enable_stable_row_ids=stable)
+        only_b = pa.table({"b": [20.0, 50.0], "id": [2, 5]})  # another column order, one new key
+        out = [dict(t.merge_insert("id").when_matched_update_all().execute(only_b))]
+        out.append(
+            dict(
+                t.merge_insert("id")
+                .when_matched_update_all("source.b > 1")
+                .execute(pa.table({"id": [1, 3], "a": ["W", "Y"], "b": [0.5, 3.5]}))
+            )
+        )
+        out.append(
+            dict(
+                t.merge_insert("id")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute(pa.table({"id": [4, 6], "a": ["Z", "new"]}))
+            )
+        )  # b of the new row is null
+        out.append(t.to_table().sort_by("id"))
+        with pytest.raises((ValueError, OSError)):  # no key column (mvcc: SchemaError, a ValueError)
+            t.merge_insert("id").when_matched_update_all().execute(pa.table({"b": [1.0]}))
+        with pytest.raises((ValueError, OSError)):  # a column the table does not have
+            t.merge_insert("id").when_matched_update_all().execute(pa.table({"id": [1], "zz": [1.0]}))
+        out.append(t.version)
+        return out
+
+    ours, theirs = _both(tmp_path, body)
+    assert ours == theirs
+    assert ours[3].to_pylist()[1] == {"id": 2, "a": "x", "b": 20.0}
+
+
+@needs_lance
+def test_merge_insert_partial_source_refuses_missing_required_column(tmp_path: Path) -> None:
+    schema = pa.schema(
+        [pa.field("id", pa.int64(), False), pa.field("a", pa.string(), False), pa.field("b", pa.int64())]
+    )
+    table = pa.table({"id": [1, 2], "a": ["x", "y"], "b": [1, 2]}, schema=schema)
+    source = pa.table({"id": [2, 3], "b": [20, 30]})
+    ours = mvcc.write_table(table, tmp_path / "mvcc")
+    theirs = lance.write_dataset(table, tmp_path / "lance")
+    files = sorted(p.name for p in (tmp_path / "mvcc").rglob("*"))
+    with pytest.raises(mvcc.SchemaError, match=r"non-nullable column\(s\) \['a'\]"):
+        ours.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(source)
+    with pytest.raises(OSError, match="non-nullable"):
+        theirs.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(source)
+    assert ours.version == 1 and sorted(p.name for p in (tmp_path / "mvcc").rglob("*")) == files
+    # updates alone need no such column, in both
+    for t in (ours, theirs):
+        t.merge_insert("id").when_matched_update_all().execute(source)
+    assert ours.to_table().sort_by("id") == theirs.to_table().sort_by("id")
+
+
+@needs_lance
+@pytest.mark.parametrize("stable", [False, True])
+def test_system_columns_in_filters_as_pylance(tmp_path: Path, stable: bool) -> None:
+    filters = [
+        "_rowid = 37",
+        "_rowid = 7",
+        "_rowaddr = 4294967301",
+        "_rowid > 30 AND a < 35",
+        "_rowoffset = 5",
+        "_rowid IN (1, 2, 39) OR a = 20",
+        "_rowaddr >= 8589934592 AND a < 30",
+        "_rowoffset IN (1, 2, 30)",
+        "NOT (_rowid < 36)",
+    ]
+
+    def body(write: Callable[..., Any], dataset: Callable[..., Any], path: Path) -> Any:
+        t = write(pa.table({"a": range(40)}), path, max_rows_per_file=10, enable_stable_row_ids=stable)
+        t.delete("a IN (3, 11, 12, 25)")
+        t.update({"a": "a + 100"}, where="a IN (7, 37)")  # rows moved: a new address, the same stable id
+        out = []
+        for f in filters:
+            out.append(t.to_table(filter=f).sort_by("a"))
+            out.append(t.count_rows(f))
+            out.append(t.scanner(columns=["_rowoffset", "a"], filter=f, with_row_id=True).to_table().sort_by("a"))
+        out.append(t.to_table(columns={"twice": "a * 2"}, filter="_rowid < 4", limit=2, offset=1))
+        return out
+
+    ours, theirs = _both(tmp_path, body)
+    assert ours == theirs
+    assert ours[0].num_rows == (1 if stable else 0)  # `_rowid = 37`: only a stable id survives the move
+
+
+@needs_lance
+def test_difference_rowoffset_comparisons(tmp_path: Path) -> None:
+    t = mvcc.write_table(pa.table({"a": range(10)}), tmp_path / "mvcc")
+    assert t.to_table(filter="_rowoffset >= 8 OR _rowaddr < 1").column("a").to_pylist() == [0, 8, 9]
+    ds = lance.write_dataset(pa.table({"a": range(10)}), tmp_path / "lance")
+    with pytest.raises(ValueError, match="_rowoffset does not exist"):  # pylance: only `=` and `IN`
+        ds.to_table(filter="_rowoffset >= 8 OR _rowaddr < 1")
+
+
+@needs_lance
+def test_index_descriptions_and_compaction_threads_as_pylance(tmp_path: Path) -> None:
+    def body(write: Callable[..., Any], dataset: Callable[..., Any], path: Path) -> Any:
+        t = write(pa.table({"a": range(40), "s": ["x", "y"] * 20}), path, max_rows_per_file=10)
+        t.delete("a < 3")
+        t.create_scalar_index("a", "BTREE")
+        t.create_scalar_index("s", "BITMAP")
+        t.delete("a IN (13, 14, 15)")  # rows of indexed fragments go (a removed fragment: see below)
+        t.insert(pa.table({"a": [100], "s": ["z"]}))  # not indexed
+        listed = [(i["name"], i["type"], i["fields"], sorted(i["fragment_ids"])) for i in t.list_indices()]
+        described = [
+            (d.name, d.index_type, d.type_url, d.num_rows_indexed, d.fields, d.field_names, len(d.segments))
+            + tuple((sorted(s.fragment_ids), s.dataset_version_at_last_update) for s in d.segments)
+            for d in t.describe_indices()
+        ]
+        sizes = [d.total_size_bytes > 0 and all(s.created_at.tzinfo for s in d.segments) for d in t.describe_indices()]
+        metrics = t.optimize.compact_files(num_threads=2)
+        return listed, described, sizes, metrics.fragments_removed, t.to_table().sort_by("a")
+
+    ours, theirs = _both(tmp_path, body)
+    assert ours == theirs
+    assert [entry[1] for entry in ours[0]] == ["BTree", "Bitmap"]
+    t = mvcc.write_table(pa.table({"a": range(40)}), tmp_path / "gone", max_rows_per_file=10)
+    t.create_scalar_index("a", "BTREE").delete("a < 10")  # fragment 0 goes
+    assert t.list_indices()[0]["fragment_ids"] == [1, 2, 3]  # pylance's bitmap still names 0 (until optimized)
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="num_threads"):
+            t.optimize.compact_files(num_threads=bad)
+
+
+def random_nan_filter(rng: random.Random, depth: int = 0) -> str:
+    """A random condition over the float column `f` (NaNs, infinities, NULLs) and the int column `id`."""
+    literals = ["0", "1.5", "-2", "3", "CAST('NaN' AS DOUBLE)", "CAST('inf' AS DOUBLE)", "-CAST('inf' AS DOUBLE)"]
+    kind = rng.random()
+    if depth < 2 and kind < 0.25:
+        word = rng.choice(["AND", "OR"])
+        return f"({random_nan_filter(rng, depth + 1)} {word} {random_nan_filter(rng, depth + 1)})"
+    if depth < 2 and kind < 0.35:
+        return f"NOT ({random_nan_filter(rng, depth + 1)})"
+    if kind < 0.45:
+        low, high = sorted(rng.sample([-2, 0, 1, 3], 2))
+        return f"f BETWEEN {low} AND {high}"
+    if kind < 0.5:
+        return f"id {rng.choice(['<', '>='])} {rng.randrange(40)}"
+    if kind < 0.55:
+        return f"isnan({rng.choice(['f', 'g', 'f - g'])})"
+    left, right = rng.sample(["f", "f", "g", rng.choice(literals)], 2)
+    return f"{left} {rng.choice(['=', '!=', '<', '<=', '>', '>='])} {right}"
+
+
+def nan_table(rng: random.Random, n: int = 40) -> pa.Table:
+    pool = [float("nan"), None, float("inf"), -float("inf"), 0.0, 1.5, -2.0, 3.0, 7.25]
+    return pa.table(
+        {
+            "id": pa.array(range(n), pa.int64()),
+            "f": pa.array([rng.choice(pool) for _ in range(n)], pa.float64()),
+            "g": pa.array([rng.choice(pool) for _ in range(n)], pa.float64()),
+        }
+    )
+
+
+@needs_lance
+@pytest.mark.parametrize("indexed", [False, True])
+def test_nan_order_in_filters_as_pylance(tmp_path: Path, indexed: bool) -> None:
+    rng = random.Random(30 + indexed)
+    table = nan_table(rng)
+    filters = [random_nan_filter(rng) for _ in range(20)]
+
+    def body(write: Callable[..., Any], dataset: Callable[..., Any], path: Path) -> Any:
+        t = write(table, path, max_rows_per_file=10)
+        t.delete("id IN (4, 17, 33)")
+        if indexed:
+            t.create_scalar_index("f", "BTREE")
+        return [(f, sorted(t.to_table(columns=["id"], filter=f).column("id").to_pylist())) for f in filters]
+
+    ours, theirs = _both(tmp_path, body)
+    for mine, pylance_result in zip(ours, theirs, strict=True):
+        assert mine == pylance_result
+    assert any(ids for _, ids in ours) and any(not ids for _, ids in ours)
+
+
+@needs_lance
+def test_uuid_extension_type_writes_as_pylance(tmp_path: Path) -> None:
+    import uuid
+
+    values = [uuid.UUID(int=i * 7919).bytes for i in range(6)]
+    table = pa.table({"id": range(6), "u": pa.array(values, pa.uuid())})
+
+    def body(write: Callable[..., Any], dataset: Callable[..., Any], path: Path) -> Any:
+        t = write(table, path, max_rows_per_file=4)
+        t.insert(table.slice(2, 2))
+        t.delete("id = 1")
+        t = dataset(path)
+        return t.schema, t.to_table(), t.take([0, 5]), t.to_table(filter="u IS NOT NULL AND id > 3")
+
+    ours, theirs = _both(tmp_path, body)
+    assert ours == theirs
+    assert ours[0].field("u").type == pa.uuid()
+
+
+@needs_lance
+def test_arrow_cast_then_partial_merge_as_pylance(tmp_path: Path) -> None:
+    vectors = pa.FixedSizeListArray.from_arrays(pa.array([float(i) for i in range(14 * 4)], pa.float32()), 4)
+    source = pa.table({"id": range(0, 40, 3), "vector": vectors})
+
+    def body(write: Callable[..., Any], dataset: Callable[..., Any], path: Path) -> Any:
+        t = write(pa.table({"id": range(30), "num": [str(i) for i in range(30)]}), path, max_rows_per_file=10)
+        t.add_columns({"vector": "arrow_cast(NULL, 'FixedSizeList(4, Float32)')", "small": "arrow_cast(id, 'Int16')"})
+        stats = t.merge_insert(on="id").when_matched_update_all().when_not_matched_insert_all().execute(source)
+        at = "arrow_cast(id, 'Timestamp(Second, None)') > arrow_cast(20, 'Timestamp(Second, None)')"
+        return dict(stats), t.to_table().sort_by("id"), t.count_rows(at)
+
+    ours, theirs = _both(tmp_path, body)
+    assert ours == theirs
+    with pytest.raises(mvcc.PredicateError, match="cannot read the type name 'Int33'"):
+        mvcc.open_table(tmp_path / "mvcc").to_table(filter="arrow_cast(id, 'Int33') > 1")
+
+
+@needs_lance
+@pytest.mark.parametrize("stable", [False, True])
+def test_system_columns_in_delete_and_update_as_pylance(tmp_path: Path, stable: bool) -> None:
+    def body(write: Callable[..., Any], dataset: Callable[..., Any], path: Path) -> Any:
+        t = write(pa.table({"a": range(30)}), path, max_rows_per_file=10, enable_stable_row_ids=stable)
+        out = [dict(t.delete("_rowid = 3"))]
+        out.append(dict(t.update({"a": "a + 100"}, where="_rowaddr = 4 OR _rowid = 12")))
+        out.append(dict(t.delete("_rowoffset IN (0, 20)")))
+        out.append(sorted(t.to_table().column("a").to_pylist()))
+        return out
+
+    ours, theirs = _both(tmp_path, body)
+    assert ours == theirs

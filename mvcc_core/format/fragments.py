@@ -52,6 +52,9 @@ def dictionary_columns(sample: pa.Table | pa.RecordBatch) -> list[str]:
         if pa.types.is_dictionary(kind) or pa.types.is_boolean(kind) or pa.types.is_null(kind):
             chosen.append(name)
             continue
+        if isinstance(kind, pa.BaseExtensionType):  # `pa.uuid()` and others: their storage's values
+            chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+            column = pa.chunked_array([c.storage for c in chunks], kind.storage_type)
         values = len(column) - column.null_count
         if values == 0 or pc.count_distinct(column).as_py() <= DICTIONARY_MAX_DISTINCT_FRACTION * values:
             chosen.append(name)
@@ -109,9 +112,12 @@ def parquet_options(sample: pa.Table | pa.RecordBatch) -> dict[str, Any]:
         sample: the data about to be written, with physical column names
     """
     dictionaries = dictionary_columns(sample)
+    # no statistics for extension columns (`pa.uuid()`): Arrow's row-group pruning has no kernels for their type
+    plain = [f.name for f in sample.schema if not isinstance(f.type, pa.BaseExtensionType)]
+    statistics = True if len(plain) == len(sample.schema) else _leaf_paths(sample.schema, plain)
     return {
         "compression": PARQUET_COMPRESSION,
-        "write_statistics": True,
+        "write_statistics": statistics,
         "use_dictionary": _leaf_paths(sample.schema, dictionaries),
         "column_encoding": plain_column_encodings(sample.schema, dictionaries) or None,
     }

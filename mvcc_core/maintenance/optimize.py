@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from mvcc_core.executor import Executor
+from mvcc_core.executor import Executor, ThreadExecutor
 from mvcc_core.format import fragment_reuse as frag_reuse
 from mvcc_core.format import operations as ops
 from mvcc_core.maintenance.compaction import CompactionMetrics, CompactionOptions, compact_files
@@ -42,6 +42,7 @@ class Optimize:
         defer_index_remap: bool = False,
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
+        num_threads: int | None = None,
     ) -> CompactionMetrics:
         """Rewrite small fragments and fragments with many deletions (ReserveFragments, then one Rewrite).
 
@@ -54,15 +55,23 @@ class Optimize:
             progress: `progress(done, total)` after each task.
             max_rows_per_task / max_bytes_per_task: bounds on the fragments one task reads.
             defer_index_remap: keep indices covering the moved rows through a fragment reuse index.
+            num_threads: pylance's option: how many threads of this process run the rewrite tasks (the default
+                executor's pool size; not with `executor`).
 
         Returns the metrics (`version` is the Rewrite's, None when nothing needed rewriting). The handle moves
         to the Rewrite's version. Raises RetryableConflictError when a concurrent delete or update touched a
-        rewritten fragment (the new files are removed).
+        rewritten fragment (the new files are removed), ValueError for a `num_threads` that is not a positive int.
 
         Example::
 
             metrics = t.optimize.compact_files(target_rows_per_fragment=100_000)
         """
+        if num_threads is not None:
+            if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
+                raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
+            if executor is not None:
+                raise ValueError("give num_threads or executor, not both (num_threads sizes the default thread pool)")
+            executor = ThreadExecutor(num_threads)
         options = CompactionOptions(
             target_rows_per_fragment=target_rows_per_fragment,
             materialize_deletions=materialize_deletions,

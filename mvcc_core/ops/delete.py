@@ -26,6 +26,7 @@ from mvcc_core.format.deletion import (
 )
 from mvcc_core.io import ObjectStore
 from mvcc_core.read.scan import ROW_ADDRESS, Scan
+from mvcc_core.read.system_filter import SystemFilteredScan, filter_system_columns
 
 
 @dataclass
@@ -54,7 +55,9 @@ def find_rows(
         columns: the table columns to return besides the row addresses
         with_row_id: add the `_rowid` column
     """
-    return Scan(
+    names = [f.name for f in manifest.fields if f.parent_id == -1]
+    scan = SystemFilteredScan if filter_system_columns(predicate, names) else Scan  # `_rowid = 3`, as pylance
+    return scan(
         store, manifest, columns=columns, filter=predicate, with_row_address=True, with_row_id=with_row_id
     ).to_table()
 

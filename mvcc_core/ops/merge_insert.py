@@ -220,10 +220,12 @@ class MergeInsertBuilder:
         store, manifest = state.store, state.manifest
         source = to_reader(data, schema or state.schema).read_all()
         schema = state.schema
-        source = schema_mod.conform(source, schema)
+        source_schema = self._source_schema(source, schema)
+        source = schema_mod.conform(source, source_schema)
+        partial = len(source_schema) < len(schema)
         self._check_unique(source)
         stable = row_ids.enabled(manifest)
-        need_all = self._update_condition is not None
+        need_all = self._update_condition is not None or (partial and self._update)
         target_cols = list(schema.names) if need_all else list(self._on)
         delete_filter = None
         if self._delete_condition is not None:
@@ -232,7 +234,7 @@ class MergeInsertBuilder:
                 target_cols = list(schema.names)
         if self._update_condition is not None:
             nested = pa.schema(
-                [pa.field("source", pa.struct(list(schema))), pa.field("target", pa.struct(list(schema)))]
+                [pa.field("source", pa.struct(list(source_schema))), pa.field("target", pa.struct(list(schema)))]
             )
             update_filter = to_expression(self._update_condition, nested)
         prefilter = None if self._delete_by_source else self._key_filter(source, manifest)
@@ -248,7 +250,7 @@ class MergeInsertBuilder:
         if self._update and self._update_condition is not None and len(pairs):
             both = pa.table(
                 {
-                    "source": _struct(source.take(source_idx), schema),
+                    "source": _struct(source.take(source_idx), source_schema),
                     "target": _struct(target.select(schema.names).take(target_idx), schema),
                 }
             )
@@ -277,16 +279,18 @@ class MergeInsertBuilder:
             return None, stats
 
         fields = list(manifest.fields)
+        updated_rows = _full_rows(source.take(updated_src), schema, target.take(updated_tgt) if partial else None)
+        inserted_rows = _full_rows(source.take(inserted_src), schema)
         written: list[str] = []
         new_fragments = []
         try:
             if stable:  # updated rows keep their ids; inserted rows get new ids at commit
-                moved = _write(store, fields, schema, [source.take(updated_src)])
+                moved = _write(store, fields, schema, [updated_rows])
                 written = [p for f in moved for p in fragment_paths(f)]  # removed if what follows fails
                 row_ids.split(target.column(ROW_ID).to_numpy()[updated_tgt], moved)
-                new_fragments = moved + _write(store, fields, schema, [source.take(inserted_src)])
+                new_fragments = moved + _write(store, fields, schema, [inserted_rows])
             else:
-                new_fragments = _write(store, fields, schema, [source.take(updated_src), source.take(inserted_src)])
+                new_fragments = _write(store, fields, schema, [updated_rows, inserted_rows])
             written = [p for f in new_fragments for p in fragment_paths(f)]
             addresses = target.column(ROW_ADDRESS).to_numpy()[np.concatenate([updated_tgt, deleted_tgt])]
             deleted = delete_addresses(store, manifest, addresses) if len(addresses) else None
@@ -298,7 +302,9 @@ class MergeInsertBuilder:
             removed_fragment_ids=deleted.removed_fragment_ids if deleted else [],
             updated_fragments=deleted.updated_fragments if deleted else [],
             new_fragments=new_fragments,
-            fields_modified=sorted(ids[c] for c in schema.names if c not in self._on) if len(updated_src) else [],
+            fields_modified=sorted(ids[c] for c in source.column_names if c not in self._on)
+            if len(updated_src)
+            else [],
             update_mode=tpb.Transaction.REWRITE_ROWS,
             inserted_rows=tpb.Transaction.KeyExistenceFilter(
                 field_ids=[ids[c] for c in self._on],
@@ -314,6 +320,27 @@ class MergeInsertBuilder:
             files=state.staged(written + (deleted.written if deleted else [])),
         )
         return txn, stats
+
+    def _source_schema(self, source: pa.Table, schema: pa.Schema) -> pa.Schema:
+        """The table's fields the source holds, in the table's order: a source may hold only some columns
+        (pylance's partial-schema merge: matched rows get just those columns, inserted rows nulls for the others).
+
+        Raises:
+            SchemaError: a key column is missing, or rows would be inserted without a non-nullable column
+        """
+        names = set(source.column_names)
+        missing_keys = [c for c in self._on if c not in names]
+        if missing_keys:
+            raise SchemaError(
+                f"merge_insert source lacks the key column(s) {missing_keys}; it has {source.column_names}"
+            )
+        required = [f.name for f in schema if f.name not in names and not f.nullable]
+        if self._insert and required:
+            raise SchemaError(
+                f"merge_insert cannot insert rows from a source without the non-nullable column(s) {required}: "
+                "add them to the source, or drop when_not_matched_insert_all()"
+            )
+        return pa.schema([f for f in schema if f.name in names])
 
     def _key_filter(self, source: pa.Table, manifest: pb.Manifest) -> str | pc.Expression | None:
         """What narrows the target scan to rows that may match: the source keys themselves for one key column
@@ -374,6 +401,20 @@ class MergeInsertBuilder:
 def _struct(table: pa.Table, schema: pa.Schema) -> pa.StructArray:
     """A table as one struct column, so a condition can say `source.price` / `target.price`."""
     return pa.StructArray.from_arrays([c.combine_chunks() for c in table.columns], fields=list(schema))
+
+
+def _full_rows(rows: pa.Table, schema: pa.Schema, target: pa.Table | None = None) -> pa.Table:
+    """`rows` (some of the table's columns) with every column of `schema`: a column the source lacks is taken
+    from the matched `target` rows (an update) or is all nulls (an insert)."""
+    if rows.num_columns == len(schema):
+        return rows
+    columns = [
+        rows.column(f.name)
+        if f.name in rows.column_names
+        else (target.column(f.name) if target is not None else pa.nulls(rows.num_rows, f.type))
+        for f in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def _filter_mask(table: pa.Table, expr: pc.Expression) -> np.ndarray:

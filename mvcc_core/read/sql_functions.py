@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,7 @@ def function_handlers(t: _Translator) -> dict[type[exp.Expression], Callable[[An
         exp.ArrayContains: lambda n, _: _array_test(t, n, "has", n.this, [n.expression]),
         exp.ArrayContainsAll: lambda n, _: _array_test(t, n, "has_all", n.this, _elements(n.expression)),
         exp.Anonymous: lambda n, _: _anonymous(t, n),
+        exp.IsNan: lambda n, _: _isnan(t, n, n.this),
         exp.Array: lambda n, _: _list_literal(t, n),
         exp.Alias: lambda n, _: _double_quoted_literal(t, n),
         exp.Bracket: lambda n, _: _subscript(t, n),
@@ -105,6 +107,8 @@ def _anonymous(t: _Translator, node: exp.Anonymous) -> _Value:
         return _regexp(t, node, args[0], args[1])
     if name == "now" and not args:
         return t._const(pa.scalar(datetime.datetime.now(datetime.UTC), pa.timestamp("us", "UTC")), t._sql(node))
+    if name == "arrow_cast" and len(args) == 2:
+        return _arrow_cast(t, node, args[0], args[1])
     if name in ("array_has_any", "array_has_all") and len(args) == 2:
         return _array_test(t, node, name.removeprefix("array_"), args[0], _elements(args[1]))
     raise t._unsupported(node)
@@ -119,6 +123,120 @@ def _regexp(t: _Translator, node: exp.Expression, subject: exp.Expression, patte
     if value.type not in (pa.string(), pa.large_string()):
         raise t.fail(f"type mismatch in {sql!r}: {value.sql} is {value.type}, not a string", value.sql)
     return t._call("match_substring_regex", [value], sql, pattern=pattern.const.as_py())
+
+
+_ARROW_NAMES = {
+    "Null": pa.null(),
+    "Boolean": pa.bool_(),
+    **{f"Int{b}": getattr(pa, f"int{b}")() for b in (8, 16, 32, 64)},
+    **{f"UInt{b}": getattr(pa, f"uint{b}")() for b in (8, 16, 32, 64)},
+    "Float16": pa.float16(),
+    "Float32": pa.float32(),
+    "Float64": pa.float64(),
+    "Utf8": pa.string(),
+    "LargeUtf8": pa.large_string(),
+    "Binary": pa.binary(),
+    "LargeBinary": pa.large_binary(),
+    "Date32": pa.date32(),
+    "Date64": pa.date64(),
+}
+_UNITS = {"Second": "s", "Millisecond": "ms", "Microsecond": "us", "Nanosecond": "ns"}
+_TYPE_TOKEN = re.compile(r"\s*([A-Za-z0-9_]+|\(|\)|,|\"[^\"]*\")")
+
+
+def arrow_type_named(text: str) -> pa.DataType:
+    """The Arrow type DataFusion's `arrow_cast` names: `Int32`, `Utf8`, `FixedSizeList(32, Float32)`,
+    `List(Int64)`, `Timestamp(Microsecond, Some("UTC"))`, `Decimal128(10, 2)`, ...
+
+    Args:
+        text: the type's name as DataFusion displays it
+
+    Raises:
+        ValueError: not a type name this reads
+    """
+    tokens = _TYPE_TOKEN.findall(text)
+    if "".join(tokens).replace(" ", "") != text.replace(" ", ""):
+        raise ValueError(f"cannot read the type name {text!r}")
+    position = 0
+
+    def parse() -> Any:
+        nonlocal position
+        word = tokens[position]
+        position += 1
+        if position < len(tokens) and tokens[position] == "(":
+            position += 1
+            args = []
+            while tokens[position] != ")":
+                args.append(parse())
+                if tokens[position] == ",":
+                    position += 1
+            position += 1
+            return (word, args)
+        return word
+
+    try:
+        tree = parse()
+    except IndexError:  # an unclosed parenthesis
+        tree = None
+    if tree is None or position != len(tokens):
+        raise ValueError(f"cannot read the type name {text!r}")
+    return _type_of(tree, text)
+
+
+def _type_of(tree: Any, text: str) -> pa.DataType:
+    if isinstance(tree, str) and tree in _ARROW_NAMES:
+        return _ARROW_NAMES[tree]
+    if isinstance(tree, tuple):
+        word, args = tree
+        if word == "FixedSizeList" and len(args) == 2 and str(args[0]).isdigit():
+            return pa.list_(_type_of(args[1], text), int(args[0]))
+        if word in ("List", "LargeList") and len(args) == 1:
+            item = _type_of(args[0], text)
+            return pa.list_(item) if word == "List" else pa.large_list(item)
+        if word in ("Decimal128", "Decimal256") and len(args) == 2 and all(str(a).isdigit() for a in args):
+            kind = pa.decimal128 if word == "Decimal128" else pa.decimal256
+            return kind(int(args[0]), int(args[1]))
+        if word == "Timestamp" and len(args) == 2 and args[0] in _UNITS:
+            zone = args[1]
+            if zone == "None":
+                return pa.timestamp(_UNITS[args[0]])
+            if isinstance(zone, tuple) and zone[0] == "Some" and len(zone[1]) == 1:
+                return pa.timestamp(_UNITS[args[0]], zone[1][0].strip('"'))
+    raise ValueError(f"cannot read the type name {text!r}")
+
+
+def _arrow_cast(t: _Translator, node: exp.Expression, operand: exp.Expression, type_node: exp.Expression) -> _Value:
+    """DataFusion's `arrow_cast(x, 'FixedSizeList(32, Float32)')`: a cast to a type named as Arrow displays it."""
+    from mvcc_core.read.sql_translator import _Value
+
+    sql = t._sql(node)
+    value, name = t.visit(operand), t.visit(type_node)
+    if not name.is_const or name.type != pa.string() or not name.const.is_valid:
+        raise t.fail(f"the type of {sql!r} must be a string literal", name.sql)
+    try:
+        target = arrow_type_named(name.const.as_py())
+    except ValueError as e:
+        raise t.fail(str(e), name.sql) from e
+    try:
+        if value.is_const:
+            return t._const(value.const.cast(target), sql)
+        return _Value(value.expr.cast(target), target, sql)
+    except (pa.ArrowException, OverflowError) as e:
+        raise t.fail(f"cannot cast {value.sql} ({value.type}) to {target}: {e}", sql) from e
+
+
+def _isnan(t: _Translator, node: exp.Expression, operand: exp.Expression) -> _Value:
+    """DataFusion's `isnan(x)`: whether a number is NaN (FALSE for integers, NULL for NULL)."""
+    sql = t._sql(node)
+    value = t.visit(operand)
+    if not (pa.types.is_floating(value.type) or pa.types.is_integer(value.type) or pa.types.is_null(value.type)):
+        raise t.fail(f"type mismatch in {sql!r}: {value.sql} is {value.type}, not a number", value.sql)
+    if not pa.types.is_floating(value.type):  # an integer is never NaN: as a double, for Arrow's kernel
+        from mvcc_core.read.sql_translator import _Value
+
+        const = value.const.cast(pa.float64()) if value.is_const else None
+        value = _Value(value.expr.cast(pa.float64()), pa.float64(), value.sql, const)
+    return t._call("is_nan", [value], sql)
 
 
 def _elements(node: exp.Expression) -> list[exp.Expression]:

@@ -19,6 +19,7 @@ from sqlglot.errors import ParseError, SqlglotError, TokenError
 
 from mvcc_core.errors import PredicateError
 from mvcc_core.read.sql_functions import function_handlers
+from mvcc_core.read.sql_nan_order import NanOrdering
 from mvcc_core.read.sql_source import (
     PredicateDialect,
     Snippet,
@@ -126,7 +127,7 @@ def type_category(t: pa.DataType) -> str:
     return str(t)
 
 
-class Translator:
+class Translator(NanOrdering):
     """Walks one sqlglot tree and builds the Expression, checking types as it goes."""
 
     def __init__(
@@ -374,7 +375,10 @@ class Translator:
         left, right = self._coerce_pair(left, right, sql)
         if left.is_const and not right.is_const:
             left, right, function = right, left, _FLIPPED[function]
-        return self._call(function, [left, right], sql)
+        result = self._call(function, [left, right], sql)
+        if not (pa.types.is_floating(left.type) or pa.types.is_floating(right.type)):
+            return result
+        return self._nan_ordered(function, left, right, result, sql)
 
     def _coerce_pair(self, left: _Value, right: _Value, sql: Text) -> tuple[_Value, _Value]:
         """Give a literal the type of what it is compared with, or reject a comparison across families."""

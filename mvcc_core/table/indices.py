@@ -6,8 +6,6 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Self
 
-from pyroaring import BitMap
-
 from mvcc_core.errors import (
     IndexExistsError,
     IndexNotFoundError,
@@ -17,6 +15,7 @@ from mvcc_core.format import operations as ops
 from mvcc_core.format.naming import MEM_WAL_INDEX
 from mvcc_core.ops.index_build import build as build_index
 from mvcc_core.progress import Progress
+from mvcc_core.table.index_descriptions import IndexDescription, covered_fragments, describe, display_name
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 from mvcc_core.txn.transaction import Transaction, check_properties
 
@@ -141,22 +140,32 @@ class IndexMethods:
             max_retries=max_retries,
         )
 
+    def describe_indices(self) -> list[IndexDescription]:
+        """pylance's `describe_indices()`: one description per index of this version (its type as pylance names
+        it, "BTree" or "Bitmap", its fields, the live rows it covers and its segments).
+
+        Returns:
+            The descriptions, in the order the indices were created.
+        """
+        return describe(self.manifest)
+
     def list_indices(self) -> list[dict[str, Any]]:
-        """The indices of this version (pylance's shape), including the MemWAL index when regions exist."""
+        """The indices of this version (pylance's shape: `type` is "BTree" or "Bitmap" as pylance reports it),
+        including the MemWAL index when regions exist."""
         out = []
         by_id = {f.id: f.name for f in self.manifest.fields}
         live = {f.id for f in self.manifest.fragments}
         for index in self.manifest.indices:
-            covered = set(BitMap.deserialize(index.fragment_bitmap)) if index.fragment_bitmap else set()
+            covered = covered_fragments(index, live)
             out.append(
                 {
                     "name": index.name,
-                    "type": index.index_type,
+                    "type": display_name(index.index_type),
                     "uuid": str(uuid.UUID(bytes=index.uuid.uuid)),
                     "fields": [by_id.get(i, str(i)) for i in index.fields],
                     "version": index.dataset_version,
-                    "fragment_ids": sorted(covered & live),
-                    "num_indexed_fragments": len(covered & live),
+                    "fragment_ids": sorted(covered),
+                    "num_indexed_fragments": len(covered),
                     "num_unindexed_fragments": len(live - covered),
                 }
             )

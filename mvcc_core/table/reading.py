@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 
 from mvcc_core.format.deletion import live_rows
 from mvcc_core.read.scan import DEFAULT_BATCH_SIZE, Scan
+from mvcc_core.read.system_filter import SystemFilteredScan, filter_system_columns
 
 
 class ReadingMethods:
@@ -23,12 +24,13 @@ class ReadingMethods:
         with_row_address: bool = False,
         batch_size: int = DEFAULT_BATCH_SIZE,
         with_row_id: bool = False,
-    ) -> Scan:
+    ) -> Scan | SystemFilteredScan:
         """A scan of this version: `to_batches()`, `to_table()`, `count_rows()`, `explain()`.
 
         SQL `columns` use pylance's shape (`{"total": "price * qty"}`, the SQL filters accept); `filter` is
         pushed down and answered from scalar indices alike. A name `struct.field` in a list of columns is that
-        struct field, as a column of that name (pylance's nested projection).
+        struct field, as a column of that name (pylance's nested projection). A filter may name the system
+        columns `_rowid`, `_rowaddr` and `_rowoffset` (then it is applied to the rows read, not pushed down).
 
         Args:
             columns: column names, or a dict of output name -> SQL expression over the table's columns (None: every
@@ -38,7 +40,8 @@ class ReadingMethods:
             batch_size: rows at most per batch
             with_row_id: add a `_rowid` column (stable ids if the table keeps them, else the row address)
         """
-        return Scan(
+        scan = SystemFilteredScan if filter_system_columns(filter, self.schema.names) else Scan
+        return scan(
             self._state.store,
             self.manifest,
             _nested_paths(columns, self.schema),
@@ -163,7 +166,7 @@ def _nested_paths(
     }
 
 
-def _sliced(scan: Scan, limit: int | None, offset: int | None) -> pa.Table:
+def _sliced(scan: Scan | SystemFilteredScan, limit: int | None, offset: int | None) -> pa.Table:
     """`offset` rows skipped, then at most `limit`, reading no further than needed."""
     for name, value in (("limit", limit), ("offset", offset)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):

@@ -1,0 +1,78 @@
+"""Comparisons of floating-point values in DataFusion's order, which pylance's filters use: NaN equals NaN and
+is greater than every number, infinity included (docs/pylance_compat.md, "NaN in comparisons")."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    from mvcc_core.read.sql_source import Text
+    from mvcc_core.read.sql_translator import _Value
+
+
+class NanOrdering:
+    """The NaN corrections of the SQL translator's comparisons (mixed into `Translator`, whose `_call`, `_const`
+    and `_null_bool` build the expressions). A truth value is a Python bool when it is known while translating,
+    else a translated value, so that a comparison with a number literal stays a plain comparison where it can
+    (statistics pruning and the index planner read those)."""
+
+    _call: Any
+    _const: Any
+    _null_bool: Any
+
+    def _nan_ordered(self, function: str, left: _Value, right: _Value, result: _Value, sql: Text) -> _Value:
+        """`result` (an IEEE comparison) corrected to DataFusion's order, which pylance uses: NaN equals NaN and
+        is greater than every number (docs/pylance_compat.md). With a number literal on the right, only `>` and
+        `>=` change (`f > 1` becomes `f > 1 OR isnan(f)`); `=`, `<>`, `<`, `<=` stay plain comparisons."""
+        left_nan, right_nan = self._is_nan(left, sql), self._is_nan(right, sql)
+        if function == "equal":
+            extra = self._and(left_nan, right_nan, sql)
+        elif function == "not_equal":
+            return self._as_value(self._and(result, self._invert(self._and(left_nan, right_nan, sql), sql), sql))
+        elif function == "greater":
+            extra = self._and(left_nan, self._invert(right_nan, sql), sql)
+        elif function == "greater_equal":
+            extra = self._and(left_nan, self._valid(right, sql), sql)
+        elif function == "less":
+            extra = self._and(self._invert(left_nan, sql), right_nan, sql)
+        else:  # less_equal
+            extra = self._and(right_nan, self._valid(left, sql), sql)
+        return self._as_value(self._or(result, extra, sql))
+
+    # a truth value known while translating (a Python bool) or computed per row (a _Value)
+    def _is_nan(self, value: _Value, sql: Text) -> bool | _Value:
+        if not pa.types.is_floating(value.type):
+            return False
+        if value.is_const:
+            return math.isnan(value.const.as_py()) if value.const.is_valid else value
+        return self._call("is_nan", [value], sql)
+
+    def _valid(self, value: _Value, sql: Text) -> bool | _Value:
+        return bool(value.const.is_valid) if value.is_const else self._call("is_valid", [value], sql)
+
+    def _and(self, a: bool | _Value, b: bool | _Value, sql: Text) -> bool | _Value:
+        if a is False or b is False:
+            return False
+        if a is True or b is True:
+            return b if a is True else a
+        return self._call("and_kleene", [self._boolean_of(a), self._boolean_of(b)], sql)
+
+    def _or(self, a: bool | _Value, b: bool | _Value, sql: Text) -> bool | _Value:
+        if a is True or b is True:
+            return True
+        if a is False or b is False:
+            return b if a is False else a
+        return self._call("or_kleene", [self._boolean_of(a), self._boolean_of(b)], sql)
+
+    def _invert(self, a: bool | _Value, sql: Text) -> bool | _Value:
+        return (not a) if isinstance(a, bool) else self._call("invert", [self._boolean_of(a)], sql)
+
+    def _boolean_of(self, value: _Value) -> _Value:
+        """A NULL constant (`is_nan(NULL)`) as a boolean NULL."""
+        return self._null_bool() if value.is_const and not value.const.is_valid else value
+
+    def _as_value(self, truth: bool | _Value) -> _Value:
+        return self._const(pa.scalar(truth), str(truth)) if isinstance(truth, bool) else truth
