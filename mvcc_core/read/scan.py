@@ -364,9 +364,9 @@ class Scan(RowAddressReads, IndexedReads):
     def _path_of(self, frag: pb.DataFragment) -> str:
         if len(frag.files) > 1:
             return "multi"
-        if self._extra or frag.HasField("deletion_file"):
+        if self._extra or (frag.HasField("deletion_file") and not self._whole_files_apply()):
             return "offsets"
-        return "bulk"
+        return "bulk"  # deletion vectors of a whole-file read are applied to each file's rows (`_whole_files`)
 
     # ---- turning physical tables into results
 
@@ -451,9 +451,13 @@ class Scan(RowAddressReads, IndexedReads):
             if any(f.name not in held or not held[f.name].equals(f) for f in physical):
                 yield from self._whole_files([frag], names)  # fills and casts
                 return
+            live = self._live_mask(frag)
             for batch in parquet.iter_batches(batch_size=self.batch_size, columns=physical.names):
-                rows += batch.num_rows
-                yield pa.Table.from_batches([batch])
+                start, rows = rows, rows + batch.num_rows
+                if rows > frag.physical_rows:
+                    self._rows_mismatch(frag, f"more than {frag.physical_rows}")
+                kept = batch if live is None else batch.filter(live[start:rows])
+                yield pa.Table.from_batches([kept])
         if rows != frag.physical_rows:
             self._rows_mismatch(frag, str(rows))
 
@@ -488,7 +492,8 @@ class Scan(RowAddressReads, IndexedReads):
                 table = file.to_table(schema=self.physical_schema, columns=physical.names)
             if table.num_rows != frag.physical_rows:
                 self._rows_mismatch(frag, str(table.num_rows))
-            return table
+            live = self._live_mask(frag)
+            return table if live is None else table.filter(live)
 
         def read_part(part: list[pb.DataFragment]) -> list[pa.Table]:
             return [read(frag) for frag in part]
@@ -573,7 +578,8 @@ class Scan(RowAddressReads, IndexedReads):
             mask = None
             if deleted:
                 mask = np.ones(frag.physical_rows, dtype=bool)
-                mask[np.array(deleted.to_array(), dtype=np.int64)] = False
+                offsets = deleted.to_array()  # an array.array of C unsigned ints: viewed, not copied
+                mask[np.frombuffer(offsets, dtype=np.dtype(offsets.typecode))] = False
             self._live[frag.id] = mask
         return self._live[frag.id]
 
