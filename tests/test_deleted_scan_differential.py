@@ -64,7 +64,8 @@ def test_scans_of_fragments_with_deletion_vectors_match_a_plain_evaluation(seed,
             t.append(pa.Table.from_pylist(added, schema=SCHEMA))
             live += added
         else:
-            gone = {r["id"] for r in live if rng.random() < 0.2}
+            share = rng.choice([0.02, 0.2])  # below and above `scan._TAKE_DELETED_SHARE`
+            gone = {r["id"] for r in live if rng.random() < share}
             if gone:
                 t.delete(f"id IN ({', '.join(str(i) for i in sorted(gone))})")
                 live = [r for r in live if r["id"] not in gone]
