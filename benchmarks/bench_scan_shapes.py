@@ -2,8 +2,8 @@
 
 Issue 28's scan target (a full scan at most 1.2x a freshly compacted copy) measured on the shapes the week
 leaves (benchmarks/week.py, day 7): N fragments of R rows, as written (`fragmented`), with 1% of the rows
-deleted by one `delete` spread over every fragment (`deleted`: one packed deletion file, a vector per
-fragment), and the live rows of each rewritten into one fragment (`compacted`, `deleted_compacted`). Each
+(`--deleted-percent`) deleted by one `delete` spread over every fragment (`deleted`: one packed deletion file, a
+vector per fragment), and the live rows of each rewritten into one fragment (`compacted`, `deleted_compacted`). Each
 scan is `open_table(uri).to_table()`, as the week measures it. The shapes alternate round by round, so a
 burst of load hits all of them; medians of wall and CPU time (`time.process_time`, all threads) per shape and
 the ratios to the compacted copy. Not a test: run it by hand, or through `benchmarks/run.py`.
@@ -44,8 +44,8 @@ def events(n: int, start: int) -> pa.Table:
     )
 
 
-def build(root: Path, fragments: int, rows: int) -> dict[str, str]:
-    """The four tables of one shape under `root`: uri by shape name."""
+def build(root: Path, fragments: int, rows: int, deleted_percent: int = 1) -> dict[str, str]:
+    """The four tables of one shape under `root` (`deleted_percent` of the rows deleted): uri by shape name."""
     uris = {name: str(root / name) for name in ("fragmented", "compacted", "deleted", "deleted_compacted")}
     for i in range(fragments):
         part = events(rows, i * rows)
@@ -54,7 +54,7 @@ def build(root: Path, fragments: int, rows: int) -> dict[str, str]:
                 mvcc.write_table(part, uris[name])
             else:
                 mvcc.open_table(uris[name]).insert(part)
-    mvcc.open_table(uris["deleted"]).delete("id % 100 = 7")
+    mvcc.open_table(uris["deleted"]).delete(f"id % 100 < {deleted_percent}")
     mvcc.write_table(mvcc.open_table(uris["fragmented"]).to_table(), uris["compacted"])
     mvcc.write_table(mvcc.open_table(uris["deleted"]).to_table(), uris["deleted_compacted"])
     return uris
@@ -94,6 +94,7 @@ def main() -> None:
     parser.add_argument("--out", help="write the results as JSON here")
     parser.add_argument("--rounds", type=int, help="interleaved rounds (default 15, 7 with --quick)")
     parser.add_argument("--shape", action="append", help="FRAGMENTSxROWS (repeatable; default 12x23000 200x5000)")
+    parser.add_argument("--deleted-percent", type=int, default=1, help="rows deleted of every 100 ids (default 1)")
     args = parser.parse_args()
     rounds = args.rounds or (7 if args.quick else 15)
     shapes = args.shape or (["12x23000"] if args.quick else ["12x23000", "200x5000"])
@@ -102,7 +103,7 @@ def main() -> None:
         fragments, rows = (int(x) for x in shape.split("x"))
         root = Path(tempfile.mkdtemp(prefix="mvcc-bench-scan-shapes-"))
         try:
-            results[shape] = measure(build(root, fragments, rows), rounds)
+            results[shape] = measure(build(root, fragments, rows, args.deleted_percent), rounds)
         finally:
             shutil.rmtree(root, ignore_errors=True)
         print(f"{shape} ({rounds} interleaved rounds, medians)")
