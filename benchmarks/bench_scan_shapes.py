@@ -104,6 +104,7 @@ def main() -> None:
         root = Path(tempfile.mkdtemp(prefix="mvcc-bench-scan-shapes-"))
         try:
             results[shape] = measure(build(root, fragments, rows, args.deleted_percent), rounds)
+            results[shape]["deleted_percent"] = args.deleted_percent
         finally:
             shutil.rmtree(root, ignore_errors=True)
         print(f"{shape} ({rounds} interleaved rounds, medians)")
