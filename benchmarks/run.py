@@ -206,6 +206,15 @@ def _wap(r: dict[str, Any]) -> Iterator[Row]:
         yield Row("wap", core, "ms", m["core_ms"]["branch_publish"], "overwrite", m["core_ms"]["overwrite"])
 
 
+def _scan_shapes(r: dict[str, Any]) -> Iterator[Row]:
+    for shape, m in r.items():
+        fragments, rows = shape.split("x")
+        name = f"full scan CPU, {fragments} fragments x {int(rows):,} rows"
+        yield Row("scan_shapes", name, "ms", m["fragmented"]["cpu_ms"], "compacted copy", m["compacted"]["cpu_ms"])
+        deleted, peer = m["deleted"]["cpu_ms"], m["deleted_compacted"]["cpu_ms"]
+        yield Row("scan_shapes", f"{name}, {m['deleted_percent']}% deleted", "ms", deleted, "compacted copy", peer)
+
+
 READERS: dict[str, Callable[[Any], Iterator[Row]]] = {
     "airflow": _airflow,
     "branches": _branches,
@@ -219,6 +228,7 @@ READERS: dict[str, Callable[[Any], Iterator[Row]]] = {
     "spark": _spark,
     "cli": _cli,
     "wap": _wap,
+    "scan_shapes": _scan_shapes,
 }
 
 

@@ -114,6 +114,9 @@ class LruCache:
 MISSING = object()
 _FOOTERS = LruCache(512)
 _FRAGMENTS = LruCache(512)
+# Footer metadata of files read whole on a local disk, kept so that the next scan skips parsing it (a file's
+# path is unique and it is never rewritten; the key holds its size too).
+_METADATA = LruCache(4096)
 
 
 @dataclass(frozen=True)
@@ -223,6 +226,34 @@ def cached_footer(key: FileKey) -> Footer | None:
     return None if footer is MISSING else footer
 
 
+def known_metadata(key: FileKey) -> pq.FileMetaData | None:
+    """The footer metadata of the file at `key` if this process has read it already (nothing is read).
+
+    Args:
+        key: the file's (scheme, path, size) cache key; a size of 0 means unknown
+
+    Returns:
+        The metadata of a cached footer or of an earlier whole-file read, else None.
+    """
+    footer = _FOOTERS.get(key)
+    if footer is not MISSING:
+        return footer.metadata
+    metadata = _METADATA.get(key)
+    return None if metadata is MISSING else metadata
+
+
+def remember_metadata(key: FileKey, metadata: pq.FileMetaData) -> None:
+    """Keep the footer metadata a read of the file at `key` parsed, for `known_metadata` (not when the size is
+    unknown: the key would not pin the file's contents).
+
+    Args:
+        key: the file's (scheme, path, size) cache key
+        metadata: the metadata of the file's footer
+    """
+    if key[2]:
+        _METADATA.put(key, metadata)
+
+
 def parquet_metadata(fs: pafs.FileSystem, key: FileKey) -> pq.FileMetaData:
     """The Parquet footer metadata of the file at `key` (cached, see `parquet_footer`).
 
@@ -280,10 +311,12 @@ def read_file(fs: pafs.FileSystem, key: FileKey, schema: pa.Schema) -> pa.Table 
                 return None
             table = fragment.to_table(columns=schema.names, use_threads=False)
     else:
-        footer = _FOOTERS.get(key)
+        metadata = known_metadata(key)
         with read_errors(key[1]), fs.open_input_file(key[1]) as source:
-            parquet = pq.ParquetFile(source, metadata=None if footer is MISSING else footer.metadata, pre_buffer=False)
+            parquet = pq.ParquetFile(source, metadata=metadata, pre_buffer=False)
             table = parquet.read(columns=schema.names, use_threads=False)  # a column it lacks is left out
+        if metadata is None:
+            remember_metadata(key, parquet.metadata)
     # names, types and nullability (field metadata aside)
     return table if table.schema.equals(schema) else None
 
