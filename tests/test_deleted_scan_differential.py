@@ -64,7 +64,7 @@ def test_scans_of_fragments_with_deletion_vectors_match_a_plain_evaluation(seed,
             t.append(pa.Table.from_pylist(added, schema=SCHEMA))
             live += added
         else:
-            share = rng.choice([0.02, 0.2])  # below and above `scan._TAKE_DELETED_SHARE`
+            share = rng.choice([0.02, 0.2])  # below and above `deleted_rows.TAKE_DELETED_SHARE`
             gone = {r["id"] for r in live if rng.random() < share}
             if gone:
                 t.delete(f"id IN ({', '.join(str(i) for i in sorted(gone))})")

@@ -42,7 +42,8 @@ from mvcc_core.format.fragments import ROW_GROUP_ROWS, FragmentWriter
 from mvcc_core.format.row_ids import ROW_ID
 from mvcc_core.io.read_ahead import PHYSICAL_ROWS, read_ahead, read_whole_file, runs
 from mvcc_core.progress import Progress
-from mvcc_core.read.scan import Scan, missing_files
+from mvcc_core.read.missing_files import missing_files
+from mvcc_core.read.scan import Scan
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 from mvcc_core.txn.conflicts import REWRITE_ROW_ORDER
 from mvcc_core.txn.state import TableState

@@ -5,7 +5,6 @@ Design notes: docs/architecture.md, "The three read paths of a scan".
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
@@ -21,7 +20,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from mvcc_core._proto import table_pb2 as pb
-from mvcc_core.errors import CorruptManifestError, DataFileMismatchError, ObjectNotFoundError, SchemaError, StorageError
+from mvcc_core.errors import CorruptManifestError, DataFileMismatchError, SchemaError
 from mvcc_core.format import row_ids
 from mvcc_core.format import schema as schema_mod
 from mvcc_core.format.bases import data_file_location
@@ -37,7 +36,6 @@ from mvcc_core.io.parquet import (
     LruCache,
     field_owners,
     filter_table,
-    is_not_found,
     read_errors,
     read_file,
     row_address,
@@ -45,8 +43,10 @@ from mvcc_core.io.parquet import (
 from mvcc_core.io.read_ahead import PHYSICAL_ROWS, read_ahead, read_whole_file, runs
 from mvcc_core.io.read_ahead import pool as read_pool
 from mvcc_core.read.bound_filter import BoundFilter, filter_cache_key
+from mvcc_core.read.deleted_rows import drop_deleted
 from mvcc_core.read.index_lookup import covered
 from mvcc_core.read.index_planner import IndexChoice
+from mvcc_core.read.missing_files import missing_files
 from mvcc_core.read.row_group_stats import StatisticsCheck, Verdict, statistics_check
 from mvcc_core.read.scan_index import IndexedReads
 from mvcc_core.read.scan_row_addresses import RowAddressReads
@@ -744,59 +744,9 @@ class Scan(RowAddressReads, IndexedReads):
             self.columns, self._projection = saved, projection
 
 
-def drop_deleted(table: pa.Table, live: np.ndarray) -> pa.Table:
-    """The rows of `table` where `live` is True, in order.
-
-    Arrow's filter kernel copies a run of 64 live rows at once and goes row by row through a word holding a
-    deleted row; `Table.filter` and `Table.take` first turn the mask into row indices, then take them from each
-    column. Measured on files read from Parquet (pyarrow 26): 23,000 rows of 5 columns with 1 % deleted, filtering
-    each column 0.38 ms against taking 0.48 ms; 118,800 rows of 6 columns with 5 % deleted (the week's
-    raw_events), 1.9 ms against 1.4 ms. Hence filtering column by column below `_TAKE_DELETED_SHARE`, taking
-    indices above it.
-
-    Args:
-        table: the rows of one file (or a slice of them), in offset order
-        live: one bool per row of `table`, False at a deleted row
-
-    Returns:
-        The live rows, in the same order and schema.
-    """
-    kept = int(np.count_nonzero(live))
-    if kept == len(live):
-        return table
-    if len(live) - kept >= _TAKE_DELETED_SHARE * len(live):
-        return table.take(np.flatnonzero(live))
-    selection = pa.array(live, pa.bool_())
-    return pa.Table.from_arrays([pc.filter(column, selection) for column in table.columns], schema=table.schema)
-
-
-# The share of deleted rows above which `drop_deleted` takes row indices rather than filtering each column.
-_TAKE_DELETED_SHARE = 0.025
-
-
 def _base_of(fragment: pb.DataFragment) -> int:
     data_file = fragment.files[0]
     return data_file.base_id if data_file.HasField("base_id") else -1
-
-
-@contextlib.contextmanager
-def missing_files(store: ObjectStore) -> Iterator[None]:
-    """A data file that is gone (a shallow clone's source cleaned up, a file removed by hand) is an
-    ObjectNotFoundError naming it, not a bare OSError from deep inside pyarrow; any other failure of the store
-    while reading is a StorageError naming the table.
-
-    Args:
-        store: the store of the table being read
-    """
-    try:
-        yield
-    except OSError as exc:
-        if not is_not_found(exc):
-            raise StorageError(f"reading a file of table {store.uri} failed: {exc}") from exc
-        raise ObjectNotFoundError(
-            f"a file of table {store.uri} is missing ({exc}); if the table is a shallow clone, its source may have "
-            "been cleaned up or removed"
-        ) from exc
 
 
 def read_fragment(store: ObjectStore, manifest: pb.Manifest, fragment: pb.DataFragment, columns: list[str]) -> pa.Table:
