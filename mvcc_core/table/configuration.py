@@ -82,9 +82,7 @@ class ConfigurationMethods:
             upsert: Keys to set; a None value removes the key.
             delete: Keys to remove.
             replace: Remove every key not in `upsert` (pylance's `replace=True`).
-            commit_message: The message stored with the transaction.
-            transaction_properties: Properties stored with the transaction.
-            max_retries: How many times a lost race is retried.
+            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
 
         Returns:
             This handle, moved to the new version.
@@ -157,9 +155,7 @@ class ConfigurationMethods:
             schema_metadata: Schema metadata keys to set.
             field_metadata: Column name -> field metadata keys to set.
             replace: Remove every table metadata key not in `table_metadata` (pylance's `replace=True`).
-            commit_message: The message stored with the transaction.
-            transaction_properties: Properties stored with the transaction.
-            max_retries: How many times a lost race is retried.
+            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
 
         Returns:
             This handle, moved to the new version.

@@ -40,9 +40,7 @@ class SchemaChangeMethods:
         Args:
             transforms: SQL expressions by new column name, Arrow fields, or rows of the new columns.
             reader_schema: The schema of `transforms` when it is an iterator of batches.
-            commit_message: The message stored with the transaction.
-            transaction_properties: Properties stored with the transaction.
-            max_retries: How many times a lost race is retried.
+            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
 
         Returns:
             This handle, moved to the new version.
@@ -158,9 +156,7 @@ class SchemaChangeMethods:
 
         Args:
             *alterations: pylance's alteration dicts (`path` and any of `name`, `nullable`, `data_type`).
-            commit_message: The message stored with the transaction.
-            transaction_properties: Properties stored with the transaction.
-            max_retries: How many times a lost race is retried.
+            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
 
         Returns:
             This handle, moved to the new version.
