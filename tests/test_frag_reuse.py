@@ -196,3 +196,36 @@ def test_column_rewrites_of_different_columns_and_rows_rebase(tmp_uri) -> None:
     mvcc.open_table(tmp_uri).update({"a": 3}, where="id = 3", mode="rewrite_columns")
     rows = {r["id"]: (r["a"], r["b"]) for r in mvcc.open_table(tmp_uri).to_table().to_pylist()}
     assert rows[1] == (1, 0) and rows[2] == (0, 2) and rows[3] == (3, 0)
+
+
+def test_trim_keeps_the_versions_an_index_committed_meanwhile_still_needs(tmp_uri) -> None:
+    """An index built before a deferred compaction lands after the trim was planned: the trim, rebased onto
+    it, must keep the reuse version that index reads its moved rows through (else lookups miss them)."""
+    t = build(tmp_uri, fragments=8)
+    early = mvcc.open_table(tmp_uri).create_index_uncommitted("k", "BTREE", name="k_idx")  # built here ...
+    t.optimize.compact_files(target_rows_per_fragment=15, max_rows_per_task=20, defer_index_remap=True)
+    moved_at = fri_versions(t)
+    t.create_index("k", "BTREE", name="k_idx")  # current again: nothing needs the reuse version any more ...
+    trimmer = mvcc.open_table(tmp_uri)  # ... so a trim planned now drops it
+    mvcc.open_table(tmp_uri).commit(early)  # ... committed after the compaction, replacing the current one
+    final = mvcc.open_table(tmp_uri)
+    assert fri_versions(final) == moved_at
+    assert trimmer.optimize.optimize_indices() == 0  # the rebased trim keeps the version: a no-op
+    final = mvcc.open_table(tmp_uri)
+    assert fri_versions(final) == moved_at
+    for p in PREDICATES:
+        assert answers(final, p) == expected(final, p), p
+
+
+def test_an_index_built_before_a_trimmed_compaction_is_retryable(tmp_uri) -> None:
+    """The other order: the trim lands first, so the early index's moved rows could not be found any more."""
+    t = build(tmp_uri, fragments=8)
+    early = mvcc.open_table(tmp_uri).create_index_uncommitted("k", "BTREE", name="k_idx")
+    t.optimize.compact_files(target_rows_per_fragment=15, max_rows_per_task=20, defer_index_remap=True)
+    assert t.optimize.optimize_indices() == 1  # rebuilt at the latest version, the reuse index trimmed
+    assert frag_reuse.find(mvcc.open_table(tmp_uri).manifest) is None
+    with pytest.raises(mvcc.RetryableConflictError, match="fragment reuse version theirs trimmed"):
+        mvcc.open_table(tmp_uri).commit(early)
+    final = mvcc.open_table(tmp_uri)
+    for p in PREDICATES:
+        assert answers(final, p) == expected(final, p), p

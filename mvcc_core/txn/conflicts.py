@@ -183,6 +183,23 @@ def _trim_rebases_over_rewrite(ours: ops.Operation, theirs: ops.Operation, ctx: 
     return frag_reuse.trimmed_by(ours) and frag_reuse.carried_by(theirs)
 
 
+def _trim_rebases_over_index(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+    return frag_reuse.trimmed_by(ours) and any(i.name not in SINGLETON_INDICES for i in theirs.new_indices)
+
+
+def _index_reads_trimmed_versions(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+    """Ours adds an index built before a compaction whose reuse version theirs trimmed: its row addresses
+    could no longer be translated to where the rows moved."""
+    if not frag_reuse.trimmed_by(theirs):
+        return False
+    trimmed = frag_reuse.removed_versions(
+        next((i for i in theirs.removed_indices if i.name == FRAG_REUSE_INDEX), None),
+        next((i for i in theirs.new_indices if i.name == FRAG_REUSE_INDEX), None),
+    )
+    built = [i.dataset_version for i in ours.new_indices if i.name not in SINGLETON_INDICES]
+    return any(v > d for v in trimmed for d in built)
+
+
 def _replaced_fields(op: ops.Operation) -> set[int]:
     if isinstance(op, ops.DataReplacement):
         return {fid for r in op.replacements for fid in r.new_file.fields}
@@ -321,7 +338,18 @@ RULES: dict[tuple[str, str], Rule | tuple[Rule, ...]] = {
         ),
     ),
     (CI, DR): Rule(Outcome.RETRYABLE, _replacement_overlap, "overlapping fragments and the replaced column is indexed"),
-    (CI, CI): Rule(Outcome.REBASE, _same_singleton_index, "both modify the same singleton index"),
+    (CI, CI): (
+        # Not in the specification (silent): an index committed meanwhile may have been built before a
+        # compaction the trim saw as done, so the trim is re-decided on the latest indices (`rebase.py`);
+        # the other way round, an index whose reuse versions were trimmed away must be built again.
+        Rule(
+            Outcome.RETRYABLE,
+            _index_reads_trimmed_versions,
+            "ours adds an index built before a compaction whose fragment reuse version theirs trimmed",
+        ),
+        Rule(Outcome.REBASE, _same_singleton_index, "both modify the same singleton index"),
+        Rule(Outcome.REBASE, _trim_rebases_over_index, "ours trims the fragment reuse index and theirs adds an index"),
+    ),
     # Not in the specification, whose argument assumes updates move rows (REWRITE_ROWS): a REWRITE_COLUMNS
     # update rewrites the indexed values in place.
     (CI, U): Rule(

@@ -16,7 +16,7 @@ from mvcc_core.format import operations as ops
 from mvcc_core.format import row_ids
 from mvcc_core.format.deletion import deletion_path, read_deletion_vector, write_deletion_vector
 from mvcc_core.format.fragments import field_subtree, tombstone
-from mvcc_core.format.naming import FRAG_REUSE_INDEX
+from mvcc_core.format.naming import FRAG_REUSE_INDEX, SINGLETON_INDICES
 from mvcc_core.io import ObjectStore
 from mvcc_core.txn.rewrite_rebase import MappingError, rebase_rewrite
 from mvcc_core.txn.transaction import Transaction
@@ -64,7 +64,9 @@ def rebasable(ours: ops.Operation, theirs: ops.Operation) -> bool:
         theirs: the concurrent transaction's operation
     """
     return (
-        _row_level(ours, theirs) or (_writes_fri(ours) and _writes_fri(theirs)) or _rewrite_over_deletions(ours, theirs)
+        _row_level(ours, theirs)
+        or (_writes_fri(ours) and (_writes_fri(theirs) or isinstance(theirs, ops.CreateIndex)))
+        or _rewrite_over_deletions(ours, theirs)
     )
 
 
@@ -120,10 +122,10 @@ def rebase(store: ObjectStore, txn: Transaction, latest: pb.Manifest) -> Rebased
         except MappingError as exc:
             raise RowConflict(f"the Rewrite cannot carry the concurrent deletions: {exc}") from None
         if _writes_fri(op):
-            op = _rebase_frag_reuse(op, frag_reuse.find(latest))
+            op = _rebase_frag_reuse(op, latest)
         return Rebased(replace_txn(txn, op, latest.version), written, superseded)
     if _writes_fri(op):
-        new_op = _rebase_frag_reuse(op, frag_reuse.find(latest))
+        new_op = _rebase_frag_reuse(op, latest)
         return Rebased(replace_txn(txn, new_op, latest.version), [], [])
     if _rewrites_columns(op):
         return Rebased(replace_txn(txn, _rebase_column_rewrite(op, latest), latest.version), [], [])
@@ -205,13 +207,37 @@ def replace_txn(txn: Transaction, op: ops.Operation, read_version: int) -> Trans
     )
 
 
-def _rebase_frag_reuse(op: ops.Operation, latest_fri: pb.IndexMetadata | None) -> ops.Operation:
-    """Re-apply our change of the fragment reuse index to the latest one."""
+def _rebase_frag_reuse(op: ops.Operation, latest: pb.Manifest) -> ops.Operation:
+    """Re-apply our change of the fragment reuse index to the latest one.
+
+    A trim drops only the versions no index of `latest` that survives it still reads through: an index
+    committed meanwhile may have been built before a compaction the trim saw as done.
+    """
+    latest_fri = frag_reuse.find(latest)
     if isinstance(op, ops.Rewrite):
         return replace(op, frag_reuse_index=frag_reuse.rebase_rewrite(op.frag_reuse_index, latest_fri))
     ours_new = next((i for i in op.new_indices if i.name == FRAG_REUSE_INDEX), None)
     ours_old = next((i for i in op.removed_indices if i.name == FRAG_REUSE_INDEX), None)
-    merged = frag_reuse.rebase_trim(frag_reuse.removed_versions(ours_old, ours_new), latest_fri)
+    dropped = frag_reuse.removed_versions(ours_old, ours_new) - _versions_still_read(op, latest)
+    merged = frag_reuse.rebase_trim(dropped, latest_fri)
     new_indices = [i for i in op.new_indices if i.name != FRAG_REUSE_INDEX] + ([merged] if merged else [])
     removed = [i for i in op.removed_indices if i.name != FRAG_REUSE_INDEX] + ([latest_fri] if latest_fri else [])
     return replace(op, new_indices=new_indices, removed_indices=removed)
+
+
+def _versions_still_read(op: ops.CreateIndex, latest: pb.Manifest) -> set[int]:
+    """Reuse versions newer than an index of `latest` that our CreateIndex keeps (neither removes nor replaces
+    by name): that index's row addresses predate those compactions, so lookups translate through them."""
+    gone = {i.uuid.uuid for i in op.removed_indices}
+    replaced = {i.name for i in op.new_indices}
+    kept = [
+        i
+        for i in latest.indices
+        if i.name not in SINGLETON_INDICES and i.uuid.uuid not in gone and i.name not in replaced
+    ]
+    if not kept:
+        return set()
+    oldest = min(i.dataset_version for i in kept)
+    return {
+        v.dataset_version for v in frag_reuse.details_of(frag_reuse.find(latest)).versions if v.dataset_version > oldest
+    }
