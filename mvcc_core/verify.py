@@ -5,15 +5,20 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyroaring import BitMap
+from pyroaring import BitMap, BitMap64
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.errors import MvccError, ObjectNotFoundError, VersionNotFoundError
+from mvcc_core.format import fragment_reuse
 from mvcc_core.format.deletion import deletion_path, read_deletion_vector
 from mvcc_core.format.manifest import location_of, manifest_problems
 from mvcc_core.format.referenced_files import ReferencedFile, version_files
+from mvcc_core.io import ObjectStore
+from mvcc_core.io.parquet import ROW_ADDRESS
+from mvcc_core.read.index_lookup import BITMAP, BTREE, INDEX_FILE, index_dir
 from mvcc_core.table import Table
 
 __all__ = ["ForeignBase", "VerifyProblem", "VerifyReport", "verify"]
@@ -187,6 +192,12 @@ class _Checker:
                 self.report.add(t.version, ref.kind, ref.uri, self.checked[ref.uri] or "")
         self.report.files_checked = len(self.checked)
         self.indices(t.version, manifest)
+        if self.deep:
+            for index in manifest.indices:
+                if index.index_type in (BTREE, BITMAP) and (
+                    problem := _index_rows_problem(t.state.store, manifest, index)
+                ):
+                    self.report.add(t.version, "index", index.name, problem)
 
     def foreign_bases(self, t: Table, files: list[ReferencedFile]) -> None:
         """Note each base path of `t`'s version outside the table's root, and how many of the version's files
@@ -240,6 +251,43 @@ class _Checker:
                 never = [f for f in covered if f > highest]
                 if never:
                     self.report.add(version, "index", index.name, f"covers fragment ids {never} never assigned")
+
+
+def _index_rows_problem(store: ObjectStore, manifest: pb.Manifest, index: pb.IndexMetadata) -> str | None:
+    """A scalar index covering a fragment with fewer row addresses there (translated through the fragment
+    reuse index) than the fragment's live rows: lookups would miss rows. Rebuild it (`create_index`)."""
+    payload = ROW_ADDRESS if index.index_type == BTREE else "bitmap"
+    try:
+        column = pq.read_table(
+            pa.BufferReader(store.get(f"{index_dir(index)}/{INDEX_FILE}")), columns=[payload]
+        ).column(payload)
+    except (OSError, ValueError, MvccError):
+        return None  # a missing or unreadable index file is reported with the file checks
+    if index.index_type == BTREE:
+        addresses = column.to_numpy().astype(np.uint64)
+    else:
+        found = BitMap64()
+        for data in column.to_pylist():
+            found |= BitMap64.deserialize(data)
+        addresses = np.array(found.to_array(), dtype=np.uint64)
+    moved = fragment_reuse.address_map(manifest, index)
+    if moved:
+        addresses = moved.translate(addresses)
+    ids, counts = np.unique(addresses >> np.uint64(32), return_counts=True)
+    held = dict(zip(ids.tolist(), counts.tolist(), strict=True))
+    covered = set(BitMap.deserialize(index.fragment_bitmap)) if index.fragment_bitmap else set()
+    short = [
+        f.id
+        for f in manifest.fragments
+        if f.id in covered and held.get(f.id, 0) < f.physical_rows - f.deletion_file.num_deleted_rows
+    ]
+    if not short:
+        return None
+    shown = ", ".join(map(str, short[:5])) + (" ..." if len(short) > 5 else "")
+    return (
+        f"covers fragment(s) {shown} but holds fewer row addresses than their live rows (built before a "
+        "compaction it cannot follow): lookups miss rows; rebuild it with create_index(..., replace=True)"
+    )
 
 
 def _deletion_problem(ref: ReferencedFile, fragment: pb.DataFragment, manifest: pb.Manifest) -> str | None:
