@@ -29,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_foundation import MotoServer  # noqa: E402
+from bench_foundation import MotoServer, timed_processes  # noqa: E402
 from discard import discard  # noqa: E402
 
 import mvcc_core as mvcc  # noqa: E402
@@ -140,16 +140,8 @@ def throughput(root: str, opts: dict[str, Any] | None, writers: int, commits: in
             tx.create_table(name, SCHEMA)
             tx.table(name).append(seeded)
     ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(writers + 1)
     stats = ctx.Array("i", [0, 0, 0, 0])  # published, re-runs: other retryable, old fragment ids, retry budget
-    procs = [ctx.Process(target=_writer, args=(root, opts, commits, w, barrier, stats)) for w in range(writers)]
-    for p in procs:
-        p.start()
-    barrier.wait()
-    start = time.perf_counter()
-    for p in procs:
-        p.join()
-    elapsed = time.perf_counter() - start
+    elapsed = timed_processes(ctx, _writer, (root, opts, commits), writers, stats)
     deletes = writers * (commits // 4) * 2
     assert len(Catalog.open(root, storage_options=opts).table("a").to_table()) == writers + 2 * stats[0] - deletes
     return {

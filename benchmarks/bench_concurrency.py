@@ -15,7 +15,6 @@ import json
 import multiprocessing as mp
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_foundation import MotoServer  # noqa: E402
+from bench_foundation import MotoServer, timed_processes  # noqa: E402
 from discard import discard  # noqa: E402
 
 
@@ -54,16 +53,8 @@ def _lance_writer(uri: str, opts: dict | None, commits: int, writer: int, barrie
 
 def run(target: Any, uri: str, opts: dict | None, writers: int, commits: int) -> tuple[float, int]:
     ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(writers + 1)
     failures = ctx.Value("i", 0)
-    procs = [ctx.Process(target=target, args=(uri, opts, commits, w, barrier, failures)) for w in range(writers)]
-    for p in procs:
-        p.start()
-    barrier.wait()
-    start = time.perf_counter()
-    for p in procs:
-        p.join()
-    elapsed = time.perf_counter() - start
+    elapsed = timed_processes(ctx, target, (uri, opts, commits), writers, failures)
     return (writers * commits - failures.value) / elapsed, failures.value
 
 

@@ -58,6 +58,28 @@ def rows(n: int, start: int = 0) -> pa.Table:
     return pa.table({"id": ids, "value": pa.array([i * 0.5 for i in range(n)]), "name": [f"row-{i}" for i in range(n)]})
 
 
+def timed_processes(ctx: Any, target: Callable[..., Any], args: tuple, processes: int, shared: Any) -> float:
+    """Seconds from the release of `processes` processes `target(*args, index, barrier, shared)`, started from
+    `ctx` and held at one barrier until all are up, to the last one's exit.
+
+    Args:
+        ctx: the multiprocessing context (`shared` comes from it)
+        target: each process's function
+        args: its leading arguments, the same for every process
+        processes: how many processes
+        shared: a shared value or array the processes report into
+    """
+    barrier = ctx.Barrier(processes + 1)
+    procs = [ctx.Process(target=target, args=(*args, i, barrier, shared)) for i in range(processes)]
+    for p in procs:
+        p.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for p in procs:
+        p.join()
+    return time.perf_counter() - start
+
+
 class MotoServer:
     """A real S3-compatible HTTP server on 127.0.0.1 for the S3 workloads."""
 

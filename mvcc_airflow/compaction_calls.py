@@ -41,12 +41,27 @@ def compaction_options(options: Mapping[str, Any] | None) -> mvcc.CompactionOpti
         raise ValueError(f"options: {exc}") from exc
 
 
-def _encode(items: Sequence[bytes]) -> list[str]:
-    return [base64.b64encode(item).decode("ascii") for item in items]
+def _to_xcom(value: Any) -> dict[str, Any]:
+    """A `CompactionTask` or `RewriteResult` as JSON data: each field by name, its serialized fragments (bytes)
+    base64 text and its tuples lists."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(value):
+        item = getattr(value, f.name)
+        if isinstance(item, tuple):
+            item = [base64.b64encode(v).decode("ascii") if isinstance(v, bytes) else v for v in item]
+        out[f.name] = item
+    return out
 
 
-def _decode(items: Sequence[str]) -> tuple[bytes, ...]:
-    return tuple(base64.b64decode(item) for item in items)
+def _from_xcom(cls: type, data: Mapping[str, Any]) -> Any:
+    """The `cls` instance that `_to_xcom` wrote: lists become tuples again, their text serialized fragments."""
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        item = data[f.name]
+        if isinstance(item, list):
+            item = tuple(base64.b64decode(v) if isinstance(v, str) else int(v) for v in item)
+        values[f.name] = item if isinstance(item, tuple) else int(item)
+    return cls(**values)
 
 
 def task_to_xcom(task: Any) -> dict[str, Any]:
@@ -55,12 +70,7 @@ def task_to_xcom(task: Any) -> dict[str, Any]:
     Args:
         task: a `CompactionTask` of a plan
     """
-    return {
-        "read_version": task.read_version,
-        "fragments": _encode(task.fragments),
-        "new_fragment_ids": list(task.new_fragment_ids),
-        "target_rows_per_fragment": task.target_rows_per_fragment,
-    }
+    return _to_xcom(task)
 
 
 def task_from_xcom(data: Mapping[str, Any]) -> Any:
@@ -69,12 +79,7 @@ def task_from_xcom(data: Mapping[str, Any]) -> Any:
     Args:
         data: what `task_to_xcom` wrote, as XCom hands it back
     """
-    return mvcc.compaction.CompactionTask(
-        read_version=int(data["read_version"]),
-        fragments=_decode(data["fragments"]),
-        new_fragment_ids=tuple(int(i) for i in data["new_fragment_ids"]),
-        target_rows_per_fragment=int(data["target_rows_per_fragment"]),
-    )
+    return _from_xcom(mvcc.compaction.CompactionTask, data)
 
 
 def result_to_xcom(result: Any) -> dict[str, Any]:
@@ -83,14 +88,7 @@ def result_to_xcom(result: Any) -> dict[str, Any]:
     Args:
         result: a task's `RewriteResult`
     """
-    return {
-        "read_version": result.read_version,
-        "old_fragments": _encode(result.old_fragments),
-        "new_fragments": _encode(result.new_fragments),
-        "rows": result.rows,
-        "bytes_written": result.bytes_written,
-        "bytes_read": result.bytes_read,
-    }
+    return _to_xcom(result)
 
 
 def result_from_xcom(data: Mapping[str, Any]) -> Any:
@@ -99,14 +97,7 @@ def result_from_xcom(data: Mapping[str, Any]) -> Any:
     Args:
         data: what `result_to_xcom` wrote, as XCom hands it back
     """
-    return mvcc.compaction.RewriteResult(
-        read_version=int(data["read_version"]),
-        old_fragments=_decode(data["old_fragments"]),
-        new_fragments=_decode(data["new_fragments"]),
-        rows=int(data["rows"]),
-        bytes_written=int(data["bytes_written"]),
-        bytes_read=int(data["bytes_read"]),
-    )
+    return _from_xcom(mvcc.compaction.RewriteResult, data)
 
 
 def compact(

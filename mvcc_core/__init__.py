@@ -41,6 +41,7 @@ from mvcc_core.errors import (
 )
 from mvcc_core.format import operations
 from mvcc_core.format.bases import DatasetBasePath
+from mvcc_core.format.deletion import live_rows
 from mvcc_core.format.operations import (
     Append,
     Clone,
@@ -159,6 +160,7 @@ __all__ = [
     "VersionInfo",
     "VersionNotFoundError",
     "__version__",
+    "live_rows",
     "manifest_violations",
     "open_table",
     "operations",

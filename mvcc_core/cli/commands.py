@@ -100,16 +100,6 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.ensure_object(dict)["debug"] = debug
 
 
-def live_rows(fragment: Any) -> int:
-    """Rows of a fragment (a manifest's DataFragment) that its deletion vector leaves.
-
-    Args:
-        fragment: a fragment's manifest entry, as `Table.get_fragments()` gives it
-    """
-    deleted = fragment.deletion_file.num_deleted_rows if fragment.HasField("deletion_file") else 0
-    return int(fragment.physical_rows - deleted)
-
-
 def describe(t: mvcc.Table, small_rows: int) -> dict[str, Any]:
     """What `show` prints, from the API's answers.
 
@@ -119,7 +109,7 @@ def describe(t: mvcc.Table, small_rows: int) -> dict[str, Any]:
     """
     fragments = t.get_fragments()
     deleted = sum(f.deletion_file.num_deleted_rows for f in fragments if f.HasField("deletion_file"))
-    live = [live_rows(f) for f in fragments]
+    live = [mvcc.live_rows(f) for f in fragments]
     return {
         "uri": t.uri,
         "version": t.version,
@@ -456,7 +446,7 @@ def compaction_plan(t: mvcc.Table, options: mvcc.CompactionOptions) -> dict[str,
         tasks.append(
             {
                 "fragments": [f.id for f in old],
-                "rows": sum(live_rows(f) for f in old),
+                "rows": sum(mvcc.live_rows(f) for f in old),
                 "bytes": sum(df.file_size_bytes for f in old for df in f.files),
                 "new_fragments": len(task.new_fragment_ids),
             }

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import click
 
 import mvcc_core as mvcc
@@ -16,6 +19,16 @@ from mvcc_core.cli.output import (
 )
 
 # ---- shared plumbing -------------------------------------------------------------------------------
+
+
+def name_and_version(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The NAME argument and the optional VERSION (default: the latest) of `tags create` and `tags update`.
+
+    Args:
+        fn: the command's callback
+    """
+    fn = click.argument("version", type=click.IntRange(min=1), required=False)(fn)
+    return click.argument("name")(fn)
 
 
 # ---- tags ----------------------------------------------------------------------------------------------
@@ -59,8 +72,7 @@ def _tag_version(t: mvcc.Table, version: int | None) -> int:
 
 @tags.command("create")
 @uri_and_storage
-@click.argument("name")
-@click.argument("version", type=click.IntRange(min=1), required=False)
+@name_and_version
 def tags_create(uri: str, storage_option: tuple[str, ...], name: str, version: int | None) -> None:
     """Tag VERSION (default: the latest) as NAME.
 
@@ -81,8 +93,7 @@ def tags_create(uri: str, storage_option: tuple[str, ...], name: str, version: i
 
 @tags.command("update")
 @uri_and_storage
-@click.argument("name")
-@click.argument("version", type=click.IntRange(min=1), required=False)
+@name_and_version
 def tags_update(uri: str, storage_option: tuple[str, ...], name: str, version: int | None) -> None:
     """Move the tag NAME to VERSION (default: the latest).
 

@@ -29,12 +29,22 @@ def _is_map(fd: FieldDescriptor) -> bool:
     )
 
 
+# The arm of `Transaction.operation` that holds each operation, by its message's name
+_PROTO_FIELDS = {f.message_type.name: f.name for f in tpb.Transaction.DESCRIPTOR.oneofs_by_name["operation"].fields}
+
+
 @dataclass
 class Operation:
-    """Base of all operations; `name` is the specification's name of the operation."""
+    """Base of all operations; `name` is the specification's name of the operation (the class's name, as the
+    message's) and `proto_field` the arm of `Transaction.operation` that holds it, both set per subclass."""
 
     name: ClassVar[str]
     proto_field: ClassVar[str]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.name = cls.__name__
+        cls.proto_field = _PROTO_FIELDS[cls.__name__]
 
     def to_proto(self) -> Any:
         msg = getattr(tpb.Transaction, self.__class__.__name__)()
@@ -88,15 +98,11 @@ def _dict() -> Any:
 
 @dataclass
 class Append(Operation):
-    name: ClassVar[str] = "Append"
-    proto_field: ClassVar[str] = "append"
     fragments: list[pb.DataFragment] = _list()
 
 
 @dataclass
 class Delete(Operation):
-    name: ClassVar[str] = "Delete"
-    proto_field: ClassVar[str] = "delete"
     updated_fragments: list[pb.DataFragment] = _list()
     deleted_fragment_ids: list[int] = _list()
     predicate: str = ""
@@ -105,8 +111,6 @@ class Delete(Operation):
 
 @dataclass
 class Overwrite(Operation):
-    name: ClassVar[str] = "Overwrite"
-    proto_field: ClassVar[str] = "overwrite"
     fragments: list[pb.DataFragment] = _list()
     schema: list[pb.Field] = _list()
     schema_metadata: dict[str, bytes] = _dict()
@@ -116,16 +120,12 @@ class Overwrite(Operation):
 
 @dataclass
 class CreateIndex(Operation):
-    name: ClassVar[str] = "CreateIndex"
-    proto_field: ClassVar[str] = "create_index"
     new_indices: list[pb.IndexMetadata] = _list()
     removed_indices: list[pb.IndexMetadata] = _list()
 
 
 @dataclass
 class Rewrite(Operation):
-    name: ClassVar[str] = "Rewrite"
-    proto_field: ClassVar[str] = "rewrite"
     old_fragments: list[pb.DataFragment] = _list()
     new_fragments: list[pb.DataFragment] = _list()
     groups: list[tpb.Transaction.Rewrite.RewriteGroup] = _list()
@@ -135,8 +135,6 @@ class Rewrite(Operation):
 
 @dataclass
 class Merge(Operation):
-    name: ClassVar[str] = "Merge"
-    proto_field: ClassVar[str] = "merge"
     fragments: list[pb.DataFragment] = _list()
     schema: list[pb.Field] = _list()
     schema_metadata: dict[str, bytes] = _dict()
@@ -144,29 +142,21 @@ class Merge(Operation):
 
 @dataclass
 class Project(Operation):
-    name: ClassVar[str] = "Project"
-    proto_field: ClassVar[str] = "project"
     schema: list[pb.Field] = _list()
 
 
 @dataclass
 class Restore(Operation):
-    name: ClassVar[str] = "Restore"
-    proto_field: ClassVar[str] = "restore"
     version: int = 0
 
 
 @dataclass
 class ReserveFragments(Operation):
-    name: ClassVar[str] = "ReserveFragments"
-    proto_field: ClassVar[str] = "reserve_fragments"
     num_fragments: int = 0
 
 
 @dataclass
 class Clone(Operation):
-    name: ClassVar[str] = "Clone"
-    proto_field: ClassVar[str] = "clone"
     is_shallow: bool = True
     ref_name: str | None = None
     ref_version: int = 0
@@ -176,8 +166,6 @@ class Clone(Operation):
 
 @dataclass
 class Update(Operation):
-    name: ClassVar[str] = "Update"
-    proto_field: ClassVar[str] = "update"
     removed_fragment_ids: list[int] = _list()
     updated_fragments: list[pb.DataFragment] = _list()
     new_fragments: list[pb.DataFragment] = _list()
@@ -198,8 +186,6 @@ class UpdateConfig(Operation):
     specification's `UpdateMap`s.
     """
 
-    name: ClassVar[str] = "UpdateConfig"
-    proto_field: ClassVar[str] = "update_config"
     config_updates: tpb.Transaction.UpdateMap | None = None
     table_metadata_updates: tpb.Transaction.UpdateMap | None = None
     schema_metadata_updates: tpb.Transaction.UpdateMap | None = None
@@ -285,22 +271,16 @@ def apply_update_map(target: dict[str, Any], updates: tpb.Transaction.UpdateMap 
 
 @dataclass
 class DataReplacement(Operation):
-    name: ClassVar[str] = "DataReplacement"
-    proto_field: ClassVar[str] = "data_replacement"
     replacements: list[tpb.Transaction.DataReplacementGroup] = _list()
 
 
 @dataclass
 class UpdateMemWalState(Operation):
-    name: ClassVar[str] = "UpdateMemWalState"
-    proto_field: ClassVar[str] = "update_mem_wal_state"
     merged_generations: list[pb.MergedGeneration] = _list()
 
 
 @dataclass
 class UpdateBases(Operation):
-    name: ClassVar[str] = "UpdateBases"
-    proto_field: ClassVar[str] = "update_bases"
     new_bases: list[pb.BasePath] = _list()
 
 

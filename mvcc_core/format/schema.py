@@ -14,6 +14,9 @@ from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.errors import CorruptManifestError, SchemaError
 
 FIELD_ID_KEY = b"PARQUET:field_id"
+# What Arrow raises when values cannot be computed or cast to a column's type (OverflowError: a Python int
+# beyond the type's range, from `pa.array`); the operations turn these into a SchemaError in the user's words.
+ARROW_VALUE_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError)
 
 
 def physical_name(field_id: int) -> str:

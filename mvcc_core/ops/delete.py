@@ -56,10 +56,9 @@ def find_rows(
         with_row_id: add the `_rowid` column
     """
     names = [f.name for f in manifest.fields if f.parent_id == -1]
-    scan = SystemFilteredScan if filter_system_columns(predicate, names) else Scan  # `_rowid = 3`, as pylance
-    return scan(
-        store, manifest, columns=columns, filter=predicate, with_row_address=True, with_row_id=with_row_id
-    ).to_table()
+    system = filter_system_columns(predicate, names)  # `_rowid = 3`, as pylance
+    scan = Scan(store, manifest, columns, None if system else predicate, with_row_address=True, with_row_id=with_row_id)
+    return (SystemFilteredScan(scan, predicate) if system else scan).to_table()
 
 
 @dataclass

@@ -30,8 +30,6 @@ from mvcc_core.io import ObjectStore
 from mvcc_core.read.scan import read_fragment
 from mvcc_core.read.sql_filter import to_column_expression
 
-_ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError)
-
 
 @dataclass
 class ColumnPlan:
@@ -102,7 +100,7 @@ def plan_add_columns(
             base = read_fragment(store, manifest, frag, read_cols)
             try:
                 return ds.dataset(base).to_table(columns=expressions)
-            except _ARROW_ERRORS as exc:
+            except schema_mod.ARROW_VALUE_ERRORS as exc:
                 raise SchemaError(
                     f"add_columns {dict(transforms)!r}: cannot compute fragment {frag.id}: {exc}"
                 ) from exc
@@ -467,7 +465,7 @@ def plan_replace_column(
     for fid, values in replacements.items():
         try:
             array = values if isinstance(values, pa.Array | pa.ChunkedArray) else pa.array(values, type=field.type)
-        except _ARROW_ERRORS as exc:
+        except schema_mod.ARROW_VALUE_ERRORS as exc:
             raise SchemaError(f"replace_column {column!r}, fragment {fid}: values are not {field.type}: {exc}") from exc
         if len(array) != by_id[fid].physical_rows:
             raise SchemaError(

@@ -38,7 +38,6 @@ from mvcc_core.read.sql_filter import to_value_expression, value_columns
 
 REWRITE_ROWS = "rewrite_rows"
 REWRITE_COLUMNS = "rewrite_columns"
-_ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError)
 
 
 @dataclass
@@ -160,7 +159,7 @@ def _rewrite_rows(
     projection = {n: expressions.get(n, pc.field(n)) for n in schema.names}
     try:
         new_rows = ds.dataset(old).to_table(columns=projection)
-    except _ARROW_ERRORS as exc:
+    except schema_mod.ARROW_VALUE_ERRORS as exc:
         raise SchemaError(f"update values {values!r} cannot be computed for the matching rows: {exc}") from exc
     new_rows = schema_mod.conform(new_rows, schema).combine_chunks()  # one Parquet write, not one per chunk
 
@@ -219,7 +218,7 @@ def _rewrite_columns(
                     computed = matched.to_table(columns={c: expressions[c]}).column(0)
                     both = pa.chunked_array(base.column(c).chunks + computed.chunks, type=schema.field(c).type)
                     columns.append(both.take(pa.array(source)))
-                except _ARROW_ERRORS as exc:
+                except schema_mod.ARROW_VALUE_ERRORS as exc:
                     raise SchemaError(
                         f"update value for column {c!r} cannot be computed in fragment {fid}: {exc}"
                     ) from exc

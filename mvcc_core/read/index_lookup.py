@@ -5,7 +5,6 @@ Design notes: docs/maintenance.md, "Index lookups, as implemented".
 
 from __future__ import annotations
 
-import uuid as uuid_mod
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +15,7 @@ from pyroaring import BitMap, BitMap64
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.format import schema as schema_mod
-from mvcc_core.format.naming import INDICES_DIR
+from mvcc_core.format.referenced_files import index_directory
 from mvcc_core.io import ObjectStore
 from mvcc_core.io.parquet import (
     ROW_ADDRESS,
@@ -33,12 +32,12 @@ INDEX_FILE = "index.parquet"
 
 
 def index_dir(index: pb.IndexMetadata) -> str:
-    """The directory of an index's files, relative to the table root.
+    """The directory of an index's files, relative to the table root (`index_directory`, the one definition).
 
     Args:
         index: the index's metadata entry in the manifest
     """
-    return f"{INDICES_DIR}/{uuid_mod.UUID(bytes=index.uuid.uuid)}"
+    return index_directory(index)
 
 
 @dataclass

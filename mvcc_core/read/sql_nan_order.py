@@ -54,18 +54,22 @@ class NanOrdering:
         return bool(value.const.is_valid) if value.is_const else self._call("is_valid", [value], sql)
 
     def _and(self, a: bool | _Value, b: bool | _Value, sql: Text) -> bool | _Value:
-        if a is False or b is False:
-            return False
-        if a is True or b is True:
-            return b if a is True else a
-        return self._call("and_kleene", [self._boolean_of(a), self._boolean_of(b)], sql)
+        return self._kleene("and_kleene", a, b, sql)
 
     def _or(self, a: bool | _Value, b: bool | _Value, sql: Text) -> bool | _Value:
-        if a is True or b is True:
-            return True
-        if a is False or b is False:
-            return b if a is False else a
-        return self._call("or_kleene", [self._boolean_of(a), self._boolean_of(b)], sql)
+        return self._kleene("or_kleene", a, b, sql)
+
+    def _kleene(self, function: str, a: bool | _Value, b: bool | _Value, sql: Text) -> bool | _Value:
+        """`a AND b` (`and_kleene`) or `a OR b` (`or_kleene`), folded where an operand is known: the
+        operator's absorbing value (False for AND, True for OR) decides it, its identity leaves the other."""
+        absorbing = function == "or_kleene"
+        if a is absorbing or b is absorbing:
+            return absorbing
+        if isinstance(a, bool):  # the identity
+            return b
+        if isinstance(b, bool):
+            return a
+        return self._call(function, [self._boolean_of(a), self._boolean_of(b)], sql)
 
     def _invert(self, a: bool | _Value, sql: Text) -> bool | _Value:
         return (not a) if isinstance(a, bool) else self._call("invert", [self._boolean_of(a)], sql)

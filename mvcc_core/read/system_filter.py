@@ -8,15 +8,13 @@ and then shapes the rows as the caller's scan would (its projection, its system 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mvcc_core._proto import table_pb2 as pb
-from mvcc_core.io import ObjectStore
 from mvcc_core.read.bound_filter import BoundFilter
-from mvcc_core.read.scan import DEFAULT_BATCH_SIZE, Scan, ScanPlan
+from mvcc_core.read.scan import Scan, ScanPlan
 from mvcc_core.read.system_columns import SYSTEM_COLUMNS
 
 _SYSTEM_NAME = re.compile(r"(?<![\w.])\"?(" + "|".join(SYSTEM_COLUMNS) + r")\b")
@@ -41,37 +39,24 @@ def filter_system_columns(filter: str | pc.Expression | None, table_names: Seque
 class SystemFilteredScan:
     """A scan whose filter names system columns; the same reading surface as `Scan`."""
 
-    def __init__(
-        self,
-        store: ObjectStore,
-        manifest: pb.Manifest,
-        columns: Sequence[str] | Mapping[str, str] | None,
-        filter: str | pc.Expression,  # noqa: A002 - pylance's name
-        with_row_address: bool = False,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        with_row_id: bool = False,
-    ) -> None:
-        """A read of `manifest`'s version keeping the rows for which `filter` holds.
+    def __init__(self, shape: Scan, filter: str | pc.Expression) -> None:  # noqa: A002 - pylance's name
+        """A read of `shape`'s version keeping the rows for which `filter` holds, shaped as `shape` shapes them.
 
         Args:
-            store: the table's store
-            manifest: the version to read
-            columns: what the caller's scan returns (see `Scan`)
+            shape: the caller's scan without its filter: the version, the columns and system columns returned,
+                the batch size
             filter: a filter naming `_rowid`, `_rowaddr` or `_rowoffset` (uint64, as pylance types them)
-            with_row_address: add the `_rowaddr` column
-            batch_size: rows at most per output batch
-            with_row_id: add the `_rowid` column
 
         Raises:
             PredicateError: the filter is not valid SQL over the table's and the system columns
         """
-        self._shape = Scan(store, manifest, columns, None, with_row_address, batch_size, with_row_id=with_row_id)
-        schema = self._shape.table_schema
+        self._shape = shape
+        schema = shape.table_schema
         system = [c for c in SYSTEM_COLUMNS if c not in schema.names]
         extended = pa.schema(list(schema) + [pa.field(c, pa.uint64()) for c in system])
         self._bound = BoundFilter.bind(filter, extended)
         self._filter_columns = [c for c in schema.names if c in self._bound.columns]
-        self._store, self._manifest, self._system = store, manifest, system
+        self._store, self._manifest, self._system = shape.store, shape.manifest, system
 
     def _rows(self, columns: Sequence[str]) -> Iterator[pa.Table]:
         """Batches of the table `columns` and every system column, filtered (batches of no row dropped)."""

@@ -40,16 +40,17 @@ class ReadingMethods:
             batch_size: rows at most per batch
             with_row_id: add a `_rowid` column (stable ids if the table keeps them, else the row address)
         """
-        scan = SystemFilteredScan if filter_system_columns(filter, self.schema.names) else Scan
-        return scan(
+        system = filter_system_columns(filter, self.schema.names)
+        scan = Scan(
             self._state.store,
             self.manifest,
             _nested_paths(columns, self.schema),
-            filter,
+            None if system else filter,
             with_row_address,
             batch_size,
             with_row_id=with_row_id,
         )
+        return SystemFilteredScan(scan, filter) if system else scan
 
     def to_table(
         self,

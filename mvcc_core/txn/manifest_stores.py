@@ -325,23 +325,7 @@ class DynamoDBManifestStore(ExternalManifestStore):
         self._call("create_table", create)
 
     def put_if_not_exists(self, base_uri: str, version: int, path: str) -> bool:
-        from botocore.exceptions import ClientError
-
-        def put(client: Any) -> bool:
-            try:
-                client.put_item(
-                    TableName=self.table_name,
-                    Item={"base_uri": {"S": base_uri}, "version": {"N": str(version)}, "path": {"S": path}},
-                    ConditionExpression="attribute_not_exists(#v)",
-                    ExpressionAttributeNames={"#v": "version"},
-                )
-            except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                    return False
-                raise
-            return True
-
-        return self._call("put_if_not_exists", put)
+        return self._put_item("put_if_not_exists", base_uri, version, path, "attribute_not_exists(#v)")
 
     def get(self, base_uri: str, version: int) -> str | None:
         resp = self._call(
@@ -373,24 +357,30 @@ class DynamoDBManifestStore(ExternalManifestStore):
         return int(items[0]["version"]["N"]), items[0]["path"]["S"]
 
     def put(self, base_uri: str, version: int, path: str) -> None:
+        if not self._put_item("put", base_uri, version, path, "attribute_exists(#v)"):
+            raise ExternalStoreError(
+                f"DynamoDB manifest store {self.uri}: no entry for {base_uri} version {version} to update"
+            )
+
+    def _put_item(self, op: str, base_uri: str, version: int, path: str, condition: str) -> bool:
+        """Write one entry if `condition` (on the entry's `#v`, its version) holds; False where it does not."""
         from botocore.exceptions import ClientError
 
-        def update(client: Any) -> None:
+        def put(client: Any) -> bool:
             try:
                 client.put_item(
                     TableName=self.table_name,
                     Item={"base_uri": {"S": base_uri}, "version": {"N": str(version)}, "path": {"S": path}},
-                    ConditionExpression="attribute_exists(#v)",
+                    ConditionExpression=condition,
                     ExpressionAttributeNames={"#v": "version"},
                 )
             except ClientError as exc:
                 if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                    raise ExternalStoreError(
-                        f"DynamoDB manifest store {self.uri}: no entry for {base_uri} version {version} to update"
-                    ) from None
+                    return False
                 raise
+            return True
 
-        self._call("put", update)
+        return self._call(op, put)
 
     def close(self) -> None:
         with self._lock:
