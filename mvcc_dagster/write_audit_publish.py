@@ -33,22 +33,6 @@ BRANCH_VERSION = "mvcc/branch_version"
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
-__all__ = [
-    "BRANCH",
-    "BRANCH_VERSION",
-    "WAP_BRANCH_PREFIX",
-    "WRITE_AUDIT_PUBLISH",
-    "BranchAudit",
-    "BranchCheck",
-    "WapOutcome",
-    "audited_output",
-    "branch_audits",
-    "branch_check",
-    "delete_wap_branches",
-    "wap_branch_name",
-    "wap_enabled",
-]
-
 
 @dataclass(frozen=True)
 class BranchAudit:
@@ -273,34 +257,31 @@ def _result_of(spec: dg.AssetCheckSpec, made: BranchCheck, audit: BranchAudit) -
     """The check's result on the branch, with the branch and its version in its metadata; an audit that
     raises is a failed evaluation naming the error (the step then fails if the check is blocking)."""
     where = {BRANCH: audit.branch, BRANCH_VERSION: audit.table.version}
+
+    def result(
+        passed: bool,
+        description: str | None = None,
+        severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> dg.AssetCheckResult:
+        return dg.AssetCheckResult(
+            asset_key=spec.asset_key,
+            check_name=spec.name,
+            passed=passed,
+            severity=severity,
+            description=description,
+            metadata={**(metadata or {}), **where},
+        )
+
     try:
         outcome = made.audit(audit)
     except Exception as exc:  # noqa: BLE001 - any error of the audit is its failure, reported on the check
-        return dg.AssetCheckResult(
-            asset_key=spec.asset_key,
-            check_name=spec.name,
-            passed=False,
-            description=f"the audit raised {type(exc).__name__}: {exc}",
-            metadata=where,
-        )
+        return result(False, f"the audit raised {type(exc).__name__}: {exc}")
     if isinstance(outcome, bool):
-        return dg.AssetCheckResult(asset_key=spec.asset_key, check_name=spec.name, passed=outcome, metadata=where)
+        return result(outcome)
     if not isinstance(outcome, dg.AssetCheckResult):
-        return dg.AssetCheckResult(
-            asset_key=spec.asset_key,
-            check_name=spec.name,
-            passed=False,
-            description=f"the audit returned {type(outcome).__name__}, not an AssetCheckResult or a bool",
-            metadata=where,
-        )
-    return dg.AssetCheckResult(
-        asset_key=spec.asset_key,
-        check_name=spec.name,
-        passed=outcome.passed,
-        severity=outcome.severity,
-        description=outcome.description,
-        metadata={**outcome.metadata, **where},
-    )
+        return result(False, f"the audit returned {type(outcome).__name__}, not an AssetCheckResult or a bool")
+    return result(outcome.passed, outcome.description, outcome.severity, outcome.metadata)
 
 
 @dataclass
