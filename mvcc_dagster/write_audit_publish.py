@@ -131,28 +131,54 @@ def branch_check(
     return decorate
 
 
-def audited_output(context: dg.AssetExecutionContext, value: Any) -> Iterator[dg.Output | dg.AssetCheckResult]:
+def audited_output(
+    context: dg.AssetExecutionContext, value: Any, *, output_name: str | None = None
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Yield a write-audit-publish asset's output, then its branch checks' results: the asset's body ends with
-    ``yield from audited_output(context, rows)``.
+    ``yield from audited_output(context, rows)``; a `multi_asset` yields each output so, naming it
+    (``yield from audited_output(context, rows, output_name="orders")``).
 
     Dagster needs every check of ``check_specs`` reported by the asset's body; the branch checks are evaluated
     by `MvccIOManager` while it stores the output (on the branch, before the publish), so their results come
     back here after it. When a blocking one failed the IO manager fails the step itself, and nothing follows.
+    Each output of a `multi_asset` is its own table, so it has its own branch, audit and publish, in the
+    order the body yields them: an output published before another output's blocking check fails stays
+    published (as any output Dagster stored before a step failed).
 
     Args:
         context: The asset's execution context.
         value: The output (anything `MvccIOManager` stores).
+        output_name: The output (a `multi_asset`'s; None: the asset's only output). An output this run did
+            not select (a subset of a ``can_subset`` multi_asset) yields nothing.
 
     Yields:
         The `Output`, then one `AssetCheckResult` per branch check.
 
     Raises:
         dagster.Failure: The asset does not have ``mvcc/write_audit_publish: true`` (before anything is written),
-            or its IO manager is not `MvccIOManager` (after that IO manager stored the output).
+            its IO manager is not `MvccIOManager` (after that IO manager stored the output), or `output_name`
+            is missing in a multi_asset or not one of its outputs.
     """
-    asset = context.asset_key.to_user_string()
-    metadata = context.assets_def.metadata_by_key.get(context.asset_key, {})
-    if not wap_enabled(metadata, asset):
+    assets_def = context.assets_def
+    outputs = sorted(assets_def.node_keys_by_output_name)  # every output, selected in this run or not
+    if output_name is None:
+        if len(outputs) > 1:
+            raise no_retry_failure(
+                f"audited_output: {assets_def.node_def.name} has several outputs ({outputs}): name the one "
+                "yielded (output_name=...)",
+                {"outputs": ", ".join(outputs)},
+            )
+        output_name = outputs[0]
+    elif output_name not in outputs:
+        raise no_retry_failure(
+            f"audited_output: {assets_def.node_def.name} has no output {output_name!r} (its outputs: {outputs})",
+            {"output": output_name},
+        )
+    if output_name not in assets_def.keys_by_output_name:
+        return  # not selected in this run: Dagster refuses an output it did not ask for
+    asset_key = assets_def.keys_by_output_name[output_name]
+    asset = asset_key.to_user_string()
+    if not wap_enabled(assets_def.metadata_by_key.get(asset_key, {}), asset):
         raise no_retry_failure(
             f"asset {asset}: audited_output needs the metadata {WRITE_AUDIT_PUBLISH}: true (and MvccIOManager)",
             {"asset": asset},
@@ -160,7 +186,7 @@ def audited_output(context: dg.AssetExecutionContext, value: Any) -> Iterator[dg
     key = (context.run.run_id, asset)
     _STEP_RESULTS[key] = None
     try:
-        yield dg.Output(value)
+        yield dg.Output(value, output_name=output_name)
         results = _STEP_RESULTS.get(key)
     finally:
         _STEP_RESULTS.pop(key, None)
