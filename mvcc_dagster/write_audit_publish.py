@@ -279,9 +279,18 @@ def branch_audits(context: dg.OutputContext, asset: str) -> Audits:
     return pairs
 
 
-def _result_of(spec: dg.AssetCheckSpec, made: BranchCheck, audit: BranchAudit) -> dg.AssetCheckResult:
+def evaluate_branch_check(spec: dg.AssetCheckSpec, made: BranchCheck, audit: BranchAudit) -> dg.AssetCheckResult:
     """The check's result on the branch, with the branch and its version in its metadata; an audit that
-    raises is a failed evaluation naming the error (the step then fails if the check is blocking)."""
+    raises is a failed evaluation naming the error (the step then fails if the check is blocking).
+
+    Args:
+        spec: The check's spec (its asset key and name go on the result).
+        made: The branch check (its audit function).
+        audit: What the audit reads: the branch at the version written.
+
+    Returns:
+        The result.
+    """
     where = {BRANCH: audit.branch, BRANCH_VERSION: audit.table.version}
 
     def result(
@@ -382,7 +391,7 @@ def write_audit_publish(
         raise
     keys = tuple(context.asset_partition_keys) if context.has_asset_partitions else ()
     audit = BranchAudit(table=branch, branch=name, partition_filter=partition_filter, partition_keys=keys)
-    results = [_result_of(spec, made, audit) for spec, made in audits]
+    results = [evaluate_branch_check(spec, made, audit) for spec, made in audits]
     failed = [
         spec.name
         for (spec, _), result in zip(audits, results, strict=True)
