@@ -11,7 +11,8 @@
 - Backfills via restore (`RESTORE_TAG` on a backfill): the table restored to before the backfill's partitions
   were first written, once per backfill, refused when data outside the backfill would be lost (`backfill.py`).
 - Write-audit-publish (``mvcc/write_audit_publish: true``): the materialization written to a branch named after
-  the run, audited by the asset's `branch_check`s, published to main when they pass (`write_audit_publish.py`).
+  the run, audited by the asset's `branch_check`s, published to main when they pass (`write_audit_publish.py`);
+  for a table written outside Dagster, `build_publish_branch_job` audits and publishes the writer's branch.
 - `MvccTableComponent`: one table's asset, checks, maintenance jobs, schedule and sensors from a ``defs.yaml``
   (registered for ``dg`` through the ``dagster_dg_cli.registry_modules`` entry point).
 - Maintenance jobs, one module per kind in `maintenance/` (compaction, retention, indices, restore, tags, the
@@ -60,6 +61,7 @@ from .maintenance import (
     build_tag_job,
 )
 from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predicate
+from .publish_job import RowAudit, build_publish_branch_job
 from .resources import RESOURCE_KEY, MvccResource, resolve_uri, to_asset_key
 from .sensors import build_version_sensor
 from .versions import (
@@ -121,6 +123,7 @@ __all__ = [
     "MvccResource",
     "PartitionPredicateError",
     "RestorePlan",
+    "RowAudit",
     "audited_output",
     "branch_check",
     "build_compaction_job",
@@ -128,6 +131,7 @@ __all__ = [
     "build_index_job",
     "build_index_optimize_job",
     "build_maintenance_schedule",
+    "build_publish_branch_job",
     "build_restore_job",
     "build_retention_job",
     "build_table_health_checks",
