@@ -11,7 +11,8 @@
 - Backfills via restore (`RESTORE_TAG` on a backfill): the table restored to before the backfill's partitions
   were first written, once per backfill, refused when data outside the backfill would be lost (`backfill.py`).
 - Write-audit-publish (``mvcc/write_audit_publish: true``): the materialization written to a branch named after
-  the run, audited by the asset's `branch_check`s, published to main when they pass (`write_audit_publish.py`).
+  the run, audited by the asset's `branch_check`s, published to main when they pass (`write_audit_publish.py`);
+  for a table written outside Dagster, `build_publish_branch_job` audits and publishes the writer's branch.
 - `MvccTableComponent`: one table's asset, checks, maintenance jobs, schedule and sensors from a ``defs.yaml``
   (registered for ``dg`` through the ``dagster_dg_cli.registry_modules`` entry point).
 - Maintenance jobs, one module per kind in `maintenance/` (compaction, retention, indices, restore, tags, the
@@ -60,6 +61,7 @@ from .maintenance import (
     build_tag_job,
 )
 from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predicate
+from .publish_job import RowAudit, build_publish_branch_job
 from .resources import RESOURCE_KEY, MvccResource, resolve_uri, to_asset_key
 from .sensors import build_version_sensor
 from .versions import (
@@ -84,16 +86,6 @@ from .write_audit_publish import (
 )
 
 __all__ = [
-    "BRANCH",
-    "BRANCH_VERSION",
-    "WAP_BRANCH_PREFIX",
-    "WRITE_AUDIT_PUBLISH",
-    "BranchAudit",
-    "BranchCheck",
-    "audited_output",
-    "branch_check",
-    "delete_wap_branches",
-    "wap_branch_name",
     "CATALOG_PUBLISHED_BY_RUN",
     "CATALOG_READ_VERSION",
     "CATALOG_RESOURCE_KEY",
@@ -105,6 +97,8 @@ __all__ = [
     "catalog_table_name",
     "build_catalog_health_checks",
     "build_catalog_maintenance_job",
+    "BRANCH",
+    "BRANCH_VERSION",
     "CHECKS",
     "DATA_CHANGING_OPERATIONS",
     "HealthThresholds",
@@ -118,18 +112,26 @@ __all__ = [
     "RESTORE_ALLOW_DATA_LOSS",
     "RESTORE_TAG",
     "TABLE_TAG",
+    "WAP_BRANCH_PREFIX",
+    "WRITE_AUDIT_PUBLISH",
     "WRITE_MODE",
     "BackfillRestoreError",
+    "BranchAudit",
+    "BranchCheck",
     "MvccIOManager",
     "MvccTableComponent",
     "MvccResource",
     "PartitionPredicateError",
     "RestorePlan",
+    "RowAudit",
+    "audited_output",
+    "branch_check",
     "build_compaction_job",
     "build_health_sensor",
     "build_index_job",
     "build_index_optimize_job",
     "build_maintenance_schedule",
+    "build_publish_branch_job",
     "build_restore_job",
     "build_retention_job",
     "build_table_health_checks",
@@ -138,6 +140,7 @@ __all__ = [
     "conflict_metadata",
     "conflict_retry_policy",
     "data_version",
+    "delete_wap_branches",
     "evaluate_health",
     "is_data_changing",
     "materialize_result",
@@ -152,4 +155,5 @@ __all__ = [
     "table_metadata",
     "to_asset_key",
     "to_dagster",
+    "wap_branch_name",
 ]

@@ -268,11 +268,12 @@ def plan_restore(
 
 
 def find_restore(table: mvcc.Table, restore_id: str, since: float | None) -> int | None:
-    """The version of the Restore made for `restore_id` (a backfill id), walking back from the latest version
-    to commits older than `since` (a POSIX timestamp, less `CLOCK_SKEW_SECONDS`); None if there is none.
+    """The version of the Restore made for `restore_id` (a backfill id), walking back from `table`'s version
+    (not the latest: the caller writes on `table`, so a Restore found must be one that handle contains) to
+    commits older than `since` (a POSIX timestamp, less `CLOCK_SKEW_SECONDS`); None if there is none.
 
     Args:
-        table: The table.
+        table: The table, at the version the caller goes on to write on.
         restore_id: The backfill (or root run) id.
         since: When the backfill was created (None: walk the whole history).
 
@@ -280,10 +281,9 @@ def find_restore(table: mvcc.Table, restore_id: str, since: float | None) -> int
         The Restore's version, or None.
     """
     limit = None if since is None else since - CLOCK_SKEW_SECONDS
-    latest = table.checkout_latest()
-    for version in range(latest.version, 0, -1):
+    for version in range(table.version, 0, -1):
         try:
-            handle = latest.checkout(version)
+            handle = table.checkout(version)
         except mvcc.VersionNotFoundError:
             return None  # retention: nothing older is kept
         except mvcc.CorruptManifestError:

@@ -29,6 +29,7 @@ from .properties import (
 )
 from .resources import to_asset_key
 from .versions import table_metadata, uri_value
+from .write_audit_publish import WRITE_AUDIT_PUBLISH, wap_enabled
 
 CATALOG_RESOURCE_KEY = "mvcc_catalog"
 DEFAULT_SCHEMA = "main"  # the schema a one-part asset key's table lives in (the catalog's default schema)
@@ -579,6 +580,25 @@ class CatalogAssetTransaction:
         return tuple(results)
 
 
+def _refuse_write_audit_publish(context: Any) -> None:
+    """A Failure (not retried, before the catalog is opened) when an asset of the step turns on
+    write-audit-publish: catalog transactions publish on the catalog's main, not yet on a branch
+    (docs/write_audit_publish.md, "Catalog assets")."""
+    if context is None or not getattr(context, "has_assets_def", False):
+        return
+    assets_def = context.assets_def
+    for key in sorted(context.selected_asset_keys, key=str):
+        asset = key.to_user_string()
+        if wap_enabled(assets_def.metadata_by_key.get(key, {}), asset):
+            raise no_retry_failure(
+                f"asset {asset}: metadata {WRITE_AUDIT_PUBLISH}: true: write-audit-publish is not available on "
+                "catalog assets yet (MvccCatalogResource.transaction publishes every table of the step on the "
+                "catalog's main, and catalog branches are not built yet); remove the key, or write the table "
+                "through MvccIOManager. Nothing was written.",
+                {"asset": asset, "setting": f"metadata {WRITE_AUDIT_PUBLISH!r}"},
+            )
+
+
 def _int_only(value: Any) -> int | None:
     """A catalog version recorded as an int (what `materialize_results` writes)."""
     return as_int(value) if isinstance(value, int) else None
@@ -684,6 +704,7 @@ class MvccCatalogResource(dg.ConfigurableResource):
         Returns:
             A context manager giving the `CatalogAssetTransaction`.
         """
+        _refuse_write_audit_publish(context)
         with mvcc_conflicts(context, max_retries=self.max_conflict_retries, delay=self.conflict_retry_delay):
             catalog = self.open()
         message = commit_message

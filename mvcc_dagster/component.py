@@ -26,6 +26,7 @@ from .maintenance import (
     build_retention_job,
     build_tag_job,
 )
+from .publish_job import RowAudit, build_publish_branch_job
 from .resources import RESOURCE_KEY, MvccResource, resolve_uri
 from .sensors import build_version_sensor
 
@@ -120,6 +121,38 @@ class IndexModel(dg.Model):
     name: str | None = None
 
 
+class RowAuditModel(dg.Model):
+    """One audit of the write-audit-publish job: the branch's rows matching `filter` are at most `max_rows`."""
+
+    name: str
+    filter: str = Field(description="the rows that fail the audit, e.g. 'amount <= 0'")
+    max_rows: int = Field(default=0, description="how many such rows are tolerated (0 or more)")
+    blocking: bool = True
+    description: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> RowAuditModel:
+        if self.max_rows < 0:
+            raise ValueError(f"write_audit_publish audit {self.name}: max_rows must be 0 or more, got {self.max_rows}")
+        return self
+
+
+class WriteAuditPublishModel(dg.Model):
+    """Write-audit-publish for the table's outside writer: it commits to a branch, the component's publish job
+    audits the branch and publishes it to main when every blocking audit passes."""
+
+    audits: list[RowAuditModel] = Field(description="evaluated on the branch before the publish (at least one)")
+
+    @model_validator(mode="after")
+    def _check(self) -> WriteAuditPublishModel:
+        if not self.audits:
+            raise ValueError("write_audit_publish: audits must name at least one audit (a publish needs an audit)")
+        return self
+
+    def row_audits(self) -> list[RowAudit]:
+        return [RowAudit(a.name, a.filter, a.max_rows, a.blocking, a.description) for a in self.audits]
+
+
 class VersionSensorModel(dg.Model):
     """The sensor recording every new version of the table as a materialization / observation."""
 
@@ -175,6 +208,9 @@ class MvccTableComponent(dg.Component, dg.Resolvable, dg.Model):
     health: HealthModel | None = Field(default_factory=HealthModel)
     indices: list[IndexModel] = Field(default_factory=list)
     version_sensor: VersionSensorModel | None = Field(default_factory=VersionSensorModel)
+    write_audit_publish: WriteAuditPublishModel | None = Field(
+        default=None, description="a job auditing a branch the outside writer committed to, then publishing it"
+    )
 
     @model_validator(mode="after")
     def _check(self) -> MvccTableComponent:
@@ -251,6 +287,8 @@ class MvccTableComponent(dg.Component, dg.Resolvable, dg.Model):
             *index_jobs,
             *([optimize_job] if optimize_job is not None else []),
         ]
+        if self.write_audit_publish is not None:
+            jobs.append(build_publish_branch_job(self.table, self.write_audit_publish.row_audits(), asset_key=key))
         schedules = []
         if self.maintenance is not None:
             schedules.append(

@@ -33,22 +33,6 @@ BRANCH_VERSION = "mvcc/branch_version"
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
-__all__ = [
-    "BRANCH",
-    "BRANCH_VERSION",
-    "WAP_BRANCH_PREFIX",
-    "WRITE_AUDIT_PUBLISH",
-    "BranchAudit",
-    "BranchCheck",
-    "WapOutcome",
-    "audited_output",
-    "branch_audits",
-    "branch_check",
-    "delete_wap_branches",
-    "wap_branch_name",
-    "wap_enabled",
-]
-
 
 @dataclass(frozen=True)
 class BranchAudit:
@@ -147,28 +131,54 @@ def branch_check(
     return decorate
 
 
-def audited_output(context: dg.AssetExecutionContext, value: Any) -> Iterator[dg.Output | dg.AssetCheckResult]:
+def audited_output(
+    context: dg.AssetExecutionContext, value: Any, *, output_name: str | None = None
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Yield a write-audit-publish asset's output, then its branch checks' results: the asset's body ends with
-    ``yield from audited_output(context, rows)``.
+    ``yield from audited_output(context, rows)``; a `multi_asset` yields each output so, naming it
+    (``yield from audited_output(context, rows, output_name="orders")``).
 
     Dagster needs every check of ``check_specs`` reported by the asset's body; the branch checks are evaluated
     by `MvccIOManager` while it stores the output (on the branch, before the publish), so their results come
     back here after it. When a blocking one failed the IO manager fails the step itself, and nothing follows.
+    Each output of a `multi_asset` is its own table, so it has its own branch, audit and publish, in the
+    order the body yields them: an output published before another output's blocking check fails stays
+    published (as any output Dagster stored before a step failed).
 
     Args:
         context: The asset's execution context.
         value: The output (anything `MvccIOManager` stores).
+        output_name: The output (a `multi_asset`'s; None: the asset's only output). An output this run did
+            not select (a subset of a ``can_subset`` multi_asset) yields nothing.
 
     Yields:
         The `Output`, then one `AssetCheckResult` per branch check.
 
     Raises:
         dagster.Failure: The asset does not have ``mvcc/write_audit_publish: true`` (before anything is written),
-            or its IO manager is not `MvccIOManager` (after that IO manager stored the output).
+            its IO manager is not `MvccIOManager` (after that IO manager stored the output), or `output_name`
+            is missing in a multi_asset or not one of its outputs.
     """
-    asset = context.asset_key.to_user_string()
-    metadata = context.assets_def.metadata_by_key.get(context.asset_key, {})
-    if not wap_enabled(metadata, asset):
+    assets_def = context.assets_def
+    outputs = sorted(assets_def.node_keys_by_output_name)  # every output, selected in this run or not
+    if output_name is None:
+        if len(outputs) > 1:
+            raise no_retry_failure(
+                f"audited_output: {assets_def.node_def.name} has several outputs ({outputs}): name the one "
+                "yielded (output_name=...)",
+                {"outputs": ", ".join(outputs)},
+            )
+        output_name = outputs[0]
+    elif output_name not in outputs:
+        raise no_retry_failure(
+            f"audited_output: {assets_def.node_def.name} has no output {output_name!r} (its outputs: {outputs})",
+            {"output": output_name},
+        )
+    if output_name not in assets_def.keys_by_output_name:
+        return  # not selected in this run: Dagster refuses an output it did not ask for
+    asset_key = assets_def.keys_by_output_name[output_name]
+    asset = asset_key.to_user_string()
+    if not wap_enabled(assets_def.metadata_by_key.get(asset_key, {}), asset):
         raise no_retry_failure(
             f"asset {asset}: audited_output needs the metadata {WRITE_AUDIT_PUBLISH}: true (and MvccIOManager)",
             {"asset": asset},
@@ -176,7 +186,7 @@ def audited_output(context: dg.AssetExecutionContext, value: Any) -> Iterator[dg
     key = (context.run.run_id, asset)
     _STEP_RESULTS[key] = None
     try:
-        yield dg.Output(value)
+        yield dg.Output(value, output_name=output_name)
         results = _STEP_RESULTS.get(key)
     finally:
         _STEP_RESULTS.pop(key, None)
@@ -269,38 +279,44 @@ def branch_audits(context: dg.OutputContext, asset: str) -> Audits:
     return pairs
 
 
-def _result_of(spec: dg.AssetCheckSpec, made: BranchCheck, audit: BranchAudit) -> dg.AssetCheckResult:
+def evaluate_branch_check(spec: dg.AssetCheckSpec, made: BranchCheck, audit: BranchAudit) -> dg.AssetCheckResult:
     """The check's result on the branch, with the branch and its version in its metadata; an audit that
-    raises is a failed evaluation naming the error (the step then fails if the check is blocking)."""
+    raises is a failed evaluation naming the error (the step then fails if the check is blocking).
+
+    Args:
+        spec: The check's spec (its asset key and name go on the result).
+        made: The branch check (its audit function).
+        audit: What the audit reads: the branch at the version written.
+
+    Returns:
+        The result.
+    """
     where = {BRANCH: audit.branch, BRANCH_VERSION: audit.table.version}
+
+    def result(
+        passed: bool,
+        description: str | None = None,
+        severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> dg.AssetCheckResult:
+        return dg.AssetCheckResult(
+            asset_key=spec.asset_key,
+            check_name=spec.name,
+            passed=passed,
+            severity=severity,
+            description=description,
+            metadata={**(metadata or {}), **where},
+        )
+
     try:
         outcome = made.audit(audit)
     except Exception as exc:  # noqa: BLE001 - any error of the audit is its failure, reported on the check
-        return dg.AssetCheckResult(
-            asset_key=spec.asset_key,
-            check_name=spec.name,
-            passed=False,
-            description=f"the audit raised {type(exc).__name__}: {exc}",
-            metadata=where,
-        )
+        return result(False, f"the audit raised {type(exc).__name__}: {exc}")
     if isinstance(outcome, bool):
-        return dg.AssetCheckResult(asset_key=spec.asset_key, check_name=spec.name, passed=outcome, metadata=where)
+        return result(outcome)
     if not isinstance(outcome, dg.AssetCheckResult):
-        return dg.AssetCheckResult(
-            asset_key=spec.asset_key,
-            check_name=spec.name,
-            passed=False,
-            description=f"the audit returned {type(outcome).__name__}, not an AssetCheckResult or a bool",
-            metadata=where,
-        )
-    return dg.AssetCheckResult(
-        asset_key=spec.asset_key,
-        check_name=spec.name,
-        passed=outcome.passed,
-        severity=outcome.severity,
-        description=outcome.description,
-        metadata={**outcome.metadata, **where},
-    )
+        return result(False, f"the audit returned {type(outcome).__name__}, not an AssetCheckResult or a bool")
+    return result(outcome.passed, outcome.description, outcome.severity, outcome.metadata)
 
 
 @dataclass
@@ -375,7 +391,7 @@ def write_audit_publish(
         raise
     keys = tuple(context.asset_partition_keys) if context.has_asset_partitions else ()
     audit = BranchAudit(table=branch, branch=name, partition_filter=partition_filter, partition_keys=keys)
-    results = [_result_of(spec, made, audit) for spec, made in audits]
+    results = [evaluate_branch_check(spec, made, audit) for spec, made in audits]
     failed = [
         spec.name
         for (spec, _), result in zip(audits, results, strict=True)

@@ -29,6 +29,7 @@ from dagster._daemon.backfill import execute_backfill_iteration
 
 import mvcc_core as mvcc
 from mvcc_dagster.backfill import BACKFILL_PROPERTY, LOCK_PREFIX, RESTORE_TAG, BackfillRestoreError, plan_restore
+from mvcc_dagster.properties import PARTITION_KEY_PROPERTY
 
 HERE = Path(__file__).resolve().parent
 ASSETS = [restore_defs.orders, restore_defs.customer_last]
@@ -312,6 +313,51 @@ def test_concurrent_runs_of_one_backfill_restore_once(
     last = rows(warehouse, "customer_last")
     assert {r["customer"] for r in last} == set(restore_defs.CUSTOMERS)
     assert all(r["amount"] > 0 for r in last)
+
+
+@pytest.mark.slow
+def test_restore_landing_between_checkout_and_check_is_written_over(
+    warehouse: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race behind a flaky `test_concurrent_runs_of_one_backfill_restore_once` (``Update on customer_last
+    (read version 5) is incompatible with Restore committed as version 6``): a run checked the table out, then
+    another run of the backfill committed the Restore before this run looked for it. The run must write on top
+    of that Restore, not on the handle it checked out before. The other run's Restore is injected at exactly
+    that step, once per table (no sleeps): both writes land after the one Restore of each table."""
+    from mvcc_dagster import backfill as backfill_module
+
+    instance = dg.DagsterInstance.ephemeral()
+    monkeypatch.setenv(restore_defs.WAREHOUSE_ENV, warehouse)
+    write_days(instance, days(1, 2))
+    write_days(instance, days(3, 3), bad=True)
+    key = days(3, 3)[0]
+    real_find_restore = backfill_module.find_restore
+    injected: list[str] = []
+
+    def other_run_restores_first(table: mvcc.Table, restore_id: str, since: float | None) -> int | None:
+        if table.uri not in injected:  # the other run of the backfill lands its Restore now
+            injected.append(table.uri)
+            other = table.checkout_latest()
+            plan = plan_restore(other, [key], partitions_def=restore_defs.daily, label="other run")
+            marks = {BACKFILL_PROPERTY: restore_id, PARTITION_KEY_PROPERTY: key}  # as `_restore_locked` labels it
+            other.restore(plan.target, transaction_properties=marks)
+        return real_find_restore(table, restore_id, since)
+
+    monkeypatch.setattr(backfill_module, "find_restore", other_run_restores_first)
+    result = dg.materialize(
+        ASSETS,
+        instance=instance,
+        partition_key=key,
+        resources=restore_defs.resources(),
+        tags={RESTORE_TAG: "true"},
+        raise_on_error=False,
+    )
+    assert result.success, [e.message for e in result.all_events if e.is_failure]
+    assert len(injected) == 2
+    assert operations(warehouse, "orders")[-2:] == ["Restore", "Update"]
+    assert operations(warehouse, "customer_last")[-2:] == ["Restore", "Update"]
+    assert rows(warehouse, "orders") == good_orders(days(1, 3))
+    assert rows(warehouse, "customer_last") == good_customer_last(key)
 
 
 def waiting_runs(instance: dg.DagsterInstance, bid: str) -> int:
