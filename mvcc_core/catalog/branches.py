@@ -149,12 +149,14 @@ class CatalogBranchMethods:
             name: The catalog branch.
 
         Raises:
-            BranchNotFoundError: there is no such catalog branch.
+            BranchNotFoundError: there is no such catalog branch (one whose deletion stopped half-way is
+                deleted again, which finishes it).
         """
         main = self._main()
-        bound = main.on_branch(name)
-        paths = {e.path for (kind, _), e in bound.snapshot().entries.items() if kind == TABLE}
         manifest = main.latest_manifest()
+        read_ref(manifest.state.store, name)  # BranchNotFoundError before anything is done
+        rows = forks.fresh_branch_rows(self._manifest_uri, name, self.options) or []  # none: being deleted
+        paths = {e.path for e in [*rows, *main.snapshot().entries.values()] if e.object_type == TABLE}
         manifest.branches.delete(name)
         failpoint("catalog.branch.delete.after_catalog")
         for path in sorted(paths):
