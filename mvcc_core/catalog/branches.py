@@ -14,11 +14,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Self
 
 from mvcc_core.catalog import forks
-from mvcc_core.catalog.entries import TABLE, Entry, live
+from mvcc_core.catalog.entries import TABLE, Entry
 from mvcc_core.catalog.errors import CatalogError
 from mvcc_core.catalog.multi_table import CatalogTransaction
 from mvcc_core.catalog.table_changes import TableWrite
 from mvcc_core.catalog.table_changes import _merge_kinds as merge_kinds
+from mvcc_core.errors import BranchNotFoundError
 from mvcc_core.failpoints import failpoint
 from mvcc_core.format import operations as ops
 from mvcc_core.format.branches import MAIN_NAME, read_ref, update_ref, validate_branch_name
@@ -130,15 +131,22 @@ class CatalogBranchMethods:
         return self._main().latest_manifest().branches.list()
 
     def branch_entries(self) -> list[Entry]:
-        """The table rows of every live catalog branch at its newest version (what retention keeps).
+        """The table rows of every live catalog branch at its newest version (what retention keeps), each
+        finalized first.
 
         Returns:
             The rows.
         """
         out: list[Entry] = []
         for name in self.branches():
-            rows = forks.fresh_branch_rows(self._manifest_uri, name, self.options)
-            out += [e for e in live(rows or []).values() if e.object_type == TABLE]
+            try:
+                bound = self.on_branch(name)
+            except BranchNotFoundError:
+                continue  # deleted meanwhile
+            entries = [e for e in bound.snapshot().entries.values() if e.object_type == TABLE]
+            for entry in entries:  # rolled forward through the branch (its catalog version carries the bytes)
+                bound.finalize(entry)
+            out += entries
         return out
 
     def delete_branch(self, name: str) -> None:

@@ -605,6 +605,8 @@ class Catalog(CatalogBranchMethods):
 
         Args: see :func:`mvcc_core.catalog.retention.cleanup`
         """
+        if self.branch is not None:
+            raise CatalogError(f"catalog {self.root}: cleanup runs on main (it covers every branch)")
         reclaimed = self.reconcile_forks(delete_unverified=delete_unverified, dry_run=dry_run)
         stats = retention.cleanup(
             self,

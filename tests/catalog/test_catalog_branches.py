@@ -296,3 +296,19 @@ def test_catalog_branch_on_s3(s3_uri: str, s3_options: dict[str, Any]) -> None:
     assert ids(reopened.table("s.a")) == [1, 2, 3, 10] and ids(reopened.table("s.b")) == [1, 2]
     reopened.delete_branch("dev")
     assert reopened.branches() == {} and reopened.cleanup().forks_removed == ()
+
+
+def test_a_branch_publish_stopped_after_its_commit_point_is_rolled_forward(memory_uri: str) -> None:
+    """The fork's new version is published (the branch's `__manifest` version carries its manifest) but not
+    finalized: readers of the branch and main's cleanup roll it forward from the branch's catalog version."""
+    cat = make(memory_uri)
+    cat.create_branch("dev")
+    tx = cat.transaction(branch="dev")
+    tx.table("s.a").append(pa.table({"id": [10]}))
+    with failpoints.armed("catalog.after_publish", "raise"), pytest.raises(FailpointError):
+        tx.commit()
+    entry = cat.snapshot(branch="dev").entry("s.a")
+    assert fork_of(entry) == "dev" and open_table(cat.table_uri(entry), branch="dev").version < entry.table_version
+    cat.cleanup(older_than=timedelta(0))
+    assert open_table(cat.table_uri(entry), branch="dev").version == entry.table_version
+    assert ids(Catalog.open(cat.root).table("s.a", branch="dev")) == [1, 2, 3, 10]
