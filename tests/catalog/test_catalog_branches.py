@@ -136,7 +136,8 @@ def test_publish_refused_leaves_main_untouched(memory_uri: str) -> None:
     assert cat.latest_version == before and cat.tables() == ["s.a", "s.b"]
 
 
-@pytest.mark.parametrize("seed", [0, *(pytest.param(s, marks=pytest.mark.slow) for s in range(1, 6))])
+# seed 1 publishes, seed 0 is refused (the same row deleted on both sides): one of each in the fast tier
+@pytest.mark.parametrize("seed", [0, 1, *(pytest.param(s, marks=pytest.mark.slow) for s in range(2, 8))])
 def test_publish_matches_a_plain_evaluation(seed: int, memory_uri: str) -> None:
     """Random appends and deletes on the branch and on main; the publish either lands exactly the model's
     rows or is refused with main exactly as main's own model."""
