@@ -313,3 +313,19 @@ def test_a_branch_publish_stopped_after_its_commit_point_is_rolled_forward(memor
     cat.cleanup(older_than=timedelta(0))
     assert open_table(cat.table_uri(entry), branch="dev").version == entry.table_version
     assert ids(Catalog.open(cat.root).table("s.a", branch="dev")) == [1, 2, 3, 10]
+
+
+def test_a_stray_fork_is_refused_by_the_write_and_reclaimed_by_cleanup(memory_uri: str) -> None:
+    """A table branch named like the catalog branch that is not the fork it would make (here: forked from an
+    older version) is never adopted: the write names cleanup, which reclaims it at once (no writer makes one)."""
+    cat = make(memory_uri)
+    cat.create_branch("dev")
+    cat.table("s.c").create_branch("dev", reference=1)
+    before = cat.snapshot(branch="dev").version
+    with pytest.raises(CatalogError, match="cleanup"), cat.transaction(branch="dev") as tx:
+        tx.table("s.c").append(pa.table({"id": [10]}))
+    assert cat.snapshot(branch="dev").version == before
+    assert cat.cleanup().forks_removed == (f"{cat.snapshot().entry('s.c').path}@dev",)
+    with cat.transaction(branch="dev") as tx:
+        tx.table("s.c").append(pa.table({"id": [10]}))
+    assert ids(cat.table("s.c", branch="dev")) == [1, 2, 3, 10] and ids(cat.table("s.c")) == [1, 2, 3]
