@@ -10,7 +10,6 @@ by the first publish on the branch that writes it (`forks.fork_for_write`, calle
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Self
 
 from mvcc_core.catalog import forks
@@ -31,7 +30,7 @@ from mvcc_core.ops.branch_publish import (
 from mvcc_core.ops.branch_publish import _published_base as published_base
 from mvcc_core.ops.branch_publish import _row_changes as row_changes
 from mvcc_core.ops.branch_publish import _same_schema as same_schema
-from mvcc_core.table import Table, open_table
+from mvcc_core.table import open_table
 from mvcc_core.txn import branches as txn_branches
 from mvcc_core.txn.branches import BranchInfo
 from mvcc_core.txn.transaction import Transaction
@@ -63,14 +62,6 @@ class CatalogBranchMethods:
     options: dict[str, Any]
     branch: str | None
     _manifest_uri: str
-
-    # provided by Catalog
-    def snapshot(self, version: Any = None, *, branch: str | None = None) -> CatalogSnapshot: ...  # noqa: D102
-    def latest_manifest(self) -> Table: ...  # noqa: D102
-    def _for_write(self) -> CatalogSnapshot: ...
-    def finalize(self, entry: Entry, known: Mapping[str, bytes] | None = None) -> None: ...  # noqa: D102
-    def table_at(self, entry: Entry) -> Table: ...  # noqa: D102
-    def transaction(self, **kwargs: Any) -> CatalogTransaction: ...  # noqa: D102
 
     def _main(self) -> Catalog:
         """This catalog on main (itself when it is)."""
