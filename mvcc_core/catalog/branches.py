@@ -16,8 +16,7 @@ from mvcc_core.catalog import forks
 from mvcc_core.catalog.entries import TABLE, Entry
 from mvcc_core.catalog.errors import CatalogError
 from mvcc_core.catalog.multi_table import CatalogTransaction
-from mvcc_core.catalog.table_changes import TableWrite
-from mvcc_core.catalog.table_changes import _merge_kinds as merge_kinds
+from mvcc_core.catalog.table_changes import TableWrite, merge_kinds
 from mvcc_core.errors import BranchNotFoundError
 from mvcc_core.failpoints import failpoint
 from mvcc_core.format import operations as ops
