@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from mvcc_core.catalog import forks
 from mvcc_core.catalog.entries import TABLE, Entry
-from mvcc_core.catalog.errors import CatalogError
+from mvcc_core.catalog.errors import BRANCH_PUBLISHED, CatalogError, IncompatibleCatalogConflictError
 from mvcc_core.catalog.multi_table import CatalogTransaction
 from mvcc_core.catalog.table_changes import TableWrite, merge_kinds
 from mvcc_core.errors import BranchNotFoundError
@@ -52,6 +52,33 @@ class BranchTransaction(CatalogTransaction):
 
     create_schema = drop_schema = create_table = drop_table = rename_table = _refuse  # type: ignore[assignment]
     create_view = rename_view = drop_view = _refuse  # type: ignore[assignment]
+
+
+class BranchPublish(CatalogTransaction):
+    """The catalog transaction of `publish_branch`: before DuckLake's rules, a catalog version committed since
+    its base that already carries this branch's publish (`mvcc.published_branch_id`, a concurrent
+    `publish_branch` of the same branch) refuses it, so a branch's changes never land twice."""
+
+    def _check_logical(self, latest: int) -> None:
+        ident = self.transaction_properties[PUBLISHED_BRANCH_ID]
+        manifest = self.catalog.manifest_table()
+        for version in range(self.snapshot.version + 1, latest + 1):
+            txn = manifest.transaction(version)
+            if txn is not None and txn.transaction_properties.get(PUBLISHED_BRANCH_ID) == ident:
+                name = self.transaction_properties[PUBLISHED_BRANCH]
+                raise IncompatibleCatalogConflictError(
+                    f"catalog {self.catalog.root}: branch {name!r} was published by catalog version {version} "
+                    f"while this publish of it ran (read catalog version {self.snapshot.version})",
+                    object_name=name,
+                    expected_version=self.snapshot.version,
+                    actual_version=version,
+                    rule="the same branch was published by another snapshot",
+                    rule_code=BRANCH_PUBLISHED,
+                    uri=self.catalog.root,
+                    read_version=self.snapshot.version,
+                    conflicting_versions=[version],
+                )
+        super()._check_logical(latest)
 
 
 class CatalogBranchMethods:
@@ -218,7 +245,7 @@ class CatalogBranchMethods:
         for entry in latest.entries.values():  # published table versions final: the base scans below read them
             if entry.object_type == TABLE:
                 main.finalize(entry)
-        tx = CatalogTransaction(
+        tx = BranchPublish(
             main,
             main.snapshot(main_base),
             commit_message=commit_message if commit_message is not None else f"publish branch {name}",

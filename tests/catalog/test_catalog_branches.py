@@ -4,6 +4,7 @@ reconciler, and `publish_branch` under DuckLake's rules (docs/branches.md, "Cata
 from __future__ import annotations
 
 import random
+import threading
 from datetime import timedelta
 from typing import Any
 
@@ -329,3 +330,29 @@ def test_a_stray_fork_is_refused_by_the_write_and_reclaimed_by_cleanup(memory_ur
     with cat.transaction(branch="dev") as tx:
         tx.table("s.c").append(pa.table({"id": [10]}))
     assert ids(cat.table("s.c", branch="dev")) == [1, 2, 3, 10] and ids(cat.table("s.c")) == [1, 2, 3]
+
+
+@pytest.mark.slow
+def test_two_concurrent_publishes_of_one_branch_land_it_once(tmp_uri: str) -> None:
+    """Both publishes read the same base and stage the same changes; the second to commit finds the first's
+    catalog version carrying the branch's publish and is refused, so no row lands twice."""
+    cat = make(tmp_uri)
+    cat.create_branch("dev")
+    with cat.transaction(branch="dev") as tx:
+        tx.table("s.a").append(pa.table({"id": [10]}))
+    outcomes: list[object] = []
+
+    def publish() -> None:
+        try:
+            outcomes.append(Catalog.open(cat.root).publish_branch("dev"))
+        except IncompatibleCatalogConflictError as exc:
+            outcomes.append(exc.rule_code)
+
+    with failpoints.armed("catalog.after_stage", "sleep(1)"):
+        threads = [threading.Thread(target=publish) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert sorted(outcomes, key=str) == sorted([cat.latest_version, "branch_published"], key=str)
+    assert ids(cat.table("s.a")) == [1, 2, 3, 10]
