@@ -306,6 +306,14 @@ class CatalogBranchMethods:
                 f"catalog branch {name!r}: table {entry.name!r} changed its schema on the branch; a catalog publish "
                 f"carries row changes only"
             )
+        if _fragments(base_manifest) != _fragments(target.manifest):
+            # The fork's changes are fragment ids and deletion vectors relative to its base; after a publish while
+            # main had moved, main holds the same rows under other ids or vectors, and the changes would land on
+            # the wrong fragments (docs/branches.md, "Publishing a catalog branch").
+            raise CatalogError(
+                f"catalog branch {name!r}: table {entry.name!r} was published while main had moved, so its fork "
+                f"and main no longer name the same fragments; delete the branch and create it again to go on"
+            )
         update, written = row_changes(target, base_manifest, fork)
         txn = Transaction(
             read_version=target.version,
@@ -322,3 +330,14 @@ class CatalogBranchMethods:
         w.add(txn, merge_kinds(update) if isinstance(update, ops.Update) else ["altered_table"])
         tx.writes[entry.path] = w
         return ref, fork.version
+
+
+def _fragments(manifest: Any) -> dict[int, tuple[tuple[str, ...], bytes]]:
+    """Each fragment's data files and deletion file by id: what a fork's changes are expressed against."""
+    return {
+        f.id: (
+            tuple(d.path for d in f.files),
+            f.deletion_file.SerializeToString() if f.HasField("deletion_file") else b"",
+        )
+        for f in manifest.fragments
+    }

@@ -356,3 +356,31 @@ def test_two_concurrent_publishes_of_one_branch_land_it_once(tmp_uri: str) -> No
             thread.join()
     assert sorted(outcomes, key=str) == sorted([cat.latest_version, "branch_published"], key=str)
     assert ids(cat.table("s.a")) == [1, 2, 3, 10]
+
+
+def test_a_republish_after_main_moved_is_refused_rather_than_misapplied(memory_uri: str) -> None:
+    """After a publish while main had moved, main holds the branch's rows under other fragment ids: a second
+    publish of a change to them would land on main's own fragments (before: id 10 stayed, 20 and 21 were
+    deleted, 11 doubled). It is refused, main untouched; a fast-forwarded table publishes again."""
+    cat = make(memory_uri)
+    cat.create_branch("dev")
+    with cat.transaction(branch="dev") as tx:
+        tx.table("s.a").append(pa.table({"id": [10, 11]}))
+        tx.table("s.b").append(pa.table({"id": [10]}))
+    with cat.transaction() as tx:
+        tx.table("s.a").append(pa.table({"id": [20, 21]}))
+    cat.publish_branch("dev")
+    with cat.transaction(branch="dev") as tx:
+        tx.table("s.a").delete("id = 10")
+    before = cat.latest_version
+    with pytest.raises(CatalogError, match="published while main had moved"):
+        cat.publish_branch("dev")
+    assert cat.latest_version == before and ids(cat.table("s.a")) == [1, 2, 3, 10, 11, 20, 21]
+    cat.create_branch("dev2")
+    with cat.transaction(branch="dev2") as tx:
+        tx.table("s.b").append(pa.table({"id": [12]}))
+    cat.publish_branch("dev2")  # main did not move: fork and main stay aligned
+    with cat.transaction(branch="dev2") as tx:
+        tx.table("s.b").delete("id = 12")
+    cat.publish_branch("dev2")
+    assert ids(cat.table("s.b")) == [1, 2, 3, 10]
