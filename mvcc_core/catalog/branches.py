@@ -231,8 +231,10 @@ class CatalogBranchMethods:
 
         Raises:
             BranchNotFoundError: there is no such catalog branch.
-            CatalogError: a table's schema changed on the branch (not published by the catalog).
-            RetryableCatalogConflictError / IncompatibleCatalogConflictError: a conflict with main.
+            CatalogError: a table's schema changed on the branch (not published by the catalog), or its fork and
+                main no longer name the same fragments (it was published while main had moved).
+            RetryableCatalogConflictError / IncompatibleCatalogConflictError: a conflict with main (rule code
+                `branch_published`: a concurrent publish of this branch landed first).
         """
         main = self._main()
         head = main.on_branch(name).snapshot()
