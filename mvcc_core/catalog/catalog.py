@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from mvcc_core.catalog import format_version as format_mod
 from mvcc_core.catalog import retention
+from mvcc_core.catalog.branches import BranchTransaction, CatalogBranchMethods
 from mvcc_core.catalog.change_rules import Change
 from mvcc_core.catalog.entries import (
     CHANGES_KEY,
@@ -35,10 +36,12 @@ from mvcc_core.catalog.entries import (
     rows_table,
 )
 from mvcc_core.catalog.errors import CatalogError
+from mvcc_core.catalog.forks import fork_of
 from mvcc_core.catalog.multi_table import CatalogTransaction
 from mvcc_core.catalog.names import DEFAULT_SCHEMA, qualified
 from mvcc_core.errors import ObjectNotFoundError, StorageError, VersionNotFoundError
 from mvcc_core.failpoints import failpoint
+from mvcc_core.format.branches import branch_store
 from mvcc_core.format.manifest import PUT_IF_NOT_EXISTS, ManifestLocation, location_of, write_latest_hint
 from mvcc_core.format.naming import ManifestNaming, manifest_path, parse_manifest_name
 from mvcc_core.io import ObjectStore, open_store
@@ -195,7 +198,7 @@ def _root(root_uri: str) -> str:
     return root
 
 
-class Catalog:
+class Catalog(CatalogBranchMethods):
     """Tables kept together under one root; see the module docstring and docs/catalog.md.
 
     Example::
@@ -207,17 +210,22 @@ class Catalog:
         cat.table("sales.orders").to_table()
     """
 
-    def __init__(self, root: str, storage_options: Mapping[str, Any] | None, manifest: Table) -> None:
+    def __init__(
+        self, root: str, storage_options: Mapping[str, Any] | None, manifest: Table, branch: str | None = None
+    ) -> None:
         """A catalog object on an opened `__manifest`; use `Catalog.create` or `Catalog.open`.
 
         Args:
             root: the catalog's root uri
             storage_options: the store options of every table under the root
-            manifest: the `__manifest` table, at its newest version
+            manifest: the `__manifest` table, at its newest version (of `branch`)
+            branch: the catalog branch this object reads and writes (None: main; `Catalog.on_branch`)
         """
         self.root = root
+        self.branch = branch
         self.options = dict(storage_options or {})
         self._manifest_uri = manifest.uri
+        self.manifest_uri = manifest.uri  # `__manifest`'s uri (main's, whatever the branch)
         self._lock = threading.Lock()
         # The newest `__manifest` version this object has read or committed, with its committer: one committer
         # per catalog object, so a publish neither re-opens the table nor re-reads what it wrote (`latest_manifest`).
@@ -226,8 +234,9 @@ class Catalog:
         #: local disk or memory (file operations that a thread hand-off costs more than it overlaps).
         self.remote = manifest.state.store.scheme not in ("file", "memory")
         self._rows: OrderedDict[int, list[Entry]] = OrderedDict()  # __manifest version -> its rows
-        self._finalized: set[tuple[str, int]] = set()  # (table path, version) known to have its final manifest
-        self._states: OrderedDict[tuple[str, int], TableState] = OrderedDict()  # (table path, version) -> state
+        # keyed by `_key`: (table path, version, fork branch), a fork's versions numbered as main's
+        self._finalized: set[tuple[str, int, str | None]] = set()  # known to have their final manifests
+        self._states: OrderedDict[tuple[str, int, str | None], TableState] = OrderedDict()
         self._stores: OrderedDict[str, ObjectStore] = OrderedDict()  # table path ("" the root) -> its store
 
     # ---- opening -----------------------------------------------------------------------------
@@ -278,8 +287,8 @@ class Catalog:
         if version is None:
             return self.latest_manifest()
         if isinstance(version, datetime):
-            return open_table(self._manifest_uri, asof=version, storage_options=opts)
-        return open_table(self._manifest_uri, version, storage_options=opts)
+            return open_table(self._manifest_uri, asof=version, storage_options=opts, branch=self.branch)
+        return open_table(self._manifest_uri, version, storage_options=opts, branch=self.branch)
 
     def latest_manifest(self) -> Table:
         """`__manifest` at its newest version, a fresh handle on the state this object keeps.
@@ -320,12 +329,15 @@ class Catalog:
         """The format stamp of the newest catalog version (`state.FORMAT_VERSION` is what this code writes)."""
         return format_of(self.manifest_table())
 
-    def snapshot(self, version: int | datetime | None = None) -> CatalogSnapshot:
+    def snapshot(self, version: int | datetime | None = None, *, branch: str | None = None) -> CatalogSnapshot:
         """Every object at catalog `version` (a number or a datetime; default the newest). Writes nothing.
 
         Args:
             version: the catalog version (a number or a datetime; None: the newest)
+            branch: read catalog branch `branch` (its versions; None: this object's branch)
         """
+        if branch is not None and branch != self.branch:
+            return self.on_branch(branch).snapshot(version)
         return self._snapshot_of(self.manifest_table(version))
 
     def _snapshot_of(self, manifest: Table) -> CatalogSnapshot:
@@ -348,14 +360,16 @@ class Catalog:
             while len(self._rows) > ROWS_CACHED:
                 self._rows.popitem(last=False)
 
-    def table(self, name: str, *, version: int | datetime | None = None) -> Table:
+    def table(self, name: str, *, version: int | datetime | None = None, branch: str | None = None) -> Table:
         """`name` at the table version catalog `version` (default the newest) publishes.
 
         Args:
             name: the table's name, `schema.table` or `table` (in the schema `main`)
             version: the catalog version (a number or a datetime; None: the newest)
+            branch: the catalog branch (None: this object's): its fork of the table, or main's version as of
+                the branch point when the branch never wrote it
         """
-        return self.snapshot(version).table(name)
+        return self.snapshot(version, branch=branch).table(name)
 
     def tables(self, schema: str | None = None) -> list[str]:
         """The live tables' full names at the newest catalog version, sorted.
@@ -451,10 +465,10 @@ class Catalog:
             entry: the table's `__manifest` row
         """
         with self._lock:
-            cached = self._states.get((entry.path, entry.table_version))
+            cached = self._states.get(_key(entry))
         if cached is not None:
             return Table.from_state(cached)
-        store = self.store(entry.path)
+        store = branch_store(self.store(entry.path), fork_of(entry))
         committer = Committer(store, handler=PUT_IF_NOT_EXISTS)
         for naming in (ManifestNaming.V2, ManifestNaming.V1):
             try:
@@ -464,7 +478,9 @@ class Catalog:
             state = TableState(store, manifest, naming, committer)
             self.remember(entry, state)
             return Table.from_state(state)
-        return open_table(self.table_uri(entry), entry.table_version, storage_options=self.options or None)
+        return open_table(
+            self.table_uri(entry), entry.table_version, storage_options=self.options or None, branch=fork_of(entry)
+        )
 
     def remember(self, entry: Entry, state: TableState) -> None:
         """Keep `state` as the table at the version `entry` publishes (a writer knows what it published).
@@ -474,7 +490,7 @@ class Catalog:
             state: the table at the version the row publishes
         """
         with self._lock:
-            self._states[(entry.path, entry.table_version)] = state
+            self._states[_key(entry)] = state
             while len(self._states) > STATES_CACHED:
                 self._states.popitem(last=False)
 
@@ -495,12 +511,12 @@ class Catalog:
             CatalogError: A final name holds other bytes (a commit outside the catalog), or the carried
                 manifests cannot be found.
         """
-        if not entry.staged_manifests or (entry.path, entry.table_version) in self._finalized:
+        if not entry.staged_manifests or _key(entry) in self._finalized:
             return
         store = self.store(entry.path)
         last = final_of(entry.staged_manifests[-1])
         if known is None and store.exists(last):
-            self._finalized.add((entry.path, entry.table_version))
+            self._finalized.add(_key(entry))
             return
         carried: tuple[bytes, ...] | None = None
         for i, staged in enumerate(entry.staged_manifests):
@@ -524,9 +540,9 @@ class Catalog:
                     f"tables are written only through the catalog"
                 )
             failpoint("catalog.after_finalize_copy")
-        self._finalized.add((entry.path, entry.table_version))
+        self._finalized.add(_key(entry))
         with contextlib.suppress(StorageError):
-            write_latest_hint(store, entry.table_version, _naming_of(last))
+            write_latest_hint(branch_store(store, fork_of(entry)), entry.table_version, _naming_of(last))
 
     def carried(self, entry: Entry) -> tuple[bytes, ...]:
         """The encoded manifests a format 4 `entry` names, from the catalog version that wrote it (a row
@@ -564,7 +580,7 @@ class Catalog:
         Args:
             entries: the rows the writer just published and finalized
         """
-        done = [e for e in entries if e.staged_manifests and (e.path, e.table_version) in self._finalized]
+        done = [e for e in entries if e.staged_manifests and _key(e) in self._finalized]
         paths = [f"{e.path}/{staged}" for e in done for staged in e.staged_manifests if is_staged(staged)]
         if paths:
             self.store().delete_many(paths)
@@ -584,11 +600,23 @@ class Catalog:
         writers' debris once older than the core's unverified window (or with `delete_unverified`, when no
         writer is running). The rules and their order: `mvcc_core/catalog/retention.py`, docs/catalog.md.
 
+        Catalog branches first: forks no catalog branch places its table on are reclaimed (`forks.reconcile`),
+        and every live branch's tables stay readable (`branch_entries`).
+
         Args: see :func:`mvcc_core.catalog.retention.cleanup`
         """
-        return retention.cleanup(
-            self, older_than, retain_versions, delete_unverified=delete_unverified, dry_run=dry_run
+        if self.branch is not None:
+            raise CatalogError(f"catalog {self.root}: cleanup runs on main (it covers every branch)")
+        reclaimed = self.reconcile_forks(delete_unverified=delete_unverified, dry_run=dry_run)
+        stats = retention.cleanup(
+            self,
+            older_than,
+            retain_versions,
+            delete_unverified=delete_unverified,
+            dry_run=dry_run,
+            branch_entries=self.branch_entries(),
         )
+        return replace(stats, forks_removed=tuple(reclaimed))
 
     # ---- writing -----------------------------------------------------------------------------
 
@@ -601,13 +629,19 @@ class Catalog:
         """Open for write: migrate an older format first (refuse a newer one), then the newest snapshot. The
         current format is the kept state's stamp (no re-open); only another stamp goes to `format.migrate`."""
         manifest = self.latest_manifest()
+        if format_of(manifest) != FORMAT_VERSION and self.branch is not None:
+            raise CatalogError(f"catalog branch {self.branch!r} has format {format_of(manifest)}: publish or delete it")
         if format_of(manifest) != FORMAT_VERSION:
             manifest = format_mod.migrate(self._manifest_uri, self.options)
             self.remember_manifest(manifest.state)
         return self._snapshot_of(manifest)
 
     def transaction(
-        self, *, commit_message: str | None = None, transaction_properties: dict[str, str] | None = None
+        self,
+        *,
+        commit_message: str | None = None,
+        transaction_properties: dict[str, str] | None = None,
+        branch: str | None = None,
     ) -> CatalogTransaction:
         """A transaction on the newest catalog version: stage changes, then one atomic publish on exit.
         `transaction_properties` are stored on the catalog version it publishes (`CatalogVersion.properties`).
@@ -616,8 +650,14 @@ class Catalog:
             commit_message: the message of the catalog version it publishes
             transaction_properties: properties stored on that catalog version (keys starting with `catalog.` are
                 reserved)
+            branch: a catalog branch to write (data changes only; each table is forked at its first write)
         """
-        return CatalogTransaction(
+        if branch is not None and branch != self.branch:
+            return self.on_branch(branch).transaction(
+                commit_message=commit_message, transaction_properties=transaction_properties
+            )
+        kind = CatalogTransaction if self.branch is None else BranchTransaction
+        return kind(
             self, self._for_write(), commit_message=commit_message, transaction_properties=transaction_properties
         )
 
@@ -747,6 +787,10 @@ def _trim(state: TableState) -> None:
     """Bound the shared committer's cache to the newest `MANIFESTS_CACHED` manifests and transactions: a
     long-lived catalog object publishes without end, and only the newest versions are asked for again."""
     state.committer.trim_cache(MANIFESTS_CACHED)
+
+
+def _key(entry: Entry) -> tuple[str, int, str | None]:
+    return entry.path, entry.table_version, fork_of(entry)
 
 
 def _naming_of(final: str) -> ManifestNaming:

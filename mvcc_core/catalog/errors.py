@@ -20,6 +20,7 @@ TABLE_RULES = "table_rules"  # the table's own (Lance) conflict rules, checked o
 TABLE_GONE = "table_gone"  # the table this transaction changes was dropped (or dropped and re-created)
 WRITTEN_OUTSIDE = "written_outside_catalog"  # a catalog table got a version that no catalog version publishes
 RETRY_BUDGET = "publish_retry_budget"  # lost the race for the next catalog version too many times
+BRANCH_PUBLISHED = "branch_published"  # a concurrent publish_branch of the same branch landed first
 
 
 class CatalogError(MvccError):

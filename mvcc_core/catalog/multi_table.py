@@ -34,6 +34,7 @@ from mvcc_core.catalog.errors import (
     IncompatibleCatalogConflictError,
     RetryableCatalogConflictError,
 )
+from mvcc_core.catalog.forks import fork_for_write, fork_of, rooted
 from mvcc_core.catalog.format_version import check_writable
 from mvcc_core.catalog.names import check_schema_name, qualified, split
 from mvcc_core.catalog.services import CatalogServices, SnapshotView
@@ -655,6 +656,13 @@ class CatalogTransaction:
         if not w.created:
             self.catalog.finalize(entry)
         base = Table.from_state(w.base) if entry.table_version == w.base.version else self.catalog.table_at(entry)
+        if self.catalog.branch is not None and fork_of(entry) is None:  # the table's first write on the branch
+            fork = fork_for_write(
+                self.catalog.manifest_uri, self.catalog.options, self.catalog.branch, entry, base.state
+            )
+            if fork is None:
+                raise _CatalogMoved  # another writer's publish recorded the fork: retry on the newer branch version
+            base = Table.from_state(fork)
         store = base.state.store
         if store.exists(location_of(store, entry.table_version + 1, base.manifest_naming).path):
             if self.catalog.latest_version != current:
@@ -689,7 +697,7 @@ class CatalogTransaction:
             )
             store.put_new(step.file_path, step.encode())  # a fresh name, as the staged manifest's below
             txn_name = step.file_path.rsplit("/", 1)[-1]
-            w.written.append(step.file_path)
+            w.written.append(rooted(store, step.file_path))
             manifest = build_manifest(
                 manifest,
                 step,
@@ -699,7 +707,7 @@ class CatalogTransaction:
             )
             # Nothing is written for the manifest before the commit point: the catalog version carries its
             # bytes, and finalizing writes them under the final name (format 4; docs/catalog.md).
-            path = location_of(store, version, base.manifest_naming).path
+            path = rooted(store, location_of(store, version, base.manifest_naming).path)
             encoded = encode_manifest(manifest)
             w.staged_bytes[path] = encoded
             staged.append(path)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from mvcc_core.catalog.entries import TABLE, Entry, format_of, live, read_rows
+from mvcc_core.catalog.forks import fork_of
 from mvcc_core.catalog.format_version import check_writable
 from mvcc_core.catalog.services import CatalogServices
 from mvcc_core.io import open_store
@@ -25,6 +26,7 @@ class CatalogCleanupStats:
     catalog_versions_removed: tuple[int, ...] = ()
     tables: dict[str, CleanupStats] = field(default_factory=dict)  # by table directory
     directories_removed: tuple[str, ...] = ()
+    forks_removed: tuple[str, ...] = ()  # table branches no catalog branch placed its table on ("path@branch")
 
 
 def cleanup(
@@ -34,6 +36,7 @@ def cleanup(
     *,
     delete_unverified: bool = False,
     dry_run: bool = False,
+    branch_entries: list[Entry] = (),  # type: ignore[assignment]
 ) -> CatalogCleanupStats:
     """See the module docstring. Raises on any read error before deleting anything.
 
@@ -44,6 +47,9 @@ def cleanup(
         delete_unverified: remove dead writers' debris without waiting for the core's unverified window (only when no
             writer is running)
         dry_run: count what would be removed, remove nothing
+        branch_entries: the tables every live catalog branch reads at its newest version: their directories
+            stay, and so does main's version a branch reads where it never wrote the table (a fork's own
+            versions are the core's to keep: `txn.branches.protected_versions`)
 
     Raises:
         ValueError: `older_than` is negative or `retain_versions` is not a positive int
@@ -73,6 +79,10 @@ def cleanup(
                 continue
             kept_tables[entry.path] = entry
             oldest_needed[entry.path] = min(oldest_needed.get(entry.path, entry.table_version), entry.table_version)
+    for entry in branch_entries:
+        kept_tables.setdefault(entry.path, entry)
+        oldest = entry.table_version if fork_of(entry) is None else 1 << 62
+        oldest_needed[entry.path] = min(oldest_needed.get(entry.path, oldest), oldest)
     named_by_removed: set[str] = set()
     for v in removed:
         named_by_removed |= {e.path for e in read_rows(manifest.checkout_version(v)) if e.object_type == TABLE}

@@ -40,6 +40,8 @@ class CatalogServices(Protocol):
     root: str
     options: dict[str, Any]
     remote: bool
+    branch: str | None  # the catalog branch written (None: main)
+    manifest_uri: str
 
     def manifest_table(self, version: int | datetime | None = None) -> Table:
         """Args: see :meth:`Catalog.manifest_table`"""

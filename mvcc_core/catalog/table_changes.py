@@ -76,9 +76,16 @@ class TableWrites(Protocol):
         ...
 
 
-def _merge_kinds(op: ops.Operation) -> list[str]:
-    """What a merge_insert's Update means for the conflict rules: an updated or deleted row is a delete (an
-    update is a delete and an insert, as in DuckLake), a new fragment an insert."""
+def merge_kinds(op: ops.Operation) -> list[str]:
+    """What an Update (a merge_insert's, or a published branch's) means for the conflict rules: an updated or
+    deleted row is a delete (an update is a delete and an insert, as in DuckLake), a new fragment an insert.
+
+    Args:
+        op: The staged operation.
+
+    Returns:
+        The change kinds (`deleted_from_table`, `inserted_into_table`).
+    """
     kinds = []
     if isinstance(op, ops.Update) and (op.updated_fragments or op.removed_fragment_ids):
         kinds.append("deleted_from_table")
@@ -148,7 +155,7 @@ class TransactionTable:
             self._tx.check_open()
             if self._tx.writes.get(w.path) is not w or w.state.manifest is not state.manifest:
                 raise ValueError(f"{self.name} changed in this transaction since this merge_insert was built")
-            w.add(txn, _merge_kinds(txn.operation))
+            w.add(txn, merge_kinds(txn.operation))
 
         state = w.state
         return MergeInsertBuilder(state, on, stage)

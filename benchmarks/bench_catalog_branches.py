@@ -1,0 +1,75 @@
+"""Catalog branch benchmark: what a catalog branch adds over writing main, on the same catalog, as ratios.
+
+On a catalog of `tables` tables (1,000 rows each), each round takes a fresh copy and times, interleaved:
+a catalog transaction on main appending 100 rows to two tables (the peer); the first transaction on a new
+catalog branch doing the same (it forks both tables); a second transaction on that branch (the forks exist);
+and `publish_branch` of the two tables' changes onto main. Medians of the rounds; the machine is shared, so
+read the ratios. Not a test: run it by hand.
+
+    python benchmarks/bench_catalog_branches.py            # 10 tables, median of 7 rounds
+    python benchmarks/bench_catalog_branches.py --quick    # 4 tables, median of 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+
+from mvcc_core.catalog import Catalog
+
+IDS = pa.schema([("id", pa.int64())])
+
+
+def build(root: Path, tables: int) -> None:
+    cat = Catalog.create(str(root))
+    cat.create_schema("s")
+    with cat.transaction() as tx:
+        for i in range(tables):
+            tx.create_table(f"s.t{i}", IDS)
+            tx.table(f"s.t{i}").append(pa.table({"id": list(range(1000))}))
+
+
+def write(cat: Catalog, branch: str | None, start: int) -> None:
+    with cat.transaction(branch=branch) as tx:
+        for name in ("s.t0", "s.t1"):
+            tx.table(name).append(pa.table({"id": list(range(start, start + 100))}))
+
+
+def timed(fn: object) -> float:
+    began = time.perf_counter()
+    fn()  # type: ignore[operator]
+    return (time.perf_counter() - began) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    tables, rounds = (4, 3) if args.quick else (10, 7)
+    with tempfile.TemporaryDirectory() as tmp:
+        seed = Path(tmp) / "seed"
+        build(seed, tables)
+        times: dict[str, list[float]] = {"main": [], "first_branch_write": [], "next_branch_write": [], "publish": []}
+        for r in range(rounds):
+            root = Path(tmp) / f"r{r}"
+            shutil.copytree(seed, root)
+            cat = Catalog.open(str(root))
+            times["main"].append(timed(lambda cat=cat: write(cat, None, 10_000)))
+            cat.create_branch("b")
+            times["first_branch_write"].append(timed(lambda cat=cat: write(cat, "b", 20_000)))
+            times["next_branch_write"].append(timed(lambda cat=cat: write(cat, "b", 30_000)))
+            times["publish"].append(timed(lambda cat=cat: cat.publish_branch("b")))
+    medians = {k: round(statistics.median(v), 2) for k, v in times.items()}
+    ratios = {k: round(medians[k] / medians["main"], 2) for k in medians if k != "main"}
+    print(json.dumps({"tables": tables, "rounds": rounds, "median_ms": medians, "ratio_to_main": ratios}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,256 @@
+"""Per-table forks of catalog branches: the lazy fork at a table's first write on a branch, the repair of a fork
+whose catalog publish never happened, and the reconciler `Catalog.cleanup` runs (docs/branches.md, "Catalog
+branches").
+
+A catalog branch `b` records a fork by the names its row gives the table's manifests: relative to the table's
+root they sit under the fork's tree, `tree/b/_versions/...` (`fork_of`). A row that names main's manifests reads
+main's version as of the branch point.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import Enum
+
+from mvcc_core.catalog.entries import TABLE, Entry, live, read_rows
+from mvcc_core.catalog.errors import CatalogError
+from mvcc_core.errors import BranchExistsError, BranchNotFoundError, TableNotFoundError
+from mvcc_core.failpoints import failpoint
+from mvcc_core.format.branches import BranchRef, branch_of, branch_store, list_refs, read_ref, tree_prefix
+from mvcc_core.format.naming import TRANSACTIONS_DIR, VERSIONS_DIR
+from mvcc_core.io import ObjectStore
+from mvcc_core.maintenance.cleanup import UNVERIFIED_WINDOW
+from mvcc_core.table import open_table
+from mvcc_core.txn import branches as txn_branches
+from mvcc_core.txn.state import TableState
+
+log = logging.getLogger("mvcc.catalog")
+
+_TREE = "tree/"
+
+
+def fork_of(entry: Entry) -> str | None:
+    """The table branch a catalog row publishes (None: a version of the table's main).
+
+    Args:
+        entry: A table's `__manifest` row.
+
+    Returns:
+        The fork's branch name, or None.
+    """
+    if entry.staged_manifests and entry.staged_manifests[-1].startswith(_TREE):
+        return entry.staged_manifests[-1].split("/")[1]
+    return None
+
+
+def rooted(store: ObjectStore, path: str) -> str:
+    """`path`, as `store` names it, named from the table's root (a fork's manifests and transactions are in its
+    tree; every other file is the root's).
+
+    Args:
+        store: The table's store, the root's or a fork's view (`BranchStore`).
+        path: A path relative to `store`.
+
+    Returns:
+        The path relative to the table's root.
+    """
+    branch = branch_of(store)
+    if branch is not None and path.split("/", 1)[0] in (VERSIONS_DIR, TRANSACTIONS_DIR):
+        return f"{tree_prefix(branch)}/{path}"
+    return path
+
+
+class ForkStatus(Enum):
+    """What a fresh read of the catalog says of a table branch named like a catalog branch (seed 002's
+    `ForkRefStatus`, with adoption instead of reclaim for the interrupted first write)."""
+
+    RECORDED = "recorded"  # the catalog branch places the table on it: another writer published it
+    ADOPTABLE = "adoptable"  # unrecorded, and exactly the fork a writer makes: the branch point, nothing more
+    ORPHAN = "orphan"  # unrecorded and not adoptable, or its catalog branch is gone: cleanup reclaims it
+
+
+@dataclass(frozen=True)
+class ForkCheck:
+    """A classification and why (for messages and logs)."""
+
+    status: ForkStatus
+    reason: str
+
+
+def fresh_branch_rows(manifest_uri: str, branch: str, options: dict | None) -> list[Entry] | None:
+    """The rows of catalog branch `branch`'s newest version, read anew (never a cached state: seed 002's
+    "reclaim self-validates against fresh manifest authority"); None when the branch does not exist.
+
+    Args:
+        manifest_uri: The catalog's `__manifest` uri.
+        branch: The catalog branch.
+        options: The store options.
+
+    Returns:
+        The rows, or None.
+    """
+    try:
+        return read_rows(open_table(manifest_uri, branch=branch, storage_options=options or None))
+    except (BranchNotFoundError, TableNotFoundError):
+        return None
+
+
+def classify(rows: list[Entry] | None, path: str, name: str, ref: BranchRef, fork_latest: int | None) -> ForkCheck:
+    """Classify table branch `name` of the table in directory `path` against catalog branch `name`'s rows.
+
+    Args:
+        rows: The catalog branch's rows, freshly read (None: no such catalog branch).
+        path: The table's directory.
+        name: The branch name (the catalog branch's and the fork's).
+        ref: The table branch's ref.
+        fork_latest: The table branch's newest version (None: unreadable or not created yet).
+
+    Returns:
+        The classification.
+    """
+    if rows is None:
+        return ForkCheck(ForkStatus.ORPHAN, f"catalog branch {name!r} does not exist")
+    entry = next((e for e in live(rows).values() if e.object_type == TABLE and e.path == path), None)
+    if entry is None:
+        return ForkCheck(ForkStatus.ORPHAN, f"catalog branch {name!r} has no table in {path}")
+    if fork_of(entry) == name:
+        return ForkCheck(ForkStatus.RECORDED, f"catalog branch {name!r} publishes its version {entry.table_version}")
+    pinned = entry.table_version
+    if ref.deleting or ref.published is not None or ref.parent_branch is not None:
+        return ForkCheck(ForkStatus.ORPHAN, "it is being deleted, was published, or forks another branch")
+    if ref.parent_version != pinned or fork_latest not in (None, pinned):
+        return ForkCheck(
+            ForkStatus.ORPHAN,
+            f"it forks main's version {ref.parent_version} and is at {fork_latest}, the catalog branch reads {pinned}",
+        )
+    return ForkCheck(ForkStatus.ADOPTABLE, f"an unpublished fork of version {pinned}")
+
+
+def _fork_latest(main: TableState, name: str) -> int | None:
+    """The newest version of table branch `name` (an interrupted creation is completed by opening it)."""
+    try:
+        return txn_branches.open_branch(main, name).version
+    except BranchNotFoundError:
+        return None
+
+
+def fork_for_write(
+    manifest_uri: str, options: dict | None, branch: str, entry: Entry, main: TableState
+) -> TableState | None:
+    """The fork of table `entry` on catalog branch `branch` that a publish on the branch stages its chain on.
+
+    The first write creates it (`create_branch` at the version the branch reads: the ref's put-if-not-exists
+    lets exactly one creator win). When the name is taken, a fresh read of the catalog branch decides:
+    recorded (another writer published the fork first) -> None, the caller retries on the newer catalog
+    version; an unpublished fork at the branch point (a writer killed between the fork and its publish) ->
+    adopted as it is, so the next write repairs it exactly once by publishing it, and nothing is destroyed
+    (a live writer that made it publishes on the same fork, and the `__manifest` commit picks one); anything
+    else is refused, for `Catalog.cleanup` to reclaim.
+
+    Args:
+        manifest_uri: The catalog's `__manifest` uri.
+        options: The store options.
+        branch: The catalog branch.
+        entry: The table's row on the catalog branch (not a fork yet).
+        main: The table at the version that row publishes (main's).
+
+    Returns:
+        The fork at its first version, or None when the catalog branch records a fork already.
+
+    Raises:
+        CatalogError: A table branch of that name exists that is not the fork the catalog branch would make.
+    """
+    try:
+        fork = txn_branches.create_branch(main, branch)
+    except BranchExistsError:
+        pass
+    else:
+        failpoint("catalog.branch.after_fork")
+        return fork
+    ref = read_ref(main.store, branch)
+    check = classify(
+        fresh_branch_rows(manifest_uri, branch, options), entry.path, branch, ref, _fork_latest(main, branch)
+    )
+    if check.status is ForkStatus.RECORDED:
+        return None
+    if check.status is ForkStatus.ADOPTABLE:
+        log.warning("%s: adopting the unpublished fork %r (%s)", main.uri, branch, check.reason)
+        return txn_branches.open_branch(main, branch, entry.table_version)
+    raise CatalogError(
+        f"table {main.uri} has a branch {branch!r} that catalog branch {branch!r} does not place it on and that "
+        f"is not the fork it would make ({check.reason}); run catalog.cleanup() to reclaim it"
+    )
+
+
+def _depth(name: str, refs: dict[str, BranchRef]) -> int:
+    depth, seen = 0, {name}
+    parent = refs[name].parent_branch
+    while parent is not None and parent in refs and parent not in seen:
+        depth, parent = depth + 1, refs[parent].parent_branch
+        seen.add(parent)
+    return depth
+
+
+def reconcile(
+    manifest_uri: str,
+    options: dict | None,
+    tables: dict[str, TableState],
+    *,
+    delete_unverified: bool,
+    dry_run: bool,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> list[str]:
+    """Reclaim table branches no catalog branch places its table on (seed 002's reconciler): a fork of a
+    catalog branch that is gone (deleted, or its deletion was interrupted), or one the catalog branch never
+    recorded. Children are removed before parents. Each is classified from a fresh read of its catalog branch
+    just before it is removed; a recorded fork is never removed, and an adoptable one (a writer may be between
+    its fork and its publish) only once older than the core's unverified window or with `delete_unverified`.
+
+    Args:
+        manifest_uri: The catalog's `__manifest` uri.
+        options: The store options.
+        tables: Each table's main state, by directory.
+        delete_unverified: Reclaim adoptable forks at once (only when no writer runs).
+        dry_run: Classify only.
+
+    Returns:
+        The forks removed (or, with `dry_run`, to remove), as "directory@branch".
+    """
+    removed = []
+    window_start = now() - UNVERIFIED_WINDOW
+    for path, main in sorted(tables.items()):
+        refs = list_refs(main.store)
+        for name in sorted(refs, key=lambda n: (-_depth(n, refs), n)):
+            ref = refs[name]
+            latest = None if ref.deleting else _fork_latest(main, name)
+            check = classify(fresh_branch_rows(manifest_uri, name, options), path, name, ref, latest)
+            if check.status is ForkStatus.RECORDED:
+                continue
+            young = datetime.fromtimestamp(ref.create_at, UTC) >= window_start
+            if check.status is ForkStatus.ADOPTABLE and young and not delete_unverified:
+                log.info("%s: fork %r kept (%s, a writer may be publishing it)", main.uri, name, check.reason)
+                continue
+            removed.append(f"{path}@{name}")
+            if dry_run:
+                continue
+            log.warning("%s: reclaiming fork %r (%s)", main.uri, name, check.reason)
+            txn_branches.delete_branch(main, name)
+            failpoint("catalog.cleanup.after_fork_reclaimed")
+    return removed
+
+
+def leftover_forks(stores: dict[str, ObjectStore], name: str) -> list[str]:
+    """Tables (directories) that still have a table branch `name` (a catalog branch deletion that stopped
+    half-way leaves them; `Catalog.cleanup` reclaims them).
+
+    Args:
+        stores: Each table's root store, by directory.
+        name: The branch name.
+
+    Returns:
+        The directories.
+    """
+    return sorted(path for path, store in stores.items() if name in list_refs(branch_store(store, None)))

@@ -1,0 +1,386 @@
+"""Catalog branches (issue 32 item 3): the API, lazy per-table forks, the repair of an unpublished fork, the fork
+reconciler, and `publish_branch` under DuckLake's rules (docs/branches.md, "Catalog branches")."""
+
+from __future__ import annotations
+
+import random
+import threading
+from datetime import timedelta
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from mvcc_core import failpoints, open_table
+from mvcc_core.catalog import (
+    Catalog,
+    CatalogError,
+    IncompatibleCatalogConflictError,
+    RetryableCatalogConflictError,
+)
+from mvcc_core.catalog.forks import ForkStatus, classify, fork_of, fresh_branch_rows
+from mvcc_core.errors import BranchExistsError, BranchNotFoundError, FailpointError
+from mvcc_core.format.branches import list_refs, read_ref
+
+IDS = pa.schema([("id", pa.int64())])
+
+
+@pytest.fixture(params=["memory", "local"])
+def root(request: pytest.FixtureRequest) -> str:
+    return request.getfixturevalue("memory_uri" if request.param == "memory" else "tmp_uri")
+
+
+def make(root: str, options: dict[str, Any] | None = None) -> Catalog:
+    cat = Catalog.create(root, storage_options=options)
+    cat.create_schema("s")
+    with cat.transaction() as tx:
+        for name in ("s.a", "s.b", "s.c"):
+            tx.create_table(name, IDS)
+            tx.table(name).append(pa.table({"id": [1, 2, 3]}))
+    return cat
+
+
+def ids(table: Any) -> list[int]:
+    return sorted(table.to_table()["id"].to_pylist())
+
+
+def refs(cat: Catalog, name: str) -> dict[str, Any]:
+    return list_refs(cat.table("s." + name).state.store)
+
+
+def test_branch_api_and_lazy_forks(root: str) -> None:
+    cat = make(root)
+    point = cat.create_branch("dev")
+    assert point == cat.latest_version and list(cat.branches()) == ["dev"]
+    assert cat.branches()["dev"].parent_version == point
+    with pytest.raises(BranchExistsError):
+        cat.create_branch("dev")
+    with cat.transaction(branch="dev") as tx:
+        tx.table("s.a").append(pa.table({"id": [10]}))
+        tx.table("s.a").delete("id = 1")
+    with cat.transaction() as tx:  # main moves on its own
+        tx.table("s.b").append(pa.table({"id": [20]}))
+    assert ids(cat.table("s.a", branch="dev")) == [2, 3, 10]
+    assert ids(cat.table("s.a")) == [1, 2, 3]
+    assert ids(cat.table("s.b", branch="dev")) == [1, 2, 3]  # never written on the branch: main as of the point
+    assert ids(cat.table("s.b")) == [1, 2, 3, 20]
+    # only the table written was forked, and the catalog branch records the fork
+    assert list(refs(cat, "a")) == ["dev"] and refs(cat, "b") == {} and refs(cat, "c") == {}
+    snap = cat.snapshot(branch="dev")
+    assert fork_of(snap.entry("s.a")) == "dev" and fork_of(snap.entry("s.b")) is None
+    assert snap.version == point + 1 and cat.snapshot(point, branch="dev").version == point
+    assert ids(open_table(cat.table_uri(snap.entry("s.a")), branch="dev")) == [2, 3, 10]
+    assert open_table(cat.table_uri(snap.entry("s.a"))).version == cat.snapshot().entry("s.a").table_version
+    with cat.transaction(branch="dev") as tx:  # a second write lands on the fork
+        tx.table("s.a").append(pa.table({"id": [11]}))
+    assert ids(cat.table("s.a", branch="dev")) == [2, 3, 10, 11]
+    cat.delete_branch("dev")
+    assert cat.branches() == {} and refs(cat, "a") == {}
+    with pytest.raises(BranchNotFoundError):
+        cat.snapshot(branch="dev")
+    assert ids(cat.table("s.a")) == [1, 2, 3]
+
+
+def test_ddl_on_a_branch_is_refused_before_anything_is_written(memory_uri: str) -> None:
+    cat = make(memory_uri)
+    cat.create_branch("dev")
+    before = cat.snapshot(branch="dev").version
+    with pytest.raises(CatalogError, match="only data changes"), cat.transaction(branch="dev") as tx:
+        tx.create_table("s.new", IDS)
+    with pytest.raises(CatalogError, match="only data changes"), cat.transaction(branch="dev") as tx:
+        tx.drop_table("s.a")
+    assert cat.snapshot(branch="dev").version == before and cat.tables() == ["s.a", "s.b", "s.c"]
+
+
+def test_publish_branch_lands_every_table_in_one_catalog_version(memory_uri: str) -> None:
+    cat = make(memory_uri)
+    cat.create_branch("dev")
+    with cat.transaction(branch="dev") as tx:
+        tx.table("s.a").append(pa.table({"id": [10]}))
+        tx.table("s.b").delete("id = 2")
+    with cat.transaction() as tx:
+        tx.table("s.c").append(pa.table({"id": [30]}))
+        tx.table("s.a").append(pa.table({"id": [40]}))
+    before = cat.latest_version
+    version = cat.publish_branch("dev")
+    assert version == before + 1
+    assert cat.versions()[-1].properties["mvcc.published_branch"] == "dev"
+    assert ids(cat.table("s.a")) == [1, 2, 3, 10, 40] and ids(cat.table("s.b")) == [1, 3]
+    assert ids(cat.table("s.c")) == [1, 2, 3, 30]
+    assert ids(cat.table("s.a", version=before)) == [1, 2, 3, 40]  # the version before saw none of it
+    assert cat.publish_branch("dev") == version  # nothing new: nothing published
+    with cat.transaction(branch="dev") as tx:
+        tx.table("s.b").append(pa.table({"id": [50]}))
+    assert cat.publish_branch("dev") == version + 1  # only what is new since the last publish
+    assert ids(cat.table("s.b")) == [1, 3, 50] and ids(cat.table("s.a")) == [1, 2, 3, 10, 40]
+
+
+def test_publish_refused_leaves_main_untouched(memory_uri: str) -> None:
+    cat = make(memory_uri)
+    cat.create_branch("dev")
+    with cat.transaction(branch="dev") as tx:
+        tx.table("s.a").delete("id = 1")
+        tx.table("s.b").append(pa.table({"id": [9]}))
+    with cat.transaction() as tx:
+        tx.table("s.a").delete("id = 1")  # the same row: the table's own rules refuse
+    before = cat.latest_version
+    with pytest.raises(RetryableCatalogConflictError):
+        cat.publish_branch("dev")
+    assert cat.latest_version == before and ids(cat.table("s.b")) == [1, 2, 3]
+    cat.create_branch("dev2")
+    with cat.transaction(branch="dev2") as tx:
+        tx.table("s.c").append(pa.table({"id": [9]}))
+    cat.drop_table("s.c")  # DuckLake: an insert into a table another dropped
+    before = cat.latest_version
+    with pytest.raises(IncompatibleCatalogConflictError):
+        cat.publish_branch("dev2")
+    assert cat.latest_version == before and cat.tables() == ["s.a", "s.b"]
+
+
+# seed 1 publishes, seed 0 is refused (the same row deleted on both sides): one of each in the fast tier
+@pytest.mark.parametrize("seed", [0, 1, *(pytest.param(s, marks=pytest.mark.slow) for s in range(2, 8))])
+def test_publish_matches_a_plain_evaluation(seed: int, memory_uri: str) -> None:
+    """Random appends and deletes on the branch and on main; the publish either lands exactly the model's
+    rows or is refused with main exactly as main's own model."""
+    rng = random.Random(seed)
+    cat = make(memory_uri)
+    cat.create_branch("dev")
+    main_rows = {t: {1, 2, 3} for t in "abc"}
+    branch_rows = {t: {1, 2, 3} for t in "abc"}
+    branch_deleted: dict[str, set[int]] = {t: set() for t in "abc"}
+    main_deleted: dict[str, set[int]] = {t: set() for t in "abc"}
+    added: dict[str, set[int]] = {t: set() for t in "abc"}
+    next_id = 100
+    for _ in range(8):
+        on_branch = rng.random() < 0.6
+        rows = branch_rows if on_branch else main_rows
+        with cat.transaction(branch="dev" if on_branch else None) as tx:
+            for t in rng.sample("abc", rng.randint(1, 2)):
+                if rng.random() < 0.6 or not rows[t]:
+                    tx.table(f"s.{t}").append(pa.table({"id": [next_id]}))
+                    rows[t].add(next_id)
+                    if on_branch:
+                        added[t].add(next_id)
+                    next_id += 1
+                else:
+                    gone = rng.choice(sorted(rows[t]))
+                    tx.table(f"s.{t}").delete(f"id = {gone}")
+                    rows[t].discard(gone)
+                    (branch_deleted if on_branch else main_deleted)[t].add(gone)
+        for t in "abc":
+            assert ids(cat.table(f"s.{t}", branch="dev")) == sorted(branch_rows[t])
+            assert ids(cat.table(f"s.{t}")) == sorted(main_rows[t])
+    before = cat.latest_version
+    try:
+        cat.publish_branch("dev")
+    except RetryableCatalogConflictError:
+        assert cat.latest_version == before
+        assert any(branch_deleted[t] & main_deleted[t] for t in "abc")  # only the same row may conflict
+        expected = main_rows
+    else:
+        expected = {t: (main_rows[t] - branch_deleted[t]) | (added[t] & branch_rows[t]) for t in "abc"}
+    for t in "abc":
+        assert ids(cat.table(f"s.{t}")) == sorted(expected[t]), t
+
+
+def test_an_unpublished_fork_is_adopted_by_the_next_write(memory_uri: str) -> None:
+    """Seed 002's wedge: a writer killed between the fork and its publish leaves a fork the catalog branch
+    does not record. The next write repairs it exactly once, by publishing it, and destroys nothing."""
+    cat = make(memory_uri)
+    cat.create_branch("dev")
+    tx = cat.transaction(branch="dev")
+    tx.table("s.a").append(pa.table({"id": [10]}))
+    with failpoints.armed("catalog.branch.after_fork", "raise"), pytest.raises(FailpointError):
+        tx.commit()
+    ref = read_ref(cat.table("s.a").state.store, "dev")
+    assert fork_of(cat.snapshot(branch="dev").entry("s.a")) is None  # not recorded
+    with cat.transaction(branch="dev") as tx:  # not wedged
+        tx.table("s.a").append(pa.table({"id": [11]}))
+    assert read_ref(cat.table("s.a").state.store, "dev").identifier == ref.identifier  # adopted, not re-made
+    assert ids(cat.table("s.a", branch="dev")) == [1, 2, 3, 11]
+    assert fork_of(cat.snapshot(branch="dev").entry("s.a")) == "dev"
+
+
+def test_a_fork_another_writer_published_is_never_destroyed(memory_uri: str) -> None:
+    """Two writers stage the first write of one table on one branch from the same snapshot: the second finds
+    the fork recorded on a fresh read, retries on the newer branch version, and lands on top of it."""
+    cat = make(memory_uri)
+    cat.create_branch("dev")
+    other = Catalog.open(cat.root)
+    first, second = cat.transaction(branch="dev"), other.transaction(branch="dev")
+    first.table("s.a").append(pa.table({"id": [10]}))
+    second.table("s.a").append(pa.table({"id": [11]}))
+    first.commit()
+    ref = read_ref(cat.table("s.a").state.store, "dev")
+    second.commit()
+    assert read_ref(cat.table("s.a").state.store, "dev").identifier == ref.identifier
+    assert ids(cat.table("s.a", branch="dev")) == [1, 2, 3, 10, 11]
+
+
+def test_classify_decides_from_the_catalog_branch(memory_uri: str) -> None:
+    cat = make(memory_uri)
+    cat.create_branch("dev")
+    with cat.transaction(branch="dev") as tx:
+        tx.table("s.a").append(pa.table({"id": [10]}))
+    main_b = cat.table("s.b")
+    pinned = cat.snapshot(branch="dev").entry("s.b").table_version
+    main_b.create_branch("dev")  # what an interrupted first write leaves
+    rows = fresh_branch_rows(cat.manifest_uri, "dev", None)
+    path_a, path_b = cat.snapshot().entry("s.a").path, cat.snapshot().entry("s.b").path
+    ref_a = read_ref(cat.table("s.a").state.store, "dev")
+    ref_b = read_ref(main_b.state.store, "dev")
+    assert classify(rows, path_a, "dev", ref_a, None).status is ForkStatus.RECORDED
+    assert classify(rows, path_b, "dev", ref_b, pinned).status is ForkStatus.ADOPTABLE
+    assert classify(rows, path_b, "dev", ref_b, pinned + 1).status is ForkStatus.ORPHAN  # has its own versions
+    assert classify(None, path_a, "dev", ref_a, None).status is ForkStatus.ORPHAN  # no such catalog branch
+
+
+def test_cleanup_reconciles_orphaned_forks_children_first(tmp_uri: str) -> None:
+    cat = make(tmp_uri)
+    cat.create_branch("dev")
+    with cat.transaction(branch="dev") as tx:
+        tx.table("s.a").append(pa.table({"id": [10]}))
+        tx.table("s.b").append(pa.table({"id": [10]}))
+    # a deletion stopped between the catalog branch and its forks
+    with failpoints.armed("catalog.branch.delete.after_catalog", "raise"), pytest.raises(FailpointError):
+        cat.delete_branch("dev")
+    assert cat.branches() == {} and "dev" in refs(cat, "a")
+    with pytest.raises(CatalogError, match="cleanup"):
+        cat.create_branch("dev")
+    # a fork the live catalog branch never placed its table on, with a child of its own
+    cat.create_branch("live")
+    stray = cat.table("s.c").create_branch("live", reference=1)
+    stray.create_branch("child")
+    young = cat.table("s.b").create_branch("live")  # looks like a writer between its fork and its publish
+    stats = cat.cleanup()
+    assert sorted(stats.forks_removed) == sorted(
+        [f"{cat.snapshot().entry(n).path}@{b}" for n, b in (("s.a", "dev"), ("s.b", "dev"), ("s.c", "child"))]
+        + [f"{cat.snapshot().entry('s.c').path}@live"]
+    )
+    assert refs(cat, "a") == {} and refs(cat, "c") == {} and list(refs(cat, "b")) == ["live"]
+    assert young.branch == "live"
+    assert cat.cleanup(delete_unverified=True).forks_removed == (f"{cat.snapshot().entry('s.b').path}@live",)
+    cat.create_branch("dev")  # the name is free again
+    with cat.transaction(branch="live") as tx:  # the live branch writes as before
+        tx.table("s.b").append(pa.table({"id": [5]}))
+    assert ids(cat.table("s.b", branch="live")) == [1, 2, 3, 5]
+
+
+def test_retention_keeps_what_a_branch_reads(memory_uri: str) -> None:
+    cat = make(memory_uri)
+    cat.create_branch("dev")
+    with cat.transaction(branch="dev") as tx:
+        tx.table("s.a").append(pa.table({"id": [10]}))
+    for i in range(3):
+        with cat.transaction() as tx:
+            tx.table("s.b").append(pa.table({"id": [20 + i]}))
+            tx.table("s.a").append(pa.table({"id": [20 + i]}))
+    cat.drop_table("s.c")
+    cat.cleanup(older_than=timedelta(0), delete_unverified=True)
+    assert ids(cat.table("s.b", branch="dev")) == [1, 2, 3]  # main's version as of the branch point
+    assert ids(cat.table("s.c", branch="dev")) == [1, 2, 3]  # dropped on main, still the branch's
+    assert ids(cat.table("s.a", branch="dev")) == [1, 2, 3, 10]
+
+
+@pytest.mark.s3
+@pytest.mark.slow
+def test_catalog_branch_on_s3(s3_uri: str, s3_options: dict[str, Any]) -> None:
+    cat = make(s3_uri, s3_options)
+    cat.create_branch("dev")
+    with cat.transaction(branch="dev") as tx:
+        tx.table("s.a").append(pa.table({"id": [10]}))
+        tx.table("s.b").delete("id = 3")
+    with cat.transaction() as tx:
+        tx.table("s.c").append(pa.table({"id": [30]}))
+    assert ids(cat.table("s.a", branch="dev")) == [1, 2, 3, 10] and ids(cat.table("s.a")) == [1, 2, 3]
+    cat.publish_branch("dev")
+    reopened = Catalog.open(cat.root, storage_options=s3_options)
+    assert ids(reopened.table("s.a")) == [1, 2, 3, 10] and ids(reopened.table("s.b")) == [1, 2]
+    reopened.delete_branch("dev")
+    assert reopened.branches() == {} and reopened.cleanup().forks_removed == ()
+
+
+def test_a_branch_publish_stopped_after_its_commit_point_is_rolled_forward(memory_uri: str) -> None:
+    """The fork's new version is published (the branch's `__manifest` version carries its manifest) but not
+    finalized: readers of the branch and main's cleanup roll it forward from the branch's catalog version."""
+    cat = make(memory_uri)
+    cat.create_branch("dev")
+    tx = cat.transaction(branch="dev")
+    tx.table("s.a").append(pa.table({"id": [10]}))
+    with failpoints.armed("catalog.after_publish", "raise"), pytest.raises(FailpointError):
+        tx.commit()
+    entry = cat.snapshot(branch="dev").entry("s.a")
+    assert fork_of(entry) == "dev" and open_table(cat.table_uri(entry), branch="dev").version < entry.table_version
+    cat.cleanup(older_than=timedelta(0))
+    assert open_table(cat.table_uri(entry), branch="dev").version == entry.table_version
+    assert ids(Catalog.open(cat.root).table("s.a", branch="dev")) == [1, 2, 3, 10]
+
+
+def test_a_stray_fork_is_refused_by_the_write_and_reclaimed_by_cleanup(memory_uri: str) -> None:
+    """A table branch named like the catalog branch that is not the fork it would make (here: forked from an
+    older version) is never adopted: the write names cleanup, which reclaims it at once (no writer makes one)."""
+    cat = make(memory_uri)
+    cat.create_branch("dev")
+    cat.table("s.c").create_branch("dev", reference=1)
+    before = cat.snapshot(branch="dev").version
+    with pytest.raises(CatalogError, match="cleanup"), cat.transaction(branch="dev") as tx:
+        tx.table("s.c").append(pa.table({"id": [10]}))
+    assert cat.snapshot(branch="dev").version == before
+    assert cat.cleanup().forks_removed == (f"{cat.snapshot().entry('s.c').path}@dev",)
+    with cat.transaction(branch="dev") as tx:
+        tx.table("s.c").append(pa.table({"id": [10]}))
+    assert ids(cat.table("s.c", branch="dev")) == [1, 2, 3, 10] and ids(cat.table("s.c")) == [1, 2, 3]
+
+
+@pytest.mark.slow
+def test_two_concurrent_publishes_of_one_branch_land_it_once(tmp_uri: str) -> None:
+    """Both publishes read the same base and stage the same changes; the second to commit finds the first's
+    catalog version carrying the branch's publish and is refused, so no row lands twice."""
+    cat = make(tmp_uri)
+    cat.create_branch("dev")
+    with cat.transaction(branch="dev") as tx:
+        tx.table("s.a").append(pa.table({"id": [10]}))
+    outcomes: list[object] = []
+
+    def publish() -> None:
+        try:
+            outcomes.append(Catalog.open(cat.root).publish_branch("dev"))
+        except IncompatibleCatalogConflictError as exc:
+            outcomes.append(exc.rule_code)
+
+    with failpoints.armed("catalog.after_stage", "sleep(1)"):
+        threads = [threading.Thread(target=publish) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert sorted(outcomes, key=str) == sorted([cat.latest_version, "branch_published"], key=str)
+    assert ids(cat.table("s.a")) == [1, 2, 3, 10]
+
+
+def test_a_republish_after_main_moved_is_refused_rather_than_misapplied(memory_uri: str) -> None:
+    """After a publish while main had moved, main holds the branch's rows under other fragment ids: a second
+    publish of a change to them would land on main's own fragments (before: id 10 stayed, 20 and 21 were
+    deleted, 11 doubled). It is refused, main untouched; a fast-forwarded table publishes again."""
+    cat = make(memory_uri)
+    cat.create_branch("dev")
+    with cat.transaction(branch="dev") as tx:
+        tx.table("s.a").append(pa.table({"id": [10, 11]}))
+        tx.table("s.b").append(pa.table({"id": [10]}))
+    with cat.transaction() as tx:
+        tx.table("s.a").append(pa.table({"id": [20, 21]}))
+    cat.publish_branch("dev")
+    with cat.transaction(branch="dev") as tx:
+        tx.table("s.a").delete("id = 10")
+    before = cat.latest_version
+    with pytest.raises(CatalogError, match="published while main had moved"):
+        cat.publish_branch("dev")
+    assert cat.latest_version == before and ids(cat.table("s.a")) == [1, 2, 3, 10, 11, 20, 21]
+    cat.create_branch("dev2")
+    with cat.transaction(branch="dev2") as tx:
+        tx.table("s.b").append(pa.table({"id": [12]}))
+    cat.publish_branch("dev2")  # main did not move: fork and main stay aligned
+    with cat.transaction(branch="dev2") as tx:
+        tx.table("s.b").delete("id = 12")
+    cat.publish_branch("dev2")
+    assert ids(cat.table("s.b")) == [1, 2, 3, 10]
