@@ -316,7 +316,7 @@ class TableHandles:
         fresh = open_table()
         table = known.checkout(fresh.version) if known is not None and _same_table(known, fresh) else fresh
         # remember what the kept versions need, not every version read since the sensor started
-        table.state.committer.trim_cache(max(1, len(table.versions())))
+        table.trim_version_cache(max(1, len(table.versions())))
         self._handles[uri] = table
         return table
 
