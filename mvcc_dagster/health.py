@@ -16,7 +16,13 @@ from mvcc_core import TableNotFoundError
 
 from .error_mapping import mvcc_conflicts
 from .maintenance import TABLE_TAG, MaintenanceTarget
-from .maintenance.due import data_bytes, removable_bytes, removable_versions, retention_setting
+from .maintenance.due import (
+    data_bytes,
+    removable_bytes,
+    removable_versions,
+    retention_run_config,
+    retention_setting,
+)
 from .resources import RESOURCE_KEY, MvccResource, TableName
 from .sensors import job_sensor
 
@@ -368,6 +374,7 @@ def build_health_sensor(
     minimum_interval_seconds: int = 300,
     name: str = "mvcc_health_sensor",
     default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED,
+    clock: Callable[[], datetime] | None = None,
 ) -> dg.SensorDefinition:
     """A sensor requesting the repair job of each table whose health checks fail (`REPAIRS` says which).
 
@@ -395,6 +402,9 @@ def build_health_sensor(
         minimum_interval_seconds: Between ticks.
         name: The sensor's name.
         default_status: Stopped by default, as Dagster's sensors are.
+        clock: The time a tick measures ages to (default: the wall clock, in UTC); a simulation gives its
+            own (benchmarks/week.py). A retention run it requests removes the versions committed before the
+            tick's time minus the job's ``older_than`` (the step's ``cutoff``), what the tick saw removable.
 
     Returns:
         The sensor.
@@ -422,6 +432,7 @@ def build_health_sensor(
         requested: dict[str, list[str]] = json.loads(context.cursor) if context.cursor else {}
         requests = []
         busy = _tables_in_maintenance(context, [t.label for t in targets])
+        now = clock() if clock is not None else datetime.now(UTC)
         for target in targets:
             uri = mvcc.uri(target.table)
             if target.label in busy:
@@ -432,7 +443,7 @@ def build_health_sensor(
                 table = handles.latest(uri, lambda t=target: mvcc.open(t.table))
             except TableNotFoundError:
                 continue
-            failing = [r.check_name for r in evaluate_health(table, target, thresholds) if not r.passed]
+            failing = [r.check_name for r in evaluate_health(table, target, thresholds, now=now) if not r.passed]
             seen = set(requested.get(uri, []))
             keys_now = []
             by_checks = set(REPAIRS[c] for c in failing if c in REPAIRS)
@@ -446,7 +457,7 @@ def build_health_sensor(
                 if kind == "retention" and kind not in by_checks and (setting is None or share is None):
                     continue  # no failing check asks for it, and no removable-share rule applies
                 if setting is not None:
-                    removable = removable_versions(table, *setting)
+                    removable = removable_versions(table, *setting, now=now)
                     if not removable:
                         # every old version is still inside the job's window: a run would remove nothing (the
                         # week's daily tables asked for one at every new version); asked once one is older
@@ -462,6 +473,7 @@ def build_health_sensor(
                         dg.RunRequest(
                             run_key=run_key,
                             job_name=job.name,
+                            run_config=retention_run_config(now - setting[0]) if setting is not None else None,
                             tags={TABLE_TAG: target.label, "mvcc/failing_checks": ",".join(failing)},
                         )
                     )
