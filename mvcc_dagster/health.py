@@ -391,6 +391,8 @@ def build_health_sensor(
     retention job built by `build_retention_job` (its tags say its window) is requested only when it would
     remove a version: a version-count or storage check failing inside the window waits for the window.
     Table handles are kept from tick to tick (`TableHandles`), so a tick reads only the new versions.
+    A compaction job built with a retention step (`build_compaction_job(older_than=...)`, the same setting
+    as the retention job's) that is requested on a tick also takes that tick's retention: one run, not two.
 
     Args:
         tables: Asset keys or table uris (opened through the ``mvcc`` resource).
@@ -448,15 +450,16 @@ def build_health_sensor(
             keys_now = []
             by_checks = set(REPAIRS[c] for c in failing if c in REPAIRS)
             share = thresholds.retention_removable_share
+            compaction_retention = None  # the retention setting of a compaction run requested on this tick
             for kind in [k for k in ("compaction", "retention", "index") if k in by_checks or k == "retention"]:
                 job = job_for(kind, target)
                 if job is None:
                     continue
                 run_key = f"{uri}@{table.version}:{job.name}"
-                setting = retention_setting(job.tags) if kind == "retention" else None
+                setting = retention_setting(job.tags)  # a compaction job built with older_than has one too
                 if kind == "retention" and kind not in by_checks and (setting is None or share is None):
                     continue  # no failing check asks for it, and no removable-share rule applies
-                if setting is not None:
+                if kind == "retention" and setting is not None:
                     removable = removable_versions(table, *setting, now=now)
                     if not removable:
                         # every old version is still inside the job's window: a run would remove nothing (the
@@ -468,15 +471,20 @@ def build_health_sensor(
                     # as time passes, and each such step is new work (a new key), never the same run twice
                     run_key += f"<={removable[-1]}"
                 keys_now.append(run_key)
-                if run_key not in seen:
-                    requests.append(
-                        dg.RunRequest(
-                            run_key=run_key,
-                            job_name=job.name,
-                            run_config=retention_run_config(now - setting[0]) if setting is not None else None,
-                            tags={TABLE_TAG: target.label, "mvcc/failing_checks": ",".join(failing)},
-                        )
+                if run_key in seen:
+                    continue
+                if kind == "retention" and setting is not None and setting == compaction_retention:
+                    continue  # the compaction run requested on this tick removes them (one run, not two)
+                if kind == "compaction" and setting is not None:
+                    compaction_retention = setting
+                requests.append(
+                    dg.RunRequest(
+                        run_key=run_key,
+                        job_name=job.name,
+                        run_config=retention_run_config(now - setting[0]) if setting is not None else None,
+                        tags={TABLE_TAG: target.label, "mvcc/failing_checks": ",".join(failing)},
                     )
+                )
             requested[uri] = sorted(keys_now)  # a repaired (passing) table forgets its keys
         cursor = json.dumps(requested, sort_keys=True)
         if not requests:

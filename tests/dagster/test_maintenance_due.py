@@ -14,10 +14,17 @@ import pyarrow as pa
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_dagster import HealthThresholds, Level, MvccResource, build_maintenance_schedule, build_retention_job
+from mvcc_dagster import (
+    HealthThresholds,
+    Level,
+    MvccResource,
+    build_compaction_job,
+    build_maintenance_schedule,
+    build_retention_job,
+)
 from mvcc_dagster.health import TableHandles, build_health_sensor, evaluate_health
 from mvcc_dagster.maintenance import MaintenanceTarget
-from mvcc_dagster.maintenance.due import maintenance_work, removable_bytes, removable_versions
+from mvcc_dagster.maintenance.due import maintenance_work, removable_bytes, removable_versions, retention_run_config
 
 
 def rows(start: int, n: int = 10) -> pa.Table:
@@ -272,3 +279,41 @@ def test_schedule_gives_its_run_the_tick_time_cutoff(warehouse: str) -> None:
     assert "1 removable version(s)" in request.tags["mvcc/work"]
     cutoff = request.run_config["ops"]["cleanup_old_versions"]["config"]["cutoff"]
     assert datetime.fromisoformat(cutoff) == at - timedelta(hours=1)
+
+
+@pytest.mark.slow  # one compaction run with retention (about 1 s)
+def test_sensor_folds_retention_into_the_compaction_it_requests(instance: dg.DagsterInstance, warehouse: str) -> None:
+    """Small fragments fail and old versions are removable: one run of the compaction job that has a
+    retention step, not a compaction run and a retention run; that run compacts and removes the versions
+    committed before the tick's time minus the window. A compaction job without retention leaves retention
+    to its own run."""
+    t = mvcc.write_table(rows(0), f"{warehouse}/both")
+    for i in range(1, 4):
+        t.append(rows(10 * i))  # four small fragments, versions 1-4
+    window = timedelta(hours=1)
+    thresholds = HealthThresholds(small_fragment_rows=100, small_fragments=Level(3, 9), versions_kept=Level(3, 9))
+    resources = {"mvcc": MvccResource(root_uri=warehouse)}
+    retention = build_retention_job("both", older_than=window)
+    options = mvcc.CompactionOptions(target_rows_per_fragment=1000)
+    folded = build_compaction_job("both", options=options, older_than=window)
+    plain = build_compaction_job("both", options=options, name="plain")
+    later = datetime.now(UTC) + timedelta(days=1)
+
+    def requests(compaction: dg.JobDefinition) -> list[dg.RunRequest]:
+        sensor = build_health_sensor(
+            ["both"], compaction_job=compaction, retention_job=retention, thresholds=thresholds, clock=lambda: later
+        )
+        return sensor(dg.build_sensor_context(instance=instance, resources=resources)).run_requests or []
+
+    assert sorted(r.job_name for r in requests(plain)) == ["mvcc_retention__both", "plain"]
+    [request] = requests(folded)
+    assert request.job_name == folded.name and "cleanup_old_versions" in folded.graph.node_dict
+    # the run, with a window of 0 and the cutoff moved to now (an hour's window would keep every version)
+    config = retention_run_config(datetime.now(UTC) + timedelta(seconds=1))
+    short = build_compaction_job("both", options=options, older_than=timedelta(0), name="short")
+    result = short.execute_in_process(run_config=config, instance=instance, resources=resources)
+    # versions 5 (ReserveFragments) and 6 (Rewrite) are the run's; every older one goes after the Rewrite
+    assert result.success and result.output_for_node("cleanup_old_versions") == [1, 2, 3, 4, 5]
+    after = mvcc.open_table(t.uri)
+    assert len(after.get_fragments()) == 1 and [v.version for v in after.versions()] == [6]
+    assert after.to_table().column("n").to_pylist() == list(range(40))
