@@ -135,11 +135,14 @@ def thresholds(s: dict[str, Any]) -> HealthThresholds:
 
 
 def compaction_options(s: dict[str, Any], table: str) -> mvcc.CompactionOptions:
-    """Fragments of about one simulated day of the table: older full fragments are left alone by later
-    compactions. A fragment below the target is a candidate at every compaction, so a target above a table's
-    daily volume rewrites the whole table every time (the week's first runs did that to partner_feed)."""
-    daily = {OUTSIDE_TABLE: outside_rows(s) * 8}.get(table, s["rows_per_hour"] * s["appends_per_day"])
-    return mvcc.CompactionOptions(target_rows_per_fragment=max(1, daily))
+    """Fragments of about one simulated day of the pipeline's tables: older full fragments are left alone by
+    later compactions (a fragment below the target is a candidate at every compaction, so a target above a
+    table's daily volume rewrites the whole table every time). The outside writer's table is a few KB a day
+    (two narrow columns): a day's fragment is a file of about 3 KB whose per-file cost is most of what a scan
+    of it costs (docs/operations.md, "Full scans"), so it gets Lance's default target and compacts whole."""
+    if table == OUTSIDE_TABLE:
+        return mvcc.CompactionOptions()
+    return mvcc.CompactionOptions(target_rows_per_fragment=max(1, s["rows_per_hour"] * s["appends_per_day"]))
 
 
 def outside_rows(s: dict[str, Any]) -> int:
