@@ -238,7 +238,7 @@ def test_sensor_and_run_measure_retention_to_the_tick(instance: dg.DagsterInstan
     # the run: its cutoff is an hour in the future, but it never removes a version inside its own window
     result = retention.execute_in_process(run_config=request.run_config, instance=instance, resources=resources)
     assert result.success and result.output_for_node("cleanup_old_versions") == []
-    past = datetime.now(UTC) + timedelta(seconds=1)  # after every commit, before the window: versions 1-3
+    past = datetime.now(UTC) + timedelta(hours=1)  # after every commit: versions 1-3 (the latest stays)
     config = {"ops": {"cleanup_old_versions": {"config": {"cutoff": past.isoformat()}}}}
     now_job = build_retention_job("clocked", older_than=timedelta(0), name="now")
     result = now_job.execute_in_process(run_config=config, instance=instance, resources=resources)
@@ -309,7 +309,7 @@ def test_sensor_folds_retention_into_the_compaction_it_requests(instance: dg.Dag
     [request] = requests(folded)
     assert request.job_name == folded.name and "cleanup_old_versions" in folded.graph.node_dict
     # the run, with a window of 0 and the cutoff moved to now (an hour's window would keep every version)
-    config = retention_run_config(datetime.now(UTC) + timedelta(seconds=1))
+    config = retention_run_config(datetime.now(UTC) + timedelta(hours=1))  # every version before the run's
     short = build_compaction_job("both", options=options, older_than=timedelta(0), name="short")
     result = short.execute_in_process(run_config=config, instance=instance, resources=resources)
     # versions 5 (ReserveFragments) and 6 (Rewrite) are the run's; every older one goes after the Rewrite
