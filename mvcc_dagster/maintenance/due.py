@@ -87,13 +87,29 @@ def window_to(cutoff: str, older_than: timedelta, *, now: datetime | None = None
     """
     if not cutoff:
         return older_than
+    return max(older_than, (now or datetime.now(UTC)) - aware_instant(cutoff, "retention cutoff"))
+
+
+def aware_instant(text: str, what: str) -> datetime:
+    """An ISO-8601 time with its UTC offset, parsed (run config of the retention and restore jobs).
+
+    Args:
+        text: The time, e.g. ``2026-11-27T03:00:00+00:00`` or ``...Z``.
+        what: What it is, for the error (e.g. ``"retention cutoff"``).
+
+    Returns:
+        The instant, timezone-aware.
+
+    Raises:
+        ValueError: `text` does not parse, or has no offset.
+    """
     try:
-        instant = datetime.fromisoformat(cutoff)
+        instant = datetime.fromisoformat(text)
     except ValueError as exc:
-        raise ValueError(f"retention cutoff {cutoff!r} is not an ISO-8601 time ({exc})") from exc
+        raise ValueError(f"{what} {text!r} is not ISO 8601 ({exc})") from exc
     if instant.tzinfo is None:
-        raise ValueError(f"retention cutoff {cutoff!r} has no UTC offset (give e.g. 2026-11-27T03:00:00+00:00)")
-    return max(older_than, (now or datetime.now(UTC)) - instant)
+        raise ValueError(f"{what} {text!r} has no UTC offset (write it as ...Z or +00:00)")
+    return instant
 
 
 def removable_versions(
