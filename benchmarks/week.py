@@ -29,6 +29,10 @@ before is not launched again, and is counted as a duplicate request).
 
 Simulated time: one hour lasts ``--hour-seconds`` real seconds; commit timestamps are real, so the jobs'
 retention is ``older_than = retention_days * 24 * hour_seconds`` real seconds (2 days at 1 s an hour: 48 s).
+The clock holds while the run pool is full, so the ticks measure ages on the simulated clock
+(`SimulatedClock`: the schedule's tick time, the health sensor's ``clock``), and their runs remove the
+versions committed before the real instant the simulated hour ``now - retention`` began (the retention
+step's ``cutoff``), as a deployment's runs remove to their tick's time.
 ``--executor in_process`` gives the code location Dagster's in-process executor (default: the jobs' own).
 ``--report week.json --baseline bare.json`` prints docs/operations.md's tables (week_report.py); ``--scaling``
 measures the per-table costs of that page's last section (week_scaling.py).
@@ -54,7 +58,9 @@ from typing import Any
 import dagster as dg
 import pyarrow as pa
 import pyarrow.compute as pc
-from week_report import markdown, plot, targets  # benchmarks/ is on sys.path (a script's folder)
+from week_clock import SimulatedClock  # benchmarks/ is on sys.path (a script's folder)
+from week_metrics import table_metrics
+from week_report import markdown, plot, targets
 
 import mvcc_core as mvcc
 from mvcc_dagster import (
@@ -108,6 +114,15 @@ def retention_window(s: dict[str, Any]) -> timedelta:
     return timedelta(seconds=s["retention_days"] * 24 * s["hour_seconds"])
 
 
+CLOCK: SimulatedClock | None = None
+"""The main process's simulated clock (set by `Week`); the worker processes' runs get their cutoff in config."""
+
+
+def simulated_now() -> datetime:
+    """`CLOCK.now()`, or the wall clock where there is no week running (a worker process, a test)."""
+    return CLOCK.now() if CLOCK is not None else datetime.now(UTC)
+
+
 def thresholds(s: dict[str, Any]) -> HealthThresholds:
     """Health thresholds for this traffic (docs/operations.md "Thresholds"): small means under a quarter of a
     day's rows; the sensor repairs at 8 small fragments so that a day's end never sees more than 10."""
@@ -120,11 +135,14 @@ def thresholds(s: dict[str, Any]) -> HealthThresholds:
 
 
 def compaction_options(s: dict[str, Any], table: str) -> mvcc.CompactionOptions:
-    """Fragments of about one simulated day of the table: older full fragments are left alone by later
-    compactions. A fragment below the target is a candidate at every compaction, so a target above a table's
-    daily volume rewrites the whole table every time (the week's first runs did that to partner_feed)."""
-    daily = {OUTSIDE_TABLE: outside_rows(s) * 8}.get(table, s["rows_per_hour"] * s["appends_per_day"])
-    return mvcc.CompactionOptions(target_rows_per_fragment=max(1, daily))
+    """Fragments of about one simulated day of the pipeline's tables: older full fragments are left alone by
+    later compactions (a fragment below the target is a candidate at every compaction, so a target above a
+    table's daily volume rewrites the whole table every time). The outside writer's table is a few KB a day
+    (two narrow columns): a day's fragment is a file of about 3 KB whose per-file cost is most of what a scan
+    of it costs (docs/operations.md, "Full scans"), so it gets Lance's default target and compacts whole."""
+    if table == OUTSIDE_TABLE:
+        return mvcc.CompactionOptions()
+    return mvcc.CompactionOptions(target_rows_per_fragment=max(1, s["rows_per_hour"] * s["appends_per_day"]))
 
 
 def outside_rows(s: dict[str, Any]) -> int:
@@ -234,7 +252,8 @@ def week_definitions() -> dg.Definitions:
     """The benchmark's code location: the example's shape (the same factories), scaled by `settings()`."""
     s = settings()
     window = retention_window(s)
-    compaction = {t: build_compaction_job(t, options=compaction_options(s, t)) for t in TABLES}
+    # a compaction the health sensor requests also takes the retention due then (one run, not two)
+    compaction = {t: build_compaction_job(t, options=compaction_options(s, t), older_than=window) for t in TABLES}
     retention = {t: build_retention_job(t, older_than=window) for t in TABLES}
     schedules = [
         build_maintenance_schedule(t, cron=MAINTENANCE_CRON, options=compaction_options(s, t), older_than=window)
@@ -254,7 +273,13 @@ def week_definitions() -> dg.Definitions:
         schedules=schedules,
         sensors=[
             build_version_sensor(TABLES),
-            build_health_sensor(TABLES, compaction_job=compaction, retention_job=retention, thresholds=thresholds(s)),
+            build_health_sensor(
+                TABLES,
+                compaction_job=compaction,
+                retention_job=retention,
+                thresholds=thresholds(s),
+                clock=simulated_now,
+            ),
         ],
         resources={"mvcc": MvccResource(root_uri=root), "io_manager": MvccIOManager(root_uri=root)},
         # "default": the jobs' own default (the code location's executor, Dagster's multiprocess one, unless a
@@ -333,66 +358,6 @@ def execute_run(job_name: str, run_id: str, tags: dict[str, str]) -> dict[str, A
 # ---- the week (main process) ----------------------------------------------------------------------------------
 
 
-def dir_bytes(path: Path) -> int:
-    """Bytes of every file under `path` (the table's stored bytes)."""
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-
-
-def best_scan(uri: str, repeats: int = 5) -> tuple[pa.Table, float, float]:
-    """The table's latest version read whole, and the best of `repeats` full scans: wall seconds and CPU
-    seconds of this process (the readers are paused meanwhile, so the CPU is the scan's; on a busy machine the
-    CPU is the steadier of the two)."""
-    best, best_cpu, data = float("inf"), float("inf"), None
-    for _ in range(repeats):
-        cpu, t = time.process_time(), time.perf_counter()
-        data = mvcc.open_table(uri).to_table()
-        best = min(best, time.perf_counter() - t)
-        best_cpu = min(best_cpu, time.process_time() - cpu)
-    return data, best, best_cpu
-
-
-def table_metrics(root: Path, name: str, small_rows: int, scratch: Path) -> dict[str, Any] | None:
-    """One table's end-of-day measurements; live bytes are the bytes of a freshly compacted copy."""
-    uri = str(root / name)
-    try:
-        table = mvcc.open_table(uri)
-    except mvcc.TableNotFoundError:
-        return None
-    fragments = table.get_fragments()
-    live = [
-        int(f.physical_rows) - (f.deletion_file.num_deleted_rows if f.HasField("deletion_file") else 0)
-        for f in fragments
-    ]
-    physical = sum(int(f.physical_rows) for f in fragments)
-    # what retention could remove now (a dry run with the jobs' window; unverified files too): the stored bytes
-    # beyond what the window keeps on purpose (its versions' files, manifests and transactions)
-    removable = table.cleanup_old_versions(retention_window(settings()), dry_run=True, delete_unverified=True)
-    data, scan, scan_cpu = best_scan(uri)
-    copy = scratch / f"{name}-compacted"
-    shutil.rmtree(copy, ignore_errors=True)
-    mvcc.write_table(data, str(copy))
-    _, compacted_scan, compacted_cpu = best_scan(str(copy))
-    metrics = {
-        "table": name,
-        "version": table.version,
-        "fragments": len(fragments),
-        "small_fragments": sum(1 for rows in live if rows < small_rows),
-        "live_rows": data.num_rows,
-        "live_bytes": dir_bytes(copy / "data"),
-        "stored_bytes": dir_bytes(Path(uri)),
-        "stored_data_bytes": dir_bytes(Path(uri) / "data"),  # the rest: manifests, transactions, deletion files
-        "removable_bytes": removable.bytes_removed,
-        "versions_kept": len(table.versions()),
-        "deleted_share": round((physical - sum(live)) / physical, 4) if physical else 0.0,
-        "scan_seconds": round(scan, 4),
-        "compacted_scan_seconds": round(compacted_scan, 4),
-        "scan_cpu_seconds": round(scan_cpu, 4),
-        "compacted_scan_cpu_seconds": round(compacted_cpu, 4),
-    }
-    shutil.rmtree(copy, ignore_errors=True)
-    return metrics
-
-
 class Readers(threading.Thread):
     """Readers scanning the tables' latest versions throughout the week (errors are counted, never raised)."""
 
@@ -445,6 +410,8 @@ class Week:
         self.days: list[dict[str, Any]] = []
         self.scratch = home / "scratch"
         self.scratch.mkdir()
+        global CLOCK
+        CLOCK = self.clock = SimulatedClock(s["hour_seconds"], s["retention_days"])
 
     # -- runs --
     def submit(self, kind: str, job: str, run_config: dict[str, Any], tags: dict[str, str], hour: float) -> None:
@@ -488,8 +455,10 @@ class Week:
             if not times:
                 continue
             cpu = time.thread_time()
+            # the tick's time as the retention setting sees it (`SimulatedClock`): the daemon gives the
+            # cron's time; the cron itself fired on the simulated clock (`at`)
             context = dg.build_schedule_context(
-                instance=self.instance, scheduled_execution_time=at, resources={"mvcc": self.resource}
+                instance=self.instance, scheduled_execution_time=self.clock.now(), resources={"mvcc": self.resource}
             )
             data = schedule.evaluate_tick(context)
             self.tick_cpu += time.thread_time() - cpu
@@ -560,6 +529,7 @@ class Week:
                 self.dispatch()
                 time.sleep(min(0.05, hs / 10))
             at = START + timedelta(hours=h)
+            self.clock.begin(h)
             if h and h % 24 == 0:
                 self.end_of_day(h // 24)
             if h == hours:
@@ -591,7 +561,7 @@ class Week:
         self.readers.running.clear()
         time.sleep(0.05)  # a scan in flight ends
         for name in TABLES:
-            m = table_metrics(self.root, name, small, self.scratch)
+            m = table_metrics(self.root, name, small, self.scratch, self.clock.cutoff())
             if m is not None:
                 self.days.append({"day": day, **m})
                 print(

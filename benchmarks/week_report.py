@@ -50,38 +50,29 @@ def targets(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
     return {
         "per_table": {"value": per_table, "target": "the same, per table", "met": None},
-        "small_fragments_max": {"value": small, "target": 10, "met": small is not None and small <= 10},
-        "stored_over_live_after_retention_max": {
-            "value": None if amplification is None else round(amplification, 3),
-            "target": 1.3,
-            "met": amplification is not None and amplification <= 1.3,
-        },
-        "stored_data_files_over_live_after_retention_max (metadata excluded)": {
-            "value": None if data_only is None else round(data_only, 3),
-            "target": 1.3,
-            "met": data_only is not None and data_only <= 1.3,
-        },
-        "stored_beyond_the_window_over_live_after_retention_max (what retention could remove now)": {
-            "value": None if beyond is None else round(beyond, 3),
-            "target": 0.3,
-            "met": beyond is not None and beyond <= 0.3,
-        },
-        "scan_cpu_over_compacted_max": {
-            "value": None if scan is None else round(scan, 3),
-            "target": 1.2,
-            "met": scan is not None and scan <= 1.2,
-        },
+        "small_fragments_max": _at_most(small, 10),
+        "stored_over_live_after_retention_max": _at_most(amplification, 1.3),
+        "stored_data_files_over_live_after_retention_max (metadata excluded)": _at_most(data_only, 1.3),
+        "stored_beyond_the_window_over_live_after_retention_max (what retention could remove now)": _at_most(
+            beyond, 0.3
+        ),
+        "scan_cpu_over_compacted_max": _at_most(scan, 1.2),
         "failed_runs": {"value": failed, "target": 0, "met": failed == 0},
         "duplicate_requests": {
             "value": len(result["duplicate_requests"]) + len(twice),
             "target": 0,
             "met": not result["duplicate_requests"] and not twice,
         },
-        "maintenance_cpu_share": {
-            "value": None if share is None else round(share, 3),
-            "target": 0.15,
-            "met": share is not None and share <= 0.15,
-        },
+        "maintenance_cpu_share": _at_most(share, 0.15),
+    }
+
+
+def _at_most(value: float | None, target: float) -> dict[str, Any]:
+    """A target met when the measured `value` (None: not measured) is at most `target`."""
+    return {
+        "value": None if value is None else round(value, 3),
+        "target": target,
+        "met": value is not None and value <= target,
     }
 
 

@@ -16,7 +16,13 @@ from mvcc_core import TableNotFoundError
 
 from .error_mapping import mvcc_conflicts
 from .maintenance import TABLE_TAG, MaintenanceTarget
-from .maintenance.due import data_bytes, removable_bytes, removable_versions, retention_setting
+from .maintenance.due import (
+    data_bytes,
+    removable_bytes,
+    removable_versions,
+    retention_run_config,
+    retention_setting,
+)
 from .resources import RESOURCE_KEY, MvccResource, TableName
 from .sensors import job_sensor
 
@@ -316,7 +322,7 @@ class TableHandles:
         fresh = open_table()
         table = known.checkout(fresh.version) if known is not None and _same_table(known, fresh) else fresh
         # remember what the kept versions need, not every version read since the sensor started
-        table.state.committer.trim_cache(max(1, len(table.versions())))
+        table.trim_version_cache(max(1, len(table.versions())))
         self._handles[uri] = table
         return table
 
@@ -368,6 +374,7 @@ def build_health_sensor(
     minimum_interval_seconds: int = 300,
     name: str = "mvcc_health_sensor",
     default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED,
+    clock: Callable[[], datetime] | None = None,
 ) -> dg.SensorDefinition:
     """A sensor requesting the repair job of each table whose health checks fail (`REPAIRS` says which).
 
@@ -384,6 +391,8 @@ def build_health_sensor(
     retention job built by `build_retention_job` (its tags say its window) is requested only when it would
     remove a version: a version-count or storage check failing inside the window waits for the window.
     Table handles are kept from tick to tick (`TableHandles`), so a tick reads only the new versions.
+    A compaction job built with a retention step (`build_compaction_job(older_than=...)`, the same setting
+    as the retention job's) that is requested on a tick also takes that tick's retention: one run, not two.
 
     Args:
         tables: Asset keys or table uris (opened through the ``mvcc`` resource).
@@ -395,6 +404,9 @@ def build_health_sensor(
         minimum_interval_seconds: Between ticks.
         name: The sensor's name.
         default_status: Stopped by default, as Dagster's sensors are.
+        clock: The time a tick measures ages to (default: the wall clock, in UTC); a simulation gives its
+            own (benchmarks/week.py). A retention run it requests removes the versions committed before the
+            tick's time minus the job's ``older_than`` (the step's ``cutoff``), what the tick saw removable.
 
     Returns:
         The sensor.
@@ -422,6 +434,7 @@ def build_health_sensor(
         requested: dict[str, list[str]] = json.loads(context.cursor) if context.cursor else {}
         requests = []
         busy = _tables_in_maintenance(context, [t.label for t in targets])
+        now = clock() if clock is not None else datetime.now(UTC)
         for target in targets:
             uri = mvcc.uri(target.table)
             if target.label in busy:
@@ -432,21 +445,22 @@ def build_health_sensor(
                 table = handles.latest(uri, lambda t=target: mvcc.open(t.table))
             except TableNotFoundError:
                 continue
-            failing = [r.check_name for r in evaluate_health(table, target, thresholds) if not r.passed]
+            failing = [r.check_name for r in evaluate_health(table, target, thresholds, now=now) if not r.passed]
             seen = set(requested.get(uri, []))
             keys_now = []
             by_checks = set(REPAIRS[c] for c in failing if c in REPAIRS)
             share = thresholds.retention_removable_share
+            compaction_retention = None  # the retention setting of a compaction run requested on this tick
             for kind in [k for k in ("compaction", "retention", "index") if k in by_checks or k == "retention"]:
                 job = job_for(kind, target)
                 if job is None:
                     continue
                 run_key = f"{uri}@{table.version}:{job.name}"
-                setting = retention_setting(job.tags) if kind == "retention" else None
+                setting = retention_setting(job.tags)  # a compaction job built with older_than has one too
                 if kind == "retention" and kind not in by_checks and (setting is None or share is None):
                     continue  # no failing check asks for it, and no removable-share rule applies
-                if setting is not None:
-                    removable = removable_versions(table, *setting)
+                if kind == "retention" and setting is not None:
+                    removable = removable_versions(table, *setting, now=now)
                     if not removable:
                         # every old version is still inside the job's window: a run would remove nothing (the
                         # week's daily tables asked for one at every new version); asked once one is older
@@ -457,14 +471,20 @@ def build_health_sensor(
                     # as time passes, and each such step is new work (a new key), never the same run twice
                     run_key += f"<={removable[-1]}"
                 keys_now.append(run_key)
-                if run_key not in seen:
-                    requests.append(
-                        dg.RunRequest(
-                            run_key=run_key,
-                            job_name=job.name,
-                            tags={TABLE_TAG: target.label, "mvcc/failing_checks": ",".join(failing)},
-                        )
+                if run_key in seen:
+                    continue
+                if kind == "retention" and setting is not None and setting == compaction_retention:
+                    continue  # the compaction run requested on this tick removes them (one run, not two)
+                if kind == "compaction" and setting is not None:
+                    compaction_retention = setting
+                requests.append(
+                    dg.RunRequest(
+                        run_key=run_key,
+                        job_name=job.name,
+                        run_config=retention_run_config(now - setting[0]) if setting is not None else None,
+                        tags={TABLE_TAG: target.label, "mvcc/failing_checks": ",".join(failing)},
                     )
+                )
             requested[uri] = sorted(keys_now)  # a repaired (passing) table forgets its keys
         cursor = json.dumps(requested, sort_keys=True)
         if not requests:

@@ -420,3 +420,19 @@ def test_s3_latest_version_is_one_list_request(s3_uri, s3_options) -> None:
     location = latest_manifest_location(store)
     assert location.version == 41
     assert len(sent) == 1 and params[0]["MaxKeys"] == 1
+
+
+def test_trim_version_cache_keeps_the_newest_and_reads_the_rest_again(tmp_uri) -> None:
+    t = mvcc.write_table(people(2), tmp_uri)
+    for i in range(5):
+        t = t.append(people(2, start=10 * (i + 1)))
+    for v in t.versions():
+        t.checkout(v.version)  # every manifest read through the handle's cache
+    cached = t.state.committer.cache.manifests
+    assert len(cached) >= 6
+    t.trim_version_cache(2)
+    assert sorted(cached) == [5, 6]
+    assert t.checkout(1).count_rows() == 2 and t.checkout(6).count_rows() == 12  # read again, not lost
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(ValueError, match="keep must be a positive int"):
+            t.trim_version_cache(bad)

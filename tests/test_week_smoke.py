@@ -61,3 +61,18 @@ def test_week_shape_and_maintenance_reduces_fragments(tmp_path: Path, monkeypatc
     assert fragments(bare, "raw_events") >= 10  # 12 appends; the last may still be running at the day's end
     assert fragments(kept, "raw_events") < fragments(bare, "raw_events")
     assert fragments(kept, "partner_feed") < fragments(bare, "partner_feed")
+
+
+def test_simulated_clock_holds_the_window_through_a_pause(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hours of 1 s with a 10 s hold before hour 3 and a 2-hour window: at hour 4 the cutoff is the real
+    start of hour 2 (the versions of hours 0-1 are older), not "now - 2 s", which the hold would have moved
+    past hours 2-3; a tick's now minus the jobs' older_than is that cutoff."""
+    from week_clock import SimulatedClock
+
+    clock = SimulatedClock(hour_seconds=1.0, retention_days=2 / 24)
+    real = iter([100.0, 101.0, 102.0, 113.0, 114.0])
+    monkeypatch.setattr("week_clock.time.time", lambda: next(real))
+    for hour in range(5):
+        clock.begin(hour)
+    assert clock.cutoff().timestamp() == 102.0 and (clock.now() - clock.window).timestamp() == 102.0
+    assert clock.real_start(-2).timestamp() == 98.0  # before the week: at the time scale

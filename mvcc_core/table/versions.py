@@ -61,6 +61,21 @@ class VersionMethods:
         """
         return history.list_versions(self._state, limit=limit)
 
+    def trim_version_cache(self, keep: int) -> None:
+        """Keep only the newest `keep` manifests and transactions this handle has read (and its checkouts
+        share): a handle kept open for long (a sensor's, from tick to tick) otherwise keeps every version it
+        ever read in memory. Nothing on storage changes; a trimmed version is read again when asked for.
+
+        Args:
+            keep: how many of the newest manifests and transactions to keep (at least 1)
+
+        Raises:
+            ValueError: `keep` is below 1.
+        """
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise ValueError(f"trim_version_cache: keep must be a positive int, got {keep!r}")
+        self._state.committer.trim_cache(keep)
+
     def transaction(self, version: int | None = None) -> Transaction | None:
         """The transaction that produced `version` (default: this handle's), None if it has no readable file.
 

@@ -5,6 +5,7 @@ Where the rewrite runs, and why the default is one process: docs/dagster.md ("Co
 
 import math
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import Any
 
 import dagster as dg
@@ -13,6 +14,8 @@ import mvcc_core as mvcc
 
 from ..error_mapping import conflict_metadata, mvcc_conflicts, no_retry_failure
 from ..resources import RESOURCE_KEY, TableName
+from .due import RETENTION_STEP, retention_tags
+from .retention import cleanup_op
 from .target import MAINTENANCE_IO_KEY, MaintenanceTarget, maintenance_job, observe
 
 EXECUTORS = ("auto", "in_process", "dagster", "spark")
@@ -316,8 +319,10 @@ def build_compaction_job(
     asset_key: TableName | None = None,
     name: str | None = None,
     spark_resource_key: str = SPARK_RESOURCE_KEY,
+    older_than: timedelta | None = None,
+    retain_versions: int | None = None,
 ) -> dg.JobDefinition:
-    """A job compacting `table` in the specification's three steps.
+    """A job compacting `table` in the specification's three steps (and, given `older_than`, retention).
 
     ``reserve_fragments`` (pool of the table) plans with the core's `compaction.plan`, which commits
     ReserveFragments so the new fragments' ids are fixed before any task runs; ``rewrite_fragments`` writes
@@ -340,6 +345,12 @@ def build_compaction_job(
     the tasks wrote and the step fails without a step retry; the job carries ``dagster/max_retries`` and
     ``dagster/retry_strategy: ALL_STEPS``, so run retries plan again.
 
+    With `older_than`, a fourth step ``cleanup_old_versions`` (the retention job's op, with its config:
+    ``dry_run``, ``delete_unverified``, ``cutoff``) follows ``commit_rewrite``, and the job carries the
+    retention tags: the health sensor, when a table needs compaction and has versions to remove, then
+    requests this one run instead of a compaction run and a retention run (each run costs Dagster's per-run
+    work, docs/operations.md). The replaced files stay until their versions leave the window, as always.
+
     Args:
         table: An asset key or a table uri.
         options: What to compact (default `CompactionOptions()`).
@@ -348,12 +359,15 @@ def build_compaction_job(
         asset_key: The asset the reports go to (default: `table`, or a uri's last segment).
         name: The job's name (default ``mvcc_compaction__<asset key>``).
         spark_resource_key: With ``"spark"``: the resource with the ``spark_session``.
+        older_than: Retention after the compaction: versions older than this go (None: no retention step).
+        retain_versions: That retention's floor of newest versions (None: none).
 
     Returns:
         The job.
 
     Raises:
-        ValueError: An unknown executor, or a `rewrite_steps` that is not a positive int.
+        ValueError: An unknown executor, a `rewrite_steps` that is not a positive int, or a retention setting
+            out of range.
     """
     target = MaintenanceTarget(table, asset_key)
     options = options or mvcc.CompactionOptions()
@@ -362,12 +376,20 @@ def build_compaction_job(
     reserve_fragments, rewrite_fragments, commit_rewrite = compaction_ops(
         target, options, "", executor=executor, rewrite_steps=rewrite_steps, spark_resource_key=spark_resource_key
     )
+    cleanup = None if older_than is None else cleanup_op(target, older_than, retain_versions, False, "compaction__")
+
+    def then_retention(committed: Any) -> None:
+        if cleanup is not None:
+            cleanup.alias(RETENTION_STEP)(after=committed)
+
     if executor == "spark":
 
         @dg.graph(name=job_name)
         def compaction_job() -> None:
             planned = reserve_fragments.alias("reserve_fragments")()
-            commit_rewrite.alias("commit_rewrite")(rewrite_fragments.alias("rewrite_fragments")(planned))
+            then_retention(
+                commit_rewrite.alias("commit_rewrite")(rewrite_fragments.alias("rewrite_fragments")(planned))
+            )
 
         shape = "rewrite_fragments (every task on Spark)"
     else:
@@ -376,7 +398,7 @@ def build_compaction_job(
         def compaction_job() -> None:
             work = reserve_fragments.alias("reserve_fragments")()
             results = work.map(rewrite_fragments.alias("rewrite_fragments"))
-            commit_rewrite.alias("commit_rewrite")(results.collect())
+            then_retention(commit_rewrite.alias("commit_rewrite")(results.collect()))
 
         shape = "rewrite_fragments (batched)" if executor == "auto" or rewrite_steps else "rewrite_fragments (mapped)"
 
@@ -384,7 +406,8 @@ def build_compaction_job(
         compaction_job,
         name=job_name,
         table_tag=target.label,
-        description=f"Compaction of {target.label}: reserve_fragments -> {shape} -> commit_rewrite.",
+        description=f"Compaction of {target.label}: reserve_fragments -> {shape} -> commit_rewrite"
+        + ("." if cleanup is None else f" -> cleanup_old_versions (older_than={older_than})."),
         executor_def=executor_def,
-        tags=RETRY_TAGS,
+        tags={**RETRY_TAGS, **(retention_tags(older_than, retain_versions) if older_than is not None else {})},
     )

@@ -8,6 +8,7 @@ what maintenance costs (docs/operations.md, "A week of traffic").
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import mvcc_core as mvcc
 
@@ -47,6 +48,68 @@ def retention_setting(tags: Mapping[str, str]) -> tuple[timedelta, int | None] |
         return None
     floor = tags.get(RETAIN_VERSIONS_TAG)
     return timedelta(seconds=float(tags[OLDER_THAN_TAG])), int(floor) if floor is not None else None
+
+
+RETENTION_STEP = "cleanup_old_versions"
+"""The retention step's name in every job that has one (the retention job, the maintenance schedule's)."""
+
+
+def retention_run_config(cutoff: datetime) -> dict[str, Any]:
+    """The run config making a run's retention step remove the versions committed before `cutoff`.
+
+    The schedule and the health sensor decide that a run is due from the time of their tick, and give the
+    run the same cutoff (tick time - ``older_than``): the run then removes what the request was for, not more
+    because it started later (a queued run, a run retry).
+
+    Args:
+        cutoff: A timezone-aware instant.
+
+    Returns:
+        ``{"ops": {"cleanup_old_versions": {"config": {"cutoff": <ISO-8601>}}}}``.
+    """
+    return {"ops": {RETENTION_STEP: {"config": {"cutoff": cutoff.isoformat()}}}}
+
+
+def window_to(cutoff: str, older_than: timedelta, *, now: datetime | None = None) -> timedelta:
+    """The retention window that removes the versions committed before `cutoff`, never a shorter one than
+    `older_than` (a cutoff later than ``now - older_than`` cannot remove a version inside the window).
+
+    Args:
+        cutoff: An ISO-8601 instant with its offset (``""``: none, `older_than` as it is).
+        older_than: The job's retention setting.
+        now: The time the window is measured back from (default: now).
+
+    Returns:
+        The window to give `Table.cleanup_old_versions`.
+
+    Raises:
+        ValueError: `cutoff` does not parse or has no UTC offset.
+    """
+    if not cutoff:
+        return older_than
+    return max(older_than, (now or datetime.now(UTC)) - aware_instant(cutoff, "retention cutoff"))
+
+
+def aware_instant(text: str, what: str) -> datetime:
+    """An ISO-8601 time with its UTC offset, parsed (run config of the retention and restore jobs).
+
+    Args:
+        text: The time, e.g. ``2026-11-27T03:00:00+00:00`` or ``...Z``.
+        what: What it is, for the error (e.g. ``"retention cutoff"``).
+
+    Returns:
+        The instant, timezone-aware.
+
+    Raises:
+        ValueError: `text` does not parse, or has no offset.
+    """
+    try:
+        instant = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise ValueError(f"{what} {text!r} is not ISO 8601 ({exc})") from exc
+    if instant.tzinfo is None:
+        raise ValueError(f"{what} {text!r} has no UTC offset (write it as ...Z or +00:00)")
+    return instant
 
 
 def removable_versions(

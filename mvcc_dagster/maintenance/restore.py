@@ -11,6 +11,7 @@ import mvcc_core as mvcc
 from ..error_mapping import mvcc_conflicts, no_retry_failure
 from ..resources import RESOURCE_KEY, TableName
 from ..versions import table_metadata
+from .due import aware_instant
 from .target import MAINTENANCE_IO_KEY, MaintenanceTarget, one_step_job
 
 RESTORED_FROM = "mvcc/restored_from"
@@ -27,14 +28,9 @@ def _restore_ref(label: str, config: Mapping[str, Any]) -> int | str | datetime:
     if key != "timestamp":
         return value
     try:
-        when = datetime.fromisoformat(value)
+        return aware_instant(value, f"restore of {label}: timestamp").astimezone(UTC)
     except ValueError as exc:
-        raise no_retry_failure(f"restore of {label}: timestamp {value!r} is not ISO 8601 ({exc})") from exc
-    if when.tzinfo is None:
-        raise no_retry_failure(
-            f"restore of {label}: timestamp {value!r} has no UTC offset (write it as ...Z or +00:00)"
-        )
-    return when.astimezone(UTC)
+        raise no_retry_failure(str(exc)) from exc
 
 
 def _open_for_restore(context: Any, target: MaintenanceTarget, ref: int | str | datetime) -> mvcc.Table:

@@ -10,7 +10,7 @@ import mvcc_core as mvcc
 from ..error_mapping import mvcc_conflicts
 from ..resources import RESOURCE_KEY, TableName
 from ..write_audit_publish import delete_wap_branches
-from .due import retention_tags
+from .due import retention_tags, window_to
 from .target import MAINTENANCE_IO_KEY, MaintenanceTarget, observe, one_step_job
 
 
@@ -38,6 +38,9 @@ def cleanup_op(
     delete_unverified: bool = False,
 ) -> dg.OpDefinition:
     """The retention op of `target`; its `after` input (Nothing) orders it after compaction in the schedule.
+
+    Its config: `dry_run`, `delete_unverified` and `cutoff` (`due.window_to`: the versions committed before
+    that instant go; the schedule and the health sensor set it from their tick's time).
 
     Args:
         target: The table.
@@ -73,17 +76,28 @@ def cleanup_op(
         config_schema={
             "dry_run": dg.Field(bool, default_value=dry_run),
             "delete_unverified": dg.Field(bool, default_value=delete_unverified),
+            "cutoff": dg.Field(
+                str,
+                default_value="",
+                description="Remove the versions committed before this ISO-8601 time (with its offset), "
+                "never one younger than older_than; empty: older than older_than when the step runs. The "
+                "schedule and the health sensor set it to their tick's time minus older_than.",
+            ),
         },
         out=dg.Out(io_manager_key=MAINTENANCE_IO_KEY),
     )
     def cleanup(context: dg.OpExecutionContext) -> dg.Output:
         dry = bool(context.op_config["dry_run"])
+        try:
+            window = window_to(context.op_config["cutoff"], older_than)
+        except ValueError as exc:
+            raise dg.Failure(f"retention of {target.label}: {exc}") from exc
         t = target.open(context)
         with mvcc_conflicts(context, what=f"retention of {target.label} (older_than / retain_versions)"):
             # failed audits' branches past the window first, so that this cleanup reclaims their files
-            wap_branches = delete_wap_branches(t, older_than, dry_run=dry)
+            wap_branches = delete_wap_branches(t, window, dry_run=dry)
             stats = t.cleanup_old_versions(
-                older_than,
+                window,
                 retain_versions,
                 delete_unverified=bool(context.op_config["delete_unverified"]),
                 dry_run=dry,
@@ -116,6 +130,9 @@ def build_retention_job(
     A dry run reports what it would remove as the step's output metadata (visible in the run, not only in
     logs) and records nothing on the asset; a real run reports what it removed as an observation. `dry_run`
     is also op config (``ops: {cleanup_old_versions: {config: {dry_run: true}}}``), so one job serves both.
+    ``cutoff`` (op config, ISO-8601) removes the versions committed before that instant instead of those
+    older than `older_than` when the step runs (never a version younger than `older_than`): the health
+    sensor sets it to its tick's time minus `older_than`, so the run removes what it was requested for.
     A retention that would pass over a tagged version fails naming the table and the tags (nothing removed).
     Write-audit-publish branches (``dagster-wap-*``, left by failed audits) whose newest version is older than
     `older_than` are deleted first, so that their files go in the same run (``wap_branches_removed``).

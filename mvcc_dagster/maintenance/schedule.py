@@ -1,6 +1,6 @@
 """The maintenance schedule: compaction, index optimize and retention of one table, in that order."""
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 
@@ -8,7 +8,7 @@ import mvcc_core as mvcc
 
 from ..resources import RESOURCE_KEY, MvccResource, TableName
 from .compaction import RETRY_TAGS, SPARK_RESOURCE_KEY, check_executor, compaction_ops
-from .due import maintenance_work, retention_tags
+from .due import maintenance_work, retention_run_config, retention_tags
 from .indices import index_op
 from .retention import cleanup_op
 from .target import MaintenanceTarget, maintenance_job
@@ -38,7 +38,9 @@ def build_maintenance_schedule(
     empty compaction still runs the later steps. Default stopped, as Dagster's schedules are. A tick skips
     (no run) while the table does not exist yet, and when the job would do nothing: no compaction task in
     its plan, no fragment an index misses, no version older than `older_than` (`maintenance_work`, from the
-    manifests; a run costs Dagster's per-run work even when it has none to do).
+    manifests; a run costs Dagster's per-run work even when it has none to do). Retention is measured to the
+    tick's scheduled time, and the run removes the versions committed before that time minus `older_than`
+    (its ``cleanup_old_versions`` step's ``cutoff``), never one younger than `older_than`.
 
     Args:
         table: An asset key or a table uri.
@@ -109,16 +111,20 @@ def build_maintenance_schedule(
             table = resource.open(target.table)
         except mvcc.TableNotFoundError:
             return dg.SkipReason(f"no table {target.label} yet: nothing to maintain")
+        # retention measured to the tick's time, and the run removes to the same cutoff: what the tick saw
+        # due is what the run does, however late the run starts (a queue, a run retry)
+        tick = context.scheduled_execution_time or datetime.now(UTC)
         work = maintenance_work(
             table,
             options,
             optimize_indices=optimize_indices,
             older_than=older_than,
             retain_versions=retain_versions,
-        )  # measured to now, not to the tick's scheduled time: the run's retention measures to when it runs
+            now=tick,
+        )
         if not work:
             return dg.SkipReason(f"{target.label} at version {table.version}: nothing to do ({work.describe()})")
-        return dg.RunRequest(tags={"mvcc/work": work.describe()})
+        return dg.RunRequest(run_config=retention_run_config(tick - older_than), tags={"mvcc/work": work.describe()})
 
     try:
         return dg.ScheduleDefinition(

@@ -14,21 +14,26 @@ import pyarrow as pa
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_dagster import HealthThresholds, Level, MvccResource, build_maintenance_schedule, build_retention_job
+from mvcc_dagster import (
+    HealthThresholds,
+    Level,
+    MvccResource,
+    build_compaction_job,
+    build_maintenance_schedule,
+    build_retention_job,
+)
 from mvcc_dagster.health import TableHandles, build_health_sensor, evaluate_health
 from mvcc_dagster.maintenance import MaintenanceTarget
-from mvcc_dagster.maintenance.due import maintenance_work, removable_bytes, removable_versions
-
-AT = datetime(2026, 11, 2, 3, tzinfo=UTC)
+from mvcc_dagster.maintenance.due import maintenance_work, removable_bytes, removable_versions, retention_run_config
 
 
 def rows(start: int, n: int = 10) -> pa.Table:
     return pa.table({"n": pa.array(range(start, start + n), pa.int64())})
 
 
-def tick(schedule: dg.ScheduleDefinition, warehouse: str) -> Any:
+def tick(schedule: dg.ScheduleDefinition, warehouse: str, at: datetime | None = None) -> Any:
     context = dg.build_schedule_context(
-        resources={"mvcc": MvccResource(root_uri=warehouse)}, scheduled_execution_time=AT
+        resources={"mvcc": MvccResource(root_uri=warehouse)}, scheduled_execution_time=at or datetime.now(UTC)
     )
     return schedule.evaluate_tick(context)
 
@@ -205,3 +210,110 @@ def test_kept_handles_see_what_a_fresh_open_sees(tmp_path: Path) -> None:
         fresh = {r.check_name: (r.passed, r.metadata) for r in evaluate_health(t, target, thresholds, now=now)}
         fresh.pop("files_exist"), via_kept.pop("files_exist")  # a random sample of files
         assert via_kept == fresh, (step, action)
+
+
+@pytest.mark.slow  # two retention runs (about 1 s on a quiet machine)
+def test_sensor_and_run_measure_retention_to_the_tick(instance: dg.DagsterInstance, warehouse: str) -> None:
+    """The sensor's clock says when its tick is (benchmarks/week.py's simulated clock): at a tick a day
+    later, versions 1-3 of a one-hour window are removable, and the retention run it requests removes exactly
+    those (its cutoff is the tick's time minus the window), even though the run starts later; at a tick now,
+    nothing is removable and nothing is requested."""
+    t = mvcc.write_table(rows(0), f"{warehouse}/clocked")
+    for i in range(1, 4):
+        t.append(rows(10 * i))
+    retention = build_retention_job("clocked", older_than=timedelta(hours=1))
+    thresholds = HealthThresholds(small_fragment_rows=1, versions_kept=Level(2, 9))
+    resources = {"mvcc": MvccResource(root_uri=warehouse)}
+
+    def requests(at: datetime) -> list[dg.RunRequest]:
+        sensor = build_health_sensor(["clocked"], retention_job=retention, thresholds=thresholds, clock=lambda: at)
+        return sensor(dg.build_sensor_context(instance=instance, resources=resources)).run_requests or []
+
+    assert requests(datetime.now(UTC)) == []
+    later = datetime.now(UTC) + timedelta(days=1)
+    [request] = requests(later)
+    assert request.run_key.endswith("<=3")
+    cutoff = request.run_config["ops"]["cleanup_old_versions"]["config"]["cutoff"]
+    assert datetime.fromisoformat(cutoff) == later - timedelta(hours=1)
+    # the run: its cutoff is an hour in the future, but it never removes a version inside its own window
+    result = retention.execute_in_process(run_config=request.run_config, instance=instance, resources=resources)
+    assert result.success and result.output_for_node("cleanup_old_versions") == []
+    past = datetime.now(UTC) + timedelta(hours=1)  # after every commit: versions 1-3 (the latest stays)
+    config = {"ops": {"cleanup_old_versions": {"config": {"cutoff": past.isoformat()}}}}
+    now_job = build_retention_job("clocked", older_than=timedelta(0), name="now")
+    result = now_job.execute_in_process(run_config=config, instance=instance, resources=resources)
+    assert result.success and result.output_for_node("cleanup_old_versions") == [1, 2, 3]
+    assert [v.version for v in mvcc.open_table(t.uri).versions()] == [4]
+
+
+@pytest.mark.slow  # a retention run each
+@pytest.mark.parametrize("cutoff", ["yesterday", "2026-11-27T03:00:00"])
+def test_a_bad_retention_cutoff_fails_naming_it(instance: dg.DagsterInstance, warehouse: str, cutoff: str) -> None:
+    """A cutoff that is not an ISO time with its offset fails the step in words, and removes nothing."""
+    t = mvcc.write_table(rows(0), f"{warehouse}/bad")
+    t.append(rows(10))
+    job = build_retention_job("bad", older_than=timedelta(0))
+    result = job.execute_in_process(
+        run_config={"ops": {"cleanup_old_versions": {"config": {"cutoff": cutoff}}}},
+        instance=instance,
+        resources={"mvcc": MvccResource(root_uri=warehouse)},
+        raise_on_error=False,
+    )
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert f"retention cutoff {cutoff!r}" in failure.step_failure_data.error.message
+    assert len(mvcc.open_table(t.uri).versions()) == 2
+
+
+@pytest.mark.slow  # a schedule's job built (about 0.5 s)
+def test_schedule_gives_its_run_the_tick_time_cutoff(warehouse: str) -> None:
+    """The nightly tick measures retention to its scheduled time and passes that time minus the window to
+    the run: a tick a day after the commits finds versions to remove, a tick before them finds none."""
+    t = mvcc.write_table(rows(0, 200), f"{warehouse}/nightly")
+    t.append(rows(200, 200))
+    options = mvcc.CompactionOptions(target_rows_per_fragment=100)  # nothing to compact
+    schedule = build_maintenance_schedule("nightly", options=options, older_than=timedelta(hours=1))
+    assert not tick(schedule, warehouse).run_requests
+    at = datetime.now(UTC) + timedelta(days=1)
+    [request] = tick(schedule, warehouse, at).run_requests
+    assert "1 removable version(s)" in request.tags["mvcc/work"]
+    cutoff = request.run_config["ops"]["cleanup_old_versions"]["config"]["cutoff"]
+    assert datetime.fromisoformat(cutoff) == at - timedelta(hours=1)
+
+
+@pytest.mark.slow  # one compaction run with retention (about 1 s)
+def test_sensor_folds_retention_into_the_compaction_it_requests(instance: dg.DagsterInstance, warehouse: str) -> None:
+    """Small fragments fail and old versions are removable: one run of the compaction job that has a
+    retention step, not a compaction run and a retention run; that run compacts and removes the versions
+    committed before the tick's time minus the window. A compaction job without retention leaves retention
+    to its own run."""
+    t = mvcc.write_table(rows(0), f"{warehouse}/both")
+    for i in range(1, 4):
+        t.append(rows(10 * i))  # four small fragments, versions 1-4
+    window = timedelta(hours=1)
+    thresholds = HealthThresholds(small_fragment_rows=100, small_fragments=Level(3, 9), versions_kept=Level(3, 9))
+    resources = {"mvcc": MvccResource(root_uri=warehouse)}
+    retention = build_retention_job("both", older_than=window)
+    options = mvcc.CompactionOptions(target_rows_per_fragment=1000)
+    folded = build_compaction_job("both", options=options, older_than=window)
+    plain = build_compaction_job("both", options=options, name="plain")
+    later = datetime.now(UTC) + timedelta(days=1)
+
+    def requests(compaction: dg.JobDefinition) -> list[dg.RunRequest]:
+        sensor = build_health_sensor(
+            ["both"], compaction_job=compaction, retention_job=retention, thresholds=thresholds, clock=lambda: later
+        )
+        return sensor(dg.build_sensor_context(instance=instance, resources=resources)).run_requests or []
+
+    assert sorted(r.job_name for r in requests(plain)) == ["mvcc_retention__both", "plain"]
+    [request] = requests(folded)
+    assert request.job_name == folded.name and "cleanup_old_versions" in folded.graph.node_dict
+    # the run, with a window of 0 and the cutoff moved to now (an hour's window would keep every version)
+    config = retention_run_config(datetime.now(UTC) + timedelta(hours=1))  # every version before the run's
+    short = build_compaction_job("both", options=options, older_than=timedelta(0), name="short")
+    result = short.execute_in_process(run_config=config, instance=instance, resources=resources)
+    # versions 5 (ReserveFragments) and 6 (Rewrite) are the run's; every older one goes after the Rewrite
+    assert result.success and result.output_for_node("cleanup_old_versions") == [1, 2, 3, 4, 5]
+    after = mvcc.open_table(t.uri)
+    assert len(after.get_fragments()) == 1 and [v.version for v in after.versions()] == [6]
+    assert after.to_table().column("n").to_pylist() == list(range(40))

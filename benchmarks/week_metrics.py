@@ -1,0 +1,73 @@
+"""The week benchmark's end-of-day measurements of one table (benchmarks/week.py)."""
+
+import shutil
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+import mvcc_core as mvcc
+
+
+def dir_bytes(path: Path) -> int:
+    """Bytes of every file under `path` (the table's stored bytes)."""
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def best_scan(uri: str, repeats: int = 5) -> tuple[pa.Table, float, float]:
+    """The table's latest version read whole, and the best of `repeats` full scans: wall seconds and CPU
+    seconds of this process (the readers are paused meanwhile, so the CPU is the scan's; on a busy machine the
+    CPU is the steadier of the two)."""
+    best, best_cpu, data = float("inf"), float("inf"), None
+    for _ in range(repeats):
+        cpu, t = time.process_time(), time.perf_counter()
+        data = mvcc.open_table(uri).to_table()
+        best = min(best, time.perf_counter() - t)
+        best_cpu = min(best_cpu, time.process_time() - cpu)
+    return data, best, best_cpu
+
+
+def table_metrics(root: Path, name: str, small_rows: int, scratch: Path, cutoff: datetime) -> dict[str, Any] | None:
+    """One table's end-of-day measurements; live bytes are the bytes of a freshly compacted copy; "removable"
+    is what retention could remove with the versions committed before `cutoff` gone."""
+    uri = str(root / name)
+    try:
+        table = mvcc.open_table(uri)
+    except mvcc.TableNotFoundError:
+        return None
+    fragments = table.get_fragments()
+    live = [
+        int(f.physical_rows) - (f.deletion_file.num_deleted_rows if f.HasField("deletion_file") else 0)
+        for f in fragments
+    ]
+    physical = sum(int(f.physical_rows) for f in fragments)
+    # what retention could remove now (a dry run with the jobs' window; unverified files too): the stored bytes
+    # beyond what the window keeps on purpose (its versions' files, manifests and transactions)
+    window = datetime.now(UTC) - cutoff
+    removable = table.cleanup_old_versions(window, dry_run=True, delete_unverified=True)
+    data, scan, scan_cpu = best_scan(uri)
+    copy = scratch / f"{name}-compacted"
+    shutil.rmtree(copy, ignore_errors=True)
+    mvcc.write_table(data, str(copy))
+    _, compacted_scan, compacted_cpu = best_scan(str(copy))
+    metrics = {
+        "table": name,
+        "version": table.version,
+        "fragments": len(fragments),
+        "small_fragments": sum(1 for rows in live if rows < small_rows),
+        "live_rows": data.num_rows,
+        "live_bytes": dir_bytes(copy / "data"),
+        "stored_bytes": dir_bytes(Path(uri)),
+        "stored_data_bytes": dir_bytes(Path(uri) / "data"),  # the rest: manifests, transactions, deletion files
+        "removable_bytes": removable.bytes_removed,
+        "versions_kept": len(table.versions()),
+        "deleted_share": round((physical - sum(live)) / physical, 4) if physical else 0.0,
+        "scan_seconds": round(scan, 4),
+        "compacted_scan_seconds": round(compacted_scan, 4),
+        "scan_cpu_seconds": round(scan_cpu, 4),
+        "compacted_scan_cpu_seconds": round(compacted_cpu, 4),
+    }
+    shutil.rmtree(copy, ignore_errors=True)
+    return metrics
