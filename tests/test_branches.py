@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import mvcc_core as mvcc
@@ -160,12 +161,26 @@ def test_publish_after_main_moved_checks_the_conflict_rules(tmp_uri: str) -> Non
     assert ids(t) == [2, 4, 10, 20]
 
     c = t.create_branch("conflicting")
-    c.update({"id": "id + 100"}, where="id = 2")
-    t.delete("id = 2")  # the same row: the branch's update cannot be carried
+    c.update({"id": "id + 100"}, where="id < 5")
+    t.delete("id = 2")  # the same row: the branch's update is run again on main's rows
+    assert t.publish_branch("conflicting") == 7
+    assert ids(t) == [10, 20, 104]
+    assert t.versions()[-1].transaction_properties["mvcc.published_branch_replayed"] == "true"
+
+    e = t.create_branch("unrecorded")
+    e.commit(e.delete_uncommitted(pc.field("id") == 10))  # an Arrow Expression: not recorded in words
+    t.delete("id = 10")
     before = t.version
-    with pytest.raises((RetryableConflictError, IncompatibleConflictError)):
-        t.publish_branch("conflicting")
-    assert mvcc.open_table(tmp_uri).version == before and ids(mvcc.open_table(tmp_uri)) == [4, 10, 20]
+    with pytest.raises(RetryableConflictError, match="can run again"):
+        t.publish_branch("unrecorded")
+    assert mvcc.open_table(tmp_uri).version == before and ids(mvcc.open_table(tmp_uri)) == [20, 104]
+    assert sorted(t.branches.list()) == ["conflicting", "feat", "unrecorded"]  # no scratch branch left
+
+    g = t.create_branch("nothing-left")
+    g.update({"id": "id + 1"}, where="id = 20")
+    t.delete("id = 20")  # the update runs again and matches nothing: the publish changes no row
+    assert t.publish_branch("nothing-left", delete_branch=True) == before + 2
+    assert ids(t) == [104] and sorted(t.branches.list()) == ["conflicting", "feat", "unrecorded"]
 
     d = t.create_branch("after-overwrite")
     d.append(pa.table({"id": [30]}))

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pyroaring import BitMap64
 
 from mvcc_core._proto import table_pb2 as pb
+from mvcc_core._proto import transaction_pb2 as tpb
 from mvcc_core.errors import BranchError, BranchNotFoundError, VersionNotFoundError
 from mvcc_core.failpoints import failpoint
 from mvcc_core.format import operations as ops
@@ -35,11 +36,19 @@ PUBLISHED_BRANCH_ID = "mvcc.published_branch_id"
 PUBLISHED_BRANCH_VERSION = "mvcc.published_branch_version"
 
 
-def _published_base(target: TableState, name: str, ref: BranchRef) -> tuple[int, int]:
-    """(branch version, parent version) of the branch's last publish.
+def published_base(target: TableState, name: str, ref: BranchRef) -> tuple[int, int]:
+    """(branch version, parent version) of the branch's last publish (its fork when never published).
 
     The ref records it after each publish; a publish killed between its commit and that record is found
     in the parent's transactions since (a commit carrying this branch's id), and the ref is repaired.
+
+    Args:
+        target: Any version of the parent.
+        name: The branch.
+        ref: Its ref.
+
+    Returns:
+        (branch version, parent version).
     """
     base = ref.base
     latest = target.latest_location().version
@@ -52,6 +61,11 @@ def _published_base(target: TableState, name: str, ref: BranchRef) -> tuple[int,
             update_ref(target.store, name, ref, published=found)
             return found
     return base
+
+
+def _published(name: str, ref: BranchRef, version: int) -> dict[str, str]:
+    """The properties that mark a commit as the publish of branch `name`'s `version`."""
+    return {PUBLISHED_BRANCH: name, PUBLISHED_BRANCH_ID: ref.identifier, PUBLISHED_BRANCH_VERSION: str(version)}
 
 
 def _affected_rows(store: ObjectStore, base: pb.Manifest, removed: list[int], updated: list[pb.DataFragment]) -> bytes:
@@ -110,16 +124,87 @@ def _same_schema(base: pb.Manifest, head: pb.Manifest) -> bool:
     ) == dict(head.schema_metadata)
 
 
-def _row_changes(target: TableState, base: pb.Manifest, head: TableState) -> tuple[ops.Update, list[str]]:
-    """The branch's row changes since `base` as one Update on the parent, and the files it wrote."""
+def _inserted_keys(head: TableState, since: int) -> tpb.Transaction.KeyExistenceFilter | None:
+    """The keys the upserts of `head`'s branch after version `since` inserted, as one filter (None: none).
+
+    Carried by the publish's Update, so that a key an upsert on the parent inserted meanwhile is a conflict (as
+    two concurrent upserts of one new key are), not a duplicate key. Upserts on different key columns: the
+    filter of the first (the others' keys are not checked).
+    """
+    merged: tpb.Transaction.KeyExistenceFilter | None = None
+    for version in range(since + 1, head.version + 1):
+        at = head.checkout(version)
+        txn = at.committer.load_transaction(at.manifest)
+        inserted = txn.operation.inserted_rows if txn is not None and isinstance(txn.operation, ops.Update) else None
+        if inserted is None or not inserted.key_hashes:
+            continue
+        if merged is None:
+            merged = tpb.Transaction.KeyExistenceFilter(field_ids=list(inserted.field_ids))
+        if list(merged.field_ids) == list(inserted.field_ids):
+            merged.key_hashes.extend(inserted.key_hashes)
+    return merged
+
+
+def _row_changes(target: TableState, base: pb.Manifest, head: TableState, since: int) -> tuple[ops.Update, list[str]]:
+    """The branch's row changes since `base` (its version `since`) as one Update on the parent, and the files
+    it wrote."""
     removed, updated, new, written = _changes(target, base, head)
     update = ops.Update(
         removed_fragment_ids=removed,
         updated_fragments=updated,
         new_fragments=new,
         affected_rows=_affected_rows(target.store, base, removed, updated),
+        inserted_rows=_inserted_keys(head, since),
     )
     return update, written
+
+
+def commit_change(
+    target: TableState,
+    name: str,
+    ref: BranchRef,
+    published_version: int,
+    *,
+    at_base: TableState,
+    change_base: TableState,
+    change_head: TableState,
+    commit_message: str | None,
+    transaction_properties: Mapping[str, str] | None,
+    max_retries: int,
+) -> TableState:
+    """Commit `change_head`'s row changes since `at_base` (a version of the parent `change_head` forked from or was
+    published at) on the parent, as the publish of branch `name`'s version `published_version`.
+
+    Args:
+        target: Any version of the parent.
+        name: The branch published.
+        ref: Its ref (its id goes in the commit's properties).
+        published_version: The branch version the commit publishes.
+        at_base: The parent's version the change starts from (the commit's read version).
+        change_base: The version of `change_head`'s branch whose rows are `at_base`'s (its fork or last publish).
+        change_head: The version holding the change (the branch's latest, or a replay's scratch branch).
+        commit_message: The commit's message (default: "publish branch {name}").
+        transaction_properties: The commit's properties (mvcc adds `mvcc.published_branch*`).
+        max_retries: How many lost races are retried.
+
+    Returns:
+        The parent's new version.
+
+    Raises:
+        RetryableConflictError / IncompatibleConflictError: a commit on the parent since `at_base` conflicts.
+    """
+    operation, written = _row_changes(target, change_base.manifest, change_head, change_base.version)
+    txn = Transaction(
+        read_version=at_base.version,
+        operation=operation,
+        message=commit_message if commit_message is not None else f"publish branch {name}",
+        transaction_properties=dict(transaction_properties or {}) | _published(name, ref, published_version),
+        files=written,
+    )
+    failpoint("branch.publish.before_commit")
+    state = at_base.commit(txn, max_retries=max_retries)
+    failpoint("branch.publish.after_commit")
+    return state
 
 
 def publish_branch(
@@ -164,7 +249,7 @@ def publish_branch(
             "a handle on its parent"
         )
     head = open_branch(target, name)
-    branch_base, target_base = _published_base(target, name, ref)
+    branch_base, target_base = published_base(target, name, ref)
     ref = read_ref(target.store, name)
     latest = target.latest()
     if head.version == branch_base:
@@ -172,43 +257,60 @@ def publish_branch(
         _finish(latest, name, delete_branch_after)
         return latest
     try:
-        base = open_branch(target, name, branch_base).manifest
+        change_base = open_branch(target, name, branch_base)
         at_base = target.checkout(target_base)
     except VersionNotFoundError as exc:
         raise BranchError(f"branch {name!r} cannot be published: its base is gone ({exc})") from exc
-    properties |= {
-        PUBLISHED_BRANCH: name,
-        PUBLISHED_BRANCH_ID: ref.identifier,
-        PUBLISHED_BRANCH_VERSION: str(head.version),
-    }
-    if _same_schema(base, head.manifest):
-        operation, written = _row_changes(target, base, head)
-    elif latest.version == target_base:
-        # a fast-forward of a schema change: the parent takes the branch's fragments and schema as they are
-        operation = ops.Merge(
-            fragments=list(head.manifest.fragments),
-            schema=list(head.manifest.fields),
-            schema_metadata=dict(head.manifest.schema_metadata),
+    if _same_schema(change_base.manifest, head.manifest):
+        state = commit_change(
+            target,
+            name,
+            ref,
+            head.version,
+            at_base=at_base,
+            change_base=change_base,
+            change_head=head,
+            commit_message=commit_message,
+            transaction_properties=properties,
+            max_retries=max_retries,
         )
-        written = []
+    elif latest.version == target_base:
+        state = _fast_forward_schema(name, ref, head, at_base, commit_message, properties, max_retries)
     else:
         raise BranchError(
             f"branch {name!r} changed the schema since version {branch_base} and {parent or 'main'} has moved since "
             f"version {target_base}: a schema change is published only as a fast-forward (docs/branches.md)"
         )
+    update_ref(target.store, name, ref, published=(head.version, state.version))
+    log.info("%s: published branch %r version %d as version %d", target.uri, name, head.version, state.version)
+    _finish(state, name, delete_branch_after)
+    return state
+
+
+def _fast_forward_schema(
+    name: str,
+    ref: BranchRef,
+    head: TableState,
+    at_base: TableState,
+    commit_message: str | None,
+    properties: dict[str, str],
+    max_retries: int,
+) -> TableState:
+    """A fast-forward of a schema change: the parent takes the branch's fragments and schema as they are."""
+    operation = ops.Merge(
+        fragments=list(head.manifest.fragments),
+        schema=list(head.manifest.fields),
+        schema_metadata=dict(head.manifest.schema_metadata),
+    )
     txn = Transaction(
-        read_version=target_base,
+        read_version=at_base.version,
         operation=operation,
         message=commit_message if commit_message is not None else f"publish branch {name}",
-        transaction_properties=properties,
-        files=written,
+        transaction_properties=properties | _published(name, ref, head.version),
     )
     failpoint("branch.publish.before_commit")
     state = at_base.commit(txn, max_retries=max_retries)
     failpoint("branch.publish.after_commit")
-    update_ref(target.store, name, ref, published=(head.version, state.version))
-    log.info("%s: published branch %r version %d as version %d", target.uri, name, head.version, state.version)
-    _finish(state, name, delete_branch_after)
     return state
 
 
