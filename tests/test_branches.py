@@ -274,3 +274,18 @@ def test_a_branch_state_pickles_as_the_branch_for_executor_tasks(tmp_uri: str) -
     mvcc.compaction.commit(b.state, results)
     assert len(mvcc.open_table(tmp_uri, branch="feat").manifest.fragments) == 1
     assert mvcc.open_table(tmp_uri).version == 2  # main untouched
+
+
+def test_a_new_key_upserted_on_the_branch_and_on_main_lands_once(tmp_uri: str) -> None:
+    # the publish used to carry the branch's upsert as a plain insert: both rows of key 500 survived
+    t = mvcc.write_table(pa.table({"id": [0, 1], "v": [0, 1]}), tmp_uri)
+    b = t.create_branch("feat")
+    b.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
+        pa.table({"id": [500], "v": [1]})
+    )
+    t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
+        pa.table({"id": [500], "v": [2]})
+    )
+    t.publish_branch("feat")
+    rows = sorted(t.to_table().to_pylist(), key=lambda r: r["id"])
+    assert rows == [{"id": 0, "v": 0}, {"id": 1, "v": 1}, {"id": 500, "v": 1}]  # the branch's upsert ran last

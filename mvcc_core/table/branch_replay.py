@@ -138,8 +138,14 @@ def replay_steps(target: TableState, name: str, branch_base: int, head: TableSta
     return steps
 
 
-def _drop_leftover_scratch(target: TableState, name: str) -> None:
-    """Delete scratch branches a killed replay of `name` left behind (`<name>.replay-<id>`)."""
+def drop_leftover_scratch(target: TableState, name: str) -> None:
+    """Delete the scratch branches a killed replay of `name` left behind (`<name>.replay-<id>`; publishes of one
+    branch do not run at once, so none of them is in use).
+
+    Args:
+        target: Any version of the table.
+        name: The branch being published.
+    """
     for other in txn_branches.list_branches(target):
         if other.startswith(f"{name}.replay-"):
             log.warning("%s: removing scratch branch %r left by an interrupted publish", target.uri, other)
@@ -187,7 +193,6 @@ def publish_by_replay(
             f"{conflict}; running branch {name!r}'s writes again on the latest version is not possible either: {exc}",
             uri=target.uri,
         ) from conflict
-    _drop_leftover_scratch(target, name)
     for attempt in range(REPLAY_ATTEMPTS):
         latest = target.latest()
         scratch_name = f"{name}.replay-{uuid.uuid4().hex[:12]}"

@@ -9,7 +9,7 @@ from typing import Self
 from mvcc_core.errors import CorruptTagError, RetryableConflictError, TagError, VersionNotFoundError
 from mvcc_core.format.branches import MAIN_NAME, branch_of, read_ref
 from mvcc_core.ops.branch_publish import publish_branch
-from mvcc_core.table.branch_replay import publish_by_replay
+from mvcc_core.table.branch_replay import drop_leftover_scratch, publish_by_replay
 from mvcc_core.txn import branches as txn_branches
 from mvcc_core.txn import history
 from mvcc_core.txn.branches import BranchInfo
@@ -178,6 +178,7 @@ class BranchMethods:
                 again (an overwrite, a schema change, a write through the low-level API).
             IncompatibleConflictError: a commit since the fork cannot be reconciled (an overwrite, a restore).
         """
+        drop_leftover_scratch(self._state, name)
         try:
             state = publish_branch(
                 self._state,
