@@ -19,6 +19,7 @@ from mvcc_core.errors import (
     RetryableConflictError,
     VersionNotFoundError,
 )
+from mvcc_core.format.referenced_files import referenced_files
 
 
 @pytest.fixture(params=["local", "memory", pytest.param("s3", marks=[pytest.mark.s3, pytest.mark.slow])])
@@ -217,14 +218,45 @@ def test_retention_keeps_what_branches_use_and_their_publish_bases(tmp_uri: str)
     t.overwrite(pa.table({"id": [0]}))
     t.append(pa.table({"id": [5]}))
     stats = t.cleanup_old_versions(older_than=mvcc.parse_duration("0s"), delete_unverified=True)
-    assert stats.removed_versions == ()  # main's version 1 and on: the branch's publish base
+    assert stats.removed_versions == (1, 2, 3)  # main keeps no version for the branch, only its files
     b.cleanup_old_versions(older_than=mvcc.parse_duration("0s"), delete_unverified=True)
     assert ids(mvcc.open_table(tmp_uri, branch="feat")) == [1, 2, 3, 10]  # main's old files are the branch's too
     assert [v.version for v in b.versions()] == [1, 2]  # the fork is the branch's base
+    assert mvcc.verify(mvcc.open_table(tmp_uri, branch="feat")).ok
     t.branches.delete("feat")
     stats = t.cleanup_old_versions(older_than=mvcc.parse_duration("0s"), delete_unverified=True)
-    assert stats.removed_versions == (1, 2, 3) and ids(mvcc.open_table(tmp_uri)) == [0, 5]
+    assert stats.removed_versions == () and ids(mvcc.open_table(tmp_uri)) == [0, 5]
     assert len(data_files(t)) == 2
+
+
+def test_retention_keeps_only_the_forks_files_and_a_publish_over_removed_history_reruns_the_writes(
+    tmp_uri: str,
+) -> None:
+    t = mvcc.write_table(pa.table({"id": [1, 2, 3], "v": [1, 2, 3]}), tmp_uri)
+    b = t.create_branch("feat")  # forks main's version 1
+    b.update({"v": "v * 10"}, where="id >= 2")
+    for _ in range(3):
+        t.update({"v": "v + 1"}, where="id = 3")  # rewrites id 3's fragment each time: new files, old ones unused
+    t.append(pa.table({"id": [4], "v": [4]}))
+    stats = t.cleanup_old_versions(older_than=mvcc.parse_duration("0s"), delete_unverified=True)
+    assert stats.removed_versions == (1, 2, 3, 4)  # not every main version after the fork: only the latest stays
+    needed = set().union(
+        *(
+            referenced_files(v.manifest)
+            for v in [mvcc.open_table(tmp_uri), *(b.checkout_version(("feat", n)) for n in (1, 2))]
+        )
+    )
+    assert data_files(t) == {p for p in needed if p.startswith("data/")}  # exactly: main's, the fork's, the branch's
+    assert mvcc.verify(mvcc.open_table(tmp_uri, branch="feat")).ok
+    assert sorted(mvcc.open_table(tmp_uri, branch="feat").to_table().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "v": 1},
+        {"id": 2, "v": 20},
+        {"id": 3, "v": 30},
+    ]
+    t.publish_branch("feat", delete_branch=True)  # main's base is gone: the update runs again on main's rows
+    rows = sorted(mvcc.open_table(tmp_uri).to_table().to_pylist(), key=lambda r: r["id"])
+    assert rows == [{"id": 1, "v": 1}, {"id": 2, "v": 20}, {"id": 3, "v": 60}, {"id": 4, "v": 40}]
+    assert mvcc.verify(mvcc.open_table(tmp_uri)).ok
 
 
 def test_a_column_rewrite_on_the_branch_survives_a_rebase_over_another_fragment(tmp_uri: str) -> None:

@@ -14,7 +14,7 @@ from pyroaring import BitMap64
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core._proto import transaction_pb2 as tpb
-from mvcc_core.errors import BranchError, BranchNotFoundError, VersionNotFoundError
+from mvcc_core.errors import BranchError, BranchNotFoundError, RetryableConflictError, VersionNotFoundError
 from mvcc_core.failpoints import failpoint
 from mvcc_core.format import operations as ops
 from mvcc_core.format.branches import BranchRef, branch_of, read_ref, update_ref
@@ -53,7 +53,10 @@ def published_base(target: TableState, name: str, ref: BranchRef) -> tuple[int, 
     base = ref.base
     latest = target.latest_location().version
     for version in range(latest, base[1], -1):
-        txn = target.committer.load_transaction(target.load(version))
+        try:
+            txn = target.committer.load_transaction(target.load(version))
+        except VersionNotFoundError:
+            break  # retention removed the older ones: a publish there was recorded in the ref, or is lost with them
         props = txn.transaction_properties if txn is not None else {}
         if props.get(PUBLISHED_BRANCH_ID) == ref.identifier:
             found = (int(props[PUBLISHED_BRANCH_VERSION]), version)
@@ -256,24 +259,27 @@ def publish_branch(
         log.info("%s: branch %r has nothing new since version %d", target.uri, name, branch_base)
         _finish(latest, name, delete_branch_after)
         return latest
+    change_base = open_branch(target, name, branch_base)  # the branch keeps it (`protected_versions`)
     try:
-        change_base = open_branch(target, name, branch_base)
         at_base = target.checkout(target_base)
     except VersionNotFoundError as exc:
-        raise BranchError(f"branch {name!r} cannot be published: its base is gone ({exc})") from exc
+        raise _history_gone(target, name, target_base, exc) from exc
     if _same_schema(change_base.manifest, head.manifest):
-        state = commit_change(
-            target,
-            name,
-            ref,
-            head.version,
-            at_base=at_base,
-            change_base=change_base,
-            change_head=head,
-            commit_message=commit_message,
-            transaction_properties=properties,
-            max_retries=max_retries,
-        )
+        try:
+            state = commit_change(
+                target,
+                name,
+                ref,
+                head.version,
+                at_base=at_base,
+                change_base=change_base,
+                change_head=head,
+                commit_message=commit_message,
+                transaction_properties=properties,
+                max_retries=max_retries,
+            )
+        except VersionNotFoundError as exc:  # a version since the base was removed: no check against it
+            raise _history_gone(target, name, target_base, exc) from exc
     elif latest.version == target_base:
         state = _fast_forward_schema(name, ref, head, at_base, commit_message, properties, max_retries)
     else:
@@ -285,6 +291,18 @@ def publish_branch(
     log.info("%s: published branch %r version %d as version %d", target.uri, name, head.version, state.version)
     _finish(state, name, delete_branch_after)
     return state
+
+
+def _history_gone(target: TableState, name: str, target_base: int, exc: Exception) -> RetryableConflictError:
+    """The parent's versions since the base are (partly) removed by retention: the change cannot be checked
+    against them (retryable: `Table.publish_branch` re-runs the branch's writes on the latest version)."""
+    return RetryableConflictError(
+        f"branch {name!r} of {target.uri} cannot be published as it is: {branch_of(target.store) or 'main'}'s "
+        f"versions since {target_base} were removed by retention, so its changes cannot be checked against them "
+        f"({exc})",
+        uri=target.uri,
+        read_version=target_base,
+    )
 
 
 def _fast_forward_schema(

@@ -252,8 +252,9 @@ def referenced_elsewhere(state: TableState, *, exclude: str | None = None) -> se
 
 def protected_versions(state: TableState) -> set[int]:
     """Versions of `state`'s tree retention must keep for branches: on a branch, every version from its
-    publish base on; on any tree, every version from the oldest publish base of its child branches on (so a
-    publish can always check its changes against the parent's commits since its base).
+    publish base on (a publish diffs and re-runs them). A parent keeps none of its versions for its child
+    branches, only the files their versions reference (`referenced_elsewhere`): a publish whose base the
+    parent's retention removed re-runs the branch's writes on the parent's latest version (docs/branches.md).
 
     Args:
         state: A version of the tree.
@@ -262,11 +263,10 @@ def protected_versions(state: TableState) -> set[int]:
         The lowest protected version as a one-element set (empty: none protected).
     """
     own = branch_of(state.store)
-    refs = list_refs(state.store)
-    lows = [ref.base[1] for ref in refs.values() if ref.parent_branch == own and not ref.deleting]
-    if own is not None and own in refs:
-        lows.append(refs[own].base[0])
-    return {min(lows)} if lows else set()
+    if own is None:
+        return set()
+    ref = list_refs(state.store).get(own)
+    return {ref.base[0]} if ref is not None else set()
 
 
 def delete_branch(state: TableState, name: str) -> None:
