@@ -191,24 +191,32 @@ def test_publish_after_main_moved_checks_the_conflict_rules(tmp_uri: str) -> Non
     assert ids(mvcc.open_table(tmp_uri)) == [0]
 
 
-def test_a_schema_change_is_published_only_as_a_fast_forward(tmp_uri: str) -> None:
+def test_a_schema_change_fast_forwards_or_runs_again_on_the_moved_main(tmp_uri: str) -> None:
     t = make(tmp_uri)
     b = t.create_branch("feat")
     b.add_columns({"x": "id * 2"})
     b.delete("id = 4")
-    t.create_branch("late").add_columns({"y": "id + 1"})
+    late = t.create_branch("late")
+    late.add_columns({"y": "id + 1"})
+    late.alter_columns({"path": "y", "name": "z"})
     t.append(pa.table({"id": [7]}))
-    with pytest.raises(BranchError, match="only as a fast-forward"):
-        t.publish_branch("late")
-    assert mvcc.open_table(tmp_uri).version == 3
+    assert t.publish_branch("late") == 4  # main moved: the schema changes run again on its rows, one version
+    assert t.schema.names == ["id", "z"] and t.to_table().sort_by("id")["z"].to_pylist() == [2, 3, 4, 5, 8]
     t.restore(2)  # main's latest is a Restore now: still moved since the fork
-    with pytest.raises(BranchError, match="only as a fast-forward"):
-        t.publish_branch("feat")
+    assert t.publish_branch("feat") == 6
+    assert t.schema.names == ["id", "x"] and t.to_table().sort_by("id")["x"].to_pylist() == [2, 4, 6]
     c = mvcc.open_table(tmp_uri).create_branch("fresh")
-    c.add_columns({"x": "id * 2"})
+    c.add_columns({"w": "id * 3"})
+    c.drop_columns("x")
     t = mvcc.open_table(tmp_uri)
-    assert t.publish_branch("fresh") == 5
-    assert t.schema.names == ["id", "x"] and t.to_table().sort_by("id")["x"].to_pylist() == [2, 4, 6, 8]
+    assert t.publish_branch("fresh") == 7  # a fast-forward: the branch's fragments and schema as they are
+    assert t.schema.names == ["id", "w"] and t.to_table().sort_by("id")["w"].to_pylist() == [3, 6, 9]
+    typed = t.create_branch("typed")
+    typed.alter_columns({"path": "w", "data_type": pa.int32()})  # a type is not recorded: cannot run again
+    t.append(pa.table({"id": [9], "w": [27]}))
+    with pytest.raises(RetryableConflictError, match="can run again"):
+        t.publish_branch("typed")
+    assert mvcc.open_table(tmp_uri).version == 8
 
 
 def test_retention_keeps_what_branches_use_and_their_publish_bases(tmp_uri: str) -> None:

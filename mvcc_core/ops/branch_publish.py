@@ -196,7 +196,15 @@ def commit_change(
     Raises:
         RetryableConflictError / IncompatibleConflictError: a commit on the parent since `at_base` conflicts.
     """
-    operation, written = _row_changes(target, change_base.manifest, change_head, change_base.version)
+    if _same_schema(change_base.manifest, change_head.manifest):
+        operation, written = _row_changes(target, change_base.manifest, change_head, change_base.version)
+    else:  # a schema change: the parent takes the fragments and schema as they are (a Merge, retried if it moved)
+        operation = ops.Merge(
+            fragments=list(change_head.manifest.fragments),
+            schema=list(change_head.manifest.fields),
+            schema_metadata=dict(change_head.manifest.schema_metadata),
+        )
+        written = []
     txn = Transaction(
         read_version=at_base.version,
         operation=operation,
@@ -234,10 +242,10 @@ def publish_branch(
 
     Raises:
         BranchNotFoundError: no such branch.
-        BranchError: the branch was not forked from `target`'s branch, or it changed the schema and the parent
-            moved since its base.
-        RetryableConflictError: a commit on the parent since the base touched the same rows (the parent is
-            untouched; bring the branch up to date and publish again).
+        BranchError: the branch was not forked from `target`'s branch.
+        RetryableConflictError: a commit on the parent since the base touched the same rows or inserted the same
+            new keys, the branch changed the schema and the parent moved, or the parent's versions since the base
+            were removed (the parent is untouched; `Table.publish_branch` then re-runs the branch's writes).
         IncompatibleConflictError: a commit on the parent since the base cannot be reconciled (an overwrite,
             a restore, a schema change); the parent is untouched.
     """
@@ -264,29 +272,28 @@ def publish_branch(
         at_base = target.checkout(target_base)
     except VersionNotFoundError as exc:
         raise _history_gone(target, name, target_base, exc) from exc
-    if _same_schema(change_base.manifest, head.manifest):
-        try:
-            state = commit_change(
-                target,
-                name,
-                ref,
-                head.version,
-                at_base=at_base,
-                change_base=change_base,
-                change_head=head,
-                commit_message=commit_message,
-                transaction_properties=properties,
-                max_retries=max_retries,
-            )
-        except VersionNotFoundError as exc:  # a version since the base was removed: no check against it
-            raise _history_gone(target, name, target_base, exc) from exc
-    elif latest.version == target_base:
-        state = _fast_forward_schema(name, ref, head, at_base, commit_message, properties, max_retries)
-    else:
-        raise BranchError(
+    if not _same_schema(change_base.manifest, head.manifest) and latest.version != target_base:
+        raise RetryableConflictError(  # Lance: a Merge or Project after a concurrent commit is retryable
             f"branch {name!r} changed the schema since version {branch_base} and {parent or 'main'} has moved since "
-            f"version {target_base}: a schema change is published only as a fast-forward (docs/branches.md)"
+            f"version {target_base}: its writes must run again on the latest version (docs/branches.md)",
+            uri=target.uri,
+            read_version=target_base,
         )
+    try:
+        state = commit_change(
+            target,
+            name,
+            ref,
+            head.version,
+            at_base=at_base,
+            change_base=change_base,
+            change_head=head,
+            commit_message=commit_message,
+            transaction_properties=properties,
+            max_retries=max_retries,
+        )
+    except VersionNotFoundError as exc:  # a version since the base was removed: no check against it
+        raise _history_gone(target, name, target_base, exc) from exc
     update_ref(target.store, name, ref, published=(head.version, state.version))
     log.info("%s: published branch %r version %d as version %d", target.uri, name, head.version, state.version)
     _finish(state, name, delete_branch_after)
@@ -303,33 +310,6 @@ def _history_gone(target: TableState, name: str, target_base: int, exc: Exceptio
         uri=target.uri,
         read_version=target_base,
     )
-
-
-def _fast_forward_schema(
-    name: str,
-    ref: BranchRef,
-    head: TableState,
-    at_base: TableState,
-    commit_message: str | None,
-    properties: dict[str, str],
-    max_retries: int,
-) -> TableState:
-    """A fast-forward of a schema change: the parent takes the branch's fragments and schema as they are."""
-    operation = ops.Merge(
-        fragments=list(head.manifest.fragments),
-        schema=list(head.manifest.fields),
-        schema_metadata=dict(head.manifest.schema_metadata),
-    )
-    txn = Transaction(
-        read_version=at_base.version,
-        operation=operation,
-        message=commit_message if commit_message is not None else f"publish branch {name}",
-        transaction_properties=properties | _published(name, ref, head.version),
-    )
-    failpoint("branch.publish.before_commit")
-    state = at_base.commit(txn, max_retries=max_retries)
-    failpoint("branch.publish.after_commit")
-    return state
 
 
 def _finish(state: TableState, name: str, delete: bool) -> None:
