@@ -329,3 +329,26 @@ def test_a_new_key_upserted_on_the_branch_and_on_main_lands_once(tmp_uri: str) -
     t.publish_branch("feat")
     rows = sorted(t.to_table().to_pylist(), key=lambda r: r["id"])
     assert rows == [{"id": 0, "v": 0}, {"id": 1, "v": 1}, {"id": 500, "v": 1}]  # the branch's upsert ran last
+
+
+def test_a_publish_runs_the_branchs_writes_again_on_every_store(store_uri: tuple[str, Any]) -> None:
+    uri, options = store_uri
+    t = mvcc.write_table(pa.table({"id": [1, 2, 3], "v": [1, 2, 3]}), uri, storage_options=options)
+    b = t.create_branch("feat")
+    b.update({"v": "v * 10"}, where="id >= 2")
+    b.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
+        pa.table({"id": [3, 9], "v": [33, 99]})
+    )
+    b.delete("v = 20")
+    t.update({"v": "v + 1"}, where="id = 3")  # a row the branch changed too
+    t.append(pa.table({"id": [4], "v": [2]}))
+    version = t.publish_branch("feat", delete_branch=True)
+    main = mvcc.open_table(uri, storage_options=options)
+    assert (
+        main.version == version == 4
+        and main.versions()[-1].transaction_properties["mvcc.published_branch_replayed"] == "true"
+    )
+    rows = sorted(main.to_table().to_pylist(), key=lambda r: r["id"])
+    # run again on main's rows: main's new row 4 is updated (2 -> 20) and then deleted (v = 20) too
+    assert rows == [{"id": 1, "v": 1}, {"id": 3, "v": 33}, {"id": 9, "v": 99}]
+    assert list(main.branches.list()) == [] and mvcc.verify(main).ok
