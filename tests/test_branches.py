@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import threading
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -17,9 +18,12 @@ from mvcc_core.errors import (
     BranchNotFoundError,
     IncompatibleConflictError,
     RetryableConflictError,
+    UnsupportedFeatureError,
     VersionNotFoundError,
 )
+from mvcc_core.format.naming import ManifestNaming, manifest_path
 from mvcc_core.format.referenced_files import referenced_files
+from mvcc_core.txn.external_store import open_external_store
 
 
 @pytest.fixture(params=["local", "memory", pytest.param("s3", marks=[pytest.mark.s3, pytest.mark.slow])])
@@ -352,3 +356,40 @@ def test_a_publish_runs_the_branchs_writes_again_on_every_store(store_uri: tuple
     # run again on main's rows: main's new row 4 is updated (2 -> 20) and then deleted (v = 20) too
     assert rows == [{"id": 1, "v": 1}, {"id": 3, "v": 33}, {"id": 9, "v": 99}]
     assert list(main.branches.list()) == [] and mvcc.verify(main).ok
+
+
+def test_branches_of_a_table_committing_through_an_external_store(tmp_path: Path) -> None:
+    uri, db = str(tmp_path / "t"), f"sqlite://{tmp_path / 'db'}"
+    mvcc.write_table(pa.table({"id": [1, 2, 3]}), uri)
+    t = mvcc.open_table(uri, external_store=db)
+    t.append(pa.table({"id": [4]}))  # main's version 2: through the store
+    b = t.create_branch("feat")
+    b.append(pa.table({"id": [10]}))
+    b.delete("id = 1")
+    t.delete("id = 1")  # the same row: the publish runs the branch's writes again
+    t.append(pa.table({"id": [20]}))
+    assert ids(mvcc.open_table(uri, branch="feat", external_store=db)) == [2, 3, 4, 10]
+    assert t.publish_branch("feat") == 5
+    store = open_external_store(db)
+    assert store.get_latest_version(t.uri) == (5, f"{t.uri}/{manifest_path(5, ManifestNaming.V2)}")
+    assert store.get(t.uri, 3) is not None and ids(mvcc.open_table(uri, external_store=db)) == [2, 3, 4, 10, 20]
+    # the branch's versions are the object store's (tree/feat/_versions/), never the store's: its keys are main's
+    assert [v.version for v in mvcc.open_table(uri, branch="feat", external_store=db).versions()] == [2, 3, 4]
+    t.cleanup_old_versions(older_than=mvcc.parse_duration("0s"), delete_unverified=True)
+    assert ids(mvcc.open_table(uri, branch="feat", external_store=db)) == [2, 3, 4, 10]
+    t.branches.delete("feat")
+    assert mvcc.verify(mvcc.open_table(uri, external_store=db)).ok and list(t.branches.list()) == []
+
+
+@pytest.mark.slow
+@pytest.mark.s3
+def test_no_branches_where_the_object_store_has_no_conditional_put(
+    s3_uri: str, s3_options: dict[str, Any], tmp_path: Path
+) -> None:
+    options = {**s3_options, "conditional_put": "false"}
+    t = mvcc.write_table(
+        pa.table({"id": [1]}), s3_uri, storage_options=options, external_store=f"sqlite://{tmp_path / 'db'}"
+    )
+    with pytest.raises(UnsupportedFeatureError, match="put-if-not-exists"):
+        t.create_branch("feat")
+    assert list(t.branches.list()) == []
