@@ -204,6 +204,8 @@ def publish_by_replay(
         ) from conflict
     for attempt in range(REPLAY_ATTEMPTS):
         latest = target.latest()
+        if attempt and branch_publish.published_base(target, name, read_ref(target.store, name))[0] == head.version:
+            return latest  # another publish of the same version landed meanwhile: never twice
         scratch_name = f"{name}.replay-{uuid.uuid4().hex[:12]}"
         forked = txn_branches.create_branch(latest, scratch_name)
         scratch = make_table(forked)
