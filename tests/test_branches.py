@@ -393,3 +393,28 @@ def test_no_branches_where_the_object_store_has_no_conditional_put(
     with pytest.raises(UnsupportedFeatureError, match="put-if-not-exists"):
         t.create_branch("feat")
     assert list(t.branches.list()) == []
+
+
+def test_config_and_metadata_changes_on_the_branch_are_published_in_the_same_version(tmp_uri: str) -> None:
+    t = mvcc.write_table(pa.table({"id": [1, 2, 3]}), tmp_uri)
+    t.update_config({"keep": "main", "drop": "x", "shared": "0"})
+    b = t.create_branch("feat")
+    b.update_config({"owner": "audit", "shared": "1"}, delete=["drop"])
+    b.update_schema_metadata({"source": "branch"})
+    b.update_field_metadata({"id": {"unit": "count"}})
+    b.delete("id = 1")
+    t.update_config({"main-only": "yes"})  # another key: the publish goes through as it is
+    t.append(pa.table({"id": [4]}))
+    version = t.publish_branch("feat")
+    main = mvcc.open_table(tmp_uri)
+    assert main.version == version and ids(main) == [2, 3, 4]
+    assert main.manifest.config == {"keep": "main", "owner": "audit", "shared": "1", "main-only": "yes"}
+    assert main.schema.metadata == {b"source": b"branch"} and main.schema.field("id").metadata == {b"unit": b"count"}
+    assert "mvcc.published_branch_replayed" not in main.versions()[-1].transaction_properties
+
+    c = main.create_branch("again")
+    c.update_config({"shared": "2"})
+    main.update_config({"shared": "main"})  # the same key: the branch's change runs again after main's
+    main.publish_branch("again")
+    assert mvcc.open_table(tmp_uri).manifest.config["shared"] == "2"
+    assert main.versions()[-1].transaction_properties["mvcc.published_branch_replayed"] == "true"

@@ -188,6 +188,7 @@ class Update(Operation):
     inserted_rows: tpb.Transaction.KeyExistenceFilter | None = None
     affected_rows: bytes = b""
     replace_predicate: str = ""
+    metadata_updates: tpb.Transaction.UpdateConfig | None = None
 
 
 @dataclass

@@ -122,9 +122,18 @@ def _changes(
 
 
 def _same_schema(base: pb.Manifest, head: pb.Manifest) -> bool:
-    return [f.SerializeToString() for f in base.fields] == [f.SerializeToString() for f in head.fields] and dict(
-        base.schema_metadata
-    ) == dict(head.schema_metadata)
+    """The same fields (metadata aside: the publish's Update carries metadata changes)."""
+
+    def bare(fields: list[pb.Field]) -> list[bytes]:
+        out = []
+        for field in fields:
+            copy = pb.Field()
+            copy.CopyFrom(field)
+            copy.ClearField("metadata")
+            out.append(copy.SerializeToString())
+        return out
+
+    return bare(list(base.fields)) == bare(list(head.fields))
 
 
 def _inserted_keys(head: TableState, since: int) -> tpb.Transaction.KeyExistenceFilter | None:
@@ -148,6 +157,40 @@ def _inserted_keys(head: TableState, since: int) -> tpb.Transaction.KeyExistence
     return merged
 
 
+def _map_changes(before: Mapping[str, object], after: Mapping[str, object]) -> tpb.Transaction.UpdateMap | None:
+    """The keys set or removed from `before` to `after`, as an UpdateMap (None: no change)."""
+
+    def text(value: object) -> str:
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    changes: dict[str, str | None] = {k: text(v) for k, v in after.items() if before.get(k) != v}
+    changes |= {k: None for k in before if k not in after}
+    return ops.update_map(changes) if changes else None
+
+
+def _metadata_changes(base: pb.Manifest, head: pb.Manifest) -> tpb.Transaction.UpdateConfig | None:
+    """The config, table, schema and field metadata the branch changed from `base` to `head`, as one UpdateConfig
+    message (None: none changed): what the publish's Update carries to the parent (its other keys stay)."""
+    message = tpb.Transaction.UpdateConfig()
+    changed = False
+    for name, before, after in (
+        ("config_updates", base.config, head.config),
+        ("table_metadata_updates", base.table_metadata, head.table_metadata),
+        ("schema_metadata_updates", base.schema_metadata, head.schema_metadata),
+    ):
+        update = _map_changes(dict(before), dict(after))
+        if update is not None:
+            getattr(message, name).CopyFrom(update)
+            changed = True
+    fields_before = {f.id: dict(f.metadata) for f in base.fields}
+    for field in head.fields:
+        update = _map_changes(fields_before.get(field.id, {}), dict(field.metadata))
+        if update is not None:
+            message.field_metadata_updates[field.id].CopyFrom(update)
+            changed = True
+    return message if changed else None
+
+
 def _row_changes(target: TableState, base: pb.Manifest, head: TableState, since: int) -> tuple[ops.Update, list[str]]:
     """The branch's row changes since `base` (its version `since`) as one Update on the parent, and the files
     it wrote."""
@@ -158,6 +201,7 @@ def _row_changes(target: TableState, base: pb.Manifest, head: TableState, since:
         new_fragments=new,
         affected_rows=_affected_rows(target.store, base, removed, updated),
         inserted_rows=_inserted_keys(head, since),
+        metadata_updates=_metadata_changes(base, head.manifest),
     )
     return update, written
 

@@ -84,8 +84,10 @@ def _step(version: int, txn: Transaction | None, head: TableState) -> Callable[[
     if isinstance(op, ops.Append):
         fragments = list(op.fragments)
         return lambda table: table.commit(ops.Append(fragments=fragments))
-    if isinstance(op, ops.Rewrite | ops.CreateIndex | ops.UpdateConfig | ops.ReserveFragments):
-        return None  # rows unchanged; indices and config are not carried by a publish (docs/branches.md)
+    if isinstance(op, ops.UpdateConfig):
+        return lambda table: table.commit(op)  # the same keys set or removed again
+    if isinstance(op, ops.Rewrite | ops.CreateIndex | ops.ReserveFragments):
+        return None  # rows unchanged; indices are not carried by a publish (docs/branches.md)
     raw = txn.transaction_properties.get(REPLAY_PROPERTY)
     if raw is None:
         raise NotReplayable(f"version {version} ({op.name}) did not record its write in a form that can run again")

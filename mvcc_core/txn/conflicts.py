@@ -161,6 +161,8 @@ def _same_config_key(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictCo
             return op.config_keys()
         if isinstance(op, ops.Overwrite):
             return set(op.config_upsert_values)
+        if isinstance(op, ops.Update) and op.metadata_updates is not None:  # a branch publish's config
+            return ops.UpdateConfig.from_proto(op.metadata_updates).config_keys()
         return set()
 
     return bool(keys(ours) & keys(theirs))
@@ -282,6 +284,7 @@ ABSORB_DELETIONS = Rule(
     "overlapping fragments, theirs deletes rows (a Delete or REWRITE_ROWS Update) and ours knows where they moved "
     "(stable row ids or row order kept)",
 )
+SAME_CONFIG_KEY = Rule(Outcome.RETRYABLE, _same_config_key, "same config key")
 SAME_INSERTED_KEYS = Rule(Outcome.RETRYABLE, None, "both inserted the same new key(s) (upserts)")
 
 RULES: dict[tuple[str, str], Rule | tuple[Rule, ...]] = {
@@ -383,7 +386,10 @@ RULES: dict[tuple[str, str], Rule | tuple[Rule, ...]] = {
     (U, DR): OVERLAP_RETRY,
     (U, M): RETRYABLE,
     (U, D): OVERLAP_REBASE,
-    (U, U): (REPLACED_ROWS_INSERTED, OVERLAP_REBASE),
+    (U, U): (REPLACED_ROWS_INSERTED, SAME_CONFIG_KEY, OVERLAP_REBASE),
+    # Not in the specification: an Update carrying config (mvcc's branch publish) against a change of the same key.
+    (U, UC): SAME_CONFIG_KEY,
+    (UC, U): SAME_CONFIG_KEY,
     (U, A): REPLACED_ROWS_INSERTED,
     # UpdateConfig. The specification says these "conflict"; a concurrent Overwrite replaced the table
     # (incompatible) while a concurrent change of the same key can be re-applied (retryable).

@@ -342,6 +342,8 @@ def _apply_update(m: pb.Manifest, op: ops.Update, ctx: BuildContext) -> None:
     m.fragments.extend(_new_fragments(m, op.new_fragments))
     _merge_generations(m, op.merged_generations)
     _deletion_flag(m)
+    if op.metadata_updates is not None:  # mvcc extension: a branch publish's config and metadata changes
+        _apply_update_config(m, ops.UpdateConfig.from_proto(op.metadata_updates), ctx)
 
 
 def _apply_merge(m: pb.Manifest, op: ops.Merge, ctx: BuildContext) -> None:
