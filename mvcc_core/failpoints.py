@@ -37,6 +37,7 @@ POINTS: dict[str, str] = {
     "branch.publish.after_commit": "publish_branch: the parent's new version is committed, the ref not yet updated",
     "branch.publish.replay.after_scratch": "publish by replay: the scratch branch is forked, no write run on it yet",
     "branch.publish.replay.before_commit": "publish by replay: the writes ran on the scratch branch, nothing published",
+    "branch.publish.before_indices": "publish: the rows are published, the branch's index builds not yet run on main",
     "branch.delete.after_mark": "branches.delete: the ref is marked deleting, nothing removed yet",
     "branch.delete.after_files": "branches.delete: the files only the branch used are removed, its tree not yet",
     "branch.delete.before_ref": "branches.delete: the branch's tree is removed, the ref not yet",

@@ -25,7 +25,12 @@ CREATE = ["branch.create.after_ref", "branch.create.before_manifest"]
 PUBLISH = ["branch.publish.before_commit", "branch.publish.after_commit"]
 DELETE = ["branch.delete.after_mark", "branch.delete.after_files", "branch.delete.before_ref"]
 # a publish that runs the branch's writes again (main deleted a row the branch deleted too)
-REPLAY = ["branch.publish.replay.after_scratch", "branch.publish.replay.before_commit", "branch.publish.after_commit"]
+REPLAY = [
+    "branch.publish.replay.after_scratch",
+    "branch.publish.replay.before_commit",
+    "branch.publish.after_commit",
+    "branch.publish.before_indices",
+]
 
 STEP = """
 import sys
@@ -62,6 +67,7 @@ def prepare(uri: str, step: str) -> None:
         t.create_branch("other").append(pa.table({"id": [20]}))
     if step == "replay":
         t.delete("id = 1")  # the row the branch deleted: its writes are run again on main
+        mvcc.open_table(uri, branch="audit").create_scalar_index("id")  # built on main after the rows
 
 
 def check_after_replay(uri: str) -> None:
@@ -69,8 +75,9 @@ def check_after_replay(uri: str) -> None:
     main = mvcc.open_table(uri)
     assert ids(main) in ([2, 3, 4], [2, 3, 4, 10])
     version = main.publish_branch("audit")
-    assert (version, ids(main)) == (4, [2, 3, 4, 10])
-    assert mvcc.open_table(uri).version == 4
+    assert (version, main.version, ids(main)) == (4, 5, [2, 3, 4, 10])  # the rows in version 4, the index in 5
+    latest = mvcc.open_table(uri)
+    assert latest.version == 5 and [i["name"] for i in latest.list_indices()] == ["id_idx"]  # rows once, index once
     assert sorted(main.branches.list()) == ["audit", "other"]
     assert ids(mvcc.open_table(uri, branch="other")) == [1, 2, 3, 4, 20]
     assert mvcc.verify(mvcc.open_table(uri)).ok

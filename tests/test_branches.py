@@ -418,3 +418,19 @@ def test_config_and_metadata_changes_on_the_branch_are_published_in_the_same_ver
     main.publish_branch("again")
     assert mvcc.open_table(tmp_uri).manifest.config["shared"] == "2"
     assert main.versions()[-1].transaction_properties["mvcc.published_branch_replayed"] == "true"
+
+
+def test_an_index_built_on_the_branch_is_built_on_main_after_the_publish(tmp_uri: str) -> None:
+    t = mvcc.write_table(pa.table({"id": [1, 2, 3], "v": [1, 2, 3]}), tmp_uri)
+    b = t.create_branch("feat")
+    b.append(pa.table({"id": [10], "v": [10]}))
+    b.create_scalar_index("id", "BTREE")
+    b.create_scalar_index("v", "BITMAP", name="dropped")
+    b.drop_index("dropped")  # not on the branch's latest version: not carried
+    t.append(pa.table({"id": [20], "v": [20]}))
+    version = t.publish_branch("feat", delete_branch=True)
+    main = mvcc.open_table(tmp_uri)
+    assert main.version == version + 1  # the rows in one version, then the index's CreateIndex
+    assert [i["name"] for i in main.list_indices()] == ["id_idx"]
+    assert main.list_indices()[0]["num_unindexed_fragments"] == 0
+    assert main.to_table(filter="id = 10")["v"].to_pylist() == [10] and mvcc.verify(main).ok

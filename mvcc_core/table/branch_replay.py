@@ -87,7 +87,7 @@ def _step(version: int, txn: Transaction | None, head: TableState) -> Callable[[
     if isinstance(op, ops.UpdateConfig):
         return lambda table: table.commit(op)  # the same keys set or removed again
     if isinstance(op, ops.Rewrite | ops.CreateIndex | ops.ReserveFragments):
-        return None  # rows unchanged; indices are not carried by a publish (docs/branches.md)
+        return None  # rows unchanged; an index is built on the parent after the publish (`recorded_index_builds`)
     raw = txn.transaction_properties.get(REPLAY_PROPERTY)
     if raw is None:
         raise NotReplayable(f"version {version} ({op.name}) did not record its write in a form that can run again")
@@ -240,3 +240,30 @@ def publish_by_replay(
         log.info("%s: published branch %r by replay as version %d", target.uri, name, state.version)
         return state
     raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def recorded_index_builds(target: TableState, name: str) -> list[dict[str, Any]]:
+    """The index builds of branch `name` since its fork that its latest version still has, last build of a name
+    only: what a publish builds on the parent after landing the rows, where the parent has no index of that
+    name (docs/branches.md, "Indices").
+
+    Args:
+        target: Any version of the parent.
+        name: The branch.
+
+    Returns:
+        The builds' recorded arguments (column, index_type, name).
+    """
+    ref = read_ref(target.store, name)
+    head = txn_branches.open_branch(target, name)
+    since = ref.parent_version  # the branch's first version: the fork
+    kept = {index.name for index in head.manifest.indices}
+    builds: dict[str, dict[str, Any]] = {}
+    for version in range(since + 1, head.version + 1):
+        at = txn_branches.open_branch(target, name, version)
+        txn = at.committer.load_transaction(at.manifest)
+        raw = txn.transaction_properties.get(REPLAY_PROPERTY) if txn is not None else None
+        what = json.loads(raw) if raw else {}
+        if what.get("op") == "create_index" and what["name"] in kept:
+            builds[what["name"]] = what
+    return list(builds.values())

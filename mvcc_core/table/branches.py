@@ -7,9 +7,10 @@ from collections.abc import Mapping
 from typing import Self
 
 from mvcc_core.errors import CorruptTagError, RetryableConflictError, TagError, VersionNotFoundError
+from mvcc_core.failpoints import failpoint
 from mvcc_core.format.branches import MAIN_NAME, branch_of, read_ref
 from mvcc_core.ops.branch_publish import publish_branch
-from mvcc_core.table.branch_replay import drop_leftover_scratch, publish_by_replay
+from mvcc_core.table.branch_replay import drop_leftover_scratch, publish_by_replay, recorded_index_builds
 from mvcc_core.txn import branches as txn_branches
 from mvcc_core.txn import history
 from mvcc_core.txn.branches import BranchInfo
@@ -168,8 +169,11 @@ class BranchMethods:
             transaction_properties: The new version's properties.
             max_retries: How many times a lost race is retried.
 
+        Index builds the branch made are then built on this branch, one version each (docs/branches.md): the
+        handle moves to the last of them.
+
         Returns:
-            The version the changes landed in (the latest version, when the branch had nothing new).
+            The version the rows and config landed in (the latest version, when the branch had nothing new).
 
         Raises:
             BranchNotFoundError: no such branch.
@@ -179,6 +183,7 @@ class BranchMethods:
             IncompatibleConflictError: a commit since the fork cannot be reconciled (an overwrite, a restore).
         """
         drop_leftover_scratch(self._state, name)
+        builds = recorded_index_builds(self._state, name)
         try:
             state = publish_branch(
                 self._state,
@@ -201,6 +206,11 @@ class BranchMethods:
             if delete_branch:
                 txn_branches.delete_branch(state, name)
         self._state = state
+        missing = [b for b in builds if b["name"] not in {i.name for i in state.manifest.indices}]
+        if missing:  # one CreateIndex each, over the fragment ids the parent now has (the parent's own index wins)
+            failpoint("branch.publish.before_indices")
+            for build in missing:
+                self.create_index(build["column"], build["index_type"], name=build["name"])  # type: ignore[attr-defined]
         return state.version
 
     def branch_info(self, name: str) -> BranchInfo:
