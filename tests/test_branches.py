@@ -434,3 +434,16 @@ def test_an_index_built_on_the_branch_is_built_on_main_after_the_publish(tmp_uri
     assert [i["name"] for i in main.list_indices()] == ["id_idx"]
     assert main.list_indices()[0]["num_unindexed_fragments"] == 0
     assert main.to_table(filter="id = 10")["v"].to_pylist() == [10] and mvcc.verify(main).ok
+
+
+def test_a_write_that_fails_on_mains_rows_when_run_again_refuses_the_publish(tmp_uri: str) -> None:
+    t = mvcc.write_table(pa.table({"id": [1, 2, 3], "v": [1, 2, 3]}), tmp_uri)
+    b = t.create_branch("feat")
+    b.update({"v": "v + 1"}, where="id <= 2")
+    t.delete("id = 1")  # the same row: the update must run again
+    t.drop_columns("v")  # ... on a main without its column
+    before = t.version
+    with pytest.raises(IncompatibleConflictError, match=r"branch 'feat' version 2 \(Update\) cannot run again"):
+        t.publish_branch("feat")
+    main = mvcc.open_table(tmp_uri)
+    assert main.version == before and ids(main) == [2, 3] and sorted(main.branches.list()) == ["feat"]

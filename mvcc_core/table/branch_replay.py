@@ -15,7 +15,14 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from mvcc_core.errors import BranchNotFoundError, RetryableConflictError
+from mvcc_core.errors import (
+    BranchNotFoundError,
+    IncompatibleConflictError,
+    InvalidOperationError,
+    PredicateError,
+    RetryableConflictError,
+    SchemaError,
+)
 from mvcc_core.failpoints import failpoint
 from mvcc_core.format import operations as ops
 from mvcc_core.format.branches import branch_of, read_ref, update_ref
@@ -143,10 +150,29 @@ def replay_steps(target: TableState, name: str, branch_base: int, head: TableSta
     steps = []
     for version in range(branch_base + 1, head.version + 1):
         at = txn_branches.open_branch(target, name, version)
-        step = _step(version, at.committer.load_transaction(at.manifest), head)
-        if step is not None:
-            steps.append(step)
+        txn = at.committer.load_transaction(at.manifest)
+        step = _step(version, txn, head)
+        if step is not None and txn is not None:
+            steps.append(_named(step, name, version, txn.operation.name))
     return steps
+
+
+def _named(step: Callable[[Any], None], name: str, version: int, operation: str) -> Callable[[Any], None]:
+    """`step`, whose failure on the parent's rows (a column the parent dropped, a key it made ambiguous) is an
+    IncompatibleConflictError naming the branch's version: the write no longer means what it meant."""
+
+    def run(table: Any) -> None:
+        try:
+            step(table)
+        except (SchemaError, PredicateError, InvalidOperationError) as exc:
+            raise IncompatibleConflictError(
+                f"branch {name!r} version {version} ({operation}) cannot run again on the latest version of "
+                f"{table.uri}: {exc}; nothing was published",
+                uri=table.uri,
+                operation=operation,
+            ) from exc
+
+    return run
 
 
 def drop_leftover_scratch(target: TableState, name: str) -> None:
