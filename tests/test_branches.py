@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pyarrow.compute as pc
 import pytest
 
 import mvcc_core as mvcc
+from mvcc_core import failpoints
 from mvcc_core.errors import (
     BranchError,
     BranchExistsError,
@@ -447,3 +449,28 @@ def test_a_write_that_fails_on_mains_rows_when_run_again_refuses_the_publish(tmp
         t.publish_branch("feat")
     main = mvcc.open_table(tmp_uri)
     assert main.version == before and ids(main) == [2, 3] and sorted(main.branches.list()) == ["feat"]
+
+
+@pytest.mark.slow  # the publisher sleeps at a failpoint (about 1 s)
+def test_a_main_commit_during_the_run_again_runs_the_writes_again_on_the_newer_main(tmp_uri: str) -> None:
+    t = mvcc.write_table(pa.table({"id": [1, 2, 3, 4], "v": [1, 2, 3, 4]}), tmp_uri)
+    b = t.create_branch("feat")
+    b.update({"v": "v * 10"}, where="id <= 2")
+    t.update({"v": "v + 1"}, where="id = 1")  # the same row: the publish runs the update again
+    published: list[int] = []
+    with failpoints.armed("branch.publish.replay.before_commit", "sleep(0.5)"):
+        publisher = threading.Thread(target=lambda: published.append(t.publish_branch("feat")))
+        publisher.start()
+        other = mvcc.open_table(tmp_uri)
+        while not [n for n in other.branches.list() if ".replay-" in n]:
+            time.sleep(0.01)
+        other.delete("id = 2")  # a row the scratch branch's update changed: its commit conflicts
+        publisher.join(30)
+    main = mvcc.open_table(tmp_uri)
+    assert published == [main.version] == [4]  # version 3 is main's delete; the writes ran again after it
+    assert sorted(main.to_table().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "v": 20},
+        {"id": 3, "v": 3},
+        {"id": 4, "v": 4},
+    ]
+    assert sorted(main.branches.list()) == ["feat"]
