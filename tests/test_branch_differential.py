@@ -1,5 +1,5 @@
 """Branch writes and publishes against a plain evaluation: random sequences of appends, deletes, updates,
-merge_inserts and compactions on a branch and on main, published at random points.
+merge_inserts, compactions and config changes on a branch and on main, published at random points.
 
 The model is a dict id -> value per branch. Every publish lands (these writes can all run again). A publish of
 the branch's changes as they are must leave main equal to main's rows with the branch's changes since its base
@@ -20,12 +20,19 @@ import pytest
 import mvcc_core as mvcc
 from mvcc_core.table.branch_replay import PUBLISHED_BY_REPLAY
 
-Rows = dict[int, int]
+Rows = dict[int | str, int]  # id -> v, and "config:<key>" -> its value (a config key is a row of the model too)
+CONFIG_KEYS = ("a", "b")
 
 
 def rows_of(t: mvcc.Table) -> Rows:
     table = t.to_table(columns=["id", "v"])
-    return dict(zip(table["id"].to_pylist(), table["v"].to_pylist(), strict=True))
+    rows: Rows = dict(zip(table["id"].to_pylist(), table["v"].to_pylist(), strict=True))
+    rows |= {f"config:{k}": int(v) for k, v in t.manifest.config.items() if k in CONFIG_KEYS}
+    return rows
+
+
+def ids_of(rows: Rows) -> list[int]:
+    return sorted(k for k in rows if isinstance(k, int))
 
 
 Op = Callable[[Rows], set[int]]
@@ -35,7 +42,7 @@ SHARED_NEW_KEYS = range(500, 506)
 
 def delete_op(mod: int, rem: int) -> Op:
     def apply(rows: Rows) -> set[int]:
-        gone = {k for k in rows if k % mod == rem}
+        gone = {k for k in ids_of(rows) if k % mod == rem}
         for key in gone:
             del rows[key]
         return gone
@@ -45,7 +52,7 @@ def delete_op(mod: int, rem: int) -> Op:
 
 def update_op(mod: int, rem: int) -> Op:
     def apply(rows: Rows) -> set[int]:
-        hit = {k for k in rows if k % mod == rem}
+        hit = {k for k in ids_of(rows) if k % mod == rem}
         for key in hit:
             rows[key] += 1000
         return hit
@@ -65,9 +72,9 @@ def upsert_op(new: Rows) -> Op:
 def write(rng: random.Random, t: mvcc.Table, model: Rows, next_id: list[int]) -> tuple[Op, set[int]]:
     """One random write on `t`, applied to `model` too; returns it as an operation on any rows (what running it
     again evaluates) and the keys it inserted through merge_insert."""
-    kind = rng.choice(["append", "delete", "update", "merge", "compact"])
+    kind = rng.choice(["append", "delete", "update", "merge", "compact", "config"])
     inserted: set[int] = set()
-    if kind == "append" or not model:
+    if kind == "append" or not ids_of(model):
         new = list(range(next_id[0], next_id[0] + rng.randint(1, 3)))
         next_id[0] += len(new)
         values = [rng.randint(0, 99) for _ in new]
@@ -77,13 +84,17 @@ def write(rng: random.Random, t: mvcc.Table, model: Rows, next_id: list[int]) ->
         mod, rem = rng.randint(2, 4), rng.randint(0, 3)
         t.delete(f"id % {mod} = {rem}")
         op = delete_op(mod, rem)
+    elif kind == "config":
+        key, value = rng.choice(CONFIG_KEYS), rng.randint(0, 99)
+        t.update_config({key: str(value)})
+        op = upsert_op({f"config:{key}": value})
     elif kind == "update":
-        mod, rem = rng.choice([(1000, rng.choice(sorted(model))), (rng.randint(3, 5), rng.randint(0, 2))])
+        mod, rem = rng.choice([(1000, rng.choice(ids_of(model))), (rng.randint(3, 5), rng.randint(0, 2))])
         mode = rng.choice([None, "rewrite_rows", "rewrite_columns"])
         t.update({"v": "v + 1000"}, where=f"id % {mod} = {rem}", mode=mode)
         op = update_op(mod, rem)
     elif kind == "merge":
-        keys = sorted(set(rng.sample(sorted(model), min(2, len(model))) + [rng.choice(SHARED_NEW_KEYS)]))
+        keys = sorted(set(rng.sample(ids_of(model), min(2, len(ids_of(model)))) + [rng.choice(SHARED_NEW_KEYS)]))
         values = [rng.randint(0, 99) for _ in keys]
         t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
             pa.table({"id": keys, "v": values})
@@ -111,7 +122,8 @@ def merged(main: Rows, base: Rows, branch: Rows) -> Rows:
     return out
 
 
-#: seeds 6 and 10 publish by running the branch's writes again (they raised RetryableConflictError before)
+#: seeds 6 and 10 publish by running the branch's writes again (they raised RetryableConflictError before); seed 0
+#: publishes a branch's config change as it is (it was left behind before)
 FAST_SEEDS = (0, 6, 10)
 
 
