@@ -214,9 +214,11 @@ def test_a_schema_change_fast_forwards_or_runs_again_on_the_moved_main(tmp_uri: 
     c = mvcc.open_table(tmp_uri).create_branch("fresh")
     c.add_columns({"w": "id * 3"})
     c.drop_columns("x")
+    c.update_config({"owner": "fresh"})  # carried by the Merge too
     t = mvcc.open_table(tmp_uri)
     assert t.publish_branch("fresh") == 7  # a fast-forward: the branch's fragments and schema as they are
     assert t.schema.names == ["id", "w"] and t.to_table().sort_by("id")["w"].to_pylist() == [3, 6, 9]
+    assert t.manifest.config["owner"] == "fresh"
     typed = t.create_branch("typed")
     typed.alter_columns({"path": "w", "data_type": pa.int32()})  # a type is not recorded: cannot run again
     t.append(pa.table({"id": [9], "w": [27]}))

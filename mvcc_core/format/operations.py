@@ -140,6 +140,7 @@ class Merge(Operation):
     fragments: list[pb.DataFragment] = _list()
     schema: list[pb.Field] = _list()
     schema_metadata: dict[str, bytes] = _dict()
+    metadata_updates: tpb.Transaction.UpdateConfig | None = None
 
 
 @dataclass

@@ -243,10 +243,14 @@ def commit_change(
     if _same_schema(change_base.manifest, change_head.manifest):
         operation, written = _row_changes(target, change_base.manifest, change_head, change_base.version)
     else:  # a schema change: the parent takes the fragments and schema as they are (a Merge, retried if it moved)
+        metadata = _metadata_changes(change_base.manifest, change_head.manifest)
+        if metadata is not None:  # the Merge sets the schema metadata itself
+            metadata.ClearField("schema_metadata_updates")
         operation = ops.Merge(
             fragments=list(change_head.manifest.fragments),
             schema=list(change_head.manifest.fields),
             schema_metadata=dict(change_head.manifest.schema_metadata),
+            metadata_updates=metadata,
         )
         written = []
     txn = Transaction(
