@@ -180,7 +180,8 @@ class BranchMethods:
             BranchError: it was forked from another branch, or it changed the schema and this branch moved.
             RetryableConflictError: a commit since the fork conflicts and some write of the branch cannot run
                 again (an overwrite, a schema change, a write through the low-level API).
-            IncompatibleConflictError: a commit since the fork cannot be reconciled (an overwrite, a restore).
+            IncompatibleConflictError: a commit since the fork cannot be reconciled (an overwrite, a restore), or
+                a branch write fails when run again on this branch's rows (a column dropped here).
         """
         drop_leftover_scratch(self._state, name)
         builds = recorded_index_builds(self._state, name)
