@@ -4,7 +4,9 @@ On a table of `fragments` fragments (1,000 rows each, one version each): create 
 version, append 1,000 rows to it, open its latest version (pylance: `checkout_version((branch, None))`).
 mvcc's publish has no pylance counterpart: a fast-forward publish of a branch holding 10 appends is measured
 against appending the same 10 batches straight to main (what the publish saves or costs over writing main
-directly). Rounds alternate mvcc and pylance (and publish and direct appends), each on a fresh copy of the
+directly). A publish after main moved is measured as it is (main changed another row) against the same
+publish run again (main changed one of the branch's rows: the branch's 10 updates re-run on main's latest
+version). Rounds alternate mvcc and pylance (and publish and direct appends), each on a fresh copy of the
 table, so a burst of load on the (shared) machine hits both. Not a test: run it by hand or through
 `benchmarks/run.py`.
 
@@ -81,6 +83,18 @@ def _publish(uri: str, results: Results) -> None:
     results["10 appends landed on main"]["publish"].append(timed(lambda: t.publish_branch("b")))
 
 
+def _moved(uri: str, results: Results, same_row: bool) -> None:
+    """A branch with 10 single-row updates published after main updated another row (as it is) or one of the
+    same rows (the branch's 10 updates run again on main's latest version)."""
+    t = mvcc.open_table(uri)
+    b = t.create_branch("b")
+    for i in range(10):
+        b.update({"value": "value + 1"}, where=f"id = {i * 1000 + 7}")
+    t.update({"value": "value * 2"}, where="id = 7" if same_row else "id = 8")
+    side = "run again" if same_row else "as it is"
+    results["publish 10 updates after main moved"][side].append(timed(lambda: t.publish_branch("b")))
+
+
 def _direct(uri: str, results: Results) -> None:
     t = mvcc.open_table(uri)
 
@@ -96,6 +110,8 @@ SIDES: dict[str, Callable[[str, Results], None]] = {
     "lance": _lance,
     "publish": _publish,
     "direct": _direct,
+    "as it is": lambda uri, results: _moved(uri, results, same_row=False),
+    "run again": lambda uri, results: _moved(uri, results, same_row=True),
 }
 
 
@@ -119,6 +135,7 @@ def main() -> None:
         "append 1,000 rows on a branch": {"mvcc": [], "lance": []},
         "open a branch's latest version": {"mvcc": [], "lance": []},
         "10 appends landed on main": {"publish": [], "direct": []},
+        "publish 10 updates after main moved": {"as it is": [], "run again": []},
     }
     with tempfile.TemporaryDirectory() as tmp:
         pristine = build(Path(tmp) / "pristine", fragments)

@@ -24,6 +24,13 @@ ROOT = Path(failpoints.__file__).resolve().parents[1]
 CREATE = ["branch.create.after_ref", "branch.create.before_manifest"]
 PUBLISH = ["branch.publish.before_commit", "branch.publish.after_commit"]
 DELETE = ["branch.delete.after_mark", "branch.delete.after_files", "branch.delete.before_ref"]
+# a publish that runs the branch's writes again (main deleted a row the branch deleted too)
+REPLAY = [
+    "branch.publish.replay.after_scratch",
+    "branch.publish.replay.before_commit",
+    "branch.publish.after_commit",
+    "branch.publish.before_indices",
+]
 
 STEP = """
 import sys
@@ -39,7 +46,7 @@ def run_step(uri: str, step: str) -> None:
     t = mvcc.open_table(uri)
     if step == "create":
         t.create_branch("audit")
-    elif step == "publish":
+    elif step in ("publish", "replay"):
         t.publish_branch("audit")
     else:
         t.branches.delete("audit")
@@ -58,10 +65,29 @@ def prepare(uri: str, step: str) -> None:
         b.append(pa.table({"id": [10, 11]}))
         b.delete("id = 1 or id = 11")  # an inherited and a new fragment: publish rewrites the new one
         t.create_branch("other").append(pa.table({"id": [20]}))
+    if step == "replay":
+        t.delete("id = 1")  # the row the branch deleted: its writes are run again on main
+        mvcc.open_table(uri, branch="audit").create_scalar_index("id")  # built on main after the rows
+
+
+def check_after_replay(uri: str) -> None:
+    """main as before or after the publish; the publish run again lands it exactly once, with no scratch branch left."""
+    main = mvcc.open_table(uri)
+    assert ids(main) in ([2, 3, 4], [2, 3, 4, 10])
+    version = main.publish_branch("audit")
+    assert (version, main.version, ids(main)) == (4, 5, [2, 3, 4, 10])  # the rows in version 4, the index in 5
+    latest = mvcc.open_table(uri)
+    assert latest.version == 5 and [i["name"] for i in latest.list_indices()] == ["id_idx"]  # rows once, index once
+    assert sorted(main.branches.list()) == ["audit", "other"]
+    assert ids(mvcc.open_table(uri, branch="other")) == [1, 2, 3, 4, 20]
+    assert mvcc.verify(mvcc.open_table(uri)).ok
 
 
 def check_after(uri: str, step: str) -> None:
     """The table reads as before or after the step; the step run again finishes it exactly once."""
+    if step == "replay":
+        check_after_replay(uri)
+        return
     main = mvcc.open_table(uri)
     assert ids(main) in ([1, 2, 3, 4], [2, 3, 4, 10])
     if step == "create":
@@ -87,7 +113,8 @@ def check_after(uri: str, step: str) -> None:
 
 
 def _cases() -> list[tuple[str, str]]:
-    return [(p, "create") for p in CREATE] + [(p, "publish") for p in PUBLISH] + [(p, "delete") for p in DELETE]
+    steps = {"create": CREATE, "publish": PUBLISH, "delete": DELETE, "replay": REPLAY}
+    return [(point, step) for step, points in steps.items() for point in points]
 
 
 @pytest.mark.parametrize(("point", "step"), _cases())

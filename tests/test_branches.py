@@ -4,20 +4,28 @@ from __future__ import annotations
 
 import pickle
 import threading
+import time
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import mvcc_core as mvcc
+from mvcc_core import failpoints
 from mvcc_core.errors import (
     BranchError,
     BranchExistsError,
     BranchNotFoundError,
     IncompatibleConflictError,
     RetryableConflictError,
+    UnsupportedFeatureError,
     VersionNotFoundError,
 )
+from mvcc_core.format.naming import ManifestNaming, manifest_path
+from mvcc_core.format.referenced_files import referenced_files
+from mvcc_core.txn.external_store import open_external_store
 
 
 @pytest.fixture(params=["local", "memory", pytest.param("s3", marks=[pytest.mark.s3, pytest.mark.slow])])
@@ -160,12 +168,26 @@ def test_publish_after_main_moved_checks_the_conflict_rules(tmp_uri: str) -> Non
     assert ids(t) == [2, 4, 10, 20]
 
     c = t.create_branch("conflicting")
-    c.update({"id": "id + 100"}, where="id = 2")
-    t.delete("id = 2")  # the same row: the branch's update cannot be carried
+    c.update({"id": "id + 100"}, where="id < 5")
+    t.delete("id = 2")  # the same row: the branch's update is run again on main's rows
+    assert t.publish_branch("conflicting") == 7
+    assert ids(t) == [10, 20, 104]
+    assert t.versions()[-1].transaction_properties["mvcc.published_branch_replayed"] == "true"
+
+    e = t.create_branch("unrecorded")
+    e.commit(e.delete_uncommitted(pc.field("id") == 10))  # an Arrow Expression: not recorded in words
+    t.delete("id = 10")
     before = t.version
-    with pytest.raises((RetryableConflictError, IncompatibleConflictError)):
-        t.publish_branch("conflicting")
-    assert mvcc.open_table(tmp_uri).version == before and ids(mvcc.open_table(tmp_uri)) == [4, 10, 20]
+    with pytest.raises(RetryableConflictError, match="can run again"):
+        t.publish_branch("unrecorded")
+    assert mvcc.open_table(tmp_uri).version == before and ids(mvcc.open_table(tmp_uri)) == [20, 104]
+    assert sorted(t.branches.list()) == ["conflicting", "feat", "unrecorded"]  # no scratch branch left
+
+    g = t.create_branch("nothing-left")
+    g.update({"id": "id + 1"}, where="id = 20")
+    t.delete("id = 20")  # the update runs again and matches nothing: the publish changes no row
+    assert t.publish_branch("nothing-left", delete_branch=True) == before + 2
+    assert ids(t) == [104] and sorted(t.branches.list()) == ["conflicting", "feat", "unrecorded"]
 
     d = t.create_branch("after-overwrite")
     d.append(pa.table({"id": [30]}))
@@ -175,24 +197,34 @@ def test_publish_after_main_moved_checks_the_conflict_rules(tmp_uri: str) -> Non
     assert ids(mvcc.open_table(tmp_uri)) == [0]
 
 
-def test_a_schema_change_is_published_only_as_a_fast_forward(tmp_uri: str) -> None:
+def test_a_schema_change_fast_forwards_or_runs_again_on_the_moved_main(tmp_uri: str) -> None:
     t = make(tmp_uri)
     b = t.create_branch("feat")
     b.add_columns({"x": "id * 2"})
     b.delete("id = 4")
-    t.create_branch("late").add_columns({"y": "id + 1"})
+    late = t.create_branch("late")
+    late.add_columns({"y": "id + 1"})
+    late.alter_columns({"path": "y", "name": "z"})
     t.append(pa.table({"id": [7]}))
-    with pytest.raises(BranchError, match="only as a fast-forward"):
-        t.publish_branch("late")
-    assert mvcc.open_table(tmp_uri).version == 3
+    assert t.publish_branch("late") == 4  # main moved: the schema changes run again on its rows, one version
+    assert t.schema.names == ["id", "z"] and t.to_table().sort_by("id")["z"].to_pylist() == [2, 3, 4, 5, 8]
     t.restore(2)  # main's latest is a Restore now: still moved since the fork
-    with pytest.raises(BranchError, match="only as a fast-forward"):
-        t.publish_branch("feat")
+    assert t.publish_branch("feat") == 6
+    assert t.schema.names == ["id", "x"] and t.to_table().sort_by("id")["x"].to_pylist() == [2, 4, 6]
     c = mvcc.open_table(tmp_uri).create_branch("fresh")
-    c.add_columns({"x": "id * 2"})
+    c.add_columns({"w": "id * 3"})
+    c.drop_columns("x")
+    c.update_config({"owner": "fresh"})  # carried by the Merge too
     t = mvcc.open_table(tmp_uri)
-    assert t.publish_branch("fresh") == 5
-    assert t.schema.names == ["id", "x"] and t.to_table().sort_by("id")["x"].to_pylist() == [2, 4, 6, 8]
+    assert t.publish_branch("fresh") == 7  # a fast-forward: the branch's fragments and schema as they are
+    assert t.schema.names == ["id", "w"] and t.to_table().sort_by("id")["w"].to_pylist() == [3, 6, 9]
+    assert t.manifest.config["owner"] == "fresh"
+    typed = t.create_branch("typed")
+    typed.alter_columns({"path": "w", "data_type": pa.int32()})  # a type is not recorded: cannot run again
+    t.append(pa.table({"id": [9], "w": [27]}))
+    with pytest.raises(RetryableConflictError, match="can run again"):
+        t.publish_branch("typed")
+    assert mvcc.open_table(tmp_uri).version == 8
 
 
 def test_retention_keeps_what_branches_use_and_their_publish_bases(tmp_uri: str) -> None:
@@ -202,14 +234,45 @@ def test_retention_keeps_what_branches_use_and_their_publish_bases(tmp_uri: str)
     t.overwrite(pa.table({"id": [0]}))
     t.append(pa.table({"id": [5]}))
     stats = t.cleanup_old_versions(older_than=mvcc.parse_duration("0s"), delete_unverified=True)
-    assert stats.removed_versions == ()  # main's version 1 and on: the branch's publish base
+    assert stats.removed_versions == (1, 2, 3)  # main keeps no version for the branch, only its files
     b.cleanup_old_versions(older_than=mvcc.parse_duration("0s"), delete_unverified=True)
     assert ids(mvcc.open_table(tmp_uri, branch="feat")) == [1, 2, 3, 10]  # main's old files are the branch's too
     assert [v.version for v in b.versions()] == [1, 2]  # the fork is the branch's base
+    assert mvcc.verify(mvcc.open_table(tmp_uri, branch="feat")).ok
     t.branches.delete("feat")
     stats = t.cleanup_old_versions(older_than=mvcc.parse_duration("0s"), delete_unverified=True)
-    assert stats.removed_versions == (1, 2, 3) and ids(mvcc.open_table(tmp_uri)) == [0, 5]
+    assert stats.removed_versions == () and ids(mvcc.open_table(tmp_uri)) == [0, 5]
     assert len(data_files(t)) == 2
+
+
+def test_retention_keeps_only_the_forks_files_and_a_publish_over_removed_history_reruns_the_writes(
+    tmp_uri: str,
+) -> None:
+    t = mvcc.write_table(pa.table({"id": [1, 2, 3], "v": [1, 2, 3]}), tmp_uri)
+    b = t.create_branch("feat")  # forks main's version 1
+    b.update({"v": "v * 10"}, where="id >= 2")
+    for _ in range(3):
+        t.update({"v": "v + 1"}, where="id = 3")  # rewrites id 3's fragment each time: new files, old ones unused
+    t.append(pa.table({"id": [4], "v": [4]}))
+    stats = t.cleanup_old_versions(older_than=mvcc.parse_duration("0s"), delete_unverified=True)
+    assert stats.removed_versions == (1, 2, 3, 4)  # not every main version after the fork: only the latest stays
+    needed = set().union(
+        *(
+            referenced_files(v.manifest)
+            for v in [mvcc.open_table(tmp_uri), *(b.checkout_version(("feat", n)) for n in (1, 2))]
+        )
+    )
+    assert data_files(t) == {p for p in needed if p.startswith("data/")}  # exactly: main's, the fork's, the branch's
+    assert mvcc.verify(mvcc.open_table(tmp_uri, branch="feat")).ok
+    assert sorted(mvcc.open_table(tmp_uri, branch="feat").to_table().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "v": 1},
+        {"id": 2, "v": 20},
+        {"id": 3, "v": 30},
+    ]
+    t.publish_branch("feat", delete_branch=True)  # main's base is gone: the update runs again on main's rows
+    rows = sorted(mvcc.open_table(tmp_uri).to_table().to_pylist(), key=lambda r: r["id"])
+    assert rows == [{"id": 1, "v": 1}, {"id": 2, "v": 20}, {"id": 3, "v": 60}, {"id": 4, "v": 40}]
+    assert mvcc.verify(mvcc.open_table(tmp_uri)).ok
 
 
 def test_a_column_rewrite_on_the_branch_survives_a_rebase_over_another_fragment(tmp_uri: str) -> None:
@@ -259,3 +322,157 @@ def test_a_branch_state_pickles_as_the_branch_for_executor_tasks(tmp_uri: str) -
     mvcc.compaction.commit(b.state, results)
     assert len(mvcc.open_table(tmp_uri, branch="feat").manifest.fragments) == 1
     assert mvcc.open_table(tmp_uri).version == 2  # main untouched
+
+
+def test_a_new_key_upserted_on_the_branch_and_on_main_lands_once(tmp_uri: str) -> None:
+    # the publish used to carry the branch's upsert as a plain insert: both rows of key 500 survived
+    t = mvcc.write_table(pa.table({"id": [0, 1], "v": [0, 1]}), tmp_uri)
+    b = t.create_branch("feat")
+    b.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
+        pa.table({"id": [500], "v": [1]})
+    )
+    t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
+        pa.table({"id": [500], "v": [2]})
+    )
+    t.publish_branch("feat")
+    rows = sorted(t.to_table().to_pylist(), key=lambda r: r["id"])
+    assert rows == [{"id": 0, "v": 0}, {"id": 1, "v": 1}, {"id": 500, "v": 1}]  # the branch's upsert ran last
+
+
+def test_a_publish_runs_the_branchs_writes_again_on_every_store(store_uri: tuple[str, Any]) -> None:
+    uri, options = store_uri
+    t = mvcc.write_table(pa.table({"id": [1, 2, 3], "v": [1, 2, 3]}), uri, storage_options=options)
+    b = t.create_branch("feat")
+    b.update({"v": "v * 10"}, where="id >= 2")
+    b.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
+        pa.table({"id": [3, 9], "v": [33, 99]})
+    )
+    b.delete("v = 20")
+    t.update({"v": "v + 1"}, where="id = 3")  # a row the branch changed too
+    t.append(pa.table({"id": [4], "v": [2]}))
+    version = t.publish_branch("feat", delete_branch=True)
+    main = mvcc.open_table(uri, storage_options=options)
+    assert (
+        main.version == version == 4
+        and main.versions()[-1].transaction_properties["mvcc.published_branch_replayed"] == "true"
+    )
+    rows = sorted(main.to_table().to_pylist(), key=lambda r: r["id"])
+    # run again on main's rows: main's new row 4 is updated (2 -> 20) and then deleted (v = 20) too
+    assert rows == [{"id": 1, "v": 1}, {"id": 3, "v": 33}, {"id": 9, "v": 99}]
+    assert list(main.branches.list()) == [] and mvcc.verify(main).ok
+
+
+def test_branches_of_a_table_committing_through_an_external_store(tmp_path: Path) -> None:
+    uri, db = str(tmp_path / "t"), f"sqlite://{tmp_path / 'db'}"
+    mvcc.write_table(pa.table({"id": [1, 2, 3]}), uri)
+    t = mvcc.open_table(uri, external_store=db)
+    t.append(pa.table({"id": [4]}))  # main's version 2: through the store
+    b = t.create_branch("feat")
+    b.append(pa.table({"id": [10]}))
+    b.delete("id = 1")
+    t.delete("id = 1")  # the same row: the publish runs the branch's writes again
+    t.append(pa.table({"id": [20]}))
+    assert ids(mvcc.open_table(uri, branch="feat", external_store=db)) == [2, 3, 4, 10]
+    assert t.publish_branch("feat") == 5
+    store = open_external_store(db)
+    assert store.get_latest_version(t.uri) == (5, f"{t.uri}/{manifest_path(5, ManifestNaming.V2)}")
+    assert store.get(t.uri, 3) is not None and ids(mvcc.open_table(uri, external_store=db)) == [2, 3, 4, 10, 20]
+    # the branch's versions are the object store's (tree/feat/_versions/), never the store's: its keys are main's
+    assert [v.version for v in mvcc.open_table(uri, branch="feat", external_store=db).versions()] == [2, 3, 4]
+    t.cleanup_old_versions(older_than=mvcc.parse_duration("0s"), delete_unverified=True)
+    assert ids(mvcc.open_table(uri, branch="feat", external_store=db)) == [2, 3, 4, 10]
+    t.branches.delete("feat")
+    assert mvcc.verify(mvcc.open_table(uri, external_store=db)).ok and list(t.branches.list()) == []
+
+
+@pytest.mark.slow
+@pytest.mark.s3
+def test_no_branches_where_the_object_store_has_no_conditional_put(
+    s3_uri: str, s3_options: dict[str, Any], tmp_path: Path
+) -> None:
+    options = {**s3_options, "conditional_put": "false"}
+    t = mvcc.write_table(
+        pa.table({"id": [1]}), s3_uri, storage_options=options, external_store=f"sqlite://{tmp_path / 'db'}"
+    )
+    with pytest.raises(UnsupportedFeatureError, match="put-if-not-exists"):
+        t.create_branch("feat")
+    assert list(t.branches.list()) == []
+
+
+def test_config_and_metadata_changes_on_the_branch_are_published_in_the_same_version(tmp_uri: str) -> None:
+    t = mvcc.write_table(pa.table({"id": [1, 2, 3]}), tmp_uri)
+    t.update_config({"keep": "main", "drop": "x", "shared": "0"})
+    b = t.create_branch("feat")
+    b.update_config({"owner": "audit", "shared": "1"}, delete=["drop"])
+    b.update_schema_metadata({"source": "branch"})
+    b.update_field_metadata({"id": {"unit": "count"}})
+    b.delete("id = 1")
+    t.update_config({"main-only": "yes"})  # another key: the publish goes through as it is
+    t.append(pa.table({"id": [4]}))
+    version = t.publish_branch("feat")
+    main = mvcc.open_table(tmp_uri)
+    assert main.version == version and ids(main) == [2, 3, 4]
+    assert main.manifest.config == {"keep": "main", "owner": "audit", "shared": "1", "main-only": "yes"}
+    assert main.schema.metadata == {b"source": b"branch"} and main.schema.field("id").metadata == {b"unit": b"count"}
+    assert "mvcc.published_branch_replayed" not in main.versions()[-1].transaction_properties
+
+    c = main.create_branch("again")
+    c.update_config({"shared": "2"})
+    main.update_config({"shared": "main"})  # the same key: the branch's change runs again after main's
+    main.publish_branch("again")
+    assert mvcc.open_table(tmp_uri).manifest.config["shared"] == "2"
+    assert main.versions()[-1].transaction_properties["mvcc.published_branch_replayed"] == "true"
+
+
+def test_an_index_built_on_the_branch_is_built_on_main_after_the_publish(tmp_uri: str) -> None:
+    t = mvcc.write_table(pa.table({"id": [1, 2, 3], "v": [1, 2, 3]}), tmp_uri)
+    b = t.create_branch("feat")
+    b.append(pa.table({"id": [10], "v": [10]}))
+    b.create_scalar_index("id", "BTREE")
+    b.create_scalar_index("v", "BITMAP", name="dropped")
+    b.drop_index("dropped")  # not on the branch's latest version: not carried
+    t.append(pa.table({"id": [20], "v": [20]}))
+    version = t.publish_branch("feat", delete_branch=True)
+    main = mvcc.open_table(tmp_uri)
+    assert main.version == version + 1  # the rows in one version, then the index's CreateIndex
+    assert [i["name"] for i in main.list_indices()] == ["id_idx"]
+    assert main.list_indices()[0]["num_unindexed_fragments"] == 0
+    assert main.to_table(filter="id = 10")["v"].to_pylist() == [10] and mvcc.verify(main).ok
+
+
+def test_a_write_that_fails_on_mains_rows_when_run_again_refuses_the_publish(tmp_uri: str) -> None:
+    t = mvcc.write_table(pa.table({"id": [1, 2, 3], "v": [1, 2, 3]}), tmp_uri)
+    b = t.create_branch("feat")
+    b.update({"v": "v + 1"}, where="id <= 2")
+    t.delete("id = 1")  # the same row: the update must run again
+    t.drop_columns("v")  # ... on a main without its column
+    before = t.version
+    with pytest.raises(IncompatibleConflictError, match=r"branch 'feat' version 2 \(Update\) cannot run again"):
+        t.publish_branch("feat")
+    main = mvcc.open_table(tmp_uri)
+    assert main.version == before and ids(main) == [2, 3] and sorted(main.branches.list()) == ["feat"]
+
+
+@pytest.mark.slow  # the publisher sleeps at a failpoint (about 1 s)
+def test_a_main_commit_during_the_run_again_runs_the_writes_again_on_the_newer_main(tmp_uri: str) -> None:
+    t = mvcc.write_table(pa.table({"id": [1, 2, 3, 4], "v": [1, 2, 3, 4]}), tmp_uri)
+    b = t.create_branch("feat")
+    b.update({"v": "v * 10"}, where="id <= 2")
+    t.update({"v": "v + 1"}, where="id = 1")  # the same row: the publish runs the update again
+    published: list[int] = []
+    with failpoints.armed("branch.publish.replay.before_commit", "sleep(0.5)"):
+        publisher = threading.Thread(target=lambda: published.append(t.publish_branch("feat")))
+        publisher.start()
+        other = mvcc.open_table(tmp_uri)
+        while not [n for n in other.branches.list() if ".replay-" in n]:
+            time.sleep(0.01)
+        other.delete("id = 2")  # a row the scratch branch's update changed: its commit conflicts
+        publisher.join(30)
+    main = mvcc.open_table(tmp_uri)
+    assert published == [main.version] == [4]  # version 3 is main's delete; the writes ran again after it
+    assert sorted(main.to_table().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "v": 20},
+        {"id": 3, "v": 3},
+        {"id": 4, "v": 4},
+    ]
+    assert sorted(main.branches.list()) == ["feat"]

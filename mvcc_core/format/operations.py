@@ -138,6 +138,7 @@ class Merge(Operation):
     fragments: list[pb.DataFragment] = _list()
     schema: list[pb.Field] = _list()
     schema_metadata: dict[str, bytes] = _dict()
+    metadata_updates: tpb.Transaction.UpdateConfig | None = None
 
 
 @dataclass
@@ -176,6 +177,7 @@ class Update(Operation):
     inserted_rows: tpb.Transaction.KeyExistenceFilter | None = None
     affected_rows: bytes = b""
     replace_predicate: str = ""
+    metadata_updates: tpb.Transaction.UpdateConfig | None = None
 
 
 @dataclass

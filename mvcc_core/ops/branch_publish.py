@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from pyroaring import BitMap64
 
 from mvcc_core._proto import table_pb2 as pb
-from mvcc_core.errors import BranchError, BranchNotFoundError, VersionNotFoundError
+from mvcc_core._proto import transaction_pb2 as tpb
+from mvcc_core.errors import BranchError, BranchNotFoundError, RetryableConflictError, VersionNotFoundError
 from mvcc_core.failpoints import failpoint
 from mvcc_core.format import operations as ops
 from mvcc_core.format.branches import BranchRef, branch_of, read_ref, update_ref
@@ -35,16 +36,27 @@ PUBLISHED_BRANCH_ID = "mvcc.published_branch_id"
 PUBLISHED_BRANCH_VERSION = "mvcc.published_branch_version"
 
 
-def _published_base(target: TableState, name: str, ref: BranchRef) -> tuple[int, int]:
-    """(branch version, parent version) of the branch's last publish.
+def published_base(target: TableState, name: str, ref: BranchRef) -> tuple[int, int]:
+    """(branch version, parent version) of the branch's last publish (its fork when never published).
 
     The ref records it after each publish; a publish killed between its commit and that record is found
     in the parent's transactions since (a commit carrying this branch's id), and the ref is repaired.
+
+    Args:
+        target: Any version of the parent.
+        name: The branch.
+        ref: Its ref.
+
+    Returns:
+        (branch version, parent version).
     """
     base = ref.base
     latest = target.latest_location().version
     for version in range(latest, base[1], -1):
-        txn = target.committer.load_transaction(target.load(version))
+        try:
+            txn = target.committer.load_transaction(target.load(version))
+        except VersionNotFoundError:
+            break  # retention removed the older ones: a publish there was recorded in the ref, or is lost with them
         props = txn.transaction_properties if txn is not None else {}
         if props.get(PUBLISHED_BRANCH_ID) == ref.identifier:
             found = (int(props[PUBLISHED_BRANCH_VERSION]), version)
@@ -52,6 +64,11 @@ def _published_base(target: TableState, name: str, ref: BranchRef) -> tuple[int,
             update_ref(target.store, name, ref, published=found)
             return found
     return base
+
+
+def _published(name: str, ref: BranchRef, version: int) -> dict[str, str]:
+    """The properties that mark a commit as the publish of branch `name`'s `version`."""
+    return {PUBLISHED_BRANCH: name, PUBLISHED_BRANCH_ID: ref.identifier, PUBLISHED_BRANCH_VERSION: str(version)}
 
 
 def _affected_rows(store: ObjectStore, base: pb.Manifest, removed: list[int], updated: list[pb.DataFragment]) -> bytes:
@@ -105,21 +122,148 @@ def _changes(
 
 
 def _same_schema(base: pb.Manifest, head: pb.Manifest) -> bool:
-    return [f.SerializeToString() for f in base.fields] == [f.SerializeToString() for f in head.fields] and dict(
-        base.schema_metadata
-    ) == dict(head.schema_metadata)
+    """The same fields (metadata aside: the publish's Update carries metadata changes)."""
+
+    def bare(fields: list[pb.Field]) -> list[bytes]:
+        out = []
+        for field in fields:
+            copy = pb.Field()
+            copy.CopyFrom(field)
+            copy.ClearField("metadata")
+            out.append(copy.SerializeToString())
+        return out
+
+    return bare(list(base.fields)) == bare(list(head.fields))
 
 
-def _row_changes(target: TableState, base: pb.Manifest, head: TableState) -> tuple[ops.Update, list[str]]:
-    """The branch's row changes since `base` as one Update on the parent, and the files it wrote."""
+def _inserted_keys(head: TableState, since: int) -> tpb.Transaction.KeyExistenceFilter | None:
+    """The keys the upserts of `head`'s branch after version `since` inserted, as one filter (None: none).
+
+    Carried by the publish's Update, so that a key an upsert on the parent inserted meanwhile is a conflict (as
+    two concurrent upserts of one new key are), not a duplicate key. Upserts on different key columns: the
+    filter of the first (the others' keys are not checked).
+    """
+    merged: tpb.Transaction.KeyExistenceFilter | None = None
+    for version in range(since + 1, head.version + 1):
+        at = head.checkout(version)
+        txn = at.committer.load_transaction(at.manifest)
+        inserted = txn.operation.inserted_rows if txn is not None and isinstance(txn.operation, ops.Update) else None
+        if inserted is None or not inserted.key_hashes:
+            continue
+        if merged is None:
+            merged = tpb.Transaction.KeyExistenceFilter(field_ids=list(inserted.field_ids))
+        if list(merged.field_ids) == list(inserted.field_ids):
+            merged.key_hashes.extend(inserted.key_hashes)
+    return merged
+
+
+def _map_changes(before: Mapping[str, object], after: Mapping[str, object]) -> tpb.Transaction.UpdateMap | None:
+    """The keys set or removed from `before` to `after`, as an UpdateMap (None: no change)."""
+
+    def text(value: object) -> str:
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    changes: dict[str, str | None] = {k: text(v) for k, v in after.items() if before.get(k) != v}
+    changes |= {k: None for k in before if k not in after}
+    return ops.update_map(changes) if changes else None
+
+
+def _metadata_changes(base: pb.Manifest, head: pb.Manifest) -> tpb.Transaction.UpdateConfig | None:
+    """The config, table, schema and field metadata the branch changed from `base` to `head`, as one UpdateConfig
+    message (None: none changed): what the publish's Update carries to the parent (its other keys stay)."""
+    message = tpb.Transaction.UpdateConfig()
+    changed = False
+    for name, before, after in (
+        ("config_updates", base.config, head.config),
+        ("table_metadata_updates", base.table_metadata, head.table_metadata),
+        ("schema_metadata_updates", base.schema_metadata, head.schema_metadata),
+    ):
+        update = _map_changes(dict(before), dict(after))
+        if update is not None:
+            getattr(message, name).CopyFrom(update)
+            changed = True
+    fields_before = {f.id: dict(f.metadata) for f in base.fields}
+    for field in head.fields:
+        update = _map_changes(fields_before.get(field.id, {}), dict(field.metadata))
+        if update is not None:
+            message.field_metadata_updates[field.id].CopyFrom(update)
+            changed = True
+    return message if changed else None
+
+
+def _row_changes(target: TableState, base: pb.Manifest, head: TableState, since: int) -> tuple[ops.Update, list[str]]:
+    """The branch's row changes since `base` (its version `since`) as one Update on the parent, and the files
+    it wrote."""
     removed, updated, new, written = _changes(target, base, head)
     update = ops.Update(
         removed_fragment_ids=removed,
         updated_fragments=updated,
         new_fragments=new,
         affected_rows=_affected_rows(target.store, base, removed, updated),
+        inserted_rows=_inserted_keys(head, since),
+        metadata_updates=_metadata_changes(base, head.manifest),
     )
     return update, written
+
+
+def commit_change(
+    target: TableState,
+    name: str,
+    ref: BranchRef,
+    published_version: int,
+    *,
+    at_base: TableState,
+    change_base: TableState,
+    change_head: TableState,
+    commit_message: str | None,
+    transaction_properties: Mapping[str, str] | None,
+    max_retries: int,
+) -> TableState:
+    """Commit `change_head`'s row changes since `at_base` (a version of the parent `change_head` forked from or was
+    published at) on the parent, as the publish of branch `name`'s version `published_version`.
+
+    Args:
+        target: Any version of the parent.
+        name: The branch published.
+        ref: Its ref (its id goes in the commit's properties).
+        published_version: The branch version the commit publishes.
+        at_base: The parent's version the change starts from (the commit's read version).
+        change_base: The version of `change_head`'s branch whose rows are `at_base`'s (its fork or last publish).
+        change_head: The version holding the change (the branch's latest, or a replay's scratch branch).
+        commit_message: The commit's message (default: "publish branch {name}").
+        transaction_properties: The commit's properties (mvcc adds `mvcc.published_branch*`).
+        max_retries: How many lost races are retried.
+
+    Returns:
+        The parent's new version.
+
+    Raises:
+        RetryableConflictError / IncompatibleConflictError: a commit on the parent since `at_base` conflicts.
+    """
+    if _same_schema(change_base.manifest, change_head.manifest):
+        operation, written = _row_changes(target, change_base.manifest, change_head, change_base.version)
+    else:  # a schema change: the parent takes the fragments and schema as they are (a Merge, retried if it moved)
+        metadata = _metadata_changes(change_base.manifest, change_head.manifest)
+        if metadata is not None:  # the Merge sets the schema metadata itself
+            metadata.ClearField("schema_metadata_updates")
+        operation = ops.Merge(
+            fragments=list(change_head.manifest.fragments),
+            schema=list(change_head.manifest.fields),
+            schema_metadata=dict(change_head.manifest.schema_metadata),
+            metadata_updates=metadata,
+        )
+        written = []
+    txn = Transaction(
+        read_version=at_base.version,
+        operation=operation,
+        message=commit_message if commit_message is not None else f"publish branch {name}",
+        transaction_properties=dict(transaction_properties or {}) | _published(name, ref, published_version),
+        files=written,
+    )
+    failpoint("branch.publish.before_commit")
+    state = at_base.commit(txn, max_retries=max_retries)
+    failpoint("branch.publish.after_commit")
+    return state
 
 
 def publish_branch(
@@ -146,10 +290,10 @@ def publish_branch(
 
     Raises:
         BranchNotFoundError: no such branch.
-        BranchError: the branch was not forked from `target`'s branch, or it changed the schema and the parent
-            moved since its base.
-        RetryableConflictError: a commit on the parent since the base touched the same rows (the parent is
-            untouched; bring the branch up to date and publish again).
+        BranchError: the branch was not forked from `target`'s branch.
+        RetryableConflictError: a commit on the parent since the base touched the same rows or inserted the same
+            new keys, the branch changed the schema and the parent moved, or the parent's versions since the base
+            were removed (the parent is untouched; `Table.publish_branch` then re-runs the branch's writes).
         IncompatibleConflictError: a commit on the parent since the base cannot be reconciled (an overwrite,
             a restore, a schema change); the parent is untouched.
     """
@@ -164,52 +308,56 @@ def publish_branch(
             "a handle on its parent"
         )
     head = open_branch(target, name)
-    branch_base, target_base = _published_base(target, name, ref)
+    branch_base, target_base = published_base(target, name, ref)
     ref = read_ref(target.store, name)
     latest = target.latest()
     if head.version == branch_base:
         log.info("%s: branch %r has nothing new since version %d", target.uri, name, branch_base)
         _finish(latest, name, delete_branch_after)
         return latest
+    change_base = open_branch(target, name, branch_base)  # the branch keeps it (`protected_versions`)
     try:
-        base = open_branch(target, name, branch_base).manifest
         at_base = target.checkout(target_base)
     except VersionNotFoundError as exc:
-        raise BranchError(f"branch {name!r} cannot be published: its base is gone ({exc})") from exc
-    properties |= {
-        PUBLISHED_BRANCH: name,
-        PUBLISHED_BRANCH_ID: ref.identifier,
-        PUBLISHED_BRANCH_VERSION: str(head.version),
-    }
-    if _same_schema(base, head.manifest):
-        operation, written = _row_changes(target, base, head)
-    elif latest.version == target_base:
-        # a fast-forward of a schema change: the parent takes the branch's fragments and schema as they are
-        operation = ops.Merge(
-            fragments=list(head.manifest.fragments),
-            schema=list(head.manifest.fields),
-            schema_metadata=dict(head.manifest.schema_metadata),
-        )
-        written = []
-    else:
-        raise BranchError(
+        raise _history_gone(target, name, target_base, exc) from exc
+    if not _same_schema(change_base.manifest, head.manifest) and latest.version != target_base:
+        raise RetryableConflictError(  # Lance: a Merge or Project after a concurrent commit is retryable
             f"branch {name!r} changed the schema since version {branch_base} and {parent or 'main'} has moved since "
-            f"version {target_base}: a schema change is published only as a fast-forward (docs/branches.md)"
+            f"version {target_base}: its writes must run again on the latest version (docs/branches.md)",
+            uri=target.uri,
+            read_version=target_base,
         )
-    txn = Transaction(
-        read_version=target_base,
-        operation=operation,
-        message=commit_message if commit_message is not None else f"publish branch {name}",
-        transaction_properties=properties,
-        files=written,
-    )
-    failpoint("branch.publish.before_commit")
-    state = at_base.commit(txn, max_retries=max_retries)
-    failpoint("branch.publish.after_commit")
+    try:
+        state = commit_change(
+            target,
+            name,
+            ref,
+            head.version,
+            at_base=at_base,
+            change_base=change_base,
+            change_head=head,
+            commit_message=commit_message,
+            transaction_properties=properties,
+            max_retries=max_retries,
+        )
+    except VersionNotFoundError as exc:  # a version since the base was removed: no check against it
+        raise _history_gone(target, name, target_base, exc) from exc
     update_ref(target.store, name, ref, published=(head.version, state.version))
     log.info("%s: published branch %r version %d as version %d", target.uri, name, head.version, state.version)
     _finish(state, name, delete_branch_after)
     return state
+
+
+def _history_gone(target: TableState, name: str, target_base: int, exc: Exception) -> RetryableConflictError:
+    """The parent's versions since the base are (partly) removed by retention: the change cannot be checked
+    against them (retryable: `Table.publish_branch` re-runs the branch's writes on the latest version)."""
+    return RetryableConflictError(
+        f"branch {name!r} of {target.uri} cannot be published as it is: {branch_of(target.store) or 'main'}'s "
+        f"versions since {target_base} were removed by retention, so its changes cannot be checked against them "
+        f"({exc})",
+        uri=target.uri,
+        read_version=target_base,
+    )
 
 
 def _finish(state: TableState, name: str, delete: bool) -> None:

@@ -119,6 +119,7 @@ class MergeInsertBuilder:
         self._delete_condition: str | None = None
         self._fail_on_match = False
         self._max_retries = DEFAULT_MAX_RETRIES
+        self._source_columns: list[str] = []
 
     def when_matched_update_all(self, condition: str | None = None) -> MergeInsertBuilder:
         """Replace matched target rows by their source rows; `condition` may use `source.col` / `target.col`.
@@ -222,6 +223,7 @@ class MergeInsertBuilder:
         schema = state.schema
         source_schema = self._source_schema(source, schema)
         source = schema_mod.conform(source, source_schema)
+        self._source_columns = list(source.column_names)
         partial = len(source_schema) < len(schema)
         self._check_unique(source)
         stable = row_ids.enabled(manifest)
@@ -320,6 +322,17 @@ class MergeInsertBuilder:
             files=state.staged(written + (deleted.written if deleted else [])),
         )
         return txn, stats
+
+    def describe(self) -> dict[str, Any]:
+        """What the last `execute_uncommitted` did, in words a branch publish can run again (docs/branches.md).
+
+        Returns:
+            {"op": "merge_insert", "on": keys, "upsert_all": whether every source row was written (matched rows
+            updated unconditionally, the others inserted), "columns": the source's columns}.
+        """
+        upsert_all = self._update and self._update_condition is None and self._insert
+        upsert_all = upsert_all and not (self._delete_by_source or self._fail_on_match)
+        return {"op": "merge_insert", "on": self._on, "upsert_all": upsert_all, "columns": self._source_columns}
 
     def _source_schema(self, source: pa.Table, schema: pa.Schema) -> pa.Schema:
         """The table's fields the source holds, in the table's order: a source may hold only some columns

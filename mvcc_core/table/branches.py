@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Self
 
-from mvcc_core.errors import CorruptTagError, TagError, VersionNotFoundError
+from mvcc_core.errors import CorruptTagError, RetryableConflictError, TagError, VersionNotFoundError
+from mvcc_core.failpoints import failpoint
 from mvcc_core.format.branches import MAIN_NAME, branch_of, read_ref
 from mvcc_core.ops.branch_publish import publish_branch
+from mvcc_core.table.branch_replay import drop_leftover_scratch, publish_by_replay, recorded_index_builds
 from mvcc_core.txn import branches as txn_branches
 from mvcc_core.txn import history
 from mvcc_core.txn.branches import BranchInfo
@@ -154,8 +156,10 @@ class BranchMethods:
 
         When this branch has not moved since, the new version holds exactly the branch's rows (a
         fast-forward); otherwise the branch's changes are checked against this branch's commits since, under
-        the usual conflict rules (compatible or rebasable: published; otherwise a conflict error and nothing
-        changes). The branch's rows are never copied. See docs/branches.md for Iceberg's
+        the usual conflict rules: compatible or rebasable, they are published as they are; retryable (the same
+        rows, the same new keys, fragments compacted since), the branch's writes are run again on the latest
+        version (`table/branch_replay.py`) and that result is published; incompatible, a conflict error and
+        nothing changes. See docs/branches.md for Iceberg's
         `fast_forward` / `cherrypick_snapshot`.
 
         Args:
@@ -165,23 +169,49 @@ class BranchMethods:
             transaction_properties: The new version's properties.
             max_retries: How many times a lost race is retried.
 
+        Index builds the branch made are then built on this branch, one version each (docs/branches.md): the
+        handle moves to the last of them.
+
         Returns:
-            The version the changes landed in (the latest version, when the branch had nothing new).
+            The version the rows and config landed in (the latest version, when the branch had nothing new).
 
         Raises:
             BranchNotFoundError: no such branch.
             BranchError: it was forked from another branch, or it changed the schema and this branch moved.
-            RetryableConflictError / IncompatibleConflictError: a commit since the fork conflicts.
+            RetryableConflictError: a commit since the fork conflicts and some write of the branch cannot run
+                again (an overwrite, a schema change, a write through the low-level API).
+            IncompatibleConflictError: a commit since the fork cannot be reconciled (an overwrite, a restore), or
+                a branch write fails when run again on this branch's rows (a column dropped here).
         """
-        state = publish_branch(
-            self._state,
-            name,
-            delete_branch_after=delete_branch,
-            commit_message=commit_message,
-            transaction_properties=transaction_properties,
-            max_retries=max_retries,
-        )
+        drop_leftover_scratch(self._state, name)
+        builds = recorded_index_builds(self._state, name)
+        try:
+            state = publish_branch(
+                self._state,
+                name,
+                delete_branch_after=delete_branch,
+                commit_message=commit_message,
+                transaction_properties=transaction_properties,
+                max_retries=max_retries,
+            )
+        except RetryableConflictError as conflict:
+            state = publish_by_replay(
+                self._state,
+                name,
+                conflict,
+                type(self),  # type: ignore[arg-type]
+                commit_message=commit_message,
+                transaction_properties=transaction_properties,
+                max_retries=max_retries,
+            )
+            if delete_branch:
+                txn_branches.delete_branch(state, name)
         self._state = state
+        missing = [b for b in builds if b["name"] not in {i.name for i in state.manifest.indices}]
+        if missing:  # one CreateIndex each, over the fragment ids the parent now has (the parent's own index wins)
+            failpoint("branch.publish.before_indices")
+            for build in missing:
+                self.create_index(build["column"], build["index_type"], name=build["name"])  # type: ignore[attr-defined]
         return state.version
 
     def branch_info(self, name: str) -> BranchInfo:

@@ -44,6 +44,7 @@ from mvcc_core.ops.replace_where import rows_match
 from mvcc_core.ops.update import plan_update
 from mvcc_core.progress import Progress
 from mvcc_core.table.arguments import Uri, as_uri, check_retries
+from mvcc_core.table.branch_replay import with_replay
 from mvcc_core.table.branches import BranchMethods
 from mvcc_core.table.configuration import ConfigurationMethods, checked_merged_generations
 from mvcc_core.table.indices import IndexMethods
@@ -463,6 +464,9 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
         transaction_properties: Mapping[str, str] | None,
     ) -> tuple[Transaction | None, int]:
         transaction_properties = check_properties(transaction_properties)  # before a byte is written
+        if isinstance(predicate, str):  # on a branch: what a publish may run again (docs/branches.md)
+            replay = {"op": "delete", "where": predicate}
+            transaction_properties = with_replay(self._state, transaction_properties, replay)
         plan = plan_delete(self._state.store, self.manifest, predicate)
         if plan.operation is None:
             return None, 0
@@ -519,6 +523,9 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
         transaction_properties: Mapping[str, str] | None,
     ) -> tuple[Transaction | None, int]:
         transaction_properties = check_properties(transaction_properties)  # before a byte is written
+        if not merged_generations and (where is None or isinstance(where, str)):
+            replay = {"op": "update", "values": values, "where": where, "mode": mode}
+            transaction_properties = with_replay(self._state, transaction_properties, replay)
         merged = checked_merged_generations(self.manifest, merged_generations) if merged_generations else []
         plan = plan_update(self._state.store, self.manifest, values, where, mode=mode)
         if plan.operation is not None:
@@ -596,7 +603,14 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
         Args:
             on: the key column(s) rows are matched on
         """
-        return MergeInsertBuilder(self._state, on, lambda txn, retries: self.commit(txn, max_retries=retries))
+
+        def commit(txn: Transaction, retries: int) -> Table:
+            # on a branch: what a publish may run again (docs/branches.md)
+            txn.transaction_properties = with_replay(self._state, txn.transaction_properties, builder.describe())
+            return self.commit(txn, max_retries=retries)
+
+        builder = MergeInsertBuilder(self._state, on, commit)
+        return builder
 
     # ---- base paths and clones ---------------------------------------------------------------
 

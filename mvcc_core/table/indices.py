@@ -15,6 +15,7 @@ from mvcc_core.format import operations as ops
 from mvcc_core.format.naming import MEM_WAL_INDEX
 from mvcc_core.ops.index_build import build as build_index
 from mvcc_core.progress import Progress
+from mvcc_core.table.branch_replay import with_replay
 from mvcc_core.table.index_descriptions import IndexDescription, covered_fragments, describe, display_name
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 from mvcc_core.txn.transaction import Transaction, check_properties
@@ -55,6 +56,8 @@ class IndexMethods:
             progress=progress,
         )
         op = ops.CreateIndex(new_indices=[built.metadata], removed_indices=existing)
+        replay = {"op": "create_index", "column": column, "index_type": index_type, "name": name}
+        transaction_properties = with_replay(self._state, transaction_properties, replay)  # a publish builds it
         return self._txn(
             op, built.written, commit_message=commit_message, transaction_properties=transaction_properties
         )

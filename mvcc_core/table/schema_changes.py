@@ -16,6 +16,7 @@ from mvcc_core.ops.schema_evolution import (
     plan_merge,
     plan_replace_column,
 )
+from mvcc_core.table.branch_replay import with_replay
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 from mvcc_core.txn.transaction import Transaction
 
@@ -74,6 +75,9 @@ class SchemaChangeMethods:
             plan = plan_add_columns_from_rows(self._state.store, self.manifest, rows)
         else:
             plan = plan_add_columns(self._state.store, self.manifest, transforms)
+            if isinstance(transforms, dict):  # on a branch: what a publish may run again (docs/branches.md)
+                replay = {"op": "add_columns", "transforms": transforms}
+                transaction_properties = with_replay(self._state, transaction_properties, replay)
         return self._txn(
             plan.operation, plan.written, commit_message=commit_message, transaction_properties=transaction_properties
         )
@@ -120,10 +124,11 @@ class SchemaChangeMethods:
             columns: the columns, or `a.b` struct fields, to drop
             commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
         """
+        replay = {"op": "drop_columns", "columns": [columns] if isinstance(columns, str) else list(columns)}
         return self.commit(
             plan_drop_columns(self.manifest, columns),
             commit_message=commit_message,
-            transaction_properties=transaction_properties,
+            transaction_properties=with_replay(self._state, transaction_properties, replay),
             max_retries=max_retries,
         )
 
@@ -181,6 +186,8 @@ class SchemaChangeMethods:
         Args: see :meth:`alter_columns`
         """
         plan = plan_alter_columns(self._state.store, self.manifest, alterations)
+        replay = {"op": "alter_columns", "alterations": list(alterations)}  # a data_type is not JSON: not recorded
+        transaction_properties = with_replay(self._state, transaction_properties, replay)
         return self._txn(
             plan.operation, plan.written, commit_message=commit_message, transaction_properties=transaction_properties
         )

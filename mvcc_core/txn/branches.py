@@ -16,6 +16,7 @@ from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.errors import (
     BranchError,
     BranchNotFoundError,
+    CommitNotSupportedError,
     CorruptManifestError,
     TableNotFoundError,
     UnsupportedFeatureError,
@@ -37,6 +38,7 @@ from mvcc_core.format.branches import (
 )
 from mvcc_core.format.manifest import (
     PUT_IF_NOT_EXISTS,
+    CommitHandler,
     encode_manifest,
     list_manifests,
     read_manifest,
@@ -86,11 +88,46 @@ class BranchInfo:
         return cls(ref.parent_branch, ref.parent_version, ref.create_at, ref.manifest_size, dict(ref.metadata))
 
 
+class BranchTreeCommits(CommitHandler):
+    """The commits of a branch of a table whose main commits through an external manifest store: the branch's
+    tree commits with the object store's own put-if-not-exists (the external store keys its entries by the
+    table's root, which is main's), and `root` is main's handler (docs/branches.md, "Layout").
+
+    Args:
+        root: main's handler.
+    """
+
+    def __init__(self, root: CommitHandler) -> None:
+        self.root = root
+
+
+def tree_handler(handler: CommitHandler, name: str | None) -> CommitHandler:
+    """The commit handler of tree `name` (None: main) of a table one of whose trees commits through `handler`.
+
+    Args:
+        handler: The handler of any tree of the table.
+        name: The tree.
+
+    Returns:
+        main's handler for main; the object store's put-if-not-exists for a branch.
+    """
+    root = handler.root if isinstance(handler, BranchTreeCommits) else handler
+    if name is None or root is PUT_IF_NOT_EXISTS:
+        return root
+    return BranchTreeCommits(root)
+
+
 def _check_plain_commits(state: TableState) -> None:
-    if state.committer.handler is not PUT_IF_NOT_EXISTS:
+    """A branch commits with the object store's put-if-not-exists, also when main uses an external store."""
+    if state.committer.handler is PUT_IF_NOT_EXISTS:
+        return
+    try:
+        state.store.check_commit_supported()
+    except CommitNotSupportedError as exc:
         raise UnsupportedFeatureError(
-            f"branches of {state.uri} are not supported: the table commits through an external manifest store"
-        )
+            f"branches of {state.uri} are not supported: the table commits through an external manifest store and "
+            f"a branch commits with the object store's own put-if-not-exists, which it lacks ({exc})"
+        ) from exc
 
 
 def _fork(parent: pb.Manifest, name: str, ref: BranchRef, root_uri: str) -> tuple[pb.Manifest, Transaction]:
@@ -144,7 +181,8 @@ def create_branch(source: TableState, name: str) -> TableState:
     Raises:
         BranchExistsError: the name is taken.
         BranchError: the name is bad.
-        UnsupportedFeatureError: the table commits through an external manifest store.
+        UnsupportedFeatureError: the table commits through an external manifest store and the object store
+            has no put-if-not-exists of its own.
     """
     validate_branch_name(name)
     _check_plain_commits(source)
@@ -184,7 +222,7 @@ def open_branch(state: TableState, name: str | None, version: int | None = None)
         ref = read_ref(store, name)
         if ref.deleting:
             raise BranchNotFoundError(f"branch {name!r} of {state.uri} is being deleted; delete it again to finish")
-    committer = Committer(store, handler=state.committer.handler)
+    committer = Committer(store, handler=tree_handler(state.committer.handler, name))
     unread = TableState(store, pb.Manifest(), state.naming, committer)
     try:
         return unread.latest() if version is None else unread.checkout(version)
@@ -213,10 +251,11 @@ def list_branches(state: TableState) -> dict[str, BranchRef]:
 def _tree_manifests(store: ObjectStore, state: TableState, name: str | None) -> list[pb.Manifest]:
     """Every manifest of one tree; CorruptManifestError if one cannot be read (its files are then unknown)."""
     tree = branch_store(store, name)
+    handler = tree_handler(state.committer.handler, name)
     out = []
-    for location in list_manifests(tree, state.committer.handler):
+    for location in list_manifests(tree, handler):
         try:
-            out.append(read_manifest(tree, location, state.committer.handler))
+            out.append(read_manifest(tree, location, handler))
         except CorruptManifestError as exc:
             where = f"branch {name!r}" if name else "main"
             raise CorruptManifestError(
@@ -252,8 +291,9 @@ def referenced_elsewhere(state: TableState, *, exclude: str | None = None) -> se
 
 def protected_versions(state: TableState) -> set[int]:
     """Versions of `state`'s tree retention must keep for branches: on a branch, every version from its
-    publish base on; on any tree, every version from the oldest publish base of its child branches on (so a
-    publish can always check its changes against the parent's commits since its base).
+    publish base on (a publish diffs and re-runs them). A parent keeps none of its versions for its child
+    branches, only the files their versions reference (`referenced_elsewhere`): a publish whose base the
+    parent's retention removed re-runs the branch's writes on the parent's latest version (docs/branches.md).
 
     Args:
         state: A version of the tree.
@@ -262,11 +302,10 @@ def protected_versions(state: TableState) -> set[int]:
         The lowest protected version as a one-element set (empty: none protected).
     """
     own = branch_of(state.store)
-    refs = list_refs(state.store)
-    lows = [ref.base[1] for ref in refs.values() if ref.parent_branch == own and not ref.deleting]
-    if own is not None and own in refs:
-        lows.append(refs[own].base[0])
-    return {min(lows)} if lows else set()
+    if own is None:
+        return set()
+    ref = list_refs(state.store).get(own)
+    return {ref.base[0]} if ref is not None else set()
 
 
 def delete_branch(state: TableState, name: str) -> None:

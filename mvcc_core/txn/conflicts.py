@@ -161,6 +161,8 @@ def _same_config_key(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictCo
             return op.config_keys()
         if isinstance(op, ops.Overwrite):
             return set(op.config_upsert_values)
+        if isinstance(op, ops.Update | ops.Merge) and op.metadata_updates is not None:  # a branch publish's config
+            return ops.UpdateConfig.from_proto(op.metadata_updates).config_keys()
         return set()
 
     return bool(keys(ours) & keys(theirs))
@@ -299,6 +301,7 @@ ABSORB_DELETIONS = Rule(
     "overlapping fragments, theirs deletes rows (a Delete or REWRITE_ROWS Update) and ours knows where they moved "
     "(stable row ids or row order kept)",
 )
+SAME_CONFIG_KEY = Rule(Outcome.RETRYABLE, _same_config_key, "same config key")
 SAME_INSERTED_KEYS = Rule(Outcome.RETRYABLE, None, "both inserted the same new key(s) (upserts)")
 
 RULES: dict[tuple[str, str], Rule | tuple[Rule, ...]] = {
@@ -411,7 +414,12 @@ RULES: dict[tuple[str, str], Rule | tuple[Rule, ...]] = {
     (U, DR): OVERLAP_RETRY,
     (U, M): RETRYABLE,
     (U, D): OVERLAP_REBASE,
-    (U, U): (REPLACED_ROWS_INSERTED, OVERLAP_REBASE),
+    (U, U): (REPLACED_ROWS_INSERTED, SAME_CONFIG_KEY, OVERLAP_REBASE),
+    # Not in the specification: an Update carrying config (mvcc's branch publish) against a change of the same key.
+    (U, UC): SAME_CONFIG_KEY,
+    (UC, U): SAME_CONFIG_KEY,
+    (UC, M): SAME_CONFIG_KEY,
+    (M, UC): SAME_CONFIG_KEY,
     (U, A): REPLACED_ROWS_INSERTED,
     # UpdateConfig. The specification says these "conflict"; a concurrent Overwrite replaced the table
     # (incompatible) while a concurrent change of the same key can be re-applied (retryable).
@@ -549,6 +557,10 @@ def render_markdown() -> str:
         "- tests/test_conflict_matrix.py checks every pair through real commits against expectations transcribed",
         "  from the specification, with these deviations listed next to their reasons.",
         "- A committed version whose transaction file cannot be read is treated as a retryable conflict.",
+        "- An *Update* or *Merge* carrying config changes (`metadata_updates`, mvcc's extension for a branch publish,",
+        "  docs/branches.md) is retryable against an *UpdateConfig* or another such *Update* of the same config key,",
+        "  as two UpdateConfigs are (the specification makes Merge and UpdateConfig compatible: they never shared",
+        "  a key before).",
         "- A partition-scoped overwrite (`overwrite(data, where=...)`, Spark's `replaceWhere`) is an *Update* that",
         "  records its predicate (`replace_predicate`, an mvcc extension of the message). After an *Append*, or an",
         "  *Update* that added new fragments, it is retryable when any of their new rows matches the predicate (the",

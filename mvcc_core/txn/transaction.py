@@ -342,6 +342,8 @@ def _apply_update(m: pb.Manifest, op: ops.Update, ctx: BuildContext) -> None:
     m.fragments.extend(_new_fragments(m, op.new_fragments))
     _merge_generations(m, op.merged_generations)
     _deletion_flag(m)
+    if op.metadata_updates is not None:  # mvcc extension: a branch publish's config and metadata changes
+        _apply_update_config(m, ops.UpdateConfig.from_proto(op.metadata_updates), ctx)
 
 
 def _apply_merge(m: pb.Manifest, op: ops.Merge, ctx: BuildContext) -> None:
@@ -355,6 +357,8 @@ def _apply_merge(m: pb.Manifest, op: ops.Merge, ctx: BuildContext) -> None:
     m.schema_metadata.clear()
     m.schema_metadata.update(op.schema_metadata)
     _deletion_flag(m)
+    if op.metadata_updates is not None:  # mvcc extension: a branch publish's config and metadata changes
+        _apply_update_config(m, ops.UpdateConfig.from_proto(op.metadata_updates), ctx)
 
 
 def _apply_project(m: pb.Manifest, op: ops.Project, ctx: BuildContext) -> None:

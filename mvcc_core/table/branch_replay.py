@@ -1,0 +1,295 @@
+"""Publishing a branch by re-running its writes on the parent's latest version, when its recorded changes
+conflict with the parent's commits since the fork (docs/branches.md, "Publish: re-running the branch").
+
+Writes through a branch handle record what they did in words (`REPLAY_PROPERTY`: the delete's predicate, the
+update's values and filter, the upsert's keys); the replay runs them again, in order, on a scratch branch
+forked from the parent's latest version, then lands that scratch branch's change on the parent as one version.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from mvcc_core.errors import (
+    BranchNotFoundError,
+    IncompatibleConflictError,
+    InvalidOperationError,
+    PredicateError,
+    RetryableConflictError,
+    SchemaError,
+)
+from mvcc_core.failpoints import failpoint
+from mvcc_core.format import operations as ops
+from mvcc_core.format.branches import branch_of, read_ref, update_ref
+from mvcc_core.ops import branch_publish
+from mvcc_core.read.scan import Scan
+from mvcc_core.txn import branches as txn_branches
+from mvcc_core.txn.state import TableState
+from mvcc_core.txn.transaction import Transaction
+
+log = logging.getLogger("mvcc.branches")
+
+#: Transaction property of a write through a branch handle: what it did, as JSON the replay can run again.
+REPLAY_PROPERTY = "mvcc.replay"
+#: Transaction property of a publish commit that re-ran the branch's writes ("true").
+PUBLISHED_BY_REPLAY = "mvcc.published_branch_replayed"
+#: How many times the replay is run again when the parent moves while it runs.
+REPLAY_ATTEMPTS = 3
+
+
+class ReplayTable(Protocol):
+    """The part of `Table` the replay writes through."""
+
+    _state: TableState
+
+    def delete(self, predicate: str) -> Any: ...
+    def update(self, values: dict[str, Any], where: str | None = None, *, mode: str | None = None) -> Any: ...
+    def merge_insert(self, on: list[str]) -> Any: ...
+    def add_columns(self, transforms: dict[str, str]) -> Any: ...
+    def drop_columns(self, columns: list[str]) -> Any: ...
+    def alter_columns(self, *alterations: dict[str, Any]) -> Any: ...
+    def commit(self, operation: ops.Operation) -> Any: ...
+
+
+class NotReplayable(Exception):
+    """A branch commit that cannot be run again on the parent (its reason in words)."""
+
+
+def with_replay(state: TableState, properties: Mapping[str, str] | None, description: dict[str, Any]) -> dict[str, str]:
+    """`properties` plus the replay description of a write, when `state` is on a branch (main: unchanged).
+
+    Args:
+        state: The version the write reads.
+        properties: The write's transaction properties.
+        description: What the write does (JSON-serializable), e.g. {"op": "delete", "where": "x < 0"}.
+
+    Returns:
+        The properties to commit with.
+    """
+    out = dict(properties or {})
+    if branch_of(state.store) is None:
+        return out
+    with contextlib.suppress(TypeError, ValueError):  # not JSON (an Arrow Expression, bytes): cannot run again
+        out[REPLAY_PROPERTY] = json.dumps(description, sort_keys=True)
+    return out
+
+
+def _step(version: int, txn: Transaction | None, head: TableState) -> Callable[[ReplayTable], None] | None:
+    """How to run one branch commit again (None: nothing to run, e.g. a compaction).
+
+    Raises:
+        NotReplayable: the commit's writes are not recorded in a form that can run again.
+    """
+    if txn is None:
+        raise NotReplayable(f"version {version} has no transaction file")
+    op = txn.operation
+    if isinstance(op, ops.Append):
+        fragments = list(op.fragments)
+        return lambda table: table.commit(ops.Append(fragments=fragments))
+    if isinstance(op, ops.UpdateConfig):
+        return lambda table: table.commit(op)  # the same keys set or removed again
+    if isinstance(op, ops.Rewrite | ops.CreateIndex | ops.ReserveFragments):
+        return None  # rows unchanged; an index is built on the parent after the publish (`recorded_index_builds`)
+    raw = txn.transaction_properties.get(REPLAY_PROPERTY)
+    if raw is None:
+        raise NotReplayable(f"version {version} ({op.name}) did not record its write in a form that can run again")
+    what = json.loads(raw)
+    if what["op"] == "delete":
+        return lambda table: table.delete(what["where"])
+    if what["op"] == "update":
+        return lambda table: table.update(what["values"], what["where"], mode=what.get("mode"))
+    if what["op"] == "add_columns":
+        return lambda table: table.add_columns(what["transforms"])
+    if what["op"] == "drop_columns":
+        return lambda table: table.drop_columns(what["columns"])
+    if what["op"] == "alter_columns":
+        return lambda table: table.alter_columns(*what["alterations"])
+    if what["op"] == "merge_insert" and what.get("upsert_all") and isinstance(op, ops.Update):
+        # an upsert of every source row writes every source row (matched: updated; unmatched: inserted), so
+        # the rows it wrote are its source
+        fragments = [_without_deletions(f) for f in op.new_fragments]
+        columns = list(what["columns"])  # a partial source: inserted rows hold nulls in the other columns
+        source = Scan(head.store, head.manifest, columns=columns, fragments=fragments).to_table() if fragments else None
+        if source is None:
+            return None
+        on = list(what["on"])
+        return lambda table: (
+            table.merge_insert(on).when_matched_update_all().when_not_matched_insert_all().execute(source)
+        )
+    raise NotReplayable(f"version {version} ({op.name}, {what['op']}) cannot run again")
+
+
+def _without_deletions(fragment: Any) -> Any:
+    """A copy of `fragment` without its deletion file (the rows a write wrote, before later deletions)."""
+    copy = type(fragment)()
+    copy.CopyFrom(fragment)
+    copy.ClearField("deletion_file")
+    return copy
+
+
+def replay_steps(target: TableState, name: str, branch_base: int, head: TableState) -> list[Callable[[Any], None]]:
+    """The branch's commits after `branch_base`, as steps that run them again (checked before anything is written).
+
+    Args:
+        target: Any version of the parent.
+        name: The branch.
+        branch_base: The branch version the publish starts from.
+        head: The branch's latest version.
+
+    Returns:
+        The steps, in commit order.
+
+    Raises:
+        NotReplayable: some commit cannot run again.
+    """
+    steps = []
+    for version in range(branch_base + 1, head.version + 1):
+        at = txn_branches.open_branch(target, name, version)
+        txn = at.committer.load_transaction(at.manifest)
+        step = _step(version, txn, head)
+        if step is not None and txn is not None:
+            steps.append(_named(step, name, version, txn.operation.name))
+    return steps
+
+
+def _named(step: Callable[[Any], None], name: str, version: int, operation: str) -> Callable[[Any], None]:
+    """`step`, whose failure on the parent's rows (a column the parent dropped, a key it made ambiguous) is an
+    IncompatibleConflictError naming the branch's version: the write no longer means what it meant."""
+
+    def run(table: Any) -> None:
+        try:
+            step(table)
+        except (SchemaError, PredicateError, InvalidOperationError) as exc:
+            raise IncompatibleConflictError(
+                f"branch {name!r} version {version} ({operation}) cannot run again on the latest version of "
+                f"{table.uri}: {exc}; nothing was published",
+                uri=table.uri,
+                operation=operation,
+            ) from exc
+
+    return run
+
+
+def drop_leftover_scratch(target: TableState, name: str) -> None:
+    """Delete the scratch branches a killed replay of `name` left behind (`<name>.replay-<id>`; publishes of one
+    branch do not run at once, so none of them is in use).
+
+    Args:
+        target: Any version of the table.
+        name: The branch being published.
+    """
+    for other in txn_branches.list_branches(target):
+        if other.startswith(f"{name}.replay-"):
+            log.warning("%s: removing scratch branch %r left by an interrupted publish", target.uri, other)
+            with contextlib.suppress(BranchNotFoundError):
+                txn_branches.delete_branch(target, other)
+
+
+def publish_by_replay(
+    target: TableState,
+    name: str,
+    conflict: RetryableConflictError,
+    make_table: Callable[[TableState], ReplayTable],
+    *,
+    commit_message: str | None,
+    transaction_properties: Mapping[str, str] | None,
+    max_retries: int,
+) -> TableState:
+    """Publish branch `name` by running its writes since its base again on the parent's latest version.
+
+    Args:
+        target: Any version of the parent.
+        name: The branch.
+        conflict: Why the recorded changes could not be published (raised again when the writes cannot run).
+        make_table: Builds a table handle on a state (the replay writes through it).
+        commit_message: The parent's new version's message.
+        transaction_properties: Its properties.
+        max_retries: How many lost races the final commit retries.
+
+    Returns:
+        The parent's state after the publish.
+
+    Raises:
+        RetryableConflictError: some write cannot run again, or the parent kept moving during the replay.
+        IncompatibleConflictError: a commit on the parent since the fork cannot be reconciled.
+    """
+    ref = read_ref(target.store, name)
+    head = txn_branches.open_branch(target, name)
+    branch_base, _ = branch_publish.published_base(target, name, ref)
+    if head.version == branch_base:  # published meanwhile (found in the parent's history)
+        return target.latest()
+    try:
+        steps = replay_steps(target, name, branch_base, head)
+    except NotReplayable as exc:
+        raise RetryableConflictError(
+            f"{conflict}; running branch {name!r}'s writes again on the latest version is not possible either: {exc}",
+            uri=target.uri,
+        ) from conflict
+    for attempt in range(REPLAY_ATTEMPTS):
+        latest = target.latest()
+        if attempt and branch_publish.published_base(target, name, read_ref(target.store, name))[0] == head.version:
+            return latest  # another publish of the same version landed meanwhile: never twice
+        scratch_name = f"{name}.replay-{uuid.uuid4().hex[:12]}"
+        forked = txn_branches.create_branch(latest, scratch_name)
+        scratch = make_table(forked)
+        try:
+            failpoint("branch.publish.replay.after_scratch")
+            for step in steps:
+                step(scratch)
+            failpoint("branch.publish.replay.before_commit")
+            properties = dict(transaction_properties or {}) | {PUBLISHED_BY_REPLAY: "true"}
+            state = branch_publish.commit_change(
+                target,
+                name,
+                ref,
+                head.version,
+                at_base=latest,
+                change_base=forked,
+                change_head=scratch._state,
+                commit_message=commit_message,
+                transaction_properties=properties,
+                max_retries=max_retries,
+            )
+        except RetryableConflictError:
+            if attempt + 1 == REPLAY_ATTEMPTS:
+                raise
+            log.info("%s: the parent moved while branch %r was replayed; again", target.uri, name)
+            continue
+        finally:
+            txn_branches.delete_branch(target, scratch_name)
+        update_ref(target.store, name, read_ref(target.store, name), published=(head.version, state.version))
+        log.info("%s: published branch %r by replay as version %d", target.uri, name, state.version)
+        return state
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def recorded_index_builds(target: TableState, name: str) -> list[dict[str, Any]]:
+    """The index builds of branch `name` since its fork that its latest version still has, last build of a name
+    only: what a publish builds on the parent after landing the rows, where the parent has no index of that
+    name (docs/branches.md, "Indices").
+
+    Args:
+        target: Any version of the parent.
+        name: The branch.
+
+    Returns:
+        The builds' recorded arguments (column, index_type, name).
+    """
+    ref = read_ref(target.store, name)
+    head = txn_branches.open_branch(target, name)
+    since = ref.parent_version  # the branch's first version: the fork
+    kept = {index.name for index in head.manifest.indices}
+    builds: dict[str, dict[str, Any]] = {}
+    for version in range(since + 1, head.version + 1):
+        at = txn_branches.open_branch(target, name, version)
+        txn = at.committer.load_transaction(at.manifest)
+        raw = txn.transaction_properties.get(REPLAY_PROPERTY) if txn is not None else None
+        what = json.loads(raw) if raw else {}
+        if what.get("op") == "create_index" and what["name"] in kept:
+            builds[what["name"]] = what
+    return list(builds.values())
