@@ -476,3 +476,41 @@ def test_a_main_commit_during_the_run_again_runs_the_writes_again_on_the_newer_m
         {"id": 4, "v": 4},
     ]
     assert sorted(main.branches.list()) == ["feat"]
+
+
+def _ids(table: pa.Table) -> pa.Table:
+    return pa.table({"id": pa.array(table, pa.int64())})
+
+
+def test_a_second_publish_after_main_moved_lands_on_mains_rows(tmp_path: Path) -> None:
+    """After a publish while main had moved, main holds the branch's rows under its own fragment ids: the next
+    publish must not carry the branch's ids (it deleted main's rows and doubled the branch's before)."""
+    uri = str(tmp_path / "t")
+    mvcc.write_table(_ids([1, 2, 3]), uri).create_branch("b").append(_ids([10, 11]))
+    mvcc.open_table(uri).append(_ids([20, 21]))
+    mvcc.open_table(uri).publish_branch("b")
+    mvcc.open_table(uri, branch="b").delete("id = 10")
+    mvcc.open_table(uri).publish_branch("b")
+    assert sorted(mvcc.open_table(uri).to_table()["id"].to_pylist()) == [1, 2, 3, 11, 20, 21]
+
+
+@pytest.mark.parametrize("main_moved", [False, True])
+def test_two_publishes_of_one_branch_at_once_land_it_once(tmp_path: Path, main_moved: bool) -> None:
+    uri = str(tmp_path / "t")
+    mvcc.write_table(_ids([1, 2, 3]), uri).create_branch("b").append(_ids([10, 11]))
+    if main_moved:
+        mvcc.open_table(uri).append(_ids([20]))
+    handles = [mvcc.open_table(uri), mvcc.open_table(uri)]  # both read the same base
+    start = threading.Barrier(2)
+
+    def publish(handle: mvcc.Table) -> None:
+        start.wait()
+        handle.publish_branch("b")
+
+    threads = [threading.Thread(target=publish, args=(h,)) for h in handles]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    expected = [1, 2, 3, 10, 11] + ([20] if main_moved else [])
+    assert sorted(mvcc.open_table(uri).to_table()["id"].to_pylist()) == expected

@@ -25,10 +25,11 @@ from mvcc_core.ops.branch_publish import (
     PUBLISHED_BRANCH,
     PUBLISHED_BRANCH_ID,
     PUBLISHED_BRANCH_VERSION,
+    fragments_of,
+    published_base,
+    row_changes,
+    same_schema,
 )
-from mvcc_core.ops.branch_publish import _published_base as published_base
-from mvcc_core.ops.branch_publish import _row_changes as row_changes
-from mvcc_core.ops.branch_publish import _same_schema as same_schema
 from mvcc_core.table import open_table
 from mvcc_core.txn import branches as txn_branches
 from mvcc_core.txn.branches import BranchInfo
@@ -308,7 +309,7 @@ class CatalogBranchMethods:
                 f"catalog branch {name!r}: table {entry.name!r} changed its schema on the branch; a catalog publish "
                 f"carries row changes only"
             )
-        if _fragments(base_manifest) != _fragments(target.manifest):
+        if fragments_of(base_manifest) != fragments_of(target.manifest):
             # The fork's changes are fragment ids and deletion vectors relative to its base; after a publish while
             # main had moved, main holds the same rows under other ids or vectors, and the changes would land on
             # the wrong fragments (docs/branches.md, "Publishing a catalog branch").
@@ -316,7 +317,7 @@ class CatalogBranchMethods:
                 f"catalog branch {name!r}: table {entry.name!r} was published while main had moved, so its fork "
                 f"and main no longer name the same fragments; delete the branch and create it again to go on"
             )
-        update, written = row_changes(target, base_manifest, fork)
+        update, written = row_changes(target, base_manifest, fork, fork_base)
         txn = Transaction(
             read_version=target.version,
             operation=update,
@@ -332,14 +333,3 @@ class CatalogBranchMethods:
         w.add(txn, merge_kinds(update) if isinstance(update, ops.Update) else ["altered_table"])
         tx.writes[entry.path] = w
         return ref, fork.version
-
-
-def _fragments(manifest: Any) -> dict[int, tuple[tuple[str, ...], bytes]]:
-    """Each fragment's data files and deletion file by id: what a fork's changes are expressed against."""
-    return {
-        f.id: (
-            tuple(d.path for d in f.files),
-            f.deletion_file.SerializeToString() if f.HasField("deletion_file") else b"",
-        )
-        for f in manifest.fragments
-    }

@@ -26,6 +26,11 @@ TREE_DIR = "tree"
 #: The name pylance reserves for the default branch (a handle on it has `branch` None).
 MAIN_NAME = "main"
 
+#: Transaction properties of a publish commit: which branch (name and id) and which of its versions it holds.
+PUBLISHED_BRANCH = "mvcc.published_branch"
+PUBLISHED_BRANCH_ID = "mvcc.published_branch_id"
+PUBLISHED_BRANCH_VERSION = "mvcc.published_branch_version"
+
 _BRANCH_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 _MAPPED_DIRS = (VERSIONS_DIR, TRANSACTIONS_DIR)
 

@@ -16,6 +16,7 @@ from mvcc_core._proto import table_pb2 as pb
 from mvcc_core._proto import transaction_pb2 as tpb
 from mvcc_core.errors import BranchError, BranchNotFoundError, RetryableConflictError, VersionNotFoundError
 from mvcc_core.failpoints import failpoint
+from mvcc_core.format import branches as branch_format
 from mvcc_core.format import operations as ops
 from mvcc_core.format.branches import BranchRef, branch_of, read_ref, update_ref
 from mvcc_core.format.deletion import read_deletion_vector
@@ -30,10 +31,12 @@ from mvcc_core.txn.transaction import Transaction, check_properties
 
 log = logging.getLogger("mvcc.branches")
 
-#: Transaction properties of a publish commit: which branch (name and id) and which of its versions it holds.
-PUBLISHED_BRANCH = "mvcc.published_branch"
-PUBLISHED_BRANCH_ID = "mvcc.published_branch_id"
-PUBLISHED_BRANCH_VERSION = "mvcc.published_branch_version"
+# Re-exported: the properties of a publish commit (format/branches.py, where the conflict rules read them).
+PUBLISHED_BRANCH, PUBLISHED_BRANCH_ID, PUBLISHED_BRANCH_VERSION = (
+    branch_format.PUBLISHED_BRANCH,
+    branch_format.PUBLISHED_BRANCH_ID,
+    branch_format.PUBLISHED_BRANCH_VERSION,
+)
 
 
 def published_base(target: TableState, name: str, ref: BranchRef) -> tuple[int, int]:
@@ -121,8 +124,28 @@ def _changes(
     return removed, updated, new, target.staged(written)
 
 
-def _same_schema(base: pb.Manifest, head: pb.Manifest) -> bool:
-    """The same fields (metadata aside: the publish's Update carries metadata changes)."""
+def fragments_of(manifest: pb.Manifest) -> dict[int, tuple[tuple[str, ...], bytes]]:
+    """Each fragment's data files and deletion file by id: what a branch's changes are expressed against.
+
+    Args:
+        manifest: a version of the branch or of its parent
+    """
+    return {
+        f.id: (
+            tuple(d.path for d in f.files),
+            f.deletion_file.SerializeToString() if f.HasField("deletion_file") else b"",
+        )
+        for f in manifest.fragments
+    }
+
+
+def same_schema(base: pb.Manifest, head: pb.Manifest) -> bool:
+    """The same fields (metadata aside: the publish's Update carries metadata changes).
+
+    Args:
+        base: the branch's manifest at its last publish (or fork)
+        head: the branch's manifest being published
+    """
 
     def bare(fields: list[pb.Field]) -> list[bytes]:
         out = []
@@ -191,9 +214,16 @@ def _metadata_changes(base: pb.Manifest, head: pb.Manifest) -> tpb.Transaction.U
     return message if changed else None
 
 
-def _row_changes(target: TableState, base: pb.Manifest, head: TableState, since: int) -> tuple[ops.Update, list[str]]:
+def row_changes(target: TableState, base: pb.Manifest, head: TableState, since: int) -> tuple[ops.Update, list[str]]:
     """The branch's row changes since `base` (its version `since`) as one Update on the parent, and the files
-    it wrote."""
+    it wrote.
+
+    Args:
+        target: the parent's state the Update is committed on
+        base: the branch's manifest at its last publish (or fork)
+        head: the branch's state being published
+        since: the branch version `base` is
+    """
     removed, updated, new, written = _changes(target, base, head)
     update = ops.Update(
         removed_fragment_ids=removed,
@@ -240,8 +270,8 @@ def commit_change(
     Raises:
         RetryableConflictError / IncompatibleConflictError: a commit on the parent since `at_base` conflicts.
     """
-    if _same_schema(change_base.manifest, change_head.manifest):
-        operation, written = _row_changes(target, change_base.manifest, change_head, change_base.version)
+    if same_schema(change_base.manifest, change_head.manifest):
+        operation, written = row_changes(target, change_base.manifest, change_head, change_base.version)
     else:  # a schema change: the parent takes the fragments and schema as they are (a Merge, retried if it moved)
         metadata = _metadata_changes(change_base.manifest, change_head.manifest)
         if metadata is not None:  # the Merge sets the schema metadata itself
@@ -320,10 +350,21 @@ def publish_branch(
         at_base = target.checkout(target_base)
     except VersionNotFoundError as exc:
         raise _history_gone(target, name, target_base, exc) from exc
-    if not _same_schema(change_base.manifest, head.manifest) and latest.version != target_base:
+    if not same_schema(change_base.manifest, head.manifest) and latest.version != target_base:
         raise RetryableConflictError(  # Lance: a Merge or Project after a concurrent commit is retryable
             f"branch {name!r} changed the schema since version {branch_base} and {parent or 'main'} has moved since "
             f"version {target_base}: its writes must run again on the latest version (docs/branches.md)",
+            uri=target.uri,
+            read_version=target_base,
+        )
+    if fragments_of(change_base.manifest) != fragments_of(at_base.manifest):
+        # published before while the parent had moved: the parent holds the branch's rows under other fragment
+        # ids or deletion files, so the changes since cannot be carried as fragment ids (they would land on the
+        # wrong fragments)
+        raise RetryableConflictError(
+            f"branch {name!r} was last published at {parent or 'main'}'s version {target_base} while it had moved, "
+            "so its fragments no longer name the parent's: its writes must run again on the latest version "
+            "(docs/branches.md)",
             uri=target.uri,
             read_version=target_base,
         )

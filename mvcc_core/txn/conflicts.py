@@ -21,6 +21,7 @@ from mvcc_core._proto import table_pb2 as pb
 from mvcc_core._proto import transaction_pb2 as tpb
 from mvcc_core.format import fragment_reuse as frag_reuse
 from mvcc_core.format import operations as ops
+from mvcc_core.format.branches import PUBLISHED_BRANCH_ID
 from mvcc_core.format.naming import FRAG_REUSE_INDEX, MEM_WAL_INDEX, SINGLETON_INDICES  # noqa: F401 - re-exported
 from mvcc_core.txn.transaction import Transaction
 
@@ -303,6 +304,10 @@ ABSORB_DELETIONS = Rule(
 )
 SAME_CONFIG_KEY = Rule(Outcome.RETRYABLE, _same_config_key, "same config key")
 SAME_INSERTED_KEYS = Rule(Outcome.RETRYABLE, None, "both inserted the same new key(s) (upserts)")
+# Not in the specification (it has no branches): two publishes of one branch would land its rows twice.
+SAME_BRANCH_PUBLISHED = Rule(
+    Outcome.RETRYABLE, None, "both publish the same branch (ours re-reads what the branch has left to publish)"
+)
 
 RULES: dict[tuple[str, str], Rule | tuple[Rule, ...]] = {
     # Append: conflicts with Overwrite, Restore, UpdateMemWalState.
@@ -474,6 +479,9 @@ def resolve(ours: Transaction, theirs: Transaction, ctx: ConflictContext | None 
         ctx = replace(ctx, rewrite_keeps_row_order=True)
     if inserted_keys_overlap(ours.operation, theirs.operation):
         return Outcome.RETRYABLE, SAME_INSERTED_KEYS
+    published = ours.transaction_properties.get(PUBLISHED_BRANCH_ID)
+    if published is not None and theirs.transaction_properties.get(PUBLISHED_BRANCH_ID) == published:
+        return Outcome.RETRYABLE, SAME_BRANCH_PUBLISHED
     rules = rules_for(ours.operation.name, theirs.operation.name)
     for rule in rules:
         if rule.condition is None or rule.condition(ours.operation, theirs.operation, ctx):
