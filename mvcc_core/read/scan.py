@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -72,6 +72,7 @@ _WHOLE_FILE_PART_ROWS = 16_384
 # Rows of the files one reader task of a row-address scan reads (`Scan._read_local`; 200 files of 5,000 rows
 # make 8 tasks on 2 cores).
 _LOCAL_PART_ROWS = 131_072
+T = TypeVar("T")
 
 
 # ---- per-process caches
@@ -516,11 +517,14 @@ class Scan(RowAddressReads, IndexedReads):
         fragments: list[pb.DataFragment],
         files: list[ds.ParquetFileFragment] | None,
         names: list[str],
-        check: StatisticsCheck | None = None,
-    ) -> tuple[list[pb.DataFragment], pa.Table, list[bool]]:
-        """Physical columns `names` of one-file fragments on local disk, whole files in fragment order:
-        the fragments read (those `check` does not rule out by their footers' statistics), their rows,
-        and per fragment read whether `check` found that every row of it matches.
+        check: StatisticsCheck | None,
+        per_run: Callable[[list[pb.DataFragment], list[pa.Table], list[bool]], T],
+    ) -> list[T]:
+        """Physical columns `names` of one-file fragments on local disk, whole files in fragment order, in
+        runs of files (a task of the reader pool each): `per_run` of each run's fragments read (those `check`
+        does not rule out by their footers' statistics), their rows, and per fragment read whether `check`
+        found that every row of it matches, on the thread that read the run; runs with no file read are left
+        out. `per_run` runs on both cores, so the caller evaluates its filter there (issue 31).
 
         Each file is read synchronously by `pyarrow.parquet.ParquetFile`, on one thread per core: for many
         small files the dataset scanner's asynchronous machinery (futures and thread hand-offs per file and
@@ -555,15 +559,19 @@ class Scan(RowAddressReads, IndexedReads):
             ]
             return pa.Table.from_arrays(columns, schema=schema), verdict is Verdict.ALL
 
+        def run_task(indices: Sequence[int]) -> T | None:
+            parts = [(fragments[i], *read(i)) for i in indices]
+            kept = [part for part in parts if part[1] is not None]
+            if not kept:
+                return None
+            return per_run([k[0] for k in kept], [k[1] for k in kept], [k[2] for k in kept])
+
         if len(fragments) < 2:
-            parts = [read(0)]
+            results = [run_task([0])]
         else:  # a run of files per task: a future per file costs as much as reading a small file's column
             tasks = runs(range(len(fragments)), lambda i: fragments[i].physical_rows, _LOCAL_PART_ROWS)
-            parts = [part for run in read_pool().map(lambda task: [read(i) for i in task[1]], tasks) for part in run]
-        kept = [(frag, part, whole) for frag, (part, whole) in zip(fragments, parts, strict=True) if part is not None]
-        if not kept:
-            return [], schema.empty_table(), []
-        return [k[0] for k in kept], pa.concat_tables([k[1] for k in kept]), [k[2] for k in kept]
+            results = list(read_pool().map(lambda task: run_task(task[1]), tasks))
+        return [r for r in results if r is not None]
 
     def _flush(self, tables: list[pa.Table], names: list[str]) -> Iterator[pa.RecordBatch]:
         table = pa.concat_tables(tables)

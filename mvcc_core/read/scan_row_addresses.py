@@ -18,6 +18,8 @@ from mvcc_core.io.parquet import (
     ROW_ADDRESS,
 )
 
+# a run's matching live rows, their row addresses and (when asked) their `_rowid` values
+_Matches = tuple[pa.Table, np.ndarray, np.ndarray | None]
 _MATCH = "__mvcc_match"  # the filter's result as a column of a row-address scan (see `Scan._offsets_table`)
 
 
@@ -92,7 +94,9 @@ class RowAddressReads:
         returns rows in fragment order and each fragment's rows in file order (Arrow's `ToTable` places
         every batch by fragment and batch index), so a row's position among the run's physical rows gives
         its fragment and offset: nothing per row is read besides the data. Only the matching live rows are
-        then taken out.
+        then taken out. On a local disk the reader threads read runs of whole files and each evaluates the
+        filter over its own run and takes out the run's matching rows (`_read_local`): both cores evaluate,
+        and only the matching rows reach the calling thread.
         """
         names = self._read_names()
         check = self._statistics_check() if self.store.scheme == "file" else None
@@ -106,30 +110,50 @@ class RowAddressReads:
         keep = [n for n in names if n in wanted or self._post_filter is not None]
         if not keep and self.filter is None:
             keep = names[:1]  # something to count the rows by
-        mask = None
         if self.store.scheme == "file":  # see `_read_local`
             needed = [n for n in names if n in keep or n in self._filter_columns] or names[:1]
             pruned = files is not None and self.filter is not None and self.bound is not None and self.bound.prunable
-            fragments, table, whole = self._read_local(
-                fragments, files if pruned else None, self._physical(needed), check
-            )
-            if not fragments:
+            # a constant filter (`true`, `1 = 2`) reads no column: evaluate it over the column read to count rows
+            evaluated = self._physical(self._filter_columns or needed[:1])
+
+            def matches(run: list[pb.DataFragment], parts: list[pa.Table], whole: list[bool]) -> _Matches:
+                """The matching live rows of a run of files, on the reader thread that read it."""
+                table = pa.concat_tables(parts)
+                starts = np.cumsum([0] + [f.physical_rows for f in run], dtype=np.int64)
+                mask = None
+                if self.filter is not None and not all(whole):
+                    mask = self._match_mask(table.select(evaluated), starts, whole, use_threads=False)
+                kept, addresses, ids = self._addressed(run, table.select(self._physical(keep)), starts, mask)
+                return kept.combine_chunks(), addresses, ids  # one chunk per run: the result is a few rows
+
+            found = self._read_local(fragments, files if pruned else None, self._physical(needed), check, matches)
+            if not found:
                 return self.output_schema.empty_table()
-            starts = np.cumsum([0] + [f.physical_rows for f in fragments], dtype=np.int64)
-            if self.filter is not None and not all(whole):
-                # a constant filter (`true`, `1 = 2`) reads no column: evaluate it over the column read to count rows
-                evaluated = self._physical(self._filter_columns or needed[:1])
-                mask = self._match_mask(table.select(evaluated), starts, whole)
-            table = table.select(self._physical(keep))
+            addresses = np.concatenate([f[1] for f in found])
+            table = pa.concat_tables([f[0] for f in found]) if keep else _no_columns(len(addresses))
+            ids = np.concatenate([f[2] for f in found]) if self.with_row_id else None
         else:
             projection = {p: pc.field(p) for p in self._physical(keep)}
             if self.filter is not None:
                 projection[_MATCH] = self.filter
             table = self._dataset(fragments, files).to_table(columns=projection, use_threads=True)
             starts = np.cumsum([0] + [f.physical_rows for f in fragments], dtype=np.int64)
+            mask = None
             if self.filter is not None:
                 mask = pc.fill_null(table.column(_MATCH), False).to_numpy()
                 table = table.drop_columns([_MATCH])
+            table, addresses, ids = self._addressed(fragments, table, starts, mask)
+        if self.with_row_id:
+            table = table.append_column(ROW_ID, pa.array(ids, pa.uint64()))
+        if self.with_row_address:
+            table = table.append_column(ROW_ADDRESS, pa.array(addresses, pa.uint64()))
+        return pa.Table.from_batches(list(self._finish(table, keep)), schema=self.output_schema)
+
+    def _addressed(
+        self, fragments: list[pb.DataFragment], table: pa.Table, starts: np.ndarray, mask: np.ndarray | None
+    ) -> _Matches:
+        """The live rows of `table` (the fragments' physical rows, fragment i's at `starts[i]`) that `mask`
+        keeps (None: all), their row addresses, and their `_rowid` values when the scan asks for them."""
         if table.num_rows != starts[-1]:
             raise CorruptManifestError(
                 f"fragments {[f.id for f in fragments][:20]} of {self.store.uri} read {table.num_rows} rows, "
@@ -149,23 +173,24 @@ class RowAddressReads:
             table = table.filter(pa.array(mask))
         # rows kept per fragment, then each row's fragment as runs (cheaper than a search per row)
         counts = np.diff(np.searchsorted(positions, starts))
-        ids = np.array([f.id for f in fragments], dtype=np.uint64)
+        frag_ids = np.array([f.id for f in fragments], dtype=np.uint64)
         # address = id << 32 | (position - start) = position + (id << 32) - start (wrapping in uint64)
-        base = (ids << np.uint64(32)) - starts[:-1].astype(np.uint64)
+        base = (frag_ids << np.uint64(32)) - starts[:-1].astype(np.uint64)
         addresses = positions.astype(np.uint64) + np.repeat(base, counts)
+        ids = None
         if self.with_row_id:
             stable = np.concatenate([self._row_ids(f) for f in fragments]) if self._stable_ids else None
-            values = stable[positions] if stable is not None else addresses
-            table = table.append_column(ROW_ID, pa.array(values, pa.uint64()))
-        if self.with_row_address:
-            table = table.append_column(ROW_ADDRESS, pa.array(addresses, pa.uint64()))
-        return pa.Table.from_batches(list(self._finish(table, keep)), schema=self.output_schema)
+            ids = stable[positions] if stable is not None else addresses
+        return table, addresses, ids
 
-    def _match_mask(self, table: pa.Table, starts: np.ndarray, whole: list[bool]) -> np.ndarray:
+    def _match_mask(
+        self, table: pa.Table, starts: np.ndarray, whole: list[bool], use_threads: bool = True
+    ) -> np.ndarray:
         """The filter over `table` (the files' rows, file i at `starts[i]`), as booleans; a file whose
-        statistics show that all its rows match (`whole[i]`) is not evaluated."""
+        statistics show that all its rows match (`whole[i]`) is not evaluated. `use_threads=False` keeps the
+        evaluation on the calling thread (a reader thread, which has its own share of the work)."""
         if not any(whole):
-            return pc.fill_null(_evaluate(table, self.filter), False).to_numpy()
+            return pc.fill_null(_evaluate(table, self.filter, use_threads), False).to_numpy()
         mask = np.ones(int(starts[-1]), dtype=bool)
         i = 0
         while i < len(whole):  # evaluate each run of files not known to match whole, in one pass
@@ -176,12 +201,17 @@ class RowAddressReads:
             while end < len(whole) and not whole[end]:
                 end += 1
             part = table.slice(int(starts[i]), int(starts[end] - starts[i]))
-            mask[starts[i] : starts[end]] = pc.fill_null(_evaluate(part, self.filter), False).to_numpy()
+            mask[starts[i] : starts[end]] = pc.fill_null(_evaluate(part, self.filter, use_threads), False).to_numpy()
             i = end
         return mask
 
 
-def _evaluate(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray:
+def _no_columns(rows: int) -> pa.Table:
+    """A table of `rows` rows and no column (concatenating such tables loses their row counts)."""
+    return pa.table({"rows": pa.nulls(rows)}).select([])
+
+
+def _evaluate(table: pa.Table, expr: pc.Expression, use_threads: bool = True) -> pa.ChunkedArray:
     """`expr` over every row of `table`, as one column: one pass over the table's columns made contiguous
     (a pass per small chunk costs Acero's per-batch overhead for each). Acero splits the work into batches
     of 32k rows; below a couple of those its thread pool adds only a hand-off, so a small table (a pruned
@@ -191,7 +221,7 @@ def _evaluate(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray:
     source = acero.Declaration("table_source", acero.TableSourceNodeOptions(table.combine_chunks()))
     project = acero.Declaration("project", acero.ProjectNodeOptions([expr], [_MATCH]))
     plan = acero.Declaration.from_sequence([source, project])
-    return plan.to_table(use_threads=table.num_rows >= _THREADED_EVALUATION_ROWS).column(0)
+    return plan.to_table(use_threads=use_threads and table.num_rows >= _THREADED_EVALUATION_ROWS).column(0)
 
 
 _THREADED_EVALUATION_ROWS = 65_536
