@@ -101,7 +101,8 @@ class RowAddressReads:
         names = self._read_names()
         check = self._statistics_check() if self.store.scheme == "file" else None
         files: list[ds.ParquetFileFragment] | None = None
-        if check is None:
+        prunable = self.filter is not None and self.bound is not None and self.bound.prunable
+        if check is None and (prunable or self.store.scheme != "file"):  # local reads need no dataset fragments
             fragments, files = self._prune(fragments)
         if not fragments:
             return self.output_schema.empty_table()
@@ -112,7 +113,7 @@ class RowAddressReads:
             keep = names[:1]  # something to count the rows by
         if self.store.scheme == "file":  # see `_read_local`
             needed = [n for n in names if n in keep or n in self._filter_columns] or names[:1]
-            pruned = files is not None and self.filter is not None and self.bound is not None and self.bound.prunable
+            pruned = files is not None and prunable
             # a constant filter (`true`, `1 = 2`) reads no column: evaluate it over the column read to count rows
             evaluated = self._physical(self._filter_columns or needed[:1])
 
