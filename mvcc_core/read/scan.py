@@ -668,17 +668,18 @@ class Scan(RowAddressReads, IndexedReads):
                 return self._offsets_table(runs[0][1])
         if self._post_filter is None and len(runs) == 1 and runs[0][0] == "bulk":
             names = self._read_names()
+            schema = pa.schema([self.physical_schema.field(self.table_schema.get_field_index(n)) for n in names])
             with missing_files(self.store):
                 if self._whole_files_apply():
                     parts = list(self._whole_files(runs[0][1], names))
-                    schema = pa.schema(
-                        [self.physical_schema.field(self.table_schema.get_field_index(n)) for n in names]
-                    )
                     table = pa.concat_tables(parts) if parts else schema.empty_table()
                 else:
-                    table = self._dataset(runs[0][1]).to_table(
-                        columns=self._physical(names), filter=self.filter, use_threads=True
-                    )
+                    fragments, files = self._nan_pruned(runs[0][1])
+                    table = schema.empty_table()
+                    if fragments:
+                        table = self._dataset(fragments, files).to_table(
+                            columns=self._physical(names), filter=self.filter, use_threads=True
+                        )
             table = schema_mod.relabel(table, pa.schema([self.table_schema.field(n) for n in names]))
             out = self._output(table)
             return pa.Table.from_arrays(out.columns, schema=self.output_schema) if out.num_columns else out
