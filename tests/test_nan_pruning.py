@@ -106,7 +106,7 @@ def test_float_filters_equal_a_plain_evaluation(tmp_path: Path, seed: int) -> No
             whole.append(batch)
     t.delete("i % 7 = 3")
     every_row, rows = rows, [r for r in rows if r[0] % 7 != 3]
-    for _ in range(10):
+    for _ in range(5 if seed == 1 else 12):  # the fast tier's seed does fewer rounds
         op = rng.choice(["=", "<>", "<", "<=", ">", ">="])
         literal = rng.choice([round(rng.uniform(-3, 4), 2), 0.0, -0.0])
         low = rng.randrange(160)
