@@ -21,6 +21,7 @@ from mvcc_core.errors import SchemaError
 from mvcc_core.format import schema as schema_mod
 from mvcc_core.format.bases import base_store
 from mvcc_core.format.naming import data_file_path, new_data_file_name
+from mvcc_core.format.nan_counts import count_nans, float_columns, footer_entry, with_nan_counts
 from mvcc_core.io import ObjectStore
 
 DEFAULT_MAX_ROWS_PER_FILE = 1_048_576
@@ -263,11 +264,14 @@ class FragmentWriter:
         self._pending_rows = 0
         self._fs = store.arrow_filesystem()
         self._options: dict[str, Any] | None = None  # chosen from the first rows written
+        self._floats = float_columns(self.write_schema)
+        self._nans: dict[str, int] = {}  # NaN rows per float column of the current file (its footer records them)
 
     def _open(self) -> None:
         """Start a new file; its sink and Parquet writer come at the first flush."""
         self._path = self._prefix + new_data_file_name(self.file_prefix)
         self._rows = 0
+        self._nans = {name: 0 for name in self._floats}
 
     def _flush(self, whole_groups_only: bool) -> None:
         """Write buffered rows as row groups of ROW_GROUP_ROWS: a ParquetWriter call per small batch
@@ -283,7 +287,9 @@ class FragmentWriter:
             self._sink = self._fs.open_output_stream(self.store.arrow_path(self._path))
             self._writer = pq.ParquetWriter(self._sink, self.write_schema, **self._options)
         # one chunk per column: the encoder handles many small chunks (one per written batch) slowly
-        self._writer.write_table(table.slice(0, ready).combine_chunks(), row_group_size=ROW_GROUP_ROWS)
+        rows = table.slice(0, ready).combine_chunks()
+        count_nans(rows, self._floats, self._nans)
+        self._writer.write_table(rows, row_group_size=ROW_GROUP_ROWS)
         rest = table.slice(ready)
         self._pending = rest.combine_chunks().to_batches() if rest.num_rows else []
         self._pending_rows = rest.num_rows
@@ -292,6 +298,8 @@ class FragmentWriter:
         if not self._path:
             return
         self._flush(whole_groups_only=False)
+        if self._floats:
+            self._writer.add_key_value_metadata(footer_entry(self._nans))
         self._writer.close()
         size = self._sink.tell()
         self._sink.close()
@@ -400,7 +408,7 @@ def write_small_fragment(
     if not data.num_rows:
         return []
     physical = schema_mod.schema_from_fields(fields, schema.metadata, physical=True)
-    table = schema_mod.relabel(schema_mod.conform(data, schema), physical).combine_chunks()
+    table = with_nan_counts(schema_mod.relabel(schema_mod.conform(data, schema), physical).combine_chunks())
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, row_group_size=ROW_GROUP_ROWS, **parquet_options(table))
     encoded = sink.getvalue()
@@ -449,7 +457,7 @@ def write_column_file(store: ObjectStore, fields: list[pb.Field], data: pa.Table
     """
     logical = schema_mod.schema_from_fields(fields)
     physical = schema_mod.schema_from_fields(fields, physical=True)
-    table = schema_mod.relabel(schema_mod.conform(data, logical), physical)
+    table = with_nan_counts(schema_mod.relabel(schema_mod.conform(data, logical), physical))
     path = data_file_path(new_data_file_name())
     fs = store.arrow_filesystem()
     try:

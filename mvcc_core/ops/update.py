@@ -6,6 +6,7 @@ Design notes: docs/row_level_changes.md, "update, as implemented".
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,12 +49,20 @@ class UpdatePlan:
     mode: str = REWRITE_ROWS
 
 
+@functools.lru_cache(maxsize=256)
+def _translated_value(sql: str, column: str, schema: pa.Schema) -> tuple[pc.Expression, tuple[str, ...]]:
+    """A SQL value for `column`, translated and checked once per process (a parse costs ~1-2 ms of Python
+    and thousands of objects for the garbage collector): its expression and the columns it reads."""
+    expr = to_value_expression(sql, schema, schema.field(column).type, column)
+    return expr, tuple(value_columns(sql, schema))
+
+
 def _value_expression(value: Any, column: str, schema: pa.Schema) -> pc.Expression:
     target = schema.field(column).type
     if isinstance(value, pc.Expression):
         return value.cast(target)
     if isinstance(value, str):
-        return to_value_expression(value, schema, target, column)
+        return _translated_value(value, column, schema)[0]
     try:
         return pc.scalar(pa.scalar(value, type=target))
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
@@ -116,11 +125,11 @@ def plan_update(
     ids = schema_mod.field_ids_by_name(fields)
     modified = {ids[c] for c in values}
     reads: set[str] = set()
-    for value in values.values():
+    for column, value in values.items():
         if isinstance(value, pc.Expression):
             reads |= set(schema.names)  # a caller's Expression: its columns are not known
         elif isinstance(value, str):
-            reads |= set(value_columns(value, schema))
+            reads |= set(_translated_value(value, column, schema)[1])
     read_ids = {ids[c] for c in reads}
 
     if mode is None and _leaves(fields, modified | read_ids) >= _leaves(fields, set(ids.values())):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import math
 import struct
@@ -255,6 +256,25 @@ class ExpressionTree:
             )
         return tuple(out)
 
+    def _nan_ordered(self, node: _Node, schema: pa.Schema, names: dict[str, str]) -> Comparison | None:
+        """`x > c OR is_nan(x)` (either order; `>=` too) on a float column: the translator's NaN-ordered `>`, a
+        comparison that NaN satisfies (`Comparison.nan_matches`)."""
+        for compared, nan_test in (node.args, node.args[::-1]):
+            if nan_test.kind != "call" or nan_test.name != "is_nan" or len(nan_test.args) != 1:
+                continue
+            field = nan_test.args[0]
+            if field.kind != "field" or len(field.path) != 1 or field.path[0] not in names:
+                continue
+            if not pa.types.is_floating(schema.field(names[field.path[0]]).type):
+                continue
+            comparison = self._comparison(compared, schema, names)
+            if comparison is None or comparison.op not in (">", ">=") or comparison.nan_matches:
+                continue
+            if comparison.column != names[field.path[0]]:
+                continue
+            return dataclasses.replace(comparison, nan_matches=True)
+        return None
+
     def _scalar(self, node: _Node) -> pa.Scalar:
         assert node.literal is not None
         return self.batch.column(node.literal)[0]
@@ -262,6 +282,8 @@ class ExpressionTree:
     def _comparison(self, node: _Node, schema: pa.Schema, names: dict[str, str]) -> Comparison | None:
         if node.kind != "call":
             return None
+        if node.name == "or_kleene" and len(node.args) == 2:
+            return self._nan_ordered(node, schema, names)
         fields = [a for a in node.args if a.kind == "field"]
         if len(fields) != 1 or len(fields[0].path) != 1 or fields[0].path[0] not in names:
             return None

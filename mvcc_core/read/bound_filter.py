@@ -46,9 +46,11 @@ class BoundFilter:
 
     @property
     def prunable(self) -> bool:
-        """Whether Parquet min/max statistics can rule files out for this filter (some top-level conjunct
-        compares a bare column with literals); scans skip a statistics pass that cannot help."""
-        return any(c.comparison is not None for c in self.conjuncts)
+        """Whether Parquet min/max statistics can rule files out for this filter through Arrow's pruning (some
+        top-level conjunct compares a bare column with literals); scans skip a statistics pass that cannot
+        help. A NaN-ordered float comparison does not count: only `row_group_stats`, which reads the files'
+        NaN counts, can prune by it (see `comparisons`)."""
+        return any(c.comparison is not None and not c.comparison.nan_matches for c in self.conjuncts)
 
     @classmethod
     def bind(

@@ -23,6 +23,10 @@ class Comparison:
     column: str
     op: str  # "=", "<", "<=", ">", ">=", "in", "is_null"
     value: pa.Scalar | pa.Array | None
+    # `op` holds for NaN too: a float `>` / `>=` in DataFusion's order, `x > c OR isnan(x)` (read/sql_nan_order.py).
+    # Only statistics read such a comparison (with the file's NaN count); the index planner and Arrow's
+    # pruning do not know NaN counts, so they see none (`BoundFilter.prunable` leaves them out).
+    nan_matches: bool = False
 
 
 @dataclass(frozen=True)

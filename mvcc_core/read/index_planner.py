@@ -71,7 +71,10 @@ def choose_index(bound: BoundFilter, manifest: pb.Manifest) -> IndexChoice | Non
     by_column: dict[str, list[tuple[pc.Expression, Comparison | None]]] = {}
     for conjunct in bound.conjuncts:
         if len(conjunct.columns) == 1 and ids.get(conjunct.columns[0]) in by_field:
-            by_column.setdefault(conjunct.columns[0], []).append((conjunct.arrow, conjunct.comparison))
+            comparison = conjunct.comparison
+            if comparison is not None and comparison.nan_matches:
+                comparison = None  # NaN is no index bound: the conjunct is evaluated as an expression
+            by_column.setdefault(conjunct.columns[0], []).append((conjunct.arrow, comparison))
     if not by_column:
         return None
     # the column with the most conjuncts (a range `a >= x AND a < y` is two), all of them ANDed

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import enum
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,13 +16,20 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mvcc_core.format.nan_counts import NAN_COUNTS_KEY
 from mvcc_core.read.conjuncts import Conjunct
 
-__all__ = ["StatisticsCheck", "Verdict", "statistics_check"]
+__all__ = ["StatisticsCheck", "Verdict", "nan_counts", "statistics_check"]
 
 
 def _decidable(data_type: pa.DataType) -> bool:
-    return pa.types.is_signed_integer(data_type) or pa.types.is_string(data_type) or pa.types.is_large_string(data_type)
+    return (
+        pa.types.is_signed_integer(data_type)
+        or pa.types.is_string(data_type)
+        or pa.types.is_large_string(data_type)
+        or pa.types.is_float32(data_type)
+        or pa.types.is_float64(data_type)
+    )
 
 
 @dataclass(frozen=True)
@@ -29,6 +37,9 @@ class _Test:
     column: str  # the physical column name, as the data files spell it
     op: str
     values: tuple[Any, ...]  # one value, or the IN list sorted; empty for is_null
+    # a float column: Parquet's min/max leave NaN out, so what NaN rows do depends on the file's NaN count
+    floating: bool = False
+    nan_matches: bool = False  # NaN satisfies the test (`Comparison.nan_matches`)
 
 
 class Verdict(enum.Enum):
@@ -46,6 +57,11 @@ class StatisticsCheck:
 
     tests: tuple[_Test, ...]
     complete: bool
+
+    @property
+    def reads_nan_counts(self) -> bool:
+        """Whether a test is a NaN-ordered comparison, which only this check (not Arrow's pruning) decides."""
+        return any(t.nan_matches for t in self.tests)
 
     def rules_out(self, metadata: pq.FileMetaData) -> bool:
         """Whether the file's statistics show that no row of it matches.
@@ -68,7 +84,8 @@ class StatisticsCheck:
         tests = [(t, positions[t.column]) for t in self.tests if t.column in positions]
         if not tests:
             return Verdict.SOME  # a column the file lacks reads as nulls: leave that to the scan
-        verdicts = {_group_verdict(metadata.row_group(g), tests) for g in range(metadata.num_row_groups)}
+        nans = nan_counts(metadata) if any(t.floating for t, _ in tests) else {}
+        verdicts = {_group_verdict(metadata.row_group(g), tests, nans) for g in range(metadata.num_row_groups)}
         if verdicts == {Verdict.NONE}:
             return Verdict.NONE
         if verdicts == {Verdict.ALL} and self.complete and len(tests) == len(self.tests):
@@ -76,8 +93,28 @@ class StatisticsCheck:
         return Verdict.SOME
 
 
-def _group_verdict(group: pq.RowGroupMetaData, tests: list[tuple[_Test, int]]) -> Verdict:
-    """NONE if some test fails for every row of the group, ALL if every test holds for every row."""
+def nan_counts(metadata: pq.FileMetaData) -> dict[str, int]:
+    """The NaN count of each float column of a data file, as its writer recorded it in the footer
+    (`NAN_COUNTS_KEY`, docs/format.md); empty for files written before, whose NaN counts are unknown.
+
+    Args:
+        metadata: the data file's Parquet footer
+    """
+    raw = (metadata.metadata or {}).get(NAN_COUNTS_KEY.encode())  # pyarrow gives the footer's entries as bytes
+    if raw is None:
+        return {}
+    try:
+        counts = json.loads(raw)
+    except ValueError:
+        return {}
+    if not isinstance(counts, dict):
+        return {}
+    return {k: v for k, v in counts.items() if isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)}
+
+
+def _group_verdict(group: pq.RowGroupMetaData, tests: list[tuple[_Test, int]], nans: Mapping[str, int]) -> Verdict:
+    """NONE if some test fails for every row of the group, ALL if every test holds for every row. `nans`: the
+    file's NaN count per float column (a column missing: unknown, so NaN rows may be there)."""
     if group.num_rows == 0:
         return Verdict.NONE
     every = True
@@ -86,6 +123,13 @@ def _group_verdict(group: pq.RowGroupMetaData, tests: list[tuple[_Test, int]]) -
         if stats is None:
             every = False
             continue
+        if test.floating and nans.get(test.column) != 0:
+            # NaN rows may be there, outside min/max: they match a NaN-ordered `>` (so no NONE from it), and no
+            # test holds for every row (no ALL); a plain comparison's NONE stands (NaN fails `=`, `<`, `<=`, IN,
+            # a caller's IEEE `>`), and IS NULL is not about NaN
+            every = False
+            if test.nan_matches:
+                continue
         nulls = stats.null_count if stats.has_null_count else None
         if test.op == "is_null":
             if nulls == 0:
@@ -159,5 +203,6 @@ def statistics_check(
         else:
             assert isinstance(comparison.value, pa.Scalar)
             values = (comparison.value.as_py(),)
-        tests.append(_Test(physical_names[comparison.column], comparison.op, values))
+        floating = pa.types.is_floating(schema.field(comparison.column).type)
+        tests.append(_Test(physical_names[comparison.column], comparison.op, values, floating, comparison.nan_matches))
     return StatisticsCheck(tuple(tests), complete=len(comparisons) == len(conjuncts)) if tests else None

@@ -41,7 +41,6 @@ from mvcc_core.io.parquet import (
     row_address,
 )
 from mvcc_core.io.read_ahead import PHYSICAL_ROWS, read_ahead, read_whole_file, runs
-from mvcc_core.io.read_ahead import pool as read_pool
 from mvcc_core.read.bound_filter import BoundFilter, filter_cache_key
 from mvcc_core.read.deleted_rows import drop_deleted
 from mvcc_core.read.index_lookup import covered
@@ -69,9 +68,6 @@ DEFAULT_BATCH_SIZE = 131_072
 # How many rows the reader pool (`file_reads`) may decode ahead of an unfiltered scan's consumer.
 _WHOLE_FILE_AHEAD_ROWS = 4 * DEFAULT_BATCH_SIZE
 _WHOLE_FILE_PART_ROWS = 16_384
-# Rows of the files one reader task of a row-address scan reads (`Scan._read_local`; 200 files of 5,000 rows
-# make 8 tasks on 2 cores).
-_LOCAL_PART_ROWS = 131_072
 
 
 # ---- per-process caches
@@ -361,6 +357,23 @@ class Scan(RowAddressReads, IndexedReads):
         ]
         return [k[0] for k in kept], [k[1] for k in kept]
 
+    def _nan_pruned(
+        self, fragments: list[pb.DataFragment]
+    ) -> tuple[list[pb.DataFragment], list[ds.ParquetFileFragment] | None]:
+        """Drop files a NaN-ordered float `x > c` rules out by statistics and NaN counts (Arrow's pruning cannot:
+        it sees `x > c OR is_nan(x)`); other filters keep every file (the dataset scan prunes them itself)."""
+        check = self._statistics_check()
+        if check is None or not check.reads_nan_counts:
+            return fragments, None
+        files = [self._file_fragment(f.files[0]) for f in fragments]
+        self._check_footers(fragments, files)  # loads each footer, which the scan then reuses
+        kept = [
+            (frag, file)
+            for frag, file in zip(fragments, files, strict=True)
+            if check.verdict(file.metadata) is not Verdict.NONE
+        ]
+        return [k[0] for k in kept], [k[1] for k in kept]
+
     def _path_of(self, frag: pb.DataFragment) -> str:
         if len(frag.files) > 1:
             return "multi"
@@ -428,7 +441,10 @@ class Scan(RowAddressReads, IndexedReads):
                         yield from self._finish(table, names)
                 start = end
             return
-        scanner = self._dataset(fragments).scanner(
+        fragments, files = self._nan_pruned(fragments)
+        if not fragments:
+            return
+        scanner = self._dataset(fragments, files).scanner(
             columns=self._physical(names), filter=self.filter, batch_size=self.batch_size, use_threads=True
         )
         for batch in scanner.to_batches():
@@ -506,64 +522,10 @@ class Scan(RowAddressReads, IndexedReads):
     def _statistics_check(self) -> StatisticsCheck | None:
         """The row-group statistics test `_read_local` applies on its reader threads, when the filter is
         pushed down and every comparison in it is one `row_group_stats` decides (else `_prune` runs)."""
-        if self.filter is None or self.bound is None or not self.bound.prunable:
+        if self.filter is None or self.bound is None or not self.bound.comparisons:
             return None
         names = {c.column: schema_mod.physical_name(self._field_ids[c.column]) for c in self.bound.comparisons}
         return statistics_check(self.bound.conjuncts, self.table_schema, names)
-
-    def _read_local(
-        self,
-        fragments: list[pb.DataFragment],
-        files: list[ds.ParquetFileFragment] | None,
-        names: list[str],
-        check: StatisticsCheck | None = None,
-    ) -> tuple[list[pb.DataFragment], pa.Table, list[bool]]:
-        """Physical columns `names` of one-file fragments on local disk, whole files in fragment order:
-        the fragments read (those `check` does not rule out by their footers' statistics), their rows,
-        and per fragment read whether `check` found that every row of it matches.
-
-        Each file is read synchronously by `pyarrow.parquet.ParquetFile`, on one thread per core: for many
-        small files the dataset scanner's asynchronous machinery (futures and thread hand-offs per file and
-        batch) costs about a third of the CPU of such a scan. `files`: dataset fragments whose footers
-        `_prune` has loaded, reused instead of read again. A column a file lacks reads as nulls, a column of
-        another type is cast, as in the dataset scanner.
-        """
-        schema = pa.schema([self.physical_schema.field(n) for n in names])
-
-        def read(index: int) -> tuple[pa.Table | None, bool]:
-            frag = fragments[index]
-            store, rel = data_file_location(self.store, self.manifest.base_paths, frag.files[0])
-            with (
-                read_errors(frag.files[0].path),
-                store.arrow_filesystem().open_input_file(store.arrow_path(rel)) as source,
-            ):
-                metadata = files[index].metadata if files is not None else None
-                parquet = pq.ParquetFile(source, metadata=metadata, pre_buffer=False)
-                self._check_file(frag, frag.files[0], parquet.schema_arrow, None)  # before its statistics are used
-                verdict = Verdict.SOME if check is None else check.verdict(parquet.metadata)
-                if verdict is Verdict.NONE:
-                    return None, False
-                present = set(parquet.schema_arrow.names)
-                part = parquet.read(columns=[n for n in names if n in present], use_threads=False)
-            if part.num_rows != frag.physical_rows:
-                self._rows_mismatch(frag, str(part.num_rows))
-            if part.schema.equals(schema):
-                return part, verdict is Verdict.ALL
-            columns = [
-                part.column(f.name).cast(f.type) if f.name in present else pa.nulls(part.num_rows, f.type)
-                for f in schema
-            ]
-            return pa.Table.from_arrays(columns, schema=schema), verdict is Verdict.ALL
-
-        if len(fragments) < 2:
-            parts = [read(0)]
-        else:  # a run of files per task: a future per file costs as much as reading a small file's column
-            tasks = runs(range(len(fragments)), lambda i: fragments[i].physical_rows, _LOCAL_PART_ROWS)
-            parts = [part for run in read_pool().map(lambda task: [read(i) for i in task[1]], tasks) for part in run]
-        kept = [(frag, part, whole) for frag, (part, whole) in zip(fragments, parts, strict=True) if part is not None]
-        if not kept:
-            return [], schema.empty_table(), []
-        return [k[0] for k in kept], pa.concat_tables([k[1] for k in kept]), [k[2] for k in kept]
 
     def _flush(self, tables: list[pa.Table], names: list[str]) -> Iterator[pa.RecordBatch]:
         table = pa.concat_tables(tables)
@@ -706,17 +668,18 @@ class Scan(RowAddressReads, IndexedReads):
                 return self._offsets_table(runs[0][1])
         if self._post_filter is None and len(runs) == 1 and runs[0][0] == "bulk":
             names = self._read_names()
+            schema = pa.schema([self.physical_schema.field(self.table_schema.get_field_index(n)) for n in names])
             with missing_files(self.store):
                 if self._whole_files_apply():
                     parts = list(self._whole_files(runs[0][1], names))
-                    schema = pa.schema(
-                        [self.physical_schema.field(self.table_schema.get_field_index(n)) for n in names]
-                    )
                     table = pa.concat_tables(parts) if parts else schema.empty_table()
                 else:
-                    table = self._dataset(runs[0][1]).to_table(
-                        columns=self._physical(names), filter=self.filter, use_threads=True
-                    )
+                    fragments, files = self._nan_pruned(runs[0][1])
+                    table = schema.empty_table()
+                    if fragments:
+                        table = self._dataset(fragments, files).to_table(
+                            columns=self._physical(names), filter=self.filter, use_threads=True
+                        )
             table = schema_mod.relabel(table, pa.schema([self.table_schema.field(n) for n in names]))
             out = self._output(table)
             return pa.Table.from_arrays(out.columns, schema=self.output_schema) if out.num_columns else out
@@ -734,14 +697,24 @@ class Scan(RowAddressReads, IndexedReads):
                 return sum(b.num_rows for b in self.to_batches())
             total = 0
             with missing_files(self.store):
+                # Arrow counts a row group whose statistics satisfy the filter without reading it, but Parquet's
+                # float min/max leave NaN out (`x < 1` would count NaN rows): floats are counted by reading
+                metadata_count = not any(_holds_float(self.table_schema.field(c).type) for c in self._filter_columns)
                 for path, fragments in self._runs():
-                    if path == "bulk" and self._post_filter is None:
+                    if path == "bulk" and self._post_filter is None and metadata_count:
                         total += self._dataset(fragments).count_rows(filter=self.filter)
                     else:
                         total += sum(b.num_rows for b in self._run_batches(path, fragments))
             return total
         finally:
             self.columns, self._projection = saved, projection
+
+
+def _holds_float(data_type: pa.DataType) -> bool:
+    """Whether a column of this type is or holds floating-point values."""
+    if pa.types.is_floating(data_type):
+        return True
+    return any(_holds_float(data_type.field(i).type) for i in range(data_type.num_fields))
 
 
 def _base_of(fragment: pb.DataFragment) -> int:

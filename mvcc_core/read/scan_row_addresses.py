@@ -3,21 +3,31 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.errors import CorruptManifestError, DataFileMismatchError
 from mvcc_core.format.bases import data_file_location
 from mvcc_core.format.row_ids import ROW_ID
-from mvcc_core.io.parquet import (
-    ROW_ADDRESS,
-)
+from mvcc_core.io.parquet import ROW_ADDRESS, read_errors
+from mvcc_core.io.read_ahead import pool as read_pool
+from mvcc_core.io.read_ahead import runs
+from mvcc_core.read.row_group_stats import StatisticsCheck, Verdict
 
+# Rows of the files one reader task of a row-address scan reads (`Scan._read_local`; 200 files of 5,000 rows
+# make 8 tasks on 2 cores).
+_LOCAL_PART_ROWS = 131_072
+T = TypeVar("T")
+
+# a run's matching live rows, their row addresses and (when asked) their `_rowid` values
+_Matches = tuple[pa.Table, np.ndarray, np.ndarray | None]
 _MATCH = "__mvcc_match"  # the filter's result as a column of a row-address scan (see `Scan._offsets_table`)
 
 
@@ -92,12 +102,15 @@ class RowAddressReads:
         returns rows in fragment order and each fragment's rows in file order (Arrow's `ToTable` places
         every batch by fragment and batch index), so a row's position among the run's physical rows gives
         its fragment and offset: nothing per row is read besides the data. Only the matching live rows are
-        then taken out.
+        then taken out. On a local disk the reader threads read runs of whole files and each evaluates the
+        filter over its own run and takes out the run's matching rows (`_read_local`): both cores evaluate,
+        and only the matching rows reach the calling thread.
         """
         names = self._read_names()
         check = self._statistics_check() if self.store.scheme == "file" else None
         files: list[ds.ParquetFileFragment] | None = None
-        if check is None:
+        prunable = self.filter is not None and self.bound is not None and self.bound.prunable
+        if check is None and (prunable or self.store.scheme != "file"):  # local reads need no dataset fragments
             fragments, files = self._prune(fragments)
         if not fragments:
             return self.output_schema.empty_table()
@@ -106,30 +119,50 @@ class RowAddressReads:
         keep = [n for n in names if n in wanted or self._post_filter is not None]
         if not keep and self.filter is None:
             keep = names[:1]  # something to count the rows by
-        mask = None
         if self.store.scheme == "file":  # see `_read_local`
             needed = [n for n in names if n in keep or n in self._filter_columns] or names[:1]
-            pruned = files is not None and self.filter is not None and self.bound is not None and self.bound.prunable
-            fragments, table, whole = self._read_local(
-                fragments, files if pruned else None, self._physical(needed), check
-            )
-            if not fragments:
+            pruned = files is not None and prunable
+            # a constant filter (`true`, `1 = 2`) reads no column: evaluate it over the column read to count rows
+            evaluated = self._physical(self._filter_columns or needed[:1])
+
+            def matches(run: list[pb.DataFragment], parts: list[pa.Table], whole: list[bool]) -> _Matches:
+                """The matching live rows of a run of files, on the reader thread that read it."""
+                table = pa.concat_tables(parts)
+                starts = np.cumsum([0] + [f.physical_rows for f in run], dtype=np.int64)
+                mask = None
+                if self.filter is not None and not all(whole):
+                    mask = self._match_mask(table.select(evaluated), starts, whole, use_threads=False)
+                kept, addresses, ids = self._addressed(run, table.select(self._physical(keep)), starts, mask)
+                return kept.combine_chunks(), addresses, ids  # one chunk per run: the result is a few rows
+
+            found = self._read_local(fragments, files if pruned else None, self._physical(needed), check, matches)
+            if not found:
                 return self.output_schema.empty_table()
-            starts = np.cumsum([0] + [f.physical_rows for f in fragments], dtype=np.int64)
-            if self.filter is not None and not all(whole):
-                # a constant filter (`true`, `1 = 2`) reads no column: evaluate it over the column read to count rows
-                evaluated = self._physical(self._filter_columns or needed[:1])
-                mask = self._match_mask(table.select(evaluated), starts, whole)
-            table = table.select(self._physical(keep))
+            addresses = np.concatenate([f[1] for f in found])
+            table = pa.concat_tables([f[0] for f in found]) if keep else _no_columns(len(addresses))
+            ids = np.concatenate([f[2] for f in found]) if self.with_row_id else None
         else:
             projection = {p: pc.field(p) for p in self._physical(keep)}
             if self.filter is not None:
                 projection[_MATCH] = self.filter
             table = self._dataset(fragments, files).to_table(columns=projection, use_threads=True)
             starts = np.cumsum([0] + [f.physical_rows for f in fragments], dtype=np.int64)
+            mask = None
             if self.filter is not None:
                 mask = pc.fill_null(table.column(_MATCH), False).to_numpy()
                 table = table.drop_columns([_MATCH])
+            table, addresses, ids = self._addressed(fragments, table, starts, mask)
+        if self.with_row_id:
+            table = table.append_column(ROW_ID, pa.array(ids, pa.uint64()))
+        if self.with_row_address:
+            table = table.append_column(ROW_ADDRESS, pa.array(addresses, pa.uint64()))
+        return pa.Table.from_batches(list(self._finish(table, keep)), schema=self.output_schema)
+
+    def _addressed(
+        self, fragments: list[pb.DataFragment], table: pa.Table, starts: np.ndarray, mask: np.ndarray | None
+    ) -> _Matches:
+        """The live rows of `table` (the fragments' physical rows, fragment i's at `starts[i]`) that `mask`
+        keeps (None: all), their row addresses, and their `_rowid` values when the scan asks for them."""
         if table.num_rows != starts[-1]:
             raise CorruptManifestError(
                 f"fragments {[f.id for f in fragments][:20]} of {self.store.uri} read {table.num_rows} rows, "
@@ -149,23 +182,85 @@ class RowAddressReads:
             table = table.filter(pa.array(mask))
         # rows kept per fragment, then each row's fragment as runs (cheaper than a search per row)
         counts = np.diff(np.searchsorted(positions, starts))
-        ids = np.array([f.id for f in fragments], dtype=np.uint64)
+        frag_ids = np.array([f.id for f in fragments], dtype=np.uint64)
         # address = id << 32 | (position - start) = position + (id << 32) - start (wrapping in uint64)
-        base = (ids << np.uint64(32)) - starts[:-1].astype(np.uint64)
+        base = (frag_ids << np.uint64(32)) - starts[:-1].astype(np.uint64)
         addresses = positions.astype(np.uint64) + np.repeat(base, counts)
+        ids = None
         if self.with_row_id:
             stable = np.concatenate([self._row_ids(f) for f in fragments]) if self._stable_ids else None
-            values = stable[positions] if stable is not None else addresses
-            table = table.append_column(ROW_ID, pa.array(values, pa.uint64()))
-        if self.with_row_address:
-            table = table.append_column(ROW_ADDRESS, pa.array(addresses, pa.uint64()))
-        return pa.Table.from_batches(list(self._finish(table, keep)), schema=self.output_schema)
+            ids = stable[positions] if stable is not None else addresses
+        return table, addresses, ids
 
-    def _match_mask(self, table: pa.Table, starts: np.ndarray, whole: list[bool]) -> np.ndarray:
+    def _read_local(
+        self,
+        fragments: list[pb.DataFragment],
+        files: list[ds.ParquetFileFragment] | None,
+        names: list[str],
+        check: StatisticsCheck | None,
+        per_run: Callable[[list[pb.DataFragment], list[pa.Table], list[bool]], T],
+    ) -> list[T]:
+        """Physical columns `names` of one-file fragments on local disk, whole files in fragment order, in
+        runs of files (a task of the reader pool each): `per_run` of each run's fragments read (those `check`
+        does not rule out by their footers' statistics), their rows, and per fragment read whether `check`
+        found that every row of it matches, on the thread that read the run; runs with no file read are left
+        out. `per_run` runs on both cores, so the caller evaluates its filter there (issue 31).
+
+        Each file is read synchronously by `pyarrow.parquet.ParquetFile`, on one thread per core: for many
+        small files the dataset scanner's asynchronous machinery (futures and thread hand-offs per file and
+        batch) costs about a third of the CPU of such a scan. `files`: dataset fragments whose footers
+        `_prune` has loaded, reused instead of read again. A column a file lacks reads as nulls, a column of
+        another type is cast, as in the dataset scanner.
+        """
+        schema = pa.schema([self.physical_schema.field(n) for n in names])
+
+        def read(index: int) -> tuple[pa.Table | None, bool]:
+            frag = fragments[index]
+            store, rel = data_file_location(self.store, self.manifest.base_paths, frag.files[0])
+            with (
+                read_errors(frag.files[0].path),
+                store.arrow_filesystem().open_input_file(store.arrow_path(rel)) as source,
+            ):
+                metadata = files[index].metadata if files is not None else None
+                parquet = pq.ParquetFile(source, metadata=metadata, pre_buffer=False)
+                self._check_file(frag, frag.files[0], parquet.schema_arrow, None)  # before its statistics are used
+                verdict = Verdict.SOME if check is None else check.verdict(parquet.metadata)
+                if verdict is Verdict.NONE:
+                    return None, False
+                present = set(parquet.schema_arrow.names)
+                part = parquet.read(columns=[n for n in names if n in present], use_threads=False)
+            if part.num_rows != frag.physical_rows:
+                self._rows_mismatch(frag, str(part.num_rows))
+            if part.schema.equals(schema):
+                return part, verdict is Verdict.ALL
+            columns = [
+                part.column(f.name).cast(f.type) if f.name in present else pa.nulls(part.num_rows, f.type)
+                for f in schema
+            ]
+            return pa.Table.from_arrays(columns, schema=schema), verdict is Verdict.ALL
+
+        def run_task(indices: Sequence[int]) -> T | None:
+            parts = [(fragments[i], *read(i)) for i in indices]
+            kept = [part for part in parts if part[1] is not None]
+            if not kept:
+                return None
+            return per_run([k[0] for k in kept], [k[1] for k in kept], [k[2] for k in kept])
+
+        if len(fragments) < 2:
+            results = [run_task([0])]
+        else:  # a run of files per task: a future per file costs as much as reading a small file's column
+            tasks = runs(range(len(fragments)), lambda i: fragments[i].physical_rows, _LOCAL_PART_ROWS)
+            results = list(read_pool().map(lambda task: run_task(task[1]), tasks))
+        return [r for r in results if r is not None]
+
+    def _match_mask(
+        self, table: pa.Table, starts: np.ndarray, whole: list[bool], use_threads: bool = True
+    ) -> np.ndarray:
         """The filter over `table` (the files' rows, file i at `starts[i]`), as booleans; a file whose
-        statistics show that all its rows match (`whole[i]`) is not evaluated."""
+        statistics show that all its rows match (`whole[i]`) is not evaluated. `use_threads=False` keeps the
+        evaluation on the calling thread (a reader thread, which has its own share of the work)."""
         if not any(whole):
-            return pc.fill_null(_evaluate(table, self.filter), False).to_numpy()
+            return pc.fill_null(_evaluate(table, self.filter, use_threads), False).to_numpy()
         mask = np.ones(int(starts[-1]), dtype=bool)
         i = 0
         while i < len(whole):  # evaluate each run of files not known to match whole, in one pass
@@ -176,12 +271,17 @@ class RowAddressReads:
             while end < len(whole) and not whole[end]:
                 end += 1
             part = table.slice(int(starts[i]), int(starts[end] - starts[i]))
-            mask[starts[i] : starts[end]] = pc.fill_null(_evaluate(part, self.filter), False).to_numpy()
+            mask[starts[i] : starts[end]] = pc.fill_null(_evaluate(part, self.filter, use_threads), False).to_numpy()
             i = end
         return mask
 
 
-def _evaluate(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray:
+def _no_columns(rows: int) -> pa.Table:
+    """A table of `rows` rows and no column (concatenating such tables loses their row counts)."""
+    return pa.table({"rows": pa.nulls(rows)}).select([])
+
+
+def _evaluate(table: pa.Table, expr: pc.Expression, use_threads: bool = True) -> pa.ChunkedArray:
     """`expr` over every row of `table`, as one column: one pass over the table's columns made contiguous
     (a pass per small chunk costs Acero's per-batch overhead for each). Acero splits the work into batches
     of 32k rows; below a couple of those its thread pool adds only a hand-off, so a small table (a pruned
@@ -191,7 +291,7 @@ def _evaluate(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray:
     source = acero.Declaration("table_source", acero.TableSourceNodeOptions(table.combine_chunks()))
     project = acero.Declaration("project", acero.ProjectNodeOptions([expr], [_MATCH]))
     plan = acero.Declaration.from_sequence([source, project])
-    return plan.to_table(use_threads=table.num_rows >= _THREADED_EVALUATION_ROWS).column(0)
+    return plan.to_table(use_threads=use_threads and table.num_rows >= _THREADED_EVALUATION_ROWS).column(0)
 
 
 _THREADED_EVALUATION_ROWS = 65_536
