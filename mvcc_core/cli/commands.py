@@ -26,6 +26,7 @@ import click
 
 import mvcc_core as mvcc
 from mvcc_core.cli.branch_commands import branches
+from mvcc_core.cli.catalog_commands import catalog
 from mvcc_core.cli.index_commands import index
 from mvcc_core.cli.options import (
     EXIT_ERROR,
@@ -682,6 +683,7 @@ def verify(
 
 
 cli.add_command(branches)
+cli.add_command(catalog)
 cli.add_command(index)
 cli.add_command(tags)
 

@@ -98,13 +98,16 @@ def storage_options_for(uri: str, options: Sequence[str], env: dict[str, str] | 
     return out or None
 
 
-def uri_and_storage(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The URI argument and the repeatable `--storage-option` every command takes.
+def storage_option_flag(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The repeatable `--storage-option KEY=VALUE` every command takes.
 
     Args:
         fn: the command's callback
+
+    Returns:
+        The callback with the option added.
     """
-    fn = click.option(
+    return click.option(
         "--storage-option",
         "-o",
         "storage_option",
@@ -113,7 +116,15 @@ def uri_and_storage(fn: Callable[..., Any]) -> Callable[..., Any]:
         help="A storage option (repeatable), e.g. -o aws_region=eu-west-1 or -o external_store=sqlite:///m.db. "
         "AWS_* variables are read for s3:// uris.",
     )(fn)
-    return click.argument("uri")(fn)
+
+
+def uri_and_storage(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The URI argument and the repeatable `--storage-option` every table command takes.
+
+    Args:
+        fn: the command's callback
+    """
+    return click.argument("uri")(storage_option_flag(fn))
 
 
 class VersionRefType(click.ParamType):

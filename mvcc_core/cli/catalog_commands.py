@@ -1,0 +1,239 @@
+"""`mvcc catalog branches`: list, create, delete and publish a catalog's branches (docs/branches.md,
+"Catalog branches"; docs/cli.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+import mvcc_core as mvcc
+from mvcc_core.catalog import Catalog, CatalogError, CatalogSnapshot
+from mvcc_core.cli.options import json_option, storage_option_flag, storage_options_for
+from mvcc_core.cli.output import emit_json, print_table
+
+
+def root_and_storage(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The ROOT argument (a catalog's root) and the repeatable `--storage-option` of every catalog command.
+
+    Args:
+        fn: the command's callback
+
+    Returns:
+        The callback with both added.
+    """
+    return click.argument("root")(storage_option_flag(fn))
+
+
+def open_catalog(root: str, storage_option: tuple[str, ...]) -> Catalog:
+    """The catalog at `root`, or an error that says there is none there (opening writes nothing).
+
+    Args:
+        root: the catalog's root, as typed
+        storage_option: the `--storage-option k=v` values
+
+    Returns:
+        The catalog, on main.
+
+    Raises:
+        CatalogError: no catalog has its root at `root` (a table's uri, or a catalog's subdirectory).
+    """
+    options = storage_options_for(root, storage_option)
+    try:
+        return Catalog.open(root, storage_options=options)
+    except mvcc.TableNotFoundError:
+        pass
+    try:
+        mvcc.open_table(root, storage_options=options)
+    except mvcc.TableNotFoundError:
+        raise CatalogError(f"no catalog at {root} (a catalog's root holds its __manifest/ table)") from None
+    raise CatalogError(f"{root} is a table, not a catalog; its own branches: mvcc branches list {root}")
+
+
+@contextmanager
+def branch_named(cat: Catalog, root: str, name: str) -> Iterator[None]:
+    """Words for a catalog branch that is not there: the API names the `__manifest` table; this names the root,
+    the branches there are and the command that lists them.
+
+    Args:
+        cat: the catalog
+        root: its root as typed
+        name: the branch the command was given
+
+    Raises:
+        BranchNotFoundError: reworded, when the body found no catalog branch `name`.
+    """
+    try:
+        yield
+    except mvcc.BranchNotFoundError:
+        live = sorted(cat.branches())
+        if name in live:
+            raise
+        there = f"its branches: {', '.join(live)}" if live else "it has no branches"
+        raise mvcc.BranchNotFoundError(
+            f"catalog {root} has no branch {name!r} ({there}; mvcc catalog branches list {root})"
+        ) from None
+
+
+def tables_written(snapshot: CatalogSnapshot) -> list[str]:
+    """The tables a catalog branch has written (forked), sorted: each of them opens on its fork.
+
+    Args:
+        snapshot: the branch's catalog snapshot
+
+    Returns:
+        Their full names.
+    """
+    return [name for name in snapshot.tables() if snapshot.catalog.table_at(snapshot.entry(name)).branch is not None]
+
+
+def tables_changed(cat: Catalog, version: int) -> list[str]:
+    """The tables whose published table version catalog `version` moved (what a publish landed), sorted.
+
+    Args:
+        cat: the catalog
+        version: a catalog version after the first
+
+    Returns:
+        Their full names.
+    """
+    before, after = cat.snapshot(version - 1), cat.snapshot(version)
+    return [
+        name
+        for name in after.tables()
+        if name not in before.tables() or before.table_version(name) != after.table_version(name)
+    ]
+
+
+@click.group()
+def catalog() -> None:
+    """Commands on a catalog of tables (ROOT: the catalog's root; docs/catalog.md).
+
+    \b
+    Example:
+        mvcc catalog branches list ./lake
+    """
+
+
+@catalog.group("branches")
+def catalog_branches() -> None:
+    """A catalog's branches: write to many tables on a branch, check them, publish them to main in one version.
+
+    \b
+    Example:
+        mvcc catalog branches create ./lake audit-42
+        mvcc catalog branches publish ./lake audit-42 --delete-branch
+    """
+
+
+@catalog_branches.command("list")
+@root_and_storage
+@json_option
+def catalog_branches_list(root: str, storage_option: tuple[str, ...], as_json: bool) -> None:
+    """Every catalog branch: the catalog version it forked, when, its latest version and the tables it wrote.
+
+    \b
+    Example:
+        mvcc catalog branches list ./lake --json
+    """
+    cat = open_catalog(root, storage_option)
+    rows = []
+    for name, info in sorted(cat.branches().items(), key=lambda item: (item[1].create_at, item[0])):
+        head = cat.snapshot(branch=name)
+        rows.append(
+            {
+                "branch": name,
+                "parent_version": info.parent_version,
+                "created": datetime.fromtimestamp(info.create_at, UTC),
+                "latest_version": head.version,
+                "tables_written": tables_written(head),
+            }
+        )
+    if as_json:
+        emit_json(rows)
+    elif rows:
+        columns = ["branch", "forked at", "created", "latest version", "tables written"]
+        print_table(None, columns, [[*list(row.values())[:-1], ", ".join(row["tables_written"])] for row in rows])
+    else:
+        click.echo("no catalog branches")
+
+
+@catalog_branches.command("create")
+@root_and_storage
+@click.argument("name")
+def catalog_branches_create(root: str, storage_option: tuple[str, ...], name: str) -> None:
+    """Create the catalog branch NAME at main's latest catalog version (no table is copied; a table is forked by
+    the branch's first write to it).
+
+    \b
+    Example:
+        mvcc catalog branches create ./lake audit-42
+    """
+    cat = open_catalog(root, storage_option)
+    if name in cat.branches():
+        raise mvcc.BranchExistsError(
+            f"catalog {root} has a branch {name!r} already; pick another name or delete it with: "
+            f"mvcc catalog branches delete {root} {name}"
+        )
+    version = cat.create_branch(name)
+    click.echo(f"created catalog branch {name} at catalog version {version}")
+
+
+@catalog_branches.command("delete")
+@root_and_storage
+@click.argument("name")
+def catalog_branches_delete(root: str, storage_option: tuple[str, ...], name: str) -> None:
+    """Delete the catalog branch NAME and every table's fork of it (what main published stays).
+
+    \b
+    Example:
+        mvcc catalog branches delete ./lake audit-42
+    """
+    cat = open_catalog(root, storage_option)
+    written: list[str] = []
+    if name in cat.branches():  # one whose deletion stopped half-way is not listed; deleting it finishes it
+        written = tables_written(cat.snapshot(branch=name))
+    with branch_named(cat, root, name):
+        cat.delete_branch(name)
+    forks = f" and its forks of {', '.join(written)}" if written else ""
+    click.echo(f"deleted catalog branch {name}{forks}")
+
+
+@catalog_branches.command("publish")
+@root_and_storage
+@click.argument("name")
+@click.option("--delete-branch", is_flag=True, help="Delete the branch once published.")
+@click.option("--message", "-m", help="The message of main's new catalog version.")
+@json_option
+def catalog_branches_publish(
+    root: str, storage_option: tuple[str, ...], name: str, delete_branch: bool, message: str | None, as_json: bool
+) -> None:
+    """Land every table's changes on the catalog branch NAME on main, in one catalog version.
+
+    The branch's changes since it forked (or was last published) are checked against main's catalog versions
+    since: exit 75 when a conflict can go away by running the command again, 3 when it cannot (a table the
+    branch wrote was dropped on main): main is untouched either way.
+
+    \b
+    Example:
+        mvcc catalog branches publish ./lake audit-42 --delete-branch
+    """
+    cat = open_catalog(root, storage_option)
+    before = cat.latest_version
+    with branch_named(cat, root, name):
+        version = cat.publish_branch(name, commit_message=message)
+    published = version != before
+    tables = tables_changed(cat, version) if published else []
+    if delete_branch:
+        cat.delete_branch(name)
+    if as_json:
+        emit_json({"branch": name, "into": "main", "version": version, "published": published, "tables": tables})
+    elif published:
+        click.echo(f"published catalog branch {name} as catalog version {version} ({', '.join(tables)})")
+    else:
+        click.echo(f"catalog branch {name} has nothing new; main stays at catalog version {version}")
+    if delete_branch:
+        click.echo(f"deleted catalog branch {name}")
