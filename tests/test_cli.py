@@ -502,7 +502,8 @@ def test_every_command_has_help_with_an_example_and_version() -> None:
         return out
 
     commands = walk(cli.cli, [])
-    assert len(commands) == 1 + 10 + 4 + 4 + 4  # mvcc, its commands, those of `index`, `tags` and `branches`
+    # mvcc, its commands, those of `index`, `tags`, `branches`, `catalog` and `catalog branches`
+    assert len(commands) == 1 + 11 + 4 + 4 + 4 + 2 + 4
     for path in commands:
         result = run(*path, "--help")
         assert result.exit_code == 0 and "Example:" in result.stdout and "mvcc " in result.stdout, path

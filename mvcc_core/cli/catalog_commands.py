@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import click
 
 import mvcc_core as mvcc
 from mvcc_core.catalog import Catalog, CatalogError, CatalogSnapshot
-from mvcc_core.cli.options import json_option, storage_option_flag, storage_options_for
-from mvcc_core.cli.output import emit_json, print_table
+from mvcc_core.cli.options import DurationType, json_option, storage_option_flag, storage_options_for
+from mvcc_core.cli.output import emit_json, human_bytes, print_table, version_ranges
 
 
 def root_and_storage(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -178,7 +178,14 @@ def catalog_branches_create(root: str, storage_option: tuple[str, ...], name: st
             f"catalog {root} has a branch {name!r} already; pick another name or delete it with: "
             f"mvcc catalog branches delete {root} {name}"
         )
-    version = cat.create_branch(name)
+    try:
+        version = cat.create_branch(name)
+    except CatalogError as exc:  # forks of an earlier branch of that name: the API names `catalog.cleanup()`
+        if "catalog.cleanup()" not in str(exc):
+            raise
+        raise CatalogError(
+            str(exc).replace("catalog.cleanup()", f"mvcc catalog cleanup {root} --apply (it reclaims them)")
+        ) from None
     click.echo(f"created catalog branch {name} at catalog version {version}")
 
 
@@ -237,3 +244,63 @@ def catalog_branches_publish(
         click.echo(f"catalog branch {name} has nothing new; main stays at catalog version {version}")
     if delete_branch:
         click.echo(f"deleted catalog branch {name}")
+
+
+@catalog.command("cleanup")
+@root_and_storage
+@click.option("--older-than", type=DurationType(), default="14d", show_default=True, help="e.g. 7d, 12h, 0s.")
+@click.option("--retain-versions", type=click.IntRange(min=1), help="Keep at least the newest N catalog versions.")
+@click.option("--apply", is_flag=True, help="Delete. Without it, only report what would go (a dry run).")
+@click.option(
+    "--delete-unverified",
+    is_flag=True,
+    help="Also delete dead writers' debris (and unpublished forks) younger than 7 days: only when no writer runs.",
+)
+@json_option
+def catalog_cleanup(
+    root: str,
+    storage_option: tuple[str, ...],
+    older_than: timedelta,
+    retain_versions: int | None,
+    apply: bool,
+    delete_unverified: bool,
+    as_json: bool,
+) -> None:
+    """Remove old catalog versions, the table versions only they publish, dropped tables' directories and
+    forks no catalog branch uses (a deleted branch's, one whose deletion stopped half-way). A DRY RUN unless
+    --apply.
+
+    \b
+    Example:
+        mvcc catalog cleanup ./lake --older-than 7d            # what would go
+        mvcc catalog cleanup ./lake --older-than 7d --apply    # delete it
+    """
+    cat = open_catalog(root, storage_option)
+    stats = cat.cleanup(older_than, retain_versions, delete_unverified=delete_unverified, dry_run=not apply)
+    tables = {
+        path: {"removed_versions": list(t.removed_versions), "bytes": t.bytes_removed}
+        for path, t in sorted(stats.tables.items())
+        if t.removed_versions or t.bytes_removed
+    }
+    if as_json:
+        emit_json(
+            {
+                "dry_run": not apply,
+                "catalog_versions_removed": list(stats.catalog_versions_removed),
+                "forks_removed": list(stats.forks_removed),
+                "directories_removed": list(stats.directories_removed),
+                "tables": tables,
+            }
+        )
+        return
+    verb = "removed" if apply else "would remove"
+    removed = stats.catalog_versions_removed
+    click.echo(f"{verb} {len(removed)} catalog versions ({version_ranges(removed) or 'none'})")
+    click.echo(f"forks: {', '.join(stats.forks_removed) or 'none'}")
+    click.echo(f"dropped tables' directories: {', '.join(stats.directories_removed) or 'none'}")
+    for path, t in tables.items():
+        click.echo(
+            f"table {path}: versions {version_ranges(t['removed_versions']) or 'none'}, {human_bytes(t['bytes'])}"
+        )
+    if not apply:
+        click.echo("dry run: nothing was deleted; run again with --apply to delete", err=True)

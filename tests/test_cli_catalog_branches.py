@@ -1,0 +1,161 @@
+"""`mvcc catalog branches list|create|delete|publish ROOT` (issue 32 items 3 and 5; docs/cli.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from click.testing import CliRunner, Result
+
+import mvcc_core as mvcc
+from mvcc_core import cli, failpoints
+from mvcc_core.catalog import Catalog
+
+IDS = pa.schema([("id", pa.int64())])
+
+
+def run(*args: Any) -> Result:
+    return CliRunner().invoke(cli.cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def run_json(*args: Any) -> Any:
+    result = run(*args, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.fixture(params=["memory", "local"])
+def root(request: pytest.FixtureRequest) -> str:
+    return request.getfixturevalue("memory_uri" if request.param == "memory" else "tmp_uri")
+
+
+def make(root: str) -> Catalog:
+    cat = Catalog.create(root)
+    cat.create_schema("s")
+    with cat.transaction() as tx:
+        for name in ("s.a", "s.b", "s.c"):
+            tx.create_table(name, IDS)
+            tx.table(name).append(pa.table({"id": [1, 2, 3]}))
+    return cat
+
+
+def ids(cat: Catalog, name: str, branch: str | None = None) -> list[int]:
+    return sorted(cat.table(name, branch=branch).to_table()["id"].to_pylist())
+
+
+def test_create_list_publish_and_delete(root: str) -> None:
+    cat = make(root)
+    assert run("catalog", "branches", "list", root).stdout.strip() == "no catalog branches"
+    point = cat.latest_version
+    created = run("catalog", "branches", "create", root, "audit")
+    assert created.exit_code == 0 and created.stdout == f"created catalog branch audit at catalog version {point}\n"
+    with cat.transaction(branch="audit") as tx:
+        tx.table("s.a").append(pa.table({"id": [10]}))
+        tx.table("s.b").delete("id = 2")
+    with cat.transaction() as tx:  # main moves on another table meanwhile
+        tx.table("s.c").append(pa.table({"id": [30]}))
+    [listed] = run_json("catalog", "branches", "list", root)
+    assert {k: listed[k] for k in ("branch", "parent_version", "latest_version", "tables_written")} == {
+        "branch": "audit",
+        "parent_version": point,
+        "latest_version": point + 1,
+        "tables_written": ["s.a", "s.b"],
+    }
+    table = run("catalog", "branches", "list", root).stdout
+    assert "audit" in table and "s.a, s.b" in table
+    published = run_json("catalog", "branches", "publish", root, "audit", "-m", "audited")
+    assert published == {
+        "branch": "audit",
+        "into": "main",
+        "version": point + 2,
+        "published": True,
+        "tables": ["s.a", "s.b"],
+    }
+    assert (ids(cat, "s.a"), ids(cat, "s.b"), ids(cat, "s.c")) == ([1, 2, 3, 10], [1, 3], [1, 2, 3, 30])
+    assert cat.versions()[-1].message == "audited"
+    again = run("catalog", "branches", "publish", root, "audit", "--delete-branch")
+    assert again.exit_code == 0 and again.stdout == (
+        f"catalog branch audit has nothing new; main stays at catalog version {point + 2}\n"
+        "deleted catalog branch audit\n"
+    )
+    assert run_json("catalog", "branches", "list", root) == [] and cat.branches() == {}
+    assert cat.latest_version == point + 2
+
+
+def test_delete_names_the_forks_it_removes_and_publish_text(root: str) -> None:
+    cat = make(root)
+    assert run("catalog", "branches", "create", root, "dev").exit_code == 0
+    with cat.transaction(branch="dev") as tx:
+        tx.table("s.c").append(pa.table({"id": [4]}))
+    published = run("catalog", "branches", "publish", root, "dev")
+    assert published.stdout == f"published catalog branch dev as catalog version {cat.latest_version} (s.c)\n"
+    deleted = run("catalog", "branches", "delete", root, "dev")
+    assert deleted.exit_code == 0 and deleted.stdout == "deleted catalog branch dev and its forks of s.c\n"
+    assert cat.table("s.c").branches.list() == {} and ids(cat, "s.c") == [1, 2, 3, 4]
+
+
+def test_a_conflict_with_main_exits_by_kind_and_leaves_main_untouched(root: str) -> None:
+    cat = make(root)
+    cat.create_branch("dev")
+    with cat.transaction(branch="dev") as tx:
+        tx.table("s.a").append(pa.table({"id": [10]}))
+    cat.drop_table("s.a")  # the table the branch wrote is gone from main: nothing can make the publish meaningful
+    before = cat.latest_version
+    refused = run("catalog", "branches", "publish", root, "dev", "--delete-branch")
+    assert refused.exit_code == cli.EXIT_INCOMPATIBLE_CONFLICT and refused.stdout == ""
+    assert "IncompatibleCatalogConflictError" in refused.stderr and "Traceback" not in refused.stderr
+    assert cat.latest_version == before and list(cat.branches()) == ["dev"]  # not deleted either
+
+
+def bad_input(root: str, table: str, missing: str) -> list[tuple[list[str], str]]:
+    """(arguments after `mvcc catalog`, what stderr must say) of every catalog command given bad input."""
+    out: list[tuple[list[str], str]] = []
+    for command in (["branches", "list"], ["branches", "create", "x"], ["branches", "delete", "x"], ["cleanup"]):
+        out.append(([*command[:2], missing, *command[2:]], f"no catalog at {missing}"))
+        out.append(([*command[:2], table, *command[2:]], f"{table} is a table, not a catalog"))
+    out.append((["branches", "publish", missing, "x"], f"no catalog at {missing}"))
+    for command in ("delete", "publish"):
+        out.append((["branches", command, root, "nope"], f"catalog {root} has no branch 'nope' (its branches: dev; "))
+    out.append((["branches", "create", root, "dev"], f"delete it with: mvcc catalog branches delete {root} dev"))
+    out.append((["branches", "create", root, "a/b"], "invalid branch name 'a/b'"))
+    out.append((["branches", "create", root, "main"], "'main' is the default branch"))
+    return out
+
+
+def test_bad_input_is_one_line_in_the_commands_words_and_leaves_nothing(tmp_path: Path) -> None:
+    root, table, missing = str(tmp_path / "cat"), str(tmp_path / "table"), str(tmp_path / "missing")
+    cat = make(root)
+    cat.create_branch("dev")
+    mvcc.write_table(pa.table({"id": [1]}), table)
+    files = sorted(p for p in tmp_path.rglob("*"))
+    for args, says in bad_input(root, table, missing):
+        result = run("catalog", *args)
+        assert (result.exit_code, result.stdout) == (1, ""), (args, result.output)
+        assert result.stderr.startswith("mvcc: error: ") and result.stderr.count("\n") == 1, (args, result.stderr)
+        assert says in result.stderr and "__manifest" not in result.stderr.replace("__manifest/", ""), result.stderr
+    assert sorted(p for p in tmp_path.rglob("*")) == files and not Path(missing).exists()  # nothing written
+    assert list(cat.branches()) == ["dev"]
+
+
+def test_create_after_a_delete_that_stopped_half_way_says_what_to_run(memory_uri: str) -> None:
+    cat = make(memory_uri)
+    cat.create_branch("dev")
+    with cat.transaction(branch="dev") as tx:
+        tx.table("s.a").append(pa.table({"id": [10]}))
+    with failpoints.armed("catalog.branch.delete.after_catalog", "raise"), pytest.raises(mvcc.FailpointError):
+        cat.delete_branch("dev")
+    refused = run("catalog", "branches", "create", memory_uri, "dev")
+    assert refused.exit_code == 1 and "catalog.cleanup()" not in refused.stderr
+    assert f"mvcc catalog cleanup {memory_uri} --apply" in refused.stderr
+    assert cat.branches() == {}
+    fork = f"{cat.snapshot().entry('s.a').path}@dev"
+    planned = run_json("catalog", "cleanup", memory_uri)
+    assert planned["dry_run"] and planned["forks_removed"] == [fork]
+    assert "dev" in cat.table("s.a").branches.list()  # the dry run deleted nothing
+    applied = run("catalog", "cleanup", memory_uri, "--apply")
+    assert applied.exit_code == 0 and f"forks: {fork}\n" in applied.stdout
+    assert cat.table("s.a").branches.list() == {} and ids(cat, "s.a") == [1, 2, 3]
+    assert run("catalog", "branches", "create", memory_uri, "dev").exit_code == 0
