@@ -73,6 +73,7 @@ def test_create_list_publish_and_delete(root: str) -> None:
         "version": point + 2,
         "published": True,
         "tables": ["s.a", "s.b"],
+        "branch_deleted": False,
     }
     assert (ids(cat, "s.a"), ids(cat, "s.b"), ids(cat, "s.c")) == ([1, 2, 3, 10], [1, 3], [1, 2, 3, 30])
     assert cat.versions()[-1].message == "audited"
@@ -159,3 +160,29 @@ def test_create_after_a_delete_that_stopped_half_way_says_what_to_run(memory_uri
     assert applied.exit_code == 0 and f"forks: {fork}\n" in applied.stdout
     assert cat.table("s.a").branches.list() == {} and ids(cat, "s.a") == [1, 2, 3]
     assert run("catalog", "branches", "create", memory_uri, "dev").exit_code == 0
+
+
+@pytest.mark.s3
+@pytest.mark.slow  # about 3 s on the session's moto server
+def test_on_s3_with_storage_options_and_the_aws_variables(s3_uri: str, s3_options: dict[str, Any]) -> None:
+    cat = Catalog.create(s3_uri, storage_options=s3_options)
+    cat.create_schema("s")
+    with cat.transaction() as tx:
+        tx.create_table("s.a", IDS)
+        tx.table("s.a").append(pa.table({"id": [1]}))
+    flags = [arg for key, value in s3_options.items() for arg in ("-o", f"{key}={value}")]
+    assert run("catalog", "branches", "create", s3_uri, "dev", *flags).exit_code == 0
+    with cat.transaction(branch="dev") as tx:
+        tx.table("s.a").append(pa.table({"id": [2]}))
+    env = {
+        "AWS_ACCESS_KEY_ID": s3_options["aws_access_key_id"],
+        "AWS_SECRET_ACCESS_KEY": s3_options["aws_secret_access_key"],
+        "AWS_ENDPOINT_URL": s3_options["aws_endpoint"],
+        "AWS_REGION": s3_options["aws_region"],
+    }
+    runner = CliRunner(env=env)
+    listed = runner.invoke(cli.cli, ["catalog", "branches", "list", s3_uri, "--json"], catch_exceptions=False)
+    assert [b["tables_written"] for b in json.loads(listed.stdout)] == [["s.a"]]
+    published = runner.invoke(cli.cli, ["catalog", "branches", "publish", s3_uri, "dev", "--delete-branch", "--json"])
+    assert json.loads(published.stdout)["tables"] == ["s.a"]
+    assert ids(cat, "s.a") == [1, 2] and cat.branches() == {}

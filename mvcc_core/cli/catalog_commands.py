@@ -237,7 +237,17 @@ def catalog_branches_publish(
     if delete_branch:
         cat.delete_branch(name)
     if as_json:
-        emit_json({"branch": name, "into": "main", "version": version, "published": published, "tables": tables})
+        emit_json(
+            {
+                "branch": name,
+                "into": "main",
+                "version": version,
+                "published": published,
+                "tables": tables,
+                "branch_deleted": delete_branch,
+            }
+        )
+        return
     elif published:
         click.echo(f"published catalog branch {name} as catalog version {version} ({', '.join(tables)})")
     else:
