@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 
 import mvcc_core as mvcc
 from mvcc_core import cli, failpoints
-from mvcc_core.catalog import Catalog
+from mvcc_core.catalog import Catalog, RetryableCatalogConflictError
 
 IDS = pa.schema([("id", pa.int64())])
 
@@ -186,3 +186,24 @@ def test_on_s3_with_storage_options_and_the_aws_variables(s3_uri: str, s3_option
     published = runner.invoke(cli.cli, ["catalog", "branches", "publish", s3_uri, "dev", "--delete-branch", "--json"])
     assert json.loads(published.stdout)["tables"] == ["s.a"]
     assert ids(cat, "s.a") == [1, 2] and cat.branches() == {}
+
+
+def test_a_row_conflict_that_comes_back_on_every_run_exits_3_not_75(root: str) -> None:
+    """The core raises RetryableCatalogConflictError when main deleted a row the branch deleted too; a catalog
+    publish does not run the branch's writes again, so `until ...; [ $? -ne 75 ]` would loop for ever."""
+    cat = make(root)
+    cat.create_branch("dev")
+    with cat.transaction(branch="dev") as tx:
+        tx.table("s.a").delete("id = 1")
+        tx.table("s.b").append(pa.table({"id": [4]}))
+    with cat.transaction() as tx:
+        tx.table("s.a").delete("id = 1")
+    with pytest.raises(RetryableCatalogConflictError):
+        cat.publish_branch("dev")
+    before = cat.latest_version
+    for _ in range(2):
+        refused = run("catalog", "branches", "publish", root, "dev")
+        assert refused.exit_code == cli.EXIT_INCOMPATIBLE_CONFLICT, refused.stderr
+        assert "IncompatibleCatalogConflictError" in refused.stderr and "running the publish again" in refused.stderr
+        assert f"mvcc catalog branches delete {root} dev" in refused.stderr
+    assert cat.latest_version == before and ids(cat, "s.b") == [1, 2, 3] and list(cat.branches()) == ["dev"]
