@@ -16,6 +16,7 @@ from mvcc_core.catalog.errors import (
     IncompatibleCatalogConflictError,
     RetryableCatalogConflictError,
 )
+from mvcc_core.catalog.forks import fork_of
 from mvcc_core.catalog.multi_table import CatalogTransaction
 from mvcc_core.catalog.retention import CatalogCleanupStats
 
@@ -31,4 +32,5 @@ __all__ = [
     "FORMAT_VERSION",
     "IncompatibleCatalogConflictError",
     "RetryableCatalogConflictError",
+    "fork_of",
 ]

@@ -17,6 +17,7 @@ from mvcc_core.catalog import (
     CatalogSnapshot,
     IncompatibleCatalogConflictError,
     RetryableCatalogConflictError,
+    fork_of,
 )
 from mvcc_core.cli.options import DurationType, json_option, storage_option_flag, storage_options_for
 from mvcc_core.cli.output import emit_json, human_bytes, print_table, version_ranges
@@ -85,7 +86,9 @@ def branch_named(cat: Catalog, root: str, name: str) -> Iterator[None]:
 
 
 def tables_written(snapshot: CatalogSnapshot) -> list[str]:
-    """The tables a catalog branch has written (forked), sorted: each of them opens on its fork.
+    """The tables a catalog branch has written (forked), sorted: each of them opens on its fork. Read from the
+    branch's catalog rows alone (no table is opened: one request per table on an object store, and a read that
+    would finalize a table version first).
 
     Args:
         snapshot: the branch's catalog snapshot
@@ -93,7 +96,7 @@ def tables_written(snapshot: CatalogSnapshot) -> list[str]:
     Returns:
         Their full names.
     """
-    return [name for name in snapshot.tables() if snapshot.catalog.table_at(snapshot.entry(name)).branch is not None]
+    return [name for name in snapshot.tables() if fork_of(snapshot.entry(name)) is not None]
 
 
 def tables_changed(cat: Catalog, version: int) -> list[str]:
