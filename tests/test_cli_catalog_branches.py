@@ -150,8 +150,12 @@ def test_create_after_a_delete_that_stopped_half_way_says_what_to_run(memory_uri
         cat.delete_branch("dev")
     refused = run("catalog", "branches", "create", memory_uri, "dev")
     assert refused.exit_code == 1 and "catalog.cleanup()" not in refused.stderr
-    assert f"mvcc catalog cleanup {memory_uri} --apply" in refused.stderr
+    assert f"reclaim them first with: mvcc catalog cleanup {memory_uri} --apply" in refused.stderr
     assert cat.branches() == {}
+    again = run("catalog", "branches", "delete", memory_uri, "dev")  # the catalog's branch is gone: cleanup it is
+    assert again.exit_code == 1 and f"stopped half-way are reclaimed by: mvcc catalog cleanup {memory_uri} --apply" in (
+        again.stderr
+    )
     fork = f"{cat.snapshot().entry('s.a').path}@dev"
     planned = run_json("catalog", "cleanup", memory_uri)
     assert planned["dry_run"] and planned["forks_removed"] == [fork]

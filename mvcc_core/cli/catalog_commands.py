@@ -61,7 +61,7 @@ def open_catalog(root: str, storage_option: tuple[str, ...]) -> Catalog:
 
 
 @contextmanager
-def branch_named(cat: Catalog, root: str, name: str) -> Iterator[None]:
+def branch_named(cat: Catalog, root: str, name: str, hint: str = "") -> Iterator[None]:
     """Words for a catalog branch that is not there: the API names the `__manifest` table; this names the root,
     the branches there are and the command that lists them.
 
@@ -69,6 +69,7 @@ def branch_named(cat: Catalog, root: str, name: str) -> Iterator[None]:
         cat: the catalog
         root: its root as typed
         name: the branch the command was given
+        hint: what else the command's user may need to know, appended to the message
 
     Raises:
         BranchNotFoundError: reworded, when the body found no catalog branch `name`.
@@ -81,7 +82,7 @@ def branch_named(cat: Catalog, root: str, name: str) -> Iterator[None]:
             raise
         there = f"its branches: {', '.join(live)}" if live else "it has no branches"
         raise mvcc.BranchNotFoundError(
-            f"catalog {root} has no branch {name!r} ({there}; mvcc catalog branches list {root})"
+            f"catalog {root} has no branch {name!r} ({there}; mvcc catalog branches list {root}){hint}"
         ) from None
 
 
@@ -238,9 +239,9 @@ def catalog_branches_create(root: str, storage_option: tuple[str, ...], name: st
     except CatalogError as exc:  # forks of an earlier branch of that name: the API names `catalog.cleanup()`
         if "catalog.cleanup()" not in str(exc):
             raise
-        raise CatalogError(
-            str(exc).replace("catalog.cleanup()", f"mvcc catalog cleanup {root} --apply (it reclaims them)")
-        ) from None
+        command = f"mvcc catalog cleanup {root} --apply"
+        words = str(exc).replace("run catalog.cleanup() first", f"reclaim them first with: {command}")
+        raise CatalogError(words.replace("catalog.cleanup()", command)) from None
     click.echo(f"created catalog branch {name} at catalog version {version}")
 
 
@@ -258,7 +259,8 @@ def catalog_branches_delete(root: str, storage_option: tuple[str, ...], name: st
     written: list[str] = []
     if name in cat.branches():  # one whose deletion stopped half-way is not listed; deleting it finishes it
         written = tables_written(cat.snapshot(branch=name))
-    with branch_named(cat, root, name):
+    half_way = f"; forks left by a deletion that stopped half-way are reclaimed by: mvcc catalog cleanup {root} --apply"
+    with branch_named(cat, root, name, half_way):
         cat.delete_branch(name)
     forks = f" and its forks of {', '.join(written)}" if written else ""
     click.echo(f"deleted catalog branch {name}{forks}")
