@@ -198,7 +198,10 @@ def catalog_branches_list(root: str, storage_option: tuple[str, ...], as_json: b
     cat = open_catalog(root, storage_option)
     rows = []
     for name, info in sorted(cat.branches().items(), key=lambda item: (item[1].create_at, item[0])):
-        head = cat.snapshot(branch=name)
+        try:
+            head = cat.snapshot(branch=name)
+        except mvcc.BranchNotFoundError:
+            continue  # deleted since it was listed
         rows.append(
             {
                 "branch": name,
