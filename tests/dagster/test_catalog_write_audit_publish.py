@@ -35,6 +35,8 @@ STATE: dict[str, Any] = {}  # what the assets write and what the audits saw, set
 def orders_have_customers(audit: BranchAudit) -> dg.AssetCheckResult:
     """Every order's customer exists (read from the branch's catalog snapshot: a cross-table audit)."""
     STATE.setdefault("audited", []).append((audit.branch, audit.catalog_version, audit.table.branch))
+    if STATE.get("during_audit"):
+        STATE.pop("during_audit")()  # another writer commits on main while the branch is audited (once)
     known = set(audit.catalog.table("sales.customers").to_table().column("customer_id").to_pylist())
     STATE.setdefault("rows_seen", []).append((audit.partition_keys, audit.rows().num_rows))
     orphans = [c for c in audit.rows(["customer_id"]).column("customer_id").to_pylist() if c not in known]
@@ -85,7 +87,7 @@ def run(root: str, assets: list[Any], **kwargs: Any) -> dg.ExecuteInProcessResul
     return dg.materialize(
         assets,
         instance=kwargs.pop("instance", None) or dg.DagsterInstance.ephemeral(),
-        resources={"mvcc_catalog": MvccCatalogResource(root_uri=root)},
+        resources={"mvcc_catalog": MvccCatalogResource(root_uri=root, conflict_retry_delay=0.01)},
         **kwargs,
     )
 
@@ -230,3 +232,39 @@ def test_the_catalog_maintenance_job_deletes_old_wap_branches(root: str) -> None
     result = done.resolve_job_def(job.name).execute_in_process(instance=dg.DagsterInstance.ephemeral())
     assert result.success
     assert mvcc.Catalog.open(root).branches() == {}
+
+
+@pytest.mark.slow  # several runs: over 0.5 s
+def test_main_moving_during_the_audit_is_kept_or_retried(root: str) -> None:
+    """A compatible commit on main during the audit (another writer's append) is kept under the publish, still
+    one catalog version; a conflicting one (main overwrote the table the branch overwrote) is retried: the
+    step runs again on a fresh branch and publishes once."""
+    STATE.update(orders=orders([1]), customers=customers([1]))
+    assert run(root, [load_asset()]).success
+    cat = mvcc.Catalog.open(root)
+
+    def other_append() -> None:
+        with mvcc.Catalog.open(root).transaction() as tx:
+            tx.table("sales.orders").append(pa.table({"order_id": [99], "customer_id": [1], "day": ["d9"]}))
+
+    STATE.update(orders=orders([1]), customers=customers([1]), during_audit=other_append)
+    before = cat.latest_version
+    assert run(root, [load_asset()]).success
+    cat = mvcc.Catalog.open(root)
+    assert cat.latest_version == before + 2  # the other writer's version, then the publish
+    assert sorted(cat.table("sales.orders").to_table().column("order_id").to_pylist()) == [0, 0, 99]
+
+    def other_overwrite() -> None:
+        with mvcc.Catalog.open(root).transaction() as tx:
+            tx.table("sales.customers").overwrite(customers([1, 2]))
+
+    STATE.update(orders=orders([2]), customers=customers([1, 2, 3]), during_audit=other_overwrite)
+    STATE["audited"] = []
+    result = run(root, [load_asset()])
+    assert result.success
+    assert [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_UP_FOR_RETRY]
+    assert len(STATE["audited"]) == 2 and STATE["audited"][0][0] == STATE["audited"][1][0]  # same run's branch
+    cat = mvcc.Catalog.open(root)
+    assert sorted(cat.table("sales.customers").to_table().column("customer_id").to_pylist()) == [1, 2, 3]
+    assert sorted(cat.table("sales.orders").to_table().column("order_id").to_pylist()) == [0, 0, 0, 99]
+    assert cat.branches() == {}
