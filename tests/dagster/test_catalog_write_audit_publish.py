@@ -268,3 +268,35 @@ def test_main_moving_during_the_audit_is_kept_or_retried(root: str) -> None:
     assert sorted(cat.table("sales.customers").to_table().column("customer_id").to_pylist()) == [1, 2, 3]
     assert sorted(cat.table("sales.orders").to_table().column("order_id").to_pylist()) == [0, 0, 0, 99]
     assert cat.branches() == {}
+
+
+@pytest.mark.slow  # a retried step: over 0.5 s
+def test_a_step_retried_after_its_publish_reports_it_and_does_not_publish_twice(root: str) -> None:
+    """The first attempt publishes, then fails before reporting; the retry finds that publish (the step's stamp
+    on main's catalog version), reports it with the checks taken on it, and leaves no branch behind."""
+
+    @dg.multi_asset(
+        specs=[dg.AssetSpec(ORDERS, metadata=WAP), dg.AssetSpec(CUSTOMERS, metadata=WAP)],
+        check_specs=[orders_have_customers.spec],
+        retry_policy=dg.RetryPolicy(max_retries=1),
+    )
+    def load(context: dg.AssetExecutionContext, mvcc_catalog: MvccCatalogResource):
+        with mvcc_catalog.transaction(context) as tx:
+            tx.append(CUSTOMERS, customers([1]))
+            tx.append(ORDERS, orders([1, 1]))
+        if context.retry_number == 0:
+            raise RuntimeError("the step dies after its publish")
+        return tx.materialize_results()
+
+    STATE.update(orders=orders([1]), customers=customers([1]))
+    assert run(root, [load_asset()]).success  # the tables exist: both attempts stage the same writes
+    first = mvcc.Catalog.open(root).latest_version
+    result = run(root, [load])
+    assert result.success
+    cat = mvcc.Catalog.open(root)
+    assert cat.latest_version == first + 1  # one publish, not two
+    assert cat.table("sales.orders").count_rows() == 3 and cat.table("sales.customers").count_rows() == 2
+    (mat,) = [m for m in result.asset_materializations_for_node("load") if m.asset_key == ORDERS]
+    assert mat.metadata[CATALOG_VERSION].value == first + 1
+    assert mat.metadata["mvcc/catalog_published_by_run"].value == result.run_id
+    assert cat.branches() == {}
