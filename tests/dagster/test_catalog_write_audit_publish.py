@@ -300,3 +300,25 @@ def test_a_step_retried_after_its_publish_reports_it_and_does_not_publish_twice(
     assert mat.metadata[CATALOG_VERSION].value == first + 1
     assert mat.metadata["mvcc/catalog_published_by_run"].value == result.run_id
     assert cat.branches() == {}
+
+
+@pytest.mark.slow  # S3 on moto's server, several runs
+def test_the_cycle_on_every_backend(any_uri: tuple[str, Any]) -> None:
+    """Local disk, memory and S3: a passing audit publishes, a failing one keeps main and the branch, and
+    retention deletes the branch."""
+    root, options = any_uri
+    resources = {"mvcc_catalog": MvccCatalogResource(root_uri=root, storage_options=options or {})}
+    STATE.update(orders=orders([1]), customers=customers([1]))
+    assert dg.materialize([load_asset()], instance=dg.DagsterInstance.ephemeral(), resources=resources).success
+    cat = mvcc.Catalog.open(root, storage_options=options)
+    published = cat.latest_version
+    STATE.update(orders=orders([4]), customers=customers([5]))
+    bad = dg.materialize(
+        [load_asset()], instance=dg.DagsterInstance.ephemeral(), resources=resources, raise_on_error=False
+    )
+    assert not bad.success
+    cat = mvcc.Catalog.open(root, storage_options=options)
+    assert cat.latest_version == published and cat.table("sales.orders").count_rows() == 1
+    branch = wap_branch_name(bad.run_id)
+    assert cat.table("sales.orders", branch=branch).count_rows() == 2
+    assert delete_catalog_wap_branches(cat, timedelta(0)) == [branch] and cat.branches() == {}
