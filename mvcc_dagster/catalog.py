@@ -191,7 +191,8 @@ class CatalogAssetTransaction:
 
     @property
     def snapshot(self) -> Any:
-        """The catalog snapshot the writes are staged on (`CatalogSnapshot`: ``.table(name)``, ``.version``)."""
+        """The catalog snapshot the writes are staged on (`CatalogSnapshot`: ``.table(name)``, ``.version``; with
+        write-audit-publish the catalog branch's)."""
         return self._read_snapshot
 
     @property
@@ -206,7 +207,8 @@ class CatalogAssetTransaction:
 
     @property
     def created_tables(self) -> list[str]:
-        """The catalog tables this step creates (from their first write), published with its writes."""
+        """The catalog tables this step creates (from their first write), published with its writes (with
+        write-audit-publish none: a new table is created on main before the branch)."""
         return sorted(n for n in self._created if "." in n)
 
     def table_name(self, key: AssetName) -> str:
