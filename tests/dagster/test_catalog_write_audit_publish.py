@@ -322,3 +322,21 @@ def test_the_cycle_on_every_backend(any_uri: tuple[str, Any]) -> None:
     branch = wap_branch_name(bad.run_id)
     assert cat.table("sales.orders", branch=branch).count_rows() == 2
     assert delete_catalog_wap_branches(cat, timedelta(0)) == [branch] and cat.branches() == {}
+
+
+@pytest.mark.slow  # several runs: over 0.5 s
+def test_an_incompatible_commit_on_main_during_the_audit_refuses_the_publish_and_keeps_the_branch(root: str) -> None:
+    STATE.update(orders=orders([1]), customers=customers([1]))
+    assert run(root, [load_asset()]).success
+
+    def drop_orders() -> None:
+        mvcc.Catalog.open(root).drop_table("sales.orders")
+
+    STATE.update(orders=orders([1]), customers=customers([1]), during_audit=drop_orders)
+    result = run(root, [load_asset()], raise_on_error=False)
+    assert not result.success
+    assert not [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_UP_FOR_RETRY]
+    assert not result.asset_materializations_for_node("load")
+    cat = mvcc.Catalog.open(root)
+    assert cat.tables() == ["sales.customers"] and cat.table("sales.customers").count_rows() == 1
+    assert wap_branch_name(result.run_id) in cat.branches()  # kept for inspection
