@@ -12,7 +12,8 @@
   were first written, once per backfill, refused when data outside the backfill would be lost (`backfill.py`).
 - Write-audit-publish (``mvcc/write_audit_publish: true``): the materialization written to a branch named after
   the run, audited by the asset's `branch_check`s, published to main when they pass (`write_audit_publish.py`);
-  for a table written outside Dagster, `build_publish_branch_job` audits and publishes the writer's branch.
+  catalog assets (`MvccCatalogResource.transaction`) stage the step on a catalog branch the same way; for a
+  table written outside Dagster, `build_publish_branch_job` audits and publishes the writer's branch.
 - `MvccTableComponent`: one table's asset, checks, maintenance jobs, schedule and sensors from a ``defs.yaml``
   (registered for ``dg`` through the ``dagster_dg_cli.registry_modules`` entry point).
 - Maintenance jobs, one module per kind in `maintenance/` (compaction, retention, indices, restore, tags, the
@@ -43,6 +44,7 @@ from .catalog import (
     catalog_table_name,
 )
 from .catalog_maintenance import build_catalog_health_checks, build_catalog_maintenance_job
+from .catalog_write_audit_publish import delete_catalog_wap_branches
 from .component import MvccTableComponent
 from .error_mapping import conflict_metadata, conflict_retry_policy, mvcc_conflicts, retry_wait, to_dagster
 from .health import CHECKS, HealthThresholds, Level, build_health_sensor, build_table_health_checks, evaluate_health
@@ -75,6 +77,7 @@ from .versions import (
 from .write_audit_publish import (
     BRANCH,
     BRANCH_VERSION,
+    CATALOG_BRANCH_VERSION,
     WAP_BRANCH_PREFIX,
     WRITE_AUDIT_PUBLISH,
     BranchAudit,
@@ -99,6 +102,7 @@ __all__ = [
     "build_catalog_maintenance_job",
     "BRANCH",
     "BRANCH_VERSION",
+    "CATALOG_BRANCH_VERSION",
     "CHECKS",
     "DATA_CHANGING_OPERATIONS",
     "HealthThresholds",
@@ -140,6 +144,7 @@ __all__ = [
     "conflict_metadata",
     "conflict_retry_policy",
     "data_version",
+    "delete_catalog_wap_branches",
     "delete_wap_branches",
     "evaluate_health",
     "is_data_changing",

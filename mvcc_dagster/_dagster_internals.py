@@ -24,6 +24,7 @@ __all__ = [
     "CheckError",
     "TableMetadataSet",
     "check_evaluation_event",
+    "log_check_evaluation",
     "deferred_resources_job",
     "selected_check_specs",
     "set_loaded_input_metadata",
@@ -102,3 +103,19 @@ def check_evaluation_event(context: dg.OutputContext, result: dg.AssetCheckResul
     """
     step_context = context.step_context
     return dg.DagsterEvent.asset_check_evaluation(step_context, result.to_asset_check_evaluation(step_context))
+
+
+def log_check_evaluation(context: Any, result: dg.AssetCheckResult) -> None:
+    """Record `result` as an ASSET_CHECK_EVALUATION of the running step, from an asset's body.
+
+    Catalog write-audit-publish evaluates the checks when the `with` block of the catalog transaction ends; a
+    failed blocking one then raises, so the body cannot yield its results. `log_event` is public, but the
+    `AssetCheckEvaluation` it takes is built from the step's execution context, as `check_evaluation_event`
+    does; the event is written to the run's event log when it is made.
+
+    Args:
+        context: The asset's execution context.
+        result: The check's result (with its asset key and check name).
+    """
+    step_context = context.get_step_execution_context()
+    context.log_event(result.to_asset_check_evaluation(step_context))

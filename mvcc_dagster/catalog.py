@@ -17,8 +17,15 @@ import pyarrow as pa
 import mvcc_core as mvcc
 
 from .arrow import to_arrow_table
+from .catalog_write_audit_publish import (
+    audit_catalog_branch,
+    catalog_branch_audits,
+    catalog_wap_enabled,
+    failed_blocking_checks,
+    refuse_publish,
+)
 from .error_mapping import DEFAULT_DELAY, DEFAULT_MAX_RETRIES, mvcc_conflicts, no_retry_failure
-from .lineage import as_int, lineage_root, metadata_value, pinned_value
+from .lineage import as_int, metadata_value, pinned_value
 from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predicate
 from .properties import (
     ASSET_KEY_PROPERTY,
@@ -28,8 +35,9 @@ from .properties import (
     STEP_KEY_PROPERTY,
 )
 from .resources import to_asset_key
+from .step_identity import partition_label, run_id_of, run_partitions, step_stamp
 from .versions import table_metadata, uri_value
-from .write_audit_publish import WRITE_AUDIT_PUBLISH, wap_enabled
+from .write_audit_publish import BRANCH, CATALOG_BRANCH_VERSION, Audits, wap_branch_name
 
 CATALOG_RESOURCE_KEY = "mvcc_catalog"
 DEFAULT_SCHEMA = "main"  # the schema a one-part asset key's table lives in (the catalog's default schema)
@@ -93,47 +101,6 @@ def catalog_table_name(key: AssetName, key_prefix: Sequence[str] = ()) -> str:
     return ".".join(parts) if len(parts) == 2 else f"{DEFAULT_SCHEMA}.{parts[0]}"
 
 
-def _run_partitions(context: Any) -> list[str] | None:
-    """The partition keys of the run (a single-run backfill: all of them); None when it is unpartitioned."""
-    if context is None:
-        return None
-    if getattr(context, "has_partition_key", False) or getattr(context, "has_partition_key_range", False):
-        return list(context.partition_keys)
-    return None
-
-
-def _run_id(context: Any) -> str:
-    """The run's id (`context.run.run_id`; `context.run_id` is deprecated on the asset context in 1.13)."""
-    run = getattr(context, "run", None)
-    return str(run.run_id) if run is not None else str(context.run_id)
-
-
-def _partition_label(keys: list[str]) -> str:
-    return keys[0] if len(keys) == 1 else f"{min(keys)}...{max(keys)}"
-
-
-def _step_stamp(context: Any) -> dict[str, str]:
-    """Which step of which run lineage this is, stored on the catalog version the step publishes: the run, its
-    root run (itself unless it re-executes another), the step key and the run's partitions. Empty without a
-    step context (the helper used outside a run)."""
-    if context is None:
-        return {}
-    try:
-        step_key = context.get_step_execution_context().step.key
-        run = context.run
-    except Exception:  # not inside a step (a direct invocation): nothing to stamp, no duplicate to detect
-        return {}
-    stamp = {
-        RUN_ID_PROPERTY: str(run.run_id),
-        ROOT_RUN_ID_PROPERTY: lineage_root(run),
-        STEP_KEY_PROPERTY: str(step_key),
-    }
-    keys = _run_partitions(context)
-    if keys:
-        stamp[PARTITION_KEY_PROPERTY] = _partition_label(keys)
-    return stamp
-
-
 @dataclass
 class _Write:
     """One write the step asked for (what `materialize_results` reports on)."""
@@ -171,15 +138,24 @@ class CatalogAssetTransaction:
     the earlier ones left it. `snapshot` is the catalog snapshot the writes are staged on: reads made from it
     are what the publish is checked against.
 
+    With write-audit-publish (`audits` not None) the writes go to the catalog branch ``dagster-wap-<run id>``
+    and `publish` audits them there before publishing the branch (docs/write_audit_publish.md, "Catalog assets").
+
     Args:
         resource: the catalog resource that made it
         context: the asset's execution context (its run, partitions and asset keys)
         catalog: the catalog written
         commit_message: the message of the catalog version it publishes
+        audits: the branch checks of a write-audit-publish step (`catalog_branch_audits`); None: publish on main
     """
 
     def __init__(
-        self, resource: MvccCatalogResource, context: Any, catalog: mvcc.Catalog, commit_message: str | None
+        self,
+        resource: MvccCatalogResource,
+        context: Any,
+        catalog: mvcc.Catalog,
+        commit_message: str | None,
+        audits: Audits | None = None,
     ) -> None:
         self._resource = resource
         self._context = context
@@ -187,18 +163,36 @@ class CatalogAssetTransaction:
         self._writes: list[_Write] = []
         self._created: set[str] = set()  # tables and schemas this step creates implicitly (first write)
         self._created_schemas: dict[str, pa.Schema] = {}  # the Arrow schema of each table created here
-        self._stamp = _step_stamp(context)
-        self._tx = catalog.transaction(commit_message=commit_message, transaction_properties=self._stamp)
+        self._stamp = step_stamp(context)
+        self._message = commit_message
+        self._audits = audits or []
+        self.wap_branch = wap_branch_name(run_id_of(context)) if audits is not None else None
+        self.branch_version: int | None = None  # write-audit-publish: the branch's catalog version audited
+        self.audit_results: list[dg.AssetCheckResult] = []
+        self._tx = self._open()
         self._read_snapshot = self._tx.snapshot
         self._state = "open"
         self.published_version: int | None = None
         self.published_by_run: str | None = None  # set when an earlier attempt of this step published instead
 
+    def _open(self) -> Any:
+        """The core transaction: on main, or on a fresh write-audit-publish branch from main's newest version (one
+        an earlier attempt of the run left is deleted first)."""
+        if self.wap_branch is None:
+            return self.catalog.transaction(commit_message=self._message, transaction_properties=self._stamp)
+        if self.wap_branch in self.catalog.branches():
+            self.catalog.delete_branch(self.wap_branch)
+        self.catalog.create_branch(self.wap_branch)
+        return self.catalog.transaction(
+            commit_message=self._message, transaction_properties=self._stamp, branch=self.wap_branch
+        )
+
     # ---- what the step sees --------------------------------------------------------------------
 
     @property
     def snapshot(self) -> Any:
-        """The catalog snapshot the writes are staged on (`CatalogSnapshot`: ``.table(name)``, ``.version``)."""
+        """The catalog snapshot the writes are staged on (`CatalogSnapshot`: ``.table(name)``, ``.version``; with
+        write-audit-publish the catalog branch's)."""
         return self._read_snapshot
 
     @property
@@ -213,7 +207,8 @@ class CatalogAssetTransaction:
 
     @property
     def created_tables(self) -> list[str]:
-        """The catalog tables this step creates (from their first write), published with its writes."""
+        """The catalog tables this step creates (from their first write), published with its writes (with
+        write-audit-publish none: a new table is created on main before the branch)."""
         return sorted(n for n in self._created if "." in n)
 
     def table_name(self, key: AssetName) -> str:
@@ -318,7 +313,17 @@ class CatalogAssetTransaction:
         return name in self._created or name in self._read_snapshot.tables()
 
     def _create(self, name: str, schema: pa.Schema) -> None:
-        """Create the table (and its schema) in this step's catalog transaction: published with its writes."""
+        """Create the table (and its schema) in this step's catalog transaction: published with its writes.
+        With write-audit-publish (a branch creates nothing): created empty on main first, then the branch made
+        again from main and the earlier writes staged on it again."""
+        if self.wap_branch is not None:
+            self._resource.create_tables(self.catalog, {name: schema})
+            self._tx.abort()
+            self._tx = self._open()
+            self._read_snapshot = self._tx.snapshot
+            for earlier in self._writes:
+                self._stage(earlier)
+            return
         schema_name = name.split(".")[0]
         if schema_name not in self._created and schema_name not in self._read_snapshot.schemas():
             self._tx.create_schema(schema_name)
@@ -351,7 +356,7 @@ class CatalogAssetTransaction:
             )
             write.partition_filter = self._partition_filter(write.key, schema)
             if write.kind == "overwrite" and write.where is None:
-                if write.partition_filter is None and _run_partitions(self._context) is not None:
+                if write.partition_filter is None and run_partitions(self._context) is not None:
                     raise ValueError(
                         f"asset {asset}: an overwrite in a partitioned run needs the partition's predicate; pass "
                         f"where= (this step has no asset specs to take {PARTITION_EXPR!r} from)"
@@ -360,14 +365,15 @@ class CatalogAssetTransaction:
             if write.kind == "merge" and write.delete_not_in_source is True and write.partition_filter is not None:
                 write.delete_not_in_source = write.partition_filter
             counts = self._stage(write)
-            write.data = None  # staged: its files are written, the rows need not stay in memory
+            if self.wap_branch is None:  # a branch made again (`_create`) stages the earlier writes again
+                write.data = None  # staged: its files are written, the rows need not stay in memory
             self._writes.append(write)
             return counts
 
     def _partition_filter(self, key: dg.AssetKey, schema: pa.Schema | None) -> str | None:
         """The run's partitions of asset `key` as a predicate; None when the run or the asset is unpartitioned."""
         context = self._context
-        keys = _run_partitions(context)
+        keys = run_partitions(context)
         if keys is None or schema is None or not getattr(context, "has_assets_def", False):
             return None  # unpartitioned, nothing to type the predicate with, or a plain op (no asset specs)
         assets_def = context.assets_def
@@ -393,10 +399,10 @@ class CatalogAssetTransaction:
         props = {ASSET_KEY_PROPERTY: key.to_user_string()}
         context = self._context
         if context is not None:
-            props[RUN_ID_PROPERTY] = _run_id(context)
-            keys = _run_partitions(context)
+            props[RUN_ID_PROPERTY] = run_id_of(context)
+            keys = run_partitions(context)
             if keys:
-                props[PARTITION_KEY_PROPERTY] = _partition_label(keys)
+                props[PARTITION_KEY_PROPERTY] = partition_label(keys)
         return props
 
     def _stage(self, write: _Write) -> dict[str, int] | None:
@@ -462,6 +468,9 @@ class CatalogAssetTransaction:
                 if earlier is not None:
                     version, self.published_by_run = earlier
                     self._tx.abort()
+                    if self.wap_branch is not None:  # the checks' results: on what was published
+                        self.catalog.delete_branch(self.wap_branch)
+                        self.audit_results = self._audit(self.catalog.snapshot(version))
                     self._state = "published"
                     self.published_version = version
                     log = getattr(self._context, "log", None)
@@ -473,7 +482,7 @@ class CatalogAssetTransaction:
                         )
                     return version
                 try:
-                    version = int(self._tx.commit())
+                    version = int(self._tx.commit()) if self.wap_branch is None else self._audit_and_publish()
                 except mvcc.CatalogConflictError as exc:
                     if not _is_implicit_create_race(exc, self._created):
                         raise
@@ -490,6 +499,33 @@ class CatalogAssetTransaction:
             raise
         self._state = "published"
         self.published_version = version
+        return version
+
+    def _audit(self, snapshot: Any) -> list[dg.AssetCheckResult]:
+        filters: dict[dg.AssetKey, str | None] = {}
+        for write in self._writes:
+            filters.setdefault(write.key, write.partition_filter)
+        keys = tuple(run_partitions(self._context) or ())
+        name = str(self.wap_branch)
+        return audit_catalog_branch(
+            self._audits, snapshot, name, table_name=self.table_name, partition_filters=filters, partition_keys=keys
+        )
+
+    def _audit_and_publish(self) -> int:
+        """Write-audit-publish: commit the writes on the branch, evaluate the branch checks on its snapshot, and
+        publish the branch to main in one catalog version (returned) when every blocking one passed; otherwise
+        record the evaluations and raise a `Failure`, main untouched and the branch kept."""
+        name = str(self.wap_branch)
+        self.branch_version = int(self._tx.commit())
+        self.audit_results = self._audit(self.catalog.snapshot(self.branch_version, branch=name))
+        failed = failed_blocking_checks(self._audits, self.audit_results)
+        if failed:
+            where = f"catalog branch {name!r} (catalog version {self.branch_version}) of catalog {self.catalog.root}"
+            raise refuse_publish(self._context, self.audit_results, failed, where)
+        version = int(
+            self.catalog.publish_branch(name, commit_message=self._message, transaction_properties=self._stamp)
+        )
+        self.catalog.delete_branch(name)  # published: its forks' files are main's now
         return version
 
     def _earlier_unreported_publish(self) -> tuple[int, str] | None:
@@ -575,28 +611,17 @@ class CatalogAssetTransaction:
             meta[CATALOG_URI] = uri_value(self.catalog.root)
             if self.published_by_run is not None:
                 meta[CATALOG_PUBLISHED_BY_RUN] = self.published_by_run
+            if self.wap_branch is not None:
+                meta[BRANCH] = self.wap_branch
+                if self.branch_version is not None:
+                    meta[CATALOG_BRANCH_VERSION] = self.branch_version
             version = f"{table.uri.rstrip('/').rsplit('/', 1)[-1]}@{meta['mvcc/data_version']}"
-            results.append(dg.MaterializeResult(asset_key=key, metadata=meta, data_version=dg.DataVersion(version)))
-        return tuple(results)
-
-
-def _refuse_write_audit_publish(context: Any) -> None:
-    """A Failure (not retried, before the catalog is opened) when an asset of the step turns on
-    write-audit-publish: catalog transactions publish on the catalog's main, not yet on a branch
-    (docs/write_audit_publish.md, "Catalog assets")."""
-    if context is None or not getattr(context, "has_assets_def", False):
-        return
-    assets_def = context.assets_def
-    for key in sorted(context.selected_asset_keys, key=str):
-        asset = key.to_user_string()
-        if wap_enabled(assets_def.metadata_by_key.get(key, {}), asset):
-            raise no_retry_failure(
-                f"asset {asset}: metadata {WRITE_AUDIT_PUBLISH}: true: write-audit-publish is not available on "
-                "catalog assets yet (MvccCatalogResource.transaction publishes every table of the step on the "
-                "catalog's main, and catalog branches are not built yet); remove the key, or write the table "
-                "through MvccIOManager. Nothing was written.",
-                {"asset": asset, "setting": f"metadata {WRITE_AUDIT_PUBLISH!r}"},
+            checks = [r for r in self.audit_results if r.asset_key == key]
+            data_version = dg.DataVersion(version)
+            results.append(
+                dg.MaterializeResult(asset_key=key, metadata=meta, data_version=data_version, check_results=checks)
             )
+        return (*results, *(r for r in self.audit_results if r.asset_key not in seen))
 
 
 def _int_only(value: Any) -> int | None:
@@ -704,14 +729,14 @@ class MvccCatalogResource(dg.ConfigurableResource):
         Returns:
             A context manager giving the `CatalogAssetTransaction`.
         """
-        _refuse_write_audit_publish(context)
+        audits = catalog_branch_audits(context) if catalog_wap_enabled(context) else None
         with mvcc_conflicts(context, max_retries=self.max_conflict_retries, delay=self.conflict_retry_delay):
             catalog = self.open()
         message = commit_message
         if message is None and context is not None:
             keys = ", ".join(k.to_user_string() for k in sorted(context.selected_asset_keys, key=str))
-            message = f"dagster: {keys} (run {_run_id(context)})"
-        tx = CatalogAssetTransaction(self, context, catalog, message)
+            message = f"dagster: {keys} (run {run_id_of(context)})"
+        tx = CatalogAssetTransaction(self, context, catalog, message, audits)
         try:
             yield tx
         except BaseException:

@@ -12,6 +12,7 @@ import dagster as dg
 import mvcc_core as mvcc
 
 from .catalog import CATALOG_RESOURCE_KEY, CATALOG_VERSION, MvccCatalogResource
+from .catalog_write_audit_publish import delete_catalog_wap_branches
 from .error_mapping import mvcc_conflicts
 from .health import HealthThresholds, health_checks
 from .maintenance.target import MaintenanceTarget, maintenance_job, observe
@@ -60,9 +61,10 @@ def build_catalog_maintenance_job(
     name: str = "mvcc_catalog_maintenance",
 ) -> dg.JobDefinition:
     """A job compacting each catalog table of `keys` (`Catalog.compact_files`, one catalog version per table
-    that had something to compact), then running the catalog's retention (`Catalog.cleanup(older_than,
-    retain_versions)`). Each compaction is an observation on its table's asset; the retention's counts are the
-    step's output metadata.
+    that had something to compact), then running the catalog's retention: the write-audit-publish branches
+    (``dagster-wap-*``) whose newest version is older than `older_than` are deleted (with their forks), then
+    `Catalog.cleanup(older_than, retain_versions)`. Each compaction is an observation on its table's asset; the
+    retention's counts (and the deleted branches) are the step's output metadata.
 
     Args:
         keys: The tables' asset keys.
@@ -103,7 +105,9 @@ def build_catalog_maintenance_job(
     def cleanup_catalog(context: dg.OpExecutionContext) -> dg.Output:
         resource: MvccCatalogResource = getattr(context.resources, CATALOG_RESOURCE_KEY)
         with mvcc_conflicts(context, what=f"retention of the catalog at {resource.root_uri}"):
-            stats = _open_catalog(resource).cleanup(older_than, retain_versions)
+            catalog = _open_catalog(resource)
+            wap_branches = delete_catalog_wap_branches(catalog, older_than)
+            stats = catalog.cleanup(older_than, retain_versions)
         tables: dict[str, Any] = stats.tables
         return dg.Output(
             None,
@@ -112,6 +116,7 @@ def build_catalog_maintenance_job(
                 "table_versions_removed": sum(s.old_versions for s in tables.values()),
                 "bytes_removed": sum(s.bytes_removed for s in tables.values()),
                 "directories_removed": dg.MetadataValue.json(list(stats.directories_removed)),
+                "wap_branches_deleted": dg.MetadataValue.json(wap_branches),
             },
         )
 

@@ -30,6 +30,8 @@ WAP_BRANCH_PREFIX = "dagster-wap-"
 """Every branch made by write-audit-publish starts with this (what `delete_wap_branches` removes)."""
 BRANCH = "mvcc/branch"
 BRANCH_VERSION = "mvcc/branch_version"
+CATALOG_BRANCH_VERSION = "mvcc/catalog_branch_version"
+"""Metadata of a catalog asset's write-audit-publish: the catalog branch's version the checks read."""
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -43,12 +45,17 @@ class BranchAudit:
         branch: The branch's name.
         partition_filter: The written partitions' predicate (None: unpartitioned, or an append / merge).
         partition_keys: The partitions the step wrote (empty when unpartitioned).
+        catalog: A catalog asset's: the catalog branch's snapshot the checks read (every table of the catalog
+            as the step leaves it: ``audit.catalog.table("sales.customers")``); None for a table asset.
+        catalog_version: A catalog asset's: that snapshot's catalog version on the branch.
     """
 
     table: mvcc.Table
     branch: str
     partition_filter: str | None = None
     partition_keys: tuple[str, ...] = ()
+    catalog: Any = None
+    catalog_version: int | None = None
 
     def rows(self, columns: list[str] | None = None) -> pa.Table:
         """The rows the step wrote: the written partitions' rows, or the whole table on the branch.
@@ -199,6 +206,18 @@ def audited_output(
     yield from results
 
 
+def registered_branch_check(key: dg.AssetCheckKey) -> BranchCheck | None:
+    """The branch check made with `branch_check` for `key`, or None (a check of another kind).
+
+    Args:
+        key: The check's key.
+
+    Returns:
+        The branch check, or None.
+    """
+    return _BRANCH_CHECKS.get(key)
+
+
 def wap_enabled(metadata: Mapping[str, Any], asset: str) -> bool:
     """Whether the asset's definition metadata turns write-audit-publish on.
 
@@ -292,6 +311,8 @@ def evaluate_branch_check(spec: dg.AssetCheckSpec, made: BranchCheck, audit: Bra
         The result.
     """
     where = {BRANCH: audit.branch, BRANCH_VERSION: audit.table.version}
+    if audit.catalog_version is not None:
+        where[CATALOG_BRANCH_VERSION] = audit.catalog_version
 
     def result(
         passed: bool,

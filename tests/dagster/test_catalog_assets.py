@@ -441,30 +441,6 @@ def test_bad_writes_fail_before_anything_is_published(instance: dg.DagsterInstan
     assert data_files(root) == set()
 
 
-def test_write_audit_publish_on_a_catalog_asset_is_refused_before_anything_is_written(root: str) -> None:
-    """Catalog transactions publish on the catalog's main (no catalog branches yet): an asset turning on
-    write-audit-publish fails naming the key, without a retry, before the catalog is even created."""
-
-    @dg.multi_asset(specs=[dg.AssetSpec(ORDERS, metadata={"mvcc/write_audit_publish": True}), dg.AssetSpec(CUSTOMERS)])
-    def load(context: dg.AssetExecutionContext, mvcc_catalog: MvccCatalogResource):
-        with mvcc_catalog.transaction(context) as tx:
-            tx.append(ORDERS, batch(1)[0])
-        return tx.materialize_results()
-
-    result = dg.materialize(
-        [load],
-        instance=dg.DagsterInstance.ephemeral(),
-        resources={"mvcc_catalog": MvccCatalogResource(root_uri=root)},
-        raise_on_error=False,
-    )
-    assert not result.success
-    (failure,) = events_of(result, dg.DagsterEventType.STEP_FAILURE)
-    text = failure.step_failure_data.user_failure_data.description
-    assert "asset sales/orders" in text and "mvcc/write_audit_publish" in text and "not available on catalog" in text
-    assert not events_of(result, dg.DagsterEventType.STEP_UP_FOR_RETRY)
-    assert not Path(root).exists()
-
-
 def test_downstream_reads_the_catalog_version_its_upstreams_recorded(instance: dg.DagsterInstance, root: str) -> None:
     """A downstream asset reads both tables from one snapshot: the catalog version the upstream
     materializations recorded, not a newer one written outside Dagster."""
