@@ -42,7 +42,7 @@ from mvcc_core.io.parquet import (
 )
 from mvcc_core.io.read_ahead import PHYSICAL_ROWS, read_ahead, read_whole_file, runs
 from mvcc_core.read.bound_filter import BoundFilter, filter_cache_key
-from mvcc_core.read.deleted_rows import drop_deleted, drop_deleted_runs, live_mask
+from mvcc_core.read.deleted_rows import drop_deleted, drop_deleted_runs, live_mask, selection
 from mvcc_core.read.index_lookup import covered
 from mvcc_core.read.index_planner import IndexChoice
 from mvcc_core.read.missing_files import missing_files
@@ -418,7 +418,7 @@ class Scan(RowAddressReads, IndexedReads):
         table = self._with_ids(table, frag, offsets)
         live = self._live_mask(frag)
         if live is not None:
-            table = table.filter(pa.array(live[offsets.astype(np.int64)]))
+            table = table.filter(selection(live[offsets.astype(np.int64)]))
         if self.filter is not None:
             table = filter_table(table, self.filter)
         return table
