@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import mvcc_core as mvcc
@@ -87,3 +88,26 @@ def test_a_cached_mask_is_read_only_and_never_hides_a_manifest_that_disagrees(tm
     )
     with pytest.raises(mvcc.MvccError):
         mvcc.open_table(uri).to_table()
+
+
+@pytest.mark.parametrize("case", ["type", "rows"])
+def test_a_wrong_data_file_among_small_files_with_deletions_is_still_refused(tmp_path: Path, case: str) -> None:
+    uri = str(tmp_path / "t")
+    t = mvcc.write_table(pa.table({"id": pa.array(range(4), pa.int64())}), uri)
+    for start in (4, 8, 12):
+        t.insert(pa.table({"id": pa.array(range(start, start + 4), pa.int64())}))
+    t.delete("id % 4 = 2")  # a vector in every fragment: the files are dropped from as one run
+    assert mvcc.open_table(uri).to_table()["id"].to_pylist() == [i for i in range(16) if i % 4 != 2]
+    opened = mvcc.open_table(uri)
+    data_file = opened.manifest.fragments[2].files[0]
+    name = opened.manifest.fields[0]
+    physical = f"c{name.id}"
+    bad = pa.table({physical: ["a", "b", "c", "d"]}) if case == "type" else pa.table({physical: pa.array([8, 9, 10])})
+    sink = pa.BufferOutputStream()
+    pq.write_table(bad, sink)
+    data = sink.getvalue().to_pybytes()
+    opened.state.store.put(f"data/{data_file.path}", data)
+    _tamper(uri, opened.version, lambda m: setattr(m.fragments[2].files[0], "file_size_bytes", len(data)))
+    with pytest.raises(mvcc.DataFileMismatchError) as err:
+        mvcc.open_table(uri).to_table()
+    assert data_file.path in str(err.value)
