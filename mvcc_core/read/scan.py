@@ -25,7 +25,7 @@ from mvcc_core.format import row_ids
 from mvcc_core.format import schema as schema_mod
 from mvcc_core.format.bases import data_file_location
 from mvcc_core.format.data_file_checks import check_data_file
-from mvcc_core.format.deletion import live_rows, read_deletion_vector
+from mvcc_core.format.deletion import live_rows
 from mvcc_core.format.row_ids import ROW_ID
 from mvcc_core.io import ObjectStore
 from mvcc_core.io.parquet import (
@@ -42,7 +42,7 @@ from mvcc_core.io.parquet import (
 )
 from mvcc_core.io.read_ahead import PHYSICAL_ROWS, read_ahead, read_whole_file, runs
 from mvcc_core.read.bound_filter import BoundFilter, filter_cache_key
-from mvcc_core.read.deleted_rows import drop_deleted
+from mvcc_core.read.deleted_rows import drop_deleted, drop_deleted_runs, live_mask, selection
 from mvcc_core.read.index_lookup import covered
 from mvcc_core.read.index_planner import IndexChoice
 from mvcc_core.read.missing_files import missing_files
@@ -418,7 +418,7 @@ class Scan(RowAddressReads, IndexedReads):
         table = self._with_ids(table, frag, offsets)
         live = self._live_mask(frag)
         if live is not None:
-            table = table.filter(pa.array(live[offsets.astype(np.int64)]))
+            table = table.filter(selection(live[offsets.astype(np.int64)]))
         if self.filter is not None:
             table = filter_table(table, self.filter)
         return table
@@ -495,7 +495,7 @@ class Scan(RowAddressReads, IndexedReads):
         # every column (a full scan): the whole file, without a projection's bookkeeping per file
         reader = read_whole_file if physical.names == self.physical_schema.names else read_file
 
-        def read(frag: pb.DataFragment) -> pa.Table:
+        def read(frag: pb.DataFragment) -> tuple[pa.Table, np.ndarray | None]:
             data_file = frag.files[0]
             store, rel = data_file_location(self.store, self.manifest.base_paths, data_file)
             key = (store.scheme, store.arrow_path(rel), data_file.file_size_bytes)
@@ -508,11 +508,10 @@ class Scan(RowAddressReads, IndexedReads):
                 table = file.to_table(schema=self.physical_schema, columns=physical.names)
             if table.num_rows != frag.physical_rows:
                 self._rows_mismatch(frag, str(table.num_rows))
-            live = self._live_mask(frag)
-            return table if live is None else drop_deleted(table, live)
+            return table, self._live_mask(frag)
 
         def read_part(part: list[pb.DataFragment]) -> list[pa.Table]:
-            return [read(frag) for frag in part]
+            return drop_deleted_runs([read(frag) for frag in part])
 
         # a thread reads a run of small files per hand-off (a hand-off per file costs more than it saves)
         parts = runs(fragments, PHYSICAL_ROWS, _WHOLE_FILE_PART_ROWS)
@@ -534,15 +533,9 @@ class Scan(RowAddressReads, IndexedReads):
         yield from self._finish(table, names)
 
     def _live_mask(self, frag: pb.DataFragment) -> np.ndarray | None:
-        """False at deleted offsets; None when the fragment has no deletions. Read once per scan."""
+        """False at deleted offsets (read-only); None when the fragment has no deletions. Read once per scan."""
         if frag.id not in self._live:
-            deleted = read_deletion_vector(self.store, frag, self.manifest.base_paths)
-            mask = None
-            if deleted:
-                mask = np.ones(frag.physical_rows, dtype=bool)
-                offsets = deleted.to_array()  # an array.array of C unsigned ints: viewed, not copied
-                mask[np.frombuffer(offsets, dtype=np.dtype(offsets.typecode))] = False
-            self._live[frag.id] = mask
+            self._live[frag.id] = live_mask(self.store, frag, self.manifest.base_paths)
         return self._live[frag.id]
 
     def _row_ids(self, frag: pb.DataFragment) -> np.ndarray:

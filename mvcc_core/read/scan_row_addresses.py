@@ -19,6 +19,7 @@ from mvcc_core.format.row_ids import ROW_ID
 from mvcc_core.io.parquet import ROW_ADDRESS, read_errors
 from mvcc_core.io.read_ahead import pool as read_pool
 from mvcc_core.io.read_ahead import runs
+from mvcc_core.read.deleted_rows import selection
 from mvcc_core.read.row_group_stats import StatisticsCheck, Verdict
 
 # Rows of the files one reader task of a row-address scan reads (`Scan._read_local`; 200 files of 5,000 rows
@@ -68,7 +69,7 @@ class RowAddressReads:
             table = self._with_ids(pa.Table.from_batches([batch]), frag, offsets)
             mask = self._live_mask(frag)
             if mask is not None:
-                table = table.filter(pa.array(mask[start : start + batch.num_rows]))
+                table = table.filter(selection(mask[start : start + batch.num_rows]))
             buffer.append(table)
             buffered += table.num_rows
             if buffered >= self.batch_size:
@@ -179,7 +180,7 @@ class RowAddressReads:
             positions = np.arange(starts[-1], dtype=np.int64)
         else:
             positions = np.flatnonzero(mask)
-            table = table.filter(pa.array(mask))
+            table = table.filter(selection(mask))
         # rows kept per fragment, then each row's fragment as runs (cheaper than a search per row)
         counts = np.diff(np.searchsorted(positions, starts))
         frag_ids = np.array([f.id for f in fragments], dtype=np.uint64)
