@@ -1,12 +1,12 @@
-"""Reading many small Parquet files ahead of their consumer, on one thread pool per process.
+"""Reading many small Parquet files ahead of their consumer, on thread pools shared by the process.
 
 Compaction, unfiltered scans and row-address scans all read runs of small whole files (what appends leave)
 and decode each on one thread (`parquet_io.read_file`: Arrow's own thread pool costs more per file than a
 small file's decoding). Decoding releases the GIL, so a few threads overlap each other and the consumer (the
 compaction's writer, the scan's caller). One pool per size serves them all (scans one thread per core,
-compaction two): starting threads per call costs more than a
-small scan's reads when the machine is busy, and concurrent callers then share the cores instead of each
-starting its own threads. Its tasks never submit to it, so sharing it cannot deadlock.
+compaction two): starting threads per call costs more than a small scan's reads when the machine is busy, and
+concurrent callers then share the cores instead of each starting its own threads. Their tasks never submit to
+a pool, so sharing one cannot deadlock.
 """
 
 from __future__ import annotations
