@@ -137,8 +137,8 @@ def compaction(root: Path, results: dict[str, Any], repeat: int) -> None:
     results["compaction_cpu"] = {"mvcc_ms": m_cpu, "pylance_ms": l_cpu}
     print(
         f"compaction of {fragments} x 1,000 rows (median of {compaction_repeat}): mvcc {m_ms:.0f} ms, pylance "
-        f"{l_ms:.0f} ms ({m_ms / l_ms:.2f}x, target <= 1.0x), floor {floor_ms:.0f} ms ({m_ms / floor_ms:.2f}x, "
-        f"target <= 1.3x)"
+        f"{l_ms:.0f} ms ({m_ms / l_ms:.2f}x, target <= 0.8x; beside a busy process <= 1.0x), floor {floor_ms:.0f} ms "
+        f"({m_ms / floor_ms:.2f}x, target <= 1.3x)"
     )
     print(f"  CPU time: mvcc {m_cpu:.0f} ms, pylance {l_cpu:.0f} ms ({m_cpu / l_cpu:.2f}x)")
     print(f"  deltalake OPTIMIZE compact to one file: {d_ms:.0f} ms (mvcc {m_ms / d_ms:.2f}x)")

@@ -53,6 +53,20 @@ def test_pool_is_shared_and_runs_on_its_own_threads() -> None:
     assert name.startswith("mvcc-read")
 
 
+def test_pools_of_other_sizes_are_shared_per_size_and_run_parts_on_their_threads() -> None:
+    bigger = file_reads.READ_THREADS + 2
+    assert file_reads.pool(bigger) is file_reads.pool(bigger) is not file_reads.pool()
+    assert file_reads.pool(bigger)._max_workers == bigger
+    barrier = threading.Barrier(bigger, timeout=10)  # passes only when `bigger` parts run at once
+
+    def part() -> str:
+        barrier.wait()
+        return threading.current_thread().name
+
+    names = list(file_reads.read_ahead(((1, part) for _ in range(bigger)), bigger, bigger, threads=bigger))
+    assert len(set(names)) == bigger and all(name.startswith("mvcc-read") for name in names)
+
+
 def _child(queue: multiprocessing.Queue) -> None:
     queue.put((os.getpid(), file_reads.pool().submit(os.getpid).result()))
 

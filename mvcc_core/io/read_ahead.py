@@ -1,11 +1,12 @@
-"""Reading many small Parquet files ahead of their consumer, on one thread pool per process.
+"""Reading many small Parquet files ahead of their consumer, on thread pools shared by the process.
 
 Compaction, unfiltered scans and row-address scans all read runs of small whole files (what appends leave)
 and decode each on one thread (`parquet_io.read_file`: Arrow's own thread pool costs more per file than a
 small file's decoding). Decoding releases the GIL, so a few threads overlap each other and the consumer (the
-compaction's writer, the scan's caller). One pool serves them all: starting threads per call costs more than a
-small scan's reads when the machine is busy, and concurrent callers then share the cores instead of each
-starting its own threads. Its tasks never submit to it, so sharing it cannot deadlock.
+compaction's writer, the scan's caller). One pool per size serves them all (scans one thread per core,
+compaction two): starting threads per call costs more than a small scan's reads when the machine is busy, and
+concurrent callers then share the cores instead of each starting its own threads. Their tasks never submit to
+a pool, so sharing one cannot deadlock.
 """
 
 from __future__ import annotations
@@ -30,26 +31,34 @@ T = TypeVar("T")
 # Decoding is CPU bound: one thread per core, at least two (one decodes while the other waits on the disk).
 READ_THREADS = max(2, os.cpu_count() or 2)
 
-_POOL: tuple[int, ThreadPoolExecutor] | None = None
+_POOLS: dict[int, tuple[int, ThreadPoolExecutor]] = {}  # threads -> (the pid that made it, the pool)
 _LOCK = threading.Lock()
 
 
-def pool() -> ThreadPoolExecutor:
-    """The process's reader pool, made at first use; a fresh one in a forked child (which has none of the
-    parent's threads)."""
-    global _POOL
-    current = _POOL
+def pool(threads: int = READ_THREADS) -> ThreadPoolExecutor:
+    """The process's reader pool of `threads` threads, made at first use; a fresh one in a forked child (which
+    has none of the parent's threads).
+
+    Args:
+        threads: the pool's size (scans use `READ_THREADS`; compaction, whose writer waits on its reads, more)
+
+    Returns:
+        The pool, shared by every caller asking for that size.
+    """
+    current = _POOLS.get(threads)
     if current is not None and current[0] == os.getpid():
         return current[1]
     with _LOCK:
-        if _POOL is None or _POOL[0] != os.getpid():
-            _POOL = (os.getpid(), ThreadPoolExecutor(READ_THREADS, thread_name_prefix="mvcc-read"))
-        return _POOL[1]
+        current = _POOLS.get(threads)
+        if current is None or current[0] != os.getpid():
+            current = _POOLS[threads] = (os.getpid(), ThreadPoolExecutor(threads, thread_name_prefix="mvcc-read"))
+        return current[1]
 
 
 def _after_fork_in_child() -> None:
-    global _POOL, _LOCK
-    _POOL, _LOCK = None, threading.Lock()  # the parent's lock may have been held at the fork
+    global _LOCK
+    _POOLS.clear()
+    _LOCK = threading.Lock()  # the parent's lock may have been held at the fork
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -84,7 +93,10 @@ AHEAD_PARTS = min(4, READ_THREADS)
 
 
 def read_ahead(
-    parts: Iterable[tuple[int, Callable[[], T]]], ahead_rows: int, ahead_parts: int = AHEAD_PARTS
+    parts: Iterable[tuple[int, Callable[[], T]]],
+    ahead_rows: int,
+    ahead_parts: int = AHEAD_PARTS,
+    threads: int = READ_THREADS,
 ) -> Iterator[T]:
     """The results of `read()` for each `(rows, read)` of `parts`, in order, computed on the pool.
 
@@ -96,8 +108,9 @@ def read_ahead(
         parts: (rows, read) pairs in the order their results are wanted; `read` computes one part
         ahead_rows: rows at most in flight ahead of the consumer (beyond `ahead_parts` parts)
         ahead_parts: parts always allowed in flight, whatever their rows
+        threads: the size of the reader pool the parts run on (`pool`)
     """
-    executor = pool()
+    executor = pool(threads)
     pending: deque[tuple[int, Future[T]]] = deque()
     ahead = 0
     for rows, read in parts:

@@ -40,7 +40,7 @@ from mvcc_core.format.bases import data_file_location, data_file_uris
 from mvcc_core.format.deletion import live_rows, read_deletion_vector
 from mvcc_core.format.fragments import ROW_GROUP_ROWS, FragmentWriter
 from mvcc_core.format.row_ids import ROW_ID
-from mvcc_core.io.read_ahead import PHYSICAL_ROWS, read_ahead, read_whole_file, runs
+from mvcc_core.io.read_ahead import PHYSICAL_ROWS, READ_THREADS, read_ahead, read_whole_file, runs
 from mvcc_core.progress import Progress
 from mvcc_core.read.missing_files import missing_files
 from mvcc_core.read.scan import Scan
@@ -136,6 +136,9 @@ class CompactionTask:
 # several files, a file whose columns differ from the version's schema) go through `Scan`, in order.
 _READ_PART_ROWS = 16_384  # consecutive small files read by one thread in one go
 _READ_AHEAD_ROWS = 4 * ROW_GROUP_ROWS  # rows read ahead of the writer (at least one part per thread)
+# Two reader threads per core: on a busy machine the reads get a share of the cores per runnable thread, and a
+# thread waiting on the GIL or the disk leaves its core to another (docs/maintenance.md, issue 31 fourth round).
+_READ_THREADS = 2 * READ_THREADS
 _ROW_ID_FIELD = pa.field(ROW_ID, pa.uint64(), nullable=False)  # as `Scan` gives it
 
 
@@ -185,7 +188,7 @@ def _tables(
             if plain:
                 parts = runs(run, PHYSICAL_ROWS, _READ_PART_ROWS)
                 reads = ((rows, partial(_read_plain_run, state, part, physical, stable)) for rows, part in parts)
-                for tables in read_ahead(reads, _READ_AHEAD_ROWS):
+                for tables in read_ahead(reads, _READ_AHEAD_ROWS, _READ_THREADS, _READ_THREADS):
                     yield from tables
             else:  # a run of other fragments, read by one scan
                 yield from _scan(state, run, stable, physical)

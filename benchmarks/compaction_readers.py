@@ -1,0 +1,88 @@
+"""Compaction's reader-thread count against pylance: the `bench_maintenance.py --only compaction` workload
+(1,000 one-append fragments of 1,000 rows compacted into one), tables built once, then per round a fresh copy
+of each and one timed `compact_files` per variant, the variants and pylance alternating. Not a test.
+
+    python benchmarks/compaction_readers.py --rounds 9 --readers 2,4,6
+    python -c "while True: pass" & python benchmarks/compaction_readers.py; kill %1   # beside a busy process
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import lance
+from bench_maintenance import rows
+
+import mvcc_core as mvcc
+from mvcc_core.maintenance import compaction
+
+TARGET = 1_000_000
+
+
+def build(root: Path, fragments: int) -> None:
+    table = mvcc.write_table(rows(1_000), str(root / "m-base"), max_rows_per_file=1_000)
+    lance.write_dataset(rows(1_000), str(root / "l-base"))
+    for i in range(1, fragments):
+        table.append(rows(1_000, i * 1_000))
+        lance.write_dataset(rows(1_000, i * 1_000), str(root / "l-base"), mode="append")
+
+
+def fresh(base: Path, work: Path) -> str:
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(base, work)
+    return str(work)
+
+
+def timed(op: Callable[[], object]) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    op()
+    return (time.perf_counter() - wall) * 1e3, (time.process_time() - cpu) * 1e3
+
+
+def mvcc_round(root: Path, readers: int, expected_rows: int) -> tuple[float, float]:
+    compaction._READ_THREADS = readers  # the module's setting, for this measurement only
+    table = mvcc.open_table(fresh(root / "m-base", root / "m"))
+    result = timed(lambda: table.optimize.compact_files(target_rows_per_fragment=TARGET))
+    assert mvcc.open_table(str(root / "m")).count_rows() == expected_rows
+    return result
+
+
+def pylance_round(root: Path) -> tuple[float, float]:
+    dataset = lance.dataset(fresh(root / "l-base", root / "l"))
+    return timed(lambda: dataset.optimize.compact_files(target_rows_per_fragment=TARGET))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--readers", default="2,4", help="compaction reader-thread counts to compare")
+    parser.add_argument("--fragments", type=int, default=1_000)
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="mvcc-bench-readers-"))
+    build(root, args.fragments)
+    runs: dict[str, list[tuple[float, float]]] = {f"mvcc, {n} readers": [] for n in args.readers.split(",")}
+    runs["pylance"] = []
+    for _ in range(args.rounds):
+        for name in runs:
+            if name == "pylance":
+                runs[name].append(pylance_round(root))
+            else:
+                runs[name].append(mvcc_round(root, int(name.split()[1]), args.fragments * 1_000))
+    shutil.rmtree(root, ignore_errors=True)
+    peer_wall, peer_cpu = (statistics.median(r[i] for r in runs["pylance"]) for i in (0, 1))
+    for name, results in runs.items():
+        wall, cpu = (statistics.median(r[i] for r in results) for i in (0, 1))
+        print(
+            f"{name:16s} wall {wall:5.0f} ms ({wall / peer_wall:.2f}x), CPU {cpu:5.0f} ms ({cpu / peer_cpu:.2f}x); "
+            f"median of {args.rounds}"
+        )
+
+
+if __name__ == "__main__":
+    main()
