@@ -27,7 +27,8 @@ DAY_KEYS = {
 RUN_KEYS = {"runs", "failed", "retries", "conflict_retries", "wall_seconds", "cpu_seconds"}
 TINY = ["--days", "1", "--hour-seconds", "0.5", "--rows-per-hour", "50", "--appends-per-day", "12", "--workers", "2"]
 # hours of 0.5 s: at 0.25 s a machine under load (CI beside other work) ended the day before the compaction run
-# landed (kept 11 fragments, bare 10). In-process jobs keep the test near a minute (the benchmark itself measures the jobs' default executor)
+# landed (kept 11 fragments, bare 10). In-process jobs keep the test near a minute (the benchmark itself
+# measures the jobs' default executor)
 TINY += ["--executor", "in_process"]
 
 
