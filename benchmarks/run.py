@@ -294,15 +294,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", help="comma-separated module names (without bench_), default: all")
     args = parser.parse_args(argv)
     names = modules()
-    unread = [n for n in names if n not in READERS]
-    if unread:
-        raise SystemExit(f"no reader in run.py for: {', '.join(f'bench_{n}.py' for n in unread)}")
     if args.only:
         wanted = args.only.split(",")
         unknown = set(wanted) - set(names)
         if unknown:
             raise SystemExit(f"unknown benchmark module(s): {', '.join(sorted(unknown))}; have {', '.join(names)}")
         names = [n for n in names if n in wanted]
+    unread = [n for n in names if n not in READERS]
+    if unread:
+        raise SystemExit(f"no reader in run.py for: {', '.join(f'bench_{n}.py' for n in unread)}")
     mode = "quick" if args.quick else "full"
     print(f"running {len(names)} benchmark modules ({mode})", file=sys.stderr, flush=True)
     rows: list[Row] = []
