@@ -51,6 +51,7 @@ def timed(fn: object) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", type=Path, help="also write the JSON results here (benchmarks/run.py reads them)")
     args = parser.parse_args()
     tables, rounds = (4, 3) if args.quick else (10, 7)
     with tempfile.TemporaryDirectory() as tmp:
@@ -68,7 +69,10 @@ def main() -> None:
             times["publish"].append(timed(lambda cat=cat: cat.publish_branch("b")))
     medians = {k: round(statistics.median(v), 2) for k, v in times.items()}
     ratios = {k: round(medians[k] / medians["main"], 2) for k in medians if k != "main"}
-    print(json.dumps({"tables": tables, "rounds": rounds, "median_ms": medians, "ratio_to_main": ratios}))
+    results = {"tables": tables, "rounds": rounds, "median_ms": medians, "ratio_to_main": ratios}
+    print(json.dumps(results))
+    if args.out:
+        args.out.write_text(json.dumps(results))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import statistics
 import tempfile
 import time
 import warnings
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -93,10 +94,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--rows", type=int, default=10_000)
+    parser.add_argument("--quick", action="store_true", help="3 rounds of 2,000 rows")
+    parser.add_argument("--out", type=Path, help="also write the JSON results here (benchmarks/run.py reads them)")
     args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.rows = 3, 2_000
     logging.getLogger("dagster").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore")
-    print(json.dumps(run(args.rounds, args.rows), indent=2))
+    results = run(args.rounds, args.rows)
+    print(json.dumps(results, indent=2))
+    if args.out:
+        args.out.write_text(json.dumps(results))
 
 
 if __name__ == "__main__":

@@ -206,6 +206,21 @@ def _wap(r: dict[str, Any]) -> Iterator[Row]:
         yield Row("wap", core, "ms", m["core_ms"]["branch_publish"], "overwrite", m["core_ms"]["overwrite"])
 
 
+def _catalog_branches(r: dict[str, Any]) -> Iterator[Row]:
+    main = r["median_ms"]["main"]
+    for step, value in r["median_ms"].items():
+        if step != "main":
+            name = f"catalog branch: {step.replace('_', ' ')} ({r['tables']} tables)"
+            yield Row("catalog_branches", name, "ms", value, "the same write on main", main)
+
+
+def _catalog_wap(r: dict[str, Any]) -> Iterator[Row]:
+    name = f"catalog write-audit-publish step ({r['rows_per_table']:,} rows a table)"
+    yield Row("catalog_wap", name, "ms", r["step_ms"]["wap"], "plain catalog step", r["step_ms"]["plain"])
+    cpu = r["run_cpu_ms"]
+    yield Row("catalog_wap", f"{name}, run CPU", "ms", cpu["wap"], "plain catalog run, CPU", cpu["plain"])
+
+
 def _scan_shapes(r: dict[str, Any]) -> Iterator[Row]:
     for shape, m in r.items():
         fragments, rows = shape.split("x")
@@ -219,6 +234,8 @@ READERS: dict[str, Callable[[Any], Iterator[Row]]] = {
     "airflow": _airflow,
     "branches": _branches,
     "catalog": _catalog,
+    "catalog_branches": _catalog_branches,
+    "catalog_wap": _catalog_wap,
     "dagster_catalog": _dagster_catalog,
     "dagster": _dagster,
     "foundation": _foundation,

@@ -2,8 +2,8 @@
 `to_table` timed per round (median). `x > c` is `x > c OR isnan(x)` in pylance's NaN order; the files' NaN
 counts let statistics skip files by it. Not a test: run it by hand, alternating code versions with PYTHONPATH.
 
-    python benchmarks/bench_float_filter.py --write /tmp/float-filter     # once
-    python benchmarks/bench_float_filter.py /tmp/float-filter "x > 0.9" --rounds 7
+    python benchmarks/float_filter.py --write /tmp/float-filter     # once
+    python benchmarks/float_filter.py /tmp/float-filter "x > 0.9" --rounds 7
 """
 
 from __future__ import annotations
