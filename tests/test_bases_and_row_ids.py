@@ -152,3 +152,18 @@ def test_stable_row_ids_with_many_ids_in_one_fragment_use_the_array_encoding(tmp
     moved = t.get_fragments()[-1]
     assert moved.row_id_sequence.inline_sequence[0] == 1
     assert row_ids(t) == {i: i for i in range(1000)}
+
+
+@pytest.mark.parametrize("ids", [[5, 3, 4], [9, 0], [2**63, 1, 2], [7, 8, 9], []])
+def test_row_id_sequences_round_trip_in_any_order_without_overflow_warnings(ids) -> None:
+    import warnings
+
+    import numpy as np
+
+    from mvcc_core.format import row_ids
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # uint64 subtraction of a larger id from a smaller one used to warn
+        sequence = row_ids.encode(np.array(ids, dtype=np.uint64))
+    fragment = row_ids.pb.DataFragment(id=1, physical_rows=len(ids), row_id_sequence=sequence)
+    assert row_ids.decode(fragment).tolist() == ids

@@ -35,7 +35,8 @@ def encode(ids: np.ndarray) -> pb.RowIdSequence:
         ids: the row ids of a fragment's physical rows, in offset order
     """
     ids = np.asarray(ids, dtype=np.uint64)
-    if len(ids) == 0 or (ids[-1] - ids[0] == len(ids) - 1 and np.all(np.diff(ids.astype(np.int64)) == 1)):
+    # Python ints for the span: uint64 subtraction wraps (and warns) when the ids are not increasing
+    if len(ids) == 0 or (int(ids[-1]) - int(ids[0]) == len(ids) - 1 and np.all(np.diff(ids.astype(np.int64)) == 1)):
         start = int(ids[0]) if len(ids) else 0
         return pb.RowIdSequence(inline_sequence=struct.pack("<BQQ", _RANGE, start, len(ids)))
     raw = ids.astype("<u8").tobytes()
