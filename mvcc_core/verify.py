@@ -18,7 +18,7 @@ from mvcc_core.format.manifest import location_of, manifest_problems
 from mvcc_core.format.referenced_files import ReferencedFile, version_files
 from mvcc_core.io import ObjectStore
 from mvcc_core.read import index_lookup
-from mvcc_core.read.index_lookup import BITMAP, BTREE, INDEX_FILE, address_column, index_dir, row_addresses
+from mvcc_core.read.index_lookup import BITMAP, BTREE, address_column, index_file, row_addresses
 from mvcc_core.table import Table
 
 __all__ = ["ForeignBase", "VerifyProblem", "VerifyReport", "verify"]
@@ -258,9 +258,7 @@ def _index_rows_problem(store: ObjectStore, manifest: pb.Manifest, index: pb.Ind
     reuse index) than the fragment's live rows: lookups would miss rows. Rebuild it (`create_index`)."""
     payload = address_column(index)
     try:
-        column = pq.read_table(
-            pa.BufferReader(store.get(f"{index_dir(index)}/{INDEX_FILE}")), columns=[payload]
-        ).column(payload)
+        column = pq.read_table(pa.BufferReader(store.get(index_file(index))), columns=[payload]).column(payload)
     except (OSError, ValueError, MvccError):
         return None  # a missing or unreadable index file is reported with the file checks
     addresses = row_addresses(index, column)

@@ -40,6 +40,18 @@ def index_dir(index: pb.IndexMetadata) -> str:
     return index_directory(index)
 
 
+def index_file(index: pb.IndexMetadata) -> str:
+    """The path of an index's file (`index.parquet` in its directory), relative to the table root.
+
+    Args:
+        index: the index's metadata entry in the manifest
+
+    Returns:
+        The path, as the table's store names it.
+    """
+    return f"{index_dir(index)}/{INDEX_FILE}"
+
+
 @dataclass
 class _Statistics:
     """The value column's per-row-group min and max. Numbers as numpy arrays (`known` False where a row
@@ -161,7 +173,7 @@ def lookup(
         expr: the conjuncts the index answers, over the physical column name
         bounds: literal ranges `expr` implies, from the planner (None: every index row group is read)
     """
-    path = store.arrow_path(f"{index_dir(index)}/{INDEX_FILE}")
+    path = store.arrow_path(index_file(index))
     size = index.files[0].size_bytes if index.files else 0
     fs = store.arrow_filesystem()
     payload = address_column(index)
