@@ -31,24 +31,17 @@ HERE = Path(__file__).resolve().parent
 
 
 def build(root: Path, fragments: int, rows: int) -> dict[str, str]:
-    """The four tables of a shape under `root`: uri by name."""
+    """The four tables of a shape under `root` (`bench_scan_shapes.build`'s, 1 % deleted): uri by name."""
     sys.path.insert(0, str(HERE))
-    from bench_scan_shapes import events
+    from bench_scan_shapes import build as build_shapes
 
-    import mvcc_core as mvcc
-
-    uris = {name: str(root / name) for name in ("frag", "deleted", "one", "deleted_one")}
-    for i in range(fragments):
-        part = events(rows, i * rows)
-        for name in ("frag", "deleted"):
-            if i == 0:
-                mvcc.write_table(part, uris[name])
-            else:
-                mvcc.open_table(uris[name]).insert(part)
-    mvcc.open_table(uris["deleted"]).delete("id % 100 < 1")
-    mvcc.write_table(mvcc.open_table(uris["frag"]).to_table(), uris["one"])
-    mvcc.write_table(mvcc.open_table(uris["deleted"]).to_table(), uris["deleted_one"])
-    return uris
+    uris = build_shapes(root, fragments, rows, deleted_percent=1)
+    return {
+        "frag": uris["fragmented"],
+        "deleted": uris["deleted"],
+        "one": uris["compacted"],
+        "deleted_one": uris["deleted_compacted"],
+    }
 
 
 def worker(uris: dict[str, str], rounds: int) -> dict[str, float]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyroaring import BitMap, BitMap64
+from pyroaring import BitMap
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.errors import MvccError, ObjectNotFoundError, VersionNotFoundError
@@ -17,8 +17,8 @@ from mvcc_core.format.deletion import deletion_path, read_deletion_vector
 from mvcc_core.format.manifest import location_of, manifest_problems
 from mvcc_core.format.referenced_files import ReferencedFile, version_files
 from mvcc_core.io import ObjectStore
-from mvcc_core.io.parquet import ROW_ADDRESS
-from mvcc_core.read.index_lookup import BITMAP, BTREE, INDEX_FILE, index_dir
+from mvcc_core.read import index_lookup
+from mvcc_core.read.index_lookup import BITMAP, BTREE, address_column, index_file, row_addresses
 from mvcc_core.table import Table
 
 __all__ = ["ForeignBase", "VerifyProblem", "VerifyReport", "verify"]
@@ -256,30 +256,22 @@ class _Checker:
 def _index_rows_problem(store: ObjectStore, manifest: pb.Manifest, index: pb.IndexMetadata) -> str | None:
     """A scalar index covering a fragment with fewer row addresses there (translated through the fragment
     reuse index) than the fragment's live rows: lookups would miss rows. Rebuild it (`create_index`)."""
-    payload = ROW_ADDRESS if index.index_type == BTREE else "bitmap"
+    payload = address_column(index)
     try:
-        column = pq.read_table(
-            pa.BufferReader(store.get(f"{index_dir(index)}/{INDEX_FILE}")), columns=[payload]
-        ).column(payload)
+        column = pq.read_table(pa.BufferReader(store.get(index_file(index))), columns=[payload]).column(payload)
     except (OSError, ValueError, MvccError):
         return None  # a missing or unreadable index file is reported with the file checks
-    if index.index_type == BTREE:
-        addresses = column.to_numpy().astype(np.uint64)
-    else:
-        found = BitMap64()
-        for data in column.to_pylist():
-            found |= BitMap64.deserialize(data)
-        addresses = np.array(found.to_array(), dtype=np.uint64)
+    addresses = row_addresses(index, column)
     moved = fragment_reuse.address_map(manifest, index)
     if moved:
         addresses = moved.translate(addresses)
     ids, counts = np.unique(addresses >> np.uint64(32), return_counts=True)
     held = dict(zip(ids.tolist(), counts.tolist(), strict=True))
-    covered = set(BitMap.deserialize(index.fragment_bitmap)) if index.fragment_bitmap else set()
+    indexed = index_lookup.covered(index)
     short = [
         f.id
         for f in manifest.fragments
-        if f.id in covered and held.get(f.id, 0) < f.physical_rows - f.deletion_file.num_deleted_rows
+        if f.id in indexed and held.get(f.id, 0) < f.physical_rows - f.deletion_file.num_deleted_rows
     ]
     if not short:
         return None

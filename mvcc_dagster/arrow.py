@@ -7,30 +7,11 @@ from typing import Any
 import pyarrow as pa
 
 
-def is_spark_dataframe(obj: Any) -> bool:
-    """A classic or Spark Connect DataFrame, told apart without importing pyspark.
-
-    Args:
-        obj: Anything.
-
-    Returns:
-        Whether it is one.
-    """
+def _is_dataframe_of(obj: Any, package: str) -> bool:
+    """Whether `obj` is a class named DataFrame from `package` (pandas, or pyspark's classic and Spark Connect
+    ones), told apart without importing `package`."""
     module = type(obj).__module__ or ""
-    return module.startswith("pyspark.sql") and type(obj).__name__ == "DataFrame"
-
-
-def is_pandas_dataframe(obj: Any) -> bool:
-    """A pandas DataFrame, told apart without importing pandas.
-
-    Args:
-        obj: Anything.
-
-    Returns:
-        Whether it is one.
-    """
-    module = type(obj).__module__ or ""
-    return module.startswith("pandas") and type(obj).__name__ == "DataFrame"
+    return module.startswith(package) and type(obj).__name__ == "DataFrame"
 
 
 def to_arrow(obj: Any, *, accepts: str, spark: bool = False) -> pa.Table | pa.RecordBatchReader | None:
@@ -52,9 +33,9 @@ def to_arrow(obj: Any, *, accepts: str, spark: bool = False) -> pa.Table | pa.Re
         return obj
     if isinstance(obj, pa.RecordBatch):
         return pa.Table.from_batches([obj])
-    if is_pandas_dataframe(obj):
+    if _is_dataframe_of(obj, "pandas"):
         return pa.Table.from_pandas(obj, preserve_index=False)
-    if spark and is_spark_dataframe(obj):
+    if spark and _is_dataframe_of(obj, "pyspark.sql"):
         return None
     raise TypeError(f"{accepts}, got {type(obj).__module__}.{type(obj).__qualname__}")
 

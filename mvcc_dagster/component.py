@@ -88,14 +88,13 @@ class MaintenanceModel(dg.Model):
     defer_index_remap: bool = False
 
     def options(self) -> mvcc.CompactionOptions:
-        return mvcc.CompactionOptions(
-            target_rows_per_fragment=self.target_rows_per_fragment,
-            max_rows_per_task=self.max_rows_per_task,
-            max_bytes_per_task=self.max_bytes_per_task,
-            materialize_deletions=self.materialize_deletions,
-            materialize_deletions_threshold=self.materialize_deletions_threshold,
-            defer_index_remap=self.defer_index_remap,
-        )
+        """The compaction's options: this model's fields named as `CompactionOptions`' (the rest its defaults).
+
+        Returns:
+            The options the compaction job and the schedule's compaction step run with.
+        """
+        names = [f.name for f in dataclasses.fields(mvcc.CompactionOptions) if f.name in type(self).model_fields]
+        return mvcc.CompactionOptions(**{name: getattr(self, name) for name in names})
 
 
 class RetentionModel(dg.Model):

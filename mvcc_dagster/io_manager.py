@@ -6,6 +6,7 @@ How outputs are written and inputs pinned: docs/dagster.md ("Writing", "Reading"
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -81,6 +82,22 @@ def _check_unique_keys(rows: pa.Table, on: list[str], asset: str) -> None:
                 f"metadata {MERGE_ON!r}",
                 f"the output has {row['count_all']} rows with key {key}; a merge needs unique keys (deduplicate it)",
             )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Write:
+    """One output's write: where, how (`mode`, the merge keys, a partition's predicate) and what it records."""
+
+    uri: str
+    mode: str
+    merge_on: list[str] | None
+    where: str | None
+    properties: dict[str, str]
+    message: str
+
+    def commit_keywords(self) -> dict[str, Any]:
+        """The commit message and transaction properties, as every mvcc write takes them."""
+        return {"commit_message": self.message, "transaction_properties": self.properties}
 
 
 def _partition_label(keys: list[str]) -> str:
@@ -235,6 +252,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
         with mvcc_conflicts(context, what=f"backfill restore of {asset}"):
             table, restored = restore_for_backfill(context, table, asset)
         message = f"dagster: {asset}" + (f" [{properties[PARTITION_KEY_PROPERTY]}]" if where else "")
+        request = _Write(uri, mode, merge_on, where, properties, message)
         published: dict[str, Any] = {}
         with mvcc_conflicts(
             context, max_retries=self.max_conflict_retries, delay=self.conflict_retry_delay, what=asset
@@ -250,7 +268,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
                 arrow = data
 
                 def write(handle: mvcc.Table) -> mvcc.Table:
-                    return self._write_arrow(arrow, uri, handle, mode, merge_on, where, properties, message)
+                    return self._write_arrow(arrow, handle, request)
 
                 for item in write_audit_publish(
                     context,
@@ -267,9 +285,9 @@ class MvccIOManager(dg.ConfigurableIOManager):
                     else:
                         yield item
             elif data is None:
-                table = self._write_spark(obj, uri, mode, merge_on, where, properties, message)
+                table = self._write_spark(obj, request)
             else:
-                table = self._write_arrow(data, uri, table, mode, merge_on, where, properties, message)
+                table = self._write_arrow(data, table, request)
             txn = table.transaction()
             read_version = txn.read_version if txn is not None else None
             metadata = table_metadata(table, table_name=asset, read_version=read_version, partition_filter=where)
@@ -281,8 +299,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
     def _create_empty(self, schema: pa.Schema, uri: str, properties: dict[str, str], asset: str) -> mvcc.Table:
         """A missing table created with no rows (a branch needs a table to fork from); a concurrent step that
         created it first is fine."""
-        tables = self.tables()
-        location: dict[str, Any] = {"storage_options": tables.options(), "external_store": tables.external_store}
+        location = self._location()
         with contextlib.suppress(mvcc.TableExistsError):
             return mvcc.write_table(
                 schema.empty_table(),
@@ -300,38 +317,35 @@ class MvccIOManager(dg.ConfigurableIOManager):
             return data.schema
         return obj.limit(0).toArrow().schema
 
-    def _write_arrow(
-        self,
-        data: pa.Table | pa.RecordBatchReader,
-        uri: str,
-        table: mvcc.Table | None,
-        mode: str,
-        merge_on: list[str] | None,
-        where: str | None,
-        properties: dict[str, str],
-        message: str,
-    ) -> mvcc.Table:
-        common: dict[str, Any] = {"commit_message": message, "transaction_properties": properties}
+    def _location(self) -> dict[str, Any]:
+        """The keywords that open or create a table under the resource's root (storage options, external store)."""
         tables = self.tables()
-        location: dict[str, Any] = {"storage_options": tables.options(), "external_store": tables.external_store}
-        if table is None and mode != "merge":
+        return {"storage_options": tables.options(), "external_store": tables.external_store}
+
+    def _write_arrow(
+        self, data: pa.Table | pa.RecordBatchReader, table: mvcc.Table | None, request: _Write
+    ) -> mvcc.Table:
+        common = request.commit_keywords()
+        location = self._location()
+        if table is None and request.mode != "merge":
             # The first write creates the table with the rows, in one commit (a partitioned overwrite checks
             # every row against its predicate); a concurrent first writer that wins is written into by the core.
-            return mvcc.write_table(data, uri, mode=mode, where=where, **location, **common)
+            return mvcc.write_table(data, request.uri, mode=request.mode, where=request.where, **location, **common)
+        merge_on = request.merge_on
         if table is None:
             # A first merge into a missing table inserts every row (its keys must be unique, as merge_insert's);
             # if a concurrent step creates the table first, it becomes a merge into that table.
             rows = data if isinstance(data, pa.Table) else data.read_all()
             assert merge_on is not None
-            _check_unique_keys(rows, merge_on, properties[ASSET_KEY_PROPERTY])
+            _check_unique_keys(rows, merge_on, request.properties[ASSET_KEY_PROPERTY])
             # it was missing when this step looked: a TableExistsError means a concurrent step created it since
             with contextlib.suppress(mvcc.TableExistsError):
-                return mvcc.write_table(rows, uri, mode="create", **location, **common)
-            data, table = rows, mvcc.open_table(uri, **location)
-        if mode == "append":
+                return mvcc.write_table(rows, request.uri, mode="create", **location, **common)
+            data, table = rows, mvcc.open_table(request.uri, **location)
+        if request.mode == "append":
             return table.append(data, **common)
-        if mode == "overwrite":
-            return table.overwrite(data, where=where, **common)
+        if request.mode == "overwrite":
+            return table.overwrite(data, where=request.where, **common)
         assert merge_on is not None
         (
             table.merge_insert(merge_on)
@@ -341,32 +355,22 @@ class MvccIOManager(dg.ConfigurableIOManager):
         )
         return table
 
-    def _write_spark(
-        self,
-        df: Any,
-        uri: str,
-        mode: str,
-        merge_on: list[str] | None,
-        where: str | None,
-        properties: dict[str, str],
-        message: str,
-    ) -> mvcc.Table:
-        if mode == "merge":
+    def _write_spark(self, df: Any, request: _Write) -> mvcc.Table:
+        if request.mode == "merge":
             # merge_insert runs in this process: the DataFrame is collected (documented in docs/dagster.md).
             data = df.toArrow()
-            table = self._open(uri, properties[ASSET_KEY_PROPERTY])
-            return self._write_arrow(data, uri, table, mode, merge_on, None, properties, message)
+            table = self._open(request.uri, request.properties[ASSET_KEY_PROPERTY])
+            return self._write_arrow(data, table, dataclasses.replace(request, where=None))
         from mvcc_core.spark import write  # pyspark is needed only for Spark outputs
 
         options = self._spark_options()
         return write(
             df,
-            uri,
-            mode=mode,
-            where=where,
-            transaction_properties=properties,
-            commit_message=message,
+            request.uri,
+            mode=request.mode,
+            where=request.where,
             storage_options=options,
+            **request.commit_keywords(),
         )
 
     def _spark_options(self) -> dict[str, str] | None:

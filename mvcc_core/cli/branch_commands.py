@@ -10,6 +10,7 @@ import mvcc_core as mvcc
 from mvcc_core.cli.options import (
     VersionRefType,
     json_option,
+    publish_options,
     storage_options_for,
     uri_and_storage,
 )
@@ -108,10 +109,7 @@ def branches_delete(uri: str, storage_option: tuple[str, ...], name: str) -> Non
 
 @branches.command("publish")
 @uri_and_storage
-@click.argument("name")
-@click.option("--delete-branch", is_flag=True, help="Delete the branch once published.")
-@click.option("--message", "-m", help="The message of the new version.")
-@json_option
+@publish_options("The message of the new version.")
 def branches_publish(
     uri: str, storage_option: tuple[str, ...], name: str, delete_branch: bool, message: str | None, as_json: bool
 ) -> None:

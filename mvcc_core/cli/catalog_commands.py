@@ -19,7 +19,13 @@ from mvcc_core.catalog import (
     RetryableCatalogConflictError,
     fork_of,
 )
-from mvcc_core.cli.options import DurationType, json_option, storage_option_flag, storage_options_for
+from mvcc_core.cli.options import (
+    DurationType,
+    json_option,
+    publish_options,
+    storage_option_flag,
+    storage_options_for,
+)
 from mvcc_core.cli.output import emit_json, human_bytes, print_table, version_ranges
 
 
@@ -271,10 +277,7 @@ def catalog_branches_delete(root: str, storage_option: tuple[str, ...], name: st
 
 @catalog_branches.command("publish")
 @root_and_storage
-@click.argument("name")
-@click.option("--delete-branch", is_flag=True, help="Delete the branch once published.")
-@click.option("--message", "-m", help="The message of main's new catalog version.")
-@json_option
+@publish_options("The message of main's new catalog version.")
 def catalog_branches_publish(
     root: str, storage_option: tuple[str, ...], name: str, delete_branch: bool, message: str | None, as_json: bool
 ) -> None:

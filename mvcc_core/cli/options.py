@@ -166,6 +166,25 @@ def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")(fn)
 
 
+def publish_options(message_help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The NAME argument, `--delete-branch`, `--message` and `--json` of the two branch publish commands.
+
+    Args:
+        message_help: the help of `--message`, naming the version the publish makes
+
+    Returns:
+        A decorator adding all four to a command's callback.
+    """
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn = json_option(fn)
+        fn = click.option("--message", "-m", help=message_help)(fn)
+        fn = click.option("--delete-branch", is_flag=True, help="Delete the branch once published.")(fn)
+        return click.argument("name")(fn)
+
+    return decorate
+
+
 def open_table(uri: str, storage_option: Sequence[str], ref: int | str | datetime | None = None) -> mvcc.Table:
     """The table at `uri`, at `ref` (a version number, tag name or time: `parse_ref`) or its latest version.
 

@@ -23,7 +23,7 @@ from mvcc_core.io import ObjectStore
 from mvcc_core.io.parquet import ROW_ADDRESS
 from mvcc_core.ops.index_tasks import read_distributed, read_in_process
 from mvcc_core.progress import Progress
-from mvcc_core.read.index_lookup import BITMAP, BTREE, INDEX_FILE, INDEX_TYPES, covered, index_dir
+from mvcc_core.read.index_lookup import BITMAP, BTREE, INDEX_FILE, INDEX_TYPES, covered, index_dir, index_file
 from mvcc_core.read.scan import Scan
 from mvcc_core.txn.state import TableState
 
@@ -128,7 +128,7 @@ def update(store: ObjectStore, manifest: pb.Manifest, index: pb.IndexMetadata) -
 def _entries(store: ObjectStore, index: pb.IndexMetadata, column: str, fragments: set[int]) -> pa.Table:
     """(value, row address) pairs of `index` whose fragment is in `fragments`, the value column named `column`."""
     physical = schema_mod.physical_name(index.fields[0])
-    path = store.arrow_path(f"{index_dir(index)}/{INDEX_FILE}")
+    path = store.arrow_path(index_file(index))
     if index.index_type == BTREE:
         stored = pq.read_table(path, filesystem=store.arrow_filesystem(), columns=[physical, ROW_ADDRESS])
         values, addresses = stored.column(physical), stored.column(ROW_ADDRESS).to_numpy()
@@ -179,7 +179,7 @@ def _write_index(
         index_type=index_type,
     )
     metadata.created_at.GetCurrentTime()
-    path = f"{index_dir(metadata)}/{INDEX_FILE}"
+    path = index_file(metadata)
     fs = store.arrow_filesystem()
     try:
         with fs.open_output_stream(store.arrow_path(path)) as sink:

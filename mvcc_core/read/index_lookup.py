@@ -40,6 +40,18 @@ def index_dir(index: pb.IndexMetadata) -> str:
     return index_directory(index)
 
 
+def index_file(index: pb.IndexMetadata) -> str:
+    """The path of an index's file (`index.parquet` in its directory), relative to the table root.
+
+    Args:
+        index: the index's metadata entry in the manifest
+
+    Returns:
+        The path, as the table's store names it.
+    """
+    return f"{index_dir(index)}/{INDEX_FILE}"
+
+
 @dataclass
 class _Statistics:
     """The value column's per-row-group min and max. Numbers as numpy arrays (`known` False where a row
@@ -161,10 +173,10 @@ def lookup(
         expr: the conjuncts the index answers, over the physical column name
         bounds: literal ranges `expr` implies, from the planner (None: every index row group is read)
     """
-    path = store.arrow_path(f"{index_dir(index)}/{INDEX_FILE}")
+    path = store.arrow_path(index_file(index))
     size = index.files[0].size_bytes if index.files else 0
     fs = store.arrow_filesystem()
-    payload = ROW_ADDRESS if index.index_type == BTREE else "bitmap"
+    payload = address_column(index)
     column = schema_mod.physical_name(index.fields[0])
     found: pa.Table | None = None
     key = (store.scheme, path, size)
@@ -178,10 +190,35 @@ def lookup(
             found = filter_table(read_row_groups(fs, key, groups, [column, payload], []), expr)
     if found is None:  # Arrow prunes the row groups (the fragment keeps the footer between lookups)
         found = parquet_fragment(fs, key).to_table(columns=[column, payload], filter=expr)
+    return row_addresses(index, found.column(payload))
+
+
+def address_column(index: pb.IndexMetadata) -> str:
+    """The name of the index file's column that holds row addresses.
+
+    Args:
+        index: the index's metadata entry
+
+    Returns:
+        `_rowaddr` for a BTREE (one address a row), `bitmap` for a BITMAP (serialized bitmaps of addresses).
+    """
+    return ROW_ADDRESS if index.index_type == BTREE else "bitmap"
+
+
+def row_addresses(index: pb.IndexMetadata, column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """The row addresses an index file's address column holds, sorted.
+
+    Args:
+        index: the index's metadata entry (its type says how `column` is encoded)
+        column: the rows read of the column named by `address_column(index)`
+
+    Returns:
+        A BTREE's addresses, or the union of a BITMAP's bitmaps, as a sorted uint64 array.
+    """
     if index.index_type == BTREE:
-        return np.sort(found.column(payload).to_numpy().astype(np.uint64))
+        return np.sort(column.to_numpy().astype(np.uint64))
     out = BitMap64()
-    for data in found.column(payload).to_pylist():
+    for data in column.to_pylist():
         out |= BitMap64.deserialize(data)
     return np.array(out.to_array(), dtype=np.uint64) if len(out) else np.array([], dtype=np.uint64)
 

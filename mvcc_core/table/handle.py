@@ -243,6 +243,14 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
             read_version=read_version,
         )
 
+    def _plan_txn(
+        self, plan: Any, commit_message: str | None, transaction_properties: Mapping[str, str] | None
+    ) -> Transaction:
+        """The staged transaction of an operation's plan: its `operation`, with the files it `written`."""
+        return self._txn(
+            plan.operation, plan.written, commit_message=commit_message, transaction_properties=transaction_properties
+        )
+
     def commit(
         self,
         operation: Transaction | ops.Operation,
@@ -470,10 +478,7 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
         plan = plan_delete(self._state.store, self.manifest, predicate)
         if plan.operation is None:
             return None, 0
-        txn = self._txn(
-            plan.operation, plan.written, commit_message=commit_message, transaction_properties=transaction_properties
-        )
-        return txn, plan.rows_deleted
+        return self._plan_txn(plan, commit_message, transaction_properties), plan.rows_deleted
 
     def delete_uncommitted(
         self,

@@ -78,9 +78,7 @@ class SchemaChangeMethods:
             if isinstance(transforms, dict):  # on a branch: what a publish may run again (docs/branches.md)
                 replay = {"op": "add_columns", "transforms": transforms}
                 transaction_properties = with_replay(self._state, transaction_properties, replay)
-        return self._txn(
-            plan.operation, plan.written, commit_message=commit_message, transaction_properties=transaction_properties
-        )
+        return self._plan_txn(plan, commit_message, transaction_properties)
 
     def merge(
         self,
@@ -105,9 +103,7 @@ class SchemaChangeMethods:
         if schema is not None:
             data = to_reader(data, schema)
         plan = plan_merge(self._state.store, self.manifest, data, left_on, right_on)
-        txn = self._txn(
-            plan.operation, plan.written, commit_message=commit_message, transaction_properties=transaction_properties
-        )
+        txn = self._plan_txn(plan, commit_message, transaction_properties)
         return self.commit(txn, max_retries=max_retries)
 
     def drop_columns(
@@ -188,9 +184,7 @@ class SchemaChangeMethods:
         plan = plan_alter_columns(self._state.store, self.manifest, alterations)
         replay = {"op": "alter_columns", "alterations": list(alterations)}  # a data_type is not JSON: not recorded
         transaction_properties = with_replay(self._state, transaction_properties, replay)
-        return self._txn(
-            plan.operation, plan.written, commit_message=commit_message, transaction_properties=transaction_properties
-        )
+        return self._plan_txn(plan, commit_message, transaction_properties)
 
     def replace_column(
         self,
@@ -211,7 +205,5 @@ class SchemaChangeMethods:
             commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
         """
         plan = plan_replace_column(self._state.store, self.manifest, column, replacements)
-        txn = self._txn(
-            plan.operation, plan.written, commit_message=commit_message, transaction_properties=transaction_properties
-        )
+        txn = self._plan_txn(plan, commit_message, transaction_properties)
         return self.commit(txn, max_retries=max_retries)

@@ -250,15 +250,21 @@ def _apply_append(m: pb.Manifest, op: ops.Append, ctx: BuildContext) -> None:
     m.fragments.extend(_new_fragments(m, op.fragments))
 
 
+def _set_fields(m: pb.Manifest, schema: list[pb.Field]) -> None:
+    """Replace the manifest's fields with `schema` (an Overwrite's, a Merge's or a Project's), raising
+    `max_field_id`."""
+    del m.fields[:]
+    m.fields.extend(schema)
+    m.max_field_id = max(m.max_field_id, _max_field_id(schema))
+
+
 def _apply_overwrite(m: pb.Manifest, op: ops.Overwrite, ctx: BuildContext) -> None:
     if m.version == 1 and op.config_upsert_values.get(row_ids.ENABLE_CONFIG_KEY) == "true":
         m.reader_feature_flags |= features.FLAG_STABLE_ROW_IDS  # only at creation: existing rows have no ids
         m.writer_feature_flags |= features.FLAG_STABLE_ROW_IDS
     del m.fragments[:]
     m.fragments.extend(_new_fragments(m, op.fragments))
-    del m.fields[:]
-    m.fields.extend(op.schema)
-    m.max_field_id = max(m.max_field_id, _max_field_id(op.schema))
+    _set_fields(m, op.schema)
     m.schema_metadata.clear()
     m.schema_metadata.update(op.schema_metadata)
     m.config.update(op.config_upsert_values)
@@ -335,15 +341,21 @@ def _unindex(m: pb.Manifest, field_ids: set[int], fragment_ids: set[int]) -> Non
             index.fragment_bitmap = bitmap.serialize()
 
 
+def _finish_rewrite(m: pb.Manifest, metadata_updates: tpb.Transaction.UpdateConfig | None, ctx: BuildContext) -> None:
+    """The end of an Update or a Merge: the deletion-files flag, then the config and metadata changes of a
+    branch publish (an mvcc extension) when the operation carries them."""
+    _deletion_flag(m)
+    if metadata_updates is not None:
+        _apply_update_config(m, ops.UpdateConfig.from_proto(metadata_updates), ctx)
+
+
 def _apply_update(m: pb.Manifest, op: ops.Update, ctx: BuildContext) -> None:
     if op.update_mode == tpb.Transaction.REWRITE_COLUMNS:
         _unindex(m, set(op.fields_modified), {f.id for f in op.updated_fragments})
     _replace_fragments(m, op.updated_fragments, set(op.removed_fragment_ids))
     m.fragments.extend(_new_fragments(m, op.new_fragments))
     _merge_generations(m, op.merged_generations)
-    _deletion_flag(m)
-    if op.metadata_updates is not None:  # mvcc extension: a branch publish's config and metadata changes
-        _apply_update_config(m, ops.UpdateConfig.from_proto(op.metadata_updates), ctx)
+    _finish_rewrite(m, op.metadata_updates, ctx)
 
 
 def _apply_merge(m: pb.Manifest, op: ops.Merge, ctx: BuildContext) -> None:
@@ -351,20 +363,14 @@ def _apply_merge(m: pb.Manifest, op: ops.Merge, ctx: BuildContext) -> None:
     m.fragments.extend(op.fragments)
     if op.fragments:
         m.max_fragment_id = max([m.max_fragment_id, *(f.id for f in op.fragments)])
-    del m.fields[:]
-    m.fields.extend(op.schema)
-    m.max_field_id = max(m.max_field_id, _max_field_id(op.schema))
+    _set_fields(m, op.schema)
     m.schema_metadata.clear()
     m.schema_metadata.update(op.schema_metadata)
-    _deletion_flag(m)
-    if op.metadata_updates is not None:  # mvcc extension: a branch publish's config and metadata changes
-        _apply_update_config(m, ops.UpdateConfig.from_proto(op.metadata_updates), ctx)
+    _finish_rewrite(m, op.metadata_updates, ctx)
 
 
 def _apply_project(m: pb.Manifest, op: ops.Project, ctx: BuildContext) -> None:
-    del m.fields[:]
-    m.fields.extend(op.schema)
-    m.max_field_id = max(m.max_field_id, _max_field_id(op.schema))
+    _set_fields(m, op.schema)
 
 
 def _apply_create_index(m: pb.Manifest, op: ops.CreateIndex, ctx: BuildContext) -> None:

@@ -23,14 +23,18 @@ from mvcc_airflow.assets import OPERATION_EXTRA, VERSION_EXTRA
 
 TABLE = "events"
 EVENTS = table_asset(TABLE)
+# What the three DAGs have in common (each names its own id and schedule).
+EXAMPLE_DAG: dict[str, Any] = {
+    "start_date": datetime(2026, 1, 1),
+    "catchup": False,
+    "tags": ["mvcc", "example"],
+    "doc_md": __doc__,
+}
 
 with DAG(
     dag_id="mvcc_example_writer",
     schedule=None,
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
-    tags=["mvcc", "example"],
-    doc_md=__doc__,
+    **EXAMPLE_DAG,
 ):
 
     @task(outlets=[EVENTS])
@@ -52,10 +56,7 @@ with DAG(
 with DAG(
     dag_id="mvcc_wait_for_version",
     schedule=None,
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
-    tags=["mvcc", "example"],
-    doc_md=__doc__,
+    **EXAMPLE_DAG,
 ):
     new_version = MvccVersionSensor(
         task_id="new_version", table=TABLE, deferrable=True, skip_maintenance=True, poke_interval=10
@@ -70,10 +71,7 @@ with DAG(
 with DAG(
     dag_id="mvcc_on_events_asset",
     schedule=[EVENTS],
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
-    tags=["mvcc", "example"],
-    doc_md=__doc__,
+    **EXAMPLE_DAG,
 ):
 
     @task
