@@ -7,7 +7,9 @@ table's transaction file (the catalog version would carry it), the check that th
 free (a HEAD on S3, a stat locally) and finalizing (each table's final manifest; the writer's next
 transaction reads the table from its in-process state). What remains is exactly what such a protocol writes
 per commit: the tables' data files and the catalog's own version. Whoever finalizes later (a reader through
-the catalog, `Catalog.cleanup`) pays the rest; this script does not measure that. Not a test, not in run.py.
+the catalog, `Catalog.cleanup`) pays the rest; this script does not measure that. "tx5 data files only" stages
+the five appends and publishes nothing: the floor of any protocol that writes each table's rows to its own data
+file. Not a test, not in run.py.
 
 Also counts the files each commit adds (local) and the requests it makes (a moto server of its own whose
 request log is read), per commit.
@@ -99,19 +101,30 @@ def steps(root: str, opts: dict[str, Any] | None) -> dict[str, Callable[[], None
         finally:
             DEFERRED["on"] = False
 
+    def staged_only() -> None:  # the floor of any protocol: the five tables' data files, nothing published
+        tx = cats["eager"].transaction()
+        for i in range(5):
+            tx.table(f"t{i}").append(data)
+        unpublished.append(tx)
+
+    unpublished: list[Any] = []  # aborted after the measurements (their data files are removed then)
     return {
         "single-table commit": lambda: table.append(data),
         "tx5 eager": lambda: tx5("eager"),
         "tx5 deferred": lambda: tx5("deferred"),
+        "tx5 data files only": staged_only,
+        "abort": lambda: [unpublished.pop().abort() for _ in list(unpublished)],
     }
 
 
 def latencies(todo: dict[str, Callable[[], None]], commits: int) -> None:
-    walls: dict[str, list[float]] = {name: [] for name in todo}
-    cpus: dict[str, list[float]] = {name: [] for name in todo}
+    walls: dict[str, list[float]] = {name: [] for name in todo if name != "abort"}
+    cpus: dict[str, list[float]] = {name: [] for name in walls}
     for step in todo.values():
         step()
+    cleanup = todo.pop("abort")
     for _ in range(commits):
+        cleanup()
         for name, step in todo.items():
             wall, cpu = time.perf_counter(), time.process_time()
             step()
@@ -129,6 +142,8 @@ def files_added(root: Path, todo: dict[str, Callable[[], None]], rounds: int = 4
         return sum(len(names) for _, _, names in os.walk(root))
 
     for name, step in todo.items():
+        if name in ("tx5 data files only", "abort"):
+            continue
         before = count()
         for _ in range(rounds):
             step()
@@ -187,6 +202,8 @@ def main() -> None:
         print("s3 (moto)")
         latencies(steps(f"s3://bench/{uuid.uuid4().hex}", s3.options), args.commits)
         for name, step in steps(f"s3://bench/{uuid.uuid4().hex}", s3.options).items():
+            if name in ("tx5 data files only", "abort"):
+                continue
             step()
             before = s3.requests()
             for _ in range(4):
