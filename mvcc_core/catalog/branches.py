@@ -67,17 +67,15 @@ class BranchPublish(CatalogTransaction):
             txn = manifest.transaction(version)
             if txn is not None and txn.transaction_properties.get(PUBLISHED_BRANCH_ID) == ident:
                 name = self.transaction_properties[PUBLISHED_BRANCH]
-                raise IncompatibleCatalogConflictError(
+                raise IncompatibleCatalogConflictError.with_catalog_version(
                     f"catalog {self.catalog.root}: branch {name!r} was published by catalog version {version} "
                     f"while this publish of it ran (read catalog version {self.snapshot.version})",
+                    root=self.catalog.root,
                     object_name=name,
-                    expected_version=self.snapshot.version,
-                    actual_version=version,
+                    read_version=self.snapshot.version,
+                    version=version,
                     rule="the same branch was published by another snapshot",
                     rule_code=BRANCH_PUBLISHED,
-                    uri=self.catalog.root,
-                    read_version=self.snapshot.version,
-                    conflicting_versions=[version],
                 )
         super()._check_logical(latest)
 

@@ -7,6 +7,8 @@ types (the Dagster plugin's one conflict mapping) handles catalog transactions w
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from mvcc_core.errors import (
     CommitConflictError,
     CorruptManifestError,
@@ -21,6 +23,8 @@ TABLE_GONE = "table_gone"  # the table this transaction changes was dropped (or 
 WRITTEN_OUTSIDE = "written_outside_catalog"  # a catalog table got a version that no catalog version publishes
 RETRY_BUDGET = "publish_retry_budget"  # lost the race for the next catalog version too many times
 BRANCH_PUBLISHED = "branch_published"  # a concurrent publish_branch of the same branch landed first
+
+_Conflict = TypeVar("_Conflict", bound="CatalogConflictError")
 
 
 class CatalogError(MvccError):
@@ -64,6 +68,47 @@ class CatalogConflictError(CommitConflictError):
         self.actual_version = actual_version
         self.rule = rule
         self.rule_code = rule_code
+
+    @classmethod
+    def with_catalog_version(
+        cls: type[_Conflict],
+        message: str,
+        *,
+        root: str,
+        object_name: str,
+        read_version: int,
+        version: int,
+        rule: str,
+        rule_code: str,
+        conflicting: bool = True,
+    ) -> _Conflict:
+        """A conflict of a transaction that read catalog version `read_version` with catalog version `version`.
+
+        Args:
+            message: what happened, in words
+            root: the catalog's root (the error's `uri`)
+            object_name: the object both transactions touched
+            read_version: the catalog version the transaction read (also its `expected_version`)
+            version: the catalog version it found (`actual_version`)
+            rule: the logical conflict, in seed 004's words
+            rule_code: the same as a stable identifier (`RULE_CODES`)
+            conflicting: whether `version` is the one that made the change (its `conflicting_versions`); False
+                when it is only the newest version, where the change was found
+
+        Returns:
+            The error, of the class it is called on.
+        """
+        return cls(
+            message,
+            object_name=object_name,
+            expected_version=read_version,
+            actual_version=version,
+            rule=rule,
+            rule_code=rule_code,
+            uri=root,
+            read_version=read_version,
+            conflicting_versions=[version] if conflicting else [],
+        )
 
 
 class RetryableCatalogConflictError(CatalogConflictError, RetryableConflictError):

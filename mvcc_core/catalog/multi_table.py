@@ -553,28 +553,27 @@ class CatalogTransaction:
                 continue
             rule, name = found
             cls = RetryableCatalogConflictError if rule.retryable else IncompatibleCatalogConflictError
-            raise cls(
+            raise cls.with_catalog_version(
                 f"catalog {self.catalog.root}: {name!r} conflicts with catalog version {version} ({rule.text}); "
                 f"this transaction read catalog version {self.snapshot.version}, the catalog is at {latest}",
+                root=self.catalog.root,
                 object_name=name,
-                expected_version=self.snapshot.version,
-                actual_version=version,
+                read_version=self.snapshot.version,
+                version=version,
                 rule=rule.text,
                 rule_code=rule.code,
-                uri=self.catalog.root,
-                read_version=self.snapshot.version,
-                conflicting_versions=[version],
             )
 
     def _gone(self, name: str, current: int) -> IncompatibleCatalogConflictError:
-        return IncompatibleCatalogConflictError(
+        return IncompatibleCatalogConflictError.with_catalog_version(
             f"catalog {self.catalog.root}: {name!r} names another table now (dropped, or dropped and re-created)",
+            root=self.catalog.root,
             object_name=name,
-            expected_version=self.snapshot.version,
-            actual_version=current,
+            read_version=self.snapshot.version,
+            version=current,
             rule="a snapshot tries to change a table that was dropped by another snapshot",
             rule_code=TABLE_GONE,
-            uri=self.catalog.root,
+            conflicting=False,  # `current` is the newest catalog version, not necessarily the one that dropped it
         )
 
     def _next_rows(self, current: SnapshotView) -> list[Entry]:

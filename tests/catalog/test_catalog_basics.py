@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from mvcc_core import TableExistsError, TableNotFoundError, open_table
+from mvcc_core import TableExistsError, TableNotFoundError, open_table, write_table
 from mvcc_core.catalog import Catalog, CatalogError
 from mvcc_core.io import open_store
 
@@ -205,3 +206,36 @@ def test_a_long_lived_catalog_object_keeps_a_bounded_cache(tmp_path: Any) -> Non
     assert len(committer.cache.transactions) <= catalog_mod.MANIFESTS_CACHED
     assert max(committer.cache.manifests) == cat.latest_version
     assert len(ids(Catalog.open(str(tmp_path / "cat")).table("t"))) == catalog_mod.MANIFESTS_CACHED + 10
+
+
+def test_files_a_commit_adds_locally(tmp_path: Any) -> None:
+    """The cost model of docs/catalog.md "Benchmark": a single-table append adds 3 files (data, transaction,
+    manifest); a catalog transaction adds those 3 per table plus 3 for `__manifest` (state, transaction,
+    manifest), nothing staged left behind. A commit path that starts writing more shows here."""
+
+    def files() -> int:
+        return sum(len(names) for _, _, names in os.walk(tmp_path))
+
+    rows = pa.table({"id": [1, 2]})
+    table = write_table(rows, str(tmp_path / "single"))
+    cat = Catalog.create(str(tmp_path / "cat"))
+    with cat.transaction() as tx:
+        for i in range(5):
+            tx.create_table(f"t{i}", IDS)
+    added = {}
+    for name, commit in {
+        "single": lambda: table.append(rows),
+        "1 table": lambda: transaction_on(cat, 1, rows),
+        "5 tables": lambda: transaction_on(cat, 5, rows),
+    }.items():
+        commit()  # warm: the first commit of a table may add its latest-version hint
+        before = files()
+        commit()
+        added[name] = files() - before
+    assert added == {"single": 3, "1 table": 6, "5 tables": 18}
+
+
+def transaction_on(cat: Catalog, tables: int, rows: pa.Table) -> None:
+    with cat.transaction() as tx:
+        for i in range(tables):
+            tx.table(f"t{i}").append(rows)

@@ -56,6 +56,8 @@ def conflict(cat: Catalog, first: Step, second: Step, kind: type[CommitConflictE
     assert isinstance(err, kind) and isinstance(err, CommitConflictError)
     assert err.object_name == name
     assert err.expected_version == read and err.actual_version == read + 1
+    if err.rule_code != "table_rules":  # a catalog rule; the table's own rules name table versions
+        assert (err.uri, err.read_version, err.conflicting_versions) == (cat.root, read, [read + 1])
     assert name in str(err)
     assert cat.latest_version == read + 1
     for uri in staged:  # a definite failure removes what the loser staged
