@@ -7,6 +7,9 @@ interleaved rounds (`open_table(uri).to_table()`, CPU time, medians) beside the 
 data file opened with its cached footer and decoded whole on one thread). Workers of this checkout and of
 `--peer` alternate, `--repeats` times each; the figures are the medians of the workers' medians.
 
+With `--own-tables` each checkout writes its own tables (a worker process builds them), so a change of the writer
+(a file's codec, encodings, layout) is measured too; otherwise both read the tables this checkout wrote.
+
 Per file: `(frag - one) / (N - 1)` is what a fragment costs a scan in all; less pyarrow's own
 `(raw_frag - raw_one) / (N - 1)` it is mvcc's overhead. Not a test: run it by hand.
 
@@ -100,10 +103,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15, help="scans of each table per worker")
     parser.add_argument("--repeats", type=int, default=3, help="workers per checkout (alternating)")
     parser.add_argument("--out", help="write the results as JSON here")
+    parser.add_argument("--own-tables", action="store_true", help="each checkout reads tables its own code wrote")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--build", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker), args.rounds)))
+        return
+    if args.build:
+        root, shape = args.build.split("::")
+        fragments, rows = (int(x) for x in shape.split("x"))
+        print(json.dumps(build(Path(root), fragments, rows)))
         return
     checkouts = {"this": str(HERE.parent)} | ({"peer": args.peer} if args.peer else {})
     results: dict[str, Any] = {}
@@ -111,12 +121,22 @@ def main() -> None:
         fragments, rows = (int(x) for x in shape.split("x"))
         root = Path(tempfile.mkdtemp(prefix="mvcc-scan-per-file-"))
         try:
-            uris = build(root, fragments, rows)
+            if not args.own_tables:
+                shared = build(root, fragments, rows)
+                tables = {name: shared for name in checkouts}
+            else:
+                tables = {}
+                for name, checkout in checkouts.items():
+                    env = {**os.environ, "PYTHONPATH": checkout}
+                    command = [sys.executable, __file__, "--build", f"{root / name}::{shape}"]
+                    out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
+                    tables[name] = json.loads(out.strip().splitlines()[-1])
             runs: dict[str, list[dict[str, float]]] = {name: [] for name in checkouts}
             for _ in range(args.repeats):
                 for name, checkout in checkouts.items():
                     env = {**os.environ, "PYTHONPATH": checkout}
-                    command = [sys.executable, __file__, "--worker", json.dumps(uris), "--rounds", str(args.rounds)]
+                    uris = json.dumps(tables[name])
+                    command = [sys.executable, __file__, "--worker", uris, "--rounds", str(args.rounds)]
                     out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
                     runs[name].append(json.loads(out.strip().splitlines()[-1]))
         finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing as mp
 import statistics
+import threading
 
 import pyarrow as pa
 import pytest
@@ -202,5 +203,59 @@ def test_latest_lookup_starts_from_a_known_version(tmp_uri) -> None:
         assert manifest_mod.latest_manifest_location(store).version == 40
     finally:
         store.exists = original
-    # from v39: 39, 40, 41 (missing), 40 again (the retention re-check); from the hint (v32): 32..41, 40 = 11
-    assert walked == 4 and len(stats) == 11
+    # from v39: 39, 40, 42 (missing), 41 (missing), 40 again (the retention re-check); from the hint (v32): 32, 33,
+    # 35, 39, 47 (missing), 43, 41 (missing), 40, 40 again = 9 (a walk one by one took 11)
+    assert walked == 5 and len(stats) == 9
+
+
+def test_the_latest_is_found_from_a_hint_of_any_age_in_logarithmic_stats(tmp_uri) -> None:
+    import json
+    import math
+
+    from mvcc_core.format import manifest as manifest_mod
+    from mvcc_core.format import naming
+
+    t = mvcc.write_table(pa.table({"id": [0]}), tmp_uri)
+    store = t.state.store
+    for version in range(2, 41):  # versions 2..40 as names only: the search stats names, it reads no manifest
+        store.put(naming.manifest_path(version, t.manifest_naming), b"")
+    stats = []
+    original = store.exists
+    store.exists = lambda rel: stats.append(rel) or original(rel)
+    try:
+        for hinted in range(1, 41):
+            hint = {"version": hinted, "naming": t.manifest_naming.value}
+            store.put(manifest_mod.LATEST_HINT, json.dumps(hint).encode())
+            stats.clear()
+            assert manifest_mod.latest_manifest_location(store).version == 40
+            assert stats  # the search ran (not a listing)
+            assert len(stats) <= 2 * math.ceil(math.log2(40 - hinted + 1)) + 3, hinted  # a walk: 40 - hinted + 2
+    finally:
+        store.exists = original
+
+
+def test_a_reader_never_misses_a_version_committed_before_it_looked(tmp_uri) -> None:
+    # a writer commits while readers open the table: each open sees at least the versions committed before it
+    # began, whatever the hint (rewritten every 32 versions) says
+    t = mvcc.write_table(pa.table({"id": [0]}), tmp_uri)
+    committed = [t.version]
+    done = threading.Event()
+    stale = []
+
+    def write() -> None:
+        writer = mvcc.open_table(tmp_uri)
+        for i in range(1, 45):
+            writer.append(pa.table({"id": [i]}))
+            committed.append(writer.version)
+        done.set()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    while not done.is_set():
+        before = committed[-1]
+        seen = mvcc.open_table(tmp_uri).version
+        if seen < before:
+            stale.append((seen, before))
+    thread.join()
+    assert not stale
+    assert mvcc.open_table(tmp_uri).version == committed[-1] == 45

@@ -27,6 +27,10 @@ from mvcc_core.io import ObjectStore
 DEFAULT_MAX_ROWS_PER_FILE = 1_048_576
 ROW_GROUP_ROWS = 64 * 1024  # an indexed lookup reads one: 64Ki reads in half the time of 128Ki; full scans ~5% more CPU
 PARQUET_COMPRESSION = "zstd"
+# Files of fewer rows than this (small appends, upserts, rewrites of a few rows) are written with LZ4: zstd's set-up
+# per page is half of such a file's read (docs/format.md, "Data files"); compaction then rewrites them with zstd.
+SMALL_FILE_ROWS = 8_192
+SMALL_FILE_COMPRESSION = "lz4"
 # Dictionary encoding is chosen per column from a sample: on a column of mostly distinct values the
 # Parquet writer fills a dictionary page, gives up and falls back, which costs ~3x the write time
 # and gives a larger file than plain encoding + zstd (measured: docs/format.md, "Data files").
@@ -105,19 +109,35 @@ def plain_column_encodings(schema: pa.Schema, dictionaries: list[str]) -> dict[s
     return out
 
 
+def file_compression(rows: int) -> str:
+    """The Parquet codec of a data file of `rows` rows: LZ4 below `SMALL_FILE_ROWS`, zstd from there on.
+
+    Args:
+        rows: the rows the file holds
+
+    Returns:
+        The codec's name for pyarrow's writer.
+    """
+    return SMALL_FILE_COMPRESSION if rows < SMALL_FILE_ROWS else PARQUET_COMPRESSION
+
+
 def parquet_options(sample: pa.Table | pa.RecordBatch) -> dict[str, Any]:
-    """Writer options for data files: zstd, statistics, row groups, dictionaries chosen by `sample`, and
-    the encodings of the other numeric columns (`plain_column_encodings`).
+    """Writer options for data files: the codec (`file_compression` of the sample's rows: a file written whole
+    passes all its rows), statistics, row groups, dictionaries chosen by `sample`, and the encodings of the other
+    numeric columns (`plain_column_encodings`).
 
     Args:
         sample: the data about to be written, with physical column names
+
+    Returns:
+        Keyword arguments for `pyarrow.parquet.ParquetWriter` / `write_table`.
     """
     dictionaries = dictionary_columns(sample)
     # no statistics for extension columns (`pa.uuid()`): Arrow's row-group pruning has no kernels for their type
     plain = [f.name for f in sample.schema if not isinstance(f.type, pa.BaseExtensionType)]
     statistics = True if len(plain) == len(sample.schema) else _leaf_paths(sample.schema, plain)
     return {
-        "compression": PARQUET_COMPRESSION,
+        "compression": file_compression(sample.num_rows),
         "write_statistics": statistics,
         "use_dictionary": _leaf_paths(sample.schema, dictionaries),
         "column_encoding": plain_column_encodings(sample.schema, dictionaries) or None,
@@ -285,7 +305,11 @@ class FragmentWriter:
                 self._options = parquet_options(table)
             self.written_paths.append(self._path)
             self._sink = self._fs.open_output_stream(self.store.arrow_path(self._path))
-            self._writer = pq.ParquetWriter(self._sink, self.write_schema, **self._options)
+            # the file's codec by its rows: at its first flush they are all pending (a whole-groups flush: >= 64 Ki)
+            compression = file_compression(self._pending_rows)
+            self._writer = pq.ParquetWriter(
+                self._sink, self.write_schema, **{**self._options, "compression": compression}
+            )
         # one chunk per column: the encoder handles many small chunks (one per written batch) slowly
         rows = table.slice(0, ready).combine_chunks()
         count_nans(rows, self._floats, self._nans)

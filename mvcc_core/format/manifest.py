@@ -239,8 +239,8 @@ def list_manifests(store: ObjectStore, handler: CommitHandler | None = None) -> 
 
 
 # A local directory listing grows with the number of versions. Like Iceberg's version-hint.text, a
-# small hint names a recent version; the reader then checks that its successor does not exist, so a
-# stale hint costs one more stat per missed version and is never trusted blindly.
+# small hint names a recent version; the reader then searches its successors (doubling steps, then a
+# binary search: about 2 log2(n) stats for n versions past the hint) and never trusts it blindly.
 LATEST_HINT = f"{VERSIONS_DIR}/_latest_version_hint.json"
 
 
@@ -248,8 +248,8 @@ def _uses_hint(store: ObjectStore) -> bool:
     return store.scheme == "file"
 
 
-# The hint is rewritten every HINT_EVERY versions (and for a new table): a reader then checks at most
-# that many successors, each one stat, while a commit rarely pays for the extra write.
+# The hint is rewritten every HINT_EVERY versions (and for a new table): a reader then searches at most
+# that many successors (at most ~10 stats), while a commit rarely pays for the extra write.
 HINT_EVERY = 32
 
 
@@ -268,7 +268,8 @@ def write_latest_hint(store: ObjectStore, version: int, naming: ManifestNaming) 
 
 
 def latest_from_hint(store: ObjectStore, known: ManifestLocation | None = None) -> ManifestLocation | None:
-    """Walk forward from the hint, or from `known` (a version the caller saw exist) when it is newer.
+    """The latest version, searched forward from the hint, or from `known` (a version the caller saw exist) when
+    it is newer (`_last_present`); None when the start is gone (the caller then lists the versions).
 
     Args:
         store: the table's store (its root)
@@ -289,13 +290,33 @@ def latest_from_hint(store: ObjectStore, known: ManifestLocation | None = None) 
     version, naming = start
     if not store.exists(manifest_path(version, naming)):
         return None
-    while version < MAX_VERSION and store.exists(manifest_path(version + 1, naming)):
-        version += 1
-    # Retention deletes old manifests in ascending order: if the walk stopped at a hole it made, the
+    version = _last_present(store, version, naming)
+    # Retention deletes old manifests in ascending order: if the search stopped at a hole it made, the
     # version we stopped at is gone by now too. The latest is never deleted, so it passes this check.
     if not store.exists(manifest_path(version, naming)):
         return None
     return location_of(store, version, naming)
+
+
+def _last_present(store: ObjectStore, present: int, naming: ManifestNaming) -> int:
+    """The newest version from `present` (a version seen to exist) on, in O(log n) stats: versions are committed
+    one after another, so above a committed version every version exists up to the latest and none after it.
+    Doubling steps find a missing version, then a binary search the last present one before it."""
+    missing = None
+    step = 1
+    while missing is None and present < MAX_VERSION:
+        probe = min(present + step, MAX_VERSION)
+        if store.exists(manifest_path(probe, naming)):
+            present, step = probe, 2 * step
+        else:
+            missing = probe
+    while missing is not None and missing - present > 1:
+        middle = (present + missing) // 2
+        if store.exists(manifest_path(middle, naming)):
+            present = middle
+        else:
+            missing = middle
+    return present
 
 
 def latest_manifest_location(
@@ -304,8 +325,7 @@ def latest_manifest_location(
     """The newest version. With V2 naming this is a single LIST request asking for one key.
 
     `known`: a version the caller has seen (its read version, or the one it just lost the race for);
-    on a local disk the walk starts there when it is newer than the hint, instead of up to
-    HINT_EVERY stats from the hint.
+    on a local disk the search starts there when it is newer than the hint.
 
     With an external store the store decides (its latest entry, synchronized); the object store is listed
     only for a table the store does not know yet (created before the store was used).
