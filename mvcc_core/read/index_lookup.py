@@ -193,6 +193,55 @@ def lookup(
     return row_addresses(index, found.column(payload))
 
 
+def lookup_keys(store: ObjectStore, index: pb.IndexMetadata, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Every (value, row address) pair of a BTREE on an integer column whose value is one of `keys`.
+
+    One read of the index row groups whose min/max hold a key, then a sorted search of the keys in the
+    (sorted) value column: no expression is evaluated (a merge_insert's 10k keys as an IN list cost ~35 ms in
+    Acero over 1M index rows). Addresses are as the index recorded them (no fragment reuse translation).
+
+    Args:
+        store: the table's store
+        index: a BTREE index's metadata entry
+        keys: the keys to look up, unique and sorted, of the index column's numpy type
+
+    Returns:
+        `(values, addresses)`, aligned (a key the table holds twice gives two pairs), or None when the index is
+        not a BTREE over an integer column (the caller scans instead).
+    """
+    if index.index_type != BTREE or not index.files:
+        return None
+    path = store.arrow_path(index_file(index))
+    fs = store.arrow_filesystem()
+    key = (store.scheme, path, index.files[0].size_bytes)
+    column = schema_mod.physical_name(index.fields[0])
+    metadata = parquet_metadata(fs, key)
+    stats = _statistics(key, metadata, column)
+    if stats is None or not pa.types.is_integer(stats.value_type) or stats.mins.dtype != keys.dtype:
+        return None
+    empty = np.array([], dtype=keys.dtype), np.array([], dtype=np.uint64)
+    if not len(keys):
+        return empty
+    # row groups whose [min, max] holds a key (unknown statistics admit; all-null groups never match)
+    admitted = np.searchsorted(keys, stats.maxs, side="right") > np.searchsorted(keys, stats.mins, side="left")
+    groups = [int(g) for g in np.flatnonzero((admitted | ~stats.known) & ~stats.all_null)]
+    if not groups:
+        return empty
+    found = read_row_groups(fs, key, groups, [column, ROW_ADDRESS], [])
+    values, addresses = found.column(column), found.column(ROW_ADDRESS)
+    if values.null_count:  # nulls sort last and match no key
+        valid = pc.is_valid(values)
+        values, addresses = values.filter(valid), addresses.filter(valid)
+    values = values.to_numpy()
+    addresses = addresses.to_numpy().astype(np.uint64, copy=False)
+    left = np.searchsorted(values, keys, side="left")
+    counts = np.searchsorted(values, keys, side="right") - left
+    total = int(counts.sum())
+    # positions left[i], left[i] + 1, ..., left[i] + counts[i] - 1 of every key, concatenated
+    positions = np.repeat(left - (np.cumsum(counts) - counts), counts) + np.arange(total)
+    return values[positions], addresses[positions]
+
+
 def address_column(index: pb.IndexMetadata) -> str:
     """The name of the index file's column that holds row addresses.
 

@@ -1,0 +1,76 @@
+"""The target rows a merge_insert joins, read from a BTREE on its key instead of the data files when one covers it.
+
+Design notes: docs/row_level_changes.md, "merge_insert, as implemented".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.format import fragment_reuse as frag_reuse
+from mvcc_core.io import ObjectStore
+from mvcc_core.read.deleted_rows import live_mask
+from mvcc_core.read.index_lookup import BTREE, covered, lookup_keys
+from mvcc_core.read.scan import ROW_ADDRESS, Scan
+
+
+def key_rows_from_index(
+    store: ObjectStore, manifest: pb.Manifest, key: str, source_keys: pa.ChunkedArray
+) -> pa.Table | None:
+    """The live rows whose `key` is one of `source_keys`, as `(key, _rowaddr)`, answered by a BTREE on `key`.
+
+    A BTREE holds every (value, row address) pair of the fragments it covers, and an Update rewriting the key
+    column in place takes its fragments out of the cover (`_unindex`), so for covered fragments the index alone
+    says which rows hold a key: no data file is opened. Rows deleted since the build are dropped with the
+    fragments' deletion vectors; fragments the index does not cover are scanned with an IN list.
+
+    Args:
+        store: the table's store
+        manifest: the version the merge reads
+        key: the (top-level, integer) key column
+        source_keys: the source's key column (nulls match nothing)
+
+    Returns:
+        The rows, or None when no usable BTREE covers the key (an integer BTREE whose addresses need no
+        translation through a compaction's fragment reuse index): the caller scans instead.
+    """
+    index = _btree(manifest, key)
+    if index is None or frag_reuse.address_map(manifest, index):
+        return None
+    keys = source_keys.drop_null().to_numpy()
+    found = lookup_keys(store, index, np.unique(keys))
+    if found is None:
+        return None
+    values, addresses = found
+    cover = covered(index)
+    fragments = {f.id: f for f in manifest.fragments}
+    indexed = [fid for fid in cover if fid in fragments]
+    fragment_of = (addresses >> np.uint64(32)).astype(np.int64)
+    keep = np.isin(fragment_of, np.array(indexed, dtype=np.int64))
+    for fid in np.unique(fragment_of[keep]).tolist():
+        mask = live_mask(store, fragments[fid], manifest.base_paths)
+        if mask is not None:
+            rows = np.flatnonzero(fragment_of == fid)
+            offsets = (addresses[rows] & np.uint64(0xFFFFFFFF)).astype(np.int64)
+            keep[rows] &= mask[np.minimum(offsets, len(mask) - 1)] & (offsets < len(mask))
+    key_type = source_keys.type
+    parts = [pa.table({key: pa.array(values[keep], key_type), ROW_ADDRESS: pa.array(addresses[keep], pa.uint64())})]
+    rest = [f for f in manifest.fragments if f.id not in cover]
+    if rest:
+        scan = Scan(
+            store, manifest, [key], pc.field(key).isin(source_keys.drop_null()), with_row_address=True, fragments=rest
+        )
+        parts.append(scan.to_table().select([key, ROW_ADDRESS]))
+    return pa.concat_tables(parts)
+
+
+def _btree(manifest: pb.Manifest, key: str) -> pb.IndexMetadata | None:
+    """The BTREE index on the top-level column `key` with files, if the table has one."""
+    ids = [f.id for f in manifest.fields if f.parent_id == -1 and f.name == key]
+    for index in manifest.indices:
+        if ids and list(index.fields) == ids and index.index_type == BTREE and index.files:
+            return index
+    return None
