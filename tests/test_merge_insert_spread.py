@@ -1,0 +1,55 @@
+"""Randomized upserts with keys spread over the table, with and without a BTREE on the key, against a plain
+evaluation in Python: deletion vectors, duplicate target keys, NULL keys, fragments the index does not cover
+(appended or written by earlier upserts) and a compaction all come before or between the upserts."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+
+import mvcc_core as mvcc
+from mvcc_core.ops.merge_insert_target import key_rows_from_index
+
+
+def _table(rows: list[tuple], key_type: pa.DataType) -> pa.Table:
+    return pa.table({"id": pa.array([r[0] for r in rows], key_type), "v": pa.array([r[1] for r in rows], pa.int64())})
+
+
+def _upsert(model: list[tuple], source: list[tuple]) -> list[tuple]:
+    """Every target row whose key a source row has becomes that source row; the other source rows are added."""
+    by_key = {k: v for k, v in source if k is not None}
+    matched = {k for k, _ in model if k in by_key}
+    kept = [(k, by_key[k]) if k in by_key else (k, v) for k, v in model]
+    return kept + [(k, v) for k, v in source if k is None or k not in matched]
+
+
+@pytest.mark.parametrize(("indexed", "key_type"), [(True, pa.int64()), (True, pa.int32()), (False, pa.int64())])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_spread_upserts_match_a_plain_evaluation(tmp_path, seed: int, indexed: bool, key_type: pa.DataType) -> None:
+    rng = random.Random(seed)
+    model = [(i, i) for i in range(600)] + [(i, -i) for i in rng.sample(range(600), 20)]  # 20 keys held twice
+    rng.shuffle(model)
+    t = mvcc.write_table(_table(model, key_type), str(tmp_path / "t"), max_rows_per_file=20)
+    if indexed:
+        t.create_scalar_index("id", "BTREE")
+    gone = set(rng.sample(range(600), 60))  # deletion vectors in covered fragments
+    t.delete("id IN (" + ", ".join(map(str, sorted(gone))) + ")")
+    model = [r for r in model if r[0] not in gone]
+    appended = [(i, i) for i in range(600, 640)] + [(5, 55)]  # fragments the index does not cover
+    t.append(_table(appended, key_type))
+    model += appended
+    if indexed:  # the upserts below read their target rows from the index (until the compaction)
+        keys = pa.chunked_array([pa.array([1, 2, 700], key_type)])
+        assert key_rows_from_index(t.state.store, t.manifest, "id", keys) is not None
+    for step in range(5):
+        if step == 3:
+            t.optimize.compact_files(target_rows_per_fragment=100)  # moves rows: the index's addresses need remapping
+        keys = rng.sample(range(700), 80) + [None] * rng.randint(0, 2)  # spread, some new, maybe NULL
+        source = [(k, 1_000 * (step + 1) + n) for n, k in enumerate(keys)]
+        t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(_table(source, key_type))
+        model = _upsert(model, source)
+        got = mvcc.open_table(t.uri).to_table()
+        assert Counter(zip(got.column("id").to_pylist(), got.column("v").to_pylist(), strict=True)) == Counter(model)
