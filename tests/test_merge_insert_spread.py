@@ -16,8 +16,21 @@ import mvcc_core as mvcc
 from mvcc_core.ops.merge_insert_target import key_rows_from_index
 
 
+def _key(k: int | None, key_type: pa.DataType) -> int | str | None:
+    """The model's integer key as the table holds it (strings `k{n}`: not ordered as the integers are)."""
+    return f"k{k}" if k is not None and pa.types.is_string(key_type) else k
+
+
 def _table(rows: list[tuple], key_type: pa.DataType) -> pa.Table:
-    return pa.table({"id": pa.array([r[0] for r in rows], key_type), "v": pa.array([r[1] for r in rows], pa.int64())})
+    keys = [_key(r[0], key_type) for r in rows]
+    return pa.table({"id": pa.array(keys, key_type), "v": pa.array([r[1] for r in rows], pa.int64())})
+
+
+def _rows(t: mvcc.Table) -> Counter:
+    """The table's rows as the model's (integer key, value) pairs."""
+    got = t.to_table()
+    ids = [k if not isinstance(k, str) else int(k[1:]) for k in got.column("id").to_pylist()]
+    return Counter(zip(ids, got.column("v").to_pylist(), strict=True))
 
 
 def _upsert(model: list[tuple], source: list[tuple]) -> list[tuple]:
@@ -32,10 +45,9 @@ def _upsert(model: list[tuple], source: list[tuple]) -> list[tuple]:
     ("seed", "indexed", "key_type"),
     [
         (1, True, pa.int64()),
-        (2, True, pa.int64()),
         (3, True, pa.int32()),
+        (4, True, pa.string()),
         (1, False, pa.int64()),
-        (2, False, pa.int64()),
     ],
 )
 def test_spread_upserts_match_a_plain_evaluation(tmp_path, seed: int, indexed: bool, key_type: pa.DataType) -> None:
@@ -46,13 +58,13 @@ def test_spread_upserts_match_a_plain_evaluation(tmp_path, seed: int, indexed: b
     if indexed:
         t.create_scalar_index("id", "BTREE")
     gone = set(rng.sample(range(400), 40))  # deletion vectors in covered fragments
-    t.delete("id IN (" + ", ".join(map(str, sorted(gone))) + ")")
+    t.delete("id IN (" + ", ".join(repr(_key(k, key_type)) for k in sorted(gone)) + ")")
     model = [r for r in model if r[0] not in gone]
     appended = [(i, i) for i in range(400, 440)] + [(5, 55)]  # fragments the index does not cover
     t.append(_table(appended, key_type))
     model += appended
     if indexed:  # the upserts below read their target rows from the index (until the compaction)
-        keys = pa.chunked_array([pa.array([1, 2, 500], key_type)])
+        keys = pa.chunked_array([pa.array([_key(k, key_type) for k in (1, 2, 500)], key_type)])
         assert key_rows_from_index(t.state.store, t.manifest, "id", keys) is not None
     for step in range(4):
         if step == 2:
@@ -61,8 +73,7 @@ def test_spread_upserts_match_a_plain_evaluation(tmp_path, seed: int, indexed: b
         source = [(k, 1_000 * (step + 1) + n) for n, k in enumerate(keys)]
         t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(_table(source, key_type))
         model = _upsert(model, source)
-        got = mvcc.open_table(t.uri).to_table()
-        assert Counter(zip(got.column("id").to_pylist(), got.column("v").to_pylist(), strict=True)) == Counter(model)
+        assert _rows(mvcc.open_table(t.uri)) == Counter(model)
 
 
 def test_an_index_written_by_the_previous_format_answers_the_same(tmp_path) -> None:

@@ -201,13 +201,9 @@ def _write_index(
 
 
 def _encodings(table: pa.Table) -> dict:
-    """DELTA_BINARY_PACKED without a dictionary for the index file's integer columns (a BTREE's sorted values
-    and its row addresses): a dictionary of values that are all distinct only costs, and sorted integers
-    delta-pack to almost nothing (1M keys: 5.3 MB and 85-95 ms CPU to read before, 51 KB and ~15 ms after)."""
+    """No dictionary for the index file's columns, DELTA_BINARY_PACKED for its integer columns (a BTREE's sorted
+    values and its row addresses, a BITMAP's values): a dictionary of values that are all (BTREE: mostly) distinct
+    only costs, and sorted integers delta-pack to almost nothing (1M keys: 5.3 MB and 85-95 ms CPU to read
+    before, 51 KB and ~15 ms after; 1M distinct strings read in 40 instead of 67 ms)."""
     integers = [f.name for f in table.schema if pa.types.is_integer(f.type)]
-    if not integers:
-        return {}
-    return {
-        "use_dictionary": [f.name for f in table.schema if f.name not in integers],
-        "column_encoding": dict.fromkeys(integers, "DELTA_BINARY_PACKED"),
-    }
+    return {"use_dictionary": False, "column_encoding": dict.fromkeys(integers, "DELTA_BINARY_PACKED") or None}

@@ -30,18 +30,17 @@ def key_rows_from_index(
     Args:
         store: the table's store
         manifest: the version the merge reads
-        key: the (top-level, integer) key column
+        key: the (top-level, integer or string) key column
         source_keys: the source's key column (nulls match nothing)
 
     Returns:
-        The rows, or None when no usable BTREE covers the key (an integer BTREE whose addresses need no
+        The rows, or None when no usable BTREE covers the key (an integer or string BTREE whose addresses need no
         translation through a compaction's fragment reuse index): the caller scans instead.
     """
     index = _btree(manifest, key)
     if index is None or frag_reuse.address_map(manifest, index):
         return None
-    keys = source_keys.drop_null().to_numpy()
-    found = lookup_keys(store, index, np.unique(keys))
+    found = lookup_keys(store, index, pc.unique(source_keys.drop_null()))
     if found is None:
         return None
     values, addresses = found
@@ -56,8 +55,7 @@ def key_rows_from_index(
             rows = np.flatnonzero(fragment_of == fid)
             offsets = (addresses[rows] & np.uint64(0xFFFFFFFF)).astype(np.int64)
             keep[rows] &= mask[np.minimum(offsets, len(mask) - 1)] & (offsets < len(mask))
-    key_type = source_keys.type
-    parts = [pa.table({key: pa.array(values[keep], key_type), ROW_ADDRESS: pa.array(addresses[keep], pa.uint64())})]
+    parts = [pa.table({key: values.filter(pa.array(keep)), ROW_ADDRESS: pa.array(addresses[keep], pa.uint64())})]
     rest = [f for f in manifest.fragments if f.id not in cover]
     if rest:
         scan = Scan(
