@@ -243,7 +243,7 @@ class MergeInsertBuilder:
         prefilter = None if self._delete_by_source else self._key_filter(source, manifest)
         target = None
         if target_cols == self._on and len(self._on) == 1 and not stable and not self._delete_by_source:
-            target = key_rows_from_index(store, manifest, self._on[0], source.column(self._on[0]))
+            target = key_rows_from_index(store, manifest, self._on[0], source.column(self._on[0]), prefilter)
         if target is None:
             target = find_rows(store, manifest, prefilter, target_cols, with_row_id=stable)
         pairs = self._join(target, source)

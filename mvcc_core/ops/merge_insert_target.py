@@ -18,20 +18,26 @@ from mvcc_core.read.scan import ROW_ADDRESS, Scan
 
 
 def key_rows_from_index(
-    store: ObjectStore, manifest: pb.Manifest, key: str, source_keys: pa.ChunkedArray
+    store: ObjectStore,
+    manifest: pb.Manifest,
+    key: str,
+    source_keys: pa.ChunkedArray,
+    rest_filter: str | pc.Expression | None = None,
 ) -> pa.Table | None:
     """The live rows whose `key` is one of `source_keys`, as `(key, _rowaddr)`, answered by a BTREE on `key`.
 
     A BTREE holds every (value, row address) pair of the fragments it covers, and an Update rewriting the key
     column in place takes its fragments out of the cover (`_unindex`), so for covered fragments the index alone
     says which rows hold a key: no data file is opened. Rows deleted since the build are dropped with the
-    fragments' deletion vectors; fragments the index does not cover are scanned with an IN list.
+    fragments' deletion vectors; fragments the index does not cover are scanned with `rest_filter`.
 
     Args:
         store: the table's store
         manifest: the version the merge reads
         key: the (top-level, integer or string) key column
         source_keys: the source's key column (nulls match nothing)
+        rest_filter: what the scan of fragments the index does not cover keeps (None: the source keys' IN list);
+            the rows it returns are joined with the source like the index's
 
     Returns:
         The rows, or None when no usable BTREE covers the key (an integer or string BTREE whose addresses need no
@@ -49,18 +55,22 @@ def key_rows_from_index(
     indexed = [fid for fid in cover if fid in fragments]
     fragment_of = (addresses >> np.uint64(32)).astype(np.int64)
     keep = np.isin(fragment_of, np.array(indexed, dtype=np.int64))
-    for fid in np.unique(fragment_of[keep]).tolist():
+    # the hits grouped by fragment (the index orders them by key), then each fragment's deletion vector
+    hits = np.flatnonzero(keep)
+    hits = hits[np.argsort(fragment_of[hits], kind="stable")]
+    ids, starts = np.unique(fragment_of[hits], return_index=True)
+    ends = [*starts[1:].tolist(), len(hits)] if len(hits) else []
+    for fid, start, end in zip(ids.tolist(), starts.tolist(), ends, strict=True):
         mask = live_mask(store, fragments[fid], manifest.base_paths)
         if mask is not None:
-            rows = np.flatnonzero(fragment_of == fid)
+            rows = hits[start:end]
             offsets = (addresses[rows] & np.uint64(0xFFFFFFFF)).astype(np.int64)
             keep[rows] &= mask[np.minimum(offsets, len(mask) - 1)] & (offsets < len(mask))
     parts = [pa.table({key: values.filter(pa.array(keep)), ROW_ADDRESS: pa.array(addresses[keep], pa.uint64())})]
     rest = [f for f in manifest.fragments if f.id not in cover]
     if rest:
-        scan = Scan(
-            store, manifest, [key], pc.field(key).isin(source_keys.drop_null()), with_row_address=True, fragments=rest
-        )
+        keep_rows = pc.field(key).isin(source_keys.drop_null()) if rest_filter is None else rest_filter
+        scan = Scan(store, manifest, [key], keep_rows, with_row_address=True, fragments=rest)
         parts.append(scan.to_table().select([key, ROW_ADDRESS]))
     return pa.concat_tables(parts)
 
