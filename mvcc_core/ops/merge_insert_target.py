@@ -40,16 +40,19 @@ def key_rows_from_index(
             the rows it returns are joined with the source like the index's
 
     Returns:
-        The rows, or None when no usable BTREE covers the key (an integer or string BTREE whose addresses need no
-        translation through a compaction's fragment reuse index): the caller scans instead.
+        The rows, or None when no BTREE on an integer or string key covers it: the caller scans instead.
     """
     index = _btree(manifest, key)
-    if index is None or frag_reuse.address_map(manifest, index):
+    if index is None:
         return None
     found = lookup_keys(store, index, pc.unique(source_keys.drop_null()))
     if found is None:
         return None
     values, addresses = found
+    moved = frag_reuse.address_map(manifest, index)
+    if moved:  # built before compactions that deferred remapping: where those rows are now
+        addresses, kept = moved.translate_kept(addresses)
+        values = values.filter(pa.array(kept))
     cover = covered(index)
     fragments = {f.id: f for f in manifest.fragments}
     indexed = [fid for fid in cover if fid in fragments]
