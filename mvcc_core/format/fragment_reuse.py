@@ -234,7 +234,19 @@ class AddressMap:
         Args:
             addresses: row addresses (fragment id << 32 | offset) as the index recorded them
         """
+        return self.translate_kept(addresses)[0]
+
+    def translate_kept(self, addresses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`translate`, and which of the input addresses it kept (to keep values that go with them aligned).
+
+        Args:
+            addresses: row addresses (fragment id << 32 | offset) as the index recorded them
+
+        Returns:
+            `(new addresses of the kept rows, in input order; a bool mask over the input, True where kept)`.
+        """
         out = np.asarray(addresses, dtype=np.uint64)
+        positions = np.arange(len(out))
         for frag_ids, old, new in self.steps:
             fragments = (out >> np.uint64(32)).astype(np.int64)
             moved = np.flatnonzero(np.isin(fragments, np.fromiter(frag_ids, dtype=np.int64)))
@@ -250,8 +262,10 @@ class AddressMap:
             out[moved[found]] = new[pos[found]]
             keep = np.ones(len(out), dtype=bool)
             keep[moved[~found]] = False
-            out = out[keep]
-        return out
+            out, positions = out[keep], positions[keep]
+        kept = np.zeros(len(addresses), dtype=bool)
+        kept[positions] = True
+        return out, kept
 
 
 def remap_fragment_bitmap(bitmap: BitMap, group: pb.FragReuseGroup) -> BitMap:

@@ -183,7 +183,14 @@ def _write_index(
     fs = store.arrow_filesystem()
     try:
         with fs.open_output_stream(store.arrow_path(path)) as sink:
-            pq.write_table(table, sink, row_group_size=ROWS_PER_GROUP, compression="zstd", write_statistics=True)
+            pq.write_table(
+                table,
+                sink,
+                row_group_size=ROWS_PER_GROUP,
+                compression="zstd",
+                write_statistics=True,
+                **_encodings(table),
+            )
             size = sink.tell()
         store.sync(path)
     except BaseException:
@@ -191,3 +198,12 @@ def _write_index(
         raise
     metadata.files.append(pb.IndexFile(path=INDEX_FILE, size_bytes=size))
     return BuiltIndex(metadata, [path])
+
+
+def _encodings(table: pa.Table) -> dict:
+    """No dictionary for the index file's columns, DELTA_BINARY_PACKED for its integer columns (a BTREE's sorted
+    values and its row addresses, a BITMAP's values): a dictionary of values that are all (BTREE: mostly) distinct
+    only costs, and sorted integers delta-pack to almost nothing (1M keys: 5.3 MB and 85-95 ms CPU to read
+    before, 51 KB and ~15 ms after; 1M distinct strings read in 40 instead of 67 ms)."""
+    integers = [f.name for f in table.schema if pa.types.is_integer(f.type)]
+    return {"use_dictionary": False, "column_encoding": dict.fromkeys(integers, "DELTA_BINARY_PACKED") or None}

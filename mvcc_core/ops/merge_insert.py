@@ -25,6 +25,7 @@ from mvcc_core.format.fragments import fragment_paths, to_reader, write_fragment
 from mvcc_core.format.row_ids import ROW_ID
 from mvcc_core.io import ObjectStore
 from mvcc_core.ops.delete import delete_addresses, find_rows
+from mvcc_core.ops.merge_insert_target import key_rows_from_index
 from mvcc_core.read.index_lookup import BITMAP, BTREE
 from mvcc_core.read.scan import ROW_ADDRESS
 from mvcc_core.read.sql_filter import to_expression
@@ -240,7 +241,11 @@ class MergeInsertBuilder:
             )
             update_filter = to_expression(self._update_condition, nested)
         prefilter = None if self._delete_by_source else self._key_filter(source, manifest)
-        target = find_rows(store, manifest, prefilter, target_cols, with_row_id=stable)
+        target = None
+        if target_cols == self._on and len(self._on) == 1 and not stable and not self._delete_by_source:
+            target = key_rows_from_index(store, manifest, self._on[0], source.column(self._on[0]), prefilter)
+        if target is None:
+            target = find_rows(store, manifest, prefilter, target_cols, with_row_id=stable)
         pairs = self._join(target, source)
         target_idx = pairs.column(_T).to_numpy()
         source_idx = pairs.column(_S).to_numpy()

@@ -193,6 +193,70 @@ def lookup(
     return row_addresses(index, found.column(payload))
 
 
+def lookup_keys(store: ObjectStore, index: pb.IndexMetadata, keys: pa.Array) -> tuple[pa.Array, np.ndarray] | None:
+    """Every (value, row address) pair of a BTREE on an integer or string column whose value is one of `keys`.
+
+    One read of the index row groups whose min/max hold a key, then, for integers, a sorted search of the keys
+    in the (sorted) value column, for strings one hash lookup per value: no expression is evaluated (a
+    merge_insert's 10k keys as an IN list cost ~35 ms in Acero over 1M index rows). Addresses are as the index
+    recorded them (no fragment reuse translation).
+
+    Args:
+        store: the table's store
+        index: a BTREE index's metadata entry
+        keys: the keys to look up, unique, without nulls, of the index column's type
+
+    Returns:
+        `(values, addresses)`, aligned (a key the table holds twice gives two pairs), or None when the index is
+        not a BTREE over an integer or string column of the keys' type (the caller scans instead).
+    """
+    if index.index_type != BTREE or not index.files:
+        return None
+    path = store.arrow_path(index_file(index))
+    fs = store.arrow_filesystem()
+    key = (store.scheme, path, index.files[0].size_bytes)
+    column = schema_mod.physical_name(index.fields[0])
+    stats = _statistics(key, parquet_metadata(fs, key), column)
+    integer = stats is not None and pa.types.is_integer(stats.value_type)
+    if stats is None or stats.value_type != keys.type or not (integer or pa.types.is_string(keys.type)):
+        return None
+    empty = keys.slice(0, 0), np.array([], dtype=np.uint64)
+    sorted_keys = np.sort(keys.to_numpy(zero_copy_only=False))
+    if not len(sorted_keys):
+        return empty
+    groups = _key_groups(stats, sorted_keys)
+    if not groups:
+        return empty
+    found = read_row_groups(fs, key, groups, [column, ROW_ADDRESS], [])
+    values, addresses = found.column(column), found.column(ROW_ADDRESS)
+    if values.null_count:  # nulls sort last and match no key
+        valid = pc.is_valid(values)
+        values, addresses = values.filter(valid), addresses.filter(valid)
+    if not integer:
+        hit = pc.is_in(values, value_set=keys)
+        return values.filter(hit).combine_chunks(), addresses.filter(hit).to_numpy().astype(np.uint64, copy=False)
+    numbers = values.to_numpy()
+    left = np.searchsorted(numbers, sorted_keys, side="left")
+    counts = np.searchsorted(numbers, sorted_keys, side="right") - left
+    # positions left[i], left[i] + 1, ..., left[i] + counts[i] - 1 of every key, concatenated
+    positions = np.repeat(left - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
+    taken = addresses.to_numpy().astype(np.uint64, copy=False)[positions]
+    return pa.array(numbers[positions], keys.type), taken
+
+
+def _key_groups(stats: _Statistics, sorted_keys: np.ndarray) -> list[int]:
+    """Index row groups whose [min, max] holds one of `sorted_keys` (numbers, or Python strings compared by code
+    point, which is UTF-8's byte order and so Parquet's); unknown statistics admit, all-null groups never match."""
+    if isinstance(stats.mins, np.ndarray):
+        mins, maxs, known = stats.mins, stats.maxs, stats.known
+    else:
+        known = stats.known
+        mins = np.array([v if k else "" for v, k in zip(stats.mins.to_pylist(), known, strict=True)], dtype=object)
+        maxs = np.array([v if k else "" for v, k in zip(stats.maxs.to_pylist(), known, strict=True)], dtype=object)
+    admitted = np.searchsorted(sorted_keys, maxs, side="right") > np.searchsorted(sorted_keys, mins, side="left")
+    return [int(g) for g in np.flatnonzero((admitted | ~known) & ~stats.all_null)]
+
+
 def address_column(index: pb.IndexMetadata) -> str:
     """The name of the index file's column that holds row addresses.
 
