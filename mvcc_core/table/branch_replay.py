@@ -71,9 +71,22 @@ def with_replay(state: TableState, properties: Mapping[str, str] | None, descrip
     Returns:
         The properties to commit with.
     """
-    out = dict(properties or {})
     if branch_of(state.store) is None:
-        return out
+        return dict(properties or {})
+    return recorded(properties, description)
+
+
+def recorded(properties: Mapping[str, str] | None, description: dict[str, Any]) -> dict[str, str]:
+    """`properties` plus the replay description of a write (unchanged when it is not JSON: it cannot run again).
+
+    Args:
+        properties: The write's transaction properties.
+        description: What the write does (JSON-serializable), e.g. {"op": "delete", "where": "x < 0"}.
+
+    Returns:
+        The properties to commit with.
+    """
+    out = dict(properties or {})
     with contextlib.suppress(TypeError, ValueError):  # not JSON (an Arrow Expression, bytes): cannot run again
         out[REPLAY_PROPERTY] = json.dumps(description, sort_keys=True)
     return out

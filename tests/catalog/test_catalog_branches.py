@@ -16,7 +16,6 @@ from mvcc_core.catalog import (
     Catalog,
     CatalogError,
     IncompatibleCatalogConflictError,
-    RetryableCatalogConflictError,
 )
 from mvcc_core.catalog.forks import ForkStatus, classify, fork_of, fresh_branch_rows
 from mvcc_core.errors import BranchExistsError, BranchNotFoundError, FailpointError
@@ -117,16 +116,6 @@ def test_publish_branch_lands_every_table_in_one_catalog_version(memory_uri: str
 
 def test_publish_refused_leaves_main_untouched(memory_uri: str) -> None:
     cat = make(memory_uri)
-    cat.create_branch("dev")
-    with cat.transaction(branch="dev") as tx:
-        tx.table("s.a").delete("id = 1")
-        tx.table("s.b").append(pa.table({"id": [9]}))
-    with cat.transaction() as tx:
-        tx.table("s.a").delete("id = 1")  # the same row: the table's own rules refuse
-    before = cat.latest_version
-    with pytest.raises(RetryableCatalogConflictError):
-        cat.publish_branch("dev")
-    assert cat.latest_version == before and ids(cat.table("s.b")) == [1, 2, 3]
     cat.create_branch("dev2")
     with cat.transaction(branch="dev2") as tx:
         tx.table("s.c").append(pa.table({"id": [9]}))
@@ -137,11 +126,11 @@ def test_publish_refused_leaves_main_untouched(memory_uri: str) -> None:
     assert cat.latest_version == before and cat.tables() == ["s.a", "s.b"]
 
 
-# seed 1 publishes, seed 0 is refused (the same row deleted on both sides): one of each in the fast tier
+# seed 1 publishes as it is, seed 0 runs the branch's writes again (the same row deleted on both sides)
 @pytest.mark.parametrize("seed", [0, 1, *(pytest.param(s, marks=pytest.mark.slow) for s in range(2, 8))])
 def test_publish_matches_a_plain_evaluation(seed: int, memory_uri: str) -> None:
-    """Random appends and deletes on the branch and on main; the publish either lands exactly the model's
-    rows or is refused with main exactly as main's own model."""
+    """Random appends and deletes on the branch and on main; the publish lands exactly the model's rows, as it
+    is or (the same row deleted on both sides) by running the branch's writes again."""
     rng = random.Random(seed)
     cat = make(memory_uri)
     cat.create_branch("dev")
@@ -171,14 +160,11 @@ def test_publish_matches_a_plain_evaluation(seed: int, memory_uri: str) -> None:
             assert ids(cat.table(f"s.{t}", branch="dev")) == sorted(branch_rows[t])
             assert ids(cat.table(f"s.{t}")) == sorted(main_rows[t])
     before = cat.latest_version
-    try:
-        cat.publish_branch("dev")
-    except RetryableCatalogConflictError:
-        assert cat.latest_version == before
-        assert any(branch_deleted[t] & main_deleted[t] for t in "abc")  # only the same row may conflict
-        expected = main_rows
-    else:
-        expected = {t: (main_rows[t] - branch_deleted[t]) | (added[t] & branch_rows[t]) for t in "abc"}
+    cat.publish_branch("dev")  # the same row deleted on both sides: the branch's writes run again
+    replayed = cat.versions()[-1].properties.get("mvcc.published_branch_replayed") == "true"
+    assert replayed == any(branch_deleted[t] & main_deleted[t] for t in "abc")  # only the same row conflicts
+    assert cat.latest_version == before + 1
+    expected = {t: (main_rows[t] - branch_deleted[t]) | (added[t] & branch_rows[t]) for t in "abc"}
     for t in "abc":
         assert ids(cat.table(f"s.{t}")) == sorted(expected[t]), t
 
@@ -358,10 +344,11 @@ def test_two_concurrent_publishes_of_one_branch_land_it_once(tmp_uri: str) -> No
     assert ids(cat.table("s.a")) == [1, 2, 3, 10]
 
 
-def test_a_republish_after_main_moved_is_refused_rather_than_misapplied(memory_uri: str) -> None:
+def test_a_republish_after_main_moved_runs_the_writes_again_rather_than_misapplying_them(memory_uri: str) -> None:
     """After a publish while main had moved, main holds the branch's rows under other fragment ids: a second
-    publish of a change to them would land on main's own fragments (before: id 10 stayed, 20 and 21 were
-    deleted, 11 doubled). It is refused, main untouched; a fast-forwarded table publishes again."""
+    publish of a change to them as it is would land on main's own fragments (before the check: id 10 stayed, 20
+    and 21 were deleted, 11 doubled). The branch's writes since run again on main's rows instead; a
+    fast-forwarded table publishes again as it is."""
     cat = make(memory_uri)
     cat.create_branch("dev")
     with cat.transaction(branch="dev") as tx:
@@ -373,9 +360,9 @@ def test_a_republish_after_main_moved_is_refused_rather_than_misapplied(memory_u
     with cat.transaction(branch="dev") as tx:
         tx.table("s.a").delete("id = 10")
     before = cat.latest_version
-    with pytest.raises(CatalogError, match="published while main had moved"):
-        cat.publish_branch("dev")
-    assert cat.latest_version == before and ids(cat.table("s.a")) == [1, 2, 3, 10, 11, 20, 21]
+    assert cat.publish_branch("dev") == before + 1
+    assert cat.versions()[-1].properties["mvcc.published_branch_replayed"] == "true"
+    assert ids(cat.table("s.a")) == [1, 2, 3, 11, 20, 21] and ids(cat.table("s.b")) == [1, 2, 3, 10]
     cat.create_branch("dev2")
     with cat.transaction(branch="dev2") as tx:
         tx.table("s.b").append(pa.table({"id": [12]}))
@@ -383,4 +370,5 @@ def test_a_republish_after_main_moved_is_refused_rather_than_misapplied(memory_u
     with cat.transaction(branch="dev2") as tx:
         tx.table("s.b").delete("id = 12")
     cat.publish_branch("dev2")
+    assert "mvcc.published_branch_replayed" not in cat.versions()[-1].properties
     assert ids(cat.table("s.b")) == [1, 2, 3, 10]
