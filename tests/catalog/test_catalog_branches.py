@@ -6,9 +6,11 @@ from __future__ import annotations
 import random
 import threading
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from mvcc_core import failpoints, open_table
@@ -372,3 +374,121 @@ def test_a_republish_after_main_moved_runs_the_writes_again_rather_than_misapply
     cat.publish_branch("dev2")
     assert "mvcc.published_branch_replayed" not in cat.versions()[-1].properties
     assert ids(cat.table("s.b")) == [1, 2, 3, 10]
+
+
+VALUES = pa.schema([("id", pa.int64()), ("v", pa.int64())])
+
+
+def random_write(rng: random.Random, next_id: int) -> tuple[str, Any]:
+    """A random write: (its SQL-ish description, (kind, argument)) that `apply_write` and `stage_write` run."""
+    kind = rng.choice(["delete_range", "delete_v", "upsert", "upsert", "append"])
+    if kind == "delete_range":
+        lo = rng.randint(0, 12)
+        return kind, (lo, lo + rng.randint(1, 3))
+    if kind == "delete_v":
+        return kind, rng.randint(60, 160)
+    if kind == "upsert":
+        return kind, {key: rng.randint(0, 150) for key in rng.sample(range(14), 2)}
+    return kind, {next_id: rng.randint(0, 150)}
+
+
+def apply_write(rows: dict[int, int], kind: str, arg: Any) -> bool:
+    """The plain evaluation of a write on `rows` (id -> v); whether it changed anything (a delete that matches
+    nothing commits nothing, so a publish has nothing to run again: as `Table.publish_branch`)."""
+    if kind == "delete_range":
+        gone = [k for k in rows if arg[0] <= k < arg[1]]
+    elif kind == "delete_v":
+        gone = [k for k, v in rows.items() if v > arg]
+    else:  # upsert, append
+        rows.update(arg)
+        return True
+    for key in gone:
+        del rows[key]
+    return bool(gone)
+
+
+def stage_write(tx: Any, table: str, kind: str, arg: Any) -> None:
+    """The same write staged in a catalog transaction."""
+    t = tx.table(table)
+    if kind == "delete_range":
+        t.delete(f"id >= {arg[0]} AND id < {arg[1]}")
+    elif kind == "delete_v":
+        t.delete(f"v > {arg}")
+    else:
+        data = pa.table({"id": list(arg), "v": list(arg.values())}, schema=VALUES)
+        if kind == "append":
+            t.append(data)
+        else:
+            t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
+
+
+def rows_of(table: Any) -> list[tuple[int, int]]:
+    return sorted((r["id"], r["v"]) for r in table.to_table().to_pylist())
+
+
+@pytest.mark.parametrize("seed", [0, 1, *(pytest.param(s, marks=pytest.mark.slow) for s in range(2, 12))])
+def test_a_publish_after_main_changed_the_same_rows_runs_the_branch_writes_again(seed: int, memory_uri: str) -> None:
+    """Main and the branch both delete row 0 of s.x (the table's rules: retryable), then random range and value
+    deletes, upserts and appends on both sides: the publish runs the branch's writes again on main's latest rows,
+    and each table equals, row by row, a plain evaluation of the branch's writes applied after main's."""
+    rng = random.Random(seed)
+    cat = Catalog.create(memory_uri)
+    cat.create_schema("s")
+    with cat.transaction() as tx:
+        for name in ("s.x", "s.y"):
+            tx.create_table(name, VALUES)
+            tx.table(name).append(pa.table({"id": list(range(10)), "v": [i * 10 for i in range(10)]}))
+    cat.create_branch("dev")
+    main_writes: dict[str, list[tuple[str, Any]]] = {"s.x": [("delete_range", (0, 1))], "s.y": []}
+    branch_writes: dict[str, list[tuple[str, Any]]] = {"s.x": [("delete_range", (0, 1))], "s.y": []}
+    next_id = 100
+    for _ in range(4):
+        for writes in rng.sample([main_writes, branch_writes], 2):
+            for table in rng.sample(["s.x", "s.y"], rng.randint(1, 2)):
+                writes[table].append(random_write(rng, next_id))
+                next_id += 1
+    for branch, writes in ((None, main_writes), ("dev", branch_writes)):
+        with cat.transaction(branch=branch) as tx:
+            for table, done in writes.items():
+                for kind, arg in done:
+                    stage_write(tx, table, kind, arg)
+    before = cat.latest_version
+    assert cat.publish_branch("dev") == before + 1
+    assert cat.versions()[-1].properties["mvcc.published_branch_replayed"] == "true"
+    for table in ("s.x", "s.y"):
+        on_branch = {i: i * 10 for i in range(10)}
+        committed = [(kind, arg) for kind, arg in branch_writes[table] if apply_write(on_branch, kind, arg)]
+        assert rows_of(cat.table(table, branch="dev")) == sorted(on_branch.items()), table
+        expected = {i: i * 10 for i in range(10)}
+        for kind, arg in main_writes[table] + committed:
+            apply_write(expected, kind, arg)
+        assert rows_of(cat.table(table)) == sorted(expected.items()), table
+    assert cat.publish_branch("dev") == before + 1  # published once
+
+
+def files_under(root: str) -> set[str]:
+    return {str(p.relative_to(root)) for p in Path(root).rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("write", ["expression", "overwrite"])
+def test_a_write_that_cannot_run_again_is_incompatible_and_leaves_main_untouched(write: str, tmp_uri: str) -> None:
+    """The same row changed on both sides, and the branch's write on s.a is not recorded in a form that can run
+    again (a pyarrow Expression filter; an overwrite): IncompatibleCatalogConflictError saying what to do, never
+    the retryable conflict that would come back on every run; main and its files untouched, the branch kept."""
+    cat = make(tmp_uri)
+    cat.create_branch("dev")
+    with cat.transaction(branch="dev") as tx:
+        if write == "expression":
+            tx.table("s.a").delete(pc.field("id") == 1)
+        else:
+            tx.table("s.a").overwrite(pa.table({"id": [0]}), where="id <= 1")
+        tx.table("s.b").delete("id = 3")
+    with cat.transaction() as tx:
+        tx.table("s.a").delete("id = 1")
+    before, files = cat.latest_version, files_under(tmp_uri)
+    for _ in range(2):
+        with pytest.raises(IncompatibleCatalogConflictError, match="delete the branch") as refused:
+            cat.publish_branch("dev")
+        assert refused.value.rule_code == "branch_write_not_replayable" and refused.value.object_name == "s.a"
+    assert cat.latest_version == before and files_under(tmp_uri) == files
+    assert ids(cat.table("s.a")) == [2, 3] and ids(cat.table("s.b")) == [1, 2, 3] and "dev" in cat.branches()
