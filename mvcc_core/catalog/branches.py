@@ -227,8 +227,11 @@ class CatalogBranchMethods:
     ) -> int:
         """Land every table's changes of catalog branch `name` since it forked (or was last published) on main in
         ONE catalog version. The changes are checked against what main committed since, with DuckLake's rules
-        (`change_rules.py`) and then each table's own rules (row-level, rebased where they allow): refused means
-        a `CatalogConflictError` and main untouched. The branch stays; a later publish carries only what is new.
+        (`change_rules.py`) and then each table's own rules (row-level, rebased where they allow). Where those
+        give a retryable conflict (main changed the same rows), each fork's recorded writes run again on main's
+        latest catalog version, all in one catalog transaction (`branch_rerun.py`), as `Table.publish_branch`
+        does. Refused means a `CatalogConflictError` and main untouched. The branch stays; a later publish
+        carries only what is new.
 
         Args:
             name: The catalog branch.
@@ -240,10 +243,11 @@ class CatalogBranchMethods:
 
         Raises:
             BranchNotFoundError: there is no such catalog branch.
-            CatalogError: a table's schema changed on the branch (not published by the catalog), or its fork and
-                main no longer name the same fragments (it was published while main had moved).
-            RetryableCatalogConflictError / IncompatibleCatalogConflictError: a conflict with main (rule code
-                `branch_published`: a concurrent publish of this branch landed first).
+            CatalogError: a table's schema changed on the branch (not published by the catalog).
+            RetryableCatalogConflictError: main kept moving while the branch's writes ran again.
+            IncompatibleCatalogConflictError: a conflict with main no re-run can resolve (rule code
+                `branch_published`: a concurrent publish of this branch landed first; `branch_write_not_replayable`:
+                a branch write cannot run again on main's rows, e.g. an overwrite; DuckLake's, e.g. a dropped table).
         """
         main = self._main()
         head = main.on_branch(name).snapshot()
