@@ -296,10 +296,44 @@ def commit_change(
     return state
 
 
+def publish_base(target: TableState, name: str) -> tuple[int, int]:
+    """(branch version, parent version) of branch `name`'s last publish (its fork when never published), after
+    checking that `target`'s branch is its parent: what `publish_branch` and a re-run of the branch start from,
+    computed once for both (`published_base` scans the parent's transactions since).
+
+    Args:
+        target: Any version of the parent branch.
+        name: The branch.
+
+    Returns:
+        (branch version, parent version).
+
+    Raises:
+        BranchNotFoundError: no such branch, or it is being deleted.
+        BranchError: the branch was not forked from `target`'s branch.
+    """
+    return published_base(target, name, _checked_ref(target, name))
+
+
+def _checked_ref(target: TableState, name: str) -> BranchRef:
+    """Branch `name`'s ref, checked to be a live branch forked from `target`'s branch."""
+    ref = read_ref(target.store, name)
+    parent = branch_of(target.store)
+    if ref.deleting:
+        raise BranchNotFoundError(f"branch {name!r} of {target.uri} is being deleted")
+    if ref.parent_branch != parent:
+        raise BranchError(
+            f"branch {name!r} was forked from {ref.parent_branch or 'main'}, not {parent or 'main'}: publish it from "
+            "a handle on its parent"
+        )
+    return ref
+
+
 def publish_branch(
     target: TableState,
     name: str,
     *,
+    base: tuple[int, int] | None = None,
     delete_branch_after: bool = False,
     commit_message: str | None = None,
     transaction_properties: Mapping[str, str] | None = None,
@@ -310,6 +344,7 @@ def publish_branch(
     Args:
         target: Any version of the parent branch.
         name: The branch to publish.
+        base: Its `publish_base`, when the caller has it (computed here when None).
         delete_branch_after: Delete the branch once published.
         commit_message: The message of the parent's new version (default: "publish branch {name}").
         transaction_properties: Properties of the parent's new version (mvcc adds `mvcc.published_branch*`).
@@ -328,17 +363,10 @@ def publish_branch(
             a restore, a schema change); the parent is untouched.
     """
     properties = check_properties(transaction_properties)
-    ref = read_ref(target.store, name)
+    ref = _checked_ref(target, name)
     parent = branch_of(target.store)
-    if ref.deleting:
-        raise BranchNotFoundError(f"branch {name!r} of {target.uri} is being deleted")
-    if ref.parent_branch != parent:
-        raise BranchError(
-            f"branch {name!r} was forked from {ref.parent_branch or 'main'}, not {parent or 'main'}: publish it from "
-            "a handle on its parent"
-        )
     head = open_branch(target, name)
-    branch_base, target_base = published_base(target, name, ref)
+    branch_base, target_base = base if base is not None else published_base(target, name, ref)
     ref = read_ref(target.store, name)
     latest = target.latest()
     if head.version == branch_base:
