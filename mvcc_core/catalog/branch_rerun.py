@@ -138,16 +138,13 @@ def _rerun_fork(
     ref, fork version) or None when the fork has nothing new."""
     row = next((e for e in latest.entries.values() if e.object_type == TABLE and e.path == entry.path), None)
     if row is None:
-        raise IncompatibleCatalogConflictError.with_catalog_version(
+        raise _refused(
+            tx,
+            latest,
+            entry.name,
             f"{conflict}; catalog branch {name!r} wrote table {entry.name!r}, which main dropped since: nothing was "
             f"published; delete the branch",
-            root=tx.catalog.root,
-            object_name=entry.name,
-            read_version=latest.version,
-            version=latest.version,
-            rule="the table the branch wrote was dropped on main",
-            rule_code=TABLE_GONE,
-            conflicting=False,
+            ("the table the branch wrote was dropped on main", TABLE_GONE),
         )
     change = fork_change(head, entry, latest, row)
     if change is None:
@@ -160,23 +157,36 @@ def _rerun_fork(
         for step in steps:
             step(table)
     except (NotReplayable, IncompatibleConflictError) as exc:
-        raise IncompatibleCatalogConflictError.with_catalog_version(
+        raise _refused(
+            tx,
+            latest,
+            row.name,
             f"{conflict}; running catalog branch {name!r}'s writes to {row.name!r} again on main's catalog version "
             f"{latest.version} is not possible either: {exc}. Nothing was published: delete the branch "
             f"(Catalog.delete_branch) and redo its writes on a new one",
-            root=tx.catalog.root,
-            object_name=row.name,
-            read_version=latest.version,
-            version=latest.version,
-            rule="a write of the branch cannot run again on main's rows",
-            rule_code=BRANCH_NOT_REPLAYABLE,
-            conflicting=False,
+            ("a write of the branch cannot run again on main's rows", BRANCH_NOT_REPLAYABLE),
         ) from exc
     w = tx.writes.get(row.path)
     if w is not None and w.chain:  # found by the next publish if this one is killed after its commit point
         last = w.chain[-1]
         last.transaction_properties = last.transaction_properties | published_mark(name, ref, fork.version)
     return ref, fork.version
+
+
+def _refused(
+    tx: CatalogTransaction, latest: CatalogSnapshot, table: str, message: str, rule: tuple[str, str]
+) -> IncompatibleCatalogConflictError:
+    """The error of a re-run on main's `latest` catalog version refused for `table` ((rule, rule code))."""
+    return IncompatibleCatalogConflictError.with_catalog_version(
+        message,
+        root=tx.catalog.root,
+        object_name=table,
+        read_version=latest.version,
+        version=latest.version,
+        rule=rule[0],
+        rule_code=rule[1],
+        conflicting=False,
+    )
 
 
 def published_mark(name: str, ref: BranchRef, version: int) -> dict[str, str]:
