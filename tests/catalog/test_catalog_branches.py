@@ -18,6 +18,8 @@ from mvcc_core.catalog import (
     Catalog,
     CatalogError,
     IncompatibleCatalogConflictError,
+    RetryableCatalogConflictError,
+    branch_rerun,
 )
 from mvcc_core.catalog.forks import ForkStatus, classify, fork_of, fresh_branch_rows
 from mvcc_core.errors import BranchExistsError, BranchNotFoundError, FailpointError
@@ -492,3 +494,39 @@ def test_a_write_that_cannot_run_again_is_incompatible_and_leaves_main_untouched
         assert refused.value.rule_code == "branch_write_not_replayable" and refused.value.object_name == "s.a"
     assert cat.latest_version == before and files_under(tmp_uri) == files
     assert ids(cat.table("s.a")) == [2, 3] and ids(cat.table("s.b")) == [1, 2, 3] and "dev" in cat.branches()
+
+
+@pytest.mark.parametrize("moves", [1, 3])
+def test_main_moving_while_the_writes_run_again_runs_them_again_then_is_retryable(
+    moves: int, memory_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Main commits, at the re-run's commit point, a delete of a row the re-run deletes too (and a new row): the
+    transaction's own checks find it (retryable) and the writes run again on the newer version. When main moves
+    at every attempt (three), the publish gives up with the retryable conflict (exit 75: main kept moving)."""
+    cat = make(memory_uri)
+    cat.create_branch("dev")
+    with cat.transaction(branch="dev") as tx:
+        tx.table("s.a").delete("id >= 1")
+        tx.table("s.b").append(pa.table({"id": [9]}))
+    with cat.transaction() as tx:
+        tx.table("s.a").delete("id = 2")
+    victims = iter([3, 21, 22])
+    moved: list[int] = []
+
+    def main_moves(point: str) -> None:
+        if point == "catalog.branch.publish.replay.before_commit" and len(moved) < moves:
+            moved.append(1)
+            with Catalog.open(cat.root).transaction() as tx:
+                tx.table("s.a").delete(f"id = {next(victims)}")
+                tx.table("s.a").append(pa.table({"id": [20 + len(moved)]}))
+
+    monkeypatch.setattr(branch_rerun, "failpoint", main_moves)
+    before = cat.latest_version
+    if moves == 1:
+        assert cat.publish_branch("dev") == before + 2
+        assert ids(cat.table("s.a")) == [] and ids(cat.table("s.b")) == [1, 2, 3, 9]
+    else:
+        with pytest.raises(RetryableCatalogConflictError):
+            cat.publish_branch("dev")
+        assert cat.latest_version == before + 3 and ids(cat.table("s.b")) == [1, 2, 3]
+        assert ids(cat.table("s.a")) == [1, 23]
