@@ -209,7 +209,7 @@ def publish_by_replay(
     conflict: RetryableConflictError,
     make_table: Callable[[TableState], ReplayTable],
     *,
-    branch_base: int,
+    base_scanned_through: int,
     commit_message: str | None,
     transaction_properties: Mapping[str, str] | None,
     max_retries: int,
@@ -221,7 +221,8 @@ def publish_by_replay(
         name: The branch.
         conflict: Why the recorded changes could not be published (raised again when the writes cannot run).
         make_table: Builds a table handle on a state (the replay writes through it).
-        branch_base: The branch version the publish starts from (`branch_publish.publish_base`).
+        base_scanned_through: The parent version up to which the publish's base was found
+            (`branch_publish.publish_base`): only later versions are read for a publish that landed meanwhile.
         commit_message: The parent's new version's message.
         transaction_properties: Its properties.
         max_retries: How many lost races the final commit retries.
@@ -235,6 +236,7 @@ def publish_by_replay(
     """
     ref = read_ref(target.store, name)
     head = txn_branches.open_branch(target, name)
+    branch_base, _ = branch_publish.published_base(target, name, ref, after=base_scanned_through)
     if head.version == branch_base:  # published meanwhile (found in the parent's history)
         return target.latest()
     try:

@@ -185,7 +185,7 @@ class BranchMethods:
         """
         drop_leftover_scratch(self._state, name)
         builds = recorded_index_builds(self._state, name)
-        base = publish_base(self._state, name)  # once: it scans this branch's versions since the base
+        base, scanned = publish_base(self._state, name)  # a run again reads only the versions after `scanned`
         try:
             state = publish_branch(
                 self._state,
@@ -202,7 +202,7 @@ class BranchMethods:
                 name,
                 conflict,
                 type(self),  # type: ignore[arg-type]
-                branch_base=base[0],
+                base_scanned_through=scanned,
                 commit_message=commit_message,
                 transaction_properties=transaction_properties,
                 max_retries=max_retries,
