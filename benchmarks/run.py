@@ -212,6 +212,9 @@ def _catalog_branches(r: dict[str, Any]) -> Iterator[Row]:
         if step != "main":
             name = f"catalog branch: {step.replace('_', ' ')} ({r['tables']} tables)"
             yield Row("catalog_branches", name, "ms", value, "the same write on main", main)
+    moved = r["publish_after_main_moved_ms"]
+    name = f"catalog branch: publish running the writes again ({r['tables']} tables)"
+    yield Row("catalog_branches", name, "ms", moved["run_again"], "the publish as it is", moved["as_is"])
 
 
 def _catalog_wap(r: dict[str, Any]) -> Iterator[Row]:

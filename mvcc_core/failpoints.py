@@ -32,6 +32,8 @@ POINTS: dict[str, str] = {
     "catalog.after_finalize": "catalog publish: every table finalized, the staged manifests not yet removed",
     "catalog.branch.after_fork": "catalog branch: a table's fork is created, the publish that records it not begun",
     "catalog.branch.publish.after_commit": "catalog publish_branch: main's catalog version committed, refs not updated",
+    "catalog.branch.publish.replay.before_commit": "catalog publish_branch: the forks' writes run again and staged "
+    "on main's latest, not committed",
     "catalog.branch.delete.after_catalog": "catalog delete_branch: the catalog branch is deleted, its forks not yet",
     "catalog.cleanup.after_fork_reclaimed": "catalog cleanup: one orphaned fork reclaimed, the others not yet",
     "catalog.migrate.after_step": "catalog migration: one step committed (its stamp written), the next not begun",

@@ -484,11 +484,15 @@ class CatalogAssetTransaction:
                 try:
                     version = int(self._tx.commit()) if self.wap_branch is None else self._audit_and_publish()
                 except mvcc.CatalogConflictError as exc:
-                    if not _is_implicit_create_race(exc, self._created):
+                    # a WAP publish that cannot run a branch write again on main's rows: the step can (fresh branch)
+                    redo = self.wap_branch is not None and exc.rule_code == "branch_write_not_replayable"
+                    if not redo and not _is_implicit_create_race(exc, self._created):
                         raise
                     raise mvcc.RetryableConflictError(
-                        f"{exc} (this step created {exc.object_name!r} from its first write; it exists now, so "
-                        "the step runs again and writes to it)",
+                        f"{exc} (the step runs again and redoes its writes on a fresh branch)"
+                        if redo
+                        else f"{exc} (this step created {exc.object_name!r} from its first write; it exists now, "
+                        "so the step runs again and writes to it)",
                         uri=exc.uri,
                         read_version=exc.read_version,
                         conflicting_versions=exc.conflicting_versions,

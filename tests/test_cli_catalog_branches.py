@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 
 import mvcc_core as mvcc
 from mvcc_core import cli, failpoints
-from mvcc_core.catalog import Catalog, RetryableCatalogConflictError
+from mvcc_core.catalog import Catalog
 
 IDS = pa.schema([("id", pa.int64())])
 
@@ -192,22 +192,28 @@ def test_on_s3_with_storage_options_and_the_aws_variables(s3_uri: str, s3_option
     assert ids(cat, "s.a") == [1, 2] and cat.branches() == {}
 
 
-def test_a_row_conflict_that_comes_back_on_every_run_exits_3_not_75(root: str) -> None:
-    """The core raises RetryableCatalogConflictError when main deleted a row the branch deleted too; a catalog
-    publish does not run the branch's writes again, so `until ...; [ $? -ne 75 ]` would loop for ever."""
+def test_a_row_conflict_runs_the_writes_again_and_one_that_cannot_exits_3(root: str) -> None:
+    """Main deleted a row the branch deleted too: the core runs the branch's writes again on main's rows, so one
+    command publishes. An overwrite cannot run again: exit 3 with what to do, on every run (never 75, which
+    `until ...; [ $? -ne 75 ]` would loop on), main untouched and the branch kept."""
     cat = make(root)
-    cat.create_branch("dev")
+    for name in ("dev", "dev2"):
+        cat.create_branch(name)
     with cat.transaction(branch="dev") as tx:
         tx.table("s.a").delete("id = 1")
         tx.table("s.b").append(pa.table({"id": [4]}))
+    with cat.transaction(branch="dev2") as tx:
+        tx.table("s.c").overwrite(pa.table({"id": [7]}), where="id >= 2")
     with cat.transaction() as tx:
         tx.table("s.a").delete("id = 1")
-    with pytest.raises(RetryableCatalogConflictError):
-        cat.publish_branch("dev")
+        tx.table("s.c").delete("id = 2")
+    published = run_json("catalog", "branches", "publish", root, "dev")
+    assert published["published"] and published["tables"] == ["s.b"]  # s.a: its delete was main's already
+    assert ids(cat, "s.a") == [2, 3] and ids(cat, "s.b") == [1, 2, 3, 4]
     before = cat.latest_version
     for _ in range(2):
-        refused = run("catalog", "branches", "publish", root, "dev")
+        refused = run("catalog", "branches", "publish", root, "dev2")
         assert refused.exit_code == cli.EXIT_INCOMPATIBLE_CONFLICT, refused.stderr
-        assert "IncompatibleCatalogConflictError" in refused.stderr and "running the publish again" in refused.stderr
-        assert f"mvcc catalog branches delete {root} dev" in refused.stderr
-    assert cat.latest_version == before and ids(cat, "s.b") == [1, 2, 3] and list(cat.branches()) == ["dev"]
+        assert "IncompatibleCatalogConflictError" in refused.stderr and "can run again" in refused.stderr
+        assert "delete the branch" in refused.stderr
+    assert cat.latest_version == before and ids(cat, "s.c") == [1, 3] and "dev2" in cat.branches()

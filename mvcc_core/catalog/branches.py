@@ -13,14 +13,20 @@ import logging
 from typing import TYPE_CHECKING, Any, Self
 
 from mvcc_core.catalog import forks
+from mvcc_core.catalog.branch_rerun import publish_by_rerun, published_mark
 from mvcc_core.catalog.entries import TABLE, Entry
-from mvcc_core.catalog.errors import BRANCH_PUBLISHED, CatalogError, IncompatibleCatalogConflictError
+from mvcc_core.catalog.errors import (
+    BRANCH_PUBLISHED,
+    CatalogError,
+    IncompatibleCatalogConflictError,
+    RetryableCatalogConflictError,
+)
 from mvcc_core.catalog.multi_table import CatalogTransaction
 from mvcc_core.catalog.table_changes import TableWrite, merge_kinds
 from mvcc_core.errors import BranchNotFoundError
 from mvcc_core.failpoints import failpoint
 from mvcc_core.format import operations as ops
-from mvcc_core.format.branches import MAIN_NAME, read_ref, update_ref, validate_branch_name
+from mvcc_core.format.branches import MAIN_NAME, BranchRef, read_ref, update_ref, validate_branch_name
 from mvcc_core.ops.branch_publish import (
     PUBLISHED_BRANCH,
     PUBLISHED_BRANCH_ID,
@@ -31,6 +37,7 @@ from mvcc_core.ops.branch_publish import (
     same_schema,
 )
 from mvcc_core.table import open_table
+from mvcc_core.table.branch_replay import PUBLISHED_BY_REPLAY
 from mvcc_core.txn import branches as txn_branches
 from mvcc_core.txn.branches import BranchInfo
 from mvcc_core.txn.transaction import Transaction
@@ -43,7 +50,10 @@ log = logging.getLogger("mvcc.catalog")
 
 class BranchTransaction(CatalogTransaction):
     """A transaction on a catalog branch: data changes only (each table forked at its first publish); DDL is
-    refused before anything is written (docs/branches.md: a branch's tables are main's as of the branch point)."""
+    refused before anything is written (docs/branches.md: a branch's tables are main's as of the branch point).
+    Each change records what it did (`branch_replay.REPLAY_PROPERTY`), so a publish can run it again."""
+
+    records_writes = True
 
     def _refuse(self, *_: Any, **__: Any) -> None:
         raise CatalogError(
@@ -217,8 +227,11 @@ class CatalogBranchMethods:
     ) -> int:
         """Land every table's changes of catalog branch `name` since it forked (or was last published) on main in
         ONE catalog version. The changes are checked against what main committed since, with DuckLake's rules
-        (`change_rules.py`) and then each table's own rules (row-level, rebased where they allow): refused means
-        a `CatalogConflictError` and main untouched. The branch stays; a later publish carries only what is new.
+        (`change_rules.py`) and then each table's own rules (row-level, rebased where they allow). Where those
+        give a retryable conflict (main changed the same rows), each fork's recorded writes run again on main's
+        latest catalog version, all in one catalog transaction (`branch_rerun.py`), as `Table.publish_branch`
+        does. Refused means a `CatalogConflictError` and main untouched. The branch stays; a later publish
+        carries only what is new.
 
         Args:
             name: The catalog branch.
@@ -230,10 +243,11 @@ class CatalogBranchMethods:
 
         Raises:
             BranchNotFoundError: there is no such catalog branch.
-            CatalogError: a table's schema changed on the branch (not published by the catalog), or its fork and
-                main no longer name the same fragments (it was published while main had moved).
-            RetryableCatalogConflictError / IncompatibleCatalogConflictError: a conflict with main (rule code
-                `branch_published`: a concurrent publish of this branch landed first).
+            CatalogError: a table's schema changed on the branch (not published by the catalog).
+            RetryableCatalogConflictError: main kept moving while the branch's writes ran again.
+            IncompatibleCatalogConflictError: a conflict with main no re-run can resolve (rule code
+                `branch_published`: a concurrent publish of this branch landed first; `branch_write_not_replayable`:
+                a branch write cannot run again on main's rows, e.g. an overwrite; DuckLake's, e.g. a dropped table).
         """
         main = self._main()
         head = main.on_branch(name).snapshot()
@@ -246,26 +260,40 @@ class CatalogBranchMethods:
         for entry in latest.entries.values():  # published table versions final: the base scans below read them
             if entry.object_type == TABLE:
                 main.finalize(entry)
-        tx = BranchPublish(
-            main,
-            main.snapshot(main_base),
-            commit_message=commit_message if commit_message is not None else f"publish branch {name}",
-            transaction_properties={
-                **(transaction_properties or {}),
-                PUBLISHED_BRANCH: name,
-                PUBLISHED_BRANCH_ID: mref.identifier,
-                PUBLISHED_BRANCH_VERSION: str(head.version),
-            },
-        )
+        message = commit_message if commit_message is not None else f"publish branch {name}"
+        properties = {
+            **(transaction_properties or {}),
+            PUBLISHED_BRANCH: name,
+            PUBLISHED_BRANCH_ID: mref.identifier,
+            PUBLISHED_BRANCH_VERSION: str(head.version),
+        }
+        tx = BranchPublish(main, main.snapshot(main_base), commit_message=message, transaction_properties=properties)
         heads: dict[str, tuple[Any, int]] = {}  # path -> (fork ref, fork version published)
-        for entry in head.entries.values():
-            if entry.object_type == TABLE and forks.fork_of(entry) == name:
-                published = self._stage_fork(tx, head, entry, name)
-                if published is not None:
-                    heads[entry.path] = published
-        if not heads:
-            return latest.version
-        version = tx.commit()
+        try:
+            for entry in head.entries.values():
+                if entry.object_type == TABLE and forks.fork_of(entry) == name:
+                    published = self._stage_fork(tx, head, entry, name)
+                    if published is not None:
+                        heads[entry.path] = published
+            if not heads:
+                return latest.version
+            version = tx.commit()
+        except (RetryableCatalogConflictError, _FragmentsMoved) as conflict:
+            tx.abort()  # as they are, the changes cannot land: run the branch's writes again on main's latest
+
+            def fresh(snapshot: CatalogSnapshot) -> BranchPublish:
+                rerun = properties | {PUBLISHED_BY_REPLAY: "true"}
+                return BranchPublish(main, snapshot, commit_message=message, transaction_properties=rerun)
+
+            def landed() -> bool:
+                state = main.latest_manifest().state
+                return published_base(state, name, read_ref(state.store, name))[0] == head.version
+
+            version, heads = publish_by_rerun(
+                main, name, head, conflict, new_transaction=fresh, fork_change=_fork_change, published=landed
+            )
+            if not heads:
+                return version
         failpoint("catalog.branch.publish.after_commit")
         rows = {e.path: e for e in main.snapshot(version).entries.values() if e.object_type == TABLE}
         for path, (ref, fork_version) in heads.items():
@@ -290,44 +318,63 @@ class CatalogBranchMethods:
             raise CatalogError(
                 f"catalog branch {name!r}: table {entry.name!r} is not in main's catalog version {main_base.version}"
             )
-        fork = head.catalog.table_at(entry).state
-        target = main_base.catalog.table_at(base_row).state
-        ref = read_ref(target.store, name)
-        fork_base, target_base = published_base(target.latest(), name, ref)
-        if fork.version == fork_base:
+        change = _fork_change(head, entry, main_base, base_row)
+        if change is None:
             return None
+        fork, ref, (fork_base, target_base) = change
+        target = main_base.catalog.table_at(base_row).state
         if target_base != base_row.table_version:
             raise CatalogError(
                 f"catalog branch {name!r}: table {entry.name!r}'s fork was last published as table version "
                 f"{target_base}, but catalog version {main_base.version} publishes {base_row.table_version}"
             )
         base_manifest = txn_branches.open_branch(target, name, fork_base).manifest
-        if not same_schema(base_manifest, fork.manifest):
-            raise CatalogError(
-                f"catalog branch {name!r}: table {entry.name!r} changed its schema on the branch; a catalog publish "
-                f"carries row changes only"
-            )
         if fragments_of(base_manifest) != fragments_of(target.manifest):
             # The fork's changes are fragment ids and deletion vectors relative to its base; after a publish while
             # main had moved, main holds the same rows under other ids or vectors, and the changes would land on
-            # the wrong fragments (docs/branches.md, "Publishing a catalog branch").
-            raise CatalogError(
+            # the wrong fragments: the publish runs the fork's writes again instead (docs/branches.md, "Publishing
+            # a catalog branch").
+            raise _FragmentsMoved(
                 f"catalog branch {name!r}: table {entry.name!r} was published while main had moved, so its fork "
-                f"and main no longer name the same fragments; delete the branch and create it again to go on"
+                f"and main no longer name the same fragments"
             )
         update, written = row_changes(target, base_manifest, fork, fork_base)
         txn = Transaction(
             read_version=target.version,
             operation=update,
             message=tx.commit_message,
-            transaction_properties={
-                PUBLISHED_BRANCH: name,
-                PUBLISHED_BRANCH_ID: ref.identifier,
-                PUBLISHED_BRANCH_VERSION: str(fork.version),
-            },
+            transaction_properties=published_mark(name, ref, fork.version),
             files=written,
         )
         w = TableWrite(entry.path, base_row.name, False, target, target)
         w.add(txn, merge_kinds(update) if isinstance(update, ops.Update) else ["altered_table"])
         tx.writes[entry.path] = w
         return ref, fork.version
+
+
+class _FragmentsMoved(Exception):
+    """A fork whose changes, as fragment ids, no longer mean the same rows on main (its message says which)."""
+
+
+def _fork_change(
+    head: CatalogSnapshot, entry: Entry, snapshot: CatalogSnapshot, row: Entry
+) -> tuple[Any, BranchRef, tuple[int, int]] | None:
+    """(the fork's state, its ref, (fork version, table version) of its last publish or its fork) of the branch's
+    row `entry` in `head`, whose table main's `snapshot` publishes as `row`; None when the fork has nothing new.
+
+    Raises:
+        CatalogError: the fork changed the table's schema (a catalog publish carries row changes only).
+    """
+    name = head.catalog.branch
+    fork = head.catalog.table_at(entry).state
+    target = snapshot.catalog.table_at(row).state
+    ref = read_ref(target.store, name)
+    base = published_base(target.latest(), name, ref)
+    if fork.version == base[0]:
+        return None
+    if not same_schema(txn_branches.open_branch(target, name, base[0]).manifest, fork.manifest):
+        raise CatalogError(
+            f"catalog branch {name!r}: table {entry.name!r} changed its schema on the branch; a catalog publish "
+            f"carries row changes only"
+        )
+    return fork, ref, base

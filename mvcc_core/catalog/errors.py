@@ -23,6 +23,7 @@ TABLE_GONE = "table_gone"  # the table this transaction changes was dropped (or 
 WRITTEN_OUTSIDE = "written_outside_catalog"  # a catalog table got a version that no catalog version publishes
 RETRY_BUDGET = "publish_retry_budget"  # lost the race for the next catalog version too many times
 BRANCH_PUBLISHED = "branch_published"  # a concurrent publish_branch of the same branch landed first
+BRANCH_NOT_REPLAYABLE = "branch_write_not_replayable"  # a publish could not run a branch write again on main
 
 _Conflict = TypeVar("_Conflict", bound="CatalogConflictError")
 

@@ -116,6 +116,9 @@ class CatalogTransaction:
         ValueError: a property key starts with `catalog.`
     """
 
+    #: changes record what they did for a branch publish to run again (`BranchTransaction`: True)
+    records_writes = False
+
     def __init__(
         self,
         catalog: CatalogServices,

@@ -15,6 +15,7 @@ from mvcc_core.format import operations as ops
 from mvcc_core.maintenance import compaction
 from mvcc_core.ops.merge_insert import MergeInsertBuilder
 from mvcc_core.table import Table
+from mvcc_core.table.branch_replay import recorded
 from mvcc_core.txn.state import TableState
 from mvcc_core.txn.transaction import BuildContext, Transaction, build_manifest
 
@@ -63,6 +64,8 @@ class TableWrites(Protocol):
 
     #: the chains of staged changes of the transaction, by table directory
     writes: dict[str, TableWrite]
+    #: whether each change records what it did, for a branch publish to run again (a catalog branch's)
+    records_writes: bool
 
     def check_open(self) -> None:
         """Raise ValueError when the transaction is no longer open (published or abandoned)."""
@@ -110,12 +113,19 @@ class TransactionTable:
         self._tx = tx
         self.name = qualified(name)
 
-    def _stage(self, kind: str, make: Any) -> Any:
+    def _stage(self, kind: str, make: Any, replay: dict[str, Any] | None = None) -> Any:
         w = self._tx.write_for(self.name)
         txn = make(Table.from_state(w.state))
         if txn is not None:
+            self._record(txn, replay)
             w.add(txn, [kind])
         return txn
+
+    def _record(self, txn: Transaction, replay: dict[str, Any] | None) -> None:
+        """On a catalog branch, store how to run `txn`'s write again (`branch_replay.REPLAY_PROPERTY`): the
+        first write of a table on a branch reads main's version, so the core's own record does not fire."""
+        if replay is not None and self._tx.records_writes:
+            txn.transaction_properties = recorded(txn.transaction_properties, replay)
 
     def append(self, data: Any, **kwargs: Any) -> None:
         """Stage an append of `data` (the core's `Table.append`).
@@ -131,7 +141,8 @@ class TransactionTable:
         Args:
             predicate, **kwargs: see :meth:`mvcc_core.Table.delete_uncommitted`
         """
-        self._stage("deleted_from_table", lambda t: t.delete_uncommitted(predicate, **kwargs))
+        replay = {"op": "delete", "where": predicate} if isinstance(predicate, str) else None
+        self._stage("deleted_from_table", lambda t: t.delete_uncommitted(predicate, **kwargs), replay)
 
     def overwrite(self, data: Any, *, where: str | None = None, **kwargs: Any) -> None:
         """Replace every row, or with `where` the rows matching it (DuckLake: a delete and an insert).
@@ -155,10 +166,12 @@ class TransactionTable:
             self._tx.check_open()
             if self._tx.writes.get(w.path) is not w or w.state.manifest is not state.manifest:
                 raise ValueError(f"{self.name} changed in this transaction since this merge_insert was built")
+            self._record(txn, builder.describe())
             w.add(txn, merge_kinds(txn.operation))
 
         state = w.state
-        return MergeInsertBuilder(state, on, stage)
+        builder = MergeInsertBuilder(state, on, stage)
+        return builder
 
     # Schema evolution: an `altered_table` for DuckLake's rules (an insert or delete racing it conflicts, as
     # does another alter or a drop); staged like the data changes, so later changes in this transaction see

@@ -15,8 +15,6 @@ from mvcc_core.catalog import (
     Catalog,
     CatalogError,
     CatalogSnapshot,
-    IncompatibleCatalogConflictError,
-    RetryableCatalogConflictError,
     fork_of,
 )
 from mvcc_core.cli.options import (
@@ -122,52 +120,6 @@ def tables_changed(cat: Catalog, version: int) -> list[str]:
         for name in after.tables()
         if name not in before.tables() or before.table_version(name) != after.table_version(name)
     ]
-
-
-def publish(cat: Catalog, root: str, name: str, message: str | None) -> int:
-    """`cat.publish_branch(name)`, with exit 75 kept for conflicts that running the command again can clear.
-
-    A catalog publish checks the branch's changes against main's catalog versions since the branch forked (or
-    was last published) and does not run the branch's writes again, so a retryable conflict with one of them
-    comes back on every run. The publish is run once more: a retryable conflict again while main did not move
-    is reported as incompatible (exit 3, with what to do); main moving meanwhile keeps it retryable (exit 75).
-
-    Args:
-        cat: the catalog
-        root: its root as typed
-        name: the catalog branch
-        message: the message of main's new catalog version
-
-    Returns:
-        Main's catalog version after the publish (its newest when the branch had nothing new).
-
-    Raises:
-        IncompatibleCatalogConflictError: the publish conflicts with main however often it runs.
-        RetryableCatalogConflictError: main moved while it ran again.
-    """
-    try:
-        return cat.publish_branch(name, commit_message=message)
-    except RetryableCatalogConflictError:
-        pass
-    before = cat.latest_version
-    try:
-        return cat.publish_branch(name, commit_message=message)
-    except RetryableCatalogConflictError as exc:
-        if cat.latest_version != before:
-            raise
-        raise IncompatibleCatalogConflictError(
-            f"{exc}; running the publish again gives the same conflict (a catalog publish does not run the "
-            f"branch's writes again on main's newer rows): delete the branch (mvcc catalog branches delete {root} "
-            f"{name}) and redo its writes on a new one",
-            object_name=exc.object_name,
-            expected_version=exc.expected_version,
-            actual_version=exc.actual_version,
-            rule=exc.rule,
-            rule_code=exc.rule_code,
-            uri=exc.uri,
-            read_version=exc.read_version,
-            conflicting_versions=exc.conflicting_versions,
-        ) from exc
 
 
 @click.group()
@@ -284,8 +236,9 @@ def catalog_branches_publish(
     """Land every table's changes on the catalog branch NAME on main, in one catalog version.
 
     The branch's changes since it forked (or was last published) are checked against main's catalog versions
-    since: exit 3 when they conflict (main changed the same rows, dropped a table the branch wrote), 75 only when
-    main moved while the publish ran and running it again may pass: main is untouched either way.
+    since; where main changed the same rows, the branch's writes run again on main's latest rows. Exit 3 when
+    they cannot (main dropped a table the branch wrote, an overwrite on the branch), 75 only when main moved
+    while the publish ran and running it again may pass: main is untouched either way.
 
     \b
     Example:
@@ -294,7 +247,7 @@ def catalog_branches_publish(
     cat = open_catalog(root, storage_option)
     before = cat.latest_version
     with branch_named(cat, root, name):
-        version = publish(cat, root, name, message)
+        version = cat.publish_branch(name, commit_message=message)
     published = version != before
     tables = tables_changed(cat, version) if published else []
     if delete_branch:

@@ -39,7 +39,7 @@ PUBLISHED_BRANCH, PUBLISHED_BRANCH_ID, PUBLISHED_BRANCH_VERSION = (
 )
 
 
-def published_base(target: TableState, name: str, ref: BranchRef) -> tuple[int, int]:
+def published_base(target: TableState, name: str, ref: BranchRef, *, after: int | None = None) -> tuple[int, int]:
     """(branch version, parent version) of the branch's last publish (its fork when never published).
 
     The ref records it after each publish; a publish killed between its commit and that record is found
@@ -49,13 +49,20 @@ def published_base(target: TableState, name: str, ref: BranchRef) -> tuple[int, 
         target: Any version of the parent.
         name: The branch.
         ref: Its ref.
+        after: A parent version up to which an earlier call already scanned (its finding is in `ref`, read
+            since): only the versions after it are read.
 
     Returns:
         (branch version, parent version).
     """
+    return _scan_published(target, name, ref, after)[0]
+
+
+def _scan_published(target: TableState, name: str, ref: BranchRef, after: int | None) -> tuple[tuple[int, int], int]:
+    """`published_base`, and the parent's latest version it scanned from."""
     base = ref.base
     latest = target.latest_location().version
-    for version in range(latest, base[1], -1):
+    for version in range(latest, max(base[1], after or 0), -1):
         try:
             txn = target.committer.load_transaction(target.load(version))
         except VersionNotFoundError:
@@ -65,8 +72,8 @@ def published_base(target: TableState, name: str, ref: BranchRef) -> tuple[int, 
             found = (int(props[PUBLISHED_BRANCH_VERSION]), version)
             log.warning("%s: branch %r was published at version %d; recording it in its ref", target.uri, name, version)
             update_ref(target.store, name, ref, published=found)
-            return found
-    return base
+            return found, latest
+    return base, latest
 
 
 def _published(name: str, ref: BranchRef, version: int) -> dict[str, str]:
@@ -296,10 +303,45 @@ def commit_change(
     return state
 
 
+def publish_base(target: TableState, name: str) -> tuple[tuple[int, int], int]:
+    """(branch version, parent version) of branch `name`'s last publish (its fork when never published), after
+    checking that `target`'s branch is its parent, and the parent version scanned through: what
+    `publish_branch` starts from, and what lets a re-run of the branch (`branch_replay`) read only the parent's
+    versions after it (`published_base(..., after=)`) to see whether a concurrent publish landed meanwhile.
+
+    Args:
+        target: Any version of the parent branch.
+        name: The branch.
+
+    Returns:
+        ((branch version, parent version), the parent's latest version scanned).
+
+    Raises:
+        BranchNotFoundError: no such branch, or it is being deleted.
+        BranchError: the branch was not forked from `target`'s branch.
+    """
+    return _scan_published(target, name, _checked_ref(target, name), None)
+
+
+def _checked_ref(target: TableState, name: str) -> BranchRef:
+    """Branch `name`'s ref, checked to be a live branch forked from `target`'s branch."""
+    ref = read_ref(target.store, name)
+    parent = branch_of(target.store)
+    if ref.deleting:
+        raise BranchNotFoundError(f"branch {name!r} of {target.uri} is being deleted")
+    if ref.parent_branch != parent:
+        raise BranchError(
+            f"branch {name!r} was forked from {ref.parent_branch or 'main'}, not {parent or 'main'}: publish it from "
+            "a handle on its parent"
+        )
+    return ref
+
+
 def publish_branch(
     target: TableState,
     name: str,
     *,
+    base: tuple[int, int] | None = None,
     delete_branch_after: bool = False,
     commit_message: str | None = None,
     transaction_properties: Mapping[str, str] | None = None,
@@ -310,6 +352,8 @@ def publish_branch(
     Args:
         target: Any version of the parent branch.
         name: The branch to publish.
+        base: Its (branch version, parent version) from `publish_base`, when the caller has it (computed here
+            when None).
         delete_branch_after: Delete the branch once published.
         commit_message: The message of the parent's new version (default: "publish branch {name}").
         transaction_properties: Properties of the parent's new version (mvcc adds `mvcc.published_branch*`).
@@ -328,17 +372,10 @@ def publish_branch(
             a restore, a schema change); the parent is untouched.
     """
     properties = check_properties(transaction_properties)
-    ref = read_ref(target.store, name)
+    ref = _checked_ref(target, name)
     parent = branch_of(target.store)
-    if ref.deleting:
-        raise BranchNotFoundError(f"branch {name!r} of {target.uri} is being deleted")
-    if ref.parent_branch != parent:
-        raise BranchError(
-            f"branch {name!r} was forked from {ref.parent_branch or 'main'}, not {parent or 'main'}: publish it from "
-            "a handle on its parent"
-        )
     head = open_branch(target, name)
-    branch_base, target_base = published_base(target, name, ref)
+    branch_base, target_base = base if base is not None else published_base(target, name, ref)
     ref = read_ref(target.store, name)
     latest = target.latest()
     if head.version == branch_base:

@@ -71,9 +71,22 @@ def with_replay(state: TableState, properties: Mapping[str, str] | None, descrip
     Returns:
         The properties to commit with.
     """
-    out = dict(properties or {})
     if branch_of(state.store) is None:
-        return out
+        return dict(properties or {})
+    return recorded(properties, description)
+
+
+def recorded(properties: Mapping[str, str] | None, description: dict[str, Any]) -> dict[str, str]:
+    """`properties` plus the replay description of a write (unchanged when it is not JSON: it cannot run again).
+
+    Args:
+        properties: The write's transaction properties.
+        description: What the write does (JSON-serializable), e.g. {"op": "delete", "where": "x < 0"}.
+
+    Returns:
+        The properties to commit with.
+    """
+    out = dict(properties or {})
     with contextlib.suppress(TypeError, ValueError):  # not JSON (an Arrow Expression, bytes): cannot run again
         out[REPLAY_PROPERTY] = json.dumps(description, sort_keys=True)
     return out
@@ -196,6 +209,7 @@ def publish_by_replay(
     conflict: RetryableConflictError,
     make_table: Callable[[TableState], ReplayTable],
     *,
+    base_scanned_through: int,
     commit_message: str | None,
     transaction_properties: Mapping[str, str] | None,
     max_retries: int,
@@ -207,6 +221,8 @@ def publish_by_replay(
         name: The branch.
         conflict: Why the recorded changes could not be published (raised again when the writes cannot run).
         make_table: Builds a table handle on a state (the replay writes through it).
+        base_scanned_through: The parent version up to which the publish's base was found
+            (`branch_publish.publish_base`): only later versions are read for a publish that landed meanwhile.
         commit_message: The parent's new version's message.
         transaction_properties: Its properties.
         max_retries: How many lost races the final commit retries.
@@ -220,7 +236,7 @@ def publish_by_replay(
     """
     ref = read_ref(target.store, name)
     head = txn_branches.open_branch(target, name)
-    branch_base, _ = branch_publish.published_base(target, name, ref)
+    branch_base, _ = branch_publish.published_base(target, name, ref, after=base_scanned_through)
     if head.version == branch_base:  # published meanwhile (found in the parent's history)
         return target.latest()
     try:

@@ -9,7 +9,7 @@ from typing import Self
 from mvcc_core.errors import CorruptTagError, RetryableConflictError, TagError, VersionNotFoundError
 from mvcc_core.failpoints import failpoint
 from mvcc_core.format.branches import MAIN_NAME, branch_of, read_ref
-from mvcc_core.ops.branch_publish import publish_branch
+from mvcc_core.ops.branch_publish import publish_base, publish_branch
 from mvcc_core.table.branch_replay import drop_leftover_scratch, publish_by_replay, recorded_index_builds
 from mvcc_core.txn import branches as txn_branches
 from mvcc_core.txn import history
@@ -185,10 +185,12 @@ class BranchMethods:
         """
         drop_leftover_scratch(self._state, name)
         builds = recorded_index_builds(self._state, name)
+        base, scanned = publish_base(self._state, name)  # a run again reads only the versions after `scanned`
         try:
             state = publish_branch(
                 self._state,
                 name,
+                base=base,
                 delete_branch_after=delete_branch,
                 commit_message=commit_message,
                 transaction_properties=transaction_properties,
@@ -200,6 +202,7 @@ class BranchMethods:
                 name,
                 conflict,
                 type(self),  # type: ignore[arg-type]
+                base_scanned_through=scanned,
                 commit_message=commit_message,
                 transaction_properties=transaction_properties,
                 max_retries=max_retries,

@@ -4,8 +4,8 @@ usage:
   catalog_branch_worker.py write ROOT WORKER COUNT   COUNT transactions on branch `dev`, each appending id
                                                      WORKER*1000+i to s.a and s.b (a retryable conflict re-runs
                                                      it, as orchestration would); prints the retries
-  catalog_branch_worker.py kill ROOT FAILPOINT STEP  STEP (write, publish, delete, cleanup) with FAILPOINT armed
-                                                     "exit" (the process ends there, no cleanup)
+  catalog_branch_worker.py kill ROOT FAILPOINT STEP  STEP (write, publish, rerun, delete, cleanup) with FAILPOINT
+                                                     armed "exit" (the process ends there, no cleanup)
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def main() -> None:
     step = sys.argv[4]
     if step == "write":
         write(cat, 9004)
-    elif step == "publish":
+    elif step in ("publish", "rerun"):
         cat.publish_branch("dev")
     elif step == "delete":
         cat.delete_branch("dev")

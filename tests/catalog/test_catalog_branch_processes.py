@@ -1,6 +1,7 @@
-"""Catalog branches across processes (slow tier): a real process killed at every failpoint of the fork, publish,
-delete and cleanup steps converges without operator action beyond re-running the step; two writers forking the
-same table on the same branch at once both land, on one fork."""
+"""Catalog branches across processes (slow tier): a real process killed at every failpoint of the fork, publish
+(as it is and running the branch's writes again), delete and cleanup steps converges without operator action
+beyond re-running the step; two writers forking the same table on the same branch at once both land, on one fork.
+"""
 
 from __future__ import annotations
 
@@ -22,16 +23,21 @@ WORKER = Path(__file__).with_name("catalog_branch_worker.py")
 REPO = Path(__file__).resolve().parents[2]
 IDS = pa.schema([("id", pa.int64())])
 
-#: failpoint -> the step the killed process runs
-MATRIX = {
-    "catalog.branch.after_fork": "write",
-    "branch.create.after_ref": "write",  # the core's fork, inside the first write: a ref without a manifest
-    "branch.create.before_manifest": "write",
-    "catalog.branch.publish.after_commit": "publish",
-    "branch.delete.after_mark": "delete",  # the catalog branch (its `__manifest` branch) half deleted
-    "catalog.branch.delete.after_catalog": "delete",
-    "catalog.cleanup.after_fork_reclaimed": "cleanup",
-}
+#: (failpoint, the step the killed process runs)
+MATRIX = [
+    ("catalog.branch.after_fork", "write"),
+    ("branch.create.after_ref", "write"),  # the core's fork, inside the first write: a ref without a manifest
+    ("branch.create.before_manifest", "write"),
+    ("catalog.branch.publish.after_commit", "publish"),
+    # a publish that runs the branch's writes again (main deleted a row the branch deleted too): before its
+    # commit point, between it and finalizing, after it
+    ("catalog.branch.publish.replay.before_commit", "rerun"),
+    ("catalog.after_publish", "rerun"),
+    ("catalog.branch.publish.after_commit", "rerun"),
+    ("branch.delete.after_mark", "delete"),  # the catalog branch (its `__manifest` branch) half deleted
+    ("catalog.branch.delete.after_catalog", "delete"),
+    ("catalog.cleanup.after_fork_reclaimed", "cleanup"),
+]
 
 
 def spawn(args: list[str], failpoints_spec: str | None = None) -> subprocess.Popen[str]:
@@ -72,7 +78,15 @@ def prepare(root: str, step: str) -> Catalog:
             tx.create_table(name, IDS)
             tx.table(name).append(pa.table({"id": [1, 2, 3]}))
     cat.create_branch("dev")
-    if step != "write":
+    if step == "rerun":
+        with cat.transaction(branch="dev") as tx:
+            tx.table("s.a").delete("id >= 2")
+            tx.table("s.a").append(pa.table({"id": [5]}))
+            tx.table("s.b").append(pa.table({"id": [5]}))
+        with cat.transaction() as tx:
+            tx.table("s.a").delete("id = 2")
+            tx.table("s.c").append(pa.table({"id": [6]}))
+    elif step != "write":
         branch_write(cat, 5)
     if step == "publish":
         with cat.transaction() as tx:
@@ -102,6 +116,17 @@ def converges(cat: Catalog, point: str, step: str) -> None:
         assert cat.publish_branch("dev") == latest + 1, point
         assert ids(cat.table("s.a")) == ids(cat.table("s.b")) == [1, 2, 3, 5, 7], point
         assert ids(cat.table("s.c")) == [1, 2, 3, 6], point
+    elif step == "rerun":
+        published = {"s.a": [1, 5], "s.b": [1, 2, 3, 5], "s.c": [1, 2, 3, 6]}
+        before = {"s.a": [1, 3], "s.b": [1, 2, 3], "s.c": [1, 2, 3, 6]}
+        main_now = {t: ids(cat.table(t)) for t in ("s.a", "s.b", "s.c")}
+        assert main_now == (before if point.endswith("before_commit") else published), point  # all or nothing
+        latest = cat.latest_version
+        assert cat.publish_branch("dev") == latest + point.endswith("before_commit"), point  # never twice
+        assert {t: ids(cat.table(t)) for t in ("s.a", "s.b", "s.c")} == published, point
+        branch_write(cat, 7)  # main holds the re-run's rows under its own fragment ids: runs again
+        cat.publish_branch("dev")
+        assert ids(cat.table("s.a")) == [1, 5, 7] and ids(cat.table("s.b")) == [1, 2, 3, 5, 7], point
     elif step == "delete":
         assert "dev" not in cat.branches(), point
         # finishes a deletion that stopped inside the catalog branch's; when it was gone, its forks are cleanup's
@@ -116,19 +141,19 @@ def converges(cat: Catalog, point: str, step: str) -> None:
         assert len(forks(cat)) == 1, point  # one of the two reclaimed
         assert len(cat.cleanup(delete_unverified=True).forks_removed) == 1, point
         assert forks(cat) == {}, point
-    if step != "publish":
+    if step not in ("publish", "rerun"):
         assert {t: ids(cat.table(t)) for t in ("s.a", "s.b", "s.c")} == main_before, point
 
 
 @pytest.mark.slow
 def test_a_branch_step_killed_at_every_failpoint_converges(tmp_path: Path) -> None:
-    cats = {point: prepare(str(tmp_path / point.replace(".", "_")), step) for point, step in MATRIX.items()}
-    procs = {point: spawn(["kill", cats[point].root, point, step]) for point, step in MATRIX.items()}
-    for point, proc in procs.items():
+    cats = {case: prepare(str(tmp_path / "_".join(case).replace(".", "_")), case[1]) for case in MATRIX}
+    procs = {case: spawn(["kill", cats[case].root, *case]) for case in MATRIX}
+    for case, proc in procs.items():
         _, err = proc.communicate(timeout=180)
-        assert proc.returncode == 77, f"{point}: {err}"
-    for point, step in MATRIX.items():
-        converges(Catalog.open(cats[point].root), point, step)
+        assert proc.returncode == 77, f"{case}: {err}"
+    for point, step in MATRIX:
+        converges(Catalog.open(cats[point, step].root), point, step)
 
 
 @pytest.mark.slow

@@ -6,9 +6,11 @@ from __future__ import annotations
 import random
 import threading
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from mvcc_core import failpoints, open_table
@@ -17,6 +19,7 @@ from mvcc_core.catalog import (
     CatalogError,
     IncompatibleCatalogConflictError,
     RetryableCatalogConflictError,
+    branch_rerun,
 )
 from mvcc_core.catalog.forks import ForkStatus, classify, fork_of, fresh_branch_rows
 from mvcc_core.errors import BranchExistsError, BranchNotFoundError, FailpointError
@@ -117,16 +120,6 @@ def test_publish_branch_lands_every_table_in_one_catalog_version(memory_uri: str
 
 def test_publish_refused_leaves_main_untouched(memory_uri: str) -> None:
     cat = make(memory_uri)
-    cat.create_branch("dev")
-    with cat.transaction(branch="dev") as tx:
-        tx.table("s.a").delete("id = 1")
-        tx.table("s.b").append(pa.table({"id": [9]}))
-    with cat.transaction() as tx:
-        tx.table("s.a").delete("id = 1")  # the same row: the table's own rules refuse
-    before = cat.latest_version
-    with pytest.raises(RetryableCatalogConflictError):
-        cat.publish_branch("dev")
-    assert cat.latest_version == before and ids(cat.table("s.b")) == [1, 2, 3]
     cat.create_branch("dev2")
     with cat.transaction(branch="dev2") as tx:
         tx.table("s.c").append(pa.table({"id": [9]}))
@@ -137,11 +130,11 @@ def test_publish_refused_leaves_main_untouched(memory_uri: str) -> None:
     assert cat.latest_version == before and cat.tables() == ["s.a", "s.b"]
 
 
-# seed 1 publishes, seed 0 is refused (the same row deleted on both sides): one of each in the fast tier
+# seed 1 publishes as it is, seed 0 runs the branch's writes again (the same row deleted on both sides)
 @pytest.mark.parametrize("seed", [0, 1, *(pytest.param(s, marks=pytest.mark.slow) for s in range(2, 8))])
 def test_publish_matches_a_plain_evaluation(seed: int, memory_uri: str) -> None:
-    """Random appends and deletes on the branch and on main; the publish either lands exactly the model's
-    rows or is refused with main exactly as main's own model."""
+    """Random appends and deletes on the branch and on main; the publish lands exactly the model's rows, as it
+    is or (the same row deleted on both sides) by running the branch's writes again."""
     rng = random.Random(seed)
     cat = make(memory_uri)
     cat.create_branch("dev")
@@ -171,14 +164,11 @@ def test_publish_matches_a_plain_evaluation(seed: int, memory_uri: str) -> None:
             assert ids(cat.table(f"s.{t}", branch="dev")) == sorted(branch_rows[t])
             assert ids(cat.table(f"s.{t}")) == sorted(main_rows[t])
     before = cat.latest_version
-    try:
-        cat.publish_branch("dev")
-    except RetryableCatalogConflictError:
-        assert cat.latest_version == before
-        assert any(branch_deleted[t] & main_deleted[t] for t in "abc")  # only the same row may conflict
-        expected = main_rows
-    else:
-        expected = {t: (main_rows[t] - branch_deleted[t]) | (added[t] & branch_rows[t]) for t in "abc"}
+    cat.publish_branch("dev")  # the same row deleted on both sides: the branch's writes run again
+    replayed = cat.versions()[-1].properties.get("mvcc.published_branch_replayed") == "true"
+    assert replayed == any(branch_deleted[t] & main_deleted[t] for t in "abc")  # only the same row conflicts
+    assert cat.latest_version == before + 1
+    expected = {t: (main_rows[t] - branch_deleted[t]) | (added[t] & branch_rows[t]) for t in "abc"}
     for t in "abc":
         assert ids(cat.table(f"s.{t}")) == sorted(expected[t]), t
 
@@ -358,10 +348,11 @@ def test_two_concurrent_publishes_of_one_branch_land_it_once(tmp_uri: str) -> No
     assert ids(cat.table("s.a")) == [1, 2, 3, 10]
 
 
-def test_a_republish_after_main_moved_is_refused_rather_than_misapplied(memory_uri: str) -> None:
+def test_a_republish_after_main_moved_runs_the_writes_again_rather_than_misapplying_them(memory_uri: str) -> None:
     """After a publish while main had moved, main holds the branch's rows under other fragment ids: a second
-    publish of a change to them would land on main's own fragments (before: id 10 stayed, 20 and 21 were
-    deleted, 11 doubled). It is refused, main untouched; a fast-forwarded table publishes again."""
+    publish of a change to them as it is would land on main's own fragments (before the check: id 10 stayed, 20
+    and 21 were deleted, 11 doubled). The branch's writes since run again on main's rows instead; a
+    fast-forwarded table publishes again as it is."""
     cat = make(memory_uri)
     cat.create_branch("dev")
     with cat.transaction(branch="dev") as tx:
@@ -373,9 +364,9 @@ def test_a_republish_after_main_moved_is_refused_rather_than_misapplied(memory_u
     with cat.transaction(branch="dev") as tx:
         tx.table("s.a").delete("id = 10")
     before = cat.latest_version
-    with pytest.raises(CatalogError, match="published while main had moved"):
-        cat.publish_branch("dev")
-    assert cat.latest_version == before and ids(cat.table("s.a")) == [1, 2, 3, 10, 11, 20, 21]
+    assert cat.publish_branch("dev") == before + 1
+    assert cat.versions()[-1].properties["mvcc.published_branch_replayed"] == "true"
+    assert ids(cat.table("s.a")) == [1, 2, 3, 11, 20, 21] and ids(cat.table("s.b")) == [1, 2, 3, 10]
     cat.create_branch("dev2")
     with cat.transaction(branch="dev2") as tx:
         tx.table("s.b").append(pa.table({"id": [12]}))
@@ -383,4 +374,159 @@ def test_a_republish_after_main_moved_is_refused_rather_than_misapplied(memory_u
     with cat.transaction(branch="dev2") as tx:
         tx.table("s.b").delete("id = 12")
     cat.publish_branch("dev2")
+    assert "mvcc.published_branch_replayed" not in cat.versions()[-1].properties
     assert ids(cat.table("s.b")) == [1, 2, 3, 10]
+
+
+VALUES = pa.schema([("id", pa.int64()), ("v", pa.int64())])
+
+
+def random_write(rng: random.Random, next_id: int) -> tuple[str, Any]:
+    """A random write: (its SQL-ish description, (kind, argument)) that `apply_write` and `stage_write` run."""
+    kind = rng.choice(["delete_range", "delete_v", "upsert", "upsert", "append"])
+    if kind == "delete_range":
+        lo = rng.randint(0, 12)
+        return kind, (lo, lo + rng.randint(1, 3))
+    if kind == "delete_v":
+        return kind, rng.randint(60, 160)
+    if kind == "upsert":
+        return kind, {key: rng.randint(0, 150) for key in rng.sample(range(14), 2)}
+    return kind, {next_id: rng.randint(0, 150)}
+
+
+def apply_write(rows: dict[int, int], kind: str, arg: Any) -> bool:
+    """The plain evaluation of a write on `rows` (id -> v); whether it changed anything (a delete that matches
+    nothing commits nothing, so a publish has nothing to run again: as `Table.publish_branch`)."""
+    if kind == "delete_range":
+        gone = [k for k in rows if arg[0] <= k < arg[1]]
+    elif kind == "delete_v":
+        gone = [k for k, v in rows.items() if v > arg]
+    else:  # upsert, append
+        rows.update(arg)
+        return True
+    for key in gone:
+        del rows[key]
+    return bool(gone)
+
+
+def stage_write(tx: Any, table: str, kind: str, arg: Any) -> None:
+    """The same write staged in a catalog transaction."""
+    t = tx.table(table)
+    if kind == "delete_range":
+        t.delete(f"id >= {arg[0]} AND id < {arg[1]}")
+    elif kind == "delete_v":
+        t.delete(f"v > {arg}")
+    else:
+        data = pa.table({"id": list(arg), "v": list(arg.values())}, schema=VALUES)
+        if kind == "append":
+            t.append(data)
+        else:
+            t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
+
+
+def rows_of(table: Any) -> list[tuple[int, int]]:
+    return sorted((r["id"], r["v"]) for r in table.to_table().to_pylist())
+
+
+@pytest.mark.parametrize("seed", [0, 1, *(pytest.param(s, marks=pytest.mark.slow) for s in range(2, 12))])
+def test_a_publish_after_main_changed_the_same_rows_runs_the_branch_writes_again(seed: int, memory_uri: str) -> None:
+    """Main and the branch both delete row 0 of s.x (the table's rules: retryable), then random range and value
+    deletes, upserts and appends on both sides: the publish runs the branch's writes again on main's latest rows,
+    and each table equals, row by row, a plain evaluation of the branch's writes applied after main's."""
+    rng = random.Random(seed)
+    cat = Catalog.create(memory_uri)
+    cat.create_schema("s")
+    with cat.transaction() as tx:
+        for name in ("s.x", "s.y"):
+            tx.create_table(name, VALUES)
+            tx.table(name).append(pa.table({"id": list(range(10)), "v": [i * 10 for i in range(10)]}))
+    cat.create_branch("dev")
+    main_writes: dict[str, list[tuple[str, Any]]] = {"s.x": [("delete_range", (0, 1))], "s.y": []}
+    branch_writes: dict[str, list[tuple[str, Any]]] = {"s.x": [("delete_range", (0, 1))], "s.y": []}
+    next_id = 100
+    for _ in range(4):
+        for writes in rng.sample([main_writes, branch_writes], 2):
+            for table in rng.sample(["s.x", "s.y"], rng.randint(1, 2)):
+                writes[table].append(random_write(rng, next_id))
+                next_id += 1
+    for branch, writes in ((None, main_writes), ("dev", branch_writes)):
+        with cat.transaction(branch=branch) as tx:
+            for table, done in writes.items():
+                for kind, arg in done:
+                    stage_write(tx, table, kind, arg)
+    before = cat.latest_version
+    assert cat.publish_branch("dev") == before + 1
+    assert cat.versions()[-1].properties["mvcc.published_branch_replayed"] == "true"
+    for table in ("s.x", "s.y"):
+        on_branch = {i: i * 10 for i in range(10)}
+        committed = [(kind, arg) for kind, arg in branch_writes[table] if apply_write(on_branch, kind, arg)]
+        assert rows_of(cat.table(table, branch="dev")) == sorted(on_branch.items()), table
+        expected = {i: i * 10 for i in range(10)}
+        for kind, arg in main_writes[table] + committed:
+            apply_write(expected, kind, arg)
+        assert rows_of(cat.table(table)) == sorted(expected.items()), table
+    assert cat.publish_branch("dev") == before + 1  # published once
+
+
+def files_under(root: str) -> set[str]:
+    return {str(p.relative_to(root)) for p in Path(root).rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("write", ["expression", "overwrite"])
+def test_a_write_that_cannot_run_again_is_incompatible_and_leaves_main_untouched(write: str, tmp_uri: str) -> None:
+    """The same row changed on both sides, and the branch's write on s.a is not recorded in a form that can run
+    again (a pyarrow Expression filter; an overwrite): IncompatibleCatalogConflictError saying what to do, never
+    the retryable conflict that would come back on every run; main and its files untouched, the branch kept."""
+    cat = make(tmp_uri)
+    cat.create_branch("dev")
+    with cat.transaction(branch="dev") as tx:
+        if write == "expression":
+            tx.table("s.a").delete(pc.field("id") == 1)
+        else:
+            tx.table("s.a").overwrite(pa.table({"id": [0]}), where="id <= 1")
+        tx.table("s.b").delete("id = 3")
+    with cat.transaction() as tx:
+        tx.table("s.a").delete("id = 1")
+    before, files = cat.latest_version, files_under(tmp_uri)
+    for _ in range(2):
+        with pytest.raises(IncompatibleCatalogConflictError, match="delete the branch") as refused:
+            cat.publish_branch("dev")
+        assert refused.value.rule_code == "branch_write_not_replayable" and refused.value.object_name == "s.a"
+    assert cat.latest_version == before and files_under(tmp_uri) == files
+    assert ids(cat.table("s.a")) == [2, 3] and ids(cat.table("s.b")) == [1, 2, 3] and "dev" in cat.branches()
+
+
+@pytest.mark.parametrize("moves", [1, 3])
+def test_main_moving_while_the_writes_run_again_runs_them_again_then_is_retryable(
+    moves: int, memory_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Main commits, at the re-run's commit point, a delete of a row the re-run deletes too (and a new row): the
+    transaction's own checks find it (retryable) and the writes run again on the newer version. When main moves
+    at every attempt (three), the publish gives up with the retryable conflict (exit 75: main kept moving)."""
+    cat = make(memory_uri)
+    cat.create_branch("dev")
+    with cat.transaction(branch="dev") as tx:
+        tx.table("s.a").delete("id >= 1")
+        tx.table("s.b").append(pa.table({"id": [9]}))
+    with cat.transaction() as tx:
+        tx.table("s.a").delete("id = 2")
+    victims = iter([3, 21, 22])
+    moved: list[int] = []
+
+    def main_moves(point: str) -> None:
+        if point == "catalog.branch.publish.replay.before_commit" and len(moved) < moves:
+            moved.append(1)
+            with Catalog.open(cat.root).transaction() as tx:
+                tx.table("s.a").delete(f"id = {next(victims)}")
+                tx.table("s.a").append(pa.table({"id": [20 + len(moved)]}))
+
+    monkeypatch.setattr(branch_rerun, "failpoint", main_moves)
+    before = cat.latest_version
+    if moves == 1:
+        assert cat.publish_branch("dev") == before + 2
+        assert ids(cat.table("s.a")) == [] and ids(cat.table("s.b")) == [1, 2, 3, 9]
+    else:
+        with pytest.raises(RetryableCatalogConflictError):
+            cat.publish_branch("dev")
+        assert cat.latest_version == before + 3 and ids(cat.table("s.b")) == [1, 2, 3]
+        assert ids(cat.table("s.a")) == [1, 23]
