@@ -64,6 +64,14 @@ class IncompatibleConflictError(CommitConflictError):
     """A concurrent commit made this operation meaningless; do not retry automatically."""
 
 
+class BranchNotReplayableError(IncompatibleConflictError):
+    """A branch publish met a commit on the parent that changed the same rows, and the branch's writes cannot run
+    again on the parent's newer rows (an overwrite, a pyarrow-Expression filter, a write through the low-level
+    API, a type change: docs/branches.md). Publishing again gives the same answer: delete the branch and redo its
+    writes on a new one (an orchestrator that writes the branch itself, as write-audit-publish does, may retry).
+    """
+
+
 class TableNotFoundError(MvccError, ValueError):
     """No table (no manifest) at the given location (a ValueError, as pylance's "Dataset ... was not found")."""
 

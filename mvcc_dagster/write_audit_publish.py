@@ -426,9 +426,14 @@ def write_audit_publish(
             "main is unchanged and the branch is kept for inspection",
             {"asset": asset, BRANCH: name, BRANCH_VERSION: branch.version, "failed_checks": ", ".join(failed)},
         )
-    version = main.publish_branch(
-        name, delete_branch=True, commit_message=commit_message, transaction_properties=dict(transaction_properties)
-    )
+    try:
+        version = main.publish_branch(
+            name, delete_branch=True, commit_message=commit_message, transaction_properties=dict(transaction_properties)
+        )
+    except mvcc.BranchNotReplayableError as exc:  # the step writes its branch again: a retry, on a fresh branch
+        raise mvcc.RetryableConflictError(
+            f"{exc}; the step writes and audits again on a fresh branch", uri=exc.uri, read_version=exc.read_version
+        ) from exc
     if (context.run_id, asset) in _STEP_RESULTS:
         _STEP_RESULTS[(context.run_id, asset)] = results
     yield WapOutcome(branch=name, branch_version=branch.version, table=main.checkout_version(version))

@@ -115,8 +115,9 @@ def branches_publish(
 ) -> None:
     """Land the branch NAME's changes on the branch it forked from, in one version.
 
-    Exit 75 when a commit on the parent since the fork touched the same rows, 3 when it cannot be reconciled
-    (an overwrite, a restore): the parent is untouched either way.
+    Exit 75 when the parent kept moving while the branch's writes ran again on its rows, 3 when it cannot be
+    reconciled (an overwrite or a restore of the parent, a branch write that cannot run again): the parent is
+    untouched either way.
 
     \b
     Example:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from mvcc_core.errors import (
     BranchNotFoundError,
+    BranchNotReplayableError,
     IncompatibleConflictError,
     InvalidOperationError,
     PredicateError,
@@ -231,7 +232,8 @@ def publish_by_replay(
         The parent's state after the publish.
 
     Raises:
-        RetryableConflictError: some write cannot run again, or the parent kept moving during the replay.
+        BranchNotReplayableError: some write cannot run again (publishing again gives the same answer).
+        RetryableConflictError: the parent kept moving during the replay.
         IncompatibleConflictError: a commit on the parent since the fork cannot be reconciled.
     """
     ref = read_ref(target.store, name)
@@ -242,9 +244,12 @@ def publish_by_replay(
     try:
         steps = replay_steps(target, name, branch_base, head)
     except NotReplayable as exc:
-        raise RetryableConflictError(
-            f"{conflict}; running branch {name!r}'s writes again on the latest version is not possible either: {exc}",
+        raise BranchNotReplayableError(
+            f"{conflict}; running branch {name!r}'s writes again on the latest version is not possible either: "
+            f"{exc}; delete the branch and redo its writes on a new one",
             uri=target.uri,
+            read_version=conflict.read_version,
+            conflicting_versions=conflict.conflicting_versions,
         ) from conflict
     for attempt in range(REPLAY_ATTEMPTS):
         latest = target.latest()

@@ -178,8 +178,10 @@ class BranchMethods:
         Raises:
             BranchNotFoundError: no such branch.
             BranchError: it was forked from another branch, or it changed the schema and this branch moved.
-            RetryableConflictError: a commit since the fork conflicts and some write of the branch cannot run
-                again (an overwrite, a schema change, a write through the low-level API).
+            BranchNotReplayableError: a commit since the fork conflicts and some write of the branch cannot run
+                again (an overwrite, a type change, a write through the low-level API): publishing again gives
+                the same answer (an IncompatibleConflictError).
+            RetryableConflictError: this branch kept moving while the branch's writes ran again.
             IncompatibleConflictError: a commit since the fork cannot be reconciled (an overwrite, a restore), or
                 a branch write fails when run again on this branch's rows (a column dropped here).
         """
