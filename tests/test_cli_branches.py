@@ -51,3 +51,15 @@ def test_branches_commands_refuse_bad_input_in_their_own_words(tmp_uri: str) -> 
         missing = run("branches", *args[:1], tmp_uri, *args[1:])
         assert missing.exit_code == 1 and "has no branch 'nope'" in missing.stderr
     assert mvcc.open_table(tmp_uri).branches.list().keys() == {"audit"}  # nothing left behind
+
+
+def test_publish_of_a_write_that_cannot_run_again_exits_3_every_time(tmp_uri: str) -> None:
+    t = mvcc.write_table(pa.table({"id": [1, 2, 3]}), tmp_uri)
+    b = t.create_branch("feat")
+    b.overwrite(pa.table({"id": [7]}))  # an overwrite is not recorded in a form a publish can run again
+    t.delete("id = 2")  # main changed the rows the branch replaced
+    before = mvcc.open_table(tmp_uri).version
+    for _ in range(2):  # not "run again" (75): the answer does not change
+        refused = run("branches", "publish", tmp_uri, "feat")
+        assert refused.exit_code == 3 and "redo its writes on a new one" in refused.stderr
+    assert mvcc.open_table(tmp_uri).version == before
