@@ -22,7 +22,8 @@ pools of one slot, run retries on):
   nightly maintenance, so maintenance and writers conflict for real.
 
 What the harness does in the daemon's place, and says so: the queued run coordinator's limit of one run per
-``mvcc/table`` value (a maintenance run waits while another maintenance run of its table is in flight);
+``mvcc/table`` value (a maintenance run waits while another maintenance run of its table is in flight; with
+the pools' ``granularity: run`` of its ``dagster.yaml`` that is also what holds the table's pool);
 the event-log consumer's run retries (a failed run whose job carries ``dagster/max_retries`` is re-executed
 from its parent, all steps, up to that many times); run-key de-duplication (a run key a sensor returned
 before is not launched again, and is counted as a duplicate request).
