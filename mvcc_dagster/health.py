@@ -6,7 +6,7 @@ The checks, their thresholds and repairs: docs/dagster.md ("Health checks").
 import json
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import dagster as dg
@@ -321,6 +321,29 @@ def build_table_health_checks(
     return out
 
 
+@dataclass(frozen=True)
+class _Settled:
+    """A table's last health evaluation that asked for nothing new: its manifest and kept versions, when it was
+    made, until when no age it reads crosses a threshold (None: never, until a new version), and the run keys
+    it named."""
+
+    manifest: Any
+    versions: tuple[tuple[int, datetime | None], ...]
+    evaluated: datetime
+    until: datetime | None
+    keys: tuple[str, ...]
+
+    def holds(self, table: mvcc.Table, versions: Sequence[mvcc.VersionInfo], now: datetime, seen: set[str]) -> bool:
+        """Whether evaluating `table` (its kept `versions`) at `now` with the keys `seen` would give the same."""
+        in_time = self.evaluated <= now and (self.until is None or now < self.until)
+        same = table.manifest == self.manifest and _kept(versions) == self.versions  # retention may have run
+        return in_time and set(self.keys) <= seen and same
+
+
+def _kept(versions: Sequence[mvcc.VersionInfo]) -> tuple[tuple[int, datetime | None], ...]:
+    return tuple((v.version, v.timestamp) for v in versions if v.error is None)
+
+
 class TableHandles:
     """The sensor's table handles, kept from tick to tick: a tick reads only the manifests and transactions
     committed since the last one (versions are immutable), not every kept version again. A table dropped
@@ -469,6 +492,7 @@ def build_health_sensor(
     }
 
     handles = TableHandles()
+    settled: dict[str, _Settled] = {}  # uri -> the last evaluation that asked for nothing new
 
     def health_sensor(context: dg.SensorEvaluationContext, mvcc: MvccResource) -> dg.SensorResult:
         requested: dict[str, list[str]] = json.loads(context.cursor) if context.cursor else {}
@@ -481,7 +505,18 @@ def build_health_sensor(
             except TableNotFoundError:
                 continue
             seen = set(requested.get(uri, []))
-            keys_now, table_requests = _repairs(table, target, uri, handles.versions(uri), now, seen)
+            versions = handles.versions(uri)
+            last = settled.pop(uri, None)
+            if last is not None and last.holds(table, versions, now, seen):
+                # the same version, every key already asked for, and no age threshold crossed since: the
+                # evaluation would say the same (it reads only the manifests, and time only through ages)
+                settled[uri] = last
+                wanted[target.label] = uri, list(last.keys), []
+                continue
+            keys_now, table_requests = _repairs(table, target, uri, versions, now, seen)
+            if not table_requests:
+                until = _next_change(target, versions, now)
+                settled[uri] = _Settled(table.manifest, _kept(versions), now, until, tuple(keys_now))
             wanted[target.label] = uri, keys_now, table_requests
         # the run storage is asked only on a tick that would request something (most ticks request nothing)
         asking = [label for label, (_, _, table_requests) in wanted.items() if table_requests]
@@ -498,6 +533,23 @@ def build_health_sensor(
         if not requests:
             return dg.SensorResult(skip_reason=dg.SkipReason("no table needs repair"), cursor=cursor)
         return dg.SensorResult(run_requests=requests, cursor=cursor)
+
+    def _next_change(target: MaintenanceTarget, versions: Sequence[mvcc.VersionInfo], now: datetime) -> datetime | None:
+        """The first instant after `now` at which an age the evaluation reads crosses a threshold: a version
+        leaving a repair job's retention window, or the oldest version's age reaching `version_age_days`."""
+        stamps = [v.timestamp for v in versions if v.error is None and v.timestamp is not None]
+        if not stamps:
+            return None
+        windows = [
+            s[0] for k in ("compaction", "retention") if (j := job_for(k, target)) and (s := retention_setting(j.tags))
+        ]
+        days = thresholds.version_age_days
+        # the age check rounds to 3 decimals of a day (≈ 43 s): its thresholds are taken a minute early
+        ahead = [t + w for t in stamps for w in windows] + [
+            min(stamps) + timedelta(days=d, minutes=-1) for d in (days.warn, days.error)
+        ]
+        later = [t for t in ahead if t > now]
+        return min(later) if later else None
 
     def _repairs(
         table: mvcc.Table,

@@ -212,6 +212,53 @@ def test_kept_handles_see_what_a_fresh_open_sees(tmp_path: Path) -> None:
         assert via_kept == fresh, (step, action)
 
 
+@pytest.mark.slow  # 40 ticks of two sensors and the commits between them: about 2.5 s
+def test_a_long_lived_sensor_requests_what_a_fresh_one_does(tmp_path: Path) -> None:
+    """Differential over a random history and a clock crossing retention windows and the age threshold: the
+    sensor that skips re-evaluating a settled table (same version, no age crossed) returns the same requests
+    and cursor at every tick as a sensor built afresh for that tick, given the same cursor."""
+    rng = random.Random(28)
+    instance = dg.DagsterInstance.ephemeral()
+    resources = {"mvcc": MvccResource(root_uri=str(tmp_path))}
+    hour = timedelta(hours=1)
+    jobs = {
+        "compaction_job": build_compaction_job("t", executor="in_process", older_than=hour),
+        "retention_job": build_retention_job("t", older_than=hour),
+    }
+    thresholds = HealthThresholds(
+        small_fragment_rows=25,
+        small_fragments=Level(4, 16),
+        version_age_days=Level(0.1, 1),
+        retention_removable_share=0.3,
+    )
+    now = [datetime.now(UTC)]
+    kept = build_health_sensor(["t"], thresholds=thresholds, clock=lambda: now[0], **jobs)
+    t = mvcc.write_table(rows(0), str(tmp_path / "t"))
+    cursor, requested = None, 0
+    for step in range(40):
+        action = rng.choice(["append", "append", "delete", "compact", "cleanup", "wait", "wait", "wait"])
+        if action == "append":
+            t.append(rows(1000 * step, rng.randint(1, 30)))
+        elif action == "delete":
+            t.delete(f"n % {rng.randint(2, 7)} = 0")
+        elif action == "compact":
+            t.optimize.compact_files(target_rows_per_fragment=40)
+        elif action == "cleanup":
+            t.cleanup_old_versions(timedelta(0))
+        t = mvcc.open_table(t.uri)
+        now[0] += timedelta(minutes=rng.choice([1, 10, 40, 70, 150]))
+        fresh = build_health_sensor(["t"], thresholds=thresholds, clock=lambda: now[0], **jobs)
+        results = [
+            s(dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources)) for s in (kept, fresh)
+        ]
+        said = [
+            ([(r.run_key, r.job_name, r.run_config) for r in result.run_requests], result.cursor) for result in results
+        ]
+        assert said[0] == said[1], (step, action)
+        cursor, requested = results[0].cursor, requested + len(results[0].run_requests)
+    assert requested >= 3  # the history asked for repairs, not only for nothing
+
+
 @pytest.mark.slow  # two retention runs (about 1 s on a quiet machine)
 def test_sensor_and_run_measure_retention_to_the_tick(instance: dg.DagsterInstance, warehouse: str) -> None:
     """The sensor's clock says when its tick is (benchmarks/week.py's simulated clock): at a tick a day
