@@ -22,7 +22,8 @@ pools of one slot, run retries on):
   nightly maintenance, so maintenance and writers conflict for real.
 
 What the harness does in the daemon's place, and says so: the queued run coordinator's limit of one run per
-``mvcc/table`` value (a maintenance run waits while another maintenance run of its table is in flight);
+``mvcc/table`` value (a maintenance run waits while another maintenance run of its table is in flight; with
+the pools' ``granularity: run`` of its ``dagster.yaml`` that is also what holds the table's pool);
 the event-log consumer's run retries (a failed run whose job carries ``dagster/max_retries`` is re-executed
 from its parent, all steps, up to that many times); run-key de-duplication (a run key a sensor returned
 before is not launched again, and is counted as a duplicate request).
@@ -94,6 +95,7 @@ concurrency:
         limit: 1
   pools:
     default_limit: 1
+    granularity: run
 run_retries:
   enabled: true
 telemetry:
@@ -326,7 +328,9 @@ def execute_run(job_name: str, run_id: str, tags: dict[str, str]) -> dict[str, A
     recon = dg.build_reconstructable_job(
         "week", "job_named", reconstructable_args=(job_name,), reconstructor_working_directory=str(HERE)
     )
-    max_retries = int(job_named(job_name).tags.get("dagster/max_retries", 0))
+    # the run's tags carry its job's (`Week.submit` merges them): rebuilding the definitions here as well would
+    # cost every run a second load of the code location, which a run worker does once
+    max_retries = int(tags.get("dagster/max_retries", 0))
     cpu, wall, started = cpu_seconds(), time.perf_counter(), time.time()
     run_ids, retries = [], 0
     result = launch(recon, instance.get_run_by_id(run_id), instance)

@@ -2,6 +2,7 @@
 
 import shutil
 import time
+from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,23 @@ import mvcc_core as mvcc
 def dir_bytes(path: Path) -> int:
     """Bytes of every file under `path` (the table's stored bytes)."""
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def stored_by_kind(root: Path, latest_files: set[str]) -> dict[str, int]:
+    """Bytes under a table's root by kind: the latest version's data files, older versions' data files,
+    deletion files, manifests, transaction files, index files and anything else (which bytes a table keeps)."""
+    kinds = {"_versions": "manifests", "_transactions": "transactions", "_deletions": "deletion_files"}
+    out: dict[str, int] = defaultdict(int)
+    for f in root.rglob("*"):
+        if not f.is_file():
+            continue
+        top = f.relative_to(root).parts[0]
+        if top == "data":
+            kind = "data_latest" if f.name in latest_files or f"data/{f.name}" in latest_files else "data_older"
+        else:
+            kind = kinds.get(top, "indices" if top.startswith("_indices") else "other")
+        out[kind] += f.stat().st_size
+    return dict(out)
 
 
 def best_scan(uri: str, repeats: int = 5) -> tuple[pa.Table, float, float]:
@@ -38,10 +56,7 @@ def table_metrics(root: Path, name: str, small_rows: int, scratch: Path, cutoff:
     except mvcc.TableNotFoundError:
         return None
     fragments = table.get_fragments()
-    live = [
-        int(f.physical_rows) - (f.deletion_file.num_deleted_rows if f.HasField("deletion_file") else 0)
-        for f in fragments
-    ]
+    live = [mvcc.live_rows(f) for f in fragments]
     physical = sum(int(f.physical_rows) for f in fragments)
     # what retention could remove now (a dry run with the jobs' window; unverified files too): the stored bytes
     # beyond what the window keeps on purpose (its versions' files, manifests and transactions)
@@ -62,6 +77,16 @@ def table_metrics(root: Path, name: str, small_rows: int, scratch: Path, cutoff:
         "stored_bytes": dir_bytes(Path(uri)),
         "stored_data_bytes": dir_bytes(Path(uri) / "data"),  # the rest: manifests, transactions, deletion files
         "removable_bytes": removable.bytes_removed,
+        # what the removable bytes are: versions (a manifest and a transaction file each) and files
+        "removable": {
+            "versions": removable.old_versions,
+            "data_files": removable.data_files_removed,
+            "deletion_files": removable.deletion_files_removed,
+            "transaction_files": removable.transaction_files_removed,
+            "index_files": removable.index_files_removed,
+            "unverified_files": removable.unverified_files_removed,
+        },
+        "stored_by_kind": stored_by_kind(Path(uri), {df.path for f in fragments for df in f.files}),
         "versions_kept": len(table.versions()),
         "deleted_share": round((physical - sum(live)) / physical, 4) if physical else 0.0,
         "scan_seconds": round(scan, 4),

@@ -4,9 +4,9 @@ The checks, their thresholds and repairs: docs/dagster.md ("Health checks").
 """
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import dagster as dg
@@ -99,28 +99,50 @@ def _result(
     )
 
 
-def _live_rows(fragment: Any) -> int:
-    deleted = fragment.deletion_file.num_deleted_rows if fragment.HasField("deletion_file") else 0
-    return int(fragment.physical_rows) - int(deleted)
-
-
 def evaluate_health(
-    table: mvcc.Table, target: MaintenanceTarget, thresholds: HealthThresholds, *, now: datetime | None = None
+    table: mvcc.Table,
+    target: MaintenanceTarget,
+    thresholds: HealthThresholds,
+    *,
+    now: datetime | None = None,
+    checks: Collection[str] = CHECKS,
+    versions: Sequence[mvcc.VersionInfo] | None = None,
 ) -> Iterator[dg.AssetCheckResult]:
-    """Every health check of `table`'s latest version (the function the checks run; usable on its own).
+    """The health checks of `table`'s latest version (the function the checks run; usable on its own).
 
     Args:
         table: The table (its latest version is evaluated).
         target: The table's name, asset key and label.
         thresholds: The WARN / ERROR levels.
         now: The time `version_age` is measured to (default: now).
+        checks: The checks to evaluate (default: all of `CHECKS`); the health sensor leaves out
+            ``files_exist``, which has no repair and costs a HEAD request per sampled file.
+        versions: `table.versions()`, when the caller has listed them already (one listing per tick).
 
     Returns:
-        One `AssetCheckResult` per check of `CHECKS`.
+        One `AssetCheckResult` per check of `checks`, in `CHECKS` order.
+
+    Raises:
+        ValueError: A name in `checks` that is not a check of `CHECKS`.
     """
-    now = now or datetime.now(UTC)
+    unknown = sorted(set(checks) - set(CHECKS))
+    if unknown:
+        raise ValueError(f"unknown health checks {unknown}: the checks are {list(CHECKS)}")
+    for result in _evaluate(table, target, thresholds, now or datetime.now(UTC), set(checks), versions):
+        if result.check_name in checks:
+            yield result
+
+
+def _evaluate(
+    table: mvcc.Table,
+    target: MaintenanceTarget,
+    thresholds: HealthThresholds,
+    now: datetime,
+    checks: set[str],
+    listed: Sequence[mvcc.VersionInfo] | None,
+) -> Iterator[dg.AssetCheckResult]:
     fragments = table.get_fragments()
-    live = {f.id: _live_rows(f) for f in fragments}
+    live = {f.id: mvcc.live_rows(f) for f in fragments}
     small = [fid for fid, rows in live.items() if rows < thresholds.small_fragment_rows]
     small_count = len(small) if len(fragments) > 1 else 0
     yield _result(
@@ -145,7 +167,7 @@ def evaluate_health(
         target, "unindexed_rows", worst, thresholds.unindexed_rows, {"per_index": dg.MetadataValue.json(per_index)}
     )
 
-    versions = [v for v in table.versions() if v.error is None]
+    versions = [v for v in (listed if listed is not None else table.versions()) if v.error is None]
     oldest = min((v.timestamp for v in versions if v.timestamp is not None), default=now)
     yield _result(
         target,
@@ -175,6 +197,8 @@ def evaluate_health(
         {"bytes_referenced": total, "bytes_latest": latest_bytes},
     )
 
+    if "files_exist" not in checks:
+        return  # the last check: a HEAD request per sampled file, for nothing when it is not asked for
     report = mvcc.verify(table, max_files=thresholds.sample_files)
     missing = report.missing
     yield _result(
@@ -297,6 +321,29 @@ def build_table_health_checks(
     return out
 
 
+@dataclass(frozen=True)
+class _Settled:
+    """A table's last health evaluation that asked for nothing new: its manifest and kept versions, when it was
+    made, until when no age it reads crosses a threshold (None: never, until a new version), and the run keys
+    it named."""
+
+    manifest: Any
+    versions: tuple[tuple[int, datetime | None], ...]
+    evaluated: datetime
+    until: datetime | None
+    keys: tuple[str, ...]
+
+    def holds(self, table: mvcc.Table, versions: Sequence[mvcc.VersionInfo], now: datetime, seen: set[str]) -> bool:
+        """Whether evaluating `table` (its kept `versions`) at `now` with the keys `seen` would give the same."""
+        in_time = self.evaluated <= now and (self.until is None or now < self.until)
+        same = table.manifest == self.manifest and _kept(versions) == self.versions  # retention may have run
+        return in_time and set(self.keys) <= seen and same
+
+
+def _kept(versions: Sequence[mvcc.VersionInfo]) -> tuple[tuple[int, datetime | None], ...]:
+    return tuple((v.version, v.timestamp) for v in versions if v.error is None)
+
+
 class TableHandles:
     """The sensor's table handles, kept from tick to tick: a tick reads only the manifests and transactions
     committed since the last one (versions are immutable), not every kept version again. A table dropped
@@ -304,6 +351,7 @@ class TableHandles:
 
     def __init__(self) -> None:
         self._handles: dict[str, mvcc.Table] = {}
+        self._versions: dict[str, list[mvcc.VersionInfo]] = {}
 
     def latest(self, uri: str, open_table: Callable[[], mvcc.Table]) -> mvcc.Table:
         """The table at `uri` at its latest version, through the handle of the last tick when still valid.
@@ -322,9 +370,22 @@ class TableHandles:
         fresh = open_table()
         table = known.checkout(fresh.version) if known is not None and _same_table(known, fresh) else fresh
         # remember what the kept versions need, not every version read since the sensor started
-        table.trim_version_cache(max(1, len(table.versions())))
+        versions = table.versions()
+        table.trim_version_cache(max(1, len(versions)))
         self._handles[uri] = table
+        self._versions[uri] = versions
         return table
+
+    def versions(self, uri: str) -> list[mvcc.VersionInfo]:
+        """The versions of `uri` as the last `latest` listed them (one listing per tick, not one per use).
+
+        Args:
+            uri: The table's uri.
+
+        Returns:
+            ``table.versions()`` of the handle `latest` returned.
+        """
+        return self._versions[uri]
 
 
 def _same_table(known: mvcc.Table, fresh: mvcc.Table) -> bool:
@@ -361,6 +422,8 @@ REPAIRS = {
     "version_age": "retention",
     "storage_amplification": "retention",
 }
+REPAIRABLE = tuple(c for c in CHECKS if c in REPAIRS)
+"""The checks the health sensor evaluates: those with a repair (not ``files_exist``, which is never automatic)."""
 
 
 def build_health_sensor(
@@ -429,67 +492,119 @@ def build_health_sensor(
     }
 
     handles = TableHandles()
+    settled: dict[str, _Settled] = {}  # uri -> the last evaluation that asked for nothing new
 
     def health_sensor(context: dg.SensorEvaluationContext, mvcc: MvccResource) -> dg.SensorResult:
         requested: dict[str, list[str]] = json.loads(context.cursor) if context.cursor else {}
-        requests = []
-        busy = _tables_in_maintenance(context, [t.label for t in targets])
         now = clock() if clock is not None else datetime.now(UTC)
+        wanted: dict[str, tuple[str, list[str], list[dg.RunRequest]]] = {}  # label -> (uri, keys, requests)
         for target in targets:
             uri = mvcc.uri(target.table)
-            if target.label in busy:
-                # a maintenance run of the table (the nightly schedule's, a repair requested before) is queued
-                # or running: it may repair this very version; the next tick sees what it left
-                continue
             try:
                 table = handles.latest(uri, lambda t=target: mvcc.open(t.table))
             except TableNotFoundError:
                 continue
-            failing = [r.check_name for r in evaluate_health(table, target, thresholds, now=now) if not r.passed]
             seen = set(requested.get(uri, []))
-            keys_now = []
-            by_checks = set(REPAIRS[c] for c in failing if c in REPAIRS)
-            share = thresholds.retention_removable_share
-            compaction_retention = None  # the retention setting of a compaction run requested on this tick
-            for kind in [k for k in ("compaction", "retention", "index") if k in by_checks or k == "retention"]:
-                job = job_for(kind, target)
-                if job is None:
-                    continue
-                run_key = f"{uri}@{table.version}:{job.name}"
-                setting = retention_setting(job.tags)  # a compaction job built with older_than has one too
-                if kind == "retention" and kind not in by_checks and (setting is None or share is None):
-                    continue  # no failing check asks for it, and no removable-share rule applies
-                if kind == "retention" and setting is not None:
-                    removable = removable_versions(table, *setting, now=now)
-                    if not removable:
-                        # every old version is still inside the job's window: a run would remove nothing (the
-                        # week's daily tables asked for one at every new version); asked once one is older
-                        continue
-                    if kind not in by_checks and removable_bytes(table, removable) < share * data_bytes(table):
-                        continue  # asked by the share rule only, and too little to remove yet
-                    # the newest version it would remove: at one latest version, versions leave the window
-                    # as time passes, and each such step is new work (a new key), never the same run twice
-                    run_key += f"<={removable[-1]}"
-                keys_now.append(run_key)
-                if run_key in seen:
-                    continue
-                if kind == "retention" and setting is not None and setting == compaction_retention:
-                    continue  # the compaction run requested on this tick removes them (one run, not two)
-                if kind == "compaction" and setting is not None:
-                    compaction_retention = setting
-                requests.append(
-                    dg.RunRequest(
-                        run_key=run_key,
-                        job_name=job.name,
-                        run_config=retention_run_config(now - setting[0]) if setting is not None else None,
-                        tags={TABLE_TAG: target.label, "mvcc/failing_checks": ",".join(failing)},
-                    )
-                )
+            versions = handles.versions(uri)
+            last = settled.pop(uri, None)
+            if last is not None and last.holds(table, versions, now, seen):
+                # the same version, every key already asked for, and no age threshold crossed since: the
+                # evaluation would say the same (it reads only the manifests, and time only through ages)
+                settled[uri] = last
+                wanted[target.label] = uri, list(last.keys), []
+                continue
+            keys_now, table_requests = _repairs(table, target, uri, versions, now, seen)
+            if not table_requests:
+                until = _next_change(target, versions, now)
+                settled[uri] = _Settled(table.manifest, _kept(versions), now, until, tuple(keys_now))
+            wanted[target.label] = uri, keys_now, table_requests
+        # the run storage is asked only on a tick that would request something (most ticks request nothing)
+        asking = [label for label, (_, _, table_requests) in wanted.items() if table_requests]
+        busy = _tables_in_maintenance(context, asking) if asking else set()
+        requests = []
+        for label, (uri, keys_now, table_requests) in wanted.items():
+            if label in busy:
+                # a maintenance run of the table (the nightly schedule's, a repair requested before) is queued
+                # or running: it may repair this very version; the next tick sees what it left
+                continue
+            requests += table_requests
             requested[uri] = sorted(keys_now)  # a repaired (passing) table forgets its keys
         cursor = json.dumps(requested, sort_keys=True)
         if not requests:
             return dg.SensorResult(skip_reason=dg.SkipReason("no table needs repair"), cursor=cursor)
         return dg.SensorResult(run_requests=requests, cursor=cursor)
+
+    def _next_change(target: MaintenanceTarget, versions: Sequence[mvcc.VersionInfo], now: datetime) -> datetime | None:
+        """The first instant after `now` at which an age the evaluation reads crosses a threshold: a version
+        leaving a repair job's retention window, or the oldest version's age reaching `version_age_days`."""
+        stamps = [v.timestamp for v in versions if v.error is None and v.timestamp is not None]
+        if not stamps:
+            return None
+        windows = [
+            s[0] for k in ("compaction", "retention") if (j := job_for(k, target)) and (s := retention_setting(j.tags))
+        ]
+        days = thresholds.version_age_days
+        # the age check rounds to 3 decimals of a day (≈ 43 s): its thresholds are taken a minute early
+        ahead = [t + w for t in stamps for w in windows] + [
+            min(stamps) + timedelta(days=d, minutes=-1) for d in (days.warn, days.error)
+        ]
+        later = [t for t in ahead if t > now]
+        return min(later) if later else None
+
+    def _repairs(
+        table: mvcc.Table,
+        target: MaintenanceTarget,
+        uri: str,
+        versions: Sequence[mvcc.VersionInfo],
+        now: datetime,
+        seen: set[str],
+    ) -> tuple[list[str], list[dg.RunRequest]]:
+        """The run keys the table's state asks for now, and the requests among them not made before."""
+        failing = [
+            r.check_name
+            for r in evaluate_health(table, target, thresholds, now=now, checks=REPAIRABLE, versions=versions)
+            if not r.passed
+        ]
+        readable = [v.version for v in versions if v.error is None]
+        keys_now, requests = [], []
+        by_checks = set(REPAIRS[c] for c in failing if c in REPAIRS)
+        share = thresholds.retention_removable_share
+        compaction_retention = None  # the retention setting of a compaction run requested on this tick
+        for kind in [k for k in ("compaction", "retention", "index") if k in by_checks or k == "retention"]:
+            job = job_for(kind, target)
+            if job is None:
+                continue
+            run_key = f"{uri}@{table.version}:{job.name}"
+            setting = retention_setting(job.tags)  # a compaction job built with older_than has one too
+            if kind == "retention" and kind not in by_checks and (setting is None or share is None):
+                continue  # no failing check asks for it, and no removable-share rule applies
+            if kind == "retention" and setting is not None:
+                removable = removable_versions(table, *setting, now=now, versions=versions)
+                if not removable:
+                    # every old version is still inside the job's window: a run would remove nothing (the
+                    # week's daily tables asked for one at every new version); asked once one is older
+                    continue
+                if kind not in by_checks and removable_bytes(table, removable, readable) < share * data_bytes(table):
+                    continue  # asked by the share rule only, and too little to remove yet
+                # the newest version it would remove: at one latest version, versions leave the window
+                # as time passes, and each such step is new work (a new key), never the same run twice
+                run_key += f"<={removable[-1]}"
+            keys_now.append(run_key)
+            if run_key in seen:
+                continue
+            if kind == "retention" and setting is not None and setting == compaction_retention:
+                continue  # the compaction run requested on this tick removes them (one run, not two)
+            if kind == "compaction" and setting is not None:
+                compaction_retention = setting
+            requests.append(
+                dg.RunRequest(
+                    run_key=run_key,
+                    job_name=job.name,
+                    run_config=retention_run_config(now - setting[0]) if setting is not None else None,
+                    tags={TABLE_TAG: target.label, "mvcc/failing_checks": ",".join(failing)},
+                )
+            )
+        return keys_now, requests
 
     return job_sensor(
         health_sensor,

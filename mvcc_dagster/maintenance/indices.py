@@ -22,7 +22,7 @@ def _unindexed_fragments(table: mvcc.Table, index_name: str) -> int | None:
 
 
 def index_op(
-    target: MaintenanceTarget, column: str, index_type: str, idx: str, mode: str, prefix: str
+    target: MaintenanceTarget, column: str, index_type: str, idx: str, mode: str, prefix: str, *, gated: bool = False
 ) -> dg.OpDefinition:
     """The index op of `target` (default `mode`: create, or optimize in the schedule).
 
@@ -33,6 +33,8 @@ def index_op(
         idx: The index's name (``""``: every index, for optimize).
         mode: The default of the op's ``mode`` config: ``create`` or ``optimize``.
         prefix: Put before the op's name (each job kind has its own ops).
+        gated: A second Nothing input ``due``: the step is skipped when its source yields nothing (the
+            maintenance schedule wires it to the reserve step's ``indexed`` output: no index, no step).
 
     Returns:
         The op.
@@ -42,7 +44,7 @@ def index_op(
         name=f"create_index__{prefix}{target.suffix}__{re.sub(r'[^A-Za-z0-9_]', '_', idx)}",
         required_resource_keys={RESOURCE_KEY},
         pool=target.pool,
-        ins={"after": dg.In(dg.Nothing)},
+        ins={"after": dg.In(dg.Nothing), **({"due": dg.In(dg.Nothing)} if gated else {})},
         config_schema={"mode": dg.Field(str, default_value=mode, description="create | optimize")},
         out=dg.Out(io_manager_key=MAINTENANCE_IO_KEY),
     )

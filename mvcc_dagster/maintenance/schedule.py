@@ -77,21 +77,28 @@ def build_maintenance_schedule(
         executor=executor,
         rewrite_steps=rewrite_steps,
         spark_resource_key=spark_resource_key,
+        signal_indices=optimize_indices,
     )
-    index = index_op(target, "", "", "", "optimize", "maintenance__") if optimize_indices else None
+    index = index_op(target, "", "", "", "optimize", "maintenance__", gated=True) if optimize_indices else None
     cleanup = cleanup_op(target, older_than, retain_versions, False, "maintenance__", delete_unverified)
 
     @dg.graph(name=f"mvcc_maintenance__{target.suffix}")
     def maintenance_graph() -> None:
-        work = reserve.alias("reserve_fragments")()
+        reserved = reserve.alias("reserve_fragments")()
+        work = reserved.result if index is not None else reserved
         if executor == "spark":
             done = rewrite.alias("rewrite_fragments")(work)
         else:
             done = work.map(rewrite.alias("rewrite_fragments")).collect()
         committed = commit.alias("commit_rewrite")(done)
-        if index is not None:
-            committed = index.alias("optimize_indices")(after=committed)
-        cleanup.alias("cleanup_old_versions")(after=committed)
+        if index is None:
+            cleanup.alias("cleanup_old_versions")(after=committed)
+            return
+        # optimize_indices runs after the commit and only when the table has an index (the reserve step's
+        # optional output); retention waits for both, and runs when the index step is skipped (a fan-in
+        # input is skipped only when every source is)
+        indexed = index.alias("optimize_indices")(after=committed, due=reserved.indexed)
+        cleanup.alias("cleanup_old_versions")(after=[committed, indexed])
 
     job = maintenance_job(
         maintenance_graph,

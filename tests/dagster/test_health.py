@@ -3,6 +3,7 @@ the compaction job once, and after the job the checks pass; a missing data file 
 
 import json
 import os
+import random
 from datetime import timedelta
 from pathlib import Path
 
@@ -20,7 +21,10 @@ from mvcc_dagster import (
     build_health_sensor,
     build_retention_job,
     build_table_health_checks,
+    evaluate_health,
 )
+from mvcc_dagster.health import REPAIRABLE
+from mvcc_dagster.maintenance import MaintenanceTarget
 
 THRESHOLDS = HealthThresholds(small_fragment_rows=100, small_fragments=Level(4, 16), versions_kept=Level(50, 100))
 
@@ -95,6 +99,40 @@ def test_missing_file_and_warn_level(instance: dg.DagsterInstance, warehouse: st
     assert len(missing.metadata["missing"].value) == 1
     small = evaluations["small_fragments"]  # 6 small fragments: at WARN (4), below ERROR (16)
     assert not small.passed and small.severity == dg.AssetCheckSeverity.WARN
+
+
+def test_the_sensors_checks_agree_with_every_check_and_skip_the_file_heads(warehouse: str) -> None:
+    """The health sensor evaluates only the checks it can repair, on one version listing per tick: the same
+    results as the full evaluation for those checks, and no `files_exist` (a HEAD per sampled file)."""
+    rng = random.Random(28)
+    t = fragmented(f"{warehouse}/subset", 3)
+    target = MaintenanceTarget("subset")
+    for step in range(12):
+        if rng.random() < 0.6:
+            t.append(pa.table({"n": list(range(rng.randint(1, 30)))}))
+        else:
+            t.delete(f"n < {rng.randint(0, 20)}")
+        if step == 6:
+            t.optimize.compact_files(target_rows_per_fragment=1000)
+        t = mvcc.open_table(t.uri)
+        thresholds = HealthThresholds(
+            small_fragment_rows=rng.choice([5, 20, 100]),
+            small_fragments=Level(2, 8),
+            deleted_ratio=Level(0.05, 0.5),
+            versions_kept=Level(rng.randint(2, 10), 50),
+            storage_amplification=Level(1.5, 20),
+        )
+        every = {r.check_name: r for r in evaluate_health(t, target, thresholds)}
+        subset = list(evaluate_health(t, target, thresholds, checks=REPAIRABLE, versions=t.versions()))
+        assert [r.check_name for r in subset] == [c for c in CHECKS if c != "files_exist"]
+        for r in subset:
+            full = every[r.check_name]
+            assert (r.passed, r.metadata["value"]) == (full.passed, full.metadata["value"])
+    os.remove(Path(t.uri, "data", t.get_fragments()[0].files[0].path))
+    assert not {r.check_name: r for r in evaluate_health(t, target, THRESHOLDS)}["files_exist"].passed
+    assert "files_exist" not in {r.check_name for r in evaluate_health(t, target, THRESHOLDS, checks=REPAIRABLE)}
+    with pytest.raises(ValueError, match="unknown health checks \\['file_exists'\\]"):
+        list(evaluate_health(t, target, THRESHOLDS, checks=["file_exists"]))
 
 
 def test_thresholds_are_checked() -> None:

@@ -177,6 +177,22 @@ def test_retention_is_asked_again_as_versions_leave_the_window(instance: dg.Dags
     assert len(keys) == 2 and keys[1].endswith(":mvcc_retention__aging<=3") and len(set(keys)) == 2
 
 
+def change(t: mvcc.Table, action: str, step: int, rng: random.Random) -> bool:
+    """One random history step on `t` (an append, a delete, a compaction or a retention); False for another
+    action, which the caller does itself."""
+    if action == "append":
+        t.append(rows(1000 * step, rng.randint(1, 30)))
+    elif action == "delete":
+        t.delete(f"n % {rng.randint(2, 7)} = 0")
+    elif action == "compact":
+        t.optimize.compact_files(target_rows_per_fragment=40)
+    elif action == "cleanup":
+        t.cleanup_old_versions(timedelta(0))
+    else:
+        return False
+    return True
+
+
 def test_kept_handles_see_what_a_fresh_open_sees(tmp_path: Path) -> None:
     """Differential over a random history (appends, deletes, compactions, retention, a table dropped and
     written again): every check's value and metadata through the kept handle equals a fresh open's."""
@@ -189,15 +205,8 @@ def test_kept_handles_see_what_a_fresh_open_sees(tmp_path: Path) -> None:
     now = datetime.now(UTC)
     for step in range(16):
         action = rng.choice(["append", "append", "delete", "compact", "cleanup", "recreate", "recreate longer"])
-        if action == "append":
-            t.append(rows(1000 * step, rng.randint(1, 30)))
-        elif action == "delete":
-            t.delete(f"n % {rng.randint(2, 7)} = 0")
-        elif action == "compact":
-            t.optimize.compact_files(target_rows_per_fragment=40)
-        elif action == "cleanup":
-            t.cleanup_old_versions(timedelta(0))
-        else:  # dropped and written again: shorter, or as long as before and one more (same version numbers)
+        if not change(t, action, step, rng):
+            # dropped and written again: shorter, or as long as before and one more (same version numbers)
             versions = t.version + 1 if action == "recreate longer" else 1
             shutil.rmtree(uri)
             t = mvcc.write_table(rows(0, rng.randint(1, 5)), uri)
@@ -210,6 +219,46 @@ def test_kept_handles_see_what_a_fresh_open_sees(tmp_path: Path) -> None:
         fresh = {r.check_name: (r.passed, r.metadata) for r in evaluate_health(t, target, thresholds, now=now)}
         fresh.pop("files_exist"), via_kept.pop("files_exist")  # a random sample of files
         assert via_kept == fresh, (step, action)
+
+
+@pytest.mark.slow  # 40 ticks of two sensors and the commits between them: about 2.5 s
+def test_a_long_lived_sensor_requests_what_a_fresh_one_does(tmp_path: Path) -> None:
+    """Differential over a random history and a clock crossing retention windows and the age threshold: the
+    sensor that skips re-evaluating a settled table (same version, no age crossed) returns the same requests
+    and cursor at every tick as a sensor built afresh for that tick, given the same cursor."""
+    rng = random.Random(28)
+    instance = dg.DagsterInstance.ephemeral()
+    resources = {"mvcc": MvccResource(root_uri=str(tmp_path))}
+    hour = timedelta(hours=1)
+    jobs = {
+        "compaction_job": build_compaction_job("t", executor="in_process", older_than=hour),
+        "retention_job": build_retention_job("t", older_than=hour),
+    }
+    thresholds = HealthThresholds(
+        small_fragment_rows=25,
+        small_fragments=Level(4, 16),
+        version_age_days=Level(0.1, 1),
+        retention_removable_share=0.3,
+    )
+    now = [datetime.now(UTC)]
+    kept = build_health_sensor(["t"], thresholds=thresholds, clock=lambda: now[0], **jobs)
+    t = mvcc.write_table(rows(0), str(tmp_path / "t"))
+    cursor, requested = None, 0
+    for step in range(40):
+        action = rng.choice(["append", "append", "delete", "compact", "cleanup", "wait", "wait", "wait"])
+        change(t, action, step, rng)  # "wait": no commit, the clock moves on
+        t = mvcc.open_table(t.uri)
+        now[0] += timedelta(minutes=rng.choice([1, 10, 40, 70, 150]))
+        fresh = build_health_sensor(["t"], thresholds=thresholds, clock=lambda: now[0], **jobs)
+        results = [
+            s(dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources)) for s in (kept, fresh)
+        ]
+        said = [
+            ([(r.run_key, r.job_name, r.run_config) for r in result.run_requests], result.cursor) for result in results
+        ]
+        assert said[0] == said[1], (step, action)
+        cursor, requested = results[0].cursor, requested + len(results[0].run_requests)
+    assert requested >= 3  # the history asked for repairs, not only for nothing
 
 
 @pytest.mark.slow  # two retention runs (about 1 s on a quiet machine)

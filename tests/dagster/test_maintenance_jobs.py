@@ -243,6 +243,24 @@ def test_maintenance_schedule_job_runs(instance: dg.DagsterInstance, warehouse: 
     ]
 
 
+@pytest.mark.slow  # a Dagster run: about 2 s
+def test_maintenance_schedule_job_skips_the_index_step_of_a_table_without_one(
+    instance: dg.DagsterInstance, warehouse: str
+) -> None:
+    """No index: ``optimize_indices`` is skipped (one event, not a step), compaction and retention still run."""
+    t = fragmented(f"{warehouse}/plain", 6)
+    schedule = build_maintenance_schedule(
+        "plain", older_than=timedelta(0), options=mvcc.CompactionOptions(target_rows_per_fragment=100)
+    )
+    result = schedule.job.execute_in_process(instance=instance, resources={"mvcc": MvccResource(root_uri=warehouse)})
+    assert result.success
+    skipped = [e.step_key for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_SKIPPED]
+    assert skipped == ["optimize_indices"]
+    assert [o["mvcc/operation"] for o in observations(instance, "plain")] == ["ReserveFragments", "Rewrite", "Cleanup"]
+    t = mvcc.open_table(t.uri)
+    assert len(t.get_fragments()) == 1 and [v.operation for v in t.versions()] == ["Rewrite"]
+
+
 def test_pools_on_the_committing_steps() -> None:
     """The steps that commit share the table's pool; the mapped rewrite steps have none (they run in parallel)."""
     job = build_compaction_job("sales/orders")

@@ -1,0 +1,116 @@
+"""What one maintenance run and one sensor tick of the week cost, this tree against a peer tree, interleaved.
+
+``python benchmarks/week_run_cost.py --peer /work/main --rounds 5`` runs, alternately for this tree and the
+peer (a checkout of the code before a change), a worker process that builds the week's tables (a few appends
+of the week's events and of the outside writer's feed, benchmarks/week.py), a Dagster instance with that
+tree's ``benchmarks/week.py`` settings (its ``dagster.yaml``), and measures in CPU seconds of that process:
+the nightly maintenance run (``mvcc_maintenance__<table>``, executed as the week executes runs) and the
+retention run of each table, and the health and version sensors' ticks with nothing new. Each figure is the
+median of ``--runs`` runs (after one warm-up) in a round; the report gives the medians over the rounds and the
+ratio this / peer (docs/operations.md, "Where a table-day's maintenance CPU goes").
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TABLES = ("raw_events", "partner_feed")
+
+
+def measure(tree: Path, runs: int, ticks: int) -> dict[str, float]:
+    """In a worker: build the tables and an instance under a temporary home, time the runs and ticks."""
+    sys.path.insert(0, str(tree / "benchmarks"))
+    import week  # the measured tree's benchmarks/week.py: its dagster.yaml, definitions and run execution
+
+    import mvcc_core as mvcc
+
+    home = Path(tempfile.mkdtemp(prefix="mvcc-run-cost-"))
+    (home / "dagster").mkdir()
+    (home / "dagster" / "dagster.yaml").write_text(week.DAGSTER_YAML)
+    os.environ["DAGSTER_HOME"] = str(home / "dagster")
+    s = {**week.QUICK, "executor": "default", "warehouse": str(home / "warehouse"), "delete_share": 0.01}
+    s.update(delete_hour=3, amplification_warn=3.0, removable_share=0.3)
+    os.environ[week.SETTINGS_ENV] = json.dumps(s)
+    for hour in range(0, 24, 4):
+        rows = week.event_rows(hour, s["rows_per_hour"])
+        uri = f"{s['warehouse']}/raw_events"
+        mvcc.write_table(rows, uri) if hour == 0 else mvcc.open_table(uri).append(rows)
+    for hour in range(0, 24, 3):
+        feed = week.pa.table({"feed_id": list(range(hour * 100, hour * 100 + 100)), "value": [1.0] * 100})
+        uri = f"{s['warehouse']}/partner_feed"
+        mvcc.write_table(feed, uri) if hour == 0 else mvcc.open_table(uri).append(feed)
+
+    import dagster as dg
+
+    instance = dg.DagsterInstance.get()
+    defs = week.week_definitions()
+    out: dict[str, float] = {}
+    cutoff = {"ops": {"cleanup_old_versions": {"config": {"cutoff": ""}}}}
+    for table in TABLES:
+        for kind, job in (("nightly", f"mvcc_maintenance__{table}"), ("retention", f"mvcc_retention__{table}")):
+            job_def = defs.resolve_job_def(job)
+            cpu = []
+            for _ in range(runs + 1):
+                cutoff["ops"]["cleanup_old_versions"]["config"]["cutoff"] = (
+                    datetime.now(UTC) - timedelta(seconds=1)
+                ).isoformat()
+                run = instance.create_run_for_job(
+                    job_def, run_config=cutoff, tags=dict(job_def.tags), status=dg.DagsterRunStatus.NOT_STARTED
+                )
+                result = week.execute_run(job, run.run_id, dict(job_def.tags))
+                assert result["success"], result["errors"]
+                cpu.append(result["cpu_seconds"])
+            out[f"{kind} run, {table}"] = statistics.median(cpu[1:])
+    resources = {"mvcc": week.MvccResource(root_uri=s["warehouse"])}
+    for sensor in defs.get_repository_def().sensor_defs:
+        cursor, cpu = None, []
+        for _ in range(ticks + 1):
+            started = time.process_time()
+            context = dg.build_sensor_context(
+                instance=instance, cursor=cursor, definitions=defs, sensor_name=sensor.name, resources=resources
+            )
+            cursor = sensor.evaluate_tick(context).cursor
+            cpu.append(time.process_time() - started)
+        out[f"{sensor.name} tick"] = statistics.median(cpu[1:])
+    return out
+
+
+def main() -> None:
+    """Alternate this tree and the peer, print the medians and ratios (JSON)."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--peer", type=Path, required=True, help="the other tree (its benchmarks/week.py and packages)")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--runs", type=int, default=5, help="runs of each job per round (after a warm-up run)")
+    p.add_argument("--ticks", type=int, default=20, help="ticks of each sensor per round (after the first)")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.worker:
+        print(json.dumps(measure(a.peer, a.runs, a.ticks)))
+        return
+    trees = {"this": HERE.parent, "peer": a.peer.resolve()}
+    results: dict[str, list[dict[str, float]]] = {"this": [], "peer": []}
+    for _ in range(a.rounds):
+        for name, tree in trees.items():
+            env = {**os.environ, "PYTHONPATH": str(tree)}  # the measured tree's mvcc_core and mvcc_dagster
+            args = [sys.executable, str(HERE / "week_run_cost.py"), "--worker", "--peer", str(tree)]
+            args += ["--runs", str(a.runs), "--ticks", str(a.ticks)]
+            done = subprocess.run(args, env=env, capture_output=True, text=True, check=True, cwd=tree)
+            results[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    report = {}
+    for key in results["this"][0]:
+        this = statistics.median(r[key] for r in results["this"])
+        peer = statistics.median(r[key] for r in results["peer"])
+        report[key] = {"this_cpu_s": round(this, 4), "peer_cpu_s": round(peer, 4), "ratio": round(this / peer, 3)}
+    print(json.dumps({"rounds": a.rounds, "runs": a.runs, "ticks": a.ticks, "medians": report}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
