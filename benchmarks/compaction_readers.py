@@ -9,6 +9,7 @@ of each and one timed `compact_files` per variant, the variants and pylance alte
 from __future__ import annotations
 
 import argparse
+import itertools
 import shutil
 import statistics
 import tempfile
@@ -33,8 +34,13 @@ def build(root: Path, fragments: int) -> None:
         lance.write_dataset(rows(1_000, i * 1_000), str(root / "l-base"), mode="append")
 
 
-def fresh(base: Path, work: Path) -> str:
-    shutil.rmtree(work, ignore_errors=True)
+_COPIES = itertools.count()
+
+
+def fresh(base: Path, prefix: str) -> str:
+    """A copy of `base` under a name not used before in this process: footers are cached by (path, size), and
+    a copy under an old name would let later rounds skip the footer parses a real compaction pays."""
+    work = base.parent / f"{prefix}{next(_COPIES)}"
     shutil.copytree(base, work)
     return str(work)
 
@@ -47,15 +53,20 @@ def timed(op: Callable[[], object]) -> tuple[float, float]:
 
 def mvcc_round(root: Path, readers: int, expected_rows: int) -> tuple[float, float]:
     compaction._READ_THREADS = readers  # the module's setting, for this measurement only
-    table = mvcc.open_table(fresh(root / "m-base", root / "m"))
+    work = fresh(root / "m-base", "m")
+    table = mvcc.open_table(work)
     result = timed(lambda: table.optimize.compact_files(target_rows_per_fragment=TARGET))
-    assert mvcc.open_table(str(root / "m")).count_rows() == expected_rows
+    assert mvcc.open_table(work).count_rows() == expected_rows
+    shutil.rmtree(work)
     return result
 
 
 def pylance_round(root: Path) -> tuple[float, float]:
-    dataset = lance.dataset(fresh(root / "l-base", root / "l"))
-    return timed(lambda: dataset.optimize.compact_files(target_rows_per_fragment=TARGET))
+    work = fresh(root / "l-base", "l")
+    dataset = lance.dataset(work)
+    result = timed(lambda: dataset.optimize.compact_files(target_rows_per_fragment=TARGET))
+    shutil.rmtree(work)
+    return result
 
 
 def main() -> None:
