@@ -152,7 +152,7 @@ _ROW_ID_FIELD = pa.field(ROW_ID, pa.uint64(), nullable=False)  # as `Scan` gives
 # The Parquet encode of the output runs on a thread of its own (one per task), so the task thread cuts the next
 # row group while the last one is encoded: row groups handed to it and not yet written, at most (0: encode on the
 # task thread).
-_ENCODE_AHEAD = 1
+_ENCODE_AHEAD = 2
 
 
 def _write_row_group(writer: FragmentWriter, table: pa.Table) -> None:
