@@ -19,7 +19,9 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -98,15 +100,22 @@ class CompactionTask:
         writer = FragmentWriter(state.store, state.fields, state.schema, self.target_rows_per_fragment)
         ids: list[np.ndarray] = []
         rows = 0
+        encoder = ThreadPoolExecutor(1, thread_name_prefix="mvcc-encode")
         try:
+            encoding: deque[Future[None]] = deque()
             for table, table_ids in _read(state, old, stable):
                 if stable:
                     ids.append(table_ids)
-                for batch in table.to_batches():
-                    writer.write(batch)
+                encoding.append(encoder.submit(_write_row_group, writer, table))
                 rows += table.num_rows
+                while len(encoding) > _ENCODE_AHEAD:
+                    encoding.popleft().result()
+            while encoding:
+                encoding.popleft().result()
+            encoder.shutdown()
             new = writer.finish()
         except BaseException:
+            encoder.shutdown(cancel_futures=True)  # the write under way ends first: then its file can go
             writer.abort()
             raise
         if len(new) > len(self.new_fragment_ids):
@@ -140,6 +149,16 @@ _READ_AHEAD_ROWS = 4 * ROW_GROUP_ROWS  # rows read ahead of the writer (at least
 # thread waiting on the GIL or the disk leaves its core to another (docs/maintenance.md, issue 31 fourth round).
 _READ_THREADS = 2 * READ_THREADS
 _ROW_ID_FIELD = pa.field(ROW_ID, pa.uint64(), nullable=False)  # as `Scan` gives it
+# The Parquet encode of the output runs on a thread of its own (one per task), so the task thread cuts the next
+# row group while the last one is encoded: row groups handed to it and not yet written, at most (0: encode on the
+# task thread).
+_ENCODE_AHEAD = 2
+
+
+def _write_row_group(writer: FragmentWriter, table: pa.Table) -> None:
+    """One row group into the task's writer (on the task's encoder thread)."""
+    for batch in table.to_batches():
+        writer.write(batch)
 
 
 def _plain(frag: pb.DataFragment) -> bool:
