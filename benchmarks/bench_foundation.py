@@ -21,6 +21,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import lance
@@ -81,17 +82,23 @@ def timed_processes(ctx: Any, target: Callable[..., Any], args: tuple, processes
 
 
 class MotoServer:
-    """A real S3-compatible HTTP server on 127.0.0.1 for the S3 workloads."""
+    """A real S3-compatible HTTP server on 127.0.0.1 for the S3 workloads.
+
+    Args:
+        log_requests: keep the server's request log, so `requests()` counts the requests made so far
+    """
+
+    def __init__(self, log_requests: bool = False) -> None:
+        self.log = Path(tempfile.mkstemp(prefix="mvcc-moto-", suffix=".log")[1]) if log_requests else None
 
     def __enter__(self) -> MotoServer:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         self.url = f"http://127.0.0.1:{port}"
+        self.out = self.log.open("w") if self.log else subprocess.DEVNULL
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], stdout=self.out, stderr=self.out
         )
         import boto3
 
@@ -119,9 +126,18 @@ class MotoServer:
         }
         return self
 
+    def requests(self) -> int:
+        """Requests the server answered so far (needs `log_requests`)."""
+        assert self.log is not None, "MotoServer(log_requests=True) counts requests"
+        time.sleep(0.2)  # the server writes its log line after answering
+        return sum(1 for line in self.log.read_text().splitlines() if "HTTP/1.1" in line)
+
     def __exit__(self, *exc: object) -> None:
         self.proc.kill()
         self.proc.wait()
+        if self.log:
+            self.out.close()
+            self.log.unlink()
 
 
 def bench_append(root: str, commits: int) -> dict[str, float]:

@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_catalog import SCHEMA, batch  # noqa: E402
+from bench_foundation import MotoServer  # noqa: E402
 from discard import discard  # noqa: E402
 
 import mvcc_core as mvcc  # noqa: E402
@@ -150,43 +149,6 @@ def files_added(root: Path, todo: dict[str, Callable[[], None]], rounds: int = 4
         print(f"  {name:20} {(count() - before) / rounds:5.1f} files added per commit")
 
 
-class LoggedMoto:
-    """A moto server on 127.0.0.1 whose request log this process reads (one line per request)."""
-
-    def __enter__(self) -> LoggedMoto:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-        self.log = Path(tempfile.mkstemp(prefix="mvcc-moto-", suffix=".log")[1])
-        self.out = self.log.open("w")
-        cmd = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
-        self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=self.out)
-        import boto3
-
-        client = boto3.client(
-            "s3", endpoint_url=self.url, aws_access_key_id="x", aws_secret_access_key="x", region_name="us-east-1"
-        )
-        for _ in range(100):
-            try:
-                client.create_bucket(Bucket="bench")
-                break
-            except Exception:  # noqa: BLE001 - not up yet
-                time.sleep(0.1)
-        self.options = {"aws_access_key_id": "x", "aws_secret_access_key": "x", "aws_endpoint": self.url}
-        self.options["aws_region"] = "us-east-1"
-        return self
-
-    def requests(self) -> int:
-        time.sleep(0.2)  # the server writes its log line after answering
-        return sum(1 for line in self.log.read_text().splitlines() if "HTTP/1.1" in line)
-
-    def __exit__(self, *exc: object) -> None:
-        self.proc.kill()
-        self.out.close()
-        self.log.unlink()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commits", type=int, default=12)
@@ -198,10 +160,10 @@ def main() -> None:
         files_added(local / "files", steps(str(local / "files"), None))
     finally:
         discard(local)
-    with LoggedMoto() as s3:
+    with MotoServer(log_requests=True) as s3:
         print("s3 (moto)")
-        latencies(steps(f"s3://bench/{uuid.uuid4().hex}", s3.options), args.commits)
-        for name, step in steps(f"s3://bench/{uuid.uuid4().hex}", s3.options).items():
+        latencies(steps(f"s3://bench/{uuid.uuid4().hex}", s3.mvcc_options), args.commits)
+        for name, step in steps(f"s3://bench/{uuid.uuid4().hex}", s3.mvcc_options).items():
             if name in ("tx5 data files only", "abort"):
                 continue
             step()
