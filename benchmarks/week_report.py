@@ -108,7 +108,10 @@ def plot(result: dict[str, Any], out: Path, baseline: dict[str, Any] | None = No
     axes[1, 0].set_ylabel("stored / live bytes")
     axes[2, 0].set_ylabel("scan CPU / compacted copy's")
     axes[0, 0].legend(fontsize=6)
-    fig.suptitle(f"a simulated week ({result['settings']['rows_per_hour']} rows/hour, busy 2-core machine)", fontsize=9)
+    title = (
+        f"a simulated week ({result['settings']['rows_per_hour']} rows/hour, 2-core machine, {result.get('date', '')})"
+    )
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(out, dpi=64)
     plt.close(fig)
