@@ -8,13 +8,12 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from catalog_helpers import IDS, make
 from click.testing import CliRunner, Result
 
 import mvcc_core as mvcc
 from mvcc_core import cli, failpoints
 from mvcc_core.catalog import Catalog
-
-IDS = pa.schema([("id", pa.int64())])
 
 
 def run(*args: Any) -> Result:
@@ -30,16 +29,6 @@ def run_json(*args: Any) -> Any:
 @pytest.fixture(params=["memory", "local"])
 def root(request: pytest.FixtureRequest) -> str:
     return request.getfixturevalue("memory_uri" if request.param == "memory" else "tmp_uri")
-
-
-def make(root: str) -> Catalog:
-    cat = Catalog.create(root)
-    cat.create_schema("s")
-    with cat.transaction() as tx:
-        for name in ("s.a", "s.b", "s.c"):
-            tx.create_table(name, IDS)
-            tx.table(name).append(pa.table({"id": [1, 2, 3]}))
-    return cat
 
 
 def ids(cat: Catalog, name: str, branch: str | None = None) -> list[int]:

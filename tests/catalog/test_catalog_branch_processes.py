@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from catalog_helpers import make
 
 from mvcc_core import failpoints
 from mvcc_core.catalog import Catalog
@@ -21,7 +22,6 @@ from mvcc_core.format.branches import list_refs
 
 WORKER = Path(__file__).with_name("catalog_branch_worker.py")
 REPO = Path(__file__).resolve().parents[2]
-IDS = pa.schema([("id", pa.int64())])
 
 #: (failpoint, the step the killed process runs)
 MATRIX = [
@@ -71,12 +71,7 @@ def branch_write(cat: Catalog, ident: int) -> None:
 
 
 def prepare(root: str, step: str) -> Catalog:
-    cat = Catalog.create(root)
-    cat.create_schema("s")
-    with cat.transaction() as tx:
-        for name in ("s.a", "s.b", "s.c"):
-            tx.create_table(name, IDS)
-            tx.table(name).append(pa.table({"id": [1, 2, 3]}))
+    cat = make(root)
     cat.create_branch("dev")
     if step == "rerun":
         with cat.transaction(branch="dev") as tx:

@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from catalog_helpers import IDS, make
 
 from mvcc_core import failpoints, open_table
 from mvcc_core.catalog import (
@@ -25,22 +26,10 @@ from mvcc_core.catalog.forks import ForkStatus, classify, fork_of, fresh_branch_
 from mvcc_core.errors import BranchExistsError, BranchNotFoundError, FailpointError
 from mvcc_core.format.branches import list_refs, read_ref
 
-IDS = pa.schema([("id", pa.int64())])
-
 
 @pytest.fixture(params=["memory", "local"])
 def root(request: pytest.FixtureRequest) -> str:
     return request.getfixturevalue("memory_uri" if request.param == "memory" else "tmp_uri")
-
-
-def make(root: str, options: dict[str, Any] | None = None) -> Catalog:
-    cat = Catalog.create(root, storage_options=options)
-    cat.create_schema("s")
-    with cat.transaction() as tx:
-        for name in ("s.a", "s.b", "s.c"):
-            tx.create_table(name, IDS)
-            tx.table(name).append(pa.table({"id": [1, 2, 3]}))
-    return cat
 
 
 def ids(table: Any) -> list[int]:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from catalog_helpers import make as make_catalog
 
 from mvcc_core import open_table
 from mvcc_core.catalog import Catalog
@@ -21,7 +22,6 @@ from mvcc_core.txn.external_store import is_staged
 
 WORKER = Path(__file__).with_name("catalog_mixed_worker.py")
 REPO = Path(__file__).resolve().parents[2]
-IDS = pa.schema([("id", pa.int64())])
 
 #: failpoint -> whether the killed transaction passed its commit point (the `__manifest` commit)
 MATRIX = {
@@ -49,13 +49,7 @@ def ids(table: Any) -> list[int]:
 
 
 def make(root: str) -> Catalog:
-    cat = Catalog.create(root)
-    cat.create_schema("s")
-    with cat.transaction() as tx:
-        for name in ("s.a", "s.b", "s.old"):
-            tx.create_table(name, IDS)
-            tx.table(name).append(pa.table({"id": [1, 2, 3]}))
-    return cat
+    return make_catalog(root, tables=("s.a", "s.b", "s.old"))
 
 
 def unpublished_debris(cat: Catalog) -> list[str]:
