@@ -24,7 +24,16 @@ from .catalog_write_audit_publish import (
     failed_blocking_checks,
     refuse_publish,
 )
-from .error_mapping import DEFAULT_DELAY, DEFAULT_MAX_RETRIES, mvcc_conflicts, no_retry_failure
+from .error_mapping import (
+    DEFAULT_DELAY,
+    DEFAULT_MAX_RETRIES,
+    as_retryable,
+    cannot_replay_branch,
+    fresh_branch_retry,
+    lost_implicit_create,
+    mvcc_conflicts,
+    no_retry_failure,
+)
 from .lineage import as_int, metadata_value, pinned_value
 from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predicate
 from .properties import (
@@ -115,17 +124,6 @@ class _Write:
     update: bool | str = True  # merge: update matched rows (a str: only where this condition holds)
     insert: bool = True  # merge: insert the source rows no target row matches
     delete_not_in_source: bool | str = False  # merge: delete target rows no source row matches (a str: where)
-
-
-def _is_implicit_create_race(exc: BaseException, created: set[str]) -> bool:
-    """Whether `exc` is the catalog refusing a name this step created implicitly (a table from its first
-    write, or that table's schema) because a concurrent step created the same name first."""
-    return (
-        isinstance(exc, mvcc.CatalogConflictError)
-        and isinstance(exc, mvcc.IncompatibleConflictError)
-        and exc.object_name in created
-        and exc.rule_code in ("both_create_name", "both_create_schema")
-    )
 
 
 class CatalogAssetTransaction:
@@ -484,19 +482,15 @@ class CatalogAssetTransaction:
                 try:
                     version = int(self._tx.commit()) if self.wap_branch is None else self._audit_and_publish()
                 except mvcc.CatalogConflictError as exc:
-                    # a WAP publish that cannot run a branch write again on main's rows: the step can (fresh branch)
-                    redo = self.wap_branch is not None and exc.rule_code == "branch_write_not_replayable"
-                    if not redo and not _is_implicit_create_race(exc, self._created):
-                        raise
-                    raise mvcc.RetryableConflictError(
-                        f"{exc} (the step runs again and redoes its writes on a fresh branch)"
-                        if redo
-                        else f"{exc} (this step created {exc.object_name!r} from its first write; it exists now, "
-                        "so the step runs again and writes to it)",
-                        uri=exc.uri,
-                        read_version=exc.read_version,
-                        conflicting_versions=exc.conflicting_versions,
-                    ) from exc
+                    if self.wap_branch is not None and cannot_replay_branch(exc):
+                        raise fresh_branch_retry(exc) from exc
+                    if lost_implicit_create(exc, self._created):
+                        raise as_retryable(
+                            exc,
+                            f"this step created {exc.object_name!r} from its first write; it exists now, so the step "
+                            "runs again and writes to it",
+                        ) from exc
+                    raise
         except BaseException:
             self._state = "failed"
             self._tx.abort()  # a no-op unless staging failed; a failed commit removed its own files

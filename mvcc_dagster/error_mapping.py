@@ -84,6 +84,70 @@ def no_retry_failure(description: str, metadata: Mapping[str, Any] | None = None
     return dg.Failure(description=description, metadata=dict(metadata or {}), allow_retries=False)
 
 
+def as_retryable(exc: mvcc.CommitConflictError, why: str) -> mvcc.RetryableConflictError:
+    """`exc` as a retryable conflict (the same table and versions), for a conflict the step's next attempt resolves.
+
+    Args:
+        exc: The conflict.
+        why: Why the next attempt succeeds, appended to `exc`'s message in parentheses.
+
+    Returns:
+        The retryable conflict, to be raised from `exc`.
+    """
+    return mvcc.RetryableConflictError(
+        f"{exc} ({why})", uri=exc.uri, read_version=exc.read_version, conflicting_versions=exc.conflicting_versions
+    )
+
+
+def cannot_replay_branch(exc: BaseException) -> bool:
+    """Whether `exc` is a branch publish that could not run the branch's writes again on main's newer rows: a
+    table's `BranchNotReplayableError` or a catalog's conflict with rule ``branch_write_not_replayable``. A
+    write-audit-publish step then runs again and writes on a fresh branch (`fresh_branch_retry`).
+
+    Args:
+        exc: What a publish raised.
+
+    Returns:
+        Whether it is that refusal.
+    """
+    return isinstance(exc, mvcc.BranchNotReplayableError) or (
+        isinstance(exc, mvcc.CatalogConflictError) and exc.rule_code == "branch_write_not_replayable"
+    )
+
+
+def fresh_branch_retry(exc: mvcc.CommitConflictError) -> mvcc.RetryableConflictError:
+    """The retry a write-audit-publish step's refused publish becomes (`cannot_replay_branch`): publishing
+    again gives the same answer, writing again on a fresh branch from main's newer rows does not.
+
+    Args:
+        exc: The refused publish.
+
+    Returns:
+        The retryable conflict, to be raised from `exc` (the plugin's mapping makes it a `RetryRequested`).
+    """
+    return as_retryable(exc, "the step runs again and redoes its writes on a fresh branch")
+
+
+def lost_implicit_create(exc: BaseException, created: set[str]) -> bool:
+    """Whether `exc` is the catalog refusing a name a step created implicitly (a table from its first write, or
+    that table's schema) because a concurrent step created the same name first: the step's next attempt finds
+    the name and writes to it (`as_retryable`).
+
+    Args:
+        exc: What the catalog publish raised.
+        created: The names the step created implicitly.
+
+    Returns:
+        Whether it is that race.
+    """
+    return (
+        isinstance(exc, mvcc.CatalogConflictError)
+        and isinstance(exc, mvcc.IncompatibleConflictError)
+        and exc.object_name in created
+        and exc.rule_code in ("both_create_name", "both_create_schema")
+    )
+
+
 def conflict_metadata(exc: mvcc.CommitConflictError) -> dict[str, Any]:
     """What a conflict says about itself, as Dagster metadata (the table, both versions, both operations;
     a catalog conflict adds the object, the catalog versions expected and found, and the DuckLake rule).

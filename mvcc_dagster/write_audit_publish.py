@@ -22,7 +22,7 @@ import pyarrow as pa
 import mvcc_core as mvcc
 
 from ._dagster_internals import check_evaluation_event, selected_check_specs
-from .error_mapping import no_retry_failure
+from .error_mapping import fresh_branch_retry, no_retry_failure
 
 WRITE_AUDIT_PUBLISH = "mvcc/write_audit_publish"
 """Definition metadata: ``True`` turns write-audit-publish on for the asset."""
@@ -430,10 +430,8 @@ def write_audit_publish(
         version = main.publish_branch(
             name, delete_branch=True, commit_message=commit_message, transaction_properties=dict(transaction_properties)
         )
-    except mvcc.BranchNotReplayableError as exc:  # the step writes its branch again: a retry, on a fresh branch
-        raise mvcc.RetryableConflictError(
-            f"{exc}; the step writes and audits again on a fresh branch", uri=exc.uri, read_version=exc.read_version
-        ) from exc
+    except mvcc.BranchNotReplayableError as exc:
+        raise fresh_branch_retry(exc) from exc
     if (context.run_id, asset) in _STEP_RESULTS:
         _STEP_RESULTS[(context.run_id, asset)] = results
     yield WapOutcome(branch=name, branch_version=branch.version, table=main.checkout_version(version))

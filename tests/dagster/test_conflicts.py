@@ -139,6 +139,39 @@ def test_mapping_by_type() -> None:
     assert policy.backoff == dg.Backoff.EXPONENTIAL and policy.jitter == dg.Jitter.PLUS_MINUS
 
 
+def test_branch_that_cannot_be_replayed_is_a_retry_on_a_fresh_branch() -> None:
+    """A table's BranchNotReplayableError and a catalog's `branch_write_not_replayable` conflict are one refusal:
+    both become a retryable conflict (a RetryRequested) that keeps the table and versions; other conflicts are
+    not that refusal."""
+    from mvcc_core.catalog import IncompatibleCatalogConflictError
+    from mvcc_dagster.error_mapping import cannot_replay_branch, fresh_branch_retry
+
+    table = mvcc.BranchNotReplayableError("rows changed", uri="/t", read_version=3, conflicting_versions=[4])
+    catalog = IncompatibleCatalogConflictError(
+        "rows changed",
+        object_name="s.a",
+        expected_version=3,
+        actual_version=5,
+        rule="a write of the branch cannot run again on main's rows",
+        rule_code="branch_write_not_replayable",
+        uri="/cat",
+        read_version=3,
+        conflicting_versions=[5],
+    )
+    for exc in (table, catalog):
+        assert cannot_replay_branch(exc)
+        retry = fresh_branch_retry(exc)
+        assert isinstance(retry, mvcc.RetryableConflictError) and str(retry).startswith("rows changed (")
+        assert (retry.uri, retry.read_version, retry.conflicting_versions) == (
+            exc.uri,
+            3,
+            exc.conflicting_versions,
+        )
+        assert isinstance(to_dagster(retry), dg.RetryRequested)
+    other = mvcc.IncompatibleConflictError("x", uri="/t", read_version=1, conflicting_versions=[2])
+    assert not cannot_replay_branch(other)
+
+
 # 36 s on a quiet machine; 8 runs each starting step subprocesses took over 120 s at load ~15. The bound is
 # for a hung run (a deadlock), not for speed: 300 s still fails one well before CI's own limit.
 @pytest.mark.timeout(300)
