@@ -149,9 +149,10 @@ _READ_AHEAD_ROWS = 4 * ROW_GROUP_ROWS  # rows read ahead of the writer (at least
 # thread waiting on the GIL or the disk leaves its core to another (docs/maintenance.md, issue 31 fourth round).
 _READ_THREADS = 2 * READ_THREADS
 _ROW_ID_FIELD = pa.field(ROW_ID, pa.uint64(), nullable=False)  # as `Scan` gives it
-# The Parquet encode of the output runs on a thread of its own (one per task), so the task thread cuts the next
-# row group while the last one is encoded: row groups handed to it and not yet written, at most (0: encode on the
-# task thread).
+# The Parquet encode of the output runs on a thread of its own (one per task), so the task thread reads and cuts
+# the next row group while earlier ones are encoded. After each hand-off the task thread waits until at most this
+# many row groups are still queued or encoding (so at most this many plus the one being read are held). 0: it
+# waits for each row group's encode before reading the next (no overlap; the encode still runs on that thread).
 _ENCODE_AHEAD = 2
 
 

@@ -177,7 +177,7 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
     @property
     def metadata(self) -> dict[str, str]:
         """pylance's `metadata`: the table's metadata of this version (the same as `table_metadata`)."""
-        return dict(self.manifest.table_metadata)
+        return self.table_metadata
 
     @property
     def table_metadata(self) -> dict[str, str]:
