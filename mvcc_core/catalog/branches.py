@@ -77,15 +77,12 @@ class BranchPublish(CatalogTransaction):
             txn = manifest.transaction(version)
             if txn is not None and txn.transaction_properties.get(PUBLISHED_BRANCH_ID) == ident:
                 name = self.transaction_properties[PUBLISHED_BRANCH]
-                raise IncompatibleCatalogConflictError.with_catalog_version(
-                    f"catalog {self.catalog.root}: branch {name!r} was published by catalog version {version} "
-                    f"while this publish of it ran (read catalog version {self.snapshot.version})",
-                    root=self.catalog.root,
-                    object_name=name,
-                    read_version=self.snapshot.version,
-                    version=version,
-                    rule="the same branch was published by another snapshot",
-                    rule_code=BRANCH_PUBLISHED,
+                raise self._conflict(
+                    IncompatibleCatalogConflictError,
+                    (name, version),
+                    ("the same branch was published by another snapshot", BRANCH_PUBLISHED),
+                    f"branch {name!r} was published by catalog version {version} while this publish of it ran "
+                    f"(read catalog version {self.snapshot.version})",
                 )
         super()._check_logical(latest)
 

@@ -33,6 +33,7 @@ from mvcc_core.catalog.errors import (
     CatalogError,
     IncompatibleCatalogConflictError,
     RetryableCatalogConflictError,
+    _Conflict,
 )
 from mvcc_core.catalog.forks import fork_for_write, fork_of, rooted
 from mvcc_core.catalog.format_version import check_writable
@@ -185,6 +186,22 @@ class CatalogTransaction:
             raise CatalogError(f"{qualified(name)!r} is {what} in catalog {self.catalog.root} (this transaction)")
         return found
 
+    def _view(self, name: str) -> Entry:
+        found = self._object(name)
+        if found is None or found.object_type != VIEW:
+            raise CatalogError(f"no view {qualified(name)!r} in catalog {self.catalog.root} (this transaction)")
+        return found
+
+    def _rename(self, full: str, found: Entry, new_full: str) -> None:
+        """Move table or view `found` (named `full`) to `new_full`: an alter of the old name and a create of the
+        new one, for the conflict rules; the new name must be free of tables and views."""
+        self._check_free(new_full)
+        kind = found.object_type
+        self._objects[full] = Entry(kind + TOMBSTONE, full)
+        self._objects[new_full] = replace(found, name=new_full)
+        self._ddl.append(Change(f"altered_{kind}", full))
+        self._ddl.append(Change(f"created_{kind}", new_full))
+
     def write_for(self, name: str) -> TableWrite:
         """The chain of data changes on table `name` (started on the version the snapshot publishes).
 
@@ -316,12 +333,7 @@ class CatalogTransaction:
         """
         self.check_open()
         full, new_full = qualified(name), qualified(new_name)
-        entry = self._table(full)
-        self._check_free(new_full)
-        self._objects[full] = Entry(TABLE + TOMBSTONE, full)
-        self._objects[new_full] = replace(entry, name=new_full)
-        self._ddl.append(Change("altered_table", full))
-        self._ddl.append(Change("created_table", new_full))
+        self._rename(full, self._table(full), new_full)
 
     def create_view(self, name: str, sql: str, *, or_replace: bool = False, dialect: str | None = None) -> None:
         """Store view `name` as the SQL text `sql`: it must parse as one query (sqlglot, `dialect`), and is never
@@ -356,14 +368,7 @@ class CatalogTransaction:
         """
         self.check_open()
         full, new_full = qualified(name), qualified(new_name)
-        found = self._object(full)
-        if found is None or found.object_type != VIEW:
-            raise CatalogError(f"no view {full!r} in catalog {self.catalog.root} (this transaction)")
-        self._check_free(new_full)
-        self._objects[full] = Entry(VIEW + TOMBSTONE, full)
-        self._objects[new_full] = replace(found, name=new_full)
-        self._ddl.append(Change("altered_view", full))
-        self._ddl.append(Change("created_view", new_full))
+        self._rename(full, self._view(full), new_full)
 
     def drop_view(self, name: str) -> None:
         """Drop the view `name`.
@@ -376,9 +381,7 @@ class CatalogTransaction:
         """
         self.check_open()
         full = qualified(name)
-        found = self._object(full)
-        if found is None or found.object_type != VIEW:
-            raise CatalogError(f"no view {full!r} in catalog {self.catalog.root} (this transaction)")
+        self._view(full)
         self._objects[full] = Entry(VIEW + TOMBSTONE, full)
         self._ddl.append(Change("dropped_view", full))
 
@@ -556,26 +559,45 @@ class CatalogTransaction:
                 continue
             rule, name = found
             cls = RetryableCatalogConflictError if rule.retryable else IncompatibleCatalogConflictError
-            raise cls.with_catalog_version(
-                f"catalog {self.catalog.root}: {name!r} conflicts with catalog version {version} ({rule.text}); "
-                f"this transaction read catalog version {self.snapshot.version}, the catalog is at {latest}",
-                root=self.catalog.root,
-                object_name=name,
-                read_version=self.snapshot.version,
-                version=version,
-                rule=rule.text,
-                rule_code=rule.code,
+            raise self._conflict(
+                cls,
+                (name, version),
+                (rule.text, rule.code),
+                f"{name!r} conflicts with catalog version {version} ({rule.text}); this transaction read catalog "
+                f"version {self.snapshot.version}, the catalog is at {latest}",
             )
 
-    def _gone(self, name: str, current: int) -> IncompatibleCatalogConflictError:
-        return IncompatibleCatalogConflictError.with_catalog_version(
-            f"catalog {self.catalog.root}: {name!r} names another table now (dropped, or dropped and re-created)",
+    def _conflict(
+        self,
+        cls: type[_Conflict],
+        found: tuple[str, int],
+        rule: tuple[str, str],
+        what: str,
+        *,
+        conflicting: bool = True,
+    ) -> _Conflict:
+        """A `cls` conflict of this transaction (which read `snapshot`) with a later catalog version: `found` is
+        (the object both changed, that catalog version), `rule` (seed 004's words, the rule's code), `what` the
+        message after "catalog <root>: ", `conflicting` whether that version made the change (False: only the
+        newest version, where the change was found)."""
+        name, version = found
+        return cls.with_catalog_version(
+            f"catalog {self.catalog.root}: {what}",
             root=self.catalog.root,
             object_name=name,
             read_version=self.snapshot.version,
-            version=current,
-            rule="a snapshot tries to change a table that was dropped by another snapshot",
-            rule_code=TABLE_GONE,
+            version=version,
+            rule=rule[0],
+            rule_code=rule[1],
+            conflicting=conflicting,
+        )
+
+    def _gone(self, name: str, current: int) -> IncompatibleCatalogConflictError:
+        return self._conflict(
+            IncompatibleCatalogConflictError,
+            (name, current),
+            ("a snapshot tries to change a table that was dropped by another snapshot", TABLE_GONE),
+            f"{name!r} names another table now (dropped, or dropped and re-created)",
             conflicting=False,  # `current` is the newest catalog version, not necessarily the one that dropped it
         )
 
