@@ -24,7 +24,7 @@ from mvcc_core.failpoints import failpoint
 from mvcc_core.format import operations as ops
 from mvcc_core.format.branches import BranchRef
 from mvcc_core.ops.branch_publish import PUBLISHED_BRANCH, PUBLISHED_BRANCH_ID, PUBLISHED_BRANCH_VERSION
-from mvcc_core.table.branch_replay import REPLAY_ATTEMPTS, NotReplayable, replay_steps
+from mvcc_core.table.branch_replay import NotReplayable, replay_attempts, replay_steps
 from mvcc_core.txn.state import TableState
 from mvcc_core.txn.transaction import Transaction
 
@@ -99,7 +99,8 @@ def publish_by_rerun(
             write through the low-level API), fails on main's rows, or its table was dropped on main.
         RetryableCatalogConflictError: main kept moving while the writes ran again.
     """
-    for attempt in range(REPLAY_ATTEMPTS):
+
+    def attempt(_: int) -> tuple[int, Staged]:
         if published():
             return main.latest_version, {}  # another publish of the same version landed meanwhile: never twice
         latest = main.snapshot()
@@ -113,16 +114,15 @@ def publish_by_rerun(
                         staged[entry.path] = found
             failpoint("catalog.branch.publish.replay.before_commit")
             version = tx.commit()
-        except RetryableCatalogConflictError:
-            if attempt + 1 == REPLAY_ATTEMPTS:
-                raise
-            log.info("catalog %s: main moved while branch %r ran again; again", main.root, name)
-            continue
         finally:
             tx.abort()  # a failure before the commit: its staged files go (after a commit: nothing to do)
         log.info("catalog %s: branch %r ran again on catalog version %d", main.root, name, latest.version)
         return version, staged
-    raise AssertionError("unreachable")  # the loop returns or raises
+
+    def moved() -> None:
+        log.info("catalog %s: main moved while branch %r ran again; again", main.root, name)
+
+    return replay_attempts(attempt, RetryableCatalogConflictError, moved)
 
 
 def _rerun_fork(

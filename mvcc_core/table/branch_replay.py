@@ -13,7 +13,7 @@ import json
 import logging
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from mvcc_core.errors import (
     BranchNotFoundError,
@@ -41,6 +41,32 @@ REPLAY_PROPERTY = "mvcc.replay"
 PUBLISHED_BY_REPLAY = "mvcc.published_branch_replayed"
 #: How many times the replay is run again when the parent moves while it runs.
 REPLAY_ATTEMPTS = 3
+
+_Published = TypeVar("_Published")
+
+
+def replay_attempts(
+    attempt: Callable[[int], _Published], moved: type[RetryableConflictError], on_moved: Callable[[], None]
+) -> _Published:
+    """Run `attempt(n)` for n = 0, 1, ... until it returns: a `moved` conflict (the parent moved while the writes
+    ran again) calls `on_moved` and runs it again, `REPLAY_ATTEMPTS` in all; the last attempt's is raised.
+
+    Args:
+        attempt: One replay and publish, given how many came before; cleans up after itself.
+        moved: The conflict that runs it again.
+        on_moved: Says that it does (a log line).
+
+    Returns:
+        What the attempt that succeeded returned.
+    """
+    for n in range(REPLAY_ATTEMPTS):
+        try:
+            return attempt(n)
+        except moved:
+            if n + 1 == REPLAY_ATTEMPTS:
+                raise
+            on_moved()
+    raise AssertionError("unreachable")  # the loop returns or raises
 
 
 class ReplayTable(Protocol):
@@ -251,9 +277,10 @@ def publish_by_replay(
             read_version=conflict.read_version,
             conflicting_versions=conflict.conflicting_versions,
         ) from conflict
-    for attempt in range(REPLAY_ATTEMPTS):
+
+    def attempt(n: int) -> TableState:
         latest = target.latest()
-        if attempt and branch_publish.published_base(target, name, read_ref(target.store, name))[0] == head.version:
+        if n and branch_publish.published_base(target, name, read_ref(target.store, name))[0] == head.version:
             return latest  # another publish of the same version landed meanwhile: never twice
         scratch_name = f"{name}.replay-{uuid.uuid4().hex[:12]}"
         forked = txn_branches.create_branch(latest, scratch_name)
@@ -276,17 +303,16 @@ def publish_by_replay(
                 transaction_properties=properties,
                 max_retries=max_retries,
             )
-        except RetryableConflictError:
-            if attempt + 1 == REPLAY_ATTEMPTS:
-                raise
-            log.info("%s: the parent moved while branch %r was replayed; again", target.uri, name)
-            continue
         finally:
             txn_branches.delete_branch(target, scratch_name)
         update_ref(target.store, name, read_ref(target.store, name), published=(head.version, state.version))
         log.info("%s: published branch %r by replay as version %d", target.uri, name, state.version)
         return state
-    raise AssertionError("unreachable")  # the loop returns or raises
+
+    def moved() -> None:
+        log.info("%s: the parent moved while branch %r was replayed; again", target.uri, name)
+
+    return replay_attempts(attempt, RetryableConflictError, moved)
 
 
 def recorded_index_builds(target: TableState, name: str) -> list[dict[str, Any]]:
