@@ -197,6 +197,12 @@ class ObjectStore:
         except wrappable_errors() as exc:
             raise StorageError(f"{op} of {rel!r} in {self.uri} failed: {type(exc).__name__}: {exc}") from exc
 
+    def _on_backend(self, op: str, rel: str, *args: Any) -> Any:
+        """The backend's method `op` on the cleaned `rel` (and `args`), under the error contract."""
+        rel = self._clean(rel)
+        with self._errors(op, rel):
+            return getattr(self._backend, op)(rel, *args)
+
     # --- reads ----------------------------------------------------------------------------------------
     def get(self, rel: str) -> bytes:
         """The whole object; ObjectNotFoundError if there is none.
@@ -204,9 +210,7 @@ class ObjectStore:
         Args:
             rel: the object's path relative to the store's root
         """
-        rel = self._clean(rel)
-        with self._errors("get", rel):
-            return self._backend.get(rel)
+        return self._on_backend("get", rel)
 
     def get_range(self, rel: str, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of the object (shorter at the end of the object, like a slice).
@@ -235,9 +239,7 @@ class ObjectStore:
         Args:
             rel: the object's path relative to the store's root
         """
-        rel = self._clean(rel)
-        with self._errors("head", rel):
-            return self._backend.head(rel)
+        return self._on_backend("head", rel)
 
     def sync(self, rel: str) -> None:
         """After writing `rel` through `arrow_filesystem()`: durable with the local `fsync` option.
@@ -288,9 +290,7 @@ class ObjectStore:
             rel: the object's path relative to the store's root
             data: the object's bytes
         """
-        rel = self._clean(rel)
-        with self._errors("put", rel):
-            self._backend.put(rel, data)
+        self._on_backend("put", rel, data)
 
     def put_new(self, rel: str, data: bytes) -> None:
         """Create an object under a fresh name (a random id) that nothing references until the caller
@@ -302,9 +302,7 @@ class ObjectStore:
             rel: the new object's path (a fresh, random name) relative to the root
             data: the object's bytes
         """
-        rel = self._clean(rel)
-        with self._errors("put_new", rel):
-            self._backend.put_new(rel, data)
+        self._on_backend("put_new", rel, data)
 
     def put_if_not_exists(self, rel: str, data: bytes) -> bool:
         """Create the object only if its name is free: True if we wrote it, False if the name was taken.
