@@ -15,17 +15,8 @@ from pydantic import Field, model_validator
 
 import mvcc_core as mvcc
 
+from . import maintenance as table_jobs
 from .health import HealthThresholds, Level, build_health_sensor, build_table_health_checks
-from .maintenance import (
-    MaintenanceTarget,
-    build_compaction_job,
-    build_index_job,
-    build_index_optimize_job,
-    build_maintenance_schedule,
-    build_restore_job,
-    build_retention_job,
-    build_tag_job,
-)
 from .publish_job import RowAudit, build_publish_branch_job
 from .resources import RESOURCE_KEY, MvccResource, resolve_uri
 from .sensors import build_version_sensor
@@ -257,17 +248,17 @@ class MvccTableComponent(dg.Component, dg.Resolvable, dg.Model):
         Returns:
             The asset (unless ``define_asset: false``), checks, jobs, schedule, sensors and the ``mvcc`` resource.
         """
-        target = MaintenanceTarget(self.table, self.asset_key)
+        target = table_jobs.MaintenanceTarget(self.table, self.asset_key)
         key = self.asset_key
         retention = self.retention
-        compaction = build_compaction_job(
+        compaction = table_jobs.build_compaction_job(
             self.table,
             options=self.maintenance.options() if self.maintenance else None,
             executor=self.maintenance.executor if self.maintenance else "auto",
             rewrite_steps=self.maintenance.rewrite_steps if self.maintenance else None,
             asset_key=key,
         )
-        retention_job = build_retention_job(
+        retention_job = table_jobs.build_retention_job(
             self.table,
             older_than=retention.older_than(),
             retain_versions=retention.retain_versions,
@@ -275,14 +266,15 @@ class MvccTableComponent(dg.Component, dg.Resolvable, dg.Model):
             asset_key=key,
         )
         index_jobs = [
-            build_index_job(self.table, i.column, i.type, index_name=i.name, asset_key=key) for i in self.indices
+            table_jobs.build_index_job(self.table, i.column, i.type, index_name=i.name, asset_key=key)
+            for i in self.indices
         ]
-        optimize_job = build_index_optimize_job(self.table, asset_key=key) if self.indices else None
+        optimize_job = table_jobs.build_index_optimize_job(self.table, asset_key=key) if self.indices else None
         jobs = [
             compaction,
             retention_job,
-            build_restore_job(self.table, asset_key=key),
-            build_tag_job(self.table, asset_key=key),
+            table_jobs.build_restore_job(self.table, asset_key=key),
+            table_jobs.build_tag_job(self.table, asset_key=key),
             *index_jobs,
             *([optimize_job] if optimize_job is not None else []),
         ]
@@ -291,7 +283,7 @@ class MvccTableComponent(dg.Component, dg.Resolvable, dg.Model):
         schedules = []
         if self.maintenance is not None:
             schedules.append(
-                build_maintenance_schedule(
+                table_jobs.build_maintenance_schedule(
                     self.table,
                     self.maintenance.cron,
                     options=self.maintenance.options(),
