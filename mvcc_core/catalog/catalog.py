@@ -10,7 +10,7 @@ import json
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -661,77 +661,67 @@ class Catalog(CatalogBranchMethods):
             self, self._for_write(), commit_message=commit_message, transaction_properties=transaction_properties
         )
 
+    def _own_version(self, change: Callable[[CatalogTransaction], object]) -> int:
+        """`change` made in a catalog transaction of its own; the catalog version it published."""
+        with self.transaction() as tx:
+            change(tx)
+        return tx.published_version  # type: ignore[return-value]
+
     def create_schema(self, name: str) -> int:
         """`CatalogTransaction.create_schema` as a transaction of its own; the catalog version it published.
 
         Args: see :meth:`CatalogTransaction.create_schema`
         """
-        with self.transaction() as tx:
-            tx.create_schema(name)
-        return tx.published_version  # type: ignore[return-value]
+        return self._own_version(lambda tx: tx.create_schema(name))
 
     def drop_schema(self, name: str) -> int:
         """`CatalogTransaction.drop_schema` as a transaction of its own; the catalog version it published.
 
         Args: see :meth:`CatalogTransaction.drop_schema`
         """
-        with self.transaction() as tx:
-            tx.drop_schema(name)
-        return tx.published_version  # type: ignore[return-value]
+        return self._own_version(lambda tx: tx.drop_schema(name))
 
     def create_table(self, name: str, schema: pa.Schema) -> int:
         """`CatalogTransaction.create_table` as a transaction of its own; the catalog version it published.
 
         Args: see :meth:`CatalogTransaction.create_table`
         """
-        with self.transaction() as tx:
-            tx.create_table(name, schema)
-        return tx.published_version  # type: ignore[return-value]
+        return self._own_version(lambda tx: tx.create_table(name, schema))
 
     def drop_table(self, name: str) -> int:
         """`CatalogTransaction.drop_table` as a transaction of its own; the catalog version it published.
 
         Args: see :meth:`CatalogTransaction.drop_table`
         """
-        with self.transaction() as tx:
-            tx.drop_table(name)
-        return tx.published_version  # type: ignore[return-value]
+        return self._own_version(lambda tx: tx.drop_table(name))
 
     def rename_table(self, name: str, new_name: str) -> int:
         """`CatalogTransaction.rename_table` as a transaction of its own; the catalog version it published.
 
         Args: see :meth:`CatalogTransaction.rename_table`
         """
-        with self.transaction() as tx:
-            tx.rename_table(name, new_name)
-        return tx.published_version  # type: ignore[return-value]
+        return self._own_version(lambda tx: tx.rename_table(name, new_name))
 
     def create_view(self, name: str, sql: str, *, or_replace: bool = False, dialect: str | None = None) -> int:
         """Store view `name` as SQL text (validated to parse as a query, never executed); one catalog version.
 
         Args: see :meth:`CatalogTransaction.create_view`
         """
-        with self.transaction() as tx:
-            tx.create_view(name, sql, or_replace=or_replace, dialect=dialect)
-        return tx.published_version  # type: ignore[return-value]
+        return self._own_version(lambda tx: tx.create_view(name, sql, or_replace=or_replace, dialect=dialect))
 
     def rename_view(self, name: str, new_name: str) -> int:
         """`CatalogTransaction.rename_view` as a transaction of its own; the catalog version it published.
 
         Args: see :meth:`CatalogTransaction.rename_view`
         """
-        with self.transaction() as tx:
-            tx.rename_view(name, new_name)
-        return tx.published_version  # type: ignore[return-value]
+        return self._own_version(lambda tx: tx.rename_view(name, new_name))
 
     def drop_view(self, name: str) -> int:
         """`CatalogTransaction.drop_view` as a transaction of its own; the catalog version it published.
 
         Args: see :meth:`CatalogTransaction.drop_view`
         """
-        with self.transaction() as tx:
-            tx.drop_view(name)
-        return tx.published_version  # type: ignore[return-value]
+        return self._own_version(lambda tx: tx.drop_view(name))
 
     def compact_files(self, name: str, options: Any = None, *, executor: Any = None, **kwargs: Any) -> int | None:
         """Compact table `name` as its own catalog version (DuckLake's `ducklake_merge_adjacent_files`; see

@@ -192,9 +192,12 @@ class CatalogTransaction:
             raise CatalogError(f"no view {qualified(name)!r} in catalog {self.catalog.root} (this transaction)")
         return found
 
-    def _rename(self, full: str, found: Entry, new_full: str) -> None:
-        """Move table or view `found` (named `full`) to `new_full`: an alter of the old name and a create of the
+    def _rename(self, name: str, new_name: str, lookup: Callable[[str], Entry]) -> None:
+        """Move the table or view `lookup(name)` finds to `new_name`: an alter of the old name and a create of the
         new one, for the conflict rules; the new name must be free of tables and views."""
+        self.check_open()
+        full, new_full = qualified(name), qualified(new_name)
+        found = lookup(full)
         self._check_free(new_full)
         kind = found.object_type
         self._objects[full] = Entry(kind + TOMBSTONE, full)
@@ -331,9 +334,7 @@ class CatalogTransaction:
             name: the table's name, `schema.table` or `table` (in the schema `main`)
             new_name: its new name (free of tables and views)
         """
-        self.check_open()
-        full, new_full = qualified(name), qualified(new_name)
-        self._rename(full, self._table(full), new_full)
+        self._rename(name, new_name, self._table)
 
     def create_view(self, name: str, sql: str, *, or_replace: bool = False, dialect: str | None = None) -> None:
         """Store view `name` as the SQL text `sql`: it must parse as one query (sqlglot, `dialect`), and is never
@@ -366,9 +367,7 @@ class CatalogTransaction:
             name: the view's name, `schema.view` or `view` (in the schema `main`)
             new_name: its new name (free of tables and views)
         """
-        self.check_open()
-        full, new_full = qualified(name), qualified(new_name)
-        self._rename(full, self._view(full), new_full)
+        self._rename(name, new_name, self._view)
 
     def drop_view(self, name: str) -> None:
         """Drop the view `name`.
