@@ -130,10 +130,13 @@ class CatalogSnapshot:
         Raises:
             CatalogError: there is no such table at this version
         """
+        return self._live(TABLE, name)
+
+    def _live(self, kind: str, name: str) -> Entry:
         full = qualified(name)
-        found = self.entries.get((TABLE, full))
+        found = self.entries.get((kind, full))
         if found is None:
-            raise CatalogError(f"no table {full!r} in catalog {self.catalog.root} at catalog version {self.version}")
+            raise CatalogError(f"no {kind} {full!r} in catalog {self.catalog.root} at catalog version {self.version}")
         return found
 
     def object(self, name: str) -> Entry | None:
@@ -154,11 +157,7 @@ class CatalogSnapshot:
         Raises:
             CatalogError: there is no such view at this version
         """
-        full = qualified(name)
-        found = self.entries.get((VIEW, full))
-        if found is None:
-            raise CatalogError(f"no view {full!r} in catalog {self.catalog.root} at catalog version {self.version}")
-        return found.definition
+        return self._live(VIEW, name).definition
 
     def table_version(self, name: str) -> int:
         """The table version this catalog version publishes for `name`.
