@@ -279,7 +279,7 @@ def write_fragments_with_spark(df: Any, plan: WritePlan) -> list[bytes]:
         .option("maxRecordsPerFile", plan.max_rows_per_file or DEFAULT_MAX_ROWS_PER_FILE)
     )
     try:
-        with _session_conf(spark, _TIMESTAMP_CONF, "TIMESTAMP_MICROS"):
+        with session_conf(spark, _TIMESTAMP_CONF, "TIMESTAMP_MICROS"):
             writer.parquet(staging)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)  # the caller removes what a straggling task adds later
@@ -315,7 +315,17 @@ def _fields_of(plan: WritePlan) -> list[pb.Field]:
 
 
 @contextmanager
-def _session_conf(spark: Any, key: str, value: str) -> Iterator[None]:
+def session_conf(spark: Any, key: str, value: str) -> Iterator[None]:
+    """Set the session conf `key` to `value` for a block, restoring the old value (or unsetting it) after.
+
+    Args:
+        spark: the SparkSession
+        key: the conf's name
+        value: its value inside the block
+
+    Yields:
+        Nothing; the conf is set while the block runs.
+    """
     old = spark.conf.get(key, None)
     spark.conf.set(key, value)
     try:

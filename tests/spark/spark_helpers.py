@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -11,18 +10,12 @@ ROOT = Path(__file__).resolve().parents[2]
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 
 
-@contextmanager
-def conf(spark: Any, key: str, value: str) -> Iterator[None]:
-    """Set a session conf for a block, restoring the old value."""
-    old = spark.conf.get(key, None)
-    spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        if old is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, old)
+def conf(spark: Any, key: str, value: str) -> AbstractContextManager[None]:
+    """Set a session conf for a block, restoring the old value (`mvcc_core.spark.native.session_conf`; imported
+    here, not at the top, so that conftest's `importorskip("pyspark")` still skips without pyspark)."""
+    from mvcc_core.spark.native import session_conf
+
+    return session_conf(spark, key, value)
 
 
 def same(a: Any, b: Any) -> bool:
