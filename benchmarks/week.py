@@ -133,6 +133,7 @@ def thresholds(s: dict[str, Any]) -> HealthThresholds:
         small_fragments=Level(8, 32),
         storage_amplification=Level(s["amplification_warn"], 10.0),
         retention_removable_share=s.get("removable_share"),
+        **({} if s.get("min_removable_bytes") is None else {"retention_min_removable_bytes": s["min_removable_bytes"]}),
     )
 
 
@@ -686,6 +687,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=0.3,
         help="the health sensor's retention_removable_share (negative: none, retention only nightly and on checks)",
     )
+    p.add_argument(
+        "--min-removable-bytes",
+        type=int,
+        help="the health sensor's retention_min_removable_bytes (default: HealthThresholds' own, 8 MiB)",
+    )
     p.add_argument("--workers", type=int, default=3, help="runs executing at once (the run pool's processes)")
     p.add_argument(
         "--executor",
@@ -740,6 +746,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "delete_hour": a.delete_hour,
         "amplification_warn": a.amplification_warn,
         "removable_share": a.removable_share if a.removable_share >= 0 else None,
+        "min_removable_bytes": a.min_removable_bytes,
     }
     os.environ[SETTINGS_ENV] = json.dumps(s)
     sys.path.insert(0, str(HERE))  # the worker and step processes import this file as `week`
