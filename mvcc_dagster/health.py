@@ -64,9 +64,10 @@ class HealthThresholds:
       files it would remove now weigh at least this share of the latest version's (None: only when a check
       that retention repairs fails). Retention then keeps up with what leaves the window during the day
       instead of waiting for the nightly run; each such run costs a Dagster run (docs/operations.md);
-    - `retention_min_removable_bytes` (the sensor's, with `retention_removable_share`): the share rule also
-      needs at least this many bytes to free (default 8 MiB): a run costs ≈ 0.3 s of CPU whatever it frees,
-      and the nightly run removes the same files within a day (docs/operations.md, "Thresholds").
+    - `retention_min_removable_bytes` (the sensor's): a retention run requested for storage alone (the
+      removable-share rule, or a failing `storage_amplification` while `versions_kept` and `version_age`
+      pass) must free at least this many bytes (default 8 MiB): a run costs ≈ 0.3 s of CPU whatever it
+      frees, and the nightly run removes the same files within a day (docs/operations.md, "Thresholds").
     """
 
     small_fragment_rows: int = 100_000
@@ -434,6 +435,9 @@ REPAIRS = {
     "version_age": "retention",
     "storage_amplification": "retention",
 }
+VERSION_CHECKS = {"versions_kept", "version_age"}
+"""The retention checks not about bytes: while neither fails, a retention request is for storage alone
+(`HealthThresholds.retention_min_removable_bytes`)."""
 REPAIRABLE = tuple(c for c in CHECKS if c in REPAIRS)
 """The checks the health sensor evaluates: those with a repair (not ``files_exist``, which is never automatic)."""
 
@@ -596,10 +600,13 @@ def build_health_sensor(
                     # every old version is still inside the job's window: a run would remove nothing (the
                     # week's daily tables asked for one at every new version); asked once one is older
                     continue
-                if kind not in by_checks:
-                    # asked by the share rule only: enough to remove, both relative to the table and in bytes
+                if not VERSION_CHECKS.intersection(failing):
+                    # asked for storage only (the share rule, a failing storage_amplification): worth a run
+                    # once it frees enough bytes (and, by the share rule, enough of the table's)
                     freed = removable_bytes(table, removable, readable)
-                    if freed < share * data_bytes(table) or freed < thresholds.retention_min_removable_bytes:
+                    if freed < thresholds.retention_min_removable_bytes:
+                        continue
+                    if kind not in by_checks and freed < share * data_bytes(table):
                         continue
                 # the newest version it would remove: at one latest version, versions leave the window
                 # as time passes, and each such step is new work (a new key), never the same run twice

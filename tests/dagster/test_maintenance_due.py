@@ -111,6 +111,17 @@ def test_sensor_requests_retention_when_enough_is_removable(instance: dg.Dagster
         assert len(result.run_requests or []) == expected, (share, floor)
     with pytest.raises(ValueError, match="retention_removable_share"):
         HealthThresholds(retention_removable_share=-1)
+    # a failing storage_amplification (the old file is 1x the latest's) is held back by the floor alike; a
+    # failing versions_kept is not (a count, not bytes)
+    for checks, floor, expected in (
+        ({"storage_amplification": Level(1.5, 9)}, freed + 1, 0),
+        ({"storage_amplification": Level(1.5, 9)}, freed, 1),
+        ({"versions_kept": Level(2, 9)}, freed + 1, 1),
+    ):
+        thresholds = HealthThresholds(small_fragment_rows=1, retention_min_removable_bytes=floor, **checks)
+        sensor = build_health_sensor(["over"], retention_job=retention, thresholds=thresholds)
+        result = sensor(dg.build_sensor_context(instance=instance, resources=resources))
+        assert len(result.run_requests or []) == expected, (checks, floor)
     for bad in (-1, 1.5, True):
         with pytest.raises(ValueError, match="retention_min_removable_bytes"):
             HealthThresholds(retention_min_removable_bytes=bad)
