@@ -127,10 +127,10 @@ def simulated_now() -> datetime:
 
 def thresholds(s: dict[str, Any]) -> HealthThresholds:
     """Health thresholds for this traffic (docs/operations.md "Thresholds"): small means under a quarter of a
-    day's rows; the sensor repairs at 8 small fragments so that a day's end never sees more than 10."""
+    day's rows; the sensor repairs at `--small-fragments-warn` (8) small fragments: a day's end sees at most 10."""
     return HealthThresholds(
         small_fragment_rows=max(1, s["rows_per_hour"] * s["appends_per_day"] // 4),
-        small_fragments=Level(8, 32),
+        small_fragments=Level(s.get("small_fragments_warn", 8), 32),
         storage_amplification=Level(s["amplification_warn"], 10.0),
         retention_removable_share=s.get("removable_share"),
         **({} if s.get("min_removable_bytes") is None else {"retention_min_removable_bytes": s["min_removable_bytes"]}),
@@ -688,6 +688,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="the health sensor's retention_removable_share (negative: none, retention only nightly and on checks)",
     )
     p.add_argument(
+        "--small-fragments-warn", type=int, default=8, help="small_fragments WARN (the health sensor compacts at it)"
+    )
+    p.add_argument(
         "--min-removable-bytes",
         type=int,
         help="the health sensor's retention_min_removable_bytes (default: HealthThresholds' own, 8 MiB)",
@@ -747,6 +750,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "amplification_warn": a.amplification_warn,
         "removable_share": a.removable_share if a.removable_share >= 0 else None,
         "min_removable_bytes": a.min_removable_bytes,
+        "small_fragments_warn": a.small_fragments_warn,
     }
     os.environ[SETTINGS_ENV] = json.dumps(s)
     sys.path.insert(0, str(HERE))  # the worker and step processes import this file as `week`
