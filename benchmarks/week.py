@@ -131,6 +131,7 @@ def thresholds(s: dict[str, Any]) -> HealthThresholds:
     return HealthThresholds(
         small_fragment_rows=max(1, s["rows_per_hour"] * s["appends_per_day"] // 4),
         small_fragments=Level(s.get("small_fragments_warn", 8), 32),
+        deleted_ratio=Level(s.get("deleted_warn", 0.1), max(0.3, s.get("deleted_warn", 0.1))),
         storage_amplification=Level(s["amplification_warn"], 10.0),
         retention_removable_share=s.get("removable_share"),
         **({} if s.get("min_removable_bytes") is None else {"retention_min_removable_bytes": s["min_removable_bytes"]}),
@@ -145,7 +146,10 @@ def compaction_options(s: dict[str, Any], table: str) -> mvcc.CompactionOptions:
     of it costs (docs/operations.md, "Full scans"), so it gets Lance's default target and compacts whole."""
     if table == OUTSIDE_TABLE:
         return mvcc.CompactionOptions()
-    return mvcc.CompactionOptions(target_rows_per_fragment=max(1, s["rows_per_hour"] * s["appends_per_day"]))
+    return mvcc.CompactionOptions(
+        target_rows_per_fragment=max(1, s["rows_per_hour"] * s["appends_per_day"]),
+        materialize_deletions_threshold=s.get("materialize_deletions", 0.1),
+    )
 
 
 def outside_rows(s: dict[str, Any]) -> int:
@@ -690,6 +694,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument(
         "--small-fragments-warn", type=int, default=8, help="small_fragments WARN (the health sensor compacts at it)"
     )
+    p.add_argument("--deleted-warn", type=float, default=0.1, help="deleted_rows WARN (the sensor compacts at it)")
+    p.add_argument(
+        "--materialize-deletions",
+        type=float,
+        default=0.1,
+        help="the pipeline tables' compaction materialize_deletions_threshold",
+    )
     p.add_argument(
         "--min-removable-bytes",
         type=int,
@@ -751,6 +762,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "removable_share": a.removable_share if a.removable_share >= 0 else None,
         "min_removable_bytes": a.min_removable_bytes,
         "small_fragments_warn": a.small_fragments_warn,
+        "deleted_warn": a.deleted_warn,
+        "materialize_deletions": a.materialize_deletions,
     }
     os.environ[SETTINGS_ENV] = json.dumps(s)
     sys.path.insert(0, str(HERE))  # the worker and step processes import this file as `week`
