@@ -428,7 +428,10 @@ class Week:
         job's own tags are merged first, as the run's creation does (the limit reads the run's tags)."""
         job_def = self.defs.resolve_job_def(job)
         tags = {**job_def.tags, **tags, "week/kind": kind}
-        if kind in ("maintenance_schedule", "health_compaction"):
+        # a nightly run whose work has no compaction task (retention only: versions that left the window since
+        # the last night, at the same table version when no commit came between) is new work, not a compaction
+        retention_only = tags.get("mvcc/work", "").startswith("0 compaction task")
+        if kind == "health_compaction" or (kind == "maintenance_schedule" and not retention_only):
             # a compaction requested twice for one table version (by the schedule and the sensor, or by a
             # sensor twice) is the waste the targets forbid: counted by (table, version)
             try:
