@@ -11,11 +11,9 @@ prints a cProfile of 20 ticks of one of them.
 import argparse
 import cProfile
 import json
-import os
 import pstats
 import statistics
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,14 +35,9 @@ def main() -> None:
     a = p.parse_args()
     sys.path.insert(0, str(HERE))
     import week  # its dagster.yaml, definitions and settings
+    from week_run_cost import quick_home
 
-    home = Path(tempfile.mkdtemp(prefix="mvcc-tick-cost-"))
-    (home / "dagster").mkdir()
-    (home / "dagster" / "dagster.yaml").write_text(week.DAGSTER_YAML)
-    os.environ["DAGSTER_HOME"] = str(home / "dagster")
-    s = {**week.QUICK, "executor": "default", "warehouse": str(home / "warehouse"), "delete_share": 0.01}
-    s.update(delete_hour=3, amplification_warn=3.0, removable_share=0.3)
-    os.environ[week.SETTINGS_ENV] = json.dumps(s)
+    s = quick_home(week, "mvcc-tick-cost-")
     for name in week.TABLES:
         for i in range(6):
             rows = pa.table({"feed_id": list(range(i * 100, i * 100 + 100)), "value": [1.0] * 100})
