@@ -127,12 +127,14 @@ def simulated_now() -> datetime:
 
 def thresholds(s: dict[str, Any]) -> HealthThresholds:
     """Health thresholds for this traffic (docs/operations.md "Thresholds"): small means under a quarter of a
-    day's rows; the sensor repairs at 8 small fragments so that a day's end never sees more than 10."""
+    day's rows; the sensor repairs at `--small-fragments-warn` (8) small fragments: a day's end sees at most 10."""
     return HealthThresholds(
         small_fragment_rows=max(1, s["rows_per_hour"] * s["appends_per_day"] // 4),
-        small_fragments=Level(8, 32),
+        small_fragments=Level(s.get("small_fragments_warn", 8), 32),
+        deleted_ratio=Level(s.get("deleted_warn", 0.1), max(0.3, s.get("deleted_warn", 0.1))),
         storage_amplification=Level(s["amplification_warn"], 10.0),
         retention_removable_share=s.get("removable_share"),
+        **({} if s.get("min_removable_bytes") is None else {"retention_min_removable_bytes": s["min_removable_bytes"]}),
     )
 
 
@@ -144,7 +146,10 @@ def compaction_options(s: dict[str, Any], table: str) -> mvcc.CompactionOptions:
     of it costs (docs/operations.md, "Full scans"), so it gets Lance's default target and compacts whole."""
     if table == OUTSIDE_TABLE:
         return mvcc.CompactionOptions()
-    return mvcc.CompactionOptions(target_rows_per_fragment=max(1, s["rows_per_hour"] * s["appends_per_day"]))
+    return mvcc.CompactionOptions(
+        target_rows_per_fragment=max(1, s["rows_per_hour"] * s["appends_per_day"]),
+        materialize_deletions_threshold=s.get("materialize_deletions", 0.1),
+    )
 
 
 def outside_rows(s: dict[str, Any]) -> int:
@@ -423,7 +428,10 @@ class Week:
         job's own tags are merged first, as the run's creation does (the limit reads the run's tags)."""
         job_def = self.defs.resolve_job_def(job)
         tags = {**job_def.tags, **tags, "week/kind": kind}
-        if kind in ("maintenance_schedule", "health_compaction"):
+        # a nightly run whose work has no compaction task (retention only: versions that left the window since
+        # the last night, at the same table version when no commit came between) is new work, not a compaction
+        retention_only = tags.get("mvcc/work", "").startswith("0 compaction task")
+        if kind == "health_compaction" or (kind == "maintenance_schedule" and not retention_only):
             # a compaction requested twice for one table version (by the schedule and the sensor, or by a
             # sensor twice) is the waste the targets forbid: counted by (table, version)
             try:
@@ -686,6 +694,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=0.3,
         help="the health sensor's retention_removable_share (negative: none, retention only nightly and on checks)",
     )
+    p.add_argument(
+        "--small-fragments-warn", type=int, default=8, help="small_fragments WARN (the health sensor compacts at it)"
+    )
+    p.add_argument("--deleted-warn", type=float, default=0.1, help="deleted_rows WARN (the sensor compacts at it)")
+    p.add_argument(
+        "--materialize-deletions",
+        type=float,
+        default=0.1,
+        help="the pipeline tables' compaction materialize_deletions_threshold",
+    )
+    p.add_argument(
+        "--min-removable-bytes",
+        type=int,
+        help="the health sensor's retention_min_removable_bytes (default: HealthThresholds' own, 8 MiB)",
+    )
     p.add_argument("--workers", type=int, default=3, help="runs executing at once (the run pool's processes)")
     p.add_argument(
         "--executor",
@@ -740,6 +763,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "delete_hour": a.delete_hour,
         "amplification_warn": a.amplification_warn,
         "removable_share": a.removable_share if a.removable_share >= 0 else None,
+        "min_removable_bytes": a.min_removable_bytes,
+        "small_fragments_warn": a.small_fragments_warn,
+        "deleted_warn": a.deleted_warn,
+        "materialize_deletions": a.materialize_deletions,
     }
     os.environ[SETTINGS_ENV] = json.dumps(s)
     sys.path.insert(0, str(HERE))  # the worker and step processes import this file as `week`

@@ -20,9 +20,31 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 TABLES = ("raw_events", "partner_feed")
+
+
+def quick_home(week: Any, prefix: str) -> dict[str, Any]:
+    """A temporary ``DAGSTER_HOME`` with `week`'s ``dagster.yaml`` and its ``--quick`` settings (warehouse in the
+    same directory), both set in the environment as `week.main` sets them.
+
+    Args:
+        week: A tree's benchmarks/week.py module.
+        prefix: The temporary directory's prefix.
+
+    Returns:
+        The settings.
+    """
+    home = Path(tempfile.mkdtemp(prefix=prefix))
+    (home / "dagster").mkdir()
+    (home / "dagster" / "dagster.yaml").write_text(week.DAGSTER_YAML)
+    os.environ["DAGSTER_HOME"] = str(home / "dagster")
+    s = {**week.QUICK, "executor": "default", "warehouse": str(home / "warehouse"), "delete_share": 0.01}
+    s.update(delete_hour=3, amplification_warn=3.0, removable_share=0.3)
+    os.environ[week.SETTINGS_ENV] = json.dumps(s)
+    return s
 
 
 def measure(tree: Path, runs: int, ticks: int) -> dict[str, float]:
@@ -32,13 +54,7 @@ def measure(tree: Path, runs: int, ticks: int) -> dict[str, float]:
 
     import mvcc_core as mvcc
 
-    home = Path(tempfile.mkdtemp(prefix="mvcc-run-cost-"))
-    (home / "dagster").mkdir()
-    (home / "dagster" / "dagster.yaml").write_text(week.DAGSTER_YAML)
-    os.environ["DAGSTER_HOME"] = str(home / "dagster")
-    s = {**week.QUICK, "executor": "default", "warehouse": str(home / "warehouse"), "delete_share": 0.01}
-    s.update(delete_hour=3, amplification_warn=3.0, removable_share=0.3)
-    os.environ[week.SETTINGS_ENV] = json.dumps(s)
+    s = quick_home(week, "mvcc-run-cost-")
     for hour in range(0, 24, 4):
         rows = week.event_rows(hour, s["rows_per_hour"])
         uri = f"{s['warehouse']}/raw_events"

@@ -45,6 +45,9 @@ class HealthModel(dg.Model):
         description="the sensor also requests retention when the data files it would remove weigh this share of "
         "the latest version's",
     )
+    retention_min_removable_bytes: int | None = Field(
+        default=None, description="and only when they weigh at least this many bytes (default 8 MiB)"
+    )
     sensor: bool = Field(default=True, description="a sensor requesting the repair jobs of failing checks")
     sensor_interval_seconds: int = 300
 

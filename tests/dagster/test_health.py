@@ -26,7 +26,13 @@ from mvcc_dagster import (
 from mvcc_dagster.health import REPAIRABLE
 from mvcc_dagster.maintenance import MaintenanceTarget
 
-THRESHOLDS = HealthThresholds(small_fragment_rows=100, small_fragments=Level(4, 16), versions_kept=Level(50, 100))
+# KB-sized tables: no floor on the bytes a storage repair must free (the default 8 MiB would hold it back)
+THRESHOLDS = HealthThresholds(
+    small_fragment_rows=100,
+    small_fragments=Level(4, 16),
+    versions_kept=Level(50, 100),
+    retention_min_removable_bytes=0,
+)
 
 
 def fragmented(uri: str, fragments: int, rows: int = 10) -> mvcc.Table:

@@ -94,19 +94,37 @@ def data_dir_bytes(uri: str) -> int:
 
 def test_sensor_requests_retention_when_enough_is_removable(instance: dg.DagsterInstance, warehouse: str) -> None:
     """No check fails, but an overwrite left the whole old file to remove: with `retention_removable_share`
-    the sensor asks for retention once the freed bytes reach that share of the latest version's; without the
-    setting, or above the share, it does not."""
+    the sensor asks for retention once the freed bytes reach that share of the latest version's and
+    `retention_min_removable_bytes`; without the share, above it, or below the floor (the default 8 MiB
+    against this file's few hundred bytes: a run that frees nothing a user would notice), it does not."""
     t = mvcc.write_table(rows(0, 50), f"{warehouse}/over")
     t.overwrite(rows(100, 50))
+    freed = removable_bytes(t, [1])
     retention = build_retention_job("over", older_than=timedelta(0))
     resources = {"mvcc": MvccResource(root_uri=warehouse)}
-    for share, expected in ((None, 0), (5.0, 0), (0.5, 1)):
-        thresholds = HealthThresholds(small_fragment_rows=1, retention_removable_share=share)
+    cases = ((None, 0, 0), (5.0, 0, 0), (0.5, 0, 1), (0.5, freed, 1), (0.5, freed + 1, 0), (0.5, None, 0))
+    for share, floor, expected in cases:
+        given = {} if floor is None else {"retention_min_removable_bytes": floor}
+        thresholds = HealthThresholds(small_fragment_rows=1, retention_removable_share=share, **given)
         sensor = build_health_sensor(["over"], retention_job=retention, thresholds=thresholds)
         result = sensor(dg.build_sensor_context(instance=instance, resources=resources))
-        assert len(result.run_requests or []) == expected, share
+        assert len(result.run_requests or []) == expected, (share, floor)
     with pytest.raises(ValueError, match="retention_removable_share"):
         HealthThresholds(retention_removable_share=-1)
+    # a failing storage_amplification (the old file is 1x the latest's) is held back by the floor alike; a
+    # failing versions_kept is not (a count, not bytes)
+    for checks, floor, expected in (
+        ({"storage_amplification": Level(1.5, 9)}, freed + 1, 0),
+        ({"storage_amplification": Level(1.5, 9)}, freed, 1),
+        ({"versions_kept": Level(2, 9)}, freed + 1, 1),
+    ):
+        thresholds = HealthThresholds(small_fragment_rows=1, retention_min_removable_bytes=floor, **checks)
+        sensor = build_health_sensor(["over"], retention_job=retention, thresholds=thresholds)
+        result = sensor(dg.build_sensor_context(instance=instance, resources=resources))
+        assert len(result.run_requests or []) == expected, (checks, floor)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="retention_min_removable_bytes"):
+            HealthThresholds(retention_min_removable_bytes=bad)
 
 
 def test_maintenance_work_counts_index_and_compaction(warehouse: str) -> None:
@@ -239,6 +257,7 @@ def test_a_long_lived_sensor_requests_what_a_fresh_one_does(tmp_path: Path) -> N
         small_fragments=Level(4, 16),
         version_age_days=Level(0.1, 1),
         retention_removable_share=0.3,
+        retention_min_removable_bytes=0,  # these tables free a few hundred bytes: the share rule alone
     )
     now = [datetime.now(UTC)]
     kept = build_health_sensor(["t"], thresholds=thresholds, clock=lambda: now[0], **jobs)
@@ -366,3 +385,48 @@ def test_sensor_folds_retention_into_the_compaction_it_requests(instance: dg.Dag
     after = mvcc.open_table(t.uri)
     assert len(after.get_fragments()) == 1 and [v.version for v in after.versions()] == [6]
     assert after.to_table().column("n").to_pylist() == list(range(40))
+
+
+def test_sensor_checks_again_only_the_tables_that_changed(
+    instance: dg.DagsterInstance, warehouse: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The health sensor keys a settled table on its kept versions (not a copy of its manifest): a tick after
+    a commit, a retention run, or a drop and rewrite to the same version number evaluates that table again;
+    a tick with nothing changed evaluates no table."""
+    import mvcc_dagster.health as health
+
+    evaluated: list[str] = []
+    original = health.evaluate_health
+
+    def counting(table: mvcc.Table, target: MaintenanceTarget, *args: Any, **kwargs: Any) -> Any:
+        evaluated.append(target.label)
+        return original(table, target, *args, **kwargs)
+
+    monkeypatch.setattr(health, "evaluate_health", counting)
+    a = mvcc.write_table(rows(0), f"{warehouse}/a")
+    mvcc.write_table(rows(0), f"{warehouse}/b")
+    a.append(rows(10))
+    retention = {t: build_retention_job(t, older_than=timedelta(days=1)) for t in ("a", "b")}
+    sensor = build_health_sensor(["a", "b"], retention_job=retention, thresholds=HealthThresholds())
+    resources = {"mvcc": MvccResource(root_uri=warehouse)}
+    cursor = None
+
+    def checked() -> list[str]:
+        nonlocal cursor
+        evaluated.clear()
+        result = sensor(dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources))
+        cursor = result.cursor
+        assert not result.run_requests  # nothing fails, nothing is old enough: every table settles
+        return sorted(evaluated)
+
+    assert checked() == ["a", "b"]
+    assert checked() == []
+    a.append(rows(20))
+    assert checked() == ["a"]
+    assert checked() == []
+    a.cleanup_old_versions(timedelta(0))  # the latest version unchanged, the kept ones not
+    assert checked() == ["a"]
+    shutil.rmtree(f"{warehouse}/b")  # b written again to the same version number: another table
+    mvcc.write_table(rows(5), f"{warehouse}/b")
+    assert checked() == ["b"]
+    assert checked() == []

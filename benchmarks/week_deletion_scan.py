@@ -1,0 +1,65 @@
+"""What deletion vectors cost a full scan, apart from the fragment count (docs/operations.md, "Round 5").
+
+``python benchmarks/week_deletion_scan.py --trials 2`` writes the week's rows (benchmarks/week.py: 42 appends
+of 20,000 events, a week at 6 appends a day) as 7 fragments of 120,000 rows, twice: once as they are, once
+with 1 % of every fragment deleted (a deletion vector on every file, as the week's daily GDPR delete leaves
+them). Each is scanned whole against a one-fragment copy of the same live rows; the figures are the best CPU
+milliseconds of `--scans` scans, and the ratio to the copy's.
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+
+import mvcc_core as mvcc
+
+HERE = Path(__file__).resolve().parent
+
+
+def best_scan_ms(uri: str, scans: int) -> float:
+    """The best CPU milliseconds of `scans` full scans of the table's latest version."""
+    best = float("inf")
+    for _ in range(scans):
+        cpu = time.process_time()
+        mvcc.open_table(uri).to_table()
+        best = min(best, time.process_time() - cpu)
+    return best * 1000
+
+
+def main() -> None:
+    """Print, per trial, the scan CPU of 7 fragments without and with deletions against a compacted copy."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--trials", type=int, default=2)
+    p.add_argument("--scans", type=int, default=9)
+    a = p.parse_args()
+    os.environ.setdefault("MVCC_WEEK_SETTINGS", json.dumps({"rows_per_hour": 20000}))
+    sys.path.insert(0, str(HERE))
+    import week  # the week's event rows
+
+    appends = [week.event_rows(hour, 20000) for hour in range(0, 24 * 7, 4)]
+    per_fragment = len(appends) // 7
+    root = Path(tempfile.mkdtemp(prefix="mvcc-deletion-scan-"))
+    for trial in range(a.trials):
+        result = {}
+        for kind in ("no deletions", "1% deleted in every fragment"):
+            uri = str(root / f"{trial}-{len(result)}")
+            for i in range(7):
+                part = pa.concat_tables(appends[i * per_fragment : (i + 1) * per_fragment])
+                mvcc.write_table(part, uri) if i == 0 else mvcc.open_table(uri).append(part)
+            if result:
+                mvcc.open_table(uri).delete("event_id % 100 = 7")
+            mvcc.write_table(mvcc.open_table(uri).to_table(), f"{uri}-compacted")
+            scan, compacted = best_scan_ms(uri, a.scans), best_scan_ms(f"{uri}-compacted", a.scans)
+            result[kind] = {"7 fragments ms": round(scan, 1), "one fragment ms": round(compacted, 1)}
+            result[kind]["ratio"] = round(scan / compacted, 2)
+        print(json.dumps({"trial": trial, **result}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
