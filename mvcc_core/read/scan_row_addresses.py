@@ -20,6 +20,7 @@ from mvcc_core.io.parquet import ROW_ADDRESS, known_metadata, read_errors, remem
 from mvcc_core.io.read_ahead import pool as read_pool
 from mvcc_core.io.read_ahead import runs
 from mvcc_core.read.deleted_rows import selection
+from mvcc_core.read.integer_in_list import IntegerInList
 from mvcc_core.read.row_group_stats import StatisticsCheck, Verdict
 
 # Rows of the files one reader task of a row-address scan reads (`Scan._read_local`; 200 files of 5,000 rows
@@ -125,6 +126,8 @@ class RowAddressReads:
             pruned = files is not None and prunable
             # a constant filter (`true`, `1 = 2`) reads no column: evaluate it over the column read to count rows
             evaluated = self._physical(self._filter_columns or needed[:1])
+            integers = {f.name for f in self.physical_schema if pa.types.is_signed_integer(f.type)}
+            lookup = IntegerInList.of(check, integers) if self.filter is not None else None
 
             def matches(run: list[pb.DataFragment], parts: list[pa.Table], whole: list[bool]) -> _Matches:
                 """The matching live rows of a run of files, on the reader thread that read it."""
@@ -132,7 +135,9 @@ class RowAddressReads:
                 starts = np.cumsum([0] + [f.physical_rows for f in run], dtype=np.int64)
                 mask = None
                 if self.filter is not None and not all(whole):
-                    mask = self._match_mask(table.select(evaluated), starts, whole, use_threads=False)
+                    mask = lookup.mask(table.column(lookup.column)) if lookup is not None else None
+                    if mask is None:  # (a file whose statistics show it matches whole is looked up all the same)
+                        mask = self._match_mask(table.select(evaluated), starts, whole, use_threads=False)
                 kept, addresses, ids = self._addressed(run, table.select(self._physical(keep)), starts, mask)
                 return kept.combine_chunks(), addresses, ids  # one chunk per run: the result is a few rows
 
