@@ -85,7 +85,10 @@ def delete_addresses(store: ObjectStore, manifest: pb.Manifest, addresses: np.nd
     if len(addresses) > 1 and not (addresses[1:] >= addresses[:-1]).all():  # a scan gives them in order
         addresses = np.sort(addresses)
     fragment_ids = addresses >> np.uint64(32)
-    ids, starts = np.unique(fragment_ids, return_index=True)
+    # each fragment's addresses are one run of the sorted array: its first position, without np.unique's sort
+    starts = np.flatnonzero(np.diff(fragment_ids)) + 1
+    starts = np.concatenate([np.zeros(min(len(addresses), 1), dtype=np.int64), starts])
+    ids = fragment_ids[starts]
     by_id = {f.id: f for f in manifest.fragments}
     bounds = [*starts[1:].tolist(), len(addresses)]
     low = (addresses & np.uint64(0xFFFFFFFF)).astype(np.uint32)
@@ -97,7 +100,10 @@ def delete_addresses(store: ObjectStore, manifest: pb.Manifest, addresses: np.nd
 
     def merged(group: tuple[int, BitMap]) -> BitMap:
         """The fragment's old deletion vector with the new offsets."""
-        return read_deletion_vector(store, by_id[group[0]], manifest.base_paths) | group[1]
+        fragment = by_id[group[0]]
+        if not fragment.HasField("deletion_file"):
+            return group[1]
+        return read_deletion_vector(store, fragment, manifest.base_paths) | group[1]
 
     # the old vectors: a packed file is read once (cached); on S3 per-fragment files are a round trip each
     if store.scheme in ("file", "memory") or len(groups) < 2:
