@@ -27,7 +27,8 @@ class IntegerInList:
         """
         self.column = column
         self._low = int(values[0])
-        self._table = np.zeros(int(values[-1]) - self._low + 1, dtype=bool)
+        span = int(values[-1]) - self._low + 1
+        self._table = np.zeros(span + 1, dtype=bool)  # the last entry, False, answers every value outside the span
         self._table[values - self._low] = True
 
     @classmethod
@@ -60,9 +61,9 @@ class IntegerInList:
         """
         if column.null_count:
             return None
-        values = np.asarray(column.to_numpy(), dtype=np.int64)
-        # a difference beyond int64 wraps: below the list's low to a negative, above it to at least the table's
-        # length (value - min + max - low + 1 >= high - low + 1), so the bounds test rules out both
-        offsets = values - self._low
-        inside = (offsets >= 0) & (offsets < len(self._table))
-        return self._table[np.where(inside, offsets, 0)] & inside
+        offsets = np.asarray(column.to_numpy(), dtype=np.int64) - self._low
+        # as unsigned, a value below the span is huge (and one beyond int64 wraps below it or past its end), so
+        # capping at the span's end sends every value outside it to the table's last, False, entry
+        unsigned = offsets.view(np.uint64)
+        np.minimum(unsigned, np.uint64(len(self._table) - 1), out=unsigned)
+        return self._table[offsets]
