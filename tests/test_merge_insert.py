@@ -209,3 +209,27 @@ def test_random_upsert_sequences_match_oracle(tmp_path, key) -> None:
         t.merge_insert(key).when_matched_update_all().when_not_matched_insert_all().execute(table(source))
         rows = oracle_upsert(rows, source, [key])
         assert content(t) == rows, round_
+
+
+@pytest.mark.parametrize("key_type", [pa.int64(), pa.string()])
+def test_null_keys_on_both_sides_match_nothing(tmp_path, key_type: pa.DataType) -> None:
+    """A NULL target key is not the NULL source key: that target row stays, that source row is inserted."""
+    keys = [1, None, 2, None] if key_type == pa.int64() else ["a", None, "b", None]
+    t = mvcc.write_table(pa.table({"k": pa.array(keys, key_type), "v": [1, 2, 3, 4]}), str(tmp_path / "t"))
+    new = [None, keys[0]]
+    source = pa.table({"k": pa.array(new, key_type), "v": [10, 20]})
+    stats = t.merge_insert("k").when_matched_update_all().when_not_matched_insert_all().execute(source)
+    assert (stats["num_updated_rows"], stats["num_inserted_rows"]) == (1, 1)
+    got = sorted(t.to_table().to_pylist(), key=lambda r: r["v"])
+    assert got == [
+        {"k": None, "v": 2},
+        {"k": keys[2], "v": 3},
+        {"k": None, "v": 4},
+        {"k": None, "v": 10},
+        {"k": keys[0], "v": 20},
+    ]
+    # every target row joins when unmatched ones are deleted: the NULL ones are unmatched too
+    t = mvcc.write_table(pa.table({"k": pa.array(keys, key_type), "v": [1, 2, 3, 4]}), str(tmp_path / "u"))
+    builder = t.merge_insert("k").when_matched_update_all().when_not_matched_insert_all()
+    builder.when_not_matched_by_source_delete().execute(source)
+    assert sorted(t.to_table().to_pylist(), key=lambda r: r["v"]) == [{"k": None, "v": 10}, {"k": keys[0], "v": 20}]

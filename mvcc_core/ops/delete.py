@@ -25,6 +25,7 @@ from mvcc_core.format.deletion import (
     write_deletion_vectors,
 )
 from mvcc_core.io import ObjectStore
+from mvcc_core.read.bound_filter import BoundFilter
 from mvcc_core.read.scan import ROW_ADDRESS, Scan
 from mvcc_core.read.system_filter import SystemFilteredScan, filter_system_columns
 
@@ -55,10 +56,58 @@ def find_rows(
         columns: the table columns to return besides the row addresses
         with_row_id: add the `_rowid` column
     """
+    return _row_scan(store, manifest, predicate, columns, with_row_id).to_table()
+
+
+def _row_scan(
+    store: ObjectStore,
+    manifest: pb.Manifest,
+    predicate: str | pc.Expression | None,
+    columns: list[str],
+    with_row_id: bool = False,
+) -> Scan | SystemFilteredScan:
+    """The row-address scan `find_rows` reads (see there)."""
     names = [f.name for f in manifest.fields if f.parent_id == -1]
     system = filter_system_columns(predicate, names)  # `_rowid = 3`, as pylance
     scan = Scan(store, manifest, columns, None if system else predicate, with_row_address=True, with_row_id=with_row_id)
-    return (SystemFilteredScan(scan, predicate) if system else scan).to_table()
+    return SystemFilteredScan(scan, predicate) if system else scan
+
+
+# A predicate longer than this is recorded in the Delete as the range of its IN list when it is one (see
+# `recorded_predicate`).
+RECORDED_PREDICATE_CHARS = 4_096
+
+
+def recorded_predicate(predicate: str, bound: BoundFilter | None) -> str:
+    """The predicate a Delete records: `predicate` itself, or for a long one that is a single IN list over an
+    integer or string column (a GDPR-style erasure of thousands of keys) the range of its values, a condition
+    every deleted row satisfies. Nothing reads the text back to decide which rows the delete touched: conflicts
+    are decided by the affected row addresses, and a branch's publish re-runs the predicate recorded whole in
+    the replay property (docs/row_level_changes.md, "What a Delete records").
+
+    Args:
+        predicate: the delete's predicate as text (SQL, or an Arrow Expression's text)
+        bound: the predicate as the scan bound it (None: a filter naming system columns)
+
+    Returns:
+        The text for the transaction's `predicate` field.
+    """
+    if len(predicate) <= RECORDED_PREDICATE_CHARS or bound is None or len(bound.conjuncts) != 1:
+        return predicate
+    comparison = bound.conjuncts[0].comparison
+    if comparison is None or comparison.op != "in" or not isinstance(comparison.value, pa.Array):
+        return predicate
+    values = comparison.value
+    if not (pa.types.is_integer(values.type) or pa.types.is_string(values.type)) or not len(values.drop_null()):
+        return predicate
+    bounds = pc.min_max(values)
+    low, high = (_sql_literal(bounds[end].as_py()) for end in ("min", "max"))
+    column = '"' + comparison.column.replace('"', '""') + '"'
+    return f"{column} >= {low} AND {column} <= {high}"
+
+
+def _sql_literal(value: int | str) -> str:
+    return str(value) if isinstance(value, int) else "'" + value.replace("'", "''") + "'"
 
 
 @dataclass
@@ -85,7 +134,10 @@ def delete_addresses(store: ObjectStore, manifest: pb.Manifest, addresses: np.nd
     if len(addresses) > 1 and not (addresses[1:] >= addresses[:-1]).all():  # a scan gives them in order
         addresses = np.sort(addresses)
     fragment_ids = addresses >> np.uint64(32)
-    ids, starts = np.unique(fragment_ids, return_index=True)
+    # each fragment's addresses are one run of the sorted array: its first position, without np.unique's sort
+    starts = np.flatnonzero(np.diff(fragment_ids)) + 1
+    starts = np.concatenate([np.zeros(min(len(addresses), 1), dtype=np.int64), starts])
+    ids = fragment_ids[starts]
     by_id = {f.id: f for f in manifest.fragments}
     bounds = [*starts[1:].tolist(), len(addresses)]
     low = (addresses & np.uint64(0xFFFFFFFF)).astype(np.uint32)
@@ -97,7 +149,10 @@ def delete_addresses(store: ObjectStore, manifest: pb.Manifest, addresses: np.nd
 
     def merged(group: tuple[int, BitMap]) -> BitMap:
         """The fragment's old deletion vector with the new offsets."""
-        return read_deletion_vector(store, by_id[group[0]], manifest.base_paths) | group[1]
+        fragment = by_id[group[0]]
+        if not fragment.HasField("deletion_file"):
+            return group[1]
+        return read_deletion_vector(store, fragment, manifest.base_paths) | group[1]
 
     # the old vectors: a packed file is read once (cached); on S3 per-fragment files are a round trip each
     if store.scheme in ("file", "memory") or len(groups) < 2:
@@ -128,14 +183,16 @@ def plan_delete(store: ObjectStore, manifest: pb.Manifest, predicate: str | pc.E
         manifest: the version the operation reads
         predicate: the rows to delete, SQL or an Arrow Expression
     """
-    matched = find_rows(store, manifest, predicate, [])
+    scan = _row_scan(store, manifest, predicate, [])
+    matched = scan.to_table()
     if matched.num_rows == 0:
         return DeletePlan(None, [], 0)
     rows = delete_addresses(store, manifest, matched.column(ROW_ADDRESS).to_numpy())
+    bound = scan.bound if isinstance(scan, Scan) else None
     op = ops.Delete(
         updated_fragments=rows.updated_fragments,
         deleted_fragment_ids=rows.removed_fragment_ids,
-        predicate=predicate if isinstance(predicate, str) else str(predicate),
+        predicate=recorded_predicate(predicate if isinstance(predicate, str) else str(predicate), bound),
         affected_rows=rows.affected_rows,
     )
     return DeletePlan(op, rows.written, matched.num_rows)

@@ -16,10 +16,11 @@ from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.errors import CorruptManifestError, DataFileMismatchError
 from mvcc_core.format.bases import data_file_location
 from mvcc_core.format.row_ids import ROW_ID
-from mvcc_core.io.parquet import ROW_ADDRESS, read_errors
+from mvcc_core.io.parquet import ROW_ADDRESS, known_metadata, read_errors, remember_metadata
 from mvcc_core.io.read_ahead import pool as read_pool
 from mvcc_core.io.read_ahead import runs
 from mvcc_core.read.deleted_rows import selection
+from mvcc_core.read.integer_in_list import IntegerInList
 from mvcc_core.read.row_group_stats import StatisticsCheck, Verdict
 
 # Rows of the files one reader task of a row-address scan reads (`Scan._read_local`; 200 files of 5,000 rows
@@ -125,6 +126,8 @@ class RowAddressReads:
             pruned = files is not None and prunable
             # a constant filter (`true`, `1 = 2`) reads no column: evaluate it over the column read to count rows
             evaluated = self._physical(self._filter_columns or needed[:1])
+            integers = {f.name for f in self.physical_schema if pa.types.is_signed_integer(f.type)}
+            lookup = IntegerInList.of(check, integers) if self.filter is not None else None
 
             def matches(run: list[pb.DataFragment], parts: list[pa.Table], whole: list[bool]) -> _Matches:
                 """The matching live rows of a run of files, on the reader thread that read it."""
@@ -132,7 +135,9 @@ class RowAddressReads:
                 starts = np.cumsum([0] + [f.physical_rows for f in run], dtype=np.int64)
                 mask = None
                 if self.filter is not None and not all(whole):
-                    mask = self._match_mask(table.select(evaluated), starts, whole, use_threads=False)
+                    mask = lookup.mask(table.column(lookup.column)) if lookup is not None else None
+                    if mask is None:  # (a file whose statistics show it matches whole is looked up all the same)
+                        mask = self._match_mask(table.select(evaluated), starts, whole, use_threads=False)
                 kept, addresses, ids = self._addressed(run, table.select(self._physical(keep)), starts, mask)
                 return kept.combine_chunks(), addresses, ids  # one chunk per run: the result is a few rows
 
@@ -207,33 +212,48 @@ class RowAddressReads:
         found that every row of it matches, on the thread that read the run; runs with no file read are left
         out. `per_run` runs on both cores, so the caller evaluates its filter there (issue 31).
 
-        Each file is read synchronously by `pyarrow.parquet.ParquetFile`, on one thread per core: for many
+        Each file is read synchronously by a `pyarrow.parquet.ParquetReader`, on one thread per core: for many
         small files the dataset scanner's asynchronous machinery (futures and thread hand-offs per file and
-        batch) costs about a third of the CPU of such a scan. `files`: dataset fragments whose footers
-        `_prune` has loaded, reused instead of read again. A column a file lacks reads as nulls, a column of
-        another type is cast, as in the dataset scanner.
+        batch) costs about a third of the CPU of such a scan, and `ParquetFile`'s Python bookkeeping (nested
+        column paths, an Arrow schema converted twice, the manifest check) more than decoding a small file's
+        key column: a file whose footer's schema is one already checked in this scan is read without them
+        (`_Layouts`), and a footer parsed before in this process is reused (`known_metadata`). `files`: dataset
+        fragments whose footers `_prune` has loaded, reused instead of read again. A column a file lacks reads
+        as nulls, a column of another type is cast, as in the dataset scanner.
         """
         schema = pa.schema([self.physical_schema.field(n) for n in names])
+        layouts = _Layouts(schema)
+        own_fs = self.store.arrow_filesystem()
 
         def read(index: int) -> tuple[pa.Table | None, bool]:
             frag = fragments[index]
-            store, rel = data_file_location(self.store, self.manifest.base_paths, frag.files[0])
-            with (
-                read_errors(frag.files[0].path),
-                store.arrow_filesystem().open_input_file(store.arrow_path(rel)) as source,
-            ):
-                metadata = files[index].metadata if files is not None else None
-                parquet = pq.ParquetFile(source, metadata=metadata, pre_buffer=False)
-                self._check_file(frag, frag.files[0], parquet.schema_arrow, None)  # before its statistics are used
-                verdict = Verdict.SOME if check is None else check.verdict(parquet.metadata)
-                if verdict is Verdict.NONE:
-                    return None, False
-                present = set(parquet.schema_arrow.names)
-                part = parquet.read(columns=[n for n in names if n in present], use_threads=False)
+            data_file = frag.files[0]
+            store, rel = data_file_location(self.store, self.manifest.base_paths, data_file)
+            path = store.arrow_path(rel)
+            fs = own_fs if store is self.store else store.arrow_filesystem()
+            key = (store.scheme, path, data_file.file_size_bytes)
+            metadata = files[index].metadata if files is not None else known_metadata(key)
+            with read_errors(data_file.path), fs.open_input_file(path) as source:
+                reader = pq.ParquetReader()
+                reader.open(source, metadata=metadata, pre_buffer=False, arrow_extensions_enabled=True)
+                footer = reader.metadata
+                leaves = layouts.leaves(footer)
+                if leaves is None:  # a footer unlike those checked: check it before its statistics are used
+                    self._check_file(frag, data_file, reader.schema_arrow, None)
+                    leaves = layouts.learn(footer, reader, self._physical(self._read_names()))
+                verdict = Verdict.SOME if check is None else check.verdict(footer)
+                part = None
+                if verdict is not Verdict.NONE:
+                    part = reader.read_all(column_indices=leaves, use_threads=False)
+            if metadata is None:
+                remember_metadata(key, footer)
+            if part is None:
+                return None, False
             if part.num_rows != frag.physical_rows:
                 self._rows_mismatch(frag, str(part.num_rows))
             if part.schema.equals(schema):
                 return part, verdict is Verdict.ALL
+            present = set(part.schema.names)
             columns = [
                 part.column(f.name).cast(f.type) if f.name in present else pa.nulls(part.num_rows, f.type)
                 for f in schema
@@ -275,6 +295,53 @@ class RowAddressReads:
             mask[starts[i] : starts[end]] = pc.fill_null(_evaluate(part, self.filter, use_threads), False).to_numpy()
             i = end
         return mask
+
+
+class _Layouts:
+    """The Parquet schemas (and stored Arrow schemas) of the files a row-address scan has checked against the
+    manifest, with the leaf columns to read from a file of each: a file like one already checked is neither
+    converted to an Arrow schema nor checked again (most of a small file's cost besides decoding, issue 31).
+
+    Only a footer holding every column the scan reads is remembered: whether a missing column is an error
+    depends on the file's manifest entry (`check_data_file`), not on the footer alone.
+    """
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self._schema = schema  # the physical columns read, in order
+        self._known: list[tuple[pq.ParquetSchema, bytes | None, list[int]]] = []
+
+    def leaves(self, footer: pq.FileMetaData) -> list[int] | None:
+        """The leaf column indices to read from a file with this footer, or None when no file like it was checked.
+
+        Args:
+            footer: the file's Parquet footer
+        """
+        parquet_schema = footer.schema
+        stored = (footer.metadata or {}).get(_ARROW_SCHEMA)
+        for known, known_stored, leaves in self._known:
+            if known_stored == stored and known.equals(parquet_schema):
+                return leaves
+        return None
+
+    def learn(self, footer: pq.FileMetaData, reader: pq.ParquetReader, checked: list[str]) -> list[int]:
+        """The leaf column indices of the scan's columns in a file the caller has just checked (columns it lacks
+        left out), remembering its footer when it holds every column of `checked`.
+
+        Args:
+            footer: the file's Parquet footer
+            reader: the open reader of the file
+            checked: the physical columns the caller checked the file for
+        """
+        by_column: dict[str, list[int]] = {}
+        for index, path in enumerate(reader.column_paths):
+            by_column.setdefault(path[0], []).append(index)
+        leaves = [i for name in self._schema.names for i in by_column.get(name, [])]
+        if all(name in by_column for name in [*checked, *self._schema.names]):
+            self._known.append((footer.schema, (footer.metadata or {}).get(_ARROW_SCHEMA), leaves))
+        return leaves
+
+
+_ARROW_SCHEMA = b"ARROW:schema"  # the footer entry in which Arrow's writer stores the Arrow schema
 
 
 def _no_columns(rows: int) -> pa.Table:
