@@ -288,6 +288,45 @@ def test_bad_expression(expr: pc.Expression, fragment: str) -> None:
     assert fragment in str(info.value)
 
 
+def _binds_in_a_dataset_scan(expr: pc.Expression) -> bool:
+    """The check as it was before issue 31's cheaper one: a boolean (or null) projection and a filter, each
+    through a dataset scan of no rows."""
+    dataset = ds.dataset(SCHEMA.empty_table())
+    try:
+        result_type = dataset.to_table(columns={"v": expr}).schema.field(0).type
+        dataset.to_table(filter=expr)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return False
+    return pa.types.is_boolean(result_type) or pa.types.is_null(result_type)
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        pc.field("id").isin(pa.array(range(0, 20_000, 2))),
+        pc.field("id").isin(pa.array(["a", "b"])),
+        pc.field("name").isin(pa.array([1, 2])),
+        pc.field("name").isin(pa.array(["a"])) & (pc.field("id") > 3),
+        pc.scalar(None),
+        pc.scalar(None).cast(pa.int64()),
+        pc.scalar(True),
+        pc.field("id") + 1,
+        pc.field("id").cast(pa.bool_()),
+        ~pc.field("id").is_null(),
+        pc.field("info", "zip") > "x",
+    ],
+)
+def test_expression_check_agrees_with_a_dataset_scan(expr: pc.Expression) -> None:
+    """The Expression check (one projection of no rows, issue 31) accepts exactly what binding the expression
+    in a dataset scan, as a projection and as a filter, accepts."""
+    try:
+        to_expression(expr, SCHEMA)
+        accepted = True
+    except PredicateError:
+        accepted = False
+    assert accepted == _binds_in_a_dataset_scan(expr)
+
+
 @pytest.mark.parametrize(
     ("sql", "fragments"),
     [
