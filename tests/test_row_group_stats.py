@@ -13,7 +13,7 @@ import pytest
 
 import mvcc_core as mvcc
 from mvcc_core.read.bound_filter import BoundFilter
-from mvcc_core.read.row_group_stats import Verdict, statistics_check
+from mvcc_core.read.row_group_stats import Verdict, column_positions, statistics_check
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("score", pa.float64())])
 
@@ -74,6 +74,56 @@ def test_files_matching_whole_are_recognised(tmp_path: Path, sql: str, verdict: 
     assert _check("id >= 1").verdict(with_null) is Verdict.SOME  # the null row does not match
     same = _file(tmp_path, [7, 7], ["q", "q"])
     assert _check("id IN (3, 7)").verdict(same) is Verdict.ALL
+
+
+def test_column_positions_name_leaves_as_the_footer_does(tmp_path: Path) -> None:
+    """`column_positions` (kept per footer layout by the row-address scan) names each leaf as the footer's
+    `path_in_schema`, nested and dotted names included."""
+    table = pa.table(
+        {
+            "a.b": pa.array([1, 2], pa.int64()),
+            "s": pa.array([{"x": 1, "y": "p"}, {"x": 2, "y": "q"}]),
+            "l": pa.array([[1], [2, 3]]),
+            "id": pa.array([5, 6], pa.int64()),
+        }
+    )
+    path = tmp_path / "nested.parquet"
+    pq.write_table(table, path)
+    reader = pq.ParquetReader()
+    reader.open(str(path))
+    first = reader.metadata.row_group(0)
+    assert column_positions(reader.column_paths) == {
+        first.column(i).path_in_schema: i for i in range(first.num_columns)
+    }
+
+
+def test_verdicts_with_kept_positions_equal_fresh_ones(tmp_path: Path) -> None:
+    """Random IN lists, ranges and equalities over random files: the verdict given the layout's column positions
+    is the verdict computed from the footer alone, and NONE only when no row matches."""
+    rng = random.Random(5)
+    for _ in range(25):
+        ids = sorted(rng.sample(range(200), rng.randint(1, 8)))
+        if rng.random() < 0.3:
+            ids[rng.randrange(len(ids))] = None
+        names = [rng.choice(["a", "b", "c", None]) for _ in ids]
+        metadata = _file(tmp_path, ids, names, row_group_size=rng.randint(1, 4))
+        positions = column_positions([["id"], ["name"]])  # the layout `_file` writes
+        keys = rng.sample(range(-5, 210), rng.randint(1, 30))
+        for sql in (
+            f"id IN ({', '.join(map(str, keys))})",
+            f"id >= {keys[0]} AND id < {keys[-1]}",
+            f"id = {keys[0]} AND name = 'b'",
+            f"name IN ('b', 'c') AND id IN ({', '.join(map(str, keys))})",
+        ):
+            check = _check(sql)
+            verdict = check.verdict(metadata)
+            assert check.verdict(metadata, positions) is verdict, sql
+            rows = pa.table({"id": pa.array(ids, pa.int64()), "name": pa.array(names, pa.string())})
+            matching = rows.filter(BoundFilter.bind(sql, SCHEMA).arrow).num_rows
+            if verdict is Verdict.NONE:
+                assert matching == 0, sql
+            if verdict is Verdict.ALL:
+                assert matching == len(ids), sql
 
 
 def test_nulls_and_missing_columns_keep_the_file(tmp_path: Path) -> None:

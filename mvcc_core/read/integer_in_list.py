@@ -47,10 +47,10 @@ class IntegerInList:
         test = check.tests[0]
         if test.op != "in" or test.column not in integer_columns or not test.values:
             return None
-        values = np.array(test.values)
-        if values.dtype.kind != "i" or int(values[-1]) - int(values[0]) >= MAX_SPAN:
+        values = test.array
+        if values is None or int(values[-1]) - int(values[0]) >= MAX_SPAN:
             return None
-        return cls(test.column, values.astype(np.int64, copy=False))
+        return cls(test.column, values)
 
     def mask(self, column: pa.ChunkedArray | pa.Array) -> np.ndarray | None:
         """Whether each row's value is in the list (a NULL is not); None when `column` holds NULLs (the caller

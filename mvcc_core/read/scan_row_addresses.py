@@ -21,7 +21,7 @@ from mvcc_core.io.read_ahead import pool as read_pool
 from mvcc_core.io.read_ahead import runs
 from mvcc_core.read.deleted_rows import selection
 from mvcc_core.read.integer_in_list import IntegerInList
-from mvcc_core.read.row_group_stats import StatisticsCheck, Verdict
+from mvcc_core.read.row_group_stats import StatisticsCheck, Verdict, column_positions
 
 # Rows of the files one reader task of a row-address scan reads (`Scan._read_local`; 200 files of 5,000 rows
 # make 8 tasks on 2 cores).
@@ -237,11 +237,12 @@ class RowAddressReads:
                 reader = pq.ParquetReader()
                 reader.open(source, metadata=metadata, pre_buffer=False, arrow_extensions_enabled=True)
                 footer = reader.metadata
-                leaves = layouts.leaves(footer)
-                if leaves is None:  # a footer unlike those checked: check it before its statistics are used
+                layout = layouts.find(footer)
+                if layout is None:  # a footer unlike those checked: check it before its statistics are used
                     self._check_file(frag, data_file, reader.schema_arrow, None)
-                    leaves = layouts.learn(footer, reader, self._physical(self._read_names()))
-                verdict = Verdict.SOME if check is None else check.verdict(footer)
+                    layout = layouts.learn(footer, reader, self._physical(self._read_names()))
+                leaves, positions = layout
+                verdict = Verdict.SOME if check is None else check.verdict(footer, positions)
                 part = None
                 if verdict is not Verdict.NONE:
                     part = reader.read_all(column_indices=leaves, use_threads=False)
@@ -297,6 +298,10 @@ class RowAddressReads:
         return mask
 
 
+# a file's leaf columns to read, and every leaf's index by its path in the schema
+_Layout = tuple[list[int], dict[str, int]]
+
+
 class _Layouts:
     """The Parquet schemas (and stored Arrow schemas) of the files a row-address scan has checked against the
     manifest, with the leaf columns to read from a file of each: a file like one already checked is neither
@@ -308,37 +313,46 @@ class _Layouts:
 
     def __init__(self, schema: pa.Schema) -> None:
         self._schema = schema  # the physical columns read, in order
-        self._known: list[tuple[pq.ParquetSchema, bytes | None, list[int]]] = []
+        self._known: list[tuple[pq.ParquetSchema, bytes | None, _Layout]] = []
 
-    def leaves(self, footer: pq.FileMetaData) -> list[int] | None:
-        """The leaf column indices to read from a file with this footer, or None when no file like it was checked.
+    def find(self, footer: pq.FileMetaData) -> _Layout | None:
+        """The leaf column indices to read from a file with this footer and every leaf's index by its path (for
+        `StatisticsCheck.verdict`), or None when no file like it was checked.
 
         Args:
             footer: the file's Parquet footer
+
+        Returns:
+            The layout of a file like one checked before in this scan, else None.
         """
         parquet_schema = footer.schema
         stored = (footer.metadata or {}).get(_ARROW_SCHEMA)
-        for known, known_stored, leaves in self._known:
+        for known, known_stored, layout in self._known:
             if known_stored == stored and known.equals(parquet_schema):
-                return leaves
+                return layout
         return None
 
-    def learn(self, footer: pq.FileMetaData, reader: pq.ParquetReader, checked: list[str]) -> list[int]:
+    def learn(self, footer: pq.FileMetaData, reader: pq.ParquetReader, checked: list[str]) -> _Layout:
         """The leaf column indices of the scan's columns in a file the caller has just checked (columns it lacks
-        left out), remembering its footer when it holds every column of `checked`.
+        left out) and every leaf's index by its path, remembering them when the file holds every column of
+        `checked`.
 
         Args:
             footer: the file's Parquet footer
             reader: the open reader of the file
             checked: the physical columns the caller checked the file for
+
+        Returns:
+            The file's layout, as `find` gives it.
         """
+        paths = reader.column_paths
         by_column: dict[str, list[int]] = {}
-        for index, path in enumerate(reader.column_paths):
+        for index, path in enumerate(paths):
             by_column.setdefault(path[0], []).append(index)
-        leaves = [i for name in self._schema.names for i in by_column.get(name, [])]
+        layout = ([i for name in self._schema.names for i in by_column.get(name, [])], column_positions(paths))
         if all(name in by_column for name in [*checked, *self._schema.names]):
-            self._known.append((footer.schema, (footer.metadata or {}).get(_ARROW_SCHEMA), leaves))
-        return leaves
+            self._known.append((footer.schema, (footer.metadata or {}).get(_ARROW_SCHEMA), layout))
+        return layout
 
 
 _ARROW_SCHEMA = b"ARROW:schema"  # the footer entry in which Arrow's writer stores the Arrow schema
