@@ -32,7 +32,7 @@ from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.catalog import Catalog
 from mvcc_core.format import operations as ops
 from mvcc_core.format.deletion import write_deletion_vector
-from mvcc_core.format.invariants import check_manifest, path_problem
+from mvcc_core.format.invariants import check_manifest, path_problem, violations
 from mvcc_core.format.manifest import decode_manifest, encode_manifest, list_manifests
 from mvcc_core.ops.clone import deep_copy
 
@@ -288,6 +288,48 @@ def test_the_commit_loop_never_writes_a_manifest_that_fails_the_check(tmp_path: 
     with pytest.raises(mvcc.ManifestInvariantError, match="about to be committed"):
         t.commit(ops.Append(fragments=[bad]))
     assert [v.version for v in mvcc.open_table(uri).versions()] == [1, 2]
+
+
+def test_a_commit_rechecks_fragments_changed_in_memory_since_their_manifest_passed(tmp_path: Path) -> None:
+    """A commit re-checks only the fragments that differ from a previous version whose bytes passed the check
+    (issue 31): a handle's manifest edited in memory after it passed is no longer one that passed, so a bad
+    fragment in it is still refused, and nothing is written."""
+    victim_file(tmp_path / "victim")
+    uri = str(tmp_path / "table")
+    t = two_fragments(uri)
+    t.manifest.fragments[0].files[0].path = "../../victim/file.parquet"
+    with pytest.raises(mvcc.ManifestInvariantError, match="about to be committed"):
+        t.commit(ops.Append(fragments=[]))
+    assert [v.version for v in mvcc.open_table(uri).versions()] == [1, 2]
+
+
+def test_violations_skip_only_fragments_shared_with_a_checked_manifest(tmp_path: Path) -> None:
+    """The contract the commit's check relies on: a fragment equal to the checked manifest's at its position,
+    under the same base paths, is not checked again; a changed one, or any under other base paths, is; the
+    checks across fragments (a repeated id, `max_fragment_id`) always run."""
+    t = two_fragments(str(tmp_path / "table"))
+    bad = pb.Manifest()
+    bad.CopyFrom(t.manifest)
+    bad.fragments[0].files[0].path = "../x.parquet"
+    assert [v[0] for v in violations(bad)] == ["fragments[0].files[0].path"]
+    assert violations(bad, checked=bad) == []  # what the caller vouches for is not looked at again
+    changed = pb.Manifest()
+    changed.CopyFrom(bad)
+    changed.fragments[0].physical_rows += 1
+    assert [v[0] for v in violations(changed, checked=bad)] == ["fragments[0].files[0].path"]
+    based = pb.Manifest()
+    based.CopyFrom(bad)
+    based.base_paths.add(id=7, path="/elsewhere")
+    assert [v[0] for v in violations(based, checked=bad)] == ["fragments[0].files[0].path"]
+    repeated = pb.Manifest()
+    repeated.CopyFrom(t.manifest)
+    repeated.fragments.add().CopyFrom(repeated.fragments[0])
+    repeated.max_fragment_id = 0
+    found = [v[0] for v in violations(repeated, checked=t.manifest)]
+    assert found == ["fragments[2].id", "max_fragment_id"] or found == ["fragments[2].id"]
+    # check_manifest vouches only for a manifest whose bytes passed it
+    with pytest.raises(mvcc.ManifestInvariantError, match="fragments"):
+        check_manifest(changed, "x", built_from=bad)
 
 
 def test_check_manifest_passes_what_writers_produce(tmp_path: Path) -> None:

@@ -7,8 +7,11 @@ Nothing in the package uses a manifest before `check_manifest` has passed it; a 
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 import re
+import threading
+from collections import OrderedDict
 from urllib.parse import unquote
 
 from pyroaring import BitMap
@@ -96,11 +99,18 @@ def base_path_problem(location: str) -> str | None:
     return None
 
 
-def violations(manifest: pb.Manifest) -> list[tuple[str, object, str]]:
+def violations(manifest: pb.Manifest, checked: pb.Manifest | None = None) -> list[tuple[str, object, str]]:
     """Every broken invariant of `manifest` as (field, value, what is wrong), in manifest order.
 
     Args:
         manifest: a decoded manifest (not changed)
+        checked: a manifest that passed this check (the version `manifest` was built from): a fragment equal to
+            its fragment at the same position, under the same base paths, is not checked field by field again
+            (its id still counts for the checks across fragments), so a commit's check is proportional to the
+            fragments it changed
+
+    Returns:
+        The violations found, empty when the manifest holds every invariant.
     """
     out: list[tuple[str, object, str]] = []
 
@@ -136,9 +146,16 @@ def violations(manifest: pb.Manifest) -> list[tuple[str, object, str]]:
 
     seen_ids: set[int] = set()
     plain = _PLAIN.fullmatch
+    known = checked.fragments if checked is not None and checked.base_paths == manifest.base_paths else ()
     for i, frag in enumerate(manifest.fragments):
         # a loop per fragment of large manifests: field names are built only for a violation
-        fid, physical = frag.id, frag.physical_rows
+        fid = frag.id
+        if i < len(known) and known[i] == frag:
+            if fid in seen_ids:
+                out.append((f"fragments[{i}].id", fid, "another fragment of the manifest has the same id"))
+            seen_ids.add(fid)
+            continue
+        physical = frag.physical_rows
         if fid >= FRAGMENT_ID_LIMIT:
             out.append((f"fragments[{i}].id", fid, f"fragment ids must be below 2**32 ({FRAGMENT_ID_LIMIT})"))
         if fid in seen_ids:
@@ -208,19 +225,50 @@ def describe(where: str, field: str, value: object, problem: str) -> str:
     return f"manifest {where} is invalid: field {field} is {value!r}: {problem}"
 
 
-def check_manifest(manifest: pb.Manifest, where: str) -> pb.Manifest:
+def check_manifest(manifest: pb.Manifest, where: str, built_from: pb.Manifest | None = None) -> pb.Manifest:
     """Raise ManifestInvariantError for the first broken invariant of `manifest`; derive an absent
-    `max_fragment_id` from the fragments. Returns `manifest`.
+    `max_fragment_id` from the fragments.
 
     Args:
         manifest: the decoded manifest (changed in place only to add a derived `max_fragment_id`)
         where: the manifest's location, for the message
+        built_from: the manifest `manifest` was built from (a commit's previous version): when its bytes are
+            those of a manifest that passed this check in this process, the fragments it shares with `manifest`
+            are not checked again (`violations`); a manifest changed since it passed is no help
+
+    Returns:
+        `manifest`.
+
+    Raises:
+        ManifestInvariantError: an invariant is broken
     """
-    found = violations(manifest)
+    checked = built_from if built_from is not None and _digest(built_from) in _passed else None
+    found = violations(manifest, checked)
     if found:
         field, value, problem = found[0]
         more = f" (and {len(found) - 1} more violation(s))" if len(found) > 1 else ""
         raise ManifestInvariantError(describe(where, field, value, problem) + more, field=field, value=value)
     if not manifest.HasField("max_fragment_id") and manifest.fragments:
         manifest.max_fragment_id = max(f.id for f in manifest.fragments)
+    _remember(_digest(manifest))
     return manifest
+
+
+# Digests of the manifests that passed `check_manifest` in this process, the newest last (a manifest is a public
+# attribute of a table handle: what passed is known by its bytes, not by the object).
+_passed: OrderedDict[bytes, None] = OrderedDict()
+_passed_lock = threading.Lock()
+_PASSED_KEPT = 256
+
+
+def _digest(manifest: pb.Manifest) -> bytes:
+    """A digest of the manifest's bytes (~50 us for 200 fragments, against ~1.3 ms for checking them)."""
+    return hashlib.blake2b(manifest.SerializeToString(deterministic=True), digest_size=16).digest()
+
+
+def _remember(digest: bytes) -> None:
+    with _passed_lock:
+        _passed[digest] = None
+        _passed.move_to_end(digest)
+        while len(_passed) > _PASSED_KEPT:
+            _passed.popitem(last=False)

@@ -410,7 +410,8 @@ class Committer:
                 previous = None
             version = (latest_loc.version if latest_loc else 0) + 1
             manifest = build_manifest(previous, txn, version=version, transaction_file=txn_file, ctx=build_ctx)
-            check_manifest(manifest, f"{self.store.uri} version {version} (about to be committed)")
+            # the fragments unchanged since `previous` passed the check (when read or committed) are not re-checked
+            check_manifest(manifest, f"{self.store.uri} version {version} (about to be committed)", previous)
             won = self.handler.publish(self.store, manifest, naming)
             if won:
                 self.cache.manifests[version] = manifest
