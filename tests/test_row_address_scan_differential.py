@@ -6,6 +6,7 @@ column or a wide span, by Arrow, and other predicates."""
 from __future__ import annotations
 
 import math
+import operator
 import random
 
 import pyarrow as pa
@@ -55,10 +56,12 @@ def test_row_level_changes_match_a_plain_evaluation(tmp_path, seed: int) -> None
             values = rng.sample(range(-50, 51), 6)
             t.delete("k IN " + _sql_list(values))
             model = {i: (k, s) for i, (k, s) in model.items() if k is None or k not in values}
-        elif kind == "delete_mod":
-            m, r = rng.randint(5, 13), rng.randint(0, 4)
-            t.delete(f"id % {m} = {r}")
-            model = {i: v for i, v in model.items() if int(math.fmod(i, m)) != r}
+        elif kind == "delete_mod":  # numpy's fmod evaluates it (`IntegerRemainder`); negative ids, any comparison
+            m = rng.randint(5, 13)  # each choice deletes about a tenth of the rows or less
+            op, r = rng.choice([("=", rng.randint(-4, 4)), ("<", 2 - m), (">=", m - 1), ("<=", -m)])  # (last: none)
+            t.delete(f"id % {m} {op} {r}")
+            holds = {"=": operator.eq, "<": operator.lt, "<=": operator.le, ">=": operator.ge}[op]
+            model = {i: v for i, v in model.items() if not holds(int(math.fmod(i, m)), r)}
         elif kind == "update_in":
             values = rng.sample(live, rng.randint(1, 40))
             t.update({"s": f"'u{step}'"}, where="id IN " + _sql_list(values))
@@ -87,3 +90,41 @@ def test_the_lookup_table_agrees_with_arrow_at_the_ends_of_int64() -> None:
         lookup = IntegerInList("c", np.array(values, dtype=np.int64))
         assert lookup.mask(column).tolist() == pc.is_in(column, pa.array(values, pa.int64())).to_pylist(), values
     assert IntegerInList("c", np.array([1, 2])).mask(pa.array([1, None])) is None  # NULLs: the caller evaluates
+
+
+def test_the_remainder_filter_agrees_with_arrow() -> None:
+    """`IntegerRemainder` (numpy's fmod) against Arrow evaluating the translator's expression, on random values
+    and the ends of int64, for every comparison, divisors from 1 to past int32, negative constants; the filter
+    shapes it does not take (a negative divisor, a conjunction, a float column, other arithmetic) are left to
+    Arrow, and so is a column holding NULLs."""
+    import numpy as np
+    import pyarrow.acero as acero
+    import pyarrow.compute as pc
+
+    from mvcc_core.read.bound_filter import BoundFilter
+    from mvcc_core.read.integer_remainder import IntegerRemainder
+
+    def arrow_mask(table: pa.Table, expr: pc.Expression) -> list[bool]:
+        source = acero.Declaration("table_source", acero.TableSourceNodeOptions(table))
+        project = acero.Declaration("project", acero.ProjectNodeOptions([expr], ["m"]))
+        return pc.fill_null(acero.Declaration.from_sequence([source, project]).to_table().column(0), False).to_pylist()
+
+    rng = random.Random(3)
+    schema = pa.schema([("a", pa.int64()), ("b", pa.int64()), ("f", pa.float64())])
+    info = np.iinfo(np.int64)
+    values = [int(info.min), int(info.min) + 1, int(info.max), int(info.max) - 1, 0, -1, 1]
+    values += [rng.randint(-(10**12), 10**12) for _ in range(300)]
+    nulls = [None if i % 3 == 0 else v for i, v in enumerate(values)]
+    table = pa.table({"a": values, "b": nulls, "f": [0.5] * len(values)}, schema=schema)
+    for _ in range(60):
+        divisor = rng.choice([1, 2, 3, 7, 10, 97, 2**31 + 11, 2**40])
+        value = rng.randint(-divisor - 2, divisor + 2) if divisor < 100 else rng.choice([0, 5, -5])
+        sql = f"a % {divisor} {rng.choice(['=', '<>', '<', '<=', '>', '>='])} {value}"
+        expr = BoundFilter.bind(sql, schema, schema).arrow
+        remainder = IntegerRemainder.of(expr, {"a", "b"})
+        assert remainder is not None, sql
+        assert remainder.mask(table.column("a")).tolist() == arrow_mask(table, expr), sql
+    for sql in ("a % -3 = 1", "a % 3 = 1 AND a > 0", "f % 3 = 1", "a = 3", "a % 3 + 1 = 2", "a % 3 = b"):
+        assert IntegerRemainder.of(BoundFilter.bind(sql, schema, schema).arrow, {"a", "b"}) is None, sql
+    with_nulls = IntegerRemainder.of(BoundFilter.bind("b % 3 = 1", schema, schema).arrow, {"a", "b"})
+    assert with_nulls is not None and with_nulls.mask(table.column("b")) is None  # the caller evaluates
