@@ -162,6 +162,8 @@ def _group_verdict(group: pq.RowGroupMetaData, tests: list[tuple[_Test, int]], n
                 return Verdict.NONE  # only nulls: no comparison holds for them
             every = False
             continue
+        if not test.values:  # only NaN was asked for, and this group has none
+            return Verdict.NONE
         low, high = stats.min, stats.max
         if not isinstance(low, type(test.values[0])) or not isinstance(high, type(test.values[0])):
             every = False  # a representation this module does not compare (binary statistics, say)
@@ -233,6 +235,11 @@ def statistics_check(
             assert isinstance(comparison.value, pa.Scalar)
             values = (comparison.value.as_py(),)
         floating = pa.types.is_floating(schema.field(comparison.column).type)
+        nan_matches = comparison.nan_matches
+        if floating and any(v != v for v in values):
+            # `x = NaN` / `x IN (.., NaN)` match NaN rows, which Parquet's min/max leave out: only the file's
+            # NaN count can rule them out, and the other values are tested against min/max as usual
+            nan_matches, values = True, tuple(sorted(v for v in values if v == v))
         column = physical_names[comparison.column]
-        tests.append(_Test(column, comparison.op, values, floating, comparison.nan_matches, array))
+        tests.append(_Test(column, comparison.op, values, floating, nan_matches, array))
     return StatisticsCheck(tuple(tests), complete=len(comparisons) == len(conjuncts)) if tests else None

@@ -292,6 +292,19 @@ class Scan(RowAddressReads, IndexedReads):
             store.arrow_path(rel), filesystem=store.arrow_filesystem(), file_size=data_file.file_size_bytes or None
         )
 
+    @property
+    def _arrow_prunes(self) -> bool:
+        """Whether Arrow may prune row groups by their statistics for this filter: not when it reads a float
+        column. Parquet's min/max leave NaN out and Arrow takes them as bounds of every value, so it drops row
+        groups whose NaN rows match (`isnan(x)`, `x = NaN`, a NaN-ordered `x > c`); mvcc's own check
+        (`row_group_stats`) knows each file's NaN count and prunes those scans instead."""
+        return not any(_holds_float(self.table_schema.field(c).type) for c in self._filter_columns)
+
+    @property
+    def _arrow_filter(self) -> pc.Expression | None:
+        """The filter handed to Arrow's dataset scan (see `_arrow_prunes`); None: applied after the read."""
+        return self.filter if self._arrow_prunes else None
+
     def _dataset(
         self, fragments: list[pb.DataFragment], files: list[ds.ParquetFileFragment] | None = None
     ) -> ds.FileSystemDataset:
@@ -346,7 +359,7 @@ class Scan(RowAddressReads, IndexedReads):
         fragments and reused by the scan.
         """
         files = [self._file_fragment(f.files[0]) for f in fragments]
-        if self.filter is None or self.bound is None or not self.bound.prunable:
+        if self.filter is None or self.bound is None or not self.bound.prunable or not self._arrow_prunes:
             return fragments, files
 
         self._check_footers(fragments, files)  # loads each footer (overlapped on object stores)
@@ -363,7 +376,7 @@ class Scan(RowAddressReads, IndexedReads):
         """Drop files a NaN-ordered float `x > c` rules out by statistics and NaN counts (Arrow's pruning cannot:
         it sees `x > c OR is_nan(x)`); other filters keep every file (the dataset scan prunes them itself)."""
         check = self._statistics_check()
-        if check is None or not check.reads_nan_counts:
+        if check is None or (self._arrow_prunes and not check.reads_nan_counts):
             return fragments, None
         files = [self._file_fragment(f.files[0]) for f in fragments]
         self._check_footers(fragments, files)  # loads each footer, which the scan then reuses
@@ -445,9 +458,11 @@ class Scan(RowAddressReads, IndexedReads):
         if not fragments:
             return
         scanner = self._dataset(fragments, files).scanner(
-            columns=self._physical(names), filter=self.filter, batch_size=self.batch_size, use_threads=True
+            columns=self._physical(names), filter=self._arrow_filter, batch_size=self.batch_size, use_threads=True
         )
         for batch in scanner.to_batches():
+            if batch.num_rows and self._arrow_filter is not self.filter:
+                batch = filter_table(pa.Table.from_batches([batch]), self.filter)
             if batch.num_rows:
                 yield from self._finish(batch, names)
 
@@ -671,8 +686,10 @@ class Scan(RowAddressReads, IndexedReads):
                     table = schema.empty_table()
                     if fragments:
                         table = self._dataset(fragments, files).to_table(
-                            columns=self._physical(names), filter=self.filter, use_threads=True
+                            columns=self._physical(names), filter=self._arrow_filter, use_threads=True
                         )
+                        if self._arrow_filter is not self.filter:
+                            table = filter_table(table, self.filter)
             table = schema_mod.relabel(table, pa.schema([self.table_schema.field(n) for n in names]))
             out = self._output(table)
             return pa.Table.from_arrays(out.columns, schema=self.output_schema) if out.num_columns else out
