@@ -45,10 +45,18 @@ _BOOLEAN_STORAGE_OPTIONS = ("fsync",)
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
 
-#: Default live rows per input partition: 128 Ki rows, so a table of a few hundred thousand rows written by
-#: a few Spark tasks is still read by several tasks (at 1 Mi a 500k-row table was one task on local[2]: a
-#: full read took 1.8x Spark's parquet reader, at 128 Ki 1.5x); a larger fragment is one partition alone.
+#: Fewest live rows per input partition when the read sizes its partitions (no `rows_per_partition`): 128 Ki
+#: rows, so a table of a few hundred thousand rows written by a few Spark tasks is still read by several tasks
+#: (at 1 Mi a 500k-row table was one task on local[2]: a full read took 1.8x Spark's parquet reader, at 128 Ki
+#: 1.5x).
 DEFAULT_ROWS_PER_PARTITION = 131_072
+#: Input partitions a read sized by the table aims at, or a multiple of it for a large table: a Python data
+#: source task costs ~30-120 ms beyond its rows (docs/spark.md, "The data source against the API's floor"), so
+#: a table of 1 Mi-row files gets fewer, larger tasks than one per file; a multiple of 4 gives 1, 2 or 4
+#: cores equal waves.
+PARTITIONS_PER_READ = 4
+#: Most live rows per input partition when the read sizes its partitions (larger tables get 4 more at a time).
+MAX_ROWS_PER_PARTITION = 2_097_152
 #: Upper bound of fragments per input partition: opening a file costs a footer read (a request on S3),
 #: so thousands of tiny fragments are still spread over several tasks.
 MAX_FRAGMENTS_PER_PARTITION = 64
@@ -62,11 +70,26 @@ class SourceOptions:
     storage_options: dict[str, Any] | None = None
     version: int | str | datetime | None = None  # a number, a tag or a timestamp
     columns: list[str] | None = None
-    rows_per_partition: int = DEFAULT_ROWS_PER_PARTITION
+    rows_per_partition: int | None = None  # None: sized by the table (`partition_rows`)
     replace_where: str | None = None
     commit_message: str | None = None
     transaction_properties: dict[str, str] = field(default_factory=dict)
     max_rows_per_file: int | None = None
+
+
+def partition_rows(live_rows: int) -> int:
+    """Live rows per input partition of a read that gives no `rows_per_partition`: the table's live rows over
+    PARTITIONS_PER_READ partitions (or a multiple of it, so that none exceeds MAX_ROWS_PER_PARTITION), at
+    least DEFAULT_ROWS_PER_PARTITION.
+
+    Args:
+        live_rows: the live rows of the fragments read
+
+    Returns:
+        The rows per partition `group_fragments` aims at.
+    """
+    partitions = PARTITIONS_PER_READ * max(1, -(-live_rows // (PARTITIONS_PER_READ * MAX_ROWS_PER_PARTITION)))
+    return max(DEFAULT_ROWS_PER_PARTITION, -(-live_rows // partitions))
 
 
 def _positive_int(name: str, value: str) -> int:

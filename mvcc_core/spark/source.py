@@ -24,7 +24,7 @@ from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.errors import SchemaError, TableNotFoundError
 from mvcc_core.format.deletion import live_rows
 from mvcc_core.read.scan import Scan
-from mvcc_core.spark.options import MAX_FRAGMENTS_PER_PARTITION, SourceOptions, parse_options
+from mvcc_core.spark.options import MAX_FRAGMENTS_PER_PARTITION, SourceOptions, parse_options, partition_rows
 from mvcc_core.spark.writes import ABORT_SETTLE_SECONDS, WritePlan, plan_write, spark_arrow_schema, spark_struct
 from mvcc_core.txn.state import TableState
 
@@ -49,22 +49,29 @@ def open_version(options: SourceOptions, pinned: int | None = None) -> mvcc_core
     return table.checkout(wanted)
 
 
-def group_fragments(fragments: Sequence[pb.DataFragment], rows_per_partition: int) -> list[tuple[int, ...]]:
+def group_fragments(fragments: Sequence[pb.DataFragment], rows_per_partition: int | None) -> list[tuple[int, ...]]:
     """Adjacent fragments grouped into input partitions of about `rows_per_partition` live rows and at
-    most MAX_FRAGMENTS_PER_PARTITION fragments; table order is kept (partition i precedes i+1).
+    most MAX_FRAGMENTS_PER_PARTITION fragments; table order is kept (partition i precedes i+1). A fragment
+    joins the partition before it while that brings the partition nearer the target than it was (its rows
+    plus half the fragment's at most the target), so a file's small remainder does not get a task alone.
 
     Args:
         fragments: the fragments read, in table order
-        rows_per_partition: live rows per input partition, about
+        rows_per_partition: live rows per input partition, about (None: `partition_rows` of the fragments)
+
+    Returns:
+        The fragment ids of each partition (one empty partition for no fragments).
     """
+    live = [live_rows(frag) for frag in fragments]
+    target = partition_rows(sum(live)) if rows_per_partition is None else rows_per_partition
     groups: list[list[int]] = []
     rows = 0
-    for frag in fragments:
-        if not groups or rows >= rows_per_partition or len(groups[-1]) >= MAX_FRAGMENTS_PER_PARTITION:
+    for frag, frag_rows in zip(fragments, live, strict=True):
+        if not groups or rows + frag_rows / 2 > target or len(groups[-1]) >= MAX_FRAGMENTS_PER_PARTITION:
             groups.append([])
             rows = 0
         groups[-1].append(frag.id)
-        rows += live_rows(frag)
+        rows += frag_rows
     return [tuple(g) for g in groups] or [()]
 
 
@@ -93,14 +100,14 @@ class MvccReader(DataSourceReader):
     read for every query on a DataFrame, so whatever a reader drops for one query's filter would be missing
     from the next query's answer (see the module docstring)."""
 
-    def __init__(self, state: TableState, target: pa.Schema, rows_per_partition: int) -> None:
+    def __init__(self, state: TableState, target: pa.Schema, rows_per_partition: int | None) -> None:
         """`state`: the pinned version; `target`: Spark's Arrow schema of the read; `rows_per_partition`:
         live rows per input partition.
 
         Args:
             state: the pinned version
             target: Spark's Arrow schema of the read
-            rows_per_partition: live rows per input partition
+            rows_per_partition: live rows per input partition (None: sized by the table, `partition_rows`)
         """
         self.state = state
         self.target = target

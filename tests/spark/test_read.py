@@ -157,6 +157,50 @@ def test_partitions_group_fragments(spark: Any, tmp_path: Any) -> None:
     assert spark.read.format("mvcc").load(t.uri).rdd.getNumPartitions() == 1
 
 
+def test_partitions_sized_by_the_table(tmp_path: Any) -> None:
+    """Without `rows_per_partition` a read plans about 4 partitions of the table's rows (at least 128 Ki rows
+    each): a file's small remainder joins the file before it instead of costing a task alone (the layout Spark's
+    writer leaves: files of max_rows_per_file rows and a remainder per writer task)."""
+    from mvcc_core.spark import MvccDataSource
+
+    uri = str(tmp_path / "t")
+    for start in range(0, 720_000, 180_000):  # 4 writes, each a 150,000-row file and a 30,000-row one
+        chunk = pa.table({"id": pa.array(range(start, start + 180_000), pa.int64())})
+        mvcc_core.write_table(chunk, uri, mode="append", max_rows_per_file=150_000)
+    fragments = mvcc_core.open_table(uri).get_fragments()
+    assert [f.physical_rows for f in fragments] == [150_000, 30_000] * 4
+    source = MvccDataSource({"path": uri})
+    partitions = source.reader(source.schema()).partitions()
+    ids = [f.id for f in fragments]
+    assert [p.fragment_ids for p in partitions] == [tuple(ids[i : i + 2]) for i in range(0, 8, 2)]
+    explicit = MvccDataSource({"path": uri, "rows_per_partition": "150000"})
+    assert len(explicit.reader(explicit.schema()).partitions()) == 5  # 150k, 180k x 3, 30k: the option wins
+
+
+def test_group_fragments_keeps_order_and_balances() -> None:
+    """Every fragment once, in table order; sized by the table, partitions come in multiples of 4, each
+    within a fragment of the target (`partition_rows`) and never below 128 Ki rows unless the table is."""
+    import random
+
+    from mvcc_core._proto import table_pb2 as pb
+    from mvcc_core.spark.options import DEFAULT_ROWS_PER_PARTITION, MAX_ROWS_PER_PARTITION, partition_rows
+    from mvcc_core.spark.source import group_fragments
+
+    rng = random.Random(31)
+    for _ in range(200):
+        sizes = [rng.choice([1, 1_000, 50_000, 201_424, 1_048_576]) for _ in range(rng.randint(1, 80))]
+        fragments = [pb.DataFragment(id=i + 1, physical_rows=n) for i, n in enumerate(sizes)]
+        groups = group_fragments(fragments, None)
+        assert [i for g in groups for i in g] == [f.id for f in fragments]
+        target = partition_rows(sum(sizes))
+        assert DEFAULT_ROWS_PER_PARTITION <= target <= MAX_ROWS_PER_PARTITION
+        rows = [sum(sizes[i - 1] for i in g) for g in groups]
+        biggest = max(sizes)
+        assert all(r <= target + biggest / 2 or len(g) == 1 for r, g in zip(rows, groups, strict=True))
+        assert all(r >= target - biggest / 2 for r in rows[:-1]) or any(len(g) == 64 for g in groups)
+    assert group_fragments([], None) == [()]
+
+
 @pytest.mark.parametrize("pushdown", ["true", "false"])
 def test_a_filtered_query_leaves_the_dataframe_whole(spark: Any, tmp_path: Any, pushdown: str) -> None:
     """Spark filters every query itself: a selective query plans every fragment, and the next query on the
