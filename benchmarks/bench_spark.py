@@ -79,6 +79,33 @@ def best_ms(op: Callable[[], Any], repeat: int, before: Callable[[], Any] | None
     return best * 1000
 
 
+def local_session(**conf: str) -> Any:
+    """A `local[2]` SparkSession for the benchmarks, its Python workers on this interpreter and checkout, with
+    the mvcc data source and the floor source registered.
+
+    Args:
+        conf: Spark settings besides the UI off and the UTC session time zone (dots written as ``__``)
+
+    Returns:
+        The session.
+    """
+    os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    from pyspark.sql import SparkSession
+
+    from mvcc_core.spark import register
+
+    builder = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+    builder = builder.config("spark.sql.session.timeZone", "UTC")
+    for key, value in conf.items():
+        builder = builder.config(key.replace("__", "."), value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    spark.dataSource.register(floor_source())
+    return spark
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -88,23 +115,10 @@ def main() -> None:
     fragments = 100 if args.quick else 1_000
     repeat = 2 if args.quick else 3
 
-    os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    from pyspark.sql import SparkSession
-
+    spark = local_session(spark__sql__python__filterPushdown__enabled="true")
     import mvcc_core
-    from mvcc_core.spark import SparkExecutor, read, register, write
+    from mvcc_core.spark import SparkExecutor, read, write
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.python.filterPushdown.enabled", "true")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
-    spark.dataSource.register(floor_source())
     work = Path(tempfile.mkdtemp(prefix="mvcc-bench-spark-"))
     results: dict[str, Any] = {"rows": rows, "fragments": fragments}
     try:

@@ -22,7 +22,6 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
@@ -31,23 +30,11 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
-    os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    from bench_spark import floor_source
-    from pyspark.sql import SparkSession
+    from bench_spark import local_session
 
-    from mvcc_core.spark import register, write
+    spark = local_session(spark__ui__showConsoleProgress="false")
+    from mvcc_core.spark import write
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
-    spark.dataSource.register(floor_source())
     work = Path(tempfile.mkdtemp(prefix="mvcc-spark-floor-"))
     try:
         df = spark.range(0, args.rows, numPartitions=4).selectExpr(
