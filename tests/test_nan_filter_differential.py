@@ -5,7 +5,8 @@ groups whose NaN rows matched (`isnan(x)`, `x IN (.., NaN)`, a NaN-ordered `x > 
 answered `x = NaN` with "no row" for a file whose min/max did not hold the other values. Each seed builds a
 table of several fragments (NaN-only, NaN beside one value, mixed with nulls), then compares random filters
 (Arrow Expressions against `Table.filter` on the unfiltered rows; SQL against Spark's NaN semantics:
-NaN = NaN, NaN above every number) in `to_table`, `count_rows` and `delete`.
+NaN = NaN, NaN above every number) in `to_table`, `count_rows` and `delete`; with one row group per file and
+with several (the scan then reads only the row groups the statistics check keeps).
 """
 
 import math
@@ -58,8 +59,11 @@ def _literal(v: float) -> str:
     return "CAST('NaN' AS DOUBLE)" if math.isnan(v) else repr(v)
 
 
+@pytest.mark.parametrize("group_rows", [None, 16])
 @pytest.mark.parametrize("seed", range(3))
-def test_nan_matching_filters_agree_with_a_plain_evaluation(tmp_path, seed: int) -> None:
+def test_nan_matching_filters_agree_with_a_plain_evaluation(tmp_path, monkeypatch, seed: int, group_rows) -> None:
+    if group_rows is not None:  # files of several row groups: the scan keeps only those its check cannot rule out
+        monkeypatch.setattr("mvcc_core.format.fragments.ROW_GROUP_ROWS", group_rows)
     rng = random.Random(seed)
     uri = str(tmp_path / "t")
     t = mvcc.write_table(_fragment(rng, 0), uri)

@@ -74,6 +74,27 @@ class StatisticsCheck:
         """
         return self.verdict(metadata) is Verdict.NONE
 
+    def matching_row_groups(self, metadata: pq.FileMetaData) -> list[int] | None:
+        """The row groups of the file whose statistics do not rule out the filter.
+
+        Args:
+            metadata: the data file's Parquet footer
+
+        Returns:
+            Their indices in file order, or None when the check reads no column of the file (every group).
+        """
+        first = metadata.row_group(0) if metadata.num_row_groups else None
+        positions = {} if first is None else {first.column(i).path_in_schema: i for i in range(first.num_columns)}
+        tests = [(t, positions[t.column]) for t in self.tests if t.column in positions]
+        if not tests:
+            return None
+        nans = nan_counts(metadata) if any(t.floating for t, _ in tests) else {}
+        return [
+            g
+            for g in range(metadata.num_row_groups)
+            if _group_verdict(metadata.row_group(g), tests, nans) is not Verdict.NONE
+        ]
+
     def verdict(self, metadata: pq.FileMetaData, positions: Mapping[str, int] | None = None) -> Verdict:
         """What the file's statistics say of its rows: none, some or all match.
 

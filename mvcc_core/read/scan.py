@@ -374,17 +374,29 @@ class Scan(RowAddressReads, IndexedReads):
         self, fragments: list[pb.DataFragment]
     ) -> tuple[list[pb.DataFragment], list[ds.ParquetFileFragment] | None]:
         """Drop files a NaN-ordered float `x > c` rules out by statistics and NaN counts (Arrow's pruning cannot:
-        it sees `x > c OR is_nan(x)`); other filters keep every file (the dataset scan prunes them itself)."""
+        it sees `x > c OR is_nan(x)`); for any filter on a float column, which Arrow does not prune
+        (`_arrow_prunes`), keep only the row groups the check does not rule out. Other filters keep every file
+        (the dataset scan prunes them itself)."""
         check = self._statistics_check()
         if check is None or (self._arrow_prunes and not check.reads_nan_counts):
             return fragments, None
         files = [self._file_fragment(f.files[0]) for f in fragments]
         self._check_footers(fragments, files)  # loads each footer, which the scan then reuses
-        kept = [
-            (frag, file)
-            for frag, file in zip(fragments, files, strict=True)
-            if check.verdict(file.metadata) is not Verdict.NONE
-        ]
+        if self._arrow_prunes:
+            kept = [
+                (frag, file)
+                for frag, file in zip(fragments, files, strict=True)
+                if check.verdict(file.metadata) is not Verdict.NONE
+            ]
+            return [k[0] for k in kept], [k[1] for k in kept]
+        # Arrow gets no filter (`_arrow_prunes`): the row groups the check keeps are the ones read
+        kept = []
+        for frag, file in zip(fragments, files, strict=True):
+            groups = check.matching_row_groups(file.metadata)
+            if groups is None or len(groups) == file.metadata.num_row_groups:
+                kept.append((frag, file))
+            elif groups:
+                kept.append((frag, file.subset(row_group_ids=groups)))
         return [k[0] for k in kept], [k[1] for k in kept]
 
     def _path_of(self, frag: pb.DataFragment) -> str:
