@@ -538,13 +538,10 @@ class Scan(RowAddressReads, IndexedReads):
         def read_part(part: list[pb.DataFragment]) -> list[pa.Table]:
             return drop_deleted_runs([read(frag) for frag in part])
 
-        # a thread reads a run of small files per hand-off (a hand-off per file costs more than it saves); a
-        # single run is read on the calling thread, which would only wait for it (the hand-off costs ~0.2 ms CPU)
-        parts = list(runs(fragments, PHYSICAL_ROWS, _WHOLE_FILE_PART_ROWS))
-        if len(parts) == 1:
-            yield from read_part(parts[0][1])
-            return
-        for tables in read_ahead(((rows, partial(read_part, run)) for rows, run in parts), _WHOLE_FILE_AHEAD_ROWS):
+        # a thread reads a run of small files per hand-off (a hand-off per file costs more than it saves); the first
+        # run is read on the calling thread, which would only wait for it (a hand-off costs ~0.15-0.2 ms CPU)
+        parts = ((rows, partial(read_part, run)) for rows, run in runs(fragments, PHYSICAL_ROWS, _WHOLE_FILE_PART_ROWS))
+        for tables in read_ahead(parts, _WHOLE_FILE_AHEAD_ROWS, first_on_caller=True):
             yield from tables
 
     def _statistics_check(self) -> StatisticsCheck | None:
