@@ -12,7 +12,7 @@ import pytest
 
 import mvcc_core as mvcc
 from mvcc_core.format.manifest import decode_manifest, encode_manifest, list_manifests
-from mvcc_core.read.deleted_rows import drop_deleted_runs, live_mask, selection
+from mvcc_core.read.deleted_rows import drop_deleted, drop_deleted_runs, live_mask, selection
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -42,6 +42,32 @@ def test_runs_of_files_lose_exactly_their_deleted_rows_in_order(seed: int) -> No
     for table, live in files:
         if live is None and table.num_rows:
             assert any(t is table for t in out)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_dropping_deleted_rows_keeps_every_column_type_whole_or_chunked(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    rows = int(rng.choice([1, 64, 700]))
+    ids = np.arange(rows)
+    table = pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "s": pa.array([None if i % 7 == 0 else f"v{i}" for i in ids], pa.string()),
+            "d": pa.array([f"k{i % 3}" for i in ids]).dictionary_encode(),
+            "l": pa.array([[int(i)] * int(i % 3) for i in ids], pa.list_(pa.int64())),
+            "b": pa.array(ids % 2 == 0),
+        }
+    )
+    live = rng.random(rows) >= rng.choice([0.01, 0.3, 1.0])
+    want = {
+        name: [v for v, keep in zip(table.column(name).to_pylist(), live, strict=True) if keep]
+        for name in table.column_names
+    }
+    cut = int(rng.integers(0, rows + 1))
+    for shape in (table, pa.concat_tables([table.slice(0, cut), table.slice(cut)])):  # one chunk, two chunks
+        out = drop_deleted(shape, live)
+        assert out.schema.equals(table.schema)
+        assert {name: out.column(name).to_pylist() for name in out.column_names} == want
 
 
 def test_a_selection_packs_every_length() -> None:

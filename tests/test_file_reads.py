@@ -39,6 +39,30 @@ def test_read_ahead_keeps_order_and_bounds_what_is_in_flight() -> None:
     assert max(in_flight) <= 4
 
 
+@pytest.mark.parametrize("count", [0, 1, 2, 9])
+def test_read_ahead_can_read_the_first_part_on_the_caller_and_keeps_order_and_bound(count: int) -> None:
+    caller = threading.get_ident()
+    threads: dict[int, int] = {}
+    pulled = 0
+
+    def read(i: int) -> int:
+        threads[i] = threading.get_ident()
+        return i
+
+    def parts() -> Iterator[tuple[int, Callable[[], int]]]:
+        nonlocal pulled
+        for i in range(count):
+            pulled += 1
+            yield 10, lambda i=i: read(i)
+
+    got = []
+    for value in file_reads.read_ahead(parts(), ahead_rows=20, ahead_parts=2, first_on_caller=True):
+        got.append(value)
+        assert pulled <= value + 1 + 2  # the first part, and at most the window beyond what was consumed
+    assert got == list(range(count))
+    assert [i for i, ident in threads.items() if ident == caller] == ([0] if count else [])
+
+
 def test_read_ahead_raises_a_part_error_in_the_consumer() -> None:
     def boom() -> int:
         raise OSError("disk gone")

@@ -97,6 +97,7 @@ def read_ahead(
     ahead_rows: int,
     ahead_parts: int = AHEAD_PARTS,
     threads: int = READ_THREADS,
+    first_on_caller: bool = False,
 ) -> Iterator[T]:
     """The results of `read()` for each `(rows, read)` of `parts`, in order, computed on the pool.
 
@@ -109,11 +110,25 @@ def read_ahead(
         ahead_rows: rows at most in flight ahead of the consumer (beyond `ahead_parts` parts)
         ahead_parts: parts always allowed in flight, whatever their rows
         threads: the size of the reader pool the parts run on (`pool`)
+        first_on_caller: read the first part on the calling thread, after handing the next ones to the pool (a
+            consumer that would only wait for it saves a hand-off, ~0.15 ms CPU when the caches are cold)
+
+    Returns:
+        An iterator of the parts' results, in order.
     """
     executor = pool(threads)
     pending: deque[tuple[int, Future[T]]] = deque()
     ahead = 0
-    for rows, read in parts:
+    remaining = iter(parts)
+    first = next(remaining, None) if first_on_caller else None
+    if first is not None:
+        for rows, read in remaining:
+            pending.append((rows, executor.submit(read)))
+            ahead += rows
+            if len(pending) >= ahead_parts and ahead >= ahead_rows:
+                break
+        yield first[1]()
+    for rows, read in remaining:
         while len(pending) >= ahead_parts and ahead >= ahead_rows:
             done, future = pending.popleft()
             ahead -= done

@@ -74,6 +74,18 @@ class StatisticsCheck:
         """
         return self.verdict(metadata) is Verdict.NONE
 
+    def _located(
+        self, metadata: pq.FileMetaData, positions: Mapping[str, int] | None = None
+    ) -> tuple[list[tuple[_Test, int]], dict[str, int]]:
+        """The tests on columns the file holds, each with its column's index (`positions`, else named from the
+        footer), and the file's NaN counts when a test is on a float column (else empty)."""
+        if positions is None:
+            first = metadata.row_group(0) if metadata.num_row_groups else None
+            positions = {} if first is None else {first.column(i).path_in_schema: i for i in range(first.num_columns)}
+        tests = [(t, positions[t.column]) for t in self.tests if t.column in positions]
+        nans = nan_counts(metadata) if any(t.floating for t, _ in tests) else {}
+        return tests, nans
+
     def matching_row_groups(self, metadata: pq.FileMetaData) -> list[int] | None:
         """The row groups of the file whose statistics do not rule out the filter.
 
@@ -83,12 +95,9 @@ class StatisticsCheck:
         Returns:
             Their indices in file order, or None when the check reads no column of the file (every group).
         """
-        first = metadata.row_group(0) if metadata.num_row_groups else None
-        positions = {} if first is None else {first.column(i).path_in_schema: i for i in range(first.num_columns)}
-        tests = [(t, positions[t.column]) for t in self.tests if t.column in positions]
+        tests, nans = self._located(metadata)
         if not tests:
             return None
-        nans = nan_counts(metadata) if any(t.floating for t, _ in tests) else {}
         return [
             g
             for g in range(metadata.num_row_groups)
@@ -108,13 +117,9 @@ class StatisticsCheck:
         """
         if metadata.num_row_groups == 0:
             return Verdict.NONE
-        if positions is None:
-            first = metadata.row_group(0)
-            positions = {first.column(i).path_in_schema: i for i in range(first.num_columns)}
-        tests = [(t, positions[t.column]) for t in self.tests if t.column in positions]
+        tests, nans = self._located(metadata, positions)
         if not tests:
             return Verdict.SOME  # a column the file lacks reads as nulls: leave that to the scan
-        nans = nan_counts(metadata) if any(t.floating for t, _ in tests) else {}
         verdicts = {_group_verdict(metadata.row_group(g), tests, nans) for g in range(metadata.num_row_groups)}
         if verdicts == {Verdict.NONE}:
             return Verdict.NONE
