@@ -3,6 +3,7 @@
 Why a sensor over versions and what each commit becomes: docs/dagster.md ("Version sensor").
 """
 
+import contextlib
 import json
 import warnings
 from collections.abc import Callable, Sequence
@@ -223,6 +224,10 @@ def build_version_sensor(
                 raise
             if latest <= last:
                 return latest
+            with contextlib.suppress(VersionNotFoundError):  # gone again since: opened afresh below
+                table = kept.checkout(latest)  # versions after the cursor's: none read by this handle yet
+                tables_seen[key] = table
+                return table
         table = resource.open(target.table)
         tables_seen[key] = table
         return table
@@ -275,11 +280,10 @@ def build_version_sensor(
         idle = [f"no new version of {', '.join(unchanged)}"] if unchanged else []
         idle += [f"no table yet for {', '.join(missing)}"] if missing else []
         message = tick_message(events, idle)
-        if events:
-            # a tick that records nothing says so in its skip reason only: in the daemon the sensor's log
-            # builds the tick's DagsterInstance from its reference (≈ 45 ms) and stores the captured lines
-            context.log.info(message)
         if requests:  # the tick then lists its runs (Dagster refuses a skip reason beside run requests)
+            # so what it recorded goes to the tick's log; in the daemon that log builds the tick's
+            # DagsterInstance from its reference (≈ 45 ms) and stores the lines: only ticks with runs pay it
+            context.log.info(message)
             return dg.SensorResult(asset_events=events, run_requests=requests, cursor=new_cursor)
         # Without runs Dagster shows a tick as skipped; its reason is the one place the tick list says what the
         # tick recorded (otherwise "0 runs requested" / "returned an empty result").
