@@ -335,24 +335,21 @@ class _Settled:
     commit time of each, the latest among them), when it was made, until when no age it reads crosses a
     threshold (None: never, until a new version), and the run keys it named.
 
-    It holds while the table's latest version is the one evaluated (number and commit time): a version's
-    manifest never changes, so that version says the fragments, deletions and indices, and a table dropped
-    and written again under the same uri has another commit time. What retention removes since is not
-    looked at on an idle tick (it would cost a listing of the versions per table and tick): removing
-    versions only lowers what the retention checks measure and what a retention run could remove, so it
-    never makes the table ask for a repair it did not ask for; the next evaluation (a new version, or
-    `until`) lists the versions again."""
+    The kept versions are what decide the checks besides the clock: a version's manifest never changes, so
+    the latest version number says the fragments, deletions and indices, and the kept list says what
+    retention left (versions, ages, the files they reference). A table dropped and written again under the
+    same uri has other commit times, so it is never taken for the one evaluated."""
 
     versions: tuple[tuple[int, datetime | None], ...]
     evaluated: datetime
     until: datetime | None
     keys: tuple[str, ...]
 
-    def holds(self, table: mvcc.Table, now: datetime, seen: set[str]) -> bool:
-        """Whether evaluating `table` (at its latest version) at `now` with the keys `seen` would ask for
-        nothing new."""
+    def holds(self, table: mvcc.Table, versions: Sequence[mvcc.VersionInfo], now: datetime, seen: set[str]) -> bool:
+        """Whether evaluating `table` (its kept `versions`) at `now` with the keys `seen` would give the same."""
         in_time = self.evaluated <= now and (self.until is None or now < self.until)
-        same = bool(self.versions) and self.versions[-1] == (table.version, table.timestamp)
+        kept = _kept(versions)
+        same = bool(kept) and kept[-1][0] == table.version and kept == self.versions  # retention may have run
         return in_time and set(self.keys) <= seen and same
 
 
@@ -391,15 +388,6 @@ class TableHandles:
         self._handles[uri] = table
         self._versions[uri] = versions
         return table
-
-    def forget(self, uri: str) -> None:
-        """Drop what is kept of `uri` (its table is gone).
-
-        Args:
-            uri: The table's uri.
-        """
-        self._handles.pop(uri, None)
-        self._versions.pop(uri, None)
 
     def versions(self, uri: str) -> list[mvcc.VersionInfo]:
         """The versions of `uri` as the last `latest` listed them (one listing per tick, not one per use).
@@ -481,8 +469,7 @@ def build_health_sensor(
     sensor sees, and a second one would plan the same fragments (seen in benchmarks/week.py at 03:00). A
     retention job built by `build_retention_job` (its tags say its window) is requested only when it would
     remove a version: a version-count or storage check failing inside the window waits for the window.
-    Table handles are kept from tick to tick (`TableHandles`), so a tick reads only the new versions, and a
-    table still at the version last evaluated (`_Settled`) costs a tick one open (its latest manifest).
+    Table handles are kept from tick to tick (`TableHandles`), so a tick reads only the new versions.
     A compaction job built with a retention step (`build_compaction_job(older_than=...)`, the same setting
     as the retention job's) that is requested on a tick also takes that tick's retention: one run, not two.
 
@@ -530,20 +517,18 @@ def build_health_sensor(
         for target in targets:
             uri = mvcc.uri(target.table)
             try:
-                latest = mvcc.open(target.table)  # an idle tick's one read: where the latest is, and its manifest
+                table = handles.latest(uri, lambda t=target: mvcc.open(t.table))
             except TableNotFoundError:
-                handles.forget(uri)
                 continue
             seen = set(requested.get(uri, []))
+            versions = handles.versions(uri)
             last = settled.pop(uri, None)
-            if last is not None and last.holds(latest, now, seen):
+            if last is not None and last.holds(table, versions, now, seen):
                 # the same version, every key already asked for, and no age threshold crossed since: the
-                # evaluation would ask for nothing new (it reads only the manifests, time only through ages)
+                # evaluation would say the same (it reads only the manifests, and time only through ages)
                 settled[uri] = last
                 wanted[target.label] = uri, list(last.keys), []
                 continue
-            table = handles.latest(uri, lambda opened=latest: opened)
-            versions = handles.versions(uri)
             keys_now, table_requests = _repairs(table, target, uri, versions, now, seen)
             if not table_requests:
                 until = _next_change(target, versions, now)
