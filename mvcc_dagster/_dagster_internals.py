@@ -6,10 +6,13 @@ one, this is the only module to change.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
+from dagster._config.pythonic_config.resource import ConfigurableResourceFactoryResourceDefinition
 
 # `dagster/row_count`, `dagster/column_schema`, ... as one typed set. Not exported from `dagster` in 1.13
 # (dagster-sling imports it from here too); the keys it writes are the standard ones.
@@ -25,6 +28,7 @@ __all__ = [
     "TableMetadataSet",
     "check_evaluation_event",
     "log_check_evaluation",
+    "reuse_sensor_resources",
     "deferred_resources_job",
     "selected_check_specs",
     "set_loaded_input_metadata",
@@ -119,3 +123,74 @@ def log_check_evaluation(context: Any, result: dg.AssetCheckResult) -> None:
     """
     step_context = context.get_step_execution_context()
     context.log_event(result.to_asset_check_evaluation(step_context))
+
+
+@dataclass(frozen=True)
+class _BuiltResources:
+    """Resources built once for a sensor's tick, kept for the next ticks of the process."""
+
+    definitions: tuple[Any, ...]  # held so that the ids in the key stay theirs
+    env_names: tuple[str, ...]
+    env_values: tuple[str | None, ...]
+    resources: Any
+
+
+#: Built resources by the ids of their definitions (a deployment has a few; bounded for tests that rebind).
+_BUILT: dict[tuple[tuple[str, int], ...], _BuiltResources] = {}
+_BUILT_MAX = 32
+
+
+def _env_names(config: Any) -> list[str]:
+    """The environment variables a resource's config reads (Dagster keeps an `EnvVar` as ``{"env": name}``)."""
+    if isinstance(config, Mapping):
+        if set(config) == {"env"} and isinstance(config["env"], str):
+            return [config["env"]]
+        return [n for v in config.values() for n in _env_names(v)]
+    if isinstance(config, list | tuple):
+        return [n for v in config for n in _env_names(v)]
+    return []
+
+
+def reuse_sensor_resources(context: dg.SensorEvaluationContext, reusable: Callable[[type], bool]) -> bool:
+    """Give a sensor's tick the resources an earlier tick of this process built, when they may be reused.
+
+    Dagster builds a sensor's resources again on every tick (`SensorEvaluationContext.resources`, called by
+    the sensor's wrapper whenever the sensor has resource definitions): for a `ConfigurableResource` three
+    pydantic copies and a config validation, ≈ 2.5 ms, and in the daemon also the tick's `DagsterInstance`
+    from its reference (≈ 45 ms), which the resources' init context asks for. Reused here: resources whose
+    class `reusable` accepts and that have no setup/teardown context (Dagster's own test of a context
+    manager resource), keyed by the identity of their definitions (`Definitions` keeps them for the
+    process; a `ConfigurableResource` returns one definition per instance) and the values of the
+    environment variables their config reads (an `EnvVar` set differently builds them again). The context's
+    resources are set through its private ``_resources``, which its `resources` property returns when set.
+
+    Args:
+        context: The tick's context, before the sensor's function is called.
+        reusable: Whether resources of a class may serve many ticks (stateless past their config).
+
+    Returns:
+        Whether the tick got reused resources (False: Dagster builds them as usual).
+    """
+    definitions = context.resource_defs or {}
+    if not definitions or getattr(context, "_resources", True) is not None:
+        return False
+    for definition in definitions.values():
+        if not isinstance(definition, ConfigurableResourceFactoryResourceDefinition):
+            return False
+        cls = definition.configurable_resource_cls
+        if not reusable(cls) or cls._is_cm_resource_cls():  # noqa: SLF001
+            return False
+    key = tuple(sorted((name, id(d)) for name, d in definitions.items()))
+    built = _BUILT.get(key)
+    if built is not None and built.env_values == tuple(os.environ.get(n) for n in built.env_names):
+        context._resources = built.resources  # noqa: SLF001
+        return True
+    names = tuple(n for d in definitions.values() for n in _env_names(d.config_schema.as_field().default_value))
+    values = tuple(os.environ.get(n) for n in names)
+    with dg.build_resources(dict(definitions)) as resources:
+        pass  # nothing to tear down: no resource here is a context manager
+    if len(_BUILT) >= _BUILT_MAX:
+        _BUILT.pop(next(iter(_BUILT)))
+    _BUILT[key] = _BuiltResources(tuple(definitions.values()), names, values, resources)
+    context._resources = resources  # noqa: SLF001
+    return True

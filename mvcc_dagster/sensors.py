@@ -3,6 +3,7 @@
 Why a sensor over versions and what each commit becomes: docs/dagster.md ("Version sensor").
 """
 
+import contextlib
 import json
 import warnings
 from collections.abc import Callable, Sequence
@@ -13,6 +14,7 @@ import dagster as dg
 import mvcc_core as mvcc
 from mvcc_core import CorruptManifestError, TableNotFoundError, VersionNotFoundError
 
+from ._dagster_internals import reuse_sensor_resources
 from .maintenance import TABLE_TAG, MaintenanceTarget, manifest_metrics
 from .properties import PARTITION_KEY_PROPERTY, RUN_ID_PROPERTY
 from .resources import MvccResource, TableName
@@ -24,13 +26,30 @@ TICK_MESSAGE_VERSIONS = 10
 
 
 class _JobSensorDefinition(dg.SensorDefinition):
-    """A sensor whose copies Dagster makes without a BetaWarning of ours at start-up.
+    """A sensor whose ticks reuse the ``mvcc`` resource built by an earlier tick, and whose copies Dagster makes
+    without a BetaWarning of ours at start-up.
+
+    Dagster builds a sensor's resources again for every tick; an `MvccResource` is its config and nothing
+    else, so the one built for the first tick serves the next ones (`reuse_sensor_resources`; docs/dagster.md,
+    "What a sensor tick costs").
 
     When a sensor targets jobs that take resources from the code location (every maintenance job: they bind
     ``mvcc`` there), `Definitions` copies the sensor with the resource-bound jobs (`with_attributes`), and
     Dagster 1.13 passes the sensor's own ``owners`` to the copy as an empty list, which its Beta check reports
     as a use of the Beta parameter ``owners``. Nothing of ours sets owners; only that warning is silenced, only
     around Dagster's copies."""
+
+    def evaluate_tick(self, context: dg.SensorEvaluationContext) -> Any:
+        """Dagster's evaluation of the tick, with the resources of an earlier tick when they may be reused.
+
+        Args:
+            context: The tick's context.
+
+        Returns:
+            Dagster's `SensorExecutionData`.
+        """
+        reuse_sensor_resources(context, lambda cls: issubclass(cls, MvccResource))
+        return super().evaluate_tick(context)
 
     def with_attributes(self, **kwargs: Any) -> dg.SensorDefinition:
         with warnings.catch_warnings():
@@ -189,6 +208,30 @@ def build_version_sensor(
     targets = [MaintenanceTarget(t, k) for t, k in zip(tables, keys, strict=True)]
     job_list = list(jobs or [])
 
+    tables_seen: dict[tuple[str, str], mvcc.Table] = {}  # (uri, storage settings) -> the handle of a tick
+
+    def latest_of(resource: MvccResource, target: MaintenanceTarget, uri: str, last: int | None) -> mvcc.Table | int:
+        """The table at its latest version, or only that version's number when it is no newer than `last`
+        (the cursor's): then the handle a tick kept answers it from the latest-version hint, with no manifest
+        read (an idle tick reads that much per table and nothing else)."""
+        key = uri, repr((resource.storage_options, resource.external_store))
+        kept = tables_seen.get(key)
+        if kept is not None and last is not None:
+            try:
+                latest = kept.latest_version
+            except TableNotFoundError:
+                tables_seen.pop(key, None)
+                raise
+            if latest <= last:
+                return latest
+            with contextlib.suppress(VersionNotFoundError):  # gone again since: opened afresh below
+                table = kept.checkout(latest)  # versions after the cursor's: none read by this handle yet
+                tables_seen[key] = table
+                return table
+        table = resource.open(target.table)
+        tables_seen[key] = table
+        return table
+
     def version_sensor(context: dg.SensorEvaluationContext, mvcc: MvccResource) -> dg.SensorResult:
         resource = mvcc  # the parameter's name is the resource key (RESOURCE_KEY); Dagster injects by name
         cursor: dict[str, int] = json.loads(context.cursor) if context.cursor else {}
@@ -197,13 +240,15 @@ def build_version_sensor(
         missing, unchanged = [], []
         for target in targets:
             uri = resource.uri(target.table)
+            last = cursor.get(uri)
             try:
-                table = resource.open(target.table)
+                table = latest_of(resource, target, uri, last)
             except TableNotFoundError:
-                context.log.info("%s: no table at %s yet", target.label, uri)
                 missing.append(target.label)
                 continue
-            last = cursor.get(uri)
+            if isinstance(table, int):  # no version after the cursor's
+                unchanged.append(target.label)
+                continue
             if last is None:
                 last = _start_after(context.instance, target.asset_key)
             end = min(table.version, last + max_versions_per_tick)
@@ -229,13 +274,16 @@ def build_version_sensor(
                         )
                         for job in job_list
                     )
+            table.trim_version_cache(1)  # the kept handle holds the latest version's manifest, not the history
             cursor[uri] = max(last, end)
         new_cursor = json.dumps(cursor, sort_keys=True)
         idle = [f"no new version of {', '.join(unchanged)}"] if unchanged else []
         idle += [f"no table yet for {', '.join(missing)}"] if missing else []
         message = tick_message(events, idle)
-        context.log.info(message)
         if requests:  # the tick then lists its runs (Dagster refuses a skip reason beside run requests)
+            # so what it recorded goes to the tick's log; in the daemon that log builds the tick's
+            # DagsterInstance from its reference (≈ 45 ms) and stores the lines: only ticks with runs pay it
+            context.log.info(message)
             return dg.SensorResult(asset_events=events, run_requests=requests, cursor=new_cursor)
         # Without runs Dagster shows a tick as skipped; its reason is the one place the tick list says what the
         # tick recorded (otherwise "0 runs requested" / "returned an empty result").
