@@ -14,6 +14,8 @@ wrote to the event log (``..., events``: Dagster events and log lines, of the la
 nightly run costs"): the four tables' nightly graphs composed into one job (`one_run_job`), against the four
 nightly runs one after the other (``nightly runs, four tables`` / ``one run, four tables``). The week's two
 daily tables are stood in for by small tables of a few versions (their maintenance work is milliseconds).
+``--event-log consolidated`` gives both trees' instances one event-log database (Dagster's
+``ConsolidatedSqliteEventLogStorage``, as a Postgres instance has one) instead of sqlite's database per run.
 """
 
 import argparse
@@ -68,6 +70,16 @@ def run_events(instance: Any, run_id: str) -> int:
     return len(instance.all_logs(run_id))
 
 
+CONSOLIDATED_EVENT_LOG = """\
+event_log_storage:
+  module: dagster._core.storage.event_log
+  class: ConsolidatedSqliteEventLogStorage
+  config:
+    base_dir: {home}/history
+"""
+EVENT_LOG_ENV = "MVCC_RUN_COST_EVENT_LOG"  # "consolidated": the worker's instance gets CONSOLIDATED_EVENT_LOG
+
+
 def quick_home(week: Any, prefix: str) -> dict[str, Any]:
     """A temporary ``DAGSTER_HOME`` with `week`'s ``dagster.yaml`` and its ``--quick`` settings (warehouse in the
     same directory), both set in the environment as `week.main` sets them.
@@ -81,7 +93,9 @@ def quick_home(week: Any, prefix: str) -> dict[str, Any]:
     """
     home = Path(tempfile.mkdtemp(prefix=prefix))
     (home / "dagster").mkdir()
-    (home / "dagster" / "dagster.yaml").write_text(week.DAGSTER_YAML)
+    consolidated = os.environ.get(EVENT_LOG_ENV) == "consolidated"
+    extra = CONSOLIDATED_EVENT_LOG.format(home=home / "dagster") if consolidated else ""
+    (home / "dagster" / "dagster.yaml").write_text(week.DAGSTER_YAML + extra)
     os.environ["DAGSTER_HOME"] = str(home / "dagster")
     s = {**week.QUICK, "executor": "default", "warehouse": str(home / "warehouse"), "delete_share": 0.01}
     s.update(delete_hour=3, amplification_warn=3.0, removable_share=0.3)
@@ -200,6 +214,9 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=5, help="runs of each job per round (after a warm-up run)")
     p.add_argument("--ticks", type=int, default=20, help="ticks of each sensor per round (after the first)")
     p.add_argument("--one-run", action="store_true", help="also the prototype of one nightly run for every table")
+    p.add_argument(
+        "--event-log", choices=("per-run", "consolidated"), default="per-run", help="sqlite's event-log databases"
+    )
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.worker:
@@ -209,7 +226,7 @@ def main() -> None:
     results: dict[str, list[dict[str, float]]] = {"this": [], "peer": []}
     for _ in range(a.rounds):
         for name, tree in trees.items():
-            env = {**os.environ, "PYTHONPATH": str(tree)}  # the measured tree's mvcc_core and mvcc_dagster
+            env = {**os.environ, "PYTHONPATH": str(tree), EVENT_LOG_ENV: a.event_log}  # the tree's packages
             args = [sys.executable, str(HERE / "week_run_cost.py"), "--worker", "--peer", str(tree)]
             args += ["--runs", str(a.runs), "--ticks", str(a.ticks)] + (["--one-run"] if a.one_run else [])
             done = subprocess.run(args, env=env, capture_output=True, text=True, check=True, cwd=tree)
@@ -219,7 +236,8 @@ def main() -> None:
         this = statistics.median(r[key] for r in results["this"])
         peer = statistics.median(r[key] for r in results["peer"])
         report[key] = {"this_cpu_s": round(this, 4), "peer_cpu_s": round(peer, 4), "ratio": round(this / peer, 3)}
-    print(json.dumps({"rounds": a.rounds, "runs": a.runs, "ticks": a.ticks, "medians": report}, indent=1))
+    settings = {"rounds": a.rounds, "runs": a.runs, "ticks": a.ticks, "event_log": a.event_log}
+    print(json.dumps({**settings, "medians": report}, indent=1))
 
 
 if __name__ == "__main__":
