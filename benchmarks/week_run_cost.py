@@ -7,7 +7,15 @@ tree's ``benchmarks/week.py`` settings (its ``dagster.yaml``), and measures in C
 the nightly maintenance run (``mvcc_maintenance__<table>``, executed as the week executes runs) and the
 retention run of each table, and the health and version sensors' ticks with nothing new. Each figure is the
 median of ``--runs`` runs (after one warm-up) in a round; the report gives the medians over the rounds and the
-ratio this / peer (docs/operations.md, "Where a table-day's maintenance CPU goes").
+ratio this / peer (docs/operations.md, "Where a table-day's maintenance CPU goes"), and the events each run
+wrote to the event log (``..., events``: Dagster events and log lines, of the last run).
+
+``--one-run`` also measures the prototype of one nightly run for every table (docs/dagster.md, "What a
+nightly run costs"): the four tables' nightly graphs composed into one job (`one_run_job`), against the four
+nightly runs one after the other (``nightly runs, four tables`` / ``one run, four tables``). The week's two
+daily tables are stood in for by small tables of a few versions (their maintenance work is milliseconds).
+``--event-log consolidated`` gives both trees' instances one event-log database (Dagster's
+``ConsolidatedSqliteEventLogStorage``, as a Postgres instance has one) instead of sqlite's database per run.
 """
 
 import argparse
@@ -24,6 +32,52 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 TABLES = ("raw_events", "partner_feed")
+ALL_TABLES = ("raw_events", "partner_feed", "user_latest", "daily_revenue")
+ONE_RUN_JOB = "mvcc_maintenance__every_table"
+
+
+def one_run_job() -> Any:
+    """The prototype: every table's nightly graph (the schedule's job) as one subgraph of one job.
+
+    Returns:
+        The job (one process, the nightly jobs' tags but ``mvcc/table``).
+    """
+    import dagster as dg
+    import week
+
+    from mvcc_dagster.maintenance.target import maintenance_job
+
+    defs = week.week_definitions()
+    graphs = {t: defs.resolve_job_def(f"mvcc_maintenance__{t}").graph for t in ALL_TABLES}
+
+    @dg.graph(name=ONE_RUN_JOB)
+    def every_table() -> None:
+        for table, graph in graphs.items():
+            graph.alias(table)()
+
+    job = maintenance_job(
+        every_table,
+        name=ONE_RUN_JOB,
+        table_tag="*",
+        description="prototype: every table's nightly maintenance in one run",
+        executor_def=dg.in_process_executor,
+    )
+    return dg.Definitions(jobs=[job], resources=defs.resources).resolve_job_def(ONE_RUN_JOB)  # binds ``mvcc``
+
+
+def run_events(instance: Any, run_id: str) -> int:
+    """The records the run wrote to the event log (Dagster events and log lines)."""
+    return len(instance.all_logs(run_id))
+
+
+CONSOLIDATED_EVENT_LOG = """\
+event_log_storage:
+  module: dagster._core.storage.event_log
+  class: ConsolidatedSqliteEventLogStorage
+  config:
+    base_dir: {home}/history
+"""
+EVENT_LOG_ENV = "MVCC_RUN_COST_EVENT_LOG"  # "consolidated": the worker's instance gets CONSOLIDATED_EVENT_LOG
 
 
 def quick_home(week: Any, prefix: str) -> dict[str, Any]:
@@ -39,7 +93,9 @@ def quick_home(week: Any, prefix: str) -> dict[str, Any]:
     """
     home = Path(tempfile.mkdtemp(prefix=prefix))
     (home / "dagster").mkdir()
-    (home / "dagster" / "dagster.yaml").write_text(week.DAGSTER_YAML)
+    consolidated = os.environ.get(EVENT_LOG_ENV) == "consolidated"
+    extra = CONSOLIDATED_EVENT_LOG.format(home=home / "dagster") if consolidated else ""
+    (home / "dagster" / "dagster.yaml").write_text(week.DAGSTER_YAML + extra)
     os.environ["DAGSTER_HOME"] = str(home / "dagster")
     s = {**week.QUICK, "executor": "default", "warehouse": str(home / "warehouse"), "delete_share": 0.01}
     s.update(delete_hour=3, amplification_warn=3.0, removable_share=0.3)
@@ -47,7 +103,54 @@ def quick_home(week: Any, prefix: str) -> dict[str, Any]:
     return s
 
 
-def measure(tree: Path, runs: int, ticks: int) -> dict[str, float]:
+def launch_cpu(instance: Any, module: str, fn: str, args: tuple, job_def: Any, run_config: dict) -> tuple[float, int]:
+    """Create a run of `job_def` and execute it as `week.execute_run` does (instance, code load, run): CPU, events."""
+    import dagster as dg
+    from dagster._core.execution.api import execute_run as launch
+
+    run = instance.create_run_for_job(
+        job_def, run_config=run_config, tags=dict(job_def.tags), status=dg.DagsterRunStatus.NOT_STARTED
+    )
+    started = time.process_time()
+    worker_instance = dg.DagsterInstance.get()
+    recon = dg.build_reconstructable_job(
+        module, fn, reconstructable_args=args, reconstructor_working_directory=str(HERE)
+    )
+    result = launch(recon, worker_instance.get_run_by_id(run.run_id), worker_instance)
+    assert result.success
+    return time.process_time() - started, run_events(instance, run.run_id)
+
+
+def one_run_rounds(week: Any, instance: Any, defs: Any, runs: int, cutoff: str) -> dict[str, float]:
+    """The four tables' nightly runs one after the other against the prototype's one run, alternately."""
+    import mvcc_core as mvcc
+
+    s = week.settings()
+    for table in ("user_latest", "daily_revenue"):  # stand-ins of a few versions (the week's are KB tables)
+        uri = f"{s['warehouse']}/{table}"
+        for i in range(3):
+            rows = week.pa.table({"key": list(range(i * 10, i * 10 + 10)), "value": [float(i)] * 10})
+            mvcc.write_table(rows, uri) if i == 0 else mvcc.open_table(uri).append(rows)
+    one = one_run_job()
+    config = {"cleanup_old_versions": {"config": {"cutoff": cutoff}}}
+    separate, together, events = [], [], 0
+    for _ in range(runs + 1):
+        cpu = 0.0
+        for table in ALL_TABLES:
+            job = f"mvcc_maintenance__{table}"
+            cpu += launch_cpu(instance, "week", "job_named", (job,), defs.resolve_job_def(job), {"ops": config})[0]
+        separate.append(cpu)
+        all_config = {"ops": {t: {"ops": config} for t in ALL_TABLES}}
+        cpu, events = launch_cpu(instance, "week_run_cost", "one_run_job", (), one, all_config)
+        together.append(cpu)
+    return {
+        "nightly runs, four tables": statistics.median(separate[1:]),
+        "one run, four tables": statistics.median(together[1:]),
+        "one run, four tables, events": events,
+    }
+
+
+def measure(tree: Path, runs: int, ticks: int, one_run: bool = False) -> dict[str, float]:
     """In a worker: build the tables and an instance under a temporary home, time the runs and ticks."""
     sys.path.insert(0, str(tree / "benchmarks"))
     import week  # the measured tree's benchmarks/week.py: its dagster.yaml, definitions and run execution
@@ -73,7 +176,7 @@ def measure(tree: Path, runs: int, ticks: int) -> dict[str, float]:
     for table in TABLES:
         for kind, job in (("nightly", f"mvcc_maintenance__{table}"), ("retention", f"mvcc_retention__{table}")):
             job_def = defs.resolve_job_def(job)
-            cpu = []
+            cpu, run_id = [], ""
             for _ in range(runs + 1):
                 cutoff["ops"]["cleanup_old_versions"]["config"]["cutoff"] = (
                     datetime.now(UTC) - timedelta(seconds=1)
@@ -84,7 +187,11 @@ def measure(tree: Path, runs: int, ticks: int) -> dict[str, float]:
                 result = week.execute_run(job, run.run_id, dict(job_def.tags))
                 assert result["success"], result["errors"]
                 cpu.append(result["cpu_seconds"])
+                run_id = run.run_id
             out[f"{kind} run, {table}"] = statistics.median(cpu[1:])
+            out[f"{kind} run, {table}, events"] = run_events(instance, run_id)
+    if one_run:
+        out.update(one_run_rounds(week, instance, defs, runs, (datetime.now(UTC) - timedelta(seconds=1)).isoformat()))
     resources = {"mvcc": week.MvccResource(root_uri=s["warehouse"])}
     for sensor in defs.get_repository_def().sensor_defs:
         cursor, cpu = None, []
@@ -106,18 +213,22 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--runs", type=int, default=5, help="runs of each job per round (after a warm-up run)")
     p.add_argument("--ticks", type=int, default=20, help="ticks of each sensor per round (after the first)")
+    p.add_argument("--one-run", action="store_true", help="also the prototype of one nightly run for every table")
+    p.add_argument(
+        "--event-log", choices=("per-run", "consolidated"), default="per-run", help="sqlite's event-log databases"
+    )
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.worker:
-        print(json.dumps(measure(a.peer, a.runs, a.ticks)))
+        print(json.dumps(measure(a.peer, a.runs, a.ticks, a.one_run)))
         return
     trees = {"this": HERE.parent, "peer": a.peer.resolve()}
     results: dict[str, list[dict[str, float]]] = {"this": [], "peer": []}
     for _ in range(a.rounds):
         for name, tree in trees.items():
-            env = {**os.environ, "PYTHONPATH": str(tree)}  # the measured tree's mvcc_core and mvcc_dagster
+            env = {**os.environ, "PYTHONPATH": str(tree), EVENT_LOG_ENV: a.event_log}  # the tree's packages
             args = [sys.executable, str(HERE / "week_run_cost.py"), "--worker", "--peer", str(tree)]
-            args += ["--runs", str(a.runs), "--ticks", str(a.ticks)]
+            args += ["--runs", str(a.runs), "--ticks", str(a.ticks)] + (["--one-run"] if a.one_run else [])
             done = subprocess.run(args, env=env, capture_output=True, text=True, check=True, cwd=tree)
             results[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
     report = {}
@@ -125,7 +236,8 @@ def main() -> None:
         this = statistics.median(r[key] for r in results["this"])
         peer = statistics.median(r[key] for r in results["peer"])
         report[key] = {"this_cpu_s": round(this, 4), "peer_cpu_s": round(peer, 4), "ratio": round(this / peer, 3)}
-    print(json.dumps({"rounds": a.rounds, "runs": a.runs, "ticks": a.ticks, "medians": report}, indent=1))
+    settings = {"rounds": a.rounds, "runs": a.runs, "ticks": a.ticks, "event_log": a.event_log}
+    print(json.dumps({**settings, "medians": report}, indent=1))
 
 
 if __name__ == "__main__":

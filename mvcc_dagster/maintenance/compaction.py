@@ -194,6 +194,7 @@ def _compaction_ops(
     rewrite_steps: int | None = None,
     min_tasks_per_step: int = 1,
     signal_indices: bool = False,
+    version_output: bool = True,
 ) -> tuple[dg.OpDefinition, dg.OpDefinition, dg.OpDefinition]:
     """The three compaction ops of `target`, composed as ``reserve().map(rewrite).collect()`` -> ``commit``.
 
@@ -209,6 +210,10 @@ def _compaction_ops(
             only when the table has an index: the maintenance schedule's ``optimize_indices`` step waits on
             it, so a table without indices skips that step (a skipped step costs one event, a run step
             about ten).
+        version_output: The commit op's output is the committed version (None: nothing committed), stored
+            by the pickling IO manager; False: a ``Nothing`` output that only orders the later steps (the
+            maintenance schedule's job, where nothing reads it: two events fewer a run, and the observation
+            carries the version).
 
     Returns:
         The reserve, rewrite and commit ops.
@@ -250,10 +255,11 @@ def _compaction_ops(
         name=f"commit_rewrite__{prefix}{target.suffix}",
         required_resource_keys={RESOURCE_KEY},
         pool=target.pool,
-        out=dg.Out(io_manager_key=MAINTENANCE_IO_KEY),
+        out=dg.Out(io_manager_key=MAINTENANCE_IO_KEY) if version_output else dg.Out(dg.Nothing),
     )
     def commit_rewrite(context: dg.OpExecutionContext, results: Any) -> int | None:
-        return _commit(context, target, options, results)
+        committed = _commit(context, target, options, results)
+        return committed if version_output else None
 
     return reserve_fragments, rewrite_fragments, commit_rewrite
 
@@ -264,12 +270,13 @@ def _spark_compaction_ops(
     prefix: str,
     spark_resource_key: str,
     signal_indices: bool = False,
+    version_output: bool = True,
 ) -> tuple[dg.OpDefinition, dg.OpDefinition, dg.OpDefinition]:
     """The compaction ops of `target` whose tasks run on Spark: the same reserve and commit, and one
     ``rewrite_fragments`` step handing every task to the core's `SparkExecutor` on the session of the resource
     `spark_resource_key` (anything with a ``spark_session``: dagster-pyspark's `PySparkResource` or
-    `LazyPySparkResource`); `signal_indices` as `_compaction_ops`'."""
-    commit_rewrite = _compaction_ops(target, options, f"{prefix}spark__")[2]
+    `LazyPySparkResource`); `signal_indices` and `version_output` as `_compaction_ops`'."""
+    commit_rewrite = _compaction_ops(target, options, f"{prefix}spark__", version_output=version_output)[2]
 
     @dg.op(
         name=f"reserve_fragments__{prefix}spark__{target.suffix}",
@@ -313,6 +320,7 @@ def compaction_ops(
     rewrite_steps: int | None = None,
     spark_resource_key: str = SPARK_RESOURCE_KEY,
     signal_indices: bool = False,
+    version_output: bool = True,
 ) -> tuple[dg.OpDefinition, dg.OpDefinition, dg.OpDefinition]:
     """The three compaction ops of `target` for `executor` (see `build_compaction_job`).
 
@@ -324,6 +332,7 @@ def compaction_ops(
         rewrite_steps: The most rewrite steps (None: the executor's default).
         spark_resource_key: With ``"spark"``: the resource whose ``spark_session`` runs the tasks.
         signal_indices: The reserve op also has the optional output `INDEXED_OUTPUT` (`_compaction_ops`).
+        version_output: False: the commit op's output is ``Nothing`` (`_compaction_ops`).
 
     Returns:
         The reserve, rewrite and commit ops; all but ``"spark"``'s compose as
@@ -331,7 +340,7 @@ def compaction_ops(
         reserve's output ``result``).
     """
     if executor == "spark":
-        return _spark_compaction_ops(target, options, prefix, spark_resource_key, signal_indices)
+        return _spark_compaction_ops(target, options, prefix, spark_resource_key, signal_indices, version_output)
     if executor == "auto":
         return _compaction_ops(
             target,
@@ -340,8 +349,16 @@ def compaction_ops(
             rewrite_steps=rewrite_steps or DEFAULT_REWRITE_STEPS,
             min_tasks_per_step=TASKS_PER_AUTO_STEP,
             signal_indices=signal_indices,
+            version_output=version_output,
         )
-    return _compaction_ops(target, options, prefix, rewrite_steps=rewrite_steps, signal_indices=signal_indices)
+    return _compaction_ops(
+        target,
+        options,
+        prefix,
+        rewrite_steps=rewrite_steps,
+        signal_indices=signal_indices,
+        version_output=version_output,
+    )
 
 
 def build_compaction_job(

@@ -1,5 +1,6 @@
 """The retention job: old versions and unreferenced files removed (`Table.cleanup_old_versions`)."""
 
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -36,6 +37,8 @@ def cleanup_op(
     dry_run: bool,
     prefix: str,
     delete_unverified: bool = False,
+    *,
+    output_on_dry_run_only: bool = False,
 ) -> dg.OpDefinition:
     """The retention op of `target`; its `after` input (Nothing) orders it after compaction in the schedule.
 
@@ -49,6 +52,10 @@ def cleanup_op(
         dry_run: The default of the op's `dry_run` config.
         prefix: Put before the op's name (the schedule's job has its own ops).
         delete_unverified: The default of the op's `delete_unverified` config.
+        output_on_dry_run_only: The op's output (the removed versions, with the numbers as its metadata) is
+            yielded only by a dry run: a real run's observation carries the same numbers, so the maintenance
+            schedule's job, where nothing reads the output, leaves out its three events (the output, the
+            pickled file's log line, the IO manager's). False (the retention and compaction jobs): always.
 
     Returns:
         The op.
@@ -84,9 +91,9 @@ def cleanup_op(
                 "schedule and the health sensor set it to their tick's time minus older_than.",
             ),
         },
-        out=dg.Out(io_manager_key=MAINTENANCE_IO_KEY),
+        out=dg.Out(io_manager_key=MAINTENANCE_IO_KEY, is_required=not output_on_dry_run_only),
     )
-    def cleanup(context: dg.OpExecutionContext) -> dg.Output:
+    def cleanup(context: dg.OpExecutionContext) -> Iterator[dg.Output]:
         dry = bool(context.op_config["dry_run"])
         try:
             window = window_to(context.op_config["cutoff"], older_than)
@@ -105,7 +112,8 @@ def cleanup_op(
         meta = {**_cleanup_metadata(stats, dry_run=dry), "wap_branches_removed": dg.MetadataValue.json(wap_branches)}
         if not dry:
             observe(context, target, t.checkout_latest(), {**meta, "mvcc/operation": "Cleanup"})
-        return dg.Output(list(stats.removed_versions), metadata=meta)
+        if dry or not output_on_dry_run_only:
+            yield dg.Output(list(stats.removed_versions), metadata=meta)
 
     return cleanup
 

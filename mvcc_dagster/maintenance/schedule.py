@@ -78,9 +78,12 @@ def build_maintenance_schedule(
         rewrite_steps=rewrite_steps,
         spark_resource_key=spark_resource_key,
         signal_indices=optimize_indices,
+        version_output=False,  # nothing reads it: the observation carries the version
     )
     index = index_op(target, "", "", "", "optimize", "maintenance__", gated=True) if optimize_indices else None
-    cleanup = cleanup_op(target, older_than, retain_versions, False, "maintenance__", delete_unverified)
+    cleanup = cleanup_op(
+        target, older_than, retain_versions, False, "maintenance__", delete_unverified, output_on_dry_run_only=True
+    )
 
     @dg.graph(name=f"mvcc_maintenance__{target.suffix}")
     def maintenance_graph() -> None:

@@ -243,6 +243,28 @@ def test_maintenance_schedule_job_runs(instance: dg.DagsterInstance, warehouse: 
     ]
 
 
+@pytest.mark.slow  # two Dagster runs: about 0.8 s
+def test_maintenance_schedule_job_stores_no_output_nothing_reads(warehouse: str) -> None:
+    """The nightly job's commit and (real) retention steps store no output: their observations carry the
+    numbers. A dry run's retention still reports the versions it would remove as its output."""
+    t = fragmented(f"{warehouse}/quiet", 6)
+    schedule = build_maintenance_schedule(
+        "quiet", older_than=timedelta(0), options=mvcc.CompactionOptions(target_rows_per_fragment=100)
+    )
+    resources = {"mvcc": MvccResource(root_uri=warehouse)}
+    result = schedule.job.execute_in_process(resources=resources)
+    assert result.success and len(mvcc.open_table(t.uri).get_fragments()) == 1
+    stored = {e.step_key for e in result.all_events if e.event_type == dg.DagsterEventType.HANDLED_OUTPUT}
+    assert stored == {"reserve_fragments", "rewrite_fragments[batch_0]"}  # the tasks and the results only
+    [cleanup] = [e for e in result.all_events if e.is_asset_observation and e.step_key == "cleanup_old_versions"]
+    assert cleanup.asset_observation_data.asset_observation.metadata["versions_removed"].value == 7
+    mvcc.open_table(t.uri).append(pa.table({"n": [60], "k": ["a"]}))
+    dry = {"ops": {"cleanup_old_versions": {"config": {"dry_run": True}}}}
+    result = schedule.job.execute_in_process(run_config=dry, resources=resources)
+    kept = [v.version for v in mvcc.open_table(t.uri).versions()]
+    assert result.success and kept[:2] == [8, 9] and result.output_for_node("cleanup_old_versions") == kept[:-1]
+
+
 @pytest.mark.slow  # a Dagster run: about 2 s
 def test_maintenance_schedule_job_skips_the_index_step_of_a_table_without_one(
     instance: dg.DagsterInstance, warehouse: str
