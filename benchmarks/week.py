@@ -676,10 +676,19 @@ QUICK = {
 }
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Run the week and print its targets; ``--json`` and ``--plot`` write the result and the chart."""
+def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line's settings; ``--quick`` gives its settings as defaults, so a flag given beside it wins.
+
+    Args:
+        argv: The arguments (None: the process's).
+
+    Returns:
+        The parsed arguments.
+    """
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help=f"the small week: {QUICK} (at most 5 minutes)")
+    p.add_argument(
+        "--quick", action="store_true", help=f"the small week: {QUICK} (at most 5 minutes); a flag given wins"
+    )
     p.add_argument("--days", type=int, default=7)
     p.add_argument("--hour-seconds", type=float, default=3.0, help="real seconds per simulated hour")
     p.add_argument("--rows-per-hour", type=int, default=5000)
@@ -725,7 +734,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     p.add_argument("--scaling", action="store_true", help="measure per-table costs (health, compaction) only")
     p.add_argument("--keep", type=Path, help="keep the warehouse and DAGSTER_HOME under this directory")
-    a = p.parse_args(argv)
+    if p.parse_known_args(argv)[0].quick:  # the small week's settings as defaults: `--quick --days 21`: 21 days
+        p.set_defaults(**QUICK)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the week and print its targets; ``--json`` and ``--plot`` write the result and the chart."""
+    a = parse_arguments(argv)
     if a.report:
         result = json.loads(a.report.read_text())
         baseline = json.loads(a.baseline.read_text()) if a.baseline else None
@@ -749,8 +765,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "appends_per_day": a.appends_per_day,
         "workers": a.workers,
     }
-    if a.quick:
-        given.update(QUICK)
     home = Path(tempfile.mkdtemp(prefix="mvcc-week-", dir=a.keep))
     (home / "dagster").mkdir()
     (home / "dagster" / "dagster.yaml").write_text(DAGSTER_YAML)

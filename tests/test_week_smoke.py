@@ -65,6 +65,14 @@ def test_week_shape_and_maintenance_reduces_fragments(tmp_path: Path, monkeypatc
     assert fragments(kept, "partner_feed") < fragments(bare, "partner_feed")
 
 
+def test_quick_gives_defaults_and_a_flag_beside_it_wins() -> None:
+    quick = week.parse_arguments(["--quick"])
+    assert (quick.days, quick.hour_seconds, quick.appends_per_day) == (7, 0.5, 6)
+    longer = week.parse_arguments(["--quick", "--days", "21", "--workers", "3"])
+    assert (longer.days, longer.workers, longer.hour_seconds, longer.rows_per_hour) == (21, 3, 0.5, 20000)
+    assert week.parse_arguments([]).hour_seconds == 3.0
+
+
 def test_simulated_clock_holds_the_window_through_a_pause(monkeypatch: pytest.MonkeyPatch) -> None:
     """Hours of 1 s with a 10 s hold before hour 3 and a 2-hour window: at hour 4 the cutoff is the real
     start of hour 2 (the versions of hours 0-1 are older), not "now - 2 s", which the hold would have moved
