@@ -39,7 +39,6 @@ step's ``cutoff``), as a deployment's runs remove to their tick's time.
 measures the per-table costs of that page's last section (week_scaling.py).
 """
 
-import argparse
 import json
 import os
 import random
@@ -59,7 +58,8 @@ from typing import Any
 import dagster as dg
 import pyarrow as pa
 import pyarrow.compute as pc
-from week_clock import SimulatedClock  # benchmarks/ is on sys.path (a script's folder)
+from week_cli import parse_arguments  # benchmarks/ is on sys.path (a script's folder)
+from week_clock import SimulatedClock
 from week_metrics import table_metrics
 from week_report import markdown, plot, targets
 
@@ -663,85 +663,12 @@ def dg_cron_times(cron: str, after: datetime, until: datetime) -> list[datetime]
     return out
 
 
-# ---- scaling, command line -----------------------------------------------------------------------------
-
-
-QUICK = {
-    "days": 7,
-    "hour_seconds": 0.5,
-    "rows_per_hour": 20000,
-    "retention_days": 2,
-    "workers": 2,
-    "appends_per_day": 6,
-}
-
-
-def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
-    """The command line's settings; ``--quick`` gives its settings as defaults, so a flag given beside it wins.
-
-    Args:
-        argv: The arguments (None: the process's).
-
-    Returns:
-        The parsed arguments.
-    """
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument(
-        "--quick", action="store_true", help=f"the small week: {QUICK} (at most 5 minutes); a flag given wins"
-    )
-    p.add_argument("--days", type=int, default=7)
-    p.add_argument("--hour-seconds", type=float, default=3.0, help="real seconds per simulated hour")
-    p.add_argument("--rows-per-hour", type=int, default=5000)
-    p.add_argument("--appends-per-day", type=int, default=24, choices=[1, 2, 3, 4, 6, 8, 12, 24])
-    p.add_argument("--retention-days", type=float, default=2, help="the retention window, in simulated days")
-    p.add_argument("--delete-share", type=float, default=0.01, help="share of every hour's rows deleted daily")
-    p.add_argument("--delete-hour", type=int, default=3, help="the daily delete's hour (03:00: with maintenance)")
-    p.add_argument("--amplification-warn", type=float, default=3.0, help="storage_amplification WARN threshold")
-    p.add_argument(
-        "--removable-share",
-        type=float,
-        default=0.3,
-        help="the health sensor's retention_removable_share (negative: none, retention only nightly and on checks)",
-    )
-    p.add_argument(
-        "--small-fragments-warn", type=int, default=8, help="small_fragments WARN (the health sensor compacts at it)"
-    )
-    p.add_argument("--deleted-warn", type=float, default=0.1, help="deleted_rows WARN (the sensor compacts at it)")
-    p.add_argument(
-        "--materialize-deletions",
-        type=float,
-        default=0.1,
-        help="the pipeline tables' compaction materialize_deletions_threshold",
-    )
-    p.add_argument(
-        "--min-removable-bytes",
-        type=int,
-        help="the health sensor's retention_min_removable_bytes (default: HealthThresholds' own, 8 MiB)",
-    )
-    p.add_argument("--workers", type=int, default=3, help="runs executing at once (the run pool's processes)")
-    p.add_argument(
-        "--executor",
-        choices=["default", "in_process"],
-        default="default",
-        help="the code location's executor for jobs that do not choose one (default: Dagster's, multiprocess)",
-    )
-    p.add_argument("--no-maintenance", action="store_true", help="the same traffic, schedule and sensors off")
-    p.add_argument("--json", type=Path, help="write the result here")
-    p.add_argument("--plot", type=Path, help="write the chart here (PNG)")
-    p.add_argument("--baseline", type=Path, help="a result JSON to draw beside this one (e.g. --no-maintenance)")
-    p.add_argument(
-        "--report", type=Path, help="print a result JSON (with --baseline) as Markdown tables (and --plot it), only"
-    )
-    p.add_argument("--scaling", action="store_true", help="measure per-table costs (health, compaction) only")
-    p.add_argument("--keep", type=Path, help="keep the warehouse and DAGSTER_HOME under this directory")
-    if p.parse_known_args(argv)[0].quick:  # the small week's settings as defaults: `--quick --days 21`: 21 days
-        p.set_defaults(**QUICK)
-    return p.parse_args(argv)
+# ---- scaling, command line (week_cli.py) -----------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the week and print its targets; ``--json`` and ``--plot`` write the result and the chart."""
-    a = parse_arguments(argv)
+    a = parse_arguments(argv, __doc__.splitlines()[0])
     if a.report:
         result = json.loads(a.report.read_text())
         baseline = json.loads(a.baseline.read_text()) if a.baseline else None
