@@ -143,7 +143,8 @@ def compaction_options(s: dict[str, Any], table: str) -> mvcc.CompactionOptions:
     later compactions (a fragment below the target is a candidate at every compaction, so a target above a
     table's daily volume rewrites the whole table every time). The outside writer's table is a few KB a day
     (two narrow columns): a day's fragment is a file of about 3 KB whose per-file cost is most of what a scan
-    of it costs (docs/week_history.md, "What a fragment costs a full scan"), so it gets Lance's default target and compacts whole."""
+    of it costs (docs/week_history.md, "What a fragment costs a full scan"), so it gets Lance's default
+    target and compacts whole."""
     if table == OUTSIDE_TABLE:
         return mvcc.CompactionOptions()
     return mvcc.CompactionOptions(
