@@ -98,14 +98,10 @@ def jobs(uris: dict[str, str]) -> dict[str, Any]:
     files = {name: data_files(uri) for name, uri in uris.items()}
     footers = {path: pq.ParquetFile(path).metadata for paths in files.values() for path in paths}
 
+    from scan_per_file import read_files_floor  # benchmarks/ is the script's folder, on sys.path
+
     def read(paths: list[str]) -> pa.Table:
-        tables = []
-        for path in paths:
-            with fs.open_input_file(path) as source:
-                reader = pq.ParquetReader()
-                reader.open(source, metadata=footers[path], pre_buffer=False)
-                tables.append(reader.read_all(use_threads=False))
-        return pa.concat_tables(tables)
+        return read_files_floor(fs, footers, paths)
 
     # the rows `DELETE` leaves, per file (column 0: event_id)
     live = {path: pa.array(read([path]).column(0).to_numpy() % 100 != 7) for path in files["events_del"]}

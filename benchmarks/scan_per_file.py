@@ -47,9 +47,23 @@ def build(root: Path, fragments: int, rows: int) -> dict[str, str]:
     }
 
 
+def read_files_floor(fs: Any, footers: dict[str, Any], paths: list[str]) -> Any:
+    """pyarrow's cheapest read of whole files, the floor a scan is compared with: one thread, the footers read
+    beforehand (`footers`, by path), no pre-buffering; the files' tables concatenated."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tables = []
+    for path in paths:
+        with fs.open_input_file(path) as source:
+            reader = pq.ParquetReader()
+            reader.open(source, metadata=footers[path], pre_buffer=False)
+            tables.append(reader.read_all(use_threads=False))
+    return pa.concat_tables(tables)
+
+
 def worker(uris: dict[str, str], rounds: int) -> dict[str, float]:
     """Medians (CPU ms) of interleaved scans of `uris` and of plain-pyarrow reads of `frag` and `one`'s files."""
-    import pyarrow as pa
     import pyarrow.fs as pafs
     import pyarrow.parquet as pq
 
@@ -60,13 +74,7 @@ def worker(uris: dict[str, str], rounds: int) -> dict[str, float]:
     footers = {path: pq.ParquetFile(path).metadata for paths in files.values() for path in paths}
 
     def raw(paths: list[str]) -> None:
-        tables = []
-        for path in paths:
-            with fs.open_input_file(path) as source:
-                reader = pq.ParquetReader()
-                reader.open(source, metadata=footers[path], pre_buffer=False)
-                tables.append(reader.read_all(use_threads=False))
-        pa.concat_tables(tables)
+        read_files_floor(fs, footers, paths)
 
     jobs = {name: (lambda u=uri: mvcc.open_table(u).to_table()) for name, uri in uris.items()}
     jobs |= {f"raw_{name}": (lambda p=paths: raw(p)) for name, paths in files.items()}
