@@ -12,7 +12,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -20,16 +19,6 @@ import pyarrow as pa
 import mvcc_core as mvcc
 
 HERE = Path(__file__).resolve().parent
-
-
-def best_scan_ms(uri: str, scans: int) -> float:
-    """The best CPU milliseconds of `scans` full scans of the table's latest version."""
-    best = float("inf")
-    for _ in range(scans):
-        cpu = time.process_time()
-        mvcc.open_table(uri).to_table()
-        best = min(best, time.process_time() - cpu)
-    return best * 1000
 
 
 def main() -> None:
@@ -41,24 +30,28 @@ def main() -> None:
     os.environ.setdefault("MVCC_WEEK_SETTINGS", json.dumps({"rows_per_hour": 20000}))
     sys.path.insert(0, str(HERE))
     import week  # the week's event rows
+    import week_metrics
 
     appends = [week.event_rows(hour, 20000) for hour in range(0, 24 * 7, 4)]
     per_fragment = len(appends) // 7
-    root = Path(tempfile.mkdtemp(prefix="mvcc-deletion-scan-"))
-    for trial in range(a.trials):
-        result = {}
-        for kind in ("no deletions", "1% deleted in every fragment"):
-            uri = str(root / f"{trial}-{len(result)}")
-            for i in range(7):
-                part = pa.concat_tables(appends[i * per_fragment : (i + 1) * per_fragment])
-                mvcc.write_table(part, uri) if i == 0 else mvcc.open_table(uri).append(part)
-            if result:
-                mvcc.open_table(uri).delete("event_id % 100 = 7")
-            mvcc.write_table(mvcc.open_table(uri).to_table(), f"{uri}-compacted")
-            scan, compacted = best_scan_ms(uri, a.scans), best_scan_ms(f"{uri}-compacted", a.scans)
-            result[kind] = {"7 fragments ms": round(scan, 1), "one fragment ms": round(compacted, 1)}
-            result[kind]["ratio"] = round(scan / compacted, 2)
-        print(json.dumps({"trial": trial, **result}), flush=True)
+    with tempfile.TemporaryDirectory(prefix="mvcc-deletion-scan-") as tmp:
+        root = Path(tmp)
+        for trial in range(a.trials):
+            result = {}
+            for kind in ("no deletions", "1% deleted in every fragment"):
+                uri = str(root / f"{trial}-{len(result)}")
+                for i in range(7):
+                    part = pa.concat_tables(appends[i * per_fragment : (i + 1) * per_fragment])
+                    mvcc.write_table(part, uri) if i == 0 else mvcc.open_table(uri).append(part)
+                if result:
+                    mvcc.open_table(uri).delete("event_id % 100 = 7")
+                mvcc.write_table(mvcc.open_table(uri).to_table(), f"{uri}-compacted")
+                # the table and its copy scanned in turn, the best CPU of each (week_metrics.best_scans)
+                (_, scan), (_, compacted) = week_metrics.best_scans([uri, f"{uri}-compacted"], a.scans)
+                scan, compacted = scan * 1000, compacted * 1000
+                result[kind] = {"7 fragments ms": round(scan, 1), "one fragment ms": round(compacted, 1)}
+                result[kind]["ratio"] = round(scan / compacted, 2)
+            print(json.dumps({"trial": trial, **result}), flush=True)
 
 
 if __name__ == "__main__":
