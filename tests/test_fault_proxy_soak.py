@@ -223,6 +223,9 @@ def test_writers_behind_a_failing_proxy_killed_at_random(
                 entry = json.loads(line)
             except ValueError:
                 continue  # a line torn by SIGKILL
+            if entry["kind"] == "raw_error":  # reported below, not a row
+                raw_errors.append(entry["error"])
+                continue
             {
                 "try_append": tried_append,
                 "ack_append": acked_append,
