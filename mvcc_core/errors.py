@@ -170,6 +170,12 @@ class UnsafePathError(MvccError):
     object store before any read, write, copy or delete; or a clone whose source and target are one file."""
 
 
+class InvalidNameError(MvccError, ValueError):
+    """A name that breaks its kind's rule (`mvcc_core.names`): a branch, tag, catalog schema, table or branch
+    name, a table's path under a root, a Dagster asset key part. Each kind's own error (`BranchError`, `TagError`,
+    ...) carries the same message where its callers expect that one."""
+
+
 class UnsupportedFeatureError(MvccError):
     """The table uses feature flags this version of mvcc does not know."""
 

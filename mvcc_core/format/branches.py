@@ -11,12 +11,12 @@ root's. The ref `_refs/branches/b.json` is written in pylance's JSON shape.
 from __future__ import annotations
 
 import json
-import re
 import time
 import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from mvcc_core import names
 from mvcc_core.errors import BranchError, BranchExistsError, BranchNotFoundError, ObjectNotFoundError
 from mvcc_core.format.naming import MAX_VERSION, TRANSACTIONS_DIR, VERSIONS_DIR
 from mvcc_core.io import ObjectMeta, ObjectStore
@@ -31,30 +31,22 @@ PUBLISHED_BRANCH = "mvcc.published_branch"
 PUBLISHED_BRANCH_ID = "mvcc.published_branch_id"
 PUBLISHED_BRANCH_VERSION = "mvcc.published_branch_version"
 
-_BRANCH_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 _MAPPED_DIRS = (VERSIONS_DIR, TRANSACTIONS_DIR)
 
 
 def validate_branch_name(name: str) -> None:
-    """Refuse a name that is no branch name.
+    """Refuse a name that is no branch name (the rule: `mvcc_core.names.BRANCH`).
 
     Args:
         name: The branch name.
 
     Raises:
-        BranchError: it is empty, too long, "main", or holds anything but letters, digits, '_', '-', '.'.
+        BranchError: it is empty, too long, "main", starts with '_' or '.' (mvcc's own names), or holds
+            anything but ASCII letters, digits, '_', '-', '.'.
     """
-    if not isinstance(name, str) or not name:
-        raise BranchError(f"a branch name must be a non-empty string, got {name!r}")
-    if name == MAIN_NAME:
-        raise BranchError(f"{MAIN_NAME!r} is the default branch; give the new branch another name")
-    if ".." in name or name.endswith(".") or not _BRANCH_NAME.match(name):
-        raise BranchError(
-            f"invalid branch name {name!r}: use letters, digits, '_', '-' and '.', not starting with '.' or '-', "
-            "without '..' or '/'"
-        )
-    if len(name) > 200:
-        raise BranchError(f"branch name {name[:20]!r}... is longer than 200 characters")
+    reason = names.problem(names.BRANCH, name)
+    if reason is not None:
+        raise BranchError(reason)
 
 
 def ref_path(name: str) -> str:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mvcc_core import names
 from mvcc_core.errors import CorruptTagError, ObjectNotFoundError, TagError, TagVersionNotFoundError
 from mvcc_core.format.invariants import path_problem
 from mvcc_core.format.naming import MAX_VERSION, TAGS_DIR, tag_path
@@ -23,27 +23,19 @@ from mvcc_core.io import ObjectStore
 
 log = logging.getLogger("mvcc.tags")
 
-_TAG_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
-
-
 def validate_tag_name(name: str) -> None:
-    """Refuse a tag name that is not a safe file name.
+    """Refuse a tag name that is not a safe file name (the rule: `mvcc_core.names.TAG`).
 
     Args:
         name: the tag name the user gave
 
     Raises:
-        TagError: the name is empty, too long or has characters or segments a tag name cannot have
+        TagError: the name is empty, too long, starts with '_' or '.' (mvcc's own names) or has characters or
+            segments a tag name cannot have
     """
-    if not isinstance(name, str) or not name:
-        raise TagError(f"tag name must be a non-empty string, got {name!r}")
-    if "/" in name or "\\" in name or ".." in name or name.endswith(".") or not _TAG_NAME.match(name):
-        raise TagError(
-            f"invalid tag name {name!r}: use letters, digits, '_', '-' and '.', not starting with '.' or '-', "
-            "without '..' or '/'"
-        )
-    if len(name) > 200:
-        raise TagError(f"tag name {name[:20]!r}... is longer than 200 characters")
+    reason = names.problem(names.TAG, name)
+    if reason is not None:
+        raise TagError(reason)
 
 
 def decode_tag(data: bytes, where: str) -> int:
