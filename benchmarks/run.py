@@ -1,13 +1,13 @@
-"""Run every benchmark module (`benchmarks/bench_*.py`) and print one table of all their measurements.
+"""Run every benchmark module (`benchmarks/suite/bench_*.py`) and print one table of all their measurements.
 
 Each module runs in its own process (`python bench_X.py [--quick] --out FILE`) against the mvcc_core of the
 checkout this file is in, and writes its results as JSON; this script reads them into one table: every
 measurement, mvcc's number, each peer's number (pylance, Delta Lake, a plain-pyarrow floor) and the ratio
 mvcc / peer. For milliseconds lower is better, for commits per second higher is better. Not a test.
 
-    python benchmarks/run.py --quick    # every module's quick mode (a few minutes on 2 cores)
-    python benchmarks/run.py            # full sizes (much longer)
-    python benchmarks/run.py --quick --only foundation,row_level
+    python -m benchmarks.run --quick    # every module's quick mode (a few minutes on 2 cores)
+    python -m benchmarks.run            # full sizes (much longer)
+    python -m benchmarks.run --quick --only foundation,row_level
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from discard import TRASH_ENV  # noqa: E402 - a sibling script module, found through HERE
+from benchmarks.discard import TRASH_ENV  # noqa: E402
 
 ROOT = HERE.parent
+SUITE = HERE / "suite"
 
 
 @dataclass(frozen=True)
@@ -256,13 +256,13 @@ READERS: dict[str, Callable[[Any], Iterator[Row]]] = {
 
 
 def modules() -> list[str]:
-    return sorted(p.stem.removeprefix("bench_") for p in HERE.glob("bench_*.py"))
+    return sorted(p.stem.removeprefix("bench_") for p in SUITE.glob("bench_*.py"))
 
 
 def run_module(name: str, quick: bool, workdir: Path) -> Any:
-    """Run bench_<name>.py in its own process; its JSON results. Its own report goes to <workdir>/<name>.log."""
+    """Run suite/bench_<name>.py in its own process; its JSON results. Its own report goes to <workdir>/<name>.log."""
     out, log = workdir / f"{name}.json", workdir / f"{name}.log"
-    cmd = [sys.executable, str(HERE / f"bench_{name}.py"), "--out", str(out)] + (["--quick"] if quick else [])
+    cmd = [sys.executable, "-m", f"benchmarks.suite.bench_{name}", "--out", str(out)] + (["--quick"] if quick else [])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))  # this checkout's core
     env[TRASH_ENV] = str(workdir / "trash")  # removed with workdir after the last module (see discard.py)

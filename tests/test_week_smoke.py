@@ -1,4 +1,4 @@
-"""Smoke test of the week benchmark (benchmarks/week.py, issue 28): one simulated day at a tiny scale, run
+"""Smoke test of the week benchmark (benchmarks/week/simulation.py, issue 28): one simulated day at a tiny scale, run
 with and without maintenance against real Dagster instances (sqlite in temporary DAGSTER_HOMEs)."""
 
 import sys
@@ -10,8 +10,8 @@ import pytest
 pytest.importorskip("dagster")
 pytest.importorskip("matplotlib")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import week  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout root: `benchmarks` is a package
+from benchmarks.week import simulation as week  # noqa: E402
 
 DAY_KEYS = {
     "day",
@@ -77,11 +77,11 @@ def test_simulated_clock_holds_the_window_through_a_pause(monkeypatch: pytest.Mo
     """Hours of 1 s with a 10 s hold before hour 3 and a 2-hour window: at hour 4 the cutoff is the real
     start of hour 2 (the versions of hours 0-1 are older), not "now - 2 s", which the hold would have moved
     past hours 2-3; a tick's now minus the jobs' older_than is that cutoff."""
-    from week_clock import SimulatedClock
+    from benchmarks.week.clock import SimulatedClock
 
     clock = SimulatedClock(hour_seconds=1.0, retention_days=2 / 24)
     real = iter([100.0, 101.0, 102.0, 113.0, 114.0])
-    monkeypatch.setattr("week_clock.time.time", lambda: next(real))
+    monkeypatch.setattr("benchmarks.week.clock.time.time", lambda: next(real))
     for hour in range(5):
         clock.begin(hour)
     assert clock.cutoff().timestamp() == 102.0 and (clock.now() - clock.window).timestamp() == 102.0

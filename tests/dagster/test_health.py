@@ -149,7 +149,7 @@ def test_thresholds_are_checked() -> None:
 def test_sensor_waits_for_a_maintenance_run_of_the_table(instance: dg.DagsterInstance, warehouse: str) -> None:
     """While a maintenance run of the table (here the nightly schedule's job, created and not started yet) is
     on the instance, the health sensor requests nothing for it: that run may repair the same version
-    (benchmarks/week.py saw the schedule and the sensor compact one version twice at 03:00). Once no such run
+    (benchmarks/week/simulation.py saw the schedule and the sensor compact one version twice at 03:00). Once no such run
     is waiting or running, the failing check requests its repair as before."""
     from mvcc_dagster import build_maintenance_schedule
 

@@ -1,4 +1,4 @@
-"""Maintenance requested only when it has work (found by benchmarks/week.py): the nightly schedule skips a
+"""Maintenance requested only when it has work (found by benchmarks/week/simulation.py): the nightly schedule skips a
 table with nothing to compact, index or remove; the health sensor asks for retention only once a version is
 older than the retention job's window; its table handles, kept from tick to tick, see what a fresh open sees."""
 
@@ -282,7 +282,7 @@ def test_a_long_lived_sensor_requests_what_a_fresh_one_does(tmp_path: Path) -> N
 
 @pytest.mark.slow  # two retention runs (about 1 s on a quiet machine)
 def test_sensor_and_run_measure_retention_to_the_tick(instance: dg.DagsterInstance, warehouse: str) -> None:
-    """The sensor's clock says when its tick is (benchmarks/week.py's simulated clock): at a tick a day
+    """The sensor's clock says when its tick is (benchmarks/week/simulation.py's simulated clock): at a tick a day
     later, versions 1-3 of a one-hour window are removable, and the retention run it requests removes exactly
     those (its cutoff is the tick's time minus the window), even though the run starts later; at a tick now,
     nothing is removable and nothing is requested."""

@@ -1,0 +1,1 @@
+"""One-off studies behind figures in the docs. Unmaintained: see README.md beside this file."""
