@@ -675,6 +675,14 @@ class Scan(RowAddressReads, IndexedReads):
     def to_reader(self) -> pa.RecordBatchReader:
         return pa.RecordBatchReader.from_batches(self.output_schema, self.to_batches())
 
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """The result as an Arrow C stream (the Arrow PyCapsule interface: DuckDB, Polars, DataFusion).
+
+        Args:
+            requested_schema: a schema capsule the consumer asks for (cast to where Arrow can)
+        """
+        return self.to_reader().__arrow_c_stream__(requested_schema)
+
     def to_table(self) -> pa.Table:
         choice = self._index_choice()
         if choice is not None and self._index_pays(choice):

@@ -99,6 +99,14 @@ class SystemFilteredScan:
         """The matching rows as a `pyarrow.RecordBatchReader`."""
         return pa.RecordBatchReader.from_batches(self.output_schema, self.to_batches())
 
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """The result as an Arrow C stream (the Arrow PyCapsule interface: DuckDB, Polars, DataFusion).
+
+        Args:
+            requested_schema: a schema capsule the consumer asks for (cast to where Arrow can)
+        """
+        return self.to_reader().__arrow_c_stream__(requested_schema)
+
     def to_table(self) -> pa.Table:
         """The matching rows as one Arrow table."""
         return pa.Table.from_batches(list(self.to_batches()), schema=self.output_schema)

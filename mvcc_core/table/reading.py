@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 from mvcc_core.format.deletion import live_rows
 from mvcc_core.read.scan import DEFAULT_BATCH_SIZE, Scan
 from mvcc_core.read.system_filter import SystemFilteredScan, filter_system_columns
+from mvcc_core.table.arrow_dataset import ArrowDataset
 
 
 class ReadingMethods:
@@ -95,6 +96,23 @@ class ReadingMethods:
     def to_reader(self) -> pa.RecordBatchReader:
         """All rows of this version as a `pyarrow.RecordBatchReader` (what Arrow consumers take)."""
         return self.scanner().to_reader()
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """Every row of this version as an Arrow C stream (the Arrow PyCapsule interface), so that DuckDB,
+        Polars and DataFusion read the handle without the caller materializing it (no pushdown: use
+        :meth:`to_pyarrow_dataset` for that).
+
+        Args:
+            requested_schema: a schema capsule the consumer asks for (cast to where Arrow can)
+        """
+        return self.to_reader().__arrow_c_stream__(requested_schema)
+
+    def to_pyarrow_dataset(self) -> ArrowDataset:
+        """This version as a `pyarrow.dataset.Dataset`, which DuckDB and Polars scan with their projection and
+        filter pushed into this table's scan (deletion vectors applied; `table/arrow_dataset.py`). It keeps
+        reading this version when the handle moves on.
+        """
+        return ArrowDataset(self)  # type: ignore[arg-type] - the mixin's host is a Table
 
     def head(self, num_rows: int = 5, columns: Sequence[str] | Mapping[str, str] | None = None) -> pa.Table:
         """The first `num_rows` rows (pylance's `head`).
