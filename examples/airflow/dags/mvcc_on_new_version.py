@@ -38,17 +38,21 @@ with DAG(
 ):
 
     @task(outlets=[EVENTS])
-    def append_batch(*, outlet_events: Any = None) -> int:
+    def append_batch(*, outlet_events: Any = None, run_id: str | None = None, dag_run: Any = None) -> int:
         hook = MvccHook()
         uri = hook.table_uri(TABLE)
         options, external = hook.storage_options(TABLE)
         now = datetime.now(UTC)
         batch = pa.table({"id": list(range(100)), "at": [now] * 100})
-        try:
-            table = mvcc.open_table(uri, storage_options=options, external_store=external).append(batch)
-        except mvcc.TableNotFoundError:
-            table = mvcc.write_table(batch, uri, storage_options=options)
-        outlet_events[EVENTS].extra = {VERSION_EXTRA: table.version, OPERATION_EXTRA: "Append"}
+        # what `versions()` and `mvcc versions` show for this commit: which run wrote it, and why
+        commit = {
+            "commit_message": f"{dag_run.dag_id if dag_run else 'mvcc_example_writer'}: 100 example rows",
+            "transaction_properties": {"airflow.run_id": run_id or ""},
+        }
+        # append creates the table on the first run (an Overwrite, the table's first version), appends after it
+        table = mvcc.write_table(batch, uri, mode="append", storage_options=options, external_store=external, **commit)
+        operation = table.versions(limit=1)[-1].operation  # what the version is, as the table records it
+        outlet_events[EVENTS].extra = {VERSION_EXTRA: table.version, OPERATION_EXTRA: operation}
         return table.version
 
     append_batch()
