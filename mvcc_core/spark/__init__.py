@@ -50,4 +50,20 @@ def register(spark: Any) -> None:
     Args:
         spark: the SparkSession (classic or Spark Connect)
     """
-    spark.dataSource.register(MvccDataSource)
+    if not _registered(spark):
+        spark.dataSource.register(MvccDataSource)
+
+
+def _registered(spark: Any) -> bool:
+    """Whether `spark` already knows the `mvcc` source (the static registration after a regular install, or an
+    earlier `register`): registering it again makes Spark warn that it replaced a data source. A Spark Connect
+    session has no way to ask; registering there again is silent on the client."""
+    from py4j.protocol import Py4JError
+
+    session = getattr(spark, "_jsparkSession", None)
+    if session is None:
+        return False
+    try:
+        return bool(session.sessionState().dataSourceManager().dataSourceExists(NAME))
+    except Py4JError:  # a Spark without the lookup: register, as before
+        return False

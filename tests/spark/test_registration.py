@@ -27,7 +27,7 @@ import pytest
 from spark_helpers import ROOT
 
 #: What a build of the distribution reads (pyproject's packages, its readme).
-SOURCES = ["pyproject.toml", "README.md", "mvcc_core", "pyspark_mvcc", "mvcc_dagster"]
+SOURCES = ["pyproject.toml", "README.md", "LICENSE", "mvcc_core", "pyspark_mvcc", "mvcc_dagster"]
 
 #: Loads a table through `format("mvcc")` without calling `register`; prints what it saw as JSON.
 PROBE = textwrap.dedent(
@@ -90,8 +90,9 @@ def user_environment(bin_dir: Path) -> dict[str, str]:
     return env
 
 
-def run_python(bin_dir: Path, code: str, *args: str, cwd: Path) -> str:
-    """Run `code` in a fresh interpreter of the environment; its stdout (stderr shown on failure)."""
+def run_python(bin_dir: Path, code: str, *args: str, cwd: Path, with_stderr: bool = False) -> str:
+    """Run `code` in a fresh interpreter of the environment; its stdout (stderr shown on failure; appended with
+    `with_stderr`)."""
     result = subprocess.run(
         [str(bin_dir / "python"), "-c", code, *args],
         capture_output=True,
@@ -101,7 +102,7 @@ def run_python(bin_dir: Path, code: str, *args: str, cwd: Path) -> str:
         timeout=240,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
+    return result.stdout + (result.stderr if with_stderr else "")
 
 
 def probe(output: str) -> dict:
@@ -126,6 +127,20 @@ def test_a_regular_install_registers_mvcc_without_register(tmp_path: Path) -> No
     seen = probe(run_python(bin_dir, PROBE, str(tmp_path / "t"), cwd=work))
     assert "site-packages" in seen["mvcc_core"], seen  # the installed copy, not a source tree
     assert seen["hook_listed"] and seen["rows"] == 3, seen
+
+
+@pytest.mark.slow
+def test_register_after_the_static_registration_replaces_nothing(tmp_path: Path) -> None:
+    """The README calls `register(spark)`; after a regular install the source is registered already, and
+    registering it again would make Spark warn that it replaced a data source."""
+    bin_dir = install(tmp_path, editable=False)
+    work = tmp_path / "work"
+    work.mkdir()
+    code = PROBE + "\nimport mvcc_core.spark\nmvcc_core.spark.register(spark)\nmvcc_core.spark.register(spark)\n"
+    code += "print('AFTER', spark.read.format('mvcc').load(uri).count())\n"
+    output = run_python(bin_dir, code, str(tmp_path / "t"), cwd=work, with_stderr=True)
+    assert probe(output)["rows"] == 3 and "AFTER 3" in output, output[-3000:]
+    assert "replaced a previously registered data source" not in output, output[-3000:]
 
 
 @pytest.mark.slow
