@@ -436,3 +436,11 @@ def test_trim_version_cache_keeps_the_newest_and_reads_the_rest_again(tmp_uri) -
     for bad in (0, -1, True, 1.5):
         with pytest.raises(ValueError, match="keep must be a positive int"):
             t.trim_version_cache(bad)
+
+
+def test_a_branch_handles_repr_names_its_branch(tmp_path: Path) -> None:
+    t = mvcc.write_table(pa.table({"id": [1, 2, 3]}), str(tmp_path / "t"))
+    audit = t.create_branch("audit")
+    audit.delete("id = 1")
+    assert repr(audit) == f"Table(uri={t.uri!r}, branch='audit', version={audit.version}, rows=2)"
+    assert repr(t) == f"Table(uri={t.uri!r}, version={t.version}, rows=3)"

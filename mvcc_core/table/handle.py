@@ -213,7 +213,8 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
         return list(self.manifest.fragments)
 
     def __repr__(self) -> str:
-        return f"Table(uri={self.uri!r}, version={self.version}, rows={self.count_rows()})"
+        on = "" if self.branch is None else f", branch={self.branch!r}"
+        return f"Table(uri={self.uri!r}{on}, version={self.version}, rows={self.count_rows()})"
 
     def __len__(self) -> int:
         return self.count_rows()
