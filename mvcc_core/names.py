@@ -96,7 +96,8 @@ def problem(kind: NameKind, name: object) -> str | None:
     if len(name) > kind.max_length:
         return f"{kind.label} {shown} is longer than {kind.max_length} characters"
     if name in kind.reserved:
-        return f"{kind.label} {shown} is reserved; give it another name"
+        what = "is the default branch" if name == "main" else "is reserved"
+        return f"{shown} {what}; give the {kind.label.removesuffix(' name')} another name"
     if name[0] in RESERVED_FIRST_CHARACTERS:
         return f"invalid {kind.label} {shown}: names starting with '_' or '.' are reserved for mvcc's own files"
     bad_dots = ".." in name or name.endswith(".") if kind.dots else False
