@@ -11,7 +11,6 @@ from mvcc_core.cli.options import (
     EXIT_USAGE,
     exit_code_for,
     parse_duration,
-    parse_ref,
     storage_options_for,
 )
 from mvcc_core.cli.output import format_duration, progress_bar
@@ -27,7 +26,6 @@ __all__ = [
     "format_duration",
     "main",
     "parse_duration",
-    "parse_ref",
     "progress_bar",
     "storage_options_for",
 ]

@@ -19,7 +19,7 @@ import time
 import traceback
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import click
@@ -31,13 +31,11 @@ from mvcc_core.cli.index_commands import index
 from mvcc_core.cli.options import (
     EXIT_ERROR,
     DurationType,
-    VersionRefType,
     exit_code_for,
     json_option,
     open_table,
     storage_options_for,
     uri_and_storage,
-    version_option,
 )
 from mvcc_core.cli.output import (
     emit_json,
@@ -50,6 +48,7 @@ from mvcc_core.cli.output import (
     progress_bar,
     version_ranges,
 )
+from mvcc_core.cli.refs import Ref, open_ref, positional_ref, ref_options, resolved
 from mvcc_core.cli.tag_commands import tags
 
 # ---- shared plumbing -------------------------------------------------------------------------------
@@ -135,7 +134,7 @@ def describe(t: mvcc.Table, small_rows: int) -> dict[str, Any]:
 
 @cli.command()
 @uri_and_storage
-@version_option("A version number, tag or ISO time (default: the latest).")
+@ref_options("The version to show (default: the latest)")
 @click.option(
     "--small-rows",
     type=click.IntRange(min=1),
@@ -144,16 +143,17 @@ def describe(t: mvcc.Table, small_rows: int) -> dict[str, Any]:
     help="Fragments with fewer live rows count as small (compaction's default target).",
 )
 @json_option
-def show(
-    uri: str, storage_option: tuple[str, ...], ref: int | str | datetime | None, small_rows: int, as_json: bool
-) -> None:
+def show(uri: str, storage_option: tuple[str, ...], ref: Ref | None, small_rows: int, as_json: bool) -> None:
     """Describe one version: rows, fragments, bytes, schema, indices, tags, config, flags.
 
     \b
     Example:
         mvcc show ./events --version 12
+        mvcc show ./events --tag nightly
     """
-    info = describe(open_table(uri, storage_option, ref), small_rows)
+    t, ref = open_ref(uri, storage_option, ref)
+    info = describe(t, small_rows)
+    info["resolved"] = resolved(ref, t.version)
     if as_json:
         emit_json(info)
         return
@@ -161,7 +161,7 @@ def show(
     print_pairs(
         [
             ("uri", info["uri"]),
-            ("version", f"{info['version']} (latest {info['latest_version']})"),
+            ("version", f"{info['resolved']}; latest {info['latest_version']}"),
             ("timestamp", info["timestamp"].isoformat()),
             ("rows", f"{info['rows']:,} ({info['deleted_rows']:,} deleted)"),
             ("fragments", f"{info['fragments']:,} ({info['small_fragments']:,} under {small_rows:,} rows)"),
@@ -237,7 +237,7 @@ _SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jso
 @uri_and_storage
 @click.option("--columns", help="Comma-separated columns (default: all).")
 @click.option("--filter", "where", metavar="SQL", help="A SQL predicate, e.g. \"id > 10 AND kind = 'a'\".")
-@version_option("A version number, tag or ISO time (default: the latest).")
+@ref_options("The version to read (default: the latest)")
 @click.option("--limit", type=click.IntRange(min=0), help="At most N rows (the terminal table shows 50 by default).")
 @click.option("--output", type=click.Path(dir_okay=False, writable=True), help="Write the rows to this file.")
 @click.option("--format", "fmt", type=click.Choice(_FORMATS), help="Output format (default: from --output's suffix).")
@@ -247,7 +247,7 @@ def scan(
     storage_option: tuple[str, ...],
     columns: str | None,
     where: str | None,
-    ref: int | str | datetime | None,
+    ref: Ref | None,
     limit: int | None,
     output: str | None,
     fmt: str | None,
@@ -271,7 +271,7 @@ def scan(
     if fmt == "parquet" and output is None:
         raise click.UsageError("--format parquet needs --output FILE")
     cols = column_list(columns)
-    t = open_table(uri, storage_option, ref)
+    t, _ = open_ref(uri, storage_option, ref)
     if fmt == "table" and output is None:
         shown = 50 if limit is None else limit
         data = t.to_table(cols, where, limit=shown + 1 if limit is None else shown)
@@ -588,23 +588,34 @@ def cleanup(
 
 @cli.command()
 @uri_and_storage
-@click.argument("ref", type=VersionRefType())
+@click.argument("positional", metavar="[REF]", required=False, callback=positional_ref)
+@ref_options("The version to restore")
 @click.option("--message", "commit_message", help="The commit message.")
-def restore(uri: str, storage_option: tuple[str, ...], ref: int | str | datetime, commit_message: str | None) -> None:
-    """Make REF (a version, tag or ISO time) the latest version again; history is kept.
+def restore(
+    uri: str, storage_option: tuple[str, ...], positional: Ref | None, ref: Ref | None, commit_message: str | None
+) -> None:
+    """Make a version the latest again (a new Restore version); history is kept.
 
-    Works past a corrupt latest manifest (only REF's manifest is read).
+    Name it with --tag NAME, --version N or --at TIME, or as REF: a tag of that name wins, else a number is a
+    version, else an ISO 8601 time (UTC without a zone) is the version current then. Works past a corrupt
+    latest manifest (only that version's manifest is read).
 
     \b
     Example:
-        mvcc restore ./events 12
+        mvcc restore ./events --version 12
+        mvcc restore ./events --tag before-backfill
+        mvcc restore ./events --at 2024-05-01T12:00:00+02:00
         mvcc restore ./events before-backfill
-        mvcc restore ./events 2024-05-01T12:00:00
     """
-    t = open_table(uri, storage_option, ref)
-    restored = t.version
+    if positional is not None and ref is not None:
+        raise click.UsageError(f"give REF or {ref.flag}, not both")
+    ref = positional or ref
+    if ref is None:
+        raise click.UsageError("name the version to restore: REF, --tag NAME, --version N or --at TIME")
+    t, ref = open_ref(uri, storage_option, ref)
+    restored = resolved(ref, t.version)
     t.restore(commit_message=commit_message)
-    click.echo(f"restored version {restored} as version {t.version}")
+    click.echo(f"restored {restored} as version {t.version}")
 
 
 # ---- verify --------------------------------------------------------------------------------------------
@@ -612,7 +623,7 @@ def restore(uri: str, storage_option: tuple[str, ...], ref: int | str | datetime
 
 @cli.command()
 @uri_and_storage
-@version_option("Check this version (number, tag or ISO time).")
+@ref_options("The version to check (default: each branch's latest)")
 @click.option("--all", "all_versions", is_flag=True, help="Check every version kept.")
 @click.option("--deep", is_flag=True, help="Also read every data and index file.")
 @json_option
@@ -621,7 +632,7 @@ def verify(
     ctx: click.Context,
     uri: str,
     storage_option: tuple[str, ...],
-    ref: int | str | datetime | None,
+    ref: Ref | None,
     all_versions: bool,
     deep: bool,
     as_json: bool,
@@ -638,13 +649,13 @@ def verify(
         mvcc verify ./events --all --deep
     """
     if ref is not None and all_versions:
-        raise click.UsageError("give --version or --all, not both")
+        raise click.UsageError(f"give {ref.flag} or --all, not both")
     options = storage_options_for(uri, storage_option)
     try:
-        t = open_table(uri, storage_option, ref)
+        t, ref = open_ref(uri, storage_option, ref)
     except mvcc.CorruptManifestError as exc:  # the latest manifest: its message names the version to restore
         report = mvcc.VerifyReport()
-        version = ref if isinstance(ref, int) else None
+        version = ref.value if ref is not None and isinstance(ref.value, int) else None
         try:
             found = mvcc.manifest_violations(uri, version, storage_options=options)
         except mvcc.MvccError:
