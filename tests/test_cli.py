@@ -426,6 +426,7 @@ def bad_input_cases(table: str, missing: str) -> list[tuple[list[str], int, str]
         (["index", "drop", table, "nope"], 1, "no index named 'nope'"),
         (["cleanup", table, "--older-than", "seven days"], 2, "--older-than"),
         (["cleanup", table, "--older-than", "99999999999w"], 2, "--older-than"),
+        (["cleanup", table, "--older-than", "1000000d"], 2, "--older-than 1000000d: reaches back before the year 1"),
         (["cleanup", table, "--retain-versions", "0"], 2, "--retain-versions"),
         (["cleanup", table, "--older-than", "0s"], 1, "--keep-tagged"),
         (["tags", "create", table, "two"], 1, "mvcc tags update"),

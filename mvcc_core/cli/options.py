@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 import mvcc_core as mvcc
-from mvcc_core.durations import parse_duration
+from mvcc_core.durations import age_problem, parse_duration
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -140,6 +140,9 @@ def open_table(uri: str, storage_option: Sequence[str]) -> mvcc.Table:
 
 
 class DurationType(click.ParamType):
+    """An age as an operator types it (`7d`, `12h`, `1w2d`): `parse_duration`, and no longer than the time since
+    the year 1; a usage error naming the flag otherwise."""
+
     name = "DURATION"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> timedelta:
@@ -153,6 +156,10 @@ class DurationType(click.ParamType):
         if isinstance(value, timedelta):
             return value
         try:
-            return parse_duration(str(value))
+            age = parse_duration(str(value))
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
+        if (problem := age_problem(age)) is not None:
+            flag = param.opts[0] if param is not None and param.opts else "the duration"
+            raise click.UsageError(f"{flag} {value}: {problem}", ctx)
+        return age
