@@ -11,7 +11,6 @@ RetryableConflictError (EX_TEMPFAIL of sysexits.h: run the command again).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -29,12 +28,10 @@ from mvcc_core.cli.branch_commands import branches
 from mvcc_core.cli.catalog_commands import catalog
 from mvcc_core.cli.index_commands import index
 from mvcc_core.cli.options import (
-    EXIT_ERROR,
     DurationType,
     exit_code_for,
     json_option,
     open_table,
-    storage_options_for,
     uri_and_storage,
 )
 from mvcc_core.cli.output import (
@@ -50,6 +47,7 @@ from mvcc_core.cli.output import (
 )
 from mvcc_core.cli.refs import Ref, open_ref, positional_ref, ref_options, resolved
 from mvcc_core.cli.tag_commands import tags
+from mvcc_core.cli.verify_command import verify
 
 # ---- shared plumbing -------------------------------------------------------------------------------
 
@@ -618,85 +616,11 @@ def restore(
     click.echo(f"restored {restored} as version {t.version}")
 
 
-# ---- verify --------------------------------------------------------------------------------------------
-
-
-@cli.command()
-@uri_and_storage
-@ref_options("The version to check (default: each branch's latest)")
-@click.option("--all", "all_versions", is_flag=True, help="Check every version kept.")
-@click.option("--deep", is_flag=True, help="Also read every data and index file.")
-@json_option
-@click.pass_context
-def verify(
-    ctx: click.Context,
-    uri: str,
-    storage_option: tuple[str, ...],
-    ref: Ref | None,
-    all_versions: bool,
-    deep: bool,
-    as_json: bool,
-) -> None:
-    """Check a table against its store; print the problems and exit 1 if there are any.
-
-    Every manifest parses, every file a checked version references exists with the recorded size, deletion
-    vectors decode, indices point at existing fields and fragments, every tag file reads; --deep reads every data
-    and index file. Base paths outside the table's root (a shallow clone's source) are listed as notes.
-    Default: the latest version.
-
-    \b
-    Example:
-        mvcc verify ./events --all --deep
-    """
-    if ref is not None and all_versions:
-        raise click.UsageError(f"give {ref.flag} or --all, not both")
-    options = storage_options_for(uri, storage_option)
-    try:
-        t, ref = open_ref(uri, storage_option, ref)
-    except mvcc.CorruptManifestError as exc:  # the latest manifest: its message names the version to restore
-        report = mvcc.VerifyReport()
-        version = ref.value if ref is not None and isinstance(ref.value, int) else None
-        try:
-            found = mvcc.manifest_violations(uri, version, storage_options=options)
-        except mvcc.MvccError:
-            found = []
-        if not found or version is None:
-            report.add(version, "manifest", uri, str(exc))
-        for text in found:
-            report.add(version, "manifest", uri, text)
-    else:
-        report = mvcc.verify(t, deep=deep, all_versions=all_versions)
-    problems = [dataclasses.asdict(p) for p in report.problems]
-    if as_json:
-        emit_json(
-            {
-                "ok": report.ok,
-                "versions": report.versions,
-                "files_checked": report.files_checked,
-                "problems": problems,
-                "foreign_bases": [dataclasses.asdict(b) for b in report.foreign_bases],
-            }
-        )
-    else:
-        for p in problems:
-            where = "?" if p["version"] is None else p["version"]
-            click.echo(f"version {where}: {p['kind']} {p['path']}: {p['problem']}")
-        for base in report.foreign_bases:
-            click.echo(
-                f"note: base path {base.path} (id {base.id}) lies outside the table's root; up to "
-                f"{base.files} file(s) of version(s) {base.versions} are read from there (a shallow clone's "
-                "source); nothing writes, deletes or cleans up there"
-            )
-        what = f"{len(report.versions)} version(s), {report.files_checked} files"
-        click.echo(f"{len(problems)} problem(s) in {what}" if problems else f"ok: {what}", err=bool(problems))
-    if problems:
-        ctx.exit(EXIT_ERROR)
-
-
 cli.add_command(branches)
 cli.add_command(catalog)
 cli.add_command(index)
 cli.add_command(tags)
+cli.add_command(verify)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
