@@ -299,12 +299,13 @@ class _RefsCheck:
                     why = "its ref does not decode" if parent in self.broken else "there is no such branch"
                     self.report.add(None, "branch", where, f"parent branch {parent!r} does not exist ({why})", name)
                 return
-            if current == name and not self.has_version(parent, ref.parent_version):
+            if current == name and ref.parent_version > self.latest_version(parent):
                 self.report.add(
                     None,
                     "branch",
                     where,
-                    f"forked at version {ref.parent_version} of {parent or 'main'}, which has no such version",
+                    f"forked at version {ref.parent_version} of {parent or 'main'}, which has no such version (its "
+                    f"latest is {self.latest_version(parent)})",
                     name,
                 )
             if parent is None:
@@ -312,15 +313,25 @@ class _RefsCheck:
             seen.append(parent)
             current = parent
 
+    def versions_of(self, branch: str | None) -> set[int]:
+        """The versions `branch` (None: main) has manifests for, listed once (read-only: nothing is completed)."""
+        if branch not in self.listed:
+            store = branch_store(self.store, branch)
+            handler = tree_handler(self.table.state.committer.handler, branch)
+            self.listed[branch] = {loc.version for loc in list_manifests(store, handler)}
+        return self.listed[branch]
+
     def has_version(self, branch: str | None, version: int) -> bool:
-        """Whether `branch` (None: main) has a manifest for `version` (read-only: nothing is completed)."""
+        """Whether `branch` (None: main) has a manifest for `version`."""
         store = branch_store(self.store, branch)
         if store.exists(location_of(store, version, self.table.manifest_naming).path):
             return True
-        if branch not in self.listed:  # another naming, or an external store's newest version
-            handler = tree_handler(self.table.state.committer.handler, branch)
-            self.listed[branch] = {loc.version for loc in list_manifests(store, handler)}
-        return version in self.listed[branch]
+        return version in self.versions_of(branch)  # another naming, or an external store's newest version
+
+    def latest_version(self, branch: str | None) -> int:
+        """The newest version of `branch` (None: main); 0 when it has none. A fork version below it may be gone:
+        retention removes a parent's old versions and keeps only the files its branches use."""
+        return max(self.versions_of(branch), default=0)
 
     def branch_versions(self, name: str) -> None:
         """Branch `name`'s latest version (every version, with `all_versions`) checked like the table's."""
