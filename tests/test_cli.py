@@ -686,3 +686,44 @@ def test_script_exit_code_of_a_retryable_conflict(tmp_uri) -> None:
     rerun = subprocess.run([*script(), "compact", tmp_uri], env=script_env(), capture_output=True, timeout=120)
     assert rerun.returncode == 0 and b"compacted into version" in rerun.stdout
     assert sorted(mvcc.open_table(tmp_uri).to_table().column("id").to_pylist()) == [0, *range(2, 11)]
+
+
+def test_a_closed_pipe_ends_the_command_quietly(tmp_uri) -> None:
+    """`mvcc scan URI | head -1`, `mvcc show URI | head -0`: the reader leaves early; no traceback, no error
+    line, exit 141 (128 + SIGPIPE, as git's)."""
+    t = mvcc.write_table(rows(0, 200_000), tmp_uri)
+    t.append(rows(200_000, 1))
+    proc = subprocess.Popen(
+        [*script(), "scan", tmp_uri, "--format", "csv"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=script_env(),
+    )
+    assert proc.stdout is not None and proc.stdout.readline()
+    proc.stdout.close()  # what `head -1` does once it has its line
+    _, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err) == (cli.EXIT_BROKEN_PIPE, b"")
+    for args in (["show", tmp_uri], ["versions", tmp_uri], ["scan", tmp_uri, "--limit", "3"], ["verify", tmp_uri]):
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # the reader is gone before the first line: every write fails
+        done = subprocess.run(
+            [*script(), *args], stdout=write_end, stderr=subprocess.PIPE, env=script_env(), timeout=120
+        )
+        os.close(write_end)
+        assert (done.returncode, done.stderr) == (cli.EXIT_BROKEN_PIPE, b""), (args, done.stderr)
+
+
+def test_scan_reads_a_branch(any_uri) -> None:
+    uri, opts = any_uri
+    t = history(uri, opts)
+    t.create_branch("audit").append(rows(100, 2))
+    lines = run("scan", uri, *opt_args(opts), "--branch", "audit", "--json").stdout.splitlines()
+    assert sorted(json.loads(line)["id"] for line in lines) == sorted(
+        t.to_table().column("id").to_pylist() + [100, 101]
+    )
+    main = run("scan", uri, *opt_args(opts), "--json").stdout.splitlines()
+    assert len(main) == t.count_rows()
+    fork = run("scan", uri, *opt_args(opts), "--branch", "audit", "--version", "5", "--json").stdout.splitlines()
+    assert len(fork) == t.count_rows()  # the branch's first version is main's 5
+    missing = run("scan", uri, *opt_args(opts), "--branch", "nope")
+    assert missing.exit_code == 1 and "nope" in missing.stderr

@@ -4,6 +4,7 @@ the parsers of its arguments."""
 
 from mvcc_core.cli.commands import cli, main
 from mvcc_core.cli.options import (
+    EXIT_BROKEN_PIPE,
     EXIT_ERROR,
     EXIT_INCOMPATIBLE_CONFLICT,
     EXIT_OK,
@@ -16,6 +17,7 @@ from mvcc_core.cli.options import (
 from mvcc_core.cli.output import format_duration, progress_bar
 
 __all__ = [
+    "EXIT_BROKEN_PIPE",
     "EXIT_ERROR",
     "EXIT_INCOMPATIBLE_CONFLICT",
     "EXIT_OK",

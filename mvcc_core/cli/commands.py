@@ -28,6 +28,7 @@ from mvcc_core.cli.branch_commands import branches
 from mvcc_core.cli.catalog_commands import catalog
 from mvcc_core.cli.index_commands import index
 from mvcc_core.cli.options import (
+    EXIT_BROKEN_PIPE,
     DurationType,
     exit_code_for,
     json_option,
@@ -52,6 +53,13 @@ from mvcc_core.cli.verify_command import verify
 # ---- shared plumbing -------------------------------------------------------------------------------
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null: its reader is gone, and the interpreter's final flush must not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 class MvccGroup(click.Group):
     """The top-level group: turns an exception of any subcommand into one error line and its exit code."""
 
@@ -69,6 +77,9 @@ class MvccGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("mvcc: interrupted", err=True)
             ctx.exit(130)
+        except BrokenPipeError:  # `mvcc scan ... | head`: the reader is gone; stop quietly, as git does
+            _silence_stdout()
+            ctx.exit(EXIT_BROKEN_PIPE)
         except Exception as exc:  # one clear line; the traceback only with --debug
             if (ctx.obj or {}).get("debug"):
                 traceback.print_exc()
@@ -236,6 +247,7 @@ _SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jso
 @click.option("--columns", help="Comma-separated columns (default: all).")
 @click.option("--filter", "where", metavar="SQL", help="A SQL predicate, e.g. \"id > 10 AND kind = 'a'\".")
 @ref_options("The version to read (default: the latest)")
+@click.option("--branch", metavar="NAME", help="Read this branch (--version and --at then name its versions).")
 @click.option("--limit", type=click.IntRange(min=0), help="At most N rows (the terminal table shows 50 by default).")
 @click.option("--output", type=click.Path(dir_okay=False, writable=True), help="Write the rows to this file.")
 @click.option("--format", "fmt", type=click.Choice(_FORMATS), help="Output format (default: from --output's suffix).")
@@ -246,6 +258,7 @@ def scan(
     columns: str | None,
     where: str | None,
     ref: Ref | None,
+    branch: str | None,
     limit: int | None,
     output: str | None,
     fmt: str | None,
@@ -257,6 +270,7 @@ def scan(
     Example:
         mvcc scan ./events --columns id,kind --filter "id > 10" --limit 5
         mvcc scan ./events --output events.parquet
+        mvcc scan ./events --branch audit-42 --limit 10
     """
     if as_json and fmt not in (None, "jsonl"):
         raise click.UsageError(f"--json writes JSON lines; give --json or --format {fmt}, not both")
@@ -269,7 +283,7 @@ def scan(
     if fmt == "parquet" and output is None:
         raise click.UsageError("--format parquet needs --output FILE")
     cols = column_list(columns)
-    t, _ = open_ref(uri, storage_option, ref)
+    t, _ = open_ref(uri, storage_option, ref, branch=branch)
     if fmt == "table" and output is None:
         shown = 50 if limit is None else limit
         data = t.to_table(cols, where, limit=shown + 1 if limit is None else shown)
@@ -629,4 +643,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     Args:
         argv: the arguments after `mvcc` (None: the process's)
     """
-    cli.main(args=list(argv) if argv is not None else None, prog_name="mvcc")
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="mvcc")
+    except SystemExit as done:
+        code = done.code
+    else:  # pragma: no cover - click's standalone mode always exits
+        code = 0
+    try:
+        sys.stdout.flush()  # output still buffered when the reader left (`mvcc show URI | head -1`)
+    except BrokenPipeError:
+        _silence_stdout()
+        code = EXIT_BROKEN_PIPE
+    sys.exit(code)

@@ -17,6 +17,9 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INCOMPATIBLE_CONFLICT = 3
 EXIT_RETRYABLE_CONFLICT = 75
+#: The reader of stdout went away (`mvcc scan URI | head`): 128 + SIGPIPE, what git and a shell tool killed by it
+#: report; nothing is printed.
+EXIT_BROKEN_PIPE = 141
 
 #: AWS_* environment variables -> the core's storage option names (mvcc_core/io/), for s3:// uris.
 #: The first variable set wins for each option; `--storage-option` wins over all of them.
