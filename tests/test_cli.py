@@ -324,10 +324,10 @@ def test_verify_finds_a_truncated_manifest_and_a_resized_file(any_uri) -> None:
     latest = next(loc for loc in list_manifests(t.state.store) if loc.version == 5)
     t.state.store.put(latest.path, b"")
     broken = run("verify", uri, *opt_args(opts))
-    assert broken.exit_code == 1 and f"mvcc restore {t.uri} 4" in broken.stdout
+    assert broken.exit_code == 1 and f"mvcc restore {t.uri} --version 4" in broken.stdout
     shown = run("show", uri, *opt_args(opts))
     assert shown.exit_code == 1 and "the newest intact version is 4" in shown.stderr
-    assert f"mvcc restore {t.uri} 4" in shown.stderr and shown.stderr.count("\n") == 1
+    assert f"mvcc restore {t.uri} --version 4" in shown.stderr and shown.stderr.count("\n") == 1
 
 
 def test_verify_finds_a_corrupt_deletion_file(any_uri) -> None:
