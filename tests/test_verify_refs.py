@@ -183,3 +183,23 @@ def test_branch_checks_only_that_branch(tmp_path: Path) -> None:
     assert code == 1 and "--branch nope: " in err and "has no branch 'nope'" in err
     code, _, err = verify_cli(root, "--branch", "b1", "--version", "2")
     assert code == 2 and "give --branch or --version" in err
+
+
+def test_refs_are_checked_on_every_backend(any_uri) -> None:
+    uri, opts = any_uri
+    t = mvcc.write_table(pa.table({"id": [1, 2]}), uri, storage_options=opts)
+    t.create_branch("b1").append(pa.table({"id": [3]}))
+    assert mvcc.verify(t).ok
+    store = t.state.store
+    store.put("_refs/branches/b2.json", json.dumps({"parentBranch": "ghost", "parentVersion": 1}).encode())
+    store.put("_refs/stray.bin", b"x")
+    store.put("_refs/tags/old.json", json.dumps({"version": 99}).encode())
+    report = mvcc.verify(mvcc.open_table(uri, storage_options=opts))
+    found = sorted((p.kind, p.path.rsplit("/", 1)[-1], p.problem.split(":")[0][:40]) for p in report.problems)
+    assert [f[:2] for f in found] == [
+        ("branch", "b2.json"),  # its tree has no manifest
+        ("branch", "b2.json"),  # its parent is no branch
+        ("ref", "stray.bin"),
+        ("tag", "old.json"),
+    ], found
+    assert report.branches == {"b1": [2]}
