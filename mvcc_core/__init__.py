@@ -73,9 +73,11 @@ from mvcc_core.table import (
     create_table_from_fragments,
     manifest_violations,
     open_table,
+    open_tags,
     write_table,
 )
 from mvcc_core.table.branches import Branches
+from mvcc_core.times import parse_time
 from mvcc_core.txn.branches import BranchInfo
 from mvcc_core.txn.external_store import (
     DynamoDBManifestStore,
@@ -114,6 +116,7 @@ __all__ = [
     "UpdateResult",
     "ForeignBase",
     "parse_duration",
+    "parse_time",
     "VerifyProblem",
     "VerifyReport",
     "verify",
@@ -165,6 +168,7 @@ __all__ = [
     "live_rows",
     "manifest_violations",
     "open_table",
+    "open_tags",
     "operations",
     "write_fragments",
     "create_table_from_fragments",

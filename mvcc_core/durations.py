@@ -4,9 +4,9 @@ operators' `older_than` accept exactly these."""
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
-__all__ = ["parse_duration"]
+__all__ = ["age_problem", "parse_duration"]
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(w|d|h|m|s)", re.IGNORECASE)
 _DURATION_UNITS = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
@@ -35,3 +35,23 @@ def parse_duration(text: str) -> timedelta:
     except OverflowError:
         raise ValueError(f"duration {text!r} is too long (at most 999999999 days)") from None
     return out
+
+
+def age_problem(age: timedelta, now: datetime | None = None) -> str | None:
+    """What is wrong with `age` as an age ("older than this"), in words; None when `now - age` is a time.
+
+    A duration can be longer than the time since year 1 (`1000000d`), where no date exists to compare with.
+
+    Args:
+        age: the age, e.g. a retention's `older_than`
+        now: the time it is counted back from (None: now, UTC)
+    """
+    now = datetime.now(UTC) if now is None else now
+    if age < timedelta(0):
+        return "is negative: an age counts back from now"
+    try:
+        now - age
+    except OverflowError:
+        most = (now - datetime.min.replace(tzinfo=now.tzinfo)).days
+        return f"reaches back before the year 1, where no version can be: give at most {most:,} days (e.g. 3650d)"
+    return None

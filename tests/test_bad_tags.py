@@ -82,7 +82,7 @@ def test_checking_out_a_bad_tag_raises_a_typed_error_naming_file_and_value(tmp_p
     assert isinstance(caught.value, mvcc.TagError)
     with pytest.raises(mvcc.CorruptTagError):
         t.tags.get_version(name)
-    result = run("show", uri, "--version", name)
+    result = run("show", uri, "--tag", name)
     assert result.exit_code == 1 and rel in result.output
 
 
@@ -136,7 +136,10 @@ def test_verify_reports_bad_tags_and_exits_1(tmp_path: Path) -> None:
     result = run("verify", uri, "--json")
     assert result.exit_code == 1
     found = json.loads(result.stdout)["problems"]
-    assert sorted(p["path"] for p in found if p["kind"] == "tag") == ["_refs/tags/sub/n.json", "_refs/tags/word.json"]
+    assert sorted(p["path"] for p in found if p["kind"] == "tag") == [
+        f"{uri}/_refs/tags/sub/n.json",
+        f"{uri}/_refs/tags/word.json",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 import tomllib
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +89,7 @@ def test_show_matches_the_api(any_uri) -> None:
     assert info["tags"] == {"two": 2} and info["manifest_naming"] == t.manifest_naming.value
     assert info["indices"] == json.loads(json.dumps(t.list_indices()))
     assert info["feature_flags"] == t.feature_flags and "deletion_files" in t.feature_flags["reader"]
-    old = run_json("show", uri, *opt_args(opts), "--version", "two")  # a tag
+    old = run_json("show", uri, *opt_args(opts), "--tag", "two")
     assert (old["version"], old["rows"], old["indices"]) == (2, 9, [])
     text = run("show", uri, *opt_args(opts), "--small-rows", "4")
     assert text.exit_code == 0 and "10 (1 deleted)" in text.stdout and "id_idx" in text.stdout
@@ -237,16 +237,40 @@ def test_restore_and_tags(any_uri) -> None:
     assert dup.exit_code == 1 and "already exists" in dup.stderr
 
     by_tag = run("restore", uri, *opt_args(opts), "two")
-    assert by_tag.exit_code == 0 and "restored version 2 as version 6" in by_tag.stdout
+    assert by_tag.exit_code == 0 and "restored tag two (version 2) as version 6" in by_tag.stdout
     assert mvcc.open_table(uri, storage_options=opts).to_table().equals(t.checkout(2).to_table())
     assert run("restore", uri, *opt_args(opts), "5", "--message", "undo").exit_code == 0
     latest = mvcc.open_table(uri, storage_options=opts)
     assert latest.version == 7 and latest.transaction().message == "undo"
     assert latest.to_table().equals(t.checkout(5).to_table())
     when = t.checkout(3).timestamp.isoformat()
-    assert "restored version 3 as version 8" in run("restore", uri, *opt_args(opts), when).stdout
+    assert f"restored version 3 (current at {when}) as version 8" in run("restore", uri, *opt_args(opts), when).stdout
     unknown = run("restore", uri, *opt_args(opts), "42")
     assert unknown.exit_code == 1 and "VersionNotFoundError" in unknown.stderr
+
+
+def test_a_tag_wins_over_a_time_and_a_number(any_uri) -> None:
+    """A bare REF is a tag when the table has one of that name (also one spelled like a date or a number),
+    else a number is a version, else a time; --tag / --version / --at say which, and the output names it."""
+    uri, opts = any_uri
+    t = history(uri, opts)
+    t.tags.create("2099-01-01", 4)
+    t.tags.create("3", 2)
+    out = run("restore", uri, *opt_args(opts), "2099-01-01")
+    assert out.exit_code == 0 and out.stdout == "restored tag 2099-01-01 (version 4) as version 6\n", out.output
+    out = run("restore", uri, *opt_args(opts), "3")
+    assert out.stdout == "restored tag 3 (version 2) as version 7\n", out.output
+    assert run("restore", uri, *opt_args(opts), "--version", "3").stdout == "restored version 3 as version 8\n"
+    assert run("restore", uri, *opt_args(opts), "4").stdout == "restored version 4 as version 9\n"  # no tag "4"
+    assert run("restore", uri, *opt_args(opts), "--tag", "3").stdout == "restored tag 3 (version 2) as version 10\n"
+    at = run("restore", uri, *opt_args(opts), "--at", "2099-01-01")  # the time, not the tag: the latest then
+    assert at.stdout == "restored version 10 (current at 2099-01-01T00:00:00+00:00) as version 11\n", at.output
+    when = t.checkout(5).timestamp.astimezone(timezone(timedelta(hours=-5)))
+    assert run_json("show", uri, *opt_args(opts), "--at", when.isoformat())["version"] == 5
+    assert run_json("show", uri, *opt_args(opts), "--tag", "2099-01-01")["resolved"] == "tag 2099-01-01 (version 4)"
+    scanned = run("scan", uri, *opt_args(opts), "--tag", "3", "--json").stdout.splitlines()
+    assert [json.loads(line)["id"] for line in scanned] == list(range(9))  # version 2's rows
+    assert mvcc.open_table(uri, storage_options=opts).version == 11  # nothing else was written
 
 
 # ---- verify --------------------------------------------------------------------------------------------
@@ -260,7 +284,7 @@ def test_verify_passes_on_a_healthy_table(any_uri) -> None:
     uri, opts = any_uri
     t = history(uri, opts)
     t.optimize.compact_files()
-    for args in ([], ["--all"], ["--all", "--deep"], ["--version", "two", "--deep"]):
+    for args in ([], ["--all"], ["--all", "--deep"], ["--tag", "two", "--deep"]):
         result = run("verify", uri, *opt_args(opts), *args)
         assert result.exit_code == 0, result.output
         assert result.stdout.startswith("ok: ")
@@ -300,10 +324,10 @@ def test_verify_finds_a_truncated_manifest_and_a_resized_file(any_uri) -> None:
     latest = next(loc for loc in list_manifests(t.state.store) if loc.version == 5)
     t.state.store.put(latest.path, b"")
     broken = run("verify", uri, *opt_args(opts))
-    assert broken.exit_code == 1 and f"mvcc restore {t.uri} 4" in broken.stdout
+    assert broken.exit_code == 1 and f"mvcc restore {t.uri} --version 4" in broken.stdout
     shown = run("show", uri, *opt_args(opts))
     assert shown.exit_code == 1 and "the newest intact version is 4" in shown.stderr
-    assert f"mvcc restore {t.uri} 4" in shown.stderr and shown.stderr.count("\n") == 1
+    assert f"mvcc restore {t.uri} --version 4" in shown.stderr and shown.stderr.count("\n") == 1
 
 
 def test_verify_finds_a_corrupt_deletion_file(any_uri) -> None:
@@ -371,12 +395,20 @@ def bad_input_cases(table: str, missing: str) -> list[tuple[list[str], int, str]
         ],
         (["show", table, "--version", "-1"], 2, "--version"),
         (["show", table, "--version", ""], 2, "--version"),
-        (["scan", table, "--version", "2024-13-01"], 2, "'--version': '2024-13-01' is not an ISO-8601 time"),
+        (["scan", table, "--at", "2024-13-01"], 2, "'--at': '2024-13-01' is not a time"),
+        (["scan", table, "--version", "two"], 2, "'two' is not a version number; for a tag give --tag two"),
+        (["show", table, "--tag", ""], 2, "'--tag': is empty"),
+        (["show", table, "--tag", "two", "--version", "2"], 2, "give one of --tag, --version and --at"),
+        (["scan", table, "--version", "2", "--at", "2024-01-01"], 2, "not --version and --at"),
+        (["restore", table, "2", "--version", "2"], 2, "give REF or --version, not both"),
+        (["restore", table], 2, "name the version to restore"),
+        (["restore", table, "--tag", "nope"], 1, "has no tag 'nope'"),
         (["index", "list", table, "--version", "-3"], 2, "--version"),
         (["verify", table, "--version", "-3"], 2, "--version"),
         (["restore", table, "-2"], 2, "REF"),
         (["show", table, "--version", "99"], 1, "has no version 99"),
-        (["restore", table, "no-such-tag"], 1, "has no tag 'no-such-tag'"),
+        (["restore", table, "no-such-tag"], 2, "'no-such-tag' is no tag of"),
+        (["restore", table, "2024-13-01"], 2, "no version number and no time"),
         (["versions", table, "--limit", "-1"], 2, "--limit"),
         (["scan", table, "--limit", "x"], 2, "--limit"),
         (["scan", table, "--columns", " , "], 2, "--columns"),
@@ -394,6 +426,7 @@ def bad_input_cases(table: str, missing: str) -> list[tuple[list[str], int, str]
         (["index", "drop", table, "nope"], 1, "no index named 'nope'"),
         (["cleanup", table, "--older-than", "seven days"], 2, "--older-than"),
         (["cleanup", table, "--older-than", "99999999999w"], 2, "--older-than"),
+        (["cleanup", table, "--older-than", "1000000d"], 2, "--older-than 1000000d: reaches back before the year 1"),
         (["cleanup", table, "--retain-versions", "0"], 2, "--retain-versions"),
         (["cleanup", table, "--older-than", "0s"], 1, "--keep-tagged"),
         (["tags", "create", table, "two"], 1, "mvcc tags update"),
@@ -517,12 +550,13 @@ def test_durations_refs_and_storage_options() -> None:
     for bad in ("", "7", "d", "7 days", "7d-", "-7d"):
         with pytest.raises(ValueError):
             cli.parse_duration(bad)
-    assert cli.parse_ref("12") == 12 and cli.parse_ref("nightly") == "nightly"
-    assert cli.parse_ref("2024-05-01T12:00:00").year == 2024 and cli.parse_ref("2024-tag") == "2024-tag"
-    assert cli.parse_ref("2024-05-01") == datetime(2024, 5, 1) and cli.parse_ref("2024-05-01-rc1") == "2024-05-01-rc1"
-    for bad in ("", " ", "-1", "2024-13-01", "2026-01-01T25:00"):
-        with pytest.raises(ValueError):
-            cli.parse_ref(bad)
+    utc = datetime(2024, 5, 1, 12, tzinfo=UTC)
+    assert mvcc.parse_time("2024-05-01T12:00:00") == mvcc.parse_time("2024-05-01 12:00Z") == utc
+    assert mvcc.parse_time("2024-05-01T14:00:00+02:00") == utc and mvcc.parse_time("2024-05-01T14:00:00+02:00").tzinfo
+    assert mvcc.parse_time("2024-05-01") == datetime(2024, 5, 1, tzinfo=UTC)
+    for bad in ("", " ", "12", "nightly", "2024", "2024-13-01", "2026-01-01T25:00", "2024-05-01-rc1"):
+        with pytest.raises(ValueError, match="ISO 8601"):
+            mvcc.parse_time(bad)
     for delta in (timedelta(0), timedelta(days=7), timedelta(days=1, hours=12), timedelta(minutes=90, seconds=5)):
         assert cli.parse_duration(cli.format_duration(delta)) == delta
     env = {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s", "AWS_ENDPOINT_URL": "http://e", "AWS_REGION": "r"}
@@ -652,3 +686,44 @@ def test_script_exit_code_of_a_retryable_conflict(tmp_uri) -> None:
     rerun = subprocess.run([*script(), "compact", tmp_uri], env=script_env(), capture_output=True, timeout=120)
     assert rerun.returncode == 0 and b"compacted into version" in rerun.stdout
     assert sorted(mvcc.open_table(tmp_uri).to_table().column("id").to_pylist()) == [0, *range(2, 11)]
+
+
+def test_a_closed_pipe_ends_the_command_quietly(tmp_uri) -> None:
+    """`mvcc scan URI | head -1`, `mvcc show URI | head -0`: the reader leaves early; no traceback, no error
+    line, exit 141 (128 + SIGPIPE, as git's)."""
+    t = mvcc.write_table(rows(0, 200_000), tmp_uri)
+    t.append(rows(200_000, 1))
+    proc = subprocess.Popen(
+        [*script(), "scan", tmp_uri, "--format", "csv"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=script_env(),
+    )
+    assert proc.stdout is not None and proc.stdout.readline()
+    proc.stdout.close()  # what `head -1` does once it has its line
+    _, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err) == (cli.EXIT_BROKEN_PIPE, b"")
+    for args in (["show", tmp_uri], ["versions", tmp_uri], ["scan", tmp_uri, "--limit", "3"], ["verify", tmp_uri]):
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # the reader is gone before the first line: every write fails
+        done = subprocess.run(
+            [*script(), *args], stdout=write_end, stderr=subprocess.PIPE, env=script_env(), timeout=120
+        )
+        os.close(write_end)
+        assert (done.returncode, done.stderr) == (cli.EXIT_BROKEN_PIPE, b""), (args, done.stderr)
+
+
+def test_scan_reads_a_branch(any_uri) -> None:
+    uri, opts = any_uri
+    t = history(uri, opts)
+    t.create_branch("audit").append(rows(100, 2))
+    lines = run("scan", uri, *opt_args(opts), "--branch", "audit", "--json").stdout.splitlines()
+    assert sorted(json.loads(line)["id"] for line in lines) == sorted(
+        t.to_table().column("id").to_pylist() + [100, 101]
+    )
+    main = run("scan", uri, *opt_args(opts), "--json").stdout.splitlines()
+    assert len(main) == t.count_rows()
+    fork = run("scan", uri, *opt_args(opts), "--branch", "audit", "--version", "5", "--json").stdout.splitlines()
+    assert len(fork) == t.count_rows()  # the branch's first version is main's 5
+    missing = run("scan", uri, *opt_args(opts), "--branch", "nope")
+    assert missing.exit_code == 1 and "nope" in missing.stderr

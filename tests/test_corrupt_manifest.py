@@ -154,10 +154,10 @@ def test_opening_a_corrupt_latest_names_the_way_out(any_uri, damaged: list[int])
         assert "no older version is intact" in message
         return
     assert f"the newest intact version is {intact}" in message
-    assert f"Table.restore({intact})" in message and f"mvcc restore {uri} {intact}" in message
+    assert f"Table.restore({intact})" in message and f"mvcc restore {uri} --version {intact}" in message
     with pytest.raises(mvcc.CorruptManifestError) as writing:  # a handle that never read the damaged manifests
         mvcc.open_table(uri, version=intact, storage_options=opts).append(rows(10, 1))
-    assert writing.value.intact_version == intact and f"mvcc restore {uri} {intact}" in str(writing.value)
+    assert writing.value.intact_version == intact and f"mvcc restore {uri} --version {intact}" in str(writing.value)
     mvcc.open_table(uri, version=intact, storage_options=opts).restore()  # what the message says
     assert ids(mvcc.open_table(uri, storage_options=opts)) == ids(
         mvcc.open_table(uri, version=intact, storage_options=opts)

@@ -4,6 +4,7 @@ the parsers of its arguments."""
 
 from mvcc_core.cli.commands import cli, main
 from mvcc_core.cli.options import (
+    EXIT_BROKEN_PIPE,
     EXIT_ERROR,
     EXIT_INCOMPATIBLE_CONFLICT,
     EXIT_OK,
@@ -11,12 +12,12 @@ from mvcc_core.cli.options import (
     EXIT_USAGE,
     exit_code_for,
     parse_duration,
-    parse_ref,
     storage_options_for,
 )
 from mvcc_core.cli.output import format_duration, progress_bar
 
 __all__ = [
+    "EXIT_BROKEN_PIPE",
     "EXIT_ERROR",
     "EXIT_INCOMPATIBLE_CONFLICT",
     "EXIT_OK",
@@ -27,7 +28,6 @@ __all__ = [
     "format_duration",
     "main",
     "parse_duration",
-    "parse_ref",
     "progress_bar",
     "storage_options_for",
 ]

@@ -8,13 +8,13 @@ import click
 
 import mvcc_core as mvcc
 from mvcc_core.cli.options import (
-    VersionRefType,
     json_option,
     publish_options,
     storage_options_for,
     uri_and_storage,
 )
 from mvcc_core.cli.output import emit_json, print_table
+from mvcc_core.cli.refs import Ref, checkout_ref, ref_options
 
 
 @click.group()
@@ -66,24 +66,19 @@ def branches_list(uri: str, storage_option: tuple[str, ...], as_json: bool) -> N
 @uri_and_storage
 @click.argument("name")
 @click.option("--from-branch", "from_branch", metavar="BRANCH", help="Fork from this branch (default: main).")
-@click.option(
-    "--version",
-    "ref",
-    type=VersionRefType(),
-    metavar="V",
-    help="Fork at this version of that branch: a number, a tag or an ISO time (default: its latest).",
-)
+@ref_options("Fork at this version of that branch (default: its latest)")
 def branches_create(
-    uri: str, storage_option: tuple[str, ...], name: str, from_branch: str | None, ref: int | str | datetime | None
+    uri: str, storage_option: tuple[str, ...], name: str, from_branch: str | None, ref: Ref | None
 ) -> None:
     """Create the branch NAME (no data is copied).
 
     \b
     Example:
         mvcc branches create ./events audit-42 --version 12
+        mvcc branches create ./events audit-42 --tag nightly
     """
     t = _open(uri, storage_option, from_branch)
-    source = t if ref is None else t.checkout(ref)
+    source, _ = checkout_ref(t, uri, ref)
     if name in t.branches:
         raise mvcc.BranchExistsError(
             f"branch {name!r} already exists on {uri}; pick another name or delete it with: "

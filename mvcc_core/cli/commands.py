@@ -11,7 +11,6 @@ RetryableConflictError (EX_TEMPFAIL of sysexits.h: run the command again).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -19,7 +18,7 @@ import time
 import traceback
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import click
@@ -29,15 +28,12 @@ from mvcc_core.cli.branch_commands import branches
 from mvcc_core.cli.catalog_commands import catalog
 from mvcc_core.cli.index_commands import index
 from mvcc_core.cli.options import (
-    EXIT_ERROR,
+    EXIT_BROKEN_PIPE,
     DurationType,
-    VersionRefType,
     exit_code_for,
     json_option,
     open_table,
-    storage_options_for,
     uri_and_storage,
-    version_option,
 )
 from mvcc_core.cli.output import (
     emit_json,
@@ -50,9 +46,18 @@ from mvcc_core.cli.output import (
     progress_bar,
     version_ranges,
 )
+from mvcc_core.cli.refs import Ref, open_ref, positional_ref, ref_options, resolved
 from mvcc_core.cli.tag_commands import tags
+from mvcc_core.cli.verify_command import verify
 
 # ---- shared plumbing -------------------------------------------------------------------------------
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null: its reader is gone, and the interpreter's final flush must not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 class MvccGroup(click.Group):
@@ -72,6 +77,9 @@ class MvccGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("mvcc: interrupted", err=True)
             ctx.exit(130)
+        except BrokenPipeError:  # `mvcc scan ... | head`: the reader is gone; stop quietly, as git does
+            _silence_stdout()
+            ctx.exit(EXIT_BROKEN_PIPE)
         except Exception as exc:  # one clear line; the traceback only with --debug
             if (ctx.obj or {}).get("debug"):
                 traceback.print_exc()
@@ -135,7 +143,7 @@ def describe(t: mvcc.Table, small_rows: int) -> dict[str, Any]:
 
 @cli.command()
 @uri_and_storage
-@version_option("A version number, tag or ISO time (default: the latest).")
+@ref_options("The version to show (default: the latest)")
 @click.option(
     "--small-rows",
     type=click.IntRange(min=1),
@@ -144,16 +152,17 @@ def describe(t: mvcc.Table, small_rows: int) -> dict[str, Any]:
     help="Fragments with fewer live rows count as small (compaction's default target).",
 )
 @json_option
-def show(
-    uri: str, storage_option: tuple[str, ...], ref: int | str | datetime | None, small_rows: int, as_json: bool
-) -> None:
+def show(uri: str, storage_option: tuple[str, ...], ref: Ref | None, small_rows: int, as_json: bool) -> None:
     """Describe one version: rows, fragments, bytes, schema, indices, tags, config, flags.
 
     \b
     Example:
         mvcc show ./events --version 12
+        mvcc show ./events --tag nightly
     """
-    info = describe(open_table(uri, storage_option, ref), small_rows)
+    t, ref = open_ref(uri, storage_option, ref)
+    info = describe(t, small_rows)
+    info["resolved"] = resolved(ref, t.version)
     if as_json:
         emit_json(info)
         return
@@ -161,7 +170,7 @@ def show(
     print_pairs(
         [
             ("uri", info["uri"]),
-            ("version", f"{info['version']} (latest {info['latest_version']})"),
+            ("version", f"{info['resolved']}; latest {info['latest_version']}"),
             ("timestamp", info["timestamp"].isoformat()),
             ("rows", f"{info['rows']:,} ({info['deleted_rows']:,} deleted)"),
             ("fragments", f"{info['fragments']:,} ({info['small_fragments']:,} under {small_rows:,} rows)"),
@@ -237,7 +246,8 @@ _SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jso
 @uri_and_storage
 @click.option("--columns", help="Comma-separated columns (default: all).")
 @click.option("--filter", "where", metavar="SQL", help="A SQL predicate, e.g. \"id > 10 AND kind = 'a'\".")
-@version_option("A version number, tag or ISO time (default: the latest).")
+@ref_options("The version to read (default: the latest)")
+@click.option("--branch", metavar="NAME", help="Read this branch (--version and --at then name its versions).")
 @click.option("--limit", type=click.IntRange(min=0), help="At most N rows (the terminal table shows 50 by default).")
 @click.option("--output", type=click.Path(dir_okay=False, writable=True), help="Write the rows to this file.")
 @click.option("--format", "fmt", type=click.Choice(_FORMATS), help="Output format (default: from --output's suffix).")
@@ -247,7 +257,8 @@ def scan(
     storage_option: tuple[str, ...],
     columns: str | None,
     where: str | None,
-    ref: int | str | datetime | None,
+    ref: Ref | None,
+    branch: str | None,
     limit: int | None,
     output: str | None,
     fmt: str | None,
@@ -259,6 +270,7 @@ def scan(
     Example:
         mvcc scan ./events --columns id,kind --filter "id > 10" --limit 5
         mvcc scan ./events --output events.parquet
+        mvcc scan ./events --branch audit-42 --limit 10
     """
     if as_json and fmt not in (None, "jsonl"):
         raise click.UsageError(f"--json writes JSON lines; give --json or --format {fmt}, not both")
@@ -271,7 +283,7 @@ def scan(
     if fmt == "parquet" and output is None:
         raise click.UsageError("--format parquet needs --output FILE")
     cols = column_list(columns)
-    t = open_table(uri, storage_option, ref)
+    t, _ = open_ref(uri, storage_option, ref, branch=branch)
     if fmt == "table" and output is None:
         shown = 50 if limit is None else limit
         data = t.to_table(cols, where, limit=shown + 1 if limit is None else shown)
@@ -588,104 +600,41 @@ def cleanup(
 
 @cli.command()
 @uri_and_storage
-@click.argument("ref", type=VersionRefType())
+@click.argument("positional", metavar="[REF]", required=False, callback=positional_ref)
+@ref_options("The version to restore")
 @click.option("--message", "commit_message", help="The commit message.")
-def restore(uri: str, storage_option: tuple[str, ...], ref: int | str | datetime, commit_message: str | None) -> None:
-    """Make REF (a version, tag or ISO time) the latest version again; history is kept.
-
-    Works past a corrupt latest manifest (only REF's manifest is read).
-
-    \b
-    Example:
-        mvcc restore ./events 12
-        mvcc restore ./events before-backfill
-        mvcc restore ./events 2024-05-01T12:00:00
-    """
-    t = open_table(uri, storage_option, ref)
-    restored = t.version
-    t.restore(commit_message=commit_message)
-    click.echo(f"restored version {restored} as version {t.version}")
-
-
-# ---- verify --------------------------------------------------------------------------------------------
-
-
-@cli.command()
-@uri_and_storage
-@version_option("Check this version (number, tag or ISO time).")
-@click.option("--all", "all_versions", is_flag=True, help="Check every version kept.")
-@click.option("--deep", is_flag=True, help="Also read every data and index file.")
-@json_option
-@click.pass_context
-def verify(
-    ctx: click.Context,
-    uri: str,
-    storage_option: tuple[str, ...],
-    ref: int | str | datetime | None,
-    all_versions: bool,
-    deep: bool,
-    as_json: bool,
+def restore(
+    uri: str, storage_option: tuple[str, ...], positional: Ref | None, ref: Ref | None, commit_message: str | None
 ) -> None:
-    """Check a table against its store; print the problems and exit 1 if there are any.
+    """Make a version the latest again (a new Restore version); history is kept.
 
-    Every manifest parses, every file a checked version references exists with the recorded size, deletion
-    vectors decode, indices point at existing fields and fragments, every tag file reads; --deep reads every data
-    and index file. Base paths outside the table's root (a shallow clone's source) are listed as notes.
-    Default: the latest version.
+    Name it with --tag NAME, --version N or --at TIME, or as REF: a tag of that name wins, else a number is a
+    version, else an ISO 8601 time (UTC without a zone) is the version current then. Works past a corrupt
+    latest manifest (only that version's manifest is read).
 
     \b
     Example:
-        mvcc verify ./events --all --deep
+        mvcc restore ./events --version 12
+        mvcc restore ./events --tag before-backfill
+        mvcc restore ./events --at 2024-05-01T12:00:00+02:00
+        mvcc restore ./events before-backfill
     """
-    if ref is not None and all_versions:
-        raise click.UsageError("give --version or --all, not both")
-    options = storage_options_for(uri, storage_option)
-    try:
-        t = open_table(uri, storage_option, ref)
-    except mvcc.CorruptManifestError as exc:  # the latest manifest: its message names the version to restore
-        report = mvcc.VerifyReport()
-        version = ref if isinstance(ref, int) else None
-        try:
-            found = mvcc.manifest_violations(uri, version, storage_options=options)
-        except mvcc.MvccError:
-            found = []
-        if not found or version is None:
-            report.add(version, "manifest", uri, str(exc))
-        for text in found:
-            report.add(version, "manifest", uri, text)
-    else:
-        report = mvcc.verify(t, deep=deep, all_versions=all_versions)
-    problems = [dataclasses.asdict(p) for p in report.problems]
-    if as_json:
-        emit_json(
-            {
-                "ok": report.ok,
-                "versions": report.versions,
-                "files_checked": report.files_checked,
-                "problems": problems,
-                "foreign_bases": [dataclasses.asdict(b) for b in report.foreign_bases],
-            }
-        )
-    else:
-        for p in problems:
-            where = "?" if p["version"] is None else p["version"]
-            click.echo(f"version {where}: {p['kind']} {p['path']}: {p['problem']}")
-        for base in report.foreign_bases:
-            click.echo(
-                f"note: base path {base.path} (id {base.id}) lies outside the table's root; up to "
-                f"{base.files} file(s) of version(s) {base.versions} are read from there (a shallow clone's "
-                "source); nothing writes, deletes or cleans up there"
-            )
-        what = f"{len(report.versions)} version(s), {report.files_checked} files"
-        click.echo(f"{len(problems)} problem(s) in {what}" if problems else f"ok: {what}", err=bool(problems))
-    if problems:
-        ctx.exit(EXIT_ERROR)
+    if positional is not None and ref is not None:
+        raise click.UsageError(f"give REF or {ref.flag}, not both")
+    ref = positional or ref
+    if ref is None:
+        raise click.UsageError("name the version to restore: REF, --tag NAME, --version N or --at TIME")
+    t, ref = open_ref(uri, storage_option, ref)
+    restored = resolved(ref, t.version)
+    t.restore(commit_message=commit_message)
+    click.echo(f"restored {restored} as version {t.version}")
 
 
 cli.add_command(branches)
 cli.add_command(catalog)
 cli.add_command(index)
 cli.add_command(tags)
+cli.add_command(verify)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -694,4 +643,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     Args:
         argv: the arguments after `mvcc` (None: the process's)
     """
-    cli.main(args=list(argv) if argv is not None else None, prog_name="mvcc")
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="mvcc")
+    except SystemExit as done:
+        code = done.code
+    else:  # pragma: no cover - click's standalone mode always exits
+        code = 0
+    try:
+        sys.stdout.flush()  # output still buffered when the reader left (`mvcc show URI | head -1`)
+    except BrokenPipeError:
+        _silence_stdout()
+        code = EXIT_BROKEN_PIPE
+    sys.exit(code)

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 import click
 
 from mvcc_core.cli.options import (
     json_option,
     open_table,
     uri_and_storage,
-    version_option,
 )
 from mvcc_core.cli.output import (
     emit_json,
     print_indices,
     progress_bar,
 )
+from mvcc_core.cli.refs import Ref, open_ref, ref_options
 
 # ---- shared plumbing -------------------------------------------------------------------------------
 
@@ -53,16 +51,16 @@ def index_create(uri: str, storage_option: tuple[str, ...], column: str, index_t
 
 @index.command("list")
 @uri_and_storage
-@version_option("A version number, tag or ISO time (default: the latest).")
+@ref_options("The version whose indices to list (default: the latest)")
 @json_option
-def index_list(uri: str, storage_option: tuple[str, ...], ref: int | str | datetime | None, as_json: bool) -> None:
+def index_list(uri: str, storage_option: tuple[str, ...], ref: Ref | None, as_json: bool) -> None:
     """The indices of a version, with how many fragments each covers.
 
     \b
     Example:
         mvcc index list ./events --json
     """
-    indices = open_table(uri, storage_option, ref).list_indices()
+    indices = open_ref(uri, storage_option, ref)[0].list_indices()
     if as_json:
         emit_json(indices)
     elif indices:

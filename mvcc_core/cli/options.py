@@ -1,23 +1,25 @@
-"""The `mvcc` command's arguments and exit codes: durations, version references, storage options."""
+"""The `mvcc` command's arguments and exit codes: durations, storage options (version references: `refs`)."""
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import click
 
 import mvcc_core as mvcc
-from mvcc_core.durations import parse_duration
+from mvcc_core.durations import age_problem, parse_duration
 
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INCOMPATIBLE_CONFLICT = 3
 EXIT_RETRYABLE_CONFLICT = 75
+#: The reader of stdout went away (`mvcc scan URI | head`): 128 + SIGPIPE, what git and a shell tool killed by it
+#: report; nothing is printed.
+EXIT_BROKEN_PIPE = 141
 
 #: AWS_* environment variables -> the core's storage option names (mvcc_core/io/), for s3:// uris.
 #: The first variable set wins for each option; `--storage-option` wins over all of them.
@@ -42,34 +44,6 @@ def exit_code_for(exc: BaseException) -> int:
     if isinstance(exc, mvcc.IncompatibleConflictError):
         return EXIT_INCOMPATIBLE_CONFLICT
     return EXIT_ERROR
-
-
-#: What can only mean a time: a date alone or followed by a time (a tag may start with a date: 2024-05-01-rc1).
-_ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]|$)")
-
-
-def parse_ref(text: str) -> int | str | datetime:
-    """A version reference: a number is a version, an ISO-8601 time a timestamp (UTC when it names no zone),
-    anything else a tag name (the table checks the name).
-
-    Raises ValueError for what can be none of them: nothing, a negative number, a date that is not a time.
-
-    Args:
-        text: the reference as typed
-    """
-    text = text.strip()
-    if not text:
-        raise ValueError("is empty: give a version number, a tag name or an ISO time")
-    if text.isdigit():
-        return int(text)
-    if text.startswith("-") and text[1:].isdigit():
-        raise ValueError(f"{text} is not a version: versions are numbered from 1")
-    if _ISO_TIME.match(text):
-        try:
-            return datetime.fromisoformat(text)
-        except ValueError:
-            raise ValueError(f"{text!r} is not an ISO-8601 time (e.g. 2024-05-01 or 2024-05-01T12:00:00)") from None
-    return text
 
 
 def storage_options_for(uri: str, options: Sequence[str], env: dict[str, str] | None = None) -> dict[str, str] | None:
@@ -127,36 +101,6 @@ def uri_and_storage(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.argument("uri")(storage_option_flag(fn))
 
 
-class VersionRefType(click.ParamType):
-    """A version number, tag name or ISO time (`parse_ref`); anything else is a usage error naming the flag."""
-
-    name = "VERSION"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | str | datetime:
-        """The reference as `parse_ref` reads it; a usage error otherwise.
-
-        Args:
-            value: the option's value as typed (or already converted)
-            param: the option being converted, for the error
-            ctx: the command's context, for the error
-        """
-        if isinstance(value, int | datetime):
-            return value
-        try:
-            return parse_ref(str(value))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-
-
-def version_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """`--version V`: the version a read command looks at.
-
-    Args:
-        help_text: the option's help, in the command's words
-    """
-    return click.option("--version", "ref", type=VersionRefType(), metavar="V", help=help_text)
-
-
 def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     """`--json`: machine-readable output instead of tables.
 
@@ -185,24 +129,23 @@ def publish_options(message_help: str) -> Callable[[Callable[..., Any]], Callabl
     return decorate
 
 
-def open_table(uri: str, storage_option: Sequence[str], ref: int | str | datetime | None = None) -> mvcc.Table:
-    """The table at `uri`, at `ref` (a version number, tag name or time: `parse_ref`) or its latest version.
+def open_table(uri: str, storage_option: Sequence[str]) -> mvcc.Table:
+    """The latest version of the table at `uri` (a version reference: `mvcc_core.cli.refs.open_ref`).
 
     Args:
         uri: the table's uri
         storage_option: the `--storage-option k=v` values
-        ref: the version to open (None: the latest)
     """
-    options = storage_options_for(uri, storage_option)
-    if isinstance(ref, datetime):
-        return mvcc.open_table(uri, asof=ref, storage_options=options)
-    return mvcc.open_table(uri, version=ref, storage_options=options)
+    return mvcc.open_table(uri, storage_options=storage_options_for(uri, storage_option))
 
 
 # ---- retention and restore -----------------------------------------------------------------------------
 
 
 class DurationType(click.ParamType):
+    """An age as an operator types it (`7d`, `12h`, `1w2d`): `parse_duration`, and no longer than the time since
+    the year 1; a usage error naming the flag otherwise."""
+
     name = "DURATION"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> timedelta:
@@ -216,6 +159,10 @@ class DurationType(click.ParamType):
         if isinstance(value, timedelta):
             return value
         try:
-            return parse_duration(str(value))
+            age = parse_duration(str(value))
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
+        if (problem := age_problem(age)) is not None:
+            flag = param.opts[0] if param is not None and param.opts else "the duration"
+            raise click.UsageError(f"{flag} {value}: {problem}", ctx)
+        return age

@@ -47,10 +47,17 @@ def emit_json(value: Any) -> None:
 def _console(stderr: bool = False) -> Any:
     from rich.console import Console  # imported when drawn: `--json` and scripts never pay for it
 
-    console = Console(stderr=stderr, soft_wrap=False)
+    class PipeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            """Raise the BrokenPipeError (rich would exit 1 itself): the command ends quietly with the exit
+            code of a closed pipe (`EXIT_BROKEN_PIPE`), whatever printed."""
+            self.quiet = True
+            raise BrokenPipeError("stdout's reader is gone")
+
+    console = PipeConsole(stderr=stderr, soft_wrap=False)
     if not console.is_terminal:
         # a pipe or a file has no width: rich would assume 80 columns and fold every longer line
-        console = Console(stderr=stderr, soft_wrap=False, width=UNBOUNDED_WIDTH)
+        console = PipeConsole(stderr=stderr, soft_wrap=False, width=UNBOUNDED_WIDTH)
     return console
 
 

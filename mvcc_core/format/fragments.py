@@ -304,7 +304,8 @@ class FragmentWriter:
             if self._options is None:
                 self._options = parquet_options(table)
             self.written_paths.append(self._path)
-            self._sink = self._fs.open_output_stream(self.store.arrow_path(self._path))
+            with self.store.translate_errors("write", self._path):
+                self._sink = self._fs.open_output_stream(self.store.arrow_path(self._path))
             # the file's codec by its rows: at its first flush they are all pending (a whole-groups flush: >= 64 Ki)
             compression = file_compression(self._pending_rows)
             self._writer = pq.ParquetWriter(
@@ -313,7 +314,8 @@ class FragmentWriter:
         # one chunk per column: the encoder handles many small chunks (one per written batch) slowly
         rows = table.slice(0, ready).combine_chunks()
         count_nans(rows, self._floats, self._nans)
-        self._writer.write_table(rows, row_group_size=ROW_GROUP_ROWS)
+        with self.store.translate_errors("write", self._path):  # a multipart upload sends parts as it goes
+            self._writer.write_table(rows, row_group_size=ROW_GROUP_ROWS)
         rest = table.slice(ready)
         self._pending = rest.combine_chunks().to_batches() if rest.num_rows else []
         self._pending_rows = rest.num_rows
@@ -324,9 +326,10 @@ class FragmentWriter:
         self._flush(whole_groups_only=False)
         if self._floats:
             self._writer.add_key_value_metadata(footer_entry(self._nans))
-        self._writer.close()
-        size = self._sink.tell()
-        self._sink.close()
+        with self.store.translate_errors("write", self._path):  # the upload happens here (or its last part)
+            self._writer.close()
+            size = self._sink.tell()
+            self._sink.close()
         self.store.sync(self._path)
         self.fragments.append(
             pb.DataFragment(
@@ -485,7 +488,7 @@ def write_column_file(store: ObjectStore, fields: list[pb.Field], data: pa.Table
     path = data_file_path(new_data_file_name())
     fs = store.arrow_filesystem()
     try:
-        with fs.open_output_stream(store.arrow_path(path)) as sink:
+        with store.translate_errors("write", path), fs.open_output_stream(store.arrow_path(path)) as sink:
             pq.write_table(table, sink, row_group_size=ROW_GROUP_ROWS, **parquet_options(table))
             size = sink.tell()
         store.sync(path)

@@ -197,6 +197,31 @@ class ObjectStore:
         except wrappable_errors() as exc:
             raise StorageError(f"{op} of {rel!r} in {self.uri} failed: {type(exc).__name__}: {exc}") from exc
 
+    def translate_errors(self, op: str, rel: str) -> contextlib.AbstractContextManager[None]:
+        """The store's error contract around I/O done outside it, through `arrow_filesystem()` (pyarrow's own
+        S3 client raises a bare OSError): a missing object becomes ObjectNotFoundError, any other failure of
+        the store a StorageError naming `op` and `rel`.
+
+        Only OSError (pyarrow's ArrowIOError is one) is translated: a ValueError there is the data's, not the
+        store's.
+
+        Args:
+            op: the operation, for the message ("write")
+            rel: the object's path relative to the root, for the message
+        """
+        return self._os_errors(op, rel)
+
+    @contextlib.contextmanager
+    def _os_errors(self, op: str, rel: str) -> Iterator[None]:
+        try:
+            yield
+        except MvccError:
+            raise
+        except FileNotFoundError as exc:
+            raise ObjectNotFoundError(f"{op}: object {rel!r} not found in {self.uri}") from exc
+        except OSError as exc:
+            raise StorageError(f"{op} of {rel!r} in {self.uri} failed: {type(exc).__name__}: {exc}") from exc
+
     def _on_backend(self, op: str, rel: str, *args: Any) -> Any:
         """The backend's method `op` on the cleaned `rel` (and `args`), under the error contract."""
         rel = self._clean(rel)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.durations import age_problem
 from mvcc_core.errors import CorruptManifestError, TagError
 from mvcc_core.format.branches import branch_of
 from mvcc_core.format.manifest import (
@@ -112,10 +113,13 @@ def cleanup_old_versions(
         progress: called as `progress(done, total)` as files are removed
 
     Raises:
-        ValueError: `older_than` is negative or `retain_versions` is not a positive int
+        ValueError: `older_than` is negative or reaches back before the year 1, or `retain_versions` is not a
+            positive int
     """
     if not isinstance(older_than, timedelta) or older_than < timedelta(0):
         raise ValueError(f"older_than must be a non-negative timedelta, got {older_than!r}")
+    if (too_long := age_problem(older_than)) is not None:
+        raise ValueError(f"older_than={older_than!r} {too_long}")
     if retain_versions is not None and (isinstance(retain_versions, bool) or retain_versions < 1):
         raise ValueError(f"retain_versions must be a positive int, got {retain_versions!r}")
     store, handler = state.store, state.committer.handler

@@ -182,7 +182,7 @@ def _write_index(
     path = index_file(metadata)
     fs = store.arrow_filesystem()
     try:
-        with fs.open_output_stream(store.arrow_path(path)) as sink:
+        with store.translate_errors("write", path), fs.open_output_stream(store.arrow_path(path)) as sink:
             pq.write_table(
                 table,
                 sink,

@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
+
+from mvcc_core.times import parse_time
 
 #: Read options (time travel, projection, partition sizing).
 READ_OPTIONS = ("version", "tag", "timestamp", "columns", "rows_per_partition")
@@ -103,7 +105,8 @@ def _positive_int(name: str, value: str) -> int:
 
 
 def parse_timestamp(value: str) -> datetime:
-    """An ISO 8601 timestamp; one without a zone is UTC (as the core's `checkout(datetime)` takes it).
+    """An ISO 8601 timestamp (`mvcc.parse_time`, the parser of every time a user types); one without a zone is
+    UTC (as the core's `checkout(datetime)` takes it).
 
     Args:
         value: the option's text
@@ -111,16 +114,12 @@ def parse_timestamp(value: str) -> datetime:
     Raises:
         ValueError: it is not an ISO 8601 timestamp
     """
-    text = value.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
     try:
-        when = datetime.fromisoformat(text)
+        return parse_time(value)
     except ValueError:
         raise ValueError(
             f"mvcc option 'timestamp' must be an ISO 8601 timestamp such as 2026-11-01T12:00:00Z, got {value!r}"
         ) from None
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when
 
 
 def parse_options(options: Mapping[str, str], *, for_write: bool) -> SourceOptions:

@@ -3,7 +3,13 @@ tables by URI. `handle` holds the class; `reading`, `versions`, `schema_changes`
 hold its methods by concept (mixins); `entry_points` the module-level functions."""
 
 from mvcc_core.table.arguments import Uri
-from mvcc_core.table.entry_points import create_table_from_fragments, manifest_violations, open_table, write_table
+from mvcc_core.table.entry_points import (
+    create_table_from_fragments,
+    manifest_violations,
+    open_table,
+    open_tags,
+    write_table,
+)
 from mvcc_core.table.handle import DeleteResult, Table, UpdateResult
 from mvcc_core.txn.history import VersionInfo, VersionRef
 
@@ -17,5 +23,6 @@ __all__ = [
     "create_table_from_fragments",
     "manifest_violations",
     "open_table",
+    "open_tags",
     "write_table",
 ]

@@ -1,4 +1,4 @@
-"""Opening and writing tables by URI: `open_table`, `write_table`, `create_table_from_fragments`,
+"""Opening and writing tables by URI: `open_table`, `open_tags`, `write_table`, `create_table_from_fragments`,
 `manifest_violations`."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from mvcc_core.errors import (
 from mvcc_core.format.fragments import DEFAULT_MAX_ROWS_PER_FILE
 from mvcc_core.format.manifest import location_of, manifest_problems
 from mvcc_core.format.naming import ManifestNaming
+from mvcc_core.format.tags import Tags
 from mvcc_core.io import open_store
 from mvcc_core.ops import write
 from mvcc_core.table.arguments import Uri, as_uri, check_retries
@@ -70,6 +71,27 @@ def open_table(
         return Table(TableState.open(as_uri(uri), **options))
     handle = Table(TableState.unread(as_uri(uri), **options))
     return handle.checkout(version if version is not None else asof)
+
+
+def open_tags(
+    uri: Uri,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    external_store: str | ExternalManifestStore | None = None,
+) -> Tags:
+    """The table's tags, without reading any manifest: what tells a tag from a version number or a time
+    before the version is opened (the `mvcc` command's positional references), also when the latest
+    manifest is damaged.
+
+    Args:
+        uri: The table's root.
+        storage_options: The store's options (may name "external_store").
+        external_store: The table's external manifest store, if it has one.
+
+    Returns:
+        The tags (`get_reference(name)`, `read_all()`); a missing table has none.
+    """
+    return Table(TableState.unread(as_uri(uri), storage_options=storage_options, external_store=external_store)).tags
 
 
 def manifest_violations(

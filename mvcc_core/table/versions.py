@@ -8,6 +8,8 @@ from typing import Self
 
 from mvcc_core.errors import (
     CorruptManifestError,
+    CorruptTagError,
+    TagError,
     VersionNotFoundError,
 )
 from mvcc_core.format import operations as ops
@@ -29,10 +31,24 @@ class VersionMethods:
         """A new handle on `ref`: a version number, a tag name (of any branch), a datetime (the version current
         then), or pylance's (branch, version) (version None: the branch's latest).
 
+        A string is a tag when a tag of that name exists; else, when it is an ISO 8601 time
+        (`2026-11-01T12:00:00+01:00`; no zone: UTC), the version current then.
+
         Args:
             ref: a version number, a tag name, a datetime, or (branch, version)
         """
-        if isinstance(ref, tuple | str):
+        if isinstance(ref, str):
+            ref = history.tag_or_time(self._state, ref)  # a tag wins; else an ISO 8601 time is one
+        if isinstance(ref, str):
+            try:
+                return type(self)(self._reference_state(ref))  # the branch mixin (table/branches.py)
+            except CorruptTagError:
+                raise
+            except VersionNotFoundError as exc:
+                if not isinstance(exc.__context__, TagError):  # no such tag (not: its version is gone)
+                    raise
+                raise VersionNotFoundError(history.not_tag_nor_time(exc.__context__)) from None
+        if isinstance(ref, tuple):
             return type(self)(self._reference_state(ref))  # the branch mixin (table/branches.py)
         return type(self)(self._state.checkout(self._resolve(ref)))
 

@@ -508,7 +508,7 @@ class Committer:
             way_out = (
                 f"the newest intact version is {version}: make it the latest again with Table.restore({version}) "
                 f"(e.g. open_table({uri!r}, version={version}).restore()), or from a shell: "
-                f"mvcc restore {uri} {version}"
+                f"mvcc restore {uri} --version {version}"
             )
         message, intact_version = f"{exc}; {why}; {way_out}", None if intact is None else intact[0]
         if isinstance(exc, ManifestInvariantError):

@@ -11,6 +11,7 @@ from mvcc_core.errors import BranchNotFoundError, CorruptManifestError, CorruptT
 from mvcc_core.format.branches import branch_of
 from mvcc_core.format.manifest import list_manifests, manifest_timestamp
 from mvcc_core.format.tags import Tags
+from mvcc_core.times import HOW_TO_PASS_A_TIME, looks_like_time, parse_time
 from mvcc_core.txn.branches import open_branch
 from mvcc_core.txn.state import TableState
 
@@ -139,12 +140,15 @@ def resolve(state: TableState, ref: VersionRef) -> int:
         state.load(ref)
         return ref
     if isinstance(ref, str):
+        named = tag_or_time(state, ref)
+        if isinstance(named, datetime):
+            return version_asof(state, named)
         try:
             branch, version = tags_of(state).get_reference(ref)
         except CorruptTagError:
             raise
         except TagError as exc:
-            raise VersionNotFoundError(str(exc)) from None
+            raise VersionNotFoundError(not_tag_nor_time(exc)) from None
         if branch != branch_of(state.store):
             raise VersionNotFoundError(
                 f"tag {ref!r} names version {version} of {f'branch {branch!r}' if branch else 'main'}, not of this "
@@ -154,6 +158,46 @@ def resolve(state: TableState, ref: VersionRef) -> int:
     if isinstance(ref, datetime):
         return version_asof(state, ref)
     raise VersionNotFoundError(f"a version is an int, a tag name or a datetime, got {type(ref).__name__}")
+
+
+def tag_or_time(state: TableState, ref: str) -> str | datetime:
+    """What a string reference names: the tag of that name when there is one, else the time it spells (ISO
+    8601, UTC when it names no zone: `mvcc_core.times.parse_time`), else the string itself (a tag name, whose
+    lookup then says there is no such tag).
+
+    Args:
+        state: Any version of the table.
+        ref: The reference as the user typed it.
+
+    Returns:
+        `ref` (a tag, or no time) or the time it spells.
+
+    Raises:
+        VersionNotFoundError: `ref` is no tag and starts like a time but is none (`2026-13-01`).
+    """
+    if not looks_like_time(ref):
+        return ref
+    try:
+        tags_of(state).get_reference(ref)
+        return ref
+    except CorruptTagError:
+        return ref  # a tag of that name exists, damaged: its lookup raises
+    except TagError:
+        pass
+    try:
+        return parse_time(ref)
+    except ValueError as exc:
+        raise VersionNotFoundError(f"table {state.uri} has no tag {ref!r}, and {exc}") from None
+
+
+def not_tag_nor_time(exc: TagError) -> str:
+    """The message of a string reference that names no tag and is no time: the tag error, then how to pass a
+    time.
+
+    Args:
+        exc: The tag lookup's error.
+    """
+    return f"{exc}; to name a time instead, pass a datetime or an ISO 8601 string ({HOW_TO_PASS_A_TIME})"
 
 
 def version_asof(state: TableState, when: datetime) -> int:
