@@ -9,9 +9,9 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from test_fault_proxy_soak import FaultProxy, _Handler
 
 import mvcc_core as mvcc
-from tests.test_fault_proxy_soak import FaultProxy, _Handler
 
 pytestmark = pytest.mark.s3
 
