@@ -242,6 +242,7 @@ class CatalogTransaction:
         Args:
             name: the table's name, `schema.table` or `table` (in the schema `main`)
         """
+        self._object(name)  # a bad name is refused here: CatalogEntryError for a live row that breaks the rule
         return TransactionTable(self, name)
 
     def create_schema(self, name: str) -> None:
