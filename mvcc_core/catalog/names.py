@@ -94,7 +94,7 @@ def check_branch_name(name: str) -> str:
     Raises:
         BranchError: it breaks the rule (the error every branch name gets).
     """
-    for kind in (names.CATALOG_BRANCH, names.BRANCH):
+    for kind in (names.BRANCH, names.CATALOG_BRANCH):  # the table rule first: its words are the CLI's
         reason = names.problem(kind, name)
         if reason is not None:
             raise BranchError(reason)
