@@ -13,20 +13,23 @@ import logging
 from typing import TYPE_CHECKING, Any, Self
 
 from mvcc_core.catalog import forks
+from mvcc_core.catalog import refs as catalog_refs
 from mvcc_core.catalog.branch_rerun import publish_by_rerun, published_mark
 from mvcc_core.catalog.entries import TABLE, Entry
 from mvcc_core.catalog.errors import (
     BRANCH_PUBLISHED,
+    CatalogEntryError,
     CatalogError,
     IncompatibleCatalogConflictError,
     RetryableCatalogConflictError,
 )
 from mvcc_core.catalog.multi_table import CatalogTransaction
+from mvcc_core.catalog.names import check_branch_name
 from mvcc_core.catalog.table_changes import TableWrite, merge_kinds
 from mvcc_core.errors import BranchNotFoundError
 from mvcc_core.failpoints import failpoint
 from mvcc_core.format import operations as ops
-from mvcc_core.format.branches import MAIN_NAME, BranchRef, read_ref, update_ref, validate_branch_name
+from mvcc_core.format.branches import MAIN_NAME, BranchRef, branch_store, read_ref, update_ref
 from mvcc_core.ops.branch_publish import (
     PUBLISHED_BRANCH,
     PUBLISHED_BRANCH_ID,
@@ -132,7 +135,7 @@ class CatalogBranchMethods:
             BranchError: the name is bad.
             CatalogError: tables still hold forks of an earlier branch of that name (run `cleanup` first).
         """
-        validate_branch_name(name)
+        check_branch_name(name)
         main = self._main()
         snapshot = main._for_write()  # an older format is migrated first: the branch starts in this one
         stores = {e.path: main.store(e.path) for (kind, _), e in snapshot.entries.items() if kind == TABLE}
@@ -151,7 +154,28 @@ class CatalogBranchMethods:
         Returns:
             Name to `BranchInfo`.
         """
-        return self._main().latest_manifest().branches.list()
+        store = branch_store(self._main().latest_manifest().state.store, None)
+        return {name: BranchInfo.of(ref) for name, ref in catalog_refs.branch_refs(store).items() if not ref.deleting}
+
+    def branch_row_problems(self, rows: list[Entry]) -> dict[tuple[str, str], str]:
+        """The rows of this catalog branch that are not their table's own (`forks.foreign_rows`), checked against
+        the branch point (read once per catalog object: it never changes); {} on main.
+
+        Args:
+            rows: The branch's rows at some version.
+
+        Returns:
+            (kind, name) to the reason.
+        """
+        if self.branch is None:
+            return {}
+        point = getattr(self, "_branch_point", None)
+        if point is None:
+            point = forks.branch_point_rows(self._manifest_uri, self.branch, self.options)
+            if point is None:
+                return {}
+            self._branch_point = point
+        return forks.foreign_rows(rows, point, self.branch)
 
     def branch_entries(self) -> list[Entry]:
         """The table rows of every live catalog branch at its newest version (what retention keeps), each
@@ -192,7 +216,7 @@ class CatalogBranchMethods:
         failpoint("catalog.branch.delete.after_catalog")
         for path in sorted(paths):
             table = open_table(f"{self.root}/{path}", storage_options=self.options or None)
-            if name in txn_branches.list_refs(table.state.store):
+            if name in catalog_refs.branch_refs(table.state.store):
                 txn_branches.delete_branch(table.state, name)
 
     def reconcile_forks(self, *, delete_unverified: bool = False, dry_run: bool = False) -> list[str]:
@@ -248,6 +272,13 @@ class CatalogBranchMethods:
         """
         main = self._main()
         head = main.on_branch(name).snapshot()
+        bad = [(entry, reason) for (kind, _), (entry, reason) in head.invalid.items() if kind == TABLE]
+        if bad:  # all of a branch's tables or none: a row that is not its table's own stops the whole publish
+            shown = "; ".join(f"table {entry.name!r}: {reason}" for entry, reason in bad)
+            raise CatalogEntryError(
+                f"catalog {self.root}: branch {name!r} is not published: {shown}; main is unchanged. Delete the "
+                f"branch (Catalog.delete_branch) to drop its writes"
+            )
         manifest_main = main.latest_manifest()
         mref = read_ref(manifest_main.state.store, name)
         branch_base, main_base = published_base(manifest_main.state, name, mref)

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from mvcc_core.catalog import format_version as format_mod
-from mvcc_core.catalog import retention
+from mvcc_core.catalog import repair, retention
 from mvcc_core.catalog.branches import BranchTransaction, CatalogBranchMethods
 from mvcc_core.catalog.change_rules import Change
 from mvcc_core.catalog.entries import (
@@ -26,19 +26,17 @@ from mvcc_core.catalog.entries import (
     FORMAT_VERSION,
     SCHEMA,
     SHAPES,
-    TABLE,
-    VIEW,
     Entry,
     check_table_path,
     format_of,
-    live,
     read_rows,
     rows_table,
 )
 from mvcc_core.catalog.errors import CatalogError
 from mvcc_core.catalog.forks import fork_of
 from mvcc_core.catalog.multi_table import CatalogTransaction
-from mvcc_core.catalog.names import DEFAULT_SCHEMA, qualified
+from mvcc_core.catalog.names import DEFAULT_SCHEMA
+from mvcc_core.catalog.snapshot import CatalogSnapshot
 from mvcc_core.errors import ObjectNotFoundError, StorageError, VersionNotFoundError
 from mvcc_core.failpoints import failpoint
 from mvcc_core.format.branches import branch_store
@@ -69,113 +67,6 @@ class CatalogVersion:
     changes: list[dict[str, str]]
     message: str = ""
     properties: dict[str, str] = field(default_factory=dict)  # the writer's (`transaction(transaction_properties=)`)
-
-
-class CatalogSnapshot:
-    """A consistent read of every object at one catalog version: each table opens at the version it publishes."""
-
-    def __init__(
-        self,
-        catalog: Catalog,
-        version: int,
-        rows: list[Entry],
-        format_version: int = FORMAT_VERSION,
-        manifest: Table | None = None,
-    ) -> None:
-        """The objects of catalog `version`, from the `__manifest` rows of that version.
-
-        Args:
-            catalog: the catalog read
-            version: the catalog version
-            rows: every row of `__manifest` at that version
-            format_version: the format stamp of that version
-            manifest: the `__manifest` table at that version (None: not at hand)
-        """
-        self.catalog = catalog
-        self.version = version
-        self.rows = rows
-        self.format_version = format_version
-        self.manifest = manifest  # the `__manifest` table at `version` (the publisher commits on top of it)
-        self.entries = live(rows)
-
-    def schemas(self) -> list[str]:
-        return sorted(name for kind, name in self.entries if kind == SCHEMA)
-
-    def tables(self, schema: str | None = None) -> list[str]:
-        """The live tables' full names, sorted.
-
-        Args:
-            schema: list only this schema's (None: every schema's)
-        """
-        return self._names(TABLE, schema)
-
-    def views(self, schema: str | None = None) -> list[str]:
-        """The live views' full names, sorted.
-
-        Args:
-            schema: list only this schema's (None: every schema's)
-        """
-        return self._names(VIEW, schema)
-
-    def _names(self, kind: str, schema: str | None) -> list[str]:
-        names = sorted(name for k, name in self.entries if k == kind)
-        return names if schema is None else [n for n in names if n.split(".")[0] == schema]
-
-    def entry(self, name: str) -> Entry:
-        """The `__manifest` row of the live table `name`.
-
-        Args:
-            name: the table's name, `schema.table` or `table` (in the schema `main`)
-
-        Raises:
-            CatalogError: there is no such table at this version
-        """
-        return self._live(TABLE, name)
-
-    def _live(self, kind: str, name: str) -> Entry:
-        full = qualified(name)
-        found = self.entries.get((kind, full))
-        if found is None:
-            raise CatalogError(f"no {kind} {full!r} in catalog {self.catalog.root} at catalog version {self.version}")
-        return found
-
-    def object(self, name: str) -> Entry | None:
-        """The live table or view called `name` (they share one namespace), or None.
-
-        Args:
-            name: the object's name, `schema.name` or `name`
-        """
-        full = qualified(name)
-        return self.entries.get((TABLE, full)) or self.entries.get((VIEW, full))
-
-    def view(self, name: str) -> str:
-        """The SQL text of view `name` (views are stored, never executed, by the catalog).
-
-        Args:
-            name: the view's name, `schema.view` or `view` (in the schema `main`)
-
-        Raises:
-            CatalogError: there is no such view at this version
-        """
-        return self._live(VIEW, name).definition
-
-    def table_version(self, name: str) -> int:
-        """The table version this catalog version publishes for `name`.
-
-        Args:
-            name: the table's name, `schema.table` or `table` (in the schema `main`)
-        """
-        return self.entry(name).table_version
-
-    def table(self, name: str) -> Table:
-        """The table at the version this snapshot publishes (finalizing it first if its writer stopped short).
-
-        Args:
-            name: the table's name, `schema.table` or `table` (in the schema `main`)
-        """
-        entry = self.entry(name)
-        self.catalog.finalize(entry)
-        return self.catalog.table_at(entry)
 
 
 def _root(root_uri: str) -> str:
@@ -345,7 +236,8 @@ class Catalog(CatalogBranchMethods):
         if rows is None:
             rows = read_rows(manifest)
             self.remember_rows(manifest.version, rows)
-        return CatalogSnapshot(self, manifest.version, rows, format_of(manifest), manifest)
+        problems = self.branch_row_problems(rows) if self.branch is not None else None
+        return CatalogSnapshot(self, manifest.version, rows, format_of(manifest), manifest, problems)
 
     def remember_rows(self, version: int, rows: list[Entry]) -> None:
         """Keep the rows of catalog `version` (its publisher knows them without reading them back).
@@ -583,6 +475,20 @@ class Catalog(CatalogBranchMethods):
         paths = [f"{e.path}/{staged}" for e in done for staged in e.staged_manifests if is_staged(staged)]
         if paths:
             self.store().delete_many(paths)
+
+    def drop_invalid_entry(self, name: str) -> int:
+        """Remove a live row that breaks a rule (readers refuse it by name, `CatalogSnapshot.invalid` lists it):
+        one catalog version with its tombstone; nothing is read or deleted through it (`catalog/repair.py`).
+
+        Args:
+            name: The row's name exactly as stored (the refusal quotes it).
+
+        Returns:
+            The catalog version that drops it.
+        """
+        if self.branch is not None:
+            raise CatalogError(f"catalog {self.root}: invalid rows are dropped on main")
+        return repair.drop_invalid_entry(self, self._for_write(), name)
 
     # ---- retention ---------------------------------------------------------------------------
 

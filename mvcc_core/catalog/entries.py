@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from mvcc_core.catalog.errors import CatalogEntryError
+from mvcc_core.catalog.names import row_name_problem
 from mvcc_core.format import operations as ops
 from mvcc_core.format.fragments import write_small_fragment
 from mvcc_core.format.invariants import path_problem
@@ -99,36 +100,47 @@ def check_table_path(path: str, where: str) -> str:
     return path
 
 
-def check_entry(entry: Entry, where: str) -> Entry:
-    """`entry` if its table path and staged manifests stay under the catalog's root; CatalogEntryError
-    otherwise.
+def entry_problem(entry: Entry) -> str | None:
+    """Why `entry` is a row no writer of this catalog makes (None: it is a good one): a name that breaks the
+    catalog's name rule (`names.row_name_problem`, the rule `create_schema` / `create_table` apply), or a table
+    path or staged manifest that would leave the catalog's root (or the table's directory).
 
     Args:
-        entry: one row of `__manifest`
-        where: the `__manifest` version it was read from, for the message
+        entry: One row of `__manifest`.
+
+    Returns:
+        The reason, naming the field, or None.
     """
-    row = f"{where}, row {entry.object_type} {entry.name!r}"
+    problem = row_name_problem(entry.object_type, entry.name)
+    if problem is not None:
+        return f"field name: {problem}"
     if entry.path or entry.table_version or entry.staged_manifests:
-        check_table_path(entry.path, row)
+        problem = path_problem(entry.path)
+        if problem is not None:
+            return f"field path is {entry.path!r}: a table's path must stay under the catalog's root, and {problem}"
     for staged in entry.staged_manifests:
         problem = path_problem(staged)
         if problem is not None:
-            raise CatalogEntryError(
-                f"{row}: field staged_manifests holds {staged!r}: a staged manifest must stay under its table's "
+            return (
+                f"field staged_manifests holds {staged!r}: a staged manifest must stay under its table's "
                 f"directory, and {problem}"
             )
-    return entry
+    return None
 
 
 def read_rows(manifest: Table) -> list[Entry]:
     """Every row of a `__manifest` version, from any shape this code knows (reading writes nothing).
 
-    Every row is checked (`check_entry`): a path leaving the catalog's root raises CatalogEntryError.
+    Rows are returned as stored, good or not: a writer carries every row it does not change into the next
+    version unchanged, and `live` leaves out the ones that break a rule (`entry_problem`; `invalid` lists them),
+    so one bad row never stops the rest of the catalog.
 
     Args:
-        manifest: the `__manifest` table at the version wanted
+        manifest: The `__manifest` table at the version wanted.
+
+    Returns:
+        The rows.
     """
-    where = f"catalog manifest {manifest.uri} version {manifest.version}"
     out = []
     for row in manifest.to_table().to_pylist():
         if "staged_manifests" in row:
@@ -148,7 +160,6 @@ def read_rows(manifest: Table) -> list[Entry]:
                 manifests=tuple(row.get("manifests") or ()),
             )
         )
-        check_entry(out[-1], where)
     return out
 
 
@@ -206,11 +217,15 @@ def overwrite_transaction(
     )
 
 
-def live(rows: list[Entry]) -> dict[tuple[str, str], Entry]:
-    """Seed 003's reconstruction: the latest entry per object minus those a tombstone at or after it hides.
+def reconstruct(rows: list[Entry]) -> dict[tuple[str, str], Entry]:
+    """Seed 003's reconstruction: the latest entry per object minus those a tombstone at or after it hides,
+    every row judged alike (good or not: `live` and `invalid` split them).
 
     Args:
-        rows: every row of a `__manifest` version
+        rows: Every row of a `__manifest` version.
+
+    Returns:
+        (kind, name) to entry.
     """
     entries: dict[tuple[str, str], Entry] = {}
     tombstones: dict[tuple[str, str], int] = {}
@@ -223,6 +238,38 @@ def live(rows: list[Entry]) -> dict[tuple[str, str], Entry]:
             if key not in entries or entries[key].catalog_version <= row.catalog_version:
                 entries[key] = row
     return {k: e for k, e in entries.items() if tombstones.get(k, -1) < e.catalog_version}
+
+
+def live(rows: list[Entry]) -> dict[tuple[str, str], Entry]:
+    """The live objects of a `__manifest` version that keep every rule (`reconstruct`, minus `invalid`): the
+    only ones the catalog opens, writes, finalizes or cleans.
+
+    Args:
+        rows: Every row of a `__manifest` version.
+
+    Returns:
+        (kind, name) to entry.
+    """
+    return {k: e for k, e in reconstruct(rows).items() if entry_problem(e) is None}
+
+
+def invalid(rows: list[Entry]) -> dict[tuple[str, str], tuple[Entry, str]]:
+    """The live objects of a `__manifest` version that break a rule (`entry_problem`), with the reason: each
+    fails closed on its own (nothing is opened, written or deleted through it) and is carried unchanged into
+    later versions.
+
+    Args:
+        rows: Every row of a `__manifest` version.
+
+    Returns:
+        (kind, name) to (entry, reason).
+    """
+    out = {}
+    for key, entry in reconstruct(rows).items():
+        problem = entry_problem(entry)
+        if problem is not None:
+            out[key] = (entry, problem)
+    return out
 
 
 #: The `__manifest` transaction property holding the changes a catalog version made (a JSON list).

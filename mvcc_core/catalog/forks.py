@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
 
-from mvcc_core.catalog.entries import TABLE, Entry, live, read_rows
-from mvcc_core.catalog.errors import CatalogError
+from mvcc_core.catalog import refs as catalog_refs
+from mvcc_core.catalog.entries import TABLE, Entry, live, read_rows, reconstruct
+from mvcc_core.catalog.errors import CatalogEntryError, CatalogError
 from mvcc_core.errors import BranchExistsError, BranchNotFoundError, TableNotFoundError
 from mvcc_core.failpoints import failpoint
-from mvcc_core.format.branches import BranchRef, branch_of, branch_store, list_refs, read_ref, tree_prefix
+from mvcc_core.format.branches import BranchRef, branch_of, branch_store, read_ref, tree_prefix
 from mvcc_core.format.naming import TRANSACTIONS_DIR, VERSIONS_DIR
 from mvcc_core.io import ObjectStore
 from mvcc_core.maintenance.cleanup import UNVERIFIED_WINDOW
@@ -70,6 +71,7 @@ class ForkStatus(Enum):
     RECORDED = "recorded"  # the catalog branch places the table on it: another writer published it
     ADOPTABLE = "adoptable"  # unrecorded, and exactly the fork a writer makes: the branch point, nothing more
     ORPHAN = "orphan"  # unrecorded and not adoptable, or its catalog branch is gone: cleanup reclaims it
+    UNCERTAIN = "uncertain"  # the catalog branch's rows cannot be trusted for this table: kept, never adopted
 
 
 @dataclass(frozen=True)
@@ -98,11 +100,93 @@ def fresh_branch_rows(manifest_uri: str, branch: str, options: dict | None) -> l
         return None
 
 
-def classify(rows: list[Entry] | None, path: str, name: str, ref: BranchRef, fork_latest: int | None) -> ForkCheck:
+def branch_point_rows(manifest_uri: str, branch: str, options: dict | None) -> tuple[int, list[Entry]] | None:
+    """(version, rows) of catalog branch `branch`'s first version: main's catalog version it forked, whose table
+    rows fix each table's directory for the branch's whole life (a branch makes no DDL); None when the branch
+    does not exist.
+
+    Args:
+        manifest_uri: The catalog's `__manifest` uri.
+        branch: The catalog branch.
+        options: The store options.
+
+    Returns:
+        The branch point's version and rows, or None.
+    """
+    try:
+        manifest = open_table(manifest_uri, branch=branch, storage_options=options or None)
+        first = read_ref(branch_store(manifest.state.store, None), branch).parent_version
+        return first, read_rows(open_table(manifest_uri, first, branch=branch, storage_options=options or None))
+    except (BranchNotFoundError, TableNotFoundError):
+        return None
+
+
+def foreign_rows(rows: list[Entry], point: tuple[int, list[Entry]], branch: str) -> dict[tuple[str, str], str]:
+    """The live table rows of catalog branch `branch` that are not that table's own, with the reason: a row
+    whose directory is not the one the same table had at the branch point (it would read, publish and let
+    cleanup reclaim another table's fork), a table the branch point did not have, or manifests in another
+    branch's fork. Each fails closed: readers refuse it, a publish of the branch refuses, cleanup keeps forks.
+
+    Args:
+        rows: The branch's rows at some version.
+        point: `branch_point_rows`: the branch point's version and rows.
+        branch: The catalog branch.
+
+    Returns:
+        (kind, name) to the reason.
+    """
+    version, point_rows = point
+    own = {e.name: e.path for e in live(point_rows).values() if e.object_type == TABLE}
+    by_path = {path: name for name, path in own.items()}
+    out = {}
+    for key, entry in reconstruct(rows).items():
+        if entry.object_type != TABLE:
+            continue
+        mine = own.get(entry.name)
+        if mine is None:
+            out[key] = f"catalog version {version}, where the branch starts, has no table {entry.name!r}"
+        elif entry.path != mine:
+            other = by_path.get(entry.path)
+            whose = f"table {other!r}'s directory" if other is not None else "not a directory of this branch"
+            out[key] = (
+                f"field path is {entry.path!r} ({whose}), but the table's directory is {mine!r} (catalog version "
+                f"{version}, where the branch starts)"
+            )
+        elif fork_of(entry) not in (None, branch):
+            out[key] = f"its manifests are in fork {fork_of(entry)!r}, not in this branch's"
+    return out
+
+
+def branch_rows_problems(manifest_uri: str, branch: str, options: dict | None, rows: list[Entry]) -> dict:
+    """`foreign_rows` of `rows` (catalog branch `branch`'s), reading its branch point anew.
+
+    Args:
+        manifest_uri: The catalog's `__manifest` uri.
+        branch: The catalog branch.
+        options: The store options.
+        rows: The branch's rows.
+
+    Returns:
+        (kind, name) to the reason (empty when the branch is gone: nothing is read through it then).
+    """
+    point = branch_point_rows(manifest_uri, branch, options)
+    return {} if point is None else foreign_rows(rows, point, branch)
+
+
+def classify(
+    rows: list[Entry] | None,
+    path: str,
+    name: str,
+    ref: BranchRef,
+    fork_latest: int | None,
+    problems: dict[tuple[str, str], str] | None = None,
+) -> ForkCheck:
     """Classify table branch `name` of the table in directory `path` against catalog branch `name`'s rows.
 
     Args:
         rows: The catalog branch's rows, freshly read (None: no such catalog branch).
+        problems: The branch's rows that are not their table's own (`foreign_rows`): while any is there, the
+            rows cannot say which fork is whose, so no fork of the branch is reclaimed or adopted.
         path: The table's directory.
         name: The branch name (the catalog branch's and the fork's).
         ref: The table branch's ref.
@@ -113,6 +197,9 @@ def classify(rows: list[Entry] | None, path: str, name: str, ref: BranchRef, for
     """
     if rows is None:
         return ForkCheck(ForkStatus.ORPHAN, f"catalog branch {name!r} does not exist")
+    if problems:
+        shown = "; ".join(f"row {key[1]!r}: {reason}" for key, reason in sorted(problems.items()))
+        return ForkCheck(ForkStatus.UNCERTAIN, f"catalog branch {name!r} has rows that are not their table's: {shown}")
     entry = next((e for e in live(rows).values() if e.object_type == TABLE and e.path == path), None)
     if entry is None:
         return ForkCheck(ForkStatus.ORPHAN, f"catalog branch {name!r} has no table in {path}")
@@ -171,9 +258,11 @@ def fork_for_write(
         failpoint("catalog.branch.after_fork")
         return fork
     ref = read_ref(main.store, branch)
-    check = classify(
-        fresh_branch_rows(manifest_uri, branch, options), entry.path, branch, ref, _fork_latest(main, branch)
-    )
+    rows = fresh_branch_rows(manifest_uri, branch, options)
+    problems = branch_rows_problems(manifest_uri, branch, options, rows or [])
+    check = classify(rows, entry.path, branch, ref, _fork_latest(main, branch), problems)
+    if check.status is ForkStatus.UNCERTAIN:
+        raise CatalogEntryError(f"table {main.uri}: its fork {branch!r} is not written ({check.reason})")
     if check.status is ForkStatus.RECORDED:
         return None
     if check.status is ForkStatus.ADOPTABLE:
@@ -222,12 +311,17 @@ def reconcile(
     removed = []
     window_start = now() - UNVERIFIED_WINDOW
     for path, main in sorted(tables.items()):
-        refs = list_refs(main.store)
+        refs = catalog_refs.branch_refs(main.store, sweep=not dry_run, delete_unverified=delete_unverified, now=now)
         for name in sorted(refs, key=lambda n: (-_depth(n, refs), n)):
             ref = refs[name]
             latest = None if ref.deleting else _fork_latest(main, name)
-            check = classify(fresh_branch_rows(manifest_uri, name, options), path, name, ref, latest)
+            rows = fresh_branch_rows(manifest_uri, name, options)
+            problems = branch_rows_problems(manifest_uri, name, options, rows) if rows is not None else None
+            check = classify(rows, path, name, ref, latest, problems)
             if check.status is ForkStatus.RECORDED:
+                continue
+            if check.status is ForkStatus.UNCERTAIN:
+                log.error("%s: fork %r kept (%s)", main.uri, name, check.reason)
                 continue
             young = datetime.fromtimestamp(ref.create_at, UTC) >= window_start
             if check.status is ForkStatus.ADOPTABLE and young and not delete_unverified:
@@ -253,4 +347,4 @@ def leftover_forks(stores: dict[str, ObjectStore], name: str) -> list[str]:
     Returns:
         The directories.
     """
-    return sorted(path for path, store in stores.items() if name in list_refs(branch_store(store, None)))
+    return sorted(path for path, store in stores.items() if name in catalog_refs.branch_refs(branch_store(store, None)))

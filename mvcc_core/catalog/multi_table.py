@@ -40,7 +40,7 @@ from mvcc_core.catalog.format_version import check_writable
 from mvcc_core.catalog.names import check_schema_name, qualified, split
 from mvcc_core.catalog.services import CatalogServices, SnapshotView
 from mvcc_core.catalog.table_changes import TableWrite, TransactionTable
-from mvcc_core.errors import CommitConflictError, StorageError, is_definite_failure
+from mvcc_core.errors import CommitConflictError, InvalidNameError, StorageError, is_definite_failure
 from mvcc_core.failpoints import failpoint
 from mvcc_core.format import operations as ops
 from mvcc_core.format.manifest import encode_manifest, location_of
@@ -163,8 +163,12 @@ class CatalogTransaction:
     # ---- this transaction's view of the catalog ----------------------------------------------
 
     def _object(self, name: str) -> Entry | None:
-        """The live table or view `name` as this transaction leaves the catalog so far."""
-        full = qualified(name)
+        """The live table or view `name` as this transaction leaves the catalog so far (a name that breaks the rule
+        is refused: CatalogEntryError when it is a live row that breaks it, InvalidNameError otherwise)."""
+        try:
+            full = qualified(name)
+        except InvalidNameError:
+            return self.snapshot.object(name)  # raises: CatalogEntryError naming the row, or InvalidNameError
         if full in self._objects:
             found = self._objects[full]
             return None if found.object_type.endswith(TOMBSTONE) else found
@@ -238,15 +242,17 @@ class CatalogTransaction:
         Args:
             name: the table's name, `schema.table` or `table` (in the schema `main`)
         """
+        self._object(name)  # a bad name is refused here: CatalogEntryError for a live row that breaks the rule
         return TransactionTable(self, name)
 
     def create_schema(self, name: str) -> None:
         """Create the schema `name`.
 
         Args:
-            name: the schema's name (no `.` or `/`)
+            name: the schema's name (`names.CATALOG_SCHEMA`: ASCII letters, digits, '_' and '-')
 
         Raises:
+            InvalidNameError: the name breaks the rule (a ValueError)
             CatalogError: the schema exists
         """
         self.check_open()

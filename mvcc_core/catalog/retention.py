@@ -7,16 +7,53 @@ Design notes: docs/catalog.md, "Catalog retention, as implemented".
 from __future__ import annotations
 
 import contextlib
+import logging
+import posixpath
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from mvcc_core.catalog.entries import TABLE, Entry, format_of, live, read_rows
+from mvcc_core import names
+from mvcc_core.catalog.entries import TABLE, Entry, format_of, invalid, live, read_rows
 from mvcc_core.catalog.forks import fork_of
 from mvcc_core.catalog.format_version import check_writable
+from mvcc_core.catalog.refs import sweep_refs
 from mvcc_core.catalog.services import CatalogServices
+from mvcc_core.format.branches import branch_store
 from mvcc_core.io import open_store
 from mvcc_core.maintenance.cleanup import UNVERIFIED_WINDOW, CleanupStats
 from mvcc_core.table import open_table
+
+log = logging.getLogger("mvcc.catalog")
+
+#: A table directory as `create_table` makes it: `<schema>/<table>-<12 hex>`.
+_TABLE_DIRECTORY = re.compile(r"([^/]+)/([^/]+)-[0-9a-f]{12}")
+
+
+def table_directory(directory: str) -> bool:
+    """Whether `directory` (two segments under the root) is one `create_table` makes: only those are ever
+    reclaimed as a dropped table's or a dead writer's; anything else under the root is left alone.
+
+    Args:
+        directory: `<first>/<second>` under the catalog's root.
+
+    Returns:
+        Whether it has a table directory's shape, with names the rules accept.
+    """
+    match = _TABLE_DIRECTORY.fullmatch(directory)
+    if match is None:
+        return False
+    schema, table = match.groups()
+    return names.problem(names.CATALOG_SCHEMA, schema) is None and names.problem(names.CATALOG_TABLE, table) is None
+
+
+def _held_by(entry: Entry) -> str | None:
+    """The directory under the root an invalid row names, when it names one (kept: never cleaned, never removed)."""
+    normal = posixpath.normpath(entry.path) if entry.path else ""
+    parts = normal.split("/")
+    if not entry.path or normal.startswith(("/", "..")) or len(parts) < 2:
+        return None
+    return f"{parts[0]}/{parts[1]}"
 
 
 @dataclass(frozen=True)
@@ -73,8 +110,11 @@ def cleanup(
     # Read everything first (an error here propagates: nothing has been deleted).
     kept_tables: dict[str, Entry] = {}  # directory -> the newest entry naming it
     oldest_needed: dict[str, int] = {}  # directory -> the oldest table version a kept catalog version publishes
+    held: set[str] = set()  # directories invalid rows of kept versions name: nothing in them is touched
     for v in sorted(keep):
-        for (kind, _), entry in live(read_rows(manifest.checkout_version(v))).items():
+        rows = read_rows(manifest.checkout_version(v))
+        held |= {d for entry, _ in invalid(rows).values() if (d := _held_by(entry)) is not None}
+        for (kind, _), entry in live(rows).items():
             if kind != TABLE:
                 continue
             kept_tables[entry.path] = entry
@@ -100,6 +140,9 @@ def cleanup(
     if not dry_run:
         for entry in kept_tables.values():  # roll forward what is published before anything goes
             catalog.finalize(entry)
+    # a ref write killed half-way leaves a temporary file in `_refs/branches/`: gone before the core lists refs
+    for store in [manifest.state.store, *(catalog.store(path) for path in sorted(kept_tables))]:
+        sweep_refs(branch_store(store, None), delete_unverified=delete_unverified, dry_run=dry_run)
     manifest_stats = manifest.cleanup_old_versions(
         older_than=timedelta(0),
         retain_versions=len(keep),
@@ -120,7 +163,10 @@ def cleanup(
     window_start = now - UNVERIFIED_WINDOW
     gone = []
     for directory, newest in sorted(directories.items()):
-        if directory in kept_tables:
+        if directory in kept_tables or directory in held:
+            continue
+        if not table_directory(directory):
+            log.info("catalog %s: %s is no table directory; left alone", catalog.root, directory)
             continue
         dropped = directory in named_by_removed
         unverified_old = delete_unverified or (newest is not None and newest < window_start)

@@ -6,11 +6,15 @@ usage:
                                                      it, as orchestration would); prints the retries
   catalog_branch_worker.py kill ROOT FAILPOINT STEP  STEP (write, publish, rerun, delete, cleanup) with FAILPOINT
                                                      armed "exit" (the process ends there, no cleanup)
+  catalog_branch_worker.py publish-when-told ROOT    opens the catalog, prints "ready", waits for a line on stdin,
+                                                     publishes branch `dev` and prints the seconds it took (the
+                                                     random-kill tests SIGKILL it at a random moment after "go")
 """
 
 from __future__ import annotations
 
 import sys
+import time
 
 import pyarrow as pa
 
@@ -37,6 +41,14 @@ def main() -> None:
     if mode == "write":
         worker, count = int(sys.argv[3]), int(sys.argv[4])
         print(sum(write(cat, worker * 1000 + i) for i in range(count)))
+        return
+    if mode == "publish-when-told":
+        cat.snapshot(branch="dev")  # warm: the imports and first reads are done before "go"
+        print("ready", flush=True)
+        sys.stdin.readline()
+        began = time.monotonic()
+        cat.publish_branch("dev")
+        print(time.monotonic() - began, flush=True)
         return
     arm(sys.argv[3], "exit")
     step = sys.argv[4]
