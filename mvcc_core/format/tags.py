@@ -23,6 +23,7 @@ from mvcc_core.io import ObjectStore
 
 log = logging.getLogger("mvcc.tags")
 
+
 def validate_tag_name(name: str) -> None:
     """Refuse a tag name that is not a safe file name (the rule: `mvcc_core.names.TAG`).
 

@@ -48,6 +48,7 @@ SCRATCH_LEASE_SECONDS = 3600
 class _ScratchLost(Exception):
     """The publish's scratch branch was removed by another publish while in use."""
 
+
 _Published = TypeVar("_Published")
 
 
