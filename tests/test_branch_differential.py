@@ -187,7 +187,9 @@ def run_sequence(tmp_uri: str, seed: int, steps: int = 14) -> int:
             main_model = expected
             assert rows_of(latest) == main_model, (seed, step)
             assert latest.version <= before + 1  # one version, or none when nothing was new
-            assert list_refs(latest.state.store, scratch=True).keys() == latest.branches.list().keys()  # no scratch left
+            assert (
+                list_refs(latest.state.store, scratch=True).keys() == latest.branches.list().keys()
+            )  # no scratch left
             published += 1
             branch = None
         assert rows_of(mvcc.open_table(tmp_uri)) == main_model, (seed, step)

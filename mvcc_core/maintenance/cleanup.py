@@ -23,7 +23,7 @@ from mvcc_core.format.manifest import (
     manifest_timestamp,
     read_manifest,
 )
-from mvcc_core.format.naming import DATA_DIR, REFS_DIR, DELETIONS_DIR, INDICES_DIR, TRANSACTIONS_DIR, VERSIONS_DIR
+from mvcc_core.format.naming import DATA_DIR, DELETIONS_DIR, INDICES_DIR, REFS_DIR, TRANSACTIONS_DIR, VERSIONS_DIR
 from mvcc_core.format.referenced_files import referenced_files
 from mvcc_core.format.tags import Tags
 from mvcc_core.io import ObjectMeta, is_temporary
