@@ -155,3 +155,55 @@ def test_a_ref_cycle_is_a_branch_error_naming_it(tmp_uri: str, parent: str) -> N
     with pytest.raises(BranchError, match="cycle: a -> "):
         mvcc.open_table(tmp_uri, branch="a")
     t.branches.delete("a")  # a broken ref can still be deleted
+
+
+WRITE_REF = """
+import sys
+import mvcc_core as mvcc
+from mvcc_core import failpoints
+t = mvcc.open_table(sys.argv[1])
+failpoints.arm("store.local.after_temp", "exit")
+if sys.argv[2] == "branch":
+    t.create_branch("late")
+else:
+    t.tags.create("late", 1)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["branch", "tag"])
+def test_a_process_killed_inside_a_ref_or_tag_write_leaves_no_ref_or_tag(tmp_uri: str, kind: str) -> None:
+    import os
+    import subprocess
+    import sys
+
+    t = needs_replay(tmp_uri, "audit")
+    t.tags.create("v1", 1)
+    root = Path(failpoints.__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
+    done = subprocess.run([sys.executable, "-c", WRITE_REF, tmp_uri, kind], env=env, capture_output=True, timeout=120)
+    assert done.returncode == failpoints.DEFAULT_EXIT_CODE, done.stderr
+    left = list((Path(tmp_uri) / "_refs").rglob("_tmp-*"))
+    assert len(left) == 1 and left[0].name.endswith(".tmp")  # the killed write's temporary file
+    assert sorted(t.branches.list()) == ["audit"] and t.tags.list() == {"v1": {"version": 1}}
+    t.publish_branch("audit")
+    assert ids(t) == [2, 3, 4, 10]
+    t.cleanup_old_versions(older_than=timedelta(0), delete_unverified=True, error_if_tagged_old_versions=False)
+    assert not list((Path(tmp_uri) / "_refs").rglob("_tmp-*"))
+    t.create_branch("late")  # the name was never taken
+    t.tags.create("late", t.version)
+
+
+@pytest.mark.slow
+@pytest.mark.s3
+def test_ref_and_tag_writes_on_s3_leave_only_their_final_objects(s3_uri: str, s3_options: dict, s3_client) -> None:
+    t = mvcc.write_table(pa.table({"id": [1, 2, 3, 4]}), s3_uri, storage_options=s3_options)
+    b = t.create_branch("audit")
+    b.delete("id = 1")
+    t.delete("id = 1")
+    t.tags.create("v1", 1)
+    t.publish_branch("audit")  # by replay: a scratch branch created and deleted
+    bucket, prefix = s3_uri[len("s3://") :].split("/", 1)
+    keys = [o["Key"] for o in s3_client.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/_refs/")["Contents"]]
+    assert sorted(k[len(prefix) + 1 :] for k in keys) == ["_refs/branches/audit.json", "_refs/tags/v1.json"]
+    assert ids(t) == [2, 3, 4] and sorted(t.branches.list()) == ["audit"]
