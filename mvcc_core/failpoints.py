@@ -46,6 +46,7 @@ POINTS: dict[str, str] = {
     "branch.publish.before_indices": "publish: the rows are published, the branch's index builds not yet run on main",
     "branch.delete.after_mark": "branches.delete: the ref is marked deleting, nothing removed yet",
     "branch.delete.after_files": "branches.delete: the files only the branch used are removed, its tree not yet",
+    "store.local.after_temp": "local disk: a write's temporary file is written whole, not yet linked or renamed",
     "branch.delete.before_ref": "branches.delete: the branch's tree is removed, the ref not yet",
 }
 

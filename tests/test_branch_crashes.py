@@ -8,8 +8,12 @@ slow tier kills a child process at the same points (`os._exit`).
 from __future__ import annotations
 
 import os
+import random
+import signal
 import subprocess
 import sys
+import time
+from datetime import timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -141,3 +145,73 @@ def test_killed_at_a_point_in_a_child(tmp_uri: str, point: str, step: str) -> No
     assert done.returncode == failpoints.DEFAULT_EXIT_CODE, done.stderr
     assert "done" not in done.stdout
     check_after(tmp_uri, step)
+
+
+def _child(uri: str, step: str, points: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env.pop(failpoints.ENV_VAR, None)
+    if points:
+        env[failpoints.ENV_VAR] = failpoints.env_spec(points)
+    return subprocess.Popen(
+        [sys.executable, "-c", STEP, uri, step, str(Path(__file__).parent)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _scratch(uri: str) -> set[str]:
+    from mvcc_core.format.branches import list_refs
+
+    t = mvcc.open_table(uri)
+    return set(list_refs(t.state.store, scratch=True)) - set(t.branches.list())
+
+
+def _ended_well(proc: subprocess.Popen[str]) -> None:
+    out, err = proc.communicate(timeout=120)
+    last = err.strip().splitlines()[-1] if err.strip() else ""
+    assert (proc.returncode, "done" in out) == (0, True) or last.startswith(
+        "mvcc_core.errors.RetryableConflictError:"
+    ), err
+
+
+@pytest.mark.slow
+def test_two_publisher_processes_of_one_branch_land_it_once(tmp_uri: str) -> None:
+    """The second publisher leaves the first's scratch branch alone (its lease); the first then finds the branch
+    published (or gets a retryable conflict), never BranchNotFoundError; the rows land once."""
+    prepare(tmp_uri, "replay")
+    first = _child(tmp_uri, "replay", {"branch.publish.replay.before_commit": "sleep(2)"})
+    deadline = time.monotonic() + 60
+    while not _scratch(tmp_uri):
+        assert time.monotonic() < deadline and first.poll() is None
+        time.sleep(0.02)
+    second = _child(tmp_uri, "replay")
+    _ended_well(second)
+    _ended_well(first)
+    main = mvcc.open_table(tmp_uri)
+    assert (main.version, ids(main)) == (5, [2, 3, 4, 10])  # the rows once (version 4), the index once (5)
+    assert main.publish_branch("audit") == 5 and mvcc.open_table(tmp_uri).version == 5
+    assert sorted(main.branches.list()) == ["audit", "other"] and not _scratch(tmp_uri)
+    assert ids(mvcc.open_table(tmp_uri, branch="other")) == [1, 2, 3, 4, 20]
+    assert mvcc.verify(mvcc.open_table(tmp_uri)).ok
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(4))
+def test_a_publish_killed_at_a_random_moment_lands_once_when_run_again(tmp_uri: str, seed: int) -> None:
+    """SIGKILL at a random moment of a publish that runs again (plain publishes, refs, scratch branches and their
+    deletion in between): afterwards the rows are published all or none, and publishing again lands them once."""
+    prepare(tmp_uri, "replay")
+    child = _child(tmp_uri, "replay")
+    time.sleep(random.Random(seed).uniform(0.3, 1.5))  # the interpreter's start and import take ~0.3-0.5 s
+    child.send_signal(signal.SIGKILL)
+    child.communicate(timeout=60)
+    assert ids(mvcc.open_table(tmp_uri)) in ([2, 3, 4], [2, 3, 4, 10])
+    main = mvcc.open_table(tmp_uri)
+    main.publish_branch("audit")
+    assert ids(main) == [2, 3, 4, 10]
+    assert sorted(main.branches.list()) == ["audit", "other"]
+    main.cleanup_old_versions(older_than=timedelta(0))
+    assert ids(mvcc.open_table(tmp_uri)) == [2, 3, 4, 10]
+    assert ids(mvcc.open_table(tmp_uri, branch="other")) == [1, 2, 3, 4, 20]

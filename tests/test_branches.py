@@ -23,6 +23,7 @@ from mvcc_core.errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
+from mvcc_core.format.branches import list_refs
 from mvcc_core.format.naming import ManifestNaming, manifest_path
 from mvcc_core.format.referenced_files import referenced_files
 from mvcc_core.txn.external_store import open_external_store
@@ -464,7 +465,7 @@ def test_a_main_commit_during_the_run_again_runs_the_writes_again_on_the_newer_m
         publisher = threading.Thread(target=lambda: published.append(t.publish_branch("feat")))
         publisher.start()
         other = mvcc.open_table(tmp_uri)
-        while not [n for n in other.branches.list() if ".replay-" in n]:
+        while not list_refs(other.state.store, scratch=True).keys() - other.branches.list().keys():
             time.sleep(0.01)
         other.delete("id = 2")  # a row the scratch branch's update changed: its commit conflicts
         publisher.join(30)

@@ -11,6 +11,8 @@ root's. The ref `_refs/branches/b.json` is written in pylance's JSON shape.
 from __future__ import annotations
 
 import json
+import logging
+import re
 import time
 import uuid
 from dataclasses import dataclass, field, replace
@@ -32,6 +34,47 @@ PUBLISHED_BRANCH_ID = "mvcc.published_branch_id"
 PUBLISHED_BRANCH_VERSION = "mvcc.published_branch_version"
 
 _MAPPED_DIRS = (VERSIONS_DIR, TRANSACTIONS_DIR)
+
+log = logging.getLogger("mvcc.branches")
+
+#: A publish's scratch branch: the reserved prefix and 32 hex digits (a name the user rule refuses, of one
+#: length whatever the published branch's name).
+_SCRATCH_NAME = re.compile(re.escape(names.SCRATCH_BRANCH_PREFIX) + r"[0-9a-f]{32}")
+#: The ref key that marks a scratch branch (mvcc's own, beside pylance's keys).
+SCRATCH_KEY = "mvccScratch"
+
+
+def new_scratch_name() -> str:
+    """A fresh name for a publish's scratch branch (`SCRATCH_BRANCH_PREFIX` + 32 random hex digits)."""
+    return f"{names.SCRATCH_BRANCH_PREFIX}{uuid.uuid4().hex}"
+
+
+def is_scratch_name(name: object) -> bool:
+    """Whether `name` has the shape of a scratch branch's name (its ref must still carry the marker).
+
+    Args:
+        name: A branch name as found.
+
+    Returns:
+        True for `SCRATCH_BRANCH_PREFIX` followed by 32 lowercase hex digits.
+    """
+    return isinstance(name, str) and _SCRATCH_NAME.fullmatch(name) is not None
+
+
+@dataclass(frozen=True)
+class ScratchMark:
+    """What a scratch branch's ref records in `mvccScratch`: whose publish it serves and until when.
+
+    Attributes:
+        branch: The branch being published.
+        branch_id: That branch's identifier (its ref's `identifier`).
+        lease_until: Until when (seconds since the epoch) the publisher may be using it: before then no other
+            publish removes it.
+    """
+
+    branch: str
+    branch_id: str
+    lease_until: int
 
 
 def validate_branch_name(name: str) -> None:
@@ -73,6 +116,7 @@ class BranchRef:
         published: (branch version, parent version) of its last publish: the parent's version that holds
             the branch's changes up to that branch version (None: never published).
         metadata: pylance's free-form metadata.
+        scratch: Set on a publish's scratch branch only (`mvccScratch`).
     """
 
     parent_branch: str | None
@@ -83,6 +127,7 @@ class BranchRef:
     deleting: bool = False
     published: tuple[int, int] | None = None
     metadata: dict[str, str] = field(default_factory=dict)
+    scratch: ScratchMark | None = None
 
     @property
     def base(self) -> tuple[int, int]:
@@ -103,6 +148,12 @@ class BranchRef:
             document["mvccDeleting"] = True
         if self.published is not None:
             document["mvccPublished"] = {"branchVersion": self.published[0], "parentVersion": self.published[1]}
+        if self.scratch is not None:
+            document[SCRATCH_KEY] = {
+                "branch": self.scratch.branch,
+                "branchIdentifier": self.scratch.branch_id,
+                "leaseUntil": self.scratch.lease_until,
+            }
         return json.dumps(document, indent=2).encode()
 
     @classmethod
@@ -125,6 +176,7 @@ class BranchRef:
             version = doc["parentVersion"]
             mapping = doc.get("identifier", {}).get("version_mapping") or [[version, ""]]
             published = doc.get("mvccPublished")
+            mark = doc.get(SCRATCH_KEY)
             ref = cls(
                 parent_branch=parent if parent not in (None, MAIN_NAME) else None,
                 parent_version=version,
@@ -134,6 +186,11 @@ class BranchRef:
                 deleting=bool(doc.get("mvccDeleting", False)),
                 published=(int(published["branchVersion"]), int(published["parentVersion"])) if published else None,
                 metadata={str(k): str(v) for k, v in (doc.get("metadata") or {}).items()},
+                scratch=(
+                    ScratchMark(str(mark["branch"]), str(mark["branchIdentifier"]), int(mark["leaseUntil"]))
+                    if mark is not None
+                    else None
+                ),
             )
         except (ValueError, UnicodeDecodeError, AttributeError, KeyError, TypeError, IndexError) as exc:
             raise BranchError(f"branch ref {where} cannot be read: {exc}") from None
@@ -154,34 +211,92 @@ def read_ref(store: ObjectStore, name: str) -> BranchRef:
 
     Raises:
         BranchNotFoundError: there is no such branch.
+        BranchError: the name is no branch name, or a scratch branch's name whose ref has no scratch marker.
     """
-    validate_branch_name(name)
+    scratch = is_scratch_name(name)
+    if not scratch:
+        validate_branch_name(name)
     try:
         data = store.get(ref_path(name))
     except ObjectNotFoundError:
         raise BranchNotFoundError(f"table {store.uri} has no branch {name!r}") from None
-    return BranchRef.decode(data, f"{store.uri}/{ref_path(name)}")
+    ref = BranchRef.decode(data, f"{store.uri}/{ref_path(name)}")
+    if scratch and ref.scratch is None:
+        raise BranchError(
+            f"{store.uri}/{ref_path(name)} has a name reserved for a publish's scratch branch and no "
+            f"{SCRATCH_KEY} marker: it is not a branch"
+        )
+    return ref
 
 
-def list_refs(store: ObjectStore) -> dict[str, BranchRef]:
+def _listed_name(path: str) -> tuple[str | None, str]:
+    """The branch name a file under `_refs/branches/` stands for (None: none) and, when none, why."""
+    rel = path[len(BRANCHES_DIR) + 1 :]
+    if not rel.endswith(".json"):
+        return None, "not a .json file (a temporary file of a write, or another file)"
+    name = rel[: -len(".json")]
+    if is_scratch_name(name) or names.problem(names.BRANCH, name) is None:
+        return name, ""
+    return None, f"not a branch name: {names.problem(names.BRANCH, name)}"
+
+
+def list_refs(store: ObjectStore, *, scratch: bool = False) -> dict[str, BranchRef]:
     """Every branch's ref, by name (a ref deleted while listed is left out).
+
+    Only files named `<branch name>.json` are refs; any other file under `_refs/branches/` (a temporary file
+    of a write, a file in a subfolder, a name the branch rule refuses, a scratch name without its marker) is
+    skipped and logged at debug (`unrecognized_refs` names them).
 
     Args:
         store: The table's store.
+        scratch: Also list publishes' scratch branches (what retention and deletion must see; a user's view
+            leaves them out).
 
     Returns:
         Name to ref, sorted by name.
     """
     out: dict[str, BranchRef] = {}
     for meta in store.list(BRANCHES_DIR):
-        if not meta.path.endswith(".json"):
-            continue  # temporary files of a put
-        name = meta.path[len(BRANCHES_DIR) + 1 : -len(".json")]
+        name, why = _listed_name(meta.path)
+        if name is None:
+            log.debug("%s/%s: skipped: %s", store.uri, meta.path, why)
+            continue
         try:
-            out[name] = BranchRef.decode(store.get(meta.path), f"{store.uri}/{meta.path}")
+            ref = BranchRef.decode(store.get(meta.path), f"{store.uri}/{meta.path}")
         except ObjectNotFoundError:
             continue
+        if is_scratch_name(name):
+            if ref.scratch is None:
+                log.debug("%s/%s: skipped: a scratch branch's name without the marker", store.uri, meta.path)
+                continue
+            if not scratch:
+                continue
+        out[name] = ref
     return dict(sorted(out.items()))
+
+
+def unrecognized_refs(store: ObjectStore) -> dict[str, str]:
+    """The files under `_refs/branches/` that `list_refs` skips, with why (for `mvcc verify`).
+
+    Args:
+        store: The table's store.
+
+    Returns:
+        Path (relative to the root) to the reason.
+    """
+    out: dict[str, str] = {}
+    for meta in store.list(BRANCHES_DIR):
+        name, why = _listed_name(meta.path)
+        if name is None:
+            out[meta.path] = why
+        elif is_scratch_name(name):
+            try:
+                read_ref(store, name)
+            except BranchNotFoundError:
+                continue  # deleted while we listed
+            except BranchError as exc:
+                out[meta.path] = str(exc)
+    return out
 
 
 def create_ref(store: ObjectStore, name: str, ref: BranchRef) -> None:
@@ -226,9 +341,12 @@ class BranchStore(ObjectStore):
     def __init__(self, uri: str, storage_options: dict[str, Any] | None = None, branch: str | None = None) -> None:
         super().__init__(uri, storage_options)
         if branch is not None:
-            validate_branch_name(branch)
+            if not is_scratch_name(branch):
+                validate_branch_name(branch)
             self.branch = branch
         self._prefix = tree_prefix(self.branch)
+        if is_scratch_name(self.branch):
+            read_ref(self, self.branch)  # a reserved name is a branch only with its ref's scratch marker
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (BranchStore, (*self._init_args, self.branch))

@@ -17,6 +17,8 @@ TRANSACTIONS_DIR = "_transactions"
 DATA_DIR = "data"
 DELETIONS_DIR = "_deletions"
 INDICES_DIR = "_indices"
+#: Branch refs and tags live under this folder.
+REFS_DIR = "_refs"
 TAGS_DIR = "_refs/tags"
 
 MANIFEST_SUFFIX = ".manifest"

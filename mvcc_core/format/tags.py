@@ -246,8 +246,12 @@ class Tags:
         branches: dict[str, str] = {}
         for meta in self._store.list(TAGS_DIR):
             if not meta.path.endswith(".json"):
-                continue  # temporary files of a put
+                log.debug("%s/%s: skipped: not a tag file (a temporary file of a write)", self._store.uri, meta.path)
+                continue
             name = meta.path[len(TAGS_DIR) + 1 : -len(".json")]
+            if "/" not in name and names.problem(names.TAG, name) is not None:
+                log.debug("%s/%s: skipped: %s", self._store.uri, meta.path, names.problem(names.TAG, name))
+                continue  # not a tag name (e.g. a temporary file a killed write left): never a tag
             try:
                 validate_tag_name(name)  # refuses a file in a subfolder: its name holds a "/"
                 data = self._store.get(meta.path)

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 #: that pyarrow's dataset discovery ignores such files and so that they sort after the all-digit manifest
 #: names (``list_first`` of ``_versions/`` still finds the newest V2 manifest while a commit is in flight).
 TEMP_PREFIX = "_tmp-"
+#: The suffix of those temporary files: never a final name's suffix (`.json`, `.manifest`, ...).
+TEMP_SUFFIX = ".tmp"
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,8 @@ def is_temporary(path: str) -> bool:
     Args:
         path: a path listed in a store
     """
-    return path.rsplit("/", 1)[-1].startswith(TEMP_PREFIX)
+    name = path.rsplit("/", 1)[-1]
+    return name.startswith(TEMP_PREFIX)
 
 
 def joined(root: str, rel: str) -> str:
@@ -53,10 +56,13 @@ def joined(root: str, rel: str) -> str:
 def temp_name(final_name: str) -> str:
     """A fresh temporary name for a file to be renamed to `final_name` (retention recognizes it: `is_temporary`).
 
+    It starts with `TEMP_PREFIX` and ends with `TEMP_SUFFIX`, never with the final name's suffix, so that no
+    listing of `.json` refs or tags, or of manifests, can take a temporary file for one.
+
     Args:
         final_name: the name the file will have
     """
-    return f"{TEMP_PREFIX}{uuid.uuid4().hex}-{final_name[:120]}"
+    return f"{TEMP_PREFIX}{uuid.uuid4().hex}-{final_name[:120]}{TEMP_SUFFIX}"
 
 
 def to_datetime(value: Any) -> datetime | None:

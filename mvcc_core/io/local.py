@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import fsspec
 
 from mvcc_core.errors import CommitNotSupportedError
+from mvcc_core.failpoints import failpoint
 from mvcc_core.io.backend import Backend, ObjectMeta, temp_name
 
 if TYPE_CHECKING:
@@ -96,6 +97,7 @@ class LocalBackend(Backend):
                 if sync:
                     f.flush()
                     os.fsync(f.fileno())
+            failpoint("store.local.after_temp")
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)

@@ -24,12 +24,12 @@ from mvcc_core.format.manifest import (
     manifest_timestamp,
     read_manifest,
 )
-from mvcc_core.format.naming import DATA_DIR, DELETIONS_DIR, INDICES_DIR, TRANSACTIONS_DIR, VERSIONS_DIR
+from mvcc_core.format.naming import DATA_DIR, DELETIONS_DIR, INDICES_DIR, REFS_DIR, TRANSACTIONS_DIR, VERSIONS_DIR
 from mvcc_core.format.referenced_files import referenced_files
 from mvcc_core.format.tags import Tags
-from mvcc_core.io import ObjectMeta
+from mvcc_core.io import ObjectMeta, is_temporary
 from mvcc_core.progress import Progress
-from mvcc_core.txn.branches import protected_versions, referenced_elsewhere
+from mvcc_core.txn.branches import fork_pins, protected_versions, referenced_elsewhere
 from mvcc_core.txn.state import TableState
 
 log = logging.getLogger("mvcc.maintenance")
@@ -153,6 +153,7 @@ def cleanup_old_versions(
         keep |= set(versions[-retain_versions:])
     for low in protected_versions(state):  # branches: publish bases (docs/branches.md, "Retention")
         keep |= {v for v in versions if v >= low}
+    keep |= fork_pins(state) & set(versions)  # forks whose first manifest a killed create_branch did not write
     old_tags = {name: v for name, v in tags.items() if v in by_version and v not in keep}
     if old_tags and error_if_tagged_old_versions:
         raise TagError(
@@ -192,6 +193,12 @@ def cleanup_old_versions(
 
     doomed: list[ObjectMeta] = []
     unverified = 0
+    # temporary files of ref and tag writes a killed process left (never read as refs or tags)
+    for meta in store.list(REFS_DIR):
+        stale = delete_unverified or (meta.last_modified is not None and meta.last_modified < window_start)
+        if is_temporary(meta.path) and stale:
+            doomed.append(meta)
+            unverified += 1
     for meta in files:
         if meta.path in needed:
             continue

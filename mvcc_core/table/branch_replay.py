@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import uuid
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
@@ -26,7 +26,7 @@ from mvcc_core.errors import (
 )
 from mvcc_core.failpoints import failpoint
 from mvcc_core.format import operations as ops
-from mvcc_core.format.branches import branch_of, read_ref, update_ref
+from mvcc_core.format.branches import ScratchMark, branch_of, list_refs, new_scratch_name, read_ref, update_ref
 from mvcc_core.ops import branch_publish
 from mvcc_core.read.scan import Scan
 from mvcc_core.txn import branches as txn_branches
@@ -41,6 +41,13 @@ REPLAY_PROPERTY = "mvcc.replay"
 PUBLISHED_BY_REPLAY = "mvcc.published_branch_replayed"
 #: How many times the replay is run again when the parent moves while it runs.
 REPLAY_ATTEMPTS = 3
+#: How long (seconds) a publisher may use its scratch branch: before then no other publish removes it.
+SCRATCH_LEASE_SECONDS = 3600
+
+
+class _ScratchLost(Exception):
+    """The publish's scratch branch was removed by another publish while in use."""
+
 
 _Published = TypeVar("_Published")
 
@@ -216,18 +223,31 @@ def _named(step: Callable[[Any], None], name: str, version: int, operation: str)
 
 
 def drop_leftover_scratch(target: TableState, name: str) -> None:
-    """Delete the scratch branches a killed replay of `name` left behind (`<name>.replay-<id>`; publishes of one
-    branch do not run at once, so none of them is in use).
+    """Delete the scratch branches an interrupted publish of `name` left behind: those whose ref's marker names
+    `name` and whose lease has run out (one still leased may be in use by a concurrent publisher), or whose
+    deletion had begun. Scratch branches are recognised by their ref's marker, never by a name pattern.
 
     Args:
         target: Any version of the table.
         name: The branch being published.
     """
-    for other in txn_branches.list_branches(target):
-        if other.startswith(f"{name}.replay-"):
-            log.warning("%s: removing scratch branch %r left by an interrupted publish", target.uri, other)
-            with contextlib.suppress(BranchNotFoundError):
-                txn_branches.delete_branch(target, other)
+    now = int(time.time())
+    for other, ref in list_refs(target.store, scratch=True).items():
+        mark = ref.scratch
+        if mark is None or mark.branch != name or (mark.lease_until > now and not ref.deleting):
+            continue
+        log.warning("%s: removing scratch branch %r left by an interrupted publish of %r", target.uri, other, name)
+        with contextlib.suppress(BranchNotFoundError):
+            txn_branches.delete_branch(target, other)
+
+
+def _scratch_is_ours(target: TableState, scratch_name: str, identifier: str) -> bool:
+    """Whether our scratch branch is still there (another publish may have removed it)."""
+    try:
+        ref = read_ref(target.store, scratch_name)
+    except BranchNotFoundError:
+        return False
+    return ref.identifier == identifier and not ref.deleting
 
 
 def publish_by_replay(
@@ -282,14 +302,18 @@ def publish_by_replay(
         latest = target.latest()
         if n and branch_publish.published_base(target, name, read_ref(target.store, name))[0] == head.version:
             return latest  # another publish of the same version landed meanwhile: never twice
-        scratch_name = f"{name}.replay-{uuid.uuid4().hex[:12]}"
-        forked = txn_branches.create_branch(latest, scratch_name)
+        scratch_name = new_scratch_name()
+        mark = ScratchMark(name, ref.identifier, int(time.time()) + SCRATCH_LEASE_SECONDS)
+        forked = txn_branches.create_branch(latest, scratch_name, scratch=mark)
+        identifier = read_ref(target.store, scratch_name).identifier
         scratch = make_table(forked)
         try:
             failpoint("branch.publish.replay.after_scratch")
             for step in steps:
                 step(scratch)
             failpoint("branch.publish.replay.before_commit")
+            if not _scratch_is_ours(target, scratch_name, identifier):
+                raise _ScratchLost(scratch_name)
             properties = dict(transaction_properties or {}) | {PUBLISHED_BY_REPLAY: "true"}
             state = branch_publish.commit_change(
                 target,
@@ -303,8 +327,15 @@ def publish_by_replay(
                 transaction_properties=properties,
                 max_retries=max_retries,
             )
+        except _ScratchLost:
+            raise
+        except Exception as exc:
+            if not _scratch_is_ours(target, scratch_name, identifier):
+                raise _ScratchLost(scratch_name) from exc
+            raise
         finally:
-            txn_branches.delete_branch(target, scratch_name)
+            with contextlib.suppress(BranchNotFoundError):
+                txn_branches.delete_branch(target, scratch_name)
         update_ref(target.store, name, read_ref(target.store, name), published=(head.version, state.version))
         log.info("%s: published branch %r by replay as version %d", target.uri, name, state.version)
         return state
@@ -312,7 +343,15 @@ def publish_by_replay(
     def moved() -> None:
         log.info("%s: the parent moved while branch %r was replayed; again", target.uri, name)
 
-    return replay_attempts(attempt, RetryableConflictError, moved)
+    try:
+        return replay_attempts(attempt, RetryableConflictError, moved)
+    except _ScratchLost as lost:
+        raise RetryableConflictError(
+            f"publishing branch {name!r} of {target.uri}: its scratch branch {lost} was removed by a concurrent "
+            "publish while in use; nothing was published by this one: publish again",
+            uri=target.uri,
+            read_version=target.version,
+        ) from lost
 
 
 def recorded_index_builds(target: TableState, name: str) -> list[dict[str, Any]]:

@@ -26,9 +26,11 @@ from mvcc_core.failpoints import failpoint
 from mvcc_core.format import operations as ops
 from mvcc_core.format.branches import (
     BranchRef,
+    ScratchMark,
     branch_of,
     branch_store,
     create_ref,
+    is_scratch_name,
     list_refs,
     read_ref,
     ref_path,
@@ -45,7 +47,7 @@ from mvcc_core.format.manifest import (
     write_latest_hint,
     write_manifest,
 )
-from mvcc_core.format.naming import TRANSACTIONS_DIR, ManifestNaming
+from mvcc_core.format.naming import TRANSACTIONS_DIR, VERSIONS_DIR, ManifestNaming
 from mvcc_core.format.referenced_files import referenced_files
 from mvcc_core.io import ObjectStore
 from mvcc_core.txn.commit import Committer
@@ -165,7 +167,7 @@ def _write_fork(store: ObjectStore, name: str, ref: BranchRef, parent: pb.Manife
         write_latest_hint(tree, manifest.version, naming)
 
 
-def create_branch(source: TableState, name: str) -> TableState:
+def create_branch(source: TableState, name: str, *, scratch: ScratchMark | None = None) -> TableState:
     """Fork `source`'s version into the new branch `name` (a child of `source`'s branch).
 
     The name is claimed first (the ref, put-if-not-exists), then the branch's first manifest is written; a
@@ -174,6 +176,7 @@ def create_branch(source: TableState, name: str) -> TableState:
     Args:
         source: The version to fork (of main or of a branch).
         name: The new branch's name.
+        scratch: A publish's scratch branch: its marker (`name` is then a `new_scratch_name()`).
 
     Returns:
         The branch at its first version (the same number as `source`'s).
@@ -184,9 +187,10 @@ def create_branch(source: TableState, name: str) -> TableState:
         UnsupportedFeatureError: the table commits through an external manifest store and the object store
             has no put-if-not-exists of its own.
     """
-    validate_branch_name(name)
+    if scratch is None or not is_scratch_name(name):
+        validate_branch_name(name)
     _check_plain_commits(source)
-    ref = BranchRef(parent_branch=branch_of(source.store), parent_version=source.version)
+    ref = BranchRef(parent_branch=branch_of(source.store), parent_version=source.version, scratch=scratch)
     manifest, _ = _fork(source.manifest, name, ref, source.uri)
     ref = replace(ref, manifest_size=len(encode_manifest(manifest)))
     create_ref(source.store, name, ref)
@@ -230,14 +234,65 @@ def open_branch(state: TableState, name: str | None, version: int | None = None)
         if name is None or list_manifests(store, committer.handler):
             raise
     # the ref exists but the first manifest does not: a creation that was interrupted; complete it
+    parent_chain(state.store, name)  # BranchError on a cycle (the parent would be opened without end)
     log.warning("%s: completing the interrupted creation of branch %r", state.uri, name)
     parent = open_branch(state, ref.parent_branch, ref.parent_version)
     _write_fork(store, name, ref, parent.manifest, parent.naming)
     return unread.latest() if version is None else unread.checkout(version)
 
 
+def parent_chain(store: ObjectStore, name: str) -> list[str]:
+    """Branch `name` and its ancestors, nearest first (main not included).
+
+    Args:
+        store: The table's store.
+        name: The branch.
+
+    Returns:
+        The names.
+
+    Raises:
+        BranchError: the refs' parents loop (a ref names itself, or an ancestor names a descendant).
+    """
+    refs = list_refs(store, scratch=True)
+    chain = [name]
+    parent = refs[name].parent_branch if name in refs else None
+    while parent is not None:
+        if parent in chain:
+            loop = [*chain[chain.index(parent) :], parent]
+            raise BranchError(
+                f"the branch refs of {store.uri} form a cycle: {' -> '.join(loop)} (each names the next as its "
+                "parent); delete one of them"
+            )
+        chain.append(parent)
+        parent = refs[parent].parent_branch if parent in refs else None
+    return chain
+
+
+def fork_pins(state: TableState) -> set[int]:
+    """Versions of `state`'s tree that a child branch forked and has no first manifest for yet (a creation
+    killed after its ref): retention keeps them, or the branch could never be completed and opened.
+
+    Args:
+        state: A version of the tree.
+
+    Returns:
+        The versions.
+    """
+    own = branch_of(state.store)
+    pins = set()
+    for name, ref in list_refs(state.store, scratch=True).items():
+        if ref.parent_branch != own or ref.deleting:
+            continue
+        tree = branch_store(state.store, None)
+        if not tree.list(f"{tree_prefix(name)}/{VERSIONS_DIR}"):
+            pins.add(ref.parent_version)
+    return pins
+
+
 def list_branches(state: TableState) -> dict[str, BranchRef]:
-    """Every live branch of `state`'s table (one being deleted is left out), by name.
+    """Every live branch of `state`'s table (one being deleted, and publishes' scratch branches, left out), by
+    name.
 
     Args:
         state: Any version of the table.
@@ -250,7 +305,10 @@ def list_branches(state: TableState) -> dict[str, BranchRef]:
 
 def _tree_manifests(store: ObjectStore, state: TableState, name: str | None) -> list[pb.Manifest]:
     """Every manifest of one tree; CorruptManifestError if one cannot be read (its files are then unknown)."""
-    tree = branch_store(store, name)
+    try:
+        tree = branch_store(store, name)
+    except BranchNotFoundError:
+        return []  # a scratch branch deleted while listed: its files went first
     handler = tree_handler(state.committer.handler, name)
     out = []
     for location in list_manifests(tree, handler):
@@ -279,7 +337,7 @@ def referenced_elsewhere(state: TableState, *, exclude: str | None = None) -> se
         CorruptManifestError: another tree has a manifest that cannot be read (nothing may be removed then).
     """
     own = branch_of(state.store)
-    trees: list[str | None] = [None, *list_refs(state.store)]
+    trees: list[str | None] = [None, *list_refs(state.store, scratch=True)]
     needed: set[str] = set()
     for tree in trees:
         if tree == own or (tree is not None and tree == exclude):
@@ -304,8 +362,18 @@ def protected_versions(state: TableState) -> set[int]:
     own = branch_of(state.store)
     if own is None:
         return set()
-    ref = list_refs(state.store).get(own)
+    ref = list_refs(state.store, scratch=True).get(own)
     return {ref.base[0]} if ref is not None else set()
+
+
+def _ancestors(refs: dict[str, BranchRef], name: str) -> set[str]:
+    """The ancestors of `name` (stopping at a loop): a branch in a cycle with `name` does not block its deletion."""
+    seen: set[str] = set()
+    parent = refs[name].parent_branch if name in refs else None
+    while parent is not None and parent not in seen:
+        seen.add(parent)
+        parent = refs[parent].parent_branch if parent in refs else None
+    return seen
 
 
 def delete_branch(state: TableState, name: str) -> None:
@@ -325,7 +393,10 @@ def delete_branch(state: TableState, name: str) -> None:
         CorruptManifestError: a manifest of the table cannot be read (nothing is removed then).
     """
     ref = read_ref(state.store, name)
-    children = sorted(child for child, r in list_refs(state.store).items() if r.parent_branch == name)
+    refs = list_refs(state.store, scratch=True)
+    children = sorted(
+        child for child, r in refs.items() if r.parent_branch == name and name not in _ancestors(refs, name)
+    )
     if children:
         raise BranchError(
             f"branch {name!r} of {state.uri} cannot be deleted: branches {children} fork from it; delete them first"
