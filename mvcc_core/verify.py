@@ -255,11 +255,14 @@ class _RefsCheck:
         name = rest[: -len(".json")] if rest.endswith(".json") else None
         if name is not None and name.startswith(names.SCRATCH_BRANCH_PREFIX) and "/" not in name:
             try:
-                BranchRef.decode(self.store.get(path), where)
+                ref = BranchRef.decode(self.store.get(path), where)
             except ObjectNotFoundError:
                 return  # the publish ended while we listed
             except MvccError as exc:
                 self.report.add(None, "branch", where, f"scratch branch ref does not decode: {exc}", name)
+                return
+            if ref.scratch is None:  # a reserved name without the marker is no scratch branch: listings skip it
+                self.report.add(None, "branch", where, "a scratch branch's name without the scratch marker", name)
                 return
             self.report.scratch_branches.append(name)
             return

@@ -143,11 +143,17 @@ def test_a_temporary_file_is_a_warning_and_a_scratch_branch_a_note(tmp_path: Pat
     table(root)
     (refs(root) / "branches" / f"_tmp-{uuid.uuid4().hex}-b2.json.part").write_text("{")
     scratch = f"_mvcc-publish-{uuid.uuid4().hex}"
-    write_ref(root, scratch, metadata={"mvccScratch": "b1"})
+    marker = {"branch": "b1", "branchIdentifier": "x", "leaseUntil": 4102444800}
+    write_ref(root, scratch, mvccScratch=marker)
     code, out, err = verify_cli(root)
     assert code == 0 and out.splitlines()[-1].startswith("ok:"), (out, err)
     assert "warning: branch " in out and "a temporary file left by a write that did not finish" in out
     assert f"note: scratch branch {scratch} of a publish" in out
+    unmarked = f"_mvcc-publish-{uuid.uuid4().hex}"
+    write_ref(root, unmarked)
+    code, out, _ = verify_cli(root)
+    assert code == 1 and "a scratch branch's name without the scratch marker" in out
+    (refs(root) / "branches" / f"{unmarked}.json").unlink()
     (refs(root) / "branches" / f"{scratch}.json").write_text("garbage")
     code, out, _ = verify_cli(root)
     assert code == 1 and "scratch branch ref does not decode" in out
