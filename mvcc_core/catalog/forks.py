@@ -32,6 +32,20 @@ log = logging.getLogger("mvcc.catalog")
 
 _TREE = "tree/"
 
+#: The key in a fork's ref metadata naming the catalog branch it was made for. The reconciler reclaims only refs
+#: that carry it: a table branch a user made on a catalog's table directly is the user's, whatever its name.
+CATALOG_FORK = "mvcc.catalog_branch"
+
+
+def is_catalog_fork(ref: BranchRef, name: str) -> bool:
+    """Whether the table branch `name` with ref `ref` is a catalog branch's fork (its ref says so).
+
+    Args:
+        ref: The table branch's ref.
+        name: The table branch's name.
+    """
+    return ref.metadata.get(CATALOG_FORK) == name
+
 
 def fork_of(entry: Entry) -> str | None:
     """The table branch a catalog row publishes (None: a version of the table's main).
@@ -251,7 +265,7 @@ def fork_for_write(
         CatalogError: A table branch of that name exists that is not the fork the catalog branch would make.
     """
     try:
-        fork = txn_branches.create_branch(main, branch)
+        fork = txn_branches.create_branch(main, branch, metadata={CATALOG_FORK: branch})
     except BranchExistsError:
         pass
     else:
@@ -259,6 +273,12 @@ def fork_for_write(
         return fork
     ref = read_ref(main.store, branch)
     rows = fresh_branch_rows(manifest_uri, branch, options)
+    recorded = rows is not None and any(e.path == entry.path and fork_of(e) == branch for e in live(rows).values())
+    if not recorded and not is_catalog_fork(ref, branch):
+        raise CatalogError(
+            f"table {main.uri} has a table branch {branch!r} of its own (not a fork of catalog branch {branch!r}); "
+            f"rename or delete that table branch before catalog branch {branch!r} writes this table"
+        )
     problems = branch_rows_problems(manifest_uri, branch, options, rows or [])
     check = classify(rows, entry.path, branch, ref, _fork_latest(main, branch), problems)
     if check.status is ForkStatus.UNCERTAIN:
@@ -314,6 +334,9 @@ def reconcile(
         refs = catalog_refs.branch_refs(main.store, sweep=not dry_run, delete_unverified=delete_unverified, now=now)
         for name in sorted(refs, key=lambda n: (-_depth(n, refs), n)):
             ref = refs[name]
+            if not is_catalog_fork(ref, name):
+                log.debug("%s: table branch %r is not a catalog fork (no %s): left alone", main.uri, name, CATALOG_FORK)
+                continue
             latest = None if ref.deleting else _fork_latest(main, name)
             rows = fresh_branch_rows(manifest_uri, name, options)
             problems = branch_rows_problems(manifest_uri, name, options, rows) if rows is not None else None
@@ -337,8 +360,9 @@ def reconcile(
 
 
 def leftover_forks(stores: dict[str, ObjectStore], name: str) -> list[str]:
-    """Tables (directories) that still have a table branch `name` (a catalog branch deletion that stopped
-    half-way leaves them; `Catalog.cleanup` reclaims them).
+    """Tables (directories) that still have catalog branch `name`'s fork (a catalog branch deletion that
+    stopped half-way leaves them; `Catalog.cleanup` reclaims them). A user's own table branch of that name is
+    not one.
 
     Args:
         stores: Each table's root store, by directory.
@@ -347,4 +371,9 @@ def leftover_forks(stores: dict[str, ObjectStore], name: str) -> list[str]:
     Returns:
         The directories.
     """
-    return sorted(path for path, store in stores.items() if name in catalog_refs.branch_refs(branch_store(store, None)))
+    out = []
+    for path, store in stores.items():
+        ref = catalog_refs.branch_refs(branch_store(store, None)).get(name)
+        if ref is not None and is_catalog_fork(ref, name):
+            out.append(path)
+    return sorted(out)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid as uuid_mod
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -167,7 +168,9 @@ def _write_fork(store: ObjectStore, name: str, ref: BranchRef, parent: pb.Manife
         write_latest_hint(tree, manifest.version, naming)
 
 
-def create_branch(source: TableState, name: str, *, scratch: ScratchMark | None = None) -> TableState:
+def create_branch(
+    source: TableState, name: str, *, scratch: ScratchMark | None = None, metadata: Mapping[str, str] | None = None
+) -> TableState:
     """Fork `source`'s version into the new branch `name` (a child of `source`'s branch).
 
     The name is claimed first (the ref, put-if-not-exists), then the branch's first manifest is written; a
@@ -177,6 +180,7 @@ def create_branch(source: TableState, name: str, *, scratch: ScratchMark | None 
         source: The version to fork (of main or of a branch).
         name: The new branch's name.
         scratch: A publish's scratch branch: its marker (`name` is then a `new_scratch_name()`).
+        metadata: The ref's free-form metadata (pylance's); a catalog marks its forks there.
 
     Returns:
         The branch at its first version (the same number as `source`'s).
@@ -190,7 +194,12 @@ def create_branch(source: TableState, name: str, *, scratch: ScratchMark | None 
     if scratch is None or not is_scratch_name(name):
         validate_branch_name(name)
     _check_plain_commits(source)
-    ref = BranchRef(parent_branch=branch_of(source.store), parent_version=source.version, scratch=scratch)
+    ref = BranchRef(
+        parent_branch=branch_of(source.store),
+        parent_version=source.version,
+        scratch=scratch,
+        metadata=dict(metadata or {}),
+    )
     manifest, _ = _fork(source.manifest, name, ref, source.uri)
     ref = replace(ref, manifest_size=len(encode_manifest(manifest)))
     create_ref(source.store, name, ref)

@@ -22,9 +22,10 @@ from mvcc_core.catalog import (
     RetryableCatalogConflictError,
     branch_rerun,
 )
-from mvcc_core.catalog.forks import ForkStatus, classify, fork_of, fresh_branch_rows
+from mvcc_core.catalog.forks import CATALOG_FORK, ForkStatus, classify, fork_of, fresh_branch_rows
 from mvcc_core.errors import BranchExistsError, BranchNotFoundError, FailpointError
 from mvcc_core.format.branches import list_refs, read_ref
+from mvcc_core.txn import branches as txn_branches
 
 
 @pytest.fixture(params=["memory", "local"])
@@ -38,6 +39,27 @@ def ids(table: Any) -> list[int]:
 
 def refs(cat: Catalog, name: str) -> dict[str, Any]:
     return list_refs(cat.table("s." + name).state.store)
+
+
+def fork(state: Any, name: str) -> Any:
+    """A table branch made as the catalog's writer makes a fork (its ref marked with the catalog branch)."""
+    return txn_branches.create_branch(state, name, metadata={CATALOG_FORK: name})
+
+
+def test_a_users_own_table_branch_on_a_catalog_table_is_never_reclaimed(tmp_uri: str) -> None:
+    cat = make(tmp_uri)
+    mine = cat.table("s.a").create_branch("experiment")  # a table branch of the user's, no catalog branch
+    mine.append(pa.table({"id": [99]}))
+    stats = cat.cleanup(delete_unverified=True)
+    assert stats.forks_removed == () and list(refs(cat, "a")) == ["experiment"]
+    assert 99 in ids(open_table(mine.uri, branch="experiment"))
+    cat.create_branch("experiment")  # the user's table branch does not block the name
+    with pytest.raises(CatalogError, match="of its own"), cat.transaction(branch="experiment") as tx:
+        tx.table("s.a").append(pa.table({"id": [5]}))
+    assert 99 in ids(open_table(mine.uri, branch="experiment"))
+    with cat.transaction(branch="experiment") as tx:  # the catalog branch still writes its other tables
+        tx.table("s.b").append(pa.table({"id": [5]}))
+    assert 5 in ids(cat.table("s.b", branch="experiment"))
 
 
 def test_branch_api_and_lazy_forks(root: str) -> None:
@@ -226,18 +248,19 @@ def test_cleanup_reconciles_orphaned_forks_children_first(tmp_uri: str) -> None:
     assert cat.branches() == {} and "dev" in refs(cat, "a")
     with pytest.raises(CatalogError, match="cleanup"):
         cat.create_branch("dev")
-    # a fork the live catalog branch never placed its table on, with a child of its own
+    # a fork the live catalog branch never placed its table on, with a child of its own (made as the
+    # catalog's writer makes forks: marked in the ref)
     cat.create_branch("live")
-    stray = cat.table("s.c").create_branch("live", reference=1)
-    stray.create_branch("child")
-    young = cat.table("s.b").create_branch("live")  # looks like a writer between its fork and its publish
+    stray = fork(cat.table("s.c").checkout(1).state, "live")
+    fork(stray, "child")
+    young = fork(cat.table("s.b").state, "live")  # looks like a writer between its fork and its publish
     stats = cat.cleanup()
     assert sorted(stats.forks_removed) == sorted(
         [f"{cat.snapshot().entry(n).path}@{b}" for n, b in (("s.a", "dev"), ("s.b", "dev"), ("s.c", "child"))]
         + [f"{cat.snapshot().entry('s.c').path}@live"]
     )
     assert refs(cat, "a") == {} and refs(cat, "c") == {} and list(refs(cat, "b")) == ["live"]
-    assert young.branch == "live"
+    assert open_table(young.uri, branch="live").branch == "live"
     assert cat.cleanup(delete_unverified=True).forks_removed == (f"{cat.snapshot().entry('s.b').path}@live",)
     cat.create_branch("dev")  # the name is free again
     with cat.transaction(branch="live") as tx:  # the live branch writes as before
@@ -296,11 +319,11 @@ def test_a_branch_publish_stopped_after_its_commit_point_is_rolled_forward(memor
 
 
 def test_a_stray_fork_is_refused_by_the_write_and_reclaimed_by_cleanup(memory_uri: str) -> None:
-    """A table branch named like the catalog branch that is not the fork it would make (here: forked from an
-    older version) is never adopted: the write names cleanup, which reclaims it at once (no writer makes one)."""
+    """A fork of the catalog branch that is not the fork it would make (here: forked from an older version) is
+    never adopted: the write names cleanup, which reclaims it at once (no writer makes one)."""
     cat = make(memory_uri)
     cat.create_branch("dev")
-    cat.table("s.c").create_branch("dev", reference=1)
+    fork(cat.table("s.c").checkout(1).state, "dev")
     before = cat.snapshot(branch="dev").version
     with pytest.raises(CatalogError, match="cleanup"), cat.transaction(branch="dev") as tx:
         tx.table("s.c").append(pa.table({"id": [10]}))
