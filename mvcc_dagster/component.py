@@ -18,7 +18,7 @@ import mvcc_core as mvcc
 from . import maintenance as table_jobs
 from .health import HealthThresholds, Level, build_health_sensor, build_table_health_checks
 from .publish_job import RowAudit, build_publish_branch_job
-from .resources import RESOURCE_KEY, MvccResource, resolve_uri
+from .resources import RESOURCE_KEY, MvccResource, resolve_uri, table_key_problem
 from .sensors import build_version_sensor
 
 
@@ -211,6 +211,10 @@ class MvccTableComponent(dg.Component, dg.Resolvable, dg.Model):
             raise ValueError("key: the table's asset key must not be empty")
         if self.uri is not None and not self.uri.strip():
             raise ValueError(f"table {self.key}: uri must not be empty")
+        if self.uri is None:
+            reason = table_key_problem(dg.AssetKey.from_user_string(self.key))
+            if reason is not None:  # the key is the table's path under the root: it must stay there
+                raise ValueError(f"key: {reason}")
         return self
 
     # ---- the parts -------------------------------------------------------------------------------------
