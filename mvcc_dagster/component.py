@@ -101,6 +101,10 @@ class RetentionModel(dg.Model):
         description="also remove files no version references that are younger than the 7-day unverified window "
         "(a killed writer's); run it only when no writer is at work",
     )
+    error_if_tagged_old_versions: bool = Field(
+        default=False,
+        description="fail retention on a tagged version older than the window (default: keep it, remove the rest)",
+    )
 
     def older_than(self) -> timedelta:
         return timedelta(days=self.older_than_days)
@@ -271,6 +275,7 @@ class MvccTableComponent(dg.Component, dg.Resolvable, dg.Model):
             retain_versions=retention.retain_versions,
             delete_unverified=retention.delete_unverified,
             asset_key=key,
+            error_if_tagged_old_versions=retention.error_if_tagged_old_versions,
         )
         index_jobs = [
             table_jobs.build_index_job(self.table, i.column, i.type, index_name=i.name, asset_key=key)
@@ -298,6 +303,7 @@ class MvccTableComponent(dg.Component, dg.Resolvable, dg.Model):
                     older_than=retention.older_than(),
                     retain_versions=retention.retain_versions,
                     delete_unverified=retention.delete_unverified,
+                    error_if_tagged_old_versions=retention.error_if_tagged_old_versions,
                     executor=self.maintenance.executor,
                     rewrite_steps=self.maintenance.rewrite_steps,
                     execution_timezone=self.maintenance.timezone,
