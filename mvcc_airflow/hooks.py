@@ -33,6 +33,33 @@ def is_uri(table: str) -> bool:
     return "://" in table or os.path.isabs(table)
 
 
+def uri_under_root(root: str, table: str) -> str:
+    """The uri of the table named `table` under `root`: ``{root}/{table}``, once `table` is checked to stay there.
+
+    A name follows the one rule of a table's path under a root (`mvcc_core.names.check_table_path`): segments
+    of ASCII letters, digits, '_', '-' and '.', separated by '/'; no '..', '.', empty segment, backslash or
+    control character, and no segment after the first that is a folder inside a table (``data``, ``_versions``,
+    ...). A full uri is not a name and is not checked here (`is_uri`).
+
+    Args:
+        root: The connection's root uri.
+        table: The table's name under it.
+
+    Returns:
+        The table's uri.
+
+    Raises:
+        AirflowFailException: `table` breaks the rule (not retried: it would again).
+    """
+    reason = mvcc.names.table_path_problem(table)
+    if reason is not None:
+        raise AirflowFailException(
+            f"table={table!r}: {reason.removeprefix(f'table name {table!r}: ')} (a table name must stay under "
+            "the connection's root uri; give a full uri to name a table elsewhere)"
+        )
+    return f"{root.rstrip('/')}/{table}"
+
+
 def settings_of(conn: Any, conn_id: str) -> tuple[str, dict[str, Any], str | None]:
     """A connection's root uri, storage options (login/password as the S3 key id/secret) and external store.
 
@@ -124,7 +151,8 @@ class MvccHook(BaseHook):
             The table's uri.
 
         Raises:
-            AirflowFailException: `table` is empty, or a name and the connection has no root uri.
+            AirflowFailException: `table` is empty, a name that would leave the root uri (`uri_under_root`), or a
+                name while the connection has no root uri.
         """
         if not isinstance(table, str) or not table.strip():
             raise AirflowFailException(f"table must be a table name or a uri, got {table!r}")
@@ -135,7 +163,7 @@ class MvccHook(BaseHook):
             raise AirflowFailException(
                 f"table={table!r} is a name, but connection {self.mvcc_conn_id!r} has no root uri (its host field)"
             )
-        return f"{root.rstrip('/')}/{table.strip('/')}"
+        return uri_under_root(root, table)
 
     def storage_options(self, table: str) -> tuple[dict[str, Any] | None, str | None]:
         """The storage options and external store to open `table` with (none for a full uri without a

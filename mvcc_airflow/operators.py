@@ -213,14 +213,18 @@ def to_duration(value: timedelta | str, name: str = "older_than") -> timedelta:
 class MvccCleanupOperator(MvccBaseOperator):
     """Remove old versions and the files only they use; a DRY RUN unless ``dry_run=False`` (as the CLI).
 
-    The latest and tagged versions are always kept; a tagged version older than `older_than` fails the task
-    (delete the tag first). Nothing is committed, so no asset event is emitted.
+    The latest and tagged versions are always kept: a tagged version older than `older_than` is kept and the
+    rest removed (as ``mvcc cleanup --keep-tagged``); the task's log and return value name the tags that kept
+    one (``metrics["kept_tagged_versions"]``, ``{tag: version}``). With ``error_if_tagged_old_versions=True``
+    such a tag fails the task instead, naming the tags (nothing removed, not retried). Nothing is committed, so
+    no asset event is emitted.
 
     Args:
         table: A table name under the connection's root uri, or a full uri.
         older_than: Versions older than this go: a timedelta or a duration string such as ``"7d"``.
         retain_versions: Keep at least the newest N versions.
         dry_run: Only report what would go (the default).
+        error_if_tagged_old_versions: Fail on a tagged version older than `older_than` instead of keeping it.
         mvcc_conn_id: The Airflow connection of type ``mvcc``.
         **kwargs: `BaseOperator`'s arguments.
     """
@@ -232,6 +236,7 @@ class MvccCleanupOperator(MvccBaseOperator):
         older_than: timedelta | str,
         retain_versions: int | None = None,
         dry_run: bool = True,
+        error_if_tagged_old_versions: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, **kwargs)
@@ -242,6 +247,12 @@ class MvccCleanupOperator(MvccBaseOperator):
             raise ValueError(f"{self.task_id}: retain_versions must be a positive integer, got {retain_versions!r}")
         self.retain_versions = retain_versions
         self.dry_run = bool(dry_run)
+        if not isinstance(error_if_tagged_old_versions, bool):
+            raise ValueError(
+                f"{self.task_id}: error_if_tagged_old_versions must be True or False, got "
+                f"{error_if_tagged_old_versions!r}"
+            )
+        self.error_if_tagged_old_versions = error_if_tagged_old_versions
 
     def execute(self, context: Context) -> dict[str, Any]:
         """Clean up (or report what would go).
@@ -251,15 +262,63 @@ class MvccCleanupOperator(MvccBaseOperator):
 
         Returns:
             ``{"table", "version" (the latest, unchanged), "operation": "cleanup" or "cleanup (dry run)",
-            "metrics": the core's CleanupStats plus "dry_run"}``.
+            "metrics": the core's CleanupStats plus "dry_run" and "kept_tagged_versions"}``.
+
+        Raises:
+            AirflowFailException: `error_if_tagged_old_versions` and a tagged version older than `older_than`
+                (nothing removed), or the table opens at an older version than its newest after the cleanup.
         """
         t = self.open()
+        kept: dict[str, int] = {}
         with mvcc_errors(f"cleanup of {t.uri}"):
-            stats = t.cleanup_old_versions(self.older_than, self.retain_versions, dry_run=self.dry_run)
-        metrics = {**dataclasses.asdict(stats), "dry_run": self.dry_run}
+            try:
+                stats = t.cleanup_old_versions(self.older_than, self.retain_versions, dry_run=self.dry_run)
+            except mvcc.TagError as exc:
+                if not exc.tags:
+                    raise
+                kept = {str(name): int(version) for name, version in exc.tags.items()}
+                if self.error_if_tagged_old_versions:
+                    raise AirflowFailException(
+                        f"cleanup of {t.uri}: tagged versions older than older_than={self.older_than}: "
+                        f"{tagged_text(kept)}; nothing was removed, since error_if_tagged_old_versions=True (pass "
+                        "False to keep them and remove the rest, or delete those tags first)"
+                    ) from exc
+                stats = t.cleanup_old_versions(
+                    self.older_than, self.retain_versions, error_if_tagged_old_versions=False, dry_run=self.dry_run
+                )
+        metrics = {**dataclasses.asdict(stats), "dry_run": self.dry_run, "kept_tagged_versions": kept}
         metrics["bad_tags"] = [list(pair) for pair in stats.bad_tags]
+        if kept:
+            self.log.info("%s: kept tagged versions older than %s: %s", t.uri, self.older_than, tagged_text(kept))
         self.log.info("%s%s: %s", t.uri, " (dry run)" if self.dry_run else "", metrics)
+        if kept and not self.dry_run and stats.removed_versions:
+            self._check_latest(t, kept)
         return task_result(t, "cleanup (dry run)" if self.dry_run else "cleanup", metrics)
+
+    def _check_latest(self, table: mvcc.Table, kept: dict[str, int]) -> None:
+        """The cleanup kept tagged versions and left gaps in the version numbers: the table, opened anew, must
+        still find its newest version, or the next commit would build on an older one; fail saying so."""
+        listed = max(v.version for v in table.versions())
+        found = self.open().version
+        if found != listed:
+            raise AirflowFailException(
+                f"cleanup of {table.uri}: after keeping tagged versions {tagged_text(kept)}, opening the table "
+                f"finds version {found} as its latest, not {listed}: a commit now would build on version {found}. "
+                "Do not write to the table until this is resolved (the core's latest-version lookup on a local "
+                "disk stops at the gap left below a kept tagged version)"
+            )
+
+
+def tagged_text(tags: dict[str, int]) -> str:
+    """Tags in words, oldest version first: ``release-1 (version 3), audit (version 5)``.
+
+    Args:
+        tags: ``{tag: version}``.
+
+    Returns:
+        The words.
+    """
+    return ", ".join(f"{name} (version {v})" for name, v in sorted(tags.items(), key=lambda kv: (kv[1], kv[0])))
 
 
 def to_timestamp(value: datetime | str) -> datetime:

@@ -11,7 +11,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 import mvcc_core as mvcc
 
-from .hooks import is_uri, settings_of
+from .hooks import is_uri, settings_of, uri_under_root
 from .versions import newer_version
 
 
@@ -64,7 +64,7 @@ class MvccVersionTrigger(BaseTrigger):
                 raise
             conn = None
         root, options, external = settings_of(conn, self.mvcc_conn_id) if conn is not None else ("", {}, None)
-        uri = self.table if is_uri(self.table) else f"{root.rstrip('/')}/{self.table.strip('/')}"
+        uri = self.table if is_uri(self.table) else uri_under_root(root, self.table)
         try:
             return await asyncio.to_thread(
                 mvcc.open_table, uri, storage_options=options or None, external_store=external

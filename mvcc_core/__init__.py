@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mvcc_core import names
 from mvcc_core._version import __version__
 from mvcc_core.catalog import Catalog, CatalogConflictError
 from mvcc_core.durations import parse_duration
@@ -25,6 +26,7 @@ from mvcc_core.errors import (
     IncompatibleConflictError,
     IndexExistsError,
     IndexNotFoundError,
+    InvalidNameError,
     InvalidOperationError,
     ManifestInvariantError,
     MvccError,
@@ -109,6 +111,7 @@ __all__ = [
     "FailpointError",
     "IndexExistsError",
     "IndexNotFoundError",
+    "InvalidNameError",
     "InvalidOperationError",
     "Progress",
     "TableState",
@@ -167,6 +170,7 @@ __all__ = [
     "__version__",
     "live_rows",
     "manifest_violations",
+    "names",
     "open_table",
     "open_tags",
     "operations",

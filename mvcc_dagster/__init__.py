@@ -64,7 +64,7 @@ from .maintenance import (
 )
 from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predicate
 from .publish_job import RowAudit, build_publish_branch_job
-from .resources import RESOURCE_KEY, MvccResource, resolve_uri, to_asset_key
+from .resources import RESOURCE_KEY, MvccResource, check_table_key, resolve_uri, table_key_problem, to_asset_key
 from .sensors import build_version_sensor
 from .versions import (
     DATA_CHANGING_OPERATIONS,
@@ -155,6 +155,8 @@ __all__ = [
     "pinned_version",
     "plan_restore",
     "resolve_uri",
+    "check_table_key",
+    "table_key_problem",
     "restore_for_backfill",
     "retry_wait",
     "table_metadata",

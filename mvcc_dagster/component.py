@@ -18,7 +18,7 @@ import mvcc_core as mvcc
 from . import maintenance as table_jobs
 from .health import HealthThresholds, Level, build_health_sensor, build_table_health_checks
 from .publish_job import RowAudit, build_publish_branch_job
-from .resources import RESOURCE_KEY, MvccResource, resolve_uri
+from .resources import RESOURCE_KEY, MvccResource, resolve_uri, table_key_problem
 from .sensors import build_version_sensor
 
 
@@ -100,6 +100,10 @@ class RetentionModel(dg.Model):
         default=False,
         description="also remove files no version references that are younger than the 7-day unverified window "
         "(a killed writer's); run it only when no writer is at work",
+    )
+    error_if_tagged_old_versions: bool = Field(
+        default=False,
+        description="fail retention on a tagged version older than the window (default: keep it, remove the rest)",
     )
 
     def older_than(self) -> timedelta:
@@ -211,6 +215,10 @@ class MvccTableComponent(dg.Component, dg.Resolvable, dg.Model):
             raise ValueError("key: the table's asset key must not be empty")
         if self.uri is not None and not self.uri.strip():
             raise ValueError(f"table {self.key}: uri must not be empty")
+        if self.uri is None:
+            reason = table_key_problem(dg.AssetKey.from_user_string(self.key))
+            if reason is not None:  # the key is the table's path under the root: it must stay there
+                raise ValueError(f"key: {reason}")
         return self
 
     # ---- the parts -------------------------------------------------------------------------------------
@@ -267,6 +275,7 @@ class MvccTableComponent(dg.Component, dg.Resolvable, dg.Model):
             retain_versions=retention.retain_versions,
             delete_unverified=retention.delete_unverified,
             asset_key=key,
+            error_if_tagged_old_versions=retention.error_if_tagged_old_versions,
         )
         index_jobs = [
             table_jobs.build_index_job(self.table, i.column, i.type, index_name=i.name, asset_key=key)
@@ -294,6 +303,7 @@ class MvccTableComponent(dg.Component, dg.Resolvable, dg.Model):
                     older_than=retention.older_than(),
                     retain_versions=retention.retain_versions,
                     delete_unverified=retention.delete_unverified,
+                    error_if_tagged_old_versions=retention.error_if_tagged_old_versions,
                     executor=self.maintenance.executor,
                     rewrite_steps=self.maintenance.rewrite_steps,
                     execution_timezone=self.maintenance.timezone,

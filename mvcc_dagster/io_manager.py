@@ -157,6 +157,15 @@ class MvccIOManager(dg.ConfigurableIOManager):
             root_uri=self.root_uri, storage_options=self.storage_options, external_store=self.external_store
         )
 
+    def _uri(self, asset_key: dg.AssetKey, asset: str) -> str:
+        """The table's uri under the root; a Failure (not retried) for a key that would name a table outside
+        it or inside another table, before anything is read or written."""
+        tables = self.tables()
+        try:
+            return tables.uri(asset_key)
+        except mvcc.InvalidNameError as exc:
+            raise _bad(asset, "asset key", f"{exc}; rename the asset (or give it another io_manager_key)") from exc
+
     def _open(self, uri: str, asset: str, version: int | None = None) -> mvcc.Table | None:
         """The table, None if there is none yet; a Failure naming `root_uri` if the store cannot be reached."""
         tables = self.tables()
@@ -223,7 +232,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
         mode, merge_on = _write_settings(meta, asset)
         wap = wap_enabled(meta, asset)
         data = _as_arrow(obj, asset)
-        uri = self.tables().uri(asset_key)
+        uri = self._uri(asset_key, asset)
         table = self._open(uri, asset)
 
         properties = {RUN_ID_PROPERTY: context.run_id, ASSET_KEY_PROPERTY: asset}
@@ -398,7 +407,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
         """
         asset_key = context.asset_key
         asset = asset_key.to_user_string()
-        uri = self.tables().uri(asset_key)
+        uri = self._uri(asset_key, asset)
         typing_type = context.dagster_type.typing_type
         module = getattr(typing_type, "__module__", "") or ""
         name = getattr(typing_type, "__name__", "")

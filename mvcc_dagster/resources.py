@@ -43,6 +43,52 @@ def to_asset_key(name: str | dg.AssetKey | Sequence[str]) -> dg.AssetKey:
     return dg.AssetKey(list(name))
 
 
+def table_key_problem(key: dg.AssetKey) -> str | None:
+    """What is wrong with `key` as the name of a table under a root, in words; None when it is a good one.
+
+    Each part of the key is one segment of the table's path (``["sales", "orders"]`` -> ``sales/orders``) and
+    follows the rule of an asset key part (`mvcc_core.names.ASSET_KEY_PART`: ASCII letters, digits, '_', '-'
+    and '.', starting with a letter or digit; so no '..', '.', empty part, '/', backslash, control character,
+    trailing newline or unicode look-alike), and no part after the first is a folder inside a table
+    (``data``, ``_versions``, ...): the table stays under its root, apart from every other table.
+
+    Args:
+        key: The asset key.
+
+    Returns:
+        The reason it is refused (naming the key), or None.
+    """
+    label = key.to_user_string()
+    for part in key.path:
+        reason = mvcc.names.problem(mvcc.names.ASSET_KEY_PART, part)
+        if reason is not None:
+            return f"asset key {label!r} (parts {list(key.path)!r}) cannot name a table under the root: {reason}"
+    reason = mvcc.names.table_path_problem("/".join(key.path), mvcc.names.ASSET_KEY_PART)
+    if reason is not None:
+        return f"asset key {label!r} (parts {list(key.path)!r}) cannot name a table under the root: {reason}"
+    return None
+
+
+def check_table_key(name: TableName) -> dg.AssetKey:
+    """The asset key `name` names, once checked to name a table under a root (`table_key_problem`).
+
+    Args:
+        name: An asset key (string ``"sales/orders"``, `AssetKey` or path parts).
+
+    Returns:
+        The asset key.
+
+    Raises:
+        mvcc_core.InvalidNameError: The key would name a table outside its root or inside another table
+            (a ValueError).
+    """
+    key = to_asset_key(name)
+    reason = table_key_problem(key)
+    if reason is not None:
+        raise mvcc.InvalidNameError(reason)
+    return key
+
+
 def resolve_uri(root_uri: str, name: TableName) -> str:
     """The uri of the table named `name` (an asset key or a full uri) under `root_uri`.
 
@@ -52,10 +98,13 @@ def resolve_uri(root_uri: str, name: TableName) -> str:
 
     Returns:
         The table's uri.
+
+    Raises:
+        mvcc_core.InvalidNameError: `name` is an asset key that would leave `root_uri` (`check_table_key`).
     """
     if isinstance(name, str) and is_uri(name):
         return name
-    key = to_asset_key(name)
+    key = check_table_key(name)
     return "/".join([root_uri.rstrip("/"), *key.path])
 
 
@@ -88,6 +137,9 @@ class MvccResource(dg.ConfigurableResource):
 
         Returns:
             The table's uri.
+
+        Raises:
+            mvcc_core.InvalidNameError: `name` is an asset key that would leave `root_uri` (`check_table_key`).
         """
         return resolve_uri(self.root_uri, name)
 

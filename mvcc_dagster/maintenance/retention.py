@@ -8,7 +8,7 @@ import dagster as dg
 
 import mvcc_core as mvcc
 
-from ..error_mapping import mvcc_conflicts
+from ..error_mapping import mvcc_conflicts, no_retry_failure
 from ..resources import RESOURCE_KEY, TableName
 from ..write_audit_publish import delete_wap_branches
 from .due import retention_tags, window_to
@@ -30,6 +30,86 @@ def _cleanup_metadata(stats: mvcc.CleanupStats, *, dry_run: bool) -> dict[str, A
     }
 
 
+def tagged_text(tags: dict[str, int]) -> str:
+    """Tags in words, oldest version first: ``release-1 (version 3), audit (version 5)``."""
+    return ", ".join(f"{name} (version {v})" for name, v in sorted(tags.items(), key=lambda kv: (kv[1], kv[0])))
+
+
+def cleanup_keeping_tagged(
+    table: mvcc.Table,
+    window: timedelta,
+    retain_versions: int | None,
+    *,
+    delete_unverified: bool,
+    dry_run: bool,
+    error_if_tagged_old_versions: bool = False,
+    label: str = "",
+) -> tuple[mvcc.CleanupStats, dict[str, int]]:
+    """`Table.cleanup_old_versions`, keeping the tagged versions older than `window` and going on (the CLI's
+    ``mvcc cleanup --keep-tagged``); also says which tags kept a version that would otherwise have gone.
+
+    The core names those tags only when it refuses them (`TagError.tags`, raised before anything is removed):
+    the cleanup is asked to refuse them first, and only when it does is it run again keeping them. A table
+    without such tags is cleaned in one pass.
+
+    Args:
+        table: The table.
+        window: Versions older than this go.
+        retain_versions: Keep at least the newest this many versions (None: no such floor).
+        delete_unverified: The core's `delete_unverified`.
+        dry_run: Only count what would go.
+        error_if_tagged_old_versions: Fail on such a tag instead (nothing removed).
+        label: The table, as the failure names it.
+
+    Returns:
+        The cleanup's numbers, and ``{tag: version}`` of the old versions kept because a tag names them.
+
+    Raises:
+        dagster.Failure: `error_if_tagged_old_versions` and a tagged version older than the window (not retried).
+        TagError: A tag problem other than tagged old versions.
+    """
+    try:
+        stats = table.cleanup_old_versions(
+            window, retain_versions, delete_unverified=delete_unverified, dry_run=dry_run
+        )
+        return stats, {}
+    except mvcc.TagError as exc:
+        if not exc.tags:
+            raise
+        kept = {str(name): int(version) for name, version in exc.tags.items()}
+        if error_if_tagged_old_versions:
+            raise no_retry_failure(
+                f"retention of {label or table.uri}: tagged versions older than the window: {tagged_text(kept)}; "
+                "nothing was removed, since error_if_tagged_old_versions is true (set it false to keep them and "
+                "remove the rest, or delete those tags first)",
+                {"tagged_versions": dg.MetadataValue.json(kept)},
+            ) from exc
+    stats = table.cleanup_old_versions(
+        window,
+        retain_versions,
+        delete_unverified=delete_unverified,
+        error_if_tagged_old_versions=False,
+        dry_run=dry_run,
+    )
+    return stats, kept
+
+
+def _check_latest_after_holes(context: Any, target: MaintenanceTarget, table: mvcc.Table, kept: dict[str, int]) -> None:
+    """A cleanup that kept tagged versions left holes in the version numbers: the table, opened anew, must still
+    find its latest version (the newest manifest listed). If it does not, the next commit would be made on an
+    older version; fail loudly rather than leave that unsaid."""
+    listed = max(v.version for v in table.versions())
+    found = target.open(context).version
+    if found != listed:
+        raise no_retry_failure(
+            f"retention of {target.label}: after keeping tagged versions {tagged_text(kept)}, opening the table "
+            f"finds version {found} as its latest, not {listed}: a commit now would build on version {found}. "
+            "Do not write to the table until this is resolved (the core's latest-version lookup on a local disk "
+            "stops at the gap left below a kept tagged version)",
+            {"asset": target.label, "latest_listed": listed, "latest_found": found},
+        )
+
+
 def cleanup_op(
     target: MaintenanceTarget,
     older_than: timedelta,
@@ -39,11 +119,18 @@ def cleanup_op(
     delete_unverified: bool = False,
     *,
     output_on_dry_run_only: bool = False,
+    error_if_tagged_old_versions: bool = False,
 ) -> dg.OpDefinition:
     """The retention op of `target`; its `after` input (Nothing) orders it after compaction in the schedule.
 
-    Its config: `dry_run`, `delete_unverified` and `cutoff` (`due.window_to`: the versions committed before
-    that instant go; the schedule and the health sensor set it from their tick's time).
+    Its config: `dry_run`, `delete_unverified`, `error_if_tagged_old_versions` and `cutoff` (`due.window_to`:
+    the versions committed before that instant go; the schedule and the health sensor set it from their tick's
+    time).
+
+    A tagged version older than the window is kept and the rest removed; the tags that kept one are in the
+    output's and the observation's metadata (``kept_tagged_versions``, ``{tag: version}``) and the step's log.
+    With ``error_if_tagged_old_versions: true`` such a tag fails the step instead, naming the tags (nothing
+    removed, not retried).
 
     Args:
         target: The table.
@@ -56,16 +143,23 @@ def cleanup_op(
             yielded only by a dry run: a real run's observation carries the same numbers, so the maintenance
             schedule's job, where nothing reads the output, leaves out its three events (the output, the
             pickled file's log line, the IO manager's). False (the retention and compaction jobs): always.
+        error_if_tagged_old_versions: The default of the op's `error_if_tagged_old_versions` config: fail on a
+            tagged version older than the window instead of keeping it (pylance's parameter; default False).
 
     Returns:
         The op.
 
     Raises:
-        TypeError: `delete_unverified` is not a bool.
+        TypeError: `delete_unverified` or `error_if_tagged_old_versions` is not a bool.
         ValueError: `older_than` or `retain_versions` out of range.
     """
     if not isinstance(delete_unverified, bool):
         raise TypeError(f"retention of {target.label}: delete_unverified must be a bool, got {delete_unverified!r}")
+    if not isinstance(error_if_tagged_old_versions, bool):
+        raise TypeError(
+            f"retention of {target.label}: error_if_tagged_old_versions must be a bool, got "
+            f"{error_if_tagged_old_versions!r}"
+        )
     if not isinstance(older_than, timedelta) or older_than < timedelta(0):
         raise ValueError(
             f"retention of {target.label}: older_than must be a non-negative timedelta, got {older_than!r}"
@@ -83,6 +177,12 @@ def cleanup_op(
         config_schema={
             "dry_run": dg.Field(bool, default_value=dry_run),
             "delete_unverified": dg.Field(bool, default_value=delete_unverified),
+            "error_if_tagged_old_versions": dg.Field(
+                bool,
+                default_value=error_if_tagged_old_versions,
+                description="Fail on a tagged version older than the window (nothing removed) instead of "
+                "keeping it and removing the rest (the default).",
+            ),
             "cutoff": dg.Field(
                 str,
                 default_value="",
@@ -103,13 +203,26 @@ def cleanup_op(
         with mvcc_conflicts(context, what=f"retention of {target.label} (older_than / retain_versions)"):
             # failed audits' branches past the window first, so that this cleanup reclaims their files
             wap_branches = delete_wap_branches(t, window, dry_run=dry)
-            stats = t.cleanup_old_versions(
+            stats, kept = cleanup_keeping_tagged(
+                t,
                 window,
                 retain_versions,
                 delete_unverified=bool(context.op_config["delete_unverified"]),
                 dry_run=dry,
+                error_if_tagged_old_versions=bool(context.op_config["error_if_tagged_old_versions"]),
+                label=target.label,
             )
-        meta = {**_cleanup_metadata(stats, dry_run=dry), "wap_branches_removed": dg.MetadataValue.json(wap_branches)}
+        if kept and not dry and stats.removed_versions:
+            _check_latest_after_holes(context, target, t, kept)
+        if kept:
+            context.log.info(
+                f"retention of {target.label}: kept tagged versions older than the window: {tagged_text(kept)}"
+            )
+        meta = {
+            **_cleanup_metadata(stats, dry_run=dry),
+            "kept_tagged_versions": dg.MetadataValue.json(kept),
+            "wap_branches_removed": dg.MetadataValue.json(wap_branches),
+        }
         if not dry:
             observe(context, target, t.checkout_latest(), {**meta, "mvcc/operation": "Cleanup"})
         if dry or not output_on_dry_run_only:
@@ -127,6 +240,7 @@ def build_retention_job(
     delete_unverified: bool = False,
     asset_key: TableName | None = None,
     name: str | None = None,
+    error_if_tagged_old_versions: bool = False,
 ) -> dg.JobDefinition:
     """A job removing old versions (`Table.cleanup_old_versions`; the latest and tagged versions are kept).
 
@@ -141,7 +255,10 @@ def build_retention_job(
     ``cutoff`` (op config, ISO-8601) removes the versions committed before that instant instead of those
     older than `older_than` when the step runs (never a version younger than `older_than`): the health
     sensor sets it to its tick's time minus `older_than`, so the run removes what it was requested for.
-    A retention that would pass over a tagged version fails naming the table and the tags (nothing removed).
+    A tagged version older than the window is kept (as ``mvcc cleanup --keep-tagged``) and the rest removed;
+    the tags that kept one are the metadata ``kept_tagged_versions`` (``{tag: version}``) of the output and the
+    observation, and a line of the step's log. With `error_if_tagged_old_versions` (also op config) such a tag
+    fails the run instead, naming the table and the tags (nothing removed, not retried).
     Write-audit-publish branches (``dagster-wap-*``, left by failed audits) whose newest version is older than
     `older_than` are deleted first, so that their files go in the same run (``wap_branches_removed``).
 
@@ -153,16 +270,25 @@ def build_retention_job(
         delete_unverified: The default of the op's ``delete_unverified`` config (above).
         asset_key: The asset the observation goes to.
         name: The job's name (default ``mvcc_retention__<asset key>``).
+        error_if_tagged_old_versions: The default of the op's ``error_if_tagged_old_versions`` config (above).
 
     Returns:
         The job (one step, in the run's process).
 
     Raises:
-        TypeError: `delete_unverified` is not a bool.
+        TypeError: `delete_unverified` or `error_if_tagged_old_versions` is not a bool.
         ValueError: `older_than` negative or `retain_versions` not a positive int.
     """
     target = MaintenanceTarget(table, asset_key)
-    cleanup = cleanup_op(target, older_than, retain_versions, dry_run, "", delete_unverified)
+    cleanup = cleanup_op(
+        target,
+        older_than,
+        retain_versions,
+        dry_run,
+        "",
+        delete_unverified,
+        error_if_tagged_old_versions=error_if_tagged_old_versions,
+    )
 
     return one_step_job(
         cleanup,
@@ -171,7 +297,7 @@ def build_retention_job(
         target=target,
         description=(
             f"Retention of {target.label}: older_than={older_than}, retain_versions={retain_versions}, "
-            f"delete_unverified={delete_unverified}."
+            f"delete_unverified={delete_unverified}, error_if_tagged_old_versions={error_if_tagged_old_versions}."
         ),
         tags=retention_tags(older_than, retain_versions),  # the health sensor's "anything removable?"
     )

@@ -30,6 +30,7 @@ def build_maintenance_schedule(
     default_status: dg.DefaultScheduleStatus = dg.DefaultScheduleStatus.STOPPED,
     asset_key: TableName | None = None,
     name: str | None = None,
+    error_if_tagged_old_versions: bool = False,
 ) -> dg.ScheduleDefinition:
     """A schedule running one maintenance job of `table` on `cron`: compaction, index optimize, retention.
 
@@ -59,6 +60,8 @@ def build_maintenance_schedule(
         default_status: The schedule's status when first loaded.
         asset_key: The asset the reports go to.
         name: The schedule's name.
+        error_if_tagged_old_versions: Retention: fail on a tagged version older than `older_than` instead of
+            keeping it and removing the rest (the default; `build_retention_job`; also op config).
 
     Returns:
         The schedule (its job is ``mvcc_maintenance__<asset key>``).
@@ -82,7 +85,14 @@ def build_maintenance_schedule(
     )
     index = index_op(target, "", "", "", "optimize", "maintenance__", gated=True) if optimize_indices else None
     cleanup = cleanup_op(
-        target, older_than, retain_versions, False, "maintenance__", delete_unverified, output_on_dry_run_only=True
+        target,
+        older_than,
+        retain_versions,
+        False,
+        "maintenance__",
+        delete_unverified,
+        output_on_dry_run_only=True,
+        error_if_tagged_old_versions=error_if_tagged_old_versions,
     )
 
     @dg.graph(name=f"mvcc_maintenance__{target.suffix}")

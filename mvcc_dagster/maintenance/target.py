@@ -14,7 +14,7 @@ import mvcc_core as mvcc
 from .._dagster_internals import deferred_resources_job
 from ..error_mapping import mvcc_conflicts
 from ..properties import ASSET_KEY_PROPERTY, MAINTENANCE_PROPERTY, RUN_ID_PROPERTY
-from ..resources import RESOURCE_KEY, MvccResource, TableName, is_uri, to_asset_key
+from ..resources import RESOURCE_KEY, MvccResource, TableName, check_table_key, is_uri, to_asset_key
 from ..versions import SIZE_BYTES, data_bytes, data_version, uri_value
 
 MAINTENANCE_IO_KEY = "mvcc_maintenance_io"
@@ -30,6 +30,10 @@ class MaintenanceTarget:
     Args:
         table: An asset key (string, `AssetKey` or path parts) or a table uri.
         asset_key: The asset reports go to (default: `table` itself, or a uri's last path segment).
+
+    Raises:
+        mvcc_core.InvalidNameError: `table` is an asset key that would name a table outside the root or inside
+            another table (`check_table_key`); a ValueError, raised when the job is defined.
     """
 
     def __init__(self, table: TableName, asset_key: TableName | None = None) -> None:
@@ -40,6 +44,7 @@ class MaintenanceTarget:
                 else dg.AssetKey([table.rstrip("/").rsplit("/", 1)[-1]])
             )
         else:
+            check_table_key(table)  # at definition load: a key that would leave the root is refused here
             key = to_asset_key(asset_key if asset_key is not None else table)
         self.table = table
         self.asset_key = key

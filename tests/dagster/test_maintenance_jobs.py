@@ -141,17 +141,18 @@ def test_retention_delete_unverified(instance: dg.DagsterInstance, warehouse: st
         build_retention_job("orphans", delete_unverified="yes")
 
 
-def test_retention_refuses_tagged_version(instance: dg.DagsterInstance, warehouse: str) -> None:
+def test_retention_refuses_tagged_version_when_told_to(instance: dg.DagsterInstance, warehouse: str) -> None:
     t = fragmented(f"{warehouse}/tagged", 3)
     t.tags.create("keep", 1)
-    job = build_retention_job("tagged", older_than=timedelta(0))
+    job = build_retention_job("tagged", older_than=timedelta(0), error_if_tagged_old_versions=True)
     result = job.execute_in_process(
         instance=instance, resources={"mvcc": MvccResource(root_uri=warehouse)}, raise_on_error=False
     )
     assert not result.success
     (failure,) = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
     description = failure.step_failure_data.user_failure_data.description
-    assert "tagged" in description and "keep" in description
+    assert "tagged" in description and "keep (version 1)" in description
+    assert "error_if_tagged_old_versions" in description
     assert [v.version for v in mvcc.open_table(t.uri).versions()] == [1, 2, 3]
 
 
@@ -348,7 +349,8 @@ def test_missing_table_fails_naming_it(instance: dg.DagsterInstance, warehouse: 
 
 
 def test_tag_job_guards_retention(instance: dg.DagsterInstance, warehouse: str) -> None:
-    """Tag version 2, then retention refuses to pass over it; move the tag, delete it; a bad action fails."""
+    """Tag version 2, then a retention told to refuse tagged versions refuses to pass over it; move the tag,
+    delete it; a bad action fails."""
     from mvcc_dagster import build_tag_job
 
     t = fragmented(f"{warehouse}/tg", 4)
@@ -365,7 +367,7 @@ def test_tag_job_guards_retention(instance: dg.DagsterInstance, warehouse: str) 
 
     assert run({"tag": "before", "version": 2}).success
     assert t.tags.get_version("before") == 2
-    retention = build_retention_job("tg", older_than=timedelta(0))
+    retention = build_retention_job("tg", older_than=timedelta(0), error_if_tagged_old_versions=True)
     assert not retention.execute_in_process(instance=instance, resources=resources, raise_on_error=False).success
     assert run({"action": "update", "tag": "before"}).success and t.tags.get_version("before") == 4
     assert run({"action": "delete", "tag": "before"}).success and t.tags.list() == {}
