@@ -294,3 +294,21 @@ def test_writer_committing_during_cleanup_loses_nothing(tmp_uri) -> None:
     final = mvcc.open_table(tmp_uri)
     added = [(5000 + i, f"v{5000 + i}") for i in range(20) if i % 5 != 4]
     assert rows(final) == sorted(expected + added)
+
+
+@pytest.mark.parametrize("tagged", [1, 32])
+def test_a_kept_tagged_version_at_the_latest_version_hint_leaves_the_latest_findable(
+    tmp_path: Path, tagged: int
+) -> None:
+    """The hint (written at version 1 and every 32nd) at a tagged version that retention keeps while it removes
+    the versions after it: the lookup from the hint must not stop at that hole and take the tag for the latest."""
+    t = mvcc.write_table(pa.table({"id": [0]}), str(tmp_path / "t"))
+    for i in range(1, tagged + 3):
+        t.append(pa.table({"id": [i]}))
+    t.tags.create("release", tagged)
+    latest = t.version
+    t.cleanup_old_versions(older_than=timedelta(0), error_if_tagged_old_versions=False)
+    assert [v.version for v in t.versions()] == [tagged, latest]
+    reopened = mvcc.open_table(t.uri)
+    assert reopened.version == latest and reopened.count_rows() == latest
+    assert reopened.append(pa.table({"id": [99]})).version == latest + 1

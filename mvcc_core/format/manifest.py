@@ -267,6 +267,23 @@ def write_latest_hint(store: ObjectStore, version: int, naming: ManifestNaming) 
         store.put(LATEST_HINT, json.dumps({"version": version, "naming": naming.value}).encode())
 
 
+def move_latest_hint(store: ObjectStore, version: int, naming: ManifestNaming) -> None:
+    """Point the hint at `version`, an existing version with every later version present, before retention
+    removes versions that would leave a hole above the hint (a kept tagged version with removed successors):
+    the forward search from the hint would stop at that hole and take an old version for the latest.
+
+    Args:
+        store: the table's store (its root)
+        version: the latest version (retention never removes it)
+        naming: the table's manifest naming scheme
+
+    Raises:
+        StorageError: the hint could not be written (retention must not remove versions then).
+    """
+    if _uses_hint(store):
+        store.put(LATEST_HINT, json.dumps({"version": version, "naming": naming.value}).encode())
+
+
 def latest_from_hint(store: ObjectStore, known: ManifestLocation | None = None) -> ManifestLocation | None:
     """The latest version, searched forward from the hint, or from `known` (a version the caller saw exist) when
     it is newer (`_last_present`); None when the start is gone (the caller then lists the versions).

@@ -22,6 +22,7 @@ from mvcc_core.format.manifest import (
     list_manifests,
     location_of,
     manifest_timestamp,
+    move_latest_hint,
     read_manifest,
 )
 from mvcc_core.format.naming import DATA_DIR, DELETIONS_DIR, INDICES_DIR, REFS_DIR, TRANSACTIONS_DIR, VERSIONS_DIR
@@ -229,6 +230,10 @@ def cleanup_old_versions(
         f" (corrupt versions {list(stats.corrupt_versions)})" if corrupt else "",
     )
     if not dry_run:
+        if removed and any(v < max(removed) for v in keep):
+            # a kept version below a removed one (a tag, a branch's base): a hint left there would end its
+            # forward search at the hole; point it at the latest first (manifest.move_latest_hint)
+            move_latest_hint(store, latest.version, latest.naming)
         manifest_paths = {by_version[v].path for v in removed}
         # versions first, oldest first: a reader walking up from the latest-version hint then never
         # mistakes a hole for the end (see manifest.latest_from_hint)

@@ -119,12 +119,6 @@ def test_the_setting_is_checked_and_reaches_the_component(warehouse: str) -> Non
     assert MvccTableComponent(key="x").retention.error_if_tagged_old_versions is False
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core: on a local disk the latest-version lookup walks from the latest-version hint (written at version "
-    "1 and every 32nd) and stops at the gap cleanup leaves above a kept tagged hint version, so the table opens at "
-    "that old version; retention then fails naming it instead of letting a writer build on it",
-)
 def test_a_tag_on_the_hinted_version_leaves_the_latest_findable(instance: dg.DagsterInstance, warehouse: str) -> None:
     t = tagged_table(f"{warehouse}/first", tagged=1)
     result = build_retention_job("first", older_than=timedelta(0)).execute_in_process(
