@@ -258,6 +258,8 @@ def test_torn_temporary_ref_files_never_wedge_the_catalogs_listings_or_cleanup(t
     fresh.create_branch("late")
     assert list(fresh.branches()) == ["dev", "late"]
     assert all(p.exists() for p in young)  # young: a writer may be between its write and its link
+    assert fresh.cleanup().forks_removed == ()  # a plain cleanup reads none of them and keeps them
+    assert all(p.exists() for p in young)
     fresh.cleanup(delete_unverified=True)  # no writer runs: removed at once
     assert not any(p.exists() for p in young) and stranger.exists()
     fresh.publish_branch("dev")
