@@ -31,6 +31,7 @@ __all__ = [
     "reuse_sensor_resources",
     "deferred_resources_job",
     "selected_check_specs",
+    "separate_check_specs",
     "set_loaded_input_metadata",
 ]
 
@@ -90,6 +91,33 @@ def selected_check_specs(context: dg.OutputContext) -> list[dg.AssetCheckSpec]:
         return []
     selected = assets_def.check_keys
     return [s for s in assets_def.check_specs if s.key in selected and s.asset_key == context.asset_key]
+
+
+def separate_check_specs(context: dg.OutputContext) -> list[dg.AssetCheckSpec]:
+    """The checks this run executes on the output's asset that are defined apart from it: a separate
+    ``@dg.asset_check(asset=...)`` (or a multi_asset_check) is its own node of the job, so it is not among the
+    asset's own check specs and runs after the asset's step. Read from the job's asset layer (the nodes this
+    run executes), which has no public route from the output context.
+
+    Args:
+        context: The IO manager's output context.
+
+    Returns:
+        The specs, sorted by name.
+    """
+    step_context = context.step_context
+    layer = step_context.job_def.asset_layer
+    own = layer.get_assets_def_for_node(step_context.node_handle)
+    found: dict[dg.AssetCheckKey, dg.AssetCheckSpec] = {}
+    for data in layer.data:
+        assets_def = data.assets_def
+        if own is not None and assets_def is own:
+            continue
+        selected = assets_def.check_keys
+        for spec in assets_def.check_specs:
+            if spec.key in selected and spec.asset_key == context.asset_key:
+                found[spec.key] = spec
+    return sorted(found.values(), key=lambda s: s.name)
 
 
 def check_evaluation_event(context: dg.OutputContext, result: dg.AssetCheckResult) -> dg.DagsterEvent:

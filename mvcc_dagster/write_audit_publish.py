@@ -21,7 +21,7 @@ import pyarrow as pa
 
 import mvcc_core as mvcc
 
-from ._dagster_internals import check_evaluation_event, selected_check_specs
+from ._dagster_internals import check_evaluation_event, selected_check_specs, separate_check_specs
 from .error_mapping import fresh_branch_retry, no_retry_failure
 
 WRITE_AUDIT_PUBLISH = "mvcc/write_audit_publish"
@@ -274,10 +274,20 @@ def branch_audits(context: dg.OutputContext, asset: str) -> Audits:
         The (spec, branch check) pairs, in the asset's order.
 
     Raises:
-        dagster.Failure: A selected blocking check of the asset is not a branch check, or the asset's body does
-            not yield its output through `audited_output` (not retried).
+        dagster.Failure: A selected blocking check of the asset is not a branch check (a separate blocking
+            ``@dg.asset_check`` included), or the asset's body does not yield its output through
+            `audited_output` (not retried).
     """
     pairs: Audits = []
+    for spec in separate_check_specs(context):
+        if spec.blocking:
+            raise no_retry_failure(
+                f"asset {asset}: blocking check {spec.name!r} is a separate asset check: it runs after the asset's "
+                f"step, so with {WRITE_AUDIT_PUBLISH} it would run after the publish and could not keep bad rows "
+                "off main. Make it with mvcc_dagster.branch_check (it audits the branch inside the step) and list "
+                "its .spec in the asset's check_specs, or make it non-blocking. Nothing was written.",
+                {"asset": asset, "check": spec.name},
+            )
     for spec in selected_check_specs(context):
         made = _BRANCH_CHECKS.get(spec.key)
         if made is None and spec.blocking:
