@@ -84,6 +84,7 @@ from .write_audit_publish import (
     BranchCheck,
     audited_output,
     branch_check,
+    check_write_audit_publish,
     delete_wap_branches,
     wap_branch_name,
 )
@@ -156,6 +157,7 @@ __all__ = [
     "plan_restore",
     "resolve_uri",
     "check_table_key",
+    "check_write_audit_publish",
     "table_key_problem",
     "restore_for_backfill",
     "retry_wait",

@@ -218,6 +218,49 @@ def registered_branch_check(key: dg.AssetCheckKey) -> BranchCheck | None:
     return _BRANCH_CHECKS.get(key)
 
 
+def check_write_audit_publish(defs: dg.Definitions) -> dg.Definitions:
+    """Refuse, when the code location loads, a blocking check on a write-audit-publish asset that is not a
+    `branch_check`: such a check (a separate ``@dg.asset_check(asset=..., blocking=True)``, or a plain
+    ``AssetCheckSpec`` in the asset's ``check_specs``) is evaluated after the asset's step, so after the
+    publish, and could not keep bad rows off main. `MvccIOManager` refuses it too, in the step before anything
+    is written; this check says so at load, before any run::
+
+        defs = check_write_audit_publish(dg.Definitions(assets=[...], asset_checks=[...], resources=...))
+
+    Args:
+        defs: The code location's definitions.
+
+    Returns:
+        `defs`, unchanged.
+
+    Raises:
+        dagster.DagsterInvalidDefinitionError: A blocking check on an asset with
+            ``mvcc/write_audit_publish: true`` is not a branch check (every one named), or the metadata value
+            is not a bool.
+    """
+    graph = defs.resolve_asset_graph()
+    refused = []
+    for key in sorted(graph.asset_check_keys, key=lambda k: (k.asset_key.to_user_string(), k.name)):
+        spec = graph.get_check_spec(key)
+        if not spec.blocking or key in _BRANCH_CHECKS or not graph.has(key.asset_key):
+            continue
+        asset = key.asset_key.to_user_string()
+        try:
+            wap = wap_enabled(graph.get(key.asset_key).metadata, asset)
+        except dg.Failure as exc:
+            raise dg.DagsterInvalidDefinitionError(str(exc.description)) from exc
+        if wap:
+            refused.append(f"{spec.name!r} on asset {asset}")
+    if refused:
+        raise dg.DagsterInvalidDefinitionError(
+            f"blocking check(s) {', '.join(refused)} are not branch checks: with {WRITE_AUDIT_PUBLISH} a check "
+            "made with @dg.asset_check or a plain AssetCheckSpec runs after the publish, so it could not keep bad "
+            "rows off main. Make each with mvcc_dagster.branch_check (it audits the run's branch inside the asset's "
+            "step) and list its .spec in the asset's check_specs, or make it non-blocking."
+        )
+    return defs
+
+
 def wap_enabled(metadata: Mapping[str, Any], asset: str) -> bool:
     """Whether the asset's definition metadata turns write-audit-publish on.
 

@@ -9,7 +9,14 @@ import pyarrow as pa
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_dagster import WRITE_AUDIT_PUBLISH, BranchAudit, MvccIOManager, audited_output, branch_check
+from mvcc_dagster import (
+    WRITE_AUDIT_PUBLISH,
+    BranchAudit,
+    MvccIOManager,
+    audited_output,
+    branch_check,
+    check_write_audit_publish,
+)
 
 WAP = {WRITE_AUDIT_PUBLISH: True}
 ROWS: dict[str, list[int]] = {}
@@ -139,3 +146,10 @@ def test_a_plain_asset_with_a_separate_blocking_check_still_gates_downstream(war
     )
     assert not bad.success and "after_plain_ran" not in ROWS
     assert mvcc.open_table(f"{warehouse}/plain").count_rows() == 1
+
+
+def test_check_write_audit_publish_refuses_a_separate_blocking_check_at_load() -> None:
+    with pytest.raises(dg.DagsterInvalidDefinitionError, match="'gated_after' on asset gated.*branch_check"):
+        check_write_audit_publish(dg.Definitions(assets=[gated], asset_checks=[gated_after]))
+    fine = dg.Definitions(assets=[gated, plain], asset_checks=[gated_watch, plain_positive])
+    assert check_write_audit_publish(fine) is fine
