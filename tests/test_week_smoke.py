@@ -1,4 +1,4 @@
-"""Smoke test of the week benchmark (benchmarks/week/simulation.py, issue 28): one simulated day at a tiny scale, run
+"""Smoke test of the week benchmark (benchmarks/week/simulation.py): one simulated day at a tiny scale, run
 with and without maintenance against real Dagster instances (sqlite in temporary DAGSTER_HOMEs)."""
 
 import sys

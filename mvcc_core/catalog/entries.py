@@ -218,7 +218,7 @@ def overwrite_transaction(
 
 
 def reconstruct(rows: list[Entry]) -> dict[tuple[str, str], Entry]:
-    """Seed 003's reconstruction: the latest entry per object minus those a tombstone at or after it hides,
+    """The reconstruction: the latest entry per object minus those a tombstone at or after it hides,
     every row judged alike (good or not: `live` and `invalid` split them).
 
     Args:
