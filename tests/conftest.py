@@ -11,20 +11,13 @@ storage section of docs/format.md).
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
-import subprocess
-import sys
-import tempfile
-import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from moto_process import moto_server
 
 TIERS = ("fast", "slow", "all")
 
@@ -66,59 +59,11 @@ S3_KEY = "testing"
 S3_REGION = "us-east-1"
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_until_up(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            output = log.read_text(errors="replace")
-            raise RuntimeError(f"moto server exited with {proc.returncode}:\n{output}")
-        try:
-            with urllib.request.urlopen(f"{url}/moto-api/", timeout=1):
-                return
-        except urllib.error.HTTPError:
-            return  # it answers, even if not with 200
-        except OSError:
-            time.sleep(0.1)
-    output = log.read_text(errors="replace")
-    raise RuntimeError(f"moto server did not answer on {url} within {timeout}s:\n{output}")
-
-
-MOTO_SERVER = Path(__file__).with_name("moto_server.py")
-
-
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[str]:
     """Endpoint url of a moto S3 server (writes serialized, `tests/moto_server.py`) for the whole session."""
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    log_dir = Path(tempfile.mkdtemp(prefix="mvcc-moto-"))
-    log = log_dir / "moto.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
-    with open(log, "wb") as log_file:
-        proc = subprocess.Popen(
-            [sys.executable, str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(port)],
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-        )
-    try:
-        _wait_until_up(url, proc, log)
+    with moto_server() as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="session")

@@ -7,16 +7,13 @@ The session's shared server accepts any key; this module starts its own with aut
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner
-from conftest import MOTO_SERVER, _free_port, _wait_until_up
+from moto_process import moto_server
 
 import mvcc_core as mvcc
 from mvcc_core import cli
@@ -29,25 +26,8 @@ HINT = "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
 @pytest.fixture(scope="module")
 def checking_server() -> Iterator[str]:
     """Endpoint url of a moto S3 server that checks each request's credentials."""
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = Path(tempfile.mkdtemp(prefix="mvcc-moto-auth-")) / "moto.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", INITIAL_NO_AUTH_ACTION_COUNT="0")
-    with open(log, "wb") as log_file:
-        proc = subprocess.Popen(
-            [sys.executable, str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(port)],
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-        )
-    try:
-        _wait_until_up(url, proc, log)
+    with moto_server({"INITIAL_NO_AUTH_ACTION_COUNT": "0"}) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def test_an_unknown_access_key_is_named_with_what_to_set(checking_server: str) -> None:
