@@ -98,19 +98,18 @@ class Catalog(CatalogBranchMethods):
         with cat.transaction() as tx:
             tx.table("sales.orders").append(pa.table({"id": [1]}))
         cat.table("sales.orders").to_table()
+
+    Args:
+        root: the catalog's root uri
+        storage_options: the store options of every table under the root
+        manifest: the `__manifest` table, at its newest version (of `branch`)
+        branch: the catalog branch this object reads and writes (None: main; `Catalog.on_branch`)
     """
 
     def __init__(
         self, root: str, storage_options: Mapping[str, Any] | None, manifest: Table, branch: str | None = None
     ) -> None:
-        """A catalog object on an opened `__manifest`; use `Catalog.create` or `Catalog.open`.
-
-        Args:
-            root: the catalog's root uri
-            storage_options: the store options of every table under the root
-            manifest: the `__manifest` table, at its newest version (of `branch`)
-            branch: the catalog branch this object reads and writes (None: main; `Catalog.on_branch`)
-        """
+        """A catalog object on an opened `__manifest`; use `Catalog.create` or `Catalog.open`."""
         self.root = root
         self.branch = branch
         self.options = dict(storage_options or {})

@@ -101,15 +101,14 @@ class TransactionTable:
     """`tx.table(name)`: the data changes of a catalog transaction on one table (the core's staged forms).
 
     Each change reads the table as the transaction's earlier changes left it (read-your-writes).
+
+    Args:
+        tx: the catalog transaction
+        name: the table's name
     """
 
     def __init__(self, tx: TableWrites, name: str) -> None:
-        """The changes of `tx` on table `name`.
-
-        Args:
-            tx: the catalog transaction
-            name: the table's name
-        """
+        """The changes of `tx` on table `name`."""
         self._tx = tx
         self.name = qualified(name)
 

@@ -232,7 +232,18 @@ def data_file(name: str, field_ids: Sequence[int], size: int, *, base_id: int | 
 
 
 class FragmentWriter:
-    """Writes batches into Parquet files, a new fragment every `max_rows_per_file` rows."""
+    """Writes batches into Parquet files, a new fragment every `max_rows_per_file` rows.
+
+    Args:
+        store: the store the data files are written to (the table's, or a base path's)
+        fields: the table's fields (the manifest's schema)
+        schema: the table's Arrow schema, which every batch must fit
+        max_rows_per_file: rows at most in one data file (a fragment); more rows start a new one
+        base: the base path the files are written under (None: the table's root)
+        file_prefix: data file names start with it (see `naming.new_data_file_name`)
+        check: runs on every batch before it is written (a partition-scoped overwrite's predicate); its error aborts
+            the write, with every file written so far removed
+    """
 
     def __init__(
         self,
@@ -247,16 +258,6 @@ class FragmentWriter:
         """`file_prefix`: data file names start with it (see `naming.new_data_file_name`). `check(batch)`
         runs on every batch before it is written (a partition-scoped overwrite's predicate); its error
         aborts the write, with every file written so far removed.
-
-        Args:
-            store: the store the data files are written to (the table's, or a base path's)
-            fields: the table's fields (the manifest's schema)
-            schema: the table's Arrow schema, which every batch must fit
-            max_rows_per_file: rows at most in one data file (a fragment); more rows start a new one
-            base: the base path the files are written under (None: the table's root)
-            file_prefix: data file names start with it (see `naming.new_data_file_name`)
-            check: runs on every batch before it is written (a partition-scoped overwrite's predicate); its error aborts
-                the write, with every file written so far removed
         """
         new_data_file_name(file_prefix)  # a bad prefix fails before anything is written
         if max_rows_per_file <= 0:

@@ -104,17 +104,17 @@ def wrappable_errors() -> tuple[type[BaseException], ...]:
 
 
 class Backend:
-    """Raw operations on full paths; ObjectStore turns their exceptions into the mvcc error contract."""
+    """Raw operations on full paths; ObjectStore turns their exceptions into the mvcc error contract.
+
+    Args:
+        fs: the fsspec filesystem
+        root: the store's root as `fs` names it
+    """
 
     atomic = False
 
     def __init__(self, fs: fsspec.AbstractFileSystem, root: str) -> None:
-        """A backend on `fs` below `root`.
-
-        Args:
-            fs: the fsspec filesystem
-            root: the store's root as `fs` names it
-        """
+        """A backend on `fs` below `root`."""
         self.fs = fs
         self.root = root
 

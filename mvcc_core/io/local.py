@@ -28,18 +28,17 @@ class LocalBackend(Backend):
     object_store's `LocalFileSystem::with_fsync(true)`; off by default like it and delta-rs. Commits are
     atomic either way (a manifest appears by link, whole), and a killed process loses nothing it was
     told was committed; only an OS crash or power cut can lose recent versions without it.
+
+    Args:
+        fs: the local fsspec filesystem
+        root: the directory
+        fsync: make every write durable (fsync the file and its directory) before it returns
     """
 
     atomic = True
 
     def __init__(self, fs: fsspec.AbstractFileSystem, root: str, fsync: bool = False) -> None:
-        """A backend on a local directory.
-
-        Args:
-            fs: the local fsspec filesystem
-            root: the directory
-            fsync: make every write durable (fsync the file and its directory) before it returns
-        """
+        """A backend on a local directory."""
         super().__init__(fs, root)
         self.fsync = fsync
 

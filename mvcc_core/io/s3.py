@@ -147,17 +147,17 @@ def shared_s3_filesystem(s3_options: dict[str, Any]) -> Any:
 
 
 class S3Backend(Backend):
-    """S3 through the s3fs client, calling the S3 API directly where one request must do (no caches)."""
+    """S3 through the s3fs client, calling the S3 API directly where one request must do (no caches).
+
+    Args:
+        fs: the s3fs filesystem (shared: `shared_s3_filesystem`)
+        bucket: the bucket
+        prefix: the store's root inside it ('' for the bucket's root)
+        conditional_put: the endpoint honours `If-None-Match: *`, so commits are atomic
+    """
 
     def __init__(self, fs: fsspec.AbstractFileSystem, bucket: str, prefix: str, conditional_put: bool) -> None:
-        """A backend on `s3://bucket/prefix`.
-
-        Args:
-            fs: the s3fs filesystem (shared: `shared_s3_filesystem`)
-            bucket: the bucket
-            prefix: the store's root inside it ('' for the bucket's root)
-            conditional_put: the endpoint honours `If-None-Match: *`, so commits are atomic
-        """
+        """A backend on `s3://bucket/prefix`."""
         super().__init__(fs, f"{bucket}/{prefix}" if prefix else bucket)
         self.bucket = bucket
         self.prefix = prefix

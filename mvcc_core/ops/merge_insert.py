@@ -85,6 +85,14 @@ class MergeInsertBuilder:
 
     Built by `Table.merge_insert(on)` with the handle's state and the handle's commit, so that `execute`
     commits through the handle and moves it.
+
+    Args:
+        state: the table version the upsert reads
+        on: the key column(s)
+        commit: commits the Update with a retry count (None: the state's own commit)
+
+    Raises:
+        SchemaError: no key column is given
     """
 
     def __init__(
@@ -93,16 +101,7 @@ class MergeInsertBuilder:
         on: str | Sequence[str],
         commit: Callable[[Transaction, int], Any] | None = None,
     ) -> None:
-        """An upsert into the table at `state`, matching rows on the key columns `on`.
-
-        Args:
-            state: the table version the upsert reads
-            on: the key column(s)
-            commit: commits the Update with a retry count (None: the state's own commit)
-
-        Raises:
-            SchemaError: no key column is given
-        """
+        """An upsert into the table at `state`, matching rows on the key columns `on`."""
         self._state = state
         self._commit = commit or (lambda txn, retries: state.commit(txn, max_retries=retries))
         self._on = [on] if isinstance(on, str) else list(on)

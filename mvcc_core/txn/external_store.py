@@ -324,16 +324,15 @@ class ExternalStoreHandler(CommitHandler):
 
     Readers take the latest version from the store and synchronize an entry that still names a staged
     manifest; the object store needs no conditional write at all.
+
+    Args:
+        external: the table's external manifest store
     """
 
     lists_latest = False
 
     def __init__(self, external: ExternalManifestStore) -> None:
-        """Commits through `external`.
-
-        Args:
-            external: the table's external manifest store
-        """
+        """Commits through `external`."""
         self.external = external
 
     def __reduce__(self) -> tuple[Any, ...]:
