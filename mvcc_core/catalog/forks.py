@@ -312,7 +312,7 @@ def reconcile(
     dry_run: bool,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> list[str]:
-    """Reclaim table branches no catalog branch places its table on (seed 002's reconciler): a fork of a
+    """Reclaim table branches no catalog branch places its table on: a fork of a
     catalog branch that is gone (deleted, or its deletion was interrupted), or one the catalog branch never
     recorded. Children are removed before parents. Each is classified from a fresh read of its catalog branch
     just before it is removed; a recorded fork is never removed, and an adoptable one (a writer may be between
@@ -324,6 +324,8 @@ def reconcile(
         tables: Each table's main state, by directory.
         delete_unverified: Reclaim adoptable forks at once (only when no writer runs).
         dry_run: Classify only.
+        now: The clock forks are dated against the unverified window by: a callable returning an aware datetime
+            (default: the wall clock, UTC).
 
     Returns:
         The forks removed (or, with `dry_run`, to remove), as "directory@branch".

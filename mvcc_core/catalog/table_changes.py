@@ -130,7 +130,9 @@ class TransactionTable:
         """Stage an append of `data` (the core's `Table.append`).
 
         Args:
-            data, **kwargs: see :meth:`mvcc_core.Table.append_uncommitted`
+            data: Rows fitting the table's schema (anything `pa.table` accepts, or a RecordBatchReader).
+            **kwargs: `Table.append_uncommitted`'s keywords: `max_rows_per_file`, `target_base`, `commit_message`,
+                `transaction_properties`
         """
         self._stage("inserted_into_table", lambda t: t.append_uncommitted(data, **kwargs))
 
@@ -138,7 +140,8 @@ class TransactionTable:
         """Stage a delete of the rows matching `predicate` (the core's `Table.delete`).
 
         Args:
-            predicate, **kwargs: see :meth:`mvcc_core.Table.delete_uncommitted`
+            predicate: the rows to delete, SQL or a pyarrow Expression
+            **kwargs: `Table.delete_uncommitted`'s keywords: `commit_message`, `transaction_properties`
         """
         replay = {"op": "delete", "where": predicate} if isinstance(predicate, str) else None
         self._stage("deleted_from_table", lambda t: t.delete_uncommitted(predicate, **kwargs), replay)
@@ -147,7 +150,10 @@ class TransactionTable:
         """Replace every row, or with `where` the rows matching it (DuckLake: a delete and an insert).
 
         Args:
-            data, where, **kwargs: see :meth:`mvcc_core.Table.overwrite_uncommitted`
+            data: The new rows.
+            where: A SQL predicate: replace only the rows matching it (every row of `data` must match it).
+            **kwargs: `Table.overwrite_uncommitted`'s keywords: `schema`, `max_rows_per_file`, `commit_message`,
+                `transaction_properties`
         """
         self._stage("overwrote_table", lambda t: t.overwrite_uncommitted(data, where=where, **kwargs))
 
@@ -180,7 +186,9 @@ class TransactionTable:
         """The core's `add_columns` (SQL expressions or all-null Arrow fields), staged.
 
         Args:
-            transforms, **kwargs: see :meth:`mvcc_core.Table.add_columns`
+            transforms: SQL expressions by new column name, Arrow fields, or rows of the new columns.
+            **kwargs: `Table.add_columns_uncommitted`'s keywords: `reader_schema`, `commit_message`,
+                `transaction_properties`
         """
         self._stage("altered_table", lambda t: t.add_columns_uncommitted(transforms, **kwargs))
 
@@ -188,7 +196,8 @@ class TransactionTable:
         """The core's `drop_columns`, staged (metadata only).
 
         Args:
-            columns, **kwargs: see :meth:`mvcc_core.Table.drop_columns`
+            columns: the columns, or `a.b` struct fields, to drop
+            **kwargs: `Table.drop_columns_uncommitted`'s keywords: `commit_message`, `transaction_properties`
         """
         self._stage("altered_table", lambda t: t.drop_columns_uncommitted(columns, **kwargs))
 
@@ -196,7 +205,8 @@ class TransactionTable:
         """The core's `alter_columns` (rename, make nullable), staged (metadata only).
 
         Args:
-            *alterations, **kwargs: see :meth:`mvcc_core.Table.alter_columns`
+            *alterations: pylance's alteration dicts (`path` and any of `name`, `nullable`, `data_type`).
+            **kwargs: `Table.alter_columns_uncommitted`'s keywords: `commit_message`, `transaction_properties`
         """
         self._stage("altered_table", lambda t: t.alter_columns_uncommitted(*alterations, **kwargs))
 
