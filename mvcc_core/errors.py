@@ -136,7 +136,11 @@ class ManifestInvariantError(CorruptManifestError):
 
     Args:
         message: what happened, in the user's words
-        field, value, intact_version: see above
+        field: the manifest field that breaks the invariant (e.g. ``fragments[2].files[0].path``; '' when none
+            is named)
+        value: that field's value (None when none is named)
+        intact_version: when the manifest is a table's latest, the newest older version that passes the checks
+            (None when none does or when the manifest is not the latest)
     """
 
     def __init__(
@@ -156,7 +160,8 @@ class DataFileMismatchError(CorruptManifestError):
 
     Args:
         message: what happened, in the user's words
-        path, column: see above
+        path: the data file's path ('' when unknown)
+        column: the column that does not match (None when the problem is not a column's)
     """
 
     def __init__(self, message: str, *, path: str = "", column: str | None = None) -> None:
@@ -216,7 +221,8 @@ class CorruptTagError(TagError):
 
     Args:
         message: what happened, in the user's words
-        path, value: see above
+        path: the tag file's path ('' when unknown)
+        value: what the file holds where the version should be (None when nothing is there)
     """
 
     def __init__(self, message: str, *, path: str = "", value: object = None) -> None:
