@@ -256,6 +256,7 @@ class TransactionTable:
         """The rows as this transaction leaves the table so far (read-your-writes).
 
         Args:
-            **kwargs: see :meth:`mvcc_core.Table.to_table`
+            **kwargs: `Table.to_table`'s arguments: `columns`, `filter`, `limit`, `offset`, `with_row_address`,
+                `with_row_id`
         """
         return Table.from_state(self._tx.write_for(self.name).state).to_table(**kwargs)

@@ -135,7 +135,7 @@ class ArrowDataset(pds.Dataset):
 
         Args:
             filter: a pyarrow Expression (None: every row)
-            **options: see :meth:`scanner`
+            **options: pyarrow's reader tuning, accepted and ignored
         """
         return self._table.count_rows(filter)
 
@@ -145,7 +145,7 @@ class ArrowDataset(pds.Dataset):
         Args:
             indices: row positions
             columns: the columns to read (None: all)
-            **options: see :meth:`scanner`
+            **options: pyarrow's reader tuning, accepted and ignored
         """
         return self._table.take(list(indices.to_pylist() if isinstance(indices, pa.Array) else indices), columns)
 

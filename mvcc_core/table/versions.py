@@ -56,7 +56,7 @@ class VersionMethods:
         """pylance's name for `checkout`.
 
         Args:
-            version: see :meth:`checkout`
+            version: a version number, a tag name, a datetime, or (branch, version), as :meth:`checkout` takes
         """
         return self.checkout(version)
 
