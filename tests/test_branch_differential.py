@@ -123,8 +123,7 @@ def merged(main: Rows, base: Rows, branch: Rows) -> Rows:
     return out
 
 
-#: seeds 6 and 10 publish by running the branch's writes again (they raised RetryableConflictError before); seed 0
-#: publishes a branch's config change as it is (it was left behind before)
+#: seeds 6 and 10 publish by running the branch's writes again; seed 0 publishes a branch's config change as it is
 FAST_SEEDS = (0, 6, 10)
 
 

@@ -1,4 +1,4 @@
-"""Branches (issue 32 item 1): create, write, check out, list, tag and delete, on every store; publish (item 2)."""
+"""Branches: create, write, check out, list, tag and delete, on every store; publish."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`mvcc branches list|create|delete|publish` (issue 32 item 5)."""
+"""`mvcc branches list|create|delete|publish`."""
 
 from __future__ import annotations
 

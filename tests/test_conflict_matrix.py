@@ -1,7 +1,7 @@
 """One case per pair of operations, through the real commit path: two handles open the same version, one
 commits "theirs", the other then commits "ours".
 
-EXPECTED is transcribed from the "Compatibility" sections of the specification (seed 000), read as "the
+EXPECTED is transcribed from the "Compatibility" sections of the specification, read as "the
 operations that conflict with <ours>"; it is not derived from mvcc_core.txn.conflicts. Each case is built so
 that the specification's condition holds where it has one (overlapping fragments, same config key, same
 field, same base name, same MemWAL region), and row-level changes touch different rows (so a rebase is

@@ -1,4 +1,4 @@
-"""Soak (issue 26): four writer processes append and delete on the S3 server through a proxy that fails
+"""Soak: four writer processes append and delete on the S3 server through a proxy that fails
 requests, drops responses after forwarding them and delays others, while writers are killed with SIGKILL and
 restarted. Afterwards, read without the proxy: no acknowledged append lost, no row twice, no acknowledged delete
 undone, `mvcc verify --all` clean, and nothing unreferenced left after retention.

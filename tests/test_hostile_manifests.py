@@ -292,7 +292,7 @@ def test_the_commit_loop_never_writes_a_manifest_that_fails_the_check(tmp_path: 
 
 def test_a_commit_rechecks_fragments_changed_in_memory_since_their_manifest_passed(tmp_path: Path) -> None:
     """A commit re-checks only the fragments that differ from a previous version whose bytes passed the check
-    (issue 31): a handle's manifest edited in memory after it passed is no longer one that passed, so a bad
+    : a handle's manifest edited in memory after it passed is no longer one that passed, so a bad
     fragment in it is still refused, and nothing is written."""
     victim_file(tmp_path / "victim")
     uri = str(tmp_path / "table")

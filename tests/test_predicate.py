@@ -289,7 +289,7 @@ def test_bad_expression(expr: pc.Expression, fragment: str) -> None:
 
 
 def _binds_in_a_dataset_scan(expr: pc.Expression) -> bool:
-    """The check as it was before issue 31's cheaper one: a boolean (or null) projection and a filter, each
+    """The check as it was before the cheaper one: a boolean (or null) projection and a filter, each
     through a dataset scan of no rows."""
     dataset = ds.dataset(SCHEMA.empty_table())
     try:
@@ -317,7 +317,7 @@ def _binds_in_a_dataset_scan(expr: pc.Expression) -> bool:
     ],
 )
 def test_expression_check_agrees_with_a_dataset_scan(expr: pc.Expression) -> None:
-    """The Expression check (one projection of no rows, issue 31) accepts exactly what binding the expression
+    """The Expression check (one projection of no rows) accepts exactly what binding the expression
     in a dataset scan, as a projection and as a filter, accepts."""
     try:
         to_expression(expr, SCHEMA)

@@ -434,7 +434,7 @@ def test_bad_columns_say_what_is_wrong(tmp_path: Path, columns: Any, error: type
         assert word in str(info.value)
 
 
-# ---- issue 30: what pylance's own tests showed, each compared with pylance on the same input ---------
+# ---- What pylance's own tests showed, each compared with pylance on the same input ---------
 
 
 def _both(tmp_path: Path, body: Callable[[Callable[..., Any], Callable[..., Any], Path], Any]) -> tuple[Any, Any]:

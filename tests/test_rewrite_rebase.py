@@ -1,4 +1,4 @@
-"""A compaction (Rewrite) that lands while writers keep deleting (issue 28 item 3): the deletions committed
+"""A compaction (Rewrite) that lands while writers keep deleting: the deletions committed
 between the Rewrite's read and its commit are carried onto the rewritten fragments (docs/conflicts.md).
 
 Differential: random tables (with and without stable row ids), a compaction planned and executed, then random

@@ -187,7 +187,7 @@ def _evaluate(table: pa.Table, sql: str) -> pa.ChunkedArray:
 
 @pytest.mark.parametrize("stable", [False, True])
 def test_row_address_scans_over_many_reader_tasks_equal_a_plain_evaluation(tmp_path, monkeypatch, stable) -> None:
-    """Each reader task evaluates the filter over its own run of files (issue 31): with runs of ~3 files, rows,
+    """Each reader task evaluates the filter over its own run of files: with runs of ~3 files, rows,
     row addresses and row ids of random filters over fragments with deletion vectors equal a plain evaluation."""
     import mvcc_core.read.scan_row_addresses as row_addresses
 

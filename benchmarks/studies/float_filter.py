@@ -1,4 +1,4 @@
-"""A filter on a float column against its file statistics (issue 31): 1M sorted floats in 200 files, one filtered
+"""A filter on a float column against its file statistics: 1M sorted floats in 200 files, one filtered
 `to_table` timed per round (median). `x > c` is `x > c OR isnan(x)` in pylance's NaN order; the files' NaN
 counts let statistics skip files by it. Not a test: run it by hand, alternating code versions with PYTHONPATH.
 

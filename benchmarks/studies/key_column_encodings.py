@@ -1,4 +1,4 @@
-"""The Parquet layout levers for the key column of row-level changes (issue 31): 200 files x 5,000 rows (`c0`
+"""The Parquet layout levers for the key column of row-level changes: 200 files x 5,000 rows (`c0`
 int64 ids, `c1` double, `c2` 1,000 distinct strings), written with each layout, then the `c0` column of the 200
 files read with `pyarrow.parquet.ParquetFile` (as a row-address scan reads), on 1 thread (CPU) and on 2 threads
 (wall). Not a test and not part of `run.py` (no peer): run it by hand.
@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 LAYOUTS = {
-    "zstd plain (before issue 31)": {"compression": "zstd", "use_dictionary": ["c2"]},
+    "zstd plain (the earlier default)": {"compression": "zstd", "use_dictionary": ["c2"]},
     "none plain": {"compression": "none", "use_dictionary": ["c2"]},
     "lz4 plain": {"compression": "lz4", "use_dictionary": ["c2"]},
     "snappy plain": {"compression": "snappy", "use_dictionary": ["c2"]},

@@ -3,7 +3,7 @@
 The table and the floor's Parquet files are written as `bench_spark.py` writes them (5M rows from 4 Spark
 tasks: the mvcc table by `mvcc_core.spark.write`, files of at most 1 Mi rows; the floor's files by Spark's
 Parquet writer, one per task). Each round runs `sum(x)` over: the data source with its default partitions,
-the data source with `rows_per_partition=131072` (the partitions it planned before issue 31: a task per file
+the data source with `rows_per_partition=131072` (the partitions of one task per file
 of at least 128 Ki rows), the floor source over its files, and the floor source over the mvcc table's own
 data files (same files as the data source: what the files cost, apart from the source). The order rotates
 round by round; medians are printed with the load average. Not a test.

@@ -12,7 +12,7 @@ Also: one version-sensor tick over 100 unchanged tables (target < 1 s), and the 
 (`build_compaction_job` as a user builds it: default executor choice and options, in a code location whose
 executor is Dagster's default, multiprocess; a real run through `execute_job`) against the core's
 `compact_files()` in this process, on 1,000 fragments x 100 rows and 200 fragments x 50,000 rows, each side on a
-fresh copy of the same table, shapes and sides interleaved, medians (targets, issue 28: at most 3 s more than
+fresh copy of the same table, shapes and sides interleaved, medians (targets: at most 3 s more than
 `compact_files()` for the first, at most 1.3x for the second). The run's time is split from its event log:
 start-up before the first step, step processes started, each step's compute. CPU counts step processes too
 (`RUSAGE_CHILDREN`). `--mapped` adds one run of the explicit mapped multiprocess form (a step process per task).
@@ -128,7 +128,7 @@ def run(times: int, rows: int) -> dict[str, Any]:
 
 COMPACTION_WAREHOUSE_ENV = "MVCC_BENCH_WAREHOUSE"
 COMPACTION_TABLE = "fragmented"
-# (fragments, rows per fragment): many small appends, and fewer fragments of real size (issue 28's shapes)
+# (fragments, rows per fragment): many small appends, and fewer fragments of real size (the week's shapes)
 COMPACTION_SHAPES = ((1000, 100), (200, 50_000))
 
 

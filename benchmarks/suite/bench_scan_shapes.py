@@ -1,6 +1,6 @@
 """Full scans of fragmented tables with and without deletion vectors, against the same rows compacted.
 
-Issue 28's scan target (a full scan at most 1.2x a freshly compacted copy) measured on the shapes the week
+The scan target (a full scan at most 1.2x a freshly compacted copy) measured on the shapes the week
 leaves (benchmarks/week/simulation.py, day 7): N fragments of R rows, as written (`fragmented`), with 1% of the rows
 (`--deleted-percent`) deleted by one `delete` spread over every fragment (`deleted`: one packed deletion file, a
 vector per fragment), and the live rows of each rewritten into one fragment (`compacted`, `deleted_compacted`). Each

@@ -11,7 +11,7 @@ TABLES = ["raw_events", "user_latest", "daily_revenue", "partner_feed"]
 
 
 def targets(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Issue 28's targets checked on a week's result: each with its measured value and whether it is met."""
+    """The week's targets checked on a week's result: each with its measured value and whether it is met."""
     days = result["days"]
     after = [d for d in days if d["day"] > result["retention_days"]]
     amplification = max((d["stored_bytes"] / max(1, d["live_bytes"]) for d in after), default=None)

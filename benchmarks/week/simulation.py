@@ -1,4 +1,4 @@
-"""A week of pipeline traffic kept healthy by Dagster alone (issue 28 item 1; docs/operations.md).
+"""A week of pipeline traffic kept healthy by Dagster alone (docs/operations.md).
 
 ``python -m benchmarks.week --quick --json week.json --plot week.png`` replays a simulated week against a real
 Dagster instance (sqlite in a temporary ``DAGSTER_HOME`` whose ``dagster.yaml`` is the operations page's:

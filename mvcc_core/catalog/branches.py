@@ -1,4 +1,4 @@
-"""Catalog branches (issue 32 item 3, seed 002): `Catalog.create_branch`, `branches`, `delete_branch`,
+"""Catalog branches: `Catalog.create_branch`, `branches`, `delete_branch`,
 `publish_branch`, and the branch-bound catalog (`on_branch`) that `snapshot(branch=)`, `table(branch=)` and
 `transaction(branch=)` use. Layout and protocol: docs/branches.md, "Catalog branches".
 

@@ -1,4 +1,4 @@
-"""DuckLake's logical conflicts (seed 004), decided on the changes two catalog versions made.
+"""DuckLake's logical conflicts, decided on the changes two catalog versions made.
 
 Design notes: docs/catalog.md, "The change rules, as implemented".
 """
@@ -47,7 +47,7 @@ ROW_LEVEL = "deleted_from_table"
 
 @dataclass(frozen=True)
 class Rule:
-    """One line of seed 004: `ours` conflicts with `theirs` when `applies(ours, theirs)`."""
+    """One of DuckLake's conflict rules: `ours` conflicts with `theirs` when `applies(ours, theirs)`."""
 
     code: str  # stable, for code that reacts to one rule (`CatalogConflictError.rule_code`)
     text: str

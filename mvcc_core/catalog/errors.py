@@ -37,7 +37,7 @@ class CatalogConflictError(CommitConflictError):
 
     `object_name` is the object both touched, `expected_version` / `actual_version` the catalog versions
     (or, for a table written outside the catalog, the table versions) this transaction expected and found,
-    `rule` the DuckLake logical conflict that fired in seed 004's words, `rule_code` the same as a stable
+    `rule` the DuckLake logical conflict that fired in DuckLake's words, `rule_code` the same as a stable
     identifier for code that reacts to one rule (`RULE_CODES`).
 
     Args:
@@ -45,7 +45,7 @@ class CatalogConflictError(CommitConflictError):
         object_name: the object both transactions touched
         expected_version: the catalog (or table) version this transaction expected
         actual_version: the one it found
-        rule: the logical conflict, in seed 004's words
+        rule: the logical conflict, in DuckLake's words
         rule_code: the same as a stable identifier (`RULE_CODES`)
         **kwargs: the fields of `CommitConflictError`
     """
@@ -90,7 +90,7 @@ class CatalogConflictError(CommitConflictError):
             object_name: the object both transactions touched
             read_version: the catalog version the transaction read (also its `expected_version`)
             version: the catalog version it found (`actual_version`)
-            rule: the logical conflict, in seed 004's words
+            rule: the logical conflict, in DuckLake's words
             rule_code: the same as a stable identifier (`RULE_CODES`)
             conflicting: whether `version` is the one that made the change (its `conflicting_versions`); False
                 when it is only the newest version, where the change was found

@@ -79,8 +79,8 @@ def rooted(store: ObjectStore, path: str) -> str:
 
 
 class ForkStatus(Enum):
-    """What a fresh read of the catalog says of a table branch named like a catalog branch (seed 002's
-    `ForkRefStatus`, with adoption instead of reclaim for the interrupted first write)."""
+    """What a fresh read of the catalog says of a table branch named like a catalog branch (as the
+    branch repair's `ForkRefStatus`, with adoption instead of reclaim for the interrupted first write)."""
 
     RECORDED = "recorded"  # the catalog branch places the table on it: another writer published it
     ADOPTABLE = "adoptable"  # unrecorded, and exactly the fork a writer makes: the branch point, nothing more
@@ -97,7 +97,7 @@ class ForkCheck:
 
 
 def fresh_branch_rows(manifest_uri: str, branch: str, options: dict | None) -> list[Entry] | None:
-    """The rows of catalog branch `branch`'s newest version, read anew (never a cached state: seed 002's
+    """The rows of catalog branch `branch`'s newest version, read anew (never a cached state:
     "reclaim self-validates against fresh manifest authority"); None when the branch does not exist.
 
     Args:
@@ -312,7 +312,7 @@ def reconcile(
     dry_run: bool,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> list[str]:
-    """Reclaim table branches no catalog branch places its table on: a fork of a
+    """Reclaim table branches no catalog branch places its table on (the fork reconciler): a fork of a
     catalog branch that is gone (deleted, or its deletion was interrupted), or one the catalog branch never
     recorded. Children are removed before parents. Each is classified from a fresh read of its catalog branch
     just before it is removed; a recorded fork is never removed, and an adoptable one (a writer may be between

@@ -1,4 +1,4 @@
-"""The catalog's format stamp and its step-by-step migration dispatcher (seed 003).
+"""The catalog's format stamp and its step-by-step migration dispatcher (docs/catalog.md, "Format and migrations").
 
 Design notes: docs/catalog.md, "Format stamp and migrations, as implemented".
 """

@@ -51,7 +51,7 @@ from mvcc_core.txn.transaction import BuildContext, Transaction, build_manifest,
 
 log = logging.getLogger("mvcc.catalog")
 
-# Seed 003's PUBLISHER_RETRY_BUDGET: the publisher owns its retries and re-checks conflicts on each one.
+# PUBLISHER_RETRY_BUDGET: the publisher owns its retries and re-checks conflicts on each one.
 PUBLISH_RETRY_BUDGET = 5
 # On an object store tables are staged and finalized concurrently: each is a few requests, and they do not
 # depend on each other (the order of a chain's versions within one table is kept). On a local disk one after
@@ -582,7 +582,7 @@ class CatalogTransaction:
         conflicting: bool = True,
     ) -> _Conflict:
         """A `cls` conflict of this transaction (which read `snapshot`) with a later catalog version: `found` is
-        (the object both changed, that catalog version), `rule` (seed 004's words, the rule's code), `what` the
+        (the object both changed, that catalog version), `rule` (DuckLake's words, the rule's code), `what` the
         message after "catalog <root>: ", `conflicting` whether that version made the change (False: only the
         newest version, where the change was found)."""
         name, version = found

@@ -51,6 +51,46 @@ def _client_error(exc: BaseException) -> tuple[str, int | None] | None:
     return None
 
 
+#: S3 error codes that mean the request's credentials were refused or are missing.
+_CREDENTIAL_CODES = frozenset(
+    {"InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "TokenRefreshRequired"}
+)
+_CREDENTIALS_HINT = (
+    "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), "
+    "or give the storage options aws_access_key_id and aws_secret_access_key"
+)
+
+
+def credentials_problem(exc: BaseException) -> str | None:
+    """Why S3 refused a request for its credentials, in the user's words; None for any other failure.
+
+    Missing credentials (botocore finds none), credentials S3 does not know or whose signature does not match,
+    an expired session token, and access denied are told apart, each with what to set.
+
+    Args:
+        exc: the exception a request raised (botocore's own, or s3fs's OSError around it)
+    """
+    current: BaseException | None = exc
+    for _ in range(5):
+        if current is None:
+            break
+        name = type(current).__name__
+        if name == "NoCredentialsError":
+            return f"no AWS credentials were found: {_CREDENTIALS_HINT}"
+        if name == "PartialCredentialsError":
+            return f"the AWS credentials are incomplete ({current}): {_CREDENTIALS_HINT}"
+        current = current.__cause__ or current.__context__
+    error = _client_error(exc)
+    if error is None:
+        return None
+    code, status = error
+    if code in _CREDENTIAL_CODES:
+        return f"S3 refused the credentials ({code}): {_CREDENTIALS_HINT}"
+    if code == "AccessDenied" or status == 403:
+        return f"access denied ({code or status}): the credentials lack permission for this bucket or prefix"
+    return None
+
+
 def is_false(value: Any) -> bool:
     """Whether an option's value means off (`False`, "false", "0", "no", "off", ...).
 

@@ -17,10 +17,36 @@ from mvcc_core.errors import CommitNotSupportedError, MvccError, ObjectNotFoundE
 from mvcc_core.io.backend import Backend, ObjectMeta, wrappable_errors
 from mvcc_core.io.local import LocalBackend, local_arrow_filesystem
 from mvcc_core.io.memory import MemoryBackend
-from mvcc_core.io.s3 import S3Backend, is_false, shared_arrow_s3_filesystem, shared_s3_filesystem, translate_s3_options
+from mvcc_core.io.s3 import (
+    S3Backend,
+    credentials_problem,
+    is_false,
+    shared_arrow_s3_filesystem,
+    shared_s3_filesystem,
+    translate_s3_options,
+)
 
 if TYPE_CHECKING:
     import pyarrow.fs
+
+
+#: Each store operation in the words of an error message ("cannot list ...", "write of ... failed").
+_OPERATION_WORDS = {
+    "get": "read",
+    "get_range": "read",
+    "head": "read",
+    "exists": "read",
+    "sync": "sync",
+    "list": "list",
+    "list_first": "list",
+    "put": "write",
+    "put_new": "write",
+    "put_if_not_exists": "write",
+    "rename_if_not_exists": "rename",
+    "copy_if_not_exists": "copy",
+    "copy": "copy",
+    "delete_many": "delete",
+}
 
 
 def _split_scheme(uri: str) -> tuple[str, str]:
@@ -194,7 +220,20 @@ class ObjectStore:
         except FileNotFoundError as exc:
             raise ObjectNotFoundError(f"{op}: object {rel!r} not found in {self.uri}") from exc
         except wrappable_errors() as exc:
-            raise StorageError(f"{op} of {rel!r} in {self.uri} failed: {type(exc).__name__}: {exc}") from exc
+            raise self._storage_error(op, rel, exc) from exc
+
+    def _storage_error(self, op: str, rel: str, exc: BaseException) -> StorageError:
+        """`exc` of store operation `op` on `rel` as a StorageError in the user's words.
+
+        A refused or missing credential says so and what to set; any other failure names the operation
+        ("list", "write", ...), the path and the underlying error.
+        """
+        words = _OPERATION_WORDS.get(op, op)
+        where = f"{self.uri.rstrip('/')}/{rel}" if rel else self.uri
+        problem = credentials_problem(exc) if self.scheme == "s3" else None
+        if problem is not None:
+            return StorageError(f"cannot {words} {where}: {problem}")
+        return StorageError(f"{words} of {rel!r} in {self.uri} failed: {type(exc).__name__}: {exc}")
 
     def translate_errors(self, op: str, rel: str) -> contextlib.AbstractContextManager[None]:
         """The store's error contract around I/O done outside it, through `arrow_filesystem()` (pyarrow's own
@@ -219,7 +258,7 @@ class ObjectStore:
         except FileNotFoundError as exc:
             raise ObjectNotFoundError(f"{op}: object {rel!r} not found in {self.uri}") from exc
         except OSError as exc:
-            raise StorageError(f"{op} of {rel!r} in {self.uri} failed: {type(exc).__name__}: {exc}") from exc
+            raise self._storage_error(op, rel, exc) from exc
 
     def _on_backend(self, op: str, rel: str, *args: Any) -> Any:
         """The backend's method `op` on the cleaned `rel` (and `args`), under the error contract."""

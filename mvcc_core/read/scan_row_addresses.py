@@ -213,7 +213,7 @@ class RowAddressReads:
         runs of files (a task of the reader pool each): `per_run` of each run's fragments read (those `check`
         does not rule out by their footers' statistics), their rows, and per fragment read whether `check`
         found that every row of it matches, on the thread that read the run; runs with no file read are left
-        out. `per_run` runs on both cores, so the caller evaluates its filter there (issue 31).
+        out. `per_run` runs on both cores, so the caller evaluates its filter there.
 
         Each file is read synchronously by a `pyarrow.parquet.ParquetReader`, on one thread per core: for many
         small files the dataset scanner's asynchronous machinery (futures and thread hand-offs per file and
@@ -308,7 +308,7 @@ _Layout = tuple[list[int], dict[str, int]]
 class _Layouts:
     """The Parquet schemas (and stored Arrow schemas) of the files a row-address scan has checked against the
     manifest, with the leaf columns to read from a file of each: a file like one already checked is neither
-    converted to an Arrow schema nor checked again (most of a small file's cost besides decoding, issue 31).
+    converted to an Arrow schema nor checked again (most of a small file's cost besides decoding).
 
     Only a footer holding every column the scan reads is remembered: whether a missing column is an error
     depends on the file's manifest entry (`check_data_file`), not on the footer alone.

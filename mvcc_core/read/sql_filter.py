@@ -190,7 +190,7 @@ def validate_expression(expr: pc.Expression, schema: pa.Schema) -> None:
     empty = schema.empty_table()
     try:
         # one projection over no rows, on this thread, binds it (a dataset scan per check cost ~0.5 ms each for a
-        # 10k-value IN list, issue 31); a null-typed result is also bound as a filter, which may refuse it
+        # 10k-value IN list); a null-typed result is also bound as a filter, which may refuse it
         source = acero.Declaration("table_source", acero.TableSourceNodeOptions(empty))
         project = acero.Declaration("project", acero.ProjectNodeOptions([expr], ["v"]))
         result_type = acero.Declaration.from_sequence([source, project]).to_table(use_threads=False).schema[0].type

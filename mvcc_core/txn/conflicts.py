@@ -1,7 +1,7 @@
 """The conflict resolver: what happens to our transaction when another one landed first.
 
 The rules are data: `RULES[(ours, theirs)]` is written from the "Compatibility" paragraphs of the
-specification (seed 000), read from the perspective of the operation being committed ("ours"). A pair
+specification, read from the perspective of the operation being committed ("ours"). A pair
 that is absent is compatible. A rule may carry a condition (overlapping fragments, same config key,
 ...); when the condition does not hold the pair is compatible.
 

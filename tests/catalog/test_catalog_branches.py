@@ -1,4 +1,4 @@
-"""Catalog branches (issue 32 item 3): the API, lazy per-table forks, the repair of an unpublished fork, the fork
+"""Catalog branches: the API, lazy per-table forks, the repair of an unpublished fork, the fork
 reconciler, and `publish_branch` under DuckLake's rules (docs/branches.md, "Catalog branches")."""
 
 from __future__ import annotations
@@ -185,7 +185,7 @@ def test_publish_matches_a_plain_evaluation(seed: int, memory_uri: str) -> None:
 
 
 def test_an_unpublished_fork_is_adopted_by_the_next_write(memory_uri: str) -> None:
-    """Seed 002's wedge: a writer killed between the fork and its publish leaves a fork the catalog branch
+    """The fork wedge: a writer killed between the fork and its publish leaves a fork the catalog branch
     does not record. The next write repairs it exactly once, by publishing it, and destroys nothing."""
     cat = make(memory_uri)
     cat.create_branch("dev")

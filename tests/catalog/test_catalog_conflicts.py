@@ -1,4 +1,4 @@
-"""DuckLake's logical conflicts (seed 004), each through two real transactions on one catalog snapshot.
+"""DuckLake's logical conflicts, each through two real transactions on one catalog snapshot.
 
 `first` commits, then `second` (which read the same catalog version) tries to: the test says whether the
 second publishes (the retry without rewriting data files) or fails with which kind of CatalogConflictError.
@@ -154,7 +154,7 @@ def test_ddl_on_different_tables_does_not_conflict(cat: Catalog) -> None:
     assert cat.tables("s") == ["s.b", "s.t"]
 
 
-# ---- Views (seed 004 says "table or view" in every name rule) -----------------------------------
+# ---- Views (DuckLake says "table or view" in every name rule) -----------------------------------
 
 
 def create_view(name: str, sql: str = "SELECT id FROM s.a", or_replace: bool = False) -> Step:

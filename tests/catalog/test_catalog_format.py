@@ -1,4 +1,4 @@
-"""The catalog's format stamp and migrations (seed 003): forged older shapes, a newer stamp, a crash between
+"""The catalog's format stamp and migrations: forged older shapes, a newer stamp, a crash between
 two migration steps (a real process killed at the failpoint), and reads of an old shape writing nothing."""
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SHIM = Path(__file__).resolve().parent / "pylance_shim"
 UPSTREAM_DIR = "python/python/tests"
 
-# The files that exercise the surface mvcc shares with pylance (issue 30). Every other upstream file is about
+# The files that exercise the surface mvcc shares with pylance. Every other upstream file is about
 # vectors, ANN/FTS indices, ML loaders, blobs, Lance files, namespaces, sessions or tracing: out of scope whole.
 SUITE_FILES = (
     "test_dataset.py",

@@ -1,4 +1,4 @@
-"""Dagster maintenance jobs (in process, real instance) on hostile tables (issue 26): the compaction and restore
+"""Dagster maintenance jobs (in process, real instance) on hostile tables: the compaction and restore
 jobs on a table whose latest manifest names a data file outside its root fail with the typed error and touch
 nothing outside the root; restoring an intact version commits past the hostile one; a data file that disagrees
 with the manifest fails compaction with `DataFileMismatchError` naming the file."""

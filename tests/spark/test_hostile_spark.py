@@ -1,4 +1,4 @@
-"""Spark reads of hostile tables (issue 26): a data path leaving the root or a relative base path fails at
+"""Spark reads of hostile tables: a data path leaving the root or a relative base path fails at
 planning with the typed error, through the data source and the native read; a data file that disagrees with
 the manifest fails the query with `DataFileMismatchError` naming the file and column (at execution through the
 data source, on the driver before Spark reads for the native path); a declared foreign base (a shallow clone's
