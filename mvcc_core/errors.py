@@ -87,7 +87,8 @@ class TableExistsError(MvccError):
         message: what happened, in the user's words
         uri: where the table is
         version: its latest version, where known
-        created_concurrently: see above
+        created_concurrently: the table was not there when the write looked and another writer created it
+            meanwhile (a retry sees it); False: it was there already
     """
 
     def __init__(
@@ -120,7 +121,8 @@ class CorruptManifestError(MvccError):
 
     Args:
         message: what happened, in the user's words
-        intact_version: see above
+        intact_version: when the corrupt manifest is a table's latest, the newest older version that decodes
+            (None when none does or when the error is about another file)
     """
 
     def __init__(self, message: str, *, intact_version: int | None = None) -> None:
@@ -202,7 +204,7 @@ class TagError(MvccError, ValueError):
 
     Args:
         message: what happened, in the user's words
-        tags: see above
+        tags: for tags in a cleanup's way, each such tag and its version (empty otherwise)
     """
 
     def __init__(self, message: str, *, tags: Mapping[str, int] | None = None) -> None:
