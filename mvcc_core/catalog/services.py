@@ -53,7 +53,7 @@ class CatalogServices(Protocol):
     manifest_uri: str
 
     def manifest_table(self, version: int | datetime | None = None) -> Table:
-        """`__manifest` at `version` (default the newest, `latest_manifest`). (:meth:`Catalog.manifest_table`)
+        """`__manifest` at `version` (default the newest, `latest_manifest`). See :meth:`Catalog.manifest_table`.
 
         Args:
             version: the catalog version (a number or a datetime; None: the newest)
@@ -75,7 +75,7 @@ class CatalogServices(Protocol):
 
     def remember_manifest(self, state: TableState) -> TableState:
         """Keep `state` as the newest `__manifest` version unless a newer one is kept already (a publisher knows the
-        version it committed); the newest state kept. (:meth:`Catalog.remember_manifest`)
+        version it committed); the newest state kept. See :meth:`Catalog.remember_manifest`.
 
         Args:
             state: a `__manifest` version this object read or committed
@@ -84,7 +84,7 @@ class CatalogServices(Protocol):
 
     def remember_rows(self, version: int, rows: list[Entry]) -> None:
         """Keep the rows of catalog `version` (its publisher knows them without reading them back).
-        (:meth:`Catalog.remember_rows`)
+        See :meth:`Catalog.remember_rows`.
 
         Args:
             version: the catalog version
@@ -94,7 +94,7 @@ class CatalogServices(Protocol):
     def changes_since(self, version: int, until: int) -> list[tuple[int, list[Change]]]:
         """The changes of catalog versions `version + 1 .. until`, for conflict checks (read through the kept committer,
         which has the newest versions' transactions already when this object published them).
-        (:meth:`Catalog.changes_since`)
+        See :meth:`Catalog.changes_since`.
 
         Args:
             version: the catalog version the caller read
@@ -103,7 +103,7 @@ class CatalogServices(Protocol):
         ...
 
     def table_uri(self, entry: Entry) -> str:
-        """The uri of a table's directory. (:meth:`Catalog.table_uri`)
+        """The uri of a table's directory. See :meth:`Catalog.table_uri`.
 
         Args:
             entry: the table's `__manifest` row
@@ -121,7 +121,7 @@ class CatalogServices(Protocol):
 
     def table_at(self, entry: Entry) -> Table:
         """The table at the version `entry` publishes, read directly (the catalog knows the version, so no lookup of the
-        table's latest version is needed). Finalize the entry first. (:meth:`Catalog.table_at`)
+        table's latest version is needed). Finalize the entry first. See :meth:`Catalog.table_at`.
 
         Args:
             entry: the table's `__manifest` row
@@ -149,7 +149,7 @@ class CatalogServices(Protocol):
     def reclaim_staged(self, entries: list[Entry]) -> None:
         """The writer's own tidy-up after finalizing: once the final manifests exist the staged ones (formats 1-3) are
         garbage (a reader of an older catalog version finds the final name first). One batched delete.
-        (:meth:`Catalog.reclaim_staged`)
+        See :meth:`Catalog.reclaim_staged`.
 
         Args:
             entries: the rows the writer just published and finalized
