@@ -9,7 +9,8 @@ documented; `*args` and `**kwargs` may be written with or without their stars.
 
 Exempt, for the reason given:
 - click commands and groups (a function decorated with `@<group>.command(...)`, `@click.command(...)` or
-  `@click.group(...)`): their options' `help=` texts are their documentation, shown by `--help`;
+  `@click.group(...)`): their options' `help=` texts are their documentation, shown by `--help` (checked
+  below for every `click.option`);
 - `@typing.overload` signatures: the implementation's docstring documents the parameters.
 """
 
@@ -194,6 +195,17 @@ def test_a_missing_or_unknown_parameter_is_named():
     assert problem(Documented("m.g", ("a",), "Summary.")) == "m.g: no Args: section; it takes a"
     assert problem(Documented("m.h", (), None)) is None
     assert "no parameters" in problem(Documented("m.C.__init__", (), "Summary.\n\nArgs:\n    a: One.\n"))
+
+
+def test_every_click_option_has_help():
+    """The exemption of click commands holds only while each of their options says what it is."""
+    missing = []
+    for path in sorted((ROOT / "cli").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            is_option = isinstance(node, ast.Call) and ast.unparse(node.func) == "click.option"
+            if is_option and not any(keyword.arg == "help" for keyword in node.keywords):
+                missing.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node.args[0])}")
+    assert not missing, "click options without help=:\n" + "\n".join(missing)
 
 
 @pytest.mark.parametrize("part", COVERED)
