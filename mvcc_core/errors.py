@@ -87,7 +87,8 @@ class TableExistsError(MvccError):
         message: what happened, in the user's words
         uri: where the table is
         version: its latest version, where known
-        created_concurrently: see above
+        created_concurrently: the table was not there when the write looked and another writer created it
+            meanwhile (a retry sees it); False: it was there already
     """
 
     def __init__(
@@ -120,7 +121,8 @@ class CorruptManifestError(MvccError):
 
     Args:
         message: what happened, in the user's words
-        intact_version: see above
+        intact_version: when the corrupt manifest is a table's latest, the newest older version that decodes
+            (None when none does or when the error is about another file)
     """
 
     def __init__(self, message: str, *, intact_version: int | None = None) -> None:
@@ -136,7 +138,11 @@ class ManifestInvariantError(CorruptManifestError):
 
     Args:
         message: what happened, in the user's words
-        field, value, intact_version: see above
+        field: the manifest field that breaks the invariant (e.g. ``fragments[2].files[0].path``; '' when none
+            is named)
+        value: that field's value (None when none is named)
+        intact_version: when the manifest is a table's latest, the newest older version that passes the checks
+            (None when none does or when the manifest is not the latest)
     """
 
     def __init__(
@@ -156,7 +162,8 @@ class DataFileMismatchError(CorruptManifestError):
 
     Args:
         message: what happened, in the user's words
-        path, column: see above
+        path: the data file's path ('' when unknown)
+        column: the column that does not match (None when the problem is not a column's)
     """
 
     def __init__(self, message: str, *, path: str = "", column: str | None = None) -> None:
@@ -197,7 +204,7 @@ class TagError(MvccError, ValueError):
 
     Args:
         message: what happened, in the user's words
-        tags: see above
+        tags: for tags in a cleanup's way, each such tag and its version (empty otherwise)
     """
 
     def __init__(self, message: str, *, tags: Mapping[str, int] | None = None) -> None:
@@ -216,7 +223,8 @@ class CorruptTagError(TagError):
 
     Args:
         message: what happened, in the user's words
-        path, value: see above
+        path: the tag file's path ('' when unknown)
+        value: what the file holds where the version should be (None when nothing is there)
     """
 
     def __init__(self, message: str, *, path: str = "", value: object = None) -> None:

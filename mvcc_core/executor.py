@@ -38,7 +38,9 @@ class ThreadExecutor:
     def map(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> Iterator[Any]:
         """Run the tasks on a pool of `threads` threads; the results in task order.
 
-        Args: see :meth:`Executor.map`
+        Args:
+            fn: the function to run (it must pickle for a process or Spark executor)
+            tasks: its arguments, one per task
         """
         with ThreadPoolExecutor(max_workers=self.threads) as pool:
             yield from pool.map(fn, tasks)

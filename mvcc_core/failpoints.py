@@ -127,7 +127,7 @@ def armed(name: str, action: str = "raise") -> Iterator[None]:
 
     Args:
         name: the point's name
-        action: see :func:`arm`
+        action: "raise" (FailpointError), "exit" or "exit(N)" (the process dies at once), "sleep(S)" or "off"
     """
     previous = _ARMED.get(name)
     arm(name, action)

@@ -44,16 +44,16 @@ ForkChange = Callable[
 
 class RerunTable(TransactionTable):
     """`tx.table(name)` with what `branch_replay`'s steps call besides the staged writes: `commit(operation)` of
-    a recorded Append or UpdateConfig, and `uri` for their errors."""
+    a recorded Append or UpdateConfig, and `uri` for their errors.
+
+    Args:
+        tx: The re-run's catalog transaction.
+        name: The table's name on main.
+        uri: Its directory (named in errors).
+    """
 
     def __init__(self, tx: CatalogTransaction, name: str, uri: str) -> None:
-        """The re-run's changes on table `name`.
-
-        Args:
-            tx: The re-run's catalog transaction.
-            name: The table's name on main.
-            uri: Its directory (named in errors).
-        """
+        """The re-run's changes on table `name`."""
         super().__init__(tx, name)
         self.uri = uri
 

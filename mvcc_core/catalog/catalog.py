@@ -98,19 +98,18 @@ class Catalog(CatalogBranchMethods):
         with cat.transaction() as tx:
             tx.table("sales.orders").append(pa.table({"id": [1]}))
         cat.table("sales.orders").to_table()
+
+    Args:
+        root: the catalog's root uri
+        storage_options: the store options of every table under the root
+        manifest: the `__manifest` table, at its newest version (of `branch`)
+        branch: the catalog branch this object reads and writes (None: main; `Catalog.on_branch`)
     """
 
     def __init__(
         self, root: str, storage_options: Mapping[str, Any] | None, manifest: Table, branch: str | None = None
     ) -> None:
-        """A catalog object on an opened `__manifest`; use `Catalog.create` or `Catalog.open`.
-
-        Args:
-            root: the catalog's root uri
-            storage_options: the store options of every table under the root
-            manifest: the `__manifest` table, at its newest version (of `branch`)
-            branch: the catalog branch this object reads and writes (None: main; `Catalog.on_branch`)
-        """
+        """A catalog object on an opened `__manifest`; use `Catalog.create` or `Catalog.open`."""
         self.root = root
         self.branch = branch
         self.options = dict(storage_options or {})
@@ -508,7 +507,12 @@ class Catalog(CatalogBranchMethods):
         Catalog branches first: forks no catalog branch places its table on are reclaimed (`forks.reconcile`),
         and every live branch's tables stay readable (`branch_entries`).
 
-        Args: see :func:`mvcc_core.catalog.retention.cleanup`
+        Args:
+            older_than: catalog versions committed longer ago than this are removed (the newest always stays)
+            retain_versions: keep at least this many newest catalog versions (None: no such floor)
+            delete_unverified: remove dead writers' debris without waiting for the core's unverified window
+                (only when no writer is running)
+            dry_run: count what would be removed, remove nothing
         """
         if self.branch is not None:
             raise CatalogError(f"catalog {self.root}: cleanup runs on main (it covers every branch)")
@@ -575,62 +579,88 @@ class Catalog(CatalogBranchMethods):
     def create_schema(self, name: str) -> int:
         """`CatalogTransaction.create_schema` as a transaction of its own; the catalog version it published.
 
-        Args: see :meth:`CatalogTransaction.create_schema`
+        Args:
+            name: the schema's name (`names.CATALOG_SCHEMA`: ASCII letters, digits, '_' and '-')
         """
         return self._own_version(lambda tx: tx.create_schema(name))
 
     def drop_schema(self, name: str) -> int:
         """`CatalogTransaction.drop_schema` as a transaction of its own; the catalog version it published.
 
-        Args: see :meth:`CatalogTransaction.drop_schema`
+        Args:
+            name: the schema's name
         """
         return self._own_version(lambda tx: tx.drop_schema(name))
 
     def create_table(self, name: str, schema: pa.Schema) -> int:
         """`CatalogTransaction.create_table` as a transaction of its own; the catalog version it published.
 
-        Args: see :meth:`CatalogTransaction.create_table`
+        Args:
+            name: the table's name, `schema.table` or `table` (in the schema `main`)
+            schema: the table's Arrow schema
         """
         return self._own_version(lambda tx: tx.create_table(name, schema))
 
     def drop_table(self, name: str) -> int:
         """`CatalogTransaction.drop_table` as a transaction of its own; the catalog version it published.
 
-        Args: see :meth:`CatalogTransaction.drop_table`
+        Args:
+            name: the table's name, `schema.table` or `table` (in the schema `main`)
         """
         return self._own_version(lambda tx: tx.drop_table(name))
 
     def rename_table(self, name: str, new_name: str) -> int:
         """`CatalogTransaction.rename_table` as a transaction of its own; the catalog version it published.
 
-        Args: see :meth:`CatalogTransaction.rename_table`
+        Args:
+            name: the table's name, `schema.table` or `table` (in the schema `main`)
+            new_name: its new name (free of tables and views)
         """
         return self._own_version(lambda tx: tx.rename_table(name, new_name))
 
     def create_view(self, name: str, sql: str, *, or_replace: bool = False, dialect: str | None = None) -> int:
         """Store view `name` as SQL text (validated to parse as a query, never executed); one catalog version.
 
-        Args: see :meth:`CatalogTransaction.create_view`
+        Args:
+            name: the view's name, `schema.view` or `view` (in the schema `main`)
+            sql: the view's query
+            or_replace: replace an existing view of that name
+            dialect: the sqlglot dialect `sql` is parsed in (None: sqlglot's default)
         """
         return self._own_version(lambda tx: tx.create_view(name, sql, or_replace=or_replace, dialect=dialect))
 
     def rename_view(self, name: str, new_name: str) -> int:
         """`CatalogTransaction.rename_view` as a transaction of its own; the catalog version it published.
 
-        Args: see :meth:`CatalogTransaction.rename_view`
+        Args:
+            name: the view's name, `schema.view` or `view` (in the schema `main`)
+            new_name: its new name (free of tables and views)
         """
         return self._own_version(lambda tx: tx.rename_view(name, new_name))
 
     def drop_view(self, name: str) -> int:
         """`CatalogTransaction.drop_view` as a transaction of its own; the catalog version it published.
 
-        Args: see :meth:`CatalogTransaction.drop_view`
+        Args:
+            name: the view's name, `schema.view` or `view` (in the schema `main`)
         """
         return self._own_version(lambda tx: tx.drop_view(name))
 
     def compact_files(self, name: str, options: Any = None, *, executor: Any = None, **kwargs: Any) -> int | None:
         """Compact table `name` as its own catalog version (DuckLake's `ducklake_merge_adjacent_files`; see
-        `tx.table(name).compact_files`); the catalog version, or None when there was nothing to compact."""
+        `tx.table(name).compact_files`); the catalog version, or None when there was nothing to compact.
+
+        Args:
+            name: the table's name, `schema.table` or `table` (in the schema `main`)
+            options: the core's `CompactionOptions` (None: its defaults, or the fields given as keyword arguments)
+            executor: where the rewrite tasks run (None: a thread pool in this process)
+            **kwargs: `CompactionOptions` fields, or `commit_message` / `transaction_properties` of the table version
+                the Rewrite becomes
+
+        Returns:
+            The catalog version that published the compaction, or None when no fragment needed compacting (nothing is
+            published).
+        """
         with self.transaction(commit_message=f"compact {name}") as tx:
             rewritten = tx.table(name).compact_files(options, executor=executor, **kwargs)
         return tx.published_version if rewritten else None

@@ -76,7 +76,11 @@ def created_ids(manifest: pb.Manifest, chain: list[Transaction], load: Callable[
 
 def translatable(txn: Transaction) -> bool:
     """Whether a later step of a chain can be moved onto new fragment ids: it appends (names no fragment), or
-    it is a row-level change (a Delete, or an Update rewriting rows) whose references are rewritten here."""
+    it is a row-level change (a Delete, or an Update rewriting rows) whose references are rewritten here.
+
+    Args:
+        txn: a staged step of a branch's chain, after its first
+    """
     op = txn.operation
     if isinstance(op, ops.Append | ops.Delete):
         return True

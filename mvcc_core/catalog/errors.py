@@ -39,6 +39,15 @@ class CatalogConflictError(CommitConflictError):
     (or, for a table written outside the catalog, the table versions) this transaction expected and found,
     `rule` the DuckLake logical conflict that fired in DuckLake's words, `rule_code` the same as a stable
     identifier for code that reacts to one rule (`RULE_CODES`).
+
+    Args:
+        message: what happened, in words
+        object_name: the object both transactions touched
+        expected_version: the catalog (or table) version this transaction expected
+        actual_version: the one it found
+        rule: the logical conflict, in DuckLake's words
+        rule_code: the same as a stable identifier (`RULE_CODES`)
+        **kwargs: the fields of `CommitConflictError`
     """
 
     def __init__(
@@ -52,17 +61,7 @@ class CatalogConflictError(CommitConflictError):
         rule_code: str,
         **kwargs: object,
     ) -> None:
-        """A conflict on `object_name` found by the DuckLake rule `rule`.
-
-        Args:
-            message: what happened, in words
-            object_name: the object both transactions touched
-            expected_version: the catalog (or table) version this transaction expected
-            actual_version: the one it found
-            rule: the logical conflict, in DuckLake's words
-            rule_code: the same as a stable identifier (`RULE_CODES`)
-            **kwargs: the fields of `CommitConflictError`
-        """
+        """A conflict on `object_name` found by the DuckLake rule `rule`."""
         super().__init__(message, **kwargs)  # type: ignore[arg-type]
         self.object_name = object_name
         self.expected_version = expected_version

@@ -324,6 +324,8 @@ def reconcile(
         tables: Each table's main state, by directory.
         delete_unverified: Reclaim adoptable forks at once (only when no writer runs).
         dry_run: Classify only.
+        now: The clock forks are dated against the unverified window by: a callable returning an aware datetime
+            (default: the wall clock, UTC).
 
     Returns:
         The forks removed (or, with `dry_run`, to remove), as "directory@branch".

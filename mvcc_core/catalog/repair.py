@@ -15,16 +15,16 @@ from mvcc_core.catalog.services import CatalogServices, SnapshotView
 
 
 class DropInvalidEntry(CatalogTransaction):
-    """A catalog transaction whose one change is the tombstone of the invalid live row `key` (kind, name)."""
+    """A catalog transaction whose one change is the tombstone of the invalid live row `key` (kind, name).
+
+    Args:
+        catalog: The catalog (on main).
+        snapshot: The newest catalog version.
+        key: The row's (kind, name), as stored.
+    """
 
     def __init__(self, catalog: CatalogServices, snapshot: SnapshotView, key: tuple[str, str]) -> None:
-        """Drop the invalid row `key` of `snapshot`.
-
-        Args:
-            catalog: The catalog (on main).
-            snapshot: The newest catalog version.
-            key: The row's (kind, name), as stored.
-        """
+        """Drop the invalid row `key` of `snapshot`."""
         super().__init__(catalog, snapshot, commit_message=f"drop invalid {key[0]} row {key[1]!r}")
         self.key = key
 

@@ -26,11 +26,20 @@ class SnapshotView(Protocol):
     entries: dict[tuple[str, str], Entry]
 
     def object(self, name: str) -> Entry | None:
-        """Args: see :meth:`CatalogSnapshot.object`"""
+        """The live table or view called `name` (they share one namespace), or None. See :meth:`CatalogSnapshot.object`.
+
+        Args:
+            name: the object's name, `schema.name` or `name`
+        """
         ...
 
     def table(self, name: str) -> Table:
-        """Args: see :meth:`CatalogSnapshot.table`"""
+        """The table at the version this snapshot publishes (finalizing it first if its writer stopped short).
+        See :meth:`CatalogSnapshot.table`.
+
+        Args:
+            name: the table's name, `schema.table` or `table` (in the schema `main`)
+        """
         ...
 
 
@@ -44,7 +53,11 @@ class CatalogServices(Protocol):
     manifest_uri: str
 
     def manifest_table(self, version: int | datetime | None = None) -> Table:
-        """Args: see :meth:`Catalog.manifest_table`"""
+        """`__manifest` at `version` (default the newest, `latest_manifest`). See :meth:`Catalog.manifest_table`.
+
+        Args:
+            version: the catalog version (a number or a datetime; None: the newest)
+        """
         ...
 
     def latest_version(self) -> int:
@@ -52,37 +65,92 @@ class CatalogServices(Protocol):
         ...
 
     def snapshot(self, version: int | datetime | None = None) -> SnapshotView:
-        """Args: see :meth:`Catalog.snapshot`"""
+        """Every object at catalog `version` (a number or a datetime; default the newest). Writes nothing.
+        See :meth:`Catalog.snapshot`.
+
+        Args:
+            version: the catalog version (a number or a datetime; None: the newest)
+        """
         ...
 
     def remember_manifest(self, state: TableState) -> TableState:
-        """Args: see :meth:`Catalog.remember_manifest`"""
+        """Keep `state` as the newest `__manifest` version unless a newer one is kept already (a publisher knows the
+        version it committed); the newest state kept. See :meth:`Catalog.remember_manifest`.
+
+        Args:
+            state: a `__manifest` version this object read or committed
+        """
         ...
 
     def remember_rows(self, version: int, rows: list[Entry]) -> None:
-        """Args: see :meth:`Catalog.remember_rows`"""
+        """Keep the rows of catalog `version` (its publisher knows them without reading them back).
+        See :meth:`Catalog.remember_rows`.
+
+        Args:
+            version: the catalog version
+            rows: its `__manifest` rows
+        """
 
     def changes_since(self, version: int, until: int) -> list[tuple[int, list[Change]]]:
-        """Args: see :meth:`Catalog.changes_since`"""
+        """The changes of catalog versions `version + 1 .. until`, for conflict checks (read through the kept committer,
+        which has the newest versions' transactions already when this object published them).
+        See :meth:`Catalog.changes_since`.
+
+        Args:
+            version: the catalog version the caller read
+            until: the newest catalog version to include
+        """
         ...
 
     def table_uri(self, entry: Entry) -> str:
-        """Args: see :meth:`Catalog.table_uri`"""
+        """The uri of a table's directory. See :meth:`Catalog.table_uri`.
+
+        Args:
+            entry: the table's `__manifest` row
+        """
         ...
 
     def store(self, path: str = "") -> ObjectStore:
-        """Args: see :meth:`Catalog.store`"""
+        """The store of the table directory `path` (default the catalog's root), opened once per catalog object: every
+        publish finalizes each table it wrote, and opening a store each time showed up. See :meth:`Catalog.store`.
+
+        Args:
+            path: a table's directory relative to the root ('' for the root)
+        """
         ...
 
     def table_at(self, entry: Entry) -> Table:
-        """Args: see :meth:`Catalog.table_at`"""
+        """The table at the version `entry` publishes, read directly (the catalog knows the version, so no lookup of the
+        table's latest version is needed). Finalize the entry first. See :meth:`Catalog.table_at`.
+
+        Args:
+            entry: the table's `__manifest` row
+        """
         ...
 
     def remember(self, entry: Entry, state: TableState) -> None:
-        """Args: see :meth:`Catalog.remember`"""
+        """Keep `state` as the table at the version `entry` publishes (a writer knows what it published).
+        See :meth:`Catalog.remember`.
+
+        Args:
+            entry: the table's `__manifest` row
+            state: the table at the version the row publishes
+        """
 
     def finalize(self, entry: Entry, known: Mapping[str, bytes] | None = None) -> None:
-        """Args: see :meth:`Catalog.finalize`"""
+        """Roll a published table version forward: give each manifest it names its final name, in version order
+        (idempotent). `known`: the manifests' bytes, when the caller built them. See :meth:`Catalog.finalize`.
+
+        Args:
+            entry: A table's row of a published catalog version.
+            known: The bytes of the manifests `entry` names, by name (the publisher's own).
+        """
 
     def reclaim_staged(self, entries: list[Entry]) -> None:
-        """Args: see :meth:`Catalog.reclaim_staged`"""
+        """The writer's own tidy-up after finalizing: once the final manifests exist the staged ones (formats 1-3) are
+        garbage (a reader of an older catalog version finds the final name first). One batched delete.
+        See :meth:`Catalog.reclaim_staged`.
+
+        Args:
+            entries: the rows the writer just published and finalized
+        """

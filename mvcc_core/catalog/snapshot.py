@@ -22,7 +22,17 @@ if TYPE_CHECKING:
 
 
 class CatalogSnapshot:
-    """A consistent read of every object at one catalog version: each table opens at the version it publishes."""
+    """A consistent read of every object at one catalog version: each table opens at the version it publishes.
+
+    Args:
+        catalog: the catalog read
+        version: the catalog version
+        rows: every row of `__manifest` at that version
+        format_version: the format stamp of that version
+        manifest: the `__manifest` table at that version (None: not at hand)
+        problems: live rows that break a rule only the caller can check (a catalog branch's row naming
+            another table's directory: `CatalogBranchMethods.branch_row_problems`), by key, with the reason
+    """
 
     def __init__(
         self,
@@ -33,17 +43,7 @@ class CatalogSnapshot:
         manifest: Table | None = None,
         problems: Mapping[tuple[str, str], str] | None = None,
     ) -> None:
-        """The objects of catalog `version`, from the `__manifest` rows of that version.
-
-        Args:
-            catalog: the catalog read
-            version: the catalog version
-            rows: every row of `__manifest` at that version
-            format_version: the format stamp of that version
-            manifest: the `__manifest` table at that version (None: not at hand)
-            problems: live rows that break a rule only the caller can check (a catalog branch's row naming
-                another table's directory: `CatalogBranchMethods.branch_row_problems`), by key, with the reason
-        """
+        """The objects of catalog `version`, from the `__manifest` rows of that version."""
         self.catalog = catalog
         self.version = version
         self.rows = rows

@@ -101,15 +101,14 @@ class TransactionTable:
     """`tx.table(name)`: the data changes of a catalog transaction on one table (the core's staged forms).
 
     Each change reads the table as the transaction's earlier changes left it (read-your-writes).
+
+    Args:
+        tx: the catalog transaction
+        name: the table's name
     """
 
     def __init__(self, tx: TableWrites, name: str) -> None:
-        """The changes of `tx` on table `name`.
-
-        Args:
-            tx: the catalog transaction
-            name: the table's name
-        """
+        """The changes of `tx` on table `name`."""
         self._tx = tx
         self.name = qualified(name)
 
@@ -131,7 +130,9 @@ class TransactionTable:
         """Stage an append of `data` (the core's `Table.append`).
 
         Args:
-            data, **kwargs: see :meth:`mvcc_core.Table.append_uncommitted`
+            data: Rows fitting the table's schema (anything `pa.table` accepts, or a RecordBatchReader).
+            **kwargs: `Table.append_uncommitted`'s keywords: `max_rows_per_file`, `target_base`, `commit_message`,
+                `transaction_properties`
         """
         self._stage("inserted_into_table", lambda t: t.append_uncommitted(data, **kwargs))
 
@@ -139,7 +140,8 @@ class TransactionTable:
         """Stage a delete of the rows matching `predicate` (the core's `Table.delete`).
 
         Args:
-            predicate, **kwargs: see :meth:`mvcc_core.Table.delete_uncommitted`
+            predicate: the rows to delete, SQL or a pyarrow Expression
+            **kwargs: `Table.delete_uncommitted`'s keywords: `commit_message`, `transaction_properties`
         """
         replay = {"op": "delete", "where": predicate} if isinstance(predicate, str) else None
         self._stage("deleted_from_table", lambda t: t.delete_uncommitted(predicate, **kwargs), replay)
@@ -148,7 +150,10 @@ class TransactionTable:
         """Replace every row, or with `where` the rows matching it (DuckLake: a delete and an insert).
 
         Args:
-            data, where, **kwargs: see :meth:`mvcc_core.Table.overwrite_uncommitted`
+            data: The new rows.
+            where: A SQL predicate: replace only the rows matching it (every row of `data` must match it).
+            **kwargs: `Table.overwrite_uncommitted`'s keywords: `schema`, `max_rows_per_file`, `commit_message`,
+                `transaction_properties`
         """
         self._stage("overwrote_table", lambda t: t.overwrite_uncommitted(data, where=where, **kwargs))
 
@@ -181,7 +186,9 @@ class TransactionTable:
         """The core's `add_columns` (SQL expressions or all-null Arrow fields), staged.
 
         Args:
-            transforms, **kwargs: see :meth:`mvcc_core.Table.add_columns`
+            transforms: SQL expressions by new column name, Arrow fields, or rows of the new columns.
+            **kwargs: `Table.add_columns_uncommitted`'s keywords: `reader_schema`, `commit_message`,
+                `transaction_properties`
         """
         self._stage("altered_table", lambda t: t.add_columns_uncommitted(transforms, **kwargs))
 
@@ -189,7 +196,8 @@ class TransactionTable:
         """The core's `drop_columns`, staged (metadata only).
 
         Args:
-            columns, **kwargs: see :meth:`mvcc_core.Table.drop_columns`
+            columns: the columns, or `a.b` struct fields, to drop
+            **kwargs: `Table.drop_columns_uncommitted`'s keywords: `commit_message`, `transaction_properties`
         """
         self._stage("altered_table", lambda t: t.drop_columns_uncommitted(columns, **kwargs))
 
@@ -197,7 +205,8 @@ class TransactionTable:
         """The core's `alter_columns` (rename, make nullable), staged (metadata only).
 
         Args:
-            *alterations, **kwargs: see :meth:`mvcc_core.Table.alter_columns`
+            *alterations: pylance's alteration dicts (`path` and any of `name`, `nullable`, `data_type`).
+            **kwargs: `Table.alter_columns_uncommitted`'s keywords: `commit_message`, `transaction_properties`
         """
         self._stage("altered_table", lambda t: t.alter_columns_uncommitted(*alterations, **kwargs))
 
@@ -247,6 +256,7 @@ class TransactionTable:
         """The rows as this transaction leaves the table so far (read-your-writes).
 
         Args:
-            **kwargs: see :meth:`mvcc_core.Table.to_table`
+            **kwargs: `Table.to_table`'s arguments: `columns`, `filter`, `limit`, `offset`, `with_row_address`,
+                `with_row_id`
         """
         return Table.from_state(self._tx.write_for(self.name).state).to_table(**kwargs)

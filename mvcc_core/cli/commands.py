@@ -371,7 +371,13 @@ def write_rows(batches: Iterator[Any], schema: Any, fmt: str, output: str | None
 
 @cli.command()
 @uri_and_storage
-@click.option("--target-rows-per-fragment", type=click.IntRange(min=1), default=1_048_576, show_default=True)
+@click.option(
+    "--target-rows-per-fragment",
+    type=click.IntRange(min=1),
+    default=1_048_576,
+    show_default=True,
+    help="Fragments with fewer live rows are merged with their neighbours, up to this many rows.",
+)
 @click.option(
     "--materialize-deletions-threshold",
     type=click.FloatRange(0.0, 1.0),

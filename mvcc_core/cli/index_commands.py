@@ -32,7 +32,14 @@ def index() -> None:
 @index.command("create")
 @uri_and_storage
 @click.argument("column")
-@click.option("--type", "index_type", type=click.Choice(["BTREE", "BITMAP"], case_sensitive=False), default="BTREE")
+@click.option(
+    "--type",
+    "index_type",
+    type=click.Choice(["BTREE", "BITMAP"], case_sensitive=False),
+    default="BTREE",
+    show_default=True,
+    help="The index kind: BTREE (the values sorted, with row addresses) or BITMAP (row addresses per distinct value).",
+)
 @click.option("--name", help="The index name (default: COLUMN_idx); an index of that name is replaced.")
 def index_create(uri: str, storage_option: tuple[str, ...], column: str, index_type: str, name: str | None) -> None:
     """Build a BTREE or BITMAP index on COLUMN over every fragment.

@@ -93,12 +93,20 @@ def validate_branch_name(name: str) -> None:
 
 
 def ref_path(name: str) -> str:
-    """The ref file of branch `name`, relative to the table root."""
+    """The ref file of branch `name`, relative to the table root.
+
+    Args:
+        name: the branch's name (checked by the caller: `validate_branch_name`)
+    """
     return f"{BRANCHES_DIR}/{name}.json"
 
 
 def tree_prefix(name: str) -> str:
-    """The directory of branch `name`'s manifests and transactions, relative to the table root."""
+    """The directory of branch `name`'s manifests and transactions, relative to the table root.
+
+    Args:
+        name: the branch's name (checked by the caller: `validate_branch_name`)
+    """
     return f"{TREE_DIR}/{name}"
 
 
@@ -336,6 +344,16 @@ class BranchStore(ObjectStore):
 
     Listings return paths as the root store would name them from the branch (`_versions/...`), so code
     written for one store (the commit loop, retention) runs unchanged on a branch.
+
+    Args:
+        uri: the table's root (main's), as `ObjectStore` takes it
+        storage_options: the store's options, as `ObjectStore` takes them (None: none)
+        branch: the branch seen (None: the class's `branch`, set by a subclass); checked by the branch name rule, or a
+            reserved scratch name whose ref carries the scratch marker
+
+    Raises:
+        BranchError: `branch` breaks the branch name rule, or is a scratch branch's name whose ref has no scratch
+            marker (BranchNotFoundError: it has no ref).
     """
 
     def __init__(self, uri: str, storage_options: dict[str, Any] | None = None, branch: str | None = None) -> None:
@@ -366,11 +384,19 @@ class BranchStore(ObjectStore):
         return meta
 
     def list(self, prefix_rel: str = "") -> list[ObjectMeta]:
-        """See `ObjectStore.list`; a branch's `_versions/` and `_transactions/` are its tree's."""
+        """See `ObjectStore.list`; a branch's `_versions/` and `_transactions/` are its tree's.
+
+        Args:
+            prefix_rel: the directory to list as the branch names it, relative to the root ('' lists everything)
+        """
         return [self._unmapped(m) for m in super().list(prefix_rel)]
 
     def list_first(self, prefix_rel: str = "") -> ObjectMeta | None:
-        """See `ObjectStore.list_first`."""
+        """See `ObjectStore.list_first`.
+
+        Args:
+            prefix_rel: the directory searched as the branch names it, relative to the root ('' searches everything)
+        """
         found = super().list_first(prefix_rel)
         return None if found is None else self._unmapped(found)
 

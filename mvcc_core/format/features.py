@@ -61,7 +61,8 @@ def check_writer_flags(flags: int, where: str) -> None:
     `check_reader_flags` for readers).
 
     Args:
-        flags, where: the manifest's writer feature flags, and what is being written, for the message
+        flags: the manifest's writer feature flags (a bit set)
+        where: what is being written, for the message
     """
     _refuse_unknown(flags & ~KNOWN_WRITER_FLAGS, where, "writer", "write to it")
 

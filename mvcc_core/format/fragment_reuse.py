@@ -208,15 +208,15 @@ def _group_mapping(group: pb.FragReuseGroup) -> tuple[np.ndarray, np.ndarray]:
 
 
 class AddressMap:
-    """Translates row addresses through the versions of one fragment reuse index newer than an index."""
+    """Translates row addresses through the versions of one fragment reuse index newer than an index.
+
+    Args:
+        index: the fragment reuse index's metadata entry (None: the table has none)
+        since_version: the table version the index was built at
+    """
 
     def __init__(self, index: pb.IndexMetadata | None, since_version: int) -> None:
-        """The rewrite steps an index built at `since_version` has not seen yet, oldest first.
-
-        Args:
-            index: the fragment reuse index's metadata entry (None: the table has none)
-            since_version: the table version the index was built at
-        """
+        """The rewrite steps an index built at `since_version` has not seen yet, oldest first."""
         self.steps: list[tuple[set[int], np.ndarray, np.ndarray]] = []
         for version in details_of(index).versions:
             if version.dataset_version <= since_version:

@@ -198,7 +198,12 @@ def _cast_batches(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> Itera
 
 def with_missing_nullable(reader: pa.RecordBatchReader, schema: pa.Schema) -> pa.RecordBatchReader:
     """`reader` with every nullable column of `schema` it lacks added as nulls (pylance's append of a subset of
-    the columns); a missing non-nullable column is left for the schema check to name."""
+    the columns); a missing non-nullable column is left for the schema check to name.
+
+    Args:
+        reader: the rows being written
+        schema: the table's schema
+    """
     names = set(reader.schema.names)
     missing = [f for f in schema if f.name not in names and f.nullable]
     if not missing:
@@ -232,7 +237,18 @@ def data_file(name: str, field_ids: Sequence[int], size: int, *, base_id: int | 
 
 
 class FragmentWriter:
-    """Writes batches into Parquet files, a new fragment every `max_rows_per_file` rows."""
+    """Writes batches into Parquet files, a new fragment every `max_rows_per_file` rows.
+
+    Args:
+        store: the store the data files are written to (the table's, or a base path's)
+        fields: the table's fields (the manifest's schema)
+        schema: the table's Arrow schema, which every batch must fit
+        max_rows_per_file: rows at most in one data file (a fragment); more rows start a new one
+        base: the base path the files are written under (None: the table's root)
+        file_prefix: data file names start with it (see `naming.new_data_file_name`)
+        check: runs on every batch before it is written (a partition-scoped overwrite's predicate); its error aborts
+            the write, with every file written so far removed
+    """
 
     def __init__(
         self,
@@ -247,16 +263,6 @@ class FragmentWriter:
         """`file_prefix`: data file names start with it (see `naming.new_data_file_name`). `check(batch)`
         runs on every batch before it is written (a partition-scoped overwrite's predicate); its error
         aborts the write, with every file written so far removed.
-
-        Args:
-            store: the store the data files are written to (the table's, or a base path's)
-            fields: the table's fields (the manifest's schema)
-            schema: the table's Arrow schema, which every batch must fit
-            max_rows_per_file: rows at most in one data file (a fragment); more rows start a new one
-            base: the base path the files are written under (None: the table's root)
-            file_prefix: data file names start with it (see `naming.new_data_file_name`)
-            check: runs on every batch before it is written (a partition-scoped overwrite's predicate); its error aborts
-                the write, with every file written so far removed
         """
         new_data_file_name(file_prefix)  # a bad prefix fails before anything is written
         if max_rows_per_file <= 0:
@@ -402,7 +408,14 @@ def write_fragments_from_reader(
 
     Args:
         reader: the rows to write
-        store, fields, schema, max_rows_per_file, base, file_prefix, check: see :class:`FragmentWriter`
+        store: the store the data files are written to (the table's, or a base path's)
+        fields: the table's fields (the manifest's schema)
+        schema: the table's Arrow schema, which every batch must fit
+        max_rows_per_file: rows at most in one data file (a fragment); more rows start a new one
+        base: the base path the files are written under (None: the table's root)
+        file_prefix: data file names start with it (see `naming.new_data_file_name`)
+        check: runs on every batch before it is written (a partition-scoped overwrite's predicate); its error aborts
+            the write, with every file written so far removed
     """
     schema_mod.conform(reader.schema.empty_table(), schema)  # fail before writing a byte
     writer = FragmentWriter(store, fields, schema, max_rows_per_file, base, file_prefix=file_prefix, check=check)

@@ -174,7 +174,12 @@ def deletion_file_path(fragment_id: int, read_version: int, file_id: int) -> str
 
 
 def packed_deletion_file_path(read_version: int, file_id: int) -> str:
-    """The path of a packed deletion file: the vectors of several fragments, written by one commit."""
+    """The path of a packed deletion file: the vectors of several fragments, written by one commit.
+
+    Args:
+        read_version: the version its writer read
+        file_id: its random id
+    """
     return f"{DELETIONS_DIR}/{read_version}-{file_id}.bin"
 
 

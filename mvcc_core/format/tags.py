@@ -106,6 +106,12 @@ class Tags:
     Tags are one namespace for the whole table; a tag of a branch's version records the branch (pylance's
     "branch" key). `branch` is the branch of the handle (its plain version numbers are that branch's);
     `branch_version_exists(branch, version)` checks a `(branch, version)` reference.
+
+    Args:
+        store: the table's store (its root)
+        version_exists: tells whether the handle's branch has a version (a tag may only name an existing one)
+        branch: the handle's branch (None: main); plain version numbers are that branch's
+        branch_version_exists: tells whether `(branch, version)` exists, for tags naming another branch
     """
 
     def __init__(
@@ -116,14 +122,7 @@ class Tags:
         branch: str | None = None,
         branch_version_exists: Callable[[str | None, int], bool] | None = None,
     ) -> None:
-        """The tags of one table, seen from one branch.
-
-        Args:
-            store: the table's store (its root)
-            version_exists: tells whether the handle's branch has a version (a tag may only name an existing one)
-            branch: the handle's branch (None: main); plain version numbers are that branch's
-            branch_version_exists: tells whether `(branch, version)` exists, for tags naming another branch
-        """
+        """The tags of one table, seen from one branch."""
         self._store = store
         self._version_exists = version_exists
         self._branch = branch

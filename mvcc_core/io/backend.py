@@ -104,17 +104,17 @@ def wrappable_errors() -> tuple[type[BaseException], ...]:
 
 
 class Backend:
-    """Raw operations on full paths; ObjectStore turns their exceptions into the mvcc error contract."""
+    """Raw operations on full paths; ObjectStore turns their exceptions into the mvcc error contract.
+
+    Args:
+        fs: the fsspec filesystem
+        root: the store's root as `fs` names it
+    """
 
     atomic = False
 
     def __init__(self, fs: fsspec.AbstractFileSystem, root: str) -> None:
-        """A backend on `fs` below `root`.
-
-        Args:
-            fs: the fsspec filesystem
-            root: the store's root as `fs` names it
-        """
+        """A backend on `fs` below `root`."""
         self.fs = fs
         self.root = root
 
@@ -137,28 +137,34 @@ class Backend:
     def sync(self, rel: str) -> None:
         """Make a file written outside this backend (by pyarrow) durable; object stores are on ack.
 
-        Args: see :meth:`ObjectStore.sync`
+        Args:
+            rel: the object's path relative to the store's root
         """
 
     # --- generic fsspec implementations -------------------------------------------------------------
     def get(self, rel: str) -> bytes:
         """`ObjectStore.get` on a checked path; the filesystem's own errors propagate.
 
-        Args: see :meth:`ObjectStore.get`
+        Args:
+            rel: the object's path relative to the store's root
         """
         return self.fs.cat_file(self.full(rel))
 
     def get_range(self, rel: str, start: int, end: int) -> bytes:
         """`ObjectStore.get_range` on a checked path; the filesystem's own errors propagate.
 
-        Args: see :meth:`ObjectStore.get_range`
+        Args:
+            rel: the object's path relative to the store's root
+            start: the first byte wanted
+            end: the byte after the last one wanted
         """
         return self.fs.cat_file(self.full(rel), start=start, end=end)
 
     def head(self, rel: str) -> ObjectMeta:
         """`ObjectStore.head` on a checked path; the filesystem's own errors propagate.
 
-        Args: see :meth:`ObjectStore.head`
+        Args:
+            rel: the object's path relative to the store's root
         """
         info = self.fs.info(self.full(rel))
         if info.get("type") != "file":
@@ -168,42 +174,55 @@ class Backend:
     def put(self, rel: str, data: bytes) -> None:
         """`ObjectStore.put` on a checked path; the filesystem's own errors propagate.
 
-        Args: see :meth:`ObjectStore.put`
+        Args:
+            rel: the object's path relative to the store's root
+            data: the object's bytes
         """
         self.fs.pipe_file(self.full(rel), data)
 
     def put_if_not_exists(self, rel: str, data: bytes) -> bool:
         """`ObjectStore.put_if_not_exists` on a checked path; the filesystem's own errors propagate.
 
-        Args: see :meth:`ObjectStore.put_if_not_exists`
+        Args:
+            rel: the object's path relative to the store's root
+            data: the object's bytes
         """
         raise NotImplementedError
 
     def put_new(self, rel: str, data: bytes) -> None:
         """`ObjectStore.put_new` on a checked path; the filesystem's own errors propagate.
 
-        Args: see :meth:`ObjectStore.put_new`
+        Args:
+            rel: the new object's path (a fresh, random name) relative to the root
+            data: the object's bytes
         """
         self.put(rel, data)
 
     def rename_if_not_exists(self, src: str, dst: str) -> bool:
         """`ObjectStore.rename_if_not_exists` on a checked path; the filesystem's own errors propagate.
 
-        Args: see :meth:`ObjectStore.rename_if_not_exists`
+        Args:
+            src: the object to move, relative to the root
+            dst: its new path, which must be free
         """
         raise NotImplementedError
 
     def copy_if_not_exists(self, src: str, dst: str, data: bytes | None) -> bool:
         """`ObjectStore.copy_if_not_exists` on a checked path; the filesystem's own errors propagate.
 
-        Args: see :meth:`ObjectStore.copy_if_not_exists`
+        Args:
+            src: the object to copy, relative to the root
+            dst: the path to create, which must be free
+            data: `src`'s bytes when the caller has them (spares a read)
         """
         return self.put_if_not_exists(dst, self.get(src) if data is None else data)
 
     def copy(self, src: str, dst: str) -> None:
         """`ObjectStore.copy` on a checked path; the filesystem's own errors propagate.
 
-        Args: see :meth:`ObjectStore.copy`
+        Args:
+            src: the object to copy, relative to the root
+            dst: the path written (an object there is replaced)
         """
         if not self.fs.isfile(self.full(src)):
             raise FileNotFoundError(src)
@@ -212,7 +231,8 @@ class Backend:
     def list(self, prefix: str) -> list[ObjectMeta]:
         """`ObjectStore.list` on a checked path; the filesystem's own errors propagate.
 
-        Args: see :meth:`ObjectStore.list`
+        Args:
+            prefix: the directory to list, relative to the root ('' lists everything)
         """
         base = self.full(prefix)
         try:
@@ -233,7 +253,8 @@ class Backend:
     def list_first(self, prefix: str) -> ObjectMeta | None:
         """`ObjectStore.list_first` on a checked path; the filesystem's own errors propagate.
 
-        Args: see :meth:`ObjectStore.list_first`
+        Args:
+            prefix: the directory searched, relative to the root ('' searches everything)
         """
         found = self.list(prefix)
         return found[0] if found else None
@@ -241,7 +262,8 @@ class Backend:
     def delete_many(self, rels: list[str]) -> None:
         """`ObjectStore.delete_many` on a checked path; the filesystem's own errors propagate.
 
-        Args: see :meth:`ObjectStore.delete_many`
+        Args:
+            rels: the paths of the objects to delete, relative to the root
         """
         for rel in rels:
             with contextlib.suppress(FileNotFoundError):

@@ -28,22 +28,26 @@ class LocalBackend(Backend):
     object_store's `LocalFileSystem::with_fsync(true)`; off by default like it and delta-rs. Commits are
     atomic either way (a manifest appears by link, whole), and a killed process loses nothing it was
     told was committed; only an OS crash or power cut can lose recent versions without it.
+
+    Args:
+        fs: the local fsspec filesystem
+        root: the directory
+        fsync: make every write durable (fsync the file and its directory) before it returns
     """
 
     atomic = True
 
     def __init__(self, fs: fsspec.AbstractFileSystem, root: str, fsync: bool = False) -> None:
-        """A backend on a local directory.
-
-        Args:
-            fs: the local fsspec filesystem
-            root: the directory
-            fsync: make every write durable (fsync the file and its directory) before it returns
-        """
+        """A backend on a local directory."""
         super().__init__(fs, root)
         self.fsync = fsync
 
     def sync(self, rel: str) -> None:
+        """fsync the file and its directory (nothing when the backend was opened without fsync).
+
+        Args:
+            rel: the object's path relative to the store's root
+        """
         if not self.fsync:
             return
         full = self.full(rel)
@@ -55,14 +59,29 @@ class LocalBackend(Backend):
         _fsync_dir(os.path.dirname(full))
 
     def full(self, rel: str) -> str:
+        """The absolute local path of `rel` (the root itself for '').
+
+        Args:
+            rel: the object's path relative to the backend's root
+        """
         if not rel:
             return self.root
         return f"{self.root.rstrip('/')}/{rel}"
 
     def rel_of(self, full: str) -> str:
+        """The path of the local file `full` relative to the root, with '/' separators.
+
+        Args:
+            full: a path as `fs` names it
+        """
         return os.path.relpath(full, self.root).replace(os.sep, "/")
 
     def get(self, rel: str) -> bytes:
+        """The whole file; a directory in the way reads as a missing file (FileNotFoundError).
+
+        Args:
+            rel: the object's path relative to the store's root
+        """
         try:
             with open(self.full(rel), "rb") as f:
                 return f.read()
@@ -70,6 +89,13 @@ class LocalBackend(Backend):
             raise FileNotFoundError(rel) from None
 
     def get_range(self, rel: str, start: int, end: int) -> bytes:
+        """Bytes `start` up to `end` of the file (fewer when the file ends first).
+
+        Args:
+            rel: the object's path relative to the store's root
+            start: the first byte wanted
+            end: the byte after the last one wanted
+        """
         try:
             with open(self.full(rel), "rb") as f:
                 f.seek(start)
@@ -78,6 +104,12 @@ class LocalBackend(Backend):
             raise FileNotFoundError(rel) from None
 
     def head(self, rel: str) -> ObjectMeta:
+        """The size and modification time of the file; anything but a regular file is a missing file
+        (FileNotFoundError).
+
+        Args:
+            rel: the object's path relative to the store's root
+        """
         try:
             st = os.stat(self.full(rel))
         except NotADirectoryError:
@@ -105,6 +137,13 @@ class LocalBackend(Backend):
         return tmp
 
     def put(self, rel: str, data: bytes) -> None:
+        """Write `data` to a temporary file beside `rel` and rename it over `rel`: readers see the old bytes or the new,
+        never part.
+
+        Args:
+            rel: the object's path relative to the store's root
+            data: the object's bytes
+        """
         final = self.full(rel)
         tmp = self._write_temp(final, data, sync=self.fsync)
         try:
@@ -117,6 +156,13 @@ class LocalBackend(Backend):
             _fsync_dir(os.path.dirname(final))
 
     def put_new(self, rel: str, data: bytes) -> None:
+        """Create `rel` with `data` in place (exclusive create, no temporary name: nothing reads the fresh name before
+        the caller publishes it).
+
+        Args:
+            rel: the new object's path (a fresh, random name) relative to the root
+            data: the object's bytes
+        """
         # Written in place (open, write, close): a temporary name and a rename would only hide a partial
         # file from readers, and no reader looks at this name before the caller publishes it.
         final = self.full(rel)
@@ -157,6 +203,16 @@ class LocalBackend(Backend):
         return True
 
     def put_if_not_exists(self, rel: str, data: bytes) -> bool:
+        """Write a temporary file and hard-link it to `rel`: the link fails when `rel` exists, so exactly one writer
+        wins.
+
+        Args:
+            rel: the object's path relative to the store's root
+            data: the object's bytes
+
+        Returns:
+            True if this call created `rel`, False if it existed.
+        """
         final = self.full(rel)
         if os.path.lexists(final):  # lost already: skip the write and fsync a loser would waste
             return False
@@ -168,6 +224,18 @@ class LocalBackend(Backend):
                 os.unlink(tmp)
 
     def rename_if_not_exists(self, src: str, dst: str) -> bool:
+        """Hard-link `src` to `dst` (failing when `dst` exists), then unlink `src`.
+
+        Args:
+            src: the object to move, relative to the root
+            dst: its new path, which must be free
+
+        Returns:
+            True if `dst` was created, False if it existed (`src` is then left as it was).
+
+        Raises:
+            FileNotFoundError: `src` is not a file.
+        """
         src_full, dst_full = self.full(src), self.full(dst)
         if not os.path.isfile(src_full):
             raise FileNotFoundError(src)
@@ -179,6 +247,20 @@ class LocalBackend(Backend):
         return True
 
     def copy_if_not_exists(self, src: str, dst: str, data: bytes | None) -> bool:
+        """One hard link from `src` to `dst` (no bytes written; `src` is complete and never rewritten); `data` is not
+        needed.
+
+        Args:
+            src: the object to copy, relative to the root
+            dst: the path to create, which must be free
+            data: `src`'s bytes when the caller has them (spares a read)
+
+        Returns:
+            True if `dst` was created, False if it existed.
+
+        Raises:
+            FileNotFoundError: `src` is not a file.
+        """
         # One hard link: no file is created and no byte written (a file creation is the dearest step of a
         # local commit); `src` is complete and never rewritten, so the shared inode is the copy.
         src_full, dst_full = self.full(src), self.full(dst)
@@ -191,6 +273,15 @@ class LocalBackend(Backend):
             return self._link(src_full, dst_full)
 
     def copy(self, src: str, dst: str) -> None:
+        """Copy `src` to a temporary file beside `dst` and rename it over `dst` (fsynced when the backend fsyncs).
+
+        Args:
+            src: the object to copy, relative to the root
+            dst: the path written (an object there is replaced)
+
+        Raises:
+            FileNotFoundError: `src` is not a file.
+        """
         import shutil
 
         src_full, dst_full = self.full(src), self.full(dst)
@@ -232,12 +323,18 @@ class LocalBackend(Backend):
                     yield ObjectMeta(rel, st.st_size, datetime.fromtimestamp(st.st_mtime, UTC))
 
     def list(self, prefix: str) -> list[ObjectMeta]:
+        """Every regular file below `prefix`, recursively, sorted by path.
+
+        Args:
+            prefix: the directory to list, relative to the root ('' lists everything)
+        """
         return sorted(self._walk(prefix), key=lambda m: m.path)
 
     def list_first(self, prefix: str) -> ObjectMeta | None:
         """The first object by name: names are sorted per directory, and only the winner is stat-ed.
 
-        Args: see :meth:`Backend.list_first`
+        Args:
+            prefix: the directory searched, relative to the root ('' searches everything)
         """
 
         def first(directory: str, rel_dir: str) -> ObjectMeta | None:
@@ -262,6 +359,12 @@ class LocalBackend(Backend):
         return first(self.full(prefix).rstrip("/"), prefix.strip("/"))
 
     def delete_many(self, rels: list[str]) -> None:
+        """Unlink each path (a missing one is skipped); many paths are unlinked on a few threads.
+
+        Args:
+            rels: the paths of the objects to delete, relative to the root
+        """
+
         def unlink_all(chunk: list[str]) -> None:
             for rel in chunk:
                 with contextlib.suppress(FileNotFoundError, NotADirectoryError):

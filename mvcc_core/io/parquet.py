@@ -56,14 +56,14 @@ def field_owners(fragment: pb.DataFragment) -> dict[int, int]:
 
 
 class LruCache:
-    """A small thread-safe LRU map; `get` returns `MISSING` for an absent key (None is a valid value)."""
+    """A small thread-safe LRU map; `get` returns `MISSING` for an absent key (None is a valid value).
+
+    Args:
+        entries: how many values it keeps before dropping the least recently used
+    """
 
     def __init__(self, entries: int) -> None:
-        """An empty cache.
-
-        Args:
-            entries: how many values it keeps before dropping the least recently used
-        """
+        """An empty cache."""
         self._entries = entries
         self._data: OrderedDict[Any, Any] = OrderedDict()
         self._lock = threading.Lock()

@@ -187,17 +187,17 @@ def shared_s3_filesystem(s3_options: dict[str, Any]) -> Any:
 
 
 class S3Backend(Backend):
-    """S3 through the s3fs client, calling the S3 API directly where one request must do (no caches)."""
+    """S3 through the s3fs client, calling the S3 API directly where one request must do (no caches).
+
+    Args:
+        fs: the s3fs filesystem (shared: `shared_s3_filesystem`)
+        bucket: the bucket
+        prefix: the store's root inside it ('' for the bucket's root)
+        conditional_put: the endpoint honours `If-None-Match: *`, so commits are atomic
+    """
 
     def __init__(self, fs: fsspec.AbstractFileSystem, bucket: str, prefix: str, conditional_put: bool) -> None:
-        """A backend on `s3://bucket/prefix`.
-
-        Args:
-            fs: the s3fs filesystem (shared: `shared_s3_filesystem`)
-            bucket: the bucket
-            prefix: the store's root inside it ('' for the bucket's root)
-            conditional_put: the endpoint honours `If-None-Match: *`, so commits are atomic
-        """
+        """A backend on `s3://bucket/prefix`."""
         super().__init__(fs, f"{bucket}/{prefix}" if prefix else bucket)
         self.bucket = bucket
         self.prefix = prefix
@@ -240,6 +240,11 @@ class S3Backend(Backend):
         return sync(self.fs.loop, self.fs._call_s3, method, **kwargs)
 
     def get(self, rel: str) -> bytes:
+        """The whole object in one GetObject (no HeadObject first: the objects read whole are small).
+
+        Args:
+            rel: the object's path relative to the store's root
+        """
         # One GetObject. s3fs's default (`max_concurrency` > 1) first asks for the size (a HeadObject) to
         # split a large object into concurrent ranged reads; the objects read whole here are manifests,
         # transaction and deletion files (data files go through pyarrow), for which that doubles the
@@ -247,6 +252,16 @@ class S3Backend(Backend):
         return self.fs.cat_file(self.full(rel), max_concurrency=1)
 
     def get_range(self, rel: str, start: int, end: int) -> bytes:
+        """Bytes `start` up to `end` of the object (a ranged GetObject); a range past its end is empty.
+
+        Args:
+            rel: the object's path relative to the store's root
+            start: the first byte wanted
+            end: the byte after the last one wanted
+
+        Raises:
+            FileNotFoundError: there is no object at `rel`.
+        """
         try:
             return self.fs.cat_file(self.full(rel), start=start, end=end)
         except OSError as exc:
@@ -257,16 +272,45 @@ class S3Backend(Backend):
             raise
 
     def head(self, rel: str) -> ObjectMeta:
+        """The size and LastModified of the object (one HeadObject).
+
+        Args:
+            rel: the object's path relative to the store's root
+
+        Raises:
+            FileNotFoundError: `rel` is empty or there is no object at it.
+        """
         if not rel:
             raise FileNotFoundError(rel)
         resp = self.call("head_object", Bucket=self.bucket, Key=self.key(rel))
         return ObjectMeta(rel, int(resp.get("ContentLength", 0)), to_datetime(resp.get("LastModified")))
 
     def put(self, rel: str, data: bytes) -> None:
+        """One PutObject (or multipart upload) of `data`: visible at once, never half-written.
+
+        Args:
+            rel: the object's path relative to the store's root
+            data: the object's bytes
+        """
         # A single PutObject (or a completed multipart upload) becomes visible at once, never half-written.
         self.fs.pipe_file(self.full(rel), bytes(data))
 
     def put_if_not_exists(self, rel: str, data: bytes) -> bool:
+        """One conditional PutObject (`If-None-Match: *`); a 412 or 409 answer means the key was taken. If a PUT
+        succeeds but its answer is lost, the retry sees 412 and this reports False although the object is ours: a
+        commit loop checks the winning manifest for its own transaction.
+
+        Args:
+            rel: the object's path relative to the store's root
+            data: the object's bytes
+
+        Returns:
+            True if this call created the object, False if the key existed.
+
+        Raises:
+            CommitNotSupportedError: the endpoint does not implement conditional PUT (use `conditional_put='false'` and
+                an external manifest store).
+        """
         # Caveat shared by every S3 client: if a PUT succeeds but its answer is lost, the automatic retry
         # gets a 412 and we report False although the object is ours. A commit loop that sees False should
         # therefore check whether the winning manifest names its own transaction file before retrying.
@@ -292,6 +336,15 @@ class S3Backend(Backend):
         return True
 
     def rename_if_not_exists(self, src: str, dst: str) -> bool:
+        """S3 has no rename: a conditional put of `src`'s bytes to `dst`, then `src` is deleted if it won.
+
+        Args:
+            src: the object to move, relative to the root
+            dst: its new path, which must be free
+
+        Returns:
+            True if `dst` was created, False if it existed.
+        """
         # S3 has no rename: copy the bytes with a conditional PUT, then drop the source if we won.
         if not self.put_if_not_exists(dst, self.get(src)):
             return False
@@ -299,6 +352,12 @@ class S3Backend(Backend):
         return True
 
     def copy(self, src: str, dst: str) -> None:
+        """One CopyObject (a multipart copy above 5 GB), replacing `dst`.
+
+        Args:
+            src: the object to copy, relative to the root
+            dst: the path written (an object there is replaced)
+        """
         self.fs.cp_file(self.full(src), self.full(dst))  # CopyObject (multipart copy for > 5 GB)
         self.fs.invalidate_cache(self.full(dst))
 
@@ -317,6 +376,11 @@ class S3Backend(Backend):
             yield ObjectMeta(self.rel_of_key(key), int(obj.get("Size", 0)), to_datetime(obj.get("LastModified")))
 
     def list(self, prefix: str) -> list[ObjectMeta]:
+        """Every object below `prefix` (ListObjectsV2, following continuation tokens), sorted by path.
+
+        Args:
+            prefix: the directory to list, relative to the root ('' lists everything)
+        """
         out: list[ObjectMeta] = []
         kwargs: dict[str, Any] = {"Prefix": self.dir_prefix(prefix)}
         while True:
@@ -330,6 +394,11 @@ class S3Backend(Backend):
         return out
 
     def list_first(self, prefix: str) -> ObjectMeta | None:
+        """The first object below `prefix` in key order (ListObjectsV2 with MaxKeys=1, skipping directory markers).
+
+        Args:
+            prefix: the directory searched, relative to the root ('' searches everything)
+        """
         # One ListObjectsV2 with MaxKeys=1: S3 lists in key order, so this is "latest" for V2 manifests.
         kwargs: dict[str, Any] = {"Prefix": self.dir_prefix(prefix), "MaxKeys": 1}
         while True:
@@ -343,6 +412,14 @@ class S3Backend(Backend):
             kwargs["StartAfter"] = contents[-1]["Key"]  # skip a directory marker
 
     def delete_many(self, rels: list[str]) -> None:
+        """Delete the objects in DeleteObjects batches; a key already gone is not an error.
+
+        Args:
+            rels: the paths of the objects to delete, relative to the root
+
+        Raises:
+            StorageError: S3 refused to delete some object (the first is named).
+        """
         keys = [self.key(rel) for rel in rels if rel]
         for i in range(0, len(keys), _S3_DELETE_BATCH):
             batch = keys[i : i + _S3_DELETE_BATCH]

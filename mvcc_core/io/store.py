@@ -61,6 +61,13 @@ class ObjectStore:
 
     Construct with a uri (plain path, ``file://``, ``memory://``, ``s3://`` or another fsspec protocol) and
     storage options (for S3 also Lance/object_store style keys such as ``aws_endpoint``).
+
+    Args:
+        uri: the root (`s3://bucket/path`, `file:///path` or a local path, `memory://name`)
+        storage_options: backend options such as credentials, endpoint or `fsync`
+
+    Raises:
+        StorageError: the uri is empty or its scheme or options are not supported
     """
 
     uri: str
@@ -68,15 +75,7 @@ class ObjectStore:
     fs: fsspec.AbstractFileSystem
 
     def __init__(self, uri: str, storage_options: dict[str, Any] | None = None) -> None:
-        """A store rooted at `uri`.
-
-        Args:
-            uri: the root (`s3://bucket/path`, `file:///path` or a local path, `memory://name`)
-            storage_options: backend options such as credentials, endpoint or `fsync`
-
-        Raises:
-            StorageError: the uri is empty or its scheme or options are not supported
-        """
+        """A store rooted at `uri`."""
         self._init_args = (uri, dict(storage_options or {}))
         self._pid = os.getpid()
         self._arrow_fs: pyarrow.fs.FileSystem | None = None

@@ -92,7 +92,9 @@ class CompactionTask:
         `state`: the plan's `CompactionPlan.state` (picklable: send it with the task to any executor), or
         the table's uri (with `storage_options`) to open it here.
 
-        Args: see :func:`mvcc_core.txn.task_state.task_state`
+        Args:
+            state: the plan's `TableState` (picklable: sent with the task to any executor), or the table's uri
+            storage_options: options to open the uri with (ignored with a state)
         """
         state = task_state(state, self.read_version, storage_options)
         old = [pb.DataFragment.FromString(f) for f in self.fragments]

@@ -53,10 +53,13 @@ class Optimize:
             executor: where the rewrite tasks run: anything with `map(fn, tasks)` (a thread or process pool,
                 `mvcc_core.spark`'s executor); default: a thread pool in this process.
             progress: `progress(done, total)` after each task.
-            max_rows_per_task / max_bytes_per_task: bounds on the fragments one task reads.
+            max_rows_per_task: the most rows of the fragments one task reads (None: `target_rows_per_fragment`).
+            max_bytes_per_task: the most on-disk bytes of the fragments one task reads (None: no bound).
             defer_index_remap: keep indices covering the moved rows through a fragment reuse index.
             num_threads: pylance's option: how many threads of this process run the rewrite tasks (the default
                 executor's pool size; not with `executor`).
+            commit_message: the message stored with the Rewrite's transaction (None: no message).
+            transaction_properties: properties stored with it (a dict of str to str).
 
         Returns the metrics (`version` is the Rewrite's, None when nothing needed rewriting). The handle moves
         to the Rewrite's version. Raises RetryableConflictError when a concurrent delete or update touched a

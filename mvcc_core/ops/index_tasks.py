@@ -41,7 +41,9 @@ class IndexBuildTask:
         """Read the column of the task's fragments and write it as a part; `state`: the table (a picklable
         `TableState`), or its uri with `storage_options`.
 
-        Args: see :func:`mvcc_core.txn.task_state.task_state`
+        Args:
+            state: the plan's `TableState` (picklable: sent with the task to any executor), or the table's uri
+            storage_options: options to open the uri with (ignored with a state)
         """
         state = task_state(state, self.read_version, storage_options)
         fragments = [pb.DataFragment.FromString(f) for f in self.fragments]

@@ -85,6 +85,14 @@ class MergeInsertBuilder:
 
     Built by `Table.merge_insert(on)` with the handle's state and the handle's commit, so that `execute`
     commits through the handle and moves it.
+
+    Args:
+        state: the table version the upsert reads
+        on: the key column(s)
+        commit: commits the Update with a retry count (None: the state's own commit)
+
+    Raises:
+        SchemaError: no key column is given
     """
 
     def __init__(
@@ -93,16 +101,7 @@ class MergeInsertBuilder:
         on: str | Sequence[str],
         commit: Callable[[Transaction, int], Any] | None = None,
     ) -> None:
-        """An upsert into the table at `state`, matching rows on the key columns `on`.
-
-        Args:
-            state: the table version the upsert reads
-            on: the key column(s)
-            commit: commits the Update with a retry count (None: the state's own commit)
-
-        Raises:
-            SchemaError: no key column is given
-        """
+        """An upsert into the table at `state`, matching rows on the key columns `on`."""
         self._state = state
         self._commit = commit or (lambda txn, retries: state.commit(txn, max_retries=retries))
         self._on = [on] if isinstance(on, str) else list(on)
@@ -142,14 +141,34 @@ class MergeInsertBuilder:
         return self
 
     def use_index(self, use_index: bool) -> MergeInsertBuilder:
-        """pylance's `use_index`: accepted; mvcc asks a key index whenever one covers the key (a bool only)."""
+        """pylance's `use_index`: accepted; mvcc asks a key index whenever one covers the key (a bool only).
+
+        Args:
+            use_index: pylance's flag (a bool; either value leaves the choice of index to mvcc)
+
+        Returns:
+            This builder.
+
+        Raises:
+            TypeError: `use_index` is not a bool.
+        """
         if not isinstance(use_index, bool):
             raise TypeError(f"use_index must be a bool, got {type(use_index).__name__}")
         return self
 
     def conflict_retries(self, max_retries: int) -> MergeInsertBuilder:
         """pylance's `conflict_retries`: how many times `execute` retries a lost race for the manifest name (its
-        `max_retries`, unless `execute(max_retries=)` says otherwise)."""
+        `max_retries`, unless `execute(max_retries=)` says otherwise).
+
+        Args:
+            max_retries: how many lost races to retry (a non-negative int)
+
+        Returns:
+            This builder.
+
+        Raises:
+            ValueError: `max_retries` is not a non-negative int.
+        """
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ValueError(f"conflict_retries must be a non-negative int, got {max_retries!r}")
         self._max_retries = max_retries
@@ -157,7 +176,17 @@ class MergeInsertBuilder:
 
     def retry_timeout(self, timeout: timedelta) -> MergeInsertBuilder:
         """pylance's `retry_timeout`: accepted (a timedelta); mvcc retries lost races `max_retries` times and
-        raises a conflict for the caller to re-run, with no time budget."""
+        raises a conflict for the caller to re-run, with no time budget.
+
+        Args:
+            timeout: pylance's time budget for retries (a timedelta; accepted and unused)
+
+        Returns:
+            This builder.
+
+        Raises:
+            TypeError: `timeout` is not a timedelta.
+        """
         if not isinstance(timeout, timedelta):
             raise TypeError(f"retry_timeout must be a timedelta, got {type(timeout).__name__}")
         return self
@@ -184,9 +213,11 @@ class MergeInsertBuilder:
 
         Args:
             data: the source rows (any form `write_dataset` accepts)
+            schema: the schema of `data` when it is an iterator of batches (pylance's `execute(data, schema=)`)
             commit_message: the message stored with the transaction
             transaction_properties: properties stored with the transaction (a dict of str to str)
-            max_retries: how many lost commit races to retry before giving up
+            max_retries: how many lost commit races to retry before giving up (None: the builder's, set by
+                `conflict_retries`, else the default)
         """
         txn, stats = self.execute_uncommitted(
             data, schema=schema, commit_message=commit_message, transaction_properties=transaction_properties

@@ -138,6 +138,18 @@ def plan_add_columns_from_rows(store: ObjectStore, manifest: pb.Manifest, rows: 
 
     Rows are matched by position, so a table with deleted rows is refused (use `merge(data, key)`), and so is
     data with another number of rows than the table's.
+
+    Args:
+        store: the table's store, where the new columns' data files are written
+        manifest: the version the operation reads
+        rows: the new columns' values, one row per live row of the table in table order
+
+    Returns:
+        The plan: the Merge and the data files it wrote.
+
+    Raises:
+        SchemaError: the table has deleted rows, a new column's name is taken, or `rows` has another number of rows than
+            the table.
     """
     schema = schema_mod.manifest_schema(manifest)
     if any(f.HasField("deletion_file") for f in manifest.fragments):
@@ -279,6 +291,7 @@ def plan_alter_columns(
     would change a value (SchemaError naming the first such value; nothing is written).
 
     Args:
+        store: the table's store, where a type change writes its new data files
         manifest: the version the operation reads
         alterations: pylance's dicts: `path`, and any of `name`, `nullable`, `data_type`
     """

@@ -398,8 +398,11 @@ def commit_first_write(
         schema: The schema they were written with.
         mode: "create", "append" or "overwrite".
         where: The partition predicate of an "overwrite".
-        naming, commit_message, transaction_properties, max_retries, enable_stable_row_ids: See
-            `write_new_table`.
+        naming: The manifest naming scheme of the new table.
+        commit_message: The message stored with the transaction.
+        transaction_properties: Properties stored with the transaction (checked).
+        max_retries: How many times a lost race is retried.
+        enable_stable_row_ids: Give every row a stable id.
 
     Returns:
         The state of the version committed.

@@ -112,15 +112,15 @@ _SET_LOOKUP_SKIP_NULLS = 1  # SetLookupOptions.null_matching_behavior: MATCH 0, 
 
 
 class ExpressionTree:
-    """An Expression's tokens, literal columns and parsed tree (see above)."""
+    """An Expression's tokens, literal columns and parsed tree (see above).
+
+    Args:
+        tokens: the serialization's metadata (key, value) pairs, in order
+        batch: its one row of literal values
+    """
 
     def __init__(self, tokens: list[tuple[str, str]], batch: pa.RecordBatch) -> None:
-        """Parse the tokens of a serialized Expression into a tree.
-
-        Args:
-            tokens: the serialization's metadata (key, value) pairs, in order
-            batch: its one row of literal values
-        """
+        """Parse the tokens of a serialized Expression into a tree."""
         self.tokens = tokens
         self.batch = batch
         root, end = self._parse(0)

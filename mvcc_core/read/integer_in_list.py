@@ -17,14 +17,15 @@ MAX_SPAN = 1 << 24
 
 
 class IntegerInList:
-    """`column IN (values)` over a signed integer column as a table of one bool per value of the list's span."""
+    """`column IN (values)` over a signed integer column as a table of one bool per value of the list's span.
+
+    Args:
+        column: the physical column the filter reads
+        values: the list's values (int64, sorted, no NULL)
+    """
 
     def __init__(self, column: str, values: np.ndarray) -> None:
-        """
-        Args:
-            column: the physical column the filter reads
-            values: the list's values (int64, sorted, no NULL)
-        """
+        """"""
         self.column = column
         self._low = int(values[0])
         span = int(values[-1]) - self._low + 1

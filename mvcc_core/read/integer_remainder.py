@@ -26,16 +26,17 @@ _COMPARISONS: dict[str, Callable[[np.ndarray, np.int64], np.ndarray]] = {
 
 
 class IntegerRemainder:
-    """`column % divisor <op> value` over a signed integer column, with SQL's remainder (the dividend's sign)."""
+    """`column % divisor <op> value` over a signed integer column, with SQL's remainder (the dividend's sign).
+
+    Args:
+        column: the physical column the filter reads
+        divisor: the constant divisor, above 0
+        compare: the comparison's numpy function
+        value: the constant the remainder is compared with
+    """
 
     def __init__(self, column: str, divisor: int, compare: Callable[[np.ndarray, np.int64], np.ndarray], value: int):
-        """
-        Args:
-            column: the physical column the filter reads
-            divisor: the constant divisor, above 0
-            compare: the comparison's numpy function
-            value: the constant the remainder is compared with
-        """
+        """"""
         self.column = column
         self._divisor = np.int64(divisor)
         self._compare = compare

@@ -118,7 +118,20 @@ class ScanPlan:
 
 
 class Scan(RowAddressReads, IndexedReads):
-    """One read of one version. Build it, then iterate `to_batches()` or call `to_table()`."""
+    """One read of one version. Build it, then iterate `to_batches()` or call `to_table()`.
+
+    Args:
+        store: the table's store
+        manifest: the version to read
+        columns: table column names, or (pylance's shape) a dict of output column name -> SQL expression over the
+            table's columns (`{"total": "price * qty", "id": "id"}`), evaluated per batch; None: every column
+        filter: rows to keep, as SQL or an Arrow Expression (None: every row)
+        with_row_address: add the `_rowaddr` column (fragment id << 32 | offset)
+        batch_size: rows at most per output batch
+        fragments: read only these fragments (None: the version's all)
+        with_row_id: add the `_rowid` column (stable row ids where the table keeps them)
+        use_index: let a scalar index answer part of the filter
+    """
 
     def __init__(
         self,
@@ -132,20 +145,7 @@ class Scan(RowAddressReads, IndexedReads):
         with_row_id: bool = False,
         use_index: bool = True,
     ) -> None:
-        """A read of `manifest`'s version; nothing is read before `to_batches()` or `to_table()`.
-
-        Args:
-            store: the table's store
-            manifest: the version to read
-            columns: table column names, or (pylance's shape) a dict of output column name -> SQL expression over the
-                table's columns (`{"total": "price * qty", "id": "id"}`), evaluated per batch; None: every column
-            filter: rows to keep, as SQL or an Arrow Expression (None: every row)
-            with_row_address: add the `_rowaddr` column (fragment id << 32 | offset)
-            batch_size: rows at most per output batch
-            fragments: read only these fragments (None: the version's all)
-            with_row_id: add the `_rowid` column (stable row ids where the table keeps them)
-            use_index: let a scalar index answer part of the filter
-        """
+        """A read of `manifest`'s version; nothing is read before `to_batches()` or `to_table()`."""
         self.store = store
         self.manifest = manifest
         self._schema_key, self.table_schema, self.physical_schema, self._field_ids = _schemas(manifest)

@@ -27,17 +27,17 @@ class PredicateDialect(Dialect):
 
 
 class Snippet:
-    """The SQL text of a node, rendered only when a message needs it (rendering each node is quadratic)."""
+    """The SQL text of a node, rendered only when a message needs it (rendering each node is quadratic).
+
+    Args:
+        node: the sqlglot node
+        source: the text it was parsed from (None: sqlglot's rendering is quoted)
+    """
 
     __slots__ = ("node", "_source", "_text")
 
     def __init__(self, node: exp.Expression, source: Source | None = None) -> None:
-        """The snippet of `node`.
-
-        Args:
-            node: the sqlglot node
-            source: the text it was parsed from (None: sqlglot's rendering is quoted)
-        """
+        """The snippet of `node`."""
         self.node = node
         self._source = source
         self._text: str | None = None
@@ -83,14 +83,13 @@ class Source:
     sqlglot records the position of identifiers, literals and function names; the span of any other node
     is that of its leaves, widened to its parentheses, its leading keyword (NOT, CAST, a function name)
     and a trailing IS NULL. A node without leaves (TRUE, NULL) is shown by its parent's span.
+
+    Args:
+        text: the SQL text as the user wrote it
     """
 
     def __init__(self, text: str) -> None:
-        """The positions of the nodes of `text`.
-
-        Args:
-            text: the SQL text as the user wrote it
-        """
+        """The positions of the nodes of `text`."""
         self.text = text
         self._tokens: list[tokens.Token] | None = None
 

@@ -128,7 +128,15 @@ def type_category(t: pa.DataType) -> str:
 
 
 class Translator(NanOrdering):
-    """Walks one sqlglot tree and builds the Expression, checking types as it goes."""
+    """Walks one sqlglot tree and builds the Expression, checking types as it goes.
+
+    Args:
+        predicate: the SQL text
+        schema: the table's schema, whose names the text uses
+        physical: the same schema under the data files' names (None: the Expression names table columns)
+        subject: how errors name the text (`filter`, `expression`, `value`)
+        context: added after the quoted text in errors (` for column 'x'`)
+    """
 
     def __init__(
         self,
@@ -138,15 +146,7 @@ class Translator(NanOrdering):
         subject: str = "filter",
         context: str = "",
     ) -> None:
-        """A translator of `predicate` over `schema`.
-
-        Args:
-            predicate: the SQL text
-            schema: the table's schema, whose names the text uses
-            physical: the same schema under the data files' names (None: the Expression names table columns)
-            subject: how errors name the text (`filter`, `expression`, `value`)
-            context: added after the quoted text in errors (` for column 'x'`)
-        """
+        """A translator of `predicate` over `schema`."""
         self.predicate = predicate
         self.source = Source(predicate)
         # how an error names the text: f"invalid {subject} 'text'{context}" ("invalid expression 'id +' for column 'x'")

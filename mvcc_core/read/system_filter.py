@@ -37,19 +37,19 @@ def filter_system_columns(filter: str | pc.Expression | None, table_names: Seque
 
 
 class SystemFilteredScan:
-    """A scan whose filter names system columns; the same reading surface as `Scan`."""
+    """A scan whose filter names system columns; the same reading surface as `Scan`.
+
+    Args:
+        shape: the caller's scan without its filter: the version, the columns and system columns returned,
+            the batch size
+        filter: a filter naming `_rowid`, `_rowaddr` or `_rowoffset` (uint64, as pylance types them)
+
+    Raises:
+        PredicateError: the filter is not valid SQL over the table's and the system columns
+    """
 
     def __init__(self, shape: Scan, filter: str | pc.Expression) -> None:  # noqa: A002 - pylance's name
-        """A read of `shape`'s version keeping the rows for which `filter` holds, shaped as `shape` shapes them.
-
-        Args:
-            shape: the caller's scan without its filter: the version, the columns and system columns returned,
-                the batch size
-            filter: a filter naming `_rowid`, `_rowaddr` or `_rowoffset` (uint64, as pylance types them)
-
-        Raises:
-            PredicateError: the filter is not valid SQL over the table's and the system columns
-        """
+        """A read of `shape`'s version keeping the rows for which `filter` holds, shaped as `shape` shapes them."""
         self._shape = shape
         schema = shape.table_schema
         system = [c for c in SYSTEM_COLUMNS if c not in schema.names]

@@ -77,14 +77,14 @@ def group_fragments(fragments: Sequence[pb.DataFragment], rows_per_partition: in
 
 class FragmentGroup(InputPartition):
     """One input partition: the ids of the fragments one task reads (ids, not fragments: the reader
-    already carries the manifest, so a partition pickles to a few bytes)."""
+    already carries the manifest, so a partition pickles to a few bytes).
+
+    Args:
+        fragment_ids: the ids of the fragments the task reads
+    """
 
     def __init__(self, fragment_ids: tuple[int, ...]) -> None:
-        """The partition reading `fragment_ids`.
-
-        Args:
-            fragment_ids: the ids of the fragments the task reads
-        """
+        """The partition reading `fragment_ids`."""
         super().__init__(fragment_ids)
 
     @property
@@ -98,16 +98,17 @@ class MvccReader(DataSourceReader):
 
     It does not override `pushFilters`: Spark evaluates every filter itself. PySpark 4.3 reuses one planned
     read for every query on a DataFrame, so whatever a reader drops for one query's filter would be missing
-    from the next query's answer (see the module docstring)."""
+    from the next query's answer (see the module docstring).
+
+    Args:
+        state: the pinned version
+        target: Spark's Arrow schema of the read
+        rows_per_partition: live rows per input partition (None: sized by the table, `partition_rows`)
+    """
 
     def __init__(self, state: TableState, target: pa.Schema, rows_per_partition: int | None) -> None:
         """`state`: the pinned version; `target`: Spark's Arrow schema of the read; `rows_per_partition`:
         live rows per input partition.
-
-        Args:
-            state: the pinned version
-            target: Spark's Arrow schema of the read
-            rows_per_partition: live rows per input partition (None: sized by the table, `partition_rows`)
         """
         self.state = state
         self.target = target
@@ -151,14 +152,14 @@ def _cast(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
 
 
 class MvccDataSource(DataSource):
-    """`spark.read.format("mvcc").load(uri)` / `df.write.format("mvcc").mode(m).save(uri)` (docs/spark.md)."""
+    """`spark.read.format("mvcc").load(uri)` / `df.write.format("mvcc").mode(m).save(uri)` (docs/spark.md).
+
+    Args:
+        options: Spark's options of the read or write (checked by `parse_options`)
+    """
 
     def __init__(self, options: dict[str, str]) -> None:
-        """`options`: Spark's options of the read or write (checked by `parse_options`).
-
-        Args:
-            options: Spark's options of the read or write (checked by `parse_options`)
-        """
+        """`options`: Spark's options of the read or write (checked by `parse_options`)."""
         super().__init__(options)
         #: The version number `schema()` resolved when the DataFrame was loaded. PySpark pickles this object
         #: after `schema()` and hands the same bytes to the planning of every query on the DataFrame, so
@@ -243,16 +244,16 @@ class FragmentsMessage(WriterCommitMessage):
 
 
 class MvccWriter(DataSourceArrowWriter):
-    """Executors write fragments with the write id as file prefix; the driver commits one transaction."""
+    """Executors write fragments with the write id as file prefix; the driver commits one transaction.
+
+    Args:
+        plan: the write's plan (`plan_write`)
+        commit_message: the message stored with the transaction
+        properties: properties stored with the transaction (a dict of str to str)
+    """
 
     def __init__(self, plan: WritePlan, commit_message: str | None, properties: dict[str, str]) -> None:
-        """The writer of one save.
-
-        Args:
-            plan: the write's plan (`plan_write`)
-            commit_message: the message stored with the transaction
-            properties: properties stored with the transaction (a dict of str to str)
-        """
+        """The writer of one save."""
         self.plan = plan
         self.commit_message = commit_message
         self.properties = properties

@@ -88,7 +88,14 @@ class ArrowDataset(pds.Dataset):
         filter: pc.Expression | None = None,  # noqa: A002
         **options: Any,
     ) -> pa.Table:
-        """The version's rows as one Arrow table. Args: see :meth:`scanner`."""
+        """The version's rows as one Arrow table (see :meth:`scanner`).
+
+        Args:
+            columns: the columns to read (None: all)
+            filter: a pyarrow Expression the rows must satisfy (None: every row)
+            **options: pyarrow's reader options, as :meth:`scanner` takes them (`batch_size` and tuning accepted and
+                ignored)
+        """
         return self.scanner(columns, filter, **options).to_table()
 
     def to_batches(
@@ -97,7 +104,13 @@ class ArrowDataset(pds.Dataset):
         filter: pc.Expression | None = None,  # noqa: A002
         **options: Any,
     ) -> Iterator[pa.RecordBatch]:
-        """The version's rows as record batches. Args: see :meth:`scanner`."""
+        """The version's rows as record batches (see :meth:`scanner`).
+
+        Args:
+            columns: the columns to read (None: all)
+            filter: a pyarrow Expression the rows must satisfy (None: every row)
+            **options: pyarrow's reader options, as :meth:`scanner` takes them (`batch_size` sets the rows per batch)
+        """
         return self.scanner(columns, filter, **options).to_batches()
 
     def head(
@@ -107,7 +120,14 @@ class ArrowDataset(pds.Dataset):
         filter: pc.Expression | None = None,  # noqa: A002
         **options: Any,
     ) -> pa.Table:
-        """The first `num_rows` rows. Args: see :meth:`scanner`; `num_rows`: how many."""
+        """The first `num_rows` rows (matching `filter`), in table order (see :meth:`scanner`).
+
+        Args:
+            num_rows: how many rows at most
+            columns: the columns to read (None: all)
+            filter: a pyarrow Expression the rows must satisfy (None: every row)
+            **options: pyarrow's reader tuning, accepted and ignored
+        """
         return self._table.to_table(list(columns) if columns is not None else None, filter, limit=num_rows)
 
     def count_rows(self, filter: pc.Expression | None = None, **options: Any) -> int:  # noqa: A002
@@ -115,7 +135,7 @@ class ArrowDataset(pds.Dataset):
 
         Args:
             filter: a pyarrow Expression (None: every row)
-            **options: see :meth:`scanner`
+            **options: pyarrow's reader tuning, accepted and ignored
         """
         return self._table.count_rows(filter)
 
@@ -125,7 +145,7 @@ class ArrowDataset(pds.Dataset):
         Args:
             indices: row positions
             columns: the columns to read (None: all)
-            **options: see :meth:`scanner`
+            **options: pyarrow's reader tuning, accepted and ignored
         """
         return self._table.take(list(indices.to_pylist() if isinstance(indices, pa.Array) else indices), columns)
 

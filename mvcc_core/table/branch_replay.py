@@ -81,13 +81,56 @@ class ReplayTable(Protocol):
 
     _state: TableState
 
-    def delete(self, predicate: str) -> Any: ...
-    def update(self, values: dict[str, Any], where: str | None = None, *, mode: str | None = None) -> Any: ...
-    def merge_insert(self, on: list[str]) -> Any: ...
-    def add_columns(self, transforms: dict[str, str]) -> Any: ...
-    def drop_columns(self, columns: list[str]) -> Any: ...
-    def alter_columns(self, *alterations: dict[str, Any]) -> Any: ...
-    def commit(self, operation: ops.Operation) -> Any: ...
+    def delete(self, predicate: str) -> Any:
+        """`Table.delete`: delete the rows matching `predicate`.
+
+        Args:
+            predicate: The recorded SQL predicate of the rows to delete.
+        """
+
+    def update(self, values: dict[str, Any], where: str | None = None, *, mode: str | None = None) -> Any:
+        """`Table.update`: set columns on the rows matching `where`.
+
+        Args:
+            values: Column name -> new value, a SQL expression over the row's columns or a literal.
+            where: The SQL predicate of the rows to update (None: every row).
+            mode: "rewrite_rows", "rewrite_columns", or None for the cheaper.
+        """
+
+    def merge_insert(self, on: list[str]) -> Any:
+        """`Table.merge_insert`: a merge-insert builder keyed on `on`.
+
+        Args:
+            on: The key columns that match a source row to a target row.
+        """
+
+    def add_columns(self, transforms: dict[str, str]) -> Any:
+        """`Table.add_columns`: new columns computed from SQL expressions.
+
+        Args:
+            transforms: New column name -> the SQL expression computing it from the row's columns.
+        """
+
+    def drop_columns(self, columns: list[str]) -> Any:
+        """`Table.drop_columns`: drop columns or struct fields.
+
+        Args:
+            columns: The columns, or `a.b` struct fields, to drop.
+        """
+
+    def alter_columns(self, *alterations: dict[str, Any]) -> Any:
+        """`Table.alter_columns`: rename columns, make them nullable or change their type.
+
+        Args:
+            *alterations: pylance's alteration dicts (`path` and any of `name`, `nullable`, `data_type`).
+        """
+
+    def commit(self, operation: ops.Operation) -> Any:
+        """`Table.commit`: commit `operation` on top of the handle's version.
+
+        Args:
+            operation: The operation to commit, as the branch commit recorded it.
+        """
 
 
 class NotReplayable(Exception):

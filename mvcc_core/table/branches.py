@@ -23,7 +23,12 @@ BranchReference = int | str | tuple[str | None, int | None]
 
 
 class Branches:
-    """`t.branches`: the table's branches (pylance's `branches` namespace)."""
+    """`t.branches`: the table's branches (pylance's `branches` namespace).
+
+    Args:
+        state: the table version whose branches this namespace lists and deletes (the branches are the table's,
+            whichever version `state` is)
+    """
 
     def __init__(self, state: TableState) -> None:
         self._state = state

@@ -35,7 +35,9 @@ class ConfigurationMethods:
 
         Args:
             bases: the base paths to register (`DatasetBasePath`: path, name, whether it is a dataset root)
-            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
+            commit_message: the message stored with the transaction (None: no message)
+            transaction_properties: properties stored with the transaction (a dict of str to str)
+            max_retries: how many lost commit races to retry before giving up
         """
         if not bases:
             raise BasePathError("add_bases needs at least one DatasetBasePath")
@@ -82,7 +84,9 @@ class ConfigurationMethods:
             upsert: Keys to set; a None value removes the key.
             delete: Keys to remove.
             replace: Remove every key not in `upsert` (pylance's `replace=True`).
-            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
+            commit_message: the message stored with the transaction (None: no message)
+            transaction_properties: properties stored with the transaction (a dict of str to str)
+            max_retries: how many lost commit races to retry before giving up
 
         Returns:
             This handle, moved to the new version.
@@ -155,7 +159,9 @@ class ConfigurationMethods:
             schema_metadata: Schema metadata keys to set.
             field_metadata: Column name -> field metadata keys to set.
             replace: Remove every table metadata key not in `table_metadata` (pylance's `replace=True`).
-            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
+            commit_message: the message stored with the transaction (None: no message)
+            transaction_properties: properties stored with the transaction (a dict of str to str)
+            max_retries: how many lost commit races to retry before giving up
 
         Returns:
             This handle, moved to the new version.
@@ -193,7 +199,9 @@ class ConfigurationMethods:
 
         Args:
             generations: MemWAL region id (UUID or its string) -> the generation merged up to
-            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
+            commit_message: the message stored with the transaction (None: no message)
+            transaction_properties: properties stored with the transaction (a dict of str to str)
+            max_retries: how many lost commit races to retry before giving up
         """
         merged = checked_merged_generations(self.manifest, generations)
         return self.commit(

@@ -270,8 +270,12 @@ def create_table_from_fragments(
         schema: the schema the fragments were written with
         mode: what to do if another writer creates the table first: "create", "append" or "overwrite"
         where: mode "overwrite" only: the SQL predicate of the rows replaced
-        storage_options, external_store, manifest_naming, commit_message, transaction_properties, max_retries: see
-            :func:`write_table`
+        storage_options: The store's options.
+        external_store: See `open_table`; the object store then needs no conditional writes.
+        manifest_naming: The manifest naming scheme of a new table ("v2" or "v1").
+        commit_message: The message stored with the transaction.
+        transaction_properties: Properties stored with the transaction (`dict[str, str]`).
+        max_retries: How many times a lost race is retried.
     """
     write.check_first_write_mode(mode, where)
     uri = as_uri(uri)

@@ -111,14 +111,13 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
         t = mvcc.write_table(pa.table({"id": [1, 2]}), "/tmp/t")
         t.append(pa.table({"id": [3]}), commit_message="more")
         t.to_table(filter="id > 1")
+
+    Args:
+        state: the table version the handle starts on
     """
 
     def __init__(self, state: TableState) -> None:
-        """A handle on `state`; use `open_table` or `write_table` to get one.
-
-        Args:
-            state: the table version the handle starts on
-        """
+        """A handle on `state`; use `open_table` or `write_table` to get one."""
         self._state = state
 
     @classmethod
@@ -304,7 +303,12 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
     ) -> Transaction:
         """Write `data` as new fragments and return the Append, uncommitted (see `append`).
 
-        Args: see :func:`mvcc_core.ops.write.append_transaction`
+        Args:
+            data: Rows fitting the table's schema (anything `pa.table` accepts, or a RecordBatchReader).
+            max_rows_per_file: The most rows a data file holds.
+            target_base: The name or id of a base path to write the data files to, instead of `data/`.
+            commit_message: The message stored with the transaction.
+            transaction_properties: Properties stored with the transaction.
         """
         return write.append_transaction(
             self._state,
@@ -331,8 +335,11 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
         to instead of the table's own `data/`.
 
         Args:
-            data, max_rows_per_file, target_base, commit_message, transaction_properties: see
-                :func:`mvcc_core.ops.write.append_transaction`
+            data: Rows fitting the table's schema (anything `pa.table` accepts, or a RecordBatchReader).
+            max_rows_per_file: The most rows a data file holds.
+            target_base: The name or id of a base path to write the data files to, instead of `data/`.
+            commit_message: The message stored with the transaction.
+            transaction_properties: Properties stored with the transaction.
             max_retries: how many lost commit races to retry before giving up
         """
         txn = self.append_uncommitted(
@@ -374,7 +381,13 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
         """Write `data` and return the Overwrite replacing every row (or, with `where`, the partition-scoped
         overwrite replacing the rows matching it), uncommitted (see `overwrite`).
 
-        Args: see :func:`mvcc_core.ops.write.overwrite_transaction`
+        Args:
+            data: The new rows.
+            where: A SQL predicate: replace only the rows matching it (every row of `data` must match it).
+            schema: The new schema (default: `data`'s); a partition-scoped overwrite keeps the table's.
+            max_rows_per_file: The most rows a data file holds.
+            commit_message: The message stored with the transaction.
+            transaction_properties: Properties stored with the transaction.
         """
         return write.overwrite_transaction(
             self._state,
@@ -406,8 +419,12 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
         inserts into other partitions do not conflict.
 
         Args:
-            data, where, schema, max_rows_per_file, commit_message, transaction_properties: see
-                :func:`mvcc_core.ops.write.overwrite_transaction`
+            data: The new rows.
+            where: A SQL predicate: replace only the rows matching it (every row of `data` must match it).
+            schema: The new schema (default: `data`'s); a partition-scoped overwrite keeps the table's.
+            max_rows_per_file: The most rows a data file holds.
+            commit_message: The message stored with the transaction.
+            transaction_properties: Properties stored with the transaction.
             max_retries: how many lost commit races to retry before giving up
 
         Example::
@@ -436,7 +453,10 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
         """The Append of fragments written by `mvcc_core.write_fragments` (on executors, say), uncommitted;
         commit it with `commit`. Its `files` are the fragments' data files (removed if the commit fails).
 
-        Args: see :func:`mvcc_core.ops.write.append_fragments_transaction`
+        Args:
+            fragments: The fragments (without ids).
+            commit_message: The message stored with the transaction.
+            transaction_properties: Properties stored with the transaction.
         """
         return write.append_fragments_transaction(
             self._state, fragments, commit_message=commit_message, transaction_properties=transaction_properties
@@ -454,7 +474,11 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
         `where` the partition-scoped overwrite (see `overwrite`; the writer must have checked the rows with
         `write_fragments(..., where=...)`), uncommitted. This handle's version is the read version.
 
-        Args: see :func:`mvcc_core.ops.write.overwrite_fragments_transaction`
+        Args:
+            fragments: The fragments (without ids); with `where`, their rows were checked against it.
+            where: A SQL predicate: replace only the rows matching it.
+            commit_message: The message stored with the transaction.
+            transaction_properties: Properties stored with the transaction.
         """
         return write.overwrite_fragments_transaction(
             self._state,
@@ -491,7 +515,10 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
         """Write the deletion vectors for `predicate` and return the Delete, uncommitted; None when no row
         matches (there is nothing to commit).
 
-        Args: see :meth:`delete`
+        Args:
+            predicate: the rows to delete, SQL or a pyarrow Expression
+            commit_message: the message stored with the transaction
+            transaction_properties: properties stored with the transaction (a dict of str to str)
         """
         return self._stage_delete(predicate, commit_message, transaction_properties)[0]
 
@@ -557,7 +584,13 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
         """Write the updated rows or columns and return the Update, uncommitted (see `update`); None when
         no row matches and no generation is to be marked merged.
 
-        Args: see :meth:`update`
+        Args:
+            values: column -> new value, as a SQL expression over the row's columns or a literal
+            where: the rows to update, SQL or a pyarrow Expression (None: every row)
+            mode: "rewrite_rows", "rewrite_columns", or None for the cheaper
+            merged_generations: MemWAL region -> generation to mark merged in the same transaction
+            commit_message: the message stored with the transaction
+            transaction_properties: properties stored with the transaction (a dict of str to str)
         """
         return self._stage_update(values, where, mode, merged_generations, commit_message, transaction_properties)[0]
 
@@ -724,7 +757,14 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
         `CleanupStats.corrupt_versions` and removed like any other old version.
         `progress(done, total)` is called as files are removed.
 
-        Args: see :func:`mvcc_core.maintenance.cleanup.cleanup_old_versions`
+        Args:
+            older_than: versions committed longer ago than this are removed
+            retain_versions: keep at least this many newest versions, whatever their age (None: no such floor)
+            delete_unverified: also remove files no version references that are younger than the safety window
+                (only when no writer can be running)
+            error_if_tagged_old_versions: raise instead of keeping an old version a tag names
+            dry_run: count what would be removed, remove nothing
+            progress: called as `progress(done, total)` as files are removed
         """
         stats = cleanup_old_versions(
             self._state,

@@ -38,7 +38,15 @@ class IndexMethods:
     ) -> Transaction:
         """Write the index files and return the CreateIndex, uncommitted (see `create_index`).
 
-        Args: see :meth:`create_index`
+        Args:
+            column: the scalar column indexed
+            index_type: "BTREE" or "BITMAP"
+            name: the index's name (None: `{column}_idx`)
+            replace: replace an index of that name (else IndexExistsError)
+            executor: runs the column reads as tasks (`map(fn, tasks)`; None: in this process)
+            progress: called as `progress(done, total)` after each task or group
+            commit_message: the message stored with the transaction (None: no message)
+            transaction_properties: properties stored with the transaction (a dict of str to str)
         """
         transaction_properties = check_properties(transaction_properties)  # before a byte is written
         name = name or f"{column}_idx"
@@ -91,7 +99,9 @@ class IndexMethods:
             replace: replace an index of that name (else IndexExistsError)
             executor: runs the column reads as tasks (`map(fn, tasks)`; None: in this process)
             progress: called as `progress(done, total)` after each task or group
-            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
+            commit_message: the message stored with the transaction (None: no message)
+            transaction_properties: properties stored with the transaction (a dict of str to str)
+            max_retries: how many lost commit races to retry before giving up
         """
         txn = self.create_index_uncommitted(
             column,
@@ -111,7 +121,12 @@ class IndexMethods:
         """pylance's name for `create_index` on a scalar column.
 
         Args:
-            column, index_type, name, replace, **kwargs: see :meth:`create_index`
+            column: the scalar column indexed
+            index_type: "BTREE" or "BITMAP"
+            name: the index's name (None: `{column}_idx`)
+            replace: replace an index of that name (else IndexExistsError)
+            **kwargs: the keywords of `create_index` (`executor`, `progress`, `commit_message`,
+                `transaction_properties`, `max_retries`)
         """
         return self.create_index(column, index_type, name=name, replace=replace, **kwargs)
 
@@ -127,7 +142,9 @@ class IndexMethods:
 
         Args:
             name: the index's name
-            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
+            commit_message: the message stored with the transaction (None: no message)
+            transaction_properties: properties stored with the transaction (a dict of str to str)
+            max_retries: how many lost commit races to retry before giving up
 
         Raises:
             IndexNotFoundError: the table has no index of that name

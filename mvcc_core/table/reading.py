@@ -67,7 +67,11 @@ class ReadingMethods:
         most `limit` returned, in table order.
 
         Args:
-            columns, filter, with_row_address, with_row_id: see :meth:`scanner`
+            columns: column names, or a dict of output name -> SQL expression over the table's columns (None: every
+                column)
+            filter: a SQL predicate or a pyarrow Expression over the table's columns (None: every row)
+            with_row_address: add a `_rowaddr` column
+            with_row_id: add a `_rowid` column (stable ids if the table keeps them, else the row address)
             limit: rows at most in the result (None: all)
             offset: matching rows skipped first (None: none)
         """
@@ -87,7 +91,13 @@ class ReadingMethods:
     ) -> Iterator[pa.RecordBatch]:
         """Stream the rows of this version as record batches (memory bounded by a few batches).
 
-        Args: see :meth:`scanner`
+        Args:
+            columns: column names, or a dict of output name -> SQL expression over the table's columns (None: every
+                column)
+            filter: a SQL predicate or a pyarrow Expression over the table's columns (None: every row)
+            with_row_address: add a `_rowaddr` column
+            batch_size: rows at most per batch
+            with_row_id: add a `_rowid` column (stable ids if the table keeps them, else the row address)
         """
         return self.scanner(
             columns, filter, with_row_address=with_row_address, batch_size=batch_size, with_row_id=with_row_id

@@ -41,7 +41,9 @@ class SchemaChangeMethods:
         Args:
             transforms: SQL expressions by new column name, Arrow fields, or rows of the new columns.
             reader_schema: The schema of `transforms` when it is an iterator of batches.
-            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
+            commit_message: the message stored with the transaction (None: no message)
+            transaction_properties: properties stored with the transaction (a dict of str to str)
+            max_retries: how many lost commit races to retry before giving up
 
         Returns:
             This handle, moved to the new version.
@@ -68,7 +70,11 @@ class SchemaChangeMethods:
     ) -> Transaction:
         """`add_columns` without the commit: its new data files written, the Merge staged.
 
-        Args: see :meth:`add_columns`
+        Args:
+            transforms: SQL expressions by new column name, Arrow fields, or rows of the new columns.
+            reader_schema: The schema of `transforms` when it is an iterator of batches.
+            commit_message: the message stored with the transaction (None: no message)
+            transaction_properties: properties stored with the transaction (a dict of str to str)
         """
         if reader_schema is not None or isinstance(transforms, pa.Table | pa.RecordBatchReader | pa.RecordBatch):
             rows = to_reader(transforms, reader_schema)
@@ -98,7 +104,9 @@ class SchemaChangeMethods:
             left_on: the table's key column
             right_on: the key column of `data` (None: `left_on`)
             schema: the schema of `data` when it is an iterator of batches (pylance's `merge(reader, key, schema=)`)
-            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
+            commit_message: the message stored with the transaction (None: no message)
+            transaction_properties: properties stored with the transaction (a dict of str to str)
+            max_retries: how many lost commit races to retry before giving up
         """
         if schema is not None:
             data = to_reader(data, schema)
@@ -118,7 +126,9 @@ class SchemaChangeMethods:
 
         Args:
             columns: the columns, or `a.b` struct fields, to drop
-            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
+            commit_message: the message stored with the transaction (None: no message)
+            transaction_properties: properties stored with the transaction (a dict of str to str)
+            max_retries: how many lost commit races to retry before giving up
         """
         replay = {"op": "drop_columns", "columns": [columns] if isinstance(columns, str) else list(columns)}
         return self.commit(
@@ -137,7 +147,10 @@ class SchemaChangeMethods:
     ) -> Transaction:
         """`drop_columns` staged, not committed (nothing is written).
 
-        Args: see :meth:`drop_columns`
+        Args:
+            columns: the columns, or `a.b` struct fields, to drop
+            commit_message: the message stored with the transaction (None: no message)
+            transaction_properties: properties stored with the transaction (a dict of str to str)
         """
         return self._txn(
             plan_drop_columns(self.manifest, columns),
@@ -157,7 +170,9 @@ class SchemaChangeMethods:
 
         Args:
             *alterations: pylance's alteration dicts (`path` and any of `name`, `nullable`, `data_type`).
-            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
+            commit_message: the message stored with the transaction (None: no message)
+            transaction_properties: properties stored with the transaction (a dict of str to str)
+            max_retries: how many lost commit races to retry before giving up
 
         Returns:
             This handle, moved to the new version.
@@ -179,7 +194,10 @@ class SchemaChangeMethods:
     ) -> Transaction:
         """`alter_columns` staged, not committed (a type change writes its data files now).
 
-        Args: see :meth:`alter_columns`
+        Args:
+            *alterations: pylance's alteration dicts (`path` and any of `name`, `nullable`, `data_type`).
+            commit_message: the message stored with the transaction (None: no message)
+            transaction_properties: properties stored with the transaction (a dict of str to str)
         """
         plan = plan_alter_columns(self._state.store, self.manifest, alterations)
         replay = {"op": "alter_columns", "alterations": list(alterations)}  # a data_type is not JSON: not recorded
@@ -202,7 +220,9 @@ class SchemaChangeMethods:
         Args:
             column: the top-level column replaced
             replacements: fragment id -> the new values, one per physical row (deleted rows included)
-            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
+            commit_message: the message stored with the transaction (None: no message)
+            transaction_properties: properties stored with the transaction (a dict of str to str)
+            max_retries: how many lost commit races to retry before giving up
         """
         plan = plan_replace_column(self._state.store, self.manifest, column, replacements)
         txn = self._plan_txn(plan, commit_message, transaction_properties)

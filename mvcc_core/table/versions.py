@@ -56,7 +56,7 @@ class VersionMethods:
         """pylance's name for `checkout`.
 
         Args:
-            version: see :meth:`checkout`
+            version: a version number, a tag name, a datetime, or (branch, version), as :meth:`checkout` takes
         """
         return self.checkout(version)
 
@@ -131,7 +131,9 @@ class VersionMethods:
 
         Args:
             ref: the version to restore: a number, a tag name or a datetime (None: this handle's)
-            commit_message, transaction_properties, max_retries: see :meth:`Table.commit`
+            commit_message: the message stored with the transaction (None: no message)
+            transaction_properties: properties stored with the transaction (a dict of str to str)
+            max_retries: how many lost commit races to retry before giving up
         """
         version = self.version if ref is None else self._resolve(ref)
         latest = self._state.latest_location()

@@ -87,7 +87,11 @@ class BranchInfo:
 
     @classmethod
     def of(cls, ref: BranchRef) -> BranchInfo:
-        """The info of a ref."""
+        """The info of a ref.
+
+        Args:
+            ref: the branch's ref file as read from `_refs/branches/{name}.json`
+        """
         return cls(ref.parent_branch, ref.parent_version, ref.create_at, ref.manifest_size, dict(ref.metadata))
 
 

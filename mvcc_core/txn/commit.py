@@ -120,11 +120,6 @@ class Committer:
         store: the table's store
         cache: the manifests and transactions already read, shared by committers of one table (None: a fresh cache)
         handler: how versions are found and published (None: the object store's put-if-not-exists)
-
-    Args:
-        store: the table's store
-        cache: the manifests and transactions already read, shared by committers of one table (None: a fresh cache)
-        handler: how versions are found and published (None: the object store's put-if-not-exists)
     """
 
     def __init__(

@@ -324,16 +324,15 @@ class ExternalStoreHandler(CommitHandler):
 
     Readers take the latest version from the store and synchronize an entry that still names a staged
     manifest; the object store needs no conditional write at all.
+
+    Args:
+        external: the table's external manifest store
     """
 
     lists_latest = False
 
     def __init__(self, external: ExternalManifestStore) -> None:
-        """Commits through `external`.
-
-        Args:
-            external: the table's external manifest store
-        """
+        """Commits through `external`."""
         self.external = external
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -345,14 +344,16 @@ class ExternalStoreHandler(CommitHandler):
     def check_supported(self, store: ObjectStore) -> None:
         """Any store will do: the external store's put-if-not-exists is the commit point.
 
-        Args: see :meth:`CommitHandler.check_supported`
+        Args:
+            store: the table's store (its root)
         """
 
     def latest_location(self, store: ObjectStore) -> ManifestLocation | None:
         """Reader protocol: the store's latest version, synchronized; None if the store knows no version
         (a table created before the store was used: the object store is listed instead).
 
-        Args: see :meth:`CommitHandler.latest_location`
+        Args:
+            store: the table's store (its root)
         """
         entry = self.external.get_latest_version(store.uri)
         if entry is None:
@@ -365,7 +366,9 @@ class ExternalStoreHandler(CommitHandler):
     def read_unpublished(self, store: ObjectStore, location: ManifestLocation) -> bytes | None:
         """The manifest of a version the external store committed, synchronized first.
 
-        Args: see :meth:`CommitHandler.read_unpublished`
+        Args:
+            store: the table's store (its root)
+            location: the version's expected manifest location
         """
         path = self.external.get(store.uri, location.version)
         if path is None:
@@ -382,7 +385,10 @@ class ExternalStoreHandler(CommitHandler):
     def publish(self, store: ObjectStore, manifest: pb.Manifest, naming: ManifestNaming) -> bool:
         """Steps 1-4; False if another writer committed this version first.
 
-        Args: see :meth:`CommitHandler.publish`
+        Args:
+            store: the table's store (its root)
+            manifest: the new version's manifest
+            naming: the table's manifest naming scheme
         """
         version, uri = manifest.version, store.uri
         staged = staged_manifest_path(version, naming, uuid.uuid4().hex)

@@ -145,6 +145,19 @@ class SQLiteManifestStore(ExternalManifestStore):
                 raise ExternalStoreError(f"SQLite manifest store {self.path}: {op} failed: {exc}") from exc
 
     def put_if_not_exists(self, base_uri: str, version: int, path: str) -> bool:
+        """Insert the entry unless `(base_uri, version)` is there already: one `INSERT ... ON CONFLICT DO NOTHING`.
+
+        Args:
+            base_uri: the table's uri (the store's root), which keys its entries
+            version: the version to commit
+            path: the full path of the staged manifest
+
+        Returns:
+            True if this call created the entry, False if the version was taken.
+
+        Raises:
+            ExternalStoreUnavailableError: the SQLite file cannot be opened or stays locked past the store's timeout.
+        """
         with self._db("put_if_not_exists") as db:
             cur = db.execute(
                 "INSERT INTO mvcc_manifests (base_uri, version, path) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
@@ -153,6 +166,12 @@ class SQLiteManifestStore(ExternalManifestStore):
             return cur.rowcount == 1
 
     def get(self, base_uri: str, version: int) -> str | None:
+        """The path recorded for `version` of `base_uri`, or None.
+
+        Args:
+            base_uri: the table's uri (the store's root), which keys its entries
+            version: the version wanted
+        """
         with self._db("get") as db:
             row = db.execute(
                 "SELECT path FROM mvcc_manifests WHERE base_uri = ? AND version = ?", (base_uri, version)
@@ -160,6 +179,11 @@ class SQLiteManifestStore(ExternalManifestStore):
         return row[0] if row else None
 
     def get_latest_version(self, base_uri: str) -> tuple[int, str] | None:
+        """The highest version recorded for `base_uri` and its path, or None when there is none.
+
+        Args:
+            base_uri: the table's uri (the store's root), which keys its entries
+        """
         with self._db("get_latest_version") as db:
             row = db.execute(
                 "SELECT version, path FROM mvcc_manifests WHERE base_uri = ? ORDER BY version DESC LIMIT 1",
@@ -168,6 +192,16 @@ class SQLiteManifestStore(ExternalManifestStore):
         return (int(row[0]), row[1]) if row else None
 
     def put(self, base_uri: str, version: int, path: str) -> None:
+        """Point the existing entry of `version` at the finalized manifest path.
+
+        Args:
+            base_uri: the table's uri (the store's root), which keys its entries
+            version: the committed version
+            path: the full path of the final manifest
+
+        Raises:
+            ExternalStoreError: there is no entry for `version` to update.
+        """
         with self._db("put") as db:
             cur = db.execute(
                 "UPDATE mvcc_manifests SET path = ? WHERE base_uri = ? AND version = ?", (path, base_uri, version)
@@ -325,9 +359,28 @@ class DynamoDBManifestStore(ExternalManifestStore):
         self._call("create_table", create)
 
     def put_if_not_exists(self, base_uri: str, version: int, path: str) -> bool:
+        """Put the item unless the version is taken: a PutItem conditioned on `attribute_not_exists(#v)`.
+
+        Args:
+            base_uri: the table's uri (the store's root), which keys its entries
+            version: the version to commit
+            path: the full path of the staged manifest
+
+        Returns:
+            True if this call created the entry, False if the condition failed (the version was taken).
+
+        Raises:
+            ExternalStoreUnavailableError: DynamoDB did not answer within the store's timeouts and attempts.
+        """
         return self._put_item("put_if_not_exists", base_uri, version, path, "attribute_not_exists(#v)")
 
     def get(self, base_uri: str, version: int) -> str | None:
+        """The path recorded for `version` of `base_uri` (a strongly consistent GetItem), or None.
+
+        Args:
+            base_uri: the table's uri (the store's root), which keys its entries
+            version: the version wanted
+        """
         resp = self._call(
             "get",
             lambda c: c.get_item(
@@ -340,6 +393,11 @@ class DynamoDBManifestStore(ExternalManifestStore):
         return item["path"]["S"] if item else None
 
     def get_latest_version(self, base_uri: str) -> tuple[int, str] | None:
+        """The highest version of `base_uri` and its path (a strongly consistent Query, newest first, limit 1), or None.
+
+        Args:
+            base_uri: the table's uri (the store's root), which keys its entries
+        """
         resp = self._call(
             "get_latest_version",
             lambda c: c.query(
@@ -357,6 +415,17 @@ class DynamoDBManifestStore(ExternalManifestStore):
         return int(items[0]["version"]["N"]), items[0]["path"]["S"]
 
     def put(self, base_uri: str, version: int, path: str) -> None:
+        """Point the existing item of `version` at the finalized manifest path (a PutItem conditioned on
+        `attribute_exists(#v)`).
+
+        Args:
+            base_uri: the table's uri (the store's root), which keys its entries
+            version: the committed version
+            path: the full path of the final manifest
+
+        Raises:
+            ExternalStoreError: there is no item for `version` to update.
+        """
         if not self._put_item("put", base_uri, version, path, "attribute_exists(#v)"):
             raise ExternalStoreError(
                 f"DynamoDB manifest store {self.uri}: no entry for {base_uri} version {version} to update"

@@ -251,7 +251,8 @@ def commit_transaction(
         if_exists: makes the commit a first write another writer may beat: turns it into the transaction it means on the
             winner's table
         max_retries: how many lost races to retry
-        rows_match: see :meth:`Committer.commit`
+        rows_match: `rows_match(store, manifest, fragments, predicate)`: whether another transaction's new rows
+            match a predicate, for conflict rules that ask (None: they assume the rows match)
     """
     try:
         try:
