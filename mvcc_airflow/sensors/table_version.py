@@ -11,10 +11,10 @@ from airflow.sdk.exceptions import AirflowFailException
 
 import mvcc_core as mvcc
 
-from .conflicts import mvcc_errors
-from .hooks import DEFAULT_CONN_ID, MvccHook
-from .triggers import MvccVersionTrigger
-from .versions import newer_version
+from ..hooks.mvcc import DEFAULT_CONN_ID, MvccHook
+from ..triggers.table_version import MvccVersionTrigger
+from ..utils.conflicts import mvcc_errors
+from ..utils.versions import newer_version
 
 
 class MvccVersionSensor(BaseSensorOperator):
