@@ -198,6 +198,10 @@ class MvccCleanupOperator(MvccBaseOperator):
         **kwargs: `BaseOperator`'s arguments.
     """
 
+    # The argument, kept under its own name as every operator keeps its arguments. It hides
+    # `BaseOperator.dry_run()`, a method that renders the template fields and that nothing in Airflow 3.3 calls.
+    dry_run: bool  # type: ignore[assignment]
+
     def __init__(
         self,
         *,
@@ -367,8 +371,10 @@ class MvccRestoreOperator(MvccBaseOperator):
             if name == "version":
                 if isinstance(value, bool) or not str(value).strip().isdigit():
                     raise ValueError(f"version must be a version number, got {value!r}")
-                return int(value)
+                return int(str(value))
             if name == "timestamp":
+                if not isinstance(value, datetime | str):
+                    raise ValueError(f"timestamp must be a datetime or an ISO-8601 string, got {value!r}")
                 return to_timestamp(value)
             return str(value)
         except ValueError as exc:

@@ -52,7 +52,7 @@ class MvccVersionSensor(BaseSensorOperator):
                 f"{self.task_id}: give after_version with mode='reschedule' (each reschedule would see a new baseline)"
             )
         self.table = table
-        self.after_version = after_version
+        self.after_version: int | str | None = after_version  # a template field: a string once rendered
         self.deferrable = deferrable
         self.skip_maintenance = skip_maintenance
         self.mvcc_conn_id = mvcc_conn_id
