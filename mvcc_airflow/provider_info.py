@@ -66,22 +66,23 @@ def get_provider_info() -> dict[str, Any]:
                 "tags": ["software"],
             }
         ],
-        "hooks": [{"integration-name": INTEGRATION, "python-modules": ["mvcc_airflow.hooks"]}],
+        "hooks": [{"integration-name": INTEGRATION, "python-modules": ["mvcc_airflow.hooks.mvcc"]}],
         "operators": [
             {
                 "integration-name": INTEGRATION,
                 "python-modules": [
-                    "mvcc_airflow.operators",
-                    "mvcc_airflow.compaction_group",
-                    "mvcc_airflow.branch_operators",
+                    "mvcc_airflow.operators.base",
+                    "mvcc_airflow.operators.maintenance",
+                    "mvcc_airflow.operators.compaction_group",
+                    "mvcc_airflow.operators.publish_branch",
                 ],
             }
         ],
-        "sensors": [{"integration-name": INTEGRATION, "python-modules": ["mvcc_airflow.sensors"]}],
-        "triggers": [{"integration-name": INTEGRATION, "python-modules": ["mvcc_airflow.triggers"]}],
+        "sensors": [{"integration-name": INTEGRATION, "python-modules": ["mvcc_airflow.sensors.table_version"]}],
+        "triggers": [{"integration-name": INTEGRATION, "python-modules": ["mvcc_airflow.triggers.table_version"]}],
         "connection-types": [
             {
-                "hook-class-name": "mvcc_airflow.hooks.MvccHook",
+                "hook-class-name": "mvcc_airflow.hooks.mvcc.MvccHook",
                 "hook-name": "mvcc table",
                 "connection-type": CONN_TYPE,
                 "conn-fields": CONN_FIELDS,
@@ -91,8 +92,8 @@ def get_provider_info() -> dict[str, Any]:
         "asset-uris": [
             {
                 "schemes": [ASSET_SCHEME],
-                "handler": "mvcc_airflow.assets.sanitize_uri",
-                "factory": "mvcc_airflow.assets.create_asset",
+                "handler": "mvcc_airflow.assets.mvcc.sanitize_uri",
+                "factory": "mvcc_airflow.assets.mvcc.create_asset",
             }
         ],
     }

@@ -116,3 +116,12 @@ def warehouse(tmp_path: Path) -> str:
     root = tmp_path / "warehouse"
     root.mkdir()
     return str(root)
+
+
+@pytest.fixture
+def connection(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """An `mvcc_default` connection (environment variable, Airflow's own secrets backend) rooted at tmp_path."""
+    extra = {"storage_options": json.dumps({"block_size": 1024}), "external_store": ""}
+    conn = {"conn_type": "mvcc", "host": str(tmp_path), "login": "KEY", "password": "SECRET", "extra": extra}
+    monkeypatch.setenv("AIRFLOW_CONN_MVCC_DEFAULT", json.dumps(conn))
+    return str(tmp_path)

@@ -18,8 +18,8 @@ from airflow.sdk.exceptions import AirflowFailException
 
 import mvcc_core as mvcc
 
-from .conflicts import mvcc_errors
-from .provider_info import CONN_TYPE, UI_FIELD_BEHAVIOUR
+from ..provider_info import CONN_TYPE, UI_FIELD_BEHAVIOUR
+from ..utils.conflicts import mvcc_errors
 
 DEFAULT_CONN_ID = "mvcc_default"
 

@@ -14,11 +14,11 @@ from typing import Any
 from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
-from .assets import OPERATION_EXTRA, VERSION_EXTRA, table_asset
-from .conflicts import mvcc_errors
-from .hooks import DEFAULT_CONN_ID
-from .operators import MvccBaseOperator
-from .task_results import airflow_properties, task_result
+from ..assets.mvcc import OPERATION_EXTRA, VERSION_EXTRA, table_asset
+from ..hooks.mvcc import DEFAULT_CONN_ID
+from ..utils.conflicts import mvcc_errors
+from ..utils.task_results import airflow_properties, task_result
+from .base import MvccBaseOperator
 
 __all__ = ["PUBLISH_OPERATION", "MvccPublishBranchOperator"]
 

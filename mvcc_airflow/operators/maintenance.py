@@ -3,7 +3,7 @@
 Each takes `table` (a name under the `mvcc` connection's root uri, or a full uri) and `mvcc_conn_id`, and
 returns through XCom ``{"table", "version", "operation", "metrics"}`` (JSON; docs/airflow.md). Unless the
 DAG or the task says otherwise they retry 4 times with exponential backoff (`DEFAULT_RETRY_ARGS`), which is
-what a `RetryableConflictError` uses; what would fail again fails at once (`conflicts.py`). Only
+what a `RetryableConflictError` uses; what would fail again fails at once (`utils/conflicts.py`). Only
 `MvccRestoreOperator` changes the table's data, so only it has the table's asset as outlet and emits an
 asset event (``extra``: ``mvcc/version``, ``mvcc/operation``).
 """
@@ -15,60 +15,29 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
 import mvcc_core as mvcc
 
-from . import compaction_calls
-from .assets import OPERATION_EXTRA, VERSION_EXTRA, table_asset
-from .compaction_group import mvcc_compaction_group
-from .conflicts import DEFAULT_RETRY_ARGS, mvcc_errors
-from .hooks import DEFAULT_CONN_ID, MvccHook
-from .task_results import airflow_properties, task_result
+from ..assets.mvcc import OPERATION_EXTRA, VERSION_EXTRA, table_asset
+from ..hooks.mvcc import DEFAULT_CONN_ID
+from ..utils import compaction_calls
+from ..utils.conflicts import mvcc_errors
+from ..utils.task_results import airflow_properties, task_result
+from .base import MvccBaseOperator
 
 __all__ = [
-    "MvccBaseOperator",
     "MvccCleanupOperator",
     "MvccCompactOperator",
     "MvccCreateIndexOperator",
     "MvccOptimizeIndicesOperator",
     "MvccRestoreOperator",
     "MvccTagOperator",
-    "mvcc_compaction_group",
+    "tagged_text",
+    "to_duration",
+    "to_timestamp",
 ]
-
-
-class MvccBaseOperator(BaseOperator):
-    """What every mvcc operator shares: the table, the connection, the retry defaults.
-
-    Args:
-        table: A table name under the connection's root uri, or a full uri.
-        mvcc_conn_id: The Airflow connection of type ``mvcc``.
-        **kwargs: `BaseOperator`'s arguments; `retries`, `retry_delay`, `retry_exponential_backoff` and
-            `max_retry_delay` default to `DEFAULT_RETRY_ARGS` unless given here or in the DAG's default_args.
-    """
-
-    template_fields: Sequence[str] = ("table",)
-    ui_color = "#cfe8ff"
-
-    def __init__(self, *, table: str, mvcc_conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
-        for key, value in DEFAULT_RETRY_ARGS.items():
-            kwargs.setdefault(key, value)
-        super().__init__(**kwargs)
-        if not isinstance(table, str) or not table.strip():
-            raise ValueError(f"{self.task_id}: table must be a table name or a uri, got {table!r}")
-        self.table = table
-        self.mvcc_conn_id = mvcc_conn_id
-
-    @property
-    def hook(self) -> MvccHook:
-        """The hook of `mvcc_conn_id`."""
-        return MvccHook(self.mvcc_conn_id)
-
-    def open(self) -> mvcc.Table:
-        """The table at its latest version (a missing table or bad connection fails the task, unretried)."""
-        return self.hook.open_table(self.table)
 
 
 class MvccCompactOperator(MvccBaseOperator):
@@ -228,6 +197,10 @@ class MvccCleanupOperator(MvccBaseOperator):
         mvcc_conn_id: The Airflow connection of type ``mvcc``.
         **kwargs: `BaseOperator`'s arguments.
     """
+
+    # The argument, kept under its own name as every operator keeps its arguments. It hides
+    # `BaseOperator.dry_run()`, a method that renders the template fields and that nothing in Airflow 3.3 calls.
+    dry_run: bool  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -398,8 +371,10 @@ class MvccRestoreOperator(MvccBaseOperator):
             if name == "version":
                 if isinstance(value, bool) or not str(value).strip().isdigit():
                     raise ValueError(f"version must be a version number, got {value!r}")
-                return int(value)
+                return int(str(value))
             if name == "timestamp":
+                if not isinstance(value, datetime | str):
+                    raise ValueError(f"timestamp must be a datetime or an ISO-8601 string, got {value!r}")
                 return to_timestamp(value)
             return str(value)
         except ValueError as exc:

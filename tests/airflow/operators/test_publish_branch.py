@@ -18,7 +18,7 @@ import mvcc_core as mvcc
 from mvcc_airflow import MvccPublishBranchOperator
 
 AirflowHome = Any  # the `airflow_home` fixture's type (tests/airflow/conftest.py)
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "airflow" / "dags"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "airflow" / "dags"
 LOGICAL_DATE = "2026-01-01"  # what the airflow_home fixture's `dags test` runs
 
 

@@ -15,8 +15,8 @@ from urllib.parse import SplitResult
 
 from airflow.sdk import Asset
 
-from .hooks import DEFAULT_CONN_ID, MvccHook, is_uri
-from .provider_info import ASSET_SCHEME
+from ..hooks.mvcc import DEFAULT_CONN_ID, MvccHook, is_uri
+from ..provider_info import ASSET_SCHEME
 
 VERSION_EXTRA = "mvcc/version"
 OPERATION_EXTRA = "mvcc/operation"

@@ -3,7 +3,7 @@
 ``reserve_fragments`` plans and commits ReserveFragments (the new fragments' ids are fixed before any task
 runs) and returns the tasks; ``rewrite_fragments`` is mapped over them with Airflow's dynamic task mapping
 (``.expand``: each runs on any worker, writes its fragments and commits nothing); ``commit_rewrite`` lands one
-Rewrite of every result. Tasks and results cross XCom as JSON (`compaction_calls`); credentials never do
+Rewrite of every result. Tasks and results cross XCom as JSON (`utils/compaction_calls.py`); credentials never do
 (every task resolves the connection itself).
 
 Retries: reserve and the mapped rewrites retry as every mvcc operator does (`DEFAULT_RETRY_ARGS`). A Rewrite
@@ -23,10 +23,10 @@ from airflow.sdk.exceptions import AirflowFailException
 
 import mvcc_core as mvcc
 
-from . import compaction_calls
-from .conflicts import DEFAULT_RETRY_ARGS, mvcc_errors
-from .hooks import DEFAULT_CONN_ID, MvccHook
-from .task_results import airflow_properties, task_result
+from ..hooks.mvcc import DEFAULT_CONN_ID, MvccHook
+from ..utils import compaction_calls
+from ..utils.conflicts import DEFAULT_RETRY_ARGS, mvcc_errors
+from ..utils.task_results import airflow_properties, task_result
 
 DEFAULT_GROUP_ID = "mvcc_compaction"
 log = logging.getLogger(__name__)

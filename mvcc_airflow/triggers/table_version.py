@@ -11,8 +11,8 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 import mvcc_core as mvcc
 
-from .hooks import is_uri, settings_of, uri_under_root
-from .versions import newer_version
+from ..hooks.mvcc import is_uri, settings_of, uri_under_root
+from ..utils.versions import newer_version
 
 
 class MvccVersionTrigger(BaseTrigger):

@@ -11,10 +11,10 @@ from airflow.sdk.exceptions import AirflowFailException
 
 import mvcc_core as mvcc
 
-from .conflicts import mvcc_errors
-from .hooks import DEFAULT_CONN_ID, MvccHook
-from .triggers import MvccVersionTrigger
-from .versions import newer_version
+from ..hooks.mvcc import DEFAULT_CONN_ID, MvccHook
+from ..triggers.table_version import MvccVersionTrigger
+from ..utils.conflicts import mvcc_errors
+from ..utils.versions import newer_version
 
 
 class MvccVersionSensor(BaseSensorOperator):
@@ -52,7 +52,7 @@ class MvccVersionSensor(BaseSensorOperator):
                 f"{self.task_id}: give after_version with mode='reschedule' (each reschedule would see a new baseline)"
             )
         self.table = table
-        self.after_version = after_version
+        self.after_version: int | str | None = after_version  # a template field: a string once rendered
         self.deferrable = deferrable
         self.skip_maintenance = skip_maintenance
         self.mvcc_conn_id = mvcc_conn_id
