@@ -29,7 +29,23 @@ _LAZY = {
     "mvcc_errors": "conflicts",
 }
 
-__all__ = ["get_provider_info", *_LAZY]
+__all__ = [
+    "MvccBaseOperator",
+    "MvccCleanupOperator",
+    "MvccCompactOperator",
+    "MvccCreateIndexOperator",
+    "MvccHook",
+    "MvccOptimizeIndicesOperator",
+    "MvccPublishBranchOperator",
+    "MvccRestoreOperator",
+    "MvccTagOperator",
+    "MvccVersionSensor",
+    "MvccVersionTrigger",
+    "get_provider_info",
+    "mvcc_compaction_group",
+    "mvcc_errors",
+    "table_asset",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -85,7 +85,7 @@ def check_table_key(name: TableName) -> dg.AssetKey:
     key = to_asset_key(name)
     reason = table_key_problem(key)
     if reason is not None:
-        raise mvcc.InvalidNameError(reason)
+        raise mvcc.errors.InvalidNameError(reason)
     return key
 
 
