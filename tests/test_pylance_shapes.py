@@ -71,3 +71,28 @@ def test_tags_create_takes_the_branch_third(tmp_path) -> None:
         t.tags.create("twice", ("b", 2), "b")
     t.tags.update("on-main", branch.version, "b")
     assert t.tags.list()["on-main"]["version"] == branch.version
+
+
+def _tuned(write, path) -> list:
+    ds = write(pa.table({"a": list(range(20))}), str(path), max_rows_per_file=5)
+    tuning = {"batch_readahead": 2, "scan_in_order": True, "prefilter": True, "late_materialization": ["a"]}
+    return [
+        ds.to_table(filter="a > 12", limit=3, batch_size=None, **tuning).column("a").to_pylist(),
+        sum(b.num_rows for b in ds.to_batches(batch_size=4, filter="a < 9", **tuning)),
+        ds.scanner(filter="a % 2 = 0", batch_size=None, **tuning).to_table().num_rows,
+    ]
+
+
+@needs_lance
+def test_pylance_scan_tuning_is_accepted_and_changes_no_answer(tmp_path) -> None:
+    assert (
+        _tuned(mvcc.write_table, tmp_path / "m") == _tuned(lance.write_dataset, tmp_path / "l") == [[13, 14, 15], 9, 10]
+    )
+
+
+def test_scan_tuning_of_the_wrong_type_is_refused(tmp_path) -> None:
+    t = mvcc.write_table(pa.table({"a": [1]}), str(tmp_path / "t"))
+    with pytest.raises(TypeError, match="batch_readahead must be an int"):
+        t.to_table(batch_readahead="many")
+    with pytest.raises(TypeError, match="late_materialization must be True, False or a list"):
+        t.scanner(late_materialization="a")
