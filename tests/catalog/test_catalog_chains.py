@@ -10,8 +10,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from mvcc_core import RetryableConflictError, open_table, verify
+from mvcc_core import RetryableConflictError, open_table
 from mvcc_core.catalog import Catalog, CatalogError
+from mvcc_core.verify import verify
 
 IDS = pa.schema([("id", pa.int64())])
 
