@@ -9,6 +9,51 @@ operation or a broken table. Bad arguments (a wrong type, a value out of range) 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TypeVar
+
+__all__ = [
+    "BasePathError",
+    "BranchError",
+    "BranchExistsError",
+    "BranchNotFoundError",
+    "BranchNotReplayableError",
+    "CatalogConflictError",
+    "CatalogEntryError",
+    "CatalogError",
+    "CatalogFormatError",
+    "CommitConflictError",
+    "CommitNotSupportedError",
+    "CompactionError",
+    "CorruptManifestError",
+    "CorruptTagError",
+    "DataFileMismatchError",
+    "ExternalStoreError",
+    "ExternalStoreMismatchError",
+    "ExternalStoreSyncError",
+    "ExternalStoreUnavailableError",
+    "FailpointError",
+    "IncompatibleCatalogConflictError",
+    "IncompatibleConflictError",
+    "IndexExistsError",
+    "IndexNotFoundError",
+    "InvalidNameError",
+    "InvalidOperationError",
+    "ManifestInvariantError",
+    "MvccError",
+    "ObjectNotFoundError",
+    "PredicateError",
+    "RetryableCatalogConflictError",
+    "RetryableConflictError",
+    "SchemaError",
+    "StorageError",
+    "TableExistsError",
+    "TableNotFoundError",
+    "TagError",
+    "TagVersionNotFoundError",
+    "UnsafePathError",
+    "UnsupportedFeatureError",
+    "VersionNotFoundError",
+]
 
 
 class MvccError(Exception):
@@ -298,6 +343,111 @@ class FailpointError(MvccError):
     def __init__(self, name: str) -> None:
         super().__init__(f"failpoint {name!r} triggered")
         self.name = name
+
+
+_Conflict = TypeVar("_Conflict", bound="CatalogConflictError")
+
+
+class CatalogError(MvccError):
+    """A refused catalog operation: an unknown or existing object, a bad name."""
+
+
+class CatalogConflictError(CommitConflictError):
+    """A concurrent catalog version made this transaction's publish impossible.
+
+    `object_name` is the object both touched, `expected_version` / `actual_version` the catalog versions
+    (or, for a table written outside the catalog, the table versions) this transaction expected and found,
+    `rule` the DuckLake logical conflict that fired, in words, `rule_code` the same as a stable identifier for
+    code that reacts to one rule (`mvcc_core.catalog.change_rules.RULES[i].code`, or one of the codes in
+    `mvcc_core.catalog.errors`).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        object_name: str,
+        expected_version: int | None,
+        actual_version: int | None,
+        rule: str,
+        rule_code: str,
+        **kwargs: object,
+    ) -> None:
+        """A conflict on `object_name` found by the DuckLake rule `rule`.
+
+        Args:
+            message: what happened, in words
+            object_name: the object both transactions touched
+            expected_version: the catalog (or table) version this transaction expected
+            actual_version: the one it found
+            rule: the logical conflict, in words
+            rule_code: the same as a stable identifier
+            **kwargs: the fields of `CommitConflictError`
+        """
+        super().__init__(message, **kwargs)  # type: ignore[arg-type]
+        self.object_name = object_name
+        self.expected_version = expected_version
+        self.actual_version = actual_version
+        self.rule = rule
+        self.rule_code = rule_code
+
+    @classmethod
+    def with_catalog_version(
+        cls: type[_Conflict],
+        message: str,
+        *,
+        root: str,
+        object_name: str,
+        read_version: int,
+        version: int,
+        rule: str,
+        rule_code: str,
+        conflicting: bool = True,
+    ) -> _Conflict:
+        """A conflict of a transaction that read catalog version `read_version` with catalog version `version`.
+
+        Args:
+            message: what happened, in words
+            root: the catalog's root (the error's `uri`)
+            object_name: the object both transactions touched
+            read_version: the catalog version the transaction read (also its `expected_version`)
+            version: the catalog version it found (`actual_version`)
+            rule: the logical conflict, in words
+            rule_code: the same as a stable identifier
+            conflicting: whether `version` is the one that made the change (its `conflicting_versions`); False
+                when it is only the newest version, where the change was found
+
+        Returns:
+            The error, of the class it is called on.
+        """
+        return cls(
+            message,
+            object_name=object_name,
+            expected_version=read_version,
+            actual_version=version,
+            rule=rule,
+            rule_code=rule_code,
+            uri=root,
+            read_version=read_version,
+            conflicting_versions=[version] if conflicting else [],
+        )
+
+
+class RetryableCatalogConflictError(CatalogConflictError, RetryableConflictError):
+    """Run the transaction again on the new catalog version; it will mean what it meant."""
+
+
+class IncompatibleCatalogConflictError(CatalogConflictError, IncompatibleConflictError):
+    """The other transaction changed what this one is about (dropped its table, created the same name)."""
+
+
+class CatalogFormatError(CatalogError):
+    """The catalog's on-disk format is newer than this code: reading works, writing needs a newer mvcc."""
+
+
+class CatalogEntryError(CatalogError, CorruptManifestError):
+    """A `__manifest` row that breaks an invariant of the catalog: a table path or staged manifest that would
+    leave the catalog's root (or the table's directory). Nothing is opened, written or deleted through it."""
 
 
 def is_definite_failure(exc: BaseException) -> bool:

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import random
+import sys
+import types
+import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -568,3 +572,19 @@ def _parquet_problem(ref: ReferencedFile, fragment: pb.DataFragment | None) -> s
     if fragment is not None and rows != fragment.physical_rows:
         return f"{rows} rows, the manifest records {fragment.physical_rows}"
     return None
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable as the function `verify` was when the package root exported it as `mvcc_core.verify`
+    (the name is the module's now); for one more release, with a DeprecationWarning."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> VerifyReport:
+        warnings.warn(
+            "mvcc_core.verify(...) is deprecated: call mvcc_core.verify.verify (`from mvcc_core.verify import verify`)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return verify(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -286,10 +286,10 @@ def find_restore(table: mvcc.Table, restore_id: str, since: float | None) -> int
             handle = table.checkout(version)
         except mvcc.VersionNotFoundError:
             return None  # retention: nothing older is kept
-        except mvcc.CorruptManifestError:
+        except mvcc.errors.CorruptManifestError:
             continue
         txn = handle.transaction()
-        if txn is not None and txn.operation.name == mvcc.Restore.name:
+        if txn is not None and txn.operation.name == mvcc.operations.Restore.name:
             marker = dict(txn.transaction_properties).get(BACKFILL_PROPERTY)
             if marker == restore_id:
                 return version
@@ -440,7 +440,7 @@ def restore_for_backfill(
             )
         try:
             table.tags.create(lock, plan.target)
-        except mvcc.TagError:
+        except mvcc.errors.TagError:
             context.log.info(
                 "%s: another run of backfill %s holds the table tag %s; waiting", asset, scope.restore_id, lock
             )
@@ -475,9 +475,9 @@ def _wait_for_unlock(table: mvcc.Table, lock: str, deadline: float, asset: str) 
     while time.monotonic() < deadline:
         try:
             table.tags.get_version(lock)
-        except mvcc.CorruptTagError:
+        except mvcc.errors.CorruptTagError:
             pass  # the lock's file is there, so it is held, even if it does not read
-        except mvcc.TagError:
+        except mvcc.errors.TagError:
             return
         time.sleep(LOCK_POLL_SECONDS)
     raise _failure(
@@ -531,6 +531,6 @@ def _restore_locked(
 def _changes_data(table: mvcc.Table, version: int) -> bool:
     try:
         txn = table.transaction(version)
-    except (mvcc.VersionNotFoundError, mvcc.CorruptManifestError):
+    except (mvcc.VersionNotFoundError, mvcc.errors.CorruptManifestError):
         return True
     return is_data_changing(txn.operation.name if txn is not None else None)

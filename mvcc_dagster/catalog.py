@@ -481,7 +481,7 @@ class CatalogAssetTransaction:
                     return version
                 try:
                     version = int(self._tx.commit()) if self.wap_branch is None else self._audit_and_publish()
-                except mvcc.CatalogConflictError as exc:
+                except mvcc.errors.CatalogConflictError as exc:
                     if self.wap_branch is not None and cannot_replay_branch(exc):
                         raise fresh_branch_retry(exc) from exc
                     if lost_implicit_create(exc, self._created):

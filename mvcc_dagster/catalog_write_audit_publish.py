@@ -193,7 +193,7 @@ def delete_catalog_wap_branches(
             continue
         try:
             newest = catalog.snapshot(branch=name).manifest.timestamp
-        except mvcc.BranchNotFoundError:
+        except mvcc.errors.BranchNotFoundError:
             continue  # deleted meanwhile, or its deletion stopped half-way (cleanup reclaims its forks)
         if newest < cutoff:
             if not dry_run:

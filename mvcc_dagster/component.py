@@ -81,14 +81,16 @@ class MaintenanceModel(dg.Model):
     materialize_deletions_threshold: float = 0.1
     defer_index_remap: bool = False
 
-    def options(self) -> mvcc.CompactionOptions:
+    def options(self) -> mvcc.compaction.CompactionOptions:
         """The compaction's options: this model's fields named as `CompactionOptions`' (the rest its defaults).
 
         Returns:
             The options the compaction job and the schedule's compaction step run with.
         """
-        names = [f.name for f in dataclasses.fields(mvcc.CompactionOptions) if f.name in type(self).model_fields]
-        return mvcc.CompactionOptions(**{name: getattr(self, name) for name in names})
+        names = [
+            f.name for f in dataclasses.fields(mvcc.compaction.CompactionOptions) if f.name in type(self).model_fields
+        ]
+        return mvcc.compaction.CompactionOptions(**{name: getattr(self, name) for name in names})
 
 
 class RetentionModel(dg.Model):

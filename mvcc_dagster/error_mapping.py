@@ -110,8 +110,8 @@ def cannot_replay_branch(exc: BaseException) -> bool:
     Returns:
         Whether it is that refusal.
     """
-    return isinstance(exc, mvcc.BranchNotReplayableError) or (
-        isinstance(exc, mvcc.CatalogConflictError) and exc.rule_code == "branch_write_not_replayable"
+    return isinstance(exc, mvcc.errors.BranchNotReplayableError) or (
+        isinstance(exc, mvcc.errors.CatalogConflictError) and exc.rule_code == "branch_write_not_replayable"
     )
 
 
@@ -141,7 +141,7 @@ def lost_implicit_create(exc: BaseException, created: set[str]) -> bool:
         Whether it is that race.
     """
     return (
-        isinstance(exc, mvcc.CatalogConflictError)
+        isinstance(exc, mvcc.errors.CatalogConflictError)
         and isinstance(exc, mvcc.IncompatibleConflictError)
         and exc.object_name in created
         and exc.rule_code in ("both_create_name", "both_create_schema")
@@ -165,7 +165,7 @@ def conflict_metadata(exc: mvcc.CommitConflictError) -> dict[str, Any]:
         "operation": exc.operation or "",
         "conflicting_operation": exc.conflicting_operation or "",
     }
-    if isinstance(exc, mvcc.CatalogConflictError):
+    if isinstance(exc, mvcc.errors.CatalogConflictError):
         meta.update(
             {
                 "catalog_object": exc.object_name,
@@ -179,7 +179,7 @@ def conflict_metadata(exc: mvcc.CommitConflictError) -> dict[str, Any]:
 
 
 def _incompatible_description(exc: mvcc.IncompatibleConflictError, meta: dict[str, Any]) -> str:
-    if isinstance(exc, mvcc.CatalogConflictError):
+    if isinstance(exc, mvcc.errors.CatalogConflictError):
         return (
             f"incompatible catalog conflict on {exc.object_name!r} in catalog {exc.uri}: this transaction "
             f"expected version {exc.expected_version}, found {exc.actual_version} ({exc.rule}); nothing was "

@@ -13,6 +13,7 @@ import dagster as dg
 
 import mvcc_core as mvcc
 from mvcc_core import TableNotFoundError
+from mvcc_core.verify import verify
 
 from .error_mapping import mvcc_conflicts
 from .maintenance import TABLE_TAG, MaintenanceTarget
@@ -150,7 +151,7 @@ def _evaluate(
     listed: Sequence[mvcc.VersionInfo] | None,
 ) -> Iterator[dg.AssetCheckResult]:
     fragments = table.get_fragments()
-    live = {f.id: mvcc.live_rows(f) for f in fragments}
+    live = {f.fragment_id: f.count_rows() for f in fragments}
     small = [fid for fid, rows in live.items() if rows < thresholds.small_fragment_rows]
     small_count = len(small) if len(fragments) > 1 else 0
     yield _result(
@@ -192,9 +193,9 @@ def _evaluate(
     referenced: dict[str, int] = {}
     for v in versions:
         for fragment in table.checkout(v.version).get_fragments():
-            for data_file in fragment.files:
+            for data_file in fragment.data_files():
                 referenced[data_file.path] = int(data_file.file_size_bytes)
-    latest_bytes = sum(int(df.file_size_bytes) for f in fragments for df in f.files)
+    latest_bytes = sum(int(df.file_size_bytes) for f in fragments for df in f.data_files())
     total = sum(referenced.values())
     amplification = round(total / latest_bytes, 3) if latest_bytes else 1.0
     yield _result(
@@ -207,7 +208,7 @@ def _evaluate(
 
     if "files_exist" not in checks:
         return  # the last check: a HEAD request per sampled file, for nothing when it is not asked for
-    report = mvcc.verify(table, max_files=thresholds.sample_files)
+    report = verify(table, max_files=thresholds.sample_files)
     missing = report.missing
     yield _result(
         target,
@@ -408,7 +409,7 @@ def _same_table(known: mvcc.Table, fresh: mvcc.Table) -> bool:
         return False
     try:
         return fresh.checkout(known.version).manifest == known.manifest
-    except (mvcc.VersionNotFoundError, mvcc.CorruptManifestError):
+    except (mvcc.VersionNotFoundError, mvcc.errors.CorruptManifestError):
         return False  # removed or unreadable since: read everything again rather than trust the cache
 
 

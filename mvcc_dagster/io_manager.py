@@ -163,7 +163,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
         tables = self.tables()
         try:
             return tables.uri(asset_key)
-        except mvcc.InvalidNameError as exc:
+        except mvcc.errors.InvalidNameError as exc:
             raise _bad(asset, "asset key", f"{exc}; rename the asset (or give it another io_manager_key)") from exc
 
     def _open(self, uri: str, asset: str, version: int | None = None) -> mvcc.Table | None:
@@ -176,7 +176,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
                 raise
             self._check_local_root(uri, asset)
             return None
-        except (mvcc.VersionNotFoundError, mvcc.CorruptManifestError):
+        except (mvcc.VersionNotFoundError, mvcc.errors.CorruptManifestError):
             raise
         except Exception as exc:  # noqa: BLE001 - any reason the store is unreachable is reported the same way
             raise _bad(

@@ -79,13 +79,13 @@ def check_table_key(name: TableName) -> dg.AssetKey:
         The asset key.
 
     Raises:
-        mvcc_core.InvalidNameError: The key would name a table outside its root or inside another table
+        mvcc_core.errors.InvalidNameError: The key would name a table outside its root or inside another table
             (a ValueError).
     """
     key = to_asset_key(name)
     reason = table_key_problem(key)
     if reason is not None:
-        raise mvcc.InvalidNameError(reason)
+        raise mvcc.errors.InvalidNameError(reason)
     return key
 
 
@@ -100,7 +100,7 @@ def resolve_uri(root_uri: str, name: TableName) -> str:
         The table's uri.
 
     Raises:
-        mvcc_core.InvalidNameError: `name` is an asset key that would leave `root_uri` (`check_table_key`).
+        mvcc_core.errors.InvalidNameError: `name` is an asset key that would leave `root_uri` (`check_table_key`).
     """
     if isinstance(name, str) and is_uri(name):
         return name
@@ -139,7 +139,7 @@ class MvccResource(dg.ConfigurableResource):
             The table's uri.
 
         Raises:
-            mvcc_core.InvalidNameError: `name` is an asset key that would leave `root_uri` (`check_table_key`).
+            mvcc_core.errors.InvalidNameError: `name` is an asset key that would leave `root_uri` (`check_table_key`).
         """
         return resolve_uri(self.root_uri, name)
 

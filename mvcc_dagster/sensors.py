@@ -12,7 +12,8 @@ from typing import Any
 import dagster as dg
 
 import mvcc_core as mvcc
-from mvcc_core import CorruptManifestError, TableNotFoundError, VersionNotFoundError
+from mvcc_core import TableNotFoundError, VersionNotFoundError
+from mvcc_core.errors import CorruptManifestError
 
 from ._dagster_internals import reuse_sensor_resources
 from .maintenance import TABLE_TAG, MaintenanceTarget, manifest_metrics

@@ -17,25 +17,25 @@ from ._dagster_internals import TableMetadataSet
 
 DATA_CHANGING_OPERATIONS: frozenset[str] = frozenset(
     {
-        mvcc.Append.name,
-        mvcc.Overwrite.name,
-        mvcc.Update.name,
-        mvcc.Delete.name,
-        mvcc.Merge.name,
-        mvcc.DataReplacement.name,
-        mvcc.Restore.name,
-        mvcc.Clone.name,
-        mvcc.Project.name,
+        mvcc.operations.Append.name,
+        mvcc.operations.Overwrite.name,
+        mvcc.operations.Update.name,
+        mvcc.operations.Delete.name,
+        mvcc.operations.Merge.name,
+        mvcc.operations.DataReplacement.name,
+        mvcc.operations.Restore.name,
+        mvcc.operations.Clone.name,
+        mvcc.operations.Project.name,
     }
 )
 MAINTENANCE_OPERATIONS: frozenset[str] = frozenset(
     {
-        mvcc.Rewrite.name,
-        mvcc.CreateIndex.name,
-        mvcc.ReserveFragments.name,
-        mvcc.UpdateConfig.name,
-        mvcc.UpdateBases.name,
-        mvcc.UpdateMemWalState.name,
+        mvcc.operations.Rewrite.name,
+        mvcc.operations.CreateIndex.name,
+        mvcc.operations.ReserveFragments.name,
+        mvcc.operations.UpdateConfig.name,
+        mvcc.operations.UpdateBases.name,
+        mvcc.operations.UpdateMemWalState.name,
     }
 )
 
@@ -72,7 +72,7 @@ def data_version(table: mvcc.Table) -> int:
             txn = table.transaction(version)
         except mvcc.VersionNotFoundError:
             return min(version + 1, table.version)
-        except mvcc.CorruptManifestError:
+        except mvcc.errors.CorruptManifestError:
             return version
         if is_data_changing(txn.operation.name if txn is not None else None):
             return version
@@ -142,7 +142,7 @@ def data_bytes(fragments: Any) -> int:
     Returns:
         Bytes.
     """
-    return sum(int(df.file_size_bytes) for f in fragments for df in f.files)
+    return sum(int(df.file_size_bytes) for f in fragments for df in f.data_files())
 
 
 def table_metadata(
@@ -170,7 +170,7 @@ def table_metadata(
         The metadata.
     """
     fragments = table.get_fragments()
-    deleted = sum(f.deletion_file.num_deleted_rows for f in fragments if f.HasField("deletion_file"))
+    deleted = sum(f.num_deletions for f in fragments)
     txn = table.transaction()
     standard = TableMetadataSet(
         row_count=table.count_rows(),

@@ -483,7 +483,7 @@ def write_audit_publish(
         version = main.publish_branch(
             name, delete_branch=True, commit_message=commit_message, transaction_properties=dict(transaction_properties)
         )
-    except mvcc.BranchNotReplayableError as exc:
+    except mvcc.errors.BranchNotReplayableError as exc:
         raise fresh_branch_retry(exc) from exc
     if (context.run_id, asset) in _STEP_RESULTS:
         _STEP_RESULTS[(context.run_id, asset)] = results

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 import mvcc_core as mvcc
 from mvcc_core import cli
+from mvcc_core.durations import parse_duration
 
 
 def test_age_problem_names_the_limit() -> None:
@@ -31,7 +32,7 @@ def test_cleanup_refuses_an_age_before_the_year_1(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"^older_than=datetime.timedelta\(days=1000000\) reaches back before"):
         t.cleanup_old_versions(older_than=timedelta(days=1_000_000))
     with pytest.raises(ValueError, match="older_than"):
-        t.cleanup_old_versions(older_than=mvcc.parse_duration("999999999d"), dry_run=True)
+        t.cleanup_old_versions(older_than=parse_duration("999999999d"), dry_run=True)
     result = CliRunner().invoke(cli.cli, ["cleanup", str(tmp_path / "t"), "--older-than", "1000000d", "--apply"])
     assert result.exit_code == 2 and result.stdout == "", result.output
     assert "Error: --older-than 1000000d: reaches back before the year 1" in result.stderr

@@ -76,11 +76,11 @@ def test_a_bad_tag_is_reported_and_the_others_listed(tmp_path: Path, case: str) 
 def test_checking_out_a_bad_tag_raises_a_typed_error_naming_file_and_value(tmp_path: Path, case: str) -> None:
     uri, t, rel, word = with_bad_tag(tmp_path, case)
     name = Path(rel).stem
-    with pytest.raises(mvcc.CorruptTagError) as caught:
+    with pytest.raises(mvcc.errors.CorruptTagError) as caught:
         t.checkout(name)
     assert caught.value.path.endswith(rel) and rel in str(caught.value) and word in str(caught.value)
-    assert isinstance(caught.value, mvcc.TagError)
-    with pytest.raises(mvcc.CorruptTagError):
+    assert isinstance(caught.value, mvcc.errors.TagError)
+    with pytest.raises(mvcc.errors.CorruptTagError):
         t.tags.get_version(name)
     result = run("show", uri, "--tag", name)
     assert result.exit_code == 1 and rel in result.output
@@ -123,7 +123,7 @@ def test_a_bad_tag_can_be_moved_or_deleted(tmp_path: Path, case: str) -> None:
     plant(uri, rel, BAD_TAGS[case][1])
     assert run("tags", "delete", uri, name).exit_code == 0
     assert t.tags.read_all() == TagListing({"good": 2}, {})
-    with pytest.raises(mvcc.TagError, match="no tag"):
+    with pytest.raises(mvcc.errors.TagError, match="no tag"):
         t.tags.delete(name)
 
 
@@ -192,7 +192,7 @@ def test_bad_tags_on_every_backend(any_uri: tuple[str, dict[str, Any] | None], c
     assert listing.tags == {"good": 2} and list(listing.problems) == [rel] and word in listing.problems[rel]
     name = rel[len("_refs/tags/") : -len(".json")]
     if case != "nested":
-        with pytest.raises(mvcc.CorruptTagError) as caught:
+        with pytest.raises(mvcc.errors.CorruptTagError) as caught:
             t.checkout(name)
         assert rel in str(caught.value)
     stats = t.cleanup_old_versions(older_than=timedelta(0), error_if_tagged_old_versions=False)

@@ -10,6 +10,7 @@ import pytest
 
 import mvcc_core as mvcc
 from mvcc_core.format import features
+from mvcc_core.table import DatasetBasePath
 
 
 def data(start: int, n: int) -> pa.Table:
@@ -23,7 +24,7 @@ def test_data_written_to_a_second_base_is_read_back(any_uri, tmp_path) -> None:
     uri, opts = any_uri
     extra = uri + "-extra" if "://" in uri else str(tmp_path / "extra")
     t = mvcc.write_table(data(0, 5), uri, storage_options=opts)
-    t.add_bases([mvcc.DatasetBasePath(extra, name="cold"), mvcc.DatasetBasePath(extra + "-root", is_dataset_root=True)])
+    t.add_bases([DatasetBasePath(extra, name="cold"), DatasetBasePath(extra + "-root", is_dataset_root=True)])
     bases = {b.path: b for b in t.manifest.base_paths}
     assert sorted(b.id for b in bases.values()) == [1, 2] and bases[extra].name == "cold"
     t.append(data(10, 3), target_base="cold")
@@ -31,7 +32,10 @@ def test_data_written_to_a_second_base_is_read_back(any_uri, tmp_path) -> None:
     t.delete("id = 11")
     reopened = mvcc.open_table(uri, storage_options=opts)
     assert sorted(reopened.to_table().column("id").to_pylist()) == [0, 1, 2, 3, 4, 10, 12, 20, 21]
-    assert [f.files[0].base_id for f in reopened.get_fragments() if f.files[0].HasField("base_id")] == [1, 2]
+    assert [f.data_files()[0].base_id for f in reopened.get_fragments() if f.data_files()[0].base_id is not None] == [
+        1,
+        2,
+    ]
     assert reopened.manifest.reader_feature_flags & features.FLAG_BASE_PATHS
     if "://" not in uri:
         assert len(list(Path(extra).glob("*.parquet"))) == 1
@@ -40,18 +44,18 @@ def test_data_written_to_a_second_base_is_read_back(any_uri, tmp_path) -> None:
 
 def test_clashing_base_paths_are_refused(tmp_path) -> None:
     t = mvcc.write_table(data(0, 2), str(tmp_path / "t"))
-    t.add_bases([mvcc.DatasetBasePath(str(tmp_path / "a"), name="a")])
+    t.add_bases([DatasetBasePath(str(tmp_path / "a"), name="a")])
     for bad in (
-        [mvcc.DatasetBasePath(str(tmp_path / "a"), name="other")],  # same path
-        [mvcc.DatasetBasePath(str(tmp_path / "b"), name="a")],  # same name
-        [mvcc.DatasetBasePath(str(tmp_path / "c")), mvcc.DatasetBasePath(str(tmp_path / "c"))],  # twice
-        [mvcc.DatasetBasePath(t.uri)],  # the table itself
-        [mvcc.DatasetBasePath("")],
+        [DatasetBasePath(str(tmp_path / "a"), name="other")],  # same path
+        [DatasetBasePath(str(tmp_path / "b"), name="a")],  # same name
+        [DatasetBasePath(str(tmp_path / "c")), DatasetBasePath(str(tmp_path / "c"))],  # twice
+        [DatasetBasePath(t.uri)],  # the table itself
+        [DatasetBasePath("")],
         [],
     ):
-        with pytest.raises(mvcc.BasePathError):
+        with pytest.raises(mvcc.errors.BasePathError):
             t.add_bases(bad)
-    with pytest.raises(mvcc.BasePathError, match="nope"):
+    with pytest.raises(mvcc.errors.BasePathError, match="nope"):
         t.append(data(5, 1), target_base="nope")
     assert t.latest_version == 2 and len(list((tmp_path / "t" / "data").iterdir())) == 1
 
@@ -59,13 +63,13 @@ def test_clashing_base_paths_are_refused(tmp_path) -> None:
 def test_concurrent_add_bases_get_distinct_ids_or_clash(tmp_path) -> None:
     mvcc.write_table(data(0, 2), str(tmp_path / "t"))
     a, b = mvcc.open_table(str(tmp_path / "t")), mvcc.open_table(str(tmp_path / "t"))
-    a.add_bases([mvcc.DatasetBasePath(str(tmp_path / "x"), name="x")])
-    b.add_bases([mvcc.DatasetBasePath(str(tmp_path / "y"), name="y")])  # different name and path: compatible
+    a.add_bases([DatasetBasePath(str(tmp_path / "x"), name="x")])
+    b.add_bases([DatasetBasePath(str(tmp_path / "y"), name="y")])  # different name and path: compatible
     assert sorted(bp.id for bp in mvcc.open_table(str(tmp_path / "t")).manifest.base_paths) == [1, 2]
     c, d = mvcc.open_table(str(tmp_path / "t")), mvcc.open_table(str(tmp_path / "t"))
-    c.add_bases([mvcc.DatasetBasePath(str(tmp_path / "z"), name="z")])
+    c.add_bases([DatasetBasePath(str(tmp_path / "z"), name="z")])
     with pytest.raises(mvcc.IncompatibleConflictError):
-        d.add_bases([mvcc.DatasetBasePath(str(tmp_path / "z2"), name="z")])
+        d.add_bases([DatasetBasePath(str(tmp_path / "z2"), name="z")])
 
 
 # ---- MemWAL state ----------------------------------------------------------------------------
@@ -123,7 +127,7 @@ def test_stable_row_ids_survive_updates_and_deletes(any_uri, mode) -> None:
     assert reopened.to_table(filter="id = 27").column("v").to_pylist() == [2]
     assert reopened.manifest.next_row_id == 35
     if mode == "rewrite_rows":  # rows moved to new fragments, yet kept their ids
-        assert {f.id for f in reopened.get_fragments()} != {0, 1, 2, 3}
+        assert {f.fragment_id for f in reopened.get_fragments()} != {0, 1, 2, 3}
     reopened.restore(2)
     reopened.append(data(40, 1))
     assert row_ids(reopened)[40] == 35  # ids are never reused, also not after a restore
@@ -134,15 +138,15 @@ def test_table_without_stable_row_ids_uses_row_addresses(tmp_path) -> None:
     got = t.to_table(with_row_id=True, with_row_address=True)
     assert got.column("_rowid").to_pylist() == got.column("_rowaddr").to_pylist() == [0, 1, 1 << 32, (1 << 32) + 1]
     assert not t.manifest.reader_feature_flags & features.FLAG_STABLE_ROW_IDS
-    assert all(not f.HasField("row_id_sequence") for f in t.get_fragments())
-    with pytest.raises(mvcc.UnsupportedFeatureError, match="created"):
+    assert all(not f.metadata.HasField("row_id_sequence") for f in t.get_fragments())
+    with pytest.raises(mvcc.errors.UnsupportedFeatureError, match="created"):
         mvcc.write_table(data(4, 1), str(tmp_path / "t"), mode="append", enable_stable_row_ids=True)
 
 
 def test_reader_without_the_flag_refuses_the_table(tmp_path, monkeypatch) -> None:
     mvcc.write_table(data(0, 4), str(tmp_path / "t"), enable_stable_row_ids=True)
     monkeypatch.setattr(features, "KNOWN_READER_FLAGS", features.KNOWN_READER_FLAGS & ~features.FLAG_STABLE_ROW_IDS)
-    with pytest.raises(mvcc.UnsupportedFeatureError, match="stable_row_ids"):
+    with pytest.raises(mvcc.errors.UnsupportedFeatureError, match="stable_row_ids"):
         mvcc.open_table(str(tmp_path / "t"))
 
 
@@ -150,7 +154,7 @@ def test_stable_row_ids_with_many_ids_in_one_fragment_use_the_array_encoding(tmp
     t = mvcc.write_table(data(0, 1000), str(tmp_path / "t"), enable_stable_row_ids=True)
     t.update({"v": 1}, where="id % 7 = 0", mode="rewrite_rows")  # moved rows: ids 0, 7, 14, ...
     moved = t.get_fragments()[-1]
-    assert moved.row_id_sequence.inline_sequence[0] == 1
+    assert moved.metadata.row_id_sequence.inline_sequence[0] == 1
     assert row_ids(t) == {i: i for i in range(1000)}
 
 

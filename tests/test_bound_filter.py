@@ -84,11 +84,11 @@ def test_sql_and_expression_bind_alike() -> None:
 
 
 def test_bad_expressions_name_the_problem() -> None:
-    with pytest.raises(mvcc.PredicateError, match="unknown column 'nope'"):
+    with pytest.raises(mvcc.errors.PredicateError, match="unknown column 'nope'"):
         BoundFilter.bind((pc.field("id") > 1) & (pc.field("nope") == 1), SCHEMA)
-    with pytest.raises(mvcc.PredicateError, match="not a boolean"):
+    with pytest.raises(mvcc.errors.PredicateError, match="not a boolean"):
         BoundFilter.bind(pc.field("id") + 1, SCHEMA)
-    with pytest.raises(mvcc.PredicateError, match="SQL string or a pyarrow"):
+    with pytest.raises(mvcc.errors.PredicateError, match="SQL string or a pyarrow"):
         BoundFilter.bind(42, SCHEMA)  # type: ignore[arg-type]
 
 
@@ -157,7 +157,7 @@ def test_expression_filters_skip_files_by_statistics(tmp_path: Path, with_row_ad
         assert t.to_table(filter=expr, **options).num_rows == expected
     assert t.count_rows(pc.field("id") < 10) == 10
     # no statistics can rule the file out: it is read (Arrow's OSError of a torn page is a StorageError)
-    with pytest.raises((mvcc.StorageError, pa.ArrowException)):
+    with pytest.raises((mvcc.errors.StorageError, pa.ArrowException)):
         t.to_table(filter=pc.multiply(pc.field("id"), 2) == 4, **options)
 
 

@@ -22,6 +22,7 @@ import pytest
 import mvcc_core as mvcc
 from mvcc_core import failpoints
 from mvcc_core.errors import BranchExistsError, BranchNotFoundError, FailpointError
+from mvcc_core.verify import verify
 
 ROOT = Path(failpoints.__file__).resolve().parents[1]
 
@@ -84,7 +85,7 @@ def check_after_replay(uri: str) -> None:
     assert latest.version == 5 and [i["name"] for i in latest.list_indices()] == ["id_idx"]  # rows once, index once
     assert sorted(main.branches.list()) == ["audit", "other"]
     assert ids(mvcc.open_table(uri, branch="other")) == [1, 2, 3, 4, 20]
-    assert mvcc.verify(mvcc.open_table(uri)).ok
+    assert verify(mvcc.open_table(uri)).ok
 
 
 def check_after(uri: str, step: str) -> None:
@@ -113,7 +114,7 @@ def check_after(uri: str, step: str) -> None:
     assert ids(mvcc.open_table(uri)) in ([1, 2, 3, 4], [2, 3, 4, 10])
     if step != "create":
         assert ids(mvcc.open_table(uri, branch="other")) == [1, 2, 3, 4, 20]  # another branch is untouched
-    assert mvcc.verify(mvcc.open_table(uri)).ok
+    assert verify(mvcc.open_table(uri)).ok
 
 
 def _cases() -> list[tuple[str, str]]:
@@ -194,7 +195,7 @@ def test_two_publisher_processes_of_one_branch_land_it_once(tmp_uri: str) -> Non
     assert main.publish_branch("audit") == 5 and mvcc.open_table(tmp_uri).version == 5
     assert sorted(main.branches.list()) == ["audit", "other"] and not _scratch(tmp_uri)
     assert ids(mvcc.open_table(tmp_uri, branch="other")) == [1, 2, 3, 4, 20]
-    assert mvcc.verify(mvcc.open_table(tmp_uri)).ok
+    assert verify(mvcc.open_table(tmp_uri)).ok
 
 
 @pytest.mark.slow

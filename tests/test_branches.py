@@ -14,6 +14,7 @@ import pytest
 
 import mvcc_core as mvcc
 from mvcc_core import failpoints
+from mvcc_core.durations import parse_duration
 from mvcc_core.errors import (
     BranchError,
     BranchExistsError,
@@ -27,6 +28,7 @@ from mvcc_core.format.branches import list_refs
 from mvcc_core.format.naming import ManifestNaming, manifest_path
 from mvcc_core.format.referenced_files import referenced_files
 from mvcc_core.txn.external_store import open_external_store
+from mvcc_core.verify import verify
 
 
 @pytest.fixture(params=["local", "memory", pytest.param("s3", marks=[pytest.mark.s3, pytest.mark.slow])])
@@ -179,7 +181,7 @@ def test_publish_after_main_moved_checks_the_conflict_rules(tmp_uri: str) -> Non
     e.commit(e.delete_uncommitted(pc.field("id") == 10))  # an Arrow Expression: not recorded in words
     t.delete("id = 10")
     before = t.version
-    with pytest.raises(mvcc.BranchNotReplayableError, match="can run again"):
+    with pytest.raises(mvcc.errors.BranchNotReplayableError, match="can run again"):
         t.publish_branch("unrecorded")
     assert mvcc.open_table(tmp_uri).version == before and ids(mvcc.open_table(tmp_uri)) == [20, 104]
     assert sorted(t.branches.list()) == ["conflicting", "feat", "unrecorded"]  # no scratch branch left
@@ -223,7 +225,7 @@ def test_a_schema_change_fast_forwards_or_runs_again_on_the_moved_main(tmp_uri: 
     typed = t.create_branch("typed")
     typed.alter_columns({"path": "w", "data_type": pa.int32()})  # a type is not recorded: cannot run again
     t.append(pa.table({"id": [9], "w": [27]}))
-    with pytest.raises(mvcc.BranchNotReplayableError, match="can run again"):
+    with pytest.raises(mvcc.errors.BranchNotReplayableError, match="can run again"):
         t.publish_branch("typed")
     assert mvcc.open_table(tmp_uri).version == 8
 
@@ -234,14 +236,14 @@ def test_retention_keeps_what_branches_use_and_their_publish_bases(tmp_uri: str)
     b.append(pa.table({"id": [10]}))
     t.overwrite(pa.table({"id": [0]}))
     t.append(pa.table({"id": [5]}))
-    stats = t.cleanup_old_versions(older_than=mvcc.parse_duration("0s"), delete_unverified=True)
+    stats = t.cleanup_old_versions(older_than=parse_duration("0s"), delete_unverified=True)
     assert stats.removed_versions == (1, 2, 3)  # main keeps no version for the branch, only its files
-    b.cleanup_old_versions(older_than=mvcc.parse_duration("0s"), delete_unverified=True)
+    b.cleanup_old_versions(older_than=parse_duration("0s"), delete_unverified=True)
     assert ids(mvcc.open_table(tmp_uri, branch="feat")) == [1, 2, 3, 10]  # main's old files are the branch's too
     assert [v.version for v in b.versions()] == [1, 2]  # the fork is the branch's base
-    assert mvcc.verify(mvcc.open_table(tmp_uri, branch="feat")).ok
+    assert verify(mvcc.open_table(tmp_uri, branch="feat")).ok
     t.branches.delete("feat")
-    stats = t.cleanup_old_versions(older_than=mvcc.parse_duration("0s"), delete_unverified=True)
+    stats = t.cleanup_old_versions(older_than=parse_duration("0s"), delete_unverified=True)
     assert stats.removed_versions == () and ids(mvcc.open_table(tmp_uri)) == [0, 5]
     assert len(data_files(t)) == 2
 
@@ -255,7 +257,7 @@ def test_retention_keeps_only_the_forks_files_and_a_publish_over_removed_history
     for _ in range(3):
         t.update({"v": "v + 1"}, where="id = 3")  # rewrites id 3's fragment each time: new files, old ones unused
     t.append(pa.table({"id": [4], "v": [4]}))
-    stats = t.cleanup_old_versions(older_than=mvcc.parse_duration("0s"), delete_unverified=True)
+    stats = t.cleanup_old_versions(older_than=parse_duration("0s"), delete_unverified=True)
     assert stats.removed_versions == (1, 2, 3, 4)  # not every main version after the fork: only the latest stays
     needed = set().union(
         *(
@@ -264,7 +266,7 @@ def test_retention_keeps_only_the_forks_files_and_a_publish_over_removed_history
         )
     )
     assert data_files(t) == {p for p in needed if p.startswith("data/")}  # exactly: main's, the fork's, the branch's
-    assert mvcc.verify(mvcc.open_table(tmp_uri, branch="feat")).ok
+    assert verify(mvcc.open_table(tmp_uri, branch="feat")).ok
     assert sorted(mvcc.open_table(tmp_uri, branch="feat").to_table().to_pylist(), key=lambda r: r["id"]) == [
         {"id": 1, "v": 1},
         {"id": 2, "v": 20},
@@ -273,7 +275,7 @@ def test_retention_keeps_only_the_forks_files_and_a_publish_over_removed_history
     t.publish_branch("feat", delete_branch=True)  # main's base is gone: the update runs again on main's rows
     rows = sorted(mvcc.open_table(tmp_uri).to_table().to_pylist(), key=lambda r: r["id"])
     assert rows == [{"id": 1, "v": 1}, {"id": 2, "v": 20}, {"id": 3, "v": 60}, {"id": 4, "v": 40}]
-    assert mvcc.verify(mvcc.open_table(tmp_uri)).ok
+    assert verify(mvcc.open_table(tmp_uri)).ok
 
 
 def test_a_column_rewrite_on_the_branch_survives_a_rebase_over_another_fragment(tmp_uri: str) -> None:
@@ -360,7 +362,7 @@ def test_a_publish_runs_the_branchs_writes_again_on_every_store(store_uri: tuple
     rows = sorted(main.to_table().to_pylist(), key=lambda r: r["id"])
     # run again on main's rows: main's new row 4 is updated (2 -> 20) and then deleted (v = 20) too
     assert rows == [{"id": 1, "v": 1}, {"id": 3, "v": 33}, {"id": 9, "v": 99}]
-    assert list(main.branches.list()) == [] and mvcc.verify(main).ok
+    assert list(main.branches.list()) == [] and verify(main).ok
 
 
 def test_branches_of_a_table_committing_through_an_external_store(tmp_path: Path) -> None:
@@ -380,10 +382,10 @@ def test_branches_of_a_table_committing_through_an_external_store(tmp_path: Path
     assert store.get(t.uri, 3) is not None and ids(mvcc.open_table(uri, external_store=db)) == [2, 3, 4, 10, 20]
     # the branch's versions are the object store's (tree/feat/_versions/), never the store's: its keys are main's
     assert [v.version for v in mvcc.open_table(uri, branch="feat", external_store=db).versions()] == [2, 3, 4]
-    t.cleanup_old_versions(older_than=mvcc.parse_duration("0s"), delete_unverified=True)
+    t.cleanup_old_versions(older_than=parse_duration("0s"), delete_unverified=True)
     assert ids(mvcc.open_table(uri, branch="feat", external_store=db)) == [2, 3, 4, 10]
     t.branches.delete("feat")
-    assert mvcc.verify(mvcc.open_table(uri, external_store=db)).ok and list(t.branches.list()) == []
+    assert verify(mvcc.open_table(uri, external_store=db)).ok and list(t.branches.list()) == []
 
 
 @pytest.mark.slow
@@ -438,7 +440,7 @@ def test_an_index_built_on_the_branch_is_built_on_main_after_the_publish(tmp_uri
     assert main.version == version + 1  # the rows in one version, then the index's CreateIndex
     assert [i["name"] for i in main.list_indices()] == ["id_idx"]
     assert main.list_indices()[0]["num_unindexed_fragments"] == 0
-    assert main.to_table(filter="id = 10")["v"].to_pylist() == [10] and mvcc.verify(main).ok
+    assert main.to_table(filter="id = 10")["v"].to_pylist() == [10] and verify(main).ok
 
 
 def test_a_write_that_fails_on_mains_rows_when_run_again_refuses_the_publish(tmp_uri: str) -> None:

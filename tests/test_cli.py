@@ -31,6 +31,7 @@ import mvcc_core as mvcc
 from mvcc_core import cli
 from mvcc_core.format.manifest import list_manifests
 from mvcc_core.format.referenced_files import ReferencedFile, version_files
+from mvcc_core.times import parse_time
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -84,7 +85,7 @@ def test_show_matches_the_api(any_uri) -> None:
     assert info["version"] == t.version == info["latest_version"] == 5
     assert info["rows"] == t.count_rows() == 10 and info["deleted_rows"] == 1
     assert info["fragments"] == len(fragments) == 3 and info["small_fragments"] == 3
-    assert info["bytes"] == sum(df.file_size_bytes for f in fragments for df in f.files) > 0
+    assert info["bytes"] == sum(df.file_size_bytes for f in fragments for df in f.data_files()) > 0
     assert [f["name"] for f in info["schema"]] == t.schema.names
     assert info["tags"] == {"two": 2} and info["manifest_naming"] == t.manifest_naming.value
     assert info["indices"] == json.loads(json.dumps(t.list_indices()))
@@ -463,7 +464,7 @@ def test_cleanup_refusal_names_the_cli_flags(tmp_uri) -> None:
     assert "two (version 2), nightly (version 3)" in refused.stderr and "--older-than 0s" in refused.stderr
     assert "--keep-tagged" in refused.stderr and f"mvcc tags delete {tmp_uri} NAME" in refused.stderr
     assert "error_if_tagged_old_versions" not in refused.stderr
-    with pytest.raises(mvcc.TagError) as api:  # the API keeps its own words, and says which tags
+    with pytest.raises(mvcc.errors.TagError) as api:  # the API keeps its own words, and says which tags
         t.cleanup_old_versions(timedelta(0), 1)
     assert api.value.tags == {"two": 2, "nightly": 3} and "error_if_tagged_old_versions" in str(api.value)
 
@@ -501,10 +502,10 @@ def test_compact_dry_run_is_the_plan_compact_runs(tmp_path: Path, seed: int) -> 
     text = run("compact", uri, *options, "--dry-run")
     assert text.exit_code == 0 and "dry run: nothing was written" in text.stderr
     assert listing(t) == before_files and mvcc.open_table(uri).version == t.version == planned["version"]
-    fragments = {f.id: f for f in t.get_fragments()}
+    fragments = {f.fragment_id: f for f in t.get_fragments()}
     for task in planned["tasks"]:  # each task's totals, from the fragments it names
         named = [fragments[i] for i in task["fragments"]]
-        assert task["bytes"] == sum(df.file_size_bytes for f in named for df in f.files)
+        assert task["bytes"] == sum(df.file_size_bytes for f in named for df in f.data_files())
     done = run_json("compact", uri, *options)
     after = mvcc.open_table(uri)
     if not planned["tasks"]:
@@ -551,12 +552,12 @@ def test_durations_refs_and_storage_options() -> None:
         with pytest.raises(ValueError):
             cli.parse_duration(bad)
     utc = datetime(2024, 5, 1, 12, tzinfo=UTC)
-    assert mvcc.parse_time("2024-05-01T12:00:00") == mvcc.parse_time("2024-05-01 12:00Z") == utc
-    assert mvcc.parse_time("2024-05-01T14:00:00+02:00") == utc and mvcc.parse_time("2024-05-01T14:00:00+02:00").tzinfo
-    assert mvcc.parse_time("2024-05-01") == datetime(2024, 5, 1, tzinfo=UTC)
+    assert parse_time("2024-05-01T12:00:00") == parse_time("2024-05-01 12:00Z") == utc
+    assert parse_time("2024-05-01T14:00:00+02:00") == utc and parse_time("2024-05-01T14:00:00+02:00").tzinfo
+    assert parse_time("2024-05-01") == datetime(2024, 5, 1, tzinfo=UTC)
     for bad in ("", " ", "12", "nightly", "2024", "2024-13-01", "2026-01-01T25:00", "2024-05-01-rc1"):
         with pytest.raises(ValueError, match="ISO 8601"):
-            mvcc.parse_time(bad)
+            parse_time(bad)
     for delta in (timedelta(0), timedelta(days=7), timedelta(days=1, hours=12), timedelta(minutes=90, seconds=5)):
         assert cli.parse_duration(cli.format_duration(delta)) == delta
     env = {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s", "AWS_ENDPOINT_URL": "http://e", "AWS_REGION": "r"}

@@ -135,7 +135,7 @@ def test_create_after_a_delete_that_stopped_half_way_says_what_to_run(memory_uri
     cat.create_branch("dev")
     with cat.transaction(branch="dev") as tx:
         tx.table("s.a").append(pa.table({"id": [10]}))
-    with failpoints.armed("catalog.branch.delete.after_catalog", "raise"), pytest.raises(mvcc.FailpointError):
+    with failpoints.armed("catalog.branch.delete.after_catalog", "raise"), pytest.raises(mvcc.errors.FailpointError):
         cat.delete_branch("dev")
     refused = run("catalog", "branches", "create", memory_uri, "dev")
     assert refused.exit_code == 1 and "catalog.cleanup()" not in refused.stderr

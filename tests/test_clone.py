@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 import mvcc_core as mvcc
+from mvcc_core.table import DatasetBasePath
 
 
 def data(start: int, n: int) -> pa.Table:
@@ -66,9 +67,9 @@ def test_shallow_clone_of_a_removed_source_fails_clearly_deep_clone_survives(tmp
     shutil.rmtree(tmp_path / "src")
     assert ids(deep) == list(range(10))
     assert shallow.count_rows() == 10  # metadata only
-    with pytest.raises(mvcc.ObjectNotFoundError, match="shallow clone"):
+    with pytest.raises(mvcc.errors.ObjectNotFoundError, match="shallow clone"):
         shallow.to_table()
-    with pytest.raises(mvcc.ObjectNotFoundError):
+    with pytest.raises(mvcc.errors.ObjectNotFoundError):
         shallow.delete("id = 1")
 
 
@@ -78,13 +79,13 @@ def test_shallow_clone_after_source_cleanup_of_a_deletion_file(tmp_path) -> None
     shallow = src.clone(str(tmp_path / "shallow"))
     for path in (tmp_path / "src" / "_deletions").iterdir():  # what retention on the source would remove
         path.unlink()
-    with pytest.raises(mvcc.ObjectNotFoundError, match="shallow clone"):
+    with pytest.raises(mvcc.errors.ObjectNotFoundError, match="shallow clone"):
         shallow.to_table()
 
 
 def test_deep_clone_copies_base_path_data_and_clone_of_a_clone(tmp_path) -> None:
     src = mvcc.write_table(data(0, 5), str(tmp_path / "src"))
-    src.add_bases([mvcc.DatasetBasePath(str(tmp_path / "extra"), name="extra")])
+    src.add_bases([DatasetBasePath(str(tmp_path / "extra"), name="extra")])
     src.append(data(50, 5), target_base="extra")
     shallow = src.clone(str(tmp_path / "a"))
     second = shallow.clone(str(tmp_path / "b"))  # a shallow clone of a shallow clone: both bases resolve
@@ -92,7 +93,7 @@ def test_deep_clone_copies_base_path_data_and_clone_of_a_clone(tmp_path) -> None
     shutil.rmtree(tmp_path / "extra")
     shutil.rmtree(tmp_path / "src")
     assert ids(deep) == list(range(5)) + list(range(50, 55))
-    with pytest.raises(mvcc.ObjectNotFoundError):
+    with pytest.raises(mvcc.errors.ObjectNotFoundError):
         second.to_table()
 
 

@@ -70,15 +70,15 @@ def test_compacted_reads_equal_a_plain_evaluation(tmp_path: Path, tiny_row_group
             ids = model.column("id").to_numpy()
             model = model.filter(pa.array(~((ids % modulus == rest) & (ids > above))))
     before = table.to_table(with_row_id=stable)
-    old_ids = {f.id for f in table.get_fragments()}
+    old_ids = {f.fragment_id for f in table.get_fragments()}
     target = rng.choice([10, 33, 100, 1_000])
     metrics = table.optimize.compact_files(target_rows_per_fragment=target)
     _same(table.to_table(), model)
     _same(mvcc.open_table(str(tmp_path / "t")).to_table(with_row_id=stable), before)  # row ids stay with rows
     assert 0 < metrics.rows <= model.num_rows and metrics.fragments_removed > 1
-    new = [f for f in table.get_fragments() if f.id not in old_ids]
+    new = [f for f in table.get_fragments() if f.fragment_id not in old_ids]
     assert len(new) == metrics.fragments_added and sum(f.physical_rows for f in new) == metrics.rows
-    assert all(f.physical_rows <= target and not f.HasField("deletion_file") for f in new)
+    assert all(f.physical_rows <= target and f.deletion_file() is None for f in new)
 
 
 def _encoder_threads() -> list[threading.Thread]:
@@ -97,9 +97,9 @@ def test_a_read_failing_after_row_groups_were_encoded_leaves_nothing(tmp_path: P
     error is the read's, and the partial file is removed only after the encoder stopped."""
     uri = str(tmp_path / "t")
     table = _many_small_fragments(uri)
-    (tmp_path / "t" / "data" / table.get_fragments()[-2].files[0].path).unlink()
+    (tmp_path / "t" / "data" / table.get_fragments()[-2].data_files()[0].path).unlink()
     files_before = set((tmp_path / "t" / "data").iterdir())
-    with pytest.raises(mvcc.ObjectNotFoundError, match="missing"):
+    with pytest.raises(mvcc.errors.ObjectNotFoundError, match="missing"):
         table.optimize.compact_files(target_rows_per_fragment=1_000)
     assert set((tmp_path / "t" / "data").iterdir()) == files_before
     assert not _encoder_threads()

@@ -17,7 +17,10 @@ def fragmented(uri: str) -> mvcc.Table:
 def test_reserve_fragments_carries_properties(tmp_path) -> None:
     t = fragmented(str(tmp_path / "t"))
     plan = mvcc.compaction.plan(
-        t, mvcc.CompactionOptions(), commit_message="reserve for run r1", transaction_properties={"run": "r1"}
+        t,
+        mvcc.compaction.CompactionOptions(),
+        commit_message="reserve for run r1",
+        transaction_properties={"run": "r1"},
     )
     assert plan.tasks
     reserve = mvcc.open_table(str(tmp_path / "t")).versions()[-1]

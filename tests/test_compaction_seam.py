@@ -39,4 +39,4 @@ def test_nothing_to_do_reserves_nothing(tmp_path) -> None:
     plan = mvcc.compaction.plan(t)
     assert plan.tasks == [] and plan.reserved_version is None and plan.fragments == 0
     assert mvcc.open_table(t.uri).version == t.version
-    assert mvcc.compaction.summarize([]) == mvcc.CompactionMetrics()
+    assert mvcc.compaction.summarize([]) == mvcc.compaction.CompactionMetrics()

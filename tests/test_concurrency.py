@@ -69,7 +69,7 @@ def test_concurrent_appenders(backend, writers, tmp_uri, request) -> None:
     # the rows are the union of what was written
     keys = sorted(t.to_table()["key"].to_pylist())
     assert keys == sorted(w * 1000 + i for w in range(writers) for i in range(COMMITS_PER_WRITER))
-    assert len({f.id for f in t.get_fragments()}) == total
+    assert len({f.fragment_id for f in t.get_fragments()}) == total
 
 
 # ---- conflict outcomes through the real commit path ------------------------------------------
@@ -105,7 +105,7 @@ def test_append_after_overwrite_is_incompatible(tmp_uri) -> None:
 def test_appends_are_compatible_with_everything_else(tmp_uri) -> None:
     a, b = _two_handles(tmp_uri)
     a.update_config(upsert={"k": "v"})
-    a.commit(mvcc.ReserveFragments(num_fragments=2))
+    a.commit(mvcc.operations.ReserveFragments(num_fragments=2))
     b.append(pa.table({"id": [4]}))
     assert b.version == 4 and b.config == {"k": "v"}
     assert b.to_table()["id"].to_pylist() == [1, 2, 3, 4]
@@ -138,10 +138,10 @@ def test_reserve_fragments_after_overwrite_is_incompatible(tmp_uri) -> None:
     a, b = _two_handles(tmp_uri)
     a.overwrite(pa.table({"id": [7]}))
     with pytest.raises(mvcc.IncompatibleConflictError):
-        b.commit(mvcc.ReserveFragments(num_fragments=3))
+        b.commit(mvcc.operations.ReserveFragments(num_fragments=3))
     b2 = mvcc.open_table(tmp_uri)
-    b2.commit(mvcc.ReserveFragments(num_fragments=3))
-    a.commit(mvcc.ReserveFragments(num_fragments=1), read_version=2)  # concurrent reserves are compatible
+    b2.commit(mvcc.operations.ReserveFragments(num_fragments=3))
+    a.commit(mvcc.operations.ReserveFragments(num_fragments=1), read_version=2)  # concurrent reserves are compatible
     assert a.manifest.max_fragment_id == b2.manifest.max_fragment_id + 1
 
 

@@ -21,6 +21,7 @@ import pytest
 import mvcc_core as mvcc
 from mvcc_core.format import operations as ops
 from mvcc_core.maintenance.compaction import CompactionTask
+from mvcc_core.table import DatasetBasePath
 
 OK, RETRY, FAIL = "ok", "retry", "fail"
 NAMES = ["A", "D", "OW", "CI", "RW", "M", "P", "RS", "RF", "U", "UC", "DR", "MW", "UB"]
@@ -108,7 +109,7 @@ def _base(tmp: Path) -> None:
 
 
 def _rewrite(t: mvcc.Table, new_id: int) -> None:
-    fragments = tuple(f.SerializeToString() for f in t.get_fragments()[:2])
+    fragments = tuple(f.metadata.SerializeToString() for f in t.get_fragments()[:2])
     task = CompactionTask(read_version=t.version, fragments=fragments, new_fragment_ids=(new_id,),
                           target_rows_per_fragment=100)  # fmt: skip
     mvcc.compaction.commit(t, [task.execute(t.uri)])
@@ -131,7 +132,7 @@ def _ops(role: str, tmp: Path) -> dict[str, Callable[[mvcc.Table], object]]:
         "UC": lambda t: t.update_config({"shared.key": role}),
         "DR": lambda t: t.replace_column("k", {0: list(range(100, 110))}),
         "MW": lambda t: t.mark_generations_merged({REGION: 2 if ours else 1}),
-        "UB": lambda t: t.add_bases([mvcc.DatasetBasePath(str(tmp / f"base-{role}"), name="shared")]),
+        "UB": lambda t: t.add_bases([DatasetBasePath(str(tmp / f"base-{role}"), name="shared")]),
     }
 
 
@@ -156,7 +157,7 @@ def test_pair(template: Path, tmp_path: Path, ours: str, theirs: str) -> None:
     except mvcc.RetryableConflictError as exc:
         outcome = RETRY
         assert exc.read_version == 2 and exc.operation == FULL[ours]
-    except mvcc.BasePathError:
+    except mvcc.errors.BasePathError:
         outcome = FAIL  # a clashing base path is refused before committing, or when the clash is found
     except mvcc.IncompatibleConflictError as exc:
         outcome = FAIL

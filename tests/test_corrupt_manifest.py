@@ -61,7 +61,7 @@ def test_versions_report_a_corrupt_old_manifest(any_uri) -> None:
         ("Append", "v4", None),
     ]
     assert ids(mvcc.open_table(uri, version=3, storage_options=opts)) == [1, 2, 3, 4]
-    with pytest.raises(mvcc.CorruptManifestError):
+    with pytest.raises(mvcc.errors.CorruptManifestError):
         mvcc.open_table(uri, version=2, storage_options=opts)
     assert ids(t) == [1, 2, 3, 4, 5]
 
@@ -100,12 +100,12 @@ def test_corrupt_latest_manifest_restore_commits_past_it(any_uri) -> None:
     writer = mvcc.open_table(uri, version=3, storage_options=opts)  # opened before the damage
     corrupt(writer, 4)
 
-    with pytest.raises(mvcc.CorruptManifestError):
+    with pytest.raises(mvcc.errors.CorruptManifestError):
         mvcc.open_table(uri, storage_options=opts)
     old = mvcc.open_table(uri, version=2, storage_options=opts)  # an older version still opens
     assert ids(old) == [0, 1, 2, 3, 4]
     for handle in (old, writer):
-        with pytest.raises(mvcc.CorruptManifestError, match=r"restore") as info:
+        with pytest.raises(mvcc.errors.CorruptManifestError, match=r"restore") as info:
             handle.append(rows(10, 1))
         assert "Table.restore" in str(info.value) and "latest" in str(info.value)
     assert old.latest_version == 4
@@ -131,7 +131,7 @@ def test_restore_to_the_corrupt_version_is_refused(tmp_uri) -> None:
     t = four_versions(tmp_uri, None)
     corrupt(t, 4)
     old = mvcc.open_table(tmp_uri, version=3)
-    with pytest.raises(mvcc.CorruptManifestError):
+    with pytest.raises(mvcc.errors.CorruptManifestError):
         old.restore(4)
     assert old.latest_version == 4
 
@@ -145,7 +145,7 @@ def test_opening_a_corrupt_latest_names_the_way_out(any_uri, damaged: list[int])
     for version in damaged:
         corrupt(t, version)
     intact = next((v for v in (3, 2, 1) if v not in damaged), None)
-    with pytest.raises(mvcc.CorruptManifestError) as opening:
+    with pytest.raises(mvcc.errors.CorruptManifestError) as opening:
         mvcc.open_table(uri, storage_options=opts)
     assert opening.value.intact_version == intact
     message = str(opening.value)
@@ -155,7 +155,7 @@ def test_opening_a_corrupt_latest_names_the_way_out(any_uri, damaged: list[int])
         return
     assert f"the newest intact version is {intact}" in message
     assert f"Table.restore({intact})" in message and f"mvcc restore {uri} --version {intact}" in message
-    with pytest.raises(mvcc.CorruptManifestError) as writing:  # a handle that never read the damaged manifests
+    with pytest.raises(mvcc.errors.CorruptManifestError) as writing:  # a handle that never read the damaged manifests
         mvcc.open_table(uri, version=intact, storage_options=opts).append(rows(10, 1))
     assert writing.value.intact_version == intact and f"mvcc restore {uri} --version {intact}" in str(writing.value)
     mvcc.open_table(uri, version=intact, storage_options=opts).restore()  # what the message says

@@ -56,10 +56,10 @@ def test_delete_matches_oracle_and_time_travel(any_uri) -> None:
 def test_fully_deleted_fragments_leave_the_manifest(tmp_uri) -> None:
     t = mvcc.write_table(data(30), tmp_uri, max_rows_per_file=10)
     t.delete("id >= 10 AND id < 20")
-    assert [f.id for f in t.get_fragments()] == [0, 2]
+    assert [f.fragment_id for f in t.get_fragments()] == [0, 2]
     t.delete("id = 25")
     t.delete("id >= 20")  # fragment 2 had one row deleted already: merged, then fully gone
-    assert [f.id for f in t.get_fragments()] == [0]
+    assert [f.fragment_id for f in t.get_fragments()] == [0]
     assert t.to_table()["id"].to_pylist() == list(range(10))
     txn = t.transaction()
     assert txn.operation.deleted_fragment_ids == [2]
@@ -72,18 +72,18 @@ def test_deletion_vector_and_row_addresses(tmp_uri) -> None:
     t = mvcc.write_table(data(20), tmp_uri, max_rows_per_file=10)
     t.delete("id IN (1, 3, 12)")
     frag0, frag1 = t.get_fragments()
-    assert frag0.deletion_file.num_deleted_rows == 2 and frag1.deletion_file.num_deleted_rows == 1
+    assert frag0.num_deletions == 2 and frag1.num_deletions == 1
     got = t.to_table(columns=["id"], with_row_address=True)
     assert (1 << 32 | 2) not in got["_rowaddr"].to_pylist()  # id 12 is deleted
     assert all(a >> 32 == i // 10 and a & 0xFFFFFFFF == i % 10 for i, a in zip(*got.to_pydict().values(), strict=True))
     # one packed file for the commit (read version 1), each fragment's vector a slice of it
-    assert frag0.deletion_file.id == frag1.deletion_file.id
-    assert os.listdir(Path(tmp_uri) / "_deletions") == [f"1-{frag0.deletion_file.id}.bin"]
-    assert frag0.deletion_file.content_offset == 0
-    assert frag1.deletion_file.content_offset == frag0.deletion_file.content_size
+    assert frag0.metadata.deletion_file.id == frag1.metadata.deletion_file.id
+    assert os.listdir(Path(tmp_uri) / "_deletions") == [f"1-{frag0.metadata.deletion_file.id}.bin"]
+    assert frag0.metadata.deletion_file.content_offset == 0
+    assert frag1.metadata.deletion_file.content_offset == frag0.metadata.deletion_file.content_size
     assert t.manifest.reader_feature_flags & FLAG_PACKED_DELETION_FILES
     t.delete("id = 15")  # one fragment: its own file, as before packing
-    assert f"1-2-{t.get_fragments()[1].deletion_file.id}.bin" in os.listdir(Path(tmp_uri) / "_deletions")
+    assert f"1-2-{t.get_fragments()[1].metadata.deletion_file.id}.bin" in os.listdir(Path(tmp_uri) / "_deletions")
     assert t.to_table()["id"].to_pylist() == [i for i in range(20) if i not in (1, 3, 12, 15)]
 
 
@@ -98,7 +98,7 @@ def test_bad_predicate_leaves_table_unchanged(tmp_uri) -> None:
     t = mvcc.write_table(data(10), tmp_uri)
     before = sorted(p.relative_to(tmp_uri) for p in Path(tmp_uri).rglob("*"))
     for bad in ("nope = 1", "id = = 2", "name > 3"):
-        with pytest.raises(mvcc.PredicateError):
+        with pytest.raises(mvcc.errors.PredicateError):
             t.delete(bad)
     assert sorted(p.relative_to(tmp_uri) for p in Path(tmp_uri).rglob("*")) == before
     assert t.latest_version == 1
@@ -149,7 +149,7 @@ def test_row_count_disagreeing_with_the_manifest_is_corrupt(tmp_uri) -> None:
     path = Path(tmp_uri.removeprefix("file://")) / "data" / t.manifest.fragments[1].files[0].path
     original = pq.read_table(path)
     pq.write_table(data(9, 10).rename_columns(original.column_names).cast(original.schema), path)
-    with pytest.raises(mvcc.CorruptManifestError, match="9 rows"):
+    with pytest.raises(mvcc.errors.CorruptManifestError, match="9 rows"):
         t.delete("id % 2 = 0")  # not prunable by statistics: every file is read
     assert mvcc.open_table(tmp_uri).version == 1
 

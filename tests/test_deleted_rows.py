@@ -101,7 +101,7 @@ def test_a_cached_mask_is_read_only_and_never_hides_a_manifest_that_disagrees(tm
         mask[0] = False
     # the same deletion file, named by an entry that disagrees with it: refused as before the cache
     _tamper(uri, opened.version, lambda m: setattr(m.fragments[0].deletion_file, "num_deleted_rows", 2))
-    with pytest.raises(mvcc.CorruptManifestError, match="deletes 3 rows of fragment 0"):
+    with pytest.raises(mvcc.errors.CorruptManifestError, match="deletes 3 rows of fragment 0"):
         mvcc.open_table(uri).to_table()
     # the same vector for a fragment the manifest now says is shorter: refused
     _tamper(
@@ -134,6 +134,6 @@ def test_a_wrong_data_file_among_small_files_with_deletions_is_still_refused(tmp
     data = sink.getvalue().to_pybytes()
     opened.state.store.put(f"data/{data_file.path}", data)
     _tamper(uri, opened.version, lambda m: setattr(m.fragments[2].files[0], "file_size_bytes", len(data)))
-    with pytest.raises(mvcc.DataFileMismatchError) as err:
+    with pytest.raises(mvcc.errors.DataFileMismatchError) as err:
         mvcc.open_table(uri).to_table()
     assert data_file.path in str(err.value)

@@ -272,7 +272,7 @@ def test_eight_processes_commit_through_the_store(backend: Backend) -> None:
     # rows complete, fragments distinct
     ids = sorted(t.to_table()["id"].to_pylist())
     assert ids == sorted(w * 1000 + i for w in range(WRITERS) for i in range(COMMITS_PER_WRITER))
-    assert len({f.id for f in t.get_fragments()}) == total
+    assert len({f.fragment_id for f in t.get_fragments()}) == total
     # losers removed their staged manifests
     assert _staged_files(backend) == []
 
@@ -522,7 +522,7 @@ def test_v1_naming_and_write_fragments_through_the_store(tmp_path: Path) -> None
     uri, db = str(tmp_path / "t"), f"sqlite://{tmp_path / 'db'}"
     t = mvcc.write_table(pa.table({"id": [1]}), uri, manifest_naming="v1", external_store=db)
     fragments = mvcc.write_fragments(pa.table({"id": [2, 3]}), uri, external_store=db)
-    t.commit(mvcc.Append(fragments=fragments))
+    t.commit(mvcc.operations.Append(fragments=fragments))
     store = open_external_store(db)
     assert store.get_latest_version(t.uri) == (2, f"{t.uri}/_versions/2.manifest")
     assert sorted(mvcc.open_table(uri).to_table()["id"].to_pylist()) == [1, 2, 3]

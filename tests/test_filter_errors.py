@@ -82,7 +82,7 @@ def test_every_api_call_says_what_is_wrong(table: mvcc.Table, sql: str, line: st
         "delete_uncommitted": lambda: table.delete_uncommitted(sql),
     }
     for name, call in calls.items():
-        with pytest.raises(mvcc.PredicateError) as info:
+        with pytest.raises(mvcc.errors.PredicateError) as info:
             call()
         assert_located(str(info.value), sql, line, carets), name
     assert files(root) == before and table.version == table.latest_version == 3  # nothing written

@@ -66,7 +66,7 @@ def _writer(uri: str, opts: dict | None, spec: dict[str, Any], barrier: Any, res
         try:
             partition = {"where": where} if where is not None else {}
             mvcc.write_table(
-                data, uri, mode, storage_options=opts, transaction_properties={"writer": spec["name"]}, **partition
+                data, uri, mode=mode, storage_options=opts, transaction_properties={"writer": spec["name"]}, **partition
             )
             break
         except mvcc.RetryableConflictError:
@@ -245,11 +245,11 @@ def test_create_mode_still_refuses_and_says_the_table_appeared_meanwhile(tmp_uri
 
 def test_where_needs_overwrite_mode_and_checks_every_row_of_a_new_table(tmp_uri) -> None:
     with pytest.raises(ValueError, match="mode='overwrite'"):
-        mvcc.write_table(rows(DAYS[0], [1], "x"), tmp_uri, "append", where=where_day(DAYS[0]))
-    with pytest.raises(mvcc.PredicateError):
-        mvcc.write_table(rows(DAYS[1], [1], "x"), tmp_uri, "overwrite", where=where_day(DAYS[0]))
+        mvcc.write_table(rows(DAYS[0], [1], "x"), tmp_uri, mode="append", where=where_day(DAYS[0]))
+    with pytest.raises(mvcc.errors.PredicateError):
+        mvcc.write_table(rows(DAYS[1], [1], "x"), tmp_uri, mode="overwrite", where=where_day(DAYS[0]))
     assert not os.path.exists(tmp_uri) or not [f for _, _, fs in os.walk(tmp_uri) for f in fs]
-    t = mvcc.write_table(rows(DAYS[0], [1], "x"), tmp_uri, "overwrite", where=where_day(DAYS[0]))
+    t = mvcc.write_table(rows(DAYS[0], [1], "x"), tmp_uri, mode="overwrite", where=where_day(DAYS[0]))
     assert t.version == 1 and content(t) == [(DAYS[0], 1, "x")]
 
 

@@ -13,6 +13,7 @@ from mvcc_core.format import fragment_reuse as frag_reuse
 from mvcc_core.format.naming import FRAG_REUSE_INDEX
 from mvcc_core.maintenance.optimize import stage_optimize_indices
 from mvcc_core.ops.index_build import covered
+from mvcc_core.verify import verify
 
 PREDICATES = ["k = 7", "k IN (3, 18, 40)", "k >= 10 AND k < 20", "k > 45", "k = 1000"]
 
@@ -55,7 +56,7 @@ def test_deferred_remap_keeps_the_index_covering_moved_rows(tmp_uri) -> None:
     before = {p: answers(t, p) for p in PREDICATES}
     t.optimize.compact_files(target_rows_per_fragment=25, defer_index_remap=True)
     assert [v.operation for v in t.versions()][-2:] == ["ReserveFragments", "Rewrite"]
-    live = {f.id for f in t.get_fragments()}
+    live = {f.fragment_id for f in t.get_fragments()}
     assert live <= covered(index_of(t))  # nothing became unindexed
     assert fri_versions(t) == [t.version]
     assert [i for i in t.list_indices() if i["name"] == FRAG_REUSE_INDEX]
@@ -87,7 +88,7 @@ def test_without_defer_rewritten_fragments_leave_the_index(tmp_uri) -> None:
     t = build(tmp_uri)
     t.optimize.compact_files(target_rows_per_fragment=25)
     assert frag_reuse.find(t.manifest) is None
-    assert not {f.id for f in t.get_fragments()} & covered(index_of(t))
+    assert not {f.fragment_id for f in t.get_fragments()} & covered(index_of(t))
     for p in PREDICATES:
         assert answers(t, p) == expected(t, p), p
 
@@ -146,7 +147,7 @@ def test_trim_rebases_over_a_deferred_compaction(tmp_uri) -> None:
     # the trim removed the first compaction's version but kept theirs, which the rebuilt index needs:
     # it was built before their rewrite, so its coverage and addresses follow the moved rows
     assert fri_versions(final) == [theirs_version]
-    assert {f.id for f in final.get_fragments()} <= covered(index_of(final))
+    assert {f.fragment_id for f in final.get_fragments()} <= covered(index_of(final))
     for p in [*PREDICATES, "k = 8"]:
         assert answers(final, p) == expected(final, p), p
 
@@ -180,7 +181,7 @@ def test_create_index_of_the_mem_wal_singleton_is_refused(tmp_uri) -> None:
     t = build(tmp_uri, fragments=1)
     before = t.version
     with pytest.raises(mvcc.MvccError, match="UpdateMemWalState"):
-        t.commit(mvcc.CreateIndex(new_indices=[pb.IndexMetadata(name="__lance_mem_wal")]))
+        t.commit(mvcc.operations.CreateIndex(new_indices=[pb.IndexMetadata(name="__lance_mem_wal")]))
     assert mvcc.open_table(tmp_uri).version == before
 
 
@@ -241,15 +242,15 @@ def test_deep_verify_finds_an_index_that_misses_moved_rows(tmp_uri) -> None:
     t.create_index("k", "BTREE", name="k_idx")
     trim, _ = stage_optimize_indices(mvcc.open_table(tmp_uri).state)  # drops the reuse index: none needs it
     mvcc.open_table(tmp_uri).commit(early)  # ... until this one lands, built before the compaction
-    assert mvcc.verify(mvcc.open_table(tmp_uri), deep=True).ok  # translated through the reuse index
+    assert verify(mvcc.open_table(tmp_uri), deep=True).ok  # translated through the reuse index
     latest = mvcc.open_table(tmp_uri)
     latest.commit(trim.operation, read_version=latest.version)  # the trim as if the index had not been seen
     broken = mvcc.open_table(tmp_uri)
-    problems = [p for p in mvcc.verify(broken, deep=True).problems if p.kind == "index"]
+    problems = [p for p in verify(broken, deep=True).problems if p.kind == "index"]
     assert len(problems) == 1 and "fewer row addresses" in problems[0].problem
-    assert not mvcc.verify(broken).problems  # a shallow check does not read index files
+    assert not verify(broken).problems  # a shallow check does not read index files
     broken.create_index("k", "BTREE", name="k_idx")
     mended = mvcc.open_table(tmp_uri)
-    assert mvcc.verify(mended, deep=True).ok
+    assert verify(mended, deep=True).ok
     for p in PREDICATES:
         assert answers(mended, p) == expected(mended, p), p

@@ -12,7 +12,7 @@ from mvcc_core.format.fragments import ROW_GROUP_ROWS, dictionary_columns
 
 
 def _data_file(t: mvcc.Table, fragment: int = 0) -> pq.ParquetFile:
-    return pq.ParquetFile(f"{t.uri}/data/{t.get_fragments()[fragment].files[0].path}")
+    return pq.ParquetFile(f"{t.uri}/data/{t.get_fragments()[fragment].data_files()[0].path}")
 
 
 def test_small_batches_make_full_row_groups(tmp_path):

@@ -89,7 +89,7 @@ def test_a_data_file_of_another_schema_is_a_typed_error(
     data, column = bad_files(t)[case]
     path = replace_first_file(t, data)
     before = [(f.id, f.files[0].path) for f in t.manifest.fragments]
-    with pytest.raises(mvcc.DataFileMismatchError) as err:
+    with pytest.raises(mvcc.errors.DataFileMismatchError) as err:
         READS[read](mvcc.open_table(uri, storage_options=opts))
     assert path in str(err.value) and err.value.path.endswith(path)
     if column is not None:
@@ -107,7 +107,7 @@ def test_a_row_count_other_than_physical_rows_fails_every_read(tmp_path: Any, ph
     t = two_fragments(uri, None)
     path = t.manifest.fragments[0].files[0].path
     tamper(t, lambda m: setattr(m.fragments[0], "physical_rows", physical_rows))
-    with pytest.raises(mvcc.DataFileMismatchError, match=f"physical_rows says {physical_rows}") as err:
+    with pytest.raises(mvcc.errors.DataFileMismatchError, match=f"physical_rows says {physical_rows}") as err:
         READS[read](mvcc.open_table(uri))
     assert err.value.path == path
     # without a filter count_rows trusts the manifest, like Lance's (docs/format.md)
@@ -150,9 +150,9 @@ def test_a_tag_in_a_subfolder_is_deleted_through_the_api(any_uri: tuple[str, dic
     t.state.store.put("_refs/tags/sub/n.json", b'{"version": 1}')
     assert list(t.tags.read_all().problems) == ["_refs/tags/sub/n.json"]
     for bad in ("sub/../good", "../sub/n", "sub//n", "sub/missing", "/sub/n", "sub\\n"):
-        with pytest.raises(mvcc.TagError):
+        with pytest.raises(mvcc.errors.TagError):
             t.tags.delete(bad)
-    with pytest.raises(mvcc.TagError):
+    with pytest.raises(mvcc.errors.TagError):
         t.tags.create("sub/m", 1)
     t.tags.delete("sub/n")
     listing = t.tags.read_all()

@@ -35,6 +35,7 @@ from mvcc_core.format.deletion import write_deletion_vector
 from mvcc_core.format.invariants import check_manifest, path_problem, violations
 from mvcc_core.format.manifest import decode_manifest, encode_manifest, list_manifests
 from mvcc_core.ops.clone import deep_copy
+from mvcc_core.table import DatasetBasePath, manifest_violations
 
 Edit = Callable[[pb.Manifest], None]
 
@@ -99,11 +100,11 @@ def test_a_data_path_leaving_the_root_is_refused_on_open(tmp_path: Path, path: s
     uri = str(tmp_path / "table")
     t = two_fragments(uri)
     tamper(t, set_path(path))
-    with pytest.raises(mvcc.ManifestInvariantError) as err:
+    with pytest.raises(mvcc.errors.ManifestInvariantError) as err:
         mvcc.open_table(uri)
     assert "fragments[0].files[0].path" in str(err.value) and repr(path) in str(err.value)
     assert err.value.field == "fragments[0].files[0].path" and err.value.intact_version == 1
-    with pytest.raises(mvcc.ManifestInvariantError) as exact:
+    with pytest.raises(mvcc.errors.ManifestInvariantError) as exact:
         mvcc.open_table(uri, version=2)
     assert exact.value.field == "fragments[0].files[0].path" and exact.value.value == path
     assert pq.read_table(victim).column("id").to_pylist() == [666, 667]
@@ -122,7 +123,7 @@ def test_index_and_transaction_paths_are_checked(tmp_path: Path) -> None:
         m.transaction_file = "../../../victim/x.txn"
 
     tamper(t, bad_txn)
-    with pytest.raises(mvcc.ManifestInvariantError, match="transaction_file"):
+    with pytest.raises(mvcc.errors.ManifestInvariantError, match="transaction_file"):
         mvcc.open_table(uri, version=2)
     index = pb.IndexMetadata(name="i", uuid=pb.UUID(uuid=b"\x01" * 16), files=[pb.IndexFile(path="../../x.idx")])
 
@@ -131,7 +132,7 @@ def test_index_and_transaction_paths_are_checked(tmp_path: Path) -> None:
         m.indices.append(index)
 
     tamper(t, bad_index)
-    with pytest.raises(mvcc.ManifestInvariantError, match=r"indices\[0\].files\[0\].path"):
+    with pytest.raises(mvcc.errors.ManifestInvariantError, match=r"indices\[0\].files\[0\].path"):
         mvcc.open_table(uri, version=2)
 
 
@@ -141,7 +142,7 @@ def test_a_deep_clone_of_a_hostile_version_touches_nothing_outside(tmp_path: Pat
     t = two_fragments(uri)
     tamper(t, set_path("../../victim/file.parquet"))
     source = mvcc.open_table(uri, version=1)
-    with pytest.raises(mvcc.CorruptManifestError):
+    with pytest.raises(mvcc.errors.CorruptManifestError):
         source.clone(target, version=2, shallow=False)
     assert victim.exists() and pq.read_table(victim).num_rows == 2
     assert not os.path.exists(target) or not any(Path(target).rglob("*.parquet"))
@@ -156,12 +157,12 @@ def test_deep_copy_refuses_paths_outside_the_target_and_the_source_file_itself(t
     crafted.CopyFrom(t.manifest)
     crafted.fragments[0].files[0].path = "../../victim/file.parquet"
     target = mvcc.open_table(uri).state.store.sibling(str(tmp_path / "clone"))
-    with pytest.raises(mvcc.UnsafePathError):
+    with pytest.raises(mvcc.errors.UnsafePathError):
         deep_copy(t.state.store, crafted, target)
     assert victim.exists()
     store = t.state.store
     files_before = sorted(m.path for m in store.list("data"))
-    with pytest.raises(mvcc.UnsafePathError, match="onto itself"):
+    with pytest.raises(mvcc.errors.UnsafePathError, match="onto itself"):
         deep_copy(store, t.manifest, store.sibling(uri))
     assert sorted(m.path for m in store.list("data")) == files_before
     assert ids(mvcc.open_table(uri)) == [0, 1, 2, 3, 4]
@@ -176,7 +177,7 @@ def test_the_store_refuses_dot_dot_segments(tmp_path: Path) -> None:
         lambda: store.put("../victim/new", b"x"),
         lambda: store.copy("data/../../victim/file.parquet", "data/stolen.parquet"),
     ):
-        with pytest.raises(mvcc.UnsafePathError):
+        with pytest.raises(mvcc.errors.UnsafePathError):
             op()
     assert victim.exists() and not (tmp_path / "victim" / "new").exists()
 
@@ -201,7 +202,7 @@ def test_a_max_fragment_id_below_the_fragments_is_refused(tmp_path: Path) -> Non
         m.max_fragment_id = 0
 
     tamper(t, low)
-    with pytest.raises(mvcc.ManifestInvariantError, match="max_fragment_id") as err:
+    with pytest.raises(mvcc.errors.ManifestInvariantError, match="max_fragment_id") as err:
         mvcc.open_table(uri, version=2)
     assert err.value.value == 0 and "fragment 1" in str(err.value)
 
@@ -222,7 +223,7 @@ def test_ids_and_counts_are_checked(tmp_path: Path, edit: Edit, field: str) -> N
     uri = str(tmp_path / "table")
     t = two_fragments(uri)
     tamper(t, edit)
-    with pytest.raises(mvcc.ManifestInvariantError) as err:
+    with pytest.raises(mvcc.errors.ManifestInvariantError) as err:
         mvcc.open_table(uri, version=2)
     assert field in err.value.field and str(err.value.value) in str(err.value)
 
@@ -232,7 +233,7 @@ def test_a_wrapping_fragment_id_deletes_nothing_else(tmp_path: Path) -> None:
     uri = str(tmp_path / "table")
     t = two_fragments(uri)
     tamper(t, lambda m: setattr(m.fragments[1], "id", 2**32))
-    with pytest.raises(mvcc.CorruptManifestError):
+    with pytest.raises(mvcc.errors.CorruptManifestError):
         mvcc.open_table(uri).delete("id = 3")
     restored = mvcc.open_table(uri, version=1)
     restored.restore()
@@ -248,7 +249,7 @@ def test_a_deletion_vector_past_the_fragment_is_a_typed_error(tmp_path: Path) ->
     deletion = write_deletion_vector(t.state.store, 0, t.version, BitMap([5000]))
     tamper(t, lambda m: m.fragments[0].deletion_file.CopyFrom(deletion))
     t = mvcc.open_table(uri)
-    with pytest.raises(mvcc.CorruptManifestError, match="row offset 5000 of fragment 0"):
+    with pytest.raises(mvcc.errors.CorruptManifestError, match="row offset 5000 of fragment 0"):
         t.to_table()
 
 
@@ -256,7 +257,7 @@ def test_physical_rows_larger_than_the_file_is_a_typed_error(tmp_path: Path) -> 
     uri = str(tmp_path / "table")
     t = two_fragments(uri)
     tamper(t, lambda m: setattr(m.fragments[0], "physical_rows", 5))
-    with pytest.raises(mvcc.CorruptManifestError, match="rows"):
+    with pytest.raises(mvcc.errors.CorruptManifestError, match="rows"):
         mvcc.open_table(uri).to_table()
 
 
@@ -266,12 +267,14 @@ def test_compaction_cleanup_and_restore_around_a_hostile_latest(tmp_path: Path) 
     t = two_fragments(uri)
     t.append(rows(5, 1))
     tamper(t, set_path("../../victim/file.parquet"))
-    with pytest.raises(mvcc.CorruptManifestError):
+    with pytest.raises(mvcc.errors.CorruptManifestError):
         mvcc.open_table(uri).optimize.compact_files()
     # retention reports the hostile version, removes nothing outside, and keeps it (it is the latest)
     stats = mvcc.open_table(uri, version=2).cleanup_old_versions(older_than=timedelta(0), retain_versions=2)
     assert stats.removed_versions == (1,) and 3 in stats.corrupt_versions and victim.exists()
-    with pytest.raises(mvcc.CorruptManifestError, match="fragments"):  # the hostile version never becomes current
+    with pytest.raises(
+        mvcc.errors.CorruptManifestError, match="fragments"
+    ):  # the hostile version never becomes current
         mvcc.open_table(uri, version=2).restore(3)
     mvcc.open_table(uri, version=2).restore()
     t = mvcc.open_table(uri)
@@ -285,7 +288,7 @@ def test_the_commit_loop_never_writes_a_manifest_that_fails_the_check(tmp_path: 
     uri = str(tmp_path / "table")
     t = two_fragments(uri)
     bad = pb.DataFragment(id=0, physical_rows=2, files=[pb.DataFile(path="../../victim/file.parquet")])
-    with pytest.raises(mvcc.ManifestInvariantError, match="about to be committed"):
+    with pytest.raises(mvcc.errors.ManifestInvariantError, match="about to be committed"):
         t.commit(ops.Append(fragments=[bad]))
     assert [v.version for v in mvcc.open_table(uri).versions()] == [1, 2]
 
@@ -298,7 +301,7 @@ def test_a_commit_rechecks_fragments_changed_in_memory_since_their_manifest_pass
     uri = str(tmp_path / "table")
     t = two_fragments(uri)
     t.manifest.fragments[0].files[0].path = "../../victim/file.parquet"
-    with pytest.raises(mvcc.ManifestInvariantError, match="about to be committed"):
+    with pytest.raises(mvcc.errors.ManifestInvariantError, match="about to be committed"):
         t.commit(ops.Append(fragments=[]))
     assert [v.version for v in mvcc.open_table(uri).versions()] == [1, 2]
 
@@ -328,7 +331,7 @@ def test_violations_skip_only_fragments_shared_with_a_checked_manifest(tmp_path:
     found = [v[0] for v in violations(repeated, checked=t.manifest)]
     assert found == ["fragments[2].id", "max_fragment_id"] or found == ["fragments[2].id"]
     # check_manifest vouches only for a manifest whose bytes passed it
-    with pytest.raises(mvcc.ManifestInvariantError, match="fragments"):
+    with pytest.raises(mvcc.errors.ManifestInvariantError, match="fragments"):
         check_manifest(changed, "x", built_from=bad)
 
 
@@ -361,7 +364,7 @@ def test_verify_reports_each_violation(tmp_path: Path) -> None:
     result = verify(uri)
     assert result.exit_code == 1 and "fragments[0].files[0].path" in result.output
     assert "restore" in result.output
-    assert mvcc.manifest_violations(uri, 1) == []
+    assert manifest_violations(uri, 1) == []
 
 
 def hostile_catalog(tmp_path: Path) -> tuple[Catalog, Path]:
@@ -384,9 +387,9 @@ def hostile_catalog(tmp_path: Path) -> tuple[Catalog, Path]:
 def test_a_catalog_row_outside_the_root_is_refused(tmp_path: Path) -> None:
     cat, outside = hostile_catalog(tmp_path)
     versions = [v.version for v in mvcc.open_table(str(outside)).versions()]
-    with pytest.raises(mvcc.CorruptManifestError, match="'../victim'"):
+    with pytest.raises(mvcc.errors.CorruptManifestError, match="'../victim'"):
         Catalog.open(cat.root).table("t")
-    with pytest.raises(mvcc.CorruptManifestError), Catalog.open(cat.root).transaction() as tx:
+    with pytest.raises(mvcc.errors.CorruptManifestError), Catalog.open(cat.root).transaction() as tx:
         tx.table("t").append(rows(9, 1))
     # the row fails closed on its own (docs/catalog.md): the catalog's cleanup runs and never reaches through it
     stats = Catalog.open(cat.root).cleanup(older_than=timedelta(0), delete_unverified=True, retain_versions=1)
@@ -411,9 +414,9 @@ def test_s3_a_key_leaving_the_bucket_is_never_read(s3_client: Any, s3_uri: str, 
     s3_client.put_object(Bucket="victimbucket", Key="secret.parquet", Body=buf.getvalue().to_pybytes())
     t = two_fragments(s3_uri, s3_options)
     tamper(t, set_path("../../../victimbucket/secret.parquet"))
-    with pytest.raises(mvcc.CorruptManifestError, match="victimbucket"):
+    with pytest.raises(mvcc.errors.CorruptManifestError, match="victimbucket"):
         mvcc.open_table(s3_uri, storage_options=s3_options)
-    with pytest.raises(mvcc.UnsafePathError):
+    with pytest.raises(mvcc.errors.UnsafePathError):
         t.state.store.get("data/../../../victimbucket/secret.parquet")
     assert s3_client.get_object(Bucket="victimbucket", Key="secret.parquet")["ContentLength"] > 0
 
@@ -465,10 +468,10 @@ def test_a_single_field_corruption_is_refused_or_harmless(
     tamper(t, lambda m: corruption[1](m, value))
     try:
         opened = mvcc.open_table(uri)
-    except mvcc.CorruptManifestError as exc:
-        assert mvcc.manifest_violations(uri, 2), str(exc)
+    except mvcc.errors.CorruptManifestError as exc:
+        assert manifest_violations(uri, 2), str(exc)
         return
-    assert mvcc.manifest_violations(uri) == []
+    assert manifest_violations(uri) == []
     try:
         got = ids(opened)
     except mvcc.MvccError:
@@ -481,7 +484,7 @@ def test_a_deletion_count_that_disagrees_with_its_vector_is_a_typed_error(tmp_pa
     t = two_fragments(uri)
     t.delete("id = 1")
     tamper(t, lambda m: setattr(m.fragments[0].deletion_file, "num_deleted_rows", 2))
-    with pytest.raises(mvcc.CorruptManifestError, match="deletes 1 rows of fragment 0") as err:
+    with pytest.raises(mvcc.errors.CorruptManifestError, match="deletes 1 rows of fragment 0") as err:
         mvcc.open_table(uri).to_table()
     assert "num_deleted_rows is 2" in str(err.value)
 
@@ -493,7 +496,7 @@ def test_a_failed_deep_clone_removes_only_the_files_it_created(tmp_path: Path) -
     os.remove(tmp_path / "table" / "data" / missing)
     (target / "data").mkdir(parents=True)
     (target / "data" / missing).write_bytes(b"someone else's file")
-    with pytest.raises(mvcc.ObjectNotFoundError):
+    with pytest.raises(mvcc.errors.ObjectNotFoundError):
         t.clone(str(target), shallow=False)
     assert (target / "data" / missing).read_bytes() == b"someone else's file"
     assert sorted(p.name for p in (target / "data").iterdir()) == [missing]
@@ -504,7 +507,7 @@ def test_an_index_bitmap_that_does_not_decode_is_refused(tmp_path: Path) -> None
     t = two_fragments(uri)
     t.create_scalar_index("id", "BTREE")
     tamper(mvcc.open_table(uri), lambda m: setattr(m.indices[0], "fragment_bitmap", b"garbage"))
-    with pytest.raises(mvcc.ManifestInvariantError, match=r"indices\[0\].fragment_bitmap") as err:
+    with pytest.raises(mvcc.errors.ManifestInvariantError, match=r"indices\[0\].fragment_bitmap") as err:
         mvcc.open_table(uri).to_table(filter="id = 3")
     assert err.value.value == b"garbage".hex()
 
@@ -513,7 +516,9 @@ def test_a_field_type_that_does_not_decode_is_a_typed_error(tmp_path: Path) -> N
     uri = str(tmp_path / "table")
     t = two_fragments(uri)
     tamper(t, lambda m: setattr(m.fields[0], "arrow_type", b"garbage"))
-    with pytest.raises(mvcc.CorruptManifestError, match="field 'id' .id 0, logical_type 'int64'. has no readable type"):
+    with pytest.raises(
+        mvcc.errors.CorruptManifestError, match="field 'id' .id 0, logical_type 'int64'. has no readable type"
+    ):
         mvcc.open_table(uri).to_table()
 
 
@@ -529,7 +534,7 @@ def test_schema_field_ids_are_checked(tmp_path: Path, edit: Edit, field: str) ->
     uri = str(tmp_path / "table")
     mvcc.write_table(pa.table({"id": [1, 2], "s": ["a", "b"]}), uri)
     tamper(mvcc.open_table(uri), edit)
-    with pytest.raises(mvcc.ManifestInvariantError) as err:
+    with pytest.raises(mvcc.errors.ManifestInvariantError) as err:
         mvcc.open_table(uri).to_table()
     assert err.value.field == field
 
@@ -542,7 +547,7 @@ def test_physical_rows_of_a_fragment_with_deletions_is_checked_against_its_file(
     t = two_fragments(uri)
     t.delete("id = 0")
     tamper(t, lambda m: setattr(m.fragments[0], "physical_rows", physical_rows))
-    with pytest.raises(mvcc.CorruptManifestError, match=f"physical_rows says {physical_rows}"):
+    with pytest.raises(mvcc.errors.CorruptManifestError, match=f"physical_rows says {physical_rows}"):
         mvcc.open_table(uri).to_table()
 
 
@@ -629,7 +634,7 @@ def test_verify_notes_a_foreign_base_and_refuses_a_relative_one(tmp_path: Path) 
     assert f"base path {victim_root} (id 1) lies outside the table's root" in text
     t = mvcc.open_table(uri)
     tamper(t, lambda m: setattr(m.base_paths[0], "path", "victim"))
-    with pytest.raises(mvcc.ManifestInvariantError, match="relative local path") as err:
+    with pytest.raises(mvcc.errors.ManifestInvariantError, match="relative local path") as err:
         mvcc.open_table(uri, version=2)
     assert err.value.field == "base_paths[0].path"
 
@@ -637,5 +642,5 @@ def test_verify_notes_a_foreign_base_and_refuses_a_relative_one(tmp_path: Path) 
 def test_add_bases_records_a_local_base_as_an_absolute_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     t = mvcc.write_table(rows(0, 2), str(tmp_path / "table"))
-    t.add_bases([mvcc.DatasetBasePath("extra", name="extra")])
+    t.add_bases([DatasetBasePath("extra", name="extra")])
     assert t.manifest.base_paths[0].path == str(tmp_path / "extra")

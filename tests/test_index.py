@@ -158,8 +158,8 @@ def test_create_and_drop_index_errors(tmp_path) -> None:
     for call, error, match in [
         (lambda: t.create_index("nope"), mvcc.SchemaError, "nope"),
         (lambda: t.create_index("k", index_type="HASH"), ValueError, "index_type"),
-        (lambda: t.create_index("k", name="my", replace=False), mvcc.IndexExistsError, "my"),
-        (lambda: t.drop_index("other"), mvcc.IndexNotFoundError, "other"),
+        (lambda: t.create_index("k", name="my", replace=False), mvcc.errors.IndexExistsError, "my"),
+        (lambda: t.drop_index("other"), mvcc.errors.IndexNotFoundError, "other"),
     ]:
         with pytest.raises(error, match=match):
             call()
@@ -281,8 +281,8 @@ def test_pruned_lookups_equal_full_scan(typed_table, predicate, tail) -> None:
     sql = predicate + tail
     try:
         expected = typed_answer(typed_table, sql, False)
-    except mvcc.PredicateError:
-        with pytest.raises(mvcc.PredicateError):
+    except mvcc.errors.PredicateError:
+        with pytest.raises(mvcc.errors.PredicateError):
             typed_answer(typed_table, sql, True)
         return
     assert typed_answer(typed_table, sql, True) == expected
@@ -325,7 +325,7 @@ def test_planner_bounds() -> None:
     assert bounds("f = 0.1") == [] and bounds("f = 0.5") == [[(0.5, True, 0.5, True)]]  # 0.1 is no float32
     assert bounds("s = 'x'") == [[("x", True, "x", True)]] and bounds("lower(s) = 'x'") == []
     assert choose_index(BoundFilter.bind("k = 3", schema), manifest) is None  # table names: not for index files
-    with pytest.raises(mvcc.PredicateError):
+    with pytest.raises(mvcc.errors.PredicateError):
         BoundFilter.bind("s = 1", schema, physical)  # not a valid filter
     # an Expression gives the same bounds as the SQL it spells
     expressions = [
@@ -379,13 +379,13 @@ def test_point_lookup_reads_one_row_group_of_index_and_data(tmp_path, monkeypatc
 def test_cached_filters_and_choices_follow_the_manifest(tmp_path) -> None:
     t = mvcc.write_table(data(0, 100), str(tmp_path / "t"), max_rows_per_file=40)
     for _ in range(2):  # a bad filter fails every time, not only before it is cached
-        with pytest.raises(mvcc.PredicateError):
+        with pytest.raises(mvcc.errors.PredicateError):
             t.to_table(filter="k = ")
     assert t.to_table(filter="k = 3").num_rows == 5
     t.create_index("k")  # same filter, same fields, now an index
     assert Scan(t.state.store, t.manifest, filter="k = 3").explain().index is not None
     t.alter_columns({"path": "k", "name": "k2"})
-    with pytest.raises(mvcc.PredicateError):
+    with pytest.raises(mvcc.errors.PredicateError):
         t.to_table(filter="k = 3")
     assert answer(t, "k2 = 3", True) == answer(t, "k2 = 3", False)
     t.drop_index("k_idx")
@@ -487,7 +487,7 @@ def test_optimize_indices_merges_without_reading_covered_fragments(tmp_uri, inde
     t.append(chunk(20))  # not covered
     t.delete("id = 3")  # covered fragment with a deletion: its entries are kept, the scan drops the row
     t.optimize.compact_files(target_rows_per_fragment=1_000, materialize_deletions_threshold=1.0)
-    covered_files = [f"{tmp_uri}/data/{f.files[0].path}" for f in t.get_fragments()]
+    covered_files = [f"{tmp_uri}/data/{f.data_files()[0].path}" for f in t.get_fragments()]
     # the compaction rewrote the covered fragments, so nothing of the index still points at live rows:
     # append once more and index again, then hide the covered file while optimize_indices runs
     t.optimize.optimize_indices()

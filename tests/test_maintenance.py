@@ -53,7 +53,7 @@ def test_compaction_preserves_rows_and_history(any_uri) -> None:
     assert metrics.fragments_removed == fragments_before == 7 and metrics.rows == len(before) == 33
     assert metrics.fragments_added == len(t.get_fragments()) == 2 and metrics.version == t.version
     assert seen == list(range(1, len(seen) + 1)) and seen
-    assert all(not f.HasField("deletion_file") and f.physical_rows <= 25 for f in t.get_fragments())
+    assert all(f.deletion_file() is None and f.physical_rows <= 25 for f in t.get_fragments())
     reopened = mvcc.open_table(uri, storage_options=opts)
     assert [v.operation for v in reopened.versions()][-2:] == ["ReserveFragments", "Rewrite"]
     assert rows(reopened.checkout(version_before)) == before  # older versions still read
@@ -70,8 +70,8 @@ def test_compaction_materializes_deletions_and_folds_column_files(tmp_uri) -> No
     expected = sorted(t.to_table().to_pylist(), key=lambda r: r["id"])
     t.optimize.compact_files(target_rows_per_fragment=50)
     assert sorted(t.to_table().to_pylist(), key=lambda r: r["id"]) == expected
-    assert [len(f.files) for f in t.get_fragments()] == [1] * len(t.get_fragments())
-    assert all(not f.HasField("deletion_file") for f in t.get_fragments())
+    assert [len(f.data_files()) for f in t.get_fragments()] == [1] * len(t.get_fragments())
+    assert all(f.deletion_file() is None for f in t.get_fragments())
     assert mvcc.open_table(tmp_uri).optimize.compact_files(target_rows_per_fragment=50).version is None
 
 
@@ -86,7 +86,7 @@ def test_compaction_keeps_stable_row_ids(tmp_uri) -> None:
 def test_plan_tasks_run_in_other_processes(tmp_uri) -> None:
     t = fragmented(tmp_uri)
     before = rows(t)
-    plan = mvcc.compaction.plan(t, mvcc.CompactionOptions(target_rows_per_fragment=15))
+    plan = mvcc.compaction.plan(t, mvcc.compaction.CompactionOptions(target_rows_per_fragment=15))
     assert plan.tasks and all(len(pickle.dumps(task)) < 10_000 for task in plan.tasks)
     assert len(pickle.dumps(plan.state)) < 20_000  # the table state travels with each task, small
     run = partial(run_task, state=plan.state)  # module-level: pickles to other processes
@@ -94,7 +94,7 @@ def test_plan_tasks_run_in_other_processes(tmp_uri) -> None:
         results = list(pool.map(run, plan.tasks))
     mvcc.compaction.commit(t, results)
     assert rows(mvcc.open_table(tmp_uri)) == before
-    with pytest.raises(mvcc.CompactionError, match="at least one"):
+    with pytest.raises(mvcc.errors.CompactionError, match="at least one"):
         mvcc.compaction.commit(t, [])
 
 
@@ -131,7 +131,7 @@ def test_compaction_racing_a_delete_of_its_fragments_carries_it_or_retries(tmp_u
     which keeps the row order, carries the deletion onto its new fragments; a Rewrite that does not say where
     the rows went stays a retryable conflict and its files are removed."""
     t = fragmented(tmp_uri)
-    plan = mvcc.compaction.plan(t, mvcc.CompactionOptions(target_rows_per_fragment=100))
+    plan = mvcc.compaction.plan(t, mvcc.compaction.CompactionOptions(target_rows_per_fragment=100))
     results = [task.execute(tmp_uri) for task in plan.tasks]
     ctx = mp.get_context("spawn")
     proc = ctx.Process(target=_delete_in_process, args=(tmp_uri, "id = 2"))
@@ -188,11 +188,11 @@ def test_compaction_reads_files_written_under_older_schemas(any_uri) -> None:
 
 def test_compaction_of_a_missing_data_file_fails_clearly_and_leaves_nothing(tmp_uri) -> None:
     t = mvcc.write_table(data(0, 50), tmp_uri, max_rows_per_file=5)
-    victim = Path(tmp_uri) / "data" / t.get_fragments()[7].files[0].path
+    victim = Path(tmp_uri) / "data" / t.get_fragments()[7].data_files()[0].path
     victim.unlink()
     files_before = set((Path(tmp_uri) / "data").iterdir())
     version = t.version
-    with pytest.raises(mvcc.ObjectNotFoundError, match="missing"):
+    with pytest.raises(mvcc.errors.ObjectNotFoundError, match="missing"):
         t.optimize.compact_files(target_rows_per_fragment=100)
     assert set((Path(tmp_uri) / "data").iterdir()) == files_before  # the task's partial output was removed
     assert mvcc.open_table(tmp_uri).latest_version == version + 1  # only the ReserveFragments
@@ -200,9 +200,9 @@ def test_compaction_of_a_missing_data_file_fails_clearly_and_leaves_nothing(tmp_
 
 def test_compaction_options_are_checked() -> None:
     with pytest.raises(ValueError):
-        mvcc.CompactionOptions(target_rows_per_fragment=0)
+        mvcc.compaction.CompactionOptions(target_rows_per_fragment=0)
     with pytest.raises(ValueError):
-        mvcc.CompactionOptions(materialize_deletions_threshold=1.5)
+        mvcc.compaction.CompactionOptions(materialize_deletions_threshold=1.5)
 
 
 # ---- retention -----------------------------------------------------------------------------------
@@ -219,7 +219,7 @@ def test_cleanup_keeps_latest_and_tagged_and_removes_the_rest(any_uri) -> None:
     t.optimize.compact_files(target_rows_per_fragment=100)
     latest_rows, tagged_rows = rows(t), rows(t.checkout("tagged"))
     everything = stored(uri, opts)
-    with pytest.raises(mvcc.TagError, match="tagged"):
+    with pytest.raises(mvcc.errors.TagError, match="tagged"):
         t.cleanup_old_versions(older_than=timedelta(0))
     assert stored(uri, opts) == everything
     dry = t.cleanup_old_versions(older_than=timedelta(0), error_if_tagged_old_versions=False, dry_run=True)

@@ -126,7 +126,7 @@ def test_bad_input_leaves_table_unchanged(tmp_path, on, source, match) -> None:
     before = sorted(p.relative_to(uri) for p in Path(uri).rglob("*"))
     with pytest.raises(mvcc.SchemaError, match=match):
         t.merge_insert(on).when_matched_update_all().when_not_matched_insert_all().execute(source)
-    with pytest.raises(mvcc.PredicateError):
+    with pytest.raises(mvcc.errors.PredicateError):
         t.merge_insert("id").when_matched_update_all("source.nope > 1").execute(table([(1, "a", 1.0)]))
     assert sorted(p.relative_to(uri) for p in Path(uri).rglob("*")) == before
     assert t.latest_version == 1

@@ -417,8 +417,12 @@ def test_column_expressions_are_never_ignored(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("columns", "error", "words"),
     [
-        ({"x": "idd + 1"}, mvcc.PredicateError, ["invalid expression 'idd + 1' for column 'x'", "did you mean 'id'"]),
-        ({"x": "id +"}, mvcc.PredicateError, ["for column 'x'", "      ^ expected an expression after '+'"]),
+        (
+            {"x": "idd + 1"},
+            mvcc.errors.PredicateError,
+            ["invalid expression 'idd + 1' for column 'x'", "did you mean 'id'"],
+        ),
+        ({"x": "id +"}, mvcc.errors.PredicateError, ["for column 'x'", "      ^ expected an expression after '+'"]),
         ({"x": 3}, TypeError, ["the expression for column 'x' must be a SQL string, got int 3"]),
         ({"": "id"}, TypeError, ["output column name must be a non-empty string"]),
         ({"_rowaddr": "id"}, ValueError, ["'_rowaddr' is the name of the row id / row address column"]),
@@ -539,7 +543,7 @@ def test_update_and_merge_insert_shapes_as_pylance(tmp_path: Path) -> None:
         builder = t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
         builder = builder.conflict_retries(3).retry_timeout(timedelta(seconds=5)).use_index(True)
         stats = builder.execute(iter(new.to_batches()), schema=new.schema)
-        with pytest.raises(mvcc.InvalidOperationError if write is mvcc.write_table else Exception):
+        with pytest.raises(mvcc.errors.InvalidOperationError if write is mvcc.write_table else Exception):
             t.merge_insert("id").when_matched_fail().execute(table.slice(0, 1))
         fresh = new.slice(1).set_column(0, "id", pa.array([9]))
         fine = t.merge_insert("id").when_matched_fail().when_not_matched_insert_all().execute(fresh)
@@ -856,7 +860,7 @@ def test_arrow_cast_then_partial_merge_as_pylance(tmp_path: Path) -> None:
 
     ours, theirs = _both(tmp_path, body)
     assert ours == theirs
-    with pytest.raises(mvcc.PredicateError, match="cannot read the type name 'Int33'"):
+    with pytest.raises(mvcc.errors.PredicateError, match="cannot read the type name 'Int33'"):
         mvcc.open_table(tmp_path / "mvcc").to_table(filter="arrow_cast(id, 'Int33') > 1")
 
 

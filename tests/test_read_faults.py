@@ -43,7 +43,7 @@ def faulty_table(tmp_path: Path, fault: str) -> tuple[mvcc.Table, str]:
 @pytest.mark.parametrize("fault", ["missing", "directory"])
 def test_local_entry_points(tmp_path: Path, entry: str, fault: str) -> None:
     _, path = faulty_table(tmp_path, fault)
-    expected = mvcc.ObjectNotFoundError if fault == "missing" else mvcc.StorageError
+    expected = mvcc.errors.ObjectNotFoundError if fault == "missing" else mvcc.errors.StorageError
     with pytest.raises(expected, match="cannot read") as caught:
         ENTRY_POINTS[entry](pafs.LocalFileSystem(), ("file", path, 100))
     assert path in str(caught.value)
@@ -62,7 +62,7 @@ def test_s3_read_error_is_a_storage_error(entry: str) -> None:
         retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=1),
     )
     key = ("s3", f"bucket/data/{entry}.parquet", 100)
-    with pytest.raises(mvcc.StorageError, match=f"cannot read bucket/data/{entry}.parquet"):
+    with pytest.raises(mvcc.errors.StorageError, match=f"cannot read bucket/data/{entry}.parquet"):
         ENTRY_POINTS[entry](fs, key)
 
 
@@ -87,9 +87,9 @@ OPERATIONS: dict[str, Callable[[mvcc.Table], Any]] = {
 @pytest.mark.parametrize("operation", OPERATIONS.values(), ids=list(OPERATIONS))
 def test_a_directory_in_place_of_a_data_file_is_a_storage_error(tmp_path: Path, operation: Callable) -> None:
     t, path = faulty_table(tmp_path, "directory")
-    with pytest.raises(mvcc.StorageError) as caught:
+    with pytest.raises(mvcc.errors.StorageError) as caught:
         operation(t)
-    assert not isinstance(caught.value, mvcc.ObjectNotFoundError) and path in str(caught.value)
+    assert not isinstance(caught.value, mvcc.errors.ObjectNotFoundError) and path in str(caught.value)
 
 
 @pytest.mark.parametrize("operation", OPERATIONS.values(), ids=list(OPERATIONS))
@@ -100,5 +100,5 @@ def test_a_missing_data_file_on_every_backend(any_uri: tuple[str, dict[str, Any]
     t = mvcc.write_table(pa.table({"a": [1, 2, 3]}), uri, storage_options=opts)
     path = t.manifest.fragments[0].files[0].path
     t.state.store.delete_many([f"data/{path}"])
-    with pytest.raises(mvcc.ObjectNotFoundError, match=path):
+    with pytest.raises(mvcc.errors.ObjectNotFoundError, match=path):
         operation(mvcc.open_table(uri, storage_options=opts))

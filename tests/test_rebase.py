@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 
 import mvcc_core as mvcc
+from mvcc_core.verify import verify
 
 
 def data(n: int) -> pa.Table:
@@ -27,7 +28,7 @@ def test_two_deletes_of_different_rows_in_one_fragment_both_land(any_uri) -> Non
     final = mvcc.open_table(uri, storage_options=opts)
     assert sorted(content(final)) == [i for i in range(20) if i not in (3, 5, 6)]
     assert [v.operation for v in final.versions()] == ["Overwrite", "Delete", "Delete"]
-    assert final.get_fragments()[0].deletion_file.num_deleted_rows == 3
+    assert final.get_fragments()[0].num_deletions == 3
 
 
 def test_rebase_of_a_packed_deletion_file_keeps_it_for_the_fragments_not_rebased(tmp_uri) -> None:
@@ -38,9 +39,11 @@ def test_rebase_of_a_packed_deletion_file_keeps_it_for_the_fragments_not_rebased
     final = mvcc.open_table(tmp_uri)
     assert sorted(content(final)) == [i for i in range(30) if i not in (1, 2, 12, 22)]
     frags = final.get_fragments()
-    assert not frags[0].deletion_file.HasField("content_size")  # the merged vector, in a file of its own
-    assert frags[1].deletion_file.id == frags[2].deletion_file.id and frags[1].deletion_file.HasField("content_size")
-    assert mvcc.verify(final, all_versions=True).ok
+    assert not frags[0].metadata.deletion_file.HasField("content_size")  # the merged vector, in a file of its own
+    assert frags[1].metadata.deletion_file.id == frags[2].metadata.deletion_file.id and frags[
+        1
+    ].metadata.deletion_file.HasField("content_size")
+    assert verify(final, all_versions=True).ok
 
 
 @pytest.mark.parametrize("mode", ["rewrite_rows", "rewrite_columns"])

@@ -58,18 +58,18 @@ def test_fails_closed_when_a_new_row_is_outside_the_predicate(tmp_uri) -> None:
     t = mvcc.write_table(rows(DAY1, range(0, 5)), tmp_uri)
     before = listing(tmp_uri)
     bad = pa.concat_tables([rows(DAY1, range(50, 52), "new"), rows(DAY2, range(52, 53), "stray")])
-    with pytest.raises(mvcc.PredicateError, match=r"day = DATE '2026-11-01'.*'id': 52"):
+    with pytest.raises(mvcc.errors.PredicateError, match=r"day = DATE '2026-11-01'.*'id': 52"):
         t.overwrite(bad, where=ONE)
-    with pytest.raises(mvcc.PredicateError):
+    with pytest.raises(mvcc.errors.PredicateError):
         t.overwrite(rows(DAY1, range(1), "x"), where="day = ")  # does not parse
-    with pytest.raises(mvcc.PredicateError):
+    with pytest.raises(mvcc.errors.PredicateError):
         t.overwrite(rows(DAY1, range(1), "x"), where="nope = 1")  # no such column
     assert listing(tmp_uri) == before and mvcc.open_table(tmp_uri).version == 1
 
 
 def test_null_never_matches(tmp_uri) -> None:
     t = mvcc.write_table(rows(DAY1, range(0, 2)), tmp_uri)
-    with pytest.raises(mvcc.PredicateError, match="do not match"):
+    with pytest.raises(mvcc.errors.PredicateError, match="do not match"):
         t.overwrite(pa.table({"day": pa.array([None], pa.date32()), "id": [1], "v": ["x"]}), where=ONE)
 
 
@@ -191,7 +191,7 @@ def test_distributed_writers_commit_fragments_once(tmp_uri) -> None:
     t.commit(t.overwrite_fragments_uncommitted(replaced, where=ONE))
     assert [r for r in content(t) if r[0] == DAY1] == [(DAY1, 10, "new"), (DAY1, 11, "new")]
     before = listing(tmp_uri)
-    with pytest.raises(mvcc.PredicateError):
+    with pytest.raises(mvcc.errors.PredicateError):
         mvcc.write_fragments(rows(DAY2, range(20, 21)), tmp_uri, where=ONE, file_prefix="w3")
     with pytest.raises(ValueError, match="prefix"):
         mvcc.write_fragments(rows(DAY1, range(20, 21)), tmp_uri, file_prefix="../x")

@@ -82,7 +82,7 @@ def run_sequence(tmp_path: Path, seed: int) -> tuple[str, bool]:
     indexed = seed % 3 == 0  # an index on id, and the Rewrite defers its remapping (fragment reuse index)
     if indexed:
         t.create_scalar_index("id", "BTREE")
-    plan = mvcc.compaction.plan(t, mvcc.CompactionOptions(target_rows_per_fragment=rng.choice([3, 7, 100])))
+    plan = mvcc.compaction.plan(t, mvcc.compaction.CompactionOptions(target_rows_per_fragment=rng.choice([3, 7, 100])))
     if not plan.tasks:
         return "nothing to compact", False
     results = [task.execute(t.state) for task in plan.tasks]

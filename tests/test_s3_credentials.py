@@ -32,14 +32,14 @@ def checking_server() -> Iterator[str]:
 
 def test_an_unknown_access_key_is_named_with_what_to_set(checking_server: str) -> None:
     options = {"aws_endpoint": checking_server, "aws_access_key_id": "nobody", "aws_secret_access_key": "x"}
-    with pytest.raises(mvcc.StorageError) as caught:
+    with pytest.raises(mvcc.errors.StorageError) as caught:
         mvcc.open_table("s3://bucket/table", storage_options=options)
     message = str(caught.value)
     assert message.startswith(
         "cannot list s3://bucket/table/_versions/: S3 refused the credentials (InvalidAccessKeyId)"
     )
     assert HINT in message and "list_first" not in message
-    with pytest.raises(mvcc.StorageError, match=r"S3 refused the credentials \(InvalidAccessKeyId\)"):
+    with pytest.raises(mvcc.errors.StorageError, match=r"S3 refused the credentials \(InvalidAccessKeyId\)"):
         mvcc.write_table(pa.table({"id": [1]}), "s3://bucket/table", storage_options=options)
 
 
@@ -51,7 +51,7 @@ def test_missing_credentials_are_named_with_what_to_set(
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    with pytest.raises(mvcc.StorageError) as caught:
+    with pytest.raises(mvcc.errors.StorageError) as caught:
         mvcc.open_table("s3://bucket/missing-keys", storage_options={"aws_endpoint": checking_server})
     assert str(caught.value) == (
         "cannot list s3://bucket/missing-keys/_versions/: no AWS credentials were found: "

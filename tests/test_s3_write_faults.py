@@ -63,7 +63,7 @@ def test_a_refused_data_file_upload_is_a_storage_error(s3_uri: str, s3_options: 
     mvcc.write_table(pa.table({"id": pa.array([1, 2], pa.int64())}), s3_uri, storage_options=s3_options)
     opts, proxy = proxied("/data/")
     t = mvcc.open_table(s3_uri, storage_options=opts)
-    with pytest.raises(mvcc.StorageError, match=r"write of 'data/[^']+\.parquet' in s3://.* failed") as caught:
+    with pytest.raises(mvcc.errors.StorageError, match=r"write of 'data/[^']+\.parquet' in s3://.* failed") as caught:
         t.append(pa.table({"id": pa.array([3], pa.int64())}))
     assert proxy.counts["failed"] > 0 and isinstance(caught.value.__cause__, OSError)
     clean = mvcc.open_table(s3_uri, storage_options=s3_options)
@@ -74,7 +74,7 @@ def test_a_refused_index_file_upload_is_a_storage_error(s3_uri: str, s3_options:
     mvcc.write_table(pa.table({"id": pa.array([1, 2], pa.int64())}), s3_uri, storage_options=s3_options)
     opts, proxy = proxied("/_indices/")
     t = mvcc.open_table(s3_uri, storage_options=opts)
-    with pytest.raises(mvcc.StorageError, match=r"write of '_indices/[^']+' in s3://.* failed"):
+    with pytest.raises(mvcc.errors.StorageError, match=r"write of '_indices/[^']+' in s3://.* failed"):
         t.create_index("id")
     assert proxy.counts["failed"] > 0
     assert mvcc.open_table(s3_uri, storage_options=s3_options).list_indices() == []

@@ -119,7 +119,7 @@ def test_add_columns_on_empty_table_and_null_merge_keys(tmp_uri) -> None:
     ("call", "error", "match"),
     [
         (lambda t: t.add_columns({"id": "price"}), mvcc.SchemaError, "already exist"),
-        (lambda t: t.add_columns({"z": "nope + 1"}), mvcc.PredicateError, "nope"),
+        (lambda t: t.add_columns({"z": "nope + 1"}), mvcc.errors.PredicateError, "nope"),
         (lambda t: t.add_columns({"z": "10 / (id - 3)"}), mvcc.SchemaError, "cannot compute"),
         (lambda t: t.add_columns(pa.field("z", pa.int64(), nullable=False)), mvcc.SchemaError, "nullable"),
         (lambda t: t.add_columns(42), mvcc.SchemaError, "dict"),
@@ -169,7 +169,7 @@ def test_replace_column_of_a_nested_column_and_tombstones(tmp_uri) -> None:
     assert t.to_table().column("s").to_pylist() == [{"x": -i, "y": "new"} for i in range(4)]
     (frag,) = t.get_fragments()
     ids = {f.name: f.id for f in t.manifest.fields}
-    assert [list(f.fields) for f in frag.files] == [
+    assert [list(f.fields) for f in frag.data_files()] == [
         [ids["id"], ids["price"], -2, -2, -2],
         [ids["s"], ids["x"], ids["y"]],
     ]

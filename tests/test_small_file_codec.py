@@ -21,8 +21,8 @@ def _codecs(t: mvcc.Table) -> dict[int, set[str]]:
     root = Path(t.uri.removeprefix("file://"))
     out = {}
     for fragment in t.get_fragments():
-        metadata = pq.ParquetFile(root / "data" / fragment.files[0].path).metadata
-        out[fragment.id] = {
+        metadata = pq.ParquetFile(root / "data" / fragment.data_files()[0].path).metadata
+        out[fragment.fragment_id] = {
             metadata.row_group(g).column(c).compression
             for g in range(metadata.num_row_groups)
             for c in range(metadata.num_columns)

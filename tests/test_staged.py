@@ -212,7 +212,7 @@ def test_commit_refused_by_the_table_removes_staged_files(tmp_path, lister) -> N
     a_before, b_before = lister(a_uri), lister(b_uri)
     txn = a.delete_uncommitted("id = 10")  # in fragment 2; b has fragment 0 only
     assert relative(a, txn.files) and set(lister(a_uri)) > set(a_before)
-    with pytest.raises(mvcc.InvalidOperationError, match="not in version"):
+    with pytest.raises(mvcc.errors.InvalidOperationError, match="not in version"):
         b.commit(txn)
     assert lister(a_uri) == a_before and lister(b_uri) == b_before
     assert b.version == 1 and a.version == 1
@@ -229,7 +229,7 @@ def test_commit_on_corrupt_latest_removes_staged_files(any_uri, lister) -> None:
     before = lister(uri)
     # another handle (say a driver committing what workers staged); `t` itself still has version 2 in memory
     committer = mvcc.open_table(uri, version=1, storage_options=opts)
-    with pytest.raises(mvcc.CorruptManifestError, match="restore"):
+    with pytest.raises(mvcc.errors.CorruptManifestError, match="restore"):
         committer.commit(txn)
     staged = {p for p in before if p.startswith("data/")} - set(lister(uri))
     assert len(staged) == 1 and lister(uri) == {p: s for p, s in before.items() if p not in staged}

@@ -104,10 +104,10 @@ def test_first_version_is_one_and_v2_names(tmp_uri) -> None:
 
 def test_append_splits_files_and_assigns_fragment_ids(tmp_uri) -> None:
     t = mvcc.write_table(people(10), tmp_uri, max_rows_per_file=3)
-    assert [f.id for f in t.get_fragments()] == [0, 1, 2, 3]
+    assert [f.fragment_id for f in t.get_fragments()] == [0, 1, 2, 3]
     assert [f.physical_rows for f in t.get_fragments()] == [3, 3, 3, 1]
     t.append(people(5, start=10), max_rows_per_file=4)
-    assert [f.id for f in t.get_fragments()] == [0, 1, 2, 3, 4, 5]
+    assert [f.fragment_id for f in t.get_fragments()] == [0, 1, 2, 3, 4, 5]
     assert t.to_table()["id"].to_pylist() == list(range(15))
     assert t.count_rows() == 15
 
@@ -148,18 +148,18 @@ def test_tags(tmp_uri) -> None:
     t.tags.create("v1", 1)
     t.tags.create("v2.0-rc_1", 2)
     assert t.tags.list() == {"v1": {"version": 1}, "v2.0-rc_1": {"version": 2}}
-    with pytest.raises(mvcc.TagError, match="already exists"):
+    with pytest.raises(mvcc.errors.TagError, match="already exists"):
         t.tags.create("v1", 2)
     t.tags.update("v1", 2)
     assert t.tags.list()["v1"] == {"version": 2}
     t.tags.delete("v1")
     assert list(t.tags.list()) == ["v2.0-rc_1"]
     for bad in ["a/b", "..", "x..y", ".hidden", "", "-x", "a\\b"]:
-        with pytest.raises(mvcc.TagError):
+        with pytest.raises(mvcc.errors.TagError):
             t.tags.create(bad, 1)
     with pytest.raises(mvcc.VersionNotFoundError):
         t.tags.create("missing", 7)
-    with pytest.raises(mvcc.TagError):
+    with pytest.raises(mvcc.errors.TagError):
         t.tags.delete("never-created")
     assert sorted(os.listdir(Path(tmp_uri) / "_refs" / "tags")) == ["v2.0-rc_1.json"]
 
@@ -176,7 +176,7 @@ def test_restore_keeps_history(any_uri) -> None:
     t.append(people(1, start=100))
     assert t.to_table()["id"].to_pylist() == [0, 1, 100]
     # fragment ids are never reused across a restore
-    ids = [f.id for f in t.get_fragments()]
+    ids = [f.fragment_id for f in t.get_fragments()]
     assert ids[-1] > 2
     old = t.checkout(3)
     old.restore()
@@ -187,12 +187,12 @@ def test_restore_keeps_history(any_uri) -> None:
 def test_reserve_fragments(tmp_uri) -> None:
     t = mvcc.write_table(people(3), tmp_uri, max_rows_per_file=1)
     assert t.manifest.max_fragment_id == 2
-    t.commit(mvcc.ReserveFragments(num_fragments=5), read_version=1)
+    t.commit(mvcc.operations.ReserveFragments(num_fragments=5), read_version=1)
     assert t.version == 2 and t.manifest.max_fragment_id == 7
     t.append(people(1, start=3))
-    assert [f.id for f in t.get_fragments()] == [0, 1, 2, 8]
+    assert [f.fragment_id for f in t.get_fragments()] == [0, 1, 2, 8]
     with pytest.raises(mvcc.MvccError):
-        t.commit(mvcc.ReserveFragments(num_fragments=0))
+        t.commit(mvcc.operations.ReserveFragments(num_fragments=0))
     assert t.latest_version == 3
 
 
@@ -292,11 +292,11 @@ def test_corrupt_manifest_is_named(tmp_uri) -> None:
     latest = Path(tmp_uri) / "_versions" / "18446744073709551613.manifest"
     data = latest.read_bytes()
     latest.write_bytes(data[: len(data) // 2])
-    with pytest.raises(mvcc.CorruptManifestError, match="18446744073709551613.manifest"):
+    with pytest.raises(mvcc.errors.CorruptManifestError, match="18446744073709551613.manifest"):
         mvcc.open_table(tmp_uri)
     assert mvcc.open_table(tmp_uri, version=1).count_rows() == 2
     latest.write_bytes(b"\x00" * len(data))
-    with pytest.raises(mvcc.CorruptManifestError):
+    with pytest.raises(mvcc.errors.CorruptManifestError):
         mvcc.open_table(tmp_uri)
 
 
@@ -306,7 +306,7 @@ def test_unknown_reader_feature_is_refused(tmp_uri) -> None:
     m.CopyFrom(t.manifest)
     m.reader_feature_flags |= 1 << 40
     (Path(tmp_uri) / "_versions" / "18446744073709551614.manifest").write_bytes(encode_manifest(m))
-    with pytest.raises(mvcc.UnsupportedFeatureError, match="bit 40"):
+    with pytest.raises(mvcc.errors.UnsupportedFeatureError, match="bit 40"):
         mvcc.open_table(tmp_uri)
     assert features.describe(features.FLAG_DELETION_FILES) == ["deletion_files"]
 
@@ -319,7 +319,7 @@ def test_unknown_writer_feature_refuses_commit(tmp_uri) -> None:
     (Path(tmp_uri) / "_versions" / "18446744073709551614.manifest").write_bytes(encode_manifest(m))
     r = mvcc.open_table(tmp_uri)
     assert r.count_rows() == 2
-    with pytest.raises(mvcc.UnsupportedFeatureError, match="bit 41"):
+    with pytest.raises(mvcc.errors.UnsupportedFeatureError, match="bit 41"):
         r.append(people(1))
     assert r.latest_version == 1
 
@@ -347,9 +347,9 @@ def test_bad_predicate_fails_before_reading(tmp_uri) -> None:
     t = mvcc.write_table(people(2), tmp_uri)
     before = _snapshot(tmp_uri)
     for bad in ["id = = 1", "nope > 1", "name > 3 AND", "SELECT 1"]:
-        with pytest.raises(mvcc.PredicateError):
+        with pytest.raises(mvcc.errors.PredicateError):
             t.to_table(filter=bad)
-        with pytest.raises(mvcc.PredicateError):
+        with pytest.raises(mvcc.errors.PredicateError):
             t.count_rows(filter=bad)
     assert _snapshot(tmp_uri) == before
 
@@ -378,7 +378,7 @@ def test_append_mode_creates_and_overwrite_mode_creates(tmp_path) -> None:
 
 def test_store_without_atomic_primitives_refuses_commit(tmp_uri, s3_uri, s3_options) -> None:
     opts = dict(s3_options, conditional_put="false")
-    with pytest.raises(mvcc.CommitNotSupportedError, match="external manifest store"):
+    with pytest.raises(mvcc.errors.CommitNotSupportedError, match="external manifest store"):
         mvcc.write_table(people(1), s3_uri, storage_options=opts)
 
 
@@ -386,7 +386,7 @@ def test_write_fragments_then_commit(tmp_uri) -> None:
     t = mvcc.write_table(people(2), tmp_uri)
     frags = mvcc.write_fragments(people(3, start=2), tmp_uri, max_rows_per_file=2)
     assert t.latest_version == 1 and len(frags) == 2
-    t.commit(mvcc.Append(fragments=frags))
+    t.commit(mvcc.operations.Append(fragments=frags))
     assert t.version == 2 and t.to_table()["id"].to_pylist() == [0, 1, 2, 3, 4]
 
 

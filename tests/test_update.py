@@ -52,8 +52,8 @@ def test_update_matches_oracle(any_uri, mode) -> None:
     assert sorted(txn.operation.fields_modified) == sorted([ids["price"], ids["name"]])
     assert txn.operation.update_mode == (0 if mode == "rewrite_rows" else 1)
     if mode == "rewrite_columns":  # rows stay where they were: no new fragments, same row addresses
-        assert [f.id for f in reopened.get_fragments()] == [0, 1, 2, 3]
-        assert all(len(f.files) >= 2 for f in reopened.get_fragments())
+        assert [f.fragment_id for f in reopened.get_fragments()] == [0, 1, 2, 3]
+        assert all(len(f.data_files()) >= 2 for f in reopened.get_fragments())
 
 
 def test_update_no_match_commits_nothing(tmp_uri) -> None:
@@ -71,9 +71,9 @@ def test_bad_update_values_leave_table_unchanged(tmp_uri) -> None:
         t.update({"price": "name"})  # a string column into a double
     with pytest.raises(mvcc.SchemaError, match="price"):
         t.update({"price": "'not a number'"})
-    with pytest.raises(mvcc.PredicateError):
+    with pytest.raises(mvcc.errors.PredicateError):
         t.update({"price": "unknown_col + 1"})
-    with pytest.raises(mvcc.PredicateError):
+    with pytest.raises(mvcc.errors.PredicateError):
         t.update({"price": 1}, where="id = = 1")
     assert sorted(p.relative_to(tmp_uri) for p in Path(tmp_uri).rglob("*")) == before
     assert t.latest_version == 1
@@ -114,7 +114,7 @@ def test_rewrite_columns_then_rename_drop_append(tmp_uri) -> None:
     t.update({"price": "price + 0.5"}, mode="rewrite_columns")
     t.update({"price": "price * 2"}, where="id < 5", mode="rewrite_columns")
     # the first update's price file is fully superseded, so fragment 0 drops it: original + newest
-    assert [list(f.fields) for f in t.get_fragments()[0].files] == [[0, -2, 2], [1]]
+    assert [list(f.fields) for f in t.get_fragments()[0].data_files()] == [[0, -2, 2], [1]]
     t.alter_columns({"path": "price", "name": "cost"})
     t.append(pa.table({"id": pa.array([99], pa.int64()), "cost": [1.0], "name": ["new"]}))
     got = {r["id"]: r["cost"] for r in t.to_table().to_pylist()}

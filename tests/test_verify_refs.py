@@ -17,6 +17,7 @@ from click.testing import CliRunner
 import mvcc_core as mvcc
 from mvcc_core import cli
 from mvcc_core.format.referenced_files import version_files
+from mvcc_core.verify import verify
 
 
 def table(root: Path) -> mvcc.Table:
@@ -118,7 +119,7 @@ DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
 
 def test_a_healthy_table_with_branches_and_tags_is_ok(tmp_path: Path) -> None:
     table(tmp_path / "t")
-    report = mvcc.verify(mvcc.open_table(str(tmp_path / "t")), all_versions=True)
+    report = verify(mvcc.open_table(str(tmp_path / "t")), all_versions=True)
     assert report.ok and report.versions == [1, 2] and report.branches == {"b1": [2, 3]}, report
     code, out, err = verify_cli(tmp_path / "t")
     assert code == 0 and out.startswith("ok: 2 version(s) of 2 branch(es)"), (out, err)
@@ -183,7 +184,7 @@ def test_branch_checks_only_that_branch(tmp_path: Path) -> None:
     assert verify_cli(root, "--branch", "b2")[0] == 0
     code, out, _ = verify_cli(root, "--branch", "b1")
     assert code == 1 and "branch b1 version 3: data" in out, out
-    report = mvcc.verify(t, branch="b2")
+    report = verify(t, branch="b2")
     assert report.ok and report.versions == [] and list(report.branches) == ["b2"]
     code, _, err = verify_cli(root, "--branch", "nope")
     assert code == 1 and "--branch nope: " in err and "has no branch 'nope'" in err
@@ -195,12 +196,12 @@ def test_refs_are_checked_on_every_backend(any_uri) -> None:
     uri, opts = any_uri
     t = mvcc.write_table(pa.table({"id": [1, 2]}), uri, storage_options=opts)
     t.create_branch("b1").append(pa.table({"id": [3]}))
-    assert mvcc.verify(t).ok
+    assert verify(t).ok
     store = t.state.store
     store.put("_refs/branches/b2.json", json.dumps({"parentBranch": "ghost", "parentVersion": 1}).encode())
     store.put("_refs/stray.bin", b"x")
     store.put("_refs/tags/old.json", json.dumps({"version": 99}).encode())
-    report = mvcc.verify(mvcc.open_table(uri, storage_options=opts))
+    report = verify(mvcc.open_table(uri, storage_options=opts))
     found = sorted((p.kind, p.path.rsplit("/", 1)[-1], p.problem.split(":")[0][:40]) for p in report.problems)
     assert [f[:2] for f in found] == [
         ("branch", "b2.json"),  # its tree has no manifest

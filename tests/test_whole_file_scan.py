@@ -70,9 +70,9 @@ def test_unfiltered_scan_keeps_manifest_order_over_many_files(tmp_uri) -> None:
 @pytest.mark.slow
 def test_unfiltered_scan_of_a_missing_file_names_it(tmp_uri) -> None:
     t = mvcc.write_table(pa.table({"id": pa.array(range(20), pa.int64())}), tmp_uri, max_rows_per_file=5)
-    missing = t.get_fragments()[2].files[0].path
+    missing = t.get_fragments()[2].data_files()[0].path
     (Path(tmp_uri) / "data" / missing).unlink()
-    with pytest.raises(mvcc.ObjectNotFoundError, match="missing"):
+    with pytest.raises(mvcc.errors.ObjectNotFoundError, match="missing"):
         t.to_table()
-    with pytest.raises(mvcc.ObjectNotFoundError, match="missing"):
+    with pytest.raises(mvcc.errors.ObjectNotFoundError, match="missing"):
         list(t.to_batches())

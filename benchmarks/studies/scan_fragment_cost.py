@@ -82,7 +82,7 @@ def data_files(uri: str) -> list[str]:
     """The table's data files in fragment order (local tables only)."""
     import mvcc_core as mvcc
 
-    return [str(Path(uri, "data", f.files[0].path)) for f in mvcc.open_table(uri).get_fragments()]
+    return [str(Path(uri, "data", f.data_files()[0].path)) for f in mvcc.open_table(uri).get_fragments()]
 
 
 def jobs(uris: dict[str, str]) -> dict[str, Any]:

@@ -30,7 +30,7 @@ def variants(uri: str, root: str) -> dict[str, str]:
     data = addressed.drop_columns(["_rowaddr"])
     uris = {"as is": uri, "no deletion vectors": f"{root}/no_dv", "compacted": f"{root}/one"}
     for i, fragment in enumerate(table.get_fragments()):
-        part = data.filter(pa.array(fragment_of == fragment.id))
+        part = data.filter(pa.array(fragment_of == fragment.fragment_id))
         if i == 0:
             mvcc.write_table(part, uris["no deletion vectors"])
         else:

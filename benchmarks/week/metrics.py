@@ -63,7 +63,7 @@ def table_metrics(root: Path, name: str, small_rows: int, scratch: Path, cutoff:
     except mvcc.TableNotFoundError:
         return None
     fragments = table.get_fragments()
-    live = [mvcc.live_rows(f) for f in fragments]
+    live = [f.count_rows() for f in fragments]
     physical = sum(int(f.physical_rows) for f in fragments)
     # what retention could remove now (a dry run with the jobs' window; unverified files too): the stored bytes
     # beyond what the window keeps on purpose (its versions' files, manifests and transactions)
@@ -93,7 +93,7 @@ def table_metrics(root: Path, name: str, small_rows: int, scratch: Path, cutoff:
             "index_files": removable.index_files_removed,
             "unverified_files": removable.unverified_files_removed,
         },
-        "stored_by_kind": stored_by_kind(Path(uri), {df.path for f in fragments for df in f.files}),
+        "stored_by_kind": stored_by_kind(Path(uri), {df.path for f in fragments for df in f.data_files()}),
         "versions_kept": len(table.versions()),
         "deleted_share": round((physical - sum(live)) / physical, 4) if physical else 0.0,
         "scan_seconds": round(scan, 4),

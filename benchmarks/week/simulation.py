@@ -140,7 +140,7 @@ def thresholds(s: dict[str, Any]) -> HealthThresholds:
     )
 
 
-def compaction_options(s: dict[str, Any], table: str) -> mvcc.CompactionOptions:
+def compaction_options(s: dict[str, Any], table: str) -> mvcc.compaction.CompactionOptions:
     """Fragments of about one simulated day of the pipeline's tables: older full fragments are left alone by
     later compactions (a fragment below the target is a candidate at every compaction, so a target above a
     table's daily volume rewrites the whole table every time). The outside writer's table is a few KB a day
@@ -148,8 +148,8 @@ def compaction_options(s: dict[str, Any], table: str) -> mvcc.CompactionOptions:
     of it costs (docs/week_history.md, "What a fragment costs a full scan"), so it gets Lance's default
     target and compacts whole."""
     if table == OUTSIDE_TABLE:
-        return mvcc.CompactionOptions()
-    return mvcc.CompactionOptions(
+        return mvcc.compaction.CompactionOptions()
+    return mvcc.compaction.CompactionOptions(
         target_rows_per_fragment=max(1, s["rows_per_hour"] * s["appends_per_day"]),
         materialize_deletions_threshold=s.get("materialize_deletions", 0.1),
     )

@@ -106,7 +106,7 @@ def mvcc_compaction_group(
                 ) from exc
             return task_result(
                 t,
-                mvcc.Rewrite.name,
+                mvcc.operations.Rewrite.name,
                 {
                     "read_version": written[0]["read_version"],
                     "latest_version_before": before,

@@ -19,6 +19,7 @@ from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
 import mvcc_core as mvcc
+from mvcc_core.durations import parse_duration
 
 from ..assets.mvcc import OPERATION_EXTRA, VERSION_EXTRA, table_asset
 from ..hooks.mvcc import DEFAULT_CONN_ID
@@ -76,7 +77,7 @@ class MvccCompactOperator(MvccBaseOperator):
                 properties=airflow_properties(context, "compaction"),
             )
         self.log.info("%s: %s", t.uri, metrics)
-        return task_result(t, mvcc.Rewrite.name if metrics["version"] is not None else None, metrics)
+        return task_result(t, mvcc.operations.Rewrite.name if metrics["version"] is not None else None, metrics)
 
 
 class MvccCreateIndexOperator(MvccBaseOperator):
@@ -123,7 +124,9 @@ class MvccCreateIndexOperator(MvccBaseOperator):
             )
         name = f"{self.column}_idx"
         return task_result(
-            t, mvcc.CreateIndex.name, {"index": name, "column": self.column, "index_type": self.index_type.upper()}
+            t,
+            mvcc.operations.CreateIndex.name,
+            {"index": name, "column": self.column, "index_type": self.index_type.upper()},
         )
 
 
@@ -152,7 +155,7 @@ class MvccOptimizeIndicesOperator(MvccBaseOperator):
                 commit_message="airflow: optimize indices",
                 transaction_properties=airflow_properties(context, "optimize_indices"),
             )
-        return task_result(t, mvcc.CreateIndex.name if count else None, {"indices_updated": count})
+        return task_result(t, mvcc.operations.CreateIndex.name if count else None, {"indices_updated": count})
 
 
 def to_duration(value: timedelta | str, name: str = "older_than") -> timedelta:
@@ -169,7 +172,7 @@ def to_duration(value: timedelta | str, name: str = "older_than") -> timedelta:
         delta = value
     elif isinstance(value, str):
         try:
-            delta = mvcc.parse_duration(value)
+            delta = parse_duration(value)
         except ValueError as exc:
             raise ValueError(f"{name}: {exc}") from None
     else:
@@ -246,7 +249,7 @@ class MvccCleanupOperator(MvccBaseOperator):
         with mvcc_errors(f"cleanup of {t.uri}"):
             try:
                 stats = t.cleanup_old_versions(self.older_than, self.retain_versions, dry_run=self.dry_run)
-            except mvcc.TagError as exc:
+            except mvcc.errors.TagError as exc:
                 if not exc.tags:
                     raise
                 kept = {str(name): int(version) for name, version in exc.tags.items()}
@@ -399,8 +402,11 @@ class MvccRestoreOperator(MvccBaseOperator):
                 transaction_properties=airflow_properties(context, "restore"),
             )
         for outlet in self.outlets:
-            context["outlet_events"][outlet].extra = {VERSION_EXTRA: t.version, OPERATION_EXTRA: mvcc.Restore.name}
-        return task_result(t, mvcc.Restore.name, {"restored_version": restored})
+            context["outlet_events"][outlet].extra = {
+                VERSION_EXTRA: t.version,
+                OPERATION_EXTRA: mvcc.operations.Restore.name,
+            }
+        return task_result(t, mvcc.operations.Restore.name, {"restored_version": restored})
 
 
 class MvccTagOperator(MvccBaseOperator):

@@ -15,7 +15,7 @@ from typing import Any
 import mvcc_core as mvcc
 
 
-def compaction_options(options: Mapping[str, Any] | None) -> mvcc.CompactionOptions:
+def compaction_options(options: Mapping[str, Any] | None) -> mvcc.compaction.CompactionOptions:
     """The core's `CompactionOptions` from the operator's `options` dict.
 
     Args:
@@ -28,15 +28,15 @@ def compaction_options(options: Mapping[str, Any] | None) -> mvcc.CompactionOpti
         ValueError: `options` is not a dict, names an unknown field, or a value is out of range.
     """
     if options is None:
-        return mvcc.CompactionOptions()
+        return mvcc.compaction.CompactionOptions()
     if not isinstance(options, Mapping):
         raise ValueError(f"options must be a dict of CompactionOptions fields, got {type(options).__name__}")
-    known = {f.name for f in dataclasses.fields(mvcc.CompactionOptions)}
+    known = {f.name for f in dataclasses.fields(mvcc.compaction.CompactionOptions)}
     unknown = sorted(set(options) - known)
     if unknown:
         raise ValueError(f"options: unknown compaction option(s) {unknown}; known: {sorted(known)}")
     try:
-        return mvcc.CompactionOptions(**dict(options))
+        return mvcc.compaction.CompactionOptions(**dict(options))
     except (TypeError, ValueError) as exc:
         raise ValueError(f"options: {exc}") from exc
 
@@ -101,7 +101,7 @@ def result_from_xcom(data: Mapping[str, Any]) -> Any:
 
 
 def compact(
-    table: mvcc.Table, options: mvcc.CompactionOptions, *, message: str, properties: Mapping[str, str]
+    table: mvcc.Table, options: mvcc.compaction.CompactionOptions, *, message: str, properties: Mapping[str, str]
 ) -> tuple[dict[str, Any], mvcc.Table]:
     """Plan, rewrite and commit in this process (`compact_files`).
 
@@ -122,7 +122,7 @@ def compact(
 
 
 def reserve(
-    table: mvcc.Table, options: mvcc.CompactionOptions, *, message: str, properties: Mapping[str, str]
+    table: mvcc.Table, options: mvcc.compaction.CompactionOptions, *, message: str, properties: Mapping[str, str]
 ) -> tuple[int, list[dict[str, Any]]]:
     """Plan the compaction and commit its ReserveFragments (none when there is nothing to do).
 
@@ -153,7 +153,7 @@ def rewrite(task: Mapping[str, Any], uri: str, storage_options: dict[str, Any] |
 def commit(
     table: mvcc.Table,
     results: Sequence[Mapping[str, Any]],
-    options: mvcc.CompactionOptions,
+    options: mvcc.compaction.CompactionOptions,
     *,
     message: str,
     properties: Mapping[str, str],

@@ -46,9 +46,9 @@ def is_retryable(exc: BaseException) -> bool:
     """
     if isinstance(exc, mvcc.TableExistsError):
         return bool(exc.created_concurrently)
-    if isinstance(exc, mvcc.ObjectNotFoundError | mvcc.CommitNotSupportedError):
+    if isinstance(exc, mvcc.errors.ObjectNotFoundError | mvcc.errors.CommitNotSupportedError):
         return False  # a missing file or a store that cannot commit stays so
-    return isinstance(exc, mvcc.RetryableConflictError | mvcc.StorageError)
+    return isinstance(exc, mvcc.RetryableConflictError | mvcc.errors.StorageError)
 
 
 def describe_conflict(exc: mvcc.CommitConflictError) -> str:

@@ -11,12 +11,12 @@ import mvcc_core as mvcc
 MAINTENANCE_OPERATIONS = frozenset(
     op.name
     for op in (
-        mvcc.ReserveFragments,
-        mvcc.Rewrite,
-        mvcc.CreateIndex,
-        mvcc.UpdateConfig,
-        mvcc.UpdateBases,
-        mvcc.UpdateMemWalState,
+        mvcc.operations.ReserveFragments,
+        mvcc.operations.Rewrite,
+        mvcc.operations.CreateIndex,
+        mvcc.operations.UpdateConfig,
+        mvcc.operations.UpdateBases,
+        mvcc.operations.UpdateMemWalState,
     )
 )
 

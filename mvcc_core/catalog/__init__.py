@@ -11,6 +11,7 @@ from mvcc_core.catalog.catalog import Catalog, CatalogSnapshot, CatalogVersion
 from mvcc_core.catalog.entries import FORMAT_VERSION
 from mvcc_core.catalog.errors import (
     CatalogConflictError,
+    CatalogEntryError,
     CatalogError,
     CatalogFormatError,
     IncompatibleCatalogConflictError,
@@ -21,15 +22,16 @@ from mvcc_core.catalog.multi_table import CatalogTransaction
 from mvcc_core.catalog.retention import CatalogCleanupStats
 
 __all__ = [
+    "FORMAT_VERSION",
     "Catalog",
     "CatalogCleanupStats",
     "CatalogConflictError",
+    "CatalogEntryError",
     "CatalogError",
     "CatalogFormatError",
     "CatalogSnapshot",
     "CatalogTransaction",
     "CatalogVersion",
-    "FORMAT_VERSION",
     "IncompatibleCatalogConflictError",
     "RetryableCatalogConflictError",
     "fork_of",

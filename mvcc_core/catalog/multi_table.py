@@ -15,7 +15,7 @@ import uuid as uuid_mod
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import sqlglot
@@ -30,10 +30,10 @@ from mvcc_core.catalog.errors import (
     TABLE_GONE,
     TABLE_RULES,
     WRITTEN_OUTSIDE,
+    CatalogConflictError,
     CatalogError,
     IncompatibleCatalogConflictError,
     RetryableCatalogConflictError,
-    _Conflict,
 )
 from mvcc_core.catalog.forks import fork_for_write, fork_of, rooted
 from mvcc_core.catalog.format_version import check_writable
@@ -50,6 +50,8 @@ from mvcc_core.table import Table, write_table
 from mvcc_core.txn.transaction import BuildContext, Transaction, build_manifest, check_properties
 
 log = logging.getLogger("mvcc.catalog")
+
+_Conflict = TypeVar("_Conflict", bound="CatalogConflictError")
 
 # PUBLISHER_RETRY_BUDGET: the publisher owns its retries and re-checks conflicts on each one.
 PUBLISH_RETRY_BUDGET = 5

@@ -80,7 +80,7 @@ def branches_create(
     t = _open(uri, storage_option, from_branch)
     source, _ = checkout_ref(t, uri, ref)
     if name in t.branches:
-        raise mvcc.BranchExistsError(
+        raise mvcc.errors.BranchExistsError(
             f"branch {name!r} already exists on {uri}; pick another name or delete it with: "
             f"mvcc branches delete {uri} {name}"
         )

@@ -80,12 +80,12 @@ def branch_named(cat: Catalog, root: str, name: str, hint: str = "") -> Iterator
     """
     try:
         yield
-    except mvcc.BranchNotFoundError:
+    except mvcc.errors.BranchNotFoundError:
         live = sorted(cat.branches())
         if name in live:
             raise
         there = f"its branches: {', '.join(live)}" if live else "it has no branches"
-        raise mvcc.BranchNotFoundError(
+        raise mvcc.errors.BranchNotFoundError(
             f"catalog {root} has no branch {name!r} ({there}; mvcc catalog branches list {root}){hint}"
         ) from None
 
@@ -158,7 +158,7 @@ def catalog_branches_list(root: str, storage_option: tuple[str, ...], as_json: b
     for name, info in sorted(cat.branches().items(), key=lambda item: (item[1].create_at, item[0])):
         try:
             head = cat.snapshot(branch=name)
-        except mvcc.BranchNotFoundError:
+        except mvcc.errors.BranchNotFoundError:
             continue  # deleted since it was listed
         rows.append(
             {
@@ -191,7 +191,7 @@ def catalog_branches_create(root: str, storage_option: tuple[str, ...], name: st
     """
     cat = open_catalog(root, storage_option)
     if name in cat.branches():
-        raise mvcc.BranchExistsError(
+        raise mvcc.errors.BranchExistsError(
             f"catalog {root} has a branch {name!r} already; pick another name or delete it with: "
             f"mvcc catalog branches delete {root} {name}"
         )

@@ -117,8 +117,8 @@ def describe(t: mvcc.Table, small_rows: int) -> dict[str, Any]:
         small_rows: fragments with fewer live rows than this count as small
     """
     fragments = t.get_fragments()
-    deleted = sum(f.deletion_file.num_deleted_rows for f in fragments if f.HasField("deletion_file"))
-    live = [mvcc.live_rows(f) for f in fragments]
+    deleted = sum(f.num_deletions for f in fragments)
+    live = [f.count_rows() for f in fragments]
     return {
         "uri": t.uri,
         "version": t.version,
@@ -129,8 +129,8 @@ def describe(t: mvcc.Table, small_rows: int) -> dict[str, Any]:
         "fragments": len(fragments),
         "small_fragments": sum(1 for n in live if n < small_rows),
         "small_fragment_rows": small_rows,
-        "data_files": sum(len(f.files) for f in fragments),
-        "bytes": sum(df.file_size_bytes for f in fragments for df in f.files),
+        "data_files": sum(len(f.data_files()) for f in fragments),
+        "bytes": sum(df.file_size_bytes for f in fragments for df in f.data_files()),
         "schema": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in t.schema],
         "indices": t.list_indices(),
         "tags": {name: info["version"] for name, info in t.tags.list().items()},
@@ -147,7 +147,7 @@ def describe(t: mvcc.Table, small_rows: int) -> dict[str, Any]:
 @click.option(
     "--small-rows",
     type=click.IntRange(min=1),
-    default=mvcc.CompactionOptions().target_rows_per_fragment,
+    default=mvcc.compaction.CompactionOptions().target_rows_per_fragment,
     show_default=True,
     help="Fragments with fewer live rows count as small (compaction's default target).",
 )
@@ -410,7 +410,7 @@ def compact(
         raise click.UsageError("--message is for the commit, and --dry-run commits nothing; give one of them")
     t = open_table(uri, storage_option)
     if dry_run:
-        options = mvcc.CompactionOptions(
+        options = mvcc.compaction.CompactionOptions(
             target_rows_per_fragment=target_rows_per_fragment,
             materialize_deletions_threshold=materialize_deletions_threshold,
         )
@@ -449,7 +449,7 @@ def compact(
         )
 
 
-def compaction_plan(t: mvcc.Table, options: mvcc.CompactionOptions) -> dict[str, Any]:
+def compaction_plan(t: mvcc.Table, options: mvcc.compaction.CompactionOptions) -> dict[str, Any]:
     """What `compact` would do to `t`'s version with `options`: its tasks and totals. Nothing is committed
     (`compaction.plan_unreserved`, the plan `compact_files` runs, without reserving fragment ids).
 
@@ -458,15 +458,15 @@ def compaction_plan(t: mvcc.Table, options: mvcc.CompactionOptions) -> dict[str,
         options: what to rewrite and the task bounds
     """
     fragments = t.get_fragments()
-    by_bytes = {f.SerializeToString(): f for f in fragments}
+    by_bytes = {f.metadata.SerializeToString(): f for f in fragments}
     tasks = []
     for task in mvcc.compaction.plan_unreserved(t, options).tasks:
         old = [by_bytes[b] for b in task.fragments]
         tasks.append(
             {
-                "fragments": [f.id for f in old],
-                "rows": sum(mvcc.live_rows(f) for f in old),
-                "bytes": sum(df.file_size_bytes for f in old for df in f.files),
+                "fragments": [f.fragment_id for f in old],
+                "rows": sum(f.count_rows() for f in old),
+                "bytes": sum(df.file_size_bytes for f in old for df in f.data_files()),
                 "new_fragments": len(task.new_fragment_ids),
             }
         )
@@ -485,7 +485,7 @@ def compaction_plan(t: mvcc.Table, options: mvcc.CompactionOptions) -> dict[str,
     }
 
 
-def show_compaction_plan(t: mvcc.Table, options: mvcc.CompactionOptions, as_json: bool) -> None:
+def show_compaction_plan(t: mvcc.Table, options: mvcc.compaction.CompactionOptions, as_json: bool) -> None:
     """Print `compaction_plan` as JSON or as a summary line and one row per task.
 
     Args:
@@ -561,11 +561,11 @@ def cleanup(
                 dry_run=not apply,
                 progress=progress,
             )
-        except mvcc.TagError as exc:
+        except mvcc.errors.TagError as exc:
             if not exc.tags:
                 raise
             tagged = ", ".join(f"{name} (version {v})" for name, v in sorted(exc.tags.items(), key=lambda kv: kv[1]))
-            raise mvcc.TagError(
+            raise mvcc.errors.TagError(
                 f"cleanup --older-than {format_duration(older_than)} would remove tagged versions of {uri}: "
                 f"{tagged}; give --keep-tagged to keep them (and remove the rest), or delete those tags first "
                 f"(mvcc tags delete {uri} NAME)",

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-import mvcc_core as mvcc
+from mvcc_core.progress import Progress
 
 #: The width of tables written to a pipe or a file: each line as long as its content.
 UNBOUNDED_WIDTH = 1_000_000
@@ -91,7 +91,7 @@ def print_pairs(pairs: Sequence[tuple[str, Any]]) -> None:
 
 
 @contextmanager
-def progress_bar(description: str, enabled: bool = True) -> Iterator[mvcc.Progress | None]:
+def progress_bar(description: str, enabled: bool = True) -> Iterator[Progress | None]:
     """A `progress(done, total)` drawing a rich bar on stderr when it is a terminal; None otherwise, so that a
     pipe or a scheduler's log gets only the summary.
 

@@ -18,6 +18,8 @@ import click
 
 import mvcc_core as mvcc
 from mvcc_core.cli.options import storage_options_for
+from mvcc_core.table import open_tags
+from mvcc_core.times import parse_time
 
 __all__ = ["Ref", "TimeType", "checkout_ref", "open_ref", "positional_ref", "ref_options", "resolved"]
 
@@ -41,7 +43,7 @@ class Ref:
 
 
 class TimeType(click.ParamType):
-    """`--at TIME`: an ISO 8601 time (`mvcc.parse_time`, UTC without a zone); a usage error otherwise."""
+    """`--at TIME`: an ISO 8601 time (`mvcc_core.times.parse_time`, UTC without a zone); a usage error otherwise."""
 
     name = "TIME"
 
@@ -56,7 +58,7 @@ class TimeType(click.ParamType):
         if isinstance(value, datetime):
             return value
         try:
-            return mvcc.parse_time(str(value))
+            return parse_time(str(value))
         except ValueError:
             self.fail(f"{value!r} is not a time: give {TIME_EXAMPLE}", param, ctx)
 
@@ -168,14 +170,14 @@ def _by_rule(uri: str, tags: Any, ref: Ref) -> Ref:
     try:
         tags.get_reference(ref.text)
         return Ref("--tag", ref.text, ref.text)
-    except mvcc.CorruptTagError:
+    except mvcc.errors.CorruptTagError:
         return Ref("--tag", ref.text, ref.text)  # a tag, damaged: opening it says so
-    except mvcc.TagError:
+    except mvcc.errors.TagError:
         pass
     if ref.text.isdigit():
         return Ref("--version", ref.text, int(ref.text))
     try:
-        return Ref("--at", ref.text, mvcc.parse_time(ref.text))
+        return Ref("--at", ref.text, parse_time(ref.text))
     except ValueError:
         raise click.BadParameter(
             f"{ref.text!r} is no tag of {uri}, no version number and no time; give a tag name (mvcc tags list "
@@ -200,7 +202,7 @@ def open_ref(
     if ref is None:
         return mvcc.open_table(uri, storage_options=options, branch=branch), None
     if ref.flag in ("--tag", "REF"):
-        tags = mvcc.open_tags(uri, storage_options=options)
+        tags = open_tags(uri, storage_options=options)
         if ref.flag == "REF":
             ref = _by_rule(uri, tags, ref)
         else:

@@ -83,7 +83,7 @@ def tags_create(uri: str, storage_option: tuple[str, ...], name: str, version: i
     t = open_table(uri, storage_option)
     existing = t.tags.list().get(name)
     if existing is not None:
-        raise mvcc.TagError(
+        raise mvcc.errors.TagError(
             f"tag {name!r} already exists on {uri} (version {existing['version']}); "
             f"move it with: mvcc tags update {uri} {name} VERSION"
         )

@@ -11,6 +11,9 @@ import mvcc_core as mvcc
 from mvcc_core.cli.options import EXIT_ERROR, json_option, storage_options_for, uri_and_storage
 from mvcc_core.cli.output import emit_json
 from mvcc_core.cli.refs import Ref, open_ref, ref_options
+from mvcc_core.table import manifest_violations
+from mvcc_core.verify import VerifyReport
+from mvcc_core.verify import verify as verify_table
 
 
 def _line(p: dict[str, object]) -> str:
@@ -63,11 +66,11 @@ def verify(
     options = storage_options_for(uri, storage_option)
     try:
         t, ref = open_ref(uri, storage_option, ref)
-    except mvcc.CorruptManifestError as exc:  # the latest manifest: its message names the version to restore
-        report = mvcc.VerifyReport()
+    except mvcc.errors.CorruptManifestError as exc:  # the latest manifest: its message names the version to restore
+        report = VerifyReport()
         version = ref.value if ref is not None and isinstance(ref.value, int) else None
         try:
-            found = mvcc.manifest_violations(uri, version, storage_options=options)
+            found = manifest_violations(uri, version, storage_options=options)
         except mvcc.MvccError:
             found = []
         if not found or version is None:
@@ -76,9 +79,9 @@ def verify(
             report.add(version, "manifest", uri, text)
     else:
         try:
-            report = mvcc.verify(t, deep=deep, all_versions=all_versions, branch=branch)
-        except mvcc.BranchNotFoundError:
-            raise mvcc.BranchNotFoundError(
+            report = verify_table(t, deep=deep, all_versions=all_versions, branch=branch)
+        except mvcc.errors.BranchNotFoundError:
+            raise mvcc.errors.BranchNotFoundError(
                 f"--branch {branch}: {uri} has no branch {branch!r} (mvcc branches list {uri})"
             ) from None
     problems = [dataclasses.asdict(p) for p in report.problems]

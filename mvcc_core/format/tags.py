@@ -143,22 +143,37 @@ class Tags:
         return branch, version
 
     @staticmethod
+    def _on_branch(
+        name: str, version: int | tuple[str | None, int], branch: str | None
+    ) -> int | tuple[str | None, int]:
+        """`version`, or `(branch, version)` when pylance's third argument names a branch."""
+        if branch is None:
+            return version
+        if isinstance(version, tuple):
+            raise TypeError(f"tag {name!r}: name the branch in the (branch, version) tuple or as branch=, not both")
+        return (branch, version)
+
+    @staticmethod
     def _encode(reference: tuple[str | None, int]) -> bytes:
         branch, version = reference
         return json.dumps({"version": version} if branch is None else {"branch": branch, "version": version}).encode()
 
-    def create(self, name: str, version: int | tuple[str | None, int]) -> None:
-        """Create tag `name` on `version` of the handle's branch, or on `(branch, version)`.
+    def create(self, name: str, version: int | tuple[str | None, int], branch: str | None = None) -> None:
+        """Create tag `name` on `version` of the handle's branch, of `branch`, or on `(branch, version)`.
+
+        pylance's `tags.create(tag, version, branch)` order.
 
         Args:
             name: The tag name.
             version: A version number, or (branch, version) (branch None: main).
+            branch: The branch `version` is on (None: the handle's branch); not with a (branch, version) tuple.
 
         Raises:
             TagError: the tag exists already or the name is bad.
             VersionNotFoundError: no such version.
         """
         validate_tag_name(name)
+        version = self._on_branch(name, version, branch)
         reference = self._check_version(name, version)
         if not self._store.put_if_not_exists(tag_path(name), self._encode(reference)):
             raise TagError(f"tag {name!r} already exists on {self._store.uri}; use tags.update to move it")
@@ -169,14 +184,16 @@ class Tags:
         if not self._store.exists(tag_path(name)):
             raise TagError(f"table {self._store.uri} has no tag {name!r}")
 
-    def update(self, name: str, version: int | tuple[str | None, int]) -> None:
+    def update(self, name: str, version: int | tuple[str | None, int], branch: str | None = None) -> None:
         """Move the tag `name` to `version` or `(branch, version)` (a tag whose file does not read is rewritten).
 
         Args:
             name: The tag name.
             version: A version number of the handle's branch, or (branch, version).
+            branch: The branch `version` is on (None: the handle's branch); not with a (branch, version) tuple.
         """
         self._check_exists(name)
+        version = self._on_branch(name, version, branch)
         reference = self._check_version(name, version)
         self._store.put(tag_path(name), self._encode(reference))
 

@@ -372,4 +372,4 @@ def _check_predicate(where: str, schema: pa.Schema, uri: str) -> None:
     try:
         BoundFilter.bind(where, schema)
     except mvcc_core.MvccError as exc:
-        raise mvcc_core.PredicateError(f"replaceWhere {where!r} on table {uri}: {exc}") from None
+        raise mvcc_core.errors.PredicateError(f"replaceWhere {where!r} on table {uri}: {exc}") from None

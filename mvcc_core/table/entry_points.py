@@ -126,10 +126,10 @@ def manifest_violations(
 def write_table(
     data: Any,
     uri: Uri,
+    schema: pa.Schema | None = None,
     mode: str = "create",
     *,
     where: str | None = None,
-    schema: pa.Schema | None = None,
     storage_options: dict[str, Any] | None = None,
     manifest_naming: str | ManifestNaming = "v2",
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
@@ -150,11 +150,11 @@ def write_table(
     Args:
         data: The rows: a pyarrow Table, RecordBatch(Reader), pandas DataFrame or anything `pa.table` accepts.
         uri: The table's root, or a handle on the table (pylance: a dataset as the target).
+        schema: The table's schema (default: `data`'s); the third positional argument, as pylance's.
         mode: "create" (TableExistsError if a table is there), "append" or "overwrite" (both create the table,
             with `data`'s rows, when there is none).
         where: Mode "overwrite" only, a SQL predicate: replace only the rows matching it
             (`Table.overwrite(where=)`); every row of `data` must match it, also when the write creates the table.
-        schema: The table's schema (default: `data`'s).
         storage_options: The store's options.
         manifest_naming: The manifest naming scheme of a new table ("v2" or "v1").
         max_rows_per_file: The most rows a data file holds.
@@ -174,7 +174,8 @@ def write_table(
 
     Raises:
         ValueError: an unknown mode, `where` without mode "overwrite", or a `max_rows_per_group` below 1.
-        TypeError: `data_storage_version` is not a str or `max_rows_per_group` not an int.
+        TypeError: `schema` is not a pyarrow Schema (a mode passed third), `data_storage_version` is not a str
+            or `max_rows_per_group` not an int.
         TableExistsError: mode "create" and a table is there.
         SchemaError: `data` does not fit the table's (or the winner's) schema.
         PredicateError: a row of `data` does not match `where` (nothing is left behind).
@@ -183,6 +184,12 @@ def write_table(
 
         t = mvcc.write_table(pa.table({"id": [1, 2, 3]}), "/tmp/t", commit_message="initial load")
     """
+    if schema is not None and not isinstance(schema, pa.Schema):
+        hint = f"; pass mode={schema!r} by keyword" if isinstance(schema, str) else ""
+        raise TypeError(
+            "write_table(data, uri, schema, mode): the third positional argument is the schema, as pylance's, "
+            f"got {type(schema).__name__} {schema!r}{hint}"
+        )
     write.check_first_write_mode(mode, where)
     _check_ignored_lance_options(data_storage_version, max_rows_per_group)
     if isinstance(uri, Table):

@@ -47,6 +47,7 @@ from mvcc_core.table.arguments import Uri, as_uri, check_retries
 from mvcc_core.table.branch_replay import with_replay
 from mvcc_core.table.branches import BranchMethods
 from mvcc_core.table.configuration import ConfigurationMethods, checked_merged_generations
+from mvcc_core.table.fragments import Fragment
 from mvcc_core.table.indices import IndexMethods
 from mvcc_core.table.reading import ReadingMethods
 from mvcc_core.table.schema_changes import SchemaChangeMethods
@@ -207,9 +208,21 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
         """The newest version of the table (read from the store now; pylance's property)."""
         return self._state.latest_location().version
 
-    def get_fragments(self) -> list[pb.DataFragment]:
-        """The fragments of this version (protobuf `DataFragment`s: id, data files, deletion file, rows)."""
-        return list(self.manifest.fragments)
+    def get_fragments(self) -> list[Fragment]:
+        """The fragments of this version, in the manifest's order (pylance's `LanceFragment`s: `fragment_id`,
+        `data_files()`, `deletion_file()`, `count_rows(filter)`, `metadata`, ...)."""
+        return [Fragment(self._state.store, self.manifest, entry) for entry in self.manifest.fragments]
+
+    def get_fragment(self, fragment_id: int) -> Fragment | None:
+        """The fragment of this version with id `fragment_id`, or None when it has none (pylance's).
+
+        Args:
+            fragment_id: the fragment's id
+        """
+        for entry in self.manifest.fragments:
+            if entry.id == fragment_id:
+                return Fragment(self._state.store, self.manifest, entry)
+        return None
 
     def __repr__(self) -> str:
         on = "" if self.branch is None else f", branch={self.branch!r}"

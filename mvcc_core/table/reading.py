@@ -23,8 +23,12 @@ class ReadingMethods:
         filter: str | pc.Expression | None = None,  # noqa: A002 - pylance's name
         *,
         with_row_address: bool = False,
-        batch_size: int = DEFAULT_BATCH_SIZE,
+        batch_size: int | None = DEFAULT_BATCH_SIZE,
         with_row_id: bool = False,
+        batch_readahead: int | None = None,
+        scan_in_order: bool | None = None,
+        prefilter: bool | None = None,
+        late_materialization: bool | Sequence[str] | None = None,
     ) -> Scan | SystemFilteredScan:
         """A scan of this version: `to_batches()`, `to_table()`, `count_rows()`, `explain()`.
 
@@ -38,9 +42,13 @@ class ReadingMethods:
                 column)
             filter: a SQL predicate or a pyarrow Expression over the table's columns (None: every row)
             with_row_address: add a `_rowaddr` column
-            batch_size: rows at most per batch
+            batch_size: rows at most per batch (None: the default)
             with_row_id: add a `_rowid` column (stable ids if the table keeps them, else the row address)
+            batch_readahead, scan_in_order, prefilter, late_materialization: pylance's scan tuning, accepted
+                (checked for type) and without effect: mvcc reads Parquet with its own read-ahead, always returns
+                rows in table order, always filters before `limit`/`offset`, and projects columns per row group
         """
+        _check_tuning(batch_readahead, scan_in_order, prefilter, late_materialization)
         system = filter_system_columns(filter, self.schema.names)
         scan = Scan(
             self._state.store,
@@ -48,7 +56,7 @@ class ReadingMethods:
             _nested_paths(columns, self.schema),
             None if system else filter,
             with_row_address,
-            batch_size,
+            DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
             with_row_id=with_row_id,
         )
         return SystemFilteredScan(scan, filter) if system else scan
@@ -62,6 +70,11 @@ class ReadingMethods:
         offset: int | None = None,
         with_row_address: bool = False,
         with_row_id: bool = False,
+        batch_size: int | None = None,
+        batch_readahead: int | None = None,
+        scan_in_order: bool | None = None,
+        prefilter: bool | None = None,
+        late_materialization: bool | Sequence[str] | None = None,
     ) -> pa.Table:
         """The rows of this version (matching `filter`), as one Arrow table; `offset` rows skipped and at
         most `limit` returned, in table order.
@@ -72,10 +85,26 @@ class ReadingMethods:
             filter: a SQL predicate or a pyarrow Expression over the table's columns (None: every row)
             with_row_address: add a `_rowaddr` column
             with_row_id: add a `_rowid` column (stable ids if the table keeps them, else the row address)
+            batch_size: rows at most per batch read (None: the default)
+            batch_readahead: pylance's read-ahead depth, accepted (checked for type) and without effect: mvcc reads
+                Parquet with its own read-ahead
+            scan_in_order: accepted and without effect: rows always come in table order
+            prefilter: accepted and without effect: the filter always applies before `limit`/`offset`
+            late_materialization: accepted and without effect: columns are projected per row group
             limit: rows at most in the result (None: all)
             offset: matching rows skipped first (None: none)
         """
-        scan = self.scanner(columns, filter, with_row_address=with_row_address, with_row_id=with_row_id)
+        scan = self.scanner(
+            columns,
+            filter,
+            with_row_address=with_row_address,
+            with_row_id=with_row_id,
+            batch_size=batch_size,
+            batch_readahead=batch_readahead,
+            scan_in_order=scan_in_order,
+            prefilter=prefilter,
+            late_materialization=late_materialization,
+        )
         if limit is None and not offset:
             return scan.to_table()
         return _sliced(scan, limit, offset)
@@ -86,8 +115,12 @@ class ReadingMethods:
         filter: str | pc.Expression | None = None,  # noqa: A002
         *,
         with_row_address: bool = False,
-        batch_size: int = DEFAULT_BATCH_SIZE,
+        batch_size: int | None = DEFAULT_BATCH_SIZE,
         with_row_id: bool = False,
+        batch_readahead: int | None = None,
+        scan_in_order: bool | None = None,
+        prefilter: bool | None = None,
+        late_materialization: bool | Sequence[str] | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """Stream the rows of this version as record batches (memory bounded by a few batches).
 
@@ -98,9 +131,22 @@ class ReadingMethods:
             with_row_address: add a `_rowaddr` column
             batch_size: rows at most per batch
             with_row_id: add a `_rowid` column (stable ids if the table keeps them, else the row address)
+            batch_readahead: pylance's read-ahead depth, accepted (checked for type) and without effect: mvcc reads
+                Parquet with its own read-ahead
+            scan_in_order: accepted and without effect: rows always come in table order
+            prefilter: accepted and without effect: the filter always applies before `limit`/`offset`
+            late_materialization: accepted and without effect: columns are projected per row group
         """
         return self.scanner(
-            columns, filter, with_row_address=with_row_address, batch_size=batch_size, with_row_id=with_row_id
+            columns,
+            filter,
+            with_row_address=with_row_address,
+            batch_size=batch_size,
+            with_row_id=with_row_id,
+            batch_readahead=batch_readahead,
+            scan_in_order=scan_in_order,
+            prefilter=prefilter,
+            late_materialization=late_materialization,
         ).to_batches()
 
     def to_reader(self) -> pa.RecordBatchReader:
@@ -178,6 +224,26 @@ class ReadingMethods:
             filter: a SQL predicate or a pyarrow Expression over the table's columns (None: every row)
         """
         return self.scanner(filter=filter, columns=[]).count_rows()
+
+
+def _check_tuning(
+    batch_readahead: object, scan_in_order: object, prefilter: object, late_materialization: object
+) -> None:
+    """TypeError for a pylance scan-tuning option of the wrong type (they have no effect here)."""
+    if batch_readahead is not None and (not isinstance(batch_readahead, int) or isinstance(batch_readahead, bool)):
+        raise TypeError(f"batch_readahead must be an int, got {type(batch_readahead).__name__} {batch_readahead!r}")
+    for name, value in (("scan_in_order", scan_in_order), ("prefilter", prefilter)):
+        if value is not None and not isinstance(value, bool):
+            raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+    if not (
+        late_materialization is None
+        or isinstance(late_materialization, bool)
+        or (isinstance(late_materialization, list) and all(isinstance(c, str) for c in late_materialization))
+    ):
+        raise TypeError(
+            "late_materialization must be True, False or a list of column names, "
+            f"got {type(late_materialization).__name__} {late_materialization!r}"
+        )
 
 
 def _nested_paths(

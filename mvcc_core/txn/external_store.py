@@ -35,12 +35,12 @@ from mvcc_core.io import ObjectStore
 from mvcc_core.txn.manifest_stores import DynamoDBManifestStore, ExternalManifestStore, SQLiteManifestStore
 
 __all__ = [
-    "DynamoDBManifestStore",
-    "ExternalStoreHandler",
-    "commit_handler",
-    "ExternalManifestStore",
-    "SQLiteManifestStore",
     "STORAGE_OPTION",
+    "DynamoDBManifestStore",
+    "ExternalManifestStore",
+    "ExternalStoreHandler",
+    "SQLiteManifestStore",
+    "commit_handler",
     "finalize",
     "is_staged",
     "open_external_store",

@@ -92,7 +92,7 @@ def _rewrite_metadata(results: Sequence[mvcc.compaction.RewriteResult]) -> dict[
 def _reserve(
     context: Any,
     target: MaintenanceTarget,
-    options: mvcc.CompactionOptions,
+    options: mvcc.compaction.CompactionOptions,
     split: Callable[[Sequence[Any]], list[Any]] | None = None,
 ) -> tuple[Any, list[Any]]:
     """Plan the compaction of `target` (one ReserveFragments, carrying the run's properties) and report it.
@@ -141,7 +141,9 @@ def _flatten(collected: Sequence[Any]) -> list[mvcc.compaction.RewriteResult]:
     return [r for item in collected for r in (item if isinstance(item, list) else [item])]
 
 
-def _commit(context: Any, target: MaintenanceTarget, options: mvcc.CompactionOptions, collected: list[Any]) -> Any:
+def _commit(
+    context: Any, target: MaintenanceTarget, options: mvcc.compaction.CompactionOptions, collected: list[Any]
+) -> Any:
     """One Rewrite of every task's result on the state the tasks read, reported as an observation.
 
     A `RetryableConflictError` (a concurrent delete or update of a rewritten fragment) fails the step without
@@ -188,7 +190,7 @@ def _commit(context: Any, target: MaintenanceTarget, options: mvcc.CompactionOpt
 
 def _compaction_ops(
     target: MaintenanceTarget,
-    options: mvcc.CompactionOptions,
+    options: mvcc.compaction.CompactionOptions,
     prefix: str,
     *,
     rewrite_steps: int | None = None,
@@ -266,7 +268,7 @@ def _compaction_ops(
 
 def _spark_compaction_ops(
     target: MaintenanceTarget,
-    options: mvcc.CompactionOptions,
+    options: mvcc.compaction.CompactionOptions,
     prefix: str,
     spark_resource_key: str,
     signal_indices: bool = False,
@@ -313,7 +315,7 @@ def _spark_compaction_ops(
 
 def compaction_ops(
     target: MaintenanceTarget,
-    options: mvcc.CompactionOptions,
+    options: mvcc.compaction.CompactionOptions,
     prefix: str,
     *,
     executor: str = "auto",
@@ -364,7 +366,7 @@ def compaction_ops(
 def build_compaction_job(
     table: TableName,
     *,
-    options: mvcc.CompactionOptions | None = None,
+    options: mvcc.compaction.CompactionOptions | None = None,
     executor: str = "auto",
     rewrite_steps: int | None = None,
     asset_key: TableName | None = None,
@@ -421,7 +423,7 @@ def build_compaction_job(
             out of range.
     """
     target = MaintenanceTarget(table, asset_key)
-    options = options or mvcc.CompactionOptions()
+    options = options or mvcc.compaction.CompactionOptions()
     executor_def = check_executor(executor, rewrite_steps)
     job_name = name or f"mvcc_compaction__{target.suffix}"
     reserve_fragments, rewrite_fragments, commit_rewrite = compaction_ops(

@@ -158,7 +158,7 @@ def data_bytes(table: mvcc.Table) -> int:
     Returns:
         The bytes.
     """
-    return sum(int(df.file_size_bytes) for f in table.get_fragments() for df in f.files)
+    return sum(int(df.file_size_bytes) for f in table.get_fragments() for df in f.data_files())
 
 
 def removable_bytes(table: mvcc.Table, removable: Sequence[int], versions: Sequence[int] | None = None) -> int:
@@ -177,7 +177,7 @@ def removable_bytes(table: mvcc.Table, removable: Sequence[int], versions: Seque
 
     def files(version: int) -> dict[str, int]:
         fragments = table.checkout(version).get_fragments()
-        return {df.path: int(df.file_size_bytes) for f in fragments for df in f.files}
+        return {df.path: int(df.file_size_bytes) for f in fragments for df in f.data_files()}
 
     kept: set[str] = set()
     for version in listed:
@@ -220,7 +220,7 @@ class MaintenanceWork:
 
 def maintenance_work(
     table: mvcc.Table,
-    options: mvcc.CompactionOptions,
+    options: mvcc.compaction.CompactionOptions,
     *,
     optimize_indices: bool,
     older_than: timedelta,

@@ -40,7 +40,7 @@ def _open_for_restore(context: Any, target: MaintenanceTarget, ref: int | str | 
     try:
         return target.open(context)
     except dg.Failure as failure:
-        if isinstance(ref, datetime) or not isinstance(failure.__cause__, mvcc.CorruptManifestError):
+        if isinstance(ref, datetime) or not isinstance(failure.__cause__, mvcc.errors.CorruptManifestError):
             raise
     return target.open(context, ref)
 

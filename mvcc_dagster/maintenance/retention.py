@@ -7,6 +7,7 @@ from typing import Any
 import dagster as dg
 
 import mvcc_core as mvcc
+from mvcc_core.table import CleanupStats
 
 from ..error_mapping import mvcc_conflicts, no_retry_failure
 from ..resources import RESOURCE_KEY, TableName
@@ -15,7 +16,7 @@ from .due import retention_tags, window_to
 from .target import MAINTENANCE_IO_KEY, MaintenanceTarget, observe, one_step_job
 
 
-def _cleanup_metadata(stats: mvcc.CleanupStats, *, dry_run: bool) -> dict[str, Any]:
+def _cleanup_metadata(stats: CleanupStats, *, dry_run: bool) -> dict[str, Any]:
     return {
         "dry_run": dry_run,
         "versions_removed": stats.old_versions,
@@ -44,7 +45,7 @@ def cleanup_keeping_tagged(
     dry_run: bool,
     error_if_tagged_old_versions: bool = False,
     label: str = "",
-) -> tuple[mvcc.CleanupStats, dict[str, int]]:
+) -> tuple[CleanupStats, dict[str, int]]:
     """`Table.cleanup_old_versions`, keeping the tagged versions older than `window` and going on (the CLI's
     ``mvcc cleanup --keep-tagged``); also says which tags kept a version that would otherwise have gone.
 
@@ -73,7 +74,7 @@ def cleanup_keeping_tagged(
             window, retain_versions, delete_unverified=delete_unverified, dry_run=dry_run
         )
         return stats, {}
-    except mvcc.TagError as exc:
+    except mvcc.errors.TagError as exc:
         if not exc.tags:
             raise
         kept = {str(name): int(version) for name, version in exc.tags.items()}

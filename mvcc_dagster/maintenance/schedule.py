@@ -18,7 +18,7 @@ def build_maintenance_schedule(
     table: TableName,
     cron: str = "0 3 * * *",
     *,
-    options: mvcc.CompactionOptions | None = None,
+    options: mvcc.compaction.CompactionOptions | None = None,
     optimize_indices: bool = True,
     older_than: timedelta = timedelta(days=14),
     retain_versions: int | None = None,
@@ -71,7 +71,7 @@ def build_maintenance_schedule(
             setting.
     """
     target = MaintenanceTarget(table, asset_key)
-    options = options or mvcc.CompactionOptions()
+    options = options or mvcc.compaction.CompactionOptions()
     executor_def = check_executor(executor, rewrite_steps)
     reserve, rewrite, commit = compaction_ops(
         target,

@@ -49,7 +49,7 @@ def build_tag_job(table: TableName, *, asset_key: TableName | None = None, name:
             if action == "delete":
                 try:
                     version = t.tags.get_version(name_)
-                except mvcc.CorruptTagError:
+                except mvcc.errors.CorruptTagError:
                     version = None  # a tag whose file does not read is deleted all the same
                 t.tags.delete(name_)
             else:

@@ -32,7 +32,7 @@ class MaintenanceTarget:
         asset_key: The asset reports go to (default: `table` itself, or a uri's last path segment).
 
     Raises:
-        mvcc_core.InvalidNameError: `table` is an asset key that would name a table outside the root or inside
+        mvcc_core.errors.InvalidNameError: `table` is an asset key that would name a table outside the root or inside
             another table (`check_table_key`); a ValueError, raised when the job is defined.
     """
 

@@ -67,7 +67,7 @@ def unreferenced_data_files(uri: str) -> set[str]:
         Path(f.path).name
         for info in t.versions()
         for frag in t.checkout(info.version).get_fragments()
-        for f in frag.files
+        for f in frag.data_files()
     }
     return {p.name for p in (Path(uri) / "data").glob("*.parquet")} - referenced
 

@@ -114,7 +114,7 @@ def test_compaction_after_a_concurrent_append_takes_new_fragment_ids(cat: Catalo
     t1, t2 = race(cat, append("s.a", [50, 51]), compact("s.a"))
     t2.commit()
     assert ids(cat, "s.a") == [*range(12), 50, 51]
-    frag_ids = [f.id for f in cat.table("s.a").get_fragments()]
+    frag_ids = [f.fragment_id for f in cat.table("s.a").get_fragments()]
     assert len(frag_ids) == len(set(frag_ids)) == 2
 
 

@@ -10,8 +10,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from mvcc_core import RetryableConflictError, open_table, verify
+from mvcc_core import RetryableConflictError, open_table
 from mvcc_core.catalog import Catalog, CatalogError
+from mvcc_core.verify import verify
 
 IDS = pa.schema([("id", pa.int64())])
 
@@ -168,7 +169,7 @@ def test_a_chain_naming_its_own_fragments_on_a_moved_table_is_rebased(cat: Catal
     """An append then a delete of a row it appended, published after a concurrent append took the fragment
     ids the chain had counted on: the chain's fragment is renumbered and the delete follows it (before, a
     retryable "names fragments by their old ids")."""
-    files = {f.path for frag in cat.table("s.a").get_fragments() for f in frag.files}
+    files = {f.path for frag in cat.table("s.a").get_fragments() for f in frag.data_files()}
     t1, t2 = cat.transaction(), cat.transaction()
     t1.table("s.a").append(pa.table({"id": [10]}))
     t2.table("s.a").append(pa.table({"id": [20, 21]}))
@@ -178,7 +179,7 @@ def test_a_chain_naming_its_own_fragments_on_a_moved_table_is_rebased(cat: Catal
     table = cat.table("s.a")
     assert ids(table) == [1, 2, 3, 10, 20]
     assert ids(open_table(table.uri)) == [1, 2, 3, 10, 20]
-    assert files <= {f.path for frag in table.get_fragments() for f in frag.files}  # no data file rewritten
+    assert files <= {f.path for frag in table.get_fragments() for f in frag.data_files()}  # no data file rewritten
     deletions = sorted(p.name for p in (Path(table.uri) / "_deletions").iterdir())
     assert len(deletions) == 1  # the vector under the chain's old fragment id is removed after the publish
     fragment_ids = [frag.id for frag in table.manifest.fragments]
@@ -224,7 +225,7 @@ def test_a_merge_insert_chain_on_a_moved_table_is_rebased(cat: Catalog) -> None:
 
 def test_a_delete_then_append_chain_is_rebased_on_a_concurrent_delete(cat: Catalog) -> None:
     """The first change of a chain may be rebased when the rest are appends (the 8-process test's shape)."""
-    files = {f.path for frag in cat.table("s.a").get_fragments() for f in frag.files}
+    files = {f.path for frag in cat.table("s.a").get_fragments() for f in frag.data_files()}
     t1, t2 = cat.transaction(), cat.transaction()
     t1.table("s.a").delete("id = 1")
     t2.table("s.a").delete("id = 2")
@@ -232,7 +233,7 @@ def test_a_delete_then_append_chain_is_rebased_on_a_concurrent_delete(cat: Catal
     t1.commit()
     t2.commit()
     assert ids(cat.table("s.a")) == [3, 9]
-    assert files <= {f.path for frag in cat.table("s.a").get_fragments() for f in frag.files}
+    assert files <= {f.path for frag in cat.table("s.a").get_fragments() for f in frag.data_files()}
 
 
 def test_a_delete_matching_nothing_publishes_nothing(cat: Catalog) -> None:

@@ -239,7 +239,7 @@ def test_delete_from_a_table_another_deleted_from(cat: Catalog) -> None:
 
 
 def data_files(cat: Catalog, name: str) -> set[str]:
-    return {f.path for frag in cat.table(name).get_fragments() for f in frag.files}
+    return {f.path for frag in cat.table(name).get_fragments() for f in frag.data_files()}
 
 
 def test_deletes_of_different_rows_are_rebased(cat: Catalog) -> None:
@@ -281,7 +281,7 @@ def test_both_insert_into_the_same_table_retry_without_rewriting(cat: Catalog) -
     assert version == t1.published_version + 1
     assert ids(cat, "s.a") == [1, 2, 3, 10, 20]
     # the second publish kept the data files it staged on the older table version
-    data_files = {f.path for frag in cat.table("s.a").get_fragments() for f in frag.files}
+    data_files = {f.path for frag in cat.table("s.a").get_fragments() for f in frag.data_files()}
     assert {u.rsplit("/data/", 1)[1] for u in staged} <= {p.rsplit("/", 1)[-1] for p in data_files}
 
 

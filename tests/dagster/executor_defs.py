@@ -10,7 +10,7 @@ from mvcc_dagster import MvccResource, build_compaction_job
 WAREHOUSE_ENV = "MVCC_TEST_WAREHOUSE"
 AUTO_TABLE = "auto_table"
 BIG_TABLE = "big_table"
-OPTIONS = mvcc.CompactionOptions(target_rows_per_fragment=100)
+OPTIONS = mvcc.compaction.CompactionOptions(target_rows_per_fragment=100)
 
 defs = dg.Definitions(
     jobs=[

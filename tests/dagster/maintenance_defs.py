@@ -8,7 +8,7 @@ from mvcc_dagster import MvccResource, build_compaction_job
 
 WAREHOUSE_ENV = "MVCC_TEST_WAREHOUSE"
 TABLE = "fragmented"
-OPTIONS = mvcc.CompactionOptions(target_rows_per_fragment=300)
+OPTIONS = mvcc.compaction.CompactionOptions(target_rows_per_fragment=300)
 
 defs = dg.Definitions(
     jobs=[build_compaction_job(TABLE, options=OPTIONS, executor="dagster")],

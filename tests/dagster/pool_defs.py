@@ -14,7 +14,9 @@ TABLE = "pooled"
 
 defs = dg.Definitions(
     jobs=[
-        build_compaction_job(TABLE, options=mvcc.CompactionOptions(target_rows_per_fragment=300), executor="in_process")
+        build_compaction_job(
+            TABLE, options=mvcc.compaction.CompactionOptions(target_rows_per_fragment=300), executor="in_process"
+        )
     ],
     resources={"mvcc": MvccResource(root_uri=dg.EnvVar(WAREHOUSE_ENV))},
 )

@@ -16,7 +16,9 @@ JOB = f"mvcc_compaction__{TABLE}"
 
 defs = dg.Definitions(
     jobs=[
-        build_compaction_job(TABLE, options=mvcc.CompactionOptions(target_rows_per_fragment=60), executor="in_process")
+        build_compaction_job(
+            TABLE, options=mvcc.compaction.CompactionOptions(target_rows_per_fragment=60), executor="in_process"
+        )
     ],
     resources={"mvcc": MvccResource(root_uri=dg.EnvVar(WAREHOUSE_ENV))},
 )

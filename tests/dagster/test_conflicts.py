@@ -146,7 +146,7 @@ def test_branch_that_cannot_be_replayed_is_a_retry_on_a_fresh_branch() -> None:
     from mvcc_core.catalog import IncompatibleCatalogConflictError
     from mvcc_dagster.error_mapping import cannot_replay_branch, fresh_branch_retry
 
-    table = mvcc.BranchNotReplayableError("rows changed", uri="/t", read_version=3, conflicting_versions=[4])
+    table = mvcc.errors.BranchNotReplayableError("rows changed", uri="/t", read_version=3, conflicting_versions=[4])
     catalog = IncompatibleCatalogConflictError(
         "rows changed",
         object_name="s.a",

@@ -252,7 +252,7 @@ def test_metadata_uses_dagster_types(instance: dg.DagsterInstance, warehouse: st
     event = instance.get_latest_materialization_event(dg.AssetKey("sized"))
     assert event is not None and event.asset_materialization is not None
     meta = event.asset_materialization.metadata
-    size = sum(df.file_size_bytes for f in table.get_fragments() for df in f.files)
+    size = sum(df.file_size_bytes for f in table.get_fragments() for df in f.data_files())
     assert isinstance(meta["dagster/size_bytes"], dg.IntMetadataValue) and meta["dagster/size_bytes"].value == size
     assert "mvcc/bytes" not in meta
     assert isinstance(meta["dagster/uri"], dg.PathMetadataValue) and meta["dagster/uri"].value == table.uri

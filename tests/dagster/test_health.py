@@ -66,7 +66,7 @@ def test_fragmented_table_fails_then_compaction_repairs_it(instance: dg.DagsterI
 
     resources = {"mvcc": MvccResource(root_uri=warehouse)}
     compaction = build_compaction_job(
-        "frag", options=mvcc.CompactionOptions(target_rows_per_fragment=1000), executor="in_process"
+        "frag", options=mvcc.compaction.CompactionOptions(target_rows_per_fragment=1000), executor="in_process"
     )
     retention = build_retention_job("frag", older_than=timedelta(0))
     sensor = build_health_sensor(["frag"], compaction_job=compaction, retention_job=retention, thresholds=THRESHOLDS)
@@ -134,7 +134,7 @@ def test_the_sensors_checks_agree_with_every_check_and_skip_the_file_heads(wareh
         for r in subset:
             full = every[r.check_name]
             assert (r.passed, r.metadata["value"]) == (full.passed, full.metadata["value"])
-    os.remove(Path(t.uri, "data", t.get_fragments()[0].files[0].path))
+    os.remove(Path(t.uri, "data", t.get_fragments()[0].data_files()[0].path))
     assert not {r.check_name: r for r in evaluate_health(t, target, THRESHOLDS)}["files_exist"].passed
     assert "files_exist" not in {r.check_name for r in evaluate_health(t, target, THRESHOLDS, checks=REPAIRABLE)}
     with pytest.raises(ValueError, match="unknown health checks \\['file_exists'\\]"):

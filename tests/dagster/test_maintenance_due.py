@@ -44,7 +44,7 @@ def test_schedule_skips_a_table_with_nothing_to_do(warehouse: str) -> None:
     (compaction work) or a version leaving the window (retention work) makes the tick request the run."""
     uri = f"{warehouse}/quiet"
     t = mvcc.write_table(rows(0), uri)
-    options = mvcc.CompactionOptions(target_rows_per_fragment=100)
+    options = mvcc.compaction.CompactionOptions(target_rows_per_fragment=100)
     window = build_maintenance_schedule("quiet", options=options, older_than=timedelta(days=1))
     data = tick(window, warehouse)
     assert not data.run_requests and "nothing to do" in (data.skip_message or "")
@@ -132,7 +132,7 @@ def test_maintenance_work_counts_index_and_compaction(warehouse: str) -> None:
     t = mvcc.write_table(pa.table({"n": pa.array(range(200), pa.int64())}), f"{warehouse}/ix")
     t.create_index("n", "BTREE")
     t.append(pa.table({"n": pa.array(range(200, 400), pa.int64())}))
-    options = mvcc.CompactionOptions(target_rows_per_fragment=100)  # both fragments are big enough
+    options = mvcc.compaction.CompactionOptions(target_rows_per_fragment=100)  # both fragments are big enough
     work = maintenance_work(mvcc.open_table(t.uri), options, optimize_indices=True, older_than=timedelta(days=1))
     assert (work.compaction_tasks, work.unindexed_fragments, work.removable_versions) == (0, 1, 0) and work
     idle = maintenance_work(mvcc.open_table(t.uri), options, optimize_indices=False, older_than=timedelta(days=1))
@@ -339,7 +339,7 @@ def test_schedule_gives_its_run_the_tick_time_cutoff(warehouse: str) -> None:
     the run: a tick a day after the commits finds versions to remove, a tick before them finds none."""
     t = mvcc.write_table(rows(0, 200), f"{warehouse}/nightly")
     t.append(rows(200, 200))
-    options = mvcc.CompactionOptions(target_rows_per_fragment=100)  # nothing to compact
+    options = mvcc.compaction.CompactionOptions(target_rows_per_fragment=100)  # nothing to compact
     schedule = build_maintenance_schedule("nightly", options=options, older_than=timedelta(hours=1))
     assert not tick(schedule, warehouse).run_requests
     at = datetime.now(UTC) + timedelta(days=1)
@@ -362,7 +362,7 @@ def test_sensor_folds_retention_into_the_compaction_it_requests(instance: dg.Dag
     thresholds = HealthThresholds(small_fragment_rows=100, small_fragments=Level(3, 9), versions_kept=Level(3, 9))
     resources = {"mvcc": MvccResource(root_uri=warehouse)}
     retention = build_retention_job("both", older_than=window)
-    options = mvcc.CompactionOptions(target_rows_per_fragment=1000)
+    options = mvcc.compaction.CompactionOptions(target_rows_per_fragment=1000)
     folded = build_compaction_job("both", options=options, older_than=window)
     plain = build_compaction_job("both", options=options, name="plain")
     later = datetime.now(UTC) + timedelta(days=1)

@@ -88,7 +88,7 @@ def test_batched_compaction_losing_to_a_column_rewrite_is_not_retried(
     fragmented(uri, 12)
     data_before = {p.name for p in Path(uri, "data").iterdir()}
     reserve, rewrite, commit = _compaction_ops(
-        MaintenanceTarget("busy"), mvcc.CompactionOptions(target_rows_per_fragment=60), "", rewrite_steps=4
+        MaintenanceTarget("busy"), mvcc.compaction.CompactionOptions(target_rows_per_fragment=60), "", rewrite_steps=4
     )
 
     @dg.op

@@ -229,7 +229,7 @@ def test_maintenance_schedule_job_runs(instance: dg.DagsterInstance, warehouse: 
     t = fragmented(f"{warehouse}/m", 6)
     t.create_index("n", "BTREE")
     schedule = build_maintenance_schedule(
-        "m", older_than=timedelta(0), options=mvcc.CompactionOptions(target_rows_per_fragment=100)
+        "m", older_than=timedelta(0), options=mvcc.compaction.CompactionOptions(target_rows_per_fragment=100)
     )
     result = schedule.job.execute_in_process(instance=instance, resources={"mvcc": MvccResource(root_uri=warehouse)})
     assert result.success
@@ -250,7 +250,7 @@ def test_maintenance_schedule_job_stores_no_output_nothing_reads(warehouse: str)
     numbers. A dry run's retention still reports the versions it would remove as its output."""
     t = fragmented(f"{warehouse}/quiet", 6)
     schedule = build_maintenance_schedule(
-        "quiet", older_than=timedelta(0), options=mvcc.CompactionOptions(target_rows_per_fragment=100)
+        "quiet", older_than=timedelta(0), options=mvcc.compaction.CompactionOptions(target_rows_per_fragment=100)
     )
     resources = {"mvcc": MvccResource(root_uri=warehouse)}
     result = schedule.job.execute_in_process(resources=resources)
@@ -273,7 +273,7 @@ def test_maintenance_schedule_job_skips_the_index_step_of_a_table_without_one(
     """No index: ``optimize_indices`` is skipped (one event, not a step), compaction and retention still run."""
     t = fragmented(f"{warehouse}/plain", 6)
     schedule = build_maintenance_schedule(
-        "plain", older_than=timedelta(0), options=mvcc.CompactionOptions(target_rows_per_fragment=100)
+        "plain", older_than=timedelta(0), options=mvcc.compaction.CompactionOptions(target_rows_per_fragment=100)
     )
     result = schedule.job.execute_in_process(instance=instance, resources={"mvcc": MvccResource(root_uri=warehouse)})
     assert result.success
@@ -308,7 +308,7 @@ def test_compaction_racing_a_delete_lands(instance: dg.DagsterInstance, warehous
     uri = f"{warehouse}/busy"
     fragmented(uri, 12)
     data_before = {p.name for p in Path(uri, "data").iterdir()}
-    options = mvcc.CompactionOptions(target_rows_per_fragment=60)
+    options = mvcc.compaction.CompactionOptions(target_rows_per_fragment=60)
     reserve, rewrite, commit = _compaction_ops(MaintenanceTarget("busy"), options, "")
 
     @dg.op

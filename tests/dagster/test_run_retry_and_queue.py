@@ -141,10 +141,10 @@ def referenced_files(uri: str) -> set[str]:
     out: set[str] = set()
     for info in t.versions():
         for fragment in t.checkout(info.version).get_fragments():
-            out |= {f"data/{df.path}" for df in fragment.files}
-            if fragment.HasField("deletion_file"):
-                d = fragment.deletion_file
-                out.add(f"_deletions/{fragment.id}-{d.read_version}-{d.id}.bin")
+            out |= {f"data/{df.path}" for df in fragment.data_files()}
+            if fragment.deletion_file() is not None:
+                d = fragment.metadata.deletion_file
+                out.add(f"_deletions/{fragment.fragment_id}-{d.read_version}-{d.id}.bin")
     return out
 
 
@@ -206,7 +206,7 @@ def test_lost_compaction_is_retried_by_the_daemon(tmp_path: Path, monkeypatch: p
         assert not instance.all_logs(first, of_type=dg.DagsterEventType.STEP_UP_FOR_RETRY)
         # The losing attempt's own files, from its rewrite steps' outputs (pickled by the job's IO manager;
         # each new fragment is a serialized DataFragment, the message `get_fragments` returns).
-        fragment_type = type(mvcc.open_table(uri).get_fragments()[0])
+        fragment_type = type(mvcc.open_table(uri).get_fragments()[0].metadata)
         lost = {
             f"data/{df.path}"
             for path in Path(instance.storage_directory(), first).glob("rewrite_fragments*/result")

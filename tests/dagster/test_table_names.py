@@ -81,10 +81,10 @@ def test_a_hostile_asset_key_fails_the_step_before_anything_is_written(
 def test_the_resource_and_the_factories_refuse_a_hostile_key(tmp_path: Path, parts: list[str], shown: str) -> None:
     resource = MvccResource(root_uri=str(tmp_path / "warehouse"))
     for name in (parts, dg.AssetKey(parts)):
-        with pytest.raises(mvcc.InvalidNameError, match="cannot name a table under the root") as caught:
+        with pytest.raises(mvcc.errors.InvalidNameError, match="cannot name a table under the root") as caught:
             resource.uri(name)
         assert shown in str(caught.value)
-    with pytest.raises(mvcc.InvalidNameError):
+    with pytest.raises(mvcc.errors.InvalidNameError):
         resource.open(parts)
     # at definition load: the maintenance jobs and health checks of the key
     for factory in (build_retention_job, build_compaction_job):
@@ -101,7 +101,7 @@ def test_the_resource_and_the_factories_refuse_a_hostile_key(tmp_path: Path, par
 )
 def test_a_hostile_key_string(tmp_path: Path, name: str) -> None:
     resource = MvccResource(root_uri=str(tmp_path / "warehouse"))
-    with pytest.raises(mvcc.InvalidNameError, match=f"asset key {name!r}".replace("\\", "\\\\")):
+    with pytest.raises(mvcc.errors.InvalidNameError, match=f"asset key {name!r}".replace("\\", "\\\\")):
         resource.uri(name)
     with pytest.raises(ValueError, match="key: asset key"):
         MvccTableComponent(key=name)

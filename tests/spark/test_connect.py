@@ -118,7 +118,7 @@ def test_write_returns_the_table_and_raises_core_types(connect: Any, tmp_path: P
     assert t.version == 2 and sorted(t.to_table().column("id").to_pylist()) == list(range(50)) + list(range(200, 210))
 
     before = all_files(uri)
-    with pytest.raises(mvcc_core.PredicateError, match="id >= 50"):
+    with pytest.raises(mvcc_core.errors.PredicateError, match="id >= 50"):
         write(connect.range(0, 60, numPartitions=1), uri, mode="overwrite", where="id >= 50")
     with pytest.raises(mvcc_core.SchemaError, match=r"column\(s\) \['x'\] are not in the table"):
         write(connect.range(3).selectExpr("id", "id AS x"), uri)
@@ -174,9 +174,9 @@ def test_spark_executor_on_connect(connect: Any, tmp_path: Path) -> None:
 
     def fail(x: int) -> int:
         if x == 2:
-            raise mvcc_core.CompactionError(f"task {x} failed")
+            raise mvcc_core.errors.CompactionError(f"task {x} failed")
         return x
 
-    with pytest.raises(mvcc_core.CompactionError, match="task 2 failed"):
+    with pytest.raises(mvcc_core.errors.CompactionError, match="task 2 failed"):
         list(executor.map(fail, range(4)))
     assert list(executor.map(lambda x: x * x, range(5))) == [0, 1, 4, 9, 16]

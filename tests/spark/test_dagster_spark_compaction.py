@@ -39,7 +39,9 @@ def test_compaction_tasks_run_on_spark_in_one_step(spark: Any, tmp_path: Path) -
     before_version, before_rows = t.version, sorted(t.to_table()["n"].to_pylist())
     tracker = spark.sparkContext.statusTracker()
     jobs_before = set(tracker.getJobIdsForGroup())
-    job = build_compaction_job("events", options=mvcc.CompactionOptions(target_rows_per_fragment=100), executor="spark")
+    job = build_compaction_job(
+        "events", options=mvcc.compaction.CompactionOptions(target_rows_per_fragment=100), executor="spark"
+    )
 
     with dg.instance_for_test() as instance:
         result = job.execute_in_process(instance=instance, resources=resources(warehouse))

@@ -53,11 +53,11 @@ def test_executor_keeps_order_and_error_types(spark: Any) -> None:
 
     def fail(x: int) -> int:
         if x == 2:
-            raise mvcc_core.CompactionError(f"task {x} failed")
+            raise mvcc_core.errors.CompactionError(f"task {x} failed")
         return x
 
     for method in ("rdd", "dataframe"):
-        with pytest.raises(mvcc_core.CompactionError, match="task 2 failed"):
+        with pytest.raises(mvcc_core.errors.CompactionError, match="task 2 failed"):
             list(SparkExecutor(spark, method=method).map(fail, range(4)))
 
 

@@ -32,7 +32,7 @@ def test_a_path_leaving_the_root_fails_at_planning(spark: Any, tmp_path: Path, n
     uri = str(tmp_path / "table")
     tamper(two_fragments(uri), set_path("../../victim/file.parquet"))
     if native:
-        with pytest.raises(mvcc.ManifestInvariantError, match=r"fragments\[0\].files\[0\].path"):
+        with pytest.raises(mvcc.errors.ManifestInvariantError, match=r"fragments\[0\].files\[0\].path"):
             read(spark, uri, native=True)
     else:
         with pytest.raises(Exception, match=r"fragments\[0\].files\[0\].path") as err:
@@ -46,7 +46,7 @@ def test_a_relative_base_fails_at_planning(spark: Any, tmp_path: Path) -> None:
     tamper(t, lambda m: setattr(m.base_paths[0], "path", "victim"))
     with pytest.raises(Exception, match="relative local path"):
         spark.read.format("mvcc").load(uri).collect()
-    with pytest.raises(mvcc.ManifestInvariantError, match="relative local path"):
+    with pytest.raises(mvcc.errors.ManifestInvariantError, match="relative local path"):
         read(spark, uri, native=True)
 
 
@@ -72,7 +72,7 @@ def test_a_data_file_of_another_type_fails_the_query_with_the_typed_error(
     t.state.store.put(f"data/{path}", sink.getvalue())
     tamper(t, lambda m: setattr(m.fragments[0].files[0], "file_size_bytes", len(sink.getvalue())))
     if native:
-        with pytest.raises(mvcc.DataFileMismatchError, match=path):
+        with pytest.raises(mvcc.errors.DataFileMismatchError, match=path):
             read(spark, uri, native=True).collect()
     else:
         df = spark.read.format("mvcc").load(uri)  # planning reads only the manifest: it passes

@@ -28,7 +28,7 @@ def test_native_and_core_writers_make_equal_tables(spark: Any, tmp_path: Any) ->
     assert same(appended.to_table().slice(source.count_rows()).sort_by("id"), source.to_table().sort_by("id"))
     # the files are the table's own: named by the write id, no staging left, readable by every path
     write_id = appended.versions()[-1].transaction_properties[WRITE_ID_PROPERTY]
-    new_files = [f.files[0].path for f in appended.get_fragments()[len(source.get_fragments()) :]]
+    new_files = [f.data_files()[0].path for f in appended.get_fragments()[len(source.get_fragments()) :]]
     assert new_files and all(p.startswith(write_id) and p.endswith(".parquet") for p in new_files)
     assert not [p for p in all_files(appended.uri) if "staging" in p]
     assert read(spark, appended.uri).count() == appended.count_rows()

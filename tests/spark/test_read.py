@@ -171,7 +171,7 @@ def test_partitions_sized_by_the_table(tmp_path: Any) -> None:
     assert [f.physical_rows for f in fragments] == [150_000, 30_000] * 4
     source = MvccDataSource({"path": uri})
     partitions = source.reader(source.schema()).partitions()
-    ids = [f.id for f in fragments]
+    ids = [f.fragment_id for f in fragments]
     assert [p.fragment_ids for p in partitions] == [tuple(ids[i : i + 2]) for i in range(0, 8, 2)]
     explicit = MvccDataSource({"path": uri, "rows_per_partition": "150000"})
     assert len(explicit.reader(explicit.schema()).partitions()) == 5  # 150k, 180k x 3, 30k: the option wins
@@ -191,7 +191,7 @@ def test_group_fragments_keeps_order_and_balances() -> None:
         sizes = [rng.choice([1, 1_000, 50_000, 201_424, 1_048_576]) for _ in range(rng.randint(1, 80))]
         fragments = [pb.DataFragment(id=i + 1, physical_rows=n) for i, n in enumerate(sizes)]
         groups = group_fragments(fragments, None)
-        assert [i for g in groups for i in g] == [f.id for f in fragments]
+        assert [i for g in groups for i in g] == [f.fragment_id for f in fragments]
         target = partition_rows(sum(sizes))
         assert DEFAULT_ROWS_PER_PARTITION <= target <= MAX_ROWS_PER_PARTITION
         rows = [sum(sizes[i - 1] for i in g) for g in groups]

@@ -76,7 +76,7 @@ def test_replace_where(spark: Any, tmp_path: Any) -> None:
     assert t.version == 3 and sorted(t.to_table(filter="day = '2026-11-01'").column("id").to_pylist()) == [200, 201]
     before = data_files(uri)
     bad = spark.createDataFrame([(7, "2026-11-01"), (8, "2026-11-03")], "id long, day string").repartition(2)
-    with pytest.raises(mvcc_core.PredicateError, match="2026-11-03"):
+    with pytest.raises(mvcc_core.errors.PredicateError, match="2026-11-03"):
         write(bad, uri, mode="overwrite", where="day = '2026-11-01'")
     assert data_files(uri) == before and mvcc_core.open_table(uri).version == 3
 
