@@ -191,7 +191,7 @@ def test_group_fragments_keeps_order_and_balances() -> None:
         sizes = [rng.choice([1, 1_000, 50_000, 201_424, 1_048_576]) for _ in range(rng.randint(1, 80))]
         fragments = [pb.DataFragment(id=i + 1, physical_rows=n) for i, n in enumerate(sizes)]
         groups = group_fragments(fragments, None)
-        assert [i for g in groups for i in g] == [f.fragment_id for f in fragments]
+        assert [i for g in groups for i in g] == [f.id for f in fragments]
         target = partition_rows(sum(sizes))
         assert DEFAULT_ROWS_PER_PARTITION <= target <= MAX_ROWS_PER_PARTITION
         rows = [sum(sizes[i - 1] for i in g) for g in groups]
