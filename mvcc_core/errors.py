@@ -360,6 +360,15 @@ class CatalogConflictError(CommitConflictError):
     `rule` the DuckLake logical conflict that fired, in words, `rule_code` the same as a stable identifier for
     code that reacts to one rule (`mvcc_core.catalog.change_rules.RULES[i].code`, or one of the codes in
     `mvcc_core.catalog.errors`).
+
+    Args:
+        message: what happened, in words
+        object_name: the object both transactions touched
+        expected_version: the catalog (or table) version this transaction expected
+        actual_version: the one it found
+        rule: the logical conflict, in words
+        rule_code: the same as a stable identifier
+        **kwargs: the fields of `CommitConflictError`
     """
 
     def __init__(
@@ -373,17 +382,6 @@ class CatalogConflictError(CommitConflictError):
         rule_code: str,
         **kwargs: object,
     ) -> None:
-        """A conflict on `object_name` found by the DuckLake rule `rule`.
-
-        Args:
-            message: what happened, in words
-            object_name: the object both transactions touched
-            expected_version: the catalog (or table) version this transaction expected
-            actual_version: the one it found
-            rule: the logical conflict, in words
-            rule_code: the same as a stable identifier
-            **kwargs: the fields of `CommitConflictError`
-        """
         super().__init__(message, **kwargs)  # type: ignore[arg-type]
         self.object_name = object_name
         self.expected_version = expected_version

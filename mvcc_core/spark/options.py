@@ -105,8 +105,8 @@ def _positive_int(name: str, value: str) -> int:
 
 
 def parse_timestamp(value: str) -> datetime:
-    """An ISO 8601 timestamp (`mvcc_core.times.parse_time`, the parser of every time a user types); one without a zone is
-    UTC (as the core's `checkout(datetime)` takes it).
+    """An ISO 8601 timestamp (`mvcc_core.times.parse_time`, the parser of every time a user types); without a
+    zone it is UTC (as the core's `checkout(datetime)` takes it).
 
     Args:
         value: the option's text

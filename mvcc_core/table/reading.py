@@ -44,9 +44,11 @@ class ReadingMethods:
             with_row_address: add a `_rowaddr` column
             batch_size: rows at most per batch (None: the default)
             with_row_id: add a `_rowid` column (stable ids if the table keeps them, else the row address)
-            batch_readahead, scan_in_order, prefilter, late_materialization: pylance's scan tuning, accepted
-                (checked for type) and without effect: mvcc reads Parquet with its own read-ahead, always returns
-                rows in table order, always filters before `limit`/`offset`, and projects columns per row group
+            batch_readahead: pylance's read-ahead depth, accepted (checked for type) and without effect: mvcc reads
+                Parquet with its own read-ahead
+            scan_in_order: accepted and without effect: rows always come in table order
+            prefilter: accepted and without effect: the filter always applies before `limit`/`offset`
+            late_materialization: accepted and without effect: columns are projected per row group
         """
         _check_tuning(batch_readahead, scan_in_order, prefilter, late_materialization)
         system = filter_system_columns(filter, self.schema.names)

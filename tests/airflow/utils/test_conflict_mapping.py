@@ -24,7 +24,12 @@ def test_conflicts_map_to_retries_or_failures() -> None:
     failure = to_airflow(incompatible, "compaction of u")
     assert isinstance(failure, AirflowFailException)
     assert "compaction of u: incompatible commit conflict on u" in str(failure) and "Restore" in str(failure)
-    for exc in (mvcc.errors.ObjectNotFoundError("gone"), mvcc.errors.TagError("no tag"), ValueError("bad"), TypeError("bad")):
+    for exc in (
+        mvcc.errors.ObjectNotFoundError("gone"),
+        mvcc.errors.TagError("no tag"),
+        ValueError("bad"),
+        TypeError("bad"),
+    ):
         assert isinstance(to_airflow(exc), AirflowFailException), exc
     concurrent = mvcc.TableExistsError("exists", uri="u", created_concurrently=True)
     assert to_airflow(concurrent) is None
