@@ -1,4 +1,4 @@
-"""mvcc_airflow: the Airflow provider for mvcc tables (docs/airflow.md).
+"""mvcc_airflow: the Airflow provider for mvcc tables (docs/integrations/airflow/index.md).
 
 `get_provider_info` is what Airflow's providers manager reads (entry point `apache_airflow_provider`); it
 imports neither Airflow nor the core. The other public names load on first use (PEP 562), so that reading the

@@ -1,4 +1,4 @@
-"""`mvcc catalog branches list|create|delete|publish ROOT` (issue 32 items 3 and 5; docs/cli.md)."""
+"""`mvcc catalog branches list|create|delete|publish ROOT` (issue 32 items 3 and 5; docs/guide/cli.md)."""
 
 from __future__ import annotations
 
