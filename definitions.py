@@ -1,4 +1,4 @@
-"""The example deployment: ``dagster dev -w workspace.yaml`` (docs/dagster.md).
+"""The example deployment: ``dagster dev -w workspace.yaml`` (docs/integrations/dagster/index.md).
 
 A PySpark ingest asset writes a day of synthetic events through the Spark data source
 (`mvcc_core.spark.write`, via `MvccIOManager`); two pyarrow assets read it at the version its
@@ -146,7 +146,8 @@ ASSETS = [raw_events, user_latest, daily_revenue]
 TABLES = [a.key.to_user_string() for a in ASSETS]
 
 
-# ---- The catalog (docs/dagster.md "Multi-table assets"): a fact table and its dimension, one catalog version ----
+# ---- The catalog (docs/integrations/dagster/catalog.md "Multi-table assets"): a fact table and its dimension, one
+# catalog version ----
 # `sales_load` writes the day's orders (the fact table) and the day's customer snapshot (its dimension) into
 # the catalog at ``{warehouse}/catalog`` in ONE transaction: a reader of the catalog sees both or neither.
 # `revenue_by_segment` joins the two from the one catalog version their materializations recorded.
@@ -237,7 +238,8 @@ def revenue_by_segment(context: dg.AssetExecutionContext, mvcc_catalog: MvccCata
 CATALOG_ASSETS = [sales_load, revenue_by_segment]
 # ---- end of the catalog example ----
 
-# ---- Write-audit-publish (docs/write_audit_publish.md) ----------------------------------------------------------
+# ---- Write-audit-publish (docs/guide/write_audit_publish.md)
+# ----------------------------------------------------------
 # `payments` is written to a branch named after the run (dagster-wap-<run id>); its blocking branch check
 # `amounts_positive` reads that branch version in the same step, and only when it passes does the day reach main,
 # in one commit. Launch a day with the run config ``ops: {payments: {config: {inject_bad_rows: true}}}`` to see
@@ -299,7 +301,8 @@ OUTSIDE_TABLE = "partner_feed"
 PATH_TABLES = [*TABLES, "sales/revenue_by_segment", OUTSIDE_TABLE, WAP_TABLE]
 CATALOG_TABLES = [SALES_ORDERS.to_user_string(), SALES_CUSTOMERS.to_user_string()]
 
-# Maintenance (docs/dagster.md "Maintenance jobs"): per table a compaction, a retention and a restore job, a
+# Maintenance (docs/integrations/dagster/maintenance.md "Maintenance jobs"): per table a compaction, a retention and
+# a restore job, a
 # nightly maintenance schedule (compaction, index optimize, retention; stopped until turned on), health
 # checks, a health sensor requesting the repair jobs, and a version sensor recording commits made outside
 # Dagster (all sensors stopped by default, as Dagster's are). The catalog's tables have the same health checks
@@ -318,7 +321,8 @@ SCHEDULES.append(
     )
 )
 
-# ---- Backfills via restore, and a table written outside Dagster (docs/dagster.md "Backfills via restore") ----
+# ---- Backfills via restore, and a table written outside Dagster (docs/integrations/dagster/backfills.md "Backfills
+# via restore") ----
 # `daily_events_restore_backfill` carries the run tag mvcc/backfill_restore=true: a backfill launched from it
 # (the job's Partitions tab, or any backfill given that tag) first restores each table to the version before
 # the backfill's earliest day was first written (one Restore per table, once per backfill), then recomputes

@@ -6,7 +6,7 @@ warehouse, with `mvcc_core` alone (no Dagster, no run id on the commit).
 
 The example deployment's version sensor (``mvcc_version_sensor`` in definitions.py, turn it on in the UI)
 watches this table: each commit made here becomes a runless materialization of the asset ``partner_feed``
-with the version's metadata and data version (docs/dagster.md, "Version sensor").
+with the version's metadata and data version (docs/integrations/dagster/sensors_and_health.md, "Version sensor").
 
 The warehouse is ``$MVCC_WAREHOUSE`` or ``warehouse/`` at the repository root, as in definitions.py.
 """

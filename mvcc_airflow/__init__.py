@@ -1,4 +1,4 @@
-"""mvcc_airflow: the Airflow provider for mvcc tables (docs/airflow.md).
+"""mvcc_airflow: the Airflow provider for mvcc tables (docs/integrations/airflow/index.md).
 
 Laid out as Airflow's providers are: `hooks/`, `operators/`, `sensors/`, `triggers/`, `assets/`, and `utils/`
 for what they share. `get_provider_info` is what Airflow's providers manager reads (entry point

@@ -2,7 +2,7 @@
 
 Airflow's providers manager reads this dict without importing the rest of the package: the connection type
 `mvcc` and its form (root uri, storage options as JSON, external store), the hook, operators, sensors,
-triggers, and the asset URI scheme `mvcc` (docs/airflow.md).
+triggers, and the asset URI scheme `mvcc` (docs/integrations/airflow/index.md).
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
     "external_store": {
         "label": "External manifest store",
         "schema": {"type": ["string", "null"]},
-        "description": "e.g. sqlite:///path/to/store.db or dynamodb://table (docs/external_store.md); empty: none",
+        "description": (
+            "e.g. sqlite:///path/to/store.db or dynamodb://table (docs/operations/external_store.md); empty: none"
+        ),
     },
 }
 

@@ -3,7 +3,7 @@
 Callers decide on the type, never on the message: a `RetryableConflictError` may be retried on a
 fresh version, an `IncompatibleConflictError` must not be, and every other `MvccError` is a refused
 operation or a broken table. Bad arguments (a wrong type, a value out of range) raise the built-in
-`ValueError` / `TypeError` before anything is written (docs/architecture.md, "Errors").
+`ValueError` / `TypeError` before anything is written (docs/design/architecture.md, "Errors").
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ class IncompatibleConflictError(CommitConflictError):
 class BranchNotReplayableError(IncompatibleConflictError):
     """A branch publish met a commit on the parent that changed the same rows, and the branch's writes cannot run
     again on the parent's newer rows (an overwrite, a pyarrow-Expression filter, a write through the low-level
-    API, a type change: docs/branches.md). Publishing again gives the same answer: delete the branch and redo its
+    API, a type change: docs/guide/branches.md). Publishing again gives the same answer: delete the branch and redo its
     writes on a new one (an orchestrator that writes the branch itself, as write-audit-publish does, may retry).
     """
 
@@ -151,7 +151,8 @@ class VersionNotFoundError(MvccError):
 
 class SchemaError(MvccError, ValueError):
     """Data whose schema does not fit the table's, or a schema mvcc cannot store (a ValueError, as pylance's
-    refusals of bad schemas; pylance's append of a different schema is an OSError, see docs/pylance_compat.md)."""
+    refusals of bad schemas; pylance's append of a different schema is an OSError, see
+    docs/reference/pylance_compat.md)."""
 
 
 class PredicateError(MvccError, ValueError):

@@ -1,6 +1,6 @@
 """Named fault-injection points, so that tests can crash a writer exactly between two steps of a protocol.
 
-Design notes: docs/architecture.md, "Failpoints".
+Design notes: docs/design/architecture.md, "Failpoints".
 """
 
 from __future__ import annotations

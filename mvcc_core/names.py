@@ -1,5 +1,5 @@
 """The rules for every name that becomes part of a path: one rule per kind of name, used where the name is
-created and where it is read back (docs/branches.md, "Names").
+created and where it is read back (docs/guide/branches.md, "Names").
 
 A name is checked as a whole string (`re.fullmatch`, so a trailing newline is refused, unlike `$`), in ASCII
 only (a unicode look-alike of a letter is refused), against its kind's length limit. Names that start with

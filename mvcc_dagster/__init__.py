@@ -1,4 +1,4 @@
-"""mvcc tables as Dagster assets: every materialization is a table version (docs/dagster.md).
+"""mvcc tables as Dagster assets: every materialization is a table version (docs/integrations/dagster/index.md).
 
 - `MvccResource` (bind as ``mvcc``): opens tables by asset key or uri.
 - `MvccIOManager`: writes asset outputs as one commit each (overwrite / append / merge, partition-scoped
@@ -17,7 +17,7 @@
 - `MvccTableComponent`: one table's asset, checks, maintenance jobs, schedule and sensors from a ``defs.yaml``
   (registered for ``dg`` through the ``dagster_dg_cli.registry_modules`` entry point).
 - Maintenance jobs, one module per kind in `maintenance/` (compaction, retention, indices, restore, tags, the
-  schedule); the modules' map: docs/dagster.md, "The plugin's layout".
+  schedule); the modules' map: docs/integrations/dagster/index.md, "The plugin's layout".
 
 Only public `mvcc_core` names are used (import-linter checks it).
 """

@@ -1,6 +1,7 @@
 """Every Dagster internal the plugin uses, in one module: none has a public equivalent in Dagster 1.13.
 
-Each name says why it is needed (docs/dagster.md, "Dagster internals used"). Should a Dagster release move
+Each name says why it is needed (docs/design/dagster_choices.md, "Dagster internals used"). Should a Dagster release
+move
 one, this is the only module to change.
 """
 

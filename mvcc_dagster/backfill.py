@@ -1,7 +1,8 @@
 """Backfills via restore: roll a table back to before the backfill's partitions were first written, then
 recompute them.
 
-The target, the refusal, the lock and once-per-backfill: docs/dagster.md ("Backfills via restore").
+The target, the refusal, the lock and once-per-backfill: docs/integrations/dagster/backfills.md ("Backfills via
+restore").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The catalog side of the plugin: several tables of one step published in ONE catalog version.
 
-Why a transaction on the resource and not an IO manager: docs/dagster.md ("Multi-table assets").
+Why a transaction on the resource and not an IO manager: docs/integrations/dagster/catalog.md ("Multi-table assets").
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ class CatalogAssetTransaction:
     are what the publish is checked against.
 
     With write-audit-publish (`audits` not None) the writes go to the catalog branch ``dagster-wap-<run id>``
-    and `publish` audits them there before publishing the branch (docs/write_audit_publish.md, "Catalog assets").
+    and `publish` audits them there before publishing the branch (docs/guide/write_audit_publish.md, "Catalog assets").
 
     Args:
         resource: the catalog resource that made it
@@ -530,7 +530,8 @@ class CatalogAssetTransaction:
         """(catalog version, run id) of a publish by an earlier attempt of this very step that Dagster never
         recorded a materialization for; None when there is none, or this is a first attempt.
 
-        The rule (docs/dagster.md, "A step run again after its publish"): only a step retry (retry number > 0)
+        The rule (docs/integrations/dagster/catalog.md, "A step run again after its publish"): only a step retry
+        (retry number > 0)
         or a re-execution (a root run other than this run) can follow an earlier attempt. The newest catalog
         version stamped with the same root run, step key and partitions is that attempt's publish. If Dagster
         recorded a materialization naming it, the attempt completed and this run is a deliberate re-run: it

@@ -1,6 +1,7 @@
 """Health checks and maintenance of catalog tables (through the `mvcc_catalog` resource).
 
-Why the per-table factories do not apply: docs/dagster.md ("Health checks", "Catalog tables").
+Why the per-table factories do not apply: docs/integrations/dagster/sensors_and_health.md ("Health checks", "Catalog
+tables").
 """
 
 from collections.abc import Sequence

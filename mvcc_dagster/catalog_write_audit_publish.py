@@ -1,6 +1,6 @@
 """Write-audit-publish of catalog assets: the step's catalog transaction on the catalog branch
 ``dagster-wap-<run id>``, its branch checks read on that branch, the branch published to main in one catalog
-version when every blocking check passes (docs/write_audit_publish.md, "Catalog assets").
+version when every blocking check passes (docs/guide/write_audit_publish.md, "Catalog assets").
 
 `CatalogAssetTransaction` (catalog.py) drives the flow; this module holds its steps.
 """

@@ -1,6 +1,6 @@
 """`MvccTableComponent`: one mvcc table as a Dagster Component, configured from a ``defs.yaml``.
 
-Why a Component, and an example ``defs.yaml``: docs/dagster.md ("A Component per table").
+Why a Component, and an example ``defs.yaml``: docs/integrations/dagster/component.md ("A Component per table").
 """
 
 from __future__ import annotations

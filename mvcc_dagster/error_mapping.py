@@ -1,4 +1,5 @@
-"""mvcc's errors as Dagster retries and failures: the one mapping (docs/dagster.md, "Conflicts")."""
+"""mvcc's errors as Dagster retries and failures: the one mapping (docs/integrations/dagster/io_manager.md,
+"Conflicts")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Table health as Dagster asset checks, read from manifests only (no data file is read).
 
-The checks, their thresholds and repairs: docs/dagster.md ("Health checks").
+The checks, their thresholds and repairs: docs/integrations/dagster/sensors_and_health.md ("Health checks").
 """
 
 import json
@@ -64,11 +64,11 @@ class HealthThresholds:
     - `retention_removable_share` (the health sensor's, not a check): also request retention when the data
       files it would remove now weigh at least this share of the latest version's (None: only when a check
       that retention repairs fails). Retention then keeps up with what leaves the window during the day
-      instead of waiting for the nightly run; each such run costs a Dagster run (docs/operations.md);
+      instead of waiting for the nightly run; each such run costs a Dagster run (docs/operations/running.md);
     - `retention_min_removable_bytes` (the sensor's): a retention run requested for storage alone (the
       removable-share rule, or a failing `storage_amplification` while `versions_kept` and `version_age`
       pass) must free at least this many bytes (default 8 MiB): a run costs ≈ 0.3 s of CPU whatever it
-      frees, and the nightly run removes the same files within a day (docs/operations.md, "Thresholds").
+      frees, and the nightly run removes the same files within a day (docs/operations/running.md, "Thresholds").
     """
 
     small_fragment_rows: int = 100_000

@@ -1,6 +1,6 @@
 """`MvccIOManager`: asset outputs become table versions; inputs are read at the version the run depends on.
 
-How outputs are written and inputs pinned: docs/dagster.md ("Writing", "Reading").
+How outputs are written and inputs pinned: docs/integrations/dagster/io_manager.md ("Writing", "Reading").
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
     Spark DataFrames take the fast path both ways: an input annotated with pyspark's ``DataFrame`` is read
     with ``mvcc_core.spark.read`` (Spark's own Parquet reader over the pinned version's files, pruned by the
     partition predicate) and a Spark output is written with ``mvcc_core.spark.write``; neither goes through
-    the slower ``format("mvcc")`` data source unless the table is on an object store (docs/spark.md).
+    the slower ``format("mvcc")`` data source unless the table is on an object store (docs/guide/spark.md).
 
     Attributes:
         mvcc: The warehouse resource; built from `root_uri`, `storage_options` and `external_store` when None.
@@ -366,7 +366,8 @@ class MvccIOManager(dg.ConfigurableIOManager):
 
     def _write_spark(self, df: Any, request: _Write) -> mvcc.Table:
         if request.mode == "merge":
-            # merge_insert runs in this process: the DataFrame is collected (documented in docs/dagster.md).
+            # merge_insert runs in this process: the DataFrame is collected (documented in
+            # docs/integrations/dagster/index.md).
             data = df.toArrow()
             table = self._open(request.uri, request.properties[ASSET_KEY_PROPERTY])
             return self._write_arrow(data, table, dataclasses.replace(request, where=None))
@@ -513,7 +514,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
             )
         options = self._spark_options()
         # Spark's own Parquet reader over the pinned version's files for local tables (the partition filter
-        # prunes files on the driver), the `mvcc` data source otherwise (docs/spark.md, "Native reads").
+        # prunes files on the driver), the `mvcc` data source otherwise (docs/guide/spark.md, "Native reads").
         return read(spark, uri, version=version, filter=where, storage_options=options)
 
 

@@ -1,6 +1,6 @@
 """Run lineage: which table version a step depends on, from Dagster's run and event storage.
 
-The rules are in docs/dagster.md ("Reading: `load_input` reads the version the run depends on").
+The rules are in docs/integrations/dagster/io_manager.md ("Reading: `load_input` reads the version the run depends on").
 """
 
 from __future__ import annotations
@@ -232,7 +232,8 @@ def pinned_version(context: dg.InputContext) -> int | None:
 def pinned_partition_versions(context: dg.InputContext) -> dict[str, int | None] | None:
     """Per mapped upstream partition, the version its own newest materialization recorded.
 
-    Why per partition, and how a re-execution reads what its root run loaded: docs/dagster.md ("Reading").
+    Why per partition, and how a re-execution reads what its root run loaded: docs/integrations/dagster/io_manager.md
+    ("Reading").
 
     Args:
         context: The IO manager's input context.

@@ -1,6 +1,7 @@
 """Partition predicates: the SQL that scopes a partitioned write (`overwrite(where=...)`) and a read.
 
-Built from instants and the column type, failing closed: docs/dagster.md ("Partitioned writes replace
+Built from instants and the column type, failing closed: docs/integrations/dagster/io_manager.md ("Partitioned writes
+replace
 exactly their partition").
 """
 

@@ -1,4 +1,4 @@
-"""The names the plugin writes into commits and reads from runs, in one place (docs/dagster.md,
+"""The names the plugin writes into commits and reads from runs, in one place (docs/integrations/dagster/io_manager.md,
 "Transaction properties").
 """
 

@@ -1,5 +1,5 @@
 """Write-audit-publish for a table written outside Dagster: the writer commits to a branch, this job audits the
-branch with row checks and publishes it to main in one commit (docs/write_audit_publish.md, "A table written
+branch with row checks and publishes it to main in one commit (docs/guide/write_audit_publish.md, "A table written
 outside Dagster").
 """
 

@@ -1,4 +1,5 @@
-"""`MvccResource`: where the tables live, and how an asset key names one (docs/dagster.md, "Naming tables")."""
+"""`MvccResource`: where the tables live, and how an asset key names one (docs/integrations/dagster/index.md, "Naming
+tables")."""
 
 from __future__ import annotations
 

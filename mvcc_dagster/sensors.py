@@ -1,6 +1,7 @@
 """The version sensor: every new table version becomes a Dagster event, including commits made outside Dagster.
 
-Why a sensor over versions and what each commit becomes: docs/dagster.md ("Version sensor").
+Why a sensor over versions and what each commit becomes: docs/integrations/dagster/sensors_and_health.md ("Version
+sensor").
 """
 
 import contextlib
@@ -31,7 +32,8 @@ class _JobSensorDefinition(dg.SensorDefinition):
     without a BetaWarning of ours at start-up.
 
     Dagster builds a sensor's resources again for every tick; an `MvccResource` is its config and nothing
-    else, so the one built for the first tick serves the next ones (`reuse_sensor_resources`; docs/dagster.md,
+    else, so the one built for the first tick serves the next ones (`reuse_sensor_resources`;
+    docs/integrations/dagster/sensors_and_health.md,
     "What a sensor tick costs").
 
     When a sensor targets jobs that take resources from the code location (every maintenance job: they bind

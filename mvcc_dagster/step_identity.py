@@ -1,5 +1,6 @@
 """Which step of which run is writing: its run, root run, step key and partitions, as a catalog asset's
-transaction stamps them on the catalog version it publishes (docs/dagster.md, "A step run again after its
+transaction stamps them on the catalog version it publishes (docs/integrations/dagster/catalog.md, "A step run again
+after its
 publish")."""
 
 from __future__ import annotations

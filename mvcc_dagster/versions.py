@@ -1,6 +1,7 @@
 """Materializations are table versions: the data-changing rule and the metadata of a materialization.
 
-The rule is written once, here (`DATA_CHANGING_OPERATIONS`, `data_version`); why: docs/dagster.md
+The rule is written once, here (`DATA_CHANGING_OPERATIONS`, `data_version`); why:
+docs/integrations/dagster/io_manager.md
 ("Materializations are versions").
 """
 

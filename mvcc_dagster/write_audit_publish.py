@@ -1,5 +1,5 @@
 """Write-audit-publish: an asset's materialization written to a branch named after the run, audited there by
-its blocking checks, and published to main only when they all pass (docs/write_audit_publish.md).
+its blocking checks, and published to main only when they all pass (docs/guide/write_audit_publish.md).
 
 Turned on per asset by the definition metadata ``mvcc/write_audit_publish: true``; `MvccIOManager` then
 calls `write_audit_publish` instead of writing to main. The audits are the asset's own checks

@@ -5,7 +5,7 @@ that S3 tests exercise the real HTTP path (s3fs, botocore, pyarrow's S3 client, 
 several OS processes can share one bucket. It runs through `tests/moto_server.py`, which handles moto's
 write requests one at a time: moto's own conditional PUT (and DynamoDB conditional put) is a check and a
 write on separate steps of a threaded server, so concurrent requests could both win (see that file and the
-storage section of docs/format.md).
+storage section of docs/reference/format.md).
 """
 
 from __future__ import annotations

@@ -678,7 +678,7 @@ def test_script_exit_code_of_an_incompatible_conflict(tmp_uri) -> None:
 def test_script_exit_code_of_a_retryable_conflict(tmp_uri) -> None:
     t = history(tmp_uri, None)
     # compaction commits ReserveFragments, then its Rewrite: a column rewrite lands while the Rewrite is held (a
-    # delete would be carried onto the new fragments, docs/conflicts.md; a REWRITE_COLUMNS update cannot be)
+    # delete would be carried onto the new fragments, docs/reference/conflicts.md; a REWRITE_COLUMNS update cannot be)
     done = race(
         tmp_uri, ["compact", tmp_uri], 2, lambda: t.update({"kind": "'z'"}, where="id = 2", mode="rewrite_columns")
     )

@@ -1,4 +1,4 @@
-"""`mvcc catalog branches list|create|delete|publish ROOT` (docs/cli.md)."""
+"""`mvcc catalog branches list|create|delete|publish ROOT` (docs/guide/cli.md)."""
 
 from __future__ import annotations
 

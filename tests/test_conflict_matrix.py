@@ -76,7 +76,7 @@ SPEC: dict[str, dict[str, str]] = {
     "UB": {"UB": FAIL},
 }
 
-# (ours, theirs) -> (what mvcc does, why). Every entry is also documented in docs/conflicts.md.
+# (ours, theirs) -> (what mvcc does, why). Every entry is also documented in docs/reference/conflicts.md.
 DEVIATIONS: dict[tuple[str, str], tuple[str, str]] = {
     ("UC", "UC"): (RETRY, "a concurrent change of the same key can simply be re-applied on the new version"),
     ("DR", "CI"): (RETRY, "symmetric with CreateIndex's rule: an index on the replaced column would go stale"),

@@ -1,4 +1,5 @@
-"""Data files that disagree with the manifest referencing them (docs/format.md, "Invariants of a manifest"), on a
+"""Data files that disagree with the manifest referencing them (docs/reference/format.md, "Invariants of a
+manifest"), on a
 local disk, in memory and on the S3 server: another row count than `physical_rows`, a column the data file claims
 missing or of another kind of type, no Parquet file at all. Every read that opens such a file (scans with and
 without filter, delete, compaction) raises `DataFileMismatchError` naming the file and the column, never Arrow's
@@ -110,7 +111,7 @@ def test_a_row_count_other_than_physical_rows_fails_every_read(tmp_path: Any, ph
     with pytest.raises(mvcc.errors.DataFileMismatchError, match=f"physical_rows says {physical_rows}") as err:
         READS[read](mvcc.open_table(uri))
     assert err.value.path == path
-    # without a filter count_rows trusts the manifest, like Lance's (docs/format.md)
+    # without a filter count_rows trusts the manifest, like Lance's (docs/reference/format.md)
     assert mvcc.open_table(uri).count_rows() == 2 + physical_rows
     result = run("verify", uri, "--deep", "--json")
     assert result.exit_code == 1

@@ -1,5 +1,5 @@
 """Hostile manifests: valid framing and checksum, crafted with the project's own protobuf classes, that break an
-invariant of the format (docs/format.md, "Invariants of a manifest").
+invariant of the format (docs/reference/format.md, "Invariants of a manifest").
 
 Each case writes the crafted manifest over a real version's file (what a bug in another writer, a bad restore
 from backup or someone with write access to one prefix of a bucket leaves behind) and drives the entry points:
@@ -391,7 +391,7 @@ def test_a_catalog_row_outside_the_root_is_refused(tmp_path: Path) -> None:
         Catalog.open(cat.root).table("t")
     with pytest.raises(mvcc.errors.CorruptManifestError), Catalog.open(cat.root).transaction() as tx:
         tx.table("t").append(rows(9, 1))
-    # the row fails closed on its own (docs/catalog.md): the catalog's cleanup runs and never reaches through it
+    # the row fails closed on its own (docs/guide/catalog.md): the catalog's cleanup runs and never reaches through it
     stats = Catalog.open(cat.root).cleanup(older_than=timedelta(0), delete_unverified=True, retain_versions=1)
     assert "../victim" not in stats.tables
     assert [v.version for v in mvcc.open_table(str(outside)).versions()] == versions
@@ -551,7 +551,7 @@ def test_physical_rows_of_a_fragment_with_deletions_is_checked_against_its_file(
         mvcc.open_table(uri).to_table()
 
 
-# ---- base paths outside the root (docs/format.md, "Base paths outside the table's root")
+# ---- base paths outside the root (docs/reference/format.md, "Base paths outside the table's root")
 
 
 def snapshot(root: Path) -> dict[str, bytes]:

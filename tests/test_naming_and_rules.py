@@ -77,5 +77,5 @@ def test_rules_for_the_operations_of_the_foundation() -> None:
 
 
 def test_conflicts_doc_is_current() -> None:
-    doc = Path(__file__).resolve().parent.parent / "docs" / "conflicts.md"
+    doc = Path(__file__).resolve().parent.parent / "docs" / "reference" / "conflicts.md"
     assert doc.read_text() == conflicts.render_markdown(), "run python -m mvcc_core.txn.conflicts"

@@ -2,7 +2,7 @@
 
 The same script body runs against pylance (`import lance`, when installed) and against mvcc_core, and the
 results are compared where the semantics are the same. Where pylance differs, a test below asserts both
-sides of the difference documented in docs/pylance_compat.md, so that a change on either side is noticed.
+sides of the difference documented in docs/reference/pylance_compat.md, so that a change on either side is noticed.
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def test_take_out_of_range_raises_index_error(tmp_path: Path) -> None:
     assert t.take([]).num_rows == 0 and t.take([]).schema == t.schema
 
 
-# ---- documented differences (docs/pylance_compat.md), both sides asserted -------------------------
+# ---- documented differences (docs/reference/pylance_compat.md), both sides asserted -------------------------
 
 
 @needs_lance

@@ -1,5 +1,5 @@
 """A compaction (Rewrite) that lands while writers keep deleting: the deletions committed
-between the Rewrite's read and its commit are carried onto the rewritten fragments (docs/conflicts.md).
+between the Rewrite's read and its commit are carried onto the rewritten fragments (docs/reference/conflicts.md).
 
 Differential: random tables (with and without stable row ids), a compaction planned and executed, then random
 sequences of deletes, REWRITE_ROWS and REWRITE_COLUMNS updates and appends committed by another handle, with the

@@ -1,4 +1,4 @@
-"""The codec of a data file follows its rows: LZ4 below `SMALL_FILE_ROWS`, zstd from there on (docs/format.md,
+"""The codec of a data file follows its rows: LZ4 below `SMALL_FILE_ROWS`, zstd from there on (docs/reference/format.md,
 "Data files"); tables written before (zstd everywhere) read and write on, and scans of mixed tables match a plain
 evaluation."""
 

@@ -380,7 +380,7 @@ def test_put_if_not_exists_exactly_once_s3(s3_uri: str, s3_options: dict[str, An
     moto alone is not: its handler checks for the key and stores it in two steps on a threaded server, and
     under load two requests could both pass the check (the flake this test once showed). The session's server
     (tests/moto_server.py) therefore handles write requests one at a time, which is what makes the server side
-    atomic here; see the storage section of docs/format.md.
+    atomic here; see the storage section of docs/reference/format.md.
     """
     _race(s3_uri, s3_options)
 

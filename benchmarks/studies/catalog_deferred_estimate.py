@@ -1,7 +1,7 @@
 """What a deferred-finalize catalog protocol would gain on the commit path: an estimate, not the protocol.
 
 The current code is run twice on two catalogs, interleaved commit by commit with a single-table commit:
-once as it is ("tx5 eager"), once with the per-table steps a deferred protocol (docs/catalog.md, "Not done
+once as it is ("tx5 eager"), once with the per-table steps a deferred protocol (docs/guide/catalog.md, "Not done
 yet") would move off the writer's path patched out for the duration of that commit ("tx5 deferred"): each
 table's transaction file (the catalog version would carry it), the check that the table's next version is
 free (a HEAD on S3, a stat locally) and finalizing (each table's final manifest; the writer's next

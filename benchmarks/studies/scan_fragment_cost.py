@@ -1,6 +1,6 @@
 """What a fragment and a deleted row cost a full scan, against a compacted copy and pyarrow's floor.
 
-Two shapes of the week benchmark (benchmarks/week), written once by this checkout:
+Two shapes of the simulated week (benchmarks/results.md, "The week"), written once by this checkout:
 
 - `partner`: the outside writer's table, 280,000 rows of two narrow columns (`feed_id`, `value`) as one
   250,000-row fragment and six appends of 5,000 rows; `partner_one` the same rows in one fragment.

@@ -2,7 +2,7 @@
 
 Same data, same session, one run: write N rows through `mvcc` vs `parquet` (the floor), a full read
 (sum of a column) and a selective filtered read vs Spark's Parquet reader, each read both through the `mvcc`
-data source (which takes no pushed filter: Spark filters every row it reads, docs/spark.md "Filters") and
+data source (which takes no pushed filter: Spark filters every row it reads, docs/guide/spark.md "Filters") and
 through `mvcc_core.spark.read` (Spark's Parquet reader over the version's files, "native", whose `filter=`
 prunes files on the driver), and compaction
 of many small fragments with `SparkExecutor` vs the in-process executor. No delta-spark: its jars come

@@ -1,4 +1,4 @@
-"""What deletion vectors cost a full scan, apart from the fragment count (benchmarks/results.md).
+"""What deletion vectors cost a full scan, apart from the fragment count (benchmarks/results.md, "The week").
 
 ``python -m benchmarks.week.deletion_scan --trials 2`` writes the week's rows (benchmarks/week/simulation.py: 42 appends
 of 20,000 events, a week at 6 appends a day) as 7 fragments of 120,000 rows, twice: once as they are, once

@@ -118,7 +118,7 @@ def plot(result: dict[str, Any], out: Path, baseline: dict[str, Any] | None = No
 
 
 def markdown(result: dict[str, Any], baseline: dict[str, Any] | None = None) -> str:
-    """The week's last day per table and the runs per kind, as the Markdown tables of docs/operations.md."""
+    """The week's last day per table and the runs per kind, as the Markdown tables of docs/operations/running.md."""
     last = max(d["day"] for d in result["days"])
     lines = [
         "| table | fragments (small) | live rows | live MB | stored MB | stored / live (data files only; beyond the "

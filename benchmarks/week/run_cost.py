@@ -7,10 +7,11 @@ tree's ``benchmarks/week/simulation.py`` settings (its ``dagster.yaml``), and me
 the nightly maintenance run (``mvcc_maintenance__<table>``, executed as the week executes runs) and the
 retention run of each table, and the health and version sensors' ticks with nothing new. Each figure is the
 median of ``--runs`` runs (after one warm-up) in a round; the report gives the medians over the rounds and the
-ratio this / peer (benchmarks/results.md), and the events each run
+ratio this / peer (benchmarks/results.md, "The week"), and the events each run
 wrote to the event log (``..., events``: Dagster events and log lines, of the last run).
 
-``--one-run`` also measures the prototype of one nightly run for every table (docs/dagster.md, "What a
+``--one-run`` also measures the prototype of one nightly run for every table
+(docs/integrations/dagster/maintenance.md, "What a
 nightly run costs"): the four tables' nightly graphs composed into one job (`one_run_job`), against the four
 nightly runs one after the other (``nightly runs, four tables`` / ``one run, four tables``). The week's two
 daily tables are stood in for by small tables of a few versions (their maintenance work is milliseconds).

@@ -1,4 +1,5 @@
-"""What the week's per-table costs grow with (benchmarks/week/simulation.py ``--scaling``; docs/operations.md "How the
+"""What the week's per-table costs grow with (benchmarks/week/simulation.py ``--scaling``; docs/operations/running.md
+"How the
 numbers scale"): one local table of the week's events, its health-sensor ticks, compaction and retention."""
 
 import tempfile
@@ -17,7 +18,7 @@ from mvcc_dagster import MvccResource, build_health_sensor
 
 
 def measure_scaling(rows_per_commit: int = 20_000, commits: int = 168) -> dict[str, Any]:
-    """What the per-table costs grow with, measured on one local table (docs/operations.md "How the numbers
+    """What the per-table costs grow with, measured on one local table (docs/operations/running.md "How the numbers
     scale"): the health sensor's work for one table per tick against the versions kept, and compaction's and
     retention's CPU for the bytes they process."""
     out: dict[str, Any] = {"rows_per_commit": rows_per_commit}

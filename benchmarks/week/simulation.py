@@ -1,4 +1,4 @@
-"""A week of pipeline traffic kept healthy by Dagster alone (docs/operations.md).
+"""A week of pipeline traffic kept healthy by Dagster alone (docs/operations/running.md).
 
 ``python -m benchmarks.week --quick --json week.json --plot week.png`` replays a simulated week against a real
 Dagster instance (sqlite in a temporary ``DAGSTER_HOME`` whose ``dagster.yaml`` is the operations page's:
@@ -35,7 +35,7 @@ The clock holds while the run pool is full, so the ticks measure ages on the sim
 versions committed before the real instant the simulated hour ``now - retention`` began (the retention
 step's ``cutoff``), as a deployment's runs remove to their tick's time.
 ``--executor in_process`` gives the code location Dagster's in-process executor (default: the jobs' own).
-``--report week.json --baseline bare.json`` prints docs/operations.md's tables (week/report.py); ``--scaling``
+``--report week.json --baseline bare.json`` prints docs/operations/running.md's tables (week/report.py); ``--scaling``
 measures the per-table costs of that page's last section (week/scaling.py).
 """
 
@@ -128,7 +128,7 @@ def simulated_now() -> datetime:
 
 
 def thresholds(s: dict[str, Any]) -> HealthThresholds:
-    """Health thresholds for this traffic (docs/operations.md "Thresholds"): small means under a quarter of a
+    """Health thresholds for this traffic (docs/operations/running.md "Thresholds"): small means under a quarter of a
     day's rows; the sensor repairs at `--small-fragments-warn` (8) small fragments: a day's end sees at most 10."""
     return HealthThresholds(
         small_fragment_rows=max(1, s["rows_per_hour"] * s["appends_per_day"] // 4),
@@ -145,7 +145,7 @@ def compaction_options(s: dict[str, Any], table: str) -> mvcc.compaction.Compact
     later compactions (a fragment below the target is a candidate at every compaction, so a target above a
     table's daily volume rewrites the whole table every time). The outside writer's table is a few KB a day
     (two narrow columns): a day's fragment is a file of about 3 KB whose per-file cost is most of what a scan
-    of it costs (docs/week_history.md, "What a fragment costs a full scan"), so it gets Lance's default
+    of it costs (benchmarks/results.md, "The week"), so it gets Lance's default
     target and compacts whole."""
     if table == OUTSIDE_TABLE:
         return mvcc.compaction.CompactionOptions()

@@ -1,4 +1,5 @@
-"""What one tick of the week's sensors and schedules costs, idle and after a commit (benchmarks/results.md).
+"""What one tick of the week's sensors and schedules costs, idle and after a commit (benchmarks/results.md,
+"The week").
 
 ``python -m benchmarks.week.tick_cost [--profile mvcc_version_sensor|mvcc_health_sensor|schedule]`` builds the
 week's four tables (six commits each) and a Dagster instance with benchmarks/week/simulation.py's ``dagster.yaml`` and

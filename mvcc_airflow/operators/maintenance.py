@@ -1,7 +1,8 @@
 """Operators for the maintenance of one mvcc table: compaction, indices, cleanup, restore, tags.
 
 Each takes `table` (a name under the `mvcc` connection's root uri, or a full uri) and `mvcc_conn_id`, and
-returns through XCom ``{"table", "version", "operation", "metrics"}`` (JSON; docs/airflow.md). Unless the
+returns through XCom ``{"table", "version", "operation", "metrics"}`` (JSON; docs/integrations/airflow/index.md).
+Unless the
 DAG or the task says otherwise they retry 4 times with exponential backoff (`DEFAULT_RETRY_ARGS`), which is
 what a `RetryableConflictError` uses; what would fail again fails at once (`utils/conflicts.py`). Only
 `MvccRestoreOperator` changes the table's data, so only it has the table's asset as outlet and emits an

@@ -1,5 +1,5 @@
 """`MvccPublishBranchOperator`: a branch's changes landed on main in one version (the publish of
-write-audit-publish; docs/write_audit_publish.md, "Airflow").
+write-audit-publish; docs/guide/write_audit_publish.md, "Airflow").
 
 A DAG writes to a branch (e.g. named after its run), audits it in tasks of its own, and publishes with this
 operator once the audits succeeded; a failed audit task leaves the publish unrun (Airflow's default trigger

@@ -1,6 +1,6 @@
 """A catalog of many mvcc tables under one root, with commits that change several tables at once.
 
-See docs/catalog.md for the design: the catalog's state is the mvcc table `__manifest`; one catalog version is
+See docs/guide/catalog.md for the design: the catalog's state is the mvcc table `__manifest`; one catalog version is
 one `__manifest` version; a transaction stages each table's next manifest under a unique name and the
 `__manifest` commit is the single commit point for all of them.
 """

@@ -1,5 +1,5 @@
 """Publishing a catalog branch by running each fork's recorded writes again on main's latest catalog version, in
-ONE catalog transaction, when its changes as they are conflict with main (docs/branches.md, "Publishing a catalog
+ONE catalog transaction, when its changes as they are conflict with main (docs/guide/branches.md, "Publishing a catalog
 branch", step 4). The table-level counterpart, which this follows, is `table/branch_replay.py`.
 """
 

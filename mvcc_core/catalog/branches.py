@@ -1,6 +1,6 @@
 """Catalog branches: `Catalog.create_branch`, `branches`, `delete_branch`,
 `publish_branch`, and the branch-bound catalog (`on_branch`) that `snapshot(branch=)`, `table(branch=)` and
-`transaction(branch=)` use. Layout and protocol: docs/branches.md, "Catalog branches".
+`transaction(branch=)` use. Layout and protocol: docs/guide/branches.md, "Catalog branches".
 
 A catalog branch is a core branch of `__manifest`: its first version is main's catalog version it forked from,
 and each publish on it is a version of that branch. A table is forked (a core branch of the table, same name)
@@ -53,7 +53,7 @@ log = logging.getLogger("mvcc.catalog")
 
 class BranchTransaction(CatalogTransaction):
     """A transaction on a catalog branch: data changes only (each table forked at its first publish); DDL is
-    refused before anything is written (docs/branches.md: a branch's tables are main's as of the branch point).
+    refused before anything is written (docs/guide/branches.md: a branch's tables are main's as of the branch point).
     Each change records what it did (`branch_replay.REPLAY_PROPERTY`), so a publish can run it again."""
 
     records_writes = True
@@ -360,7 +360,7 @@ class CatalogBranchMethods:
         if fragments_of(base_manifest) != fragments_of(target.manifest):
             # The fork's changes are fragment ids and deletion vectors relative to its base; after a publish while
             # main had moved, main holds the same rows under other ids or vectors, and the changes would land on
-            # the wrong fragments: the publish runs the fork's writes again instead (docs/branches.md, "Publishing
+            # the wrong fragments: the publish runs the fork's writes again instead (docs/guide/branches.md, "Publishing
             # a catalog branch").
             raise _FragmentsMoved(
                 f"catalog branch {name!r}: table {entry.name!r} was published while main had moved, so its fork "

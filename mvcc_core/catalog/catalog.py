@@ -1,6 +1,6 @@
 """`Catalog`: many tables under one root; every change (DDL or data, one table or many) is one catalog version.
 
-Design notes: docs/catalog.md, "The Catalog object, as implemented".
+Design notes: docs/guide/catalog.md, "The Catalog object, as implemented".
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def _root(root_uri: str) -> str:
 
 
 class Catalog(CatalogBranchMethods):
-    """Tables kept together under one root; see the module docstring and docs/catalog.md.
+    """Tables kept together under one root; see the module docstring and docs/guide/catalog.md.
 
     Example::
 
@@ -502,7 +502,7 @@ class Catalog(CatalogBranchMethods):
         """Remove catalog versions older than `older_than` (the newest and the newest `retain_versions` are
         kept), every table version no kept catalog version publishes, dropped tables' directories, and dead
         writers' debris once older than the core's unverified window (or with `delete_unverified`, when no
-        writer is running). The rules and their order: `mvcc_core/catalog/retention.py`, docs/catalog.md.
+        writer is running). The rules and their order: `mvcc_core/catalog/retention.py`, docs/guide/catalog.md.
 
         Catalog branches first: forks no catalog branch places its table on are reclaimed (`forks.reconcile`),
         and every live branch's tables stay readable (`branch_entries`).

@@ -1,7 +1,7 @@
 """A transaction's chain of changes to one table, moved onto a newer table version: the fragments the chain
 itself created take new ids there, and the later changes that name them are translated to those ids.
 
-Design notes: docs/catalog.md, "Rebase through the core's resolver".
+Design notes: docs/guide/catalog.md, "Rebase through the core's resolver".
 """
 
 from __future__ import annotations

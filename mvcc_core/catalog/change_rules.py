@@ -1,6 +1,6 @@
 """DuckLake's logical conflicts, decided on the changes two catalog versions made.
 
-Design notes: docs/catalog.md, "The change rules, as implemented".
+Design notes: docs/guide/catalog.md, "The change rules, as implemented".
 """
 
 from __future__ import annotations

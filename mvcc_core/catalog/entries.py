@@ -1,6 +1,6 @@
 """The rows of `__manifest` and their on-disk shapes (format versions), read and written.
 
-Design notes: docs/catalog.md, "The catalog's rows, as implemented".
+Design notes: docs/guide/catalog.md, "The catalog's rows, as implemented".
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Per-table forks of catalog branches: the lazy fork at a table's first write on a branch, the repair of a fork
-whose catalog publish never happened, and the reconciler `Catalog.cleanup` runs (docs/branches.md, "Catalog
+whose catalog publish never happened, and the reconciler `Catalog.cleanup` runs (docs/guide/branches.md, "Catalog
 branches").
 
 A catalog branch `b` records a fork by the names its row gives the table's manifests: relative to the table's

@@ -1,6 +1,6 @@
 """The catalog's format stamp and its step-by-step migration dispatcher (docs/catalog.md, "Format and migrations").
 
-Design notes: docs/catalog.md, "Format stamp and migrations, as implemented".
+Design notes: docs/guide/catalog.md, "Format stamp and migrations, as implemented".
 """
 
 from __future__ import annotations

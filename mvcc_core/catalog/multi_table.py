@@ -1,6 +1,6 @@
 """`CatalogTransaction`: staged changes on one catalog snapshot, published as one catalog version.
 
-Design notes: docs/catalog.md, "Staging and publishing, as implemented".
+Design notes: docs/guide/catalog.md, "Staging and publishing, as implemented".
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ PUBLISH_RETRY_BUDGET = 5
 # On an object store tables are staged and finalized concurrently: each is a few requests, and they do not
 # depend on each other (the order of a chain's versions within one table is kept). On a local disk one after
 # the other: each step is a few file operations, and handing them to threads cost more than it overlapped
-# (measured: docs/catalog.md "Benchmark").
+# (measured: docs/guide/catalog.md "Benchmark").
 TABLE_THREADS = 8
 # After a lost race the publisher waits a random part of (its last attempt's duration x 2^attempt), at most
 # this long, so that contending writers spread out instead of all re-reading the catalog at once.
@@ -737,7 +737,7 @@ class CatalogTransaction:
                 ctx=BuildContext(load_version=base.state.load),
             )
             # Nothing is written for the manifest before the commit point: the catalog version carries its
-            # bytes, and finalizing writes them under the final name (format 4; docs/catalog.md).
+            # bytes, and finalizing writes them under the final name (format 4; docs/guide/catalog.md).
             path = rooted(store, location_of(store, version, base.manifest_naming).path)
             encoded = encode_manifest(manifest)
             w.staged_bytes[path] = encoded

@@ -7,7 +7,7 @@ a file whose name is not `<branch name>.json` for a name the branch rule (`names
 and a temporary one is removed by cleanup (`sweep`) once older than the core's unverified window (or at once
 with `delete_unverified`, when no writer runs). Anything else it does not recognise, and a ref file that
 cannot be read, is skipped and left alone (logged): it may be another writer's, and nothing is destroyed on a
-guess. Docs: docs/catalog.md, "Names, and rows a reader does not recognise".
+guess. Docs: docs/guide/catalog.md, "Names, and rows a reader does not recognise".
 """
 
 from __future__ import annotations

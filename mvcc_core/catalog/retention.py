@@ -1,7 +1,7 @@
 """Catalog-level retention: old catalog versions, the table versions only they publish, dropped tables' directories and
-dead writers' debris (docs/catalog.md "Retention").
+dead writers' debris (docs/guide/catalog.md "Retention").
 
-Design notes: docs/catalog.md, "Catalog retention, as implemented".
+Design notes: docs/guide/catalog.md, "Catalog retention, as implemented".
 """
 
 from __future__ import annotations

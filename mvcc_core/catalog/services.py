@@ -1,6 +1,6 @@
 """What the catalog's transaction (`multi_table.py`) and retention (`retention.py`) need of a `Catalog` and of a
 `CatalogSnapshot`, as Protocols: those modules name these instead of importing `catalog.py`, which imports them,
-so the package's imports run one way (docs/architecture.md, "catalog/").
+so the package's imports run one way (docs/design/architecture.md, "catalog/").
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`CatalogSnapshot`: a consistent read of every object at one catalog version, and what it does with a row
-that breaks a rule (docs/catalog.md, "Names, and rows a reader does not recognise").
+that breaks a rule (docs/guide/catalog.md, "Names, and rows a reader does not recognise").
 
 A row that breaks a rule (a name no writer makes, a path leaving the root, a catalog branch's row naming a
 directory that is not that table's) fails closed on its own: it is left out of `entries`, listed in

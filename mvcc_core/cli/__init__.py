@@ -1,4 +1,4 @@
-"""The `mvcc` command line (docs/cli.md): `commands` holds the commands, `options` their arguments and exit
+"""The `mvcc` command line (docs/guide/cli.md): `commands` holds the commands, `options` their arguments and exit
 codes, `output` how they print. The names below are the package's own: the console script, its exit codes and
 the parsers of its arguments."""
 

@@ -1,4 +1,4 @@
-"""`mvcc branches`: list, create, delete and publish a table's branches (docs/branches.md)."""
+"""`mvcc branches`: list, create, delete and publish a table's branches (docs/guide/branches.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""`mvcc catalog branches`: list, create, delete and publish a catalog's branches (docs/branches.md,
-"Catalog branches"; docs/cli.md)."""
+"""`mvcc catalog branches`: list, create, delete and publish a catalog's branches (docs/guide/branches.md,
+"Catalog branches"; docs/guide/cli.md)."""
 
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def tables_changed(cat: Catalog, version: int) -> list[str]:
 
 @click.group()
 def catalog() -> None:
-    """Commands on a catalog of tables (ROOT: the catalog's root; docs/catalog.md).
+    """Commands on a catalog of tables (ROOT: the catalog's root; docs/guide/catalog.md).
 
     \b
     Example:

@@ -1,4 +1,4 @@
-"""The `mvcc` command: inspect and maintain tables from a shell (docs/cli.md).
+"""The `mvcc` command: inspect and maintain tables from a shell (docs/guide/cli.md).
 
 It sits on top of the package and uses its public names only (`import mvcc_core as mvcc`), so what it shows
 is what the API answers. click parses the command line; rich draws tables and progress bars (progress only

@@ -1,5 +1,5 @@
 """Version references on the command line: `--tag NAME`, `--version N`, `--at TIME` (one of them), and the bare
-positional reference of `restore` (docs/cli.md, "Version references").
+positional reference of `restore` (docs/guide/cli.md, "Version references").
 
 A bare reference is resolved in a fixed order: a name that is a tag of the table wins; else an integer is a
 version number; else an ISO 8601 time is the version current then. Every command says which one it resolved

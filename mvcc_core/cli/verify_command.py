@@ -1,5 +1,5 @@
 """`mvcc verify`: a table checked against its store: versions, every branch and tag, every file under `_refs/`
-(docs/cli.md, "verify")."""
+(docs/guide/cli.md, "verify")."""
 
 from __future__ import annotations
 

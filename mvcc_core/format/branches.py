@@ -3,7 +3,7 @@
 A branch `b` of the table at `root` keeps its manifests in `root/tree/b/_versions/` and its transaction
 files in `root/tree/b/_transactions/` (pylance's layout); its data, deletion and index files live beside
 the main branch's in `root/data/`, `root/_deletions/` and `root/_indices/`, so a manifest's relative paths
-mean the same file on every branch (docs/branches.md, "Layout"). `BranchStore` is the table's store seen
+mean the same file on every branch (docs/guide/branches.md, "Layout"). `BranchStore` is the table's store seen
 from a branch: `_versions/...` and `_transactions/...` map into the branch's tree, every other path is the
 root's. The ref `_refs/branches/b.json` is written in pylance's JSON shape.
 """

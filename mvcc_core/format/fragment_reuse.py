@@ -1,6 +1,6 @@
 """The fragment reuse index: compaction without remapping indices, as Lance's `defer_index_remap`.
 
-Design notes: docs/maintenance.md, "The fragment reuse index, as implemented".
+Design notes: docs/operations/maintenance.md, "The fragment reuse index, as implemented".
 """
 
 from __future__ import annotations

@@ -28,12 +28,13 @@ DEFAULT_MAX_ROWS_PER_FILE = 1_048_576
 ROW_GROUP_ROWS = 64 * 1024  # an indexed lookup reads one: 64Ki reads in half the time of 128Ki; full scans ~5% more CPU
 PARQUET_COMPRESSION = "zstd"
 # Files of fewer rows than this (small appends, upserts, rewrites of a few rows) are written with LZ4: zstd's set-up
-# per page is half of such a file's read (docs/format.md, "Data files"); compaction then rewrites them with zstd.
+# per page is half of such a file's read (docs/reference/format.md, "Data files"); compaction then rewrites them with
+# zstd.
 SMALL_FILE_ROWS = 8_192
 SMALL_FILE_COMPRESSION = "lz4"
 # Dictionary encoding is chosen per column from a sample: on a column of mostly distinct values the
 # Parquet writer fills a dictionary page, gives up and falls back, which costs ~3x the write time
-# and gives a larger file than plain encoding + zstd (measured: docs/format.md, "Data files").
+# and gives a larger file than plain encoding + zstd (measured: docs/reference/format.md, "Data files").
 DICTIONARY_SAMPLE_ROWS = 8_192
 DICTIONARY_MAX_DISTINCT_FRACTION = 0.5
 
@@ -88,7 +89,7 @@ def _parquet_leaves(schema: pa.Schema) -> tuple[str, ...]:
 def plain_column_encodings(schema: pa.Schema, dictionaries: list[str]) -> dict[str, str]:
     """Encodings of the top-level numeric columns not dictionary-encoded: integers DELTA_BINARY_PACKED,
     floats BYTE_STREAM_SPLIT (standard Parquet encodings every reader decodes; measured on the row-level
-    benchmark's files: smaller, and cheaper to decode than PLAIN + zstd; docs/format.md, "Data files").
+    benchmark's files: smaller, and cheaper to decode than PLAIN + zstd; docs/reference/format.md, "Data files").
 
     Args:
         schema: the data file's schema (physical names).

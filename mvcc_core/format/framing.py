@@ -2,7 +2,7 @@
 
 A truncated protobuf can still parse as a valid but shorter message, so a reader cannot rely on the
 decoder to notice a torn or corrupt file. Every file ends with a 16-byte footer: CRC32 of the
-payload, payload length, and a magic number. See docs/format.md.
+payload, payload length, and a magic number. See docs/reference/format.md.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The invariants every manifest must hold, checked once where a manifest is read and before one is written.
 
 Nothing in the package uses a manifest before `check_manifest` has passed it; a violation raises
-`ManifestInvariantError` naming the manifest, the field and the value. The list and its reasons: docs/format.md,
+`ManifestInvariantError` naming the manifest, the field and the value. The list and its reasons:
+docs/reference/format.md,
 "Invariants of a manifest".
 """
 

@@ -1,5 +1,6 @@
 """NaN counts of a data file's float columns, recorded in its Parquet footer: Parquet's min/max statistics leave
-NaN out, so without a count a reader cannot tell whether a file holds NaN rows (docs/format.md, "NaN counts")."""
+NaN out, so without a count a reader cannot tell whether a file holds NaN rows (docs/reference/format.md, "NaN
+counts")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Stable row ids: an id per row that survives updates and compaction (opt-in at table creation).
 
-Design notes: docs/clones_bases_row_ids.md, "Stable row ids, as implemented".
+Design notes: docs/reference/clones_bases_row_ids.md, "Stable row ids, as implemented".
 """
 
 from __future__ import annotations

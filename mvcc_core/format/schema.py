@@ -1,6 +1,6 @@
 """Arrow schema <-> manifest fields with stable field ids.
 
-Design notes: docs/format.md, "Schema and field ids, as implemented".
+Design notes: docs/reference/format.md, "Schema and field ids, as implemented".
 """
 
 from __future__ import annotations

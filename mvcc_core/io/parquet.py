@@ -1,6 +1,6 @@
 """Reading Parquet data and index files through a store, with per-process caches.
 
-Design notes: docs/format.md, "Reading Parquet files through a store".
+Design notes: docs/reference/format.md, "Reading Parquet files through a store".
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""One object store over fsspec for local paths, ``memory://`` and ``s3://`` (docs/format.md, "Commits").
+"""One object store over fsspec for local paths, ``memory://`` and ``s3://`` (docs/reference/format.md, "Commits").
 
-Design notes: docs/format.md, "Object stores and their atomic primitive".
+Design notes: docs/reference/format.md, "Object stores and their atomic primitive".
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Retention: remove old versions and the files only they reference (Lance's `cleanup_old_versions`).
 
-Design notes: docs/maintenance.md, "Retention, as implemented".
+Design notes: docs/operations/maintenance.md, "Retention, as implemented".
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def cleanup_old_versions(
         keep = set(versions)
     if retain_versions is not None:
         keep |= set(versions[-retain_versions:])
-    for low in protected_versions(state):  # branches: publish bases (docs/branches.md, "Retention")
+    for low in protected_versions(state):  # branches: publish bases (docs/guide/branches.md, "Retention")
         keep |= {v for v in versions if v >= low}
     keep |= fork_pins(state) & set(versions)  # forks whose first manifest a killed create_branch did not write
     old_tags = {name: v for name, v in tags.items() if v in by_version and v not in keep}

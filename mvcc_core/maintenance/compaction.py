@@ -148,7 +148,7 @@ class CompactionTask:
 _READ_PART_ROWS = 16_384  # consecutive small files read by one thread in one go
 _READ_AHEAD_ROWS = 4 * ROW_GROUP_ROWS  # rows read ahead of the writer (at least one part per thread)
 # Two reader threads per core: on a busy machine the reads get a share of the cores per runnable thread, and a
-# thread waiting on the GIL or the disk leaves its core to another (docs/maintenance.md).
+# thread waiting on the GIL or the disk leaves its core to another (docs/operations/maintenance.md).
 _READ_THREADS = 2 * READ_THREADS
 _ROW_ID_FIELD = pa.field(ROW_ID, pa.uint64(), nullable=False)  # as `Scan` gives it
 # The Parquet encode of the output runs on a thread of its own (one per task), so the task thread reads and cuts

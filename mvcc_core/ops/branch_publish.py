@@ -1,4 +1,5 @@
-"""Publishing a branch: its changes since its base land on its parent in one version (docs/branches.md, "Publish").
+"""Publishing a branch: its changes since its base land on its parent in one version (docs/guide/branches.md,
+"Publish").
 
 The change is the difference between the branch's base version (its fork, or its last publish) and its
 latest version, as one Update on the parent with the parent's base version as read version: the commit loop
@@ -390,7 +391,7 @@ def publish_branch(
     if not same_schema(change_base.manifest, head.manifest) and latest.version != target_base:
         raise RetryableConflictError(  # Lance: a Merge or Project after a concurrent commit is retryable
             f"branch {name!r} changed the schema since version {branch_base} and {parent or 'main'} has moved since "
-            f"version {target_base}: its writes must run again on the latest version (docs/branches.md)",
+            f"version {target_base}: its writes must run again on the latest version (docs/guide/branches.md)",
             uri=target.uri,
             read_version=target_base,
         )
@@ -401,7 +402,7 @@ def publish_branch(
         raise RetryableConflictError(
             f"branch {name!r} was last published at {parent or 'main'}'s version {target_base} while it had moved, "
             "so its fragments no longer name the parent's: its writes must run again on the latest version "
-            "(docs/branches.md)",
+            "(docs/guide/branches.md)",
             uri=target.uri,
             read_version=target_base,
         )

@@ -83,7 +83,7 @@ def recorded_predicate(predicate: str, bound: BoundFilter | None) -> str:
     integer or string column (a GDPR-style erasure of thousands of keys) the range of its values, a condition
     every deleted row satisfies. Nothing reads the text back to decide which rows the delete touched: conflicts
     are decided by the affected row addresses, and a branch's publish re-runs the predicate recorded whole in
-    the replay property (docs/row_level_changes.md, "What a Delete records").
+    the replay property (docs/guide/row_level_changes.md, "What a Delete records").
 
     Args:
         predicate: the delete's predicate as text (SQL, or an Arrow Expression's text)

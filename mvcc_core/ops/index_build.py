@@ -1,6 +1,6 @@
 """Building scalar indices on one column: BTREE (sorted values) and BITMAP (a row-address bitmap per value).
 
-Design notes: docs/maintenance.md, "Index builds, as implemented".
+Design notes: docs/operations/maintenance.md, "Index builds, as implemented".
 """
 
 from __future__ import annotations

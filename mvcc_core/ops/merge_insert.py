@@ -1,6 +1,6 @@
 """Upsert: `t.merge_insert(on)` with pylance's builder, committed as one Update transaction.
 
-Design notes: docs/row_level_changes.md, "merge_insert, as implemented".
+Design notes: docs/guide/row_level_changes.md, "merge_insert, as implemented".
 """
 
 from __future__ import annotations
@@ -360,7 +360,7 @@ class MergeInsertBuilder:
         return txn, stats
 
     def describe(self) -> dict[str, Any]:
-        """What the last `execute_uncommitted` did, in words a branch publish can run again (docs/branches.md).
+        """What the last `execute_uncommitted` did, in words a branch publish can run again (docs/guide/branches.md).
 
         Returns:
             {"op": "merge_insert", "on": keys, "upsert_all": whether every source row was written (matched rows

@@ -1,6 +1,6 @@
 """The target rows a merge_insert joins, read from a BTREE on its key instead of the data files when one covers it.
 
-Design notes: docs/row_level_changes.md, "merge_insert, as implemented".
+Design notes: docs/guide/row_level_changes.md, "merge_insert, as implemented".
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Partition-scoped overwrites: replace exactly the rows matching a predicate, in one commit.
 
-Design notes: docs/row_level_changes.md, "replace_where, as implemented".
+Design notes: docs/guide/row_level_changes.md, "replace_where, as implemented".
 """
 
 from __future__ import annotations

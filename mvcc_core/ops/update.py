@@ -1,7 +1,7 @@
 """Update: set columns to SQL expressions or literals on the rows matching a predicate, in one Update transaction,
 in either mode of the specification.
 
-Design notes: docs/row_level_changes.md, "update, as implemented".
+Design notes: docs/guide/row_level_changes.md, "update, as implemented".
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ def drop_deleted(table: pa.Table, live: np.ndarray) -> pa.Table:
     A table of one chunk per column (one decoded file) is filtered whole by `Table.filter`: Arrow turns the mask
     into row indices of the narrowest type once and takes them from every column, ~15 % less CPU than filtering
     each column apart (7 files of the week's events, 120,000 rows each, read as the scan reads them; 1 % deleted:
-    9.8 against 11.7 ms, 5 %: 11.2 against 13.2 ms; docs/row_level_changes.md, "Full scans over deletion
+    9.8 against 11.7 ms, 5 %: 11.2 against 13.2 ms; docs/guide/row_level_changes.md, "Full scans over deletion
     vectors", fifth round). Over several chunks (a run of small files concatenated) Arrow takes chunk by chunk,
     slower than filtering each column with the whole mask (12 files of 500 rows: 250 against 140 us), so those
     keep the column-by-column filter, or take row indices above `TAKE_DELETED_SHARE` deleted.

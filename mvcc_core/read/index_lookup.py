@@ -1,6 +1,6 @@
 """Reading a scalar index for a filter: which row addresses hold values the filter's conjuncts can match.
 
-Design notes: docs/maintenance.md, "Index lookups, as implemented".
+Design notes: docs/operations/maintenance.md, "Index lookups, as implemented".
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Which index, if any, answers part of a filter.
 
-Design notes: docs/maintenance.md, "Index choice, as implemented".
+Design notes: docs/operations/maintenance.md, "Index choice, as implemented".
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A spread merge_insert asks the row-address scan for the source's keys (`ops/merge_insert.py`): on 1M rows
 Arrow's `is_in` costs ~10 ns per row (a hash probe), a byte per value of the list's range looked up by numpy
-~1.6 ns. Design notes: docs/row_level_changes.md, "Per-file work of the row-address scan".
+~1.6 ns. Design notes: docs/guide/row_level_changes.md, "Per-file work of the row-address scan".
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A filter that is one comparison of an integer column's SQL remainder with a constant (`id % 10 = 3`), evaluated
 by numpy's `fmod` instead of the four Arrow kernels the SQL translator's `a - trunc(a / c) * c` takes.
 
-Design notes: docs/row_level_changes.md, "Sixth round".
+Design notes: docs/guide/row_level_changes.md, "Sixth round".
 """
 
 from __future__ import annotations

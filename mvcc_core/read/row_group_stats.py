@@ -1,7 +1,7 @@
 """What a Parquet file's row-group statistics say of a filter (no row, every row, or some rows may match), decided
 from a footer already in hand.
 
-Design notes: docs/architecture.md, "Row-group statistics on the reader threads".
+Design notes: docs/design/architecture.md, "Row-group statistics on the reader threads".
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def column_positions(column_paths: Sequence[Sequence[str]]) -> dict[str, int]:
 
 def nan_counts(metadata: pq.FileMetaData) -> dict[str, int]:
     """The NaN count of each float column of a data file, as its writer recorded it in the footer
-    (`NAN_COUNTS_KEY`, docs/format.md); empty for files written before, whose NaN counts are unknown.
+    (`NAN_COUNTS_KEY`, docs/reference/format.md); empty for files written before, whose NaN counts are unknown.
 
     Args:
         metadata: the data file's Parquet footer

@@ -1,6 +1,6 @@
 """Reading a version: projection, filters pushed into Parquet, deletion vectors and row addresses.
 
-Design notes: docs/architecture.md, "The three read paths of a scan".
+Design notes: docs/design/architecture.md, "The three read paths of a scan".
 """
 
 from __future__ import annotations

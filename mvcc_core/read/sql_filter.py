@@ -1,7 +1,7 @@
 """SQL predicate strings -> pyarrow compute expressions, checked against the table schema.
 
 The public entry points of filter translation (`to_expression`, `Projection`, ...); the translator itself is
-`sql_translator`, errors quote the SQL through `sql_source`. Semantics and design: docs/architecture.md,
+`sql_translator`, errors quote the SQL through `sql_source`. Semantics and design: docs/design/architecture.md,
 "SQL filters".
 """
 

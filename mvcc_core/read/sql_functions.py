@@ -1,4 +1,4 @@
-"""pylance's filter functions beyond the core operators (docs/pylance_compat.md): binary literals `X'616263'`,
+"""pylance's filter functions beyond the core operators (docs/reference/pylance_compat.md): binary literals `X'616263'`,
 `current_date()` / `now()`, `regexp_match` / `regexp_like`, and the list tests `array_has` / `array_contains`,
 `array_has_any`, `array_has_all`. Each becomes an Arrow expression the scan evaluates per batch; the list tests
 are Arrow scalar functions registered once per list type (Arrow has no list-membership kernel)."""

@@ -1,5 +1,5 @@
 """Comparisons of floating-point values in DataFusion's order, which pylance's filters use: NaN equals NaN and
-is greater than every number, infinity included (docs/pylance_compat.md, "NaN in comparisons")."""
+is greater than every number, infinity included (docs/reference/pylance_compat.md, "NaN in comparisons")."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ class NanOrdering:
 
     def _nan_ordered(self, function: str, left: _Value, right: _Value, result: _Value, sql: Text) -> _Value:
         """`result` (an IEEE comparison) corrected to DataFusion's order, which pylance uses: NaN equals NaN and
-        is greater than every number (docs/pylance_compat.md). With a number literal on the right, only `>` and
+        is greater than every number (docs/reference/pylance_compat.md). With a number literal on the right, only `>`
+        and
         `>=` change (`f > 1` becomes `f > 1 OR isnan(f)`); `=`, `<>`, `<`, `<=` stay plain comparisons."""
         left_nan, right_nan = self._is_nan(left, sql), self._is_nan(right, sql)
         if function == "equal":

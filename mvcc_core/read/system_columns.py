@@ -1,5 +1,5 @@
 """pylance's system columns named in a scan's `columns=`: `_rowid`, `_rowaddr` and `_rowoffset` (the row's
-position among the version's live rows), in the order the caller names them (docs/pylance_compat.md)."""
+position among the version's live rows), in the order the caller names them (docs/reference/pylance_compat.md)."""
 
 from __future__ import annotations
 

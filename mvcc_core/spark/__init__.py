@@ -2,7 +2,7 @@
 
 - `register(spark)`: makes `spark.read.format("mvcc")` and `df.write.format("mvcc")` available in a
   session (always works; the top-level `pyspark_mvcc` module also registers it statically after a
-  regular install, not after an editable one: docs/spark.md, "Registration").
+  regular install, not after an editable one: docs/guide/spark.md, "Registration").
 - `read(spark, uri, version=, columns=, filter=) -> DataFrame`: a version read by Spark's own Parquet
   reader (fast; local tables), the data source otherwise.
 - `write(df, uri, mode=, where=, ...) -> Table`: a write committed here, raising the core's error types.

@@ -1,6 +1,6 @@
 """`SparkExecutor`: the core's `Executor` (`map(fn, tasks)`) on Spark, one Spark task per item.
 
-Design notes: docs/spark.md, "SparkExecutor, as implemented".
+Design notes: docs/guide/spark.md, "SparkExecutor, as implemented".
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`read(spark, uri, ...)`: a table version as a DataFrame read by Spark's own Parquet reader.
 
-Design notes: docs/spark.md, "The native read and write path".
+Design notes: docs/guide/spark.md, "The native read and write path".
 """
 
 from __future__ import annotations

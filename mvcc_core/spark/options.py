@@ -53,7 +53,7 @@ _FALSE = ("false", "0", "no", "off")
 #: 1.5x).
 DEFAULT_ROWS_PER_PARTITION = 131_072
 #: Input partitions a read sized by the table aims at, or a multiple of it for a large table: a Python data
-#: source task costs ~30-120 ms beyond its rows (docs/spark.md, "The data source against the API's floor"), so
+#: source task costs ~30-120 ms beyond its rows (docs/guide/spark.md, "The data source against the API's floor"), so
 #: a table of 1 Mi-row files gets fewer, larger tasks than one per file; a multiple of 4 gives 1, 2 or 4
 #: cores equal waves.
 PARTITIONS_PER_READ = 4

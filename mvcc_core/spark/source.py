@@ -1,6 +1,6 @@
 """The `mvcc` Python data source: `spark.read.format("mvcc")` and `df.write.format("mvcc")`.
 
-Design notes: docs/spark.md, "The data source, as implemented".
+Design notes: docs/guide/spark.md, "The data source, as implemented".
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def _cast(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
 
 
 class MvccDataSource(DataSource):
-    """`spark.read.format("mvcc").load(uri)` / `df.write.format("mvcc").mode(m).save(uri)` (docs/spark.md).
+    """`spark.read.format("mvcc").load(uri)` / `df.write.format("mvcc").mode(m).save(uri)` (docs/guide/spark.md).
 
     Args:
         options: Spark's options of the read or write (checked by `parse_options`)

@@ -1,6 +1,6 @@
 """What both Spark write paths share: schema checks, the executors' fragment writes, the driver's commit.
 
-The protocol (docs/spark.md): the driver pins the read version and picks a write id; every executor task
+The protocol (docs/guide/spark.md): the driver pins the read version and picks a write id; every executor task
 writes its rows with `mvcc_core.write_fragments(..., file_prefix=write_id, where=replaceWhere)` and hands
 back the serialized fragments; the driver commits ONE transaction (Append, Overwrite or the
 partition-scoped overwrite) on top of the pinned version, recording the write id in the transaction's

@@ -1,5 +1,5 @@
 """One version of a table as a `pyarrow.dataset.Dataset`, so that engines push their projection and filter into
-mvcc's own scan (docs/reading_from_other_engines.md).
+mvcc's own scan (docs/guide/reading_from_other_engines.md).
 
 DuckDB's replacement scan and Polars' `scan_pyarrow_dataset` read a `pyarrow.dataset.Dataset` by calling its
 `scanner(columns=..., filter=<pyarrow Expression>, ...)` and streaming the result (`to_reader()` or

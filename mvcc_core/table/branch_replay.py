@@ -1,5 +1,5 @@
 """Publishing a branch by re-running its writes on the parent's latest version, when its recorded changes
-conflict with the parent's commits since the fork (docs/branches.md, "Publish: re-running the branch").
+conflict with the parent's commits since the fork (docs/guide/branches.md, "Publish: re-running the branch").
 
 Writes through a branch handle record what they did in words (`REPLAY_PROPERTY`: the delete's predicate, the
 update's values and filter, the upsert's keys); the replay runs them again, in order, on a scratch branch
@@ -400,7 +400,7 @@ def publish_by_replay(
 def recorded_index_builds(target: TableState, name: str) -> list[dict[str, Any]]:
     """The index builds of branch `name` since its fork that its latest version still has, last build of a name
     only: what a publish builds on the parent after landing the rows, where the parent has no index of that
-    name (docs/branches.md, "Indices").
+    name (docs/guide/branches.md, "Indices").
 
     Args:
         target: Any version of the parent.

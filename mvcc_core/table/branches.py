@@ -1,5 +1,5 @@
 """Branches of a table, with pylance's names: `t.create_branch`, `t.branches`, `t.checkout_branch`,
-`t.publish_branch` (a mixin of `Table`). Layout and rules: docs/branches.md."""
+`t.publish_branch` (a mixin of `Table`). Layout and rules: docs/guide/branches.md."""
 
 from __future__ import annotations
 
@@ -164,7 +164,7 @@ class BranchMethods:
         the usual conflict rules: compatible or rebasable, they are published as they are; retryable (the same
         rows, the same new keys, fragments compacted since), the branch's writes are run again on the latest
         version (`table/branch_replay.py`) and that result is published; incompatible, a conflict error and
-        nothing changes. See docs/branches.md for Iceberg's
+        nothing changes. See docs/guide/branches.md for Iceberg's
         `fast_forward` / `cherrypick_snapshot`.
 
         Args:
@@ -174,7 +174,7 @@ class BranchMethods:
             transaction_properties: The new version's properties.
             max_retries: How many times a lost race is retried.
 
-        Index builds the branch made are then built on this branch, one version each (docs/branches.md): the
+        Index builds the branch made are then built on this branch, one version each (docs/guide/branches.md): the
         handle moves to the last of them.
 
         Returns:

@@ -104,7 +104,7 @@ def manifest_violations(
     """Every problem of one manifest in plain words: it does not decode, or each invariant it breaks.
 
     Reading a table stops at the first broken invariant (CorruptManifestError); this lists them all
-    (docs/format.md, "Invariants of a manifest").
+    (docs/reference/format.md, "Invariants of a manifest").
 
     Args:
         uri: The table's root.
@@ -165,9 +165,9 @@ def write_table(
         enable_stable_row_ids: At creation only: every row gets an id that survives updates and compaction
             (`with_row_id=True` in scans); sets the `stable_row_ids` reader and writer flags.
         data_storage_version: pylance's Lance file format version ("legacy", "stable", "2.0", ...): accepted
-            and ignored, mvcc writes Parquet (docs/pylance_compat.md).
+            and ignored, mvcc writes Parquet (docs/reference/pylance_compat.md).
         max_rows_per_group: pylance's rows per Lance page group: accepted (a positive int) and ignored,
-            mvcc sizes Parquet row groups itself (docs/pylance_compat.md).
+            mvcc sizes Parquet row groups itself (docs/reference/pylance_compat.md).
 
     Returns:
         A handle on the version committed.

@@ -510,7 +510,7 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
         transaction_properties: Mapping[str, str] | None,
     ) -> tuple[Transaction | None, int]:
         transaction_properties = check_properties(transaction_properties)  # before a byte is written
-        if isinstance(predicate, str):  # on a branch: what a publish may run again (docs/branches.md)
+        if isinstance(predicate, str):  # on a branch: what a publish may run again (docs/guide/branches.md)
             replay = {"op": "delete", "where": predicate}
             transaction_properties = with_replay(self._state, transaction_properties, replay)
         plan = plan_delete(self._state.store, self.manifest, predicate)
@@ -657,7 +657,7 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
         """
 
         def commit(txn: Transaction, retries: int) -> Table:
-            # on a branch: what a publish may run again (docs/branches.md)
+            # on a branch: what a publish may run again (docs/guide/branches.md)
             txn.transaction_properties = with_replay(self._state, txn.transaction_properties, builder.describe())
             return self.commit(txn, max_retries=retries)
 

@@ -81,7 +81,7 @@ class SchemaChangeMethods:
             plan = plan_add_columns_from_rows(self._state.store, self.manifest, rows)
         else:
             plan = plan_add_columns(self._state.store, self.manifest, transforms)
-            if isinstance(transforms, dict):  # on a branch: what a publish may run again (docs/branches.md)
+            if isinstance(transforms, dict):  # on a branch: what a publish may run again (docs/guide/branches.md)
                 replay = {"op": "add_columns", "transforms": transforms}
                 transaction_properties = with_replay(self._state, transaction_properties, replay)
         return self._plan_txn(plan, commit_message, transaction_properties)

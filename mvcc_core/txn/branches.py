@@ -1,6 +1,6 @@
 """Branches: forking a version into a branch, opening, listing and deleting branches, and the files they share.
 
-Layout and rules: docs/branches.md. A branch is a history of its own (`tree/{name}/_versions/`) whose first
+Layout and rules: docs/guide/branches.md. A branch is a history of its own (`tree/{name}/_versions/`) whose first
 version is a copy of the parent's version it forked from (same number); its data files are shared with the
 parent, never copied.
 """
@@ -98,7 +98,7 @@ class BranchInfo:
 class BranchTreeCommits(CommitHandler):
     """The commits of a branch of a table whose main commits through an external manifest store: the branch's
     tree commits with the object store's own put-if-not-exists (the external store keys its entries by the
-    table's root, which is main's), and `root` is main's handler (docs/branches.md, "Layout").
+    table's root, which is main's), and `root` is main's handler (docs/guide/branches.md, "Layout").
 
     Args:
         root: main's handler.
@@ -208,7 +208,7 @@ def create_branch(
     ref = replace(ref, manifest_size=len(encode_manifest(manifest)))
     create_ref(source.store, name, ref)
     # the name is ours now: anything left in its tree is a deleted branch's (a writer that committed after
-    # the deletion; docs/branches.md, "Known gap") and must not become part of this branch's history
+    # the deletion; docs/guide/branches.md, "Known gap") and must not become part of this branch's history
     root = branch_store(source.store, None)
     root.delete_many(m.path for m in root.list(tree_prefix(name)))
     failpoint("branch.create.after_ref")
@@ -364,7 +364,7 @@ def protected_versions(state: TableState) -> set[int]:
     """Versions of `state`'s tree retention must keep for branches: on a branch, every version from its
     publish base on (a publish diffs and re-runs them). A parent keeps none of its versions for its child
     branches, only the files their versions reference (`referenced_elsewhere`): a publish whose base the
-    parent's retention removed re-runs the branch's writes on the parent's latest version (docs/branches.md).
+    parent's retention removed re-runs the branch's writes on the parent's latest version (docs/guide/branches.md).
 
     Args:
         state: A version of the tree.

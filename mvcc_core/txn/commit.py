@@ -1,6 +1,6 @@
-"""The commit loop (docs/format.md, "Commits").
+"""The commit loop (docs/reference/format.md, "Commits").
 
-Design notes: docs/architecture.md, "The commit loop".
+Design notes: docs/design/architecture.md, "The commit loop".
 """
 
 from __future__ import annotations

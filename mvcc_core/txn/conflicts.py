@@ -8,7 +8,7 @@ that is absent is compatible. A rule may carry a condition (overlapping fragment
 A pair may hold several rules, tried in order (the first whose condition holds decides). REBASE is
 carried out by `rebase.py`: row-level changes (a Delete or Update after a Delete/Update of the same
 fragments) when the affected rows differ, and the fragment reuse index (a singleton) when two
-transactions write it. See docs/conflicts.md.
+transactions write it. See docs/reference/conflicts.md.
 """
 
 from __future__ import annotations
@@ -439,7 +439,7 @@ RULES: dict[tuple[str, str], Rule | tuple[Rule, ...]] = {
     (DR, RW): OVERLAP_RETRY,
     (DR, U): OVERLAP_RETRY,
     (DR, M): RETRYABLE,
-    # UpdateMemWalState: the specification is silent; the safe choices (docs/conflicts.md).
+    # UpdateMemWalState: the specification is silent; the safe choices (docs/reference/conflicts.md).
     (MW, OW): INCOMPATIBLE,
     (MW, RS): INCOMPATIBLE,
     (MW, MW): Rule(Outcome.RETRYABLE, _same_region, "same MemWAL region"),
@@ -490,7 +490,7 @@ def resolve(ours: Transaction, theirs: Transaction, ctx: ConflictContext | None 
 
 
 def render_markdown() -> str:
-    """docs/conflicts.md, generated from RULES so the documentation cannot drift from the code."""
+    """docs/reference/conflicts.md, generated from RULES so the documentation cannot drift from the code."""
     lines = [
         "# Conflict rules",
         "",
@@ -566,9 +566,9 @@ def render_markdown() -> str:
         "  from the specification, with these deviations listed next to their reasons.",
         "- A committed version whose transaction file cannot be read is treated as a retryable conflict.",
         "- An *Update* or *Merge* carrying config changes (`metadata_updates`, mvcc's extension for a branch publish,",
-        "  docs/branches.md) is retryable against an *UpdateConfig* or another such *Update* of the same config key,",
-        "  as two UpdateConfigs are (the specification makes Merge and UpdateConfig compatible: they never shared",
-        "  a key before).",
+        "  docs/guide/branches.md) is retryable against an *UpdateConfig* or another such *Update* of the same",
+        "  config key, as two UpdateConfigs are (the specification makes Merge and UpdateConfig compatible: they",
+        "  never shared a key before).",
         "- A partition-scoped overwrite (`overwrite(data, where=...)`, Spark's `replaceWhere`) is an *Update* that",
         "  records its predicate (`replace_predicate`, an mvcc extension of the message). After an *Append*, or an",
         "  *Update* that added new fragments, it is retryable when any of their new rows matches the predicate (the",
@@ -593,6 +593,6 @@ def render_markdown() -> str:
 if __name__ == "__main__":
     import pathlib
 
-    target = pathlib.Path(__file__).resolve().parents[2] / "docs" / "conflicts.md"
+    target = pathlib.Path(__file__).resolve().parents[2] / "docs" / "reference" / "conflicts.md"
     target.write_text(render_markdown())
     print(target)

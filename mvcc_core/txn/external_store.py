@@ -1,6 +1,6 @@
 """External manifest stores: commits on object stores that cannot put-if-not-exists (spec "External Manifest Store").
 
-Design notes: docs/external_store.md, "How the module works".
+Design notes: docs/operations/external_store.md, "How the module works".
 """
 
 from __future__ import annotations

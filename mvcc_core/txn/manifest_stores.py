@@ -1,6 +1,6 @@
 """The external manifest store interface and its two implementations (SQLite, DynamoDB): the entries
 `(table uri, version) -> manifest path` with an atomic put-if-not-exists. How a commit goes through one:
-`external_store.py`; design notes: docs/external_store.md.
+`external_store.py`; design notes: docs/operations/external_store.md.
 """
 
 from __future__ import annotations

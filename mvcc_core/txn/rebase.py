@@ -1,6 +1,6 @@
 """Rebase: carry a transaction over a concurrent one that the rules say it can absorb.
 
-Design notes: docs/row_level_changes.md, "Rebasing a row-level change".
+Design notes: docs/guide/row_level_changes.md, "Rebasing a row-level change".
 """
 
 from __future__ import annotations

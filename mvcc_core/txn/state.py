@@ -1,6 +1,6 @@
 """TableState: one version of a table and the means to commit on top of it.
 
-Design notes: docs/architecture.md, "TableState".
+Design notes: docs/design/architecture.md, "TableState".
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Maintenance as Dagster jobs, one module per job kind (docs/dagster.md, "Maintenance jobs")."""
+"""Maintenance as Dagster jobs, one module per job kind (docs/integrations/dagster/maintenance.md, "Maintenance
+jobs")."""
 
 from .compaction import EXECUTORS, SPARK_RESOURCE_KEY, build_compaction_job
 from .indices import build_index_job, build_index_optimize_job

@@ -1,6 +1,7 @@
 """The compaction job: the specification's three steps, reserve -> rewrite -> commit, on a chosen executor.
 
-Where the rewrite runs, and why the default is one process: docs/dagster.md ("Compaction, step by step").
+Where the rewrite runs, and why the default is one process: docs/integrations/dagster/maintenance.md ("Compaction,
+step by step").
 """
 
 import math
@@ -21,7 +22,7 @@ from .target import MAINTENANCE_IO_KEY, MaintenanceTarget, maintenance_job, obse
 EXECUTORS = ("auto", "in_process", "dagster", "spark")
 SPARK_RESOURCE_KEY = "pyspark"
 #: Run tags of the jobs that compact: a Rewrite lost to a concurrent change fails the run (retrying the step
-#: would lose again), and the daemon's run retries re-plan it from the new version (docs/dagster.md).
+#: would lose again), and the daemon's run retries re-plan it from the new version (docs/integrations/dagster/index.md).
 RETRY_TAGS = {"dagster/max_retries": "2", "dagster/retry_strategy": "ALL_STEPS"}
 DEFAULT_REWRITE_STEPS = 4
 """``executor="auto"``: at most this many rewrite steps (one per `TASKS_PER_AUTO_STEP` tasks)."""
@@ -402,7 +403,7 @@ def build_compaction_job(
     ``dry_run``, ``delete_unverified``, ``cutoff``) follows ``commit_rewrite``, and the job carries the
     retention tags: the health sensor, when a table needs compaction and has versions to remove, then
     requests this one run instead of a compaction run and a retention run (each run costs Dagster's per-run
-    work, docs/operations.md). The replaced files stay until their versions leave the window, as always.
+    work, docs/operations/running.md). The replaced files stay until their versions leave the window, as always.
 
     Args:
         table: An asset key or a table uri.

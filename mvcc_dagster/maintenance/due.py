@@ -2,7 +2,7 @@
 
 The nightly schedule and the health sensor ask before they request a run: a run with nothing to do still
 costs Dagster's per-run work (its events in the event log, the step set-up), which at small scale is most of
-what maintenance costs (docs/operations.md, "A week of traffic").
+what maintenance costs (docs/operations/running.md, "A week of traffic").
 """
 
 from collections.abc import Mapping, Sequence

@@ -1,6 +1,6 @@
 """What every maintenance job shares: the table it works on, the job around its ops, the report of a commit.
 
-Why jobs of ops, pools and run tags: docs/dagster.md ("Maintenance jobs").
+Why jobs of ops, pools and run tags: docs/integrations/dagster/maintenance.md ("Maintenance jobs").
 """
 
 import re

@@ -159,7 +159,7 @@ def test_a_compaction_losing_to_a_concurrent_column_rewrite_is_retried_by_the_ta
     )
     # Every commit of the DAG run pauses 2 s after writing its transaction file (a failpoint in the Airflow
     # process only): the test rewrites a column of a fragment the rewrite read while the first Rewrite pauses (a
-    # delete would be carried onto the new fragments, docs/conflicts.md; a REWRITE_COLUMNS update cannot be).
+    # delete would be carried onto the new fragments, docs/reference/conflicts.md; a REWRITE_COLUMNS update cannot be).
     env = airflow_home.environment({"MVCC_FAILPOINTS": "commit.after_transaction_file=sleep(2)"}, warehouse)
     txns = Path(uri) / "_transactions"
     existing = set(os.listdir(txns))

@@ -209,7 +209,7 @@ def test_a_long_lived_catalog_object_keeps_a_bounded_cache(tmp_path: Any) -> Non
 
 
 def test_files_a_commit_adds_locally(tmp_path: Any) -> None:
-    """The cost model of docs/catalog.md "Benchmark": a single-table append adds 3 files (data, transaction,
+    """The cost model of docs/guide/catalog.md "Benchmark": a single-table append adds 3 files (data, transaction,
     manifest); a catalog transaction adds those 3 per table plus 3 for `__manifest` (state, transaction,
     manifest), nothing staged left behind. A commit path that starts writing more shows here."""
 

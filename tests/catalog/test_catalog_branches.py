@@ -1,5 +1,5 @@
 """Catalog branches: the API, lazy per-table forks, the repair of an unpublished fork, the fork
-reconciler, and `publish_branch` under DuckLake's rules (docs/branches.md, "Catalog branches")."""
+reconciler, and `publish_branch` under DuckLake's rules (docs/guide/branches.md, "Catalog branches")."""
 
 from __future__ import annotations
 

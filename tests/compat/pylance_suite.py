@@ -1,6 +1,6 @@
 """Run pylance's own Python tests against mvcc_core through a name-only shim, and report the pass rate.
 
-Usage (docs/pylance_compat.md, "Measured against pylance's own tests"):
+Usage (docs/reference/pylance_compat.md, "Measured against pylance's own tests"):
 
     python tests/compat/pylance_suite.py --git-dir /work/.mirror/lancedb+lance/repo [--rev HEAD] [--json OUT]
     python tests/compat/pylance_suite.py --tests DIR [--json OUT]

@@ -93,7 +93,7 @@ def test_batched_compaction_losing_to_a_column_rewrite_is_not_retried(
 
     @dg.op
     def concurrent_delete(results: list) -> list:
-        # a REWRITE_COLUMNS update: a delete would be carried onto the new fragments (docs/conflicts.md)
+        # a REWRITE_COLUMNS update: a delete would be carried onto the new fragments (docs/reference/conflicts.md)
         mvcc.open_table(uri).update({"n": "n + 1000"}, where="n = 3", mode="rewrite_columns")
         return results
 

@@ -302,7 +302,8 @@ def test_pools_on_the_committing_steps() -> None:
 
 def test_compaction_racing_a_delete_lands(instance: dg.DagsterInstance, warehouse: str) -> None:
     """A delete of a rewritten fragment lands between the rewrite and the commit: `commit_rewrite` carries the
-    deletion onto the new fragments (docs/conflicts.md) and the run succeeds; the deleted row stays deleted."""
+    deletion onto the new fragments (docs/reference/conflicts.md) and the run succeeds; the deleted row stays
+    deleted."""
     from mvcc_dagster.maintenance.compaction import MaintenanceTarget, _compaction_ops
 
     uri = f"{warehouse}/busy"

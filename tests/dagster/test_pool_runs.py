@@ -3,13 +3,13 @@ persisted instance whose pools have one slot, never run their committing steps (
 `commit_rewrite`, pool ``mvcc/<table>``) at the same time, judged by the steps' start and end events in the
 event log. Op-level pools are enforced by each run's own executor (it claims a slot in the instance's
 storage before starting a step), so no daemon runs here; the run-level tag limit is the queued run
-coordinator's and needs the daemon (docs/dagster.md).
+coordinator's and needs the daemon (docs/integrations/dagster/index.md).
 
 The second run starts once the first holds the pool's slot. Dagster's slot claim is a check and then a write in
 separate statements (`has_unassigned_slots`, then `add_pending_step`; `SELECT ... FOR UPDATE` is a no-op in
 sqlite), so two claims in the same few milliseconds on a sqlite instance can both be granted the one slot: seen
 once in CI, both reserves starting 4 ms apart. That race is Dagster's storage, not the limit this test is
-about (docs/dagster.md says what it means for users)."""
+about (docs/integrations/dagster/index.md says what it means for users)."""
 
 import os
 import subprocess

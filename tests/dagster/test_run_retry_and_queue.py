@@ -179,7 +179,7 @@ def test_lost_compaction_is_retried_by_the_daemon(tmp_path: Path, monkeypatch: p
             wait_until(reserved, "the first run's ReserveFragments")
             # The run's Rewrite cannot land for COMMIT_SLEEP seconds (its own failpoint): commit a column rewrite
             # of a row of a fragment it rewrites now, from this process (no failpoint armed here). A delete would
-            # be carried onto the Rewrite (docs/conflicts.md); rewritten values the Rewrite copied cannot be.
+            # be carried onto the Rewrite (docs/reference/conflicts.md); rewritten values the Rewrite copied cannot be.
             mvcc.open_table(uri).update({"n": "n + 1000"}, where="n = 3", mode="rewrite_columns")
             wait_until(lambda: status(instance, first) in FINISHED, "the first run to end")
             assert status(instance, first) == dg.DagsterRunStatus.FAILURE

@@ -1,4 +1,5 @@
-"""What a sensor tick costs (docs/dagster.md, "What a sensor tick costs"): the ticks evaluated as the daemon's
+"""What a sensor tick costs (docs/integrations/dagster/sensors_and_health.md, "What a sensor tick costs"): the ticks
+evaluated as the daemon's
 code server evaluates them (`SensorDefinition.evaluate_tick` on a context with the instance's reference and
 the repository's resources) reuse the ``mvcc`` resource of an earlier tick until its binding or environment
 changes, and an idle tick neither builds the tick's `DagsterInstance` nor reads more than it must."""

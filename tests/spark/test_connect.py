@@ -128,7 +128,7 @@ def test_write_returns_the_table_and_raises_core_types(connect: Any, tmp_path: P
 @pytest.mark.slow
 def test_a_failed_job_leaves_nothing(connect: Any, tmp_path: Path) -> None:
     """One partition: no straggler task can outlive the failure (on Connect `write()` cannot wait for
-    tasks; see docs/spark.md)."""
+    tasks; see docs/guide/spark.md)."""
     from pyspark.sql.connect.functions import udf  # the generic one builds a classic Column in this process
 
     @udf("long")

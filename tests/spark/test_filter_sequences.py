@@ -1,7 +1,7 @@
 """Sequences of queries on ONE DataFrame of the `mvcc` source answer each query alone.
 
 PySpark 4.3 keeps one planned read per loaded DataFrame and reuses it for every query on it (see
-docs/spark.md, "Filters"), so a reader that kept anything of one query (a pushed filter, the version it
+docs/guide/spark.md, "Filters"), so a reader that kept anything of one query (a pushed filter, the version it
 opened) would answer a later query wrongly. Randomized differential test: sequences of filters (pushed,
 partly pushed, not pushable: OR and functions, and no filter at all) run on one DataFrame and on a fresh
 one each, with pushdown on and off, with a commit landing in the middle of the sequence; every answer is
@@ -30,7 +30,7 @@ SEQUENCE_LENGTH = 8
 
 def random_rows(rng: random.Random, first_id: int, count: int) -> pa.Table:
     """`count` rows with ids from `first_id`: nullable int, string and date columns, no NaN (Spark and
-    Arrow order NaN differently; docs/spark.md)."""
+    Arrow order NaN differently; docs/guide/spark.md)."""
     ids = list(range(first_id, first_id + count))
     return pa.table(
         {

@@ -217,7 +217,7 @@ def test_a_filtered_query_leaves_the_dataframe_whole(spark: Any, tmp_path: Any, 
 
 def test_the_reader_takes_no_pushed_filter() -> None:
     """PySpark 4.3 reuses one planned read for every query on a DataFrame: a reader that took a pushed
-    filter would apply it to later queries (docs/spark.md, "Filters")."""
+    filter would apply it to later queries (docs/guide/spark.md, "Filters")."""
     from pyspark.sql.datasource import DataSourceReader
 
     from mvcc_core.spark import MvccReader

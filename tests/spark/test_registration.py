@@ -1,4 +1,4 @@
-"""`format("mvcc")` in a fresh process after a real install of this checkout (docs/spark.md, "Registration").
+"""`format("mvcc")` in a fresh process after a real install of this checkout (docs/guide/spark.md, "Registration").
 
 Each test installs the checkout into a new virtual environment (`pip install --no-deps --no-build-isolation`,
 offline; the test interpreter's site-packages supply pyspark and the other dependencies) and runs a fresh

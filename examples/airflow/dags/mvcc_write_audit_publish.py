@@ -2,7 +2,7 @@
 ``audit-<logical date>``, a second audits them there, and `MvccPublishBranchOperator` lands them on main in one
 version only when the audit passed (it emits the table's asset event). Trigger with ``{"bad_rows": true}`` to see
 the audit fail: the publish stays unrun, main keeps its rows, the branch stays for inspection (a later run of the
-same logical date replaces it). docs/write_audit_publish.md."""
+same logical date replaces it). docs/guide/write_audit_publish.md."""
 
 from __future__ import annotations
 

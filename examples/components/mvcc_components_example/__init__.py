@@ -1,1 +1,1 @@
-"""The example dg project of `MvccTableComponent` (see ../pyproject.toml and docs/dagster.md)."""
+"""The example dg project of `MvccTableComponent` (see ../pyproject.toml and docs/integrations/dagster/index.md)."""
