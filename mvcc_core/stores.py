@@ -2,7 +2,7 @@
 `DynamoDBManifestStore`, `open_external_store`) for object stores that cannot put-if-not-exists.
 
 Pass an external store to `open_table` / `write_table` as `external_store=` (or the storage option of the same
-name, `STORAGE_OPTION`); docs/external_store.md has the design.
+name, `STORAGE_OPTION`); docs/operations/external_store.md has the design.
 """
 
 from __future__ import annotations

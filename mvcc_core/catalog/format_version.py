@@ -1,4 +1,4 @@
-"""The catalog's format stamp and its step-by-step migration dispatcher (docs/catalog.md, "Format and migrations").
+"""The catalog's format stamp and its step-by-step migration dispatcher.
 
 Design notes: docs/guide/catalog.md, "Format stamp and migrations, as implemented".
 """
