@@ -11,7 +11,7 @@ from mvcc_core.errors import (
     IndexNotFoundError,
 )
 from mvcc_core.executor import Executor
-from mvcc_core.format import operations as ops
+from mvcc_core.format import operations
 from mvcc_core.format.naming import MEM_WAL_INDEX
 from mvcc_core.ops.index_build import build as build_index
 from mvcc_core.progress import Progress
@@ -55,7 +55,7 @@ class IndexMethods:
             state=self._state,
             progress=progress,
         )
-        op = ops.CreateIndex(new_indices=[built.metadata], removed_indices=existing)
+        op = operations.CreateIndex(new_indices=[built.metadata], removed_indices=existing)
         replay = {"op": "create_index", "column": column, "index_type": index_type, "name": name}
         transaction_properties = with_replay(self._state, transaction_properties, replay)  # a publish builds it
         return self._txn(
@@ -137,7 +137,7 @@ class IndexMethods:
             names = [i.name for i in self.manifest.indices]
             raise IndexNotFoundError(f"table {self.uri} has no index named {name!r}; indices: {names}")
         return self.commit(
-            ops.CreateIndex(removed_indices=existing),
+            operations.CreateIndex(removed_indices=existing),
             commit_message=commit_message,
             transaction_properties=transaction_properties,
             max_retries=max_retries,

@@ -12,7 +12,7 @@ from mvcc_core.errors import (
     TagError,
     VersionNotFoundError,
 )
-from mvcc_core.format import operations as ops
+from mvcc_core.format import operations
 from mvcc_core.txn import history
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 from mvcc_core.txn.history import VersionInfo, VersionRef
@@ -142,7 +142,7 @@ class VersionMethods:
                 "restoring %s to version %s past corrupt latest version %s: %s", self.uri, version, latest.version, exc
             )
         return self.commit(
-            ops.Restore(version=version),
+            operations.Restore(version=version),
             read_version=latest.version,
             commit_message=commit_message,
             transaction_properties=transaction_properties,
