@@ -15,10 +15,11 @@ from mvcc_core.errors import (
 from mvcc_core.format import operations
 from mvcc_core.format import schema as schema_mod
 from mvcc_core.format.bases import DatasetBasePath
+from mvcc_core.table.host import TableHost
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 
 
-class ConfigurationMethods:
+class ConfigurationMethods(TableHost):
     """The table's configuration, metadata, base paths and MemWAL state (mixed into `Table`)."""
 
     def add_bases(
@@ -67,7 +68,7 @@ class ConfigurationMethods:
 
     def update_config(
         self,
-        upsert: dict[str, str] | None = None,
+        upsert: dict[str, str | None] | None = None,
         delete: Sequence[str] | None = None,
         *,
         replace: bool = False,

@@ -89,7 +89,10 @@ def _pylance_update_arguments(
         raise TypeError(f"conflict_retries must be an int, got {type(conflict_retries).__name__}")
     if retry_timeout is not None and not isinstance(retry_timeout, timedelta):
         raise TypeError(f"retry_timeout must be a timedelta, got {type(retry_timeout).__name__}")
-    return values if values is not None else updates
+    if values is not None:
+        return values
+    assert updates is not None  # exactly one of the two is given (checked above)
+    return updates
 
 
 class ConfigView(dict):

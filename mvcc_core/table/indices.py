@@ -16,12 +16,13 @@ from mvcc_core.format.naming import MEM_WAL_INDEX
 from mvcc_core.ops.index_build import build as build_index
 from mvcc_core.progress import Progress
 from mvcc_core.table.branch_replay import with_replay
+from mvcc_core.table.host import TableHost
 from mvcc_core.table.index_descriptions import IndexDescription, covered_fragments, describe, display_name
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 from mvcc_core.txn.transaction import Transaction, check_properties
 
 
-class IndexMethods:
+class IndexMethods(TableHost):
     """Scalar indices: built, listed and dropped (mixed into `Table`)."""
 
     def create_index_uncommitted(

@@ -13,6 +13,7 @@ from mvcc_core.errors import (
     VersionNotFoundError,
 )
 from mvcc_core.format import operations
+from mvcc_core.table.host import TableHost
 from mvcc_core.txn import history
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 from mvcc_core.txn.history import VersionInfo, VersionRef
@@ -21,7 +22,7 @@ from mvcc_core.txn.transaction import Transaction
 log = logging.getLogger("mvcc.table")
 
 
-class VersionMethods:
+class VersionMethods(TableHost):
     """Other versions of the table: checkouts, the version list, transactions and restore (mixed into `Table`)."""
 
     def _resolve(self, ref: VersionRef) -> int:
@@ -136,7 +137,7 @@ class VersionMethods:
         version = self.version if ref is None else self._resolve(ref)
         latest = self._state.latest_location()
         try:
-            self._state = self._state.checkout(latest.version)
+            self._advance(self._state.checkout(latest.version))
         except CorruptManifestError as exc:
             log.warning(
                 "restoring %s to version %s past corrupt latest version %s: %s", self.uri, version, latest.version, exc
