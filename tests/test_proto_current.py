@@ -1,4 +1,4 @@
-"""The committed protobuf code must be what protoc generates from protos/ today."""
+"""The committed protobuf code and its type stubs must be what protoc generates from protos/ today."""
 
 from pathlib import Path
 
@@ -8,6 +8,7 @@ from mvcc_core._proto import generate
 def test_generated_code_is_current(tmp_path: Path) -> None:
     written = generate.generate(tmp_path)
     assert written, "protoc produced nothing"
+    assert {path.suffix for path in written} == {".py", ".pyi"}, "protoc wrote no modules or no stubs"
     for path in written:
         committed = generate.PACKAGE_DIR / path.name
         assert committed.exists(), f"{path.name} is not committed; run python -m mvcc_core._proto.generate"

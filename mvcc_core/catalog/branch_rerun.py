@@ -21,7 +21,7 @@ from mvcc_core.catalog.multi_table import CatalogTransaction
 from mvcc_core.catalog.table_changes import TransactionTable
 from mvcc_core.errors import IncompatibleConflictError
 from mvcc_core.failpoints import failpoint
-from mvcc_core.format import operations as ops
+from mvcc_core.format import operations
 from mvcc_core.format.branches import BranchRef
 from mvcc_core.ops.branch_publish import PUBLISHED_BRANCH, PUBLISHED_BRANCH_ID, PUBLISHED_BRANCH_VERSION
 from mvcc_core.table.branch_replay import NotReplayable, replay_attempts, replay_steps
@@ -57,14 +57,14 @@ class RerunTable(TransactionTable):
         super().__init__(tx, name)
         self.uri = uri
 
-    def commit(self, operation: ops.Operation) -> None:
+    def commit(self, operation: operations.Operation) -> None:
         """Stage `operation` as it is (a branch's Append of its fragments, or its config change).
 
         Args:
             operation: The recorded operation.
         """
         w = self._tx.write_for(self.name)
-        kind = "inserted_into_table" if isinstance(operation, ops.Append) else "altered_table"
+        kind = "inserted_into_table" if isinstance(operation, operations.Append) else "altered_table"
         w.add(Transaction(read_version=w.state.version, operation=operation), [kind])
 
 

@@ -28,7 +28,7 @@ from mvcc_core.catalog.names import check_branch_name
 from mvcc_core.catalog.table_changes import TableWrite, merge_kinds
 from mvcc_core.errors import BranchNotFoundError
 from mvcc_core.failpoints import failpoint
-from mvcc_core.format import operations as ops
+from mvcc_core.format import operations
 from mvcc_core.format.branches import MAIN_NAME, BranchRef, branch_store, read_ref, update_ref
 from mvcc_core.ops.branch_publish import (
     PUBLISHED_BRANCH,
@@ -375,7 +375,7 @@ class CatalogBranchMethods:
             files=written,
         )
         w = TableWrite(entry.path, base_row.name, False, target, target)
-        w.add(txn, merge_kinds(update) if isinstance(update, ops.Update) else ["altered_table"])
+        w.add(txn, merge_kinds(update) if isinstance(update, operations.Update) else ["altered_table"])
         tx.writes[entry.path] = w
         return ref, fork.version
 

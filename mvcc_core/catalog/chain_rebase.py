@@ -15,7 +15,7 @@ from pyroaring import BitMap64
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core._proto import transaction_pb2 as tpb
-from mvcc_core.format import operations as ops
+from mvcc_core.format import operations
 from mvcc_core.format.deletion import deletion_path, read_deletion_vector, write_deletion_vector
 from mvcc_core.format.features import FLAG_STABLE_ROW_IDS
 from mvcc_core.io import ObjectStore
@@ -82,9 +82,9 @@ def translatable(txn: Transaction) -> bool:
         txn: a staged step of a branch's chain, after its first
     """
     op = txn.operation
-    if isinstance(op, ops.Append | ops.Delete):
+    if isinstance(op, operations.Append | operations.Delete):
         return True
-    return isinstance(op, ops.Update) and op.update_mode == tpb.Transaction.REWRITE_ROWS
+    return isinstance(op, operations.Update) and op.update_mode == tpb.Transaction.REWRITE_ROWS
 
 
 @dataclass
@@ -122,7 +122,7 @@ def translate(store: ObjectStore, txn: Transaction, mapping: dict[int, int], man
         The translated step and the files written and superseded.
     """
     op = txn.operation
-    if not mapping or isinstance(op, ops.Append):
+    if not mapping or isinstance(op, operations.Append):
         return Translated(txn)
     out = Translated(txn)
     current = {f.id: f for f in manifest.fragments}
@@ -147,9 +147,11 @@ def translate(store: ObjectStore, txn: Transaction, mapping: dict[int, int], man
         store.delete_many(out.written)
         raise
     affected = _affected(op.affected_rows, mapping)
-    if isinstance(op, ops.Delete):
+    if isinstance(op, operations.Delete):
         ids = sorted(mapping.get(i, i) for i in op.deleted_fragment_ids)
-        new_op: ops.Operation = replace(op, updated_fragments=updated, deleted_fragment_ids=ids, affected_rows=affected)
+        new_op: operations.Operation = replace(
+            op, updated_fragments=updated, deleted_fragment_ids=ids, affected_rows=affected
+        )
     else:
         ids = sorted(mapping.get(i, i) for i in op.removed_fragment_ids)
         new_op = replace(op, updated_fragments=updated, removed_fragment_ids=ids, affected_rows=affected)
@@ -235,7 +237,7 @@ def rebase_chain(
             txn = replace(staged, operation=rebased.txn.operation)
         out.append(txn)
         step = txn
-        if isinstance(txn.operation, ops.Rewrite):  # as `_stage_chain` builds it: ids after the newest
+        if isinstance(txn.operation, operations.Rewrite):  # as `_stage_chain` builds it: ids after the newest
             step = replace(txn, operation=compaction.renumber_new_fragments(txn.operation, manifest))
         manifest, new_ids = build_step(manifest, step, base.state.load)
         if len(new_ids) != len(old_ids[i]):

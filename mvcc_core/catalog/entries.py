@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from mvcc_core.catalog.errors import CatalogEntryError
 from mvcc_core.catalog.names import row_name_problem
-from mvcc_core.format import operations as ops
+from mvcc_core.format import operations
 from mvcc_core.format.fragments import write_small_fragment
 from mvcc_core.format.invariants import path_problem
 from mvcc_core.format.naming import data_file_path
@@ -210,7 +210,7 @@ def overwrite_transaction(
     fragments = write_small_fragment(state.store, data, fields, schema)
     return Transaction(
         read_version=state.version,
-        operation=ops.Overwrite(fragments=fragments, schema=fields, schema_metadata=dict(schema.metadata or {})),
+        operation=operations.Overwrite(fragments=fragments, schema=fields, schema_metadata=dict(schema.metadata or {})),
         message=commit_message,
         transaction_properties=check_properties(transaction_properties),
         files=state.staged([data_file_path(f.path) for frag in fragments for f in frag.files]),

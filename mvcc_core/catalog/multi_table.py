@@ -42,7 +42,7 @@ from mvcc_core.catalog.services import CatalogServices, SnapshotView
 from mvcc_core.catalog.table_changes import TableWrite, TransactionTable
 from mvcc_core.errors import CommitConflictError, InvalidNameError, StorageError, is_definite_failure
 from mvcc_core.failpoints import failpoint
-from mvcc_core.format import operations as ops
+from mvcc_core.format import operations
 from mvcc_core.format.manifest import encode_manifest, location_of
 from mvcc_core.io import open_store
 from mvcc_core.maintenance import compaction
@@ -717,7 +717,7 @@ class CatalogTransaction:
         for txn in chain:
             version = manifest.version + 1
             operation = txn.operation
-            if isinstance(operation, ops.Rewrite):  # an unreserved compaction: ids after the newest
+            if isinstance(operation, operations.Rewrite):  # an unreserved compaction: ids after the newest
                 operation = compaction.renumber_new_fragments(operation, manifest)
             step = Transaction(
                 read_version=manifest.version,

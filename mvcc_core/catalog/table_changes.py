@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from mvcc_core.catalog.names import qualified
 from mvcc_core.executor import Executor, ThreadExecutor
-from mvcc_core.format import operations as ops
+from mvcc_core.format import operations
 from mvcc_core.maintenance import compaction
 from mvcc_core.ops.merge_insert import MergeInsertBuilder
 from mvcc_core.table import Table
@@ -79,7 +79,7 @@ class TableWrites(Protocol):
         ...
 
 
-def merge_kinds(op: ops.Operation) -> list[str]:
+def merge_kinds(op: operations.Operation) -> list[str]:
     """What an Update (a merge_insert's, or a published branch's) means for the conflict rules: an updated or
     deleted row is a delete (an update is a delete and an insert, as in DuckLake), a new fragment an insert.
 
@@ -90,9 +90,9 @@ def merge_kinds(op: ops.Operation) -> list[str]:
         The change kinds (`deleted_from_table`, `inserted_into_table`).
     """
     kinds = []
-    if isinstance(op, ops.Update) and (op.updated_fragments or op.removed_fragment_ids):
+    if isinstance(op, operations.Update) and (op.updated_fragments or op.removed_fragment_ids):
         kinds.append("deleted_from_table")
-    if isinstance(op, ops.Update) and op.new_fragments:
+    if isinstance(op, operations.Update) and op.new_fragments:
         kinds.append("inserted_into_table")
     return kinds
 

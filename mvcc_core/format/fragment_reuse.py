@@ -12,28 +12,28 @@ import numpy as np
 from pyroaring import BitMap
 
 from mvcc_core._proto import table_pb2 as pb
-from mvcc_core.format import operations as ops
+from mvcc_core.format import operations
 from mvcc_core.format.naming import FRAG_REUSE_INDEX
 
 FRAG_REUSE_TYPE = "FragmentReuse"
 
 
-def carried_by(op: ops.Operation) -> bool:
+def carried_by(op: operations.Operation) -> bool:
     """A Rewrite that adds a version to the index (compaction with defer_index_remap).
 
     Args:
         op: a transaction's operation
     """
-    return isinstance(op, ops.Rewrite) and op.frag_reuse_index is not None
+    return isinstance(op, operations.Rewrite) and op.frag_reuse_index is not None
 
 
-def trimmed_by(op: ops.Operation) -> bool:
+def trimmed_by(op: operations.Operation) -> bool:
     """A CreateIndex that replaces or removes the index (optimize_indices trimming it).
 
     Args:
         op: a transaction's operation
     """
-    return isinstance(op, ops.CreateIndex) and any(
+    return isinstance(op, operations.CreateIndex) and any(
         i.name == FRAG_REUSE_INDEX for i in [*op.new_indices, *op.removed_indices]
     )
 

@@ -200,7 +200,7 @@ class UpdateConfig(Operation):
     @classmethod
     def of(
         cls,
-        upsert: dict[str, str] | None = None,
+        upsert: dict[str, str | None] | None = None,
         delete: list[str] | None = None,
         *,
         table_metadata: dict[str, str | None] | None = None,

@@ -35,8 +35,7 @@ from mvcc_core._proto import transaction_pb2 as tpb
 from mvcc_core.errors import CompactionError
 from mvcc_core.executor import Executor, ThreadExecutor
 from mvcc_core.format import fragment_reuse as frag_reuse
-from mvcc_core.format import operations as ops
-from mvcc_core.format import row_ids
+from mvcc_core.format import operations, row_ids
 from mvcc_core.format import schema as schema_mod
 from mvcc_core.format.bases import data_file_location, data_file_uris
 from mvcc_core.format.deletion import live_rows, read_deletion_vector
@@ -485,7 +484,7 @@ def _plan_of(
     return result
 
 
-def renumber_new_fragments(operation: ops.Rewrite, manifest: pb.Manifest) -> ops.Rewrite:
+def renumber_new_fragments(operation: operations.Rewrite, manifest: pb.Manifest) -> operations.Rewrite:
     """The Rewrite with its new fragments numbered after `manifest`'s highest fragment id (an unreserved
     plan's Rewrite landing on a version whose appends took the ids it had counted on). Data files are named
     by uuid and new fragments carry no deletion file, so the ids are metadata only.
@@ -505,7 +504,7 @@ def renumber_new_fragments(operation: ops.Rewrite, manifest: pb.Manifest) -> ops
             next_id += 1
             new.append(copy)
         groups.append(tpb.Transaction.Rewrite.RewriteGroup(old_fragments=group.old_fragments, new_fragments=new))
-    return ops.Rewrite(groups=groups, frag_reuse_index=operation.frag_reuse_index)
+    return operations.Rewrite(groups=groups, frag_reuse_index=operation.frag_reuse_index)
 
 
 def plan(
@@ -543,7 +542,7 @@ def plan(
     counts = _counts(groups, options)
     reserve = Transaction(
         read_version=state.version,
-        operation=ops.ReserveFragments(num_fragments=sum(counts)),
+        operation=operations.ReserveFragments(num_fragments=sum(counts)),
         message=commit_message or "compaction: reserve fragment ids",
         transaction_properties=properties,
     )
@@ -602,7 +601,7 @@ def rewrite_transaction(
         fri = frag_reuse.with_version(frag_reuse.find(base.manifest), reuse_groups, 0)
     return Transaction(
         read_version=read_version,
-        operation=ops.Rewrite(groups=groups, frag_reuse_index=fri),
+        operation=operations.Rewrite(groups=groups, frag_reuse_index=fri),
         message=commit_message or "compaction",
         # new fragments hold the old ones' live rows in order: concurrent deletions can be carried (rebase)
         transaction_properties={**check_properties(transaction_properties), REWRITE_ROW_ORDER: "kept"},

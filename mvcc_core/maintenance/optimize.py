@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 
 from mvcc_core.executor import Executor, ThreadExecutor
 from mvcc_core.format import fragment_reuse as frag_reuse
-from mvcc_core.format import operations as ops
+from mvcc_core.format import operations
 from mvcc_core.maintenance.compaction import CompactionMetrics, CompactionOptions, compact_files
 from mvcc_core.ops.index_build import BITMAP, BTREE, build, covered, update
 from mvcc_core.progress import Progress
@@ -166,7 +166,7 @@ def stage_optimize_indices(
         return None, 0
     txn = Transaction(
         read_version=state.version,
-        operation=ops.CreateIndex(new_indices=new_indices, removed_indices=removed),
+        operation=operations.CreateIndex(new_indices=new_indices, removed_indices=removed),
         message=commit_message or "",
         transaction_properties=check_properties(transaction_properties),
         files=state.staged([p for b in built for p in b.written]),

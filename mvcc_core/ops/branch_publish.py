@@ -18,7 +18,7 @@ from mvcc_core._proto import transaction_pb2 as tpb
 from mvcc_core.errors import BranchError, BranchNotFoundError, RetryableConflictError, VersionNotFoundError
 from mvcc_core.failpoints import failpoint
 from mvcc_core.format import branches as branch_format
-from mvcc_core.format import operations as ops
+from mvcc_core.format import operations
 from mvcc_core.format.branches import BranchRef, branch_of, read_ref, update_ref
 from mvcc_core.format.deletion import read_deletion_vector
 from mvcc_core.format.fragments import write_fragments_from_reader
@@ -178,7 +178,9 @@ def _inserted_keys(head: TableState, since: int) -> tpb.Transaction.KeyExistence
     for version in range(since + 1, head.version + 1):
         at = head.checkout(version)
         txn = at.committer.load_transaction(at.manifest)
-        inserted = txn.operation.inserted_rows if txn is not None and isinstance(txn.operation, ops.Update) else None
+        inserted = (
+            txn.operation.inserted_rows if txn is not None and isinstance(txn.operation, operations.Update) else None
+        )
         if inserted is None or not inserted.key_hashes:
             continue
         if merged is None:
@@ -196,7 +198,7 @@ def _map_changes(before: Mapping[str, object], after: Mapping[str, object]) -> t
 
     changes: dict[str, str | None] = {k: text(v) for k, v in after.items() if before.get(k) != v}
     changes |= {k: None for k in before if k not in after}
-    return ops.update_map(changes) if changes else None
+    return operations.update_map(changes) if changes else None
 
 
 def _metadata_changes(base: pb.Manifest, head: pb.Manifest) -> tpb.Transaction.UpdateConfig | None:
@@ -222,7 +224,9 @@ def _metadata_changes(base: pb.Manifest, head: pb.Manifest) -> tpb.Transaction.U
     return message if changed else None
 
 
-def row_changes(target: TableState, base: pb.Manifest, head: TableState, since: int) -> tuple[ops.Update, list[str]]:
+def row_changes(
+    target: TableState, base: pb.Manifest, head: TableState, since: int
+) -> tuple[operations.Update, list[str]]:
     """The branch's row changes since `base` (its version `since`) as one Update on the parent, and the files
     it wrote.
 
@@ -233,7 +237,7 @@ def row_changes(target: TableState, base: pb.Manifest, head: TableState, since: 
         since: the branch version `base` is
     """
     removed, updated, new, written = _changes(target, base, head)
-    update = ops.Update(
+    update = operations.Update(
         removed_fragment_ids=removed,
         updated_fragments=updated,
         new_fragments=new,
@@ -284,7 +288,7 @@ def commit_change(
         metadata = _metadata_changes(change_base.manifest, change_head.manifest)
         if metadata is not None:  # the Merge sets the schema metadata itself
             metadata.ClearField("schema_metadata_updates")
-        operation = ops.Merge(
+        operation = operations.Merge(
             fragments=list(change_head.manifest.fragments),
             schema=list(change_head.manifest.fields),
             schema_metadata=dict(change_head.manifest.schema_metadata),

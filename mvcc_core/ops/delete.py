@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from pyroaring import BitMap
 
 from mvcc_core._proto import table_pb2 as pb
-from mvcc_core.format import operations as ops
+from mvcc_core.format import operations
 from mvcc_core.format.deletion import (
     addresses_serialized,
     offsets_bitmap,
@@ -34,7 +34,7 @@ from mvcc_core.read.system_filter import SystemFilteredScan, filter_system_colum
 class DeletePlan:
     """The Delete operation to commit, and the deletion files written for it (removed if the commit fails)."""
 
-    operation: ops.Delete | None
+    operation: operations.Delete | None
     written: list[str]
     rows_deleted: int
 
@@ -189,7 +189,7 @@ def plan_delete(store: ObjectStore, manifest: pb.Manifest, predicate: str | pc.E
         return DeletePlan(None, [], 0)
     rows = delete_addresses(store, manifest, matched.column(ROW_ADDRESS).to_numpy())
     bound = scan.bound if isinstance(scan, Scan) else None
-    op = ops.Delete(
+    op = operations.Delete(
         updated_fragments=rows.updated_fragments,
         deleted_fragment_ids=rows.removed_fragment_ids,
         predicate=recorded_predicate(predicate if isinstance(predicate, str) else str(predicate), bound),

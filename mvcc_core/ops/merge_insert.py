@@ -18,8 +18,7 @@ import pyarrow.dataset as ds
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core._proto import transaction_pb2 as tpb
 from mvcc_core.errors import InvalidOperationError, SchemaError
-from mvcc_core.format import operations as ops
-from mvcc_core.format import row_ids
+from mvcc_core.format import operations, row_ids
 from mvcc_core.format import schema as schema_mod
 from mvcc_core.format.fragments import fragment_paths, to_reader, write_fragments_from_reader
 from mvcc_core.format.row_ids import ROW_ID
@@ -336,7 +335,7 @@ class MergeInsertBuilder:
             store.delete_many(written)
             raise
         ids = schema_mod.field_ids_by_name(fields)
-        op = ops.Update(
+        op = operations.Update(
             removed_fragment_ids=deleted.removed_fragment_ids if deleted else [],
             updated_fragments=deleted.updated_fragments if deleted else [],
             new_fragments=new_fragments,

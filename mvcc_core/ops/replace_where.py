@@ -15,7 +15,7 @@ import pyarrow.dataset as ds
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core._proto import transaction_pb2 as tpb
 from mvcc_core.errors import PredicateError
-from mvcc_core.format import operations as ops
+from mvcc_core.format import operations
 from mvcc_core.format.schema import manifest_schema
 from mvcc_core.io import ObjectStore
 from mvcc_core.ops.delete import delete_addresses, find_rows
@@ -57,7 +57,7 @@ def check_rows(where: str, schema: pa.Schema) -> Callable[[pa.RecordBatch], None
 
 def replace_operation(
     store: ObjectStore, manifest: pb.Manifest, fragments: Sequence[pb.DataFragment], where: str
-) -> tuple[ops.Update, list[str], int]:
+) -> tuple[operations.Update, list[str], int]:
     """The Update replacing the rows of `manifest` matching `where` by `fragments`, the deletion files it
     wrote (relative to the table root), and how many rows it replaces.
 
@@ -71,7 +71,7 @@ def replace_operation(
     matched = find_rows(store, manifest, where, [])
     addresses = matched.column(ROW_ADDRESS).to_numpy()
     deleted = delete_addresses(store, manifest, addresses) if len(addresses) else None
-    op = ops.Update(
+    op = operations.Update(
         removed_fragment_ids=deleted.removed_fragment_ids if deleted else [],
         updated_fragments=deleted.updated_fragments if deleted else [],
         new_fragments=list(fragments),

@@ -22,7 +22,7 @@ import pyarrow.dataset as ds
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core._proto import transaction_pb2 as tpb
 from mvcc_core.errors import SchemaError
-from mvcc_core.format import operations as ops
+from mvcc_core.format import operations
 from mvcc_core.format import schema as schema_mod
 from mvcc_core.format.fragments import field_subtree, to_reader, write_column_file
 from mvcc_core.format.naming import data_file_path
@@ -35,7 +35,7 @@ from mvcc_core.read.sql_filter import to_column_expression
 class ColumnPlan:
     """The operation to commit and the data files written for it (removed if the commit fails)."""
 
-    operation: ops.Operation
+    operation: operations.Operation
     written: list[str]
 
 
@@ -127,7 +127,7 @@ def plan_add_columns(
 
     new_fields, _ = schema_mod.fields_from_schema(new_schema, next_field_id=max(manifest.max_field_id, -1) + 1)
     fragments, written = _with_files(store, manifest, new_fields, compute)
-    op = ops.Merge(
+    op = operations.Merge(
         fragments=fragments, schema=list(manifest.fields) + new_fields, schema_metadata=dict(manifest.schema_metadata)
     )
     return ColumnPlan(op, written)
@@ -175,7 +175,7 @@ def plan_add_columns_from_rows(store: ObjectStore, manifest: pb.Manifest, rows: 
         return data.slice(int(starts[frag.id]), frag.physical_rows)
 
     fragments, written = _with_files(store, manifest, new_fields, compute)
-    op = ops.Merge(
+    op = operations.Merge(
         fragments=fragments, schema=list(manifest.fields) + new_fields, schema_metadata=dict(manifest.schema_metadata)
     )
     return ColumnPlan(op, written)
@@ -226,7 +226,7 @@ def plan_merge(
 
     new_fields, _ = schema_mod.fields_from_schema(new_schema, next_field_id=max(manifest.max_field_id, -1) + 1)
     fragments, written = _with_files(store, manifest, new_fields, compute)
-    op = ops.Merge(
+    op = operations.Merge(
         fragments=fragments, schema=list(manifest.fields) + new_fields, schema_metadata=dict(manifest.schema_metadata)
     )
     return ColumnPlan(op, written)
@@ -254,7 +254,7 @@ def _resolve_path(fields: list[pb.Field], path: str) -> pb.Field:
     return current
 
 
-def plan_drop_columns(manifest: pb.Manifest, columns: Sequence[str]) -> ops.Project:
+def plan_drop_columns(manifest: pb.Manifest, columns: Sequence[str]) -> operations.Project:
     """Drop columns (or struct fields, `a.b`): metadata only.
 
     Args:
@@ -274,7 +274,7 @@ def plan_drop_columns(manifest: pb.Manifest, columns: Sequence[str]) -> ops.Proj
     for target in targets:
         if target.parent_id != -1 and not any(f.parent_id == target.parent_id for f in kept):
             raise SchemaError(f"drop_columns: {target.name!r} is the last field of its struct; drop the struct")
-    return ops.Project(schema=kept)
+    return operations.Project(schema=kept)
 
 
 _ALTER_KEYS = {"path", "name", "nullable", "data_type"}
@@ -297,7 +297,7 @@ def plan_alter_columns(
     """
     fields, retyped = _altered_fields(manifest, alterations)
     if not retyped:
-        return ColumnPlan(ops.Project(schema=fields), [])
+        return ColumnPlan(operations.Project(schema=fields), [])
     original = {f.id: f.name for f in manifest.fields}
     next_id = max(manifest.max_field_id, *(f.id for f in fields)) + 1
     replacements: dict[int, list[pb.Field]] = {}
@@ -322,7 +322,7 @@ def plan_alter_columns(
 
     fragments, written = _with_files(store, manifest, new_fields, compute)
     return ColumnPlan(
-        ops.Merge(fragments=fragments, schema=schema, schema_metadata=dict(manifest.schema_metadata)), written
+        operations.Merge(fragments=fragments, schema=schema, schema_metadata=dict(manifest.schema_metadata)), written
     )
 
 
@@ -495,4 +495,4 @@ def plan_replace_column(
     except BaseException:
         store.delete_many(written)
         raise
-    return ColumnPlan(ops.DataReplacement(replacements=groups), written)
+    return ColumnPlan(operations.DataReplacement(replacements=groups), written)

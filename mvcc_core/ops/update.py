@@ -19,8 +19,7 @@ from pyroaring import BitMap64
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core._proto import transaction_pb2 as tpb
 from mvcc_core.errors import SchemaError
-from mvcc_core.format import operations as ops
-from mvcc_core.format import row_ids
+from mvcc_core.format import operations, row_ids
 from mvcc_core.format import schema as schema_mod
 from mvcc_core.format.fragments import (
     DEFAULT_MAX_ROWS_PER_FILE,
@@ -43,7 +42,7 @@ REWRITE_COLUMNS = "rewrite_columns"
 
 @dataclass
 class UpdatePlan:
-    operation: ops.Update | None
+    operation: operations.Update | None
     written: list[str]
     rows_updated: int
     mode: str = REWRITE_ROWS
@@ -182,7 +181,7 @@ def _rewrite_rows(
         store.delete_many(written)
         raise
     ids = schema_mod.field_ids_by_name(fields)
-    op = ops.Update(
+    op = operations.Update(
         removed_fragment_ids=deleted.removed_fragment_ids,
         updated_fragments=deleted.updated_fragments,
         new_fragments=new_fragments,
@@ -242,7 +241,7 @@ def _rewrite_columns(
     except BaseException:
         store.delete_many(written)
         raise
-    op = ops.Update(
+    op = operations.Update(
         updated_fragments=updated,
         fields_modified=sorted(ids[c] for c in names),
         update_mode=tpb.Transaction.REWRITE_COLUMNS,

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.errors import SchemaError, TableNotFoundError, UnsupportedFeatureError
-from mvcc_core.format import operations as ops
+from mvcc_core.format import operations
 from mvcc_core.format import schema as schema_mod
 from mvcc_core.format.bases import data_file_uris, find_base
 from mvcc_core.format.fragments import (
@@ -38,7 +38,7 @@ FIRST_WRITE_MODES = ("create", "append", "overwrite")
 
 def stage(
     state: TableState,
-    operation: ops.Operation,
+    operation: operations.Operation,
     files: Sequence[str] = (),
     *,
     commit_message: str | None,
@@ -101,7 +101,7 @@ def append_transaction(
     )
     txn = stage(
         state,
-        ops.Append(fragments=fragments),
+        operations.Append(fragments=fragments),
         commit_message=commit_message,
         transaction_properties=transaction_properties,
     )
@@ -157,7 +157,7 @@ def overwrite_transaction(
     new_schema = schema or reader.schema
     fields = fields_for_overwrite(manifest, new_schema)
     fragments = write_fragments_from_reader(state.store, reader, fields, new_schema, max_rows_per_file)
-    op = ops.Overwrite(fragments=fragments, schema=fields, schema_metadata=dict(new_schema.metadata or {}))
+    op = operations.Overwrite(fragments=fragments, schema=fields, schema_metadata=dict(new_schema.metadata or {}))
     txn = stage(state, op, commit_message=commit_message, transaction_properties=transaction_properties)
     txn.files = data_file_uris(state.store, manifest.base_paths, fragments)
     return txn
@@ -183,7 +183,10 @@ def append_fragments_transaction(
     """
     properties = check_properties(transaction_properties)
     txn = stage(
-        state, ops.Append(fragments=list(fragments)), commit_message=commit_message, transaction_properties=properties
+        state,
+        operations.Append(fragments=list(fragments)),
+        commit_message=commit_message,
+        transaction_properties=properties,
     )
     txn.files = data_file_uris(state.store, state.manifest.base_paths, fragments)
     return txn
@@ -214,7 +217,7 @@ def overwrite_fragments_transaction(
     manifest = state.manifest
     uris = data_file_uris(state.store, manifest.base_paths, fragments)
     if where is None:
-        op: ops.Operation = ops.Overwrite(
+        op: operations.Operation = operations.Overwrite(
             fragments=list(fragments),
             schema=list(manifest.fields),
             schema_metadata=dict(manifest.schema_metadata),
@@ -409,7 +412,7 @@ def commit_first_write(
     """
     store = committer.store
     fields, _ = schema_mod.fields_from_schema(schema)
-    overwrite = ops.Overwrite(
+    overwrite = operations.Overwrite(
         fragments=list(fragments),
         schema=fields,
         schema_metadata=dict(schema.metadata or {}),

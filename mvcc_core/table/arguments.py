@@ -7,6 +7,10 @@ import os
 #: A table's location: a path or a URI (memory://, s3://).
 Uri = str | os.PathLike[str]
 
+#: What names a version across branches: a version of the handle's branch, a tag, or (branch, version)
+#: (branch None or "main": main; version None: the branch's latest).
+BranchReference = int | str | tuple[str | None, int | None]
+
 
 def as_uri(uri: Uri) -> str:
     """A table uri from a string or a `pathlib.Path` (pylance accepts both).

@@ -19,11 +19,12 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pds
 
 from mvcc_core.errors import InvalidOperationError
+from mvcc_core.read.scan import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:
     from mvcc_core.read.scan import Scan
     from mvcc_core.read.system_filter import SystemFilteredScan
-    from mvcc_core.table.handle import Table
+    from mvcc_core.table.reading import ReadingMethods
 
 #: Keywords of `pyarrow.dataset.Dataset.scanner` that tune pyarrow's own reader: they mean nothing for mvcc's
 #: scan, which reads ahead with its own bounded pools, and are accepted and ignored.
@@ -40,7 +41,7 @@ class ArrowDataset(pds.Dataset):
             version when the handle moves on.
     """
 
-    def __init__(self, table: Table) -> None:  # noqa: D107 - documented on the class
+    def __init__(self, table: ReadingMethods) -> None:  # noqa: D107 - documented on the class
         # pyarrow's Dataset is a C++-backed class: no super().__init__; every method a reader calls is here.
         # A handle of its own on the same immutable state: no read, and the table's later commits move only it.
         self._table = type(table)(table.state)
@@ -79,8 +80,11 @@ class ArrowDataset(pds.Dataset):
         unknown = sorted(set(options) - IGNORED_SCANNER_OPTIONS)
         if unknown:
             raise InvalidOperationError(f"ArrowDataset.scanner does not take {', '.join(unknown)}")
-        kwargs = {} if batch_size is None else {"batch_size": batch_size}
-        return self._table.scanner(list(columns) if columns is not None else None, filter, **kwargs)
+        return self._table.scanner(
+            list(columns) if columns is not None else None,
+            filter,
+            batch_size=DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
+        )
 
     def to_table(
         self,

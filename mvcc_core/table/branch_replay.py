@@ -25,7 +25,7 @@ from mvcc_core.errors import (
     SchemaError,
 )
 from mvcc_core.failpoints import failpoint
-from mvcc_core.format import operations as ops
+from mvcc_core.format import operations
 from mvcc_core.format.branches import ScratchMark, branch_of, list_refs, new_scratch_name, read_ref, update_ref
 from mvcc_core.ops import branch_publish
 from mvcc_core.read.scan import Scan
@@ -125,7 +125,7 @@ class ReplayTable(Protocol):
             *alterations: pylance's alteration dicts (`path` and any of `name`, `nullable`, `data_type`).
         """
 
-    def commit(self, operation: ops.Operation) -> Any:
+    def commit(self, operation: operations.Operation) -> Any:
         """`Table.commit`: commit `operation` on top of the handle's version.
 
         Args:
@@ -178,12 +178,12 @@ def _step(version: int, txn: Transaction | None, head: TableState) -> Callable[[
     if txn is None:
         raise NotReplayable(f"version {version} has no transaction file")
     op = txn.operation
-    if isinstance(op, ops.Append):
+    if isinstance(op, operations.Append):
         fragments = list(op.fragments)
-        return lambda table: table.commit(ops.Append(fragments=fragments))
-    if isinstance(op, ops.UpdateConfig):
+        return lambda table: table.commit(operations.Append(fragments=fragments))
+    if isinstance(op, operations.UpdateConfig):
         return lambda table: table.commit(op)  # the same keys set or removed again
-    if isinstance(op, ops.Rewrite | ops.CreateIndex | ops.ReserveFragments):
+    if isinstance(op, operations.Rewrite | operations.CreateIndex | operations.ReserveFragments):
         return None  # rows unchanged; an index is built on the parent after the publish (`recorded_index_builds`)
     raw = txn.transaction_properties.get(REPLAY_PROPERTY)
     if raw is None:
@@ -199,7 +199,7 @@ def _step(version: int, txn: Transaction | None, head: TableState) -> Callable[[
         return lambda table: table.drop_columns(what["columns"])
     if what["op"] == "alter_columns":
         return lambda table: table.alter_columns(*what["alterations"])
-    if what["op"] == "merge_insert" and what.get("upsert_all") and isinstance(op, ops.Update):
+    if what["op"] == "merge_insert" and what.get("upsert_all") and isinstance(op, operations.Update):
         # an upsert of every source row writes every source row (matched: updated; unmatched: inserted), so
         # the rows it wrote are its source
         fragments = [_without_deletions(f) for f in op.new_fragments]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping
 from typing import Self
 
@@ -10,16 +11,14 @@ from mvcc_core.errors import CorruptTagError, RetryableConflictError, TagError, 
 from mvcc_core.failpoints import failpoint
 from mvcc_core.format.branches import MAIN_NAME, branch_of, read_ref
 from mvcc_core.ops.branch_publish import publish_base, publish_branch
+from mvcc_core.table.arguments import BranchReference
 from mvcc_core.table.branch_replay import drop_leftover_scratch, publish_by_replay, recorded_index_builds
+from mvcc_core.table.host import TableHost
 from mvcc_core.txn import branches as txn_branches
 from mvcc_core.txn import history
 from mvcc_core.txn.branches import BranchInfo
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 from mvcc_core.txn.state import TableState
-
-#: What names a version across branches: a version of the handle's branch, a tag, or (branch, version)
-#: (branch None or "main": main; version None: the branch's latest).
-BranchReference = int | str | tuple[str | None, int | None]
 
 
 class Branches:
@@ -41,7 +40,7 @@ class Branches:
         """
         return {name: BranchInfo.of(ref) for name, ref in txn_branches.list_branches(self._state).items()}
 
-    def list_ordered(self, order: str | None = None) -> list[tuple[str, BranchInfo]]:
+    def list_ordered(self, order: str | None = None) -> builtins.list[tuple[str, BranchInfo]]:
         """The branches ordered by creation time (pylance's `list_ordered`).
 
         Args:
@@ -74,7 +73,7 @@ class Branches:
         return isinstance(name, str) and name in txn_branches.list_branches(self._state)
 
 
-class BranchMethods:
+class BranchMethods(TableHost):
     """Branch methods of `Table` (mixed in); `self._state` is the handle's version."""
 
     _state: TableState
@@ -131,7 +130,7 @@ class BranchMethods:
             VersionNotFoundError / BranchNotFoundError: the reference names nothing.
         """
         source = self._reference_state(reference)
-        return type(self)(txn_branches.create_branch(source, name))  # type: ignore[call-arg]
+        return type(self)(txn_branches.create_branch(source, name))
 
     def checkout_branch(self, name: str | None) -> Self:
         """A handle on the latest version of branch `name` (None or "main": main).
@@ -145,7 +144,7 @@ class BranchMethods:
         Raises:
             BranchNotFoundError: no such branch.
         """
-        return type(self)(self._reference_state((name, None)))  # type: ignore[call-arg]
+        return type(self)(self._reference_state((name, None)))
 
     def publish_branch(
         self,
@@ -221,7 +220,7 @@ class BranchMethods:
         if missing:  # one CreateIndex each, over the fragment ids the parent now has (the parent's own index wins)
             failpoint("branch.publish.before_indices")
             for build in missing:
-                self.create_index(build["column"], build["index_type"], name=build["name"])  # type: ignore[attr-defined]
+                self.create_index(build["column"], build["index_type"], name=build["name"])
         return state.version
 
     def branch_info(self, name: str) -> BranchInfo:

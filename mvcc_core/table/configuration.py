@@ -12,13 +12,14 @@ from mvcc_core.errors import (
     InvalidOperationError,
     SchemaError,
 )
-from mvcc_core.format import operations as ops
+from mvcc_core.format import operations
 from mvcc_core.format import schema as schema_mod
 from mvcc_core.format.bases import DatasetBasePath
+from mvcc_core.table.host import TableHost
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 
 
-class ConfigurationMethods:
+class ConfigurationMethods(TableHost):
     """The table's configuration, metadata, base paths and MemWAL state (mixed into `Table`)."""
 
     def add_bases(
@@ -59,7 +60,7 @@ class ConfigurationMethods:
                     )
         try:
             return self.commit(
-                ops.UpdateBases(new_bases=protos),
+                operations.UpdateBases(new_bases=protos),
                 commit_message=commit_message,
                 transaction_properties=transaction_properties,
                 max_retries=max_retries,
@@ -69,7 +70,7 @@ class ConfigurationMethods:
 
     def update_config(
         self,
-        upsert: dict[str, str] | None = None,
+        upsert: dict[str, str | None] | None = None,
         delete: Sequence[str] | None = None,
         *,
         replace: bool = False,
@@ -94,7 +95,7 @@ class ConfigurationMethods:
         if replace:
             upsert = _replaced(list(self.manifest.config), dict(upsert or {}), True)
         return self.commit(
-            ops.UpdateConfig.of(upsert, list(delete or [])),
+            operations.UpdateConfig.of(upsert, list(delete or [])),
             commit_message=commit_message,
             transaction_properties=transaction_properties,
             max_retries=max_retries,
@@ -175,7 +176,7 @@ class ConfigurationMethods:
         unknown = [name for name in (field_metadata or {}) if name not in by_name]
         if unknown:
             raise SchemaError(f"table {self.uri} has no column(s) {unknown}; columns are {list(by_name)}")
-        op = ops.UpdateConfig.of(
+        op = operations.UpdateConfig.of(
             table_metadata=table_metadata,
             schema_metadata=schema_metadata,
             field_metadata={by_name[n]: md for n, md in (field_metadata or {}).items()},
@@ -205,7 +206,7 @@ class ConfigurationMethods:
         """
         merged = checked_merged_generations(self.manifest, generations)
         return self.commit(
-            ops.UpdateMemWalState(merged_generations=merged),
+            operations.UpdateMemWalState(merged_generations=merged),
             commit_message=commit_message,
             transaction_properties=transaction_properties,
             max_retries=max_retries,

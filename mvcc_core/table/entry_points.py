@@ -63,14 +63,14 @@ def open_table(
     """
     if version is not None and asof is not None:
         raise ValueError("give either version or asof, not both")
-    options = {"storage_options": storage_options, "external_store": external_store}
+    options: dict[str, Any] = {"storage_options": storage_options, "external_store": external_store}
+    ref = version if version is not None else asof
     if branch is not None and branch != "main":
         handle = Table(TableState.unread(as_uri(uri), **options)).checkout_branch(branch)
-        return handle if version is None and asof is None else handle.checkout(version if version is not None else asof)
-    if version is None and asof is None:
+        return handle if ref is None else handle.checkout(ref)
+    if ref is None:
         return Table(TableState.open(as_uri(uri), **options))
-    handle = Table(TableState.unread(as_uri(uri), **options))
-    return handle.checkout(version if version is not None else asof)
+    return Table(TableState.unread(as_uri(uri), **options)).checkout(ref)
 
 
 def open_tags(
@@ -202,7 +202,7 @@ def write_table(
         existing = open_table(uri, storage_options=storage_options, external_store=external)
     except TableNotFoundError:
         existing = None
-    common = dict(
+    common: dict[str, Any] = dict(
         max_rows_per_file=max_rows_per_file,
         commit_message=commit_message,
         transaction_properties=properties,

@@ -27,7 +27,7 @@ from mvcc_core.errors import (
     ObjectNotFoundError,
     TableExistsError,
 )
-from mvcc_core.format import operations as ops
+from mvcc_core.format import operations
 from mvcc_core.format.features import describe as describe_features
 from mvcc_core.format.fragments import DEFAULT_MAX_ROWS_PER_FILE
 from mvcc_core.format.manifest import manifest_timestamp, table_exists
@@ -90,7 +90,10 @@ def _pylance_update_arguments(
         raise TypeError(f"conflict_retries must be an int, got {type(conflict_retries).__name__}")
     if retry_timeout is not None and not isinstance(retry_timeout, timedelta):
         raise TypeError(f"retry_timeout must be a timedelta, got {type(retry_timeout).__name__}")
-    return values if values is not None else updates
+    if values is not None:
+        return values
+    assert updates is not None  # exactly one of the two is given (checked above)
+    return updates
 
 
 class ConfigView(dict):
@@ -239,7 +242,7 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
 
     def _txn(
         self,
-        operation: ops.Operation,
+        operation: operations.Operation,
         files: Sequence[str] = (),
         *,
         commit_message: str | None,
@@ -266,7 +269,7 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
 
     def commit(
         self,
-        operation: Transaction | ops.Operation,
+        operation: Transaction | operations.Operation,
         *,
         read_version: int | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
@@ -291,7 +294,7 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
             if read_version is not None or commit_message is not None or transaction_properties is not None:
                 raise ValueError("a staged Transaction carries its read version, message and properties already")
             txn = operation
-        elif isinstance(operation, ops.Operation):
+        elif isinstance(operation, operations.Operation):
             txn = self._txn(
                 operation,
                 commit_message=commit_message,
@@ -576,9 +579,9 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
         plan = plan_update(self._state.store, self.manifest, values, where, mode=mode)
         if plan.operation is not None:
             plan.operation.merged_generations = merged
-            op: ops.Operation = plan.operation
+            op: operations.Operation = plan.operation
         elif merged:
-            op = ops.UpdateMemWalState(merged_generations=merged)
+            op = operations.UpdateMemWalState(merged_generations=merged)
         else:
             return None, 0
         txn = self._txn(op, plan.written, commit_message=commit_message, transaction_properties=transaction_properties)
@@ -723,7 +726,7 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
         if table_exists(target):
             raise TableExistsError(f"a table already exists at {target.uri}; a clone needs an empty location")
         copied = [] if shallow else deep_copy(self._state.store, source, target)
-        op = ops.Clone(
+        op = operations.Clone(
             is_shallow=shallow,
             ref_name=version if isinstance(version, str) else None,
             ref_version=ref,

@@ -11,17 +11,18 @@ from mvcc_core.errors import (
     IndexNotFoundError,
 )
 from mvcc_core.executor import Executor
-from mvcc_core.format import operations as ops
+from mvcc_core.format import operations
 from mvcc_core.format.naming import MEM_WAL_INDEX
 from mvcc_core.ops.index_build import build as build_index
 from mvcc_core.progress import Progress
 from mvcc_core.table.branch_replay import with_replay
+from mvcc_core.table.host import TableHost
 from mvcc_core.table.index_descriptions import IndexDescription, covered_fragments, describe, display_name
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 from mvcc_core.txn.transaction import Transaction, check_properties
 
 
-class IndexMethods:
+class IndexMethods(TableHost):
     """Scalar indices: built, listed and dropped (mixed into `Table`)."""
 
     def create_index_uncommitted(
@@ -63,7 +64,7 @@ class IndexMethods:
             state=self._state,
             progress=progress,
         )
-        op = ops.CreateIndex(new_indices=[built.metadata], removed_indices=existing)
+        op = operations.CreateIndex(new_indices=[built.metadata], removed_indices=existing)
         replay = {"op": "create_index", "column": column, "index_type": index_type, "name": name}
         transaction_properties = with_replay(self._state, transaction_properties, replay)  # a publish builds it
         return self._txn(
@@ -154,7 +155,7 @@ class IndexMethods:
             names = [i.name for i in self.manifest.indices]
             raise IndexNotFoundError(f"table {self.uri} has no index named {name!r}; indices: {names}")
         return self.commit(
-            ops.CreateIndex(removed_indices=existing),
+            operations.CreateIndex(removed_indices=existing),
             commit_message=commit_message,
             transaction_properties=transaction_properties,
             max_retries=max_retries,

@@ -12,9 +12,10 @@ from mvcc_core.format.deletion import live_rows
 from mvcc_core.read.scan import DEFAULT_BATCH_SIZE, Scan
 from mvcc_core.read.system_filter import SystemFilteredScan, filter_system_columns
 from mvcc_core.table.arrow_dataset import ArrowDataset
+from mvcc_core.table.host import TableHost
 
 
-class ReadingMethods:
+class ReadingMethods(TableHost):
     """Reading a version: scans, tables, batches, takes and counts (mixed into `Table`)."""
 
     def scanner(
@@ -170,7 +171,7 @@ class ReadingMethods:
         filter pushed into this table's scan (deletion vectors applied; `table/arrow_dataset.py`). It keeps
         reading this version when the handle moves on.
         """
-        return ArrowDataset(self)  # type: ignore[arg-type] - the mixin's host is a Table
+        return ArrowDataset(self)
 
     def head(self, num_rows: int = 5, columns: Sequence[str] | Mapping[str, str] | None = None) -> pa.Table:
         """The first `num_rows` rows (pylance's `head`).

@@ -17,11 +17,12 @@ from mvcc_core.ops.schema_evolution import (
     plan_replace_column,
 )
 from mvcc_core.table.branch_replay import with_replay
+from mvcc_core.table.host import TableHost
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 from mvcc_core.txn.transaction import Transaction
 
 
-class SchemaChangeMethods:
+class SchemaChangeMethods(TableHost):
     """Schema evolution: columns added, merged, dropped, altered or replaced (mixed into `Table`)."""
 
     def add_columns(

@@ -12,7 +12,8 @@ from mvcc_core.errors import (
     TagError,
     VersionNotFoundError,
 )
-from mvcc_core.format import operations as ops
+from mvcc_core.format import operations
+from mvcc_core.table.host import TableHost
 from mvcc_core.txn import history
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 from mvcc_core.txn.history import VersionInfo, VersionRef
@@ -21,7 +22,7 @@ from mvcc_core.txn.transaction import Transaction
 log = logging.getLogger("mvcc.table")
 
 
-class VersionMethods:
+class VersionMethods(TableHost):
     """Other versions of the table: checkouts, the version list, transactions and restore (mixed into `Table`)."""
 
     def _resolve(self, ref: VersionRef) -> int:
@@ -138,13 +139,13 @@ class VersionMethods:
         version = self.version if ref is None else self._resolve(ref)
         latest = self._state.latest_location()
         try:
-            self._state = self._state.checkout(latest.version)
+            self._advance(self._state.checkout(latest.version))
         except CorruptManifestError as exc:
             log.warning(
                 "restoring %s to version %s past corrupt latest version %s: %s", self.uri, version, latest.version, exc
             )
         return self.commit(
-            ops.Restore(version=version),
+            operations.Restore(version=version),
             read_version=latest.version,
             commit_message=commit_message,
             transaction_properties=transaction_properties,

@@ -24,7 +24,7 @@ from mvcc_core.errors import (
     VersionNotFoundError,
 )
 from mvcc_core.failpoints import failpoint
-from mvcc_core.format import operations as ops
+from mvcc_core.format import operations
 from mvcc_core.format.branches import (
     BranchRef,
     ScratchMark,
@@ -145,7 +145,7 @@ def _fork(parent: pb.Manifest, name: str, ref: BranchRef, root_uri: str) -> tupl
     """
     txn = Transaction(
         read_version=ref.parent_version,
-        operation=ops.Clone(
+        operation=operations.Clone(
             is_shallow=True,
             ref_name=ref.parent_branch,
             ref_version=ref.parent_version,

@@ -30,7 +30,7 @@ from mvcc_core.errors import (
     is_definite_failure,
 )
 from mvcc_core.failpoints import failpoint
-from mvcc_core.format import operations as ops
+from mvcc_core.format import operations
 from mvcc_core.format.features import FLAG_STABLE_ROW_IDS
 from mvcc_core.format.invariants import check_manifest
 from mvcc_core.format.manifest import (
@@ -454,7 +454,7 @@ class Committer:
         try:
             return self.load_manifest(latest)
         except CorruptManifestError as exc:
-            if not isinstance(txn.operation, ops.Restore):
+            if not isinstance(txn.operation, operations.Restore):
                 why = f"it is the latest version of {self.store.uri}, so nothing can be committed on top of it"
                 raise self.corrupt_history(exc, latest, why) from exc
             intact = self.newest_intact(latest)

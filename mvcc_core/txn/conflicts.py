@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core._proto import transaction_pb2 as tpb
 from mvcc_core.format import fragment_reuse as frag_reuse
-from mvcc_core.format import operations as ops
+from mvcc_core.format import operations
 from mvcc_core.format.branches import PUBLISHED_BRANCH_ID
 from mvcc_core.format.naming import FRAG_REUSE_INDEX, MEM_WAL_INDEX, SINGLETON_INDICES  # noqa: F401 - re-exported
 from mvcc_core.txn.transaction import Transaction
@@ -51,7 +51,7 @@ class ConflictContext:
     rewrite_keeps_row_order: bool = False
 
 
-Condition = Callable[[ops.Operation, ops.Operation, ConflictContext], bool]
+Condition = Callable[[operations.Operation, operations.Operation, ConflictContext], bool]
 
 
 @dataclass(frozen=True)
@@ -64,38 +64,38 @@ class Rule:
 # ---- what an operation touches ---------------------------------------------------------------
 
 
-def touched_fragments(op: ops.Operation) -> set[int]:
+def touched_fragments(op: operations.Operation) -> set[int]:
     """Ids of existing fragments an operation modifies or removes.
 
     Args:
         op: a transaction's operation
     """
-    if isinstance(op, ops.Delete):
+    if isinstance(op, operations.Delete):
         return {f.id for f in op.updated_fragments} | set(op.deleted_fragment_ids)
-    if isinstance(op, ops.Update):
+    if isinstance(op, operations.Update):
         return {f.id for f in op.updated_fragments} | set(op.removed_fragment_ids)
-    if isinstance(op, ops.Rewrite):
+    if isinstance(op, operations.Rewrite):
         ids = {f.id for f in op.old_fragments}
         for group in op.groups:
             ids |= {f.id for f in group.old_fragments}
         return ids
-    if isinstance(op, ops.DataReplacement):
+    if isinstance(op, operations.DataReplacement):
         return {r.fragment_id for r in op.replacements}
-    if isinstance(op, ops.Merge):
+    if isinstance(op, operations.Merge):
         return {f.id for f in op.fragments}
-    if isinstance(op, ops.CreateIndex):
+    if isinstance(op, operations.CreateIndex):
         return indexed_fragments(op)
     return set()
 
 
-def inserted_keys_overlap(ours: ops.Operation, theirs: ops.Operation) -> bool:
+def inserted_keys_overlap(ours: operations.Operation, theirs: operations.Operation) -> bool:
     """Key hashes both upserts inserted (same key columns): the same new key must not land twice.
 
     Args:
         ours: our transaction's operation
         theirs: the concurrent transaction's operation
     """
-    if not (isinstance(ours, ops.Update) and isinstance(theirs, ops.Update)):
+    if not (isinstance(ours, operations.Update) and isinstance(theirs, operations.Update)):
         return False
     a, b = ours.inserted_rows, theirs.inserted_rows
     if a is None or b is None or list(a.field_ids) != list(b.field_ids):
@@ -103,7 +103,7 @@ def inserted_keys_overlap(ours: ops.Operation, theirs: ops.Operation) -> bool:
     return not set(a.key_hashes).isdisjoint(b.key_hashes)
 
 
-def indexed_fragments(op: ops.CreateIndex) -> set[int]:
+def indexed_fragments(op: operations.CreateIndex) -> set[int]:
     """Ids of the fragments the new indices of a CreateIndex cover.
 
     Args:
@@ -118,79 +118,83 @@ def indexed_fragments(op: ops.CreateIndex) -> set[int]:
     return ids
 
 
-def inserted_fragments(op: ops.Operation) -> list[pb.DataFragment]:
+def inserted_fragments(op: operations.Operation) -> list[pb.DataFragment]:
     """The new fragments an operation adds next to the existing ones (an Append's, an Update's).
 
     Args:
         op: a transaction's operation
     """
-    if isinstance(op, ops.Append):
+    if isinstance(op, operations.Append):
         return list(op.fragments)
-    if isinstance(op, ops.Update):
+    if isinstance(op, operations.Update):
         return list(op.new_fragments)
     return []
 
 
-def _inserts_replaced_rows(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+def _inserts_replaced_rows(ours: operations.Operation, theirs: operations.Operation, ctx: ConflictContext) -> bool:
     """Ours replaced the rows matching a predicate (a partition-scoped overwrite) and theirs inserted rows
     matching it: those would survive next to ours."""
-    predicate = ours.replace_predicate if isinstance(ours, ops.Update) else ""
+    predicate = ours.replace_predicate if isinstance(ours, operations.Update) else ""
     new = inserted_fragments(theirs)
     if not predicate or not new:
         return False
     return ctx.rows_match is None or ctx.rows_match(new, predicate)
 
 
-def _overlap(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+def _overlap(ours: operations.Operation, theirs: operations.Operation, ctx: ConflictContext) -> bool:
     return bool(touched_fragments(ours) & touched_fragments(theirs))
 
 
-def _rewrite_absorbs_deletions(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+def _rewrite_absorbs_deletions(ours: operations.Operation, theirs: operations.Operation, ctx: ConflictContext) -> bool:
     """Ours a Rewrite whose row mapping is known (stable row ids, or it kept the row order), theirs a Delete or a
     REWRITE_ROWS Update of some of its old fragments: the deletions are carried onto the new fragments
     (`rebase.py`). A REWRITE_COLUMNS Update changed values the rewrite copied: not absorbable."""
     if not _overlap(ours, theirs, ctx) or not (ctx.stable_row_ids or ctx.rewrite_keeps_row_order):
         return False
-    if isinstance(theirs, ops.Update) and theirs.update_mode == tpb.Transaction.REWRITE_COLUMNS:
+    if isinstance(theirs, operations.Update) and theirs.update_mode == tpb.Transaction.REWRITE_COLUMNS:
         return False
-    return isinstance(ours, ops.Rewrite) and bool(ours.groups) and not (ours.old_fragments or ours.new_fragments)
+    return isinstance(ours, operations.Rewrite) and bool(ours.groups) and not (ours.old_fragments or ours.new_fragments)
 
 
-def _same_config_key(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
-    def keys(op: ops.Operation) -> set[str]:
-        if isinstance(op, ops.UpdateConfig):
+def _same_config_key(ours: operations.Operation, theirs: operations.Operation, ctx: ConflictContext) -> bool:
+    def keys(op: operations.Operation) -> set[str]:
+        if isinstance(op, operations.UpdateConfig):
             return op.config_keys()
-        if isinstance(op, ops.Overwrite):
+        if isinstance(op, operations.Overwrite):
             return set(op.config_upsert_values)
-        if isinstance(op, ops.Update | ops.Merge) and op.metadata_updates is not None:  # a branch publish's config
-            return ops.UpdateConfig.from_proto(op.metadata_updates).config_keys()
+        if (
+            isinstance(op, operations.Update | operations.Merge) and op.metadata_updates is not None
+        ):  # a branch publish's config
+            return operations.UpdateConfig.from_proto(op.metadata_updates).config_keys()
         return set()
 
     return bool(keys(ours) & keys(theirs))
 
 
-def _rewrite_breaks_index(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
-    rewrite = ours if isinstance(ours, ops.Rewrite) else theirs
+def _rewrite_breaks_index(ours: operations.Operation, theirs: operations.Operation, ctx: ConflictContext) -> bool:
+    rewrite = ours if isinstance(ours, operations.Rewrite) else theirs
     return _overlap(ours, theirs, ctx) and not ctx.stable_row_ids and not frag_reuse.carried_by(rewrite)
 
 
-def _rewrite_vs_rewrite(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+def _rewrite_vs_rewrite(ours: operations.Operation, theirs: operations.Operation, ctx: ConflictContext) -> bool:
     return _overlap(ours, theirs, ctx) or (frag_reuse.carried_by(ours) and frag_reuse.carried_by(theirs))
 
 
-def _rewrite_rebases_fri(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+def _rewrite_rebases_fri(ours: operations.Operation, theirs: operations.Operation, ctx: ConflictContext) -> bool:
     return frag_reuse.carried_by(ours) and frag_reuse.trimmed_by(theirs)
 
 
-def _trim_rebases_over_rewrite(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+def _trim_rebases_over_rewrite(ours: operations.Operation, theirs: operations.Operation, ctx: ConflictContext) -> bool:
     return frag_reuse.trimmed_by(ours) and frag_reuse.carried_by(theirs)
 
 
-def _trim_rebases_over_index(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+def _trim_rebases_over_index(ours: operations.Operation, theirs: operations.Operation, ctx: ConflictContext) -> bool:
     return frag_reuse.trimmed_by(ours) and any(i.name not in SINGLETON_INDICES for i in theirs.new_indices)
 
 
-def _index_reads_trimmed_versions(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+def _index_reads_trimmed_versions(
+    ours: operations.Operation, theirs: operations.Operation, ctx: ConflictContext
+) -> bool:
     """Ours adds an index built before a compaction whose reuse version theirs trimmed: its row addresses
     could no longer be translated to where the rows moved."""
     if not frag_reuse.trimmed_by(theirs):
@@ -203,22 +207,22 @@ def _index_reads_trimmed_versions(ours: ops.Operation, theirs: ops.Operation, ct
     return any(v > d for v in trimmed for d in built)
 
 
-def _replaced_fields(op: ops.Operation) -> set[int]:
-    if isinstance(op, ops.DataReplacement):
+def _replaced_fields(op: operations.Operation) -> set[int]:
+    if isinstance(op, operations.DataReplacement):
         return {fid for r in op.replacements for fid in r.new_file.fields}
     return set()
 
 
-def _indexed_fields(op: ops.Operation) -> set[int]:
-    if isinstance(op, ops.CreateIndex):
+def _indexed_fields(op: operations.Operation) -> set[int]:
+    if isinstance(op, operations.CreateIndex):
         return {fid for i in op.new_indices for fid in i.fields}
     return set()
 
 
-def _rewrites_indexed_columns(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+def _rewrites_indexed_columns(ours: operations.Operation, theirs: operations.Operation, ctx: ConflictContext) -> bool:
     """A REWRITE_COLUMNS Update of an indexed field in fragments the new index covers: built from the old
     values, the index would claim those fragments with stale values."""
-    assert isinstance(ours, ops.CreateIndex) and isinstance(theirs, ops.Update)
+    assert isinstance(ours, operations.CreateIndex) and isinstance(theirs, operations.Update)
     if theirs.update_mode != tpb.Transaction.REWRITE_COLUMNS:
         return False
     if not set(theirs.fields_modified) & _indexed_fields(ours):
@@ -226,28 +230,28 @@ def _rewrites_indexed_columns(ours: ops.Operation, theirs: ops.Operation, ctx: C
     return bool(indexed_fragments(ours) & {f.id for f in theirs.updated_fragments})
 
 
-def _replaces_indexed_field(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+def _replaces_indexed_field(ours: operations.Operation, theirs: operations.Operation, ctx: ConflictContext) -> bool:
     return bool((_replaced_fields(ours) | _replaced_fields(theirs)) & (_indexed_fields(ours) | _indexed_fields(theirs)))
 
 
-def _replacement_overlap(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+def _replacement_overlap(ours: operations.Operation, theirs: operations.Operation, ctx: ConflictContext) -> bool:
     return _overlap(ours, theirs, ctx) and _replaces_indexed_field(ours, theirs, ctx)
 
 
-def _same_field_and_overlap(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
+def _same_field_and_overlap(ours: operations.Operation, theirs: operations.Operation, ctx: ConflictContext) -> bool:
     return _overlap(ours, theirs, ctx) and bool(_replaced_fields(ours) & _replaced_fields(theirs))
 
 
-def _same_singleton_index(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
-    def singletons(op: ops.Operation) -> set[str]:
+def _same_singleton_index(ours: operations.Operation, theirs: operations.Operation, ctx: ConflictContext) -> bool:
+    def singletons(op: operations.Operation) -> set[str]:
         indices = [*getattr(op, "new_indices", []), *getattr(op, "removed_indices", [])]
         return {i.name for i in indices if i.name in SINGLETON_INDICES}
 
     return bool(singletons(ours) & singletons(theirs))
 
 
-def _same_base(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
-    assert isinstance(ours, ops.UpdateBases) and isinstance(theirs, ops.UpdateBases)
+def _same_base(ours: operations.Operation, theirs: operations.Operation, ctx: ConflictContext) -> bool:
+    assert isinstance(ours, operations.UpdateBases) and isinstance(theirs, operations.UpdateBases)
     for a in ours.new_bases:
         for b in theirs.new_bases:
             same_id = a.id != 0 and a.id == b.id  # id 0: assigned when the manifest is built
@@ -256,8 +260,8 @@ def _same_base(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext)
     return False
 
 
-def _same_region(ours: ops.Operation, theirs: ops.Operation, ctx: ConflictContext) -> bool:
-    def regions(op: ops.Operation) -> set[bytes]:
+def _same_region(ours: operations.Operation, theirs: operations.Operation, ctx: ConflictContext) -> bool:
+    def regions(op: operations.Operation) -> set[bytes]:
         return {g.region_id.uuid for g in getattr(op, "merged_generations", [])}
 
     return bool(regions(ours) & regions(theirs))
@@ -475,7 +479,7 @@ def resolve(ours: Transaction, theirs: Transaction, ctx: ConflictContext | None 
         The outcome and the rule that decided it.
     """
     ctx = ctx or ConflictContext()
-    if isinstance(ours.operation, ops.Rewrite) and ours.transaction_properties.get(REWRITE_ROW_ORDER) == "kept":
+    if isinstance(ours.operation, operations.Rewrite) and ours.transaction_properties.get(REWRITE_ROW_ORDER) == "kept":
         ctx = replace(ctx, rewrite_keeps_row_order=True)
     if inserted_keys_overlap(ours.operation, theirs.operation):
         return Outcome.RETRYABLE, SAME_INSERTED_KEYS

@@ -12,8 +12,7 @@ from pyroaring import BitMap64
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core._proto import transaction_pb2 as tpb
 from mvcc_core.format import fragment_reuse as frag_reuse
-from mvcc_core.format import operations as ops
-from mvcc_core.format import row_ids
+from mvcc_core.format import operations, row_ids
 from mvcc_core.format.deletion import deletion_path, read_deletion_vector, write_deletion_vector
 from mvcc_core.format.fragments import field_subtree, tombstone
 from mvcc_core.format.naming import FRAG_REUSE_INDEX, SINGLETON_INDICES
@@ -36,26 +35,26 @@ class RowConflict(Exception):
         self.rows = rows or []
 
 
-def _row_level(ours: ops.Operation, theirs: ops.Operation) -> bool:
-    row_level = isinstance(ours, ops.Delete | ops.Update)
-    return row_level and isinstance(theirs, ops.Delete | ops.Update) and bool(ours.affected_rows)
+def _row_level(ours: operations.Operation, theirs: operations.Operation) -> bool:
+    row_level = isinstance(ours, operations.Delete | operations.Update)
+    return row_level and isinstance(theirs, operations.Delete | operations.Update) and bool(ours.affected_rows)
 
 
-def _rewrites_columns(op: ops.Operation) -> bool:
-    return isinstance(op, ops.Update) and op.update_mode == tpb.Transaction.REWRITE_COLUMNS
+def _rewrites_columns(op: operations.Operation) -> bool:
+    return isinstance(op, operations.Update) and op.update_mode == tpb.Transaction.REWRITE_COLUMNS
 
 
-def _writes_fri(op: ops.Operation) -> bool:
+def _writes_fri(op: operations.Operation) -> bool:
     return frag_reuse.carried_by(op) or frag_reuse.trimmed_by(op)
 
 
-def _rewrite_over_deletions(ours: ops.Operation, theirs: ops.Operation) -> bool:
+def _rewrite_over_deletions(ours: operations.Operation, theirs: operations.Operation) -> bool:
     """Ours a Rewrite, theirs a Delete or Update: the deletions are carried onto our new fragments
     (`rewrite_rebase.py`; `conflicts` decided the mapping is known)."""
-    return isinstance(ours, ops.Rewrite) and isinstance(theirs, ops.Delete | ops.Update)
+    return isinstance(ours, operations.Rewrite) and isinstance(theirs, operations.Delete | operations.Update)
 
 
-def rebasable(ours: ops.Operation, theirs: ops.Operation) -> bool:
+def rebasable(ours: operations.Operation, theirs: operations.Operation) -> bool:
     """Whether ours can be rebased on theirs instead of being refused (row-level changes, two fragment reuse writers, a
     Rewrite over deletions).
 
@@ -65,12 +64,12 @@ def rebasable(ours: ops.Operation, theirs: ops.Operation) -> bool:
     """
     return (
         _row_level(ours, theirs)
-        or (_writes_fri(ours) and (_writes_fri(theirs) or isinstance(theirs, ops.CreateIndex)))
+        or (_writes_fri(ours) and (_writes_fri(theirs) or isinstance(theirs, operations.CreateIndex)))
         or _rewrite_over_deletions(ours, theirs)
     )
 
 
-def check_rows(ours: ops.Operation, theirs: ops.Operation) -> None:
+def check_rows(ours: operations.Operation, theirs: operations.Operation) -> None:
     """RowConflict naming up to five shared row addresses, if any (row-level rebases only).
 
     Args:
@@ -116,7 +115,7 @@ def rebase(store: ObjectStore, txn: Transaction, latest: pb.Manifest) -> Rebased
         RowConflict: ours cannot be carried onto `latest`
     """
     op = txn.operation
-    if isinstance(op, ops.Rewrite):
+    if isinstance(op, operations.Rewrite):
         try:
             op, written, superseded = rebase_rewrite(store, op, latest, row_ids.enabled(latest))
         except MappingError as exc:
@@ -130,7 +129,7 @@ def rebase(store: ObjectStore, txn: Transaction, latest: pb.Manifest) -> Rebased
     if _rewrites_columns(op):
         return Rebased(replace_txn(txn, _rebase_column_rewrite(op, latest), latest.version), [], [])
     updated = list(op.updated_fragments)
-    removed = set(op.deleted_fragment_ids if isinstance(op, ops.Delete) else op.removed_fragment_ids)
+    removed = set(op.deleted_fragment_ids if isinstance(op, operations.Delete) else op.removed_fragment_ids)
     by_id = {f.id: f for f in latest.fragments}
     new_updated: list[pb.DataFragment] = []
     written: list[str] = []
@@ -164,14 +163,14 @@ def rebase(store: ObjectStore, txn: Transaction, latest: pb.Manifest) -> Rebased
     # a packed deletion file of ours stays while a fragment we did not rebase still names it
     kept = {deletion_path(f.id, f.deletion_file) for f in new_updated if f.HasField("deletion_file")}
     superseded = [p for p in superseded if p not in kept]
-    if isinstance(op, ops.Delete):
-        new_op: ops.Operation = replace(op, updated_fragments=new_updated, deleted_fragment_ids=sorted(removed))
+    if isinstance(op, operations.Delete):
+        new_op: operations.Operation = replace(op, updated_fragments=new_updated, deleted_fragment_ids=sorted(removed))
     else:
         new_op = replace(op, updated_fragments=new_updated, removed_fragment_ids=sorted(removed))
     return Rebased(replace_txn(txn, new_op, latest.version), written, superseded)
 
 
-def _rebase_column_rewrite(op: ops.Update, latest: pb.Manifest) -> ops.Update:
+def _rebase_column_rewrite(op: operations.Update, latest: pb.Manifest) -> operations.Update:
     """A REWRITE_COLUMNS update on the latest fragments: their files and deletion vector, our column files.
 
     Our new files hold every physical row of a fragment (offsets never move), so they fit the latest
@@ -194,7 +193,7 @@ def _rebase_column_rewrite(op: ops.Update, latest: pb.Manifest) -> ops.Update:
     return replace(op, updated_fragments=updated)
 
 
-def replace_txn(txn: Transaction, op: ops.Operation, read_version: int) -> Transaction:
+def replace_txn(txn: Transaction, op: operations.Operation, read_version: int) -> Transaction:
     """`txn` with another operation and read version (its message and properties kept).
 
     Args:
@@ -207,14 +206,14 @@ def replace_txn(txn: Transaction, op: ops.Operation, read_version: int) -> Trans
     )
 
 
-def _rebase_frag_reuse(op: ops.Operation, latest: pb.Manifest) -> ops.Operation:
+def _rebase_frag_reuse(op: operations.Operation, latest: pb.Manifest) -> operations.Operation:
     """Re-apply our change of the fragment reuse index to the latest one.
 
     A trim drops only the versions no index of `latest` that survives it still reads through: an index
     committed meanwhile may have been built before a compaction the trim saw as done.
     """
     latest_fri = frag_reuse.find(latest)
-    if isinstance(op, ops.Rewrite):
+    if isinstance(op, operations.Rewrite):
         return replace(op, frag_reuse_index=frag_reuse.rebase_rewrite(op.frag_reuse_index, latest_fri))
     ours_new = next((i for i in op.new_indices if i.name == FRAG_REUSE_INDEX), None)
     ours_old = next((i for i in op.removed_indices if i.name == FRAG_REUSE_INDEX), None)
@@ -225,7 +224,7 @@ def _rebase_frag_reuse(op: ops.Operation, latest: pb.Manifest) -> ops.Operation:
     return replace(op, new_indices=new_indices, removed_indices=removed)
 
 
-def _versions_still_read(op: ops.CreateIndex, latest: pb.Manifest) -> set[int]:
+def _versions_still_read(op: operations.CreateIndex, latest: pb.Manifest) -> set[int]:
     """Reuse versions newer than an index of `latest` that our CreateIndex keeps (neither removes nor replaces
     by name): that index's row addresses predate those compactions, so lookups translate through them."""
     gone = {i.uuid.uuid for i in op.removed_indices}

@@ -28,8 +28,7 @@ from pyroaring import BitMap
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core._proto import transaction_pb2 as tpb
-from mvcc_core.format import operations as ops
-from mvcc_core.format import row_ids
+from mvcc_core.format import operations, row_ids
 from mvcc_core.format.deletion import deletion_path, read_deletion_vector, write_deletion_vector
 from mvcc_core.io import ObjectStore
 
@@ -95,8 +94,8 @@ def moved_to(
 
 
 def rebase_rewrite(
-    store: ObjectStore, op: ops.Rewrite, latest: pb.Manifest, stable: bool
-) -> tuple[ops.Rewrite, list[str], list[str]]:
+    store: ObjectStore, op: operations.Rewrite, latest: pb.Manifest, stable: bool
+) -> tuple[operations.Rewrite, list[str], list[str]]:
     """`op` carried onto `latest`: (the rebased Rewrite, deletion files written, deletion files superseded).
 
     Raises MappingError when it cannot be (the caller turns it into a retryable conflict); files it wrote are

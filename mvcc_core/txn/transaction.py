@@ -18,9 +18,8 @@ from pyroaring import BitMap
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core._proto import transaction_pb2 as tpb
 from mvcc_core.errors import CorruptManifestError, InvalidOperationError, UnsupportedFeatureError
-from mvcc_core.format import features, framing, row_ids
+from mvcc_core.format import features, framing, operations, row_ids
 from mvcc_core.format import fragment_reuse as frag_reuse
-from mvcc_core.format import operations as ops
 from mvcc_core.format.fragments import tombstone
 from mvcc_core.format.manifest import WRITER_LIBRARY, writer_version
 from mvcc_core.format.naming import MEM_WAL_INDEX, SINGLETON_INDICES, transaction_path
@@ -44,7 +43,7 @@ class Transaction:
     """
 
     read_version: int
-    operation: ops.Operation
+    operation: operations.Operation
     uuid: str = field(default_factory=lambda: str(uuid_mod.uuid4()))
     message: str = ""
     transaction_properties: dict[str, str] = field(default_factory=dict)
@@ -53,7 +52,7 @@ class Transaction:
     def __post_init__(self) -> None:
         if isinstance(self.read_version, bool) or not isinstance(self.read_version, int) or self.read_version < 0:
             raise ValueError(f"read_version must be a non-negative int, got {self.read_version!r}")
-        if not isinstance(self.operation, ops.Operation):
+        if not isinstance(self.operation, operations.Operation):
             raise TypeError(f"operation must be an mvcc operation, got {type(self.operation).__name__}")
         self.transaction_properties = check_properties(self.transaction_properties)
 
@@ -91,7 +90,7 @@ class Transaction:
         """
         return cls(
             read_version=txn.read_version,
-            operation=ops.operation_from_proto(txn),
+            operation=operations.operation_from_proto(txn),
             uuid=txn.uuid,
             message=txn.tag,
             transaction_properties=dict(txn.transaction_properties),
@@ -246,7 +245,7 @@ def _new_fragments(m: pb.Manifest, fragments: list[pb.DataFragment]) -> list[pb.
     return out
 
 
-def _apply_append(m: pb.Manifest, op: ops.Append, ctx: BuildContext) -> None:
+def _apply_append(m: pb.Manifest, op: operations.Append, ctx: BuildContext) -> None:
     m.fragments.extend(_new_fragments(m, op.fragments))
 
 
@@ -258,7 +257,7 @@ def _set_fields(m: pb.Manifest, schema: list[pb.Field]) -> None:
     m.max_field_id = max(m.max_field_id, _max_field_id(schema))
 
 
-def _apply_overwrite(m: pb.Manifest, op: ops.Overwrite, ctx: BuildContext) -> None:
+def _apply_overwrite(m: pb.Manifest, op: operations.Overwrite, ctx: BuildContext) -> None:
     if m.version == 1 and op.config_upsert_values.get(row_ids.ENABLE_CONFIG_KEY) == "true":
         m.reader_feature_flags |= features.FLAG_STABLE_ROW_IDS  # only at creation: existing rows have no ids
         m.writer_feature_flags |= features.FLAG_STABLE_ROW_IDS
@@ -273,7 +272,7 @@ def _apply_overwrite(m: pb.Manifest, op: ops.Overwrite, ctx: BuildContext) -> No
         m.base_paths.extend(op.initial_bases)
 
 
-def _apply_restore(m: pb.Manifest, op: ops.Restore, ctx: BuildContext) -> None:
+def _apply_restore(m: pb.Manifest, op: operations.Restore, ctx: BuildContext) -> None:
     old = ctx.load_version(op.version)
     max_frag = m.max_fragment_id if m.HasField("max_fragment_id") else None
     next_row_id = m.next_row_id
@@ -284,47 +283,47 @@ def _apply_restore(m: pb.Manifest, op: ops.Restore, ctx: BuildContext) -> None:
     m.next_row_id = max(next_row_id, m.next_row_id)
 
 
-def _apply_reserve(m: pb.Manifest, op: ops.ReserveFragments, ctx: BuildContext) -> None:
+def _apply_reserve(m: pb.Manifest, op: operations.ReserveFragments, ctx: BuildContext) -> None:
     if op.num_fragments <= 0:
         raise InvalidOperationError(f"ReserveFragments needs a positive number of fragments, got {op.num_fragments}")
     start = (m.max_fragment_id + 1) if m.HasField("max_fragment_id") else 0
     m.max_fragment_id = start + op.num_fragments - 1
 
 
-def _apply_update_config(m: pb.Manifest, op: ops.UpdateConfig, ctx: BuildContext) -> None:
+def _apply_update_config(m: pb.Manifest, op: operations.UpdateConfig, ctx: BuildContext) -> None:
     config = dict(m.config)
     config.update(op.upsert_values)
     for key in op.delete_keys:
         config.pop(key, None)
-    ops.apply_update_map(config, op.config_updates)
+    operations.apply_update_map(config, op.config_updates)
     m.config.clear()
     m.config.update(config)
 
     table_md = dict(m.table_metadata)
-    ops.apply_update_map(table_md, op.table_metadata_updates)
+    operations.apply_update_map(table_md, op.table_metadata_updates)
     m.table_metadata.clear()
     m.table_metadata.update(table_md)
 
     schema_md = dict(m.schema_metadata)
     schema_md.update({k: v.encode() for k, v in op.schema_metadata.items()})
-    ops.apply_update_map(schema_md, op.schema_metadata_updates, encode=str.encode)
+    operations.apply_update_map(schema_md, op.schema_metadata_updates, encode=str.encode)
     m.schema_metadata.clear()
     m.schema_metadata.update(schema_md)
 
     fields_by_id = {f.id: f for f in m.fields}
     field_updates = dict(op.field_metadata_updates)
     for fid, upd in op.field_metadata.items():
-        field_updates.setdefault(fid, ops.update_map(dict(upd.metadata)))
+        field_updates.setdefault(fid, operations.update_map(dict(upd.metadata)))
     for fid, updates in field_updates.items():
         if fid not in fields_by_id:
             raise InvalidOperationError(f"field id {fid} is not in the schema of version {m.version}")
         md = dict(fields_by_id[fid].metadata)
-        ops.apply_update_map(md, updates, encode=str.encode)
+        operations.apply_update_map(md, updates, encode=str.encode)
         fields_by_id[fid].metadata.clear()
         fields_by_id[fid].metadata.update(md)
 
 
-def _apply_delete(m: pb.Manifest, op: ops.Delete, ctx: BuildContext) -> None:
+def _apply_delete(m: pb.Manifest, op: operations.Delete, ctx: BuildContext) -> None:
     _replace_fragments(m, op.updated_fragments, set(op.deleted_fragment_ids))
     _deletion_flag(m)
 
@@ -346,10 +345,10 @@ def _finish_rewrite(m: pb.Manifest, metadata_updates: tpb.Transaction.UpdateConf
     branch publish (an mvcc extension) when the operation carries them."""
     _deletion_flag(m)
     if metadata_updates is not None:
-        _apply_update_config(m, ops.UpdateConfig.from_proto(metadata_updates), ctx)
+        _apply_update_config(m, operations.UpdateConfig.from_proto(metadata_updates), ctx)
 
 
-def _apply_update(m: pb.Manifest, op: ops.Update, ctx: BuildContext) -> None:
+def _apply_update(m: pb.Manifest, op: operations.Update, ctx: BuildContext) -> None:
     if op.update_mode == tpb.Transaction.REWRITE_COLUMNS:
         _unindex(m, set(op.fields_modified), {f.id for f in op.updated_fragments})
     _replace_fragments(m, op.updated_fragments, set(op.removed_fragment_ids))
@@ -358,7 +357,7 @@ def _apply_update(m: pb.Manifest, op: ops.Update, ctx: BuildContext) -> None:
     _finish_rewrite(m, op.metadata_updates, ctx)
 
 
-def _apply_merge(m: pb.Manifest, op: ops.Merge, ctx: BuildContext) -> None:
+def _apply_merge(m: pb.Manifest, op: operations.Merge, ctx: BuildContext) -> None:
     del m.fragments[:]
     m.fragments.extend(op.fragments)
     if op.fragments:
@@ -369,11 +368,11 @@ def _apply_merge(m: pb.Manifest, op: ops.Merge, ctx: BuildContext) -> None:
     _finish_rewrite(m, op.metadata_updates, ctx)
 
 
-def _apply_project(m: pb.Manifest, op: ops.Project, ctx: BuildContext) -> None:
+def _apply_project(m: pb.Manifest, op: operations.Project, ctx: BuildContext) -> None:
     _set_fields(m, op.schema)
 
 
-def _apply_create_index(m: pb.Manifest, op: ops.CreateIndex, ctx: BuildContext) -> None:
+def _apply_create_index(m: pb.Manifest, op: operations.CreateIndex, ctx: BuildContext) -> None:
     if any(i.name == MEM_WAL_INDEX for i in op.new_indices):
         raise InvalidOperationError(
             f"CreateIndex of {MEM_WAL_INDEX!r}: MemWAL state is committed with UpdateMemWalState "
@@ -396,7 +395,7 @@ def _apply_create_index(m: pb.Manifest, op: ops.CreateIndex, ctx: BuildContext) 
     m.indices.extend(kept + added)
 
 
-def _names_fri(op: ops.CreateIndex) -> bool:
+def _names_fri(op: operations.CreateIndex) -> bool:
     return any(i.name == frag_reuse.FRAG_REUSE_INDEX for i in [*op.new_indices, *op.removed_indices])
 
 
@@ -416,7 +415,7 @@ def _follow_rewrites(index: pb.IndexMetadata, details: pb.FragReuseIndexDetails,
     index.fragment_bitmap = bitmap.serialize()
 
 
-def _apply_rewrite(m: pb.Manifest, op: ops.Rewrite, ctx: BuildContext) -> None:
+def _apply_rewrite(m: pb.Manifest, op: operations.Rewrite, ctx: BuildContext) -> None:
     groups = list(op.groups)
     if op.old_fragments or op.new_fragments:
         groups.append(
@@ -465,7 +464,7 @@ def _apply_rewrite(m: pb.Manifest, op: ops.Rewrite, ctx: BuildContext) -> None:
     _deletion_flag(m)
 
 
-def _apply_data_replacement(m: pb.Manifest, op: ops.DataReplacement, ctx: BuildContext) -> None:
+def _apply_data_replacement(m: pb.Manifest, op: operations.DataReplacement, ctx: BuildContext) -> None:
     by_id = {f.id: f for f in m.fragments}
     for group in op.replacements:
         frag = by_id.get(group.fragment_id)
@@ -478,7 +477,7 @@ def _apply_data_replacement(m: pb.Manifest, op: ops.DataReplacement, ctx: BuildC
         _unindex(m, set(group.new_file.fields), {frag.id})
 
 
-def _apply_update_bases(m: pb.Manifest, op: ops.UpdateBases, ctx: BuildContext) -> None:
+def _apply_update_bases(m: pb.Manifest, op: operations.UpdateBases, ctx: BuildContext) -> None:
     for new in op.new_bases:
         base = pb.BasePath()
         base.CopyFrom(new)
@@ -496,7 +495,7 @@ def _apply_update_bases(m: pb.Manifest, op: ops.UpdateBases, ctx: BuildContext) 
     m.writer_feature_flags |= features.FLAG_BASE_PATHS
 
 
-def _apply_clone(m: pb.Manifest, op: ops.Clone, ctx: BuildContext) -> None:
+def _apply_clone(m: pb.Manifest, op: operations.Clone, ctx: BuildContext) -> None:
     """The clone's first manifest: the source version's, its files referenced (shallow) or copied (deep)."""
     if ctx.load_reference is None:
         raise InvalidOperationError("a Clone needs the source table to be readable")
@@ -529,7 +528,7 @@ def _apply_clone(m: pb.Manifest, op: ops.Clone, ctx: BuildContext) -> None:
     m.writer_feature_flags |= features.FLAG_BASE_PATHS
 
 
-def _apply_mem_wal(m: pb.Manifest, op: ops.UpdateMemWalState, ctx: BuildContext) -> None:
+def _apply_mem_wal(m: pb.Manifest, op: operations.UpdateMemWalState, ctx: BuildContext) -> None:
     if not op.merged_generations:
         raise InvalidOperationError("UpdateMemWalState needs at least one merged generation")
     _merge_generations(m, op.merged_generations)
@@ -556,22 +555,22 @@ class BuildContext:
     load_reference: Callable[[str, int], pb.Manifest] | None = None
 
 
-_APPLY: dict[type[ops.Operation], Callable[[pb.Manifest, ops.Operation, BuildContext], None]] = {
-    ops.Append: _apply_append,
-    ops.Overwrite: _apply_overwrite,
-    ops.Restore: _apply_restore,
-    ops.ReserveFragments: _apply_reserve,
-    ops.UpdateConfig: _apply_update_config,
-    ops.Delete: _apply_delete,
-    ops.Update: _apply_update,
-    ops.Merge: _apply_merge,
-    ops.Project: _apply_project,
-    ops.CreateIndex: _apply_create_index,
-    ops.Rewrite: _apply_rewrite,
-    ops.DataReplacement: _apply_data_replacement,
-    ops.UpdateBases: _apply_update_bases,
-    ops.UpdateMemWalState: _apply_mem_wal,
-    ops.Clone: _apply_clone,
+_APPLY: dict[type[operations.Operation], Callable[[pb.Manifest, operations.Operation, BuildContext], None]] = {
+    operations.Append: _apply_append,
+    operations.Overwrite: _apply_overwrite,
+    operations.Restore: _apply_restore,
+    operations.ReserveFragments: _apply_reserve,
+    operations.UpdateConfig: _apply_update_config,
+    operations.Delete: _apply_delete,
+    operations.Update: _apply_update,
+    operations.Merge: _apply_merge,
+    operations.Project: _apply_project,
+    operations.CreateIndex: _apply_create_index,
+    operations.Rewrite: _apply_rewrite,
+    operations.DataReplacement: _apply_data_replacement,
+    operations.UpdateBases: _apply_update_bases,
+    operations.UpdateMemWalState: _apply_mem_wal,
+    operations.Clone: _apply_clone,
 }
 
 
@@ -593,9 +592,9 @@ def build_manifest(
         ctx: what applying an operation needs beyond the manifest
     """
     op = txn.operation
-    if previous is None and not isinstance(op, ops.Overwrite | ops.Clone):
+    if previous is None and not isinstance(op, operations.Overwrite | operations.Clone):
         raise InvalidOperationError(f"a new table must start with Overwrite or Clone, not {op.name}")
-    if previous is not None and isinstance(op, ops.Clone):
+    if previous is not None and isinstance(op, operations.Clone):
         raise InvalidOperationError(f"a Clone creates a table; version {previous.version} exists already")
     apply = _APPLY.get(type(op))
     if apply is None:
