@@ -504,7 +504,7 @@ class Transaction(_message.Message):
         replace_predicate: _builtins.str
         """mvcc extension. A partition-scoped overwrite (Delta's replaceWhere): every row matching this SQL
         predicate was replaced by `new_fragments`, whose rows all match it. A concurrent commit that inserts
-        rows matching it makes this update retryable (see docs/conflicts.md).
+        rows matching it makes this update retryable (see docs/reference/conflicts.md).
         """
         @_builtins.property
         def removed_fragment_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
@@ -524,7 +524,7 @@ class Transaction(_message.Message):
         def metadata_updates(self) -> Global___Transaction.UpdateConfig:
             """mvcc extension. Config and metadata changes made in the same version: a branch publish lands the
             branch's rows and its config, table, schema and field metadata changes in one version
-            (docs/branches.md). Applied after the rows, as an UpdateConfig would be.
+            (docs/guide/branches.md). Applied after the rows, as an UpdateConfig would be.
             """
 
         def __init__(

@@ -26,7 +26,11 @@ if TYPE_CHECKING:
 
 
 class TableHost(Protocol):
-    """The members of `Table` that its mixins call on `self`."""
+    """The members of `Table` that its mixins call on `self`.
+
+    Args:
+        state: the table state the handle is on (as `Table(state)`)
+    """
 
     _state: TableState
 
@@ -69,7 +73,16 @@ class TableHost(Protocol):
         max_retries: int = DEFAULT_MAX_RETRIES,
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
-    ) -> Self: ...
+    ) -> Self:
+        """`Table.commit`: commit `operation` (or a staged Transaction) and move the handle to its version.
+
+        Args:
+            operation: the operation, or a Transaction staged on this handle
+            read_version: the version the operation was planned on (None: the handle's)
+            max_retries: lost races for the next manifest name retried at most
+            commit_message: the commit's message
+            transaction_properties: the commit's properties
+        """
 
     def _advance(self, state: TableState) -> None: ...
 
@@ -89,6 +102,19 @@ class TableHost(Protocol):
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
-    ) -> Self: ...
+    ) -> Self:
+        """`Table.create_index`: build an index on `column` and commit it.
+
+        Args:
+            column: the indexed column (a dotted path for a struct field)
+            index_type: the index type ("BTREE", "BITMAP", ...)
+            name: the index's name (None: derived from the column)
+            replace: replace an index of the same name
+            executor: where the build's tasks run (None: this process)
+            progress: told of the build's progress
+            commit_message: the commit's message
+            transaction_properties: the commit's properties
+            max_retries: lost races for the next manifest name retried at most
+        """
 
     def mem_wal_state(self) -> dict[str, int]: ...
