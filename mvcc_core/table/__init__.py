@@ -14,7 +14,8 @@ from mvcc_core.table.entry_points import (
     write_table,
 )
 from mvcc_core.table.fragments import DataFile, Fragment
-from mvcc_core.table.handle import DeleteResult, Table, UpdateResult
+from mvcc_core.table.handle import Table
+from mvcc_core.table.results import DeleteResult, UpdateResult
 from mvcc_core.txn.branches import BranchInfo
 from mvcc_core.txn.history import VersionInfo, VersionRef
 

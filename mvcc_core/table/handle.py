@@ -43,13 +43,14 @@ from mvcc_core.ops.merge_insert import MergeInsertBuilder
 from mvcc_core.ops.replace_where import rows_match
 from mvcc_core.ops.update import plan_update
 from mvcc_core.progress import Progress
-from mvcc_core.table.arguments import Uri, as_uri, check_retries
+from mvcc_core.table.arguments import Uri, as_uri, check_retries, pylance_update_values
 from mvcc_core.table.branch_replay import with_replay
 from mvcc_core.table.branches import BranchMethods
 from mvcc_core.table.configuration import ConfigurationMethods, checked_merged_generations
 from mvcc_core.table.fragments import Fragment
 from mvcc_core.table.indices import IndexMethods
 from mvcc_core.table.reading import ReadingMethods
+from mvcc_core.table.results import DeleteResult, UpdateResult
 from mvcc_core.table.schema_changes import SchemaChangeMethods
 from mvcc_core.table.versions import VersionMethods
 from mvcc_core.txn import history
@@ -57,43 +58,6 @@ from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES, Committer
 from mvcc_core.txn.history import VersionRef
 from mvcc_core.txn.state import TableState, commit_transaction
 from mvcc_core.txn.transaction import Transaction, check_properties
-
-
-class DeleteResult(dict):
-    """pylance's result of `delete`: `{"num_deleted_rows": n}`."""
-
-    @property
-    def num_deleted_rows(self) -> int:
-        """How many rows the delete removed."""
-        return int(self["num_deleted_rows"])
-
-
-class UpdateResult(dict):
-    """pylance's result of `update`: `{"num_rows_updated": n}`."""
-
-    @property
-    def num_rows_updated(self) -> int:
-        """How many rows the update changed."""
-        return int(self["num_rows_updated"])
-
-
-def _pylance_update_arguments(
-    values: dict[str, Any] | None,
-    updates: dict[str, Any] | None,
-    conflict_retries: int | None,
-    retry_timeout: timedelta | None,
-) -> dict[str, Any]:
-    """The update's values from `values` or pylance's `updates=`, with pylance's retry options checked."""
-    if (values is None) == (updates is None):
-        raise TypeError("update needs the new values: give `values` (or pylance's `updates=`), exactly once")
-    if conflict_retries is not None and (isinstance(conflict_retries, bool) or not isinstance(conflict_retries, int)):
-        raise TypeError(f"conflict_retries must be an int, got {type(conflict_retries).__name__}")
-    if retry_timeout is not None and not isinstance(retry_timeout, timedelta):
-        raise TypeError(f"retry_timeout must be a timedelta, got {type(retry_timeout).__name__}")
-    if values is not None:
-        return values
-    assert updates is not None  # exactly one of the two is given (checked above)
-    return updates
 
 
 class ConfigView(dict):
@@ -644,7 +608,7 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
                 conflict, it raises it
             retry_timeout: pylance's, accepted (a timedelta), for the same reason unused
         """
-        values = _pylance_update_arguments(values, updates, conflict_retries, retry_timeout)
+        values = pylance_update_values(values, updates, conflict_retries, retry_timeout)
         txn, rows = self._stage_update(values, where, mode, merged_generations, commit_message, transaction_properties)
         if txn is not None:
             self.commit(txn, max_retries=max_retries)
