@@ -72,6 +72,12 @@ def _numeric(value_type: pa.DataType) -> bool:
     return pa.types.is_integer(value_type) or pa.types.is_float32(value_type) or pa.types.is_float64(value_type)
 
 
+def _floating(metadata: pq.FileMetaData, column: str) -> bool:
+    """Whether the index file's value column holds floats (whose row-group statistics leave NaN out)."""
+    schema = metadata.schema.to_arrow_schema()
+    return column in schema.names and pa.types.is_floating(schema.field(column).type)
+
+
 def _statistics(key: tuple[str, str, int], metadata: pq.FileMetaData, column: str) -> _Statistics | None:
     """Per-row-group statistics of the index file's value column, built once per file and process; None
     when the column's type is not one the planner gives bounds for."""
@@ -188,6 +194,12 @@ def lookup(
             if not groups:
                 return np.array([], dtype=np.uint64)
             found = filter_table(read_row_groups(fs, key, groups, [column, payload], []), expr)
+    if found is None and _floating(parquet_metadata(fs, key), column):
+        # Not Arrow's pruning: Parquet's min/max leave NaN out and Arrow takes them as bounds of every value, so
+        # it would drop a row group of [1.5, NaN] for `x > 1.5 OR is_nan(x)` (NaN sorts above every number)
+        metadata = parquet_metadata(fs, key)
+        groups = list(range(metadata.num_row_groups))
+        found = filter_table(read_row_groups(fs, key, groups, [column, payload], []), expr)
     if found is None:  # Arrow prunes the row groups (the fragment keeps the footer between lookups)
         found = parquet_fragment(fs, key).to_table(columns=[column, payload], filter=expr)
     return row_addresses(index, found.column(payload))
