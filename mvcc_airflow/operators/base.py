@@ -6,13 +6,40 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 import mvcc_core as mvcc
 
 from ..hooks.mvcc import DEFAULT_CONN_ID, MvccHook
 from ..utils.conflicts import DEFAULT_RETRY_ARGS
 
-__all__ = ["MvccBaseOperator"]
+__all__ = ["MvccBaseOperator", "open_table_to_maintain"]
+
+
+def open_table_to_maintain(hook: MvccHook, table: str) -> mvcc.Table:
+    """Open `table` for a maintenance task, which has nothing to do on a table not written yet.
+
+    A scheduled maintenance DAG often runs before the first write (Airflow starts the latest interval's run
+    when the DAG is unpaused): the task is skipped, saying so, rather than failed, as the Dagster plugin's
+    nightly schedule skips such a table. A bad connection or a damaged table still fails.
+
+    Args:
+        hook: The hook of the task's connection.
+        table: A table name under the connection's root uri, or a full uri.
+
+    Returns:
+        The table at its latest version.
+
+    Raises:
+        AirflowSkipException: No table is there yet (the downstream tasks are skipped too).
+        AirflowFailException: The connection is wrong or the table cannot be read.
+    """
+    try:
+        return hook.open_table(table)
+    except AirflowFailException as exc:
+        if isinstance(exc.__cause__, mvcc.TableNotFoundError):
+            raise AirflowSkipException(f"no table {hook.table_uri(table)} yet: nothing to maintain") from None
+        raise
 
 
 class MvccBaseOperator(BaseOperator):
@@ -45,3 +72,11 @@ class MvccBaseOperator(BaseOperator):
     def open(self) -> mvcc.Table:
         """The table at its latest version (a missing table or bad connection fails the task, unretried)."""
         return self.hook.open_table(self.table)
+
+    def open_to_maintain(self) -> mvcc.Table:
+        """The table at its latest version; the task is skipped when no table is there yet.
+
+        Raises:
+            AirflowSkipException: No table is there yet: a maintenance task has nothing to do.
+        """
+        return open_table_to_maintain(self.hook, self.table)

@@ -27,6 +27,7 @@ from ..hooks.mvcc import DEFAULT_CONN_ID, MvccHook
 from ..utils import compaction_calls
 from ..utils.conflicts import DEFAULT_RETRY_ARGS, mvcc_errors
 from ..utils.task_results import airflow_properties, task_result
+from .base import open_table_to_maintain
 
 DEFAULT_GROUP_ID = "mvcc_compaction"
 log = logging.getLogger(__name__)
@@ -42,7 +43,8 @@ def mvcc_compaction_group(
     """A TaskGroup compacting `table`: ``reserve_fragments`` >> ``rewrite_fragments`` (mapped) >> ``commit_rewrite``.
 
     Call it inside a DAG; set dependencies on the returned group (``group >> optimize``). With nothing to
-    compact the mapped step has no instance and ``commit_rewrite`` reports the table unchanged.
+    compact the mapped step has no instance and ``commit_rewrite`` reports the table unchanged; with no table
+    there yet every task of the group is skipped ("nothing to maintain").
 
     Args:
         table: A table name under the connection's root uri, or a full uri.
@@ -65,7 +67,7 @@ def mvcc_compaction_group(
 
         @task(task_id="reserve_fragments", **DEFAULT_RETRY_ARGS)
         def reserve_fragments() -> list[dict[str, Any]]:
-            t = MvccHook(mvcc_conn_id).open_table(table)
+            t = open_table_to_maintain(MvccHook(mvcc_conn_id), table)  # skipped (and the rest) with no table yet
             with mvcc_errors(f"compaction of {t.uri}"):
                 read_version, tasks = compaction_calls.reserve(
                     t,
@@ -86,7 +88,7 @@ def mvcc_compaction_group(
         def commit_rewrite(results: Any) -> dict[str, Any]:
             # By index: iterating Airflow's lazy sequence probes one past the end (an "XCom not found" log line).
             written = [results[i] for i in range(len(results))] if results is not None else []
-            t = MvccHook(mvcc_conn_id).open_table(table)
+            t = open_table_to_maintain(MvccHook(mvcc_conn_id), table)
             if not written:
                 return task_result(t, None, {"tasks": 0})
             before = t.version

@@ -46,7 +46,8 @@ class MvccCompactOperator(MvccBaseOperator):
     """Compaction in one task: plan (ReserveFragments), rewrite and commit one Rewrite (`compact_files`).
 
     A lost Rewrite (a concurrent delete of a rewritten fragment) removes what it wrote and fails the try;
-    the next try plans again on the new version.
+    the next try plans again on the new version. With no table there yet the task is skipped ("nothing to
+    maintain"), as are the tasks after it.
 
     Args:
         table: A table name under the connection's root uri, or a full uri.
@@ -69,7 +70,7 @@ class MvccCompactOperator(MvccBaseOperator):
         Returns:
             ``{"table", "version", "operation": "Rewrite" (None when nothing needed it), "metrics"}``.
         """
-        t = self.open()
+        t = self.open_to_maintain()  # skipped when no table is there yet
         with mvcc_errors(f"compaction of {t.uri}"):
             metrics, t = compaction_calls.compact(
                 t,
@@ -134,6 +135,8 @@ class MvccCreateIndexOperator(MvccBaseOperator):
 class MvccOptimizeIndicesOperator(MvccBaseOperator):
     """Bring fragments added or rewritten since each index was built into it (one CreateIndex for all).
 
+    With no table there yet the task is skipped ("nothing to maintain").
+
     Args:
         table: A table name under the connection's root uri, or a full uri.
         mvcc_conn_id: The Airflow connection of type ``mvcc``.
@@ -150,7 +153,7 @@ class MvccOptimizeIndicesOperator(MvccBaseOperator):
             ``{"table", "version", "operation": "CreateIndex" (None when no index changed),
             "metrics": {"indices_updated"}}``.
         """
-        t = self.open()
+        t = self.open_to_maintain()  # skipped when no table is there yet
         with mvcc_errors(f"index optimization of {t.uri}"):
             count = t.optimize.optimize_indices(
                 commit_message="airflow: optimize indices",
@@ -190,7 +193,7 @@ class MvccCleanupOperator(MvccBaseOperator):
     rest removed (as ``mvcc cleanup --keep-tagged``); the task's log and return value name the tags that kept
     one (``metrics["kept_tagged_versions"]``, ``{tag: version}``). With ``error_if_tagged_old_versions=True``
     such a tag fails the task instead, naming the tags (nothing removed, not retried). Nothing is committed, so
-    no asset event is emitted.
+    no asset event is emitted. With no table there yet the task is skipped ("nothing to maintain").
 
     Args:
         table: A table name under the connection's root uri, or a full uri.
@@ -245,7 +248,7 @@ class MvccCleanupOperator(MvccBaseOperator):
             AirflowFailException: `error_if_tagged_old_versions` and a tagged version older than `older_than`
                 (nothing removed), or the table opens at an older version than its newest after the cleanup.
         """
-        t = self.open()
+        t = self.open_to_maintain()  # skipped when no table is there yet
         kept: dict[str, int] = {}
         with mvcc_errors(f"cleanup of {t.uri}"):
             try:

@@ -353,6 +353,19 @@ def test_the_example_dags_import_and_the_nightly_maintenance_runs(airflow_home: 
     assert operations(t, before) == ["ReserveFragments", "Rewrite", "CreateIndex"]  # the index covers it again
 
 
+def test_the_nightly_maintenance_skips_a_table_not_written_yet(airflow_home: AirflowHome, warehouse: str) -> None:
+    # Unpaused before the first write, the example's @daily DAG runs its latest interval at once.
+    dag = airflow_home.dags / "mvcc_nightly_maintenance.py"
+    shutil.copy(EXAMPLES / "mvcc_nightly_maintenance.py", dag)
+    run = airflow_home.test_dag("mvcc_nightly_maintenance", dag, warehouse=warehouse)
+    log = output(run)
+    assert succeeded(run), log[-4000:]
+    assert "nothing to maintain" in log, log[-4000:]
+    states = task_states(run)
+    assert states and set(states) == {"skipped"}, states
+    assert not (Path(warehouse) / "events").exists()  # nothing written for the missing table
+
+
 def test_index_and_tag_operators(airflow_home: AirflowHome, warehouse: str, tmp_path: Path) -> None:
     uri = f"{warehouse}/events"
     t = fragmented(uri, batches=3)
