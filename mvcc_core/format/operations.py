@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from google.protobuf.descriptor import FieldDescriptor
 
@@ -68,7 +68,7 @@ class Operation:
         return msg
 
     @classmethod
-    def from_proto(cls, msg: Any) -> Operation:
+    def from_proto(cls, msg: Any) -> Self:
         """The operation a transaction file's message describes.
 
         Args:
