@@ -74,7 +74,7 @@ class Operation:
         Args:
             msg: the operation's protobuf message (one arm of `Transaction.operation`)
         """
-        kwargs = {}
+        kwargs: dict[str, Any] = {}
         for fd in msg.DESCRIPTOR.fields:
             value = getattr(msg, fd.name)
             if _is_map(fd):
