@@ -206,7 +206,6 @@ def _type_of(tree: Any, text: str) -> pa.DataType:
 
 def _arrow_cast(t: TranslatorHost, node: exp.Expression, operand: exp.Expression, type_node: exp.Expression) -> Value:
     """DataFusion's `arrow_cast(x, 'FixedSizeList(32, Float32)')`: a cast to a type named as Arrow displays it."""
-    from mvcc_core.read.sql_translator import Value
 
     sql = t._sql(node)
     value, name = t.visit(operand), t.visit(type_node)
@@ -231,8 +230,6 @@ def _isnan(t: TranslatorHost, node: exp.Expression, operand: exp.Expression) -> 
     if not (pa.types.is_floating(value.type) or pa.types.is_integer(value.type) or pa.types.is_null(value.type)):
         raise t.fail(f"type mismatch in {sql!r}: {value.sql} is {value.type}, not a number", value.sql)
     if not pa.types.is_floating(value.type):  # an integer is never NaN: as a double, for Arrow's kernel
-        from mvcc_core.read.sql_translator import Value
-
         const = value.scalar.cast(pa.float64()) if value.is_const else None
         value = Value(value.expr.cast(pa.float64()), pa.float64(), value.sql, const)
     return t._call("is_nan", [value], sql)
@@ -249,7 +246,6 @@ def _array_test(
     t: TranslatorHost, node: exp.Expression, test: str, column: exp.Expression, elements: list[exp.Expression]
 ) -> Value:
     """`array_has(list, x)`, `array_has_any(list, [..])`, `array_has_all(list, [..])` over a list column."""
-    from mvcc_core.read.sql_translator import Value
 
     sql = t._sql(node)
     value = t.visit(column)
