@@ -19,7 +19,14 @@ from mvcc_core.txn.branches import BranchInfo
 
 class CatalogHost(CatalogServices, Protocol):
     """A `Catalog` as its branch methods see it: `CatalogServices`, the catalog's own snapshots and the branch
-    methods themselves; each member is the `Catalog` one (see there)."""
+    methods themselves; each member is the `Catalog` one (see there).
+
+    Args:
+        root: the catalog's root uri
+        storage_options: the store options of every table under the root
+        manifest: the `__manifest` table, at its newest version (of `branch`)
+        branch: the catalog branch the object reads and writes (None: main)
+    """
 
     _manifest_uri: str  # `__manifest`'s uri
     # a catalog branch's first version, (version, rows), read once (`CatalogBranchMethods.branch_row_problems`)
