@@ -4,7 +4,8 @@ is greater than every number, infinity included (docs/reference/pylance_compat.m
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -19,9 +20,9 @@ class NanOrdering:
     else a translated value, so that a comparison with a number literal stays a plain comparison where it can
     (statistics pruning and the index planner read those)."""
 
-    _call: Any
-    _const: Any
-    _null_bool: Any
+    _call: Callable[..., Value]  # (function, args, sql, **options)
+    _const: Callable[[pa.Scalar, Text], Value]
+    _null_bool: Callable[[], Value]
 
     def _nan_ordered(self, function: str, left: Value, right: Value, result: Value, sql: Text) -> Value:
         """`result` (an IEEE comparison) corrected to DataFusion's order, which pylance uses: NaN equals NaN and
