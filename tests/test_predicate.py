@@ -458,6 +458,33 @@ def test_errors_point_at_the_place(sql: str, located: str) -> None:
         assert internal not in str(info.value)
 
 
+_NAN = "CAST('NaN' AS DOUBLE)"
+
+
+@pytest.mark.parametrize(
+    ("sql", "comparison", "problem"),
+    [
+        (f"name LIKE ({_NAN} = {_NAN})", f"{_NAN} = {_NAN}", "LIKE needs a string literal as its pattern"),
+        (f"f + ({_NAN} <> {_NAN}) > 1", f"{_NAN} <> {_NAN}", f"{_NAN} <> {_NAN} is bool, not a number"),
+    ],
+)
+def test_errors_about_folded_comparisons_point_at_them(sql: str, comparison: str, problem: str) -> None:
+    """A comparison of two NaN literals folds to a constant (NaN equals NaN in DataFusion's order); an error about
+    that constant is a PredicateError whose carets stand under the comparison."""
+    with pytest.raises(PredicateError) as info:
+        to_expression(sql, SCHEMA)
+    first, line, carets = str(info.value).split("\n")
+    assert first.startswith(f"invalid filter {sql!r}") and line == f"  {sql}"
+    start = line.index(comparison)
+    assert carets.startswith(" " * start + "^") and problem in carets
+
+
+def test_an_error_about_a_null_result_says_what_is_wrong() -> None:
+    """`name LIKE NULL` folds to a NULL with no place in the text: the error has no carets but is an error."""
+    with pytest.raises(PredicateError, match="not a number"):
+        to_expression("f + (name LIKE NULL) > 1", SCHEMA)
+
+
 def test_a_long_filter_is_shown_around_the_error() -> None:
     keys = ", ".join(str(i) for i in range(5000))
     with pytest.raises(PredicateError) as info:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from mvcc_core.catalog import forks
 from mvcc_core.catalog.entries import TABLE, Entry
@@ -17,7 +16,10 @@ from mvcc_core.catalog.errors import (
     IncompatibleCatalogConflictError,
     RetryableCatalogConflictError,
 )
+from mvcc_core.catalog.host import CatalogHost
 from mvcc_core.catalog.multi_table import CatalogTransaction
+from mvcc_core.catalog.services import SnapshotView
+from mvcc_core.catalog.snapshot import CatalogSnapshot
 from mvcc_core.catalog.table_changes import TransactionTable
 from mvcc_core.errors import IncompatibleConflictError
 from mvcc_core.failpoints import failpoint
@@ -28,9 +30,6 @@ from mvcc_core.table.branch_replay import NotReplayable, replay_attempts, replay
 from mvcc_core.txn.state import TableState
 from mvcc_core.txn.transaction import Transaction
 
-if TYPE_CHECKING:
-    from mvcc_core.catalog.catalog import Catalog, CatalogSnapshot
-
 log = logging.getLogger("mvcc.catalog")
 
 #: What a fork's re-run staged: table directory -> (the fork's ref, the fork version it publishes).
@@ -38,7 +37,7 @@ Staged = dict[str, tuple[BranchRef, int]]
 #: (branch snapshot, its row of a table, main's snapshot, main's row of it) -> the fork's state, its ref and
 #: (fork version, table version) of its last publish (None: nothing new).
 ForkChange = Callable[
-    ["CatalogSnapshot", Entry, "CatalogSnapshot", Entry], "tuple[TableState, BranchRef, tuple[int, int]] | None"
+    [CatalogSnapshot, Entry, SnapshotView, Entry], "tuple[TableState, BranchRef, tuple[int, int]] | None"
 ]
 
 
@@ -69,7 +68,7 @@ class RerunTable(TransactionTable):
 
 
 def publish_by_rerun(
-    main: Catalog,
+    main: CatalogHost,
     name: str,
     head: CatalogSnapshot,
     conflict: Exception,

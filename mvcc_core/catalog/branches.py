@@ -10,7 +10,7 @@ by the first publish on the branch that writes it (`forks.fork_for_write`, calle
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, TypeVar
 
 from mvcc_core.catalog import forks
 from mvcc_core.catalog import refs as catalog_refs
@@ -23,8 +23,11 @@ from mvcc_core.catalog.errors import (
     IncompatibleCatalogConflictError,
     RetryableCatalogConflictError,
 )
+from mvcc_core.catalog.host import CatalogHost
 from mvcc_core.catalog.multi_table import CatalogTransaction
 from mvcc_core.catalog.names import check_branch_name
+from mvcc_core.catalog.services import SnapshotView
+from mvcc_core.catalog.snapshot import CatalogSnapshot
 from mvcc_core.catalog.table_changes import TableWrite, merge_kinds
 from mvcc_core.errors import BranchNotFoundError
 from mvcc_core.failpoints import failpoint
@@ -45,10 +48,10 @@ from mvcc_core.txn import branches as txn_branches
 from mvcc_core.txn.branches import BranchInfo
 from mvcc_core.txn.transaction import Transaction
 
-if TYPE_CHECKING:
-    from mvcc_core.catalog.catalog import Catalog, CatalogSnapshot
-
 log = logging.getLogger("mvcc.catalog")
+
+# the catalog a branch method is called on (`Catalog`)
+_Host = TypeVar("_Host", bound=CatalogHost)
 
 
 class BranchTransaction(CatalogTransaction):
@@ -64,8 +67,8 @@ class BranchTransaction(CatalogTransaction):
             f"and rename tables, schemas and views on main"
         )
 
-    create_schema = drop_schema = create_table = drop_table = rename_table = _refuse  # type: ignore[assignment]
-    create_view = rename_view = drop_view = _refuse  # type: ignore[assignment]
+    create_schema = drop_schema = create_table = drop_table = rename_table = _refuse
+    create_view = rename_view = drop_view = _refuse
 
 
 class BranchPublish(CatalogTransaction):
@@ -91,20 +94,18 @@ class BranchPublish(CatalogTransaction):
 
 
 class CatalogBranchMethods:
-    """Branch methods of `Catalog` (mixed in); see the module docstring."""
+    """Branch methods of `Catalog` (mixed in; they take it as a `CatalogHost`); see the module docstring."""
 
-    root: str
-    options: dict[str, Any]
-    branch: str | None
-    _manifest_uri: str
+    # a catalog branch's first version, (version, rows), read once (`branch_row_problems`; set by `Catalog`)
+    _branch_point: tuple[int, list[Entry]] | None
 
-    def _main(self) -> Catalog:
+    def _main(self: _Host) -> _Host:
         """This catalog on main (itself when it is)."""
         if self.branch is None:
-            return self  # type: ignore[return-value]
-        return type(self).open(self.root, storage_options=self.options or None)  # type: ignore[attr-defined]
+            return self
+        return type(self).open(self.root, storage_options=self.options or None)
 
-    def on_branch(self, name: str) -> Self:
+    def on_branch(self: _Host, name: str) -> _Host:
         """This catalog bound to catalog branch `name`: its snapshots, tables and transactions are the branch's.
 
         Args:
@@ -117,11 +118,11 @@ class CatalogBranchMethods:
             BranchNotFoundError: there is no such catalog branch.
         """
         if name in (None, MAIN_NAME):
-            return self._main()  # type: ignore[return-value]
+            return self._main()
         manifest = open_table(self._manifest_uri, branch=name, storage_options=self.options or None)
-        return type(self)(self.root, self.options, manifest, branch=name)  # type: ignore[call-arg]
+        return type(self)(self.root, self.options, manifest, branch=name)
 
-    def create_branch(self, name: str) -> int:
+    def create_branch(self: CatalogHost, name: str) -> int:
         """Create catalog branch `name` at main's newest catalog version (no table is copied or forked yet).
 
         Args:
@@ -145,10 +146,12 @@ class CatalogBranchMethods:
                 f"catalog {self.root}: tables {leftover} still hold forks named {name!r} of a deleted catalog branch; "
                 f"run catalog.cleanup() first"
             )
-        snapshot.manifest.create_branch(name)  # type: ignore[union-attr]
+        if snapshot.manifest is None:  # a snapshot for write carries its `__manifest` (`Catalog._for_write`)
+            raise CatalogError(f"catalog {self.root}: no `__manifest` table to branch at version {snapshot.version}")
+        snapshot.manifest.create_branch(name)
         return snapshot.version
 
-    def branches(self) -> dict[str, BranchInfo]:
+    def branches(self: CatalogHost) -> dict[str, BranchInfo]:
         """Every catalog branch by name (`parent_version`: the catalog version it forked).
 
         Returns:
@@ -157,7 +160,7 @@ class CatalogBranchMethods:
         store = branch_store(self._main().latest_manifest().state.store, None)
         return {name: BranchInfo.of(ref) for name, ref in catalog_refs.branch_refs(store).items() if not ref.deleting}
 
-    def branch_row_problems(self, rows: list[Entry]) -> dict[tuple[str, str], str]:
+    def branch_row_problems(self: CatalogHost, rows: list[Entry]) -> dict[tuple[str, str], str]:
         """The rows of this catalog branch that are not their table's own (`forks.foreign_rows`), checked against
         the branch point (read once per catalog object: it never changes); {} on main.
 
@@ -169,7 +172,7 @@ class CatalogBranchMethods:
         """
         if self.branch is None:
             return {}
-        point = getattr(self, "_branch_point", None)
+        point = self._branch_point
         if point is None:
             point = forks.branch_point_rows(self._manifest_uri, self.branch, self.options)
             if point is None:
@@ -177,7 +180,7 @@ class CatalogBranchMethods:
             self._branch_point = point
         return forks.foreign_rows(rows, point, self.branch)
 
-    def branch_entries(self) -> list[Entry]:
+    def branch_entries(self: CatalogHost) -> list[Entry]:
         """The table rows of every live catalog branch at its newest version (what retention keeps), each
         finalized first.
 
@@ -196,7 +199,7 @@ class CatalogBranchMethods:
             out += entries
         return out
 
-    def delete_branch(self, name: str) -> None:
+    def delete_branch(self: CatalogHost, name: str) -> None:
         """Delete catalog branch `name`, then each table's fork of it (a deletion that stops half-way leaves
         forks no catalog branch places their tables on, which `cleanup` reclaims).
 
@@ -219,7 +222,7 @@ class CatalogBranchMethods:
             if name in catalog_refs.branch_refs(table.state.store):
                 txn_branches.delete_branch(table.state, name)
 
-    def reconcile_forks(self, *, delete_unverified: bool = False, dry_run: bool = False) -> list[str]:
+    def reconcile_forks(self: CatalogHost, *, delete_unverified: bool = False, dry_run: bool = False) -> list[str]:
         """`forks.reconcile` over every table main or a live catalog branch names.
 
         Args:
@@ -240,7 +243,7 @@ class CatalogBranchMethods:
         )
 
     def publish_branch(
-        self,
+        self: CatalogHost,
         name: str,
         *,
         commit_message: str | None = None,
@@ -334,7 +337,7 @@ class CatalogBranchMethods:
         return version
 
     def _stage_fork(
-        self, tx: CatalogTransaction, head: CatalogSnapshot, entry: Entry, name: str
+        self: CatalogHost, tx: CatalogTransaction, head: CatalogSnapshot, entry: Entry, name: str
     ) -> tuple[Any, int] | None:
         """Stage the fork's changes since its base as one step of `tx` on the table; (fork ref, fork version) or
         None when it has nothing new."""
@@ -385,7 +388,7 @@ class _FragmentsMoved(Exception):
 
 
 def _fork_change(
-    head: CatalogSnapshot, entry: Entry, snapshot: CatalogSnapshot, row: Entry
+    head: CatalogSnapshot, entry: Entry, snapshot: SnapshotView, row: Entry
 ) -> tuple[Any, BranchRef, tuple[int, int]] | None:
     """(the fork's state, its ref, (fork version, table version) of its last publish or its fork) of the branch's
     row `entry` in `head`, whose table main's `snapshot` publishes as `row`; None when the fork has nothing new.
@@ -394,6 +397,8 @@ def _fork_change(
         CatalogError: the fork changed the table's schema (a catalog publish carries row changes only).
     """
     name = head.catalog.branch
+    if name is None:
+        raise CatalogError(f"catalog {head.catalog.root}: a publish reads a catalog branch's snapshot, not main's")
     fork = head.catalog.table_at(entry).state
     target = snapshot.catalog.table_at(row).state
     ref = read_ref(target.store, name)

@@ -127,6 +127,8 @@ class Catalog(CatalogBranchMethods):
         self._finalized: set[tuple[str, int, str | None]] = set()  # known to have their final manifests
         self._states: OrderedDict[tuple[str, int, str | None], TableState] = OrderedDict()
         self._stores: OrderedDict[str, ObjectStore] = OrderedDict()  # table path ("" the root) -> its store
+        # a catalog branch's first version, (version, rows), read once (`branch_row_problems`)
+        self._branch_point: tuple[int, list[Entry]] | None = None
 
     # ---- opening -----------------------------------------------------------------------------
 
@@ -574,7 +576,9 @@ class Catalog(CatalogBranchMethods):
         """`change` made in a catalog transaction of its own; the catalog version it published."""
         with self.transaction() as tx:
             change(tx)
-        return tx.published_version  # type: ignore[return-value]
+        if tx.published_version is None:  # the transaction's exit commits it, or raises
+            raise CatalogError(f"catalog {self.root}: the transaction ended without publishing")
+        return tx.published_version
 
     def create_schema(self, name: str) -> int:
         """`CatalogTransaction.create_schema` as a transaction of its own; the catalog version it published.

@@ -124,6 +124,8 @@ def translate(store: ObjectStore, txn: Transaction, mapping: dict[int, int], man
     op = txn.operation
     if not mapping or isinstance(op, operations.Append):
         return Translated(txn)
+    if not isinstance(op, operations.Delete | operations.Update):  # `translatable` lets no other operation through
+        raise TypeError(f"a {op.name} step is not moved onto new fragment ids")
     out = Translated(txn)
     current = {f.id: f for f in manifest.fragments}
     updated = []
@@ -149,7 +151,7 @@ def translate(store: ObjectStore, txn: Transaction, mapping: dict[int, int], man
     affected = _affected(op.affected_rows, mapping)
     if isinstance(op, operations.Delete):
         ids = sorted(mapping.get(i, i) for i in op.deleted_fragment_ids)
-        new_op: operations.Operation = replace(
+        new_op: operations.Delete | operations.Update = replace(
             op, updated_fragments=updated, deleted_fragment_ids=ids, affected_rows=affected
         )
     else:

@@ -298,8 +298,8 @@ def _depth(name: str, refs: dict[str, BranchRef]) -> int:
     depth, seen = 0, {name}
     parent = refs[name].parent_branch
     while parent is not None and parent in refs and parent not in seen:
-        depth, parent = depth + 1, refs[parent].parent_branch
         seen.add(parent)
+        depth, parent = depth + 1, refs[parent].parent_branch
     return depth
 
 

@@ -10,6 +10,7 @@ import contextlib
 import logging
 import posixpath
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -73,7 +74,7 @@ def cleanup(
     *,
     delete_unverified: bool = False,
     dry_run: bool = False,
-    branch_entries: list[Entry] = (),  # type: ignore[assignment]
+    branch_entries: Sequence[Entry] = (),
 ) -> CatalogCleanupStats:
     """See the module docstring. Raises on any read error before deleting anything.
 

@@ -19,6 +19,7 @@ from mvcc_core.txn.state import TableState
 class SnapshotView(Protocol):
     """One catalog version as a `CatalogTransaction` reads it (a `CatalogSnapshot`)."""
 
+    catalog: CatalogServices  # the catalog read
     version: int
     rows: list[Entry]
     format_version: int
@@ -60,6 +61,7 @@ class CatalogServices(Protocol):
         """
         ...
 
+    @property
     def latest_version(self) -> int:
         """See :meth:`Catalog.latest_version`."""
         ...

@@ -17,7 +17,7 @@ from mvcc_core.catalog.names import DEFAULT_SCHEMA, qualified
 from mvcc_core.errors import InvalidNameError
 
 if TYPE_CHECKING:
-    from mvcc_core.catalog.catalog import Catalog
+    from mvcc_core.catalog.services import CatalogServices
     from mvcc_core.table import Table
 
 
@@ -36,7 +36,7 @@ class CatalogSnapshot:
 
     def __init__(
         self,
-        catalog: Catalog,
+        catalog: CatalogServices,
         version: int,
         rows: list[Entry],
         format_version: int = FORMAT_VERSION,

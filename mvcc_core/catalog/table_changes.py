@@ -240,6 +240,8 @@ class TransactionTable:
         plan = compaction.plan_unreserved(w.state, options, **kwargs)
         if not plan.tasks:
             return 0
+        if plan.state is None:  # a plan of a table's state carries it
+            raise ValueError(f"the compaction plan of {self.name!r} has no table state")
         run = partial(compaction.run_task, state=plan.state)
         results = list((executor or ThreadExecutor()).map(run, plan.tasks))
         txn = compaction.rewrite_transaction(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 import click
 
@@ -143,6 +143,23 @@ def catalog_branches() -> None:
     """
 
 
+class _BranchRow(TypedDict):
+    """A row of `mvcc catalog branches list` (its JSON keys, in its column order)."""
+
+    branch: str
+    parent_version: int
+    created: datetime
+    latest_version: int
+    tables_written: list[str]
+
+
+class _TableCleanup(TypedDict):
+    """What `mvcc catalog cleanup` removed of one table: its versions and their bytes."""
+
+    removed_versions: list[int]
+    bytes: int
+
+
 @catalog_branches.command("list")
 @root_and_storage
 @json_option
@@ -154,20 +171,20 @@ def catalog_branches_list(root: str, storage_option: tuple[str, ...], as_json: b
         mvcc catalog branches list ./lake --json
     """
     cat = open_catalog(root, storage_option)
-    rows = []
+    rows: list[_BranchRow] = []
     for name, info in sorted(cat.branches().items(), key=lambda item: (item[1].create_at, item[0])):
         try:
             head = cat.snapshot(branch=name)
         except mvcc.errors.BranchNotFoundError:
             continue  # deleted since it was listed
         rows.append(
-            {
-                "branch": name,
-                "parent_version": info.parent_version,
-                "created": datetime.fromtimestamp(info.create_at, UTC),
-                "latest_version": head.version,
-                "tables_written": tables_written(head),
-            }
+            _BranchRow(
+                branch=name,
+                parent_version=info.parent_version,
+                created=datetime.fromtimestamp(info.create_at, UTC),
+                latest_version=head.version,
+                tables_written=tables_written(head),
+            )
         )
     if as_json:
         emit_json(rows)
@@ -304,7 +321,7 @@ def catalog_cleanup(
     cat = open_catalog(root, storage_option)
     stats = cat.cleanup(older_than, retain_versions, delete_unverified=delete_unverified, dry_run=not apply)
     tables = {
-        path: {"removed_versions": list(t.removed_versions), "bytes": t.bytes_removed}
+        path: _TableCleanup(removed_versions=list(t.removed_versions), bytes=t.bytes_removed)
         for path, t in sorted(stats.tables.items())
         if t.removed_versions or t.bytes_removed
     }

@@ -19,7 +19,7 @@ import traceback
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 import click
 
@@ -449,6 +449,15 @@ def compact(
         )
 
 
+class _PlannedTask(TypedDict):
+    """One task of `compaction_plan`: the fragments it rewrites, their rows and bytes, the fragments it writes."""
+
+    fragments: list[int]
+    rows: int
+    bytes: int
+    new_fragments: int
+
+
 def compaction_plan(t: mvcc.Table, options: mvcc.compaction.CompactionOptions) -> dict[str, Any]:
     """What `compact` would do to `t`'s version with `options`: its tasks and totals. Nothing is committed
     (`compaction.plan_unreserved`, the plan `compact_files` runs, without reserving fragment ids).
@@ -459,16 +468,16 @@ def compaction_plan(t: mvcc.Table, options: mvcc.compaction.CompactionOptions) -
     """
     fragments = t.get_fragments()
     by_bytes = {f.metadata.SerializeToString(): f for f in fragments}
-    tasks = []
+    tasks: list[_PlannedTask] = []
     for task in mvcc.compaction.plan_unreserved(t, options).tasks:
         old = [by_bytes[b] for b in task.fragments]
         tasks.append(
-            {
-                "fragments": [f.fragment_id for f in old],
-                "rows": sum(f.count_rows() for f in old),
-                "bytes": sum(df.file_size_bytes for f in old for df in f.data_files()),
-                "new_fragments": len(task.new_fragment_ids),
-            }
+            _PlannedTask(
+                fragments=[f.fragment_id for f in old],
+                rows=sum(f.count_rows() for f in old),
+                bytes=sum(df.file_size_bytes for f in old for df in f.data_files()),
+                new_fragments=len(task.new_fragment_ids),
+            )
         )
     removed = sum(len(task["fragments"]) for task in tasks)
     added = sum(task["new_fragments"] for task in tasks)

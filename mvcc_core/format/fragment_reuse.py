@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid as uuid_mod
 from collections.abc import Iterable
+from typing import TypeGuard
 
 import numpy as np
 from pyroaring import BitMap
@@ -18,7 +19,7 @@ from mvcc_core.format.naming import FRAG_REUSE_INDEX
 FRAG_REUSE_TYPE = "FragmentReuse"
 
 
-def carried_by(op: operations.Operation) -> bool:
+def carried_by(op: operations.Operation) -> TypeGuard[operations.Rewrite]:
     """A Rewrite that adds a version to the index (compaction with defer_index_remap).
 
     Args:
@@ -27,7 +28,7 @@ def carried_by(op: operations.Operation) -> bool:
     return isinstance(op, operations.Rewrite) and op.frag_reuse_index is not None
 
 
-def trimmed_by(op: operations.Operation) -> bool:
+def trimmed_by(op: operations.Operation) -> TypeGuard[operations.CreateIndex]:
     """A CreateIndex that replaces or removes the index (optimize_indices trimming it).
 
     Args:

@@ -331,10 +331,13 @@ class FragmentWriter:
         if not self._path:
             return
         self._flush(whole_groups_only=False)
+        writer = self._writer
+        if writer is None:  # an open file holds a row at least (`write`), which the flush has written
+            raise RuntimeError(f"data file {self._path} closed before any row was written to it")
         if self._floats:
-            self._writer.add_key_value_metadata(footer_entry(self._nans))
+            writer.add_key_value_metadata(footer_entry(self._nans))
         with self.store.translate_errors("write", self._path):  # the upload happens here (or its last part)
-            self._writer.close()
+            writer.close()
             size = self._sink.tell()
             self._sink.close()
         self.store.sync(self._path)

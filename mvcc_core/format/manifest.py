@@ -101,9 +101,10 @@ def read_manifest(store: ObjectStore, location: ManifestLocation, handler: Commi
     try:
         data = store.get(location.path)
     except ObjectNotFoundError:
-        data = (handler or PUT_IF_NOT_EXISTS).read_unpublished(store, location)
-        if data is None:
+        unpublished = (handler or PUT_IF_NOT_EXISTS).read_unpublished(store, location)
+        if unpublished is None:
             raise VersionNotFoundError(f"table {store.uri} has no version {location.version}") from None
+        data = unpublished
     manifest = decode_manifest(data, f"{store.uri}/{location.path}")
     if manifest.version != location.version:
         raise CorruptManifestError(
@@ -128,9 +129,10 @@ def manifest_problems(
     try:
         data = store.get(location.path)
     except ObjectNotFoundError:
-        data = (handler or PUT_IF_NOT_EXISTS).read_unpublished(store, location)
-        if data is None:
+        unpublished = (handler or PUT_IF_NOT_EXISTS).read_unpublished(store, location)
+        if unpublished is None:
             return [f"table {store.uri} has no version {location.version}"]
+        data = unpublished
     try:
         manifest = decode_manifest(data, where)
     except CorruptManifestError as exc:

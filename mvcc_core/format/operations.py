@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from google.protobuf.descriptor import FieldDescriptor
 
@@ -68,13 +68,13 @@ class Operation:
         return msg
 
     @classmethod
-    def from_proto(cls, msg: Any) -> Operation:
+    def from_proto(cls, msg: Any) -> Self:
         """The operation a transaction file's message describes.
 
         Args:
             msg: the operation's protobuf message (one arm of `Transaction.operation`)
         """
-        kwargs = {}
+        kwargs: dict[str, Any] = {}
         for fd in msg.DESCRIPTOR.fields:
             value = getattr(msg, fd.name)
             if _is_map(fd):

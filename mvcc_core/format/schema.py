@@ -189,7 +189,7 @@ def _build_schema(
                 f"the manifest's field {f.name!r} (id {f.id}, logical_type {f.logical_type!r}) has no readable type: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        md = dict(f.metadata)
+        md: dict[str, str | bytes] = dict(f.metadata)
         if with_field_ids:
             md[FIELD_ID_KEY.decode()] = str(f.id)
         name = physical_name(f.id) if physical and renamed else f.name

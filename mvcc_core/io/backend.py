@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import functools
 import uuid
@@ -259,7 +260,7 @@ class Backend:
         found = self.list(prefix)
         return found[0] if found else None
 
-    def delete_many(self, rels: list[str]) -> None:
+    def delete_many(self, rels: builtins.list[str]) -> None:
         """`ObjectStore.delete_many` on a checked path; the filesystem's own errors propagate.
 
         Args:

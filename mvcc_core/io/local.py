@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import errno
 import functools
@@ -358,7 +359,7 @@ class LocalBackend(Backend):
 
         return first(self.full(prefix).rstrip("/"), prefix.strip("/"))
 
-    def delete_many(self, rels: list[str]) -> None:
+    def delete_many(self, rels: builtins.list[str]) -> None:
         """Unlink each path (a missing one is skipped); many paths are unlinked on a few threads.
 
         Args:

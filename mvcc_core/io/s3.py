@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import json
 import os
@@ -411,7 +412,7 @@ class S3Backend(Backend):
                 return metas[0]
             kwargs["StartAfter"] = contents[-1]["Key"]  # skip a directory marker
 
-    def delete_many(self, rels: list[str]) -> None:
+    def delete_many(self, rels: builtins.list[str]) -> None:
         """Delete the objects in DeleteObjects batches; a key already gone is not an error.
 
         Args:
@@ -477,7 +478,7 @@ def native_arrow_s3(s3_options: dict[str, Any], bucket: str) -> pyarrow.fs.FileS
     elif "region" not in kwargs:
         # Real AWS without a configured region: ask for the bucket's (s3fs follows redirects itself).
         with contextlib.suppress(Exception):
-            kwargs["region"] = pafs.resolve_s3_region(bucket)  # type: ignore[attr-defined]
+            kwargs["region"] = pafs.resolve_s3_region(bucket)
     try:
         return pafs.S3FileSystem(**kwargs)
     except Exception:  # any pyarrow refusal: fall back to the fsspec bridge

@@ -97,7 +97,9 @@ class ObjectStore:
                 self._init_other(uri, scheme, options)
         except MvccError:
             raise
-        except (ImportError, TypeError, *wrappable_errors()) as exc:
+        except Exception as exc:
+            if not isinstance(exc, (ImportError, TypeError, *wrappable_errors())):
+                raise
             raise StorageError(f"cannot open object store for {uri}: {type(exc).__name__}: {exc}") from exc
 
     # --- construction ---------------------------------------------------------------------------------
@@ -194,8 +196,9 @@ class ObjectStore:
         """A pyarrow filesystem on the same storage, for reading and writing Parquet natively."""
         with self._arrow_lock:
             if self._arrow_fs is None:
-                if self.scheme == "s3":  # shared per process and options, like the s3fs client
-                    self._arrow_fs = shared_arrow_s3_filesystem(self._s3_options, self.fs, self._backend.bucket)
+                backend = self._backend
+                if self.scheme == "s3" and isinstance(backend, S3Backend):  # shared per process and options, as s3fs
+                    self._arrow_fs = shared_arrow_s3_filesystem(self._s3_options, self.fs, backend.bucket)
                 else:
                     self._arrow_fs = self._make_arrow_filesystem()
             return self._arrow_fs

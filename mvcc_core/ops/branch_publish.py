@@ -282,6 +282,7 @@ def commit_change(
     Raises:
         RetryableConflictError / IncompatibleConflictError: a commit on the parent since `at_base` conflicts.
     """
+    operation: operations.Update | operations.Merge
     if same_schema(change_base.manifest, change_head.manifest):
         operation, written = row_changes(target, change_base.manifest, change_head, change_base.version)
     else:  # a schema change: the parent takes the fragments and schema as they are (a Merge, retried if it moved)

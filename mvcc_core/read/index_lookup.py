@@ -259,7 +259,7 @@ def lookup_keys(store: ObjectStore, index: pb.IndexMetadata, keys: pa.Array) -> 
 def _key_groups(stats: _Statistics, sorted_keys: np.ndarray) -> list[int]:
     """Index row groups whose [min, max] holds one of `sorted_keys` (numbers, or Python strings compared by code
     point, which is UTF-8's byte order and so Parquet's); unknown statistics admit, all-null groups never match."""
-    if isinstance(stats.mins, np.ndarray):
+    if isinstance(stats.mins, np.ndarray) or isinstance(stats.maxs, np.ndarray):  # both numpy (numbers) or neither
         mins, maxs, known = stats.mins, stats.maxs, stats.known
     else:
         known = stats.known

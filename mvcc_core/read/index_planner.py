@@ -5,7 +5,7 @@ Design notes: docs/operations/maintenance.md, "Index choice, as implemented".
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,7 +21,8 @@ Range = tuple[object | None, bool, object | None, bool]
 Bounds = list[list[Range]]
 
 
-class IndexChoice(NamedTuple):
+@dataclass(frozen=True)
+class IndexChoice:
     index: pb.IndexMetadata
     column: str  # the indexed table column
     expr: pc.Expression  # the chosen conjuncts over the physical column name

@@ -76,7 +76,7 @@ class IntegerRemainder:
         subtract = call(root.args[0], "subtract")
         multiply = call(subtract[1], "multiply") if subtract else None
         divide = call(multiply[0], "divide") if multiply else None
-        if value is None or not divide:
+        if value is None or subtract is None or multiply is None or not divide:
             return None
         column, divisor = subtract[0], constant(divide[1])
         if (

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -188,12 +188,13 @@ class Scan(RowAddressReads, IndexedReads):
         self.bound: BoundFilter | None = None
         if filter is not None:
             key = None if self._filter_key is None else (self._filter_key, self._schema_key)
-            bound = MISSING if key is None else _FILTERS.get(key)
-            if bound is MISSING:
-                bound = BoundFilter.bind(filter, self.table_schema, self.physical_schema)
+            cached = None if key is None else _FILTERS.get(key)
+            if isinstance(cached, BoundFilter):
+                self.bound = cached
+            else:
+                self.bound = BoundFilter.bind(filter, self.table_schema, self.physical_schema)
                 if key is not None:
-                    _FILTERS.put(key, bound)
-            self.bound = bound
+                    _FILTERS.put(key, self.bound)
         self.filter: pc.Expression | None = None  # over physical columns: pushed into the scan
         self._post_filter: pc.Expression | None = None  # over table columns: applied to relabelled rows
         if self.bound is not None and self.bound.physical:
@@ -216,7 +217,7 @@ class Scan(RowAddressReads, IndexedReads):
         self._format = PARQUET_LOCAL if store.scheme == "file" else PARQUET
         self._live: dict[int, np.ndarray | None] = {}  # per-fragment live masks, read once
         self._ids: dict[int, np.ndarray] = {}  # per-fragment stable row ids, decoded once
-        self._index: IndexChoice | None | bool = False  # False: not chosen yet
+        self._index: IndexChoice | None | Literal[False] = False  # False: not chosen yet
         self._addresses: np.ndarray | None = None  # what the chosen index names, looked up once
 
     @property
@@ -602,13 +603,13 @@ class Scan(RowAddressReads, IndexedReads):
                     path=frag.files[index].path,
                 )
             columns.update(zip(file_names, part.columns, strict=True))
-        physical = [self.physical_schema.field(self.table_schema.get_field_index(n)) for n in names]
+        fields = [self.physical_schema.field(self.table_schema.get_field_index(n)) for n in names]
         table = pa.Table.from_arrays(
             [
                 columns[n] if n in columns else pa.nulls(frag.physical_rows, f.type)
-                for n, f in zip(names, physical, strict=True)
+                for n, f in zip(names, fields, strict=True)
             ],
-            schema=pa.schema(physical),
+            schema=pa.schema(fields),
         )
         offsets = np.arange(frag.physical_rows, dtype=np.uint64)
         yield from self._finish(self._keep(table, frag, offsets), names)
@@ -666,7 +667,7 @@ class Scan(RowAddressReads, IndexedReads):
                         yield from pending.popleft().result()
                     yield from self._run_batches(path, fragments)
                     continue
-                pending.append(pool.submit(lambda f=fragments: list(self._multi(f[0]))))
+                pending.append(pool.submit(list, self._multi(fragments[0])))  # the generator runs on the pool
                 while len(pending) > 2 * _FRAGMENT_THREADS:
                     yield from pending.popleft().result()
             while pending:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Literal
 
 import numpy as np
 import pyarrow as pa
@@ -19,6 +20,7 @@ from mvcc_core.io.parquet import (
 )
 from mvcc_core.read.index_lookup import covered, lookup
 from mvcc_core.read.index_planner import IndexChoice, choose_index
+from mvcc_core.read.scan_host import ScanHost
 
 # `Scan.to_table` reads only the rows an index names unless they lie in more than this fraction of the (at
 # least this many) files the index covers: then a scan of every file, filtered, is cheaper than a take per file.
@@ -31,40 +33,45 @@ _CHOICES = LruCache(256)
 class IndexedReads:
     """Scan's reads through a scalar index: `Scan` mixes this in; the methods use its attributes."""
 
-    def _index_choice(self) -> IndexChoice | None:
+    # the scan's choice (False: not chosen yet) and what the chosen index names, set by `Scan.__init__`
+    _index: IndexChoice | None | Literal[False]
+    _addresses: np.ndarray | None
+
+    def _index_choice(self: ScanHost) -> IndexChoice | None:
         """The index answering part of the filter (chosen once per scan, cached per filter and manifest), or None."""
-        if self._index is False:
-            self._index = None
-            usable = self.bound is not None and self.bound.physical
-            if self._use_index and usable and len(self.manifest.indices):
-                assert self.bound is not None
-                if self._filter_key is None:  # not cached (too large to keep, or no key): chosen each time
-                    self._index = choose_index(self.bound, self.manifest)
-                    return self._index
+        if self._index is not False:
+            return self._index
+        choice: IndexChoice | None = None
+        if self._use_index and self.bound is not None and self.bound.physical and len(self.manifest.indices):
+            if self._filter_key is None:  # not cached (too large to keep, or no key): chosen each time
+                choice = choose_index(self.bound, self.manifest)
+            else:
                 key = (
                     self._filter_key,
                     self._schema_key,
                     tuple(i.SerializeToString(deterministic=True) for i in self.manifest.indices),
                 )
-                choice = _CHOICES.get(key)
-                if choice is MISSING:
-                    choice = choose_index(self.bound, self.manifest)
-                    _CHOICES.put(key, choice)
-                self._index = choice
-        return self._index
+                cached = _CHOICES.get(key)
+                if cached is MISSING:
+                    cached = choose_index(self.bound, self.manifest)
+                    _CHOICES.put(key, cached)
+                choice = cached
+        self._index = choice
+        return choice
 
-    def _index_addresses(self, choice: IndexChoice) -> np.ndarray:
+    def _index_addresses(self: ScanHost, choice: IndexChoice) -> np.ndarray:
         """The sorted row addresses the index names for the filter, where those rows are in this version
         (looked up once per scan)."""
-        if self._addresses is None:
+        addresses = self._addresses
+        if addresses is None:
             addresses = lookup(self.store, choice.index, choice.expr, choice.bounds)
             moved = frag_reuse.address_map(self.manifest, choice.index)
             if moved:  # built before compactions that deferred remapping: where those rows are now
                 addresses = np.sort(moved.translate(addresses))
             self._addresses = addresses
-        return self._addresses
+        return addresses
 
-    def _index_pays(self, choice: IndexChoice) -> bool:
+    def _index_pays(self: ScanHost, choice: IndexChoice) -> bool:
         """Whether reading only the rows the index names beats scanning with the filter: not when they lie
         in most of the files the index covers (a merge_insert whose keys spread over the table). Each such
         file is then a take on the calling thread, while a scan reads them whole on the reader threads."""
@@ -75,7 +82,7 @@ class IndexedReads:
         hit = len(np.unique(self._index_addresses(choice) >> np.uint64(32)))
         return hit <= files * _INDEX_MAX_HIT_FRACTION
 
-    def _indexed(self, choice: IndexChoice) -> Iterator[pa.RecordBatch]:
+    def _indexed(self: ScanHost, choice: IndexChoice) -> Iterator[pa.RecordBatch]:
         """Covered one-file fragments: only the rows the index names are read (then the whole filter
         applies); other fragments are scanned as usual. Manifest order is kept."""
         cover = covered(choice.index)
@@ -95,7 +102,7 @@ class IndexedReads:
         if direct:
             yield from self._sub_scan(direct).to_batches()
 
-    def _take(self, frag: pb.DataFragment, offsets: np.ndarray) -> Iterator[pa.RecordBatch]:
+    def _take(self: ScanHost, frag: pb.DataFragment, offsets: np.ndarray) -> Iterator[pa.RecordBatch]:
         """The rows at `offsets` of a one-file fragment, reading only their row groups (footer cached)."""
         names = self._read_names()
         physical = self._physical(names)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -23,21 +22,19 @@ from mvcc_core.read.deleted_rows import selection
 from mvcc_core.read.integer_in_list import IntegerInList
 from mvcc_core.read.integer_remainder import IntegerRemainder
 from mvcc_core.read.row_group_stats import StatisticsCheck, Verdict, column_positions
+from mvcc_core.read.scan_host import Matches, ScanHost, T
 
 # Rows of the files one reader task of a row-address scan reads (`Scan._read_local`; 200 files of 5,000 rows
 # make 8 tasks on 2 cores).
 _LOCAL_PART_ROWS = 131_072
-T = TypeVar("T")
 
-# a run's matching live rows, their row addresses and (when asked) their `_rowid` values
-_Matches = tuple[pa.Table, np.ndarray, np.ndarray | None]
 _MATCH = "__mvcc_match"  # the filter's result as a column of a row-address scan (see `Scan._offsets_table`)
 
 
 class RowAddressReads:
     """Scan's row-address reads: `Scan` mixes this in; the methods use its attributes."""
 
-    def _offsets(self, fragments: list[pb.DataFragment]) -> Iterator[pa.RecordBatch]:
+    def _offsets(self: ScanHost, fragments: list[pb.DataFragment]) -> Iterator[pa.RecordBatch]:
         """One-file fragments whose row offsets matter (deletion vectors, `_rowaddr`, `_rowid`).
 
         One multi-threaded dataset scan; `scan_batches` yields each fragment's batches in order and
@@ -83,7 +80,7 @@ class RowAddressReads:
         if buffer:
             yield from self._flush(buffer, names)
 
-    def _rows_mismatch(self, frag: pb.DataFragment, rows: str) -> None:
+    def _rows_mismatch(self: ScanHost, frag: pb.DataFragment, rows: str) -> None:
         """Raise CorruptManifestError: `frag`'s data file holds `rows` rows, not its `physical_rows`.
 
         Args:
@@ -96,7 +93,7 @@ class RowAddressReads:
             path=frag.files[0].path,
         )
 
-    def _offsets_table(self, fragments: list[pb.DataFragment]) -> pa.Table:
+    def _offsets_table(self: ScanHost, fragments: list[pb.DataFragment]) -> pa.Table:
         """`_offsets` for a whole result at once, vectorized: the row-address scan of delete, update and
         merge_insert.
 
@@ -132,7 +129,7 @@ class RowAddressReads:
             if self.filter is not None:  # a filter numpy evaluates faster than Acero (`id IN (...)`, `id % 10 = 3`)
                 lookup = IntegerInList.of(check, integers) or IntegerRemainder.of(self.filter, integers)
 
-            def matches(run: list[pb.DataFragment], parts: list[pa.Table], whole: list[bool]) -> _Matches:
+            def matches(run: list[pb.DataFragment], parts: list[pa.Table], whole: list[bool]) -> Matches:
                 """The matching live rows of a run of files, on the reader thread that read it."""
                 table = pa.concat_tables(parts)
                 starts = np.cumsum([0] + [f.physical_rows for f in run], dtype=np.int64)
@@ -168,8 +165,8 @@ class RowAddressReads:
         return pa.Table.from_batches(list(self._finish(table, keep)), schema=self.output_schema)
 
     def _addressed(
-        self, fragments: list[pb.DataFragment], table: pa.Table, starts: np.ndarray, mask: np.ndarray | None
-    ) -> _Matches:
+        self: ScanHost, fragments: list[pb.DataFragment], table: pa.Table, starts: np.ndarray, mask: np.ndarray | None
+    ) -> Matches:
         """The live rows of `table` (the fragments' physical rows, fragment i's at `starts[i]`) that `mask`
         keeps (None: all), their row addresses, and their `_rowid` values when the scan asks for them."""
         if table.num_rows != starts[-1]:
@@ -202,7 +199,7 @@ class RowAddressReads:
         return table, addresses, ids
 
     def _read_local(
-        self,
+        self: ScanHost,
         fragments: list[pb.DataFragment],
         files: list[ds.ParquetFileFragment] | None,
         names: list[str],
@@ -279,7 +276,7 @@ class RowAddressReads:
         return [r for r in results if r is not None]
 
     def _match_mask(
-        self, table: pa.Table, starts: np.ndarray, whole: list[bool], use_threads: bool = True
+        self: ScanHost, table: pa.Table, starts: np.ndarray, whole: list[bool], use_threads: bool = True
     ) -> np.ndarray:
         """The filter over `table` (the files' rows, file i at `starts[i]`), as booleans; a file whose
         statistics show that all its rows match (`whole[i]`) is not evaluated. `use_threads=False` keeps the

@@ -9,20 +9,19 @@ import datetime
 import hashlib
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-if TYPE_CHECKING:
-    from mvcc_core.read.sql_translator import _Translator, _Value
+from mvcc_core.read.sql_values import TranslatorHost, Value
 
 _REGISTERED: set[str] = set()
 
 
-def function_handlers(t: _Translator) -> dict[type[exp.Expression], Callable[[Any, bool], _Value]]:
+def function_handlers(t: TranslatorHost) -> dict[type[exp.Expression], Callable[[Any, bool], Value]]:
     """The translator's handlers for these functions, bound to translator `t`.
 
     Args:
@@ -50,42 +49,42 @@ def function_handlers(t: _Translator) -> dict[type[exp.Expression], Callable[[An
     }
 
 
-def _subscript(t: _Translator, node: exp.Bracket) -> _Value:
+def _subscript(t: TranslatorHost, node: exp.Bracket) -> Value:
     """`list_col[1]` (1-based, as DataFusion) and `struct_col['x']`: a list element or a struct field."""
     sql = t._sql(node)
     if len(node.expressions) != 1:
         raise t.fail(f"one subscript at a time: {sql!r}", node)
     value, key = t.visit(node.this), t.visit(node.expressions[0])
-    if not key.is_const or not key.const.is_valid:
+    if not key.is_const or not key.scalar.is_valid:
         raise t.fail(f"the subscript of {sql!r} must be a literal", key.sql)
     if pa.types.is_struct(value.type) and key.type == pa.string():
-        name = key.const.as_py()
+        name = key.scalar.as_py()
         if value.type.get_field_index(name) < 0:
             children = [value.type.field(i).name for i in range(value.type.num_fields)]
             raise t.fail(f"{value.sql} has no field {name!r}; its fields: {', '.join(children)}", key.sql)
         return t._call("struct_field", [value], sql, indices=[value.type.get_field_index(name)])
     is_list = pa.types.is_list(value.type) or pa.types.is_large_list(value.type)
     if (is_list or pa.types.is_fixed_size_list(value.type)) and pa.types.is_integer(key.type):
-        index = key.const.as_py()
+        index = key.scalar.as_py()
         if index < 1:
             raise t.fail(f"list subscripts start at 1: {sql!r}", key.sql)
         return t._call("list_element", [value, t._const(pa.scalar(index - 1, pa.int64()), key.sql)], sql)
     raise t.fail(f"{value.sql} ({value.type}) cannot be subscripted by {key.sql} ({key.type})", sql)
 
 
-def _list_literal(t: _Translator, node: exp.Array) -> _Value:
+def _list_literal(t: TranslatorHost, node: exp.Array) -> Value:
     """`[3.0, 4.0]`: a list of literals (pylance's value for a list column in `update`)."""
     values = [t.visit(e) for e in node.expressions]
     if not all(v.is_const for v in values):
         raise t.fail("a list literal holds literals only", t._sql(node))
     try:
-        scalar = pa.scalar([v.const.as_py() for v in values])
+        scalar = pa.scalar([v.scalar.as_py() for v in values])
     except (pa.ArrowException, OverflowError) as e:
         raise t.fail(f"the elements of {t._sql(node)!r} are not of one type", t._sql(node)) from e
     return t._const(scalar, t._sql(node))
 
 
-def _double_quoted_literal(t: _Translator, node: exp.Alias) -> _Value:
+def _double_quoted_literal(t: TranslatorHost, node: exp.Alias) -> Value:
     """`TIMESTAMP "2021-01-02 00:00:00"` (pylance accepts double quotes there), read as TIMESTAMP '...'."""
     kind, alias = node.this, node.args.get("alias")
     if (
@@ -101,7 +100,7 @@ def _double_quoted_literal(t: _Translator, node: exp.Alias) -> _Value:
     raise t._unsupported(node)
 
 
-def _anonymous(t: _Translator, node: exp.Anonymous) -> _Value:
+def _anonymous(t: TranslatorHost, node: exp.Anonymous) -> Value:
     name, args = node.name.lower(), node.expressions
     if name in ("regexp_match", "regexp_like") and len(args) == 2:
         return _regexp(t, node, args[0], args[1])
@@ -114,7 +113,7 @@ def _anonymous(t: _Translator, node: exp.Anonymous) -> _Value:
     raise t._unsupported(node)
 
 
-def _regexp(t: _Translator, node: exp.Expression, subject: exp.Expression, pattern_node: exp.Expression) -> _Value:
+def _regexp(t: TranslatorHost, node: exp.Expression, subject: exp.Expression, pattern_node: exp.Expression) -> Value:
     """`regexp_match(s, 'pattern')` as a condition: the rows where the pattern matches somewhere in `s`."""
     sql = t._sql(node)
     value, pattern = t._decoded(t.visit(subject)), t.visit(pattern_node)
@@ -122,7 +121,7 @@ def _regexp(t: _Translator, node: exp.Expression, subject: exp.Expression, patte
         raise t.fail(f"the pattern of {sql!r} must be a string literal", pattern.sql)
     if value.type not in (pa.string(), pa.large_string()):
         raise t.fail(f"type mismatch in {sql!r}: {value.sql} is {value.type}, not a string", value.sql)
-    return t._call("match_substring_regex", [value], sql, pattern=pattern.const.as_py())
+    return t._call("match_substring_regex", [value], sql, pattern=pattern.scalar.as_py())
 
 
 _ARROW_NAMES = {
@@ -205,37 +204,34 @@ def _type_of(tree: Any, text: str) -> pa.DataType:
     raise ValueError(f"cannot read the type name {text!r}")
 
 
-def _arrow_cast(t: _Translator, node: exp.Expression, operand: exp.Expression, type_node: exp.Expression) -> _Value:
+def _arrow_cast(t: TranslatorHost, node: exp.Expression, operand: exp.Expression, type_node: exp.Expression) -> Value:
     """DataFusion's `arrow_cast(x, 'FixedSizeList(32, Float32)')`: a cast to a type named as Arrow displays it."""
-    from mvcc_core.read.sql_translator import _Value
 
     sql = t._sql(node)
     value, name = t.visit(operand), t.visit(type_node)
-    if not name.is_const or name.type != pa.string() or not name.const.is_valid:
+    if not name.is_const or name.type != pa.string() or not name.scalar.is_valid:
         raise t.fail(f"the type of {sql!r} must be a string literal", name.sql)
     try:
-        target = arrow_type_named(name.const.as_py())
+        target = arrow_type_named(name.scalar.as_py())
     except ValueError as e:
         raise t.fail(str(e), name.sql) from e
     try:
         if value.is_const:
-            return t._const(value.const.cast(target), sql)
-        return _Value(value.expr.cast(target), target, sql)
+            return t._const(value.scalar.cast(target), sql)
+        return Value(value.expr.cast(target), target, sql)
     except (pa.ArrowException, OverflowError) as e:
         raise t.fail(f"cannot cast {value.sql} ({value.type}) to {target}: {e}", sql) from e
 
 
-def _isnan(t: _Translator, node: exp.Expression, operand: exp.Expression) -> _Value:
+def _isnan(t: TranslatorHost, node: exp.Expression, operand: exp.Expression) -> Value:
     """DataFusion's `isnan(x)`: whether a number is NaN (FALSE for integers, NULL for NULL)."""
     sql = t._sql(node)
     value = t.visit(operand)
     if not (pa.types.is_floating(value.type) or pa.types.is_integer(value.type) or pa.types.is_null(value.type)):
         raise t.fail(f"type mismatch in {sql!r}: {value.sql} is {value.type}, not a number", value.sql)
     if not pa.types.is_floating(value.type):  # an integer is never NaN: as a double, for Arrow's kernel
-        from mvcc_core.read.sql_translator import _Value
-
-        const = value.const.cast(pa.float64()) if value.is_const else None
-        value = _Value(value.expr.cast(pa.float64()), pa.float64(), value.sql, const)
+        const = value.scalar.cast(pa.float64()) if value.is_const else None
+        value = Value(value.expr.cast(pa.float64()), pa.float64(), value.sql, const)
     return t._call("is_nan", [value], sql)
 
 
@@ -247,10 +243,9 @@ def _elements(node: exp.Expression) -> list[exp.Expression]:
 
 
 def _array_test(
-    t: _Translator, node: exp.Expression, test: str, column: exp.Expression, elements: list[exp.Expression]
-) -> _Value:
+    t: TranslatorHost, node: exp.Expression, test: str, column: exp.Expression, elements: list[exp.Expression]
+) -> Value:
     """`array_has(list, x)`, `array_has_any(list, [..])`, `array_has_all(list, [..])` over a list column."""
-    from mvcc_core.read.sql_translator import _Value
 
     sql = t._sql(node)
     value = t.visit(column)
@@ -263,12 +258,12 @@ def _array_test(
         if not needle.is_const:
             raise t.fail(f"the values {sql!r} looks for must be literals", needle.sql)
         try:
-            needles.append(needle.const.cast(item_type).as_py())
+            needles.append(needle.scalar.cast(item_type).as_py())
         except (pa.ArrowException, OverflowError) as e:
             raise t.fail(f"{needle.sql} is not a value of the list's {item_type}", needle.sql) from e
     name = _register(test, value.type)
     needle_scalar = pa.scalar(needles, pa.list_(item_type))
-    return _Value(pc.Expression._call(name, [value.expr, pc.scalar(needle_scalar)]), pa.bool_(), sql)
+    return Value(pc.Expression._call(name, [value.expr, pc.scalar(needle_scalar)]), pa.bool_(), sql)
 
 
 def _register(test: str, list_type: pa.DataType) -> str:

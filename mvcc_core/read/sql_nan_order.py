@@ -4,13 +4,14 @@ is greater than every number, infinity included (docs/reference/pylance_compat.m
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 if TYPE_CHECKING:
     from mvcc_core.read.sql_source import Text
-    from mvcc_core.read.sql_translator import _Value
+    from mvcc_core.read.sql_values import Value
 
 
 class NanOrdering:
@@ -19,11 +20,11 @@ class NanOrdering:
     else a translated value, so that a comparison with a number literal stays a plain comparison where it can
     (statistics pruning and the index planner read those)."""
 
-    _call: Any
-    _const: Any
-    _null_bool: Any
+    _call: Callable[..., Value]  # (function, args, sql, **options)
+    _const: Callable[[pa.Scalar, Text], Value]
+    _null_bool: Callable[[], Value]
 
-    def _nan_ordered(self, function: str, left: _Value, right: _Value, result: _Value, sql: Text) -> _Value:
+    def _nan_ordered(self, function: str, left: Value, right: Value, result: Value, sql: Text) -> Value:
         """`result` (an IEEE comparison) corrected to DataFusion's order, which pylance uses: NaN equals NaN and
         is greater than every number (docs/reference/pylance_compat.md). With a number literal on the right, only `>`
         and
@@ -32,7 +33,7 @@ class NanOrdering:
         if function == "equal":
             extra = self._and(left_nan, right_nan, sql)
         elif function == "not_equal":
-            return self._as_value(self._and(result, self._invert(self._and(left_nan, right_nan, sql), sql), sql))
+            return self._as_value(self._and(result, self._invert(self._and(left_nan, right_nan, sql), sql), sql), sql)
         elif function == "greater":
             extra = self._and(left_nan, self._invert(right_nan, sql), sql)
         elif function == "greater_equal":
@@ -41,26 +42,26 @@ class NanOrdering:
             extra = self._and(self._invert(left_nan, sql), right_nan, sql)
         else:  # less_equal
             extra = self._and(right_nan, self._valid(left, sql), sql)
-        return self._as_value(self._or(result, extra, sql))
+        return self._as_value(self._or(result, extra, sql), sql)
 
-    # a truth value known while translating (a Python bool) or computed per row (a _Value)
-    def _is_nan(self, value: _Value, sql: Text) -> bool | _Value:
+    # a truth value known while translating (a Python bool) or computed per row (a Value)
+    def _is_nan(self, value: Value, sql: Text) -> bool | Value:
         if not pa.types.is_floating(value.type):
             return False
         if value.is_const:
-            return math.isnan(value.const.as_py()) if value.const.is_valid else value
+            return math.isnan(value.scalar.as_py()) if value.scalar.is_valid else value
         return self._call("is_nan", [value], sql)
 
-    def _valid(self, value: _Value, sql: Text) -> bool | _Value:
-        return bool(value.const.is_valid) if value.is_const else self._call("is_valid", [value], sql)
+    def _valid(self, value: Value, sql: Text) -> bool | Value:
+        return bool(value.scalar.is_valid) if value.is_const else self._call("is_valid", [value], sql)
 
-    def _and(self, a: bool | _Value, b: bool | _Value, sql: Text) -> bool | _Value:
+    def _and(self, a: bool | Value, b: bool | Value, sql: Text) -> bool | Value:
         return self._kleene("and_kleene", a, b, sql)
 
-    def _or(self, a: bool | _Value, b: bool | _Value, sql: Text) -> bool | _Value:
+    def _or(self, a: bool | Value, b: bool | Value, sql: Text) -> bool | Value:
         return self._kleene("or_kleene", a, b, sql)
 
-    def _kleene(self, function: str, a: bool | _Value, b: bool | _Value, sql: Text) -> bool | _Value:
+    def _kleene(self, function: str, a: bool | Value, b: bool | Value, sql: Text) -> bool | Value:
         """`a AND b` (`and_kleene`) or `a OR b` (`or_kleene`), folded where an operand is known: the
         operator's absorbing value (False for AND, True for OR) decides it, its identity leaves the other."""
         absorbing = function == "or_kleene"
@@ -72,12 +73,13 @@ class NanOrdering:
             return a
         return self._call(function, [self._boolean_of(a), self._boolean_of(b)], sql)
 
-    def _invert(self, a: bool | _Value, sql: Text) -> bool | _Value:
+    def _invert(self, a: bool | Value, sql: Text) -> bool | Value:
         return (not a) if isinstance(a, bool) else self._call("invert", [self._boolean_of(a)], sql)
 
-    def _boolean_of(self, value: _Value) -> _Value:
+    def _boolean_of(self, value: Value) -> Value:
         """A NULL constant (`is_nan(NULL)`) as a boolean NULL."""
-        return self._null_bool() if value.is_const and not value.const.is_valid else value
+        return self._null_bool() if value.is_const and not value.scalar.is_valid else value
 
-    def _as_value(self, truth: bool | _Value) -> _Value:
-        return self._const(pa.scalar(truth), str(truth)) if isinstance(truth, bool) else truth
+    def _as_value(self, truth: bool | Value, sql: Text) -> Value:
+        """`truth` as a value; a known one is a constant with the text `sql` of the comparison it folds."""
+        return self._const(pa.scalar(truth), sql) if isinstance(truth, bool) else truth

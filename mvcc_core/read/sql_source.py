@@ -11,6 +11,7 @@ from sqlglot import exp, tokens
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 from sqlglot.parser import Parser
+from sqlglot.tokens import Token
 
 
 class PredicateDialect(Dialect):
@@ -24,6 +25,18 @@ class PredicateDialect(Dialect):
 
 # --------------------------------------------------------------------------------------------------------
 # translation
+
+
+def expression(node: object) -> exp.Expression:
+    """`node` as the `exp.Expression` every node of a parsed tree is (sqlglot's newer releases type the trees their
+    parser and walks return by the base class `Expr`, which the older ones do not have).
+
+    Args:
+        node: a node of a parsed tree
+    """
+    if not isinstance(node, exp.Expression):
+        raise TypeError(f"not a node of a parsed SQL tree: {node!r}")
+    return node
 
 
 class Snippet:
@@ -91,10 +104,10 @@ class Source:
     def __init__(self, text: str) -> None:
         """The positions of the nodes of `text`."""
         self.text = text
-        self._tokens: list[tokens.Token] | None = None
+        self._tokens: list[Token] | None = None
 
     @property
-    def tokens(self) -> list[tokens.Token]:
+    def tokens(self) -> list[Token]:
         if self._tokens is None:  # only when an error is reported
             try:
                 self._tokens = list(PredicateDialect().tokenize(self.text))
@@ -122,7 +135,7 @@ class Source:
         if not placed:
             if exact or node.parent is None:
                 return None
-            around = self.span_of(node.parent)
+            around = self.span_of(expression(node.parent))
             if around is None:
                 return None
             spelled = node.sql(dialect=PredicateDialect).upper()
@@ -148,15 +161,15 @@ class Source:
                 first, last = min(first, found), max(last, found)
         first, last = self._balanced(first, last)
         kind = lambda i: toks[i].token_type if 0 <= i < len(toks) else None  # noqa: E731
-        around = (kind(first - 1), kind(last + 1)) == (tokens.TokenType.L_PAREN, tokens.TokenType.R_PAREN)
-        if isinstance(node, exp.Paren) and around:
+        in_parens = (kind(first - 1), kind(last + 1)) == (tokens.TokenType.L_PAREN, tokens.TokenType.R_PAREN)
+        if isinstance(node, exp.Paren) and in_parens:
             first, last = first - 1, last + 1
         if isinstance(node, exp.Case):  # from CASE to END
             while first > 0 and kind(first) != tokens.TokenType.CASE:
                 first -= 1
             while last < len(toks) - 1 and kind(last) != tokens.TokenType.END:
                 last += 1
-        if isinstance(node, exp.Cast) and around and first >= 2 and kind(first - 2) == tokens.TokenType.VAR:
+        if isinstance(node, exp.Cast) and in_parens and first >= 2 and kind(first - 2) == tokens.TokenType.VAR:
             first, last = first - 2, last + 1  # CAST( ... )
         if kind(first) == tokens.TokenType.L_PAREN and first > 0:
             before = toks[first - 1].text
@@ -276,7 +289,7 @@ class Source:
         plain = re.sub(r"<class '[\w.]*?(\w+)'>", lambda m: m.group(1).upper(), description)
         return f"syntax error: {plain}", here
 
-    def _token_at(self, line: int | None, col: int | None) -> tokens.Token | None:
+    def _token_at(self, line: int | None, col: int | None) -> Token | None:
         """The token sqlglot's error names by its line and the (1-based) column of its last character."""
         if line is None or col is None:
             return None
@@ -284,8 +297,8 @@ class Source:
         offset = sum(len(x) + 1 for x in lines[: line - 1]) + col - 1
         return next((t for t in self.tokens if t.start <= offset <= t.end), None)
 
-    def _unclosed_paren(self) -> tokens.Token | None:
-        stack: list[tokens.Token] = []
+    def _unclosed_paren(self) -> Token | None:
+        stack: list[Token] = []
         for t in self.tokens:
             if t.token_type == tokens.TokenType.L_PAREN:
                 stack.append(t)

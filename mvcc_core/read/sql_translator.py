@@ -7,7 +7,6 @@ import datetime
 import decimal
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -25,28 +24,15 @@ from mvcc_core.read.sql_source import (
     Snippet,
     Source,
     Text,
+    expression,
     first_line,
     literal_hint,
     unknown_column_problem,
 )
+from mvcc_core.read.sql_values import Value
 
 # Arrow signals a bad kernel, cast or field reference with one of these; pa.scalar() overflows with the other.
 ARROW_ERRORS = (pa.ArrowException, OverflowError)
-
-
-@dataclass(frozen=True)
-class _Value:
-    """A translated sub-expression with its Arrow type; ``const`` is set when it folded to a scalar."""
-
-    expr: pc.Expression
-    type: pa.DataType
-    sql: Text
-    const: pa.Scalar | None = None
-    text: str | None = None  # a numeric literal's spelling, for exact comparisons with decimal columns
-
-    @property
-    def is_const(self) -> bool:
-        return self.const is not None
 
 
 _COMPARISONS: dict[type[exp.Expression], str] = {
@@ -156,7 +142,7 @@ class Translator(NanOrdering):
         self.physical = physical
         self.columns: set[str] = set()
         self.empty_data = ds.dataset((physical or schema).empty_table())
-        self._handlers: dict[type[exp.Expression], Callable[[Any, bool], _Value]] = {
+        self._handlers: dict[type[exp.Expression], Callable[[Any, bool], Value]] = {
             exp.Paren: lambda n, positive: self.visit(n.this, positive),
             exp.And: self._and_or,
             exp.Or: self._and_or,
@@ -202,7 +188,10 @@ class Translator(NanOrdering):
             at: where in the text: a node, its snippet, or a character span (first, last); None: nowhere
         """
         node = at.node if isinstance(at, Snippet) else at
-        span = self.source.span_of(node) if isinstance(node, exp.Expression) else node
+        if isinstance(node, exp.Expression):
+            span = self.source.span_of(node)
+        else:  # a plain str (the text of a value folded while translating, `NULL`) has no place in the text
+            span = None if isinstance(node, str) else node
         return PredicateError(self.source.render(f"invalid {self.subject}", problem, span, self.context))
 
     def run(self) -> pc.Expression:
@@ -216,7 +205,7 @@ class Translator(NanOrdering):
             raise self.fail(first_line(e)) from e
         return expr
 
-    def parse_value(self, condition: bool = False) -> _Value:
+    def parse_value(self, condition: bool = False) -> Value:
         """Parse and translate the text as one expression of any type. `condition`: the text is a filter,
         where FALSE and NULL both drop a row (so `x IN (...)` may answer FALSE for a NULL x); a value
         (a projected column, an update) keeps SQL's NULL.
@@ -227,7 +216,9 @@ class Translator(NanOrdering):
         if not self.predicate.strip():
             raise self.fail("it is empty")
         try:
-            statements = [s for s in sqlglot.parse(self.predicate, dialect=PredicateDialect) if s is not None]
+            statements = [
+                expression(s) for s in sqlglot.parse(self.predicate, dialect=PredicateDialect) if s is not None
+            ]
         except TokenError as e:
             raise self.fail(*self.source.unreadable()) from e
         except ParseError as e:
@@ -247,7 +238,7 @@ class Translator(NanOrdering):
         except RecursionError as e:
             raise self.fail("it is nested too deeply") from e
 
-    def visit(self, node: exp.Expression, positive: bool = False) -> _Value:
+    def visit(self, node: exp.Expression, positive: bool = False) -> Value:
         """Translate ``node``; ``positive`` is True while only AND/OR lie between it and the root.
 
         Args:
@@ -288,10 +279,10 @@ class Translator(NanOrdering):
 
     # ---- building blocks
 
-    def _const(self, scalar: pa.Scalar, sql: Text, text: str | None = None) -> _Value:
-        return _Value(pc.scalar(scalar), scalar.type, sql, scalar, text)
+    def _const(self, scalar: pa.Scalar, sql: Text, text: str | None = None) -> Value:
+        return Value(pc.scalar(scalar), scalar.type, sql, scalar, text)
 
-    def _call(self, function: str, args: list[_Value], sql: Text, **options: Any) -> _Value:
+    def _call(self, function: str, args: list[Value], sql: Text, **options: Any) -> Value:
         """Apply an Arrow compute function, folding constants and type-checking as it is built.
 
         The result type comes from running the kernel on empty arrays of the operand types: the same
@@ -302,7 +293,7 @@ class Translator(NanOrdering):
             if all(a.is_const for a in args):
                 return self._const(kernel(*[a.const for a in args], **options), sql)
             probe = kernel(*[a.const if a.is_const else pa.array([], a.type) for a in args], **options)
-            return _Value(kernel(*[a.expr for a in args], **options), probe.type, sql)
+            return Value(kernel(*[a.expr for a in args], **options), probe.type, sql)
         except ARROW_ERRORS as e:
             operands = " and ".join(f"{a.sql} ({a.type})" for a in args)
             detail = first_line(e)
@@ -314,44 +305,44 @@ class Translator(NanOrdering):
                 problem = f"cannot compute {sql!r} from {operands}: {detail}"
             raise self.fail(problem, sql) from e
 
-    def _boolean(self, value: _Value, context: str) -> _Value:
+    def _boolean(self, value: Value, context: str) -> Value:
         if type_category(value.type) not in ("boolean", "null"):
             raise self.fail(f"{context} needs a boolean operand, but {value.sql!r} is {value.type}", value.sql)
         if pa.types.is_null(value.type):  # a bare NULL is an unknown truth value
             return self._const(pa.scalar(None, pa.bool_()), value.sql)
         return value
 
-    def _decoded(self, value: _Value) -> _Value:
+    def _decoded(self, value: Value) -> Value:
         """Dictionary-encoded strings are decoded for the kernels (LIKE, lower, ...) that need plain ones."""
         if pa.types.is_dictionary(value.type) and not value.is_const:
             expr = value.expr.cast(value.type.value_type)
-            return _Value(expr, value.type.value_type, value.sql)
+            return Value(expr, value.type.value_type, value.sql)
         return value
 
-    def _null_bool(self) -> _Value:
+    def _null_bool(self) -> Value:
         return self._const(pa.scalar(None, pa.bool_()), "NULL")
 
     # ---- logic
 
-    def _and_or(self, node: exp.And | exp.Or, positive: bool) -> _Value:
+    def _and_or(self, node: exp.And | exp.Or, positive: bool) -> Value:
         word = "AND" if isinstance(node, exp.And) else "OR"
         # a long chain (`id = 1 OR id = 2 OR ...`) is one flat list, combined as a balanced tree, so
         # neither this translation nor Arrow recurses once per operand
-        values = [self._boolean(self.visit(part, positive), word) for part in node.flatten()]
+        values = [self._boolean(self.visit(expression(part), positive), word) for part in node.flatten()]
         return self._combine("and_kleene" if word == "AND" else "or_kleene", values, self._sql(node))
 
-    def _combine(self, function: str, values: list[_Value], sql: Text) -> _Value:
+    def _combine(self, function: str, values: list[Value], sql: Text) -> Value:
         """Join operands with an associative kernel as a balanced tree (depth log n, not n)."""
         while len(values) > 1:
             pairs = [values[i : i + 2] for i in range(0, len(values), 2)]
             values = [self._call(function, pair, sql) if len(pair) == 2 else pair[0] for pair in pairs]
         return values[0]
 
-    def _not(self, node: exp.Not, positive: bool) -> _Value:
+    def _not(self, node: exp.Not, positive: bool) -> Value:
         inner = self._boolean(self.visit(node.this, positive=False), "NOT")
         return self._call("invert", [inner], self._sql(node))
 
-    def _is(self, node: exp.Is, positive: bool) -> _Value:
+    def _is(self, node: exp.Is, positive: bool) -> Value:
         sql = self._sql(node)
         operand = self.visit(node.this)
         target = node.expression
@@ -366,12 +357,12 @@ class Translator(NanOrdering):
 
     # ---- comparisons
 
-    def _comparison(self, node: exp.Expression, positive: bool) -> _Value:
+    def _comparison(self, node: exp.Expression, positive: bool) -> Value:
         return self._compare(
             _COMPARISONS[type(node)], self.visit(node.this), self.visit(node.expression), self._sql(node)
         )
 
-    def _compare(self, function: str, left: _Value, right: _Value, sql: Text) -> _Value:
+    def _compare(self, function: str, left: Value, right: Value, sql: Text) -> Value:
         left, right = self._coerce_pair(left, right, sql)
         if left.is_const and not right.is_const:
             left, right, function = right, left, _FLIPPED[function]
@@ -380,7 +371,7 @@ class Translator(NanOrdering):
             return result
         return self._nan_ordered(function, left, right, result, sql)
 
-    def _coerce_pair(self, left: _Value, right: _Value, sql: Text) -> tuple[_Value, _Value]:
+    def _coerce_pair(self, left: Value, right: Value, sql: Text) -> tuple[Value, Value]:
         """Give a literal the type of what it is compared with, or reject a comparison across families."""
         if right.is_const and not left.is_const:
             return left, self._coerce_const(right, left, sql)
@@ -394,7 +385,7 @@ class Translator(NanOrdering):
         self._check_families(left, right, sql)
         return left, right
 
-    def _check_families(self, left: _Value, right: _Value, sql: Text) -> None:
+    def _check_families(self, left: Value, right: Value, sql: Text) -> None:
         families = {type_category(left.type), type_category(right.type)} - {"null"}
         if len(families) > 1:
             raise self.fail(
@@ -402,7 +393,7 @@ class Translator(NanOrdering):
                 sql,
             )
 
-    def _coerce_const(self, const: _Value, other: _Value, sql: Text) -> _Value:
+    def _coerce_const(self, const: Value, other: Value, sql: Text) -> Value:
         """Cast the literal ``const`` to ``other``'s type where that is exact; keep it where it is not."""
         source, target = const.type, other.type
         if pa.types.is_dictionary(target):
@@ -464,7 +455,7 @@ class Translator(NanOrdering):
                 raise pa.ArrowInvalid(f"{text!r} is not a time of day (HH:MM[:SS[.ffffff]])") from e
         return string.cast(target)
 
-    def _coerce_datetime(self, scalar: pa.Scalar, target: pa.DataType, other: _Value, sql: Text) -> pa.Scalar:
+    def _coerce_datetime(self, scalar: pa.Scalar, target: pa.DataType, other: Value, sql: Text) -> pa.Scalar:
         source = scalar.type
         if not pa.types.is_timestamp(target):
             return scalar.cast(target)
@@ -484,7 +475,7 @@ class Translator(NanOrdering):
         except ARROW_ERRORS:
             return scalar.cast(pa.timestamp(scalar.type.unit, target.tz))
 
-    def _between(self, node: exp.Between, positive: bool) -> _Value:
+    def _between(self, node: exp.Between, positive: bool) -> Value:
         if node.args.get("symmetric"):
             raise self._unsupported(node)
         sql = self._sql(node)
@@ -493,7 +484,7 @@ class Translator(NanOrdering):
         high = self._compare("less_equal", value, self.visit(node.args["high"]), sql)
         return self._call("and_kleene", [low, high], sql)
 
-    def _in(self, node: exp.In, positive: bool) -> _Value:
+    def _in(self, node: exp.In, positive: bool) -> Value:
         sql = self._sql(node)
         if node.args.get("query") is not None or not node.expressions:
             raise self._unsupported(node.args.get("query") or node)
@@ -503,8 +494,8 @@ class Translator(NanOrdering):
             # a general list: an OR of equalities, which has SQL's NULL semantics by construction
             return self._combine("or_kleene", [self._compare("equal", value, i, sql) for i in items], sql)
         coerced = [self._coerce_pair(value, item, sql)[1] for item in items]
-        has_null = any(not item.const.is_valid for item in coerced)
-        values = [item.const for item in coerced if item.const.is_valid]
+        has_null = any(not item.scalar.is_valid for item in coerced)
+        values = [item.scalar for item in coerced if item.scalar.is_valid]
         if any(v.type != values[0].type for v in values):  # some literal kept its own type
             return self._combine("or_kleene", [self._compare("equal", value, i, sql) for i in coerced], sql)
         value_set = pa.array([v.as_py() for v in values], type=values[0].type if values else value.type)
@@ -519,12 +510,12 @@ class Translator(NanOrdering):
             found = self._call("or_kleene", [found, self._null_bool()], sql)
         return self._call("if_else", [self._call("is_valid", [value], sql), found, self._null_bool()], sql)
 
-    def _null_safe(self, node: exp.NullSafeEQ | exp.NullSafeNEQ, positive: bool) -> _Value:
+    def _null_safe(self, node: exp.NullSafeEQ | exp.NullSafeNEQ, positive: bool) -> Value:
         sql = self._sql(node)
         left, right = self.visit(node.this), self.visit(node.expression)
         if left.is_const and not right.is_const:
             left, right = right, left
-        if right.is_const and not right.const.is_valid:  # x IS [NOT] DISTINCT FROM NULL
+        if right.is_const and not right.scalar.is_valid:  # x IS [NOT] DISTINCT FROM NULL
             return self._call("is_valid" if isinstance(node, exp.NullSafeNEQ) else "is_null", [left], sql)
         equal = self._compare("equal", left, right, sql)
         both_valid = self._call(
@@ -536,14 +527,14 @@ class Translator(NanOrdering):
         same = self._call("or_kleene", [self._call("and_kleene", [equal, both_valid], sql), both_null], sql)
         return self._call("invert", [same], sql) if isinstance(node, exp.NullSafeNEQ) else same
 
-    def _like(self, node: exp.Expression, positive: bool) -> _Value:
+    def _like(self, node: exp.Expression, positive: bool) -> Value:
         sql = self._sql(node)
         escape: str | None = None
         if isinstance(node, exp.Escape):
             escape_value = self.visit(node.expression)
             if not escape_value.is_const or type_category(escape_value.type) != "string":
                 raise self.fail(f"ESCAPE needs a string literal: {sql!r}", escape_value.sql)
-            escape = escape_value.const.as_py()
+            escape = escape_value.scalar.as_py()
             if escape is None or len(escape) != 1:
                 raise self.fail(f"ESCAPE needs exactly one character: {sql!r}", escape_value.sql)
             node = node.this
@@ -557,9 +548,9 @@ class Translator(NanOrdering):
             raise self.fail(
                 f"type mismatch in {sql!r}: LIKE needs a string, but {value.sql} is {value.type}", value.sql
             )
-        if not pattern.const.is_valid:
+        if not pattern.scalar.is_valid:
             return self._null_bool()
-        text = pattern.const.as_py()
+        text = pattern.scalar.as_py()
         if escape is not None:
             text = _rewrite_escape(text, escape)
         result = self._call("match_like", [value], sql, pattern=text, ignore_case=isinstance(node, exp.ILike))
@@ -569,7 +560,7 @@ class Translator(NanOrdering):
 
     # ---- arithmetic
 
-    def _arithmetic(self, node: exp.Expression, positive: bool) -> _Value:
+    def _arithmetic(self, node: exp.Expression, positive: bool) -> Value:
         sql = self._sql(node)
         left, right = self.visit(node.this), self.visit(node.expression)
         self._check_numeric(left, sql, allow_temporal=not isinstance(node, exp.Mul | exp.Div))
@@ -578,7 +569,7 @@ class Translator(NanOrdering):
             self._check_not_zero(right, sql)
         return self._call(_ARITHMETIC[type(node)], [left, right], sql)
 
-    def _mod(self, node: exp.Mod, positive: bool) -> _Value:
+    def _mod(self, node: exp.Mod, positive: bool) -> Value:
         """SQL remainder, sign of the dividend: a - trunc(a / b) * b (integer `/` already truncates)."""
         sql = self._sql(node)
         left, right = self.visit(node.this), self.visit(node.expression)
@@ -590,30 +581,30 @@ class Translator(NanOrdering):
             quotient = self._call("trunc", [quotient], sql)
         return self._call("subtract", [left, self._call("multiply", [quotient, right], sql)], sql)
 
-    def _neg(self, node: exp.Neg, positive: bool) -> _Value:
+    def _neg(self, node: exp.Neg, positive: bool) -> Value:
         if isinstance(node.this, exp.Literal) and not node.this.is_string:
             return self._number("-" + node.this.this, self._sql(node))
         operand = self.visit(node.this)
         self._check_numeric(operand, self._sql(node), allow_temporal=True)
         return self._call("negate_checked", [operand], self._sql(node))
 
-    def _check_numeric(self, value: _Value, sql: Text, allow_temporal: bool = False) -> None:
+    def _check_numeric(self, value: Value, sql: Text, allow_temporal: bool = False) -> None:
         allowed = {"number", "null"} | ({"datetime", "time", "duration"} if allow_temporal else set())
         if type_category(value.type) not in allowed:
             raise self.fail(f"type mismatch in {sql!r}: {value.sql} is {value.type}, not a number", value.sql)
 
-    def _check_not_zero(self, value: _Value, sql: Text) -> None:
-        if value.is_const and value.const.is_valid and value.const.as_py() == 0:
+    def _check_not_zero(self, value: Value, sql: Text) -> None:
+        if value.is_const and value.scalar.is_valid and value.scalar.as_py() == 0:
             raise self.fail(f"division by zero in {sql!r}", value.sql)
 
     # ---- leaves
 
-    def _literal(self, node: exp.Literal, positive: bool) -> _Value:
+    def _literal(self, node: exp.Literal, positive: bool) -> Value:
         if node.is_string:
             return self._const(pa.scalar(node.this, pa.string()), self._sql(node))
         return self._number(node.this, self._sql(node))
 
-    def _number(self, text: str, sql: Text) -> _Value:
+    def _number(self, text: str, sql: Text) -> Value:
         """int64 where it fits (then uint64, then decimal), float64 for anything with a point or exponent."""
         if text.lstrip("+-").isdigit():
             value = int(text)
@@ -632,14 +623,14 @@ class Translator(NanOrdering):
             raise self.fail(f"not a finite number: {text}", sql)
         return self._const(pa.scalar(number, pa.float64()), sql, text)
 
-    def _column(self, node: exp.Column | exp.Dot, positive: bool) -> _Value:
+    def _column(self, node: exp.Column | exp.Dot, positive: bool) -> Value:
         parts = _column_parts(node)
         if parts is None:
             raise self._unsupported(node)
         sql = self._sql(node)
         path, field = self._resolve(parts, sql)
         self.columns.add(path[0])
-        return _Value(pc.field(*self._physical_path(path)), field.type, sql)
+        return Value(pc.field(*self._physical_path(path)), field.type, sql)
 
     def _physical_path(self, path: list[str]) -> list[str]:
         """The same column in the physical schema: walk both schemas by position."""
@@ -678,7 +669,7 @@ class Translator(NanOrdering):
             field = field.type.field(part)
         return parts, field
 
-    def _cast(self, node: exp.Cast, positive: bool) -> _Value:
+    def _cast(self, node: exp.Cast, positive: bool) -> Value:
         sql = self._sql(node)
         if isinstance(node, exp.TryCast) or node.args.get("format") is not None:
             raise self._unsupported(node)
@@ -690,10 +681,10 @@ class Translator(NanOrdering):
         if not value.is_const:
             try:
                 pc.cast(pa.array([], value.type), target)  # raises for a pair Arrow cannot cast
-                return _Value(value.expr.cast(target), target, sql)
+                return Value(value.expr.cast(target), target, sql)
             except ARROW_ERRORS as e:
                 raise self.fail(f"cannot cast {value.sql} ({value.type}) to {target}", sql) from e
-        scalar = value.const
+        scalar = value.scalar
         try:
             if type_category(value.type) == "string" and pa.types.is_timestamp(target):
                 try:
@@ -730,7 +721,7 @@ class Translator(NanOrdering):
 
     # ---- functions
 
-    def _function(self, node: exp.Func, positive: bool) -> _Value:
+    def _function(self, node: exp.Expression, positive: bool) -> Value:
         sql = self._sql(node)
         value = self._decoded(self.visit(node.this))
         family = type_category(value.type)
@@ -741,10 +732,15 @@ class Translator(NanOrdering):
             return self._call("binary_length", [value], sql)
         if family not in ("string", "null"):
             raise self.fail(f"type mismatch in {sql!r}: {value.sql} is {value.type}, not a string", value.sql)
-        function = {exp.Lower: "utf8_lower", exp.Upper: "utf8_upper", exp.Length: "utf8_length"}[type(node)]
+        functions: dict[type[exp.Expression], str] = {
+            exp.Lower: "utf8_lower",
+            exp.Upper: "utf8_upper",
+            exp.Length: "utf8_length",
+        }
+        function = functions[type(node)]
         return self._call(function, [value], sql)
 
-    def _coalesce(self, node: exp.Coalesce, positive: bool) -> _Value:
+    def _coalesce(self, node: exp.Coalesce, positive: bool) -> Value:
         sql = self._sql(node)
         args = [self.visit(a) for a in [node.this, *node.expressions]]
         anchor = next((a for a in args if not a.is_const), None)
@@ -754,7 +750,7 @@ class Translator(NanOrdering):
             self._check_families(args[0], a, sql)
         return self._call("coalesce", args, sql)
 
-    def _starts_ends_with(self, node: exp.StartsWith | exp.EndsWith, positive: bool) -> _Value:
+    def _starts_ends_with(self, node: exp.StartsWith | exp.EndsWith, positive: bool) -> Value:
         sql = self._sql(node)
         value, pattern = self._decoded(self.visit(node.this)), self.visit(node.expression)
         if not pattern.is_const or type_category(pattern.type) not in ("string", "null"):
@@ -763,10 +759,10 @@ class Translator(NanOrdering):
             )
         if type_category(value.type) != "string":
             raise self.fail(f"type mismatch in {sql!r}: {value.sql} is {value.type}, not a string", value.sql)
-        if not pattern.const.is_valid:
+        if not pattern.scalar.is_valid:
             return self._null_bool()
         function = "starts_with" if isinstance(node, exp.StartsWith) else "ends_with"
-        return self._call(function, [value], sql, pattern=pattern.const.as_py())
+        return self._call(function, [value], sql, pattern=pattern.scalar.as_py())
 
     def _sql(self, node: exp.Expression) -> Snippet:
         return Snippet(node, self.source)

@@ -118,7 +118,8 @@ def _candidates(table: mvcc_core.Table, filter_: str | None) -> list[pb.DataFrag
         return fragments
     try:
         scan = Scan(state.store, state.manifest, [], filter_)
-        floating = [c for c in scan.bound.columns if _holds_floats(table.schema.field(c).type)]
+        bound = scan.bound.columns if scan.bound is not None else ()  # a filter is given: it is bound
+        floating = [c for c in bound if _holds_floats(table.schema.field(c).type)]
         if floating:
             log.debug("mvcc read of %s: filter %r not used for pruning (NaN order of %s)", table.uri, filter_, floating)
             return fragments

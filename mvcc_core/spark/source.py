@@ -129,12 +129,14 @@ class MvccReader(DataSourceReader):
         fragments = [f for f in self.state.manifest.fragments if f.id in wanted]
         return Scan(self.state.store, self.state.manifest, self.target.names, None, fragments=fragments)
 
-    def read(self, partition: FragmentGroup) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The rows of one partition, in Spark's types.
 
         Args:
-            partition: one input partition
+            partition: one input partition (a `FragmentGroup` of `partitions`)
         """
+        if not isinstance(partition, FragmentGroup):
+            raise TypeError(f"mvcc read: not a partition of this reader: {partition!r}")
         if not partition.fragment_ids:
             return
         for batch in self.scan(partition).to_batches():

@@ -28,7 +28,7 @@ class VersionMethods(TableHost):
     def _resolve(self, ref: VersionRef) -> int:
         return history.resolve(self._state, ref)
 
-    def checkout(self, ref: VersionRef) -> Self:
+    def checkout(self, ref: VersionRef | tuple[str | None, int | None]) -> Self:
         """A new handle on `ref`: a version number, a tag name (of any branch), a datetime (the version current
         then), or pylance's (branch, version) (version None: the branch's latest).
 
@@ -53,7 +53,7 @@ class VersionMethods(TableHost):
             return type(self)(self._reference_state(ref))  # the branch mixin (table/branches.py)
         return type(self)(self._state.checkout(self._resolve(ref)))
 
-    def checkout_version(self, version: VersionRef) -> Self:
+    def checkout_version(self, version: VersionRef | tuple[str | None, int | None]) -> Self:
         """pylance's name for `checkout`.
 
         Args:

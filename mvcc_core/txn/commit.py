@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TypedDict
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.errors import (
@@ -50,6 +51,17 @@ from mvcc_core.txn import rebase as rebase_mod
 from mvcc_core.txn.transaction import BuildContext, Transaction, build_manifest, read_transaction, write_transaction
 
 log = logging.getLogger("mvcc.commit")
+
+
+class _ConflictDetails(TypedDict):
+    """The fields a conflict error of a commit check carries besides its message (`CommitConflictError`)."""
+
+    uri: str
+    read_version: int
+    conflicting_versions: list[int]
+    operation: str
+    conflicting_operation: str | None
+
 
 DEFAULT_MAX_RETRIES = 20
 
@@ -234,7 +246,7 @@ class Committer:
                 raise self.corrupt_history(exc, location_of(self.store, latest, naming), why) from exc
             theirs = self.load_transaction(manifest)
             name = txn.operation.name
-            common = dict(
+            common = _ConflictDetails(
                 uri=self.store.uri,
                 read_version=txn.read_version,
                 conflicting_versions=[version],

@@ -189,7 +189,11 @@ def _trim_rebases_over_rewrite(ours: operations.Operation, theirs: operations.Op
 
 
 def _trim_rebases_over_index(ours: operations.Operation, theirs: operations.Operation, ctx: ConflictContext) -> bool:
-    return frag_reuse.trimmed_by(ours) and any(i.name not in SINGLETON_INDICES for i in theirs.new_indices)
+    return (
+        frag_reuse.trimmed_by(ours)
+        and isinstance(theirs, operations.CreateIndex)
+        and any(i.name not in SINGLETON_INDICES for i in theirs.new_indices)
+    )
 
 
 def _index_reads_trimmed_versions(
@@ -197,7 +201,7 @@ def _index_reads_trimmed_versions(
 ) -> bool:
     """Ours adds an index built before a compaction whose reuse version theirs trimmed: its row addresses
     could no longer be translated to where the rows moved."""
-    if not frag_reuse.trimmed_by(theirs):
+    if not frag_reuse.trimmed_by(theirs) or not isinstance(ours, operations.CreateIndex):
         return False
     trimmed = frag_reuse.removed_versions(
         next((i for i in theirs.removed_indices if i.name == FRAG_REUSE_INDEX), None),

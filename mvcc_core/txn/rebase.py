@@ -6,6 +6,7 @@ Design notes: docs/guide/row_level_changes.md, "Rebasing a row-level change".
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TypeGuard
 
 from pyroaring import BitMap64
 
@@ -35,16 +36,19 @@ class RowConflict(Exception):
         self.rows = rows or []
 
 
+# the operations that record the rows they change (`affected_rows`) and can be rebased row by row
+_ROW_CHANGES = operations.Delete | operations.Update
+
+
 def _row_level(ours: operations.Operation, theirs: operations.Operation) -> bool:
-    row_level = isinstance(ours, operations.Delete | operations.Update)
-    return row_level and isinstance(theirs, operations.Delete | operations.Update) and bool(ours.affected_rows)
+    return isinstance(ours, _ROW_CHANGES) and isinstance(theirs, _ROW_CHANGES) and bool(ours.affected_rows)
 
 
-def _rewrites_columns(op: operations.Operation) -> bool:
+def _rewrites_columns(op: operations.Operation) -> TypeGuard[operations.Update]:
     return isinstance(op, operations.Update) and op.update_mode == tpb.Transaction.REWRITE_COLUMNS
 
 
-def _writes_fri(op: operations.Operation) -> bool:
+def _writes_fri(op: operations.Operation) -> TypeGuard[operations.Rewrite | operations.CreateIndex]:
     return frag_reuse.carried_by(op) or frag_reuse.trimmed_by(op)
 
 
@@ -81,8 +85,8 @@ def check_rows(ours: operations.Operation, theirs: operations.Operation) -> None
     """
     if _rewrite_over_deletions(ours, theirs) and _rewrites_columns(theirs):
         raise RowConflict(f"the concurrent {theirs.name} rewrote column values of rows the Rewrite copied")
-    if not _row_level(ours, theirs):
-        return
+    if not (isinstance(ours, _ROW_CHANGES) and isinstance(theirs, _ROW_CHANGES) and ours.affected_rows):
+        return  # not a row-level rebase (`_row_level`)
     if not theirs.affected_rows:
         raise RowConflict(f"the concurrent {theirs.name} did not record the rows it changed")
     shared = BitMap64.deserialize(ours.affected_rows) & BitMap64.deserialize(theirs.affected_rows)
@@ -124,16 +128,17 @@ def rebase(store: ObjectStore, txn: Transaction, latest: pb.Manifest) -> Rebased
             op = _rebase_frag_reuse(op, latest)
         return Rebased(replace_txn(txn, op, latest.version), written, superseded)
     if _writes_fri(op):
-        new_op = _rebase_frag_reuse(op, latest)
-        return Rebased(replace_txn(txn, new_op, latest.version), [], [])
+        return Rebased(replace_txn(txn, _rebase_frag_reuse(op, latest), latest.version), [], [])
     if _rewrites_columns(op):
         return Rebased(replace_txn(txn, _rebase_column_rewrite(op, latest), latest.version), [], [])
+    if not isinstance(op, _ROW_CHANGES):  # `rebasable` lets no other operation through
+        raise TypeError(f"a {op.name} is not rebased row by row")
     updated = list(op.updated_fragments)
     removed = set(op.deleted_fragment_ids if isinstance(op, operations.Delete) else op.removed_fragment_ids)
     by_id = {f.id: f for f in latest.fragments}
     new_updated: list[pb.DataFragment] = []
-    written: list[str] = []
-    superseded: list[str] = []
+    written = []
+    superseded = []
     try:
         for frag in updated:
             current = by_id.get(frag.id)
@@ -164,7 +169,9 @@ def rebase(store: ObjectStore, txn: Transaction, latest: pb.Manifest) -> Rebased
     kept = {deletion_path(f.id, f.deletion_file) for f in new_updated if f.HasField("deletion_file")}
     superseded = [p for p in superseded if p not in kept]
     if isinstance(op, operations.Delete):
-        new_op: operations.Operation = replace(op, updated_fragments=new_updated, deleted_fragment_ids=sorted(removed))
+        new_op: operations.Delete | operations.Update = replace(
+            op, updated_fragments=new_updated, deleted_fragment_ids=sorted(removed)
+        )
     else:
         new_op = replace(op, updated_fragments=new_updated, removed_fragment_ids=sorted(removed))
     return Rebased(replace_txn(txn, new_op, latest.version), written, superseded)
@@ -206,7 +213,9 @@ def replace_txn(txn: Transaction, op: operations.Operation, read_version: int) -
     )
 
 
-def _rebase_frag_reuse(op: operations.Operation, latest: pb.Manifest) -> operations.Operation:
+def _rebase_frag_reuse(
+    op: operations.Rewrite | operations.CreateIndex, latest: pb.Manifest
+) -> operations.Rewrite | operations.CreateIndex:
     """Re-apply our change of the fragment reuse index to the latest one.
 
     A trim drops only the versions no index of `latest` that survives it still reads through: an index
@@ -214,6 +223,8 @@ def _rebase_frag_reuse(op: operations.Operation, latest: pb.Manifest) -> operati
     """
     latest_fri = frag_reuse.find(latest)
     if isinstance(op, operations.Rewrite):
+        if op.frag_reuse_index is None:  # carries no version (`frag_reuse.carried_by`): nothing to re-apply
+            return op
         return replace(op, frag_reuse_index=frag_reuse.rebase_rewrite(op.frag_reuse_index, latest_fri))
     ours_new = next((i for i in op.new_indices if i.name == FRAG_REUSE_INDEX), None)
     ours_old = next((i for i in op.removed_indices if i.name == FRAG_REUSE_INDEX), None)

@@ -138,7 +138,11 @@ def rebase_rewrite(
                 groups.append(group)
                 continue
             new_deleted = {f.id: read_deletion_vector(store, f, latest.base_paths) for f in group.new_fragments}
-            targets = moved_to(group, deleted, new_deleted, np.concatenate(newly), stable) if newly else []
+            targets = (
+                moved_to(group, deleted, new_deleted, np.concatenate(newly), stable)
+                if newly
+                else np.empty(0, dtype=np.uint64)
+            )
             add: dict[int, BitMap] = {}
             for address in np.asarray(targets, dtype=np.uint64):
                 add.setdefault(int(address >> np.uint64(32)), BitMap()).add(int(address & np.uint64(0xFFFFFFFF)))

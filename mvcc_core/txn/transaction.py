@@ -10,7 +10,7 @@ import time
 import uuid as uuid_mod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from google.protobuf.message import DecodeError
 from pyroaring import BitMap
@@ -555,23 +555,34 @@ class BuildContext:
     load_reference: Callable[[str, int], pb.Manifest] | None = None
 
 
-_APPLY: dict[type[operations.Operation], Callable[[pb.Manifest, operations.Operation, BuildContext], None]] = {
-    operations.Append: _apply_append,
-    operations.Overwrite: _apply_overwrite,
-    operations.Restore: _apply_restore,
-    operations.ReserveFragments: _apply_reserve,
-    operations.UpdateConfig: _apply_update_config,
-    operations.Delete: _apply_delete,
-    operations.Update: _apply_update,
-    operations.Merge: _apply_merge,
-    operations.Project: _apply_project,
-    operations.CreateIndex: _apply_create_index,
-    operations.Rewrite: _apply_rewrite,
-    operations.DataReplacement: _apply_data_replacement,
-    operations.UpdateBases: _apply_update_bases,
-    operations.UpdateMemWalState: _apply_mem_wal,
-    operations.Clone: _apply_clone,
-}
+_Op = TypeVar("_Op", bound=operations.Operation)
+# an apply function, for the operation type it is registered under (`_applier` checks the pair)
+_Apply = Callable[[pb.Manifest, Any, BuildContext], None]
+
+
+def _applier(kind: type[_Op], apply: Callable[[pb.Manifest, _Op, BuildContext], None]) -> tuple[type[_Op], _Apply]:
+    """An entry of `_APPLY`: `apply` builds the manifest of an operation of type `kind`."""
+    return kind, apply
+
+
+_APPLIERS = (
+    _applier(operations.Append, _apply_append),
+    _applier(operations.Overwrite, _apply_overwrite),
+    _applier(operations.Restore, _apply_restore),
+    _applier(operations.ReserveFragments, _apply_reserve),
+    _applier(operations.UpdateConfig, _apply_update_config),
+    _applier(operations.Delete, _apply_delete),
+    _applier(operations.Update, _apply_update),
+    _applier(operations.Merge, _apply_merge),
+    _applier(operations.Project, _apply_project),
+    _applier(operations.CreateIndex, _apply_create_index),
+    _applier(operations.Rewrite, _apply_rewrite),
+    _applier(operations.DataReplacement, _apply_data_replacement),
+    _applier(operations.UpdateBases, _apply_update_bases),
+    _applier(operations.UpdateMemWalState, _apply_mem_wal),
+    _applier(operations.Clone, _apply_clone),
+)
+_APPLY: dict[type[operations.Operation], _Apply] = dict(_APPLIERS)
 
 
 def build_manifest(

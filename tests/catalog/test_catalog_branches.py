@@ -268,6 +268,19 @@ def test_cleanup_reconciles_orphaned_forks_children_first(tmp_uri: str) -> None:
     assert ids(cat.table("s.b", branch="live")) == [1, 2, 3, 5]
 
 
+def test_cleanup_reclaims_a_chain_of_orphaned_forks_deepest_first(tmp_uri: str) -> None:
+    """Forks three deep under one table (a fork of a fork of a fork): each is reclaimed after its children."""
+    cat = make(tmp_uri)
+    cat.create_branch("live")
+    stray = fork(cat.table("s.c").checkout(1).state, "live")
+    child = fork(stray, "a-child")
+    fork(child, "b-grandchild")  # sorts after its parent by name: only its depth puts it first
+    path = cat.snapshot().entry("s.c").path
+    removed = cat.cleanup().forks_removed
+    assert sorted(removed) == sorted(f"{path}@{b}" for b in ("live", "a-child", "b-grandchild"))
+    assert refs(cat, "c") == {}
+
+
 def test_retention_keeps_what_a_branch_reads(memory_uri: str) -> None:
     cat = make(memory_uri)
     cat.create_branch("dev")
