@@ -100,6 +100,35 @@ def test_a_publish_whose_scratch_branch_is_removed_meanwhile_is_a_retryable_conf
     assert ids(mvcc.open_table(tmp_uri)) == [2, 3, 4, 10]
 
 
+@pytest.mark.parametrize("point", ["branch.create.after_ref", "branch.publish.replay.after_scratch"])
+def test_a_scratch_branch_removed_while_it_is_made_or_used_is_a_retryable_conflict(tmp_uri: str, point: str) -> None:
+    t = needs_replay(tmp_uri, "audit")
+    errors: list[BaseException] = []
+
+    def publish() -> None:
+        try:
+            mvcc.open_table(tmp_uri).publish_branch("audit")
+        except BaseException as exc:  # noqa: BLE001 - the test looks at it
+            errors.append(exc)
+
+    with failpoints.armed(point, "sleep(1)"):  # held between the scratch ref and its first manifest, or after
+        thread = threading.Thread(target=publish)
+        thread.start()
+        deadline = time.monotonic() + 20
+        while not (scratch := set(list_refs(t.state.store, scratch=True)) - {"audit"}):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        name = scratch.pop()
+        txn_branches.delete_branch(t.state, name)
+        thread.join(30)
+    assert len(errors) == 1 and isinstance(errors[0], RetryableConflictError), errors
+    left = [p for p in Path(tmp_uri).rglob("*") if name in str(p) and p.is_file()]
+    assert not left, left  # no fork files behind the removed ref (a local disk keeps the empty folders)
+    assert ids(mvcc.open_table(tmp_uri)) == [2, 3, 4]
+    mvcc.open_table(tmp_uri).publish_branch("audit")
+    assert ids(mvcc.open_table(tmp_uri)) == [2, 3, 4, 10]
+
+
 @pytest.mark.parametrize("where", ["branches", "tags"])
 @pytest.mark.parametrize("torn", [False, True])
 def test_temporary_files_under_refs_are_never_refs_or_tags(tmp_uri: str, where: str, torn: bool) -> None:

@@ -347,8 +347,12 @@ def publish_by_replay(
             return latest  # another publish of the same version landed meanwhile: never twice
         scratch_name = new_scratch_name()
         mark = ScratchMark(name, ref.identifier, int(time.time()) + SCRATCH_LEASE_SECONDS)
-        forked = txn_branches.create_branch(latest, scratch_name, scratch=mark)
-        identifier = read_ref(target.store, scratch_name).identifier
+        try:
+            forked = txn_branches.create_branch(latest, scratch_name, scratch=mark)
+            identifier = read_ref(target.store, scratch_name).identifier
+        except BranchNotFoundError as exc:  # removed by another publish between its ref and its first manifest
+            txn_branches.discard_unclaimed_tree(target, scratch_name)
+            raise _ScratchLost(scratch_name) from exc
         scratch = make_table(forked)
         try:
             failpoint("branch.publish.replay.after_scratch")
@@ -371,9 +375,11 @@ def publish_by_replay(
                 max_retries=max_retries,
             )
         except _ScratchLost:
+            txn_branches.discard_unclaimed_tree(target, scratch_name)  # what the steps wrote after the removal
             raise
         except Exception as exc:
             if not _scratch_is_ours(target, scratch_name, identifier):
+                txn_branches.discard_unclaimed_tree(target, scratch_name)
                 raise _ScratchLost(scratch_name) from exc
             raise
         finally:

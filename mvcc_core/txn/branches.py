@@ -216,6 +216,20 @@ def create_branch(
     return open_branch(source, name)
 
 
+def discard_unclaimed_tree(state: TableState, name: str) -> None:
+    """Remove what a branch's tree holds when no ref claims the name (a fork written after its ref was removed).
+
+    Args:
+        state: Any version of the table.
+        name: The branch name whose tree to remove; nothing is removed while a ref of that name exists.
+    """
+    try:
+        read_ref(state.store, name)
+    except BranchNotFoundError:
+        root = branch_store(state.store, None)
+        root.delete_many(m.path for m in root.list(tree_prefix(name)))
+
+
 def open_branch(state: TableState, name: str | None, version: int | None = None) -> TableState:
     """Branch `name` of `state`'s table (None: main) at `version` (None: its latest).
 
