@@ -11,7 +11,7 @@ landed belong to their version. Rules: docs/operations/maintenance.md, "Partial 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, overload
 
@@ -125,15 +125,19 @@ def commit(
     """
     if not results:
         raise CompactionError("compaction.commit needs at least one RewriteResult")
-    options = dict(
-        commit_message=commit_message,
-        transaction_properties=transaction_properties,
-        defer_index_remap=defer_index_remap,
-    )
+
+    def staged(pending: Sequence[RewriteResult]) -> Transaction:
+        return rewrite_transaction(
+            table,
+            pending,
+            commit_message=commit_message,
+            transaction_properties=transaction_properties,
+            defer_index_remap=defer_index_remap,
+        )
+
     if partial:
-        return _commit_partial(table, list(results), max_retries, options)
-    txn = rewrite_transaction(table, results, **options)  # type: ignore[arg-type]
-    return _land(table, txn, max_retries)
+        return _commit_partial(table, list(results), max_retries, staged)
+    return _land(table, staged(results), max_retries)
 
 
 def _land(table: TableState | Table, txn: Transaction, max_retries: int) -> TableState:
@@ -157,7 +161,10 @@ def _culprits(state: TableState, pending: list[RewriteResult], exc: CommitConfli
 
 
 def _commit_partial(
-    table: TableState | Table, results: list[RewriteResult], max_retries: int, options: Mapping[str, object]
+    table: TableState | Table,
+    results: list[RewriteResult],
+    max_retries: int,
+    staged: Callable[[Sequence[RewriteResult]], Transaction],
 ) -> PartialCommit:
     state = _state_of(table)
     committed: list[RewriteResult] = []
@@ -168,7 +175,7 @@ def _commit_partial(
     def attempt(pending: list[RewriteResult]) -> None:
         nonlocal latest
         while pending:
-            txn = rewrite_transaction(table, pending, **options)  # type: ignore[arg-type]
+            txn = staged(pending)
             txn.files = []  # the groups set aside keep their files for the next try; removed below
             try:
                 latest = _land(table, txn, max_retries)

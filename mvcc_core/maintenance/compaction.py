@@ -99,7 +99,7 @@ class CompactionTask:
         try:
             encoding: deque[Future[None]] = deque()
             for table, table_ids in _read(state, old, stable):
-                if stable:
+                if table_ids is not None:
                     ids.append(table_ids)
                 encoding.append(encoder.submit(_write_row_group, writer, table))
                 rows += table.num_rows

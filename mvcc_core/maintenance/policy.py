@@ -147,10 +147,10 @@ def compaction_options(config: Mapping[str, str], **explicit: Any) -> Compaction
     for key in RESERVED_KEYS:
         if key in config:
             _parse(key, config[key])
-    policy = _policy(config, COMPACTION_KEYS)
     fields = {k: v for k, v in explicit.items() if v is not None}
-    for key, value in policy.items():
-        fields.setdefault(key.removeprefix("mvcc.compaction."), value)
+    unset = tuple(key for key in COMPACTION_KEYS if key.removeprefix("mvcc.compaction.") not in fields)
+    for key, value in _policy(config, unset).items():  # only the keys the caller left to the policy are read
+        fields[key.removeprefix("mvcc.compaction.")] = value
     return CompactionOptions(**fields)
 
 
@@ -167,7 +167,9 @@ def retention_settings(
     Raises:
         ValueError: a retention key set on the table does not parse
     """
-    policy = _policy(config, RETENTION_KEYS)
+    policy = _policy(
+        config, tuple(k for k, given in zip(RETENTION_KEYS, (older_than, retain_versions), strict=True) if given is None)
+    )
     if older_than is None:
         older_than = policy.get(RETENTION_OLDER_THAN, timedelta(days=14))
     if retain_versions is None:

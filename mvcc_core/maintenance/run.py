@@ -87,13 +87,13 @@ def compact_files(
     compaction_plan = plan(table, options, **kwargs)
     state = compaction_plan.state
     assert state is not None
-    deferred = dict(
+    deferred = CompactionMetrics(
         deferred_groups=compaction_plan.deferred_groups,
         deferred_fragments=compaction_plan.deferred_fragments,
         deferred_bytes=compaction_plan.deferred_bytes,
     )
     if not compaction_plan.tasks:
-        return CompactionMetrics(seconds=time.perf_counter() - start, **deferred), state  # type: ignore[arg-type]
+        return replace(deferred, seconds=time.perf_counter() - start), state
     common: dict[str, Any] = dict(
         commit_message=commit_message,
         transaction_properties=transaction_properties,
@@ -105,7 +105,13 @@ def compact_files(
         results = run_tasks(compaction_plan.tasks, state, executor=executor, progress=progress)
         committed = commit(state, results, **common)
         metrics = summarize(results, read_state=state, committed=committed)
-    metrics = replace(metrics, seconds=time.perf_counter() - start, **deferred)  # type: ignore[arg-type]
+    metrics = replace(
+        metrics,
+        seconds=time.perf_counter() - start,
+        deferred_groups=deferred.deferred_groups,
+        deferred_fragments=deferred.deferred_fragments,
+        deferred_bytes=deferred.deferred_bytes,
+    )
     log.info(
         "%s: compacted %d fragments into %d (%d commits, last version %s, %.2f s)",
         state.uri,
