@@ -73,8 +73,8 @@ def test_scoped_compaction_rewrites_only_fragments_that_may_match(any_uri, seed:
 
 def test_scope_on_plan_and_its_errors(tmp_uri) -> None:
     t = mvcc.write_table(batch([0], DAYS[0]), tmp_uri)
-    for i, day in enumerate(DAYS * 2):
-        t.append(batch([i + 1], sorted(DAYS * 2)[i]))
+    for i, day in enumerate(sorted(DAYS * 2)):
+        t.append(batch([i + 1], day))
     version = t.version
     scoped = mvcc.compaction.plan(t, where=f"day = '{DAYS[1]}'")
     assert scoped.fragments == 2 and scoped.reserved_version == version + 1
