@@ -117,10 +117,12 @@ def recommend(table: TableState | Table, *, now: datetime | None = None) -> list
                     f"rows deleted (or several files): {deleted:,} deleted rows are read and dropped by every "
                     f"scan; rewriting them reads {_mib(size)}{budget}"
                 ),
-                score=min(1.0, deleted / max(physical, 1) + sum(g.files_removed for g in lone) / max(fragments, 1)),
+                score=min(
+                    1.0, deleted / max(physical, 1) + sum(max(g.files_removed, 0) for g in lone) / max(fragments, 1)
+                ),
                 bytes_to_rewrite=size,
                 fragments_before=fragments,
-                fragments_after=fragments,
+                fragments_after=fragments - sum(g.fragments_removed for g in lone),
                 effect=f"{deleted:,} fewer rows read per full scan ({deleted / max(physical, 1):.1%} of them)",
                 call="t.optimize.compact_files()",
             )

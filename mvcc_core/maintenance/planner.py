@@ -28,10 +28,11 @@ class Group:
         fragments: The fragments, in manifest order.
         new_fragments: Fragments the group becomes (its live rows in fragments of the row target).
         bytes: On-disk bytes of its data files (what the task reads).
-        files_removed: Data files the rewrite removes (its files less the new fragments').
+        files_removed: Data files the rewrite removes (its files less the new fragments'; negative when a lone
+            fragment with deletions is split at the row target).
         deleted_rows: Deleted rows the rewrite drops from disk.
-        benefit: `files_removed` plus `deleted_rows` in units of the row target (a target-sized fragment's
-            worth of deleted rows counts as one file).
+        benefit: `files_removed` (at least 0) plus `deleted_rows` in units of the row target (a target-sized
+            fragment's worth of deleted rows counts as one file).
     """
 
     fragments: tuple[pb.DataFragment, ...]
@@ -176,7 +177,7 @@ def _group(run: list[pb.DataFragment], rows_target: int) -> Group:
         bytes=sum(df.file_size_bytes for f in run for df in f.files),
         files_removed=files - new,
         deleted_rows=deleted,
-        benefit=(files - new) + deleted / rows_target,
+        benefit=max(files - new, 0) + deleted / rows_target,
     )
 
 
