@@ -105,14 +105,15 @@ def needs_rewrite(frag: pb.DataFragment, options: CompactionOptions, rows: int) 
     return len(frag.files) > 1 or live_rows(frag) < rows or _too_many_deletions(frag, options)
 
 
-def _index_keys(manifest: pb.Manifest) -> dict[int, frozenset[bytes]]:
-    """Fragment id -> the indices covering it (each bitmap decoded once); fragments no index covers are absent."""
-    covering: dict[int, set[bytes]] = {}
-    for index in manifest.indices:
+def _index_keys(manifest: pb.Manifest) -> dict[int, int]:
+    """Fragment id -> a bit per index covering it (each bitmap decoded once); fragments no index covers are absent."""
+    covering: dict[int, int] = {}
+    for bit, index in enumerate(manifest.indices):
         if index.fragment_bitmap:
+            mask = 1 << bit
             for frag_id in BitMap.deserialize(index.fragment_bitmap):
-                covering.setdefault(frag_id, set()).add(index.uuid.uuid)
-    return {k: frozenset(v) for k, v in covering.items()}
+                covering[frag_id] = covering.get(frag_id, 0) | mask
+    return covering
 
 
 def groups(manifest: pb.Manifest, options: CompactionOptions, candidates: Collection[int] | None = None) -> list[Group]:
@@ -130,20 +131,20 @@ def groups(manifest: pb.Manifest, options: CompactionOptions, candidates: Collec
     rows_target = target_rows(manifest, options)
     max_rows = options.max_rows_per_task or rows_target
     keys = _index_keys(manifest)
-    empty: frozenset[bytes] = frozenset()
     runs: list[list[pb.DataFragment]] = []
     current: list[pb.DataFragment] = []
     rows = size = 0
-    key: frozenset[bytes] | None = None
+    key: int | None = None
     for frag in manifest.fragments:
         if (candidates is not None and frag.id not in candidates) or not needs_rewrite(frag, options, rows_target):
             if current:
                 runs.append(current)
             current, rows, size, key = [], 0, 0, None
             continue
-        frag_key = keys.get(frag.id, empty)
+        frag_key = keys.get(frag.id, 0)
         frag_rows = live_rows(frag)
-        frag_size = sum(df.file_size_bytes for df in frag.files)
+        files = frag.files
+        frag_size = files[0].file_size_bytes if len(files) == 1 else sum(df.file_size_bytes for df in files)
         too_big = current and (
             rows + frag_rows > max_rows
             or (options.max_bytes_per_task is not None and size + frag_size > options.max_bytes_per_task)
@@ -167,14 +168,19 @@ def groups(manifest: pb.Manifest, options: CompactionOptions, candidates: Collec
 
 
 def _group(run: list[pb.DataFragment], rows_target: int) -> Group:
-    live = sum(live_rows(f) for f in run)
-    new = max(1, math.ceil(live / rows_target))
-    files = sum(len(f.files) for f in run)
-    deleted = sum(f.deletion_file.num_deleted_rows for f in run if f.HasField("deletion_file"))
+    physical = files = size = deleted = 0
+    for frag in run:
+        physical += frag.physical_rows
+        files += len(frag.files)
+        for df in frag.files:
+            size += df.file_size_bytes
+        if frag.HasField("deletion_file"):
+            deleted += frag.deletion_file.num_deleted_rows
+    new = max(1, math.ceil((physical - deleted) / rows_target))
     return Group(
         fragments=tuple(run),
         new_fragments=new,
-        bytes=sum(df.file_size_bytes for f in run for df in f.files),
+        bytes=size,
         files_removed=files - new,
         deleted_rows=deleted,
         benefit=max(files - new, 0) + deleted / rows_target,
