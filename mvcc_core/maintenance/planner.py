@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pyroaring import BitMap
 
 from mvcc_core._proto import table_pb2 as pb
-from mvcc_core.format.deletion import live_rows
 from mvcc_core.maintenance.options import CompactionOptions
 from mvcc_core.read.scan import Scan
 from mvcc_core.txn.state import TableState
@@ -94,17 +93,6 @@ def _too_many_deletions(frag: pb.DataFragment, options: CompactionOptions) -> bo
     )
 
 
-def needs_rewrite(frag: pb.DataFragment, options: CompactionOptions, rows: int) -> bool:
-    """Below the row target `rows`, over the deletion threshold, or made of several files.
-
-    Args:
-        frag: the fragment
-        options: the compaction's options
-        rows: the row target (`target_rows`)
-    """
-    return len(frag.files) > 1 or live_rows(frag) < rows or _too_many_deletions(frag, options)
-
-
 def _index_keys(manifest: pb.Manifest) -> dict[int, int]:
     """Fragment id -> a bit per index covering it (each bitmap decoded once); fragments no index covers are absent."""
     covering: dict[int, int] = {}
@@ -136,14 +124,16 @@ def groups(manifest: pb.Manifest, options: CompactionOptions, candidates: Collec
     rows = size = 0
     key: int | None = None
     for frag in manifest.fragments:
-        if (candidates is not None and frag.id not in candidates) or not needs_rewrite(frag, options, rows_target):
+        files = frag.files
+        deletions = frag.HasField("deletion_file")
+        frag_rows = frag.physical_rows - (frag.deletion_file.num_deleted_rows if deletions else 0)
+        wanted = len(files) > 1 or frag_rows < rows_target or (deletions and _too_many_deletions(frag, options))
+        if not wanted or (candidates is not None and frag.id not in candidates):
             if current:
                 runs.append(current)
             current, rows, size, key = [], 0, 0, None
             continue
         frag_key = keys.get(frag.id, 0)
-        frag_rows = live_rows(frag)
-        files = frag.files
         frag_size = files[0].file_size_bytes if len(files) == 1 else sum(df.file_size_bytes for df in files)
         too_big = current and (
             rows + frag_rows > max_rows

@@ -168,7 +168,8 @@ def retention_settings(
         ValueError: a retention key set on the table does not parse
     """
     policy = _policy(
-        config, tuple(k for k, given in zip(RETENTION_KEYS, (older_than, retain_versions), strict=True) if given is None)
+        config,
+        tuple(k for k, given in zip(RETENTION_KEYS, (older_than, retain_versions), strict=True) if given is None),
     )
     if older_than is None:
         older_than = policy.get(RETENTION_OLDER_THAN, timedelta(days=14))
