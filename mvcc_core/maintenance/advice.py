@@ -57,7 +57,11 @@ class MaintenanceAdvice:
 
 
 def _mib(size: int) -> str:
-    return f"{size / 2**20:,.1f} MiB"
+    """A size in words: bytes, KiB, MiB or GiB."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= scale:
+            return f"{size / scale:,.1f} {unit}"
+    return f"{size} B"
 
 
 def recommend(table: TableState | Table, *, now: datetime | None = None) -> list[MaintenanceAdvice]:
@@ -93,7 +97,7 @@ def recommend(table: TableState | Table, *, now: datetime | None = None) -> list
                 kind="compact",
                 reason=(
                     f"{small} of {fragments} fragments are below the target of {rows_target:,} rows (or have "
-                    f"several files); {len(merging)} groups of adjacent ones would become "
+                    f"several files); {len(merging)} group(s) of adjacent ones would become "
                     f"{small - removed} fragments, reading {_mib(size)}{budget}"
                 ),
                 score=removed / max(fragments, 1),

@@ -27,6 +27,7 @@ __all__ = [
     "TARGET_BYTES_PER_FRAGMENT",
     "TARGET_ROWS_PER_FRAGMENT",
     "check_config",
+    "parse_size",
     "compaction_options",
     "retention_settings",
 ]
@@ -60,6 +61,18 @@ def _count(text: str) -> int:
     if value <= 0:
         raise ValueError("it must be positive")
     return value
+
+
+def parse_size(text: str) -> int:
+    """`134217728`, `128MiB`, `1GB` -> bytes (what the byte keys and the CLI's `--max-bytes` accept).
+
+    Args:
+        text: a whole number of bytes, optionally with a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)
+
+    Raises:
+        ValueError: anything else, or a size that is not positive
+    """
+    return _size(text)
 
 
 def _size(text: str) -> int:
