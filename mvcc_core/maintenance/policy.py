@@ -27,8 +27,8 @@ __all__ = [
     "TARGET_BYTES_PER_FRAGMENT",
     "TARGET_ROWS_PER_FRAGMENT",
     "check_config",
-    "parse_size",
     "compaction_options",
+    "parse_size",
     "retention_settings",
 ]
 
