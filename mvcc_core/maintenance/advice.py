@@ -12,16 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from mvcc_core.format.deletion import live_rows
 from mvcc_core.format.naming import VERSIONS_DIR, parse_manifest_name
 from mvcc_core.maintenance import planner, policy
+from mvcc_core.maintenance.handles import TableLike, state_of
 from mvcc_core.read.index_lookup import covered
 from mvcc_core.txn.state import TableState
-
-if TYPE_CHECKING:
-    from mvcc_core.table.handle import Table
 
 __all__ = ["AdviceKind", "MaintenanceAdvice", "recommend"]
 
@@ -64,7 +62,7 @@ def _mib(size: int) -> str:
     return f"{size} B"
 
 
-def recommend(table: TableState | Table, *, now: datetime | None = None) -> list[MaintenanceAdvice]:
+def recommend(table: TableLike, *, now: datetime | None = None) -> list[MaintenanceAdvice]:
     """What maintenance would pay on the table's version, best first; empty when nothing would.
 
     Args:
@@ -74,7 +72,7 @@ def recommend(table: TableState | Table, *, now: datetime | None = None) -> list
     Raises:
         ValueError: a maintenance key set on the table does not parse
     """
-    state = table if isinstance(table, TableState) else table.state
+    state = state_of(table)
     manifest = state.manifest
     options = policy.compaction_options(manifest.config)
     fragments = len(manifest.fragments)

@@ -13,19 +13,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, overload
+from typing import Literal, overload
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.errors import CommitConflictError, CompactionError, IncompatibleConflictError
 from mvcc_core.format.bases import data_file_uris
 from mvcc_core.maintenance.compaction import RewriteResult, rewrite_transaction
+from mvcc_core.maintenance.handles import TableLike, state_of
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 from mvcc_core.txn.conflicts import touched_fragments
 from mvcc_core.txn.state import TableState
 from mvcc_core.txn.transaction import Transaction, remove_files
-
-if TYPE_CHECKING:
-    from mvcc_core.table.handle import Table
 
 __all__ = ["PartialCommit", "commit"]
 
@@ -51,10 +49,6 @@ class PartialCommit:
     versions: tuple[int, ...] = ()
 
 
-def _state_of(table: TableState | Table) -> TableState:
-    return table if isinstance(table, TableState) else table.state
-
-
 def _old_ids(result: RewriteResult) -> set[int]:
     return {pb.DataFragment.FromString(f).id for f in result.old_fragments}
 
@@ -66,7 +60,7 @@ def _new_files(state: TableState, results: Sequence[RewriteResult]) -> list[str]
 
 @overload
 def commit(
-    table: TableState | Table,
+    table: TableLike,
     results: Sequence[RewriteResult],
     *,
     commit_message: str | None = ...,
@@ -79,7 +73,7 @@ def commit(
 
 @overload
 def commit(
-    table: TableState | Table,
+    table: TableLike,
     results: Sequence[RewriteResult],
     *,
     commit_message: str | None = ...,
@@ -91,7 +85,7 @@ def commit(
 
 
 def commit(
-    table: TableState | Table,
+    table: TableLike,
     results: Sequence[RewriteResult],
     *,
     commit_message: str | None = None,
@@ -140,9 +134,9 @@ def commit(
     return _land(table, staged(results), max_retries)
 
 
-def _land(table: TableState | Table, txn: Transaction, max_retries: int) -> TableState:
+def _land(table: TableLike, txn: Transaction, max_retries: int) -> TableState:
     """Commit `txn` on its read version; a `Table` handle moves to it, as pylance's."""
-    state = _state_of(table)
+    state = state_of(table)
     base = state if state.version == txn.read_version else state.checkout(txn.read_version)
     if isinstance(table, TableState):
         return base.commit(txn, max_retries=max_retries)
@@ -161,12 +155,12 @@ def _culprits(state: TableState, pending: list[RewriteResult], exc: CommitConfli
 
 
 def _commit_partial(
-    table: TableState | Table,
+    table: TableLike,
     results: list[RewriteResult],
     max_retries: int,
     staged: Callable[[Sequence[RewriteResult]], Transaction],
 ) -> PartialCommit:
-    state = _state_of(table)
+    state = state_of(table)
     committed: list[RewriteResult] = []
     conflicted: list[tuple[RewriteResult, str]] = []
     versions: list[int] = []

@@ -22,7 +22,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -40,6 +40,7 @@ from mvcc_core.format.fragments import ROW_GROUP_ROWS, FragmentWriter
 from mvcc_core.format.row_ids import ROW_ID
 from mvcc_core.io.read_ahead import PHYSICAL_ROWS, READ_THREADS, read_ahead, read_whole_file, runs
 from mvcc_core.maintenance import planner, policy
+from mvcc_core.maintenance.handles import TableLike, state_of
 from mvcc_core.maintenance.options import CompactionOptions
 from mvcc_core.progress import Progress
 from mvcc_core.read.missing_files import missing_files
@@ -48,9 +49,6 @@ from mvcc_core.txn.conflicts import REWRITE_ROW_ORDER
 from mvcc_core.txn.state import TableState
 from mvcc_core.txn.task_state import task_state
 from mvcc_core.txn.transaction import Transaction, check_properties
-
-if TYPE_CHECKING:
-    from mvcc_core.table.handle import Table
 
 __all__ = [
     "CompactionMetrics",
@@ -379,11 +377,6 @@ def summarize(
     )
 
 
-def _state_of(table: TableState | Table) -> TableState:
-    """A `Table` handle's state, or the state itself (the public functions take either)."""
-    return table if isinstance(table, TableState) else table.state
-
-
 def _options(state: TableState, options: CompactionOptions | None, kwargs: Mapping[str, Any]) -> CompactionOptions:
     """`options` as given, else the keyword fields over the table's policy (`policy.compaction_options`)."""
     if options is not None:
@@ -405,9 +398,7 @@ def _chosen(
     return found, planner.within_budget(found, options.max_bytes)
 
 
-def plan_unreserved(
-    table: TableState | Table, options: CompactionOptions | None = None, **kwargs: Any
-) -> CompactionPlan:
+def plan_unreserved(table: TableLike, options: CompactionOptions | None = None, **kwargs: Any) -> CompactionPlan:
     """`plan` without its ReserveFragments: the new fragments take the ids after the version's highest.
 
     For a caller that owns every commit to the table and commits the Rewrite with its own transaction
@@ -420,7 +411,7 @@ def plan_unreserved(
             policy)
         **kwargs: `CompactionOptions` fields, when `options` is not given
     """
-    state = _state_of(table)
+    state = state_of(table)
     options = _options(state, options, kwargs)
     manifest = state.manifest
     _, budgeted = _chosen(state, options, None)
@@ -477,7 +468,7 @@ def renumber_new_fragments(operation: operations.Rewrite, manifest: pb.Manifest)
 
 
 def plan(
-    table: TableState | Table,
+    table: TableLike,
     options: CompactionOptions | None = None,
     *,
     commit_message: str | None = None,
@@ -510,7 +501,7 @@ def plan(
         PredicateError: `where` does not parse or names no column of the table (nothing is committed).
         ValueError: an option, or a policy key set on the table, is not valid.
     """
-    state = _state_of(table)
+    state = state_of(table)
     properties = check_properties(transaction_properties)
     options = _options(state, options, kwargs)
     _, budgeted = _chosen(state, options, fragment_ids)
@@ -531,7 +522,7 @@ def plan(
 
 
 def rewrite_transaction(
-    table: TableState | Table,
+    table: TableLike,
     results: Sequence[RewriteResult],
     *,
     commit_message: str | None = None,
@@ -554,7 +545,7 @@ def rewrite_transaction(
     read_versions = {r.read_version for r in results}
     if len(read_versions) != 1:
         raise CompactionError(f"rewrite results come from different versions {sorted(read_versions)}")
-    state = _state_of(table)
+    state = state_of(table)
     read_version = read_versions.pop()
     groups = [
         tpb.Transaction.Rewrite.RewriteGroup(

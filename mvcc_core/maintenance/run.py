@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.executor import Executor, ThreadExecutor
@@ -30,11 +30,9 @@ from mvcc_core.maintenance.compaction import (
     run_tasks,
     summarize,
 )
+from mvcc_core.maintenance.handles import TableLike
 from mvcc_core.progress import Progress
 from mvcc_core.txn.state import TableState
-
-if TYPE_CHECKING:
-    from mvcc_core.table.handle import Table
 
 __all__ = ["DEFAULT_MAX_COMMITS", "compact_files"]
 
@@ -45,7 +43,7 @@ DEFAULT_MAX_COMMITS = 10
 
 
 def compact_files(
-    table: TableState | Table,
+    table: TableLike,
     options: CompactionOptions | None = None,
     *,
     executor: Executor | None = None,
