@@ -273,3 +273,51 @@ def test_partial_progress_with_deferred_index_remap_keeps_lookups_right(tmp_uri)
         assert found == (0 if key in (1001, 20) else 1), key
     latest.optimize.optimize_indices()
     assert sum(latest.to_table(filter=f"id = {key}").num_rows for key in keys) == len(keys) - 1
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_randomized_concurrent_changes_between_tasks_and_a_partial_commit(tmp_uri, seed: int) -> None:
+    """Random appends, deletes and value updates by another handle between the tasks and the partial commit: what
+    lands plus what was set aside leaves exactly the other writer's rows, and every loser's files are gone."""
+    rng = random.Random(seed)
+    t = walled(tmp_uri, groups=rng.randint(2, 6), small=rng.randint(2, 4))
+    plan = mvcc.compaction.plan(t, target_rows_per_fragment=10)
+    results = mvcc.compaction.run_tasks(plan.tasks, plan.state)
+    values = dict(rows(t))
+    other = mvcc.open_table(tmp_uri)
+    next_id = 10_000
+    for _ in range(rng.randint(1, 5)):
+        live = sorted(values)
+        chosen = rng.sample(live, rng.randint(1, 3))
+        where = f"id IN ({', '.join(map(str, chosen))})"
+        roll = rng.random()
+        if roll < 0.3:
+            other.append(batch([next_id]))
+            values[next_id] = 0
+            next_id += 1
+        elif roll < 0.6:
+            other.delete(where)
+            for i in chosen:
+                values.pop(i)
+        else:
+            other.update({"v": "v + 1"}, where=where, mode="rewrite_columns")
+            for i in chosen:
+                values[i] += 1
+    outcome = mvcc.compaction.commit(plan.state, results, partial=True)
+    assert len(outcome.committed) + len(outcome.conflicted) == len(results)
+    latest = mvcc.open_table(tmp_uri)
+    assert rows(latest) == sorted(values.items())
+    for lost in outcome.conflicted:
+        assert not any(new_files_exist(latest, lost))
+    landed_ids = {f.fragment_id for f in latest.get_fragments()}
+    for result in outcome.committed:
+        assert all(new_files_exist(latest, result))
+        assert not {pb_id for pb_id in _old(result)} & landed_ids  # its old fragments are gone
+    latest.optimize.compact_files(target_rows_per_fragment=10)
+    assert rows(latest) == sorted(values.items()) == file_rows(latest)
+
+
+def _old(result: mvcc.compaction.RewriteResult) -> set[int]:
+    from mvcc_core._proto import table_pb2 as pb
+
+    return {pb.DataFragment.FromString(f).id for f in result.old_fragments}
