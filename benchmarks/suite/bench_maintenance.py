@@ -5,6 +5,9 @@
 - cleanup of 1,000 old versions (Delta: 1,000 metadata-only commits, then cleanup_metadata + VACUUM; VACUUM
   deletes unreferenced data files, cleanup_metadata deletes old _delta_log entries before the latest checkpoint,
   while Lance/mvcc cleanup deletes old manifests and the files only they reference);
+- planning a compaction of a table of 10,000 one-file fragments of 10 rows (`compaction.plan_unreserved`, with a
+  byte budget, and `optimize.recommend`; pylance: `lance.optimize.Compaction.plan`, which commits nothing either),
+  interleaved, medians;
 - a point lookup and a 1% range scan on 10M rows, without and with a BTREE index (pylance with and without its
   BTREE scalar index; Delta has no secondary index, only file statistics and Parquet row-group statistics).
 Every peer is built from the same rows in the same run. Not a test: run it by hand.
@@ -33,6 +36,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, WriterProperties, write_deltalake
+from lance.optimize import Compaction
 
 import mvcc_core as mvcc
 from benchmarks.discard import discard
@@ -149,6 +153,34 @@ def compaction(root: Path, results: dict[str, Any], repeat: int) -> None:
     print(f"  deltalake OPTIMIZE compact to one file: {d_ms:.0f} ms (mvcc {m_ms / d_ms:.2f}x)")
 
 
+def planning(root: Path, results: dict[str, Any], repeat: int) -> None:
+    """Planning (and advice) on 10,000 fragments: manifest work only, against pylance's planner."""
+    data = rows(100_000)
+    t = mvcc.write_table(data, str(root / "m-plan"), max_rows_per_file=10)
+    d = lance.write_dataset(data, str(root / "l-plan"), max_rows_per_file=10)
+    assert len(t.get_fragments()) == len(d.get_fragments()) == 10_000
+    options = {"target_rows_per_fragment": 1_000}
+    runs: dict[str, list[float]] = {"mvcc_plan_ms": [], "mvcc_budget_ms": [], "mvcc_recommend_ms": [], "pylance_ms": []}
+    steps: dict[str, Callable[[], Any]] = {
+        "mvcc_plan_ms": lambda: mvcc.compaction.plan_unreserved(t, **options),
+        "mvcc_budget_ms": lambda: mvcc.compaction.plan_unreserved(t, max_bytes=1 << 20, **options),
+        "mvcc_recommend_ms": lambda: t.optimize.recommend(),
+        "pylance_ms": lambda: Compaction.plan(d, options),
+    }
+    for _ in range(max(repeat, 7)):  # interleaved: one of each per repetition
+        for name, step in steps.items():
+            runs[name].append(timed(lambda: None, lambda _, step=step: step(), 1))
+    found = {name: statistics.median(values) for name, values in runs.items()}
+    results["planning"] = found
+    print(
+        f"planning on 10,000 fragments (median of {len(runs['pylance_ms'])}): "
+        f"mvcc plan {found['mvcc_plan_ms']:.1f} ms, with a budget {found['mvcc_budget_ms']:.1f} ms, "
+        f"recommend {found['mvcc_recommend_ms']:.1f} ms; pylance "
+        f"plan {found['pylance_ms']:.1f} ms (mvcc plan {found['mvcc_plan_ms'] / found['pylance_ms']:.2f}x; "
+        "target: each under 100 ms)"
+    )
+
+
 def cleanup(root: Path, results: dict[str, Any], repeat: int) -> None:
     """Cleanup of `versions` old versions, against the peers."""
     versions = results["sizes"]["versions"]
@@ -249,6 +281,7 @@ def lookups(root: Path, results: dict[str, Any], repeat: int) -> None:
 
 WORKLOADS: dict[str, Callable[[Path, dict[str, Any], int], None]] = {
     "compaction": compaction,
+    "planning": planning,
     "cleanup": cleanup,
     "lookups": lookups,
 }

@@ -24,6 +24,7 @@ from typing import Any, TypedDict
 import click
 
 import mvcc_core as mvcc
+from mvcc_core.cli.advise_command import advise
 from mvcc_core.cli.branch_commands import branches
 from mvcc_core.cli.catalog_commands import catalog
 from mvcc_core.cli.index_commands import index
@@ -49,6 +50,7 @@ from mvcc_core.cli.output import (
 from mvcc_core.cli.refs import Ref, open_ref, positional_ref, ref_options, resolved
 from mvcc_core.cli.tag_commands import tags
 from mvcc_core.cli.verify_command import verify
+from mvcc_core.maintenance.policy import compaction_options, parse_size
 
 # ---- shared plumbing -------------------------------------------------------------------------------
 
@@ -374,16 +376,38 @@ def write_rows(batches: Iterator[Any], schema: Any, fmt: str, output: str | None
 @click.option(
     "--target-rows-per-fragment",
     type=click.IntRange(min=1),
-    default=1_048_576,
-    show_default=True,
-    help="Fragments with fewer live rows are merged with their neighbours, up to this many rows.",
+    default=None,
+    help="Fragments with fewer live rows are merged with their neighbours, up to this many rows "
+    "(default: the table's mvcc.compaction.target_rows_per_fragment, else 1048576).",
 )
 @click.option(
     "--materialize-deletions-threshold",
     type=click.FloatRange(0.0, 1.0),
-    default=0.1,
-    show_default=True,
-    help="Rewrite fragments whose deleted fraction is above this.",
+    default=None,
+    help="Rewrite fragments whose deleted fraction is above this "
+    "(default: the table's mvcc.compaction.materialize_deletions_threshold, else 0.1).",
+)
+@click.option(
+    "--where",
+    help="A SQL filter: only fragments whose statistics may hold a matching row are rewritten "
+    "(e.g. \"day = '2026-11-01'\").",
+)
+@click.option(
+    "--max-bytes",
+    help="Rewrite about this many bytes of input at most, the most useful groups first (e.g. 512MiB; default: the "
+    "table's mvcc.compaction.max_bytes, else no budget).",
+)
+@click.option(
+    "--partial-progress",
+    is_flag=True,
+    help="Commit finished groups in several Rewrites as they complete; a group that loses to a concurrent "
+    "commit is planned again once, then dropped and reported.",
+)
+@click.option(
+    "--max-commits",
+    type=click.IntRange(min=1),
+    default=None,
+    help="With --partial-progress: the most Rewrites (default 10).",
 )
 @click.option("--workers", type=click.IntRange(min=1), default=4, show_default=True, help="Rewrite tasks at once.")
 @click.option("--message", "commit_message", help="The commit message.")
@@ -392,8 +416,12 @@ def write_rows(batches: Iterator[Any], schema: Any, fmt: str, output: str | None
 def compact(
     uri: str,
     storage_option: tuple[str, ...],
-    target_rows_per_fragment: int,
-    materialize_deletions_threshold: float,
+    target_rows_per_fragment: int | None,
+    materialize_deletions_threshold: float | None,
+    where: str | None,
+    max_bytes: str | None,
+    partial_progress: bool,
+    max_commits: int | None,
     workers: int,
     commit_message: str | None,
     dry_run: bool,
@@ -405,16 +433,27 @@ def compact(
     Example:
         mvcc compact ./events --dry-run
         mvcc compact ./events --target-rows-per-fragment 500000 --workers 2
+        mvcc compact ./events --where "day = '2026-11-01'" --max-bytes 512MiB --partial-progress
     """
     if dry_run and commit_message is not None:
         raise click.UsageError("--message is for the commit, and --dry-run commits nothing; give one of them")
+    if max_commits is not None and not partial_progress:
+        raise click.UsageError("--max-commits bounds the Rewrites of --partial-progress; give --partial-progress too")
+    budget = None
+    if max_bytes is not None:
+        try:
+            budget = parse_size(max_bytes)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--max-bytes") from None
     t = open_table(uri, storage_option)
+    chosen = dict(
+        target_rows_per_fragment=target_rows_per_fragment,
+        materialize_deletions_threshold=materialize_deletions_threshold,
+        where=where,
+        max_bytes=budget,
+    )
     if dry_run:
-        options = mvcc.compaction.CompactionOptions(
-            target_rows_per_fragment=target_rows_per_fragment,
-            materialize_deletions_threshold=materialize_deletions_threshold,
-        )
-        show_compaction_plan(t, options, as_json)
+        show_compaction_plan(t, compaction_options(t.config, **chosen), as_json)
         return
     before = len(t.get_fragments())
     start = time.monotonic()
@@ -422,9 +461,13 @@ def compact(
         metrics = t.optimize.compact_files(
             target_rows_per_fragment=target_rows_per_fragment,
             materialize_deletions_threshold=materialize_deletions_threshold,
+            where=where,
+            max_bytes=budget,
             executor=pool,
             progress=progress,
             commit_message=commit_message,
+            partial_progress=partial_progress,
+            max_commits=max_commits,
         )
     summary = {
         "version": metrics.version,
@@ -436,6 +479,10 @@ def compact(
         "bytes_read": metrics.bytes_read,
         "bytes_written": metrics.bytes_written,
         "seconds": round(time.monotonic() - start, 3),
+        "commits": metrics.commits,
+        "deferred_groups": metrics.deferred_groups,
+        "deferred_bytes": metrics.deferred_bytes,
+        "conflicted_groups": [list(g) for g in metrics.conflicted_groups],
     }
     if as_json:
         emit_json(summary)
@@ -446,6 +493,18 @@ def compact(
             f"compacted into version {metrics.version}: fragments {before:,} -> {summary['fragments_after']:,}, "
             f"{metrics.rows:,} rows rewritten, {human_bytes(metrics.bytes_read)} read, "
             f"{human_bytes(metrics.bytes_written)} written, {summary['seconds']:.2f} s"
+            + (f", {metrics.commits} commits" if metrics.commits > 1 else "")
+        )
+    if not as_json and metrics.deferred_groups:
+        click.echo(
+            f"left for the next run by the budget: {metrics.deferred_groups:,} groups "
+            f"({metrics.deferred_fragments:,} fragments, {human_bytes(metrics.deferred_bytes)})"
+        )
+    if not as_json and metrics.conflicted_groups:
+        click.echo(
+            f"dropped after losing to concurrent commits: {len(metrics.conflicted_groups):,} groups "
+            f"(fragments {', '.join(version_ranges(list(g)) for g in metrics.conflicted_groups)})",
+            err=True,
         )
 
 
@@ -645,6 +704,7 @@ def restore(
     click.echo(f"restored {restored} as version {t.version}")
 
 
+cli.add_command(advise)
 cli.add_command(branches)
 cli.add_command(catalog)
 cli.add_command(index)

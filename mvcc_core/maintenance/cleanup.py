@@ -29,6 +29,7 @@ from mvcc_core.format.naming import DATA_DIR, DELETIONS_DIR, INDICES_DIR, REFS_D
 from mvcc_core.format.referenced_files import referenced_files
 from mvcc_core.format.tags import Tags
 from mvcc_core.io import ObjectMeta, is_temporary
+from mvcc_core.maintenance.policy import retention_settings
 from mvcc_core.progress import Progress
 from mvcc_core.txn.branches import fork_pins, protected_versions, referenced_elsewhere
 from mvcc_core.txn.state import TableState
@@ -89,7 +90,7 @@ _DELETE_CHUNK = 1000
 
 def cleanup_old_versions(
     state: TableState,
-    older_than: timedelta = timedelta(days=14),
+    older_than: timedelta | None = None,
     retain_versions: int | None = None,
     *,
     delete_unverified: bool = False,
@@ -105,8 +106,10 @@ def cleanup_old_versions(
 
     Args:
         state: the table, at any version (its latest is always kept)
-        older_than: versions committed longer ago than this are removed
-        retain_versions: keep at least this many newest versions, whatever their age (None: no such floor)
+        older_than: versions committed longer ago than this are removed (None: the table's
+            `mvcc.retention.older_than`, else 14 days)
+        retain_versions: keep at least this many newest versions, whatever their age (None: the table's
+            `mvcc.retention.retain_versions`, else no such floor)
         delete_unverified: also remove files no version references that are younger than the safety window (only when no
             writer can be running)
         error_if_tagged_old_versions: raise instead of keeping an old version a tag names
@@ -114,9 +117,15 @@ def cleanup_old_versions(
         progress: called as `progress(done, total)` as files are removed
 
     Raises:
-        ValueError: `older_than` is negative or reaches back before the year 1, or `retain_versions` is not a
-            positive int
+        ValueError: `older_than` is negative or reaches back before the year 1, `retain_versions` is not a
+            positive int, or a retention key of the table's policy does not parse
     """
+    if older_than is None or retain_versions is None:  # the policy of the table's latest version
+        try:
+            config = state.latest().manifest.config
+        except CorruptManifestError:  # reported by the run below; the version at hand has a policy too
+            config = state.manifest.config
+        older_than, retain_versions = retention_settings(config, older_than, retain_versions)
     if not isinstance(older_than, timedelta) or older_than < timedelta(0):
         raise ValueError(f"older_than must be a non-negative timedelta, got {older_than!r}")
     if (too_long := age_problem(older_than)) is not None:

@@ -17,10 +17,8 @@ on read) until `optimize_indices` rebuilds them. With stable row ids the rows ke
 from __future__ import annotations
 
 import logging
-import math
-import time
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -28,7 +26,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from pyroaring import BitMap
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core._proto import transaction_pb2 as tpb
@@ -38,42 +35,37 @@ from mvcc_core.format import fragment_reuse as frag_reuse
 from mvcc_core.format import operations, row_ids
 from mvcc_core.format import schema as schema_mod
 from mvcc_core.format.bases import data_file_location, data_file_uris
-from mvcc_core.format.deletion import live_rows, read_deletion_vector
+from mvcc_core.format.deletion import read_deletion_vector
 from mvcc_core.format.fragments import ROW_GROUP_ROWS, FragmentWriter
 from mvcc_core.format.row_ids import ROW_ID
 from mvcc_core.io.read_ahead import PHYSICAL_ROWS, READ_THREADS, read_ahead, read_whole_file, runs
+from mvcc_core.maintenance import planner, policy
+from mvcc_core.maintenance.handles import TableLike, state_of
+from mvcc_core.maintenance.options import CompactionOptions
 from mvcc_core.progress import Progress
 from mvcc_core.read.missing_files import missing_files
 from mvcc_core.read.scan import Scan
-from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 from mvcc_core.txn.conflicts import REWRITE_ROW_ORDER
 from mvcc_core.txn.state import TableState
 from mvcc_core.txn.task_state import task_state
 from mvcc_core.txn.transaction import Transaction, check_properties
 
+__all__ = [
+    "CompactionMetrics",
+    "CompactionOptions",
+    "CompactionPlan",
+    "CompactionTask",
+    "RewriteResult",
+    "plan",
+    "plan_unreserved",
+    "renumber_new_fragments",
+    "rewrite_transaction",
+    "run_task",
+    "run_tasks",
+    "summarize",
+]
+
 log = logging.getLogger("mvcc.maintenance")
-
-
-@dataclass(frozen=True)
-class CompactionOptions:
-    """pylance's options, plus bounds on one task."""
-
-    target_rows_per_fragment: int = 1_048_576
-    materialize_deletions: bool = True
-    materialize_deletions_threshold: float = 0.1
-    max_rows_per_task: int | None = None  # default: target_rows_per_fragment
-    max_bytes_per_task: int | None = None  # on-disk bytes of the fragments a task reads
-    # Lance's name: keep indices covering the moved rows through a fragment reuse index instead of
-    # dropping the rewritten fragments from them (`mvcc_core/index/frag_reuse.py`).
-    defer_index_remap: bool = False
-
-    def __post_init__(self) -> None:
-        if self.target_rows_per_fragment <= 0:
-            raise ValueError(f"target_rows_per_fragment must be positive, got {self.target_rows_per_fragment}")
-        if not 0.0 <= self.materialize_deletions_threshold <= 1.0:
-            raise ValueError(
-                f"materialize_deletions_threshold is a fraction in [0, 1], got {self.materialize_deletions_threshold}"
-            )
 
 
 @dataclass(frozen=True)
@@ -105,7 +97,7 @@ class CompactionTask:
         try:
             encoding: deque[Future[None]] = deque()
             for table, table_ids in _read(state, old, stable):
-                if stable:
+                if table_ids is not None:
                     ids.append(table_ids)
                 encoding.append(encoder.submit(_write_row_group, writer, table))
                 rows += table.num_rows
@@ -277,6 +269,9 @@ class CompactionPlan:
         state: The state of `read_version` (picklable: send it with the tasks to any executor).
         reserved_version: The version of the ReserveFragments `plan` committed for the tasks' new fragment
             ids; None when nothing was reserved (no task, or `plan_unreserved`).
+        deferred_groups: Groups worth rewriting that the budget (`max_bytes`) left for a later run.
+        deferred_fragments: Their fragments.
+        deferred_bytes: Their on-disk bytes.
     """
 
     read_version: int
@@ -284,6 +279,9 @@ class CompactionPlan:
     options: CompactionOptions = field(default_factory=CompactionOptions)
     state: TableState | None = None
     reserved_version: int | None = None
+    deferred_groups: int = 0
+    deferred_fragments: int = 0
+    deferred_bytes: int = 0
 
     @property
     def fragments(self) -> int:
@@ -312,6 +310,14 @@ class CompactionMetrics:
         version: The Rewrite's version; None when there was nothing to do (or nothing committed yet).
         fragments_before: Fragments of the table at the plan's read version (None when not known).
         fragments_after: Fragments of the table at the Rewrite's version (None when not known).
+        deferred_groups: Groups worth rewriting that the budget (`max_bytes`) left for the next run.
+        deferred_fragments: Their fragments.
+        deferred_bytes: Their on-disk bytes.
+        commits: Rewrites committed (more than one with partial progress).
+        versions: Their versions, in commit order.
+        conflicted_groups: Groups that lost to a concurrent commit (after one re-plan, with partial progress)
+            and were dropped: each as the ids of its fragments. Their files are removed.
+        conflicts: Why each of those lost, in words.
     """
 
     fragments_removed: int = 0
@@ -325,6 +331,13 @@ class CompactionMetrics:
     version: int | None = None
     fragments_before: int | None = None
     fragments_after: int | None = None
+    deferred_groups: int = 0
+    deferred_fragments: int = 0
+    deferred_bytes: int = 0
+    commits: int = 0
+    versions: tuple[int, ...] = ()
+    conflicted_groups: tuple[tuple[int, ...], ...] = ()
+    conflicts: tuple[str, ...] = ()
 
 
 def summarize(
@@ -359,85 +372,33 @@ def summarize(
         version=committed.version if committed is not None else None,
         fragments_before=len(read_state.manifest.fragments) if read_state is not None else None,
         fragments_after=len(committed.manifest.fragments) if committed is not None else None,
+        commits=1 if committed is not None else 0,
+        versions=(committed.version,) if committed is not None else (),
     )
 
 
-def _needs_rewrite(frag: pb.DataFragment, options: CompactionOptions) -> bool:
-    if len(frag.files) > 1:
-        return True
-    return live_rows(frag) < options.target_rows_per_fragment or _too_many_deletions(frag, options)
+def _options(state: TableState, options: CompactionOptions | None, kwargs: Mapping[str, Any]) -> CompactionOptions:
+    """`options` as given, else the keyword fields over the table's policy (`policy.compaction_options`)."""
+    if options is not None:
+        if kwargs:
+            raise TypeError(f"give CompactionOptions or its fields as keywords, not both (got {sorted(kwargs)})")
+        return options
+    return policy.compaction_options(state.manifest.config, **kwargs)
 
 
-def _too_many_deletions(frag: pb.DataFragment, options: CompactionOptions) -> bool:
-    return (
-        options.materialize_deletions
-        and frag.HasField("deletion_file")
-        and frag.deletion_file.num_deleted_rows / max(frag.physical_rows, 1) > options.materialize_deletions_threshold
-    )
+def _chosen(
+    state: TableState, options: CompactionOptions, fragment_ids: Collection[int] | None
+) -> tuple[list[planner.Group], planner.Budgeted]:
+    """The planner's groups (scoped by `where` and `fragment_ids`) and what the budget takes of them."""
+    candidates = planner.candidate_ids(state, options.where)
+    if fragment_ids is not None:
+        wanted = set(fragment_ids)
+        candidates = wanted if candidates is None else candidates & wanted
+    found = planner.groups(state.manifest, options, candidates)
+    return found, planner.within_budget(found, options.max_bytes)
 
 
-def _index_key(frag: pb.DataFragment, manifest: pb.Manifest) -> frozenset[bytes]:
-    """The indices covering a fragment: fragments with different keys are never rewritten together."""
-    return frozenset(
-        index.uuid.uuid
-        for index in manifest.indices
-        if index.fragment_bitmap and frag.id in BitMap.deserialize(index.fragment_bitmap)
-    )
-
-
-def _groups(manifest: pb.Manifest, options: CompactionOptions) -> list[list[pb.DataFragment]]:
-    """Runs of adjacent fragments worth rewriting, each within the task bounds."""
-    max_rows = options.max_rows_per_task or options.target_rows_per_fragment
-    groups: list[list[pb.DataFragment]] = []
-    current: list[pb.DataFragment] = []
-    rows = size = 0
-    key: frozenset[bytes] | None = None
-
-    def close() -> None:
-        nonlocal current, rows, size
-        if current:
-            groups.append(current)
-        current, rows, size = [], 0, 0
-
-    for frag in manifest.fragments:
-        if not _needs_rewrite(frag, options):
-            close()
-            continue
-        frag_key = _index_key(frag, manifest)
-        frag_size = sum(df.file_size_bytes for df in frag.files)
-        too_big = current and (
-            rows + live_rows(frag) > max_rows
-            or (options.max_bytes_per_task is not None and size + frag_size > options.max_bytes_per_task)
-        )
-        if current and (frag_key != key or too_big):
-            close()
-        current.append(frag)
-        rows += live_rows(frag)
-        size += frag_size
-        key = frag_key
-    close()
-
-    def worth_it(group: list[pb.DataFragment]) -> bool:
-        # one fragment alone is rewritten only to drop deletions or fold its files
-        if len(group) > 1:
-            return True
-        frag = group[0]
-        return len(frag.files) > 1 or (
-            options.materialize_deletions
-            and frag.HasField("deletion_file")
-            and frag.deletion_file.num_deleted_rows / max(frag.physical_rows, 1)
-            > options.materialize_deletions_threshold
-        )
-
-    return [g for g in groups if worth_it(g)]
-
-
-def _state_of(table: Any) -> TableState:
-    """A `Table` handle's state, or the state itself (the public functions take either)."""
-    return table if isinstance(table, TableState) else table.state
-
-
-def plan_unreserved(table: Any, options: CompactionOptions | None = None, **kwargs: Any) -> CompactionPlan:
+def plan_unreserved(table: TableLike, options: CompactionOptions | None = None, **kwargs: Any) -> CompactionPlan:
     """`plan` without its ReserveFragments: the new fragments take the ids after the version's highest.
 
     For a caller that owns every commit to the table and commits the Rewrite with its own transaction
@@ -446,38 +407,37 @@ def plan_unreserved(table: Any, options: CompactionOptions | None = None, **kwar
 
     Args:
         table: a `Table` or a `TableState`
-        options: what to rewrite and the task bounds (default: `CompactionOptions(**kwargs)`)
+        options: what to rewrite and the task bounds (default: `CompactionOptions(**kwargs)` over the table's
+            policy)
         **kwargs: `CompactionOptions` fields, when `options` is not given
     """
-    state = _state_of(table)
-    options = options or CompactionOptions(**kwargs)
+    state = state_of(table)
+    options = _options(state, options, kwargs)
     manifest = state.manifest
-    groups = _groups(manifest, options)
+    _, budgeted = _chosen(state, options, None)
     next_id = (manifest.max_fragment_id + 1) if manifest.HasField("max_fragment_id") else 0
-    return _plan_of(state, options, groups, _counts(groups, options), next_id)
+    return _plan_of(state, options, budgeted, next_id)
 
 
-def _counts(groups: list[list[pb.DataFragment]], options: CompactionOptions) -> list[int]:
-    """New fragments per group: its live rows in fragments of `target_rows_per_fragment`."""
-    return [max(1, math.ceil(sum(live_rows(f) for f in g) / options.target_rows_per_fragment)) for g in groups]
-
-
-def _plan_of(
-    state: TableState,
-    options: CompactionOptions,
-    groups: list[list[pb.DataFragment]],
-    counts: list[int],
-    next_id: int,
-) -> CompactionPlan:
-    """One task per group, the new fragment ids handed out from `next_id` in group order."""
-    result = CompactionPlan(read_version=state.version, options=options, state=state)
-    for group, count in zip(groups, counts, strict=True):
+def _plan_of(state: TableState, options: CompactionOptions, budgeted: planner.Budgeted, next_id: int) -> CompactionPlan:
+    """One task per chosen group, the new fragment ids handed out from `next_id` in group order."""
+    rows_target = planner.target_rows(state.manifest, options)
+    result = CompactionPlan(
+        read_version=state.version,
+        options=options,
+        state=state,
+        deferred_groups=len(budgeted.deferred),
+        deferred_fragments=sum(len(g.fragments) for g in budgeted.deferred),
+        deferred_bytes=sum(g.bytes for g in budgeted.deferred),
+    )
+    for group in budgeted.chosen:
+        count = group.new_fragments
         result.tasks.append(
             CompactionTask(
                 read_version=state.version,
-                fragments=tuple(f.SerializeToString() for f in group),
+                fragments=tuple(f.SerializeToString() for f in group.fragments),
                 new_fragment_ids=tuple(range(next_id, next_id + count)),
-                target_rows_per_fragment=options.target_rows_per_fragment,
+                target_rows_per_fragment=rows_target,
             )
         )
         next_id += count
@@ -508,11 +468,12 @@ def renumber_new_fragments(operation: operations.Rewrite, manifest: pb.Manifest)
 
 
 def plan(
-    table: Any,
+    table: TableLike,
     options: CompactionOptions | None = None,
     *,
     commit_message: str | None = None,
     transaction_properties: Mapping[str, str] | None = None,
+    fragment_ids: Collection[int] | None = None,
     **kwargs: Any,
 ) -> CompactionPlan:
     """Choose what to rewrite in the table's version and reserve the new fragments' ids.
@@ -522,39 +483,46 @@ def plan(
 
     Args:
         table: A `Table` or a `TableState`; the handle itself does not move.
-        options: What to rewrite and the task bounds (default: `CompactionOptions(**kwargs)`).
+        options: What to rewrite, the task bounds, the scope (`where`) and the budget (`max_bytes`); default:
+            `CompactionOptions(**kwargs)`, the fields not given taken from the table's policy
+            (`mvcc.compaction.*` configuration keys).
         commit_message: The ReserveFragments' message.
         transaction_properties: Properties of the ReserveFragments (e.g. an orchestrator's run id, so a
             reader of the history can tell whose reservation it is), checked before anything is committed.
+        fragment_ids: Consider only these fragments (None: every fragment; with `where`, both must hold).
         **kwargs: `CompactionOptions` fields, when `options` is not given.
 
     Returns:
-        The plan: its tasks, the state they read, and `reserved_version`, the version of the
-        ReserveFragments (None when there is nothing to do and nothing was committed).
+        The plan: its tasks, the state they read, `reserved_version`, the version of the ReserveFragments
+        (None when there is nothing to do and nothing was committed), and what the budget left
+        (`deferred_groups`, `deferred_fragments`, `deferred_bytes`).
+
+    Raises:
+        PredicateError: `where` does not parse or names no column of the table (nothing is committed).
+        ValueError: an option, or a policy key set on the table, is not valid.
     """
-    state = _state_of(table)
+    state = state_of(table)
     properties = check_properties(transaction_properties)
-    options = options or CompactionOptions(**kwargs)
-    manifest = state.manifest
-    groups = _groups(manifest, options)
-    if not groups:
-        return CompactionPlan(read_version=state.version, options=options, state=state)
-    counts = _counts(groups, options)
+    options = _options(state, options, kwargs)
+    _, budgeted = _chosen(state, options, fragment_ids)
+    if not budgeted.chosen:
+        return _plan_of(state, options, budgeted, 0)
+    count = sum(g.new_fragments for g in budgeted.chosen)
     reserve = Transaction(
         read_version=state.version,
-        operation=operations.ReserveFragments(num_fragments=sum(counts)),
+        operation=operations.ReserveFragments(num_fragments=count),
         message=commit_message or "compaction: reserve fragment ids",
         transaction_properties=properties,
     )
     reserved = state.commit(reserve)
-    log.info("%s: compaction of %d groups planned at version %d", state.uri, len(groups), state.version)
-    result = _plan_of(state, options, groups, counts, reserved.manifest.max_fragment_id - sum(counts) + 1)
+    log.info("%s: compaction of %d groups planned at version %d", state.uri, len(budgeted.chosen), state.version)
+    result = _plan_of(state, options, budgeted, reserved.manifest.max_fragment_id - count + 1)
     result.reserved_version = reserved.version
     return result
 
 
 def rewrite_transaction(
-    table: Any,
+    table: TableLike,
     results: Sequence[RewriteResult],
     *,
     commit_message: str | None = None,
@@ -577,7 +545,7 @@ def rewrite_transaction(
     read_versions = {r.read_version for r in results}
     if len(read_versions) != 1:
         raise CompactionError(f"rewrite results come from different versions {sorted(read_versions)}")
-    state = _state_of(table)
+    state = state_of(table)
     read_version = read_versions.pop()
     groups = [
         tpb.Transaction.Rewrite.RewriteGroup(
@@ -607,53 +575,6 @@ def rewrite_transaction(
         transaction_properties={**check_properties(transaction_properties), REWRITE_ROW_ORDER: "kept"},
         files=data_file_uris(base.store, base.manifest.base_paths, new),
     )
-
-
-def commit(
-    table: Any,
-    results: Sequence[RewriteResult],
-    *,
-    commit_message: str | None = None,
-    transaction_properties: Mapping[str, str] | None = None,
-    defer_index_remap: bool = False,
-    max_retries: int = DEFAULT_MAX_RETRIES,
-) -> TableState:
-    """One Rewrite of every group, on top of the results' read version; the state of the new version.
-
-    Args:
-        table: A `TableState` (the plan's `state` will do: the Rewrite is checked against every version
-            committed since, and lands on the latest), or a `Table`, which moves to the new version.
-        results: Every task's `RewriteResult`, all of one read version.
-        commit_message: The Rewrite's message (default ``"compaction"``).
-        transaction_properties: Properties of the Rewrite (checked before anything is committed).
-        defer_index_remap: Carry the fragment reuse index with a version for these groups, so indices keep
-            covering the moved rows.
-        max_retries: How often the commit loop re-reads the latest version after losing a race it can rebase.
-
-    Returns:
-        The state of the Rewrite's version.
-
-    Raises:
-        CompactionError: No results, or results of different read versions.
-        RetryableConflictError: A concurrent delete or update of a rewritten fragment won (a definite
-            failure: the files the tasks wrote are removed). Committing the same results again loses again:
-            plan again.
-    """
-    if not results:
-        raise CompactionError("compaction.commit needs at least one RewriteResult")
-    txn = rewrite_transaction(
-        table,
-        results,
-        commit_message=commit_message,
-        transaction_properties=transaction_properties,
-        defer_index_remap=defer_index_remap,
-    )
-    state = _state_of(table)
-    base = state if state.version == txn.read_version else state.checkout(txn.read_version)
-    if isinstance(table, TableState):
-        return base.commit(txn, max_retries=max_retries)
-    table.commit(txn, max_retries=max_retries)  # a Table handle moves to the Rewrite, as pylance's
-    return table.state
 
 
 def run_task(task: CompactionTask, state: TableState) -> RewriteResult:
@@ -691,54 +612,3 @@ def run_tasks(
         if progress is not None:
             progress(len(results), len(tasks))
     return results
-
-
-def compact_files(
-    table: Any,
-    options: CompactionOptions | None = None,
-    *,
-    executor: Executor | None = None,
-    progress: Progress | None = None,
-    commit_message: str | None = None,
-    transaction_properties: Mapping[str, str] | None = None,
-    **kwargs: Any,
-) -> tuple[CompactionMetrics, TableState]:
-    """Plan, execute every task on `executor`, commit: `plan`, `run_tasks` and `commit` in one call.
-
-    Args:
-        table: A `Table` or a `TableState` (neither moves; the caller adopts the returned state).
-        options: What to rewrite (default: `CompactionOptions(**kwargs)`).
-        executor: Where the tasks run (default: a thread pool in this process).
-        progress: Called as `progress(done, total)` after each task.
-        commit_message: The Rewrite's message.
-        transaction_properties: Properties of the Rewrite.
-        **kwargs: `CompactionOptions` fields, when `options` is not given.
-
-    Returns:
-        The metrics (`summarize`) and the state of the Rewrite's version (the input state when nothing was
-        done).
-    """
-    start = time.perf_counter()
-    compaction_plan = plan(table, options, **kwargs)
-    state = compaction_plan.state
-    assert state is not None
-    if not compaction_plan.tasks:
-        return CompactionMetrics(seconds=time.perf_counter() - start), state
-    results = run_tasks(compaction_plan.tasks, state, executor=executor, progress=progress)
-    committed = commit(
-        state,
-        results,
-        commit_message=commit_message,
-        transaction_properties=transaction_properties,
-        defer_index_remap=compaction_plan.options.defer_index_remap,
-    )
-    metrics = summarize(results, read_state=state, committed=committed, seconds=time.perf_counter() - start)
-    log.info(
-        "%s: compacted %d fragments into %d (version %d, %.2f s)",
-        committed.uri,
-        metrics.fragments_removed,
-        metrics.fragments_added,
-        committed.version,
-        metrics.seconds,
-    )
-    return metrics, committed

@@ -7,7 +7,10 @@ from collections.abc import Callable, Mapping
 from mvcc_core.executor import Executor, ThreadExecutor
 from mvcc_core.format import fragment_reuse as frag_reuse
 from mvcc_core.format import operations
-from mvcc_core.maintenance.compaction import CompactionMetrics, CompactionOptions, compact_files
+from mvcc_core.maintenance import policy
+from mvcc_core.maintenance.advice import MaintenanceAdvice, recommend
+from mvcc_core.maintenance.compaction import CompactionMetrics
+from mvcc_core.maintenance.run import compact_files
 from mvcc_core.ops.index_build import BITMAP, BTREE, build, covered, update
 from mvcc_core.progress import Progress
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
@@ -32,9 +35,9 @@ class Optimize:
     def compact_files(
         self,
         *,
-        target_rows_per_fragment: int = 1_048_576,
+        target_rows_per_fragment: int | None = None,
         materialize_deletions: bool = True,
-        materialize_deletions_threshold: float = 0.1,
+        materialize_deletions_threshold: float | None = None,
         executor: Executor | None = None,
         progress: Progress | None = None,
         max_rows_per_task: int | None = None,
@@ -43,8 +46,16 @@ class Optimize:
         commit_message: str | None = None,
         transaction_properties: Mapping[str, str] | None = None,
         num_threads: int | None = None,
+        target_bytes_per_fragment: int | None = None,
+        where: str | None = None,
+        max_bytes: int | None = None,
+        partial_progress: bool = False,
+        max_commits: int | None = None,
     ) -> CompactionMetrics:
         """Rewrite small fragments and fragments with many deletions (ReserveFragments, then one Rewrite).
+
+        An option left at None follows the table's policy (`mvcc.compaction.*` configuration keys), then the
+        defaults (1,048,576 rows, threshold 0.1, no byte target, no budget).
 
         Args:
             target_rows_per_fragment: fragments with fewer live rows are merged with their neighbours.
@@ -60,14 +71,25 @@ class Optimize:
                 executor's pool size; not with `executor`).
             commit_message: the message stored with the Rewrite's transaction (None: no message).
             transaction_properties: properties stored with it (a dict of str to str).
+            target_bytes_per_fragment: a target in on-disk bytes too: the row target becomes the rows that many
+                bytes hold at the table's bytes per row, when fewer.
+            where: a SQL filter: only fragments whose statistics say they may hold a matching row are rewritten;
+                every other fragment keeps its id and files.
+            max_bytes: rewrite about this many on-disk bytes at most (at least one group), the groups with the
+                most benefit per byte first; what is left is in the metrics (`deferred_*`) for the next run.
+            partial_progress: commit finished groups in up to `max_commits` Rewrites as they complete; a group
+                that loses to a concurrent commit is planned again once, then dropped and reported.
+            max_commits: with `partial_progress`, the most Rewrites (default 10).
 
-        Returns the metrics (`version` is the Rewrite's, None when nothing needed rewriting). The handle moves
-        to the Rewrite's version. Raises RetryableConflictError when a concurrent delete or update touched a
-        rewritten fragment (the new files are removed), ValueError for a `num_threads` that is not a positive int.
+        Returns the metrics (`version` is the last Rewrite's, None when nothing needed rewriting). The handle
+        moves to that version. Raises RetryableConflictError (without partial progress) when a concurrent delete or
+        update touched a rewritten fragment (the new files are removed), ValueError for a `num_threads` that is
+        not a positive int or a policy key that does not parse, PredicateError for a `where` that does not parse.
 
         Example::
 
             metrics = t.optimize.compact_files(target_rows_per_fragment=100_000)
+            t.optimize.compact_files(where="day = '2026-11-01'", max_bytes=512 * 2**20, partial_progress=True)
         """
         if num_threads is not None:
             if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
@@ -75,13 +97,17 @@ class Optimize:
             if executor is not None:
                 raise ValueError("give num_threads or executor, not both (num_threads sizes the default thread pool)")
             executor = ThreadExecutor(num_threads)
-        options = CompactionOptions(
+        options = policy.compaction_options(
+            self._state.manifest.config,
             target_rows_per_fragment=target_rows_per_fragment,
             materialize_deletions=materialize_deletions,
             materialize_deletions_threshold=materialize_deletions_threshold,
             max_rows_per_task=max_rows_per_task,
             max_bytes_per_task=max_bytes_per_task,
             defer_index_remap=defer_index_remap,
+            target_bytes_per_fragment=target_bytes_per_fragment,
+            where=where,
+            max_bytes=max_bytes,
         )
         metrics, state = compact_files(
             self._state,
@@ -90,11 +116,25 @@ class Optimize:
             progress=progress,
             commit_message=commit_message,
             transaction_properties=transaction_properties,
+            partial_progress=partial_progress,
+            max_commits=max_commits,
         )
         if metrics.version is not None:
             self._state = state
             self._advance(state)
         return metrics
+
+    def recommend(self) -> list[MaintenanceAdvice]:
+        """What maintenance would pay on this version, best first (`MaintenanceAdvice`: kind, reason in words
+        with the figures, score, bytes to rewrite, fragments after, expected effect); from the manifest and a
+        listing of the versions only, no data read. Empty when nothing would pay.
+
+        Example::
+
+            for advice in t.optimize.recommend():
+                print(advice.kind, advice.score, advice.reason)
+        """
+        return recommend(self._state)
 
     def optimize_indices(
         self,

@@ -15,6 +15,7 @@ from mvcc_core.errors import (
 from mvcc_core.format import operations
 from mvcc_core.format import schema as schema_mod
 from mvcc_core.format.bases import DatasetBasePath
+from mvcc_core.maintenance.policy import check_config
 from mvcc_core.table.host import TableHost
 from mvcc_core.txn.commit import DEFAULT_MAX_RETRIES
 
@@ -91,7 +92,13 @@ class ConfigurationMethods(TableHost):
 
         Returns:
             This handle, moved to the new version.
+
+        Raises:
+            ValueError: a maintenance policy key (`mvcc.compaction.*`, `mvcc.retention.*`) with a value that does
+                not parse, an unknown key under those prefixes, or a key reserved for clustering (nothing is
+                committed; the message names the key).
         """
+        check_config(upsert)
         if replace:
             upsert = _replaced(list(self.manifest.config), dict(upsert or {}), True)
         return self.commit(

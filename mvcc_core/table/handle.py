@@ -722,7 +722,7 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
 
     def cleanup_old_versions(
         self,
-        older_than: timedelta = timedelta(days=14),
+        older_than: timedelta | None = None,
         retain_versions: int | None = None,
         *,
         delete_unverified: bool = False,
@@ -738,8 +738,10 @@ class Table(ReadingMethods, VersionMethods, SchemaChangeMethods, IndexMethods, C
         `progress(done, total)` is called as files are removed.
 
         Args:
-            older_than: versions committed longer ago than this are removed
-            retain_versions: keep at least this many newest versions, whatever their age (None: no such floor)
+            older_than: versions committed longer ago than this are removed (None: the table's
+                `mvcc.retention.older_than`, else 14 days)
+            retain_versions: keep at least this many newest versions, whatever their age (None: the table's
+                `mvcc.retention.retain_versions`, else no such floor)
             delete_unverified: also remove files no version references that are younger than the safety window
                 (only when no writer can be running)
             error_if_tagged_old_versions: raise instead of keeping an old version a tag names

@@ -1,0 +1,191 @@
+"""Maintenance policy kept in the table's own configuration (Iceberg's table properties).
+
+`compact_files` and `cleanup_old_versions` read these keys when the caller passes no value of their own (an
+explicit argument wins); `update_config` refuses a value that does not parse (`check_config`), naming the key.
+Keys and meanings: docs/operations/maintenance.md, "Policy in the table's configuration".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any
+
+from mvcc_core.durations import parse_duration
+from mvcc_core.maintenance.options import CompactionOptions
+
+__all__ = [
+    "COMPACTION_KEYS",
+    "MATERIALIZE_DELETIONS_THRESHOLD",
+    "MAX_BYTES",
+    "POLICY_KEYS",
+    "RESERVED_KEYS",
+    "RETAIN_VERSIONS",
+    "RETENTION_KEYS",
+    "RETENTION_OLDER_THAN",
+    "TARGET_BYTES_PER_FRAGMENT",
+    "TARGET_ROWS_PER_FRAGMENT",
+    "check_config",
+    "compaction_options",
+    "parse_size",
+    "retention_settings",
+]
+
+TARGET_ROWS_PER_FRAGMENT = "mvcc.compaction.target_rows_per_fragment"
+TARGET_BYTES_PER_FRAGMENT = "mvcc.compaction.target_bytes_per_fragment"
+MATERIALIZE_DELETIONS_THRESHOLD = "mvcc.compaction.materialize_deletions_threshold"
+MAX_BYTES = "mvcc.compaction.max_bytes"
+RETENTION_OLDER_THAN = "mvcc.retention.older_than"
+RETAIN_VERSIONS = "mvcc.retention.retain_versions"
+#: Reserved for clustering (sorted or z-ordered rewrites), which compaction does not do: refused when set.
+RESERVED_KEYS = ("mvcc.compaction.sort_by", "mvcc.compaction.zorder_by")
+_PREFIXES = ("mvcc.compaction.", "mvcc.retention.")
+
+_SIZE = re.compile(r"^\s*(\d+)\s*(b|kb|kib|mb|mib|gb|gib|tb|tib)?\s*$", re.IGNORECASE)
+_UNITS = {
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+
+
+def _count(text: str) -> int:
+    value = int(text.strip().replace("_", ""))
+    if value <= 0:
+        raise ValueError("it must be positive")
+    return value
+
+
+def parse_size(text: str) -> int:
+    """`134217728`, `128MiB`, `1GB` -> bytes (what the byte keys and the CLI's `--max-bytes` accept).
+
+    Args:
+        text: a whole number of bytes, optionally with a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)
+
+    Raises:
+        ValueError: anything else, or a size that is not positive
+    """
+    return _size(text)
+
+
+def _size(text: str) -> int:
+    match = _SIZE.match(text.replace("_", ""))
+    if match is None:
+        raise ValueError("use a number of bytes, optionally with a unit: 134217728, 128MiB, 1GB")
+    value = int(match.group(1)) * _UNITS[(match.group(2) or "b").lower()]
+    if value <= 0:
+        raise ValueError("it must be positive")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError("it is a fraction in [0, 1]")
+    return value
+
+
+def _duration(text: str) -> timedelta:
+    return parse_duration(text)
+
+
+_PARSERS: dict[str, Callable[[str], Any]] = {
+    TARGET_ROWS_PER_FRAGMENT: _count,
+    TARGET_BYTES_PER_FRAGMENT: _size,
+    MATERIALIZE_DELETIONS_THRESHOLD: _fraction,
+    MAX_BYTES: _size,
+    RETENTION_OLDER_THAN: _duration,
+    RETAIN_VERSIONS: _count,
+}
+COMPACTION_KEYS = (TARGET_ROWS_PER_FRAGMENT, TARGET_BYTES_PER_FRAGMENT, MATERIALIZE_DELETIONS_THRESHOLD, MAX_BYTES)
+RETENTION_KEYS = (RETENTION_OLDER_THAN, RETAIN_VERSIONS)
+POLICY_KEYS = COMPACTION_KEYS + RETENTION_KEYS
+
+
+def _parse(key: str, value: str) -> Any:
+    if key in RESERVED_KEYS:
+        raise ValueError(
+            f"table configuration {key!r} is reserved for clustering (sorted or z-ordered rewrites), which "
+            "compaction does not do: remove it (compaction keeps the row order)"
+        )
+    parser = _PARSERS.get(key)
+    if parser is None:
+        raise ValueError(f"table configuration {key!r} is not a maintenance key; the keys are {list(POLICY_KEYS)}")
+    if not isinstance(value, str):
+        raise ValueError(f"table configuration {key!r} must be a string, got {value!r}")
+    try:
+        return parser(value)
+    except (ValueError, OverflowError) as exc:
+        raise ValueError(f"table configuration {key!r} = {value!r} is not valid: {exc}") from None
+
+
+def check_config(upsert: Mapping[str, str | None] | None) -> None:
+    """Refuse maintenance keys (`mvcc.compaction.*`, `mvcc.retention.*`) whose value does not parse, unknown keys
+    under those prefixes and the keys reserved for clustering; a None value (a removal) is always allowed.
+
+    Args:
+        upsert: the keys `update_config` is about to set
+
+    Raises:
+        ValueError: the message names the key, its value and what it must be
+    """
+    for key, value in (upsert or {}).items():
+        if value is not None and isinstance(key, str) and key.startswith(_PREFIXES):
+            _parse(key, value)
+
+
+def _policy(config: Mapping[str, str], keys: tuple[str, ...]) -> dict[str, Any]:
+    """The parsed values of `keys` that the table's configuration sets."""
+    return {key: _parse(key, config[key]) for key in keys if key in config}
+
+
+def compaction_options(config: Mapping[str, str], **explicit: Any) -> CompactionOptions:
+    """`CompactionOptions` from the caller's arguments, the table's policy for the ones not given (None counts
+    as not given), then the defaults.
+
+    Args:
+        config: the table's configuration (`manifest.config`)
+        **explicit: `CompactionOptions` fields the caller passed
+
+    Raises:
+        ValueError: a policy key set on the table does not parse, or a clustering key is set
+    """
+    for key in RESERVED_KEYS:
+        if key in config:
+            _parse(key, config[key])
+    fields = {k: v for k, v in explicit.items() if v is not None}
+    unset = tuple(key for key in COMPACTION_KEYS if key.removeprefix("mvcc.compaction.") not in fields)
+    for key, value in _policy(config, unset).items():  # only the keys the caller left to the policy are read
+        fields[key.removeprefix("mvcc.compaction.")] = value
+    return CompactionOptions(**fields)
+
+
+def retention_settings(
+    config: Mapping[str, str], older_than: timedelta | None, retain_versions: int | None
+) -> tuple[timedelta, int | None]:
+    """(older_than, retain_versions) for a cleanup: the caller's, else the table's policy, else 14 days and none.
+
+    Args:
+        config: the table's configuration (`manifest.config`)
+        older_than: the caller's age (None: the policy's)
+        retain_versions: the caller's count (None: the policy's)
+
+    Raises:
+        ValueError: a retention key set on the table does not parse
+    """
+    policy = _policy(
+        config,
+        tuple(k for k, given in zip(RETENTION_KEYS, (older_than, retain_versions), strict=True) if given is None),
+    )
+    if older_than is None:
+        older_than = policy.get(RETENTION_OLDER_THAN, timedelta(days=14))
+    if retain_versions is None:
+        retain_versions = policy.get(RETAIN_VERSIONS)
+    return older_than, retain_versions
