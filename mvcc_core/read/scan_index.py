@@ -57,7 +57,7 @@ class IndexedReads:
         """The sorted row addresses the index names for the filter, where those rows are in this version
         (looked up once per scan)."""
         if self._addresses is None:
-            addresses = lookup(self.store, choice.index, choice.expr, choice.bounds)
+            addresses = lookup(self.store, choice.index, choice.expr, choice.bounds, choice.value_column)
             moved = frag_reuse.address_map(self.manifest, choice.index)
             if moved:  # built before compactions that deferred remapping: where those rows are now
                 addresses = np.sort(moved.translate(addresses))
