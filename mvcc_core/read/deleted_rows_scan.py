@@ -71,8 +71,8 @@ class DeletedRowsScan:
         )
         if not self._shape.with_row_id:
             raise ValueError(
-                "include_deleted_rows=True needs the _rowid column (with_row_id=True, or '_rowid' in columns): "
-                "a deleted row is one whose _rowid is null"
+                "include_deleted_rows=True needs the _rowid column and with_row_id is false: pass with_row_id=True "
+                "or name '_rowid' in columns (a deleted row is one whose _rowid is null)"
             )
         self._store, self._manifest, self._batch_size = store, manifest, batch_size
         self._masks: dict[int, np.ndarray | None] = {}
