@@ -55,7 +55,8 @@ def read(
 ) -> DataFrame:
     """One version of the table at `uri` as a DataFrame (`version`: a number, a tag or a timestamp).
 
-    `columns` projects; `filter` (SQL) prunes fragments on the driver and is applied by Spark. `native`:
+    `columns` projects; `filter` (SQL) prunes fragments on the driver and is applied by Spark, before the
+    projection (it may name columns `columns` leaves out). `native`:
     None reads local tables with Spark's Parquet reader (on a classic session; a Spark Connect client may
     not share the server's disk) and others through the `mvcc` data source; False always uses the data
     source; True refuses a table Spark's Parquet reader cannot reach.
@@ -65,7 +66,7 @@ def read(
         uri: the table's root
         version: a version number, a tag or a timestamp (None: the latest)
         columns: the columns to read (None: every column)
-        filter: a SQL predicate: prunes fragments on the driver, applied by Spark
+        filter: a SQL predicate: prunes fragments on the driver, applied by Spark (on any column of the table)
         storage_options: the table store's options
         native: None: Spark's Parquet reader where it can reach the files; True: only it; False: always the data source
 
