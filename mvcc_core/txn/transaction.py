@@ -20,7 +20,7 @@ from mvcc_core._proto import transaction_pb2 as tpb
 from mvcc_core.errors import CorruptManifestError, InvalidOperationError, UnsupportedFeatureError
 from mvcc_core.format import features, framing, operations, row_ids
 from mvcc_core.format import fragment_reuse as frag_reuse
-from mvcc_core.format.fragments import tombstone
+from mvcc_core.format.fragments import field_subtree, tombstone
 from mvcc_core.format.manifest import WRITER_LIBRARY, writer_version
 from mvcc_core.format.naming import MEM_WAL_INDEX, SINGLETON_INDICES, transaction_path
 from mvcc_core.io import ObjectStore
@@ -334,6 +334,7 @@ def _unindex(m: pb.Manifest, field_ids: set[int], fragment_ids: set[int]) -> Non
 
     if not field_ids or not fragment_ids:
         return
+    field_ids = {f.id for f in field_subtree(list(m.fields), field_ids)} | field_ids  # a struct's fields too
     for index in m.indices:
         if set(index.fields) & field_ids and index.fragment_bitmap:
             bitmap = BitMap.deserialize(index.fragment_bitmap) - BitMap(fragment_ids)
