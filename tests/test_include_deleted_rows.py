@@ -179,3 +179,12 @@ def test_include_deleted_rows_as_pylance(tmp_path) -> None:
         assert ours.to_table(**case) == theirs.to_table(**case), case
     with pytest.raises(ValueError):
         theirs.to_table(include_deleted_rows=True)
+
+
+def test_include_deleted_rows_of_fragments_of_several_files(tmp_path) -> None:
+    t = mvcc.write_table(pa.table({"id": list(range(6))}), str(tmp_path / "t"), max_rows_per_file=3)
+    t.delete("id IN (1, 4)")
+    t.add_columns({"z": "id * 2"})  # a second data file per fragment, computed for every stored row
+    assert all(len(f.files) == 2 for f in t.manifest.fragments)
+    got = t.to_table(columns=["z", "_rowid"], filter="id > 0", include_deleted_rows=True).to_pydict()
+    assert got == {"z": [2, 4, 6, 8, 10], "_rowid": [None, 2, 1 << 32, None, (1 << 32) + 2]}
