@@ -14,6 +14,7 @@ import pytest
 
 import mvcc_core as mvcc
 from mvcc_core.executor import ThreadExecutor
+from mvcc_core.verify import verify
 
 INNER = pa.struct([("k", pa.int64())])
 ST = pa.struct([("x", pa.int32()), ("s", pa.string()), ("f", pa.float64()), ("inner", INNER)])
@@ -198,3 +199,17 @@ def test_a_struct_rewritten_in_place_is_no_longer_covered_by_its_fields_indices(
     assert t.list_indices()[0]["fragment_ids"] == [0, 1, 2]
     want = [r["id"] for r in rows if r["id"] < 4 or _get(r, "st.x") is None]
     assert t.to_table(columns=["id"], filter="st.x IS NULL")["id"].to_pylist() == want
+
+
+def test_dropping_a_column_or_field_drops_its_indices(tmp_path) -> None:
+    t = mvcc.write_table(pa.Table.from_pylist(_rows(0, 20, random.Random(7)), schema=SCHEMA), str(tmp_path / "t"))
+    for path in ("st.x", "st.inner.k", "x", "id"):
+        t.create_scalar_index(path, "BTREE")
+    t.drop_columns(["st.inner", "x"])
+    assert sorted(i["fields"][0] for i in t.list_indices()) == ["id", "st.x"]
+    t.alter_columns({"path": "id", "data_type": pa.int32()})  # the column's values move to a new field
+    assert [i["fields"] for i in t.list_indices()] == [["st.x"]]
+    t.drop_columns(["st"])
+    assert t.list_indices() == []
+    assert len(t.checkout(5).list_indices()) == 4  # older versions keep theirs
+    assert verify(t, all_versions=True).problems == []  # no index names a field the schema lacks

@@ -251,10 +251,16 @@ def _apply_append(m: pb.Manifest, op: operations.Append, ctx: BuildContext) -> N
 
 def _set_fields(m: pb.Manifest, schema: list[pb.Field]) -> None:
     """Replace the manifest's fields with `schema` (an Overwrite's, a Merge's or a Project's), raising
-    `max_field_id`."""
+    `max_field_id`. An index on a field the new schema lacks (a dropped column or struct field, a column whose
+    type change gave it a new field) is dropped with it, as pylance drops it."""
     del m.fields[:]
     m.fields.extend(schema)
     m.max_field_id = max(m.max_field_id, _max_field_id(schema))
+    ids = {f.id for f in schema}
+    kept = [i for i in m.indices if all(field_id in ids for field_id in i.fields)]
+    if len(kept) != len(m.indices):
+        del m.indices[:]
+        m.indices.extend(kept)
 
 
 def _apply_overwrite(m: pb.Manifest, op: operations.Overwrite, ctx: BuildContext) -> None:
