@@ -197,6 +197,17 @@ def test_index_commands(any_uri) -> None:
     assert missing.exit_code == 1 and "IndexNotFoundError" in missing.stderr
 
 
+def test_index_on_a_struct_field(tmp_uri) -> None:
+    mvcc.write_table(pa.table({"id": [1, 2, 3], "st": [{"x": 5}, {"x": 6}, {"x": 5}]}), tmp_uri)
+    created = run("index", "create", tmp_uri, "st.x", "--type", "BTREE")
+    assert created.exit_code == 0 and "created index st.x_idx on st.x" in created.stdout
+    assert [i["fields"] for i in run_json("index", "list", tmp_uri)] == [["st.x"]]
+    scanned = run("scan", tmp_uri, "--columns", "id", "--filter", "st.x = 5", "--format", "csv")
+    assert scanned.exit_code == 0 and scanned.stdout.split()[1:] == ["1", "3"]
+    missing = run("index", "create", tmp_uri, "st.y")
+    assert missing.exit_code == 1 and "no such column or struct field" in missing.stderr
+
+
 def test_cleanup_is_a_dry_run_unless_apply(any_uri) -> None:
     uri, opts = any_uri
     t = history(uri, opts)

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 
 from mvcc_core.executor import Executor, ThreadExecutor
 from mvcc_core.format import fragment_reuse as frag_reuse
+from mvcc_core.format.field_paths import path_names
 from mvcc_core.format import operations
 from mvcc_core.maintenance import policy
 from mvcc_core.maintenance.advice import MaintenanceAdvice, recommend
@@ -184,12 +185,12 @@ def stage_optimize_indices(
     # stale: missing fragments, or relying on the fragment reuse index to translate moved rows
     stale = [i for i in scalar if live - covered(i) or i.dataset_version < newest_move]
     stale_ids = {i.uuid.uuid for i in stale}
-    by_id = {f.id: f.name for f in manifest.fields}
+    fields = list(manifest.fields)
     built = []
     try:
         for i in stale:
             if i.dataset_version < newest_move:  # its addresses moved: rebuild
-                built.append(build(store, manifest, by_id[i.fields[0]], i.index_type, i.name))
+                built.append(build(store, manifest, path_names(fields, i.fields[0]), i.index_type, i.name))
             else:  # merge: read only the fragments it misses
                 built.append(update(store, manifest, i))
     except BaseException:

@@ -18,10 +18,11 @@ from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.errors import SchemaError
 from mvcc_core.executor import Executor
 from mvcc_core.format import schema as schema_mod
+from mvcc_core.format.field_paths import field_at, path_names, physical_path
 from mvcc_core.format.naming import INDICES_DIR
 from mvcc_core.io import ObjectStore
 from mvcc_core.io.parquet import ROW_ADDRESS
-from mvcc_core.ops.index_tasks import read_distributed, read_in_process
+from mvcc_core.ops.index_tasks import read_distributed, read_in_process, scan_columns
 from mvcc_core.progress import Progress
 from mvcc_core.read.index_lookup import BITMAP, BTREE, INDEX_FILE, INDEX_TYPES, covered, index_dir, index_file
 from mvcc_core.read.scan import Scan
@@ -80,13 +81,18 @@ def build(
         progress: called as `progress(done, total)` after each group of fragments read
     """
     fields = list(manifest.fields)
-    ids = schema_mod.field_ids_by_name(fields)
-    if column not in ids:
-        raise SchemaError(f"cannot index {column!r}: the table has no such column; columns are {list(ids)}")
+    found = field_at(fields, column) if isinstance(column, str) else None
+    if found is None:
+        names = list(schema_mod.field_ids_by_name(fields))
+        raise SchemaError(
+            f"cannot index {column!r}: the table has no such column or struct field (a field of a struct column "
+            f"is named by its path, as 'meta.lang'); columns are {names}"
+        )
     index_type = index_type.upper() if isinstance(index_type, str) else index_type
     if index_type not in INDEX_TYPES:
         raise ValueError(f"index_type must be one of {INDEX_TYPES}, got {index_type!r}")
-    field = next(f for f in fields if f.id == ids[column])
+    field, path = found
+    column = ".".join(path)
     if not field.arrow_type:
         raise SchemaError(f"cannot index {column!r}: scalar indices need a scalar column, it is {field.logical_type}")
     fragments = list(manifest.fragments if fragments is None else fragments)
@@ -115,28 +121,29 @@ def update(store: ObjectStore, manifest: pb.Manifest, index: pb.IndexMetadata) -
         index: the index's current metadata entry
     """
     field = next(f for f in manifest.fields if f.id == index.fields[0])
-    column = field.name
+    column = path_names(list(manifest.fields), field.id)
     live = [f.id for f in manifest.fragments]
     keep = covered(index) & set(live)
     missing = [f for f in manifest.fragments if f.id not in keep]
     kept = _entries(store, index, column, keep)
-    scanned = Scan(store, manifest, columns=[column], with_row_address=True, fragments=missing).to_table()
+    columns = scan_columns(manifest, column)
+    scanned = Scan(store, manifest, columns=columns, with_row_address=True, fragments=missing).to_table()
     data = pa.concat_tables([kept, scanned.cast(kept.schema)]) if kept.num_rows else scanned
     return _write_index(store, manifest, field, column, index.index_type, index.name, data, live, uuid_mod.uuid4())
 
 
 def _entries(store: ObjectStore, index: pb.IndexMetadata, column: str, fragments: set[int]) -> pa.Table:
     """(value, row address) pairs of `index` whose fragment is in `fragments`, the value column named `column`."""
-    physical = schema_mod.physical_name(index.fields[0])
     path = store.arrow_path(index_file(index))
+    physical = pq.read_schema(path, filesystem=store.arrow_filesystem()).names[0]  # the value column
     if index.index_type == BTREE:
         stored = pq.read_table(path, filesystem=store.arrow_filesystem(), columns=[physical, ROW_ADDRESS])
-        values, addresses = stored.column(physical), stored.column(ROW_ADDRESS).to_numpy()
+        values, addresses = _leaf(stored.column(physical)), stored.column(ROW_ADDRESS).to_numpy()
     else:
         stored = pq.read_table(path, filesystem=store.arrow_filesystem(), columns=[physical, "bitmap"])
         bitmaps = [BitMap64.deserialize(b) for b in stored.column("bitmap").to_pylist()]
         counts = np.fromiter((len(b) for b in bitmaps), dtype=np.int64, count=len(bitmaps))
-        values = stored.column(physical).take(pa.array(np.repeat(np.arange(len(bitmaps)), counts)))
+        values = _leaf(stored.column(physical)).take(pa.array(np.repeat(np.arange(len(bitmaps)), counts)))
         parts = [np.fromiter(b, dtype=np.uint64, count=len(b)) for b in bitmaps]
         addresses = np.concatenate(parts) if parts else np.empty(0, np.uint64)
     addresses = np.asarray(addresses, dtype=np.uint64)
@@ -155,20 +162,29 @@ def _write_index(
     fragment_ids: list[int],
     index_id: uuid_mod.UUID,
 ) -> BuiltIndex:
-    """Sort (BTREE) or group (BITMAP) the (value, row address) pairs and write the index file."""
-    physical = schema_mod.physical_name(field.id)
+    """Sort (BTREE) or group (BITMAP) the (value, row address) pairs and write the index file.
+
+    The value column has the data files' name of the column; a struct field's values are kept inside structs
+    named as in the data files (`c2: struct<c5: ...>`), so that a filter bound to the data files' names
+    (`c2.c5 = 3`) runs on the index file as it is."""
+    physical = physical_path(list(manifest.fields), field.id)
     values = data.column(column)
     if index_type == BTREE:
         order = pc.sort_indices(data, sort_keys=[(column, "ascending")])  # nulls last
-        table = pa.table({physical: values.take(order), ROW_ADDRESS: data.column(ROW_ADDRESS).take(order)})
+        sorted_values = values.take(order)
+        table = pa.table(
+            {physical[0]: _nest(sorted_values, physical), ROW_ADDRESS: data.column(ROW_ADDRESS).take(order)}
+        )
     else:
         grouped = data.group_by(column).aggregate([(ROW_ADDRESS, "list")])
+        grouped = grouped.sort_by([(column, "ascending")])  # nulls last; row-group statistics then prune
         bitmaps = [
             BitMap64(np.asarray(a, dtype=np.uint64)).serialize()
             for a in grouped.column(f"{ROW_ADDRESS}_list").to_pylist()
         ]
-        table = pa.table({physical: grouped.column(column), "bitmap": pa.array(bitmaps, pa.binary())})
-        table = table.sort_by([(physical, "ascending")])  # nulls last; row-group statistics then prune
+        table = pa.table(
+            {physical[0]: _nest(grouped.column(column), physical), "bitmap": pa.array(bitmaps, pa.binary())}
+        )
     metadata = pb.IndexMetadata(
         uuid=pb.UUID(uuid=index_id.bytes),
         fields=[field.id],
@@ -198,6 +214,22 @@ def _write_index(
         raise
     metadata.files.append(pb.IndexFile(path=INDEX_FILE, size_bytes=size))
     return BuiltIndex(metadata, [path])
+
+
+def _nest(values: pa.ChunkedArray, physical: tuple[str, ...]) -> pa.ChunkedArray:
+    """`values` of the field at `physical` (data file names, top-level first) inside structs of one field each,
+    from the innermost out: the top-level column of the index file."""
+    out = values.combine_chunks()
+    for name in reversed(physical[1:]):
+        out = pa.StructArray.from_arrays([out], names=[name])
+    return pa.chunked_array([out])
+
+
+def _leaf(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """The values of an index file's value column: the column, or the innermost field of its nested structs."""
+    while pa.types.is_struct(column.type):
+        column = pc.struct_field(column, [0])
+    return column
 
 
 def _encodings(table: pa.Table) -> dict:

@@ -19,6 +19,7 @@ import pyarrow as pa
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.executor import Executor
 from mvcc_core.format.deletion import live_rows
+from mvcc_core.format.field_paths import field_at
 from mvcc_core.io import ObjectStore
 from mvcc_core.progress import Progress
 from mvcc_core.read.scan import Scan
@@ -47,7 +48,8 @@ class IndexBuildTask:
         """
         state = task_state(state, self.read_version, storage_options)
         fragments = [pb.DataFragment.FromString(f) for f in self.fragments]
-        data = Scan(state.store, state.manifest, columns=[self.column], with_row_address=True, fragments=fragments)
+        columns = scan_columns(state.manifest, self.column)
+        data = Scan(state.store, state.manifest, columns=columns, with_row_address=True, fragments=fragments)
         return write_part(state.store, self.part_path, data.to_table())
 
 
@@ -70,6 +72,20 @@ def write_part(store: ObjectStore, path: str, data: pa.Table) -> IndexPart:
         writer.write_table(data)
     store.put(path, sink.getvalue().to_pybytes())
     return IndexPart(path, data.num_rows)
+
+
+def scan_columns(manifest: pb.Manifest, column: str) -> list[str] | dict[str, str]:
+    """The scan `columns` reading an indexed column: its name, or for a struct field (`meta.lang`) the SQL path
+    computing it as a column of that name.
+
+    Args:
+        manifest: the version read
+        column: a top-level column's name or a struct field's dotted path
+    """
+    found = field_at(list(manifest.fields), column)
+    if found is None or len(found[1]) == 1:
+        return [column]
+    return {column: ".".join('"' + p.replace('"', '""') + '"' for p in found[1])}
 
 
 def run_task(task: IndexBuildTask, state: TableState) -> IndexPart:
@@ -187,11 +203,12 @@ def read_in_process(
         rows_per_task: live rows per group when reporting progress
         progress: called as `progress(done, total)` after each group
     """
+    columns = scan_columns(manifest, column)
     if progress is None or not fragments:
-        return Scan(store, manifest, columns=[column], with_row_address=True, fragments=fragments).to_table()
+        return Scan(store, manifest, columns=columns, with_row_address=True, fragments=fragments).to_table()
     groups = fragment_groups(fragments, rows_per_task)
     tables = []
     for group in groups:
-        tables.append(Scan(store, manifest, columns=[column], with_row_address=True, fragments=group).to_table())
+        tables.append(Scan(store, manifest, columns=columns, with_row_address=True, fragments=group).to_table())
         progress(len(tables), len(groups))
     return pa.concat_tables(tables)

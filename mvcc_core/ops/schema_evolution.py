@@ -298,6 +298,14 @@ def plan_alter_columns(
     fields, retyped = _altered_fields(manifest, alterations)
     if not retyped:
         return ColumnPlan(operations.Project(schema=fields), [])
+    cast_ids = {f.id for f in field_subtree(list(manifest.fields), set(retyped))}
+    attached = [i.name for i in manifest.indices if set(i.fields) & cast_ids]
+    if attached:  # the cast writes the values under a new field: an index on the old one would describe nothing
+        names = sorted(f.name for f in manifest.fields if f.id in retyped)
+        raise SchemaError(
+            f"alter_columns: cannot change the type of {names}: index(es) {attached} are built on it; drop them "
+            "with drop_index() first and create them again after the change (as pylance asks)"
+        )
     original = {f.id: f.name for f in manifest.fields}
     next_id = max(manifest.max_field_id, *(f.id for f in fields)) + 1
     replacements: dict[int, list[pb.Field]] = {}

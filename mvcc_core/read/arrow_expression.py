@@ -249,11 +249,12 @@ class ExpressionTree:
         nodes = self.conjunct_nodes()
         out = []
         for node in nodes:
-            columns = {names[f.path[0]] for f in _fields(node) if f.path[0] in names}
+            fields = _fields(node)
+            columns = {names[f.path[0]] for f in fields if f.path[0] in names}
             build = (lambda: expr) if len(nodes) == 1 else functools.partial(self.expression, node)
-            out.append(
-                Conjunct(tuple(n for n in schema.names if n in columns), self._comparison(node, schema, names), build)
-            )
+            comparison = self._comparison(node, schema, names)
+            paths = tuple(dict.fromkeys(f.path for f in fields))
+            out.append(Conjunct(tuple(n for n in schema.names if n in columns), comparison, build, paths))
         return tuple(out)
 
     def _nan_ordered(self, node: _Node, schema: pa.Schema, names: dict[str, str]) -> Comparison | None:

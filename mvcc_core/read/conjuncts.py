@@ -41,6 +41,8 @@ class Conjunct:
     columns: tuple[str, ...]
     comparison: Comparison | None
     build: Callable[[], pc.Expression] = dataclasses.field(repr=False, compare=False)
+    # the field paths it reads, under the Expression's names (`("c2", "c5")` for a struct field)
+    paths: tuple[tuple[str, ...], ...] = ()
 
     @functools.cached_property
     def arrow(self) -> pc.Expression:

@@ -73,9 +73,17 @@ def _numeric(value_type: pa.DataType) -> bool:
 
 
 def _floating(metadata: pq.FileMetaData, column: str) -> bool:
-    """Whether the index file's value column holds floats (whose row-group statistics leave NaN out)."""
+    """Whether the index file's value column holds floats (whose row-group statistics leave NaN out), also inside
+    structs."""
     schema = metadata.schema.to_arrow_schema()
-    return column in schema.names and pa.types.is_floating(schema.field(column).type)
+    return column in schema.names and _holds_floats(schema.field(column).type)
+
+
+def _holds_floats(value_type: pa.DataType) -> bool:
+    """A float type, or a struct holding one (the value column of an index on a struct field)."""
+    if pa.types.is_floating(value_type):
+        return True
+    return pa.types.is_struct(value_type) and any(_holds_floats(f.type) for f in value_type)
 
 
 def _statistics(key: tuple[str, str, int], metadata: pq.FileMetaData, column: str) -> _Statistics | None:
@@ -166,7 +174,11 @@ def _row_groups(stats: _Statistics, bounds: list[list[tuple]]) -> list[int]:
 
 
 def lookup(
-    store: ObjectStore, index: pb.IndexMetadata, expr: pc.Expression, bounds: list[list[tuple]] | None = None
+    store: ObjectStore,
+    index: pb.IndexMetadata,
+    expr: pc.Expression,
+    bounds: list[list[tuple]] | None = None,
+    column: str | None = None,
 ) -> np.ndarray:
     """Row addresses (sorted) whose indexed value satisfies `expr` (over the physical column name).
 
@@ -178,12 +190,14 @@ def lookup(
         index: the index's metadata entry
         expr: the conjuncts the index answers, over the physical column name
         bounds: literal ranges `expr` implies, from the planner (None: every index row group is read)
+        column: the index file's value column, the physical name of the indexed top-level column (None: that of
+            the index's field; an index on a struct field keeps its values under the struct's name)
     """
     path = store.arrow_path(index_file(index))
     size = index.files[0].size_bytes if index.files else 0
     fs = store.arrow_filesystem()
     payload = address_column(index)
-    column = schema_mod.physical_name(index.fields[0])
+    column = column or schema_mod.physical_name(index.fields[0])
     found: pa.Table | None = None
     key = (store.scheme, path, size)
     if bounds:

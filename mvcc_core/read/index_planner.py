@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.format.field_paths import path_names, physical_path
 from mvcc_core.read.bound_filter import BoundFilter
 from mvcc_core.read.conjuncts import Comparison
 from mvcc_core.read.index_lookup import BITMAP, BTREE
@@ -24,9 +25,10 @@ Bounds = list[list[Range]]
 @dataclass(frozen=True)
 class IndexChoice:
     index: pb.IndexMetadata
-    column: str  # the indexed table column
+    column: str  # the indexed table column (a struct field's dotted path: `meta.lang`)
     expr: pc.Expression  # the chosen conjuncts over the physical column name
     bounds: Bounds  # literal bounds of some of those conjuncts; [] when none are simple comparisons
+    value_column: str  # the index file's value column: the physical name of the (top-level) column
 
 
 def _ranges(comparison: Comparison) -> list[Range] | None:
@@ -68,14 +70,25 @@ def choose_index(bound: BoundFilter, manifest: pb.Manifest) -> IndexChoice | Non
                 by_field[index.fields[0]] = index
     if not by_field:
         return None
-    ids = {f.name: f.id for f in manifest.fields if f.parent_id == -1}
+    fields = list(manifest.fields)
+    ids = {f.name: f.id for f in fields if f.parent_id == -1}
+    # indices on struct fields, by the field's path under the data files' names (what the bound filter names)
+    nested = {physical_path(fields, i): (i, path_names(fields, i)) for i in by_field if i not in ids.values()}
     by_column: dict[str, list[tuple[pc.Expression, Comparison | None]]] = {}
+    field_of: dict[str, int] = {}
     for conjunct in bound.conjuncts:
         if len(conjunct.columns) == 1 and ids.get(conjunct.columns[0]) in by_field:
             comparison = conjunct.comparison
             if comparison is not None and comparison.nan_matches:
                 comparison = None  # NaN is no index bound: the conjunct is evaluated as an expression
             by_column.setdefault(conjunct.columns[0], []).append((conjunct.arrow, comparison))
+            field_of[conjunct.columns[0]] = ids[conjunct.columns[0]]
+        elif len(conjunct.paths) == 1 and conjunct.paths[0] in nested:
+            # a conjunct reading only an indexed struct field (`meta.lang = 'en'`): evaluated on the index file,
+            # whose value column holds the field under the same path; no literal bounds (not a bare column)
+            field_id, name = nested[conjunct.paths[0]]
+            by_column.setdefault(name, []).append((conjunct.arrow, None))
+            field_of[name] = field_id
     if not by_column:
         return None
     # the column with the most conjuncts (a range `a >= x AND a < y` is two), all of them ANDed
@@ -84,4 +97,5 @@ def choose_index(bound: BoundFilter, manifest: pb.Manifest) -> IndexChoice | Non
     for expr, _ in by_column[column][1:]:
         combined = combined & expr
     bounds = [r for _, comparison in by_column[column] if comparison and (r := _ranges(comparison)) is not None]
-    return IndexChoice(by_field[ids[column]], column, combined, bounds)
+    field_id = field_of[column]
+    return IndexChoice(by_field[field_id], column, combined, bounds, physical_path(fields, field_id)[0])

@@ -64,7 +64,7 @@ class IndexedReads:
         (looked up once per scan)."""
         addresses = self._addresses
         if addresses is None:
-            addresses = lookup(self.store, choice.index, choice.expr, choice.bounds)
+            addresses = lookup(self.store, choice.index, choice.expr, choice.bounds, choice.value_column)
             moved = frag_reuse.address_map(self.manifest, choice.index)
             if moved:  # built before compactions that deferred remapping: where those rows are now
                 addresses = np.sort(moved.translate(addresses))

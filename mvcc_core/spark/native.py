@@ -55,7 +55,8 @@ def read(
 ) -> DataFrame:
     """One version of the table at `uri` as a DataFrame (`version`: a number, a tag or a timestamp).
 
-    `columns` projects; `filter` (SQL) prunes fragments on the driver and is applied by Spark. `native`:
+    `columns` projects; `filter` (SQL) prunes fragments on the driver and is applied by Spark, before the
+    projection (it may name columns `columns` leaves out). `native`:
     None reads local tables with Spark's Parquet reader (on a classic session; a Spark Connect client may
     not share the server's disk) and others through the `mvcc` data source; False always uses the data
     source; True refuses a table Spark's Parquet reader cannot reach.
@@ -65,7 +66,7 @@ def read(
         uri: the table's root
         version: a version number, a tag or a timestamp (None: the latest)
         columns: the columns to read (None: every column)
-        filter: a SQL predicate: prunes fragments on the driver, applied by Spark
+        filter: a SQL predicate: prunes fragments on the driver, applied by Spark (on any column of the table)
         storage_options: the table store's options
         native: None: Spark's Parquet reader where it can reach the files; True: only it; False: always the data source
 
@@ -79,7 +80,11 @@ def read(
         raise TableNotFoundError(f"no mvcc table at {uri!r} (Spark read): {exc}") from None
     if version is not None:
         table = table.checkout(version)
-    wanted = projected_schema(table.schema, columns, f"mvcc read of {table.uri}")
+    projected_schema(table.schema, columns, f"mvcc read of {table.uri}")  # an unknown column, by name
+    read_columns = columns
+    if filter and columns is not None:  # the filter may read columns the caller leaves out: read, filter, select
+        read_columns = columns + [c for c in _filter_columns(table, filter) if c not in columns]
+    wanted = projected_schema(table.schema, read_columns, f"mvcc read of {table.uri}")
     local = table.state.store.scheme == "file"
     if native and not local:
         raise ValueError(
@@ -87,10 +92,25 @@ def read(
             f"access to {table.state.store.scheme!r} here); leave native unset to read through the data source"
         )
     if native is False or not local or (native is None and is_connect(spark)):
-        df = _through_source(spark, table, columns, opts)
+        df = _through_source(spark, table, read_columns, opts)
     else:
         df = _native(spark, table, wanted, filter)
-    return df.where(filter) if filter else df
+    if not filter:
+        return df
+    df = df.where(filter)
+    if read_columns != columns:
+        df = df.select([F.col("`" + c.replace("`", "``") + "`") for c in columns or []])
+    return df
+
+
+def _filter_columns(table: mvcc_core.Table, filter_: str) -> list[str]:
+    """The table columns a Spark SQL filter reads: those the core finds in it, or every column when the core
+    cannot analyse it (Spark-only SQL such as `<=>`, a column named in another case), so Spark resolves it."""
+    try:
+        bound = Scan(table.state.store, table.state.manifest, [], filter_).bound
+    except (MvccError, ValueError):
+        return list(table.schema.names)
+    return list(bound.columns) if bound is not None else []
 
 
 def _through_source(spark: Any, table: mvcc_core.Table, columns: list[str] | None, opts: dict | None) -> DataFrame:

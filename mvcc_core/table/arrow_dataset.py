@@ -22,6 +22,7 @@ from mvcc_core.errors import InvalidOperationError
 from mvcc_core.read.scan import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:
+    from mvcc_core.read.deleted_rows_scan import DeletedRowsScan
     from mvcc_core.read.scan import Scan
     from mvcc_core.read.system_filter import SystemFilteredScan
     from mvcc_core.table.reading import ReadingMethods
@@ -62,7 +63,7 @@ class ArrowDataset(pds.Dataset):
         filter: pc.Expression | None = None,  # noqa: A002 - pyarrow's name
         batch_size: int | None = None,
         **options: Any,
-    ) -> Scan | SystemFilteredScan:
+    ) -> Scan | SystemFilteredScan | DeletedRowsScan:
         """A scan of the version with the engine's projection and filter pushed down.
 
         Args:

@@ -11,6 +11,7 @@ from pyroaring import BitMap
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.format.deletion import live_rows
+from mvcc_core.format.field_paths import path_names
 
 # mvcc's index type (what `create_index` takes and the manifest stores) -> the name pylance reports
 DISPLAY_NAMES = {"BTREE": "BTree", "BITMAP": "Bitmap"}
@@ -76,7 +77,7 @@ def describe(manifest: pb.Manifest) -> list[IndexDescription]:
     Returns:
         The descriptions (the MemWAL index, which is no column index, is left out).
     """
-    names = {f.id: f.name for f in manifest.fields}
+    fields = list(manifest.fields)
     rows = {f.id: live_rows(f) for f in manifest.fragments}
     grouped: dict[str, list[pb.IndexMetadata]] = {}
     for index in manifest.indices:
@@ -94,7 +95,7 @@ def describe(manifest: pb.Manifest) -> list[IndexDescription]:
                 type_url=f"/lance.table.{kind}IndexDetails",
                 num_rows_indexed=sum(rows[i] for i in covered),
                 fields=list(entries[0].fields),
-                field_names=[names.get(i, str(i)) for i in entries[0].fields],
+                field_names=[path_names(fields, i) for i in entries[0].fields],  # `meta.lang` for a struct field
                 segments=segments,
             )
         )

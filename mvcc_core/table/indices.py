@@ -12,6 +12,7 @@ from mvcc_core.errors import (
 )
 from mvcc_core.executor import Executor
 from mvcc_core.format import operations
+from mvcc_core.format.field_paths import path_names
 from mvcc_core.format.naming import MEM_WAL_INDEX
 from mvcc_core.ops.index_build import build as build_index
 from mvcc_core.progress import Progress
@@ -40,7 +41,7 @@ class IndexMethods(TableHost):
         """Write the index files and return the CreateIndex, uncommitted (see `create_index`).
 
         Args:
-            column: the scalar column indexed
+            column: the scalar column indexed, or a struct field by its dotted path (`meta.lang`)
             index_type: "BTREE" or "BITMAP"
             name: the index's name (None: `{column}_idx`)
             replace: replace an index of that name (else IndexExistsError)
@@ -94,7 +95,7 @@ class IndexMethods(TableHost):
         index and commits. An unknown `index_type` raises ValueError.
 
         Args:
-            column: the scalar column indexed
+            column: the scalar column indexed, or a struct field by its dotted path (`meta.lang`)
             index_type: "BTREE" or "BITMAP"
             name: the index's name (None: `{column}_idx`)
             replace: replace an index of that name (else IndexExistsError)
@@ -122,7 +123,7 @@ class IndexMethods(TableHost):
         """pylance's name for `create_index` on a scalar column.
 
         Args:
-            column: the scalar column indexed
+            column: the scalar column indexed, or a struct field by its dotted path (`meta.lang`)
             index_type: "BTREE" or "BITMAP"
             name: the index's name (None: `{column}_idx`)
             replace: replace an index of that name (else IndexExistsError)
@@ -174,7 +175,7 @@ class IndexMethods(TableHost):
         """The indices of this version (pylance's shape: `type` is "BTree" or "Bitmap" as pylance reports it),
         including the MemWAL index when regions exist."""
         out = []
-        by_id = {f.id: f.name for f in self.manifest.fields}
+        fields = list(self.manifest.fields)
         live = {f.id for f in self.manifest.fragments}
         for index in self.manifest.indices:
             covered = covered_fragments(index, live)
@@ -183,7 +184,7 @@ class IndexMethods(TableHost):
                     "name": index.name,
                     "type": display_name(index.index_type),
                     "uuid": str(uuid.UUID(bytes=index.uuid.uuid)),
-                    "fields": [by_id.get(i, str(i)) for i in index.fields],
+                    "fields": [path_names(fields, i) for i in index.fields],  # `meta.lang` for a struct field
                     "version": index.dataset_version,
                     "fragment_ids": sorted(covered),
                     "num_indexed_fragments": len(covered),

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mvcc_core.format.deletion import live_rows
+from mvcc_core.read.deleted_rows_scan import DeletedRowsScan
 from mvcc_core.read.scan import DEFAULT_BATCH_SIZE, Scan
 from mvcc_core.read.system_filter import SystemFilteredScan, filter_system_columns
 from mvcc_core.table.arrow_dataset import ArrowDataset
@@ -30,7 +31,8 @@ class ReadingMethods(TableHost):
         scan_in_order: bool | None = None,
         prefilter: bool | None = None,
         late_materialization: bool | Sequence[str] | None = None,
-    ) -> Scan | SystemFilteredScan:
+        include_deleted_rows: bool | None = None,
+    ) -> Scan | SystemFilteredScan | DeletedRowsScan:
         """A scan of this version: `to_batches()`, `to_table()`, `count_rows()`, `explain()`.
 
         SQL `columns` use pylance's shape (`{"total": "price * qty"}`, the SQL filters accept); `filter` is
@@ -50,8 +52,26 @@ class ReadingMethods(TableHost):
             scan_in_order: accepted and without effect: rows always come in table order
             prefilter: accepted and without effect: the filter always applies before `limit`/`offset`
             late_materialization: accepted and without effect: columns are projected per row group
+            include_deleted_rows: also return the rows deletion vectors remove, with their stored values and
+                `_rowid` / `_rowaddr` / `_rowoffset` null (pylance's; needs `_rowid`: `with_row_id=True` or
+                `_rowid` in `columns`); no index is used then
         """
         _check_tuning(batch_readahead, scan_in_order, prefilter, late_materialization)
+        if include_deleted_rows is not None and not isinstance(include_deleted_rows, bool):
+            raise TypeError(
+                f"include_deleted_rows must be True or False, got {type(include_deleted_rows).__name__} "
+                f"{include_deleted_rows!r}"
+            )
+        if include_deleted_rows:
+            return DeletedRowsScan(
+                self._state.store,
+                self.manifest,
+                _nested_paths(columns, self.schema),
+                filter,
+                with_row_id,
+                with_row_address,
+                DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
+            )
         system = filter_system_columns(filter, self.schema.names)
         scan = Scan(
             self._state.store,
@@ -78,6 +98,7 @@ class ReadingMethods(TableHost):
         scan_in_order: bool | None = None,
         prefilter: bool | None = None,
         late_materialization: bool | Sequence[str] | None = None,
+        include_deleted_rows: bool | None = None,
     ) -> pa.Table:
         """The rows of this version (matching `filter`), as one Arrow table; `offset` rows skipped and at
         most `limit` returned, in table order.
@@ -94,6 +115,9 @@ class ReadingMethods(TableHost):
             scan_in_order: accepted and without effect: rows always come in table order
             prefilter: accepted and without effect: the filter always applies before `limit`/`offset`
             late_materialization: accepted and without effect: columns are projected per row group
+            include_deleted_rows: also return the rows deletion vectors remove, with their stored values and
+                `_rowid` / `_rowaddr` / `_rowoffset` null (pylance's; needs `_rowid`: `with_row_id=True` or
+                `_rowid` in `columns`); no index is used then
             limit: rows at most in the result (None: all)
             offset: matching rows skipped first (None: none)
         """
@@ -107,6 +131,7 @@ class ReadingMethods(TableHost):
             scan_in_order=scan_in_order,
             prefilter=prefilter,
             late_materialization=late_materialization,
+            include_deleted_rows=include_deleted_rows,
         )
         if limit is None and not offset:
             return scan.to_table()
@@ -124,6 +149,7 @@ class ReadingMethods(TableHost):
         scan_in_order: bool | None = None,
         prefilter: bool | None = None,
         late_materialization: bool | Sequence[str] | None = None,
+        include_deleted_rows: bool | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """Stream the rows of this version as record batches (memory bounded by a few batches).
 
@@ -139,6 +165,9 @@ class ReadingMethods(TableHost):
             scan_in_order: accepted and without effect: rows always come in table order
             prefilter: accepted and without effect: the filter always applies before `limit`/`offset`
             late_materialization: accepted and without effect: columns are projected per row group
+            include_deleted_rows: also return the rows deletion vectors remove, with their stored values and
+                `_rowid` / `_rowaddr` / `_rowoffset` null (pylance's; needs `_rowid`: `with_row_id=True` or
+                `_rowid` in `columns`); no index is used then
         """
         return self.scanner(
             columns,
@@ -150,6 +179,7 @@ class ReadingMethods(TableHost):
             scan_in_order=scan_in_order,
             prefilter=prefilter,
             late_materialization=late_materialization,
+            include_deleted_rows=include_deleted_rows,
         ).to_batches()
 
     def to_reader(self) -> pa.RecordBatchReader:
@@ -264,7 +294,7 @@ def _nested_paths(
     }
 
 
-def _sliced(scan: Scan | SystemFilteredScan, limit: int | None, offset: int | None) -> pa.Table:
+def _sliced(scan: Scan | SystemFilteredScan | DeletedRowsScan, limit: int | None, offset: int | None) -> pa.Table:
     """`offset` rows skipped, then at most `limit`, reading no further than needed."""
     for name, value in (("limit", limit), ("offset", offset)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):

@@ -20,7 +20,7 @@ from mvcc_core._proto import transaction_pb2 as tpb
 from mvcc_core.errors import CorruptManifestError, InvalidOperationError, UnsupportedFeatureError
 from mvcc_core.format import features, framing, operations, row_ids
 from mvcc_core.format import fragment_reuse as frag_reuse
-from mvcc_core.format.fragments import tombstone
+from mvcc_core.format.fragments import field_subtree, tombstone
 from mvcc_core.format.manifest import WRITER_LIBRARY, writer_version
 from mvcc_core.format.naming import MEM_WAL_INDEX, SINGLETON_INDICES, transaction_path
 from mvcc_core.io import ObjectStore
@@ -251,10 +251,16 @@ def _apply_append(m: pb.Manifest, op: operations.Append, ctx: BuildContext) -> N
 
 def _set_fields(m: pb.Manifest, schema: list[pb.Field]) -> None:
     """Replace the manifest's fields with `schema` (an Overwrite's, a Merge's or a Project's), raising
-    `max_field_id`."""
+    `max_field_id`. An index on a field the new schema lacks (a dropped column or struct field, a column whose
+    type change gave it a new field) is dropped with it, as pylance drops it."""
     del m.fields[:]
     m.fields.extend(schema)
     m.max_field_id = max(m.max_field_id, _max_field_id(schema))
+    ids = {f.id for f in schema}
+    kept = [i for i in m.indices if all(field_id in ids for field_id in i.fields)]
+    if len(kept) != len(m.indices):
+        del m.indices[:]
+        m.indices.extend(kept)
 
 
 def _apply_overwrite(m: pb.Manifest, op: operations.Overwrite, ctx: BuildContext) -> None:
@@ -334,6 +340,7 @@ def _unindex(m: pb.Manifest, field_ids: set[int], fragment_ids: set[int]) -> Non
 
     if not field_ids or not fragment_ids:
         return
+    field_ids = {f.id for f in field_subtree(list(m.fields), field_ids)} | field_ids  # a struct's fields too
     for index in m.indices:
         if set(index.fields) & field_ids and index.fragment_bitmap:
             bitmap = BitMap.deserialize(index.fragment_bitmap) - BitMap(fragment_ids)

@@ -157,7 +157,6 @@ OUT_OF_SCOPE: dict[str, tuple[str, ...]] = {
     "scan options outside the shared surface": (
         r"order_by",
         r"ColumnOrdering",
-        r"include_deleted_rows",
         r"fast_search",
         r"prefilter",
         r"strict_batch_size",
