@@ -6,8 +6,8 @@ from collections.abc import Callable, Mapping
 
 from mvcc_core.executor import Executor, ThreadExecutor
 from mvcc_core.format import fragment_reuse as frag_reuse
-from mvcc_core.format.field_paths import path_names
 from mvcc_core.format import operations
+from mvcc_core.format.field_paths import path_names
 from mvcc_core.maintenance import policy
 from mvcc_core.maintenance.advice import MaintenanceAdvice, recommend
 from mvcc_core.maintenance.compaction import CompactionMetrics
