@@ -10,9 +10,9 @@ from typing import Any
 
 import dagster as dg
 
+from .metadata import PARTITION_VERSIONS
 from .properties import ROOT_RUN_ID_TAG
 
-PARTITION_VERSIONS = "mvcc/partition_versions"
 _PAGE = 200
 
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, time
 import dagster as dg
 import pyarrow as pa
 
-PARTITION_EXPR = "partition_expr"
+from .metadata import PARTITION_EXPR
 
 
 class PartitionPredicateError(ValueError):

@@ -9,12 +9,11 @@ import dagster as dg
 import mvcc_core as mvcc
 
 from ..error_mapping import mvcc_conflicts, no_retry_failure
-from ..resources import RESOURCE_KEY, TableName
+from ..metadata import MAINTENANCE_IO_KEY, RESOURCE_KEY, RESTORED_FROM
+from ..resources import TableName
 from ..versions import table_metadata
 from .due import aware_instant
-from .target import MAINTENANCE_IO_KEY, MaintenanceTarget, one_step_job
-
-RESTORED_FROM = "mvcc/restored_from"
+from .target import MaintenanceTarget, one_step_job
 
 
 def _restore_ref(label: str, config: Mapping[str, Any]) -> int | str | datetime:

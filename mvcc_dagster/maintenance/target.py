@@ -13,15 +13,10 @@ import mvcc_core as mvcc
 
 from .._dagster_internals import deferred_resources_job
 from ..error_mapping import mvcc_conflicts
+from ..metadata import MAINTENANCE_IO_KEY, RESOURCE_KEY, TABLE_TAG
 from ..properties import ASSET_KEY_PROPERTY, MAINTENANCE_PROPERTY, RUN_ID_PROPERTY
-from ..resources import RESOURCE_KEY, MvccResource, TableName, check_table_key, is_uri, to_asset_key
+from ..resources import MvccResource, TableName, check_table_key, is_uri, to_asset_key
 from ..versions import SIZE_BYTES, data_bytes, data_version, uri_value
-
-MAINTENANCE_IO_KEY = "mvcc_maintenance_io"
-"""The pickling IO manager of the ops' own outputs (tasks, results), bound by each job: never the
-deployment's ``io_manager`` (usually `MvccIOManager`, which writes tables)."""
-TABLE_TAG = "mvcc/table"
-"""The run tag every maintenance job carries: the run queue's per-table limit."""
 
 
 class MaintenanceTarget:

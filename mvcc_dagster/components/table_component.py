@@ -15,11 +15,12 @@ from pydantic import Field, model_validator
 
 import mvcc_core as mvcc
 
-from . import maintenance as table_jobs
-from .health import HealthThresholds, Level, build_health_sensor, build_table_health_checks
-from .publish_job import RowAudit, build_publish_branch_job
-from .resources import RESOURCE_KEY, MvccResource, resolve_uri, table_key_problem
-from .sensors import build_version_sensor
+from .. import maintenance as table_jobs
+from ..health.checks import HealthThresholds, Level, build_health_sensor, build_table_health_checks
+from ..health.sensors import build_version_sensor
+from ..metadata import RESOURCE_KEY
+from ..resources import MvccResource, resolve_uri, table_key_problem
+from ..write_audit_publish.publish_job import RowAudit, build_publish_branch_job
 
 
 class LevelModel(dg.Model):

@@ -21,17 +21,9 @@ import pyarrow as pa
 
 import mvcc_core as mvcc
 
-from ._dagster_internals import check_evaluation_event, selected_check_specs, separate_check_specs
-from .error_mapping import fresh_branch_retry, no_retry_failure
-
-WRITE_AUDIT_PUBLISH = "mvcc/write_audit_publish"
-"""Definition metadata: ``True`` turns write-audit-publish on for the asset."""
-WAP_BRANCH_PREFIX = "dagster-wap-"
-"""Every branch made by write-audit-publish starts with this (what `delete_wap_branches` removes)."""
-BRANCH = "mvcc/branch"
-BRANCH_VERSION = "mvcc/branch_version"
-CATALOG_BRANCH_VERSION = "mvcc/catalog_branch_version"
-"""Metadata of a catalog asset's write-audit-publish: the catalog branch's version the checks read."""
+from .._dagster_internals import check_evaluation_event, selected_check_specs, separate_check_specs
+from ..error_mapping import fresh_branch_retry, no_retry_failure
+from ..metadata import BRANCH, BRANCH_VERSION, CATALOG_BRANCH_VERSION, WAP_BRANCH_PREFIX, WRITE_AUDIT_PUBLISH
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 

@@ -15,19 +15,10 @@ import dagster as dg
 
 import mvcc_core as mvcc
 
-from ._dagster_internals import log_check_evaluation
-from .error_mapping import no_retry_failure
-from .write_audit_publish import (
-    BRANCH,
-    CATALOG_BRANCH_VERSION,
-    WAP_BRANCH_PREFIX,
-    WRITE_AUDIT_PUBLISH,
-    Audits,
-    BranchAudit,
-    evaluate_branch_check,
-    registered_branch_check,
-    wap_enabled,
-)
+from .._dagster_internals import log_check_evaluation
+from ..error_mapping import no_retry_failure
+from ..metadata import BRANCH, CATALOG_BRANCH_VERSION, WAP_BRANCH_PREFIX, WRITE_AUDIT_PUBLISH
+from .table import Audits, BranchAudit, evaluate_branch_check, registered_branch_check, wap_enabled
 
 
 def catalog_wap_enabled(context: Any) -> bool:

@@ -17,19 +17,24 @@ import pyarrow.compute as pc
 
 import mvcc_core as mvcc
 
-from ._dagster_internals import CheckError, set_loaded_input_metadata
-from .arrow import to_arrow
+from .._dagster_internals import CheckError, set_loaded_input_metadata
+from ..error_mapping import DEFAULT_DELAY, DEFAULT_MAX_RETRIES, mvcc_conflicts, no_retry_failure
+from ..lineage import pinned_partition_versions, pinned_version
+from ..metadata import COLUMNS, MERGE_ON, PARTITION_EXPR, PARTITION_VERSIONS, WRITE_MODE
+from ..partitions import PartitionPredicateError, partition_predicate
+from ..properties import ASSET_KEY_PROPERTY, PARTITION_KEY_PROPERTY, RUN_ID_PROPERTY
+from ..resources import MvccResource
+from ..versions import table_metadata, uri_value
+from ..write_audit_publish.table import WapOutcome, branch_audits, wap_enabled, write_audit_publish
 from .backfill import restore_for_backfill
-from .error_mapping import DEFAULT_DELAY, DEFAULT_MAX_RETRIES, mvcc_conflicts, no_retry_failure
-from .lineage import PARTITION_VERSIONS, pinned_partition_versions, pinned_version
-from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predicate
-from .properties import ASSET_KEY_PROPERTY, PARTITION_KEY_PROPERTY, RUN_ID_PROPERTY
-from .resources import MvccResource
-from .versions import table_metadata, uri_value
-from .write_audit_publish import WapOutcome, branch_audits, wap_enabled, write_audit_publish
+from .type_handlers import (
+    MvccTypeHandler,
+    SparkTypeHandler,
+    default_type_handlers,
+    handler_for_input,
+    handler_for_output,
+)
 
-WRITE_MODE = "mvcc/write_mode"
-MERGE_ON = "mvcc/merge_on"
 WRITE_MODES = ("overwrite", "append", "merge")
 
 __all__ = ["MERGE_ON", "WRITE_MODE", "MvccIOManager", "pinned_partition_versions", "pinned_version"]
@@ -41,17 +46,32 @@ def _bad(asset: str, setting: str, problem: str) -> dg.Failure:
     return no_retry_failure(f"{prefix}{setting}: {problem.removeprefix(prefix)}", {"asset": asset, "setting": setting})
 
 
-def _as_arrow(obj: Any, asset: str) -> pa.Table | pa.RecordBatchReader | None:
-    """The output as Arrow data, None for a Spark DataFrame; a Failure for anything that is not a table."""
+def _as_arrow(obj: Any, asset: str, handlers: list[MvccTypeHandler]) -> pa.Table | pa.RecordBatchReader | None:
+    """The output as Arrow data through its type handler, None for a Spark DataFrame (Spark writes it); a
+    Failure for a type no handler takes."""
     try:
-        return to_arrow(
-            obj,
-            accepts="MvccIOManager stores a pyarrow Table or RecordBatchReader, a pandas DataFrame or a pyspark "
-            "DataFrame",
-            spark=True,
-        )
+        handler = handler_for_output(obj, handlers, writer="MvccIOManager")
     except TypeError as exc:
         raise _bad(asset, "output type", str(exc)) from exc
+    return None if isinstance(handler, SparkTypeHandler) else handler.to_arrow(obj)
+
+
+def _input_columns(context: dg.InputContext, schema: pa.Schema, asset: str) -> list[str] | None:
+    """The input's ``columns`` metadata (``dg.AssetIn(metadata={"columns": [...]})``), checked against the
+    table; None reads every column."""
+    columns = (context.definition_metadata or {}).get(COLUMNS)
+    if columns is None:
+        return None
+    if (
+        isinstance(columns, str)
+        or not isinstance(columns, list | tuple)
+        or not all(isinstance(c, str) and c for c in columns)
+    ):
+        raise _bad(asset, f"input metadata {COLUMNS!r}", f"must be a list of column names, got {columns!r}")
+    missing = [c for c in columns if c not in schema.names]
+    if missing:
+        raise _bad(asset, f"input metadata {COLUMNS!r}", f"column(s) {missing} are not in the table ({schema.names})")
+    return list(columns)
 
 
 def _write_settings(meta: Mapping[str, Any], asset: str) -> tuple[str, list[str] | None]:
@@ -134,6 +154,17 @@ class MvccIOManager(dg.ConfigurableIOManager):
     conflict_retry_delay: float = DEFAULT_DELAY
 
     # ---- helpers ---------------------------------------------------------------------------------
+
+    @classmethod
+    def type_handlers(cls) -> list[MvccTypeHandler]:
+        """The type handlers outputs are written and inputs read with, first match wins.
+
+        Override it in a subclass to store another type (``[MyHandler(), *super().type_handlers()]``).
+
+        Returns:
+            pyarrow, pandas, polars and pyspark's handlers (`type_handlers.default_type_handlers`).
+        """
+        return default_type_handlers()
 
     def tables(self) -> MvccResource:
         """The resource that names and opens the tables (`mvcc`, or one built from the fields).
@@ -231,7 +262,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
         meta = dict(context.definition_metadata or {})
         mode, merge_on = _write_settings(meta, asset)
         wap = wap_enabled(meta, asset)
-        data = _as_arrow(obj, asset)
+        data = _as_arrow(obj, asset, self.type_handlers())
         uri = self._uri(asset_key, asset)
         table = self._open(uri, asset)
 
@@ -271,7 +302,8 @@ class MvccIOManager(dg.ConfigurableIOManager):
                 # commit when every blocking check passed (write_audit_publish.py).
                 audits = branch_audits(context, asset)  # refuses a blocking check that is not one, first
                 if data is None:
-                    data = obj.toArrow()  # the branch is written through a table handle, in this process
+                    # the branch is written through a table handle, in this process
+                    data = SparkTypeHandler().to_arrow(obj)
                 if table is None:
                     table = self._create_empty(data.schema, uri, properties, asset)
                 arrow = data
@@ -368,7 +400,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
         if request.mode == "merge":
             # merge_insert runs in this process: the DataFrame is collected (documented in
             # docs/integrations/dagster/index.md).
-            data = df.toArrow()
+            data = SparkTypeHandler().to_arrow(df)
             table = self._open(request.uri, request.properties[ASSET_KEY_PROPERTY])
             return self._write_arrow(data, table, dataclasses.replace(request, where=None))
         from mvcc_core.spark import write  # pyspark is needed only for Spark outputs
@@ -404,33 +436,36 @@ class MvccIOManager(dg.ConfigurableIOManager):
             context: Dagster's input context.
 
         Returns:
-            The rows: a pyarrow Table, or a pandas / Spark DataFrame when the input is annotated so.
+            The rows (only the input's ``columns`` metadata's columns, when it has one) in the type its
+            annotation names (`type_handlers`): a pyarrow Table by default, a pandas, polars or Spark DataFrame.
         """
         asset_key = context.asset_key
         asset = asset_key.to_user_string()
         uri = self._uri(asset_key, asset)
-        typing_type = context.dagster_type.typing_type
-        module = getattr(typing_type, "__module__", "") or ""
-        name = getattr(typing_type, "__name__", "")
-        spark = module.startswith("pyspark.sql") and name == "DataFrame"
+        handler = handler_for_input(context.dagster_type.typing_type, self.type_handlers())
+        spark = isinstance(handler, SparkTypeHandler)
         upstream = context.upstream_output
         has_expr = upstream is not None and (upstream.definition_metadata or {}).get(PARTITION_EXPR) is not None
         pins = pinned_partition_versions(context) if has_expr else None  # without a column: no per-partition read
         if pins is not None and len(set(pins.values())) > 1:
-            return self._load_by_partition(context, uri, asset, pins, spark, module, name)
+            return self._load_by_partition(context, uri, asset, pins, handler)
         version = pinned_version(context)
         with mvcc_conflicts(context, what=asset):
             table = self.tables().open_uri(uri, version)
             where = self._input_filter(context, table, asset, "spark" if spark else "mvcc")
+        columns = _input_columns(context, table.schema, asset)
         _add_input_metadata(
-            context, {"mvcc/version": table.version, "mvcc/uri": uri_value(uri), "mvcc/filter": where or ""}
+            context,
+            {
+                "mvcc/version": table.version,
+                "mvcc/uri": uri_value(uri),
+                "mvcc/filter": where or "",
+                **({"mvcc/columns": dg.MetadataValue.json(columns)} if columns is not None else {}),
+            },
         )
         if spark:
-            return self._load_spark(uri, table.version, where)
-        result = table.to_table(filter=where) if where else table.to_table()
-        if module.startswith("pandas") and name == "DataFrame":
-            return result.to_pandas()
-        return result
+            return self._load_spark(uri, table.version, where, columns)
+        return handler.from_arrow(table.to_table(columns=columns, filter=where or None))
 
     @staticmethod
     def _input_filter(context: dg.InputContext, table: mvcc.Table, asset: str, dialect: str) -> str | None:
@@ -453,9 +488,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
         uri: str,
         asset: str,
         pins: dict[str, int | None],
-        spark: bool,
-        module: str,
-        name: str,
+        handler: MvccTypeHandler,
     ) -> Any:
         """Each group of partitions pinned to one version read at that version with its own predicate."""
         groups: dict[int | None, list[str]] = {}
@@ -463,7 +496,9 @@ class MvccIOManager(dg.ConfigurableIOManager):
             groups.setdefault(version, []).append(key)
         upstream = context.upstream_output
         expr = (upstream.definition_metadata or {}).get(PARTITION_EXPR) if upstream is not None else None
+        spark = isinstance(handler, SparkTypeHandler)
         parts: list[tuple[int, str, list[str]]] = []  # (version read, predicate, partitions)
+        columns: list[str] | None = None
         with mvcc_conflicts(context, what=asset):
             for version, keys in sorted(groups.items(), key=lambda g: (g[0] is None, g[0] or 0)):
                 table = self.tables().open_uri(uri, version)
@@ -479,6 +514,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
                 except PartitionPredicateError as exc:
                     raise _bad(asset, f"metadata {PARTITION_EXPR!r}", str(exc)) from exc
                 parts.append((table.version, where, keys))
+                columns = _input_columns(context, table.schema, asset)
         versions = {key: v for v, _, keys in parts for key in keys}
         _add_input_metadata(
             context,
@@ -487,21 +523,19 @@ class MvccIOManager(dg.ConfigurableIOManager):
                 "mvcc/uri": uri_value(uri),
                 "mvcc/filter": " OR ".join(w for _, w, _ in parts),
                 PARTITION_VERSIONS: dg.MetadataValue.json(dict(sorted(versions.items()))),
+                **({"mvcc/columns": dg.MetadataValue.json(columns)} if columns is not None else {}),
             },
         )
         if spark:
-            frames = [self._load_spark(uri, v, w) for v, w, _ in parts]
+            frames = [self._load_spark(uri, v, w, columns) for v, w, _ in parts]
             result = frames[0]
             for frame in frames[1:]:
                 result = result.unionByName(frame, allowMissingColumns=True)
             return result
-        tables = [self.tables().open_uri(uri, v).to_table(filter=w) for v, w, _ in parts]
-        combined = pa.concat_tables(tables, promote_options="default")
-        if module.startswith("pandas") and name == "DataFrame":
-            return combined.to_pandas()
-        return combined
+        tables = [self.tables().open_uri(uri, v).to_table(columns=columns, filter=w) for v, w, _ in parts]
+        return handler.from_arrow(pa.concat_tables(tables, promote_options="default"))
 
-    def _load_spark(self, uri: str, version: int, where: str | None) -> Any:
+    def _load_spark(self, uri: str, version: int, where: str | None, columns: list[str] | None) -> Any:
         from pyspark.sql import SparkSession
 
         from mvcc_core.spark import read
@@ -515,7 +549,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
         options = self._spark_options()
         # Spark's own Parquet reader over the pinned version's files for local tables (the partition filter
         # prunes files on the driver), the `mvcc` data source otherwise (docs/guide/spark.md, "Native reads").
-        return read(spark, uri, version=version, filter=where, storage_options=options)
+        return read(spark, uri, version=version, columns=columns, filter=where, storage_options=options)
 
 
 def _add_input_metadata(context: dg.InputContext, metadata: Mapping[str, Any]) -> None:

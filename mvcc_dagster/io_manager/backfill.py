@@ -16,10 +16,11 @@ import dagster as dg
 
 import mvcc_core as mvcc
 
-from ._dagster_internals import CheckError
-from .error_mapping import no_retry_failure
-from .lineage import lineage_root
-from .properties import (
+from .._dagster_internals import CheckError
+from ..error_mapping import no_retry_failure
+from ..lineage import lineage_root
+from ..metadata import RESTORE_ALLOW_DATA_LOSS, RESTORE_TAG
+from ..properties import (
     ASSET_KEY_PROPERTY,
     BACKFILL_PROPERTY,
     BACKFILL_TAG,
@@ -31,14 +32,10 @@ from .properties import (
     ROOT_BACKFILL_TAG,
     RUN_ID_PROPERTY,
 )
-from .versions import is_data_changing
+from ..versions import is_data_changing
 
-RESTORE_TAG = "mvcc/backfill_restore"
-"""Run tag (set it on the backfill: Dagster copies a backfill's tags to each of its runs)."""
 RESTORE = "true"
 """`RESTORE_TAG` value: restore, refusing when data outside the backfill would be lost."""
-RESTORE_ALLOW_DATA_LOSS = "allow-data-loss"
-"""`RESTORE_TAG` value: restore even when later writes of other partitions are undone."""
 RESTORE_VALUES = (RESTORE, RESTORE_ALLOW_DATA_LOSS)
 
 UNDONE_SUFFIX = "-undone"

@@ -12,12 +12,13 @@ import dagster as dg
 
 import mvcc_core as mvcc
 
-from .catalog import CATALOG_RESOURCE_KEY, CATALOG_VERSION, MvccCatalogResource
-from .catalog_write_audit_publish import delete_catalog_wap_branches
-from .error_mapping import mvcc_conflicts
-from .health import HealthThresholds, health_checks
-from .maintenance.target import MaintenanceTarget, maintenance_job, observe
-from .resources import TableName
+from ..catalog.resource import MvccCatalogResource
+from ..error_mapping import mvcc_conflicts
+from ..health.checks import HealthThresholds, health_checks
+from ..metadata import CATALOG_RESOURCE_KEY, CATALOG_VERSION
+from ..resources import TableName
+from ..write_audit_publish.catalog import delete_catalog_wap_branches
+from .target import MaintenanceTarget, maintenance_job, observe
 
 #: The pool of the catalog maintenance steps and the value of their run tag ``mvcc/table``.
 CATALOG_POOL = "mvcc/catalog"

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .lineage import lineage_root
-from .properties import PARTITION_KEY_PROPERTY, ROOT_RUN_ID_PROPERTY, RUN_ID_PROPERTY, STEP_KEY_PROPERTY
+from ..lineage import lineage_root
+from ..properties import PARTITION_KEY_PROPERTY, ROOT_RUN_ID_PROPERTY, RUN_ID_PROPERTY, STEP_KEY_PROPERTY
 
 
 def run_partitions(context: Any) -> list[str] | None:

@@ -8,12 +8,13 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from .error_mapping import mvcc_conflicts, no_retry_failure
-from .maintenance.target import MAINTENANCE_IO_KEY, MaintenanceTarget, one_step_job
-from .properties import ASSET_KEY_PROPERTY, RUN_ID_PROPERTY
-from .resources import RESOURCE_KEY, TableName
-from .versions import table_metadata
-from .write_audit_publish import BRANCH, BRANCH_VERSION, BranchAudit, BranchCheck, evaluate_branch_check
+from ..error_mapping import mvcc_conflicts, no_retry_failure
+from ..maintenance.target import MaintenanceTarget, one_step_job
+from ..metadata import BRANCH, BRANCH_VERSION, MAINTENANCE_IO_KEY, RESOURCE_KEY
+from ..properties import ASSET_KEY_PROPERTY, RUN_ID_PROPERTY
+from ..resources import TableName
+from ..versions import table_metadata
+from .table import BranchAudit, BranchCheck, evaluate_branch_check
 
 
 @dataclass(frozen=True)

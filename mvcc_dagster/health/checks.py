@@ -15,16 +15,17 @@ import mvcc_core as mvcc
 from mvcc_core import TableNotFoundError
 from mvcc_core.verify import verify
 
-from .error_mapping import mvcc_conflicts
-from .maintenance import TABLE_TAG, MaintenanceTarget
-from .maintenance.due import (
+from ..error_mapping import mvcc_conflicts
+from ..maintenance.due import (
     data_bytes,
     removable_bytes,
     removable_versions,
     retention_run_config,
     retention_setting,
 )
-from .resources import RESOURCE_KEY, MvccResource, TableName
+from ..maintenance.target import MaintenanceTarget
+from ..metadata import RESOURCE_KEY, TABLE_TAG
+from ..resources import MvccResource, TableName
 from .sensors import job_sensor
 
 CHECKS = (

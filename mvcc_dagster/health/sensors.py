@@ -16,11 +16,12 @@ import mvcc_core as mvcc
 from mvcc_core import TableNotFoundError, VersionNotFoundError
 from mvcc_core.errors import CorruptManifestError
 
-from ._dagster_internals import reuse_sensor_resources
-from .maintenance import TABLE_TAG, MaintenanceTarget, manifest_metrics
-from .properties import PARTITION_KEY_PROPERTY, RUN_ID_PROPERTY
-from .resources import MvccResource, TableName
-from .versions import data_version, is_data_changing, table_metadata
+from .._dagster_internals import reuse_sensor_resources
+from ..maintenance.target import MaintenanceTarget, manifest_metrics
+from ..metadata import TABLE_TAG
+from ..properties import PARTITION_KEY_PROPERTY, RUN_ID_PROPERTY
+from ..resources import MvccResource, TableName
+from ..versions import data_version, is_data_changing, table_metadata
 
 VERSION_TAG = "mvcc/version"
 #: How many recorded versions a tick's message names before it says "and N more".

@@ -16,15 +16,8 @@ import pyarrow as pa
 
 import mvcc_core as mvcc
 
-from .arrow import to_arrow_table
-from .catalog_write_audit_publish import (
-    audit_catalog_branch,
-    catalog_branch_audits,
-    catalog_wap_enabled,
-    failed_blocking_checks,
-    refuse_publish,
-)
-from .error_mapping import (
+from ..arrow import to_arrow_table
+from ..error_mapping import (
     DEFAULT_DELAY,
     DEFAULT_MAX_RETRIES,
     as_retryable,
@@ -34,30 +27,41 @@ from .error_mapping import (
     mvcc_conflicts,
     no_retry_failure,
 )
-from .lineage import as_int, metadata_value, pinned_value
-from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predicate
-from .properties import (
+from ..lineage import as_int, metadata_value, pinned_value
+from ..metadata import (
+    BRANCH,
+    CATALOG_BRANCH_VERSION,
+    CATALOG_PUBLISHED_BY_RUN,
+    CATALOG_READ_VERSION,
+    CATALOG_TABLE,
+    CATALOG_URI,
+    CATALOG_VERSION,
+    PARTITION_EXPR,
+)
+from ..partitions import PartitionPredicateError, partition_predicate
+from ..properties import (
     ASSET_KEY_PROPERTY,
     PARTITION_KEY_PROPERTY,
     ROOT_RUN_ID_PROPERTY,
     RUN_ID_PROPERTY,
     STEP_KEY_PROPERTY,
 )
-from .resources import to_asset_key
+from ..resources import to_asset_key
+from ..versions import table_metadata, uri_value
+from ..write_audit_publish.catalog import (
+    audit_catalog_branch,
+    catalog_branch_audits,
+    catalog_wap_enabled,
+    failed_blocking_checks,
+    refuse_publish,
+)
+from ..write_audit_publish.table import Audits, wap_branch_name
 from .step_identity import partition_label, run_id_of, run_partitions, step_stamp
-from .versions import table_metadata, uri_value
-from .write_audit_publish import BRANCH, CATALOG_BRANCH_VERSION, Audits, wap_branch_name
 
-CATALOG_RESOURCE_KEY = "mvcc_catalog"
 DEFAULT_SCHEMA = "main"  # the schema a one-part asset key's table lives in (the catalog's default schema)
 
 # Materialization metadata of a catalog table (besides the IO manager's keys, see `versions.table_metadata`).
-CATALOG_VERSION = "mvcc/catalog_version"
-CATALOG_READ_VERSION = "mvcc/catalog_read_version"
-CATALOG_TABLE = "mvcc/catalog_table"
-CATALOG_URI = "mvcc/catalog_uri"
 # Set only when this attempt did not publish because an earlier attempt of the same step had (see `publish`).
-CATALOG_PUBLISHED_BY_RUN = "mvcc/catalog_published_by_run"
 
 # Properties of the catalog version a step publishes: which step of which run lineage published it.
 
@@ -339,7 +343,7 @@ class CatalogAssetTransaction:
                 write.data = to_arrow_table(
                     write.data,
                     accepts=f"asset {asset}: a catalog write takes a pyarrow Table, RecordBatch or RecordBatchReader "
-                    "or a pandas DataFrame",
+                    "or a pandas or polars DataFrame",
                 )
             if not self._table_exists(write.name):
                 if write.data is None:
