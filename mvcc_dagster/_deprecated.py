@@ -46,9 +46,13 @@ def _warn(old: str, new: str) -> None:
 
 
 def _home(name: str, module: str) -> str:
-    """Where to import `name` (found in `module`) from now: the metadata module for a metadata key."""
+    """Where to import `name` (found in `module`) from now: the metadata module for a metadata key, the module
+    that defines a function or class, else `module`."""
     metadata = importlib.import_module(_METADATA)
-    return _METADATA if name in metadata.__all__ else module
+    if name in metadata.__all__:
+        return _METADATA
+    defined_in = getattr(getattr(importlib.import_module(module), name, None), "__module__", None)
+    return defined_in if isinstance(defined_in, str) and defined_in.startswith("mvcc_dagster.") else module
 
 
 class MovedModule(ModuleType):

@@ -12,7 +12,6 @@ import pytest
 
 import mvcc_core as mvcc
 from mvcc_dagster import (
-    RESTORED_FROM,
     MvccResource,
     build_compaction_job,
     build_index_job,
@@ -20,6 +19,7 @@ from mvcc_dagster import (
     build_restore_job,
     build_retention_job,
 )
+from mvcc_dagster.metadata import RESTORED_FROM
 
 HERE = Path(__file__).resolve().parent
 
@@ -51,7 +51,7 @@ def test_compaction_job_multiprocess(
     before_version, before_rows = t.version, sorted(t.to_table()["n"].to_pylist())
     monkeypatch.setenv(maintenance_defs.WAREHOUSE_ENV, warehouse)
     monkeypatch.setenv(
-        "PYTHONPATH", os.pathsep.join([str(HERE), str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")])
+        "PYTHONPATH", os.pathsep.join([str(HERE), str(HERE.parents[2]), os.environ.get("PYTHONPATH", "")])
     )
     monkeypatch.chdir(HERE)
     with dg.execute_job(dg.reconstructable(maintenance_defs.compaction_job), instance=instance) as result:

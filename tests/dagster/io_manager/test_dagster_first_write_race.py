@@ -25,7 +25,7 @@ from mvcc_dagster import MvccIOManager, MvccResource, conflict_retry_policy, mvc
 from mvcc_dagster.error_mapping import to_dagster
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
+ROOT = HERE.parents[2]
 DAYS = ("2026-11-02", "2026-11-03")
 TABLES = ("events", "latest", "audit")
 

@@ -9,14 +9,9 @@ import pyarrow as pa
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_dagster import (
-    WRITE_AUDIT_PUBLISH,
-    BranchAudit,
-    MvccIOManager,
-    audited_output,
-    branch_check,
-    check_write_audit_publish,
-)
+from mvcc_dagster import BranchAudit, MvccIOManager, audited_output, branch_check
+from mvcc_dagster.metadata import WRITE_AUDIT_PUBLISH
+from mvcc_dagster.write_audit_publish import check_write_audit_publish
 
 WAP = {WRITE_AUDIT_PUBLISH: True}
 ROWS: dict[str, list[int]] = {}

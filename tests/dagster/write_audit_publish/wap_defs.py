@@ -8,7 +8,8 @@ from typing import Any
 import dagster as dg
 import pyarrow as pa
 
-from mvcc_dagster import WRITE_AUDIT_PUBLISH, BranchAudit, MvccIOManager, audited_output, branch_check
+from mvcc_dagster import BranchAudit, MvccIOManager, audited_output, branch_check
+from mvcc_dagster.metadata import WRITE_AUDIT_PUBLISH
 
 WAREHOUSE_ENV = "MVCC_TEST_WAREHOUSE"
 BAD_ENV = "MVCC_TEST_WAP_BAD"

@@ -8,7 +8,8 @@ import pydantic
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_dagster import BRANCH, BRANCH_VERSION, MvccTableComponent
+from mvcc_dagster import MvccTableComponent
+from mvcc_dagster.metadata import BRANCH, BRANCH_VERSION
 
 AUDITS = [
     {"name": "amounts_positive", "filter": "amount <= 0"},

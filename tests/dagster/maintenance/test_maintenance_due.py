@@ -16,13 +16,13 @@ import pytest
 import mvcc_core as mvcc
 from mvcc_dagster import (
     HealthThresholds,
-    Level,
     MvccResource,
     build_compaction_job,
     build_maintenance_schedule,
     build_retention_job,
 )
-from mvcc_dagster.health import TableHandles, build_health_sensor, evaluate_health
+from mvcc_dagster.health import Level, build_health_sensor, evaluate_health
+from mvcc_dagster.health.checks import TableHandles
 from mvcc_dagster.maintenance import MaintenanceTarget
 from mvcc_dagster.maintenance.due import maintenance_work, removable_bytes, removable_versions, retention_run_config
 

@@ -10,7 +10,8 @@ import pyarrow as pa
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_dagster import MvccIOManager, PartitionPredicateError, partition_predicate
+from mvcc_dagster import MvccIOManager
+from mvcc_dagster.partitions import PartitionPredicateError, partition_predicate
 
 
 def resources(root: str) -> dict[str, Any]:

@@ -12,19 +12,9 @@ import pyarrow as pa
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_dagster import (
-    BRANCH,
-    BRANCH_VERSION,
-    CATALOG_BRANCH_VERSION,
-    CATALOG_VERSION,
-    WRITE_AUDIT_PUBLISH,
-    BranchAudit,
-    MvccCatalogResource,
-    branch_check,
-    build_catalog_maintenance_job,
-    delete_catalog_wap_branches,
-    wap_branch_name,
-)
+from mvcc_dagster import BranchAudit, MvccCatalogResource, branch_check, build_catalog_maintenance_job
+from mvcc_dagster.metadata import BRANCH, BRANCH_VERSION, CATALOG_BRANCH_VERSION, CATALOG_VERSION, WRITE_AUDIT_PUBLISH
+from mvcc_dagster.write_audit_publish import delete_catalog_wap_branches, wap_branch_name
 
 ORDERS, CUSTOMERS = dg.AssetKey(["sales", "orders"]), dg.AssetKey(["sales", "customers"])
 WAP = {WRITE_AUDIT_PUBLISH: True}

@@ -10,15 +10,9 @@ import pyarrow as pa
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_dagster import (
-    BRANCH,
-    WRITE_AUDIT_PUBLISH,
-    BranchAudit,
-    MvccIOManager,
-    audited_output,
-    branch_check,
-    wap_branch_name,
-)
+from mvcc_dagster import BranchAudit, MvccIOManager, audited_output, branch_check
+from mvcc_dagster.metadata import BRANCH, WRITE_AUDIT_PUBLISH
+from mvcc_dagster.write_audit_publish import wap_branch_name
 
 WAP = {WRITE_AUDIT_PUBLISH: True}
 STATE: dict[str, Any] = {}

@@ -14,19 +14,9 @@ import pyarrow as pa
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_dagster import (
-    BRANCH,
-    BRANCH_VERSION,
-    WRITE_AUDIT_PUBLISH,
-    BranchAudit,
-    MvccIOManager,
-    MvccResource,
-    audited_output,
-    branch_check,
-    build_retention_job,
-    delete_wap_branches,
-    wap_branch_name,
-)
+from mvcc_dagster import BranchAudit, MvccIOManager, MvccResource, audited_output, branch_check, build_retention_job
+from mvcc_dagster.metadata import BRANCH, BRANCH_VERSION, WRITE_AUDIT_PUBLISH
+from mvcc_dagster.write_audit_publish import delete_wap_branches, wap_branch_name
 
 WAP = {WRITE_AUDIT_PUBLISH: True}
 # What the assets below write and what the audits saw, set by each test.
@@ -414,7 +404,7 @@ def test_write_audit_publish_under_the_multiprocess_executor(
     here = Path(__file__).resolve().parent
     monkeypatch.setenv(wap_defs.WAREHOUSE_ENV, warehouse)
     monkeypatch.setenv(
-        "PYTHONPATH", os.pathsep.join([str(here), str(here.parents[1]), os.environ.get("PYTHONPATH", "")])
+        "PYTHONPATH", os.pathsep.join([str(here), str(here.parents[2]), os.environ.get("PYTHONPATH", "")])
     )
     monkeypatch.chdir(here)
     uri = f"{warehouse}/audited"

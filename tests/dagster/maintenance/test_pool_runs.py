@@ -23,7 +23,7 @@ import pytest
 import mvcc_core as mvcc
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
+ROOT = HERE.parents[2]
 COMMITTING = ("reserve_fragments", "commit_rewrite")
 
 CHILD = """

@@ -10,7 +10,8 @@ import pyarrow as pa
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_dagster import MvccIOManager, MvccResource, data_version, is_data_changing
+from mvcc_dagster import MvccIOManager, MvccResource, data_version
+from mvcc_dagster.versions import is_data_changing
 
 STANDARD_KEYS = {
     "dagster/row_count",

@@ -17,17 +17,17 @@ import pytest
 
 import mvcc_core as mvcc
 from mvcc_core import failpoints
-from mvcc_dagster import (
+from mvcc_dagster import MvccCatalogResource
+from mvcc_dagster.catalog import catalog_table_name
+from mvcc_dagster.metadata import (
     CATALOG_PUBLISHED_BY_RUN,
     CATALOG_READ_VERSION,
     CATALOG_TABLE,
     CATALOG_URI,
     CATALOG_VERSION,
-    MvccCatalogResource,
-    catalog_table_name,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ORDERS, CUSTOMERS = dg.AssetKey(["sales", "orders"]), dg.AssetKey(["sales", "customers"])
 DAYS = dg.StaticPartitionsDefinition(["2026-11-01", "2026-11-02"])
 
@@ -682,7 +682,7 @@ def test_reexecution_reads_the_catalog_version_the_original_run_read(instance: d
 
 def test_the_one_mapping_knows_catalog_conflicts() -> None:
     from mvcc_core.catalog import IncompatibleCatalogConflictError, RetryableCatalogConflictError
-    from mvcc_dagster import to_dagster
+    from mvcc_dagster.error_mapping import to_dagster
 
     common = {"object_name": "sales.orders", "expected_version": 3, "actual_version": 5, "uri": "/cat"}
     retry = to_dagster(

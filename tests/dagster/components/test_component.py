@@ -15,9 +15,10 @@ import pydantic
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_dagster import CHECKS, MvccTableComponent
+from mvcc_dagster import MvccTableComponent
+from mvcc_dagster.health import CHECKS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "components"
 DG = Path(sys.executable).with_name("dg")
 

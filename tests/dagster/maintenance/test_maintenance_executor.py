@@ -158,7 +158,7 @@ def test_explicit_multiprocess_form_and_auto_under_execute_job(
 
     monkeypatch.setenv(executor_defs.WAREHOUSE_ENV, warehouse)
     monkeypatch.setenv(
-        "PYTHONPATH", os.pathsep.join([str(HERE), str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")])
+        "PYTHONPATH", os.pathsep.join([str(HERE), str(HERE.parents[2]), os.environ.get("PYTHONPATH", "")])
     )
     monkeypatch.chdir(HERE)
     for table, job, steps, processes in (

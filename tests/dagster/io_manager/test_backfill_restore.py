@@ -28,7 +28,8 @@ from dagster._core.workspace.load_target import ModuleTarget
 from dagster._daemon.backfill import execute_backfill_iteration
 
 import mvcc_core as mvcc
-from mvcc_dagster.backfill import BACKFILL_PROPERTY, LOCK_PREFIX, RESTORE_TAG, BackfillRestoreError, plan_restore
+from mvcc_dagster.io_manager.backfill import BACKFILL_PROPERTY, LOCK_PREFIX, BackfillRestoreError, plan_restore
+from mvcc_dagster.metadata import RESTORE_TAG
 from mvcc_dagster.properties import PARTITION_KEY_PROPERTY
 
 HERE = Path(__file__).resolve().parent
@@ -44,7 +45,7 @@ def days(first: int, last: int) -> list[str]:
 def pythonpath(monkeypatch: pytest.MonkeyPatch) -> None:
     """Processes started by the tests (a code server, run workers) import this checkout and restore_defs."""
     monkeypatch.setenv(
-        "PYTHONPATH", os.pathsep.join([str(HERE), str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")])
+        "PYTHONPATH", os.pathsep.join([str(HERE), str(HERE.parents[2]), os.environ.get("PYTHONPATH", "")])
     )
 
 
@@ -324,7 +325,7 @@ def test_restore_landing_between_checkout_and_check_is_written_over(
     another run of the backfill committed the Restore before this run looked for it. The run must write on top
     of that Restore, not on the handle it checked out before. The other run's Restore is injected at exactly
     that step, once per table (no sleeps): both writes land after the one Restore of each table."""
-    from mvcc_dagster import backfill as backfill_module
+    from mvcc_dagster.io_manager import backfill as backfill_module
 
     instance = dg.DagsterInstance.ephemeral()
     monkeypatch.setenv(restore_defs.WAREHOUSE_ENV, warehouse)
@@ -587,7 +588,7 @@ def test_commit_slipping_in_before_the_restore_is_kept(
 def test_a_lock_tag_that_does_not_read_is_held(tmp_path: Path) -> None:
     """The restore lock is a tag: a lock file that does not read still holds the table, so a waiting run waits
     (and fails when its deadline passes) instead of restoring beside the holder."""
-    from mvcc_dagster.backfill import _wait_for_unlock
+    from mvcc_dagster.io_manager.backfill import _wait_for_unlock
 
     t = mvcc.write_table(pa.table({"a": [1]}), str(tmp_path / "t"))
     lock = LOCK_PREFIX + "r1"

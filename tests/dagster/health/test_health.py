@@ -13,17 +13,15 @@ import pytest
 
 import mvcc_core as mvcc
 from mvcc_dagster import (
-    CHECKS,
     HealthThresholds,
-    Level,
     MvccResource,
     build_compaction_job,
     build_health_sensor,
     build_retention_job,
     build_table_health_checks,
-    evaluate_health,
 )
-from mvcc_dagster.health import REPAIRABLE
+from mvcc_dagster.health import CHECKS, Level, evaluate_health
+from mvcc_dagster.health.checks import REPAIRABLE
 from mvcc_dagster.maintenance import MaintenanceTarget
 
 # KB-sized tables: no floor on the bytes a storage repair must free (the default 8 MiB would hold it back)
