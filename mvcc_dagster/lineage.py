@@ -81,7 +81,7 @@ def loaded_input_metadata(
         data = event.event_specific_data if event is not None else None
         if event is None or event.step_key != step_key or getattr(data, "input_name", None) != input_name:
             continue
-        return {k: getattr(v, "value", v) for k, v in (data.metadata or {}).items()}
+        return {k: getattr(v, "value", v) for k, v in (getattr(data, "metadata", None) or {}).items()}
     return None
 
 

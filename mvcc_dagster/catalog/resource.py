@@ -571,7 +571,7 @@ class CatalogAssetTransaction:
         ).records
         return any(metadata_value(r, CATALOG_VERSION) == version.version for r in records)
 
-    def materialize_results(self) -> tuple[dg.MaterializeResult, ...]:
+    def materialize_results(self) -> tuple[dg.MaterializeResult | dg.AssetCheckResult, ...]:
         """One `MaterializeResult` per asset written, in the order first written, after `publish`.
 
         Metadata: the IO manager's (``mvcc/version`` = the table version this catalog version publishes, row counts,
@@ -597,9 +597,9 @@ class CatalogAssetTransaction:
                 {CATALOG_VERSION: self.published_version, CATALOG_URI: self.catalog.root},
             ) from exc
 
-    def _results(self, published: int) -> tuple[dg.MaterializeResult, ...]:
+    def _results(self, published: int) -> tuple[dg.MaterializeResult | dg.AssetCheckResult, ...]:
         snapshot = self.catalog.snapshot(published)
-        results = []
+        results: list[dg.MaterializeResult] = []
         seen: dict[dg.AssetKey, _Write] = {}
         for write in self._writes:
             seen.setdefault(write.key, write)
@@ -708,7 +708,9 @@ class MvccCatalogResource(dg.ConfigurableResource):
                         tx.create_schema(schema_name)
                     for name, schema in todo.items():
                         tx.create_table(name, schema)
-                return int(tx.published_version)
+                published = tx.published_version
+                assert published is not None  # the with block published it
+                return published
             except mvcc.MvccError:
                 # A concurrent creator won (a CatalogConflictError or "exists already"): look again; give up
                 # after a few rounds, so an error that is not that race still surfaces.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from datetime import timedelta
-from typing import Literal
+from typing import Any, Literal
 
 import dagster as dg
 from pydantic import Field, model_validator
@@ -53,7 +53,7 @@ class HealthModel(dg.Model):
     sensor_interval_seconds: int = 300
 
     def thresholds(self) -> HealthThresholds:
-        given = {}
+        given: dict[str, Any] = {}
         for name in (f.name for f in dataclasses.fields(HealthThresholds)):
             value = getattr(self, name)
             if value is None:

@@ -3,6 +3,7 @@
 The checks, their thresholds and repairs: docs/integrations/dagster/sensors_and_health.md ("Health checks").
 """
 
+import functools
 import json
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -519,7 +520,7 @@ def build_health_sensor(
         for target in targets:
             uri = mvcc.uri(target.table)
             try:
-                table = handles.latest(uri, lambda t=target: mvcc.open(t.table))
+                table = handles.latest(uri, functools.partial(mvcc.open, target.table))
             except TableNotFoundError:
                 continue
             seen = set(requested.get(uri, []))
@@ -608,7 +609,7 @@ def build_health_sensor(
                     freed = removable_bytes(table, removable, readable)
                     if freed < thresholds.retention_min_removable_bytes:
                         continue
-                    if kind not in by_checks and freed < share * data_bytes(table):
+                    if kind not in by_checks and share is not None and freed < share * data_bytes(table):
                         continue
                 # the newest version it would remove: at one latest version, versions leave the window
                 # as time passes, and each such step is new work (a new key), never the same run twice
@@ -625,7 +626,7 @@ def build_health_sensor(
                     run_key=run_key,
                     job_name=job.name,
                     run_config=retention_run_config(now - setting[0]) if setting is not None else None,
-                    tags={TABLE_TAG: target.label, "mvcc/failing_checks": ",".join(failing)},
+                    tags={TABLE_TAG: target.label, "mvcc/failing_checks": ",".join(c for c in failing if c)},
                 )
             )
         return keys_now, requests

@@ -156,7 +156,7 @@ def version_events(
     operation = txn.operation.name if txn is not None else None
     if RUN_ID_PROPERTY in props:
         return None, False
-    common = {
+    common: dict[str, Any] = {
         "mvcc/committed_at": dg.MetadataValue.timestamp(handle.timestamp),
         "mvcc/message": (txn.message if txn else "") or "",
     }

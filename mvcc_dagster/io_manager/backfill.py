@@ -351,8 +351,8 @@ def backfill_scope(context: dg.OutputContext, asset: str) -> BackfillScope | Non
     # A backfill re-executed from failure is a new backfill of the failed partitions: the first backfill's
     # restore counts for it (restoring again for its partitions would undo the ones that succeeded).
     root_id = run.tags.get(ROOT_BACKFILL_TAG) or backfill_id
-    root = instance.get_backfill(root_id) if root_id != backfill_id else backfill
-    since = (root or backfill).backfill_timestamp
+    root_backfill = instance.get_backfill(root_id) if root_id != backfill_id else backfill
+    since = (root_backfill or backfill).backfill_timestamp
     return BackfillScope(root_id, keys, since, value == RESTORE_ALLOW_DATA_LOSS)
 
 

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import mvcc_core as mvcc
+from mvcc_core import Table as MvccTable
 
 from .._dagster_internals import CheckError, set_loaded_input_metadata
 from ..error_mapping import DEFAULT_DELAY, DEFAULT_MAX_RETRIES, mvcc_conflicts, no_retry_failure
@@ -197,7 +198,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
         except mvcc.errors.InvalidNameError as exc:
             raise _bad(asset, "asset key", f"{exc}; rename the asset (or give it another io_manager_key)") from exc
 
-    def _open(self, uri: str, asset: str, version: int | None = None) -> mvcc.Table | None:
+    def _open(self, uri: str, asset: str, version: int | None = None) -> MvccTable | None:
         """The table, None if there is none yet; a Failure naming `root_uri` if the store cannot be reached."""
         tables = self.tables()
         try:
@@ -237,7 +238,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
 
     # ---- outputs ---------------------------------------------------------------------------------
 
-    def handle_output(self, context: dg.OutputContext, obj: Any) -> Iterator[dg.DagsterEvent]:
+    def handle_output(self, context: dg.OutputContext, obj: Any) -> Iterator[dg.DagsterEvent]:  # type: ignore[override]
         """Write `obj` as one commit (see the module docstring) and report it as the materialization.
 
         With ``mvcc/write_audit_publish: true`` the output goes to the run's branch, the asset's branch checks
@@ -308,7 +309,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
                     table = self._create_empty(data.schema, uri, properties, asset)
                 arrow = data
 
-                def write(handle: mvcc.Table) -> mvcc.Table:
+                def write(handle: MvccTable) -> MvccTable:
                     return self._write_arrow(arrow, handle, request)
 
                 for item in write_audit_publish(
@@ -337,7 +338,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
         # that Dagster records it as user-provided (the same path as Output(data_version=...)).
         context.step_context.set_data_version(asset_key, dg.DataVersion(str(metadata["mvcc/data_version"])))
 
-    def _create_empty(self, schema: pa.Schema, uri: str, properties: dict[str, str], asset: str) -> mvcc.Table:
+    def _create_empty(self, schema: pa.Schema, uri: str, properties: dict[str, str], asset: str) -> MvccTable:
         """A missing table created with no rows (a branch needs a table to fork from); a concurrent step that
         created it first is fine."""
         location = self._location()
@@ -364,8 +365,8 @@ class MvccIOManager(dg.ConfigurableIOManager):
         return {"storage_options": tables.options(), "external_store": tables.external_store}
 
     def _write_arrow(
-        self, data: pa.Table | pa.RecordBatchReader, table: mvcc.Table | None, request: _Write
-    ) -> mvcc.Table:
+        self, data: pa.Table | pa.RecordBatchReader, table: MvccTable | None, request: _Write
+    ) -> MvccTable:
         common = request.commit_keywords()
         location = self._location()
         if table is None and request.mode != "merge":
@@ -396,7 +397,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
         )
         return table
 
-    def _write_spark(self, df: Any, request: _Write) -> mvcc.Table:
+    def _write_spark(self, df: Any, request: _Write) -> MvccTable:
         if request.mode == "merge":
             # merge_insert runs in this process: the DataFrame is collected (documented in
             # docs/integrations/dagster/index.md).
@@ -468,7 +469,7 @@ class MvccIOManager(dg.ConfigurableIOManager):
         return handler.from_arrow(table.to_table(columns=columns, filter=where or None))
 
     @staticmethod
-    def _input_filter(context: dg.InputContext, table: mvcc.Table, asset: str, dialect: str) -> str | None:
+    def _input_filter(context: dg.InputContext, table: MvccTable, asset: str, dialect: str) -> str | None:
         if not context.has_asset_partitions:
             return None
         partitions_def = context.asset_partitions_def

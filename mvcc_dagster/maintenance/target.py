@@ -48,12 +48,12 @@ class MaintenanceTarget:
         # A uri names the table itself: its pool must not collide with another table's of the same basename.
         self.pool = f"mvcc/{table}" if isinstance(table, str) and is_uri(table) else f"mvcc/{self.label}"
 
-    def open(self, context: Any, version: int | None = None) -> mvcc.Table:
+    def open(self, context: Any, version: int | str | None = None) -> mvcc.Table:
         """The table through the run's ``mvcc`` resource (the latest, or `version`), errors mapped.
 
         Args:
             context: The op's context (its ``mvcc`` resource).
-            version: A version (None: the latest).
+            version: A version or tag (None: the latest).
 
         Returns:
             The table handle.

@@ -183,9 +183,12 @@ def delete_catalog_wap_branches(
         if not name.startswith(WAP_BRANCH_PREFIX):
             continue
         try:
-            newest = catalog.snapshot(branch=name).manifest.timestamp
+            manifest = catalog.snapshot(branch=name).manifest
         except mvcc.errors.BranchNotFoundError:
             continue  # deleted meanwhile, or its deletion stopped half-way (cleanup reclaims its forks)
+        if manifest is None:
+            continue  # a snapshot opened from its manifest table always has it; without it, nothing is known
+        newest = manifest.timestamp
         if newest < cutoff:
             if not dry_run:
                 catalog.delete_branch(name)

@@ -355,7 +355,7 @@ def evaluate_branch_check(spec: dg.AssetCheckSpec, made: BranchCheck, audit: Bra
     Returns:
         The result.
     """
-    where = {BRANCH: audit.branch, BRANCH_VERSION: audit.table.version}
+    where: dict[str, Any] = {BRANCH: audit.branch, BRANCH_VERSION: audit.table.version}
     if audit.catalog_version is not None:
         where[CATALOG_BRANCH_VERSION] = audit.catalog_version
 
