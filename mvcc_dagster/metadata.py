@@ -2,7 +2,7 @@
 
 Definition metadata (``@dg.asset(metadata={...})``, ``dg.AssetIn(metadata={...})``), run tags, the resource
 keys the plugin binds, and the keys of the materialization metadata it reports. What each means:
-docs/integrations/dagster/io_manager.md ("Metadata keys").
+docs/integrations/dagster/io_manager.md and index.md ("The plugin's layout").
 """
 
 from __future__ import annotations

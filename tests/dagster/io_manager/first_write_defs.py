@@ -1,6 +1,7 @@
-"""Daily assets of every write mode for the first-write race test (tests/dagster/test_dagster_first_write_race.py),
-importable by run and step processes: a partitioned overwrite (pyarrow), a merge (pyarrow) and an append
-(pandas), run with the multiprocess executor so that each step commits from its own process."""
+"""Daily assets of every write mode for the first-write race test
+(tests/dagster/io_manager/test_dagster_first_write_race.py), importable by run and step processes: a partitioned
+overwrite (pyarrow), a merge (pyarrow) and an append (pandas), run with the multiprocess executor so that each step
+commits from its own process."""
 
 import datetime as dt
 

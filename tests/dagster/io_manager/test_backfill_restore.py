@@ -1,4 +1,4 @@
-"""Backfills via restore (mvcc_dagster/backfill.py), driven by Dagster's own backfill machinery: a real
+"""Backfills via restore (mvcc_dagster/io_manager/backfill.py), driven by Dagster's own backfill machinery: a real
 `PartitionBackfill` in a real instance, the backfill daemon's `execute_backfill_iteration` launching its runs
 (synchronous run launcher, a code location loaded from `restore_defs.py` through a code server).
 

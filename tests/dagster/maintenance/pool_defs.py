@@ -1,4 +1,4 @@
-"""A compaction job for the pools test (tests/dagster/test_pool_runs.py), importable by the run processes.
+"""A compaction job for the pools test (tests/dagster/maintenance/test_pool_runs.py), importable by the run processes.
 
 In-process executor: the test is about two runs' committing steps, and step processes would only add
 seconds of imports per step on a shared machine; pools are claimed by the in-process executor the same way.
