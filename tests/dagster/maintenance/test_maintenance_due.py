@@ -393,7 +393,7 @@ def test_sensor_checks_again_only_the_tables_that_changed(
     """The health sensor keys a settled table on its kept versions (not a copy of its manifest): a tick after
     a commit, a retention run, or a drop and rewrite to the same version number evaluates that table again;
     a tick with nothing changed evaluates no table."""
-    import mvcc_dagster.health as health
+    import mvcc_dagster.health.checks as health
 
     evaluated: list[str] = []
     original = health.evaluate_health
