@@ -133,6 +133,10 @@ class MvccIOManager(dg.ConfigurableIOManager):
     (``MvccIOManager(mvcc=MvccResource(...))``, the one bound as ``mvcc``) or its fields
     (``MvccIOManager(root_uri=...)``), not both.
 
+    Outputs and inputs are converted by type handlers (`type_handlers`: pyarrow, pandas, polars, Spark), chosen
+    by the output's type and the input's annotation; a subclass overriding `type_handlers` stores other types.
+    An input's ``columns`` metadata (``dg.AssetIn(metadata={"columns": [...]})``) reads only those columns.
+
     Spark DataFrames take the fast path both ways: an input annotated with pyspark's ``DataFrame`` is read
     with ``mvcc_core.spark.read`` (Spark's own Parquet reader over the pinned version's files, pruned by the
     partition predicate) and a Spark output is written with ``mvcc_core.spark.write``; neither goes through
