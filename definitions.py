@@ -27,8 +27,6 @@ import pyarrow.compute as pc
 from dagster_pyspark import PySparkResource
 
 from mvcc_dagster import (
-    RESTORE_TAG,
-    WRITE_AUDIT_PUBLISH,
     BranchAudit,
     MvccCatalogResource,
     MvccIOManager,
@@ -46,6 +44,7 @@ from mvcc_dagster import (
     build_version_sensor,
     conflict_retry_policy,
 )
+from mvcc_dagster.metadata import RESTORE_TAG, WRITE_AUDIT_PUBLISH
 
 WAREHOUSE_ENV = "MVCC_WAREHOUSE"
 EVENTS_PER_DAY = 1000

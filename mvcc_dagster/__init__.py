@@ -1,59 +1,33 @@
 """mvcc tables as Dagster assets: every materialization is a table version (docs/integrations/dagster/index.md).
 
-- `MvccResource` (bind as ``mvcc``): opens tables by asset key or uri.
-- `MvccIOManager`: writes asset outputs as one commit each (overwrite / append / merge, partition-scoped
-  overwrites), reports the version as the materialization, loads inputs at the version the run depends on.
-- `conflict_retry_policy`, `mvcc_conflicts`: the one mapping of commit conflicts to Dagster retries/failures.
-- `materialize_result`, `data_version`: for assets that write tables themselves.
-- `MvccCatalogResource` (bind as ``mvcc_catalog``): a catalog of tables named by asset key; a
-  `multi_asset` publishes all its tables in one catalog version with ``transaction(context)``; their health
-  checks and maintenance (catalog compaction and retention) in `catalog_maintenance.py`.
-- Backfills via restore (`RESTORE_TAG` on a backfill): the table restored to before the backfill's partitions
-  were first written, once per backfill, refused when data outside the backfill would be lost (`backfill.py`).
-- Write-audit-publish (``mvcc/write_audit_publish: true``): the materialization written to a branch named after
-  the run, audited by the asset's `branch_check`s, published to main when they pass (`write_audit_publish.py`);
-  catalog assets (`MvccCatalogResource.transaction`) stage the step on a catalog branch the same way; for a
-  table written outside Dagster, `build_publish_branch_job` audits and publishes the writer's branch.
-- `MvccTableComponent`: one table's asset, checks, maintenance jobs, schedule and sensors from a ``defs.yaml``
-  (registered for ``dg`` through the ``dagster_dg_cli.registry_modules`` entry point).
-- Maintenance jobs, one module per kind in `maintenance/` (compaction, retention, indices, restore, tags, the
-  schedule); the modules' map: docs/integrations/dagster/index.md, "The plugin's layout".
+The package root holds what a deployment needs; the rest is in one subpackage per concept:
 
-Only public `mvcc_core` names are used (import-linter checks it).
+- `MvccResource` (bound as ``mvcc``) opens tables by asset key or uri; `MvccIOManager` writes asset outputs as
+  one commit each and loads inputs at the version the run depends on (`io_manager/`: the manager, the
+  `MvccTypeHandler`s that convert pyarrow, pandas, polars and Spark data, backfills via restore).
+- `MvccCatalogResource` (bound as ``mvcc_catalog``): a `multi_asset` publishes its tables in one catalog
+  version (`catalog/`).
+- Write-audit-publish (`write_audit_publish/`): `branch_check`, `audited_output`, `build_publish_branch_job`.
+- Health checks and sensors (`health/`); maintenance jobs and their schedule (`maintenance/`).
+- `MvccTableComponent` (`components/`): one table's asset, checks, jobs, schedule and sensors from a
+  ``defs.yaml`` (registered for ``dg`` through the ``dagster_dg_cli.registry_modules`` entry point).
+- `conflict_retry_policy`, `mvcc_conflicts`: commit conflicts mapped to Dagster retries and failures;
+  `materialize_result`, `data_version`: for assets that write tables themselves.
+- `metadata`: every metadata key, run tag and resource key (``mvcc/write_mode``, ``columns``, ...).
+
+The modules' map: docs/integrations/dagster/index.md, "The plugin's layout". Only public `mvcc_core` names are
+used (import-linter checks it).
 """
 
 from __future__ import annotations
 
-from .backfill import (
-    RESTORE_ALLOW_DATA_LOSS,
-    RESTORE_TAG,
-    BackfillRestoreError,
-    RestorePlan,
-    plan_restore,
-    restore_for_backfill,
-)
-from .catalog import (
-    CATALOG_PUBLISHED_BY_RUN,
-    CATALOG_READ_VERSION,
-    CATALOG_RESOURCE_KEY,
-    CATALOG_TABLE,
-    CATALOG_URI,
-    CATALOG_VERSION,
-    CatalogAssetTransaction,
-    MvccCatalogResource,
-    catalog_table_name,
-)
-from .catalog_maintenance import build_catalog_health_checks, build_catalog_maintenance_job
-from .catalog_write_audit_publish import delete_catalog_wap_branches
-from .component import MvccTableComponent
-from .error_mapping import conflict_metadata, conflict_retry_policy, mvcc_conflicts, retry_wait, to_dagster
-from .health import CHECKS, HealthThresholds, Level, build_health_sensor, build_table_health_checks, evaluate_health
-from .io_manager import MERGE_ON, WRITE_MODE, MvccIOManager
-from .lineage import pinned_partition_versions, pinned_version
+from . import _deprecated, metadata
+from .catalog import MvccCatalogResource
+from .components import MvccTableComponent
+from .error_mapping import conflict_retry_policy, mvcc_conflicts
+from .health import HealthThresholds, build_health_sensor, build_table_health_checks, build_version_sensor
+from .io_manager import MvccIOManager, MvccTypeHandler
 from .maintenance import (
-    MAINTENANCE_IO_KEY,
-    RESTORED_FROM,
-    TABLE_TAG,
     build_compaction_job,
     build_index_job,
     build_index_optimize_job,
@@ -62,69 +36,27 @@ from .maintenance import (
     build_retention_job,
     build_tag_job,
 )
-from .partitions import PARTITION_EXPR, PartitionPredicateError, partition_predicate
-from .publish_job import RowAudit, build_publish_branch_job
-from .resources import RESOURCE_KEY, MvccResource, check_table_key, resolve_uri, table_key_problem, to_asset_key
-from .sensors import build_version_sensor
-from .versions import (
-    DATA_CHANGING_OPERATIONS,
-    MAINTENANCE_OPERATIONS,
-    data_version,
-    is_data_changing,
-    materialize_result,
-    table_metadata,
-)
+from .maintenance.catalog import build_catalog_health_checks, build_catalog_maintenance_job
+from .resources import MvccResource
+from .versions import data_version, materialize_result
 from .write_audit_publish import (
-    BRANCH,
-    BRANCH_VERSION,
-    CATALOG_BRANCH_VERSION,
-    WAP_BRANCH_PREFIX,
-    WRITE_AUDIT_PUBLISH,
     BranchAudit,
     BranchCheck,
+    RowAudit,
     audited_output,
     branch_check,
-    check_write_audit_publish,
-    delete_wap_branches,
-    wap_branch_name,
+    build_publish_branch_job,
 )
 
 __all__ = [
-    "BRANCH",
-    "BRANCH_VERSION",
-    "CATALOG_BRANCH_VERSION",
-    "CATALOG_PUBLISHED_BY_RUN",
-    "CATALOG_READ_VERSION",
-    "CATALOG_RESOURCE_KEY",
-    "CATALOG_TABLE",
-    "CATALOG_URI",
-    "CATALOG_VERSION",
-    "CHECKS",
-    "DATA_CHANGING_OPERATIONS",
-    "MAINTENANCE_IO_KEY",
-    "MAINTENANCE_OPERATIONS",
-    "MERGE_ON",
-    "PARTITION_EXPR",
-    "RESOURCE_KEY",
-    "RESTORED_FROM",
-    "RESTORE_ALLOW_DATA_LOSS",
-    "RESTORE_TAG",
-    "TABLE_TAG",
-    "WAP_BRANCH_PREFIX",
-    "WRITE_AUDIT_PUBLISH",
-    "WRITE_MODE",
-    "BackfillRestoreError",
     "BranchAudit",
     "BranchCheck",
-    "CatalogAssetTransaction",
     "HealthThresholds",
-    "Level",
     "MvccCatalogResource",
     "MvccIOManager",
     "MvccResource",
     "MvccTableComponent",
-    "PartitionPredicateError",
-    "RestorePlan",
+    "MvccTypeHandler",
     "RowAudit",
     "audited_output",
     "branch_check",
@@ -141,28 +73,65 @@ __all__ = [
     "build_table_health_checks",
     "build_tag_job",
     "build_version_sensor",
-    "catalog_table_name",
-    "check_table_key",
-    "check_write_audit_publish",
-    "conflict_metadata",
     "conflict_retry_policy",
     "data_version",
-    "delete_catalog_wap_branches",
-    "delete_wap_branches",
-    "evaluate_health",
-    "is_data_changing",
     "materialize_result",
+    "metadata",
     "mvcc_conflicts",
-    "partition_predicate",
-    "pinned_partition_versions",
-    "pinned_version",
-    "plan_restore",
-    "resolve_uri",
-    "restore_for_backfill",
-    "retry_wait",
-    "table_key_problem",
-    "table_metadata",
-    "to_asset_key",
-    "to_dagster",
-    "wap_branch_name",
 ]
+
+#: Names the package root exported before it was narrowed, and the module each lives in now. They resolve
+#: (with a DeprecationWarning naming that module) for one more release.
+MOVED: dict[str, str] = {
+    "BRANCH": "mvcc_dagster.metadata",
+    "BRANCH_VERSION": "mvcc_dagster.metadata",
+    "CATALOG_BRANCH_VERSION": "mvcc_dagster.metadata",
+    "CATALOG_PUBLISHED_BY_RUN": "mvcc_dagster.metadata",
+    "CATALOG_READ_VERSION": "mvcc_dagster.metadata",
+    "CATALOG_RESOURCE_KEY": "mvcc_dagster.metadata",
+    "CATALOG_TABLE": "mvcc_dagster.metadata",
+    "CATALOG_URI": "mvcc_dagster.metadata",
+    "CATALOG_VERSION": "mvcc_dagster.metadata",
+    "CHECKS": "mvcc_dagster.health",
+    "DATA_CHANGING_OPERATIONS": "mvcc_dagster.versions",
+    "MAINTENANCE_IO_KEY": "mvcc_dagster.metadata",
+    "MAINTENANCE_OPERATIONS": "mvcc_dagster.versions",
+    "MERGE_ON": "mvcc_dagster.metadata",
+    "PARTITION_EXPR": "mvcc_dagster.metadata",
+    "RESOURCE_KEY": "mvcc_dagster.metadata",
+    "RESTORED_FROM": "mvcc_dagster.metadata",
+    "RESTORE_ALLOW_DATA_LOSS": "mvcc_dagster.metadata",
+    "RESTORE_TAG": "mvcc_dagster.metadata",
+    "TABLE_TAG": "mvcc_dagster.metadata",
+    "WAP_BRANCH_PREFIX": "mvcc_dagster.metadata",
+    "WRITE_AUDIT_PUBLISH": "mvcc_dagster.metadata",
+    "WRITE_MODE": "mvcc_dagster.metadata",
+    "BackfillRestoreError": "mvcc_dagster.io_manager.backfill",
+    "CatalogAssetTransaction": "mvcc_dagster.catalog",
+    "Level": "mvcc_dagster.health",
+    "PartitionPredicateError": "mvcc_dagster.partitions",
+    "RestorePlan": "mvcc_dagster.io_manager.backfill",
+    "catalog_table_name": "mvcc_dagster.catalog",
+    "check_table_key": "mvcc_dagster.resources",
+    "check_write_audit_publish": "mvcc_dagster.write_audit_publish",
+    "conflict_metadata": "mvcc_dagster.error_mapping",
+    "delete_catalog_wap_branches": "mvcc_dagster.write_audit_publish",
+    "delete_wap_branches": "mvcc_dagster.write_audit_publish",
+    "evaluate_health": "mvcc_dagster.health",
+    "is_data_changing": "mvcc_dagster.versions",
+    "partition_predicate": "mvcc_dagster.partitions",
+    "pinned_partition_versions": "mvcc_dagster.lineage",
+    "pinned_version": "mvcc_dagster.lineage",
+    "plan_restore": "mvcc_dagster.io_manager.backfill",
+    "resolve_uri": "mvcc_dagster.resources",
+    "restore_for_backfill": "mvcc_dagster.io_manager.backfill",
+    "retry_wait": "mvcc_dagster.error_mapping",
+    "table_key_problem": "mvcc_dagster.resources",
+    "table_metadata": "mvcc_dagster.versions",
+    "to_asset_key": "mvcc_dagster.resources",
+    "to_dagster": "mvcc_dagster.error_mapping",
+    "wap_branch_name": "mvcc_dagster.write_audit_publish",
+}
+
+_deprecated.register(__name__)
+__getattr__ = _deprecated.moved_names_getattr(__name__, MOVED)

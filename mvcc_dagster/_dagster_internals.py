@@ -207,7 +207,7 @@ def reuse_sensor_resources(context: dg.SensorEvaluationContext, reusable: Callab
         if not isinstance(definition, ConfigurableResourceFactoryResourceDefinition):
             return False
         cls = definition.configurable_resource_cls
-        if not reusable(cls) or cls._is_cm_resource_cls():  # noqa: SLF001
+        if not reusable(cls) or cls._is_cm_resource_cls():  # type: ignore[attr-defined]  # noqa: SLF001
             return False
     key = tuple(sorted((name, id(d)) for name, d in definitions.items()))
     built = _BUILT.get(key)
@@ -221,5 +221,5 @@ def reuse_sensor_resources(context: dg.SensorEvaluationContext, reusable: Callab
     if len(_BUILT) >= _BUILT_MAX:
         _BUILT.pop(next(iter(_BUILT)))
     _BUILT[key] = _BuiltResources(tuple(definitions.values()), names, values, resources)
-    context._resources = resources  # noqa: SLF001
+    context._resources = resources  # type: ignore[assignment]  # noqa: SLF001
     return True

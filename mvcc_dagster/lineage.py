@@ -10,9 +10,9 @@ from typing import Any
 
 import dagster as dg
 
+from .metadata import PARTITION_VERSIONS
 from .properties import ROOT_RUN_ID_TAG
 
-PARTITION_VERSIONS = "mvcc/partition_versions"
 _PAGE = 200
 
 
@@ -81,7 +81,7 @@ def loaded_input_metadata(
         data = event.event_specific_data if event is not None else None
         if event is None or event.step_key != step_key or getattr(data, "input_name", None) != input_name:
             continue
-        return {k: getattr(v, "value", v) for k, v in (data.metadata or {}).items()}
+        return {k: getattr(v, "value", v) for k, v in (getattr(data, "metadata", None) or {}).items()}
     return None
 
 

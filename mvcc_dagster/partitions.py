@@ -13,7 +13,7 @@ from datetime import UTC, datetime, time
 import dagster as dg
 import pyarrow as pa
 
-PARTITION_EXPR = "partition_expr"
+from .metadata import PARTITION_EXPR
 
 
 class PartitionPredicateError(ValueError):
@@ -107,8 +107,8 @@ def time_window_predicate(field: pa.Field, start: datetime, end: datetime, asset
                 f"asset {asset}: {PARTITION_EXPR!r} column {field.name!r} is a date but the partition window "
                 f"{start.isoformat()} .. {end.isoformat()} does not start and end at midnight"
             )
-        lo, hi = quote_str(start.date().isoformat(), dialect), quote_str(end.date().isoformat(), dialect)
-        return f"({col} >= DATE {lo} AND {col} < DATE {hi})"
+        first, last = quote_str(start.date().isoformat(), dialect), quote_str(end.date().isoformat(), dialect)
+        return f"({col} >= DATE {first} AND {col} < DATE {last})"
     raise PartitionPredicateError(
         f"asset {asset}: {PARTITION_EXPR!r} column {field.name!r} of a time-partitioned asset must be a timestamp "
         f"or a date, it is {t}"

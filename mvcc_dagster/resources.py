@@ -11,7 +11,7 @@ import dagster as dg
 
 import mvcc_core as mvcc
 
-RESOURCE_KEY = "mvcc"
+from ._deprecated import moved_names_getattr
 
 TableName = str | dg.AssetKey | Sequence[str]
 
@@ -174,3 +174,7 @@ class MvccResource(dg.ConfigurableResource):
     def options(self) -> dict[str, Any] | None:
         """The storage options as the core takes them (None when empty)."""
         return dict(self.storage_options) or None
+
+
+# `RESOURCE_KEY` moved to `mvcc_dagster.metadata`; read here it warns, for one more release.
+__getattr__ = moved_names_getattr(__name__, {"RESOURCE_KEY": "mvcc_dagster.metadata"})

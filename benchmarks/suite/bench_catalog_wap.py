@@ -25,7 +25,8 @@ import dagster as dg
 import numpy as np
 import pyarrow as pa
 
-from mvcc_dagster import WRITE_AUDIT_PUBLISH, BranchAudit, MvccCatalogResource, branch_check
+from mvcc_dagster import BranchAudit, MvccCatalogResource, branch_check
+from mvcc_dagster.metadata import WRITE_AUDIT_PUBLISH
 
 ORDERS, CUSTOMERS = dg.AssetKey(["sales", "orders"]), dg.AssetKey(["sales", "customers"])
 

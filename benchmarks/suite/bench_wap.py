@@ -28,7 +28,8 @@ import numpy as np
 import pyarrow as pa
 
 import mvcc_core as mvcc
-from mvcc_dagster import WRITE_AUDIT_PUBLISH, BranchAudit, MvccIOManager, audited_output, branch_check
+from mvcc_dagster import BranchAudit, MvccIOManager, audited_output, branch_check
+from mvcc_dagster.metadata import WRITE_AUDIT_PUBLISH
 
 ROWS = 100_000
 

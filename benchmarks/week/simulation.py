@@ -66,7 +66,6 @@ from benchmarks.week.metrics import table_metrics
 from benchmarks.week.report import markdown, plot, targets
 from mvcc_dagster import (
     HealthThresholds,
-    Level,
     MvccIOManager,
     MvccResource,
     build_compaction_job,
@@ -77,6 +76,7 @@ from mvcc_dagster import (
     conflict_retry_policy,
     mvcc_conflicts,
 )
+from mvcc_dagster.health import Level
 
 HERE = Path(__file__).resolve().parent
 #: The checkout's root: run and step processes import this module from there as `benchmarks.week.simulation`.

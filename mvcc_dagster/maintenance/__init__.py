@@ -1,13 +1,14 @@
 """Maintenance as Dagster jobs, one module per job kind (docs/integrations/dagster/maintenance.md, "Maintenance
-jobs")."""
+jobs"); `catalog`: the health checks and maintenance job of a catalog's tables."""
 
+from ..metadata import MAINTENANCE_IO_KEY, RESTORED_FROM, TABLE_TAG
 from .compaction import EXECUTORS, SPARK_RESOURCE_KEY, build_compaction_job
 from .indices import build_index_job, build_index_optimize_job
-from .restore import RESTORED_FROM, build_restore_job
+from .restore import build_restore_job
 from .retention import build_retention_job
 from .schedule import build_maintenance_schedule
 from .tags import build_tag_job
-from .target import MAINTENANCE_IO_KEY, TABLE_TAG, MaintenanceTarget, manifest_metrics, observe
+from .target import MaintenanceTarget, manifest_metrics, observe
 
 __all__ = [
     "EXECUTORS",

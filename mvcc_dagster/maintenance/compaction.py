@@ -14,10 +14,11 @@ import dagster as dg
 import mvcc_core as mvcc
 
 from ..error_mapping import conflict_metadata, mvcc_conflicts, no_retry_failure
-from ..resources import RESOURCE_KEY, TableName
+from ..metadata import MAINTENANCE_IO_KEY, RESOURCE_KEY
+from ..resources import TableName
 from .due import RETENTION_STEP, retention_tags
 from .retention import cleanup_op
-from .target import MAINTENANCE_IO_KEY, MaintenanceTarget, maintenance_job, observe
+from .target import MaintenanceTarget, maintenance_job, observe
 
 EXECUTORS = ("auto", "in_process", "dagster", "spark")
 SPARK_RESOURCE_KEY = "pyspark"

@@ -7,8 +7,9 @@ import dagster as dg
 import mvcc_core as mvcc
 
 from ..error_mapping import mvcc_conflicts, no_retry_failure
-from ..resources import RESOURCE_KEY, TableName
-from .target import MAINTENANCE_IO_KEY, MaintenanceTarget, observe, one_step_job
+from ..metadata import MAINTENANCE_IO_KEY, RESOURCE_KEY
+from ..resources import TableName
+from .target import MaintenanceTarget, observe, one_step_job
 
 
 def _unindexed_fragments(table: mvcc.Table, index_name: str) -> int | None:

@@ -9,16 +9,15 @@ import dagster as dg
 import mvcc_core as mvcc
 
 from ..error_mapping import mvcc_conflicts, no_retry_failure
-from ..resources import RESOURCE_KEY, TableName
+from ..metadata import MAINTENANCE_IO_KEY, RESOURCE_KEY, RESTORED_FROM
+from ..resources import TableName
 from ..versions import table_metadata
 from .due import aware_instant
-from .target import MAINTENANCE_IO_KEY, MaintenanceTarget, one_step_job
-
-RESTORED_FROM = "mvcc/restored_from"
+from .target import MaintenanceTarget, one_step_job
 
 
 def _restore_ref(label: str, config: Mapping[str, Any]) -> int | str | datetime:
-    given = {k: config.get(k) for k in ("version", "tag", "timestamp") if config.get(k) is not None}
+    given: dict[str, Any] = {k: config.get(k) for k in ("version", "tag", "timestamp") if config.get(k) is not None}
     if len(given) != 1:
         raise no_retry_failure(
             f"restore of {label}: run config must give exactly one of version, tag or timestamp "
@@ -28,7 +27,7 @@ def _restore_ref(label: str, config: Mapping[str, Any]) -> int | str | datetime:
     if key != "timestamp":
         return value
     try:
-        return aware_instant(value, f"restore of {label}: timestamp").astimezone(UTC)
+        return aware_instant(str(value), f"restore of {label}: timestamp").astimezone(UTC)
     except ValueError as exc:
         raise no_retry_failure(str(exc)) from exc
 

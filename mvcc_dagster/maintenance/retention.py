@@ -10,10 +10,11 @@ import mvcc_core as mvcc
 from mvcc_core.table import CleanupStats
 
 from ..error_mapping import mvcc_conflicts, no_retry_failure
-from ..resources import RESOURCE_KEY, TableName
-from ..write_audit_publish import delete_wap_branches
+from ..metadata import MAINTENANCE_IO_KEY, RESOURCE_KEY
+from ..resources import TableName
+from ..write_audit_publish.table import delete_wap_branches
 from .due import retention_tags, window_to
-from .target import MAINTENANCE_IO_KEY, MaintenanceTarget, observe, one_step_job
+from .target import MaintenanceTarget, observe, one_step_job
 
 
 def _cleanup_metadata(stats: CleanupStats, *, dry_run: bool) -> dict[str, Any]:

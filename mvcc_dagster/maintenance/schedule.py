@@ -6,7 +6,8 @@ import dagster as dg
 
 import mvcc_core as mvcc
 
-from ..resources import RESOURCE_KEY, MvccResource, TableName
+from ..metadata import RESOURCE_KEY
+from ..resources import MvccResource, TableName
 from .compaction import RETRY_TAGS, SPARK_RESOURCE_KEY, check_executor, compaction_ops
 from .due import maintenance_work, retention_run_config, retention_tags
 from .indices import index_op

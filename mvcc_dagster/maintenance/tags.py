@@ -5,8 +5,9 @@ import dagster as dg
 import mvcc_core as mvcc
 
 from ..error_mapping import mvcc_conflicts, no_retry_failure
-from ..resources import RESOURCE_KEY, TableName
-from .target import MAINTENANCE_IO_KEY, MaintenanceTarget, one_step_job
+from ..metadata import MAINTENANCE_IO_KEY, RESOURCE_KEY
+from ..resources import TableName
+from .target import MaintenanceTarget, one_step_job
 
 
 def build_tag_job(table: TableName, *, asset_key: TableName | None = None, name: str | None = None) -> dg.JobDefinition:

@@ -13,15 +13,10 @@ import mvcc_core as mvcc
 
 from .._dagster_internals import deferred_resources_job
 from ..error_mapping import mvcc_conflicts
+from ..metadata import MAINTENANCE_IO_KEY, RESOURCE_KEY, TABLE_TAG
 from ..properties import ASSET_KEY_PROPERTY, MAINTENANCE_PROPERTY, RUN_ID_PROPERTY
-from ..resources import RESOURCE_KEY, MvccResource, TableName, check_table_key, is_uri, to_asset_key
+from ..resources import MvccResource, TableName, check_table_key, is_uri, to_asset_key
 from ..versions import SIZE_BYTES, data_bytes, data_version, uri_value
-
-MAINTENANCE_IO_KEY = "mvcc_maintenance_io"
-"""The pickling IO manager of the ops' own outputs (tasks, results), bound by each job: never the
-deployment's ``io_manager`` (usually `MvccIOManager`, which writes tables)."""
-TABLE_TAG = "mvcc/table"
-"""The run tag every maintenance job carries: the run queue's per-table limit."""
 
 
 class MaintenanceTarget:
@@ -53,12 +48,12 @@ class MaintenanceTarget:
         # A uri names the table itself: its pool must not collide with another table's of the same basename.
         self.pool = f"mvcc/{table}" if isinstance(table, str) and is_uri(table) else f"mvcc/{self.label}"
 
-    def open(self, context: Any, version: int | None = None) -> mvcc.Table:
+    def open(self, context: Any, version: int | str | None = None) -> mvcc.Table:
         """The table through the run's ``mvcc`` resource (the latest, or `version`), errors mapped.
 
         Args:
             context: The op's context (its ``mvcc`` resource).
-            version: A version (None: the latest).
+            version: A version or tag (None: the latest).
 
         Returns:
             The table handle.

@@ -13,7 +13,8 @@ import pyarrow as pa
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_dagster import MvccIOManager, conflict_retry_policy, mvcc_conflicts, retry_wait, to_dagster
+from mvcc_dagster import MvccIOManager, conflict_retry_policy, mvcc_conflicts
+from mvcc_dagster.error_mapping import retry_wait, to_dagster
 
 HERE = Path(__file__).resolve().parent
 DAILY = dg.DailyPartitionsDefinition(start_date="2026-01-01", end_date="2026-01-05")

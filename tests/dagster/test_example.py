@@ -11,8 +11,9 @@ import dagster as dg
 import pytest
 
 import mvcc_core as mvcc
-from mvcc_dagster import RESTORE_TAG, MvccResource
+from mvcc_dagster import MvccResource
 from mvcc_dagster.maintenance import MaintenanceTarget
+from mvcc_dagster.metadata import RESTORE_TAG
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKSPACE = ROOT / "workspace.yaml"

@@ -19,10 +19,7 @@ import pytest
 
 import mvcc_core as mvcc
 from mvcc_dagster import (
-    CHECKS,
-    TABLE_TAG,
     HealthThresholds,
-    Level,
     MvccCatalogResource,
     MvccIOManager,
     MvccResource,
@@ -31,7 +28,9 @@ from mvcc_dagster import (
     build_table_health_checks,
     build_version_sensor,
 )
+from mvcc_dagster.health import CHECKS, Level
 from mvcc_dagster.maintenance import MaintenanceTarget
+from mvcc_dagster.metadata import TABLE_TAG
 
 ROOT = Path(__file__).resolve().parents[2]
 HOME = ROOT / "dagster_home"

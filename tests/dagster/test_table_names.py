@@ -19,8 +19,8 @@ from mvcc_dagster import (
     build_compaction_job,
     build_retention_job,
     build_table_health_checks,
-    check_table_key,
 )
+from mvcc_dagster.resources import check_table_key
 
 # (key parts, what the refusal says about them)
 HOSTILE_KEYS = [
