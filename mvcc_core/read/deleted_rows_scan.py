@@ -19,6 +19,7 @@ from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.format.row_ids import ROW_ID
 from mvcc_core.io import ObjectStore
 from mvcc_core.io.parquet import ROW_ADDRESS
+from mvcc_core.read.batch_results import BatchResults
 from mvcc_core.read.bound_filter import BoundFilter
 from mvcc_core.read.deleted_rows import live_mask
 from mvcc_core.read.scan import Scan, ScanPlan
@@ -29,7 +30,7 @@ from mvcc_core.read.system_filter import filter_system_columns
 __all__ = ["DeletedRowsScan"]
 
 
-class DeletedRowsScan:
+class DeletedRowsScan(BatchResults):
     """A read of a version's live and deleted rows; the same reading surface as `Scan`.
 
     Args:
@@ -177,22 +178,6 @@ class DeletedRowsScan:
         for rows in self._rows():
             out = self._output(rows)
             yield from (b for b in out.to_batches(max_chunksize=self._batch_size) if b.num_rows)
-
-    def to_reader(self) -> pa.RecordBatchReader:
-        """The rows as a `pyarrow.RecordBatchReader`."""
-        return pa.RecordBatchReader.from_batches(self.output_schema, self.to_batches())
-
-    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
-        """The result as an Arrow C stream (the Arrow PyCapsule interface: DuckDB, Polars, DataFusion).
-
-        Args:
-            requested_schema: a schema capsule the consumer asks for (cast to where Arrow can)
-        """
-        return self.to_reader().__arrow_c_stream__(requested_schema)
-
-    def to_table(self) -> pa.Table:
-        """The rows as one Arrow table, deleted ones included."""
-        return pa.Table.from_batches(list(self.to_batches()), schema=self.output_schema)
 
     def count_rows(self) -> int:
         """How many rows the scan returns, deleted ones included."""

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mvcc_core.read.batch_results import BatchResults
 from mvcc_core.read.bound_filter import BoundFilter
 from mvcc_core.read.scan import Scan, ScanPlan
 from mvcc_core.read.system_columns import SYSTEM_COLUMNS
@@ -36,7 +37,7 @@ def filter_system_columns(filter: str | pc.Expression | None, table_names: Seque
     return [c for c in SYSTEM_COLUMNS if c in named and c not in table_names]
 
 
-class SystemFilteredScan:
+class SystemFilteredScan(BatchResults):
     """A scan whose filter names system columns; the same reading surface as `Scan`.
 
     Args:
@@ -94,22 +95,6 @@ class SystemFilteredScan:
             out = self._shape._output(rows)  # the caller's projection and system columns, applied to our rows
             for batch in out.to_batches(max_chunksize=self._shape.batch_size):
                 yield pa.RecordBatch.from_arrays(batch.columns, schema=schema) if batch.num_columns else batch
-
-    def to_reader(self) -> pa.RecordBatchReader:
-        """The matching rows as a `pyarrow.RecordBatchReader`."""
-        return pa.RecordBatchReader.from_batches(self.output_schema, self.to_batches())
-
-    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
-        """The result as an Arrow C stream (the Arrow PyCapsule interface: DuckDB, Polars, DataFusion).
-
-        Args:
-            requested_schema: a schema capsule the consumer asks for (cast to where Arrow can)
-        """
-        return self.to_reader().__arrow_c_stream__(requested_schema)
-
-    def to_table(self) -> pa.Table:
-        """The matching rows as one Arrow table."""
-        return pa.Table.from_batches(list(self.to_batches()), schema=self.output_schema)
 
     def count_rows(self) -> int:
         """How many rows match (reading only the columns the filter names)."""
