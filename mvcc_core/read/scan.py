@@ -49,7 +49,7 @@ from mvcc_core.read.missing_files import missing_files
 from mvcc_core.read.row_group_stats import StatisticsCheck, Verdict, statistics_check
 from mvcc_core.read.scan_index import IndexedReads
 from mvcc_core.read.scan_row_addresses import RowAddressReads
-from mvcc_core.read.sql_filter import Projection
+from mvcc_core.read.sql_filter import Projection, struct_field_projection
 from mvcc_core.read.sql_source import unknown_column_problem
 from mvcc_core.read.system_columns import (
     ROW_OFFSET,
@@ -171,6 +171,10 @@ class Scan(RowAddressReads, IndexedReads):
             )
             with_row_id, with_row_address = self._system.with_row_id, self._system.with_row_address
             self._extra = ([ROW_ID] if with_row_id else []) + ([ROW_ADDRESS] if with_row_address else [])
+            struct_fields = struct_field_projection(columns, self.table_schema.names)
+            if struct_fields is not None:  # `["meta.lang", "_rowid"]`: the fields computed, in the caller's order
+                self._projection = Projection.bind(struct_fields, self.table_schema)
+                columns = list(self._projection.columns)
         if columns is not None:
             columns = list(columns)
             unknown = [c for c in columns if c not in self.table_schema.names]
@@ -435,7 +439,7 @@ class Scan(RowAddressReads, IndexedReads):
         out = self._projection.evaluate(source)
         for name in self._extra:
             out = out.append_column(name, table.column(name))
-        return out
+        return arrange(out, self._system, lambda a: row_offsets(self.manifest.fragments, a, self._live_mask))
 
     def _keep(self, table: pa.Table, frag: pb.DataFragment, offsets: np.ndarray) -> pa.Table:
         """Add row ids / addresses, drop deleted rows, apply the pushed-down filter."""

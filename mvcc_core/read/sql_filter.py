@@ -7,7 +7,7 @@ The public entry points of filter translation (`to_expression`, `Projection`, ..
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -107,6 +107,23 @@ def to_column_expression(
     except ARROW_ERRORS as e:
         raise translator.fail(first_line(e), value.sql) from e
     return value.expr, result, [name for name in schema.names if name in translator.columns]
+
+
+def struct_field_projection(columns: Sequence[str], names: Sequence[str]) -> dict[str, str] | None:
+    """A `columns=` list naming struct fields by path (`["a", "meta.lang"]`) as the projection that computes
+    them (pylance's shape: the output column is named by the path); None when it names none.
+
+    Args:
+        columns: the caller's table columns (system columns already taken out)
+        names: the table's top-level column names
+    """
+    nested = [c for c in columns if c not in names and "." in c and c.split(".")[0] in names]
+    if not nested:
+        return None
+    return {
+        c: ".".join('"' + part.replace('"', '""') + '"' for part in (c.split(".") if c in nested else [c]))
+        for c in columns
+    }
 
 
 @dataclass(frozen=True)

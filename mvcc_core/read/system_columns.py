@@ -116,8 +116,8 @@ def arrange(table: pa.Table, asked: SystemColumns, offsets: Callable[[np.ndarray
 
 
 def output_names(asked: SystemColumns) -> list[str]:
-    """The output column names when `columns=` names a system column: the caller's order, then any system
-    column flagged by `with_row_id` / `with_row_address` that it does not name.
+    """The output column names when `columns=` names a system column: the caller's order, then the system
+    columns flagged by `with_row_id` / `with_row_address` (named in the list or not).
 
     Args:
         asked: What `columns=` asked of the system columns (`order` set).
@@ -125,5 +125,5 @@ def output_names(asked: SystemColumns) -> list[str]:
     Returns:
         The names, in output order.
     """
-    order = list(asked.order or ())
-    return order + [e for e in asked.flagged if e not in order]
+    # a system column both named and flagged goes where the flag puts it, after the named columns (pylance's)
+    return [c for c in asked.order or () if c not in asked.flagged] + list(asked.flagged)

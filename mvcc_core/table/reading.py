@@ -11,6 +11,8 @@ import pyarrow.compute as pc
 from mvcc_core.format.deletion import live_rows
 from mvcc_core.read.deleted_rows_scan import DeletedRowsScan
 from mvcc_core.read.scan import DEFAULT_BATCH_SIZE, Scan
+from mvcc_core.read.sql_filter import struct_field_projection
+from mvcc_core.read.system_columns import SYSTEM_COLUMNS
 from mvcc_core.read.system_filter import SystemFilteredScan, filter_system_columns
 from mvcc_core.table.arrow_dataset import ArrowDataset
 from mvcc_core.table.host import TableHost
@@ -282,16 +284,11 @@ def _check_tuning(
 def _nested_paths(
     columns: Sequence[str] | Mapping[str, str] | None, schema: pa.Schema
 ) -> Sequence[str] | Mapping[str, str] | None:
-    """A list naming struct fields (`["a", "meta.lang"]`) as the projection that computes them; else as given."""
-    if columns is None or isinstance(columns, str | Mapping):
+    """A list naming struct fields (`["a", "meta.lang"]`) as the projection that computes them; else as given
+    (a list that also names system columns goes to the scan as it is: it keeps the caller's order)."""
+    if columns is None or isinstance(columns, str | Mapping) or any(c in SYSTEM_COLUMNS for c in columns):
         return columns
-    names = list(columns)
-    nested = [c for c in names if c not in schema.names and "." in c and c.split(".")[0] in schema.names]
-    if not nested:
-        return columns
-    return {
-        c: ".".join('"' + p.replace('"', '""') + '"' for p in (c.split(".") if c in nested else [c])) for c in names
-    }
+    return struct_field_projection(list(columns), schema.names) or columns
 
 
 def _sliced(scan: Scan | SystemFilteredScan | DeletedRowsScan, limit: int | None, offset: int | None) -> pa.Table:
