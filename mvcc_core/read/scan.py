@@ -11,12 +11,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from mvcc_core._proto import table_pb2 as pb
@@ -30,12 +29,11 @@ from mvcc_core.format.row_ids import ROW_ID
 from mvcc_core.io import ObjectStore
 from mvcc_core.io.parquet import (
     MISSING,
-    PARQUET,
-    PARQUET_LOCAL,
     ROW_ADDRESS,
     LruCache,
     field_owners,
     filter_table,
+    parquet_format,
     read_errors,
     read_file,
     row_address,
@@ -59,6 +57,9 @@ from mvcc_core.read.system_columns import (
     row_offsets,
     split_system_columns,
 )
+
+if TYPE_CHECKING:
+    import pyarrow.dataset as ds
 
 __all__ = ["DEFAULT_BATCH_SIZE", "ROW_ADDRESS", "IndexUse", "Scan", "ScanPlan", "missing_files", "read_fragment"]
 
@@ -213,7 +214,7 @@ class Scan(RowAddressReads, IndexedReads):
         self._stable_ids = row_ids.enabled(manifest)
         self.batch_size = batch_size
         self.fragments = list(manifest.fragments if fragments is None else fragments)
-        self._format = PARQUET_LOCAL if store.scheme == "file" else PARQUET
+        self._local_disk = store.scheme == "file"
         self._live: dict[int, np.ndarray | None] = {}  # per-fragment live masks, read once
         self._ids: dict[int, np.ndarray] = {}  # per-fragment stable row ids, decoded once
         self._index: IndexChoice | None | bool = False  # False: not chosen yet
@@ -292,6 +293,11 @@ class Scan(RowAddressReads, IndexedReads):
     def _physical(self, names: Sequence[str]) -> list[str]:
         return [schema_mod.physical_name(self._field_ids[n]) for n in names]
 
+    @property
+    def _format(self) -> ds.ParquetFileFormat:
+        """The Parquet format of this store's reads (made on first use: `pyarrow.dataset` imports pandas)."""
+        return parquet_format(local=self._local_disk)
+
     def _file_fragment(self, data_file: pb.DataFile) -> ds.ParquetFileFragment:
         store, rel = data_file_location(self.store, self.manifest.base_paths, data_file)
         return self._format.make_fragment(
@@ -311,6 +317,8 @@ class Scan(RowAddressReads, IndexedReads):
         if files is None:
             files = [self._file_fragment(f.files[0]) for f in fragments]
         self._check_footers(fragments, files)
+        import pyarrow.dataset as ds  # imported on first use: it imports pandas
+
         return ds.FileSystemDataset(files, self.physical_schema, self._format, store.arrow_filesystem())
 
     def _check_file(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -11,8 +12,10 @@ import pyarrow.compute as pc
 from mvcc_core.format.deletion import live_rows
 from mvcc_core.read.scan import DEFAULT_BATCH_SIZE, Scan
 from mvcc_core.read.system_filter import SystemFilteredScan, filter_system_columns
-from mvcc_core.table.arrow_dataset import ArrowDataset
 from mvcc_core.table.host import TableHost
+
+if TYPE_CHECKING:
+    from mvcc_core.table.arrow_dataset import ArrowDataset
 
 
 class ReadingMethods(TableHost):
@@ -171,6 +174,8 @@ class ReadingMethods(TableHost):
         filter pushed into this table's scan (deletion vectors applied; `table/arrow_dataset.py`). It keeps
         reading this version when the handle moves on.
         """
+        from mvcc_core.table.arrow_dataset import ArrowDataset  # it imports pyarrow.dataset, and that pandas
+
         return ArrowDataset(self)
 
     def head(self, num_rows: int = 5, columns: Sequence[str] | Mapping[str, str] | None = None) -> pa.Table:
