@@ -231,6 +231,8 @@ class ReadingMethods(TableHost):
         Args:
             filter: a SQL predicate or a pyarrow Expression over the table's columns (None: every row)
         """
+        if filter is None:  # the manifest's totals, found when it was read: nothing to sum or scan
+            return self._state.row_totals.live_rows
         return self.scanner(filter=filter, columns=[]).count_rows()
 
 

@@ -31,6 +31,7 @@ from mvcc_core.errors import (
 )
 from mvcc_core.failpoints import failpoint
 from mvcc_core.format import operations
+from mvcc_core.format.checked_manifests import RowTotals
 from mvcc_core.format.features import FLAG_STABLE_ROW_IDS
 from mvcc_core.format.invariants import check_manifest
 from mvcc_core.format.manifest import (
@@ -40,6 +41,7 @@ from mvcc_core.format.manifest import (
     detect_naming,
     latest_manifest_location,
     location_of,
+    read_checked_manifest,
     read_manifest,
 )
 from mvcc_core.format.naming import TRANSACTIONS_DIR, ManifestNaming
@@ -69,6 +71,8 @@ class CommitCache:
 
     manifests: dict[int, pb.Manifest] = field(default_factory=dict)
     transactions: dict[str, Transaction] = field(default_factory=dict)
+    #: version -> (the manifest read, its row totals): what the read found, for that very manifest object
+    totals: dict[int, tuple[pb.Manifest, RowTotals]] = field(default_factory=dict)
 
 
 _LOOKUPS: tuple[int, ThreadPoolExecutor] | None = None
@@ -152,9 +156,20 @@ class Committer:
         """
         cached = self.cache.manifests.get(location.version)
         if cached is None:
-            cached = read_manifest(self.store, location, self.handler)
+            cached, totals = read_checked_manifest(self.store, location, self.handler)
             self.cache.manifests[location.version] = cached
+            self.cache.totals[location.version] = (cached, totals)
         return cached
+
+    def known_totals(self, version: int, manifest: pb.Manifest) -> RowTotals | None:
+        """The row totals of `manifest` if this committer read it as `version` (None: not known here).
+
+        Args:
+            version: the version
+            manifest: its manifest, as the caller holds it
+        """
+        entry = self.cache.totals.get(version)
+        return entry[1] if entry is not None and entry[0] is manifest else None
 
     def cached_manifest(self, version: int) -> pb.Manifest | None:
         """The manifest of `version` if this committer has read it already.
@@ -170,6 +185,7 @@ class Committer:
     def forget_manifests(self) -> None:
         """Drop every cached manifest (after retention removed versions, so none is served from memory)."""
         self.cache.manifests.clear()
+        self.cache.totals.clear()
 
     def trim_cache(self, keep: int) -> None:
         """Keep only the newest `keep` manifests and transactions read (a long-lived handle reads without end).
@@ -179,6 +195,7 @@ class Committer:
         """
         for version in sorted(self.cache.manifests)[:-keep]:
             self.cache.manifests.pop(version, None)
+            self.cache.totals.pop(version, None)
         for name in list(self.cache.transactions)[:-keep]:  # oldest first: a dict keeps insertion order
             self.cache.transactions.pop(name, None)
 
