@@ -67,6 +67,8 @@ class LatencyProxy(ThreadingHTTPServer):
         self.delay_ms = 0.0
         self.lock = threading.Lock()
         self._counts: Counter[str] = Counter()
+        self._in_flight = 0
+        self._most_in_flight = 0
         self._thread: threading.Thread | None = None
 
     @property
@@ -76,17 +78,27 @@ class LatencyProxy(ThreadingHTTPServer):
     def note(self, method: str, path: str) -> None:
         with self.lock:
             self._counts[request_kind(method, path)] += 1
+            self._in_flight += 1
+            self._most_in_flight = max(self._most_in_flight, self._in_flight)
+
+    def done(self) -> None:
+        with self.lock:
+            self._in_flight -= 1
 
     def reset(self) -> None:
         """Start counting from zero."""
         with self.lock:
             self._counts.clear()
+            self._most_in_flight = self._in_flight
 
     def counts(self) -> dict[str, int]:
-        """Requests since the last `reset`, by `method kind`, with their sum under "total"."""
+        """Requests since the last `reset`, by `method kind`, with their sum under "total" and the most of them
+        held at once under "in flight" (1: one after another)."""
         with self.lock:
             out = dict(sorted(self._counts.items()))
+            most = self._most_in_flight
         out["total"] = sum(out.values())
+        out["in flight"] = most
         return out
 
     def __enter__(self) -> LatencyProxy:
@@ -122,6 +134,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _any(self) -> None:
         body = self._body()
         self.server.note(self.command, self.path)
+        try:
+            self._forward(body)
+        finally:
+            self.server.done()
+
+    def _forward(self, body: bytes) -> None:
         if self.server.delay_ms:
             time.sleep(self.server.delay_ms / 1e3)
         hop = ("transfer-encoding", "content-length", "expect", "connection", "keep-alive")

@@ -319,14 +319,17 @@ def _growth_at(um: str, ul: str, size: int, repeat: int, results: dict[str, dict
 def _print_latency(results: dict[str, dict[str, Any]]) -> None:
     print(
         f"{'operation (S3 behind the proxy)':44} {'mvcc ms':>9} {'pylance ms':>11} {'ratio':>7} "
-        f"{'requests m/p':>13} {'again m/p':>10}"
+        f"{'requests m/p':>13} {'again m/p':>10} {'at once m/p':>12}"
     )
     for name, r in results.items():
         reqs, again = r["requests"], r.get("requests_again") or {}
         counts = f"{reqs['mvcc']['total']}/{reqs['lance']['total']}"
         counts_again = f"{again['mvcc']['total']}/{again['lance']['total']}" if again else ""
+        at_once = f"{reqs['mvcc'].get('in flight', '')}/{reqs['lance'].get('in flight', '')}"
         ratio = r["mvcc"] / r["lance"] if r["lance"] else float("nan")
-        print(f"{name:44} {r['mvcc']:9.1f} {r['lance']:11.1f} {ratio:6.2f}x {counts:>13} {counts_again:>10}")
+        print(
+            f"{name:44} {r['mvcc']:9.1f} {r['lance']:11.1f} {ratio:6.2f}x {counts:>13} {counts_again:>10} {at_once:>12}"
+        )
 
 
 def _print_growth(results: dict[str, dict[str, Any]]) -> None:
