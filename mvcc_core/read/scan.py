@@ -360,7 +360,7 @@ class Scan(RowAddressReads, IndexedReads):
             for pair in pairs:
                 load(pair)
         else:  # a round trip per footer: overlap them
-            with ThreadPoolExecutor(max_workers=_FRAGMENT_THREADS) as pool:
+            with ThreadPoolExecutor(max_workers=OBJECT_STORE_READS) as pool:
                 list(pool.map(load, pairs))
 
     def _prune(self, fragments: list[pb.DataFragment]) -> tuple[list[pb.DataFragment], list[ds.ParquetFileFragment]]:
