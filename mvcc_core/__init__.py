@@ -13,6 +13,7 @@ import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
 
+import mvcc_core.failpoints  # noqa: F401 - an unknown point in MVCC_FAILPOINTS is refused at import
 from mvcc_core import errors
 from mvcc_core._version import __version__
 from mvcc_core.errors import (

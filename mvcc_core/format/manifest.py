@@ -83,7 +83,13 @@ def encode_manifest(manifest: pb.Manifest) -> bytes:
     return framing.frame(manifest.SerializeToString(deterministic=True))
 
 
-def read_manifest(store: ObjectStore, location: ManifestLocation, handler: CommitHandler | None = None) -> pb.Manifest:
+def read_manifest(
+    store: ObjectStore,
+    location: ManifestLocation,
+    handler: CommitHandler | None = None,
+    *,
+    totals: dict[int, tuple[pb.Manifest, RowTotals]] | None = None,
+) -> pb.Manifest:
     """Read one version. With an external store, a version not yet finalized is synchronized first.
 
     Args:
@@ -91,12 +97,16 @@ def read_manifest(store: ObjectStore, location: ManifestLocation, handler: Commi
         location: the version's manifest location
         handler: the table's commit handler; None for the default (put-if-not-exists on the object store), an external
             store's handler to also see versions it has committed but not yet published
+        totals: where to note the manifest read and its row totals, under its version (a committer's cache)
 
     Raises:
         VersionNotFoundError: the version does not exist
         CorruptManifestError: the file is torn or holds another version
     """
-    return read_checked_manifest(store, location, handler)[0]
+    manifest, found = read_checked_manifest(store, location, handler)
+    if totals is not None:
+        totals[location.version] = (manifest, found)
+    return manifest
 
 
 def read_checked_manifest(

@@ -41,7 +41,6 @@ from mvcc_core.format.manifest import (
     detect_naming,
     latest_manifest_location,
     location_of,
-    read_checked_manifest,
     read_manifest,
 )
 from mvcc_core.format.naming import TRANSACTIONS_DIR, ManifestNaming
@@ -156,9 +155,8 @@ class Committer:
         """
         cached = self.cache.manifests.get(location.version)
         if cached is None:
-            cached, totals = read_checked_manifest(self.store, location, self.handler)
+            cached = read_manifest(self.store, location, self.handler, totals=self.cache.totals)
             self.cache.manifests[location.version] = cached
-            self.cache.totals[location.version] = (cached, totals)
         return cached
 
     def known_totals(self, version: int, manifest: pb.Manifest) -> RowTotals | None:
