@@ -233,6 +233,14 @@ def _scan_shapes(r: dict[str, Any]) -> Iterator[Row]:
         yield Row("scan_shapes", f"{name}, {m['deleted_percent']}% deleted", "ms", deleted, "compacted copy", peer)
 
 
+def _object_store(r: dict[str, Any]) -> Iterator[Row]:
+    for name, m in r.get("latency", {}).items():
+        counts = f"{m['requests']['mvcc']['total']} / {m['requests']['lance']['total']} requests"
+        yield Row("object_store", f"{name} (S3; {counts})", "ms", m["mvcc"], "pylance", m["lance"])
+    for name, m in r.get("growth", {}).items():
+        yield Row("object_store", f"{name} (local)", "ms", m["mvcc"], "pylance", m["lance"])
+
+
 READERS: dict[str, Callable[[Any], Iterator[Row]]] = {
     "airflow": _airflow,
     "branches": _branches,
@@ -249,6 +257,7 @@ READERS: dict[str, Callable[[Any], Iterator[Row]]] = {
     "cli": _cli,
     "wap": _wap,
     "scan_shapes": _scan_shapes,
+    "object_store": _object_store,
 }
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import importlib
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mvcc_core import catalog, compaction, errors, names, operations, stores
+import mvcc_core.failpoints  # noqa: F401 - an unknown point in MVCC_FAILPOINTS is refused at import
+from mvcc_core import errors
 from mvcc_core._version import __version__
-from mvcc_core.catalog import Catalog
 from mvcc_core.errors import (
     CommitConflictError,
     IncompatibleConflictError,
@@ -26,16 +26,39 @@ from mvcc_core.errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from mvcc_core.ops.write import write_fragments
-from mvcc_core.table import (
-    Table,
-    VersionInfo,
-    create_table_from_fragments,
-    open_table,
-    write_table,
-)
-from mvcc_core.txn.state import TableState
-from mvcc_core.txn.transaction import Transaction
+
+if TYPE_CHECKING:
+    from mvcc_core import catalog, compaction, names, operations, stores
+    from mvcc_core.catalog import Catalog
+    from mvcc_core.ops.write import write_fragments
+    from mvcc_core.table import (
+        Table,
+        VersionInfo,
+        create_table_from_fragments,
+        open_table,
+        write_table,
+    )
+    from mvcc_core.txn.state import TableState
+    from mvcc_core.txn.transaction import Transaction
+
+#: The root's names that are imported when first used (pyarrow.dataset, pandas, sqlglot and the table code
+#: cost most of a second to import; `mvcc --version` needs none of them), and the module each comes from.
+_LAZY: dict[str, str] = {
+    "catalog": "mvcc_core",
+    "compaction": "mvcc_core",
+    "names": "mvcc_core",
+    "operations": "mvcc_core",
+    "stores": "mvcc_core",
+    "Catalog": "mvcc_core.catalog",
+    "write_fragments": "mvcc_core.ops.write",
+    "Table": "mvcc_core.table",
+    "VersionInfo": "mvcc_core.table",
+    "create_table_from_fragments": "mvcc_core.table",
+    "open_table": "mvcc_core.table",
+    "write_table": "mvcc_core.table",
+    "TableState": "mvcc_core.txn.state",
+    "Transaction": "mvcc_core.txn.transaction",
+}
 
 __all__ = [
     "Catalog",
@@ -138,7 +161,8 @@ _HINTS = {
 
 
 def __getattr__(name: str) -> Any:
-    """A moved name (`MOVED`), with a DeprecationWarning that names its module; `verify`, the module.
+    """A root name imported on first use (`_LAZY`); a moved name (`MOVED`), with a DeprecationWarning that
+    names its module; `verify`, the module.
 
     Args:
         name: the attribute looked up on `mvcc_core`
@@ -149,6 +173,15 @@ def __getattr__(name: str) -> Any:
     Raises:
         AttributeError: `name` is neither a moved name nor a submodule's.
     """
+    lazy = _LAZY.get(name)
+    if lazy is not None:
+        value = (
+            importlib.import_module(f"mvcc_core.{name}")
+            if lazy == "mvcc_core"
+            else getattr(importlib.import_module(lazy), name)
+        )
+        globals()[name] = value
+        return value
     if name == "verify":
         # the module (calling it runs `mvcc_core.verify.verify`, with a DeprecationWarning)
         return importlib.import_module("mvcc_core.verify")

@@ -6,17 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import click
 
 import mvcc_core as mvcc
-from mvcc_core.catalog import (
-    Catalog,
-    CatalogError,
-    CatalogSnapshot,
-    fork_of,
-)
 from mvcc_core.cli.options import (
     DurationType,
     json_option,
@@ -25,6 +19,10 @@ from mvcc_core.cli.options import (
     storage_options_for,
 )
 from mvcc_core.cli.output import emit_json, human_bytes, print_table, version_ranges
+from mvcc_core.errors import CatalogError
+
+if TYPE_CHECKING:
+    from mvcc_core.catalog import Catalog, CatalogSnapshot
 
 
 def root_and_storage(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -52,6 +50,8 @@ def open_catalog(root: str, storage_option: tuple[str, ...]) -> Catalog:
     Raises:
         CatalogError: no catalog has its root at `root` (a table's uri, or a catalog's subdirectory).
     """
+    from mvcc_core.catalog import Catalog  # the catalog code, imported when a command needs it
+
     options = storage_options_for(root, storage_option)
     try:
         return Catalog.open(root, storage_options=options)
@@ -101,6 +101,8 @@ def tables_written(snapshot: CatalogSnapshot) -> list[str]:
     Returns:
         Their full names.
     """
+    from mvcc_core.catalog import fork_of
+
     return [name for name in snapshot.tables() if fork_of(snapshot.entry(name)) is not None]
 
 

@@ -30,6 +30,7 @@ from mvcc_core.cli.catalog_commands import catalog
 from mvcc_core.cli.index_commands import index
 from mvcc_core.cli.options import (
     EXIT_BROKEN_PIPE,
+    SMALL_ROWS,
     DurationType,
     exit_code_for,
     json_option,
@@ -149,7 +150,7 @@ def describe(t: mvcc.Table, small_rows: int) -> dict[str, Any]:
 @click.option(
     "--small-rows",
     type=click.IntRange(min=1),
-    default=mvcc.compaction.CompactionOptions().target_rows_per_fragment,
+    default=SMALL_ROWS,
     show_default=True,
     help="Fragments with fewer live rows count as small (compaction's default target).",
 )

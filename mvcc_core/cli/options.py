@@ -32,6 +32,10 @@ AWS_ENV_OPTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("profile", ("AWS_PROFILE",)),
 )
 
+#: `mvcc show --small-rows`'s default: compaction's default `target_rows_per_fragment`, written out so that
+#: `mvcc --version` and `--help` need not import the compaction code (tests/test_cli.py checks they agree).
+SMALL_ROWS = 1_048_576
+
 
 def exit_code_for(exc: BaseException) -> int:
     """The documented exit code of an exception the command did not handle itself (by type only).

@@ -18,7 +18,6 @@ import click
 
 import mvcc_core as mvcc
 from mvcc_core.cli.options import storage_options_for
-from mvcc_core.table import open_tags
 from mvcc_core.times import parse_time
 
 __all__ = ["Ref", "TimeType", "checkout_ref", "open_ref", "positional_ref", "ref_options", "resolved"]
@@ -202,6 +201,8 @@ def open_ref(
     if ref is None:
         return mvcc.open_table(uri, storage_options=options, branch=branch), None
     if ref.flag in ("--tag", "REF"):
+        from mvcc_core.table import open_tags  # the table code, imported when a command needs it
+
         tags = open_tags(uri, storage_options=options)
         if ref.flag == "REF":
             ref = _by_rule(uri, tags, ref)

@@ -11,9 +11,6 @@ import mvcc_core as mvcc
 from mvcc_core.cli.options import EXIT_ERROR, json_option, storage_options_for, uri_and_storage
 from mvcc_core.cli.output import emit_json
 from mvcc_core.cli.refs import Ref, open_ref, ref_options
-from mvcc_core.table import manifest_violations
-from mvcc_core.verify import VerifyReport
-from mvcc_core.verify import verify as verify_table
 
 
 def _line(p: dict[str, object]) -> str:
@@ -63,6 +60,10 @@ def verify(
         raise click.BadParameter(
             "is empty: give a branch name (mvcc branches list URI shows them)", ctx, None, "--branch"
         )
+    from mvcc_core.table import manifest_violations  # the table code, imported when the command runs
+    from mvcc_core.verify import VerifyReport
+    from mvcc_core.verify import verify as verify_table
+
     options = storage_options_for(uri, storage_option)
     try:
         t, ref = open_ref(uri, storage_option, ref)

@@ -8,12 +8,12 @@ assigns them at commit, as the specification requires for Append and Overwrite.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pa_dataset
 import pyarrow.parquet as pq
 
 from mvcc_core._proto import table_pb2 as pb
@@ -165,7 +165,8 @@ def to_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReade
         return pa.Table.from_batches([data]).to_reader()
     if isinstance(data, dict):
         return pa.table(data, schema=schema).to_reader()
-    if isinstance(data, pa_dataset.Dataset):
+    pa_dataset = sys.modules.get("pyarrow.dataset")  # a Dataset means the module is imported; else skip it
+    if pa_dataset is not None and isinstance(data, pa_dataset.Dataset):
         return data.scanner().to_reader()
     if type(data).__module__.startswith("polars") and hasattr(data, "to_arrow"):
         return data.to_arrow().to_reader()

@@ -249,10 +249,20 @@ def check_manifest(manifest: pb.Manifest, where: str, built_from: pb.Manifest | 
         field, value, problem = found[0]
         more = f" (and {len(found) - 1} more violation(s))" if len(found) > 1 else ""
         raise ManifestInvariantError(describe(where, field, value, problem) + more, field=field, value=value)
-    if not manifest.HasField("max_fragment_id") and manifest.fragments:
-        manifest.max_fragment_id = max(f.id for f in manifest.fragments)
+    derive_fields(manifest)
     _remember(_digest(manifest))
     return manifest
+
+
+def derive_fields(manifest: pb.Manifest) -> None:
+    """Fill what a checked manifest may leave out and readers need: an absent `max_fragment_id`, from the
+    fragments.
+
+    Args:
+        manifest: a manifest that holds every invariant (changed in place)
+    """
+    if not manifest.HasField("max_fragment_id") and manifest.fragments:
+        manifest.max_fragment_id = max(f.id for f in manifest.fragments)
 
 
 # Digests of the manifests that passed `check_manifest` in this process, the newest last (a manifest is a public

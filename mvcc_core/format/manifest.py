@@ -24,8 +24,9 @@ from mvcc_core.errors import (
     VersionNotFoundError,
 )
 from mvcc_core.failpoints import failpoint
-from mvcc_core.format import features, framing
-from mvcc_core.format.invariants import check_manifest, describe, violations
+from mvcc_core.format import checked_manifests, features, framing
+from mvcc_core.format.checked_manifests import RowTotals, row_totals
+from mvcc_core.format.invariants import check_manifest, derive_fields, describe, violations
 from mvcc_core.format.naming import (
     MAX_VERSION,
     VERSIONS_DIR,
@@ -82,8 +83,37 @@ def encode_manifest(manifest: pb.Manifest) -> bytes:
     return framing.frame(manifest.SerializeToString(deterministic=True))
 
 
-def read_manifest(store: ObjectStore, location: ManifestLocation, handler: CommitHandler | None = None) -> pb.Manifest:
+def read_manifest(
+    store: ObjectStore,
+    location: ManifestLocation,
+    handler: CommitHandler | None = None,
+    *,
+    totals: dict[int, tuple[pb.Manifest, RowTotals]] | None = None,
+) -> pb.Manifest:
     """Read one version. With an external store, a version not yet finalized is synchronized first.
+
+    Args:
+        store: the table's store (its root)
+        location: the version's manifest location
+        handler: the table's commit handler; None for the default (put-if-not-exists on the object store), an external
+            store's handler to also see versions it has committed but not yet published
+        totals: where to note the manifest read and its row totals, under its version (a committer's cache)
+
+    Raises:
+        VersionNotFoundError: the version does not exist
+        CorruptManifestError: the file is torn or holds another version
+    """
+    manifest, found = read_checked_manifest(store, location, handler)
+    if totals is not None:
+        totals[location.version] = (manifest, found)
+    return manifest
+
+
+def read_checked_manifest(
+    store: ObjectStore, location: ManifestLocation, handler: CommitHandler | None = None
+) -> tuple[pb.Manifest, RowTotals]:
+    """Read one version, with its row totals (`read_manifest`). Its invariants are checked on the first read
+    of these bytes in this process only (`checked_manifests`): the same file read again is decoded, not checked.
 
     A final-named manifest exists only once its version is committed to the external store (step 3 copies
     the winner's staged file), so the handler is asked only when the final name is missing.
@@ -105,12 +135,21 @@ def read_manifest(store: ObjectStore, location: ManifestLocation, handler: Commi
         if unpublished is None:
             raise VersionNotFoundError(f"table {store.uri} has no version {location.version}") from None
         data = unpublished
-    manifest = decode_manifest(data, f"{store.uri}/{location.path}")
+    where = f"{store.uri}/{location.path}"
+    key = checked_manifests.file_key(where, data)
+    manifest = decode_manifest(data, where)
     if manifest.version != location.version:
         raise CorruptManifestError(
-            f"manifest {store.uri}/{location.path} says version {manifest.version}, its name says {location.version}"
+            f"manifest {where} says version {manifest.version}, its name says {location.version}"
         )
-    return check_manifest(manifest, f"{store.uri}/{location.path}")
+    totals = checked_manifests.passed(key)
+    if totals is None:
+        check_manifest(manifest, where)
+        totals = row_totals(manifest)
+        checked_manifests.remember(key, totals)
+    else:
+        derive_fields(manifest)
+    return manifest, totals
 
 
 def manifest_problems(

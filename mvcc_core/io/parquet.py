@@ -10,22 +10,39 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.errors import DataFileMismatchError, MvccError, ObjectNotFoundError, StorageError
 
+if TYPE_CHECKING:
+    import pyarrow.dataset as ds
+
 ROW_ADDRESS = "_rowaddr"
-PARQUET = ds.ParquetFileFormat()
-# Pre-buffering coalesces reads into few large requests: a win on S3, a small loss on a local disk.
-PARQUET_LOCAL = ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=False))
+
+
+@cache
+def parquet_format(local: bool = False) -> ds.ParquetFileFormat:
+    """The Parquet format scans read through, made on first use (`pyarrow.dataset` imports pandas: a quarter of
+    a second that opening a table or `mvcc --version` need not pay).
+
+    Args:
+        local: for a local disk or memory, without pre-buffering (it coalesces reads into few large requests: a
+            win on S3, a small loss on a local disk)
+    """
+    import pyarrow.dataset as ds
+
+    if local:
+        return ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=False))
+    return ds.ParquetFileFormat()
+
 
 # A file key: (store scheme, path for the store's Arrow filesystem, size in bytes or 0 when unknown).
 FileKey = tuple[str, str, int]
@@ -188,7 +205,7 @@ def parquet_fragment(fs: pafs.FileSystem, key: FileKey) -> ds.ParquetFileFragmen
 
     def load() -> ds.ParquetFileFragment:
         with read_errors(key[1]):
-            fragment = PARQUET.make_fragment(key[1], filesystem=fs, file_size=key[2] or None)
+            fragment = parquet_format().make_fragment(key[1], filesystem=fs, file_size=key[2] or None)
             fragment.ensure_complete_metadata()
         return fragment
 
@@ -306,7 +323,7 @@ def read_file(fs: pafs.FileSystem, key: FileKey, schema: pa.Schema) -> pa.Table 
     """
     if is_remote(key[0]):  # the size is known: no HEAD request; buffered reads coalesce the column chunks
         with read_errors(key[1]):
-            fragment = PARQUET.make_fragment(key[1], filesystem=fs, file_size=key[2] or None)
+            fragment = parquet_format().make_fragment(key[1], filesystem=fs, file_size=key[2] or None)
             if not set(schema.names) <= set(fragment.physical_schema.names):
                 return None
             table = fragment.to_table(columns=schema.names, use_threads=False)

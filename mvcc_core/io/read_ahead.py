@@ -17,19 +17,29 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from mvcc_core._proto import table_pb2 as pb
+from mvcc_core.errors import ObjectNotFoundError
 from mvcc_core.io.parquet import FileKey, is_remote, known_metadata, read_errors, read_file, remember_metadata
+
+if TYPE_CHECKING:
+    from mvcc_core.io.store import ObjectStore
 
 T = TypeVar("T")
 
 # Decoding is CPU bound: one thread per core, at least two (one decodes while the other waits on the disk).
 READ_THREADS = max(2, os.cpu_count() or 2)
+# On an object store each file is a round trip of tens of milliseconds, and a thread waiting on one holds no
+# core: files are read this many at a time (pylance overlaps its reads the same way).
+OBJECT_STORE_READS = 16
+# An object store's data file up to this size is read in one GET, footer and column chunks together (through
+# Arrow, a footer read and then a read of the column chunks: two round trips per file).
+WHOLE_OBJECT_BYTES = 8 << 20
 
 _POOLS: dict[int, tuple[int, ThreadPoolExecutor]] = {}  # threads -> (the pid that made it, the pool)
 _LOCK = threading.Lock()
@@ -167,3 +177,36 @@ def read_whole_file(fs: pafs.FileSystem, key: FileKey, schema: pa.Schema) -> pa.
             return None
         table = table.select(schema.names)
     return table if table.schema.equals(schema) else None  # names, types and nullability
+
+
+def small_object(data_file: pb.DataFile) -> bool:
+    """Whether a data file of an object store is read in one GET (`read_whole_object`): its size is known and
+    at most `WHOLE_OBJECT_BYTES`.
+
+    Args:
+        data_file: the file's manifest entry
+    """
+    return 0 < data_file.file_size_bytes <= WHOLE_OBJECT_BYTES
+
+
+def read_whole_object(store: ObjectStore, rel: str, path: str, schema: pa.Schema) -> pa.Table | None:
+    """Columns `schema.names` (physical) of the data file at `rel` of an object store, read in one GET and
+    decoded on the calling thread; None when the file does not hold those columns with those types (the caller
+    reads it through a dataset, which fills and casts). For files up to `WHOLE_OBJECT_BYTES`.
+
+    Args:
+        store: the store holding the file (the table's, or a base path's)
+        rel: the file's path relative to that store's root
+        path: the file's path as the manifest names it, for errors
+        schema: the columns expected, with physical names and types
+    """
+    with read_errors(path):
+        try:
+            data = store.get(rel)
+        except ObjectNotFoundError as exc:
+            raise ObjectNotFoundError(f"cannot read {path}: it is missing ({exc})") from exc
+        parquet = pq.ParquetFile(pa.BufferReader(data), pre_buffer=False)
+        if not set(schema.names) <= set(parquet.schema_arrow.names):
+            return None
+        table = parquet.read(columns=schema.names, use_threads=False)
+    return table if table.schema.equals(schema) else None

@@ -182,7 +182,10 @@ def shared_s3_filesystem(s3_options: dict[str, Any]) -> Any:
     with _S3_FILESYSTEMS_LOCK:
         fs = _S3_FILESYSTEMS.get(key)
         if fs is None:
-            fs = s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False, **s3_options)
+            # botocore keeps 10 connections by default: scans read data files `OBJECT_STORE_READS` at a time
+            config = {"max_pool_connections": 32, **dict(s3_options.get("config_kwargs") or {})}
+            options = {**s3_options, "config_kwargs": config}
+            fs = s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False, **options)
             _S3_FILESYSTEMS[key] = fs
         return fs
 

@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core._proto import transaction_pb2 as tpb
@@ -477,6 +476,8 @@ def _full_rows(rows: pa.Table, schema: pa.Schema, target: pa.Table | None = None
 
 def _filter_mask(table: pa.Table, expr: pc.Expression) -> np.ndarray:
     """Which rows of `table` satisfy `expr` (NULL counts as false)."""
+    import pyarrow.dataset as ds  # imported on first use: it imports pandas
+
     values = ds.dataset(table).to_table(columns={"m": expr}).column("m")
     return pc.fill_null(values, False).to_numpy(zero_copy_only=False).astype(bool)
 

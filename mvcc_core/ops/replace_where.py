@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core._proto import transaction_pb2 as tpb
@@ -43,6 +42,8 @@ def check_rows(where: str, schema: pa.Schema) -> Callable[[pa.RecordBatch], None
         if batch.num_rows == 0:
             return
         table = pa.Table.from_batches([batch])
+        import pyarrow.dataset as ds  # imported on first use: it imports pandas
+
         matched = ds.dataset(table).to_table(columns={"m": expr}).column("m")
         bad = np.flatnonzero(~pc.fill_null(matched, False).to_numpy(zero_copy_only=False).astype(bool))
         if len(bad):

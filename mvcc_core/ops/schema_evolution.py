@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core._proto import transaction_pb2 as tpb
@@ -99,6 +98,8 @@ def plan_add_columns(
         def compute(frag: pb.DataFragment) -> pa.Table:
             base = read_fragment(store, manifest, frag, read_cols)
             try:
+                import pyarrow.dataset as ds  # imported on first use: it imports pandas
+
                 return ds.dataset(base).to_table(columns=expressions)
             except schema_mod.ARROW_VALUE_ERRORS as exc:
                 raise SchemaError(

@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 from pyroaring import BitMap64
 
 from mvcc_core._proto import table_pb2 as pb
@@ -166,6 +165,8 @@ def _rewrite_rows(
     old = matched.drop_columns([ROW_ADDRESS, *([ROW_ID] if stable else [])])
     projection = {n: expressions.get(n, pc.field(n)) for n in schema.names}
     try:
+        import pyarrow.dataset as ds  # imported on first use: it imports pandas
+
         new_rows = ds.dataset(old).to_table(columns=projection)
     except schema_mod.ARROW_VALUE_ERRORS as exc:
         raise SchemaError(f"update values {values!r} cannot be computed for the matching rows: {exc}") from exc
@@ -215,6 +216,8 @@ def _rewrite_columns(
             frag = by_id[fid]
             offsets = np.sort((addresses[fragment_ids == fid] & np.uint64(0xFFFFFFFF)).astype(np.int64))
             base = read_fragment(store, manifest, frag, read_cols)
+            import pyarrow.dataset as ds  # imported on first use: it imports pandas
+
             matched = ds.dataset(base.take(offsets))
             # Row i reads the old value, or (for a matched row) its new value placed after the old ones:
             # only the matched rows are computed, so a value invalid for other rows raises nothing.

@@ -11,12 +11,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from mvcc_core._proto import table_pb2 as pb
@@ -30,17 +29,25 @@ from mvcc_core.format.row_ids import ROW_ID
 from mvcc_core.io import ObjectStore
 from mvcc_core.io.parquet import (
     MISSING,
-    PARQUET,
-    PARQUET_LOCAL,
     ROW_ADDRESS,
     LruCache,
     field_owners,
     filter_table,
+    is_remote,
+    parquet_format,
     read_errors,
     read_file,
     row_address,
 )
-from mvcc_core.io.read_ahead import PHYSICAL_ROWS, read_ahead, read_whole_file, runs
+from mvcc_core.io.read_ahead import (
+    OBJECT_STORE_READS,
+    PHYSICAL_ROWS,
+    read_ahead,
+    read_whole_file,
+    read_whole_object,
+    runs,
+    small_object,
+)
 from mvcc_core.read.bound_filter import BoundFilter, filter_cache_key
 from mvcc_core.read.deleted_rows import drop_deleted, drop_deleted_runs, live_mask, selection
 from mvcc_core.read.index_lookup import covered
@@ -59,6 +66,9 @@ from mvcc_core.read.system_columns import (
     row_offsets,
     split_system_columns,
 )
+
+if TYPE_CHECKING:
+    import pyarrow.dataset as ds
 
 __all__ = ["DEFAULT_BATCH_SIZE", "ROW_ADDRESS", "IndexUse", "Scan", "ScanPlan", "missing_files", "read_fragment"]
 
@@ -218,7 +228,7 @@ class Scan(RowAddressReads, IndexedReads):
         self._stable_ids = row_ids.enabled(manifest)
         self.batch_size = batch_size
         self.fragments = list(manifest.fragments if fragments is None else fragments)
-        self._format = PARQUET_LOCAL if store.scheme == "file" else PARQUET
+        self._local_disk = store.scheme == "file"  # the Parquet format's options (`parquet_format`)
         self._live: dict[int, np.ndarray | None] = {}  # per-fragment live masks, read once
         self._ids: dict[int, np.ndarray] = {}  # per-fragment stable row ids, decoded once
         self._index: IndexChoice | None | Literal[False] = False  # False: not chosen yet
@@ -299,7 +309,7 @@ class Scan(RowAddressReads, IndexedReads):
 
     def _file_fragment(self, data_file: pb.DataFile) -> ds.ParquetFileFragment:
         store, rel = data_file_location(self.store, self.manifest.base_paths, data_file)
-        return self._format.make_fragment(
+        return parquet_format(local=self._local_disk).make_fragment(
             store.arrow_path(rel), filesystem=store.arrow_filesystem(), file_size=data_file.file_size_bytes or None
         )
 
@@ -316,7 +326,10 @@ class Scan(RowAddressReads, IndexedReads):
         if files is None:
             files = [self._file_fragment(f.files[0]) for f in fragments]
         self._check_footers(fragments, files)
-        return ds.FileSystemDataset(files, self.physical_schema, self._format, store.arrow_filesystem())
+        import pyarrow.dataset as ds  # imported on first use: it imports pandas
+
+        file_format = parquet_format(local=self._local_disk)
+        return ds.FileSystemDataset(files, self.physical_schema, file_format, store.arrow_filesystem())
 
     def _check_file(
         self,
@@ -352,7 +365,7 @@ class Scan(RowAddressReads, IndexedReads):
             for pair in pairs:
                 load(pair)
         else:  # a round trip per footer: overlap them
-            with ThreadPoolExecutor(max_workers=_FRAGMENT_THREADS) as pool:
+            with ThreadPoolExecutor(max_workers=OBJECT_STORE_READS) as pool:
                 list(pool.map(load, pairs))
 
     def _prune(self, fragments: list[pb.DataFragment]) -> tuple[list[pb.DataFragment], list[ds.ParquetFileFragment]]:
@@ -455,11 +468,12 @@ class Scan(RowAddressReads, IndexedReads):
 
     def _bulk(self, fragments: list[pb.DataFragment]) -> Iterator[pa.RecordBatch]:
         names = self._read_names()
-        if self._whole_files_apply():
+        if self._whole_files_apply(fragments):
+            remote = is_remote(self.store.scheme)  # there every file is small in bytes: read whole
             start = 0
             while start < len(fragments):  # small files read whole (ahead, on the reader pool); large ones streamed
                 end = start
-                while end < len(fragments) and fragments[end].physical_rows <= self.batch_size:
+                while end < len(fragments) and (remote or fragments[end].physical_rows <= self.batch_size):
                     end += 1
                 tables = self._whole_files(fragments[start:end], names) if end > start else iter(())
                 if end == start:
@@ -507,11 +521,15 @@ class Scan(RowAddressReads, IndexedReads):
         if rows != frag.physical_rows:
             self._rows_mismatch(frag, str(rows))
 
-    def _whole_files_apply(self) -> bool:
+    def _whole_files_apply(self, fragments: Sequence[pb.DataFragment] | None = None) -> bool:
         """Whether bulk fragments are read file by file (`_whole_files`) rather than by a dataset scan: without a
-        filter (nothing to push down or prune by statistics) on a local disk or in memory (on object stores the
-        dataset scanner's buffered, read-ahead requests are kept)."""
-        return self.filter is None and self._post_filter is None and self.store.scheme in ("file", "memory")
+        filter (nothing to push down or prune by statistics) on a local disk or in memory, and on an object store
+        when every file of `fragments` is small (one GET each; larger ones keep the scanner's buffered reads)."""
+        if self.filter is not None or self._post_filter is not None:
+            return False
+        return self.store.scheme in ("file", "memory") or (
+            bool(fragments) and all(small_object(f.files[0]) for f in fragments or ())
+        )
 
     def _whole_files(self, fragments: list[pb.DataFragment], names: list[str]) -> Iterator[pa.Table]:
         """Columns `names` (physical) of one-file fragments, a table per file in order, read on a few threads.
@@ -524,12 +542,16 @@ class Scan(RowAddressReads, IndexedReads):
         physical = pa.schema([self.physical_schema.field(self.table_schema.get_field_index(n)) for n in names])
         # every column (a full scan): the whole file, without a projection's bookkeeping per file
         reader = read_whole_file if physical.names == self.physical_schema.names else read_file
+        remote = is_remote(self.store.scheme)
 
         def read(frag: pb.DataFragment) -> tuple[pa.Table, np.ndarray | None]:
             data_file = frag.files[0]
             store, rel = data_file_location(self.store, self.manifest.base_paths, data_file)
-            key = (store.scheme, store.arrow_path(rel), data_file.file_size_bytes)
-            table = reader(store.arrow_filesystem(), key, physical)
+            if remote and small_object(data_file):
+                table = read_whole_object(store, rel, data_file.path, physical)
+            else:
+                key = (store.scheme, store.arrow_path(rel), data_file.file_size_bytes)
+                table = reader(store.arrow_filesystem(), key, physical)
             if table is None:
                 file = self._file_fragment(data_file)
                 with read_errors(data_file.path):
@@ -543,10 +565,13 @@ class Scan(RowAddressReads, IndexedReads):
         def read_part(part: list[pb.DataFragment]) -> list[pa.Table]:
             return drop_deleted_runs([read(frag) for frag in part])
 
-        # a thread reads a run of small files per hand-off (a hand-off per file costs more than it saves); the first
-        # run is read on the calling thread, which would only wait for it (a hand-off costs ~0.15-0.2 ms CPU)
-        parts = ((rows, partial(read_part, run)) for rows, run in runs(fragments, PHYSICAL_ROWS, _WHOLE_FILE_PART_ROWS))
-        for tables in read_ahead(parts, _WHOLE_FILE_AHEAD_ROWS, first_on_caller=True):
+        # a thread reads a run of small files per hand-off (a hand-off per file costs more than it saves; on an object
+        # store a file is a round trip: one each, `OBJECT_STORE_READS` in flight); the first run is read on the calling
+        # thread, which would only wait for it (a hand-off costs ~0.15-0.2 ms CPU)
+        io = {"ahead_parts": OBJECT_STORE_READS, "threads": OBJECT_STORE_READS} if remote else {}
+        cuts = runs(fragments, PHYSICAL_ROWS, 1 if remote else _WHOLE_FILE_PART_ROWS)
+        parts = ((rows, partial(read_part, run)) for rows, run in cuts)
+        for tables in read_ahead(parts, _WHOLE_FILE_AHEAD_ROWS, first_on_caller=True, **io):
             yield from tables
 
     def _statistics_check(self) -> StatisticsCheck | None:
@@ -702,7 +727,7 @@ class Scan(RowAddressReads, IndexedReads):
             names = self._read_names()
             schema = pa.schema([self.physical_schema.field(self.table_schema.get_field_index(n)) for n in names])
             with missing_files(self.store):
-                if self._whole_files_apply():
+                if self._whole_files_apply(runs[0][1]):
                     parts = list(self._whole_files(runs[0][1], names))
                     table = pa.concat_tables(parts) if parts else schema.empty_table()
                 else:

@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from mvcc_core._proto import table_pb2 as pb
@@ -23,6 +23,9 @@ from mvcc_core.read.integer_in_list import IntegerInList
 from mvcc_core.read.integer_remainder import IntegerRemainder
 from mvcc_core.read.row_group_stats import StatisticsCheck, Verdict, column_positions
 from mvcc_core.read.scan_host import Matches, ScanHost, T
+
+if TYPE_CHECKING:
+    import pyarrow.dataset as ds
 
 # Rows of the files one reader task of a row-address scan reads (`Scan._read_local`; 200 files of 5,000 rows
 # make 8 tasks on 2 cores).

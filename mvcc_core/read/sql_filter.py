@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from mvcc_core.errors import PredicateError, SchemaError
 from mvcc_core.read.sql_source import (
@@ -162,6 +161,8 @@ class Projection:
         """
         if not self.expressions:
             return table.select([])
+        import pyarrow.dataset as ds  # imported on first use: it imports pandas
+
         projected = ds.dataset(table).to_table(columns=dict(self.expressions), use_threads=False)
         return projected.cast(self.schema) if not projected.schema.equals(self.schema) else projected
 
@@ -214,6 +215,8 @@ def validate_expression(expr: pc.Expression, schema: pa.Schema) -> None:
         if not (pa.types.is_boolean(result_type) or pa.types.is_null(result_type)):
             raise PredicateError(f"invalid filter expression {expr}: it is {result_type}, not a boolean")
         if pa.types.is_null(result_type):
+            import pyarrow.dataset as ds  # imported on first use: it imports pandas
+
             ds.dataset(empty).to_table(filter=expr)
     except ARROW_ERRORS as e:
         raise PredicateError(

@@ -11,7 +11,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, SqlglotError, TokenError
@@ -141,6 +140,8 @@ class Translator(NanOrdering):
         self.schema = schema
         self.physical = physical
         self.columns: set[str] = set()
+        import pyarrow.dataset as ds  # imported on first use: it imports pandas
+
         self.empty_data = ds.dataset((physical or schema).empty_table())
         self._handlers: dict[type[exp.Expression], Callable[[Any, bool], Value]] = {
             exp.Paren: lambda n, positive: self.visit(n.this, positive),

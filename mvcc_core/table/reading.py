@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -14,8 +15,10 @@ from mvcc_core.read.scan import DEFAULT_BATCH_SIZE, Scan
 from mvcc_core.read.sql_filter import struct_field_projection
 from mvcc_core.read.system_columns import SYSTEM_COLUMNS
 from mvcc_core.read.system_filter import SystemFilteredScan, filter_system_columns
-from mvcc_core.table.arrow_dataset import ArrowDataset
 from mvcc_core.table.host import TableHost
+
+if TYPE_CHECKING:
+    from mvcc_core.table.arrow_dataset import ArrowDataset
 
 
 class ReadingMethods(TableHost):
@@ -203,6 +206,8 @@ class ReadingMethods(TableHost):
         filter pushed into this table's scan (deletion vectors applied; `table/arrow_dataset.py`). It keeps
         reading this version when the handle moves on.
         """
+        from mvcc_core.table.arrow_dataset import ArrowDataset  # it imports pyarrow.dataset, and that pandas
+
         return ArrowDataset(self)
 
     def head(self, num_rows: int = 5, columns: Sequence[str] | Mapping[str, str] | None = None) -> pa.Table:
@@ -258,6 +263,8 @@ class ReadingMethods(TableHost):
         Args:
             filter: a SQL predicate or a pyarrow Expression over the table's columns (None: every row)
         """
+        if filter is None:  # the manifest's totals, found when it was read: nothing to sum or scan
+            return self._state.row_totals.live_rows
         return self.scanner(filter=filter, columns=[]).count_rows()
 
 

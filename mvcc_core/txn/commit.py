@@ -32,6 +32,7 @@ from mvcc_core.errors import (
 )
 from mvcc_core.failpoints import failpoint
 from mvcc_core.format import operations
+from mvcc_core.format.checked_manifests import RowTotals
 from mvcc_core.format.features import FLAG_STABLE_ROW_IDS
 from mvcc_core.format.invariants import check_manifest
 from mvcc_core.format.manifest import (
@@ -81,6 +82,8 @@ class CommitCache:
 
     manifests: dict[int, pb.Manifest] = field(default_factory=dict)
     transactions: dict[str, Transaction] = field(default_factory=dict)
+    #: version -> (the manifest read, its row totals): what the read found, for that very manifest object
+    totals: dict[int, tuple[pb.Manifest, RowTotals]] = field(default_factory=dict)
 
 
 _LOOKUPS: tuple[int, ThreadPoolExecutor] | None = None
@@ -164,9 +167,19 @@ class Committer:
         """
         cached = self.cache.manifests.get(location.version)
         if cached is None:
-            cached = read_manifest(self.store, location, self.handler)
+            cached = read_manifest(self.store, location, self.handler, totals=self.cache.totals)
             self.cache.manifests[location.version] = cached
         return cached
+
+    def known_totals(self, version: int, manifest: pb.Manifest) -> RowTotals | None:
+        """The row totals of `manifest` if this committer read it as `version` (None: not known here).
+
+        Args:
+            version: the version
+            manifest: its manifest, as the caller holds it
+        """
+        entry = self.cache.totals.get(version)
+        return entry[1] if entry is not None and entry[0] is manifest else None
 
     def cached_manifest(self, version: int) -> pb.Manifest | None:
         """The manifest of `version` if this committer has read it already.
@@ -182,6 +195,7 @@ class Committer:
     def forget_manifests(self) -> None:
         """Drop every cached manifest (after retention removed versions, so none is served from memory)."""
         self.cache.manifests.clear()
+        self.cache.totals.clear()
 
     def trim_cache(self, keep: int) -> None:
         """Keep only the newest `keep` manifests and transactions read (a long-lived handle reads without end).
@@ -191,6 +205,7 @@ class Committer:
         """
         for version in sorted(self.cache.manifests)[:-keep]:
             self.cache.manifests.pop(version, None)
+            self.cache.totals.pop(version, None)
         for name in list(self.cache.transactions)[:-keep]:  # oldest first: a dict keeps insertion order
             self.cache.transactions.pop(name, None)
 

@@ -16,6 +16,7 @@ import pyarrow as pa
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.errors import CorruptManifestError, TableExistsError, VersionNotFoundError, is_definite_failure
 from mvcc_core.format import schema as schema_mod
+from mvcc_core.format.checked_manifests import RowTotals, row_totals
 from mvcc_core.format.manifest import ManifestLocation, list_manifests, location_of
 from mvcc_core.format.naming import ManifestNaming
 from mvcc_core.io import ObjectStore, open_store
@@ -140,6 +141,12 @@ class TableState:
     def schema(self) -> pa.Schema:
         """The Arrow schema of this version (field metadata and schema metadata included)."""
         return schema_mod.manifest_schema(self.manifest)
+
+    @cached_property
+    def row_totals(self) -> RowTotals:
+        """This version's rows and deleted rows, from its manifest: found when it was read, else summed once."""
+        known = self.committer.known_totals(self.version, self.manifest)
+        return known if known is not None else row_totals(self.manifest)
 
     # ---- other versions -----------------------------------------------------------------------------
 
