@@ -48,6 +48,7 @@ from mvcc_core.io.read_ahead import (
     runs,
     small_object,
 )
+from mvcc_core.read.batch_results import BatchResults
 from mvcc_core.read.bound_filter import BoundFilter, filter_cache_key
 from mvcc_core.read.deleted_rows import drop_deleted, drop_deleted_runs, live_mask, selection
 from mvcc_core.read.index_lookup import covered
@@ -127,7 +128,7 @@ class ScanPlan:
     index: IndexUse | None
 
 
-class Scan(RowAddressReads, IndexedReads):
+class Scan(RowAddressReads, IndexedReads, BatchResults):
     """One read of one version. Build it, then iterate `to_batches()` or call `to_table()`.
 
     Args:
@@ -701,17 +702,6 @@ class Scan(RowAddressReads, IndexedReads):
                     yield from pending.popleft().result()
             while pending:
                 yield from pending.popleft().result()
-
-    def to_reader(self) -> pa.RecordBatchReader:
-        return pa.RecordBatchReader.from_batches(self.output_schema, self.to_batches())
-
-    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
-        """The result as an Arrow C stream (the Arrow PyCapsule interface: DuckDB, Polars, DataFusion).
-
-        Args:
-            requested_schema: a schema capsule the consumer asks for (cast to where Arrow can)
-        """
-        return self.to_reader().__arrow_c_stream__(requested_schema)
 
     def to_table(self) -> pa.Table:
         choice = self._index_choice()
