@@ -39,7 +39,7 @@ from mvcc_core.format.deletion import read_deletion_vector
 from mvcc_core.format.fragments import ROW_GROUP_ROWS, FragmentWriter
 from mvcc_core.format.row_ids import ROW_ID
 from mvcc_core.io.read_ahead import PHYSICAL_ROWS, READ_THREADS, read_ahead, read_whole_file, runs
-from mvcc_core.maintenance import planner, policy
+from mvcc_core.maintenance import clustering, planner, policy
 from mvcc_core.maintenance.handles import TableLike, state_of
 from mvcc_core.maintenance.options import CompactionOptions
 from mvcc_core.progress import Progress
@@ -76,6 +76,8 @@ class CompactionTask:
     fragments: tuple[bytes, ...]  # serialized DataFragment, as in read_version
     new_fragment_ids: tuple[int, ...]
     target_rows_per_fragment: int
+    #: ("sort", columns) or ("zorder", columns): the rows are written in that order, not the order they are read
+    clustering: tuple[str, tuple[str, ...]] | None = None
 
     def execute(self, state: TableState | str, storage_options: dict[str, Any] | None = None) -> RewriteResult:
         """Read the fragments (deletions applied) and write the new ones; nothing is committed.
@@ -96,7 +98,10 @@ class CompactionTask:
         encoder = ThreadPoolExecutor(1, thread_name_prefix="mvcc-encode")
         try:
             encoding: deque[Future[None]] = deque()
-            for table, table_ids in _read(state, old, stable):
+            read = _read(state, old, stable)
+            if self.clustering is not None:
+                read = _clustered(read, *self.clustering)
+            for table, table_ids in read:
                 if table_ids is not None:
                     ids.append(table_ids)
                 encoding.append(encoder.submit(_write_row_group, writer, table))
@@ -127,7 +132,30 @@ class CompactionTask:
             rows=rows,
             bytes_written=sum(df.file_size_bytes for f in new for df in f.files),
             bytes_read=sum(df.file_size_bytes for f in old for df in f.files),
+            row_order="kept" if self.clustering is None else self.clustering[0],
         )
+
+
+def _clustered(
+    read: Iterator[tuple[pa.Table, np.ndarray | None]], how: str, columns: tuple[str, ...]
+) -> Iterator[tuple[pa.Table, np.ndarray | None]]:
+    """Every row read, put in clustering order (`clustering.order`), handed on in row groups; the stable row ids
+    (when the table has them) follow their rows."""
+    tables: list[pa.Table] = []
+    ids: list[np.ndarray] = []
+    for table, table_ids in read:
+        tables.append(table)
+        if table_ids is not None:
+            ids.append(table_ids)
+    if not tables:
+        return
+    rows = pa.concat_tables(tables)
+    permutation = clustering.order(rows, how, columns)
+    rows = rows.take(permutation)
+    moved = np.concatenate(ids)[permutation] if ids else None
+    for start in range(0, rows.num_rows, ROW_GROUP_ROWS):
+        end = min(start + ROW_GROUP_ROWS, rows.num_rows)
+        yield rows.slice(start, end - start).combine_chunks(), None if moved is None else moved[start:end]
 
 
 # Reading a task's fragments. Most fragments compaction rewrites are small one-file fragments without deletions
@@ -256,6 +284,8 @@ class RewriteResult:
     rows: int
     bytes_written: int
     bytes_read: int
+    #: "kept": the new fragments hold the old ones' live rows in their order; "sort" / "zorder": permuted
+    row_order: str = "kept"
 
 
 @dataclass
@@ -394,7 +424,12 @@ def _chosen(
     if fragment_ids is not None:
         wanted = set(fragment_ids)
         candidates = wanted if candidates is None else candidates & wanted
-    found = planner.groups(state.manifest, options, candidates)
+    if options.clustering is not None:
+        how, columns = options.clustering
+        clustering.check_columns(state.schema, f"{how}_by" if how == "zorder" else "sort_by", columns)
+        found = planner.clustering_groups(state.manifest, options, candidates)
+    else:
+        found = planner.groups(state.manifest, options, candidates)
     return found, planner.within_budget(found, options.max_bytes)
 
 
@@ -438,6 +473,7 @@ def _plan_of(state: TableState, options: CompactionOptions, budgeted: planner.Bu
                 fragments=tuple(f.SerializeToString() for f in group.fragments),
                 new_fragment_ids=tuple(range(next_id, next_id + count)),
                 target_rows_per_fragment=rows_target,
+                clustering=options.clustering,
             )
         )
         next_id += count
@@ -556,6 +592,9 @@ def rewrite_transaction(
     ]
     new = [f for g in groups for f in g.new_fragments]
     base = state if state.version == read_version else state.checkout(read_version)
+    kept = all(r.row_order == "kept" for r in results)
+    if defer_index_remap and not kept:
+        raise CompactionError("defer_index_remap needs the row order kept; a clustering rewrite permutes the rows")
     fri = None
     if defer_index_remap:
         reuse_groups = [
@@ -571,8 +610,12 @@ def rewrite_transaction(
         read_version=read_version,
         operation=operations.Rewrite(groups=groups, frag_reuse_index=fri),
         message=commit_message or "compaction",
-        # new fragments hold the old ones' live rows in order: concurrent deletions can be carried (rebase)
-        transaction_properties={**check_properties(transaction_properties), REWRITE_ROW_ORDER: "kept"},
+        # new fragments hold the old ones' live rows in order: concurrent deletions can be carried (rebase). A
+        # clustering rewrite permutes them: deletions are carried by stable row id only (else retryable)
+        transaction_properties={
+            **check_properties(transaction_properties),
+            REWRITE_ROW_ORDER: "kept" if kept else "permuted",
+        },
         files=data_file_uris(base.store, base.manifest.base_paths, new),
     )
 
