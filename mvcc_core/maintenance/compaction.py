@@ -99,8 +99,9 @@ class CompactionTask:
         try:
             encoding: deque[Future[None]] = deque()
             read = _read(state, old, stable)
+            sources: list[np.ndarray] = []  # the old address of each row written, when clustering
             if self.clustering is not None:
-                read = _clustered(read, *self.clustering)
+                read = _clustered(read, *self.clustering, _old_live_addresses(state, old), sources)
             for table, table_ids in read:
                 if table_ids is not None:
                     ids.append(table_ids)
@@ -133,14 +134,33 @@ class CompactionTask:
             bytes_written=sum(df.file_size_bytes for f in new for df in f.files),
             bytes_read=sum(df.file_size_bytes for f in old for df in f.files),
             row_order="kept" if self.clustering is None else self.clustering[0],
+            row_sources=sources[0].tobytes() if sources else None,
         )
 
 
+def _old_live_addresses(state: TableState, fragments: list[pb.DataFragment]) -> np.ndarray:
+    """The row addresses (fragment id << 32 | offset) of the fragments' live rows, in the order they are read."""
+    parts = []
+    for frag in fragments:
+        offsets = np.arange(frag.physical_rows, dtype=np.uint64)
+        if frag.HasField("deletion_file"):
+            dead = read_deletion_vector(state.store, frag, state.manifest.base_paths)
+            if dead:
+                offsets = np.setdiff1d(offsets, np.fromiter(dead, dtype=np.uint64), assume_unique=True)
+        parts.append((np.uint64(frag.id) << np.uint64(32)) | offsets)
+    return np.concatenate(parts) if parts else np.empty(0, np.uint64)
+
+
 def _clustered(
-    read: Iterator[tuple[pa.Table, np.ndarray | None]], how: str, columns: tuple[str, ...]
+    read: Iterator[tuple[pa.Table, np.ndarray | None]],
+    how: str,
+    columns: tuple[str, ...],
+    addresses: np.ndarray,
+    sources: list[np.ndarray],
 ) -> Iterator[tuple[pa.Table, np.ndarray | None]]:
     """Every row read, put in clustering order (`clustering.order`), handed on in row groups; the stable row ids
-    (when the table has them) follow their rows."""
+    (when the table has them) follow their rows. `addresses` are the old row addresses of the rows read, in
+    order; their permutation (the old address of each row written) is appended to `sources`."""
     tables: list[pa.Table] = []
     ids: list[np.ndarray] = []
     for table, table_ids in read:
@@ -150,7 +170,10 @@ def _clustered(
     if not tables:
         return
     rows = pa.concat_tables(tables)
+    if rows.num_rows != len(addresses):
+        raise CompactionError(f"clustering read {rows.num_rows} rows of {len(addresses)} live ones")
     permutation = clustering.order(rows, how, columns)
+    sources.append(addresses[permutation])
     rows = rows.take(permutation)
     moved = np.concatenate(ids)[permutation] if ids else None
     for start in range(0, rows.num_rows, ROW_GROUP_ROWS):
@@ -286,6 +309,8 @@ class RewriteResult:
     bytes_read: int
     #: "kept": the new fragments hold the old ones' live rows in their order; "sort" / "zorder": permuted
     row_order: str = "kept"
+    #: With a permuted order: the old row address of each row written, in order (uint64 bytes)
+    row_sources: bytes | None = None
 
 
 @dataclass
@@ -606,12 +631,14 @@ def rewrite_transaction(
             for g in groups
         ]
         fri = frag_reuse.with_version(frag_reuse.find(base.manifest), reuse_groups, 0)
+    maps = [r.row_sources for r in results]
+    row_sources = None if kept or any(m is None for m in maps) else [m for m in maps if m is not None]
     return Transaction(
         read_version=read_version,
-        operation=operations.Rewrite(groups=groups, frag_reuse_index=fri),
+        operation=operations.Rewrite(groups=groups, frag_reuse_index=fri, row_sources=row_sources),
         message=commit_message or "compaction",
         # new fragments hold the old ones' live rows in order: concurrent deletions can be carried (rebase). A
-        # clustering rewrite permutes them: deletions are carried by stable row id only (else retryable)
+        # clustering rewrite permutes them: deletions are carried by its row map (`row_sources`) or row id
         transaction_properties={
             **check_properties(transaction_properties),
             REWRITE_ROW_ORDER: "kept" if kept else "permuted",

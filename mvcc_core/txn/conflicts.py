@@ -483,7 +483,9 @@ def resolve(ours: Transaction, theirs: Transaction, ctx: ConflictContext | None 
         The outcome and the rule that decided it.
     """
     ctx = ctx or ConflictContext()
-    if isinstance(ours.operation, operations.Rewrite) and ours.transaction_properties.get(REWRITE_ROW_ORDER) == "kept":
+    if isinstance(ours.operation, operations.Rewrite) and (
+        ours.transaction_properties.get(REWRITE_ROW_ORDER) == "kept" or ours.operation.row_sources is not None
+    ):  # the mapping is known: the row order kept, or an explicit row map (a clustering compaction's)
         ctx = replace(ctx, rewrite_keeps_row_order=True)
     if inserted_keys_overlap(ours.operation, theirs.operation):
         return Outcome.RETRYABLE, SAME_INSERTED_KEYS
