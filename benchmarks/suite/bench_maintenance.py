@@ -356,7 +356,9 @@ def clustering(root: Path, results: dict[str, Any], repeat: int) -> None:
     sorted_t.optimize.compact_files(sort_by=["user"], target_rows_per_fragment=target)
     zd_files = len(zd.file_uris())
     expected_box = packed.to_table(filter=box).num_rows
-    assert zm.to_table(filter=box).num_rows == expected_box == zd.to_pyarrow_dataset().to_table(filter=box_expr).num_rows
+    assert (
+        zm.to_table(filter=box).num_rows == expected_box == zd.to_pyarrow_dataset().to_table(filter=box_expr).num_rows
+    )
     assert sorted_t.to_table(filter=key).num_rows == packed.to_table(filter=key).num_rows
     queries = interleaved(
         {

@@ -495,7 +495,8 @@ def compact(
             commit_message=commit_message,
             partial_progress=partial_progress,
             max_commits=max_commits,
-            **layout,
+            sort_by=layout.get("sort_by"),
+            zorder_by=layout.get("zorder_by"),
         )
     summary = {
         "version": metrics.version,

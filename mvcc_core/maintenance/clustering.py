@@ -7,9 +7,10 @@ group covers a narrow range of the clustering columns and the scan's statistics 
 - sort: `pyarrow.compute.sort_indices` on the columns, ascending, nulls last (a stable sort: ties keep the order
   they were read in).
 - z-order: each column's value becomes its dense rank among the rows rewritten (nulls after every value), scaled
-  to the whole range of `64 // k` bits for `k` columns (so every column's highest bit halves its rows); the bits of the k scaled ranks are interleaved (Morton code) and the rows
-  stably sorted by the code. Ranks and not min/max scaling: a skewed column (a few huge values) keeps all its bits
-  for the values that are common, and strings, dates and numbers are handled alike (by their order).
+  to the whole range of `64 // k` bits for `k` columns (so every column's highest bit halves its rows); the bits
+  of the k scaled ranks are interleaved (Morton code) and the rows stably sorted by the code. Ranks and not
+  min/max scaling: a skewed column (a few huge values) keeps all its bits for the values that are common, and
+  strings, dates and numbers are handled alike (by their order).
 
 Rules and costs: docs/operations/maintenance.md, "Clustering".
 """
@@ -51,7 +52,9 @@ def check_columns(schema: pa.Schema, name: str, columns: tuple[str, ...]) -> Non
     for column in columns:
         index = schema.get_field_index(column)
         if index < 0:
-            raise ValueError(f"{name} names column {column!r}, which the table does not have; its columns are {schema.names}")
+            raise ValueError(
+                f"{name} names column {column!r}, which the table does not have; its columns are {schema.names}"
+            )
         type_ = schema.field(index).type
         if not _orderable(type_):
             raise ValueError(f"{name} names column {column!r} of type {type_}, which has no order to cluster by")

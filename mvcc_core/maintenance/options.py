@@ -77,7 +77,6 @@ class CompactionOptions:
         if self.where is not None and (not isinstance(self.where, str) or not self.where.strip()):
             raise ValueError(f"where must be a SQL filter such as \"day = '2026-11-01'\", got {self.where!r}")
 
-
     @property
     def clustering(self) -> tuple[str, tuple[str, ...]] | None:
         """("sort", columns) or ("zorder", columns) when the compaction clusters, else None."""

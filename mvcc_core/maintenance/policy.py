@@ -175,7 +175,7 @@ def check_config(
             parsed = _parse(key, value)
             if key in CLUSTERING_KEYS and schema is not None:
                 clustering.check_columns(schema, f"table configuration {key!r}", parsed)
-    after = {k: v for k, v in (config or {}).items() if k not in delete}
+    after: dict[str, str | None] = {k: v for k, v in (config or {}).items() if k not in delete}
     after.update(upsert)
     both = [key for key in CLUSTERING_KEYS if after.get(key) is not None]
     if len(both) > 1 and any(key in upsert for key in both):

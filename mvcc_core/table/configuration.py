@@ -98,7 +98,9 @@ class ConfigurationMethods(TableHost):
                 not parse, an unknown key under those prefixes, a clustering key naming a column the table does not
                 have, or both clustering keys set (nothing is committed; the message names the key).
         """
-        check_config(upsert, self.schema, self.manifest.config, list(delete or []) if not replace else list(self.manifest.config))
+        check_config(
+            upsert, self.schema, self.manifest.config, list(delete or []) if not replace else list(self.manifest.config)
+        )
         if replace:
             upsert = _replaced(list(self.manifest.config), dict(upsert or {}), True)
         return self.commit(
