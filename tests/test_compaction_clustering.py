@@ -270,13 +270,13 @@ def test_a_permuted_rewrite_without_its_row_map_is_retryable(tmp_uri) -> None:
     assert rows(mvcc.open_table(tmp_uri)) == expected
 
 
-def _writer(uri: str, log_path: str, stop_path: str, seed: int) -> None:
+def _writer(uri: str, log_path: str, stop_path: str, seed: int, opts: dict | None = None) -> None:
     """Append small batches and delete rows until `stop_path` exists; log each acknowledged change."""
     rng = random.Random(seed)
     next_id = 1_000_000
     with open(log_path, "w") as log:
         while not Path(stop_path).exists():
-            t = mvcc.open_table(uri)
+            t = mvcc.open_table(uri, storage_options=opts)
             try:
                 if rng.random() < 0.5:
                     ids = list(range(next_id, next_id + rng.randint(1, 4)))
@@ -342,6 +342,43 @@ def test_clustering_beside_a_writer_process_keeps_every_acknowledged_change(tmp_
     assert sorted(final_ids) == sorted(expected_ids)  # as multisets: no row lost, none doubled or revived
     assert landed > 0
     print(f"stable={stable}: {landed} clustering Rewrites landed, {lost} lost to the writer")
+
+
+def test_clustering_beside_a_writer_thread_on_every_store(any_uri, tmp_path: Path) -> None:
+    """The same on local disk, in memory and on S3, with the writer in a thread of this process."""
+    import threading
+
+    uri, opts = any_uri
+    t = random_table(uri, opts, random.Random(12), stable=False)
+    expected_ids = set(t.to_table(columns=["id"]).column("id").to_pylist())
+    log_path, stop_path = str(tmp_path / "writer.log"), str(tmp_path / "stop")
+    writer = threading.Thread(target=_writer, args=(uri, log_path, stop_path, 5, opts))
+    writer.start()
+    landed = 0
+    try:
+        deadline = time.monotonic() + 6
+        turn = 0
+        while time.monotonic() < deadline:
+            layout = {"sort_by": ["s", "user"]} if turn % 2 == 0 else {"zorder_by": ["user", "x", "y"]}
+            turn += 1
+            try:
+                metrics = mvcc.open_table(uri, storage_options=opts).optimize.compact_files(
+                    target_rows_per_fragment=80, **layout
+                )
+                landed += metrics.version is not None
+            except mvcc.RetryableConflictError:
+                pass
+    finally:
+        Path(stop_path).touch()
+        writer.join(timeout=60)
+    assert not writer.is_alive() and Path(log_path).read_text().count("ack delete") > 0
+    for line in Path(log_path).read_text().splitlines():
+        words = line.split()
+        if words[0] == "ack":
+            ids = {int(w) for w in words[2:]}
+            expected_ids = expected_ids | ids if words[1] == "append" else expected_ids - ids
+    final_ids = mvcc.open_table(uri, storage_options=opts).to_table(columns=["id"]).column("id").to_pylist()
+    assert sorted(final_ids) == sorted(expected_ids) and landed > 0
 
 
 # ---- options, policy ----------------------------------------------------------------------------------------
