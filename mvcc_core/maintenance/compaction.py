@@ -134,7 +134,8 @@ class CompactionTask:
             bytes_written=sum(df.file_size_bytes for f in new for df in f.files),
             bytes_read=sum(df.file_size_bytes for f in old for df in f.files),
             row_order="kept" if self.clustering is None else self.clustering[0],
-            row_sources=sources[0].tobytes() if sources else None,
+            # a clustering task that read no live row moved none: an empty map
+            row_sources=sources[0].tobytes() if sources else (b"" if self.clustering is not None else None),
         )
 
 
