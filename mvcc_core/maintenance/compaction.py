@@ -8,6 +8,10 @@ small and picklable: they run in threads, processes or Spark executors (anything
 `commit` lands one Rewrite with every group; a concurrent delete or update of a rewritten fragment makes it
 a RetryableConflictError (the rewritten files are removed), concurrent appends never conflict.
 
+With `sort_by` / `zorder_by` (clustering) every fragment in scope is one group and one task, whose rows are
+written in that order (`clustering.py`); its result carries the row map (the old address of each row written) so
+that concurrent deletions are carried onto the permuted rows too.
+
 Indices are not remapped: a rewritten fragment leaves the coverage of the indices that covered it (scans
 read it directly) until `optimize_indices` adds it back, unless `defer_index_remap=True`: then the Rewrite
 carries a fragment reuse index and indices keep covering the moved rows (their addresses are translated
