@@ -183,8 +183,11 @@ def test_policy_budget_and_byte_target(tmp_uri) -> None:
         ("mvcc.compaction.max_bytes", "-3", "number of bytes"),
         ("mvcc.retention.older_than", "a fortnight", "not a duration"),
         ("mvcc.retention.retain_versions", "0", "must be positive"),
-        ("mvcc.compaction.sort_by", "id", "reserved for clustering"),
-        ("mvcc.compaction.zorder_by", "id,day", "reserved for clustering"),
+        ("mvcc.compaction.sort_by", "id,nope", "column 'nope', which the table does not have"),
+        ("mvcc.compaction.sort_by", "id,,day", "separated by commas"),
+        ("mvcc.compaction.zorder_by", "id", "2 to 4 columns, got 1"),
+        ("mvcc.compaction.zorder_by", "id,day,v,id", "more than once"),
+        ("mvcc.compaction.zorder_by", "id,day,v,a,b", "2 to 4 columns, got 5"),
         ("mvcc.compaction.target_row", "5", "not a maintenance key"),
     ],
 )

@@ -9,12 +9,16 @@
   byte budget, and `optimize.recommend`; pylance: `lance.optimize.Compaction.plan`, which commits nothing either),
   interleaved, medians;
 - a point lookup and a 1% range scan on 10M rows, without and with a BTREE index (pylance with and without its
-  BTREE scalar index; Delta has no secondary index, only file statistics and Parquet row-group statistics).
+  BTREE scalar index; Delta has no secondary index, only file statistics and Parquet row-group statistics);
+- clustering on `rows` rows appended in 50 batches: a 1% filter on the sort key after `sort_by` and a 5% x 5% box
+  filter after `zorder_by` against the same rows bin-packed (same fragment size), and z-order compaction against
+  deltalake's `optimize.z_order` on the same rows (similar file sizes), then the box query on each.
 Every peer is built from the same rows in the same run. Not a test: run it by hand.
 
     python -m benchmarks.suite.bench_maintenance            # full (10M rows for the lookups)
     python -m benchmarks.suite.bench_maintenance --quick    # 200 fragments, 200 versions, 1M rows
     python -m benchmarks.suite.bench_maintenance --only compaction --repeat 7   # one workload
+    python -m benchmarks.suite.bench_maintenance --quick --only clustering
 """
 
 from __future__ import annotations
@@ -279,11 +283,119 @@ def lookups(root: Path, results: dict[str, Any], repeat: int) -> None:
         )
 
 
+def clustered_rows(n: int, seed: int) -> pa.Table:
+    """(id, user, x, y, payload): `user` an int key over 100,000 values, `x`/`y` uniform floats in [0, 1)."""
+    rng = np.random.default_rng(seed)
+    return pa.table(
+        {
+            "id": np.arange(seed * n, (seed + 1) * n, dtype=np.int64),
+            "user": rng.integers(0, 100_000, n),
+            "x": rng.random(n),
+            "y": rng.random(n),
+            "payload": rng.integers(0, 1 << 40, n),
+        }
+    )
+
+
+def interleaved(steps: dict[str, Callable[[], Any]], n: int) -> dict[str, float]:
+    """Median ms of each step, one of each per repetition (after one warm-up round)."""
+    for step in steps.values():
+        step()
+    runs: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(n):
+        for name, step in steps.items():
+            start = time.perf_counter()
+            step()
+            runs[name].append((time.perf_counter() - start) * 1e3)
+    return {name: statistics.median(values) for name, values in runs.items()}
+
+
+def clustering(root: Path, results: dict[str, Any], repeat: int) -> None:
+    """Queries after sort_by / zorder_by against bin-packed; z-order compaction and its box query against Delta."""
+    big = results["sizes"]["rows"]
+    batches = 50
+    per = big // batches
+    target = big // 10  # ten fragments after any compaction
+    t = mvcc.write_table(clustered_rows(per, 0), str(root / "z-base"))
+    write_deltalake(root / "zd-base", clustered_rows(per, 0), writer_properties=DELTA_WRITER)
+    for i in range(1, batches):
+        t.append(clustered_rows(per, i))
+        write_deltalake(root / "zd-base", clustered_rows(per, i), mode="append", writer_properties=DELTA_WRITER)
+    packed = mvcc.open_table(str(fresh(root / "z-base", root / "z-packed")))
+    packed.optimize.compact_files(target_rows_per_fragment=target)
+    size = sum(p.stat().st_size for p in (root / "z-packed" / "data").glob("*.parquet")) // 10
+    low = 40_000
+    key = f"user >= {low} AND user < {low + 1_000}"  # 1% of the keys
+    box = "x >= 0.40 AND x < 0.45 AND y >= 0.70 AND y < 0.75"  # 5% x 5%
+    box_expr = (ds.field("x") >= 0.40) & (ds.field("x") < 0.45) & (ds.field("y") >= 0.70) & (ds.field("y") < 0.75)
+
+    # z-order compaction: mvcc and deltalake alternate on fresh copies (fresh names: no footer cache carried over)
+    n = max(repeat, 3)
+    m_runs, d_runs = [], []
+    for i in range(n):
+        m_work, d_work = root / f"zm{i}", root / f"zd{i}"
+        m_runs.append(
+            timed(
+                lambda m_work=m_work: mvcc.open_table(str(fresh(root / "z-base", m_work))),
+                lambda t: t.optimize.compact_files(zorder_by=["x", "y"], target_rows_per_fragment=target),
+                1,
+            )
+        )
+        d_runs.append(
+            timed(
+                lambda d_work=d_work: DeltaTable(fresh(root / "zd-base", d_work)),
+                lambda d: d.optimize.z_order(["x", "y"], target_size=size, writer_properties=DELTA_WRITER),
+                1,
+            )
+        )
+        if i < n - 1:
+            discard(m_work)
+            discard(d_work)
+    zm, zd = mvcc.open_table(str(root / f"zm{n - 1}")), DeltaTable(root / f"zd{n - 1}")
+    sorted_t = mvcc.open_table(str(fresh(root / "z-base", root / "z-sorted")))
+    sorted_t.optimize.compact_files(sort_by=["user"], target_rows_per_fragment=target)
+    zd_files = len(zd.file_uris())
+    expected_box = packed.to_table(filter=box).num_rows
+    assert (
+        zm.to_table(filter=box).num_rows == expected_box == zd.to_pyarrow_dataset().to_table(filter=box_expr).num_rows
+    )
+    assert sorted_t.to_table(filter=key).num_rows == packed.to_table(filter=key).num_rows
+    queries = interleaved(
+        {
+            "key_packed_ms": lambda: packed.to_table(filter=key),
+            "key_sorted_ms": lambda: sorted_t.to_table(filter=key),
+            "box_packed_ms": lambda: packed.to_table(filter=box),
+            "box_zorder_ms": lambda: zm.to_table(filter=box),
+            "box_deltalake_ms": lambda: zd.to_pyarrow_dataset().to_table(filter=box_expr),
+        },
+        max(repeat, 7),
+    )
+    compact = {"mvcc_zorder_ms": statistics.median(m_runs), "deltalake_zorder_ms": statistics.median(d_runs)}
+    results["clustering"] = {**queries, **compact, "fragments": len(zm.get_fragments()), "deltalake_files": zd_files}
+    q = queries
+    print(f"clustering on {big:,} rows in {batches} appends, ten fragments after compaction (Delta {zd_files} files)")
+    print(
+        f"  1% key filter: sorted {q['key_sorted_ms']:.1f} ms, bin-packed {q['key_packed_ms']:.1f} ms "
+        f"({q['key_packed_ms'] / q['key_sorted_ms']:.1f}x faster, target >= 3x)"
+    )
+    print(
+        f"  5% x 5% box: z-ordered {q['box_zorder_ms']:.1f} ms, bin-packed {q['box_packed_ms']:.1f} ms "
+        f"({q['box_packed_ms'] / q['box_zorder_ms']:.1f}x faster, target >= 3x); deltalake z-ordered "
+        f"{q['box_deltalake_ms']:.1f} ms (mvcc {q['box_zorder_ms'] / q['box_deltalake_ms']:.2f}x, target <= 1.0x)"
+    )
+    print(
+        f"  z-order compaction (median of {n}): mvcc {compact['mvcc_zorder_ms']:.0f} ms, deltalake "
+        f"{compact['deltalake_zorder_ms']:.0f} ms ({compact['mvcc_zorder_ms'] / compact['deltalake_zorder_ms']:.2f}x, "
+        "target <= 1.0x)"
+    )
+
+
 WORKLOADS: dict[str, Callable[[Path, dict[str, Any], int], None]] = {
     "compaction": compaction,
     "planning": planning,
     "cleanup": cleanup,
     "lookups": lookups,
+    "clustering": clustering,
 }
 
 

@@ -410,6 +410,17 @@ def write_rows(batches: Iterator[Any], schema: Any, fmt: str, output: str | None
     default=None,
     help="With --partial-progress: the most Rewrites (default 10).",
 )
+@click.option(
+    "--sort-by",
+    help="Clustering: rewrite every fragment in scope (all, or those --where selects) globally sorted by these "
+    "comma-separated columns, so a filter on the first one reads few files (default: the table's "
+    "mvcc.compaction.sort_by, else no clustering).",
+)
+@click.option(
+    "--zorder-by",
+    help="Clustering: rewrite every fragment in scope in z-order of these 2 to 4 comma-separated columns, so a box "
+    "filter on them reads few files (default: the table's mvcc.compaction.zorder_by, else no clustering).",
+)
 @click.option("--workers", type=click.IntRange(min=1), default=4, show_default=True, help="Rewrite tasks at once.")
 @click.option("--message", "commit_message", help="The commit message.")
 @click.option("--dry-run", is_flag=True, help="Only show the plan (tasks, fragments in and out, bytes); write nothing.")
@@ -423,6 +434,8 @@ def compact(
     max_bytes: str | None,
     partial_progress: bool,
     max_commits: int | None,
+    sort_by: str | None,
+    zorder_by: str | None,
     workers: int,
     commit_message: str | None,
     dry_run: bool,
@@ -435,6 +448,8 @@ def compact(
         mvcc compact ./events --dry-run
         mvcc compact ./events --target-rows-per-fragment 500000 --workers 2
         mvcc compact ./events --where "day = '2026-11-01'" --max-bytes 512MiB --partial-progress
+        mvcc compact ./events --sort-by user --dry-run
+        mvcc compact ./events --zorder-by x,y
     """
     if dry_run and commit_message is not None:
         raise click.UsageError("--message is for the commit, and --dry-run commits nothing; give one of them")
@@ -446,15 +461,27 @@ def compact(
             budget = parse_size(max_bytes)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--max-bytes") from None
+    if sort_by is not None and zorder_by is not None:
+        raise click.UsageError("give --sort-by or --zorder-by, not both (a compaction writes one layout)")
+    layout = {
+        name: _column_list(value, hint)
+        for name, value, hint in (("sort_by", sort_by, "--sort-by"), ("zorder_by", zorder_by, "--zorder-by"))
+        if value is not None
+    }
     t = open_table(uri, storage_option)
-    chosen = dict(
+    chosen: dict[str, Any] = dict(
         target_rows_per_fragment=target_rows_per_fragment,
         materialize_deletions_threshold=materialize_deletions_threshold,
         where=where,
         max_bytes=budget,
+        **layout,
     )
     if dry_run:
-        show_compaction_plan(t, compaction_options(t.config, **chosen), as_json)
+        try:
+            options = compaction_options(t.config, **chosen)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+        show_compaction_plan(t, options, as_json)
         return
     before = len(t.get_fragments())
     start = time.monotonic()
@@ -469,6 +496,8 @@ def compact(
             commit_message=commit_message,
             partial_progress=partial_progress,
             max_commits=max_commits,
+            sort_by=layout.get("sort_by"),
+            zorder_by=layout.get("zorder_by"),
         )
     summary = {
         "version": metrics.version,
@@ -509,6 +538,14 @@ def compact(
         )
 
 
+def _column_list(value: str, hint: str) -> tuple[str, ...]:
+    """`user,ts` -> ("user", "ts"), refusing an empty name."""
+    names = tuple(part.strip() for part in value.split(","))
+    if not all(names):
+        raise click.BadParameter(f"use column names separated by commas, got {value!r}", param_hint=hint)
+    return names
+
+
 class _PlannedTask(TypedDict):
     """One task of `compaction_plan`: the fragments it rewrites, their rows and bytes, the fragments it writes."""
 
@@ -541,9 +578,11 @@ def compaction_plan(t: mvcc.Table, options: mvcc.compaction.CompactionOptions) -
         )
     removed = sum(len(task["fragments"]) for task in tasks)
     added = sum(task["new_fragments"] for task in tasks)
+    layout = options.clustering
     return {
         "dry_run": True,
         "version": t.version,
+        "layout": "bin-pack (row order kept)" if layout is None else f"{layout[0]} by {', '.join(layout[1])}",
         "tasks": tasks,
         "fragments_before": len(fragments),
         "fragments_after": len(fragments) - removed + added,
@@ -573,7 +612,7 @@ def show_compaction_plan(t: mvcc.Table, options: mvcc.compaction.CompactionOptio
             f"would compact version {t.version} in {len(plan['tasks']):,} tasks: fragments "
             f"{plan['fragments_before']:,} -> {plan['fragments_after']:,} ({plan['fragments_removed']:,} rewritten "
             f"into {plan['fragments_added']:,}), {plan['rows_rewritten']:,} rows, "
-            f"{human_bytes(plan['bytes_read'])} read"
+            f"{human_bytes(plan['bytes_read'])} read, layout: {plan['layout']}"
         )
         rows = [
             (

@@ -131,6 +131,10 @@ class Rewrite(Operation):
     groups: list[tpb.Transaction.Rewrite.RewriteGroup] = _list()
     rewritten_indices: list[tpb.Transaction.Rewrite.RewrittenIndex] = _list()
     frag_reuse_index: pb.IndexMetadata | None = None
+    #: In memory only (not in the transaction file): per group, the old row address (fragment id << 32 | offset)
+    #: of each physical row of its new fragments, in order, as uint64 bytes; set by a clustering compaction, whose
+    #: rows are permuted, so that a rebase can carry concurrent deletions (`txn/rewrite_rebase.py`).
+    row_sources: list[bytes] | None = None
 
 
 @dataclass

@@ -8,6 +8,10 @@ small and picklable: they run in threads, processes or Spark executors (anything
 `commit` lands one Rewrite with every group; a concurrent delete or update of a rewritten fragment makes it
 a RetryableConflictError (the rewritten files are removed), concurrent appends never conflict.
 
+With `sort_by` / `zorder_by` (clustering) every fragment in scope is one group and one task, whose rows are
+written in that order (`clustering.py`); its result carries the row map (the old address of each row written) so
+that concurrent deletions are carried onto the permuted rows too.
+
 Indices are not remapped: a rewritten fragment leaves the coverage of the indices that covered it (scans
 read it directly) until `optimize_indices` adds it back, unless `defer_index_remap=True`: then the Rewrite
 carries a fragment reuse index and indices keep covering the moved rows (their addresses are translated
@@ -39,7 +43,7 @@ from mvcc_core.format.deletion import read_deletion_vector
 from mvcc_core.format.fragments import ROW_GROUP_ROWS, FragmentWriter
 from mvcc_core.format.row_ids import ROW_ID
 from mvcc_core.io.read_ahead import PHYSICAL_ROWS, READ_THREADS, read_ahead, read_whole_file, runs
-from mvcc_core.maintenance import planner, policy
+from mvcc_core.maintenance import clustering, planner, policy
 from mvcc_core.maintenance.handles import TableLike, state_of
 from mvcc_core.maintenance.options import CompactionOptions
 from mvcc_core.progress import Progress
@@ -76,6 +80,8 @@ class CompactionTask:
     fragments: tuple[bytes, ...]  # serialized DataFragment, as in read_version
     new_fragment_ids: tuple[int, ...]
     target_rows_per_fragment: int
+    #: ("sort", columns) or ("zorder", columns): the rows are written in that order, not the order they are read
+    clustering: tuple[str, tuple[str, ...]] | None = None
 
     def execute(self, state: TableState | str, storage_options: dict[str, Any] | None = None) -> RewriteResult:
         """Read the fragments (deletions applied) and write the new ones; nothing is committed.
@@ -96,7 +102,11 @@ class CompactionTask:
         encoder = ThreadPoolExecutor(1, thread_name_prefix="mvcc-encode")
         try:
             encoding: deque[Future[None]] = deque()
-            for table, table_ids in _read(state, old, stable):
+            read = _read(state, old, stable)
+            sources: list[np.ndarray] = []  # the old address of each row written, when clustering
+            if self.clustering is not None:
+                read = _clustered(read, *self.clustering, _old_live_addresses(state, old), sources)
+            for table, table_ids in read:
                 if table_ids is not None:
                     ids.append(table_ids)
                 encoding.append(encoder.submit(_write_row_group, writer, table))
@@ -127,7 +137,53 @@ class CompactionTask:
             rows=rows,
             bytes_written=sum(df.file_size_bytes for f in new for df in f.files),
             bytes_read=sum(df.file_size_bytes for f in old for df in f.files),
+            row_order="kept" if self.clustering is None else self.clustering[0],
+            # a clustering task that read no live row moved none: an empty map
+            row_sources=sources[0].tobytes() if sources else (b"" if self.clustering is not None else None),
         )
+
+
+def _old_live_addresses(state: TableState, fragments: list[pb.DataFragment]) -> np.ndarray:
+    """The row addresses (fragment id << 32 | offset) of the fragments' live rows, in the order they are read."""
+    parts = []
+    for frag in fragments:
+        offsets = np.arange(frag.physical_rows, dtype=np.uint64)
+        if frag.HasField("deletion_file"):
+            dead = read_deletion_vector(state.store, frag, state.manifest.base_paths)
+            if dead:
+                offsets = np.setdiff1d(offsets, np.fromiter(dead, dtype=np.uint64), assume_unique=True)
+        parts.append((np.uint64(frag.id) << np.uint64(32)) | offsets)
+    return np.concatenate(parts) if parts else np.empty(0, np.uint64)
+
+
+def _clustered(
+    read: Iterator[tuple[pa.Table, np.ndarray | None]],
+    how: str,
+    columns: tuple[str, ...],
+    addresses: np.ndarray,
+    sources: list[np.ndarray],
+) -> Iterator[tuple[pa.Table, np.ndarray | None]]:
+    """Every row read, put in clustering order (`clustering.order`), handed on in row groups; the stable row ids
+    (when the table has them) follow their rows. `addresses` are the old row addresses of the rows read, in
+    order; their permutation (the old address of each row written) is appended to `sources`."""
+    tables: list[pa.Table] = []
+    ids: list[np.ndarray] = []
+    for table, table_ids in read:
+        tables.append(table)
+        if table_ids is not None:
+            ids.append(table_ids)
+    if not tables:
+        return
+    rows = pa.concat_tables(tables)
+    if rows.num_rows != len(addresses):
+        raise CompactionError(f"clustering read {rows.num_rows} rows of {len(addresses)} live ones")
+    permutation = clustering.order(rows, how, columns)
+    sources.append(addresses[permutation])
+    rows = rows.take(permutation)
+    moved = np.concatenate(ids)[permutation] if ids else None
+    for start in range(0, rows.num_rows, ROW_GROUP_ROWS):
+        end = min(start + ROW_GROUP_ROWS, rows.num_rows)
+        yield rows.slice(start, end - start).combine_chunks(), None if moved is None else moved[start:end]
 
 
 # Reading a task's fragments. Most fragments compaction rewrites are small one-file fragments without deletions
@@ -256,6 +312,10 @@ class RewriteResult:
     rows: int
     bytes_written: int
     bytes_read: int
+    #: "kept": the new fragments hold the old ones' live rows in their order; "sort" / "zorder": permuted
+    row_order: str = "kept"
+    #: With a permuted order: the old row address of each row written, in order (uint64 bytes)
+    row_sources: bytes | None = None
 
 
 @dataclass
@@ -394,7 +454,12 @@ def _chosen(
     if fragment_ids is not None:
         wanted = set(fragment_ids)
         candidates = wanted if candidates is None else candidates & wanted
-    found = planner.groups(state.manifest, options, candidates)
+    if options.clustering is not None:
+        how, columns = options.clustering
+        clustering.check_columns(state.schema, f"{how}_by" if how == "zorder" else "sort_by", columns)
+        found = planner.clustering_groups(state.manifest, options, candidates)
+    else:
+        found = planner.groups(state.manifest, options, candidates)
     return found, planner.within_budget(found, options.max_bytes)
 
 
@@ -438,6 +503,7 @@ def _plan_of(state: TableState, options: CompactionOptions, budgeted: planner.Bu
                 fragments=tuple(f.SerializeToString() for f in group.fragments),
                 new_fragment_ids=tuple(range(next_id, next_id + count)),
                 target_rows_per_fragment=rows_target,
+                clustering=options.clustering,
             )
         )
         next_id += count
@@ -556,6 +622,9 @@ def rewrite_transaction(
     ]
     new = [f for g in groups for f in g.new_fragments]
     base = state if state.version == read_version else state.checkout(read_version)
+    kept = all(r.row_order == "kept" for r in results)
+    if defer_index_remap and not kept:
+        raise CompactionError("defer_index_remap needs the row order kept; a clustering rewrite permutes the rows")
     fri = None
     if defer_index_remap:
         reuse_groups = [
@@ -567,12 +636,18 @@ def rewrite_transaction(
             for g in groups
         ]
         fri = frag_reuse.with_version(frag_reuse.find(base.manifest), reuse_groups, 0)
+    maps = [r.row_sources for r in results]
+    row_sources = None if kept or any(m is None for m in maps) else [m for m in maps if m is not None]
     return Transaction(
         read_version=read_version,
-        operation=operations.Rewrite(groups=groups, frag_reuse_index=fri),
+        operation=operations.Rewrite(groups=groups, frag_reuse_index=fri, row_sources=row_sources),
         message=commit_message or "compaction",
-        # new fragments hold the old ones' live rows in order: concurrent deletions can be carried (rebase)
-        transaction_properties={**check_properties(transaction_properties), REWRITE_ROW_ORDER: "kept"},
+        # new fragments hold the old ones' live rows in order: concurrent deletions can be carried (rebase). A
+        # clustering rewrite permutes them: deletions are carried by its row map (`row_sources`) or row id
+        transaction_properties={
+            **check_properties(transaction_properties),
+            REWRITE_ROW_ORDER: "kept" if kept else "permuted",
+        },
         files=data_file_uris(base.store, base.manifest.base_paths, new),
     )
 

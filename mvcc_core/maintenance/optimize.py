@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from mvcc_core.executor import Executor, ThreadExecutor
 from mvcc_core.format import fragment_reuse as frag_reuse
@@ -52,6 +52,8 @@ class Optimize:
         max_bytes: int | None = None,
         partial_progress: bool = False,
         max_commits: int | None = None,
+        sort_by: Sequence[str] | None = None,
+        zorder_by: Sequence[str] | None = None,
     ) -> CompactionMetrics:
         """Rewrite small fragments and fragments with many deletions (ReserveFragments, then one Rewrite).
 
@@ -81,6 +83,11 @@ class Optimize:
             partial_progress: commit finished groups in up to `max_commits` Rewrites as they complete; a group
                 that loses to a concurrent commit is planned again once, then dropped and reported.
             max_commits: with `partial_progress`, the most Rewrites (default 10).
+            sort_by: clustering: rewrite every fragment in scope (all, or those `where` selects), not only the
+                small ones, globally sorted by these columns, so the new fragments' ranges on the first one do not
+                overlap and a filter on it reads few files (None: the table's `mvcc.compaction.sort_by`, if set).
+            zorder_by: clustering: rewrite every fragment in scope in z-order of these 2 to 4 columns, so a box
+                filter on them reads few files (None: the table's `mvcc.compaction.zorder_by`, if set).
 
         Returns the metrics (`version` is the last Rewrite's, None when nothing needed rewriting). The handle
         moves to that version. Raises RetryableConflictError (without partial progress) when a concurrent delete or
@@ -91,6 +98,8 @@ class Optimize:
 
             metrics = t.optimize.compact_files(target_rows_per_fragment=100_000)
             t.optimize.compact_files(where="day = '2026-11-01'", max_bytes=512 * 2**20, partial_progress=True)
+            t.optimize.compact_files(sort_by=["user"])
+            t.optimize.compact_files(zorder_by=["x", "y"])
         """
         if num_threads is not None:
             if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
@@ -109,6 +118,8 @@ class Optimize:
             target_bytes_per_fragment=target_bytes_per_fragment,
             where=where,
             max_bytes=max_bytes,
+            sort_by=None if sort_by is None else tuple([sort_by] if isinstance(sort_by, str) else sort_by),
+            zorder_by=None if zorder_by is None else tuple([zorder_by] if isinstance(zorder_by, str) else zorder_by),
         )
         metrics, state = compact_files(
             self._state,

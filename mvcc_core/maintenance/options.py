@@ -1,8 +1,13 @@
-"""`CompactionOptions`: what a compaction rewrites, the bounds on one task, its scope and its budget."""
+"""`CompactionOptions`: what a compaction rewrites, the bounds on one task, its scope, its budget and its layout."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+#: How many columns a z-order interleaves (Delta and Iceberg advise a few; more dilutes each column's bits).
+ZORDER_MIN_COLUMNS = 2
+ZORDER_MAX_COLUMNS = 4
 
 
 @dataclass(frozen=True)
@@ -22,6 +27,10 @@ class CompactionOptions:
         where: A SQL filter: only fragments whose statistics say they may hold a matching row are rewritten.
         max_bytes: Rewrite about this many on-disk bytes of input at most (at least one group), the groups with
             the most benefit per byte first; the rest is left for the next run.
+        sort_by: Clustering: rewrite every fragment in scope (not only the small ones) globally sorted by these
+            columns (ascending, nulls last), so the new fragments' ranges on the first column do not overlap.
+        zorder_by: Clustering: rewrite every fragment in scope in z-order of these 2 to 4 columns (the bits of
+            each column's dense rank interleaved), so a box filter on them touches few fragments.
     """
 
     target_rows_per_fragment: int = 1_048_576
@@ -33,8 +42,25 @@ class CompactionOptions:
     target_bytes_per_fragment: int | None = None
     where: str | None = None
     max_bytes: int | None = None
+    sort_by: tuple[str, ...] | None = None
+    zorder_by: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
+        for name in ("sort_by", "zorder_by"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, _columns(name, value))
+        if self.sort_by is not None and self.zorder_by is not None:
+            raise ValueError("give sort_by or zorder_by, not both (a compaction writes one layout)")
+        if self.zorder_by is not None and not ZORDER_MIN_COLUMNS <= len(self.zorder_by) <= ZORDER_MAX_COLUMNS:
+            raise ValueError(
+                f"zorder_by takes {ZORDER_MIN_COLUMNS} to {ZORDER_MAX_COLUMNS} columns, got {len(self.zorder_by)} "
+                f"({', '.join(self.zorder_by)}); to order by one column use sort_by"
+            )
+        if self.clustering is not None and self.defer_index_remap:
+            raise ValueError(
+                "defer_index_remap keeps the row order, which sort_by and zorder_by change: give one or the other"
+            )
         _positive("target_rows_per_fragment", self.target_rows_per_fragment)
         if (
             isinstance(self.materialize_deletions_threshold, bool)
@@ -50,6 +76,27 @@ class CompactionOptions:
                 _positive(name, value)
         if self.where is not None and (not isinstance(self.where, str) or not self.where.strip()):
             raise ValueError(f"where must be a SQL filter such as \"day = '2026-11-01'\", got {self.where!r}")
+
+    @property
+    def clustering(self) -> tuple[str, tuple[str, ...]] | None:
+        """("sort", columns) or ("zorder", columns) when the compaction clusters, else None."""
+        if self.sort_by is not None:
+            return "sort", self.sort_by
+        if self.zorder_by is not None:
+            return "zorder", self.zorder_by
+        return None
+
+
+def _columns(name: str, value: object) -> tuple[str, ...]:
+    """Column names as a tuple: a sequence of non-empty strings, each once (a plain string is one column)."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, Sequence) or not value or not all(isinstance(c, str) and c.strip() for c in value):
+        raise ValueError(f'{name} must be a list of column names such as ["user", "ts"], got {value!r}')
+    columns = tuple(c.strip() for c in value)
+    if len(set(columns)) != len(columns):
+        raise ValueError(f"{name} names a column more than once: {', '.join(columns)}")
+    return columns
 
 
 def _positive(name: str, value: object) -> None:

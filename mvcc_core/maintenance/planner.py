@@ -157,6 +157,24 @@ def groups(manifest: pb.Manifest, options: CompactionOptions, candidates: Collec
     return out
 
 
+def clustering_groups(
+    manifest: pb.Manifest, options: CompactionOptions, candidates: Collection[int] | None = None
+) -> list[Group]:
+    """A clustering compaction's one group: every fragment in scope (`candidates`, else all), whatever its size,
+    rewritten in one task so the order it writes is global over them (Iceberg's sort strategy rewrites every file
+    in scope). None when the scope holds no fragment.
+
+    Args:
+        manifest: the version planned
+        options: the compaction's options (`sort_by` or `zorder_by` set)
+        candidates: ids of the fragments that may be rewritten (None: every fragment)
+    """
+    run = [f for f in manifest.fragments if candidates is None or f.id in candidates]
+    if not run:
+        return []
+    return [_group(run, target_rows(manifest, options))]
+
+
 def _group(run: list[pb.DataFragment], rows_target: int) -> Group:
     physical = files = size = deleted = 0
     for frag in run:

@@ -8,24 +8,29 @@ Keys and meanings: docs/operations/maintenance.md, "Policy in the table's config
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
+import pyarrow as pa
+
 from mvcc_core.durations import parse_duration
-from mvcc_core.maintenance.options import CompactionOptions
+from mvcc_core.maintenance import clustering
+from mvcc_core.maintenance.options import ZORDER_MAX_COLUMNS, ZORDER_MIN_COLUMNS, CompactionOptions
 
 __all__ = [
+    "CLUSTERING_KEYS",
     "COMPACTION_KEYS",
     "MATERIALIZE_DELETIONS_THRESHOLD",
     "MAX_BYTES",
     "POLICY_KEYS",
-    "RESERVED_KEYS",
     "RETAIN_VERSIONS",
     "RETENTION_KEYS",
     "RETENTION_OLDER_THAN",
+    "SORT_BY",
     "TARGET_BYTES_PER_FRAGMENT",
     "TARGET_ROWS_PER_FRAGMENT",
+    "ZORDER_BY",
     "check_config",
     "compaction_options",
     "parse_size",
@@ -38,8 +43,8 @@ MATERIALIZE_DELETIONS_THRESHOLD = "mvcc.compaction.materialize_deletions_thresho
 MAX_BYTES = "mvcc.compaction.max_bytes"
 RETENTION_OLDER_THAN = "mvcc.retention.older_than"
 RETAIN_VERSIONS = "mvcc.retention.retain_versions"
-#: Reserved for clustering (sorted or z-ordered rewrites), which compaction does not do: refused when set.
-RESERVED_KEYS = ("mvcc.compaction.sort_by", "mvcc.compaction.zorder_by")
+SORT_BY = "mvcc.compaction.sort_by"
+ZORDER_BY = "mvcc.compaction.zorder_by"
 _PREFIXES = ("mvcc.compaction.", "mvcc.retention.")
 
 _SIZE = re.compile(r"^\s*(\d+)\s*(b|kb|kib|mb|mib|gb|gib|tb|tib)?\s*$", re.IGNORECASE)
@@ -96,6 +101,25 @@ def _duration(text: str) -> timedelta:
     return parse_duration(text)
 
 
+def _names(text: str) -> tuple[str, ...]:
+    names = tuple(part.strip() for part in text.split(","))
+    if not names or not all(names):
+        raise ValueError("use column names separated by commas: user,ts")
+    if len(set(names)) != len(names):
+        raise ValueError("a column is named more than once")
+    return names
+
+
+def _zorder_names(text: str) -> tuple[str, ...]:
+    names = _names(text)
+    if not ZORDER_MIN_COLUMNS <= len(names) <= ZORDER_MAX_COLUMNS:
+        raise ValueError(
+            f"a z-order takes {ZORDER_MIN_COLUMNS} to {ZORDER_MAX_COLUMNS} columns, got {len(names)} "
+            f"(for one column use {SORT_BY})"
+        )
+    return names
+
+
 _PARSERS: dict[str, Callable[[str], Any]] = {
     TARGET_ROWS_PER_FRAGMENT: _count,
     TARGET_BYTES_PER_FRAGMENT: _size,
@@ -103,18 +127,17 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     MAX_BYTES: _size,
     RETENTION_OLDER_THAN: _duration,
     RETAIN_VERSIONS: _count,
+    SORT_BY: _names,
+    ZORDER_BY: _zorder_names,
 }
 COMPACTION_KEYS = (TARGET_ROWS_PER_FRAGMENT, TARGET_BYTES_PER_FRAGMENT, MATERIALIZE_DELETIONS_THRESHOLD, MAX_BYTES)
+#: The layout a compaction writes when the caller gives none (comma-separated column names; at most one is set).
+CLUSTERING_KEYS = (SORT_BY, ZORDER_BY)
 RETENTION_KEYS = (RETENTION_OLDER_THAN, RETAIN_VERSIONS)
-POLICY_KEYS = COMPACTION_KEYS + RETENTION_KEYS
+POLICY_KEYS = COMPACTION_KEYS + CLUSTERING_KEYS + RETENTION_KEYS
 
 
 def _parse(key: str, value: str) -> Any:
-    if key in RESERVED_KEYS:
-        raise ValueError(
-            f"table configuration {key!r} is reserved for clustering (sorted or z-ordered rewrites), which "
-            "compaction does not do: remove it (compaction keeps the row order)"
-        )
     parser = _PARSERS.get(key)
     if parser is None:
         raise ValueError(f"table configuration {key!r} is not a maintenance key; the keys are {list(POLICY_KEYS)}")
@@ -126,19 +149,40 @@ def _parse(key: str, value: str) -> Any:
         raise ValueError(f"table configuration {key!r} = {value!r} is not valid: {exc}") from None
 
 
-def check_config(upsert: Mapping[str, str | None] | None) -> None:
-    """Refuse maintenance keys (`mvcc.compaction.*`, `mvcc.retention.*`) whose value does not parse, unknown keys
-    under those prefixes and the keys reserved for clustering; a None value (a removal) is always allowed.
+def check_config(
+    upsert: Mapping[str, str | None] | None,
+    schema: pa.Schema | None = None,
+    config: Mapping[str, str] | None = None,
+    delete: Sequence[str] = (),
+) -> None:
+    """Refuse maintenance keys (`mvcc.compaction.*`, `mvcc.retention.*`) whose value does not parse and unknown
+    keys under those prefixes; a None value (a removal) is always allowed. With the table's `schema`, a clustering
+    key naming a column the table does not have is refused too, and with its `config`, setting both clustering
+    keys (the one given beside the one the table has, unless that one is removed).
 
     Args:
         upsert: the keys `update_config` is about to set
+        schema: the table's schema (None: column names are not checked)
+        config: the table's configuration before the change (None: only `upsert` is looked at)
+        delete: the keys the change removes
 
     Raises:
         ValueError: the message names the key, its value and what it must be
     """
-    for key, value in (upsert or {}).items():
+    upsert = upsert or {}
+    for key, value in upsert.items():
         if value is not None and isinstance(key, str) and key.startswith(_PREFIXES):
-            _parse(key, value)
+            parsed = _parse(key, value)
+            if key in CLUSTERING_KEYS and schema is not None:
+                clustering.check_columns(schema, f"table configuration {key!r}", parsed)
+    after: dict[str, str | None] = {k: v for k, v in (config or {}).items() if k not in delete}
+    after.update(upsert)
+    both = [key for key in CLUSTERING_KEYS if after.get(key) is not None]
+    if len(both) > 1 and any(key in upsert for key in both):
+        raise ValueError(
+            f"table configuration {both[0]!r} and {both[1]!r} cannot both be set (a compaction writes one layout): "
+            "remove one"
+        )
 
 
 def _policy(config: Mapping[str, str], keys: tuple[str, ...]) -> dict[str, Any]:
@@ -155,13 +199,16 @@ def compaction_options(config: Mapping[str, str], **explicit: Any) -> Compaction
         **explicit: `CompactionOptions` fields the caller passed
 
     Raises:
-        ValueError: a policy key set on the table does not parse, or a clustering key is set
+        ValueError: a policy key set on the table does not parse, or both clustering keys are set
     """
-    for key in RESERVED_KEYS:
-        if key in config:
-            _parse(key, config[key])
     fields = {k: v for k, v in explicit.items() if v is not None}
     unset = tuple(key for key in COMPACTION_KEYS if key.removeprefix("mvcc.compaction.") not in fields)
+    if "sort_by" not in fields and "zorder_by" not in fields:  # the caller's layout wins over the table's
+        layout = _policy(config, CLUSTERING_KEYS)
+        if len(layout) > 1:
+            raise ValueError(f"table configuration {SORT_BY!r} and {ZORDER_BY!r} are both set: remove one")
+        for key, value in layout.items():
+            fields[key.removeprefix("mvcc.compaction.")] = value
     for key, value in _policy(config, unset).items():  # only the keys the caller left to the policy are read
         fields[key.removeprefix("mvcc.compaction.")] = value
     return CompactionOptions(**fields)

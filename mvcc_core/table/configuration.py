@@ -95,10 +95,12 @@ class ConfigurationMethods(TableHost):
 
         Raises:
             ValueError: a maintenance policy key (`mvcc.compaction.*`, `mvcc.retention.*`) with a value that does
-                not parse, an unknown key under those prefixes, or a key reserved for clustering (nothing is
-                committed; the message names the key).
+                not parse, an unknown key under those prefixes, a clustering key naming a column the table does not
+                have, or both clustering keys set (nothing is committed; the message names the key).
         """
-        check_config(upsert)
+        check_config(
+            upsert, self.schema, self.manifest.config, list(delete or []) if not replace else list(self.manifest.config)
+        )
         if replace:
             upsert = _replaced(list(self.manifest.config), dict(upsert or {}), True)
         return self.commit(

@@ -483,7 +483,9 @@ def resolve(ours: Transaction, theirs: Transaction, ctx: ConflictContext | None 
         The outcome and the rule that decided it.
     """
     ctx = ctx or ConflictContext()
-    if isinstance(ours.operation, operations.Rewrite) and ours.transaction_properties.get(REWRITE_ROW_ORDER) == "kept":
+    if isinstance(ours.operation, operations.Rewrite) and (
+        ours.transaction_properties.get(REWRITE_ROW_ORDER) == "kept" or ours.operation.row_sources is not None
+    ):  # the mapping is known: the row order kept, or an explicit row map (a clustering compaction's)
         ctx = replace(ctx, rewrite_keeps_row_order=True)
     if inserted_keys_overlap(ours.operation, theirs.operation):
         return Outcome.RETRYABLE, SAME_INSERTED_KEYS
@@ -525,8 +527,10 @@ def render_markdown() -> str:
         "deletes each row deleted since the Rewrite's read again where the Rewrite moved it: by row id with stable",
         "row ids, else by the row order a Rewrite declares it kept (transaction property",
         f"`{REWRITE_ROW_ORDER}: kept`, set by compaction; the live rows of a group's old fragments, in order, are the",
-        "live rows of its new fragments). The rebased group records its old fragments as they are now (a fragment",
-        "deleted whole is left out) and its new fragments carry the deletions, so a second rebase maps correctly",
+        "live rows of its new fragments), else by the row map a clustering compaction (sorted or z-ordered, rows",
+        f"permuted: `{REWRITE_ROW_ORDER}: permuted`) keeps with its Rewrite in memory. The rebased group records",
+        "its old fragments as they are now (a fragment deleted whole is left out) and its new fragments carry the",
+        "deletions, so a second rebase maps correctly",
         "again. A Rewrite without a known mapping, a REWRITE_COLUMNS Update, a shared fragment whose data files",
         "changed, or a row the mapping cannot place stays retryable (`mvcc_core/txn/rewrite_rebase.py`).",
         "A cell `a/b` lists the pair's rules in the order they are tried.",

@@ -8,6 +8,8 @@ each row deleted since the Rewrite read its old fragments is deleted again where
 
 - with stable row ids the mapping is exact: a deleted row's id, read from the old fragment's row id sequence
   at its offset, is found in the new fragments' sequences;
+- with the Rewrite's explicit row map (`Rewrite.row_sources`, set by a clustering compaction, which permutes the
+  rows): the old address of each new physical row, so a deleted old row is found where it went;
 - without them, when the Rewrite declares it kept the row order (`conflicts.REWRITE_ROW_ORDER`, set by
   compaction): the live rows of a group's old fragments, in order, are the live rows of its new fragments,
   in order (the layout the fragment reuse index relies on).
@@ -66,6 +68,7 @@ def moved_to(
     new_deleted: dict[int, BitMap],
     addresses: np.ndarray,
     stable: bool,
+    sources: np.ndarray | None = None,
 ) -> np.ndarray:
     """Where the rows at `addresses` (of the group's old fragments, live in the group's record) are now.
 
@@ -75,9 +78,16 @@ def moved_to(
         new_deleted: each new fragment's deletion vector as the group records it
         addresses: old row addresses (fragment id << 32 | offset)
         stable: the table has stable row ids (map by id; otherwise by the kept row order)
+        sources: the group's explicit row map, the old address of each physical row of its new fragments (None:
+            by row id or row order)
     """
     old = list(group.old_fragments)
     new = list(group.new_fragments)
+    if sources is not None:
+        new_addr = _live_addresses(new, {})
+        if len(new_addr) != len(sources):
+            raise MappingError(f"the row map holds {len(sources)} rows for {len(new_addr)} new rows")
+        return _lookup(sources, new_addr, addresses, "row address")
     if stable:
         old_ids = {f.id: row_ids.decode(f) for f in old}
         ids = np.array(
@@ -111,8 +121,11 @@ def rebase_rewrite(
     written: list[str] = []
     superseded: list[str] = []
     groups = []
+    maps = op.row_sources
+    if maps is not None and len(maps) != len(op.groups):
+        raise MappingError(f"the row map covers {len(maps)} groups of {len(op.groups)}")
     try:
-        for group in op.groups:
+        for number, group in enumerate(op.groups):
             if all(by_id.get(f.id) == f for f in group.old_fragments):
                 groups.append(group)  # nothing changed under this group: no file read
                 continue
@@ -139,7 +152,14 @@ def rebase_rewrite(
                 continue
             new_deleted = {f.id: read_deletion_vector(store, f, latest.base_paths) for f in group.new_fragments}
             targets = (
-                moved_to(group, deleted, new_deleted, np.concatenate(newly), stable)
+                moved_to(
+                    group,
+                    deleted,
+                    new_deleted,
+                    np.concatenate(newly),
+                    stable,
+                    None if maps is None else np.frombuffer(maps[number], dtype=np.uint64),
+                )
                 if newly
                 else np.empty(0, dtype=np.uint64)
             )
