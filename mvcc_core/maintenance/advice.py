@@ -125,7 +125,11 @@ def recommend(table: TableLike, *, now: datetime | None = None) -> list[Maintena
                 bytes_to_rewrite=size,
                 fragments_before=fragments,
                 fragments_after=fragments - sum(g.fragments_removed for g in lone),
-                effect=f"{deleted:,} fewer rows read per full scan ({deleted / max(physical, 1):.1%} of them)",
+                effect=(
+                    f"{deleted:,} fewer rows read per full scan ({deleted / max(physical, 1):.1%} of them); the trade: "
+                    f"the rewritten files are stored beside the old ones (up to {_mib(size)} more) until retention "
+                    "removes the versions that use the old files"
+                ),
                 call="t.optimize.compact_files()",
             )
         )
