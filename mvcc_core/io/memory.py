@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
+import builtins
 import threading
-from typing import TYPE_CHECKING
 
 from mvcc_core.io.backend import Backend, ObjectMeta, to_datetime
-
-if TYPE_CHECKING:
-    pass
 
 # memory:// is process-local; one lock makes its check-and-set atomic for all threads of the process.
 _MEMORY_LOCK = threading.RLock()
@@ -53,10 +50,21 @@ class MemoryBackend(Backend):
             FileNotFoundError: there is no object at `rel`.
         """
         full = self.full(rel)
-        if not self.fs.isfile(full):
-            raise FileNotFoundError(rel)
-        # "created" (the time of the last put: every put replaces the file), as its listings report it
-        return ObjectMeta(rel, self.fs.size(full), to_datetime(self.fs.created(full)))
+        with _MEMORY_LOCK:  # three lookups of one object: none may see another thread's delete between them
+            if not self.fs.isfile(full):
+                raise FileNotFoundError(rel)
+            # "created" (the time of the last put: every put replaces the file), as its listings report it
+            return ObjectMeta(rel, self.fs.size(full), to_datetime(self.fs.created(full)))
+
+    def list(self, prefix: str) -> list[ObjectMeta]:
+        """`Backend.list` under the memory backend's lock: fsspec's memory filesystem walks the dict of every
+        object, which a put or delete in another thread would change under it ("dictionary changed size").
+
+        Args:
+            prefix: the directory to list, relative to the root ('' lists everything)
+        """
+        with _MEMORY_LOCK:
+            return super().list(prefix)
 
     def put_if_not_exists(self, rel: str, data: bytes) -> bool:
         """Write `data` to `rel` unless it exists, checked and written under one lock.
@@ -108,7 +116,7 @@ class MemoryBackend(Backend):
         with _MEMORY_LOCK:
             super().copy(src, dst)
 
-    def delete_many(self, rels: list[str]) -> None:
+    def delete_many(self, rels: builtins.list[str]) -> None:
         """`Backend.delete_many` under the memory backend's lock.
 
         Args:

@@ -5,18 +5,20 @@ gives them without importing `scan.py`, which imports them."""
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from typing import Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.io import ObjectStore
 from mvcc_core.read.bound_filter import BoundFilter
 from mvcc_core.read.index_planner import IndexChoice
 from mvcc_core.read.row_group_stats import StatisticsCheck
+
+if TYPE_CHECKING:
+    import pyarrow.dataset as ds  # only in annotations: importing it loads pandas (start-up time)
 
 T = TypeVar("T")
 
