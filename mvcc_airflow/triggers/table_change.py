@@ -5,9 +5,11 @@ identified by its classpath and keyword arguments (`BaseEventTrigger.hash`), and
 watched assets' state store (`asset_state_store`, rows in the metadata database). The trigger keeps its
 cursor there under the key ``mvcc/version``: the last version it has fired for. Airflow writes a yielded event
 to the database in the triggerer's next sync with its supervisor (about once a second), with no transaction
-shared with a state-store write; so the trigger moves its cursor only at the poll after the events it covers.
-A restart therefore re-fires at most the versions of the last poll before it (at least once, never lost), and
-versions committed while no triggerer ran fire when one starts again. Without a state store (more than one
+shared with a state-store write; so the trigger moves its cursor past events only at a later poll, at least
+`SAVE_AFTER` seconds after it yielded them. A restart therefore fires again at most the versions fired in the
+last poll interval (or `SAVE_AFTER` seconds, if longer) before it stopped: at least once, none lost (a version
+removed by cleanup before the watcher saw it excepted); versions committed while no triggerer ran fire when
+one starts again. Without a state store (more than one
 asset watched by one trigger, or the trigger run outside a triggerer) the cursor lives in memory only and a
 restart starts from the latest version.
 """
@@ -15,6 +17,7 @@ restart starts from the latest version.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -26,6 +29,9 @@ from ..utils.versions import new_versions
 from .table_version import open_in_triggerer
 
 CURSOR_KEY = "mvcc/version"
+# Seconds between yielding events and moving the stored cursor past them: twice the triggerer's sync period
+# (it sends the yielded events to the metadata database about once a second).
+SAVE_AFTER = 2.0
 
 
 def version_payload(table_uri: str, info: mvcc.VersionInfo, latest: int) -> dict[str, Any]:
@@ -119,11 +125,17 @@ class MvccTableChangeTrigger(BaseEventTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Poll for ever; yield one event per new version (its payload: `version_payload`)."""
         table: mvcc.Table | None = None
-        saved = self.cursor = await self._load_cursor()
+        loaded = False
+        saved: int | None = None
+        fired_at = 0.0  # when the last events were yielded (monotonic seconds)
         while True:
             try:
-                if saved != self.cursor and self.cursor is not None:
-                    await self._save_cursor(self.cursor)  # the events of the last poll are in the database now
+                if not loaded:
+                    saved = self.cursor = await self._load_cursor()
+                    loaded = True
+                if self.cursor is not None and saved != self.cursor and time.monotonic() - fired_at >= SAVE_AFTER:
+                    # the events up to the cursor went to the metadata database at a sync since they were yielded
+                    await self._save_cursor(self.cursor)
                     saved = self.cursor
                 if table is None:
                     table = await open_in_triggerer(self.table, self.mvcc_conn_id)
@@ -140,6 +152,8 @@ class MvccTableChangeTrigger(BaseEventTrigger):
                     )
                     for info in found:
                         yield TriggerEvent(version_payload(table.uri, info, latest))
+                    if found:
+                        fired_at = time.monotonic()
                     if latest != self.cursor:
                         table.trim_version_cache(4)  # a handle kept for ever keeps only the newest versions read
                     self.cursor = latest
