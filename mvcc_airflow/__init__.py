@@ -24,6 +24,7 @@ _LAZY = {
     "MvccOptimizeIndicesOperator": "operators.maintenance",
     "MvccPublishBranchOperator": "operators.publish_branch",
     "MvccRestoreOperator": "operators.maintenance",
+    "MvccTableChangeTrigger": "triggers.table_change",
     "MvccTagOperator": "operators.maintenance",
     "MvccVersionSensor": "sensors.table_version",
     "MvccVersionTrigger": "triggers.table_version",
@@ -41,6 +42,7 @@ __all__ = [
     "MvccOptimizeIndicesOperator",
     "MvccPublishBranchOperator",
     "MvccRestoreOperator",
+    "MvccTableChangeTrigger",
     "MvccTagOperator",
     "MvccVersionSensor",
     "MvccVersionTrigger",
@@ -65,6 +67,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports e
     )
     from .operators.publish_branch import MvccPublishBranchOperator
     from .sensors.table_version import MvccVersionSensor
+    from .triggers.table_change import MvccTableChangeTrigger
     from .triggers.table_version import MvccVersionTrigger
     from .utils.conflicts import mvcc_errors
 

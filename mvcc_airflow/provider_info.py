@@ -81,7 +81,12 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "sensors": [{"integration-name": INTEGRATION, "python-modules": ["mvcc_airflow.sensors.table_version"]}],
-        "triggers": [{"integration-name": INTEGRATION, "python-modules": ["mvcc_airflow.triggers.table_version"]}],
+        "triggers": [
+            {
+                "integration-name": INTEGRATION,
+                "python-modules": ["mvcc_airflow.triggers.table_version", "mvcc_airflow.triggers.table_change"],
+            }
+        ],
         "connection-types": [
             {
                 "hook-class-name": "mvcc_airflow.hooks.mvcc.MvccHook",

@@ -10,6 +10,7 @@ scheme (``s3://bucket/wh/events`` -> ``mvcc://s3/bucket/wh/events``; ``/data/wh/
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 from urllib.parse import SplitResult
 
@@ -41,18 +42,43 @@ def asset_uri(table_uri: str) -> str:
     return f"{ASSET_SCHEME}://{storage}/{rest.strip('/')}"
 
 
-def table_asset(table: str, *, mvcc_conn_id: str = DEFAULT_CONN_ID) -> Asset:
+def table_asset(
+    table: str,
+    *,
+    mvcc_conn_id: str = DEFAULT_CONN_ID,
+    watch: bool = False,
+    poll_interval: float = 30.0,
+    skip_maintenance: bool = False,
+) -> Asset:
     """The Airflow `Asset` of a table, for `outlets`, `schedule=` and asset events.
+
+    With `watch=True` the asset has an `AssetWatcher` (`MvccTableChangeTrigger`, run by the triggerer) that
+    emits an asset event for each new version of the table, whoever committed it (Spark, the CLI, a script), so
+    a DAG scheduled on the asset runs after outside commits too.
 
     Args:
         table: A table name under the connection's root uri, or a full uri (then no connection is read).
         mvcc_conn_id: The `mvcc` connection a table name resolves through (read when the DAG file is parsed).
+        watch: Watch the table for new versions (an `AssetWatcher` named ``mvcc_watch_<path>``).
+        poll_interval: With `watch`: seconds between the watcher's looks at the table's latest version.
+        skip_maintenance: With `watch`: no event for versions that do not change data (compaction, indices).
 
     Returns:
         The asset (URI ``mvcc://<storage>/<path>``; its name is the URI too).
     """
     uri = table if is_uri(table) else MvccHook(mvcc_conn_id).table_uri(table)
-    return Asset(uri=asset_uri(uri))
+    name = asset_uri(uri)
+    if not watch:
+        return Asset(uri=name)
+    from airflow.sdk import AssetWatcher
+
+    from ..triggers.table_change import MvccTableChangeTrigger
+
+    trigger = MvccTableChangeTrigger(
+        table=table, mvcc_conn_id=mvcc_conn_id, poll_interval=poll_interval, skip_maintenance=skip_maintenance
+    )
+    watcher_name = "mvcc_watch_" + re.sub(r"[^A-Za-z0-9_]+", "_", name.split("://", 1)[1]).strip("_")
+    return Asset(uri=name, watchers=[AssetWatcher(name=watcher_name, trigger=trigger)])
 
 
 def sanitize_uri(uri: SplitResult) -> SplitResult:

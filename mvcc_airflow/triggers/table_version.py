@@ -15,6 +15,30 @@ from ..hooks.mvcc import is_uri, settings_of, uri_under_root
 from ..utils.versions import newer_version
 
 
+async def open_in_triggerer(table: str, mvcc_conn_id: str) -> mvcc.Table | None:
+    """Open `table` in the triggerer, its connection read there (`aget_connection`); None while there is no table.
+
+    Args:
+        table: A table name under the connection's root uri, or a full uri (then the connection is optional).
+        mvcc_conn_id: The Airflow connection of type ``mvcc``.
+
+    Returns:
+        The table at its latest version, or None when none is there yet.
+    """
+    try:
+        conn = await BaseHook.aget_connection(mvcc_conn_id)
+    except Exception:
+        if not is_uri(table):
+            raise
+        conn = None
+    root, options, external = settings_of(conn, mvcc_conn_id) if conn is not None else ("", {}, None)
+    uri = table if is_uri(table) else uri_under_root(root, table)
+    try:
+        return await asyncio.to_thread(mvcc.open_table, uri, storage_options=options or None, external_store=external)
+    except mvcc.TableNotFoundError:
+        return None  # not created yet: its first version is the one waited for
+
+
 class MvccVersionTrigger(BaseTrigger):
     """Fires when `table` has a version newer than `after_version` (one cheap request per poll, no data read).
 
@@ -57,20 +81,7 @@ class MvccVersionTrigger(BaseTrigger):
         )
 
     async def _open(self) -> mvcc.Table | None:
-        try:
-            conn = await BaseHook.aget_connection(self.mvcc_conn_id)
-        except Exception:
-            if not is_uri(self.table):
-                raise
-            conn = None
-        root, options, external = settings_of(conn, self.mvcc_conn_id) if conn is not None else ("", {}, None)
-        uri = self.table if is_uri(self.table) else uri_under_root(root, self.table)
-        try:
-            return await asyncio.to_thread(
-                mvcc.open_table, uri, storage_options=options or None, external_store=external
-            )
-        except mvcc.TableNotFoundError:
-            return None  # not created yet: its first version is the one waited for
+        return await open_in_triggerer(self.table, self.mvcc_conn_id)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Poll until a newer version appears; the event carries it (or the error that stopped the wait)."""

@@ -47,3 +47,30 @@ def newer_version(table: mvcc.Table, after_version: int, *, skip_maintenance: bo
         if txn is None or txn.operation.name not in MAINTENANCE_OPERATIONS:
             return version, latest
     return None, latest
+
+
+def new_versions(
+    table: mvcc.Table, after_version: int, *, skip_maintenance: bool = False
+) -> tuple[list[mvcc.VersionInfo], int]:
+    """Every version after `after_version`, oldest first, and the latest version (the next call's baseline).
+
+    One request (the latest version's name) when nothing is new; otherwise one listing of the new versions
+    (their manifests and transactions, no data file).
+
+    Args:
+        table: Any handle of the table.
+        after_version: The version already seen.
+        skip_maintenance: Leave out versions whose operation does not change data (`MAINTENANCE_OPERATIONS`).
+
+    Returns:
+        ``(versions, latest)``: the new versions (those cleaned up before they were seen are not listed), and the
+        table's latest version.
+    """
+    latest = table.latest_version
+    if latest <= after_version:
+        return [], after_version
+    listed = table.checkout(latest).versions(limit=latest - after_version)
+    found = [v for v in listed if v.version > after_version]
+    if skip_maintenance:
+        found = [v for v in found if v.operation not in MAINTENANCE_OPERATIONS]
+    return found, latest
