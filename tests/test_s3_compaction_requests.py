@@ -141,3 +141,15 @@ def test_compaction_behind_a_failing_proxy_lands_whole_or_not_at_all(
     assert after.version >= version
     assert after.count_rows() == before.num_rows
     assert after.to_table().sort_by("id").equals(before)
+
+
+def test_compaction_in_several_tasks_keeps_stable_row_ids(s3_uri: str, s3_options: dict[str, Any]) -> None:
+    t = mvcc.write_table(_rows(0), s3_uri, storage_options=s3_options, enable_stable_row_ids=True)
+    for i in range(1, FRAGMENTS):
+        t.append(_rows(i * ROWS))
+    before = t.to_table(with_row_id=True).sort_by("id")
+    metrics = t.optimize.compact_files(max_rows_per_task=4 * ROWS, target_rows_per_fragment=4 * ROWS)
+    assert metrics.fragments_removed == FRAGMENTS and metrics.fragments_added == FRAGMENTS // 4
+    after = mvcc.open_table(s3_uri, storage_options=s3_options)
+    assert len(after.get_fragments()) == FRAGMENTS // 4
+    assert after.to_table(with_row_id=True).sort_by("id").equals(before)
