@@ -17,7 +17,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -210,3 +210,43 @@ def read_whole_object(store: ObjectStore, rel: str, path: str, schema: pa.Schema
             return None
         table = parquet.read(columns=schema.names, use_threads=False)
     return table if table.schema.equals(schema) else None
+
+
+class FileReads(NamedTuple):
+    """How a run of small files is read ahead on a store (`file_reads`): the `runs` cut and `read_ahead`'s sizes."""
+
+    part_rows: int  # rows a hand-off to a pool thread reads (`runs`)
+    ahead_parts: int  # parts always in flight (`read_ahead`)
+    threads: int  # the reader pool's size (`pool`)
+
+
+def file_reads(scheme: str, part_rows: int, threads: int) -> FileReads:
+    """The read-ahead of a run of small files on a store of `scheme`: on local disk and memory as the caller
+    asks (runs of files per hand-off: decoding is the cost); on an object store one file per hand-off and
+    `OBJECT_STORE_READS` in flight (each file is a round trip).
+
+    Args:
+        scheme: the store's uri scheme
+        part_rows: the rows of a part on local disk and memory
+        threads: the reader threads on local disk and memory (also the parts kept in flight there)
+    """
+    if is_remote(scheme):
+        return FileReads(1, OBJECT_STORE_READS, OBJECT_STORE_READS)
+    return FileReads(part_rows, threads, threads)
+
+
+def read_data_file(store: ObjectStore, rel: str, data_file: pb.DataFile, schema: pa.Schema) -> pa.Table | None:
+    """Every column of a data file as `schema` (physical names), decoded on the calling thread: a small file of an
+    object store in one GET (`read_whole_object`), any other through the store's Arrow filesystem
+    (`read_whole_file`); None when the file does not hold those columns with those types.
+
+    Args:
+        store: the store holding the file (the table's, or a base path's: `data_file_location`)
+        rel: the file's path relative to that store's root
+        data_file: the file's manifest entry (its size and path)
+        schema: the columns expected, with physical names and types
+    """
+    if is_remote(store.scheme) and small_object(data_file):
+        return read_whole_object(store, rel, data_file.path, schema)
+    key = (store.scheme, store.arrow_path(rel), data_file.file_size_bytes)
+    return read_whole_file(store.arrow_filesystem(), key, schema)

@@ -42,7 +42,7 @@ from mvcc_core.format.bases import data_file_location, data_file_uris
 from mvcc_core.format.deletion import read_deletion_vector
 from mvcc_core.format.fragments import ROW_GROUP_ROWS, FragmentWriter
 from mvcc_core.format.row_ids import ROW_ID
-from mvcc_core.io.read_ahead import PHYSICAL_ROWS, READ_THREADS, read_ahead, read_whole_file, runs
+from mvcc_core.io.read_ahead import PHYSICAL_ROWS, READ_THREADS, file_reads, read_ahead, read_data_file, runs
 from mvcc_core.maintenance import clustering, planner, policy
 from mvcc_core.maintenance.handles import TableLike, state_of
 from mvcc_core.maintenance.options import CompactionOptions
@@ -225,9 +225,8 @@ def _read_plain(state: TableState, frag: pb.DataFragment, physical: pa.Schema, s
     """A one-file fragment without deletions, named as `physical` (with `_rowid` last if `stable`)."""
     data_file = frag.files[0]
     store, rel = data_file_location(state.store, state.manifest.base_paths, data_file)
-    path = store.arrow_path(rel)
     columns = physical.remove(len(physical) - 1) if stable else physical
-    table = read_whole_file(store.arrow_filesystem(), (store.scheme, path, data_file.file_size_bytes), columns)
+    table = read_data_file(store, rel, data_file, columns)
     if table is None or table.num_rows != frag.physical_rows:  # the dataset fills and casts (or raises)
         scanned = list(_scan(state, [frag], stable, physical))
         return pa.concat_tables(scanned) if scanned else physical.empty_table()
@@ -255,9 +254,10 @@ def _tables(
                 end += 1
             run = fragments[index:end]
             if plain:
-                parts = runs(run, PHYSICAL_ROWS, _READ_PART_ROWS)
+                io = file_reads(state.store.scheme, _READ_PART_ROWS, _READ_THREADS)
+                parts = runs(run, PHYSICAL_ROWS, io.part_rows)
                 reads = ((rows, partial(_read_plain_run, state, part, physical, stable)) for rows, part in parts)
-                for tables in read_ahead(reads, _READ_AHEAD_ROWS, _READ_THREADS, _READ_THREADS):
+                for tables in read_ahead(reads, _READ_AHEAD_ROWS, io.ahead_parts, io.threads):
                     yield from tables
             else:  # a run of other fragments, read by one scan
                 yield from _scan(state, run, stable, physical)
