@@ -16,8 +16,11 @@ from pathlib import Path
 from typing import Any
 
 
-def median_ms(fn: Callable[[], Any], repeat: int) -> float:
-    fn()  # warm-up
+def median_ms(fn: Callable[[], Any], repeat: int, *, warm_up: bool = True) -> float:
+    """The median wall time of `repeat` calls of `fn`, in ms (after one call not timed, unless `warm_up` is
+    False: a call that changes what it measures, such as an append, or a first call that is the measurement)."""
+    if warm_up:
+        fn()
     times = []
     for _ in range(repeat):
         start = time.perf_counter()

@@ -38,7 +38,7 @@ from lance.optimize import Compaction, CompactionOptions
 
 import mvcc_core as mvcc
 from benchmarks.discard import discard
-from benchmarks.harness import MotoServer
+from benchmarks.harness import MotoServer, median_ms
 from benchmarks.latency_proxy import LatencyProxy
 from mvcc_core import compaction as mvcc_compaction
 
@@ -49,15 +49,6 @@ FAR_FUTURE = timedelta(days=36500)
 def rows(n: int, start: int = 0) -> pa.Table:
     ids = pa.array(range(start, start + n), pa.int64())
     return pa.table({"id": ids, "value": pa.array([i * 0.5 for i in range(n)]), "name": [f"row-{i}" for i in range(n)]})
-
-
-def _median_ms(fn: Callable[[], Any], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
 
 
 # ---- latency --------------------------------------------------------------------------------------------
@@ -301,15 +292,15 @@ def _growth_at(um: str, ul: str, size: int, repeat: int, results: dict[str, dict
         mf(), lf()  # warm-up
         m, lt = [], []
         for _ in range(repeat):
-            m.append(_median_ms(mf, 1))
-            lt.append(_median_ms(lf, 1))
+            m.append(median_ms(mf, 1, warm_up=False))
+            lt.append(median_ms(lf, 1, warm_up=False))
         results[f"{name}, {size:,} versions / {fragments:,} fragments"] = {
             "op": name, "size": size, "mvcc": statistics.median(m), "lance": statistics.median(lt),
         }  # fmt: skip
     batch = rows(10)
     appends = max(3, repeat)
-    am = _median_ms(lambda: mvcc.open_table(um).append(batch), appends)
-    al = _median_ms(lambda: lance.write_dataset(batch, ul, mode="append"), appends)
+    am = median_ms(lambda: mvcc.open_table(um).append(batch), appends, warm_up=False)
+    al = median_ms(lambda: lance.write_dataset(batch, ul, mode="append"), appends, warm_up=False)
     results[f"open + append, {size:,} versions / {fragments:,} fragments"] = {
         "op": "open + append", "size": size, "mvcc": am, "lance": al,
     }  # fmt: skip
