@@ -4,10 +4,14 @@ table), so a scan defines `to_batches()` and `output_schema` only."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-__all__ = ["BatchResults"]
+if TYPE_CHECKING:
+    from mvcc_core.read.scan import Scan
+
+__all__ = ["BatchResults", "ShapedResults"]
 
 
 class BatchResults:
@@ -37,3 +41,25 @@ class BatchResults:
     def to_table(self) -> pa.Table:
         """The rows as one Arrow table."""
         return pa.Table.from_batches(list(self.to_batches()), schema=self.output_schema)
+
+
+class ShapedResults(BatchResults):
+    """A scan that reads through others and returns the rows of `_shape`, the `Scan` of the caller's columns
+    (the system-column and deleted-rows scans): its schemas are the shape's."""
+
+    _shape: Scan
+
+    @property
+    def dataset_schema(self) -> pa.Schema:
+        """pylance's `dataset_schema`: the schema of the table version scanned."""
+        return self._shape.dataset_schema
+
+    @property
+    def projected_schema(self) -> pa.Schema:
+        """pylance's `projected_schema`: the schema of the rows the scan returns."""
+        return self._shape.output_schema
+
+    @property
+    def output_schema(self) -> pa.Schema:
+        """The schema of the rows the scan returns."""
+        return self._shape.output_schema

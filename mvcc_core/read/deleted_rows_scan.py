@@ -19,7 +19,7 @@ from mvcc_core._proto import table_pb2 as pb
 from mvcc_core.format.row_ids import ROW_ID
 from mvcc_core.io import ObjectStore
 from mvcc_core.io.parquet import ROW_ADDRESS
-from mvcc_core.read.batch_results import BatchResults
+from mvcc_core.read.batch_results import ShapedResults
 from mvcc_core.read.bound_filter import BoundFilter
 from mvcc_core.read.deleted_rows import live_mask
 from mvcc_core.read.scan import Scan, ScanPlan
@@ -30,7 +30,7 @@ from mvcc_core.read.system_filter import filter_system_columns
 __all__ = ["DeletedRowsScan"]
 
 
-class DeletedRowsScan(BatchResults):
+class DeletedRowsScan(ShapedResults):
     """A read of a version's live and deleted rows; the same reading surface as `Scan`.
 
     Args:
@@ -101,21 +101,6 @@ class DeletedRowsScan(BatchResults):
             batch_size=batch_size,
             use_index=False,
         )
-
-    @property
-    def dataset_schema(self) -> pa.Schema:
-        """pylance's `dataset_schema`: the schema of the table version scanned."""
-        return self._shape.dataset_schema
-
-    @property
-    def projected_schema(self) -> pa.Schema:
-        """pylance's `projected_schema`: the schema of the rows the scan returns."""
-        return self._shape.output_schema
-
-    @property
-    def output_schema(self) -> pa.Schema:
-        """The schema of the rows the scan returns."""
-        return self._shape.output_schema
 
     def explain(self) -> ScanPlan:
         """The plan of the read (every fragment as if it had no deletion file; no index)."""

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mvcc_core.read.batch_results import BatchResults
+from mvcc_core.read.batch_results import ShapedResults
 from mvcc_core.read.bound_filter import BoundFilter
 from mvcc_core.read.scan import Scan, ScanPlan
 from mvcc_core.read.system_columns import SYSTEM_COLUMNS
@@ -37,7 +37,7 @@ def filter_system_columns(filter: str | pc.Expression | None, table_names: Seque
     return [c for c in SYSTEM_COLUMNS if c in named and c not in table_names]
 
 
-class SystemFilteredScan(BatchResults):
+class SystemFilteredScan(ShapedResults):
     """A scan whose filter names system columns; the same reading surface as `Scan`.
 
     Args:
@@ -68,21 +68,6 @@ class SystemFilteredScan(BatchResults):
             kept = pa.Table.from_batches([batch]).filter(self._bound.arrow)
             if kept.num_rows:
                 yield kept
-
-    @property
-    def dataset_schema(self) -> pa.Schema:
-        """pylance's `dataset_schema`: the schema of the table version scanned."""
-        return self._shape.dataset_schema
-
-    @property
-    def projected_schema(self) -> pa.Schema:
-        """pylance's `projected_schema`: the schema of the rows the scan returns."""
-        return self._shape.output_schema
-
-    @property
-    def output_schema(self) -> pa.Schema:
-        """The schema of the rows the scan returns."""
-        return self._shape.output_schema
 
     def explain(self) -> ScanPlan:
         """The plan of the unfiltered read (the filter is applied to its rows)."""
