@@ -303,6 +303,7 @@ def _writer(uri: str, log_path: str, stop_path: str, seed: int, opts: dict | Non
             log.flush()
 
 
+@pytest.mark.slow  # a writer in another process for seconds: the slow tier's kind
 @pytest.mark.parametrize("stable", [True, False])
 def test_clustering_beside_a_writer_process_keeps_every_acknowledged_change(tmp_path: Path, stable: bool) -> None:
     uri = str(tmp_path / "t")

@@ -198,6 +198,7 @@ def _writer(uri: str, log_path: str, stop_path: str, seed: int) -> None:
             log.flush()
 
 
+@pytest.mark.slow  # a writer in another process for seconds: the slow tier's kind
 def test_partial_progress_beside_a_writer_process_keeps_every_acknowledged_change(tmp_path: Path) -> None:
     uri = str(tmp_path / "t")
     t = mvcc.write_table(batch(list(range(10))), uri)
