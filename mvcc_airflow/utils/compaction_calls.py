@@ -41,27 +41,36 @@ def compaction_options(options: Mapping[str, Any] | None) -> mvcc.compaction.Com
         raise ValueError(f"options: {exc}") from exc
 
 
+_BYTES = "base64"  # the key of a bytes value's JSON form: {"base64": "..."}
+
+
+def _json_value(item: Any) -> Any:
+    """One field's value as JSON data: bytes (serialized fragments, row maps) as base64 text under `_BYTES`,
+    tuples as lists (nested too); ints, strings and None as they are."""
+    if isinstance(item, bytes):
+        return {_BYTES: base64.b64encode(item).decode("ascii")}
+    if isinstance(item, tuple):
+        return [_json_value(v) for v in item]
+    return item
+
+
+def _field_value(item: Any) -> Any:
+    """The value `_json_value` wrote: lists become tuples again, base64 text bytes."""
+    if isinstance(item, dict) and set(item) == {_BYTES}:
+        return base64.b64decode(item[_BYTES])
+    if isinstance(item, list):
+        return tuple(_field_value(v) for v in item)
+    return item
+
+
 def _to_xcom(value: Any) -> dict[str, Any]:
-    """A `CompactionTask` or `RewriteResult` as JSON data: each field by name, its serialized fragments (bytes)
-    base64 text and its tuples lists."""
-    out: dict[str, Any] = {}
-    for f in dataclasses.fields(value):
-        item = getattr(value, f.name)
-        if isinstance(item, tuple):
-            item = [base64.b64encode(v).decode("ascii") if isinstance(v, bytes) else v for v in item]
-        out[f.name] = item
-    return out
+    """A `CompactionTask` or `RewriteResult` as JSON data, each field by name (`_json_value`)."""
+    return {f.name: _json_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
 
 
 def _from_xcom(cls: type, data: Mapping[str, Any]) -> Any:
-    """The `cls` instance that `_to_xcom` wrote: lists become tuples again, their text serialized fragments."""
-    values: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        item = data[f.name]
-        if isinstance(item, list):
-            item = tuple(base64.b64decode(v) if isinstance(v, str) else int(v) for v in item)
-        values[f.name] = item if isinstance(item, tuple) else int(item)
-    return cls(**values)
+    """The `cls` instance that `_to_xcom` wrote (a field it did not write keeps its default)."""
+    return cls(**{f.name: _field_value(data[f.name]) for f in dataclasses.fields(cls) if f.name in data})
 
 
 def task_to_xcom(task: Any) -> dict[str, Any]:
