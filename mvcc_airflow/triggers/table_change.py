@@ -9,7 +9,9 @@ shared with a state-store write; so the trigger moves its cursor past events onl
 `SAVE_AFTER` seconds after it yielded them. A restart therefore fires again at most the versions fired in the
 last poll interval (or `SAVE_AFTER` seconds, if longer) before it stopped: at least once, none lost (a version
 removed by cleanup before the watcher saw it excepted); versions committed while no triggerer ran fire when
-one starts again. Without a state store (more than one
+one starts again. A table dropped and created again is noticed while its latest version is below the cursor
+(its versions then fire from 1); one that grew past the cursor before a poll saw it fires from the cursor on.
+Without a state store (more than one
 asset watched by one trigger, or the trigger run outside a triggerer) the cursor lives in memory only and a
 restart starts from the latest version.
 """
@@ -150,11 +152,23 @@ class MvccTableChangeTrigger(BaseEventTrigger):
                     found, latest = await asyncio.to_thread(
                         new_versions, table, self.cursor, skip_maintenance=self.skip_maintenance
                     )
+                    if latest < self.cursor:
+                        # versions restart at 1 only when the table was dropped and created again: every
+                        # version of the new table is new (fired from the next poll, through a new handle, as
+                        # the old one caches the old table's manifests)
+                        self.log.warning(
+                            "%s: the latest version %d is below the last one seen (%d): the table was created "
+                            "again; firing its versions from 1",
+                            table.uri,
+                            latest,
+                            self.cursor,
+                        )
+                        table, latest = None, 0
                     for info in found:
                         yield TriggerEvent(version_payload(table.uri, info, latest))
                     if found:
                         fired_at = time.monotonic()
-                    if latest != self.cursor:
+                    if table is not None and latest != self.cursor:
                         table.trim_version_cache(4)  # a handle kept for ever keeps only the newest versions read
                     self.cursor = latest
             except Exception as exc:

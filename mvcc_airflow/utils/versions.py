@@ -64,11 +64,12 @@ def new_versions(
 
     Returns:
         ``(versions, latest)``: the new versions (those cleaned up before they were seen are not listed), and the
-        table's latest version.
+        table's latest version. A latest version below `after_version` (the table was dropped and created
+        again) gives no versions and that lower latest version: the caller starts again from 0.
     """
     latest = table.latest_version
     if latest <= after_version:
-        return [], after_version
+        return [], latest
     listed = table.checkout(latest).versions(limit=latest - after_version)
     found = [v for v in listed if v.version > after_version]
     if skip_maintenance:

@@ -187,3 +187,30 @@ def test_the_watched_asset_holds_the_trigger_and_its_identity_is_stable(tmp_path
 def test_bad_arguments_are_refused_in_the_users_words(bad: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="table must be|poll_interval must be"):
         MvccTableChangeTrigger(**bad)
+
+
+def test_a_table_dropped_and_created_again_fires_its_versions_from_the_first(tmp_path: Path) -> None:
+    """The watched table is removed and written anew from another process, with fewer versions than the cursor:
+    its versions fire from 1, with the new table's payloads (not the old table's cached manifests)."""
+    import shutil
+
+    uri = str(tmp_path / "t")
+    t = mvcc.write_table(pa.table({"x": [1]}), uri, commit_message="old: created")
+    for i in range(3):
+        t.append(pa.table({"x": [i]}), commit_message=f"old: batch {i}")
+
+    async def scenario() -> list[dict[str, Any]]:
+        watch = Watch(MvccTableChangeTrigger(table=uri, poll_interval=POLL))
+        assert await watch.started() == 4
+        await asyncio.sleep(5 * POLL)  # the trigger has polled its handle
+        shutil.rmtree(uri)
+        await asyncio.to_thread(commit_elsewhere, uri, create=True, appends=1)
+        payloads = await watch.until(2)
+        await watch.stop()
+        return payloads
+
+    payloads = asyncio.run(scenario())
+    assert [(p["version"], p["message"], p["latest_version"]) for p in payloads] == [
+        (1, "outside: created", 2),
+        (2, "outside: batch 0", 2),
+    ]
