@@ -163,12 +163,13 @@ class MvccTableChangeTrigger(BaseEventTrigger):
                             latest,
                             self.cursor,
                         )
-                        table, latest = None, 0
+                        table, self.cursor = None, 0
+                        continue
                     for info in found:
                         yield TriggerEvent(version_payload(table.uri, info, latest))
                     if found:
                         fired_at = time.monotonic()
-                    if table is not None and latest != self.cursor:
+                    if latest != self.cursor:
                         table.trim_version_cache(4)  # a handle kept for ever keeps only the newest versions read
                     self.cursor = latest
             except Exception as exc:
