@@ -11,9 +11,8 @@ import pyarrow.compute as pc
 from mvcc_core.errors import PredicateError
 from mvcc_core.read.arrow_expression import ExpressionTree, serialized
 from mvcc_core.read.conjuncts import Comparison, Conjunct
+from mvcc_core.read.filter_messages import unknown_column_problem
 from mvcc_core.read.sql_filter import validate_expression
-from mvcc_core.read.sql_source import unknown_column_problem
-from mvcc_core.read.sql_translator import Translator
 
 # --------------------------------------------------------------------------------------------------------
 # bound filters: one analysis per filter, read by pushdown, statistics pruning and the index planner
@@ -90,6 +89,8 @@ class BoundFilter:
         physical: pa.Schema | None,
     ) -> BoundFilter:
         if isinstance(filter, str):
+            from mvcc_core.read.sql_translator import Translator  # sqlglot: loaded with the first SQL filter
+
             translator = Translator(filter, schema, physical)
             expr = translator.run()
             columns = tuple(name for name in schema.names if name in translator.columns)

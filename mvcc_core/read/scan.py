@@ -51,6 +51,7 @@ from mvcc_core.io.read_ahead import (
 from mvcc_core.read.batch_results import BatchResults
 from mvcc_core.read.bound_filter import BoundFilter, filter_cache_key
 from mvcc_core.read.deleted_rows import drop_deleted, drop_deleted_runs, live_mask, selection
+from mvcc_core.read.filter_messages import unknown_column_problem
 from mvcc_core.read.index_lookup import covered
 from mvcc_core.read.index_planner import IndexChoice
 from mvcc_core.read.missing_files import missing_files
@@ -58,7 +59,6 @@ from mvcc_core.read.row_group_stats import StatisticsCheck, Verdict, statistics_
 from mvcc_core.read.scan_index import IndexedReads
 from mvcc_core.read.scan_row_addresses import RowAddressReads
 from mvcc_core.read.sql_filter import Projection, struct_field_projection
-from mvcc_core.read.sql_source import unknown_column_problem
 from mvcc_core.read.system_columns import (
     ROW_OFFSET,
     SystemColumns,

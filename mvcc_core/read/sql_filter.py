@@ -9,15 +9,31 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from mvcc_core.errors import PredicateError, SchemaError
-from mvcc_core.read.sql_source import (
-    first_line,
-)
-from mvcc_core.read.sql_translator import ARROW_ERRORS, Translator, type_category
+from mvcc_core.read.filter_messages import ARROW_ERRORS, first_line
+
+if TYPE_CHECKING:
+    from mvcc_core.read.sql_translator import Translator
+
+
+def _translator(text: str, schema: pa.Schema, *args: Any, **kwargs: Any) -> Translator:
+    """A `Translator` of `text` over `schema`: the SQL parser (sqlglot) is imported with the first one, so
+    scans and writes given no SQL string never load it.
+
+    Args:
+        text: the SQL text
+        schema: the table's schema
+        *args: the translator's other arguments
+        **kwargs: its keyword arguments
+    """
+    from mvcc_core.read.sql_translator import Translator
+
+    return Translator(text, schema, *args, **kwargs)
 
 
 def to_expression(
@@ -45,7 +61,7 @@ def to_expression(
         raise PredicateError(
             f"a filter must be a SQL string or a pyarrow.compute.Expression, not {type(predicate).__name__}"
         )
-    return Translator(predicate, schema, physical).run()
+    return _translator(predicate, schema, physical).run()
 
 
 def to_value_expression(sql: str, schema: pa.Schema, target: pa.DataType, column: str) -> pc.Expression:
@@ -60,7 +76,9 @@ def to_value_expression(sql: str, schema: pa.Schema, target: pa.DataType, column
         target: the type of the column being set
         column: the column being set, for errors
     """
-    translator = Translator(sql, schema, subject="value", context=f" for column {column!r}")
+    from mvcc_core.read.sql_translator import type_category
+
+    translator = _translator(sql, schema, subject="value", context=f" for column {column!r}")
     value = translator.parse_value()
     # Same type family, NULL, or a string literal that the bound cast below must parse (`'2024-01-01'`).
     literal_string = type_category(value.type) == "string" and value.const is not None
@@ -99,7 +117,7 @@ def to_column_expression(
         where = f" for column {column!r}" if column is not None else ""
         raise TypeError(f"the expression{where} must be a SQL string, got {type(sql).__name__} {sql!r}")
     context = f" for column {column!r}" if column is not None else ""
-    translator = Translator(sql, schema, subject="expression", context=context)
+    translator = _translator(sql, schema, subject="expression", context=context)
     value = translator.parse_value()
     try:
         result = translator.empty_data.to_table(columns={"v": value.expr}).schema.field(0).type
@@ -174,7 +192,7 @@ def value_columns(sql: str, schema: pa.Schema) -> list[str]:
         sql: a SQL value expression
         schema: the table's schema
     """
-    translator = Translator(sql, schema, subject="expression")
+    translator = _translator(sql, schema, subject="expression")
     translator.parse_value()
     return [name for name in schema.names if name in translator.columns]
 
@@ -188,7 +206,7 @@ def referenced_columns(predicate: str, schema: pa.Schema) -> list[str]:
         predicate: a SQL predicate
         schema: the table's schema
     """
-    translator = Translator(predicate, schema)
+    translator = _translator(predicate, schema)
     translator.run()
     return [name for name in dict.fromkeys(schema.names) if name in translator.columns]
 

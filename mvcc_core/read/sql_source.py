@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Sequence
 from typing import Any
 
 from sqlglot import exp, tokens
@@ -83,7 +81,6 @@ _OPERATOR_TOKENS = frozenset(
      *Parser.BITWISE, *Parser.RANGE_PARSERS, *Parser.UNARY_PARSERS, tokens.TokenType.DPIPE, tokens.TokenType.ESCAPE]
 )  # fmt: skip
 # An unknown column's message lists at most this many of the table's columns.
-_COLUMNS_LISTED = 30
 
 
 class Source:
@@ -337,45 +334,3 @@ class Source:
         where = f" (line {line_number})" if "\n" in self.text else ""
         carets = "^" * (end - start + 1 if start < line_end else 1)
         return f"{header} {quoted}{context}{where}:\n  {lead}{shown}{tail}\n  {pad}{carets} {problem}"
-
-
-def first_line(error: BaseException) -> str:
-    """The first line of an error's message (its type's name when it has none).
-
-    Args:
-        error: the error
-    """
-    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-
-
-def literal_hint(error: BaseException) -> str:
-    """What a failed parse of a string literal adds for a reader: this module's own explanations (a time of
-    day, TRUE or FALSE), not Arrow's restatement of the failure.
-
-    Args:
-        error: the error of a string literal's cast
-    """
-    detail = first_line(error)
-    if detail.startswith(("Failed to parse", "The string", "Invalid", "Unsupported")):
-        return ""
-    return f" ({detail})"
-
-
-def unknown_column_problem(name: str, names: Sequence[str]) -> str:
-    """ "unknown column 'idd'; did you mean 'id'?" with the close matches (difflib), then the columns there are.
-
-    Args:
-        name: the column name as the user wrote it
-        names: the columns there are
-    """
-    # the same name in another case is the one meant; else difflib's closest names
-    close = [n for n in names if n.lower() == name.lower() and n != name]
-    close = close or difflib.get_close_matches(name, names, n=3, cutoff=0.6)
-    shown = ", ".join(names[:_COLUMNS_LISTED])
-    if len(names) > _COLUMNS_LISTED:
-        shown += f", ... ({len(names) - _COLUMNS_LISTED} more)"
-    hint = ""
-    if close:
-        case = " names are case-sensitive" if close[0].lower() == name.lower() else ""
-        hint = f" (did you mean {' or '.join(repr(n) for n in close)}?{case})"
-    return f"unknown column {name!r}{hint}; available columns: {shown}"

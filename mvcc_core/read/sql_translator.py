@@ -16,6 +16,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, SqlglotError, TokenError
 
 from mvcc_core.errors import PredicateError
+from mvcc_core.read.filter_messages import ARROW_ERRORS, first_line, literal_hint, unknown_column_problem
 from mvcc_core.read.sql_functions import function_handlers
 from mvcc_core.read.sql_nan_order import NanOrdering
 from mvcc_core.read.sql_source import (
@@ -24,15 +25,8 @@ from mvcc_core.read.sql_source import (
     Source,
     Text,
     expression,
-    first_line,
-    literal_hint,
-    unknown_column_problem,
 )
 from mvcc_core.read.sql_values import Value
-
-# Arrow signals a bad kernel, cast or field reference with one of these; pa.scalar() overflows with the other.
-ARROW_ERRORS = (pa.ArrowException, OverflowError)
-
 
 _COMPARISONS: dict[type[exp.Expression], str] = {
     exp.EQ: "equal",
