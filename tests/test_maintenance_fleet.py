@@ -335,3 +335,21 @@ def test_tables_that_are_not_tables_are_refused() -> None:
 def test_the_fleet_names_are_public() -> None:
     names = {"FleetEntry", "FleetError", "FleetPlan", "FleetRun", "FleetTableResult", "QuietHours"}
     assert names | {"plan_fleet", "run_fleet"} <= set(mvcc.compaction.__all__)
+
+
+def test_a_partial_share_bounds_the_run_on_a_table_handle_which_moves(tmp_path: Path) -> None:
+    t = mvcc.write_table(batch(list(range(400))), str(tmp_path / "t"), max_rows_per_file=100)
+    t.update_config({"mvcc.compaction.target_rows_per_fragment": "40"})
+    t.delete("id % 100 < 50")  # half of each of the 4 fragments: 4 groups of one, above the target
+    plan = plan_fleet({"t": t})
+    whole = plan.chosen[0].bytes_to_rewrite
+    partial = plan_fleet({"t": t}, max_bytes=whole // 2)
+    assert partial.chosen[0].byte_share == whole // 2
+    before, version = rows_of(str(tmp_path / "t")), t.version
+    run = run_fleet(partial)
+    metrics = run.result("t").compaction
+    assert metrics is not None and 0 < metrics.bytes_read <= whole // 2 and metrics.deferred_groups > 0
+    assert t.version == metrics.version and t.version > version  # the handle given moved to the Rewrite
+    assert rows_of(str(tmp_path / "t")) == before
+    again = plan_fleet({"t": t})
+    assert again.chosen[0].bytes_to_rewrite == metrics.deferred_bytes  # the rest, for the next plan
