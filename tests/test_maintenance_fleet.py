@@ -239,6 +239,13 @@ def test_concurrent_planning_gives_the_serial_plan(tmp_path: Path) -> None:
     assert serial == concurrent
 
 
+def test_planning_uses_threads_only_for_tables_on_an_object_store() -> None:
+    from mvcc_core.maintenance.fleet import DEFAULT_PLAN_WORKERS, _default_workers
+
+    assert _default_workers({"a": "/data/a", "b": "memory://b", "c": "file:///data/c"}) == 1
+    assert _default_workers({"a": "/data/a", "b": "s3://bucket/b"}) == DEFAULT_PLAN_WORKERS == 8
+
+
 @pytest.mark.s3
 @pytest.mark.slow  # about 5 s of writes to the moto server
 def test_a_fleet_on_s3_is_planned_concurrently(s3_uri: str, s3_options: dict[str, Any]) -> None:
@@ -254,7 +261,7 @@ def test_a_fleet_on_s3_is_planned_concurrently(s3_uri: str, s3_options: dict[str
     now = datetime.now(UTC)
     serial = plan_fleet(uris, storage_options=s3_options, now=now, max_workers=1)
     concurrent = plan_fleet(uris, storage_options=s3_options, now=now, max_workers=4)
-    assert serial == concurrent
+    assert serial == concurrent == plan_fleet(uris, storage_options=s3_options, now=now)
     assert [e.name for e in concurrent.chosen] == ["t3", "t2", "t1"]  # most fragments merged first
     assert concurrent.entry("t0").reason == "nothing_advised" and concurrent.entry("gone").reason == "missing"
 

@@ -1,16 +1,16 @@
 """`plan_fleet` and `run_fleet`: one maintenance plan over many tables on one budget, and its execution.
 
-The plan reads each table's advice (`recommend`: its manifest and one listing of its versions, no data file) on a
-bounded thread pool, so on an object store the tables' round trips overlap. Every table with advice gets a
-benefit (the sum of its advice scores) and a cost (the bytes its compaction would read, plus `run_cost_bytes`
-for the fixed cost of any run), and the tables are ranked by benefit per byte of cost, highest first (Amoro's
-ranking of tables by what an optimization gains against what it costs). The byte budget is then filled greedily
-in that order: a table whose bytes do not fit what is left is skipped and a cheaper one after it may still fit;
-while nothing is spent, a table bigger than the whole budget is taken with the budget as its share (a partial
-compaction: its groups with the most benefit per byte first, the rest next time), so something is always chosen
-when anything is advised. What is left says why, in words: over the byte
-budget, over the table limit, outside the quiet hours, nothing advised, or missing / unreadable (a broken table
-is reported, the other tables are planned).
+The plan reads each table's advice (`recommend`: its manifest and one listing of its versions, no data file), on a
+bounded thread pool when a table is on an object store, so the tables' round trips overlap. Every table with advice
+gets a benefit (the sum of its advice scores) and a cost (the bytes its compaction would read, plus
+`run_cost_bytes` for the fixed cost of any run), and the tables are ranked by benefit per byte of cost, highest
+first (Amoro's ranking of tables by what an optimization gains against what it costs). The byte budget is then
+filled greedily in that order: a table whose bytes do not fit what is left is skipped and a cheaper one after it
+may still fit; while nothing is spent, a table bigger than the whole budget is taken with the budget as its share
+(a partial compaction: its groups with the most benefit per byte first, the rest next time), so something is always
+chosen when anything is advised. What is left says why, in words: over the byte budget, over the table limit,
+outside the quiet hours, nothing advised, or missing / unreadable (a broken table is reported, the other tables are
+planned).
 
 `run_fleet` runs the chosen tables one by one (or on a few threads): compaction under the table's policy with the
 byte share the plan gave it as `max_bytes`, then index optimization, then retention under the table's policy,
@@ -64,8 +64,11 @@ log = logging.getLogger("mvcc.maintenance")
 #: a table with nothing to rewrite (retention, an index) from ranking infinitely high, and makes a tiny
 #: compaction pay for its run.
 DEFAULT_RUN_COST_BYTES = 4 * 2**20
-#: Threads that read the tables' advice at once.
+#: Threads that read the tables' advice at once when a table is on an object store. On a local disk or in memory
+#: the default is one: there the work is Python decoding manifests, and threads made a plan of 200 tables about
+#: twice as slow on a quiet 2-core machine (docs/benchmarks/results.md, "Fleet planning").
 DEFAULT_PLAN_WORKERS = 8
+_LOCAL_SCHEMES = ("file://", "memory://")
 
 LeftReason = Literal["over_budget", "over_table_limit", "outside_window", "nothing_advised", "missing", "unreadable"]
 _COMPACTION_KINDS = ("compact", "materialize_deletions")
@@ -405,6 +408,16 @@ def _uri_of(value: Any) -> str:
     return str(state.uri)
 
 
+def _default_workers(tables: Mapping[str, Any]) -> int:
+    """DEFAULT_PLAN_WORKERS when some table is on an object store (its URI has a scheme other than file:// and
+    memory://), else 1."""
+    for value in tables.values():
+        uri = _uri_of(value)
+        if "://" in uri and not uri.startswith(_LOCAL_SCHEMES):
+            return DEFAULT_PLAN_WORKERS
+    return 1
+
+
 def _advise(name: str, source: Any, now: datetime, storage_options: dict[str, Any] | None, run_cost: int) -> FleetEntry:
     """One table's advice, benefit and cost; a missing or unreadable table as a left entry."""
     uri = source if isinstance(source, str) else ""
@@ -481,7 +494,7 @@ def plan_fleet(
     window: QuietHours | None = None,
     now: datetime | None = None,
     storage_options: dict[str, Any] | None = None,
-    max_workers: int = DEFAULT_PLAN_WORKERS,
+    max_workers: int | None = None,
     run_cost_bytes: int = DEFAULT_RUN_COST_BYTES,
 ) -> FleetPlan:
     """One maintenance plan over many tables: each table's advice, ranked by benefit per byte, the byte budget
@@ -499,7 +512,8 @@ def plan_fleet(
             (None: always open)
         now: the time retention ages and the window are measured at (an aware datetime; default: now, UTC)
         storage_options: the store's options for the tables given as URIs
-        max_workers: threads reading advice at once (1: one table after another)
+        max_workers: threads reading advice at once (1: one table after another; None: 8 when a table is on an
+            object store, else 1)
         run_cost_bytes: the fixed cost of one table's run in bytes of rewrite, added to each table's bytes in
             the ranking (default 4 MiB, about 0.3 s of CPU)
 
@@ -511,7 +525,7 @@ def plan_fleet(
     _check_sources(tables)
     budget = _positive(max_bytes, "max_bytes")
     limit = _positive(max_tables, "max_tables")
-    workers = _positive(max_workers, "max_workers") or 1
+    workers = _positive(max_workers, "max_workers") or _default_workers(tables)
     if isinstance(run_cost_bytes, bool) or not isinstance(run_cost_bytes, int) or run_cost_bytes < 1:
         raise ValueError(f"run_cost_bytes must be a positive int, got {run_cost_bytes!r}")
     now = datetime.now(UTC) if now is None else now
