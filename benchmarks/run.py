@@ -241,6 +241,13 @@ def _object_store(r: dict[str, Any]) -> Iterator[Row]:
         yield Row("object_store", f"{name} (local)", "ms", m["mvcc"], "pylance", m["lance"])
 
 
+def _fleet(r: dict[str, Any]) -> Iterator[Row]:
+    for store, m in r.items():
+        for workers, ms in m["pool_ms"].items():
+            name = f"plan_fleet of {m['tables']} tables, {store}, {workers} threads"
+            yield Row("fleet", name, "ms", ms, "one thread", m["serial_ms"])
+
+
 READERS: dict[str, Callable[[Any], Iterator[Row]]] = {
     "airflow": _airflow,
     "branches": _branches,
@@ -258,6 +265,7 @@ READERS: dict[str, Callable[[Any], Iterator[Row]]] = {
     "wap": _wap,
     "scan_shapes": _scan_shapes,
     "object_store": _object_store,
+    "fleet": _fleet,
 }
 
 
