@@ -404,8 +404,7 @@ def _check_sources(tables: Mapping[str, Any]) -> None:
 def _uri_of(value: Any) -> str:
     if isinstance(value, str):
         return value
-    state = value if isinstance(value, TableState) else value.state
-    return str(state.uri)
+    return str(state_of(value).uri)
 
 
 def _default_workers(tables: Mapping[str, Any]) -> int:
