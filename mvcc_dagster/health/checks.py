@@ -3,31 +3,20 @@
 The checks, their thresholds and repairs: docs/integrations/dagster/sensors_and_health.md ("Health checks").
 """
 
-import functools
-import json
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import dagster as dg
 
 import mvcc_core as mvcc
-from mvcc_core import TableNotFoundError
 from mvcc_core.verify import verify
 
 from ..error_mapping import mvcc_conflicts
-from ..maintenance.due import (
-    data_bytes,
-    removable_bytes,
-    removable_versions,
-    retention_run_config,
-    retention_setting,
-)
 from ..maintenance.target import MaintenanceTarget
-from ..metadata import RESOURCE_KEY, TABLE_TAG
+from ..metadata import RESOURCE_KEY
 from ..resources import MvccResource, TableName
-from .sensors import job_sensor
 
 CHECKS = (
     "small_fragments",
@@ -36,6 +25,7 @@ CHECKS = (
     "versions_kept",
     "version_age",
     "storage_amplification",
+    "maintenance_advice",
     "files_exist",
 )
 
@@ -63,6 +53,9 @@ class HealthThresholds:
     - `versions_kept`: versions still listed; `version_age_days`: age of the oldest kept version;
     - `storage_amplification`: bytes of data files referenced by any kept version / bytes of the latest's;
     - `sample_files`: how many of the latest version's files the existence check HEADs (any missing: ERROR);
+    - `advice_score`: the core's advice (`Table.optimize.recommend()`) scoring above this makes the
+      ``maintenance_advice`` check WARN, and makes the health sensor request the job that does it (a score is
+      the share of the table's cost the maintenance removes, in [0, 1]);
     - `retention_removable_share` (the health sensor's, not a check): also request retention when the data
       files it would remove now weigh at least this share of the latest version's (None: only when a check
       that retention repairs fails). Retention then keeps up with what leaves the window during the day
@@ -81,10 +74,14 @@ class HealthThresholds:
     version_age_days: Level = field(default_factory=lambda: Level(30, 90))
     storage_amplification: Level = field(default_factory=lambda: Level(3.0, 10.0))
     sample_files: int = 20
+    advice_score: float = 0.5
     retention_removable_share: float | None = None
     retention_min_removable_bytes: int = 8 * 1024 * 1024
 
     def __post_init__(self) -> None:
+        score = self.advice_score
+        if isinstance(score, bool) or not isinstance(score, int | float) or not 0 <= score < 1:
+            raise ValueError(f"advice_score must be a number in [0, 1), got {score!r}")
         share = self.retention_removable_share
         if share is not None and (isinstance(share, bool) or not isinstance(share, int | float) or share < 0):
             raise ValueError(f"retention_removable_share must be a non-negative number or None, got {share!r}")
@@ -208,6 +205,17 @@ def _evaluate(
         {"bytes_referenced": total, "bytes_latest": latest_bytes},
     )
 
+    if "maintenance_advice" in checks:
+        figures = HealthFigures(
+            fragments=len(fragments),
+            small_fragments=small_count,
+            deleted_share=round(ratio, 6),
+            stored_bytes=total,
+            live_bytes=latest_bytes,
+            versions_kept=len(versions),
+        )
+        yield advice_result(target, mvcc.compaction.recommend(table, now=now), figures, thresholds.advice_score)
+
     if "files_exist" not in checks:
         return  # the last check: a HEAD request per sampled file, for nothing when it is not asked for
     report = verify(table, max_files=thresholds.sample_files)
@@ -218,6 +226,72 @@ def _evaluate(
         len(missing),
         Level(1, 1),
         {"sampled": report.files_checked, "files": report.files_referenced, "missing": dg.MetadataValue.json(missing)},
+    )
+
+
+@dataclass(frozen=True)
+class HealthFigures:
+    """The table's figures the ``maintenance_advice`` check carries as numeric metadata (the UI plots each
+    over the check's evaluations): fragments, small ones (`HealthThresholds.small_fragment_rows`), the deleted
+    share of physical rows, bytes stored for every kept version and for the latest one, versions kept."""
+
+    fragments: int
+    small_fragments: int
+    deleted_share: float
+    stored_bytes: int
+    live_bytes: int
+    versions_kept: int
+
+
+def advice_result(
+    target: MaintenanceTarget,
+    advice: Sequence[mvcc.compaction.MaintenanceAdvice],
+    figures: HealthFigures,
+    min_score: float,
+) -> dg.AssetCheckResult:
+    """The ``maintenance_advice`` check: WARN when the core's best advice scores above `min_score`, with its
+    reason, effect and call in the description; the figures and every kind's score as numeric metadata.
+
+    Args:
+        target: The table.
+        advice: `recommend`'s answer, best first.
+        figures: The table's figures.
+        min_score: `HealthThresholds.advice_score`.
+
+    Returns:
+        The check's result (never ERROR: advice is what would pay, not a failure).
+    """
+    best = advice[0] if advice else None
+    score = round(best.score, 6) if best is not None else 0.0
+    metadata: dict[str, Any] = {
+        "value": score,
+        "warn_at": min_score,
+        "fragments": figures.fragments,
+        "small_fragments": figures.small_fragments,
+        "deleted_share": figures.deleted_share,
+        "stored_bytes": figures.stored_bytes,
+        "live_bytes": figures.live_bytes,
+        "versions_kept": figures.versions_kept,
+        "top_advice_score": score,
+        "top_advice_kind": best.kind if best is not None else "",
+        "bytes_to_rewrite": best.bytes_to_rewrite if best is not None else 0,
+    }
+    for kind in ("compact", "materialize_deletions", "optimize_indices", "retention"):
+        metadata[f"score_{kind}"] = round(max((a.score for a in advice if a.kind == kind), default=0.0), 6)
+    due = best is not None and best.score > min_score
+    description = None
+    if due and best is not None:
+        description = (
+            f"{target.label}: {best.kind} (score {best.score:.2f} > {min_score:g}): {best.reason}. "
+            f"Expected: {best.effect}. Run: {best.call}"
+        )
+    return dg.AssetCheckResult(
+        asset_key=target.asset_key,
+        check_name="maintenance_advice",
+        passed=not due,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata=metadata,
+        description=description,
     )
 
 
@@ -260,11 +334,50 @@ def check_descriptions(thresholds: HealthThresholds) -> dict[str, str]:
             "Bytes of data files referenced by any kept version / bytes of the latest version's: what old "
             f"versions cost in storage. {_levels(t.storage_amplification, 'x')}. Repaired by retention."
         ),
+        "maintenance_advice": (
+            "The core's advice (Table.optimize.recommend(): compaction, deletions, indices, retention under the "
+            f"table's policy): WARN when the best scores above {t.advice_score:g} (the share of the table's cost "
+            "it removes), naming it and the call to run; the table's figures are the check's metadata. Repaired "
+            "by the job of the advice's kind."
+        ),
         "files_exist": (
             f"A random sample of up to {t.sample_files} of the latest version's files, each checked to exist "
             "(a HEAD request): a missing file makes reads fail. ERROR at 1 missing file."
         ),
     }
+
+
+def health_automation_condition(
+    *, on_update: bool = True, cron: str | None = None, timezone: str = "UTC"
+) -> dg.AutomationCondition:
+    """When Dagster's automation sensor runs a table's health checks (declarative automation).
+
+    `on_update`: after each new materialization of the table's asset, a run's or a runless one (the version
+    sensor records every outside data-changing commit as one); Dagster counts only materializations as an
+    update of an asset that is not observable, so a maintenance commit (an observation) does not trigger it.
+    `cron`: on each tick of the schedule whatever happened (ages grow, retention leaves the window). Either
+    waits while the checks are already running.
+
+    Args:
+        on_update: Run after each new materialization of the asset.
+        cron: Also run on each tick of this cron schedule (None: no clock).
+        timezone: The cron's time zone.
+
+    Returns:
+        The condition (``(any_deps_updated | cron_tick_passed) & ~in_progress``).
+
+    Raises:
+        ValueError: Neither `on_update` nor `cron` (the condition would never be true).
+    """
+    parts: list[dg.AutomationCondition] = []
+    if on_update:
+        parts.append(dg.AutomationCondition.any_deps_updated().with_label("table updated"))
+    if cron is not None:
+        parts.append(dg.AutomationCondition.cron_tick_passed(cron, timezone).with_label(f"cron {cron}"))
+    if not parts:
+        raise ValueError("a health automation condition needs on_update or a cron (otherwise it never runs)")
+    when = parts[0] if len(parts) == 1 else parts[0] | parts[1]
+    return (when & ~dg.AutomationCondition.in_progress()).with_label("mvcc health")
 
 
 def health_checks(
@@ -273,6 +386,7 @@ def health_checks(
     *,
     resource_key: str,
     open_table: Callable[[Any], mvcc.Table],
+    automation_condition: dg.AutomationCondition | None = None,
 ) -> dg.AssetChecksDefinition:
     """The multi-asset check of `target`: every check of `CHECKS`, described with `thresholds`, on the table
     `open_table(resource)` returns (`resource`: the resource bound under `resource_key`).
@@ -282,12 +396,19 @@ def health_checks(
         thresholds: The WARN / ERROR levels.
         resource_key: The resource the check opens the table through.
         open_table: Opens the table from that resource.
+        automation_condition: When Dagster's automation sensor runs the checks (every check of the table
+            together: one op); None: only when someone runs them (`health_automation_condition`).
 
     Returns:
         The checks definition.
     """
     descriptions = check_descriptions(thresholds)
-    specs = [dg.AssetCheckSpec(name, asset=target.asset_key, description=descriptions[name]) for name in CHECKS]
+    specs = [
+        dg.AssetCheckSpec(
+            name, asset=target.asset_key, description=descriptions[name], automation_condition=automation_condition
+        )
+        for name in CHECKS
+    ]
 
     @dg.multi_asset_check(
         specs=specs,
@@ -308,6 +429,7 @@ def build_table_health_checks(
     *,
     thresholds: HealthThresholds | None = None,
     asset_keys: Sequence[TableName | None] | None = None,
+    automation_condition: dg.AutomationCondition | None = None,
 ) -> list[dg.AssetChecksDefinition]:
     """One multi-asset check per table evaluating every check in `CHECKS` (names are the contract).
 
@@ -315,6 +437,8 @@ def build_table_health_checks(
         tables: Asset keys or table uris (opened through the ``mvcc`` resource).
         thresholds: The WARN / ERROR levels (default `HealthThresholds()`).
         asset_keys: The asset of each table named by uri (default: its last path segment).
+        automation_condition: When Dagster's automation sensor runs them (e.g.
+            `health_automation_condition(cron="0 * * * *")`); None: only when someone runs them.
 
     Returns:
         One checks definition per table.
@@ -328,314 +452,25 @@ def build_table_health_checks(
         def open_table(resource: MvccResource, name: TableName = table) -> mvcc.Table:
             return resource.open(name)
 
-        out.append(health_checks(target, thresholds, resource_key=RESOURCE_KEY, open_table=open_table))
+        out.append(
+            health_checks(
+                target,
+                thresholds,
+                resource_key=RESOURCE_KEY,
+                open_table=open_table,
+                automation_condition=automation_condition,
+            )
+        )
     return out
 
 
-@dataclass(frozen=True)
-class _Settled:
-    """A table's last health evaluation that asked for nothing new: the kept versions it read (number and
-    commit time of each, the latest among them), when it was made, until when no age it reads crosses a
-    threshold (None: never, until a new version), and the run keys it named.
-
-    The kept versions are what decide the checks besides the clock: a version's manifest never changes, so
-    the latest version number says the fragments, deletions and indices, and the kept list says what
-    retention left (versions, ages, the files they reference). A table dropped and written again under the
-    same uri has other commit times, so it is never taken for the one evaluated."""
-
-    versions: tuple[tuple[int, datetime | None], ...]
-    evaluated: datetime
-    until: datetime | None
-    keys: tuple[str, ...]
-
-    def holds(self, table: mvcc.Table, versions: Sequence[mvcc.VersionInfo], now: datetime, seen: set[str]) -> bool:
-        """Whether evaluating `table` (its kept `versions`) at `now` with the keys `seen` would give the same."""
-        in_time = self.evaluated <= now and (self.until is None or now < self.until)
-        kept = _kept(versions)
-        same = bool(kept) and kept[-1][0] == table.version and kept == self.versions  # retention may have run
-        return in_time and set(self.keys) <= seen and same
+#: The health sensor's names, kept importable from here (they moved to `repair`).
+_MOVED = ("REPAIRABLE", "REPAIRS", "TableHandles", "VERSION_CHECKS", "build_health_sensor")
 
 
-def _kept(versions: Sequence[mvcc.VersionInfo]) -> tuple[tuple[int, datetime | None], ...]:
-    return tuple((v.version, v.timestamp) for v in versions if v.error is None)
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        from . import repair
 
-
-class TableHandles:
-    """The sensor's table handles, kept from tick to tick: a tick reads only the manifests and transactions
-    committed since the last one (versions are immutable), not every kept version again. A table dropped
-    and written again under the same uri is noticed by the version the last tick saw, read again."""
-
-    def __init__(self) -> None:
-        self._handles: dict[str, mvcc.Table] = {}
-        self._versions: dict[str, list[mvcc.VersionInfo]] = {}
-
-    def latest(self, uri: str, open_table: Callable[[], mvcc.Table]) -> mvcc.Table:
-        """The table at `uri` at its latest version, through the handle of the last tick when still valid.
-
-        Args:
-            uri: The table's uri (the key).
-            open_table: Opens the table afresh (its latest manifest read now).
-
-        Returns:
-            The handle.
-
-        Raises:
-            TableNotFoundError: There is no table at `uri` (any kept handle is dropped).
-        """
-        known = self._handles.pop(uri, None)
-        fresh = open_table()
-        table = known.checkout(fresh.version) if known is not None and _same_table(known, fresh) else fresh
-        # remember what the kept versions need, not every version read since the sensor started
-        versions = table.versions()
-        table.trim_version_cache(max(1, len(versions)))
-        self._handles[uri] = table
-        self._versions[uri] = versions
-        return table
-
-    def versions(self, uri: str) -> list[mvcc.VersionInfo]:
-        """The versions of `uri` as the last `latest` listed them (one listing per tick, not one per use).
-
-        Args:
-            uri: The table's uri.
-
-        Returns:
-            ``table.versions()`` of the handle `latest` returned.
-        """
-        return self._versions[uri]
-
-
-def _same_table(known: mvcc.Table, fresh: mvcc.Table) -> bool:
-    """Whether `fresh` (read now) is the table `known` (the last tick's) with versions added: the version the
-    last tick saw is still there with the same manifest (one manifest read when the table moved)."""
-    if fresh.version < known.version:
-        return False
-    try:
-        return fresh.checkout(known.version).manifest == known.manifest
-    except (mvcc.VersionNotFoundError, mvcc.errors.CorruptManifestError):
-        return False  # removed or unreadable since: read everything again rather than trust the cache
-
-
-_IN_PROGRESS = [
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.NOT_STARTED,
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-]
-
-
-def _tables_in_maintenance(context: dg.SensorEvaluationContext, labels: Sequence[str]) -> set[str]:
-    """The tables (their `TABLE_TAG` values) with a maintenance run queued or in progress on the instance."""
-    runs = context.instance.get_runs(filters=dg.RunsFilter(tags={TABLE_TAG: list(labels)}, statuses=_IN_PROGRESS))
-    return {run.tags[TABLE_TAG] for run in runs if TABLE_TAG in run.tags}
-
-
-#: Which job repairs which failing check (the health sensor's map).
-REPAIRS = {
-    "small_fragments": "compaction",
-    "deleted_rows": "compaction",
-    "unindexed_rows": "index",
-    "versions_kept": "retention",
-    "version_age": "retention",
-    "storage_amplification": "retention",
-}
-VERSION_CHECKS = {"versions_kept", "version_age"}
-"""The retention checks not about bytes: while neither fails, a retention request is for storage alone
-(`HealthThresholds.retention_min_removable_bytes`)."""
-REPAIRABLE = tuple(c for c in CHECKS if c in REPAIRS)
-"""The checks the health sensor evaluates: those with a repair (not ``files_exist``, which is never automatic)."""
-
-
-def build_health_sensor(
-    tables: Sequence[TableName],
-    *,
-    compaction_job: dg.JobDefinition | Mapping[str, dg.JobDefinition] | None = None,
-    retention_job: dg.JobDefinition | Mapping[str, dg.JobDefinition] | None = None,
-    index_job: dg.JobDefinition | Mapping[str, dg.JobDefinition] | None = None,
-    thresholds: HealthThresholds | None = None,
-    asset_keys: Sequence[TableName | None] | None = None,
-    minimum_interval_seconds: int = 300,
-    name: str = "mvcc_health_sensor",
-    default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED,
-    clock: Callable[[], datetime] | None = None,
-) -> dg.SensorDefinition:
-    """A sensor requesting the repair job of each table whose health checks fail (`REPAIRS` says which).
-
-    A job argument is one job (one table) or a mapping from each table's asset key string to its job. The
-    sensor evaluates the same checks with the same thresholds (`evaluate_health`: manifests only) rather than
-    reading the last check evaluations, so it needs no check run to have happened and sees the table as it
-    is now. Run key ``"{uri}@{version}:{job}"``: a table that stays at a version never gets a second run of a
-    job for it (Dagster dedupes run keys, and the cursor remembers the keys already requested, so a tick does
-    not even return them); a new version after the repair may request it again if the check still fails.
-    Retention's key also names the newest version it would remove (``...:{job}<={version}``).
-    A table with a maintenance run (any run tagged `TABLE_TAG` with its name: the nightly schedule's, a repair
-    requested before) queued or in progress gets no request on that tick: that run may repair the version the
-    sensor sees, and a second one would plan the same fragments (seen in benchmarks/week.py at 03:00). A
-    retention job built by `build_retention_job` (its tags say its window) is requested only when it would
-    remove a version: a version-count or storage check failing inside the window waits for the window.
-    Table handles are kept from tick to tick (`TableHandles`), so a tick reads only the new versions.
-    A compaction job built with a retention step (`build_compaction_job(older_than=...)`, the same setting
-    as the retention job's) that is requested on a tick also takes that tick's retention: one run, not two.
-
-    Args:
-        tables: Asset keys or table uris (opened through the ``mvcc`` resource).
-        compaction_job: The repair of ``small_fragments`` and ``deleted_rows``.
-        retention_job: The repair of ``versions_kept``, ``version_age`` and ``storage_amplification``.
-        index_job: The repair of ``unindexed_rows``.
-        thresholds: The WARN / ERROR levels (default `HealthThresholds()`).
-        asset_keys: The asset of each table named by uri (default: its last path segment).
-        minimum_interval_seconds: Between ticks.
-        name: The sensor's name.
-        default_status: Stopped by default, as Dagster's sensors are.
-        clock: The time a tick measures ages to (default: the wall clock, in UTC); a simulation gives its
-            own (benchmarks/week.py). A retention run it requests removes the versions committed before the
-            tick's time minus the job's ``older_than`` (the step's ``cutoff``), what the tick saw removable.
-
-    Returns:
-        The sensor.
-    """
-    thresholds = thresholds or HealthThresholds()
-    keys = list(asset_keys) if asset_keys is not None else [None] * len(tables)
-    targets = [MaintenanceTarget(t, k) for t, k in zip(tables, keys, strict=True)]
-
-    def job_for(kind: str, target: MaintenanceTarget) -> dg.JobDefinition | None:
-        given = {"compaction": compaction_job, "retention": retention_job, "index": index_job}[kind]
-        if isinstance(given, Mapping):
-            return given.get(target.label)
-        return given
-
-    jobs = {
-        j.name: j
-        for t in targets
-        for kind in ("compaction", "retention", "index")
-        if (j := job_for(kind, t)) is not None
-    }
-
-    handles = TableHandles()
-    settled: dict[str, _Settled] = {}  # uri -> the last evaluation that asked for nothing new
-
-    def health_sensor(context: dg.SensorEvaluationContext, mvcc: MvccResource) -> dg.SensorResult:
-        requested: dict[str, list[str]] = json.loads(context.cursor) if context.cursor else {}
-        now = clock() if clock is not None else datetime.now(UTC)
-        wanted: dict[str, tuple[str, list[str], list[dg.RunRequest]]] = {}  # label -> (uri, keys, requests)
-        for target in targets:
-            uri = mvcc.uri(target.table)
-            try:
-                table = handles.latest(uri, functools.partial(mvcc.open, target.table))
-            except TableNotFoundError:
-                continue
-            seen = set(requested.get(uri, []))
-            versions = handles.versions(uri)
-            last = settled.pop(uri, None)
-            if last is not None and last.holds(table, versions, now, seen):
-                # the same version, every key already asked for, and no age threshold crossed since: the
-                # evaluation would say the same (it reads only the manifests, and time only through ages)
-                settled[uri] = last
-                wanted[target.label] = uri, list(last.keys), []
-                continue
-            keys_now, table_requests = _repairs(table, target, uri, versions, now, seen)
-            if not table_requests:
-                until = _next_change(target, versions, now)
-                settled[uri] = _Settled(_kept(versions), now, until, tuple(keys_now))
-            wanted[target.label] = uri, keys_now, table_requests
-        # the run storage is asked only on a tick that would request something (most ticks request nothing)
-        asking = [label for label, (_, _, table_requests) in wanted.items() if table_requests]
-        busy = _tables_in_maintenance(context, asking) if asking else set()
-        requests = []
-        for label, (uri, keys_now, table_requests) in wanted.items():
-            if label in busy:
-                # a maintenance run of the table (the nightly schedule's, a repair requested before) is queued
-                # or running: it may repair this very version; the next tick sees what it left
-                continue
-            requests += table_requests
-            requested[uri] = sorted(keys_now)  # a repaired (passing) table forgets its keys
-        cursor = json.dumps(requested, sort_keys=True)
-        if not requests:
-            return dg.SensorResult(skip_reason=dg.SkipReason("no table needs repair"), cursor=cursor)
-        return dg.SensorResult(run_requests=requests, cursor=cursor)
-
-    def _next_change(target: MaintenanceTarget, versions: Sequence[mvcc.VersionInfo], now: datetime) -> datetime | None:
-        """The first instant after `now` at which an age the evaluation reads crosses a threshold: a version
-        leaving a repair job's retention window, or the oldest version's age reaching `version_age_days`."""
-        stamps = [v.timestamp for v in versions if v.error is None and v.timestamp is not None]
-        if not stamps:
-            return None
-        windows = [
-            s[0] for k in ("compaction", "retention") if (j := job_for(k, target)) and (s := retention_setting(j.tags))
-        ]
-        days = thresholds.version_age_days
-        # the age check rounds to 3 decimals of a day (≈ 43 s): its thresholds are taken a minute early
-        ahead = [t + w for t in stamps for w in windows] + [
-            min(stamps) + timedelta(days=d, minutes=-1) for d in (days.warn, days.error)
-        ]
-        later = [t for t in ahead if t > now]
-        return min(later) if later else None
-
-    def _repairs(
-        table: mvcc.Table,
-        target: MaintenanceTarget,
-        uri: str,
-        versions: Sequence[mvcc.VersionInfo],
-        now: datetime,
-        seen: set[str],
-    ) -> tuple[list[str], list[dg.RunRequest]]:
-        """The run keys the table's state asks for now, and the requests among them not made before."""
-        failing = [
-            r.check_name
-            for r in evaluate_health(table, target, thresholds, now=now, checks=REPAIRABLE, versions=versions)
-            if not r.passed
-        ]
-        readable = [v.version for v in versions if v.error is None]
-        keys_now, requests = [], []
-        by_checks = set(REPAIRS[c] for c in failing if c in REPAIRS)
-        share = thresholds.retention_removable_share
-        compaction_retention = None  # the retention setting of a compaction run requested on this tick
-        for kind in [k for k in ("compaction", "retention", "index") if k in by_checks or k == "retention"]:
-            job = job_for(kind, target)
-            if job is None:
-                continue
-            run_key = f"{uri}@{table.version}:{job.name}"
-            setting = retention_setting(job.tags)  # a compaction job built with older_than has one too
-            if kind == "retention" and kind not in by_checks and (setting is None or share is None):
-                continue  # no failing check asks for it, and no removable-share rule applies
-            if kind == "retention" and setting is not None:
-                removable = removable_versions(table, *setting, now=now, versions=versions)
-                if not removable:
-                    # every old version is still inside the job's window: a run would remove nothing (the
-                    # week's daily tables asked for one at every new version); asked once one is older
-                    continue
-                if not VERSION_CHECKS.intersection(failing):
-                    # asked for storage only (the share rule, a failing storage_amplification): worth a run
-                    # once it frees enough bytes (and, by the share rule, enough of the table's)
-                    freed = removable_bytes(table, removable, readable)
-                    if freed < thresholds.retention_min_removable_bytes:
-                        continue
-                    if kind not in by_checks and share is not None and freed < share * data_bytes(table):
-                        continue
-                # the newest version it would remove: at one latest version, versions leave the window
-                # as time passes, and each such step is new work (a new key), never the same run twice
-                run_key += f"<={removable[-1]}"
-            keys_now.append(run_key)
-            if run_key in seen:
-                continue
-            if kind == "retention" and setting is not None and setting == compaction_retention:
-                continue  # the compaction run requested on this tick removes them (one run, not two)
-            if kind == "compaction" and setting is not None:
-                compaction_retention = setting
-            requests.append(
-                dg.RunRequest(
-                    run_key=run_key,
-                    job_name=job.name,
-                    run_config=retention_run_config(now - setting[0]) if setting is not None else None,
-                    tags={TABLE_TAG: target.label, "mvcc/failing_checks": ",".join(c for c in failing if c)},
-                )
-            )
-        return keys_now, requests
-
-    return job_sensor(
-        health_sensor,
-        name=name,
-        jobs=list(jobs.values()),
-        minimum_interval_seconds=minimum_interval_seconds,
-        default_status=default_status,
-        description=f"Repairs {', '.join(t.label for t in targets)} when their health checks fail.",
-    )
+        return getattr(repair, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

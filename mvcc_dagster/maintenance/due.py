@@ -1,8 +1,11 @@
-"""Whether a maintenance job has work on a table now, decided from its manifests (no data file is read).
+"""Whether a maintenance job has work on a table now, decided from the core's advice and the table's policy
+(its manifests and a listing of its versions; no data file is read).
 
 The nightly schedule and the health sensor ask before they request a run: a run with nothing to do still
 costs Dagster's per-run work (its events in the event log, the step set-up), which at small scale is most of
-what maintenance costs (docs/operations/running.md, "A week of traffic").
+what maintenance costs (docs/operations/running.md, "A week of traffic"). What is worth doing is the core's
+`Table.optimize.recommend()` (`MaintenanceAdvice`: kind, reason, score); the run's tags name the advice that
+made it due (`advice_tags`). Rules: docs/integrations/dagster/maintenance.md ("When a table is due").
 """
 
 from collections.abc import Mapping, Sequence
@@ -11,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import mvcc_core as mvcc
+from mvcc_core.durations import parse_duration
 
 OLDER_THAN_TAG = "mvcc/older_than_seconds"
 """The run tag of the jobs that remove old versions: their `older_than`, in seconds (the health sensor reads
@@ -48,6 +52,117 @@ def retention_setting(tags: Mapping[str, str]) -> tuple[timedelta, int | None] |
         return None
     floor = tags.get(RETAIN_VERSIONS_TAG)
     return timedelta(seconds=float(tags[OLDER_THAN_TAG])), int(floor) if floor is not None else None
+
+
+#: The table configuration keys of the retention policy (the core's `mvcc.retention.*`, docs/operations/
+#: maintenance.md, "Policy in the table's configuration"), and the core's window when the table sets none.
+POLICY_OLDER_THAN = "mvcc.retention.older_than"
+POLICY_RETAIN_VERSIONS = "mvcc.retention.retain_versions"
+DEFAULT_OLDER_THAN = timedelta(days=14)
+
+
+def policy_retention(table: mvcc.Table) -> tuple[timedelta, int | None]:
+    """The table's retention policy: what `Table.cleanup_old_versions()` without arguments keeps.
+
+    Args:
+        table: The table (its latest version's configuration is read).
+
+    Returns:
+        ``(older_than, retain_versions)``: the configured keys, else 14 days and no floor.
+
+    Raises:
+        ValueError: A key set on the table does not parse (the message names the key and its value).
+    """
+    config = table.config
+    older_than, retain = DEFAULT_OLDER_THAN, None
+    if POLICY_OLDER_THAN in config:
+        try:
+            older_than = parse_duration(config[POLICY_OLDER_THAN])
+        except ValueError as exc:
+            raise ValueError(
+                f"table configuration {POLICY_OLDER_THAN!r} = {config[POLICY_OLDER_THAN]!r} is not valid: {exc}"
+            ) from None
+    if POLICY_RETAIN_VERSIONS in config:
+        text = config[POLICY_RETAIN_VERSIONS]
+        if not text.strip().isdigit() or int(text) < 1:
+            raise ValueError(f"table configuration {POLICY_RETAIN_VERSIONS!r} = {text!r} is not a positive number")
+        retain = int(text)
+    return older_than, retain
+
+
+def job_retention(table: mvcc.Table, setting: tuple[timedelta, int | None] | None) -> tuple[timedelta, int | None]:
+    """The retention a job runs with: its own setting (`retention_setting` of its tags) when it has one, else
+    the table's policy (`policy_retention`), key by key as the core does (an explicit value wins).
+
+    Args:
+        table: The table.
+        setting: The job's ``(older_than, retain_versions)``, or None for a job that follows the policy.
+
+    Returns:
+        ``(older_than, retain_versions)``.
+    """
+    if setting is None:
+        return policy_retention(table)
+    return setting
+
+
+#: Which job repairs which kind of advice (`MaintenanceAdvice.kind`).
+JOB_OF_ADVICE = {
+    "compact": "compaction",
+    "materialize_deletions": "compaction",
+    "optimize_indices": "index",
+    "retention": "retention",
+}
+ADVICE_TAG = "mvcc/advice"
+"""The run tag naming the advice that made a run due (kinds, comma-separated, best first)."""
+ADVICE_SCORE_TAG = "mvcc/advice_score"
+ADVICE_REASON_TAG = "mvcc/advice_reason"
+#: Dagster refuses run tag values over 63 KiB; a reason is a sentence, cut well below that.
+_REASON_CHARS = 1000
+
+
+def advice_tags(advice: Sequence[mvcc.compaction.MaintenanceAdvice]) -> dict[str, str]:
+    """The run tags saying which advice made a run due: its kinds, the best score and its reason.
+
+    Args:
+        advice: The advice, best first (none: no tags).
+
+    Returns:
+        ``mvcc/advice``, ``mvcc/advice_score`` and ``mvcc/advice_reason``.
+    """
+    if not advice:
+        return {}
+    best = max(advice, key=lambda a: a.score)
+    kinds = list(dict.fromkeys(a.kind for a in sorted(advice, key=lambda a: -a.score)))
+    return {
+        ADVICE_TAG: ",".join(kinds),
+        ADVICE_SCORE_TAG: f"{best.score:.3f}",
+        ADVICE_REASON_TAG: best.reason[:_REASON_CHARS],
+    }
+
+
+def due_advice(
+    table: mvcc.Table,
+    *,
+    min_score: float,
+    kinds: Sequence[str] | None = None,
+    now: datetime | None = None,
+    advice: Sequence[mvcc.compaction.MaintenanceAdvice] | None = None,
+) -> list[mvcc.compaction.MaintenanceAdvice]:
+    """The core's advice on `table` whose score is above `min_score` (what makes a table due), best first.
+
+    Args:
+        table: The table at its latest version.
+        min_score: Advice scoring at or below this is not worth a run.
+        kinds: Only these kinds of `MaintenanceAdvice` (None: every kind).
+        now: The time retention ages are measured at (default: now).
+        advice: `recommend`'s answer, when the caller has it already.
+
+    Returns:
+        The advice, best first.
+    """
+    given = advice if advice is not None else mvcc.compaction.recommend(table, now=now)
+    return [a for a in given if a.score > min_score and (kinds is None or a.kind in kinds)]
 
 
 RETENTION_STEP = "cleanup_old_versions"
@@ -191,31 +306,46 @@ def removable_bytes(table: mvcc.Table, removable: Sequence[int], versions: Seque
 
 @dataclass(frozen=True)
 class MaintenanceWork:
-    """What a maintenance run of one table would do now.
+    """What a maintenance run of one table would do now, and the core's advice about it.
 
     Attributes:
         compaction_tasks: Rewrite tasks compaction would plan.
         unindexed_fragments: Fragments an index does not cover (what an index optimize would add).
         removable_versions: Versions retention would remove.
+        advice: The core's advice on the table (`Table.optimize.recommend()`), best first, of the kinds the
+            run does.
     """
 
     compaction_tasks: int
     unindexed_fragments: int
     removable_versions: int
+    advice: tuple[mvcc.compaction.MaintenanceAdvice, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.compaction_tasks or self.unindexed_fragments or self.removable_versions)
 
     def describe(self) -> str:
-        """The work in words, for a tick's reason.
+        """The work in words, for a tick's reason, with the advice that makes it due.
 
         Returns:
-            E.g. ``"2 compaction tasks, 0 unindexed fragments, 1 removable version"``.
+            E.g. ``"2 compaction task(s), 0 unindexed fragment(s), 1 removable version(s); advice: compact
+            (score 0.95)"``.
         """
-        return (
+        text = (
             f"{self.compaction_tasks} compaction task(s), {self.unindexed_fragments} unindexed fragment(s), "
             f"{self.removable_versions} removable version(s)"
         )
+        if self.advice:
+            text += "; advice: " + ", ".join(f"{a.kind} (score {a.score:.2f})" for a in self.advice)
+        return text
+
+    def tags(self) -> dict[str, str]:
+        """The run tags naming the advice (`advice_tags`).
+
+        Returns:
+            The tags (none without advice).
+        """
+        return advice_tags(self.advice)
 
 
 def maintenance_work(
@@ -223,24 +353,39 @@ def maintenance_work(
     options: mvcc.compaction.CompactionOptions,
     *,
     optimize_indices: bool,
-    older_than: timedelta,
+    older_than: timedelta | None = None,
     retain_versions: int | None = None,
     now: datetime | None = None,
 ) -> MaintenanceWork:
     """What the maintenance job (compaction, index optimize, retention) would do on `table` now.
 
+    The compaction's work is its plan with the job's `options` (they win over the table's policy, as in the
+    core); the index's and retention's are the core's advice (`recommend`), retention measured with the job's
+    setting or, without one, the table's retention policy. The advice of those kinds comes with the work (its
+    tags name it).
+
     Args:
         table: The table at its latest version.
-        options: The compaction's options (its plan is made without committing anything).
+        options: The compaction's options (its plan is made without committing anything; None: the policy's).
         optimize_indices: Whether the job optimizes indices.
-        older_than: The retention setting.
-        retain_versions: Retention's floor of newest versions.
+        older_than: The retention setting (None: the table's policy, `policy_retention`).
+        retain_versions: Retention's floor of newest versions (None with `older_than` None: the policy's).
         now: The time retention's age is measured to (default: now).
 
     Returns:
         The work.
     """
     tasks = len(mvcc.compaction.plan_unreserved(table, options).tasks)
+    advice = mvcc.compaction.recommend(table, now=now)
+    kinds = {"compact", "materialize_deletions", "retention"} | ({"optimize_indices"} if optimize_indices else set())
     unindexed = sum(int(i.get("num_unindexed_fragments", 0)) for i in table.list_indices()) if optimize_indices else 0
-    removable = removable_versions(table, older_than, retain_versions, now=now)
-    return MaintenanceWork(tasks, unindexed, len(removable))
+    window, floor = (older_than, retain_versions) if older_than is not None else policy_retention(table)
+    removable = removable_versions(table, window, floor, now=now)
+    chosen = [
+        a
+        for a in advice
+        if a.kind in kinds
+        and (a.kind != "retention" or removable)
+        and (a.kind not in ("compact", "materialize_deletions") or tasks)
+    ]
+    return MaintenanceWork(tasks, unindexed, len(removable), tuple(chosen))

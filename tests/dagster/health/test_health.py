@@ -59,7 +59,10 @@ def test_fragmented_table_fails_then_compaction_repairs_it(instance: dg.DagsterI
     small = before["small_fragments"]
     assert not small.passed and small.severity == dg.AssetCheckSeverity.ERROR
     assert small.metadata["value"].value == 20 and small.metadata["fragments"].value == 20
-    assert all(before[name].passed for name in CHECKS if name != "small_fragments")
+    assert all(before[name].passed for name in CHECKS if name not in ("small_fragments", "maintenance_advice"))
+    advice = before["maintenance_advice"]  # the core's advice: merge the 20 fragments (score 19/20)
+    assert not advice.passed and advice.severity == dg.AssetCheckSeverity.WARN
+    assert advice.metadata["top_advice_kind"].value == "compact" and advice.metadata["fragments"].value == 20
     assert before["files_exist"].metadata["sampled"].value == 20
 
     resources = {"mvcc": MvccResource(root_uri=warehouse)}
@@ -70,8 +73,13 @@ def test_fragmented_table_fails_then_compaction_repairs_it(instance: dg.DagsterI
     sensor = build_health_sensor(["frag"], compaction_job=compaction, retention_job=retention, thresholds=THRESHOLDS)
     context = dg.build_sensor_context(instance=instance, resources=resources)
     first = sensor(context)
-    (request,) = first.run_requests
-    assert request.job_name == compaction.name and request.run_key == f"{warehouse}/frag@20:{compaction.name}"
+    # the advice: compact (19 of 20 fragments fewer) and, with the retention job's window of 0, retention
+    # (19 of 20 versions removable); the run tags name the advice that made each due
+    by_job = {r.job_name: r for r in first.run_requests}
+    assert set(by_job) == {compaction.name, retention.name}
+    request = by_job[compaction.name]
+    assert request.run_key == f"{warehouse}/frag@20:{compaction.name}" and request.tags["mvcc/advice"] == "compact"
+    assert "20 of 20 fragments" in request.tags["mvcc/advice_reason"]
     again = sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor, resources=resources))
     assert not again.run_requests  # the same failing version does not request a second run
 
@@ -83,7 +91,9 @@ def test_fragmented_table_fails_then_compaction_repairs_it(instance: dg.DagsterI
     assert not amplification.passed and amplification.metadata["value"].value > 10
     second = sensor(dg.build_sensor_context(instance=instance, cursor=again.cursor, resources=resources))
     (request,) = second.run_requests
-    assert request.job_name == retention.name and "storage_amplification" in request.tags["mvcc/failing_checks"]
+    # the retention job's window (0) leaves every version but the latest removable: the advice's score 21/22
+    assert request.job_name == retention.name and request.tags["mvcc/advice"] == "retention"
+    assert float(request.tags["mvcc/advice_score"]) > 0.9
 
     assert retention.execute_in_process(instance=instance, resources=resources).success
     repaired = run_checks(instance, warehouse, "frag")
@@ -128,7 +138,7 @@ def test_the_sensors_checks_agree_with_every_check_and_skip_the_file_heads(wareh
         )
         every = {r.check_name: r for r in evaluate_health(t, target, thresholds)}
         subset = list(evaluate_health(t, target, thresholds, checks=REPAIRABLE, versions=t.versions()))
-        assert [r.check_name for r in subset] == [c for c in CHECKS if c != "files_exist"]
+        assert [r.check_name for r in subset] == [c for c in CHECKS if c not in ("maintenance_advice", "files_exist")]
         for r in subset:
             full = every[r.check_name]
             assert (r.passed, r.metadata["value"]) == (full.passed, full.metadata["value"])

@@ -111,12 +111,13 @@ def test_sensor_requests_retention_when_enough_is_removable(instance: dg.Dagster
         assert len(result.run_requests or []) == expected, (share, floor)
     with pytest.raises(ValueError, match="retention_removable_share"):
         HealthThresholds(retention_removable_share=-1)
-    # a failing storage_amplification (the old file is 1x the latest's) is held back by the floor alike; a
-    # failing versions_kept is not (a count, not bytes)
+    # retention advice scoring above advice_score (1 of 2 versions removable: 0.5) is held back by the floor
+    # alike; not once the versions kept reach versions_kept's WARN level (a count, not bytes)
     for checks, floor, expected in (
-        ({"storage_amplification": Level(1.5, 9)}, freed + 1, 0),
-        ({"storage_amplification": Level(1.5, 9)}, freed, 1),
-        ({"versions_kept": Level(2, 9)}, freed + 1, 1),
+        ({}, 0, 0),  # 0.5 is not above the default advice_score (0.5)
+        ({"advice_score": 0.4}, freed + 1, 0),
+        ({"advice_score": 0.4}, freed, 1),
+        ({"advice_score": 0.4, "versions_kept": Level(2, 9)}, freed + 1, 1),
     ):
         thresholds = HealthThresholds(small_fragment_rows=1, retention_min_removable_bytes=floor, **checks)
         sensor = build_health_sensor(["over"], retention_job=retention, thresholds=thresholds)
@@ -393,16 +394,14 @@ def test_sensor_checks_again_only_the_tables_that_changed(
     """The health sensor keys a settled table on its kept versions (not a copy of its manifest): a tick after
     a commit, a retention run, or a drop and rewrite to the same version number evaluates that table again;
     a tick with nothing changed evaluates no table."""
-    import mvcc_dagster.health.checks as health
-
     evaluated: list[str] = []
-    original = health.evaluate_health
+    original = mvcc.compaction.recommend
 
-    def counting(table: mvcc.Table, target: MaintenanceTarget, *args: Any, **kwargs: Any) -> Any:
-        evaluated.append(target.label)
-        return original(table, target, *args, **kwargs)
+    def counting(table: mvcc.Table, *args: Any, **kwargs: Any) -> Any:
+        evaluated.append(Path(table.uri).name)
+        return original(table, *args, **kwargs)
 
-    monkeypatch.setattr(health, "evaluate_health", counting)
+    monkeypatch.setattr(mvcc.compaction, "recommend", counting)  # the sensor's one question per table
     a = mvcc.write_table(rows(0), f"{warehouse}/a")
     mvcc.write_table(rows(0), f"{warehouse}/b")
     a.append(rows(10))
