@@ -16,8 +16,10 @@ from pydantic import Field, model_validator
 import mvcc_core as mvcc
 
 from .. import maintenance as table_jobs
-from ..health.checks import HealthThresholds, Level, build_health_sensor, build_table_health_checks
+from ..health.checks import HealthThresholds, Level, build_table_health_checks, health_automation_condition
+from ..health.repair import build_health_sensor
 from ..health.sensors import build_version_sensor
+from ..maintenance.due import DEFAULT_OLDER_THAN
 from ..metadata import RESOURCE_KEY
 from ..resources import MvccResource, resolve_uri, table_key_problem
 from ..write_audit_publish.publish_job import RowAudit, build_publish_branch_job
@@ -28,6 +30,19 @@ class LevelModel(dg.Model):
 
     warn: float
     error: float
+
+
+class HealthAutomationModel(dg.Model):
+    """When Dagster's automation sensor runs the table's health checks (`health_automation_condition`)."""
+
+    on_update: bool = Field(
+        default=True, description="after each new materialization of the table's asset (a run's or the sensor's)"
+    )
+    cron: str | None = Field(default=None, description="also on each tick of this cron schedule")
+    timezone: str = "UTC"
+
+    def condition(self) -> dg.AutomationCondition:
+        return health_automation_condition(on_update=self.on_update, cron=self.cron, timezone=self.timezone)
 
 
 class HealthModel(dg.Model):
@@ -41,6 +56,11 @@ class HealthModel(dg.Model):
     version_age_days: LevelModel | None = None
     storage_amplification: LevelModel | None = None
     sample_files: int | None = Field(default=None, description="files of the latest version HEADed per check run")
+    advice_score: float | None = Field(
+        default=None,
+        description="the core's advice scoring above this (default 0.5) makes maintenance_advice WARN and the "
+        "health sensor request its job",
+    )
     retention_removable_share: float | None = Field(
         default=None,
         description="the sensor also requests retention when the data files it would remove weigh this share of "
@@ -51,6 +71,11 @@ class HealthModel(dg.Model):
     )
     sensor: bool = Field(default=True, description="a sensor requesting the repair jobs of failing checks")
     sensor_interval_seconds: int = 300
+    automation_condition: HealthAutomationModel | None = Field(
+        default=None,
+        description="run the checks by declarative automation (Dagster's automation sensor): on each new "
+        "materialization and/or a cron; none: only when someone runs them",
+    )
 
     def thresholds(self) -> HealthThresholds:
         given: dict[str, Any] = {}
@@ -63,7 +88,11 @@ class HealthModel(dg.Model):
 
 
 class MaintenanceModel(dg.Model):
-    """The maintenance schedule (compaction, index optimize, retention) and the compaction's options."""
+    """The maintenance schedule (compaction, index optimize, retention) and the compaction's options.
+
+    The tuning fields (`target_rows_per_fragment` ... `defer_index_remap`) left out, the compaction follows the
+    table's policy (its ``mvcc.compaction.*`` configuration) when each run plans; any of them given, the
+    compaction takes them with the core's defaults for the rest, as `CompactionOptions` does."""
 
     cron: str = Field(default="0 3 * * *", description="when the maintenance job runs (cron, in `timezone`)")
     timezone: str = "UTC"
@@ -75,29 +104,92 @@ class MaintenanceModel(dg.Model):
         "code location's executor, a step per task, for big tables; spark: on the `pyspark` resource's session)",
     )
     rewrite_steps: int | None = Field(default=None, description="the most rewrite steps (build_compaction_job)")
-    target_rows_per_fragment: int = 1_048_576
+    target_rows_per_fragment: int | None = None
     max_rows_per_task: int | None = None
     max_bytes_per_task: int | None = None
     materialize_deletions: bool = True
-    materialize_deletions_threshold: float = 0.1
+    materialize_deletions_threshold: float | None = None
     defer_index_remap: bool = False
+    where: str | None = Field(
+        default=None, description="the compaction job compacts only fragments that may hold rows matching this"
+    )
+    sort_by: list[str] | None = Field(default=None, description="the compaction job's layout: sorted by these")
+    zorder_by: list[str] | None = Field(default=None, description="or z-ordered by these 2 to 4 columns")
+    max_bytes: int | None = Field(default=None, description="the compaction job's budget of bytes per run")
+    partial_progress: bool = Field(
+        default=False, description="commit the groups that do not conflict, drop the others (reported)"
+    )
 
-    def options(self) -> mvcc.compaction.CompactionOptions:
-        """The compaction's options: this model's fields named as `CompactionOptions`' (the rest its defaults).
+    def options(self) -> mvcc.compaction.CompactionOptions | None:
+        """The compaction's options: this model's tuning fields named as `CompactionOptions`' (the rest its
+        defaults), or None when none is given (the table's policy decides).
 
         Returns:
             The options the compaction job and the schedule's compaction step run with.
         """
-        names = [
-            f.name for f in dataclasses.fields(mvcc.compaction.CompactionOptions) if f.name in type(self).model_fields
-        ]
-        return mvcc.compaction.CompactionOptions(**{name: getattr(self, name) for name in names})
+        given = {
+            name: getattr(self, name)
+            for name in (
+                "target_rows_per_fragment",
+                "max_rows_per_task",
+                "max_bytes_per_task",
+                "materialize_deletions_threshold",
+            )
+            if getattr(self, name) is not None
+        }
+        if not self.materialize_deletions:
+            given["materialize_deletions"] = False
+        if self.defer_index_remap:
+            given["defer_index_remap"] = True
+        return mvcc.compaction.CompactionOptions(**given) if given else None
+
+
+class FreshnessModel(dg.Model):
+    """The table asset's freshness policy (Dagster's `FreshnessPolicy`): a time window, or a cron deadline."""
+
+    fail_after_hours: float | None = Field(
+        default=None, description="FAIL when the last materialization is older than this (a time window)"
+    )
+    warn_after_hours: float | None = Field(default=None, description="WARN when older than this (below fail)")
+    deadline_cron: str | None = Field(default=None, description="or: a new version is due by each tick of this")
+    lower_bound_hours: float | None = Field(
+        default=None, description="with deadline_cron: a materialization counts from this long before the tick"
+    )
+    timezone: str = "UTC"
+
+    @model_validator(mode="after")
+    def _check(self) -> FreshnessModel:
+        window = self.fail_after_hours is not None
+        cron = self.deadline_cron is not None
+        if window == cron:
+            raise ValueError("freshness: give fail_after_hours (a time window) or deadline_cron, exactly one")
+        if cron and self.lower_bound_hours is None:
+            raise ValueError("freshness: deadline_cron needs lower_bound_hours")
+        if window and (self.lower_bound_hours is not None or self.timezone != "UTC"):
+            raise ValueError("freshness: lower_bound_hours and timezone go with deadline_cron, not fail_after_hours")
+        if self.warn_after_hours is not None and not window:
+            raise ValueError("freshness: warn_after_hours goes with fail_after_hours")
+        return self
+
+    def policy(self) -> dg.FreshnessPolicy:
+        if self.fail_after_hours is not None:
+            warn = timedelta(hours=self.warn_after_hours) if self.warn_after_hours is not None else None
+            return dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=self.fail_after_hours), warn_window=warn)
+        return dg.FreshnessPolicy.cron(
+            deadline_cron=self.deadline_cron or "",
+            lower_bound_delta=timedelta(hours=self.lower_bound_hours or 0),
+            timezone=self.timezone,
+        )
 
 
 class RetentionModel(dg.Model):
     """What the retention job (and the schedule's retention step) keeps."""
 
-    older_than_days: float = Field(default=14, description="versions older than this are removed")
+    older_than_days: float | None = Field(
+        default=None,
+        description="versions older than this are removed (default: the table's mvcc.retention.older_than, else "
+        "14 days; the schedule's retention step: 14 days)",
+    )
     retain_versions: int | None = Field(default=None, description="always keep this many newest versions")
     delete_unverified: bool = Field(
         default=False,
@@ -109,8 +201,8 @@ class RetentionModel(dg.Model):
         description="fail retention on a tagged version older than the window (default: keep it, remove the rest)",
     )
 
-    def older_than(self) -> timedelta:
-        return timedelta(days=self.older_than_days)
+    def older_than(self) -> timedelta | None:
+        return timedelta(days=self.older_than_days) if self.older_than_days is not None else None
 
 
 class IndexModel(dg.Model):
@@ -203,6 +295,9 @@ class MvccTableComponent(dg.Component, dg.Resolvable, dg.Model):
     deps: list[str] = Field(default_factory=list, description="upstream asset keys of the table's asset")
     description: str | None = None
     group_name: str | None = None
+    freshness: FreshnessModel | None = Field(
+        default=None, description="the asset's freshness policy (a time window or a cron deadline)"
+    )
     maintenance: MaintenanceModel | None = Field(default_factory=MaintenanceModel)
     retention: RetentionModel = Field(default_factory=RetentionModel)
     health: HealthModel | None = Field(default_factory=HealthModel)
@@ -251,6 +346,7 @@ class MvccTableComponent(dg.Component, dg.Resolvable, dg.Model):
             group_name=self.group_name,
             kinds={"mvcc"},
             metadata=metadata,
+            freshness_policy=self.freshness.policy() if self.freshness is not None else None,
         )
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
@@ -265,12 +361,18 @@ class MvccTableComponent(dg.Component, dg.Resolvable, dg.Model):
         target = table_jobs.MaintenanceTarget(self.table, self.asset_key)
         key = self.asset_key
         retention = self.retention
+        m = self.maintenance
         compaction = table_jobs.build_compaction_job(
             self.table,
-            options=self.maintenance.options() if self.maintenance else None,
-            executor=self.maintenance.executor if self.maintenance else "auto",
-            rewrite_steps=self.maintenance.rewrite_steps if self.maintenance else None,
+            options=m.options() if m else None,
+            executor=m.executor if m else "auto",
+            rewrite_steps=m.rewrite_steps if m else None,
             asset_key=key,
+            where=m.where if m else None,
+            sort_by=m.sort_by if m else None,
+            zorder_by=m.zorder_by if m else None,
+            max_bytes=m.max_bytes if m else None,
+            partial_progress=m.partial_progress if m else False,
         )
         retention_job = table_jobs.build_retention_job(
             self.table,
@@ -303,7 +405,8 @@ class MvccTableComponent(dg.Component, dg.Resolvable, dg.Model):
                     self.maintenance.cron,
                     options=self.maintenance.options(),
                     optimize_indices=self.maintenance.optimize_indices,
-                    older_than=retention.older_than(),
+                    # the schedule's retention step takes a window of its own (14 days unless given)
+                    older_than=retention.older_than() or DEFAULT_OLDER_THAN,
                     retain_versions=retention.retain_versions,
                     delete_unverified=retention.delete_unverified,
                     error_if_tagged_old_versions=retention.error_if_tagged_old_versions,
@@ -320,7 +423,13 @@ class MvccTableComponent(dg.Component, dg.Resolvable, dg.Model):
         sensors = []
         if self.health is not None:
             thresholds = self.health.thresholds()
-            checks = build_table_health_checks([self.table], thresholds=thresholds, asset_keys=[key])
+            automation = self.health.automation_condition
+            checks = build_table_health_checks(
+                [self.table],
+                thresholds=thresholds,
+                asset_keys=[key],
+                automation_condition=automation.condition() if automation is not None else None,
+            )
             if self.health.sensor:
                 sensors.append(
                     build_health_sensor(

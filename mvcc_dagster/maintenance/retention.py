@@ -13,7 +13,7 @@ from ..error_mapping import mvcc_conflicts, no_retry_failure
 from ..metadata import MAINTENANCE_IO_KEY, RESOURCE_KEY
 from ..resources import TableName
 from ..write_audit_publish.table import delete_wap_branches
-from .due import retention_tags, window_to
+from .due import policy_retention, retention_tags, window_to
 from .target import MaintenanceTarget, observe, one_step_job
 
 
@@ -114,7 +114,7 @@ def _check_latest_after_holes(context: Any, target: MaintenanceTarget, table: mv
 
 def cleanup_op(
     target: MaintenanceTarget,
-    older_than: timedelta,
+    older_than: timedelta | None,
     retain_versions: int | None,
     dry_run: bool,
     prefix: str,
@@ -136,8 +136,10 @@ def cleanup_op(
 
     Args:
         target: The table.
-        older_than: Versions older than this go (`Table.cleanup_old_versions`).
-        retain_versions: Keep at least the newest this many versions (None: no such floor).
+        older_than: Versions older than this go (`Table.cleanup_old_versions`); None: the table's retention
+            policy (``mvcc.retention.older_than``, default 14 days), read when the step runs.
+        retain_versions: Keep at least the newest this many versions (None: no such floor, or with `older_than`
+            None the policy's ``mvcc.retention.retain_versions``).
         dry_run: The default of the op's `dry_run` config.
         prefix: Put before the op's name (the schedule's job has its own ops).
         delete_unverified: The default of the op's `delete_unverified` config.
@@ -162,7 +164,7 @@ def cleanup_op(
             f"retention of {target.label}: error_if_tagged_old_versions must be a bool, got "
             f"{error_if_tagged_old_versions!r}"
         )
-    if not isinstance(older_than, timedelta) or older_than < timedelta(0):
+    if older_than is not None and (not isinstance(older_than, timedelta) or older_than < timedelta(0)):
         raise ValueError(
             f"retention of {target.label}: older_than must be a non-negative timedelta, got {older_than!r}"
         )
@@ -197,18 +199,24 @@ def cleanup_op(
     )
     def cleanup(context: dg.OpExecutionContext) -> Iterator[dg.Output]:
         dry = bool(context.op_config["dry_run"])
-        try:
-            window = window_to(context.op_config["cutoff"], older_than)
-        except ValueError as exc:
-            raise dg.Failure(f"retention of {target.label}: {exc}") from exc
         t = target.open(context)
+        try:
+            # no setting of the job's: the table's policy, as `cleanup_old_versions()` without arguments
+            base, floor = (older_than, retain_versions) if older_than is not None else policy_retention(t)
+            if older_than is not None or retain_versions is not None:
+                floor = retain_versions
+            window = window_to(context.op_config["cutoff"], base)
+        except ValueError as exc:
+            raise no_retry_failure(f"retention of {target.label}: {exc}", {"asset": target.label}) from exc
+        if older_than is None:
+            context.log.info(f"retention of {target.label}: the table's policy, older_than={base}, retain={floor}")
         with mvcc_conflicts(context, what=f"retention of {target.label} (older_than / retain_versions)"):
             # failed audits' branches past the window first, so that this cleanup reclaims their files
             wap_branches = delete_wap_branches(t, window, dry_run=dry)
             stats, kept = cleanup_keeping_tagged(
                 t,
                 window,
-                retain_versions,
+                floor,
                 delete_unverified=bool(context.op_config["delete_unverified"]),
                 dry_run=dry,
                 error_if_tagged_old_versions=bool(context.op_config["error_if_tagged_old_versions"]),
@@ -222,6 +230,8 @@ def cleanup_op(
             )
         meta = {
             **_cleanup_metadata(stats, dry_run=dry),
+            "older_than_seconds": window.total_seconds(),
+            "retain_versions": floor if floor is not None else 0,
             "kept_tagged_versions": dg.MetadataValue.json(kept),
             "wap_branches_removed": dg.MetadataValue.json(wap_branches),
         }
@@ -236,7 +246,7 @@ def cleanup_op(
 def build_retention_job(
     table: TableName,
     *,
-    older_than: timedelta = timedelta(days=14),
+    older_than: timedelta | None = None,
     retain_versions: int | None = None,
     dry_run: bool = False,
     delete_unverified: bool = False,
@@ -245,6 +255,10 @@ def build_retention_job(
     error_if_tagged_old_versions: bool = False,
 ) -> dg.JobDefinition:
     """A job removing old versions (`Table.cleanup_old_versions`; the latest and tagged versions are kept).
+
+    Without `older_than` the job follows the table's retention policy (its ``mvcc.retention.older_than`` and
+    ``mvcc.retention.retain_versions`` configuration, else 14 days and no floor), read when the step runs, as
+    `cleanup_old_versions()` without arguments does; `retain_versions` alone overrides the policy's floor.
 
     `delete_unverified` has the core's meaning: files no version references (left by a killed or failed
     writer) are removed even when younger than the 7-day unverified window; otherwise they are kept until
@@ -266,8 +280,8 @@ def build_retention_job(
 
     Args:
         table: An asset key (string, `AssetKey` or path parts) or a table uri.
-        older_than: Versions older than this are removed.
-        retain_versions: Keep at least the newest this many versions (None: no such floor).
+        older_than: Versions older than this are removed (None: the table's policy, above).
+        retain_versions: Keep at least the newest this many versions (None: no such floor, or the policy's).
         dry_run: The default of the op's ``dry_run`` config.
         delete_unverified: The default of the op's ``delete_unverified`` config (above).
         asset_key: The asset the observation goes to.
@@ -298,8 +312,14 @@ def build_retention_job(
         name=name or f"mvcc_retention__{target.suffix}",
         target=target,
         description=(
-            f"Retention of {target.label}: older_than={older_than}, retain_versions={retain_versions}, "
-            f"delete_unverified={delete_unverified}, error_if_tagged_old_versions={error_if_tagged_old_versions}."
+            f"Retention of {target.label}: "
+            + (
+                f"older_than={older_than}, retain_versions={retain_versions}, "
+                if older_than is not None
+                else "the table's retention policy (mvcc.retention.*), "
+            )
+            + f"delete_unverified={delete_unverified}, error_if_tagged_old_versions={error_if_tagged_old_versions}."
         ),
-        tags=retention_tags(older_than, retain_versions),  # the health sensor's "anything removable?"
+        # the health sensor's "anything removable?" (no tags: it reads the table's policy, as the job does)
+        tags=retention_tags(older_than, retain_versions) if older_than is not None else None,
     )

@@ -221,8 +221,9 @@ def test_bad_config_is_named(warehouse: str) -> None:
 
 
 def test_health_sensor_requests_index_optimize(instance: dg.DagsterInstance, warehouse: str) -> None:
-    """With `indices`, rows the index does not cover fail `unindexed_rows`, the component's health sensor
-    requests the index optimize job (no run config needed), and after it the check passes."""
+    """With `indices`, rows the index does not cover make the core advise an index optimize, the component's
+    health sensor requests the index optimize job (no run config needed, the advice in its tags), and after it
+    nothing is requested."""
     comp = component(
         warehouse,
         indices=[{"column": "n"}],
@@ -232,11 +233,14 @@ def test_health_sensor_requests_index_optimize(instance: dg.DagsterInstance, war
     uri = f"{warehouse}/sales/orders"
     t = mvcc.write_table(pa.table({"n": list(range(10))}), uri)
     assert defs.resolve_job_def("mvcc_index__sales__orders__n_idx").execute_in_process(instance=instance).success
-    t.checkout_latest().append(pa.table({"n": list(range(10, 20))}))
+    # 20 of 30 rows outside the index: the advice optimize_indices scores 0.67, above advice_score (0.5); the
+    # two fragments' compact advice scores 0.5, not above it
+    t.checkout_latest().append(pa.table({"n": list(range(10, 30))}))
 
     sensor = next(s for s in defs.sensors if s.name == "mvcc_health_sensor__sales__orders")
     result = sensor(dg.build_sensor_context(instance=instance, resources=defs.resources))
     assert [r.job_name for r in result.run_requests] == ["mvcc_index_optimize__sales__orders"]
+    assert result.run_requests[0].tags["mvcc/advice"] == "optimize_indices"
     job = defs.resolve_job_def("mvcc_index_optimize__sales__orders")
     assert job.execute_in_process(instance=instance, tags=result.run_requests[0].tags).success
     again = sensor(dg.build_sensor_context(instance=instance, resources=defs.resources, cursor=result.cursor))

@@ -174,7 +174,8 @@ def test_retention_is_asked_again_as_versions_leave_the_window(instance: dg.Dags
     sensor = build_health_sensor(
         ["aging"],
         retention_job=retention,
-        thresholds=HealthThresholds(small_fragment_rows=1, versions_kept=Level(2, 9)),
+        # half the versions removable (a score of 0.5) is above this advice_score
+        thresholds=HealthThresholds(small_fragment_rows=1, versions_kept=Level(2, 9), advice_score=0.4),
     )
     resources = {"mvcc": MvccResource(root_uri=warehouse)}
     keys: list[str] = []
