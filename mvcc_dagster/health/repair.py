@@ -27,7 +27,7 @@ from ..maintenance.due import (
 from ..maintenance.target import MaintenanceTarget
 from ..metadata import TABLE_TAG
 from ..resources import MvccResource, TableName
-from .checks import CHECKS, HealthThresholds
+from .checks import HealthThresholds, TableHandles
 from .sensors import job_sensor
 
 
@@ -59,61 +59,6 @@ def _kept(versions: Sequence[mvcc.VersionInfo]) -> tuple[tuple[int, datetime | N
     return tuple((v.version, v.timestamp) for v in versions if v.error is None)
 
 
-class TableHandles:
-    """The sensor's table handles, kept from tick to tick: a tick reads only the manifests and transactions
-    committed since the last one (versions are immutable), not every kept version again. A table dropped
-    and written again under the same uri is noticed by the version the last tick saw, read again."""
-
-    def __init__(self) -> None:
-        self._handles: dict[str, mvcc.Table] = {}
-        self._versions: dict[str, list[mvcc.VersionInfo]] = {}
-
-    def latest(self, uri: str, open_table: Callable[[], mvcc.Table]) -> mvcc.Table:
-        """The table at `uri` at its latest version, through the handle of the last tick when still valid.
-
-        Args:
-            uri: The table's uri (the key).
-            open_table: Opens the table afresh (its latest manifest read now).
-
-        Returns:
-            The handle.
-
-        Raises:
-            TableNotFoundError: There is no table at `uri` (any kept handle is dropped).
-        """
-        known = self._handles.pop(uri, None)
-        fresh = open_table()
-        table = known.checkout(fresh.version) if known is not None and _same_table(known, fresh) else fresh
-        # remember what the kept versions need, not every version read since the sensor started
-        versions = table.versions()
-        table.trim_version_cache(max(1, len(versions)))
-        self._handles[uri] = table
-        self._versions[uri] = versions
-        return table
-
-    def versions(self, uri: str) -> list[mvcc.VersionInfo]:
-        """The versions of `uri` as the last `latest` listed them (one listing per tick, not one per use).
-
-        Args:
-            uri: The table's uri.
-
-        Returns:
-            ``table.versions()`` of the handle `latest` returned.
-        """
-        return self._versions[uri]
-
-
-def _same_table(known: mvcc.Table, fresh: mvcc.Table) -> bool:
-    """Whether `fresh` (read now) is the table `known` (the last tick's) with versions added: the version the
-    last tick saw is still there with the same manifest (one manifest read when the table moved)."""
-    if fresh.version < known.version:
-        return False
-    try:
-        return fresh.checkout(known.version).manifest == known.manifest
-    except (mvcc.VersionNotFoundError, mvcc.errors.CorruptManifestError):
-        return False  # removed or unreadable since: read everything again rather than trust the cache
-
-
 _IN_PROGRESS = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
@@ -128,20 +73,6 @@ def _tables_in_maintenance(context: dg.SensorEvaluationContext, labels: Sequence
     return {run.tags[TABLE_TAG] for run in runs if TABLE_TAG in run.tags}
 
 
-#: Which job repairs which failing check (the measurement checks; the sensor itself decides from the advice).
-REPAIRS = {
-    "small_fragments": "compaction",
-    "deleted_rows": "compaction",
-    "unindexed_rows": "index",
-    "versions_kept": "retention",
-    "version_age": "retention",
-    "storage_amplification": "retention",
-}
-VERSION_CHECKS = {"versions_kept", "version_age"}
-"""The retention checks not about bytes: while neither is reached, a retention request must free
-`HealthThresholds.retention_min_removable_bytes`."""
-REPAIRABLE = tuple(c for c in CHECKS if c in REPAIRS)
-"""The measurement checks with a repair (not ``maintenance_advice``, nor ``files_exist``, never automatic)."""
 ADVICE_KINDS = {
     "compaction": ("compact", "materialize_deletions"),
     "index": ("optimize_indices",),
