@@ -232,23 +232,25 @@ def build_health_sensor(
         if not removable:
             return None  # every old version is still inside the window: a run would remove nothing
         score = len(removable) / max(len(readable), 1)
-        freed = removable_bytes(table, removable, readable)
-        share = thresholds.retention_removable_share
-        by_share = share is not None and freed >= share * data_bytes(table) and freed > 0
-        if score <= thresholds.advice_score and not by_share:
-            return None
         stamps = [v.timestamp for v in versions if v.error is None and v.timestamp is not None]
         many = len(readable) >= thresholds.versions_kept.warn or (
             bool(stamps) and (now - min(stamps)).total_seconds() / 86400 >= thresholds.version_age_days.warn
         )
-        if not many and freed < thresholds.retention_min_removable_bytes:
+        share = thresholds.retention_removable_share
+        floor_bytes = 0 if many else thresholds.retention_min_removable_bytes
+        # the bytes it frees (a manifest read per kept version) only when a rule asks for them
+        freed = removable_bytes(table, removable, readable) if share is not None or floor_bytes else None
+        by_share = share is not None and bool(freed) and (freed or 0) >= share * data_bytes(table)
+        if score <= thresholds.advice_score and not by_share:
+            return None
+        if freed is not None and freed < floor_bytes:
             return None  # for storage alone: worth a run once it frees enough bytes
+        frees = f"; removing them frees {freed:,} bytes of data files" if freed is not None else ""
         advice = mvcc.compaction.MaintenanceAdvice(
             kind="retention",
             reason=(
                 f"{len(removable)} of {len(readable)} versions are older than {window} (retain_versions "
-                f"{floor or 'not set'}; {'the job' if setting is not None else 'the table policy'}'s); "
-                f"removing them frees {freed:,} bytes of data files"
+                f"{floor or 'not set'}; {'the job' if setting is not None else 'the table policy'}'s){frees}"
             ),
             score=score,
             bytes_to_rewrite=0,
