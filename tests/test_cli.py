@@ -700,6 +700,7 @@ def test_script_exit_code_of_a_retryable_conflict(tmp_uri) -> None:
     assert sorted(mvcc.open_table(tmp_uri).to_table().column("id").to_pylist()) == [0, *range(2, 11)]
 
 
+@pytest.mark.slow
 def test_a_closed_pipe_ends_the_command_quietly(tmp_uri) -> None:
     """`mvcc scan URI | head -1`, `mvcc show URI | head -0`: the reader leaves early; no traceback, no error
     line, exit 141 (128 + SIGPIPE, as git's)."""
