@@ -547,8 +547,8 @@ def test_every_command_has_help_with_an_example_and_version() -> None:
         return out
 
     commands = walk(cli.cli, [])
-    # mvcc, its commands, those of `index`, `tags`, `branches`, `catalog` and `catalog branches`
-    assert len(commands) == 1 + 12 + 4 + 4 + 4 + 2 + 4
+    # mvcc, its commands, those of `index`, `tags`, `branches`, `catalog`, `catalog branches` and `policy`
+    assert len(commands) == 1 + 13 + 4 + 4 + 4 + 2 + 4 + 3
     for path in commands:
         result = run(*path, "--help")
         assert result.exit_code == 0 and "Example:" in result.stdout and "mvcc " in result.stdout, path

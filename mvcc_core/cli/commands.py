@@ -18,7 +18,6 @@ import time
 import traceback
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
 from typing import Any, TypedDict
 
 import click
@@ -27,11 +26,11 @@ import mvcc_core as mvcc
 from mvcc_core.cli.advise_command import advise
 from mvcc_core.cli.branch_commands import branches
 from mvcc_core.cli.catalog_commands import catalog
+from mvcc_core.cli.cleanup_command import cleanup
 from mvcc_core.cli.index_commands import index
 from mvcc_core.cli.options import (
     EXIT_BROKEN_PIPE,
     SMALL_ROWS,
-    DurationType,
     exit_code_for,
     json_option,
     open_table,
@@ -39,7 +38,6 @@ from mvcc_core.cli.options import (
 )
 from mvcc_core.cli.output import (
     emit_json,
-    format_duration,
     human_bytes,
     json_default,
     print_indices,
@@ -48,6 +46,7 @@ from mvcc_core.cli.output import (
     progress_bar,
     version_ranges,
 )
+from mvcc_core.cli.policy import policy
 from mvcc_core.cli.refs import Ref, open_ref, positional_ref, ref_options, resolved
 from mvcc_core.cli.tag_commands import tags
 from mvcc_core.cli.verify_command import verify
@@ -628,88 +627,7 @@ def show_compaction_plan(t: mvcc.Table, options: mvcc.compaction.CompactionOptio
     click.echo("dry run: nothing was written; run again without --dry-run to compact", err=True)
 
 
-# ---- indices -----------------------------------------------------------------------------------------
-
-
-@cli.command()
-@uri_and_storage
-@click.option("--older-than", type=DurationType(), default="14d", show_default=True, help="e.g. 7d, 12h, 0s.")
-@click.option("--retain-versions", type=click.IntRange(min=1), help="Keep at least the newest N versions.")
-@click.option("--apply", is_flag=True, help="Delete. Without it, only report what would go (a dry run).")
-@click.option("--delete-unverified", is_flag=True, help="Also delete unreferenced files younger than 7 days.")
-@click.option("--keep-tagged", is_flag=True, help="Keep tagged old versions and go on (default: refuse).")
-@json_option
-def cleanup(
-    uri: str,
-    storage_option: tuple[str, ...],
-    older_than: timedelta,
-    retain_versions: int | None,
-    apply: bool,
-    delete_unverified: bool,
-    keep_tagged: bool,
-    as_json: bool,
-) -> None:
-    """Remove old versions and the files only they use. A DRY RUN unless --apply.
-
-    The latest and tagged versions are always kept; while a tag file cannot be read, every version is.
-
-    \b
-    Example:
-        mvcc cleanup ./events --older-than 7d            # what would go
-        mvcc cleanup ./events --older-than 7d --apply    # delete it
-    """
-    t = open_table(uri, storage_option)
-    with progress_bar("removing files", apply and not as_json) as progress:
-        try:
-            stats = t.cleanup_old_versions(
-                older_than,
-                retain_versions,
-                delete_unverified=delete_unverified,
-                error_if_tagged_old_versions=not keep_tagged,
-                dry_run=not apply,
-                progress=progress,
-            )
-        except mvcc.errors.TagError as exc:
-            if not exc.tags:
-                raise
-            tagged = ", ".join(f"{name} (version {v})" for name, v in sorted(exc.tags.items(), key=lambda kv: kv[1]))
-            raise mvcc.errors.TagError(
-                f"cleanup --older-than {format_duration(older_than)} would remove tagged versions of {uri}: "
-                f"{tagged}; give --keep-tagged to keep them (and remove the rest), or delete those tags first "
-                f"(mvcc tags delete {uri} NAME)",
-                tags=exc.tags,
-            ) from exc
-    files = {
-        "data": stats.data_files_removed,
-        "deletion": stats.deletion_files_removed,
-        "index": stats.index_files_removed,
-        "transaction": stats.transaction_files_removed,
-        "unverified": stats.unverified_files_removed,
-    }
-    if as_json:
-        emit_json(
-            {
-                "dry_run": not apply,
-                "removed_versions": list(stats.removed_versions),
-                "corrupt_versions": list(stats.corrupt_versions),
-                "bad_tags": dict(stats.bad_tags),
-                "bytes": stats.bytes_removed,
-                "files": files,
-            }
-        )
-        return
-    verb = "removed" if apply else "would remove"
-    versions_text = version_ranges(stats.removed_versions) or "none"
-    click.echo(f"{verb} {len(stats.removed_versions)} versions ({versions_text}), {human_bytes(stats.bytes_removed)}")
-    click.echo("files: " + ", ".join(f"{n:,} {k}" for k, n in files.items()))
-    if stats.corrupt_versions:
-        click.echo(f"corrupt versions: {version_ranges(stats.corrupt_versions)}")
-    for path, problem in stats.bad_tags:
-        click.echo(f"bad tag {path}: {problem}")
-    if stats.bad_tags:
-        click.echo("every version was kept: a tag that cannot be read may name any of them; fix or delete those files")
-    if not apply:
-        click.echo("dry run: nothing was deleted; run again with --apply to delete", err=True)
+# ---- restore -----------------------------------------------------------------------------------------
 
 
 @cli.command()
@@ -747,7 +665,9 @@ def restore(
 cli.add_command(advise)
 cli.add_command(branches)
 cli.add_command(catalog)
+cli.add_command(cleanup)
 cli.add_command(index)
+cli.add_command(policy)
 cli.add_command(tags)
 cli.add_command(verify)
 

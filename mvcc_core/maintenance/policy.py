@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from datetime import timedelta
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -22,6 +22,8 @@ from mvcc_core.maintenance.options import ZORDER_MAX_COLUMNS, ZORDER_MIN_COLUMNS
 __all__ = [
     "CLUSTERING_KEYS",
     "COMPACTION_KEYS",
+    "DEFAULT_OLDER_THAN",
+    "KEYS",
     "MATERIALIZE_DELETIONS_THRESHOLD",
     "MAX_BYTES",
     "POLICY_KEYS",
@@ -32,9 +34,8 @@ __all__ = [
     "TARGET_BYTES_PER_FRAGMENT",
     "TARGET_ROWS_PER_FRAGMENT",
     "ZORDER_BY",
-    "DEFAULT_OLDER_THAN",
-    "KEYS",
     "PolicyKey",
+    "PolicyValueError",
     "check_config",
     "compaction_options",
     "parse_size",
@@ -208,16 +209,35 @@ KEYS: dict[str, PolicyKey] = {
 }
 
 
+class PolicyValueError(ValueError):
+    """A policy key's value that does not parse, or a key under the policy prefixes that is no policy key.
+
+    Attributes:
+        key: The key.
+        value: Its value as given.
+        reason: Why it cannot be used, in words (the message without the key and value).
+    """
+
+    def __init__(self, message: str, key: str, value: object, reason: str) -> None:
+        super().__init__(message)
+        self.key, self.value, self.reason = key, value, reason
+
+
 def _parse(key: str, value: str) -> Any:
     parser = _PARSERS.get(key)
     if parser is None:
-        raise ValueError(f"table configuration {key!r} is not a maintenance key; the keys are {list(POLICY_KEYS)}")
+        reason = f"not a maintenance key; the keys are {list(POLICY_KEYS)}"
+        raise PolicyValueError(f"table configuration {key!r} is {reason}", key, value, reason)
     if not isinstance(value, str):
-        raise ValueError(f"table configuration {key!r} must be a string, got {value!r}")
+        raise PolicyValueError(
+            f"table configuration {key!r} must be a string, got {value!r}", key, value, "it must be a string"
+        )
     try:
         return parser(value)
     except (ValueError, OverflowError) as exc:
-        raise ValueError(f"table configuration {key!r} = {value!r} is not valid: {exc}") from None
+        raise PolicyValueError(
+            f"table configuration {key!r} = {value!r} is not valid: {exc}", key, value, str(exc)
+        ) from None
 
 
 def parse_value(key: str, value: str) -> Any:
@@ -228,7 +248,8 @@ def parse_value(key: str, value: str) -> Any:
         value: its text, as the table's configuration holds it
 
     Raises:
-        ValueError: `key` is no policy key or `value` does not parse; the message names the key and says why
+        PolicyValueError: `key` is no policy key or `value` does not parse; the message names the key and says
+            why, `reason` says why alone
     """
     return _parse(key, value)
 
