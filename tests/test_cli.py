@@ -522,7 +522,8 @@ def test_compact_dry_run_is_the_plan_compact_runs(tmp_path: Path, seed: int) -> 
     if not planned["tasks"]:
         assert "would compact" not in text.stdout and done["version"] is None and after.version == t.version
         return
-    assert f"would compact version {t.version} in {len(planned['tasks'])} tasks" in text.stdout
+    n = len(planned["tasks"])
+    assert f"would compact version {t.version} in {n} {'task' if n == 1 else 'tasks'}:" in text.stdout
     keys = ("fragments_before", "fragments_after", "fragments_removed", "fragments_added", "rows_rewritten")
     assert {k: planned[k] for k in keys} == {k: done[k] for k in keys}
     assert planned["bytes_read"] == done["bytes_read"]

@@ -12,7 +12,7 @@ import click
 
 import mvcc_core as mvcc
 from mvcc_core.cli.options import DurationType, json_option, open_table, uri_and_storage
-from mvcc_core.cli.output import emit_json, format_duration, human_bytes, progress_bar, version_ranges
+from mvcc_core.cli.output import emit_json, format_duration, human_bytes, plural, progress_bar, version_ranges
 from mvcc_core.maintenance import policy
 
 __all__ = ["Retention", "cleanup", "retention_for"]
@@ -179,7 +179,8 @@ def cleanup(
     verb = "removed" if apply else "would remove"
     versions_text = version_ranges(stats.removed_versions) or "none"
     click.echo(f"retention: {chosen.describe()}")
-    click.echo(f"{verb} {len(stats.removed_versions)} versions ({versions_text}), {human_bytes(stats.bytes_removed)}")
+    removed = plural(len(stats.removed_versions), "version")
+    click.echo(f"{verb} {removed} ({versions_text}), {human_bytes(stats.bytes_removed)}")
     click.echo("files: " + ", ".join(f"{n:,} {k}" for k, n in files.items()))
     if stats.corrupt_versions:
         click.echo(f"corrupt versions: {version_ranges(stats.corrupt_versions)}")

@@ -40,6 +40,7 @@ from mvcc_core.cli.output import (
     emit_json,
     human_bytes,
     json_default,
+    plural,
     print_indices,
     print_pairs,
     print_table,
@@ -47,7 +48,7 @@ from mvcc_core.cli.output import (
     version_ranges,
 )
 from mvcc_core.cli.policy import policy
-from mvcc_core.cli.refs import Ref, open_ref, positional_ref, ref_options, resolved
+from mvcc_core.cli.refs import Ref, open_ref, positional_ref, ref_options, resolved, version_words
 from mvcc_core.cli.tag_commands import tags
 from mvcc_core.cli.verify_command import verify
 from mvcc_core.maintenance.policy import compaction_options, parse_size
@@ -172,7 +173,7 @@ def show(uri: str, storage_option: tuple[str, ...], ref: Ref | None, small_rows:
     print_pairs(
         [
             ("uri", info["uri"]),
-            ("version", f"{info['resolved']}; latest {info['latest_version']}"),
+            ("version", version_words(ref, t.version, info["latest_version"])),
             ("timestamp", info["timestamp"].isoformat()),
             ("rows", f"{info['rows']:,} ({info['deleted_rows']:,} deleted)"),
             ("fragments", f"{info['fragments']:,} ({info['small_fragments']:,} under {small_rows:,} rows)"),
@@ -608,7 +609,7 @@ def show_compaction_plan(t: mvcc.Table, options: mvcc.compaction.CompactionOptio
         click.echo(f"nothing to compact: {plan['fragments_before']:,} fragments, version {t.version}")
     else:
         click.echo(
-            f"would compact version {t.version} in {len(plan['tasks']):,} tasks: fragments "
+            f"would compact version {t.version} in {plural(len(plan['tasks']), 'task')}: fragments "
             f"{plan['fragments_before']:,} -> {plan['fragments_after']:,} ({plan['fragments_removed']:,} rewritten "
             f"into {plan['fragments_added']:,}), {plan['rows_rewritten']:,} rows, "
             f"{human_bytes(plan['bytes_read'])} read, layout: {plan['layout']}"
