@@ -69,7 +69,10 @@ def _print_text(one: _Advised, several: bool) -> None:
         (a.kind, f"{a.score:.2f}", human_bytes(a.bytes_to_rewrite), f"{a.fragments_before:,} -> {a.fragments_after:,}")
         for a in one.advice
     ]
-    print_table(f"maintenance advice{where} for version {one.version}", ["kind", "score", "rewrite", "fragments"], rows)
+    title = f"maintenance advice{where} for version {one.version}"
+    if several:  # a title as wide as the table would fold a long URI
+        click.echo(title)
+    print_table(None if several else title, ["kind", "score", "rewrite", "fragments"], rows)
     for a in one.advice:
         click.echo(f"{a.kind}: {a.reason}; {a.effect}. Run: {a.call}")
 
