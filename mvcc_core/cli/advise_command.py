@@ -8,14 +8,16 @@ OpenMetrics, `mvcc_table_up 0`), the rest is printed, and the command exits 1.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from mvcc_core.cli.advise_metrics import TableFigures, figures_of, openmetrics
 from mvcc_core.cli.options import EXIT_ERROR, open_table, storage_option_flag
 from mvcc_core.cli.output import emit_json, human_bytes, print_table
-from mvcc_core.maintenance.advice import MaintenanceAdvice
+
+if TYPE_CHECKING:
+    from mvcc_core.maintenance.advice import MaintenanceAdvice
 
 __all__ = ["advise"]
 

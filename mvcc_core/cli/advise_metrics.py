@@ -12,17 +12,19 @@ import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mvcc_core.format.deletion import live_rows
-from mvcc_core.format.naming import VERSIONS_DIR, parse_manifest_name
-from mvcc_core.maintenance import planner
-from mvcc_core.maintenance import policy as core_policy
-from mvcc_core.maintenance.advice import AdviceKind, MaintenanceAdvice
-from mvcc_core.maintenance.handles import TableLike, state_of
+if typing.TYPE_CHECKING:  # the table code is imported when a table is read, not with the `mvcc` command
+    from mvcc_core.maintenance.advice import MaintenanceAdvice
+    from mvcc_core.maintenance.handles import TableLike
 
-__all__ = ["ADVICE_KINDS", "TableFigures", "figures_of", "openmetrics"]
+__all__ = ["TableFigures", "advice_kinds", "figures_of", "openmetrics"]
 
-#: Every kind of advice: each gets a score gauge, 0 when it is not advised (an alert then sees 0, not no data).
-ADVICE_KINDS: tuple[str, ...] = typing.get_args(AdviceKind)
+
+def advice_kinds() -> tuple[str, ...]:
+    """Every kind of advice: each gets a score gauge, 0 when it is not advised (an alert then sees 0, not no
+    data)."""
+    from mvcc_core.maintenance.advice import AdviceKind
+
+    return typing.get_args(AdviceKind)
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,12 @@ def figures_of(table: TableLike, advice: Sequence[MaintenanceAdvice]) -> TableFi
     Raises:
         ValueError: a compaction key of the table's policy does not parse
     """
+    from mvcc_core.format.deletion import live_rows
+    from mvcc_core.format.naming import VERSIONS_DIR, parse_manifest_name
+    from mvcc_core.maintenance import planner
+    from mvcc_core.maintenance import policy as core_policy
+    from mvcc_core.maintenance.handles import state_of
+
     state = state_of(table)
     manifest = state.manifest
     target = planner.target_rows(manifest, core_policy.compaction_options(manifest.config))
@@ -87,7 +95,7 @@ def figures_of(table: TableLike, advice: Sequence[MaintenanceAdvice]) -> TableFi
         if folder == VERSIONS_DIR and parse_manifest_name(name) is not None:  # main's own: not a branch's
             versions += 1
     totals = state.row_totals
-    scores = dict.fromkeys(ADVICE_KINDS, 0.0)
+    scores = dict.fromkeys(advice_kinds(), 0.0)
     for a in advice:
         scores[a.kind] = max(scores[a.kind], a.score)
     return TableFigures(
@@ -150,6 +158,6 @@ def openmetrics(tables: Sequence[tuple[str, TableFigures | None]]) -> str:
             continue
         for gauge, figure in gauges:
             gauge.labels(table=uri).set(figure(found))
-        for kind in ADVICE_KINDS:
+        for kind in advice_kinds():
             score.labels(table=uri, kind=kind).set(found.scores[kind])
     return generate_latest(registry).decode()

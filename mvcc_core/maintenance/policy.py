@@ -210,7 +210,14 @@ KEYS: dict[str, PolicyKey] = {
 
 
 class PolicyValueError(ValueError):
-    """A policy key's value that does not parse, or a key under the policy prefixes that is no policy key.
+    """A policy key's value that does not parse, or a key under the policy prefixes that is no policy key; the
+    parts are kept for a caller that words the error its own way (the CLI).
+
+    Args:
+        message: the whole message, naming the key and the value
+        key: the key
+        value: its value as given
+        reason: why it cannot be used
 
     Attributes:
         key: The key.
