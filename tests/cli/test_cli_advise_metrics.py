@@ -103,6 +103,14 @@ def test_a_table_that_cannot_be_read_is_down_and_the_others_print(tmp_path: Path
     assert value(found, "mvcc_table_up", missing) == 0 and value(found, "mvcc_table_up", good) == 1
     assert not [k for k in found if dict(k[1]).get("table") == missing and k[0] != "mvcc_table_up"]
     assert value(found, "mvcc_table_fragments", good) == 5
+    # a policy value written around update_config's check: advice cannot be given, so the table is down too
+    bad = str(tmp_path / "bad")
+    mvcc.write_table(pa.table({"id": [1]}), bad).commit(
+        mvcc.operations.UpdateConfig.of({"mvcc.compaction.max_bytes": "lots"}, [])
+    )
+    down = run("advise", bad, good, "--format", "openmetrics")
+    assert down.exit_code == 1 and "'mvcc.compaction.max_bytes' = 'lots'" in down.stderr
+    assert value(samples(down.stdout), "mvcc_table_up", bad) == 0
     text = run("advise", good, missing)
     assert text.exit_code == 1 and f"maintenance advice of {good}" in text.stdout and missing in text.stderr
     listed = run("advise", good, missing, "--json")
