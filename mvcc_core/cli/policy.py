@@ -54,6 +54,9 @@ def policy_entries(config: Mapping[str, str]) -> dict[str, dict[str, Any]]:
             "unset": info.unset,
             "problem": None if given is None else _problem(key, given),
         }
+    if all(key in config for key in core.CLUSTERING_KEYS):  # written around the check: compaction refuses both
+        for key in core.CLUSTERING_KEYS:
+            out[key]["problem"] = out[key]["problem"] or "both clustering keys are set: a compaction writes one layout"
     for key in sorted(k for k in config if k.startswith(_PREFIXES) and k not in core.KEYS):
         out[key] = {
             "value": config[key],
@@ -127,7 +130,7 @@ def _pairs(items: Sequence[str], config: Mapping[str, str]) -> dict[str, str]:
             raise click.BadParameter(
                 f"{key}={value} is not valid: {problem} (it takes {core.KEYS[key].expected})", param_hint="KEY=VALUE"
             )
-        out[key] = value
+        out[key] = value.strip()
     return out
 
 

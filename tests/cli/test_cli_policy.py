@@ -66,7 +66,7 @@ def test_show_set_unset(where: str, tmp_uri: str, memory_uri: str) -> None:
     line = next(x for x in text.stdout.splitlines() if policy.RETAIN_VERSIONS in x)
     assert "default: no floor" in line
 
-    same = run("policy", "set", uri, "mvcc.retention.older_than=7d")
+    same = run("policy", "set", uri, " mvcc.retention.older_than = 7d ")  # spaces around the key and value
     assert same.exit_code == 0 and "unchanged" in same.stdout and mvcc.open_table(uri).version == after.version
 
     removed = run("policy", "unset", uri, policy.MAX_BYTES, policy.RETAIN_VERSIONS)
@@ -126,6 +126,12 @@ def test_unset_refuses_an_unknown_key_but_removes_a_bad_one_written_around_the_c
     assert "use a positive whole number" in entries[policy.RETAIN_VERSIONS]["problem"]
     assert "not a policy key" in entries["mvcc.compaction.old_key"]["problem"]
     assert "NOT USABLE" in run("policy", "show", tmp_uri).stdout
+    t.commit(
+        mvcc.operations.UpdateConfig.of({"mvcc.compaction.sort_by": "id", "mvcc.compaction.zorder_by": "id,day"}, [])
+    )
+    entries = shown(tmp_uri)["policy"]
+    assert "both clustering keys are set" in entries["mvcc.compaction.sort_by"]["problem"]
+    assert "both clustering keys are set" in entries["mvcc.compaction.zorder_by"]["problem"]
     removed = run("policy", "unset", tmp_uri, policy.RETAIN_VERSIONS, "mvcc.compaction.old_key")
     assert removed.exit_code == 0, removed.output
     config = mvcc.open_table(tmp_uri).config
