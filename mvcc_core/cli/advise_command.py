@@ -97,7 +97,7 @@ def advise(
     """Say which maintenance would pay on each table's latest version, best first, with the figures (no data read).
 
     With one URI, --json prints one object; with several, a list (a table that cannot be read has "error").
-    openmetrics adds the figures: fragments, small fragments, deleted-row share, stored and live bytes, versions
+    json and openmetrics add the figures: fragments, small fragments, deleted-row share, stored and live bytes, versions
     kept, the score of each kind of advice, and mvcc_table_up (0 for a table that cannot be read). Exit code 1
     when a table could not be read; the others are printed.
 
