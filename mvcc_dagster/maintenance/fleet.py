@@ -11,7 +11,7 @@ version: docs/integrations/dagster/fleet.md.
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import dagster as dg
 from pydantic import Field
@@ -19,7 +19,7 @@ from pydantic import Field
 import mvcc_core as mvcc
 from mvcc_core.compaction import FleetEntry, FleetPlan, QuietHours, plan_fleet
 
-from .._dagster_internals import deferred_resources_job
+from .._dagster_internals import deferred_resources_job, reuse_sensor_resources
 from ..metadata import RESOURCE_KEY, TABLE_TAG
 from ..resources import MvccResource, TableName
 from .compaction import RETRY_TAGS
@@ -184,9 +184,16 @@ def _fleet_job(name: str, targets: Mapping[str, MaintenanceTarget], tags: Mappin
     )
 
 
-def _requested(instance: dg.DagsterInstance | None, job_name: str, keys: Mapping[str, str]) -> dict[str, str]:
-    """Of `keys` (table -> run key), the tables a run of `job_name` was created for already: table -> run id."""
-    if instance is None:
+def _requested(context: dg.ScheduleEvaluationContext, job_name: str, keys: Mapping[str, str]) -> dict[str, str]:
+    """Of `keys` (table -> run key), the tables a run of `job_name` was created for already: table -> run id.
+
+    The tick's instance is built (from its reference, tens of ms in the daemon) only when some table is
+    advised; a context without a persistent instance deduplicates nothing."""
+    if not keys:
+        return {}
+    try:
+        instance = context.instance
+    except dg.DagsterInvariantViolationError:
         return {}
     found: dict[str, str] = {}
     for name, key in keys.items():
@@ -230,14 +237,6 @@ def _sources(resource: MvccResource, targets: Mapping[str, MaintenanceTarget]) -
     with ThreadPoolExecutor(max_workers=8, thread_name_prefix="mvcc-fleet-open") as pool:
         handles = list(pool.map(one, targets.values()))
     return dict(zip(targets, handles, strict=True))
-
-
-def _instance(context: dg.ScheduleEvaluationContext) -> dg.DagsterInstance | None:
-    """The tick's instance (None for a context built without a persistent one: then nothing is deduplicated)."""
-    try:
-        return context.instance
-    except dg.DagsterInvariantViolationError:
-        return None
 
 
 def _merged(again: FleetPlan, first: FleetPlan, replanned: set[str]) -> FleetPlan:
@@ -357,6 +356,9 @@ def build_fleet_maintenance(
 
     def plan_tick(context: dg.ScheduleEvaluationContext) -> Iterator[dg.RunRequest | dg.SkipReason]:
         # a generator: Dagster takes a returned list as one item
+        # the resource built by an earlier tick of this process when it may serve again (Dagster builds it,
+        # and the tick's instance it asks for, on every tick)
+        reuse_sensor_resources(cast(Any, context), lambda cls: issubclass(cls, MvccResource))
         resource: MvccResource = getattr(context.resources, RESOURCE_KEY)
         try:
             now = context.scheduled_execution_time
@@ -365,7 +367,7 @@ def build_fleet_maintenance(
         sources = _sources(resource, targets)
         plan = plan_fleet(sources, now=now, storage_options=resource.options(), **plan_args)
         advised = [e for e in (*plan.chosen, *plan.left) if e.advice]
-        requested = _requested(_instance(context), job_name, {e.name: fleet_run_key(e.uri, e.version) for e in advised})
+        requested = _requested(context, job_name, {e.name: fleet_run_key(e.uri, e.version) for e in advised})
         already: dict[str, tuple[FleetEntry, str]] = {}
         if any(e.name in requested for e in plan.chosen):
             # the budget goes to the tables not requested at their version yet: those planned again on their own
