@@ -18,6 +18,7 @@ from mvcc_core.compaction import QuietHours, plan_fleet
 from mvcc_dagster import MvccResource, build_fleet_maintenance
 from mvcc_dagster.maintenance.fleet import FLEET_BYTES_TAG, FLEET_RANK_TAG, RUN_KEY_TAG, fleet_run_key
 
+FLEET = "mvcc_fleet_maintenance"
 NOW = datetime(2026, 12, 8, 2, 0, tzinfo=UTC)  # the tick's scheduled time: 03:00 in Amsterdam
 
 
@@ -67,7 +68,7 @@ def definitions(warehouse: str, tables: list[str], **kwargs: Any) -> dg.Definiti
 
 
 def tick(defs: dg.Definitions, instance: dg.DagsterInstance, warehouse: str, at: datetime = NOW, name: str = "") -> Any:
-    [schedule] = [s for s in defs.schedules or () if s.name == (name or "mvcc_fleet_maintenance")]
+    [schedule] = [s for s in defs.schedules or () if isinstance(s, dg.ScheduleDefinition) and s.name == (name or FLEET)]
     with dg.build_schedule_context(
         instance=instance, resources={"mvcc": MvccResource(root_uri=warehouse)}, scheduled_execution_time=at
     ) as context:
@@ -78,7 +79,7 @@ def launched(instance: dg.DagsterInstance, job: dg.JobDefinition, requests: list
     """The runs the daemon creates for `requests` (queued, not executed): its tags, the run key among them."""
     for request in requests:
         instance.create_run_for_job(
-            job, run_config=request.run_config, tags={**request.tags, RUN_KEY_TAG: request.run_key}
+            job, run_config=request.run_config, tags={**request.tags, RUN_KEY_TAG: request.run_key or ""}
         )
 
 
@@ -103,7 +104,7 @@ def test_the_tick_requests_the_plans_tables_in_rank_order_within_the_budget(
         config = request.run_config["ops"]["maintain_table"]["config"]
         assert config["max_bytes"] == entry.byte_share and config["planned_version"] == entry.version
         assert request.run_key == fleet_run_key(entry.uri, entry.version)
-        assert request.tags["mvcc/fleet"] == "mvcc_fleet_maintenance"
+        assert request.tags["mvcc/fleet"] == FLEET
     # what is carried to the next night, and the broken tables, are named with the reason in the tick's log
     log = capfd.readouterr().err
     for entry in expected.left:
@@ -146,7 +147,7 @@ def test_a_table_version_is_requested_once_and_the_budget_goes_on_to_the_next(
     fleet: dict[str, str], warehouse: str, instance: dg.DagsterInstance
 ) -> None:
     defs = definitions(warehouse, list(fleet), max_runs=3)
-    job = defs.get_job_def("mvcc_fleet_maintenance_job")
+    job = defs.get_job_def(f"{FLEET}_job")
     first = tick(defs, instance, warehouse).run_requests
     assert len(first) == 3
     launched(instance, job, first)
@@ -179,7 +180,7 @@ def test_a_requested_run_compacts_its_table_within_its_share_rows_kept(
     assert int(request.tags[FLEET_BYTES_TAG]) == budget
     before, fragments = ids(fleet["h5"]), len(mvcc.open_table(fleet["h5"]).get_fragments())
 
-    job = defs.get_job_def("mvcc_fleet_maintenance_job")
+    job = defs.get_job_def(f"{FLEET}_job")
     result = job.execute_in_process(
         run_config=request.run_config, tags={**request.tags, RUN_KEY_TAG: request.run_key}, instance=instance
     )
@@ -187,16 +188,17 @@ def test_a_requested_run_compacts_its_table_within_its_share_rows_kept(
     after = mvcc.open_table(fleet["h5"])
     assert ids(fleet["h5"]) == before and 1 < len(after.get_fragments()) < fragments  # the share bounded it
     [observation] = [e for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"]
-    meta = observation.event_specific_data.asset_observation.metadata  # type: ignore[union-attr]
-    assert meta["mvcc/fleet_bytes"].value == budget and meta["bytes_read"].value <= budget
-    assert meta["deferred_bytes"].value > 0 and meta["mvcc/fleet_steps"].value == "compact"
+    recorded = observation.event_specific_data.asset_observation.metadata  # type: ignore[union-attr]
+    meta: dict[str, Any] = {key: value.value for key, value in recorded.items()}
+    assert meta["mvcc/fleet_bytes"] == budget and meta["bytes_read"] <= budget
+    assert meta["deferred_bytes"] > 0 and meta["mvcc/fleet_steps"] == "compact"
     txn = after.transaction()
     assert txn is not None and txn.transaction_properties["dagster/run_id"] == result.run_id
 
     nxt = tick(defs, instance, warehouse).run_requests  # the rest next night, at the new version
     assert [r.tags["mvcc/table"] for r in nxt] == ["h5"] and nxt[0].run_key == fleet_run_key(fleet["h5"], after.version)
     [run] = instance.get_runs(dg.RunsFilter(tags={"mvcc/table": "h5"}))  # the table's run history
-    assert run.run_id == result.run_id and run.tags["mvcc/fleet"] == "mvcc_fleet_maintenance"
+    assert run.run_id == result.run_id and run.tags["mvcc/fleet"] == FLEET
 
 
 def test_bad_arguments_are_refused_at_definition(warehouse: str) -> None:
