@@ -140,7 +140,10 @@ def test_outside_the_quiet_hours_nothing_is_requested(
     noon = datetime(2026, 12, 8, 11, 0, tzinfo=UTC)
     data = tick(defs, instance, warehouse, at=noon)
     assert not data.run_requests
-    assert "h5: outside window" in data.skip_message and "they open at 2026-12-08T22:00:00+01:00" in data.skip_message
+    assert (
+        "h5: outside window" in data.skip_message
+        and "they open at 2026-12-08T22:00:00+01:00, in 10 hours" in data.skip_message
+    )
 
 
 def test_a_table_version_is_requested_once_and_the_budget_goes_on_to_the_next(
