@@ -395,6 +395,12 @@ def build_fleet_maintenance(
             required_resource_keys={RESOURCE_KEY},
             execution_timezone=execution_timezone,
             default_status=default_status,
+            metadata={
+                "mvcc/tables": len(targets),
+                "mvcc/max_bytes": str(max_bytes) if max_bytes is not None else "none",
+                "mvcc/max_runs": max_runs if max_runs is not None else "none",
+                "mvcc/quiet_hours": str(quiet_hours) if quiet_hours is not None else "none",
+            },
             description=description
             or f"Nightly maintenance of {len(targets)} tables on one budget "
             f"(max_bytes={max_bytes}, max_runs={max_runs}, quiet hours {quiet_hours or 'none'}).",
