@@ -42,6 +42,10 @@ def idle(uri: str) -> mvcc.Table:
     return t
 
 
+def advised(uri: str) -> list[str]:
+    return [a.kind for a in mvcc.compaction.recommend(mvcc.open_table(uri), now=NOW)]
+
+
 def ids(uri: str) -> list[int]:
     return sorted(mvcc.open_table(uri).to_table(columns=["id"]).column("id").to_pylist())
 
@@ -234,3 +238,30 @@ def test_tick_cost_at_200_tables(tmp_path: Path, instance: dg.DagsterInstance) -
     assert len(data.run_requests) == 5
     assert seconds < 2.0
     shutil.rmtree(warehouse)
+
+
+def test_one_tables_failing_run_leaves_the_others_and_a_run_by_hand_needs_only_the_table(
+    fleet: dict[str, str], warehouse: str, instance: dg.DagsterInstance
+) -> None:
+    defs = definitions(warehouse, list(fleet), max_runs=3)
+    job = defs.get_job_def(f"{FLEET}_job")
+    first, second, third = tick(defs, instance, warehouse).run_requests
+    shutil.rmtree(fleet[first.tags["mvcc/table"]])  # gone between the tick and its run
+    failed = job.execute_in_process(
+        run_config=first.run_config, tags=first.tags, instance=instance, raise_on_error=False
+    )
+    assert not failed.success and "no table" in str(failed.get_step_failure_events()[0].step_failure_data.error)
+    name = second.tags["mvcc/table"]
+    before = ids(fleet[name])
+    assert job.execute_in_process(run_config=second.run_config, tags=second.tags, instance=instance).success
+    assert ids(fleet[name]) == before and not advised(fleet[name])
+
+    by_hand = third.tags["mvcc/table"]  # launched from the launchpad: the step reads the advice itself
+    config = {"ops": {"maintain_table": {"config": {"table": by_hand}}}}
+    assert advised(fleet[by_hand]) == ["compact"]
+    assert job.execute_in_process(run_config=config, tags={"mvcc/table": by_hand}, instance=instance).success
+    assert not advised(fleet[by_hand])
+    stranger = {"ops": {"maintain_table": {"config": {"table": "elsewhere"}}}}
+    outside = job.execute_in_process(run_config=stranger, instance=instance, raise_on_error=False)
+    error = str(outside.get_step_failure_events()[0].step_failure_data.error)
+    assert not outside.success and "'elsewhere' is not one of this fleet's tables" in error
