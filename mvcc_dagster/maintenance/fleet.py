@@ -21,7 +21,7 @@ from mvcc_core.compaction import FleetEntry, FleetPlan, QuietHours, plan_fleet
 
 from .._dagster_internals import deferred_resources_job, reuse_sensor_resources
 from ..metadata import RESOURCE_KEY, TABLE_TAG
-from ..resources import MvccResource, TableName
+from ..resources import MvccResource, TableName, is_uri
 from .compaction import RETRY_TAGS
 from .target import MaintenanceTarget, observe
 
@@ -338,21 +338,24 @@ def build_fleet_maintenance(
     targets: dict[str, MaintenanceTarget] = {}
     for table in tables:
         target = MaintenanceTarget(table)
-        label = table if isinstance(table, str) and "://" in table else target.label
+        label = table if isinstance(table, str) and is_uri(table) else target.label
         if label in targets:
             raise ValueError(f"table {label!r} is named twice in the fleet's tables")
         targets[label] = target
-    plan_fleet({}, max_bytes=max_bytes, max_tables=max_runs)  # the budget and the limit checked at definition
     if quiet_hours is not None and not isinstance(quiet_hours, QuietHours):
         raise ValueError(f"quiet_hours must be a QuietHours('22:00', '06:00', 'Europe/Amsterdam'), got {quiet_hours!r}")
-    job_name = job_name or f"{name}_job"
-    extra = {FLEET_TAG: name, **(tags or {})}
-    job = _fleet_job(job_name, targets, {})
     plan_args: dict[str, Any] = {"max_bytes": max_bytes, "max_tables": max_runs, "window": quiet_hours}
     if run_cost_bytes is not None:
         plan_args["run_cost_bytes"] = run_cost_bytes
     if max_workers is not None:
         plan_args["max_workers"] = max_workers
+    try:  # the budget, the limit and the knobs checked when the definitions load, by planning no table
+        plan_fleet({}, **plan_args)
+    except ValueError as exc:
+        raise ValueError(f"fleet maintenance {name}: {str(exc).replace('max_tables', 'max_runs')}") from None
+    job_name = job_name or f"{name}_job"
+    extra = {FLEET_TAG: name, **(tags or {})}
+    job = _fleet_job(job_name, targets, {})
 
     def plan_tick(context: dg.ScheduleEvaluationContext) -> Iterator[dg.RunRequest | dg.SkipReason]:
         # a generator: Dagster takes a returned list as one item

@@ -215,8 +215,12 @@ def test_bad_arguments_are_refused_at_definition(warehouse: str) -> None:
         build_fleet_maintenance(["a", "a"])
     with pytest.raises(ValueError, match="max_bytes"):
         build_fleet_maintenance(["a"], max_bytes="lots")
-    with pytest.raises(ValueError, match="max_tables"):
+    with pytest.raises(ValueError, match="max_runs must be a positive int"):
         build_fleet_maintenance(["a"], max_runs=0)
+    with pytest.raises(ValueError, match="run_cost_bytes"):
+        build_fleet_maintenance(["a"], run_cost_bytes=-1)
+    with pytest.raises(ValueError, match="quiet_hours must be a QuietHours"):
+        build_fleet_maintenance(["a"], quiet_hours="22:00-06:00")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="cron_schedule '0 25 \\* \\* \\*' is not valid"):
         build_fleet_maintenance(["a"], cron_schedule="0 25 * * *")
 
@@ -265,3 +269,17 @@ def test_one_tables_failing_run_leaves_the_others_and_a_run_by_hand_needs_only_t
     outside = job.execute_in_process(run_config=stranger, instance=instance, raise_on_error=False)
     error = str(outside.get_step_failure_events()[0].step_failure_data.error)
     assert not outside.success and "'elsewhere' is not one of this fleet's tables" in error
+
+
+def test_a_table_named_by_uri_is_planned_and_maintained(
+    fleet: dict[str, str], warehouse: str, instance: dg.DagsterInstance
+) -> None:
+    defs = definitions(warehouse, [fleet["h2"], "h1"])  # an absolute path is a uri; h1 an asset key
+    requests = tick(defs, instance, warehouse).run_requests
+    assert {r.run_config["ops"]["maintain_table"]["config"]["table"] for r in requests} == {fleet["h2"], "h1"}
+    [by_uri] = [r for r in requests if r.run_config["ops"]["maintain_table"]["config"]["table"] == fleet["h2"]]
+    assert by_uri.tags["mvcc/table"] == "h2"  # the asset key the table's other maintenance jobs are tagged with
+    before = ids(fleet["h2"])
+    job = defs.get_job_def(f"{FLEET}_job")
+    assert job.execute_in_process(run_config=by_uri.run_config, tags=by_uri.tags, instance=instance).success
+    assert ids(fleet["h2"]) == before and not advised(fleet["h2"])
