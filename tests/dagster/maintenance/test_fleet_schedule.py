@@ -227,20 +227,35 @@ def test_bad_arguments_are_refused_at_definition(warehouse: str) -> None:
 
 @pytest.mark.slow  # 200 tables written (about 20 s)
 def test_tick_cost_at_200_tables(tmp_path: Path, instance: dg.DagsterInstance) -> None:
-    """190 idle tables and 10 hot ones on the local disk: a tick (plan, dedup, requests) costs at most a few ms
-    a table (the figure printed; the target is 1 ms a table, 2 s for the plan)."""
+    """190 idle tables and 10 hot ones on the local disk: a tick (plan, run-key lookups, requests) within 2 s;
+    printed: the best of 3 ticks over the 200, over one table (Dagster's fixed part: the tick's instance and
+    resources), the difference a table, and `plan_fleet` alone over the 200."""
     warehouse = str(tmp_path)
     names = [f"t{i:03d}" for i in range(200)]
     for i, name in enumerate(names):
         hot(f"{warehouse}/{name}", 3) if i % 20 == 0 else idle(f"{warehouse}/{name}")
     defs = definitions(warehouse, names, max_runs=5)
-    tick(defs, instance, warehouse)  # warm: imports, the instance's tables
-    started = time.perf_counter()
-    data = tick(defs, instance, warehouse)
-    seconds = time.perf_counter() - started
-    print(f"fleet tick over 200 tables: {seconds * 1000:.0f} ms, {seconds * 1000 / 200:.2f} ms a table")
-    assert len(data.run_requests) == 5
-    assert seconds < 2.0
+    one = definitions(warehouse, names[:1], name="one")
+
+    def best(fn: Any) -> float:
+        fn()  # warm: imports, the instance's tables, the reused resource
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - started)
+        return min(times)
+
+    fleet_tick = best(lambda: tick(defs, instance, warehouse))
+    fixed = best(lambda: tick(one, instance, warehouse, name="one"))
+    plan = best(lambda: plan_fleet({n: f"{warehouse}/{n}" for n in names}, max_tables=5, now=NOW))
+    print(
+        f"\nfleet tick over 200 tables: {fleet_tick * 1000:.0f} ms; over 1 table: {fixed * 1000:.0f} ms; "
+        f"{(fleet_tick - fixed) * 1000 / 199:.2f} ms a table more; plan_fleet alone {plan * 1000:.0f} ms "
+        f"({plan * 1000 / 200:.2f} ms a table)"
+    )
+    assert len(tick(defs, instance, warehouse).run_requests) == 5
+    assert fleet_tick < 2.0
     shutil.rmtree(warehouse)
 
 
