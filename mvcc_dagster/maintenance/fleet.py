@@ -188,18 +188,21 @@ def _requested(context: dg.ScheduleEvaluationContext, job_name: str, keys: Mappi
     """Of `keys` (table -> run key), the tables a run of `job_name` was created for already: table -> run id.
 
     The tick's instance is built (from its reference, tens of ms in the daemon) only when some table is
-    advised; a context without a persistent instance deduplicates nothing."""
+    advised; a context without a persistent instance deduplicates nothing. The run named is the newest
+    with the key."""
     if not keys:
         return {}
     try:
         instance = context.instance
     except dg.DagsterInvariantViolationError:
         return {}
+    by_key = {key: name for name, key in keys.items()}
     found: dict[str, str] = {}
-    for name, key in keys.items():
-        runs = instance.get_runs(dg.RunsFilter(job_name=job_name, tags={RUN_KEY_TAG: key}), limit=1)
-        if runs:
-            found[name] = runs[0].run_id
+    # one query for every advised table (a tag filter with a list of values is SQL's IN)
+    for run in instance.get_runs(dg.RunsFilter(job_name=job_name, tags={RUN_KEY_TAG: list(by_key)})):
+        name = by_key.get(run.tags.get(RUN_KEY_TAG, ""))
+        if name is not None and name not in found:
+            found[name] = run.run_id
     return found
 
 

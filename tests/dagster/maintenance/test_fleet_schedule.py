@@ -237,22 +237,25 @@ def test_tick_cost_at_200_tables(tmp_path: Path, instance: dg.DagsterInstance) -
     defs = definitions(warehouse, names, max_runs=5)
     one = definitions(warehouse, names[:1], name="one")
 
-    def best(fn: Any) -> float:
+    def best(fn: Any) -> tuple[float, float]:
+        """The least wall time and the least CPU time of this process over 5 calls (the machine is shared)."""
         fn()  # warm: imports, the instance's tables, the reused resource
-        times = []
-        for _ in range(3):
-            started = time.perf_counter()
+        wall, cpu = [], []
+        for _ in range(5):
+            started, started_cpu = time.perf_counter(), time.process_time()
             fn()
-            times.append(time.perf_counter() - started)
-        return min(times)
+            wall.append(time.perf_counter() - started)
+            cpu.append(time.process_time() - started_cpu)
+        return min(wall), min(cpu)
 
-    fleet_tick = best(lambda: tick(defs, instance, warehouse))
-    fixed = best(lambda: tick(one, instance, warehouse, name="one"))
-    plan = best(lambda: plan_fleet({n: f"{warehouse}/{n}" for n in names}, max_tables=5, now=NOW))
+    fleet_tick, fleet_cpu = best(lambda: tick(defs, instance, warehouse))
+    fixed, fixed_cpu = best(lambda: tick(one, instance, warehouse, name="one"))
+    plan, plan_cpu = best(lambda: plan_fleet({n: f"{warehouse}/{n}" for n in names}, max_tables=5, now=NOW))
     print(
-        f"\nfleet tick over 200 tables: {fleet_tick * 1000:.0f} ms; over 1 table: {fixed * 1000:.0f} ms; "
-        f"{(fleet_tick - fixed) * 1000 / 199:.2f} ms a table more; plan_fleet alone {plan * 1000:.0f} ms "
-        f"({plan * 1000 / 200:.2f} ms a table)"
+        f"\nfleet tick over 200 tables: {fleet_tick * 1000:.0f} ms wall / {fleet_cpu * 1000:.0f} ms CPU; over 1 "
+        f"table: {fixed * 1000:.0f} / {fixed_cpu * 1000:.0f} ms; {(fleet_cpu - fixed_cpu) * 1000 / 199:.2f} ms CPU a "
+        f"table more; plan_fleet alone {plan * 1000:.0f} / {plan_cpu * 1000:.0f} ms ({plan_cpu * 1000 / 200:.2f} ms "
+        "CPU a table)"
     )
     assert len(tick(defs, instance, warehouse).run_requests) == 5
     assert fleet_tick < 2.0
