@@ -46,6 +46,7 @@ MAINTAIN_STEP = "maintain_table"
 RUN_KEY_TAG = "dagster/run_key"
 """Where the daemon stores a run request's `run_key` on the run it creates (Dagster's tag)."""
 _COMPACTION_KINDS = ("compact", "materialize_deletions")
+_KINDS = (*_COMPACTION_KINDS, "optimize_indices", "retention")
 _IDLE = ("nothing_advised",)
 
 
@@ -84,6 +85,13 @@ class FleetTableConfig(dg.Config):
 
 def _maintain(context: Any, target: MaintenanceTarget, config: FleetTableConfig) -> dict[str, Any]:
     """The advised steps on one table, each its own try; returns the observation's metadata, with ``errors``."""
+    unknown = sorted(set(config.kinds) - set(_KINDS))
+    if unknown:
+        raise dg.Failure(
+            f"kinds {', '.join(map(repr, unknown))} of table {target.label} are not advice kinds: give some of "
+            f"{', '.join(_KINDS)} (or none: the table's advice when the step runs)",
+            allow_retries=False,
+        )
     table = target.open(context)
     kinds = set(config.kinds) or {a.kind for a in mvcc.compaction.recommend(table)}
     done: list[str] = []

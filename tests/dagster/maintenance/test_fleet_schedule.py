@@ -287,6 +287,10 @@ def test_one_tables_failing_run_leaves_the_others_and_a_run_by_hand_needs_only_t
     outside = job.execute_in_process(run_config=stranger, instance=instance, raise_on_error=False)
     error = str(outside.get_step_failure_events()[0].step_failure_data.error)
     assert not outside.success and "'elsewhere' is not one of this fleet's tables" in error
+    typo = {"ops": {"maintain_table": {"config": {"table": by_hand, "kinds": ["vacuum"]}}}}
+    wrong = job.execute_in_process(run_config=typo, instance=instance, raise_on_error=False)
+    error = str(wrong.get_step_failure_events()[0].step_failure_data.error)
+    assert not wrong.success and "kinds 'vacuum' of table" in error and "retention" in error
 
 
 def test_a_table_named_by_uri_is_planned_and_maintained(
