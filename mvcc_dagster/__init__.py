@@ -8,7 +8,8 @@ The package root holds what a deployment needs; the rest is in one subpackage pe
 - `MvccCatalogResource` (bound as ``mvcc_catalog``): a `multi_asset` publishes its tables in one catalog
   version (`catalog/`).
 - Write-audit-publish (`write_audit_publish/`): `branch_check`, `audited_output`, `build_publish_branch_job`.
-- Health checks and sensors (`health/`); maintenance jobs and their schedule (`maintenance/`).
+- Health checks and sensors (`health/`); maintenance jobs, their schedule and the
+  fleet's schedule on one nightly budget (`maintenance/`).
 - `MvccTableComponent` (`components/`): one table's asset, checks, jobs, schedule and sensors from a
   ``defs.yaml`` (registered for ``dg`` through the ``dagster_dg_cli.registry_modules`` entry point).
 - `conflict_retry_policy`, `mvcc_conflicts`: commit conflicts mapped to Dagster retries and failures;
@@ -29,6 +30,7 @@ from .health import HealthThresholds, build_health_sensor, build_table_health_ch
 from .io_manager import MvccIOManager, MvccTypeHandler
 from .maintenance import (
     build_compaction_job,
+    build_fleet_maintenance,
     build_index_job,
     build_index_optimize_job,
     build_maintenance_schedule,
@@ -63,6 +65,7 @@ __all__ = [
     "build_catalog_health_checks",
     "build_catalog_maintenance_job",
     "build_compaction_job",
+    "build_fleet_maintenance",
     "build_health_sensor",
     "build_index_job",
     "build_index_optimize_job",

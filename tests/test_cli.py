@@ -522,7 +522,8 @@ def test_compact_dry_run_is_the_plan_compact_runs(tmp_path: Path, seed: int) -> 
     if not planned["tasks"]:
         assert "would compact" not in text.stdout and done["version"] is None and after.version == t.version
         return
-    assert f"would compact version {t.version} in {len(planned['tasks'])} tasks" in text.stdout
+    n = len(planned["tasks"])
+    assert f"would compact version {t.version} in {n} {'task' if n == 1 else 'tasks'}:" in text.stdout
     keys = ("fragments_before", "fragments_after", "fragments_removed", "fragments_added", "rows_rewritten")
     assert {k: planned[k] for k in keys} == {k: done[k] for k in keys}
     assert planned["bytes_read"] == done["bytes_read"]
@@ -547,8 +548,8 @@ def test_every_command_has_help_with_an_example_and_version() -> None:
         return out
 
     commands = walk(cli.cli, [])
-    # mvcc, its commands, those of `index`, `tags`, `branches`, `catalog` and `catalog branches`
-    assert len(commands) == 1 + 12 + 4 + 4 + 4 + 2 + 4
+    # mvcc, its commands, those of `index`, `tags`, `branches`, `catalog`, `catalog branches` and `policy`
+    assert len(commands) == 1 + 13 + 4 + 4 + 4 + 2 + 4 + 3
     for path in commands:
         result = run(*path, "--help")
         assert result.exit_code == 0 and "Example:" in result.stdout and "mvcc " in result.stdout, path
@@ -700,6 +701,7 @@ def test_script_exit_code_of_a_retryable_conflict(tmp_uri) -> None:
     assert sorted(mvcc.open_table(tmp_uri).to_table().column("id").to_pylist()) == [0, *range(2, 11)]
 
 
+@pytest.mark.slow
 def test_a_closed_pipe_ends_the_command_quietly(tmp_uri) -> None:
     """`mvcc scan URI | head -1`, `mvcc show URI | head -0`: the reader leaves early; no traceback, no error
     line, exit 141 (128 + SIGPIPE, as git's)."""

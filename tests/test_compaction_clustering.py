@@ -88,7 +88,7 @@ def physical(t: mvcc.Table, column: str) -> str:
     return names[t.schema.names.index(column)]
 
 
-@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("seed", [0, 1, *(pytest.param(s, marks=pytest.mark.slow) for s in range(2, 5))])
 def test_sort_by_rewrites_every_fragment_in_key_order(any_uri, seed: int) -> None:
     uri, opts = any_uri
     rng = random.Random(seed)
@@ -180,7 +180,7 @@ def test_zorder_ranks_strings_and_nulls() -> None:
     assert codes[1] > codes[4] > codes[2]
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", [0, 1, *(pytest.param(s, marks=pytest.mark.slow) for s in range(2, 4))])
 def test_zorder_by_keeps_the_rows_and_a_box_filter_touches_few_files(any_uri, seed: int) -> None:
     uri, opts = any_uri
     rng = random.Random(seed)
@@ -345,6 +345,7 @@ def test_clustering_beside_a_writer_process_keeps_every_acknowledged_change(tmp_
     print(f"stable={stable}: {landed} clustering Rewrites landed, {lost} lost to the writer")
 
 
+@pytest.mark.slow
 def test_clustering_beside_a_writer_thread_on_every_store(any_uri, tmp_path: Path) -> None:
     """The same on local disk, in memory and on S3, with the writer in a thread of this process."""
     import threading

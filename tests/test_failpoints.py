@@ -44,7 +44,14 @@ def test_every_point_called_is_registered() -> None:
     assert called == set(failpoints.POINTS)  # none missing (cannot be armed), none stale
 
 
-@pytest.mark.parametrize("point", ["catalog.after_table_staged", "catalog.after_stage", "catalog.after_publish"])
+@pytest.mark.parametrize(
+    "point",
+    [
+        "catalog.after_stage",
+        pytest.param("catalog.after_table_staged", marks=pytest.mark.slow),
+        pytest.param("catalog.after_publish", marks=pytest.mark.slow),
+    ],
+)
 def test_a_catalog_point_is_armed_in_a_child_through_the_environment(tmp_path: Path, point: str) -> None:
     root = str(tmp_path / "catalog")
     cat = Catalog.create(root)

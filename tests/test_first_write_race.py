@@ -167,7 +167,8 @@ def test_racing_creates_leave_one_table_and_refuse_the_rest(tmp_uri) -> None:
     assert t.version == 1 and len(data_files(tmp_uri)) == 1  # the refused writes removed their files
 
 
-@pytest.mark.parametrize("seed", [1, pytest.param(2, marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2])
 def test_random_first_writes_match_a_plain_replay(tmp_uri, seed: int) -> None:
     rng = random.Random(seed)
     specs = []

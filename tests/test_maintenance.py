@@ -105,6 +105,7 @@ def _append_many(uri: str, n: int, barrier) -> None:
         t.append(data(1000 + i, 1), max_retries=100)
 
 
+@pytest.mark.slow
 def test_compaction_racing_appends_in_another_process_both_land(tmp_uri) -> None:
     t = fragmented(tmp_uri)
     before = rows(t)

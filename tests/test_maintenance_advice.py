@@ -97,6 +97,7 @@ def test_advice_reads_no_data_file(tmp_uri) -> None:
     assert mvcc.open_table(tmp_uri).optimize.recommend() == before
 
 
+@pytest.mark.slow
 def test_planning_and_advice_on_ten_thousand_fragments_take_under_100_ms(tmp_uri) -> None:
     ids = list(range(100_000))
     t = mvcc.write_table(batch(ids), tmp_uri, max_rows_per_file=10)

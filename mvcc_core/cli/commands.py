@@ -18,8 +18,7 @@ import time
 import traceback
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
-from typing import Any, TypedDict
+from typing import Any
 
 import click
 
@@ -27,11 +26,12 @@ import mvcc_core as mvcc
 from mvcc_core.cli.advise_command import advise
 from mvcc_core.cli.branch_commands import branches
 from mvcc_core.cli.catalog_commands import catalog
+from mvcc_core.cli.cleanup_command import cleanup
+from mvcc_core.cli.compaction_plan import compaction_sources, show_compaction_plan
 from mvcc_core.cli.index_commands import index
 from mvcc_core.cli.options import (
     EXIT_BROKEN_PIPE,
     SMALL_ROWS,
-    DurationType,
     exit_code_for,
     json_option,
     open_table,
@@ -39,7 +39,6 @@ from mvcc_core.cli.options import (
 )
 from mvcc_core.cli.output import (
     emit_json,
-    format_duration,
     human_bytes,
     json_default,
     print_indices,
@@ -48,10 +47,11 @@ from mvcc_core.cli.output import (
     progress_bar,
     version_ranges,
 )
-from mvcc_core.cli.refs import Ref, open_ref, positional_ref, ref_options, resolved
+from mvcc_core.cli.policy import policy
+from mvcc_core.cli.refs import Ref, open_ref, positional_ref, ref_options, resolved, version_words
 from mvcc_core.cli.tag_commands import tags
 from mvcc_core.cli.verify_command import verify
-from mvcc_core.maintenance.policy import compaction_options, parse_size
+from mvcc_core.maintenance.policy import TARGET_ROWS_PER_FRAGMENT, compaction_options, parse_size, parse_value
 
 # ---- shared plumbing -------------------------------------------------------------------------------
 
@@ -112,6 +112,20 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.ensure_object(dict)["debug"] = debug
 
 
+def policy_target_rows(config: dict[str, str]) -> int:
+    """Compaction's row target on a table: its `mvcc.compaction.target_rows_per_fragment`, else the default (also
+    when the key does not parse: `mvcc policy show` reports that).
+
+    Args:
+        config: the table's configuration
+    """
+    given = config.get(TARGET_ROWS_PER_FRAGMENT)
+    try:
+        return SMALL_ROWS if given is None else int(parse_value(TARGET_ROWS_PER_FRAGMENT, given))
+    except ValueError:
+        return SMALL_ROWS
+
+
 def describe(t: mvcc.Table, small_rows: int) -> dict[str, Any]:
     """What `show` prints, from the API's answers.
 
@@ -150,12 +164,12 @@ def describe(t: mvcc.Table, small_rows: int) -> dict[str, Any]:
 @click.option(
     "--small-rows",
     type=click.IntRange(min=1),
-    default=SMALL_ROWS,
-    show_default=True,
-    help="Fragments with fewer live rows count as small (compaction's default target).",
+    default=None,
+    help="Fragments with fewer live rows count as small (default: compaction's target, the table's "
+    f"mvcc.compaction.target_rows_per_fragment, else {SMALL_ROWS}).",
 )
 @json_option
-def show(uri: str, storage_option: tuple[str, ...], ref: Ref | None, small_rows: int, as_json: bool) -> None:
+def show(uri: str, storage_option: tuple[str, ...], ref: Ref | None, small_rows: int | None, as_json: bool) -> None:
     """Describe one version: rows, fragments, bytes, schema, indices, tags, config, flags.
 
     \b
@@ -164,6 +178,8 @@ def show(uri: str, storage_option: tuple[str, ...], ref: Ref | None, small_rows:
         mvcc show ./events --tag nightly
     """
     t, ref = open_ref(uri, storage_option, ref)
+    if small_rows is None:
+        small_rows = policy_target_rows(t.config)
     info = describe(t, small_rows)
     info["resolved"] = resolved(ref, t.version)
     if as_json:
@@ -173,7 +189,7 @@ def show(uri: str, storage_option: tuple[str, ...], ref: Ref | None, small_rows:
     print_pairs(
         [
             ("uri", info["uri"]),
-            ("version", f"{info['resolved']}; latest {info['latest_version']}"),
+            ("version", version_words(ref, t.version, info["latest_version"])),
             ("timestamp", info["timestamp"].isoformat()),
             ("rows", f"{info['rows']:,} ({info['deleted_rows']:,} deleted)"),
             ("fragments", f"{info['fragments']:,} ({info['small_fragments']:,} under {small_rows:,} rows)"),
@@ -481,7 +497,7 @@ def compact(
             options = compaction_options(t.config, **chosen)
         except ValueError as exc:
             raise click.BadParameter(str(exc)) from None
-        show_compaction_plan(t, options, as_json)
+        show_compaction_plan(t, options, as_json, compaction_sources(t.config, chosen))
         return
     before = len(t.get_fragments())
     start = time.monotonic()
@@ -546,170 +562,7 @@ def _column_list(value: str, hint: str) -> tuple[str, ...]:
     return names
 
 
-class _PlannedTask(TypedDict):
-    """One task of `compaction_plan`: the fragments it rewrites, their rows and bytes, the fragments it writes."""
-
-    fragments: list[int]
-    rows: int
-    bytes: int
-    new_fragments: int
-
-
-def compaction_plan(t: mvcc.Table, options: mvcc.compaction.CompactionOptions) -> dict[str, Any]:
-    """What `compact` would do to `t`'s version with `options`: its tasks and totals. Nothing is committed
-    (`compaction.plan_unreserved`, the plan `compact_files` runs, without reserving fragment ids).
-
-    Args:
-        t: the table, at the version to compact
-        options: what to rewrite and the task bounds
-    """
-    fragments = t.get_fragments()
-    by_bytes = {f.metadata.SerializeToString(): f for f in fragments}
-    tasks: list[_PlannedTask] = []
-    for task in mvcc.compaction.plan_unreserved(t, options).tasks:
-        old = [by_bytes[b] for b in task.fragments]
-        tasks.append(
-            _PlannedTask(
-                fragments=[f.fragment_id for f in old],
-                rows=sum(f.count_rows() for f in old),
-                bytes=sum(df.file_size_bytes for f in old for df in f.data_files()),
-                new_fragments=len(task.new_fragment_ids),
-            )
-        )
-    removed = sum(len(task["fragments"]) for task in tasks)
-    added = sum(task["new_fragments"] for task in tasks)
-    layout = options.clustering
-    return {
-        "dry_run": True,
-        "version": t.version,
-        "layout": "bin-pack (row order kept)" if layout is None else f"{layout[0]} by {', '.join(layout[1])}",
-        "tasks": tasks,
-        "fragments_before": len(fragments),
-        "fragments_after": len(fragments) - removed + added,
-        "fragments_removed": removed,
-        "fragments_added": added,
-        "rows_rewritten": sum(task["rows"] for task in tasks),
-        "bytes_read": sum(task["bytes"] for task in tasks),
-    }
-
-
-def show_compaction_plan(t: mvcc.Table, options: mvcc.compaction.CompactionOptions, as_json: bool) -> None:
-    """Print `compaction_plan` as JSON or as a summary line and one row per task.
-
-    Args:
-        t: the table, at the version to compact
-        options: what to rewrite and the task bounds
-        as_json: print JSON instead of a summary and a table
-    """
-    plan = compaction_plan(t, options)
-    if as_json:
-        emit_json(plan)
-        return
-    if not plan["tasks"]:
-        click.echo(f"nothing to compact: {plan['fragments_before']:,} fragments, version {t.version}")
-    else:
-        click.echo(
-            f"would compact version {t.version} in {len(plan['tasks']):,} tasks: fragments "
-            f"{plan['fragments_before']:,} -> {plan['fragments_after']:,} ({plan['fragments_removed']:,} rewritten "
-            f"into {plan['fragments_added']:,}), {plan['rows_rewritten']:,} rows, "
-            f"{human_bytes(plan['bytes_read'])} read, layout: {plan['layout']}"
-        )
-        rows = [
-            (
-                n,
-                version_ranges(task["fragments"]),
-                f"{task['rows']:,}",
-                human_bytes(task["bytes"]),
-                task["new_fragments"],
-            )
-            for n, task in enumerate(plan["tasks"], start=1)
-        ]
-        print_table(None, ["task", "fragments", "rows", "bytes", "new fragments"], rows)
-    click.echo("dry run: nothing was written; run again without --dry-run to compact", err=True)
-
-
-# ---- indices -----------------------------------------------------------------------------------------
-
-
-@cli.command()
-@uri_and_storage
-@click.option("--older-than", type=DurationType(), default="14d", show_default=True, help="e.g. 7d, 12h, 0s.")
-@click.option("--retain-versions", type=click.IntRange(min=1), help="Keep at least the newest N versions.")
-@click.option("--apply", is_flag=True, help="Delete. Without it, only report what would go (a dry run).")
-@click.option("--delete-unverified", is_flag=True, help="Also delete unreferenced files younger than 7 days.")
-@click.option("--keep-tagged", is_flag=True, help="Keep tagged old versions and go on (default: refuse).")
-@json_option
-def cleanup(
-    uri: str,
-    storage_option: tuple[str, ...],
-    older_than: timedelta,
-    retain_versions: int | None,
-    apply: bool,
-    delete_unverified: bool,
-    keep_tagged: bool,
-    as_json: bool,
-) -> None:
-    """Remove old versions and the files only they use. A DRY RUN unless --apply.
-
-    The latest and tagged versions are always kept; while a tag file cannot be read, every version is.
-
-    \b
-    Example:
-        mvcc cleanup ./events --older-than 7d            # what would go
-        mvcc cleanup ./events --older-than 7d --apply    # delete it
-    """
-    t = open_table(uri, storage_option)
-    with progress_bar("removing files", apply and not as_json) as progress:
-        try:
-            stats = t.cleanup_old_versions(
-                older_than,
-                retain_versions,
-                delete_unverified=delete_unverified,
-                error_if_tagged_old_versions=not keep_tagged,
-                dry_run=not apply,
-                progress=progress,
-            )
-        except mvcc.errors.TagError as exc:
-            if not exc.tags:
-                raise
-            tagged = ", ".join(f"{name} (version {v})" for name, v in sorted(exc.tags.items(), key=lambda kv: kv[1]))
-            raise mvcc.errors.TagError(
-                f"cleanup --older-than {format_duration(older_than)} would remove tagged versions of {uri}: "
-                f"{tagged}; give --keep-tagged to keep them (and remove the rest), or delete those tags first "
-                f"(mvcc tags delete {uri} NAME)",
-                tags=exc.tags,
-            ) from exc
-    files = {
-        "data": stats.data_files_removed,
-        "deletion": stats.deletion_files_removed,
-        "index": stats.index_files_removed,
-        "transaction": stats.transaction_files_removed,
-        "unverified": stats.unverified_files_removed,
-    }
-    if as_json:
-        emit_json(
-            {
-                "dry_run": not apply,
-                "removed_versions": list(stats.removed_versions),
-                "corrupt_versions": list(stats.corrupt_versions),
-                "bad_tags": dict(stats.bad_tags),
-                "bytes": stats.bytes_removed,
-                "files": files,
-            }
-        )
-        return
-    verb = "removed" if apply else "would remove"
-    versions_text = version_ranges(stats.removed_versions) or "none"
-    click.echo(f"{verb} {len(stats.removed_versions)} versions ({versions_text}), {human_bytes(stats.bytes_removed)}")
-    click.echo("files: " + ", ".join(f"{n:,} {k}" for k, n in files.items()))
-    if stats.corrupt_versions:
-        click.echo(f"corrupt versions: {version_ranges(stats.corrupt_versions)}")
-    for path, problem in stats.bad_tags:
-        click.echo(f"bad tag {path}: {problem}")
-    if stats.bad_tags:
-        click.echo("every version was kept: a tag that cannot be read may name any of them; fix or delete those files")
-    if not apply:
-        click.echo("dry run: nothing was deleted; run again with --apply to delete", err=True)
+# ---- restore -----------------------------------------------------------------------------------------
 
 
 @cli.command()
@@ -747,7 +600,9 @@ def restore(
 cli.add_command(advise)
 cli.add_command(branches)
 cli.add_command(catalog)
+cli.add_command(cleanup)
 cli.add_command(index)
+cli.add_command(policy)
 cli.add_command(tags)
 cli.add_command(verify)
 

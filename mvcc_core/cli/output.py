@@ -116,6 +116,16 @@ def progress_bar(description: str, enabled: bool = True) -> Iterator[Progress | 
         yield report
 
 
+def plural(n: int, word: str) -> str:
+    """`1 task`, `2 tasks`, `1,024 versions`: a count and its noun, the noun in the plural unless the count is 1.
+
+    Args:
+        n: the count
+        word: the noun in the singular (the plural adds an s)
+    """
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
 def human_bytes(n: int) -> str:
     """A byte count in binary units (`512 B`, `1.5 MiB`).
 

@@ -20,7 +20,16 @@ import mvcc_core as mvcc
 from mvcc_core.cli.options import storage_options_for
 from mvcc_core.times import parse_time
 
-__all__ = ["Ref", "TimeType", "checkout_ref", "open_ref", "positional_ref", "ref_options", "resolved"]
+__all__ = [
+    "Ref",
+    "TimeType",
+    "checkout_ref",
+    "open_ref",
+    "positional_ref",
+    "ref_options",
+    "resolved",
+    "version_words",
+]
 
 #: How a user passes a time, for errors.
 TIME_EXAMPLE = "an ISO 8601 time, e.g. 2026-11-01, 2026-11-01T12:00:00 (UTC) or 2026-11-01T12:00:00+01:00"
@@ -245,3 +254,21 @@ def resolved(ref: Ref | None, version: int) -> str:
         when = ref.value.isoformat() if isinstance(ref.value, datetime) else ref.text
         return f"version {version} (current at {when})"
     return f"version {version}"
+
+
+def version_words(ref: Ref | None, version: int, latest: int) -> str:
+    """The value of a `version` line: "6 (the latest)", "3 (tag nightly; the latest is 6)", "6 (current at ...;
+    the latest)".
+
+    Args:
+        ref: the reference as resolved (None: the latest version)
+        version: the version it names
+        latest: the table's latest version
+    """
+    details = []
+    if ref is not None and ref.flag == "--tag":
+        details.append(f"tag {ref.text}")
+    elif ref is not None and ref.flag == "--at":
+        details.append(f"current at {ref.value.isoformat() if isinstance(ref.value, datetime) else ref.text}")
+    details.append("the latest" if version == latest else f"the latest is {latest}")
+    return f"{version} ({'; '.join(details)})"

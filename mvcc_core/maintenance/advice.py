@@ -54,6 +54,11 @@ class MaintenanceAdvice:
     call: str
 
 
+def _count(n: int, word: str) -> str:
+    """`1 group`, `3 groups`: a count and its noun, plural unless the count is 1."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
 def _mib(size: int) -> str:
     """A size in words: bytes, KiB, MiB or GiB."""
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
@@ -95,8 +100,8 @@ def recommend(table: TableLike, *, now: datetime | None = None) -> list[Maintena
                 kind="compact",
                 reason=(
                     f"{small} of {fragments} fragments are below the target of {rows_target:,} rows (or have "
-                    f"several files); {len(merging)} group(s) of adjacent ones would become "
-                    f"{small - removed} fragments, reading {_mib(size)}{budget}"
+                    f"several files); {_count(len(merging), 'group')} of adjacent ones would become "
+                    f"{_count(small - removed, 'fragment')}, reading {_mib(size)}{budget}"
                 ),
                 score=removed / max(fragments, 1),
                 bytes_to_rewrite=size,
@@ -115,7 +120,8 @@ def recommend(table: TableLike, *, now: datetime | None = None) -> list[Maintena
             MaintenanceAdvice(
                 kind="materialize_deletions",
                 reason=(
-                    f"{len(lone)} fragments have more than {options.materialize_deletions_threshold:.0%} of their "
+                    f"{_count(len(lone), 'fragment')} {'has' if len(lone) == 1 else 'have'} more than "
+                    f"{options.materialize_deletions_threshold:.0%} of their "
                     f"rows deleted (or several files): {deleted:,} deleted rows are read and dropped by every "
                     f"scan; rewriting them reads {_mib(size)}{budget}"
                 ),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -21,6 +22,8 @@ from mvcc_core.maintenance.options import ZORDER_MAX_COLUMNS, ZORDER_MIN_COLUMNS
 __all__ = [
     "CLUSTERING_KEYS",
     "COMPACTION_KEYS",
+    "DEFAULT_OLDER_THAN",
+    "KEYS",
     "MATERIALIZE_DELETIONS_THRESHOLD",
     "MAX_BYTES",
     "POLICY_KEYS",
@@ -31,9 +34,12 @@ __all__ = [
     "TARGET_BYTES_PER_FRAGMENT",
     "TARGET_ROWS_PER_FRAGMENT",
     "ZORDER_BY",
+    "PolicyKey",
+    "PolicyValueError",
     "check_config",
     "compaction_options",
     "parse_size",
+    "parse_value",
     "retention_settings",
 ]
 
@@ -61,8 +67,14 @@ _UNITS = {
 }
 
 
+_WHOLE = re.compile(r"^\s*[+-]?\d+\s*$")
+
+
 def _count(text: str) -> int:
-    value = int(text.strip().replace("_", ""))
+    cleaned = text.replace("_", "")
+    if _WHOLE.match(cleaned) is None:
+        raise ValueError("use a positive whole number, e.g. 10 or 1_048_576")
+    value = int(cleaned)
     if value <= 0:
         raise ValueError("it must be positive")
     return value
@@ -91,7 +103,10 @@ def _size(text: str) -> int:
 
 
 def _fraction(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError("use a fraction in [0, 1], e.g. 0.1") from None
     if not 0.0 <= value <= 1.0:
         raise ValueError("it is a fraction in [0, 1]")
     return value
@@ -135,18 +150,115 @@ COMPACTION_KEYS = (TARGET_ROWS_PER_FRAGMENT, TARGET_BYTES_PER_FRAGMENT, MATERIAL
 CLUSTERING_KEYS = (SORT_BY, ZORDER_BY)
 RETENTION_KEYS = (RETENTION_OLDER_THAN, RETAIN_VERSIONS)
 POLICY_KEYS = COMPACTION_KEYS + CLUSTERING_KEYS + RETENTION_KEYS
+#: The age `cleanup_old_versions` removes versions past when neither the caller nor the table says.
+DEFAULT_OLDER_THAN = timedelta(days=14)
+
+
+@dataclass(frozen=True)
+class PolicyKey:
+    """One policy key as a user meets it (`mvcc policy show`, the errors of `mvcc policy set`).
+
+    Attributes:
+        key: The configuration key.
+        expected: The form its value takes, in words with an example.
+        default: The value that applies when the table does not set the key, in the key's own form (None: no
+            value applies, see `unset`).
+        unset: What applies when the table does not set the key, in words.
+    """
+
+    key: str
+    expected: str
+    default: str | None
+    unset: str
+
+
+_DEFAULTS = CompactionOptions()
+#: Every policy key, in `POLICY_KEYS`' order.
+KEYS: dict[str, PolicyKey] = {
+    k.key: k
+    for k in (
+        PolicyKey(
+            TARGET_ROWS_PER_FRAGMENT,
+            "a positive whole number of rows, e.g. 1048576",
+            str(_DEFAULTS.target_rows_per_fragment),
+            f"{_DEFAULTS.target_rows_per_fragment:,} rows",
+        ),
+        PolicyKey(
+            TARGET_BYTES_PER_FRAGMENT,
+            "a number of bytes, optionally with a unit, e.g. 134217728 or 128MiB",
+            None,
+            "no byte target (rows only)",
+        ),
+        PolicyKey(
+            MATERIALIZE_DELETIONS_THRESHOLD,
+            "a fraction in [0, 1], e.g. 0.1",
+            str(_DEFAULTS.materialize_deletions_threshold),
+            f"fragments with more than {_DEFAULTS.materialize_deletions_threshold:.0%} of their rows deleted",
+        ),
+        PolicyKey(MAX_BYTES, "a number of bytes, optionally with a unit, e.g. 512MiB", None, "no budget"),
+        PolicyKey(SORT_BY, "column names separated by commas, e.g. user,ts", None, "no clustering"),
+        PolicyKey(
+            ZORDER_BY,
+            f"{ZORDER_MIN_COLUMNS} to {ZORDER_MAX_COLUMNS} column names separated by commas, e.g. x,y",
+            None,
+            "no clustering",
+        ),
+        PolicyKey(RETENTION_OLDER_THAN, "a duration, e.g. 14d, 12h, 1w2d", "14d", "14 days"),
+        PolicyKey(RETAIN_VERSIONS, "a positive whole number of versions, e.g. 10", None, "no floor"),
+    )
+}
+
+
+class PolicyValueError(ValueError):
+    """A policy key's value that does not parse, or a key under the policy prefixes that is no policy key; the
+    parts are kept for a caller that words the error its own way (the CLI).
+
+    Args:
+        message: the whole message, naming the key and the value
+        key: the key
+        value: its value as given
+        reason: why it cannot be used
+
+    Attributes:
+        key: The key.
+        value: Its value as given.
+        reason: Why it cannot be used, in words (the message without the key and value).
+    """
+
+    def __init__(self, message: str, key: str, value: object, reason: str) -> None:
+        super().__init__(message)
+        self.key, self.value, self.reason = key, value, reason
 
 
 def _parse(key: str, value: str) -> Any:
     parser = _PARSERS.get(key)
     if parser is None:
-        raise ValueError(f"table configuration {key!r} is not a maintenance key; the keys are {list(POLICY_KEYS)}")
+        reason = f"not a maintenance key; the keys are {list(POLICY_KEYS)}"
+        raise PolicyValueError(f"table configuration {key!r} is {reason}", key, value, reason)
     if not isinstance(value, str):
-        raise ValueError(f"table configuration {key!r} must be a string, got {value!r}")
+        raise PolicyValueError(
+            f"table configuration {key!r} must be a string, got {value!r}", key, value, "it must be a string"
+        )
     try:
         return parser(value)
     except (ValueError, OverflowError) as exc:
-        raise ValueError(f"table configuration {key!r} = {value!r} is not valid: {exc}") from None
+        raise PolicyValueError(
+            f"table configuration {key!r} = {value!r} is not valid: {exc}", key, value, str(exc)
+        ) from None
+
+
+def parse_value(key: str, value: str) -> Any:
+    """The value of policy key `key` as the maintenance calls read it (an int, a float, a timedelta, column names).
+
+    Args:
+        key: one of `POLICY_KEYS`
+        value: its text, as the table's configuration holds it
+
+    Raises:
+        PolicyValueError: `key` is no policy key or `value` does not parse; the message names the key and says
+            why, `reason` says why alone
+    """
+    return _parse(key, value)
 
 
 def check_config(
@@ -232,7 +344,7 @@ def retention_settings(
         tuple(k for k, given in zip(RETENTION_KEYS, (older_than, retain_versions), strict=True) if given is None),
     )
     if older_than is None:
-        older_than = policy.get(RETENTION_OLDER_THAN, timedelta(days=14))
+        older_than = policy.get(RETENTION_OLDER_THAN, DEFAULT_OLDER_THAN)
     if retain_versions is None:
         retain_versions = policy.get(RETAIN_VERSIONS)
     return older_than, retain_versions

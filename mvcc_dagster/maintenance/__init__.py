@@ -1,8 +1,10 @@
 """Maintenance as Dagster jobs, one module per job kind (docs/integrations/dagster/maintenance.md, "Maintenance
-jobs"); `catalog`: the health checks and maintenance job of a catalog's tables."""
+jobs"); `fleet`: many tables on one nightly budget (docs/integrations/dagster/fleet.md); `catalog`: the health
+checks and maintenance job of a catalog's tables."""
 
 from ..metadata import MAINTENANCE_IO_KEY, RESTORED_FROM, TABLE_TAG
 from .compaction import EXECUTORS, SPARK_RESOURCE_KEY, build_compaction_job
+from .fleet import build_fleet_maintenance
 from .indices import build_index_job, build_index_optimize_job
 from .restore import build_restore_job
 from .retention import build_retention_job
@@ -18,6 +20,7 @@ __all__ = [
     "TABLE_TAG",
     "MaintenanceTarget",
     "build_compaction_job",
+    "build_fleet_maintenance",
     "build_index_job",
     "build_index_optimize_job",
     "build_maintenance_schedule",

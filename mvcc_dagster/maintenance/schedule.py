@@ -44,6 +44,9 @@ def build_maintenance_schedule(
     tick's scheduled time, and the run removes the versions committed before that time minus `older_than`
     (its ``cleanup_old_versions`` step's ``cutoff``), never one younger than `older_than`.
 
+    Many tables on one nightly budget (the highest-ranked first, within a byte budget, a run limit and quiet
+    hours) are one schedule instead: `build_fleet_maintenance` (docs/integrations/dagster/fleet.md).
+
     Args:
         table: An asset key or a table uri.
         cron: When it runs.

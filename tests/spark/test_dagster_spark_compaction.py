@@ -15,6 +15,9 @@ dagster_pyspark = pytest.importorskip("dagster_pyspark", reason="dagster-pyspark
 
 from mvcc_dagster import MvccResource, build_compaction_job  # noqa: E402 - after the skips
 
+# Stress and randomized runs: the slow tier (the fast tier keeps the Spark paths' quick tests).
+pytestmark = pytest.mark.slow
+
 
 def fragmented(uri: str, fragments: int, rows: int = 10) -> mvcc.Table:
     t = mvcc.write_table(pa.table({"n": list(range(rows))}), uri)
@@ -32,7 +35,6 @@ def resources(warehouse: str) -> dict[str, Any]:
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.slow
 def test_compaction_tasks_run_on_spark_in_one_step(spark: Any, tmp_path: Path) -> None:
     warehouse = str(tmp_path)
     t = fragmented(f"{warehouse}/events", 40)

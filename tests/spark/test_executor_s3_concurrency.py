@@ -14,6 +14,9 @@ from spark_helpers import ROOT, same
 import mvcc_core
 from mvcc_core.spark import SparkExecutor, write
 
+# Stress and randomized runs: the slow tier (the fast tier keeps the Spark paths' quick tests).
+pytestmark = pytest.mark.slow
+
 
 def small_fragments(uri: str, storage_options: dict | None = None) -> mvcc_core.Table:
     t = mvcc_core.write_table(
@@ -27,7 +30,6 @@ def small_fragments(uri: str, storage_options: dict | None = None) -> mvcc_core.
 
 
 @pytest.mark.parametrize("method", ["rdd", "dataframe"])
-@pytest.mark.slow
 def test_compaction_and_index_on_spark_equal_in_process(spark: Any, tmp_path: Any, method: str) -> None:
     options = {"target_rows_per_fragment": 20, "max_rows_per_task": 20}
     local = small_fragments(str(tmp_path / "local"))
@@ -45,7 +47,6 @@ def test_compaction_and_index_on_spark_equal_in_process(spark: Any, tmp_path: An
     assert same(scan.to_table(), local.to_table(filter="g = 3"))
 
 
-@pytest.mark.slow  # several seconds: the slow tier (README, "Set-up")
 def test_executor_keeps_order_and_error_types(spark: Any) -> None:
     executor = SparkExecutor(spark)
     assert list(executor.map(lambda x: x * x, range(7))) == [x * x for x in range(7)]
@@ -62,7 +63,6 @@ def test_executor_keeps_order_and_error_types(spark: Any) -> None:
 
 
 @pytest.mark.s3
-@pytest.mark.slow
 def test_s3_read_and_write(spark: Any, s3_uri: str, s3_options: dict) -> None:
     t = small_fragments(s3_uri, s3_options)
     reader = spark.read.format("mvcc").options(**s3_options)
@@ -112,7 +112,6 @@ for i in range(start, start + 10):
 """
 
 
-@pytest.mark.slow
 def test_concurrent_spark_and_process_writers(spark: Any, tmp_path: Any) -> None:
     uri = str(tmp_path / "t")
     mvcc_core.write_table(pa.table({"id": pa.array([-1], pa.int64())}), uri)

@@ -22,6 +22,9 @@ from spark_helpers import PUSHDOWN, conf
 
 import mvcc_core
 
+# Stress and randomized runs: the slow tier (the fast tier keeps the Spark paths' quick tests).
+pytestmark = pytest.mark.slow
+
 ROWS = 3_000
 CATEGORIES = ["a", "b", "c", "d"]
 FIRST_DAY = date(2026, 1, 1)
@@ -135,7 +138,7 @@ def run_source_sequence(session: Any, uri: str, rng: random.Random, *, commit_mi
 
 
 @pytest.mark.parametrize("pushdown", ["true", "false"])
-@pytest.mark.parametrize("seed", [1, pytest.param(2, marks=pytest.mark.slow), pytest.param(3, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("seed", [1, 2, 3])
 def test_filter_sequences_on_one_dataframe(spark: Any, tmp_path: Any, seed: int, pushdown: str) -> None:
     rng = random.Random(seed)
     uri = str(tmp_path / "t")
@@ -155,7 +158,6 @@ def test_the_reported_sequence(spark: Any, tmp_path: Any) -> None:
         assert df.count() == t.count_rows()
 
 
-@pytest.mark.slow
 def test_filter_sequence_on_spark_connect(connect: Any, tmp_path: Any) -> None:
     """The same on a Spark Connect client. No commit in the middle: a Connect DataFrame is a plan the server
     analyses again once its per-session cache of analyses drops it, and then reads the latest version."""

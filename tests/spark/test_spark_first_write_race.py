@@ -21,6 +21,9 @@ import mvcc_core
 from mvcc_core import failpoints
 from mvcc_core.spark import write
 
+# Stress and randomized runs: the slow tier (the fast tier keeps the Spark paths' quick tests).
+pytestmark = pytest.mark.slow
+
 DAY1, DAY2 = dt.date(2026, 11, 1), dt.date(2026, 11, 2)
 SCHEMA = pa.schema([("day", pa.date32()), ("id", pa.int64()), ("writer", pa.string())])
 SPARK_SCHEMA = "day date, id long, writer string"
@@ -88,7 +91,6 @@ def test_write_plain_overwrite_wins_as_the_next_version(spark: Any, tmp_path: An
     assert content(uri) == [(DAY2, 7, "spark")]
 
 
-@pytest.mark.slow
 def test_data_source_append_and_replace_where_land_in_the_table_created_meanwhile(spark: Any, tmp_path: Any) -> None:
     uri = str(tmp_path / "t")
     racing_frame(spark, uri, DAY1, [10], both_days()).write.format("mvcc").mode("append").save(uri)
@@ -121,7 +123,6 @@ def _pyarrow_append(uri: str, day: dt.date, ids: list[int], writer: str, start: 
     mvcc_core.write_table(rows(day, ids, writer), uri, mode="append")
 
 
-@pytest.mark.slow
 def test_spark_write_races_pyarrow_writers_in_other_processes(spark: Any, tmp_path: Any) -> None:
     uri = str(tmp_path / "t")
     ctx = mp.get_context("spawn")
