@@ -26,7 +26,13 @@ from . import _deprecated, metadata
 from .catalog import MvccCatalogResource
 from .components import MvccTableComponent
 from .error_mapping import conflict_retry_policy, mvcc_conflicts
-from .health import HealthThresholds, build_health_sensor, build_table_health_checks, build_version_sensor
+from .health import (
+    HealthThresholds,
+    build_health_sensor,
+    build_table_health_checks,
+    build_version_sensor,
+    health_automation_condition,
+)
 from .io_manager import MvccIOManager, MvccTypeHandler
 from .maintenance import (
     build_compaction_job,
@@ -78,6 +84,7 @@ __all__ = [
     "build_version_sensor",
     "conflict_retry_policy",
     "data_version",
+    "health_automation_condition",
     "materialize_result",
     "metadata",
     "mvcc_conflicts",
