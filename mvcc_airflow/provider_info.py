@@ -74,6 +74,8 @@ def get_provider_info() -> dict[str, Any]:
                 "integration-name": INTEGRATION,
                 "python-modules": [
                     "mvcc_airflow.operators.base",
+                    "mvcc_airflow.operators.advice",
+                    "mvcc_airflow.operators.fleet",
                     "mvcc_airflow.operators.maintenance",
                     "mvcc_airflow.operators.compaction_group",
                     "mvcc_airflow.operators.publish_branch",
