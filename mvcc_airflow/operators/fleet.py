@@ -126,7 +126,8 @@ class MvccPlanFleetOperator(BaseOperator):
             sources = {name: self._open(hook, table, sources[name]) for name, table in self.tables.items()}
         try:
             budget = None if self.max_bytes in (None, "", "None") else to_size(self.max_bytes)
-            limit = None if self.max_tables in (None, "", "None") else int(str(self.max_tables))
+            rendered: Any = self.max_tables  # a rendered template is a string
+            limit = None if rendered in (None, "", "None") else int(str(rendered))
         except ValueError as exc:
             raise AirflowFailException(f"{self.task_id}: {exc}") from None
         with mvcc_errors("fleet plan"):

@@ -113,6 +113,26 @@ def test_the_nightly_example_on_a_healthy_table_runs_no_compaction(airflow_home:
     assert {"mvcc_compaction.reserve_fragments", "optimize_indices", "cleanup"} <= set(got)
 
 
+def test_the_nightly_example_runs_only_the_step_that_is_due(airflow_home: Any, warehouse: str) -> None:
+    uri = f"{warehouse}/events"
+    t = mvcc.write_table(pa.table({"id": list(range(50))}), uri)
+    t.update_config({"mvcc.compaction.target_rows_per_fragment": "10"})  # the policy: 50-row fragments are big
+    t.create_index("id")
+    t = t.append(pa.table({"id": list(range(50, 100))}))  # a fragment the index misses: only that is advised
+    assert [a.kind for a in t.optimize.recommend()] == ["optimize_indices"]
+    before = t.version
+    dag = airflow_home.dags / "mvcc_nightly_maintenance.py"
+    shutil.copy(EXAMPLES / "mvcc_nightly_maintenance.py", dag)
+    run = airflow_home.test_dag("mvcc_nightly_maintenance", dag, warehouse=warehouse)
+    assert succeeded(run), output(run)[-4000:]
+    assert operations(t, before) == ["CreateIndex"]  # no ReserveFragments: the compaction was not due
+    got = states(airflow_home, "mvcc_nightly_maintenance")
+    assert got["advise"] == got["optimize_indices"] == "success"
+    assert got["mvcc_compaction.reserve_fragments"] == got["mvcc_compaction.commit_rewrite"] == "skipped"
+    assert got["cleanup_dry_run"] == got["cleanup"] == "skipped"
+    assert mvcc.open_table(uri).optimize.recommend() == []
+
+
 def test_the_fleet_example_compacts_the_due_tables_within_the_budget_in_rank_order(
     airflow_home: Any, warehouse: str
 ) -> None:

@@ -76,7 +76,7 @@ def test_compaction_options_are_checked_by_their_argument_names() -> None:
     with pytest.raises(ValueError, match=r"quiet_hours is \(start, end\)"):
         MvccPlanFleetOperator(task_id="p", tables=["t"], quiet_hours=["22:00"])
     with pytest.raises(ValueError, match="tables must be a list of table names"):
-        MvccPlanFleetOperator(task_id="p", tables="t")  # type: ignore[arg-type]
+        MvccPlanFleetOperator(task_id="p", tables="t")
     # templated values are checked once rendered; a size string and a column string are the CLI's and the policy's
     op = MvccCompactOperator(task_id="c", table="t", max_bytes="{{ params.budget }}", sort_by="user,ts")
     op.max_bytes = "128MiB"
