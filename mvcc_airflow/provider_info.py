@@ -58,8 +58,8 @@ def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "mvcc",
         "name": "mvcc",
-        "description": "Table maintenance for mvcc tables (compaction, indices, cleanup, restore, tags), version "
-        "sensors and table assets.",
+        "description": "Table maintenance for mvcc tables (advice, compaction, fleet plans on a budget, indices, "
+        "cleanup, restore, tags), version sensors and table assets.",
         "versions": [version("mvcc")],  # no import of mvcc_core: the manager reads this often
         "integrations": [
             {
