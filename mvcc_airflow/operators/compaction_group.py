@@ -92,6 +92,12 @@ def mvcc_compaction_group(
         zorder_by=list(zorder_by) if isinstance(zorder_by, list | tuple) else zorder_by,
         max_bytes=max_bytes,
     )
+    templated = sorted(name for name, value in given.items() if compaction_calls.is_templated(value))
+    if templated:  # the group's tasks take their options when the DAG file is parsed; nothing renders them
+        raise ValueError(
+            f"mvcc_compaction_group: {', '.join(templated)} cannot be a template here (the group's options are "
+            "fixed when the DAG file is parsed); use MvccCompactOperator, whose options are templated"
+        )
     fields = compaction_calls.rendered_fields(given)
     kind = "partial compaction" if partial_progress else "compaction"
 

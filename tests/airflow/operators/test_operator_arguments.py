@@ -69,6 +69,8 @@ def test_compaction_options_are_checked_by_their_argument_names() -> None:
         MvccCompactOperator(task_id="c", table="t", max_commits=2)
     with pytest.raises(ValueError, match="partial_progress must be True or False"):
         mvcc_compaction_group("t", partial_progress="yes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_bytes cannot be a template here"):
+        mvcc_compaction_group("t", max_bytes="{{ params.budget }}")
     with pytest.raises(ValueError, match="short_circuit must be True or False"):
         MvccAdviseOperator(task_id="a", table="t", short_circuit="yes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="kinds must name advice kinds"):
