@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.sdk import Context
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 import mvcc_core as mvcc
 from mvcc_core.durations import parse_duration
@@ -56,7 +56,8 @@ class MvccCompactOperator(MvccBaseOperator):
     delete of a rewritten fragment) removes what it wrote and fails the try; the next try plans again on the new
     version. With `partial_progress` the finished groups land in up to `max_commits` Rewrites and a group that
     loses is planned again once, then dropped and reported (``metrics["conflicted_groups"]``, ``["conflicts"]``),
-    never the whole run. With no table there yet the task is skipped ("nothing to maintain"), as are the tasks
+    never the whole run (when every group is dropped and nothing landed, the try fails and a retry plans
+    again). With no table there yet the task is skipped ("nothing to maintain"), as are the tasks
     after it; with `when_advised` it is skipped too when compaction has nothing to rewrite.
 
     Args:
@@ -165,6 +166,11 @@ class MvccCompactOperator(MvccBaseOperator):
                 metrics["conflicted_groups"],
                 metrics["conflicts"],
             )
+            if metrics["version"] is None:  # nothing landed: a retry plans again on the new version
+                raise AirflowException(
+                    f"compaction of {t.uri}: every group lost to a concurrent commit, even after planning again; "
+                    "nothing was committed (the files written were removed)"
+                )
         operation = mvcc.operations.Rewrite.name if metrics["version"] is not None else None
         self.set_asset_extras(context, t, operation)
         return task_result(t, operation, metrics)
