@@ -16,12 +16,14 @@ from . import _moved_modules
 from .provider_info import get_provider_info
 
 _LAZY = {
+    "MvccAdviseOperator": "operators.advice",
     "MvccBaseOperator": "operators.base",
     "MvccCleanupOperator": "operators.maintenance",
     "MvccCompactOperator": "operators.maintenance",
     "MvccCreateIndexOperator": "operators.maintenance",
     "MvccHook": "hooks.mvcc",
     "MvccOptimizeIndicesOperator": "operators.maintenance",
+    "MvccPlanFleetOperator": "operators.fleet",
     "MvccPublishBranchOperator": "operators.publish_branch",
     "MvccRestoreOperator": "operators.maintenance",
     "MvccTableChangeTrigger": "triggers.table_change",
@@ -34,12 +36,14 @@ _LAZY = {
 }
 
 __all__ = [
+    "MvccAdviseOperator",
     "MvccBaseOperator",
     "MvccCleanupOperator",
     "MvccCompactOperator",
     "MvccCreateIndexOperator",
     "MvccHook",
     "MvccOptimizeIndicesOperator",
+    "MvccPlanFleetOperator",
     "MvccPublishBranchOperator",
     "MvccRestoreOperator",
     "MvccTableChangeTrigger",
@@ -55,8 +59,10 @@ __all__ = [
 if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports each on first use
     from .assets.mvcc import table_asset
     from .hooks.mvcc import MvccHook
+    from .operators.advice import MvccAdviseOperator
     from .operators.base import MvccBaseOperator
     from .operators.compaction_group import mvcc_compaction_group
+    from .operators.fleet import MvccPlanFleetOperator
     from .operators.maintenance import (
         MvccCleanupOperator,
         MvccCompactOperator,

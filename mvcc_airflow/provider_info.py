@@ -58,8 +58,8 @@ def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "mvcc",
         "name": "mvcc",
-        "description": "Table maintenance for mvcc tables (compaction, indices, cleanup, restore, tags), version "
-        "sensors and table assets.",
+        "description": "Table maintenance for mvcc tables (advice, compaction, fleet plans on a budget, indices, "
+        "cleanup, restore, tags), version sensors and table assets.",
         "versions": [version("mvcc")],  # no import of mvcc_core: the manager reads this often
         "integrations": [
             {
@@ -74,6 +74,8 @@ def get_provider_info() -> dict[str, Any]:
                 "integration-name": INTEGRATION,
                 "python-modules": [
                     "mvcc_airflow.operators.base",
+                    "mvcc_airflow.operators.advice",
+                    "mvcc_airflow.operators.fleet",
                     "mvcc_airflow.operators.maintenance",
                     "mvcc_airflow.operators.compaction_group",
                     "mvcc_airflow.operators.publish_branch",

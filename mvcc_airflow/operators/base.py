@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 import mvcc_core as mvcc
 
+from ..assets.mvcc import OPERATION_EXTRA, VERSION_EXTRA
 from ..hooks.mvcc import DEFAULT_CONN_ID, MvccHook
-from ..utils.conflicts import DEFAULT_RETRY_ARGS
+from ..utils.conflicts import DEFAULT_RETRY_ARGS, mvcc_errors
+from ..utils.health import health_extra, health_figures
 
 __all__ = ["MvccBaseOperator", "open_table_to_maintain"]
 
@@ -80,3 +82,31 @@ class MvccBaseOperator(BaseOperator):
             AirflowSkipException: No table is there yet: a maintenance task has nothing to do.
         """
         return open_table_to_maintain(self.hook, self.table)
+
+    def set_asset_extras(
+        self,
+        context: Context,
+        table: mvcc.Table,
+        operation: str | None,
+        advice: Sequence[Mapping[str, Any]] | None = None,
+    ) -> dict[str, Any] | None:
+        """The extras of the asset events this task emits (one per outlet, at its success): the version, the
+        operation and the table's health figures after the task (`utils/health.py`). Nothing without outlets.
+
+        Args:
+            context: the Airflow task context
+            table: the table after the task
+            operation: the operation the task committed (None: nothing)
+            advice: the advice on that version, when the task has it
+
+        Returns:
+            The extras (None without outlets).
+        """
+        if not self.outlets:
+            return None
+        with mvcc_errors(f"health of {table.uri}"):
+            figures = health_figures(table, advice)
+        extra = {VERSION_EXTRA: table.version, OPERATION_EXTRA: operation, **health_extra(figures)}
+        for outlet in self.outlets:
+            context["outlet_events"][outlet].extra = extra
+        return extra

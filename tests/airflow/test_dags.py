@@ -243,6 +243,15 @@ def test_restore_by_tag_from_params_emits_the_asset_event(airflow_home: AirflowH
     assert {"mvcc/version": 3, "mvcc/operation": "Restore"} in [
         {k: e.get(k) for k in ("mvcc/version", "mvcc/operation")} for e in extras
     ]
+    (restored,) = [e for e in extras if e.get("mvcc/operation") == "Restore"]
+    # the health figures of the restored version: one fragment, nothing deleted, three versions kept
+    assert (restored["mvcc/small_fragments"], restored["mvcc/deleted_share"], restored["mvcc/versions_kept"]) == (
+        0,
+        0.0,
+        3,
+    )
+    assert restored["mvcc/stored_bytes"] > restored["mvcc/live_bytes"] > 0  # version 2's appended file is kept
+    assert restored["mvcc/top_advice"] is None and restored["mvcc/top_advice_score"] == 0.0
 
 
 def test_a_bad_configuration_fails_without_retry(airflow_home: AirflowHome, warehouse: str) -> None:
