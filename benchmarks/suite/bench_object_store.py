@@ -14,6 +14,12 @@ from the smallest size.
     python -m benchmarks.suite.bench_object_store --quick             # 0 / 20 / 50 ms, 100 / 1,000 fragments
     python -m benchmarks.suite.bench_object_store --quick --only growth
     python -m benchmarks.suite.bench_object_store --huge --out r.json  # adds 10,000 fragments
+    python -m benchmarks.suite.bench_object_store --only startup --rounds 7   # import + first write, fresh processes
+
+Start-up: `import mvcc_core` plus the first write of a small table to s3:// against `import lance` plus
+`lance.write_dataset`, each in a fresh process, the two sides interleaved (the order swaps every round) behind the
+proxy at `--delays`' first delay; the ratio of the medians of import + write. The processes run with bytecode
+caching on (PYTHONDONTWRITEBYTECODE unset, after one discarded warm-up round), as an installed package runs.
 """
 
 from __future__ import annotations
@@ -121,7 +127,7 @@ def _measure(
 
 
 def _first_write(sides: Sides, repeat: int) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = _fresh_process_env(str(ROOT))
     walls: dict[str, list[float]] = {"mvcc": [], "lance": []}
     imports: dict[str, list[float]] = {"mvcc": [], "lance": []}
     requests: dict[str, dict[str, int]] = {}
@@ -144,6 +150,74 @@ def _first_write(sides: Sides, repeat: int) -> dict[str, Any]:
         "import_ms": {side: statistics.median(v) for side, v in imports.items()},
         "requests": requests,
     }
+
+
+def _fresh_process_env(mvcc_path: str) -> dict[str, str]:
+    """The environment of a fresh benchmark process: `mvcc_path` first on PYTHONPATH, bytecode caching on (the
+    test environment's PYTHONDONTWRITEBYTECODE would have every process compile mvcc's source again)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [mvcc_path, str(ROOT), os.environ.get("PYTHONPATH")]))
+    return env
+
+
+def startup(s3: MotoServer, delay: int, rounds: int, mvcc_path: str) -> dict[str, Any]:
+    """Import + first write of a fresh process, mvcc and pylance interleaved, `rounds` rounds after a warm-up.
+
+    Args:
+        s3: the moto server
+        delay: the proxy's delay in ms
+        rounds: measured rounds (each runs both sides once, the order swapping every round)
+        mvcc_path: the mvcc source tree the mvcc processes import
+    """
+    env = _fresh_process_env(mvcc_path)
+    totals: dict[str, list[float]] = {"mvcc": [], "lance": []}
+    imports: dict[str, list[float]] = {"mvcc": [], "lance": []}
+    processes: dict[str, list[float]] = {"mvcc": [], "lance": []}
+    with LatencyProxy(s3.url) as proxy:
+        sides = Sides(proxy, s3)
+        proxy.delay_ms = delay
+        for i in range(rounds + 1):  # round 0 warms the bytecode caches and the page cache
+            order = (("mvcc", sides.mopts), ("lance", sides.lopts))
+            for side, opts in order if i % 2 == 0 else order[::-1]:
+                uri = f"s3://bench/start-{uuid.uuid4().hex[:8]}"
+                start = time.perf_counter()
+                done = subprocess.run(
+                    [sys.executable, "-c", _FIRST_WRITE, side, uri, json.dumps(opts)],
+                    env=env, capture_output=True, text=True, check=True,
+                )  # fmt: skip
+                wall = (time.perf_counter() - start) * 1e3
+                r = json.loads(done.stdout.strip().splitlines()[-1])
+                if i > 0:
+                    totals[side].append(r["import_ms"] + r["write_ms"])
+                    imports[side].append(r["import_ms"])
+                    processes[side].append(wall)
+                    print(f"round {i} {side:5} import {r['import_ms']:7.0f} ms  write {r['write_ms']:6.0f} ms  "
+                          f"process {wall:7.0f} ms", file=sys.stderr)  # fmt: skip
+    ratios = [m / p for m, p in zip(totals["mvcc"], totals["lance"], strict=True)]
+    return {
+        "delay_ms": delay,
+        "rounds": rounds,
+        "mvcc_ms": statistics.median(totals["mvcc"]),
+        "lance_ms": statistics.median(totals["lance"]),
+        "ratio": statistics.median(totals["mvcc"]) / statistics.median(totals["lance"]),
+        "round_ratios": ratios,
+        "import_ms": {side: statistics.median(v) for side, v in imports.items()},
+        "process_ms": {side: statistics.median(v) for side, v in processes.items()},
+        "process_ratio": statistics.median(processes["mvcc"]) / statistics.median(processes["lance"]),
+        "totals_ms": totals,
+    }
+
+
+def _print_startup(r: dict[str, Any]) -> None:
+    print(f"import + first write of a fresh process, proxy at {r['delay_ms']} ms, {r['rounds']} rounds (medians)")
+    print(f"  mvcc    {r['mvcc_ms']:7.0f} ms  (import {r['import_ms']['mvcc']:.0f} ms)")
+    print(f"  pylance {r['lance_ms']:7.0f} ms  (import {r['import_ms']['lance']:.0f} ms)")
+    print(f"  ratio   {r['ratio']:.2f}x  (per round: {', '.join(f'{x:.2f}' for x in r['round_ratios'])})")
+    p = r["process_ms"]
+    print(
+        f"  whole process (interpreter start to exit): mvcc {p['mvcc']:.0f} ms, pylance {p['lance']:.0f} ms, "
+        f"ratio {r['process_ratio']:.2f}x"
+    )
 
 
 def latency(s3: MotoServer, delays: list[int], repeat: int, fragments: int) -> dict[str, dict[str, Any]]:
@@ -336,7 +410,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer repeats")
     parser.add_argument("--huge", action="store_true", help="growth also at 10,000 fragments and versions")
-    parser.add_argument("--only", choices=("latency", "growth"), help="one of the two workloads")
+    parser.add_argument("--only", choices=("latency", "growth", "startup"), help="one workload")
+    parser.add_argument("--rounds", type=int, default=7, help="start-up: measured rounds")
+    parser.add_argument("--mvcc-path", default=str(ROOT), help="start-up: the mvcc source tree to import")
     parser.add_argument("--delays", default="0,20,50", help="the proxy's delays in ms, comma-separated")
     parser.add_argument("--out", help="write the results as JSON here")
     args = parser.parse_args()
@@ -346,6 +422,10 @@ def main() -> None:
         with MotoServer() as s3:
             results["latency"] = latency(s3, [int(d) for d in args.delays.split(",")], repeat, fragments=20)
         _print_latency(results["latency"])
+    if args.only == "startup":
+        with MotoServer() as s3:
+            results["startup"] = startup(s3, int(args.delays.split(",")[0]), args.rounds, args.mvcc_path)
+        _print_startup(results["startup"])
     if args.only in (None, "growth"):
         root = tempfile.mkdtemp(prefix="mvcc-bench-growth-")
         try:
