@@ -14,11 +14,12 @@ from the smallest size.
     python -m benchmarks.suite.bench_object_store --quick             # 0 / 20 / 50 ms, 100 / 1,000 fragments
     python -m benchmarks.suite.bench_object_store --quick --only growth
     python -m benchmarks.suite.bench_object_store --huge --out r.json  # adds 10,000 fragments
-    python -m benchmarks.suite.bench_object_store --only startup --rounds 7   # import + first write, fresh processes
+    python -m benchmarks.suite.bench_object_store --only startup --delays 20 --rounds 7 [--compare old=/tmp/old-tree]
 
 Start-up: `import mvcc_core` plus the first write of a small table to s3:// against `import lance` plus
-`lance.write_dataset`, each in a fresh process, the two sides interleaved (the order swaps every round) behind the
-proxy at `--delays`' first delay; the ratio of the medians of import + write. The processes run with bytecode
+`lance.write_dataset`, each in a fresh process, the sides interleaved (the order rotates every round) behind the
+proxy at `--delays`' first delay; the ratio of the medians of import + write, and of the whole process (interpreter
+start to exit). `--compare LABEL=PATH` adds another mvcc source tree as a side. The processes run with bytecode
 caching on (PYTHONDONTWRITEBYTECODE unset, after one discarded warm-up round), as an installed package runs.
 """
 
@@ -160,29 +161,32 @@ def _fresh_process_env(mvcc_path: str) -> dict[str, str]:
     return env
 
 
-def startup(s3: MotoServer, delay: int, rounds: int, mvcc_path: str) -> dict[str, Any]:
-    """Import + first write of a fresh process, mvcc and pylance interleaved, `rounds` rounds after a warm-up.
+def startup(s3: MotoServer, delay: int, rounds: int, trees: dict[str, str]) -> dict[str, Any]:
+    """Import + first write of a fresh process for each mvcc tree and pylance, interleaved (the order rotates
+    every round), `rounds` rounds after a discarded warm-up; each side's medians and its ratios to pylance's.
 
     Args:
         s3: the moto server
         delay: the proxy's delay in ms
-        rounds: measured rounds (each runs both sides once, the order swapping every round)
-        mvcc_path: the mvcc source tree the mvcc processes import
+        rounds: measured rounds (each runs every side once)
+        trees: label -> the mvcc source tree that side's processes import ("mvcc": this one)
     """
-    env = _fresh_process_env(mvcc_path)
-    totals: dict[str, list[float]] = {"mvcc": [], "lance": []}
-    imports: dict[str, list[float]] = {"mvcc": [], "lance": []}
-    processes: dict[str, list[float]] = {"mvcc": [], "lance": []}
+    sides_run = [*trees, "lance"]
+    totals: dict[str, list[float]] = {side: [] for side in sides_run}
+    imports: dict[str, list[float]] = {side: [] for side in sides_run}
+    processes: dict[str, list[float]] = {side: [] for side in sides_run}
     with LatencyProxy(s3.url) as proxy:
         sides = Sides(proxy, s3)
         proxy.delay_ms = delay
         for i in range(rounds + 1):  # round 0 warms the bytecode caches and the page cache
-            order = (("mvcc", sides.mopts), ("lance", sides.lopts))
-            for side, opts in order if i % 2 == 0 else order[::-1]:
+            shift = i % len(sides_run)
+            for side in sides_run[shift:] + sides_run[:shift]:
+                kind, opts = ("lance", sides.lopts) if side == "lance" else ("mvcc", sides.mopts)
+                env = _fresh_process_env(trees.get(side, str(ROOT)))
                 uri = f"s3://bench/start-{uuid.uuid4().hex[:8]}"
                 start = time.perf_counter()
                 done = subprocess.run(
-                    [sys.executable, "-c", _FIRST_WRITE, side, uri, json.dumps(opts)],
+                    [sys.executable, "-c", _FIRST_WRITE, kind, uri, json.dumps(opts)],
                     env=env, capture_output=True, text=True, check=True,
                 )  # fmt: skip
                 wall = (time.perf_counter() - start) * 1e3
@@ -191,33 +195,31 @@ def startup(s3: MotoServer, delay: int, rounds: int, mvcc_path: str) -> dict[str
                     totals[side].append(r["import_ms"] + r["write_ms"])
                     imports[side].append(r["import_ms"])
                     processes[side].append(wall)
-                    print(f"round {i} {side:5} import {r['import_ms']:7.0f} ms  write {r['write_ms']:6.0f} ms  "
+                    print(f"round {i} {side:12} import {r['import_ms']:7.0f} ms  write {r['write_ms']:6.0f} ms  "
                           f"process {wall:7.0f} ms", file=sys.stderr)  # fmt: skip
-    ratios = [m / p for m, p in zip(totals["mvcc"], totals["lance"], strict=True)]
-    return {
-        "delay_ms": delay,
-        "rounds": rounds,
-        "mvcc_ms": statistics.median(totals["mvcc"]),
-        "lance_ms": statistics.median(totals["lance"]),
-        "ratio": statistics.median(totals["mvcc"]) / statistics.median(totals["lance"]),
-        "round_ratios": ratios,
-        "import_ms": {side: statistics.median(v) for side, v in imports.items()},
-        "process_ms": {side: statistics.median(v) for side, v in processes.items()},
-        "process_ratio": statistics.median(processes["mvcc"]) / statistics.median(processes["lance"]),
-        "totals_ms": totals,
-    }
+    out: dict[str, Any] = {"delay_ms": delay, "rounds": rounds, "sides": {}}
+    for side in sides_run:
+        out["sides"][side] = {
+            "import_plus_write_ms": statistics.median(totals[side]),
+            "import_ms": statistics.median(imports[side]),
+            "process_ms": statistics.median(processes[side]),
+            "ratio": statistics.median(totals[side]) / statistics.median(totals["lance"]),
+            "round_ratios": [m / p for m, p in zip(totals[side], totals["lance"], strict=True)],
+            "process_ratio": statistics.median(processes[side]) / statistics.median(processes["lance"]),
+            "totals_ms": totals[side],
+        }
+    return out
 
 
 def _print_startup(r: dict[str, Any]) -> None:
     print(f"import + first write of a fresh process, proxy at {r['delay_ms']} ms, {r['rounds']} rounds (medians)")
-    print(f"  mvcc    {r['mvcc_ms']:7.0f} ms  (import {r['import_ms']['mvcc']:.0f} ms)")
-    print(f"  pylance {r['lance_ms']:7.0f} ms  (import {r['import_ms']['lance']:.0f} ms)")
-    print(f"  ratio   {r['ratio']:.2f}x  (per round: {', '.join(f'{x:.2f}' for x in r['round_ratios'])})")
-    p = r["process_ms"]
-    print(
-        f"  whole process (interpreter start to exit): mvcc {p['mvcc']:.0f} ms, pylance {p['lance']:.0f} ms, "
-        f"ratio {r['process_ratio']:.2f}x"
-    )
+    print(f"{'side':14} {'import+write':>13} {'ratio':>7} {'per-round ratios':>28} {'whole process':>14} {'ratio':>7}")
+    for side, v in r["sides"].items():
+        rounds = ", ".join(f"{x:.2f}" for x in v["round_ratios"])
+        print(
+            f"{side:14} {v['import_plus_write_ms']:10.0f} ms {v['ratio']:6.2f}x {rounds:>28} "
+            f"{v['process_ms']:11.0f} ms {v['process_ratio']:6.2f}x"
+        )
 
 
 def latency(s3: MotoServer, delays: list[int], repeat: int, fragments: int) -> dict[str, dict[str, Any]]:
@@ -412,7 +414,13 @@ def main() -> None:
     parser.add_argument("--huge", action="store_true", help="growth also at 10,000 fragments and versions")
     parser.add_argument("--only", choices=("latency", "growth", "startup"), help="one workload")
     parser.add_argument("--rounds", type=int, default=7, help="start-up: measured rounds")
-    parser.add_argument("--mvcc-path", default=str(ROOT), help="start-up: the mvcc source tree to import")
+    parser.add_argument(
+        "--compare",
+        action="append",
+        default=[],
+        metavar="LABEL=PATH",
+        help="start-up: also time the mvcc source tree at PATH (e.g. an older commit's `git archive`) as LABEL",
+    )
     parser.add_argument("--delays", default="0,20,50", help="the proxy's delays in ms, comma-separated")
     parser.add_argument("--out", help="write the results as JSON here")
     args = parser.parse_args()
@@ -424,7 +432,8 @@ def main() -> None:
         _print_latency(results["latency"])
     if args.only == "startup":
         with MotoServer() as s3:
-            results["startup"] = startup(s3, int(args.delays.split(",")[0]), args.rounds, args.mvcc_path)
+            trees = {"mvcc": str(ROOT), **dict(c.split("=", 1) for c in args.compare)}
+            results["startup"] = startup(s3, int(args.delays.split(",")[0]), args.rounds, trees)
         _print_startup(results["startup"])
     if args.only in (None, "growth"):
         root = tempfile.mkdtemp(prefix="mvcc-bench-growth-")

@@ -12,8 +12,6 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-import fsspec
-
 from mvcc_core.errors import CommitNotSupportedError, MvccError, ObjectNotFoundError, StorageError, UnsafePathError
 from mvcc_core.io.backend import Backend, ObjectMeta, wrappable_errors
 from mvcc_core.io.local import LocalBackend, local_arrow_filesystem
@@ -29,6 +27,7 @@ from mvcc_core.io.s3 import (
 from mvcc_core.io.s3_client import shared_s3_client
 
 if TYPE_CHECKING:
+    import fsspec
     import pyarrow.fs
 
 
@@ -137,6 +136,8 @@ class ObjectStore:
         self._backend = S3Backend(shared_s3_client(s3_options), bucket, prefix, conditional_put)
 
     def _init_other(self, uri: str, scheme: str, options: dict[str, Any]) -> None:
+        import fsspec
+
         fs = self._fs = fsspec.filesystem(scheme, skip_instance_cache=True, **options)
         self.scheme = scheme
         self.uri = uri.rstrip("/")
