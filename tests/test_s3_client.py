@@ -258,7 +258,9 @@ def test_a_large_put_is_a_multipart_upload(s3_uri: str, s3_options: dict[str, An
     assert len(single) == 1
 
 
-def test_a_copy_above_the_copy_limit_goes_part_by_part(s3_uri: str, s3_options: dict[str, Any], monkeypatch: Any) -> None:
+def test_a_copy_above_the_copy_limit_goes_part_by_part(
+    s3_uri: str, s3_options: dict[str, Any], monkeypatch: Any
+) -> None:
     monkeypatch.setattr(s3_backend, "_PART_SIZE", 5 * 2**20)
     store = ObjectStore(s3_uri, s3_options)
     data = os.urandom(11 * 2**20)
@@ -320,7 +322,8 @@ t = mvcc.write_table(pa.table({"id": [1, 2, 3]}), uri, storage_options=opts)
 t.append(pa.table({"id": [4]}))
 t.delete("id = 2")
 rows = mvcc.open_table(uri, storage_options=opts).to_table().column("id").to_pylist()
-print(json.dumps({"rows": sorted(rows), "loaded": sorted(m for m in ("s3fs", "aiobotocore", "aiohttp") if m in sys.modules)}))
+loaded = sorted(m for m in ("s3fs", "aiobotocore", "aiohttp") if m in sys.modules)
+print(json.dumps({"rows": sorted(rows), "loaded": loaded}))
 """
 
 

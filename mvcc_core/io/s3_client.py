@@ -150,7 +150,7 @@ def _build(s3_options: dict[str, Any]) -> S3Client:
     opts = s3_options
     client_kwargs = dict(opts.get("client_kwargs") or {})
     config: dict[str, Any] = {
-        "retries": {"mode": "standard", "max_attempts": MAX_ATTEMPTS},
+        "retries": {"mode": "standard", "total_max_attempts": MAX_ATTEMPTS},
         "max_pool_connections": POOL_CONNECTIONS,
     }
     config.update(dict(opts.get("config_kwargs") or {}))
