@@ -136,7 +136,6 @@ def _accepted_params(client: BaseClient, method: str) -> frozenset[str]:
 
 
 def _build(s3_options: dict[str, Any]) -> S3Client:
-    import botocore.session
     from botocore import UNSIGNED
     from botocore.config import Config
 
@@ -168,7 +167,7 @@ def _build(s3_options: dict[str, Any]) -> S3Client:
         client_kwargs.setdefault("aws_secret_access_key", secret)
     if opts.get("token") is not None:
         client_kwargs.setdefault("aws_session_token", opts["token"])
-    session = botocore.session.Session(profile=opts["profile"]) if opts.get("profile") else _default_session()
+    session = _session(opts.get("profile") or None)
     client = session.create_client("s3", config=Config(**config), **client_kwargs)
     extra = dict(opts.get("s3_additional_kwargs") or {})
     if opts.get("requester_pays") is not None and _on(opts["requester_pays"]):
@@ -179,14 +178,47 @@ def _build(s3_options: dict[str, Any]) -> S3Client:
 _SESSION: Any = None
 
 
-def _default_session() -> Any:
-    """One botocore session for every client without a profile: its loaders and data are read once."""
+def _session(profile: str | None) -> Any:
+    """A botocore session whose data loader looks for S3's model only (`_s3_loader`); the one without a profile is
+    shared by every client (its loader caches what it read)."""
     import botocore.session
 
     global _SESSION
-    if _SESSION is None or _SESSION[0] != os.getpid():
-        _SESSION = (os.getpid(), botocore.session.Session())
-    return _SESSION[1]
+    if profile is None and _SESSION is not None and _SESSION[0] == os.getpid():
+        return _SESSION[1]
+    session = botocore.session.Session(profile=profile)
+    session.register_component("data_loader", _s3_loader(session.get_config_variable("data_path")))
+    if profile is None:
+        _SESSION = (os.getpid(), session)
+    return session
+
+
+def _s3_loader(data_path: str | None) -> Any:
+    """botocore's data loader (the same search path: botocore's data, ~/.aws/models, AWS_DATA_PATH), except that
+    the list of services a model name is checked against holds S3 alone.
+
+    botocore builds that list, before it loads a model, by looking into the directory of each of its ~400
+    services (a listdir and a stat or more each, twice per client: the API model and the endpoint rules): about a
+    fifth of a client's start-up, for a name that is always "s3" here.
+
+    Args:
+        data_path: the session's `data_path` setting (AWS_DATA_PATH)
+    """
+    from botocore.loaders import Loader, create_loader
+
+    class S3Loader(Loader):
+        def list_available_services(self, type_name: str) -> list[str]:
+            for path in self.search_paths:
+                service = os.path.join(path, "s3")
+                if os.path.isdir(service) and any(
+                    self.file_loader.exists(os.path.join(service, version, type_name))
+                    for version in os.listdir(service)
+                ):
+                    return ["s3"]
+            return []
+
+    base = create_loader(data_path)
+    return S3Loader(extra_search_paths=base.search_paths, include_default_search_paths=False)
 
 
 def shared_s3_client(s3_options: dict[str, Any]) -> S3Client:
