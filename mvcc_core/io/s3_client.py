@@ -81,6 +81,16 @@ _CLIENTS: dict[tuple[int, str], S3Client] = {}
 _LOCK = threading.Lock()
 
 
+def _after_fork_in_child() -> None:
+    """A child forked while another thread held the lock would wait on it forever; the parent's clients, keyed by
+    its process id, are never handed out in the child."""
+    global _LOCK
+    _LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def s3_cache_key(s3_options: dict[str, Any]) -> tuple[int, str]:
     """Process, options and the AWS_* environment they were resolved against: what one shared client is for.
 
