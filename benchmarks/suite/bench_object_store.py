@@ -14,6 +14,13 @@ from the smallest size.
     python -m benchmarks.suite.bench_object_store --quick             # 0 / 20 / 50 ms, 100 / 1,000 fragments
     python -m benchmarks.suite.bench_object_store --quick --only growth
     python -m benchmarks.suite.bench_object_store --huge --out r.json  # adds 10,000 fragments
+    python -m benchmarks.suite.bench_object_store --only startup --delays 20 --rounds 7 [--compare old=/tmp/old-tree]
+
+Start-up: `import mvcc_core` plus the first write of a small table to s3:// against `import lance` plus
+`lance.write_dataset`, each in a fresh process, the sides interleaved (the order rotates every round) behind the
+proxy at `--delays`' first delay; the ratio of the medians of import + write, and of the whole process (interpreter
+start to exit). `--compare LABEL=PATH` adds another mvcc source tree as a side. The processes run with bytecode
+caching on (PYTHONDONTWRITEBYTECODE unset, after one discarded warm-up round), as an installed package runs.
 """
 
 from __future__ import annotations
@@ -55,7 +62,7 @@ def rows(n: int, start: int = 0) -> pa.Table:
 
 _FIRST_WRITE = """
 import json, sys, time
-start = time.perf_counter()
+start, start_cpu = time.perf_counter(), time.process_time()
 import pyarrow as pa
 side, uri, opts = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 data = pa.table({"id": pa.array(range(1000), pa.int64())})
@@ -67,8 +74,8 @@ else:
     import lance
     imported = time.perf_counter()
     lance.write_dataset(data, uri, storage_options=opts)
-done = time.perf_counter()
-print(json.dumps({"import_ms": (imported - start) * 1e3, "write_ms": (done - imported) * 1e3}))
+done, cpu = time.perf_counter(), time.process_time() - start_cpu
+print(json.dumps({"import_ms": (imported - start) * 1e3, "write_ms": (done - imported) * 1e3, "cpu_ms": cpu * 1e3}))
 """
 
 
@@ -121,7 +128,7 @@ def _measure(
 
 
 def _first_write(sides: Sides, repeat: int) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = _fresh_process_env(str(ROOT))
     walls: dict[str, list[float]] = {"mvcc": [], "lance": []}
     imports: dict[str, list[float]] = {"mvcc": [], "lance": []}
     requests: dict[str, dict[str, int]] = {}
@@ -144,6 +151,84 @@ def _first_write(sides: Sides, repeat: int) -> dict[str, Any]:
         "import_ms": {side: statistics.median(v) for side, v in imports.items()},
         "requests": requests,
     }
+
+
+def _fresh_process_env(mvcc_path: str) -> dict[str, str]:
+    """The environment of a fresh benchmark process: `mvcc_path` first on PYTHONPATH, bytecode caching on (the
+    test environment's PYTHONDONTWRITEBYTECODE would have every process compile mvcc's source again)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [mvcc_path, str(ROOT), os.environ.get("PYTHONPATH")]))
+    return env
+
+
+def startup(s3: MotoServer, delay: int, rounds: int, trees: dict[str, str]) -> dict[str, Any]:
+    """Import + first write of a fresh process for each mvcc tree and pylance, interleaved (the order rotates
+    every round), `rounds` rounds after a discarded warm-up; each side's medians and its ratios to pylance's.
+
+    Args:
+        s3: the moto server
+        delay: the proxy's delay in ms
+        rounds: measured rounds (each runs every side once)
+        trees: label -> the mvcc source tree that side's processes import ("mvcc": this one)
+    """
+    sides_run = [*trees, "lance"]
+    cwd = tempfile.mkdtemp(prefix="mvcc-bench-startup-")  # `-c` puts the working directory first on sys.path
+    totals: dict[str, list[float]] = {side: [] for side in sides_run}
+    imports: dict[str, list[float]] = {side: [] for side in sides_run}
+    processes: dict[str, list[float]] = {side: [] for side in sides_run}
+    cpus: dict[str, list[float]] = {side: [] for side in sides_run}
+    with LatencyProxy(s3.url) as proxy:
+        sides = Sides(proxy, s3)
+        proxy.delay_ms = delay
+        for i in range(rounds + 1):  # round 0 warms the bytecode caches and the page cache
+            shift = i % len(sides_run)
+            for side in sides_run[shift:] + sides_run[:shift]:
+                kind, opts = ("lance", sides.lopts) if side == "lance" else ("mvcc", sides.mopts)
+                env = _fresh_process_env(trees.get(side, str(ROOT)))
+                uri = f"s3://bench/start-{uuid.uuid4().hex[:8]}"
+                start = time.perf_counter()
+                done = subprocess.run(
+                    [sys.executable, "-c", _FIRST_WRITE, kind, uri, json.dumps(opts)],
+                    env=env, cwd=cwd, capture_output=True, text=True, check=True,
+                )  # fmt: skip
+                wall = (time.perf_counter() - start) * 1e3
+                r = json.loads(done.stdout.strip().splitlines()[-1])
+                if i > 0:
+                    totals[side].append(r["import_ms"] + r["write_ms"])
+                    imports[side].append(r["import_ms"])
+                    processes[side].append(wall)
+                    cpus[side].append(r["cpu_ms"])
+                    print(f"round {i} {side:12} import {r['import_ms']:7.0f} ms  write {r['write_ms']:6.0f} ms  "
+                          f"cpu {r['cpu_ms']:6.0f} ms  process {wall:7.0f} ms", file=sys.stderr)  # fmt: skip
+    out: dict[str, Any] = {"delay_ms": delay, "rounds": rounds, "sides": {}}
+    for side in sides_run:
+        out["sides"][side] = {
+            "import_plus_write_ms": statistics.median(totals[side]),
+            "import_ms": statistics.median(imports[side]),
+            "process_ms": statistics.median(processes[side]),
+            "ratio": statistics.median(totals[side]) / statistics.median(totals["lance"]),
+            "round_ratios": [m / p for m, p in zip(totals[side], totals["lance"], strict=True)],
+            "process_ratio": statistics.median(processes[side]) / statistics.median(processes["lance"]),
+            "cpu_ms": statistics.median(cpus[side]),
+            "cpu_ratio": statistics.median(cpus[side]) / statistics.median(cpus["lance"]),
+            "totals_ms": totals[side],
+        }
+    return out
+
+
+def _print_startup(r: dict[str, Any]) -> None:
+    print(f"import + first write of a fresh process, proxy at {r['delay_ms']} ms, {r['rounds']} rounds (medians)")
+    print(
+        f"{'side':14} {'import+write':>13} {'ratio':>7} {'its CPU':>10} {'ratio':>7} {'whole process':>14} {'ratio':>7}"
+        "  per-round ratios of import+write"
+    )
+    for side, v in r["sides"].items():
+        rounds = ", ".join(f"{x:.2f}" for x in v["round_ratios"])
+        print(
+            f"{side:14} {v['import_plus_write_ms']:10.0f} ms {v['ratio']:6.2f}x "
+            f"{v['cpu_ms']:7.0f} ms {v['cpu_ratio']:6.2f}x "
+            f"{v['process_ms']:11.0f} ms {v['process_ratio']:6.2f}x  {rounds}"
+        )
 
 
 def latency(s3: MotoServer, delays: list[int], repeat: int, fragments: int) -> dict[str, dict[str, Any]]:
@@ -336,7 +421,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer repeats")
     parser.add_argument("--huge", action="store_true", help="growth also at 10,000 fragments and versions")
-    parser.add_argument("--only", choices=("latency", "growth"), help="one of the two workloads")
+    parser.add_argument("--only", choices=("latency", "growth", "startup"), help="one workload")
+    parser.add_argument("--rounds", type=int, default=7, help="start-up: measured rounds")
+    parser.add_argument(
+        "--compare",
+        action="append",
+        default=[],
+        metavar="LABEL=PATH",
+        help="start-up: also time the mvcc source tree at PATH (e.g. an older commit's `git archive`) as LABEL",
+    )
     parser.add_argument("--delays", default="0,20,50", help="the proxy's delays in ms, comma-separated")
     parser.add_argument("--out", help="write the results as JSON here")
     args = parser.parse_args()
@@ -346,6 +439,11 @@ def main() -> None:
         with MotoServer() as s3:
             results["latency"] = latency(s3, [int(d) for d in args.delays.split(",")], repeat, fragments=20)
         _print_latency(results["latency"])
+    if args.only == "startup":
+        with MotoServer() as s3:
+            trees = {"mvcc": str(ROOT), **dict(c.split("=", 1) for c in args.compare)}
+            results["startup"] = startup(s3, int(args.delays.split(",")[0]), args.rounds, trees)
+        _print_startup(results["startup"])
     if args.only in (None, "growth"):
         root = tempfile.mkdtemp(prefix="mvcc-bench-growth-")
         try:

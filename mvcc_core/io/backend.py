@@ -10,10 +10,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-import fsspec
-
 if TYPE_CHECKING:
-    pass
+    import fsspec
 
 #: Prefix of the temporary files the local backend writes next to their final name. It starts with "_" so
 #: that pyarrow's dataset discovery ignores such files and so that they sort after the all-digit manifest

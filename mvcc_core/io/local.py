@@ -12,13 +12,12 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-import fsspec
-
 from mvcc_core.errors import CommitNotSupportedError
 from mvcc_core.failpoints import failpoint
 from mvcc_core.io.backend import Backend, ObjectMeta, temp_name
 
 if TYPE_CHECKING:
+    import fsspec
     import pyarrow.fs
 
 

@@ -1,20 +1,18 @@
-"""The S3 backend: s3fs with ``If-None-Match: *`` conditional puts, and Lance-style option names."""
+"""The S3 backend: botocore's client with ``If-None-Match: *`` conditional puts, and Lance-style option names."""
 
 from __future__ import annotations
 
 import builtins
 import contextlib
-import json
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import fsspec
-
 from mvcc_core.errors import CommitNotSupportedError, StorageError
 from mvcc_core.io.backend import Backend, ObjectMeta, joined, to_datetime
+from mvcc_core.io.s3_client import MAX_ATTEMPTS, POOL_CONNECTIONS, S3Client, s3_cache_key
 
 if TYPE_CHECKING:
     import pyarrow.fs
@@ -38,7 +36,7 @@ _S3_CONDITIONAL_PUT_KEYS = ("conditional_put", "aws_conditional_put")
 
 
 def _client_error(exc: BaseException) -> tuple[str, int | None] | None:
-    """(error code, HTTP status) of the botocore ClientError behind `exc` (s3fs wraps them in OSError)."""
+    """(error code, HTTP status) of the botocore ClientError behind `exc` (it may be wrapped: s3fs's OSError)."""
     seen = 0
     current: BaseException | None = exc
     while current is not None and seen < 5:
@@ -69,7 +67,7 @@ def credentials_problem(exc: BaseException) -> str | None:
     an expired session token, and access denied are told apart, each with what to set.
 
     Args:
-        exc: the exception a request raised (botocore's own, or s3fs's OSError around it)
+        exc: the exception a request raised (botocore's own, or an OSError around it)
     """
     current: BaseException | None = exc
     for _ in range(5):
@@ -149,60 +147,70 @@ _ARROW_S3_FILESYSTEMS: dict[tuple[int, str], Any] = {}
 _S3_FILESYSTEMS_LOCK = threading.Lock()
 
 
-_AWS_ENV = (
-    "AWS_ENDPOINT_URL",
-    "AWS_ENDPOINT_URL_S3",
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_REGION",
-    "AWS_DEFAULT_REGION",
-    "AWS_PROFILE",
-)
-
-
-def _s3_cache_key(s3_options: dict[str, Any]) -> tuple[int, str]:
-    """Process, options and the AWS_* environment they were resolved against."""
-    env = {k: os.environ.get(k) for k in _AWS_ENV}
-    return os.getpid(), json.dumps([s3_options, env], sort_keys=True, default=repr)
-
-
 def shared_s3_filesystem(s3_options: dict[str, Any]) -> Any:
-    """One s3fs filesystem per process and set of options.
-
-    Creating the botocore client costs ~100 ms, more than the LIST that finds the latest version, so
-    stores opened with the same options share it. Listing caches stay off: only the client is shared.
+    """One s3fs filesystem per process and set of options, for the callers that need an fsspec filesystem
+    (`ObjectStore.fs`: the fsspec bridge of `arrow_filesystem` when pyarrow's client cannot take the options, and
+    code outside the store's own operations). The store's reads, writes and commits do not import s3fs: they go
+    through botocore's client (`mvcc_core.io.s3_client`). Listing caches stay off.
 
     Args:
         s3_options: s3fs options (`translate_s3_options`)
     """
     import s3fs
 
-    key = _s3_cache_key(s3_options)
+    key = s3_cache_key(s3_options)
     with _S3_FILESYSTEMS_LOCK:
         fs = _S3_FILESYSTEMS.get(key)
         if fs is None:
-            # botocore keeps 10 connections by default: scans read data files `OBJECT_STORE_READS` at a time
-            config = {"max_pool_connections": 32, **dict(s3_options.get("config_kwargs") or {})}
+            config = {"max_pool_connections": POOL_CONNECTIONS, **dict(s3_options.get("config_kwargs") or {})}
             options = {**s3_options, "config_kwargs": config}
             fs = s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False, **options)
             _S3_FILESYSTEMS[key] = fs
         return fs
 
 
+#: Objects up to this size are one PutObject; larger ones a multipart upload (one PutObject takes at most 5 GiB).
+_MULTIPART_THRESHOLD = 256 * 2**20
+#: The part size of a multipart upload or copy (grown for objects that would need more than 10,000 parts).
+_PART_SIZE = 64 * 2**20
+_MAX_PARTS = 10_000
+#: CopyObject copies at most 5 GiB; larger objects are copied part by part (UploadPartCopy).
+_COPY_LIMIT = 5 * 2**30
+#: The chunks a response body is read in: what arrived before a stream is cut is kept, the rest asked again.
+_READ_CHUNK = 1 << 20
+_MISSING_CODES = frozenset({"NoSuchKey", "NoSuchBucket", "404", "NotFound"})
+
+
+def _missing(exc: BaseException) -> bool:
+    found = _client_error(exc)
+    return found is not None and (found[0] in _MISSING_CODES or found[1] == 404)
+
+
+def _stream_errors() -> tuple[type[BaseException], ...]:
+    from botocore.exceptions import IncompleteReadError, ReadTimeoutError, ResponseStreamingError
+
+    return (IncompleteReadError, ReadTimeoutError, ResponseStreamingError, ConnectionError)
+
+
+def _part_size(size: int) -> int:
+    return max(_PART_SIZE, -(-size // _MAX_PARTS))
+
+
 class S3Backend(Backend):
-    """S3 through the s3fs client, calling the S3 API directly where one request must do (no caches).
+    """S3 through botocore's synchronous client (`mvcc_core.io.s3_client`): one request per operation where one
+    does, no caches.
 
     Args:
-        fs: the s3fs filesystem (shared: `shared_s3_filesystem`)
+        client: the process's client for the store's options (`shared_s3_client`)
         bucket: the bucket
         prefix: the store's root inside it ('' for the bucket's root)
         conditional_put: the endpoint honours `If-None-Match: *`, so commits are atomic
     """
 
-    def __init__(self, fs: fsspec.AbstractFileSystem, bucket: str, prefix: str, conditional_put: bool) -> None:
+    def __init__(self, client: S3Client, bucket: str, prefix: str, conditional_put: bool) -> None:
         """A backend on `s3://bucket/prefix`."""
-        super().__init__(fs, f"{bucket}/{prefix}" if prefix else bucket)
+        self.root = f"{bucket}/{prefix}" if prefix else bucket
+        self.s3 = client
         self.bucket = bucket
         self.prefix = prefix
         self.atomic = conditional_put
@@ -233,15 +241,48 @@ class S3Backend(Backend):
         return f"{key}/" if key else ""
 
     def call(self, method: str, **kwargs: Any) -> Any:
-        """One S3 API call through s3fs's client, from synchronous code.
+        """One S3 API call (botocore retries it in standard mode); a missing key or bucket is FileNotFoundError.
 
         Args:
             method: the client method (`put_object`, `list_objects_v2`, ...)
             **kwargs: its arguments
         """
-        from fsspec.asyn import sync
+        from botocore.exceptions import ClientError
 
-        return sync(self.fs.loop, self.fs._call_s3, method, **kwargs)
+        try:
+            return self.s3.call(method, **kwargs)
+        except ClientError as exc:
+            if _missing(exc):
+                raise FileNotFoundError(f"s3://{self.bucket}/{kwargs.get('Key', kwargs.get('Prefix', ''))}") from exc
+            raise
+
+    def _read(self, rel: str, start: int | None = None, end: int | None = None) -> bytes:
+        """The object's bytes (`start` to `end` if given) in one GetObject; a stream cut before its end is asked
+        again from where it stopped (the same version of the object: If-Match its ETag), up to `MAX_ATTEMPTS`."""
+        key = self.key(rel)
+        got: list[bytes] = []
+        have, etag = 0, None
+        for attempt in range(MAX_ATTEMPTS):
+            kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
+            first = (start or 0) + have
+            if first or end is not None:
+                kwargs["Range"] = f"bytes={first}-{'' if end is None else end - 1}"
+            if etag is not None:
+                kwargs["IfMatch"] = etag
+            resp = self.call("get_object", **kwargs)
+            etag = resp.get("ETag", etag)
+            body = resp["Body"]
+            try:
+                while chunk := body.read(_READ_CHUNK):
+                    got.append(chunk)
+                    have += len(chunk)
+                return b"".join(got)
+            except _stream_errors():
+                if attempt == MAX_ATTEMPTS - 1:
+                    raise
+            finally:
+                body.close()
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     def get(self, rel: str) -> bytes:
         """The whole object in one GetObject (no HeadObject first: the objects read whole are small).
@@ -249,11 +290,7 @@ class S3Backend(Backend):
         Args:
             rel: the object's path relative to the store's root
         """
-        # One GetObject. s3fs's default (`max_concurrency` > 1) first asks for the size (a HeadObject) to
-        # split a large object into concurrent ranged reads; the objects read whole here are manifests,
-        # transaction and deletion files (data files go through pyarrow), for which that doubles the
-        # round trips and saves nothing.
-        return self.fs.cat_file(self.full(rel), max_concurrency=1)
+        return self._read(rel)
 
     def get_range(self, rel: str, start: int, end: int) -> bytes:
         """Bytes `start` up to `end` of the object (a ranged GetObject); a range past its end is empty.
@@ -266,9 +303,11 @@ class S3Backend(Backend):
         Raises:
             FileNotFoundError: there is no object at `rel`.
         """
+        from botocore.exceptions import ClientError
+
         try:
-            return self.fs.cat_file(self.full(rel), start=start, end=end)
-        except OSError as exc:
+            return self._read(rel, start, end)
+        except ClientError as exc:
             found = _client_error(exc)
             if found and (found[0] == "InvalidRange" or found[1] == 416):
                 self.head(rel)  # a range past the end is empty; a missing object still raises
@@ -290,14 +329,42 @@ class S3Backend(Backend):
         return ObjectMeta(rel, int(resp.get("ContentLength", 0)), to_datetime(resp.get("LastModified")))
 
     def put(self, rel: str, data: bytes) -> None:
-        """One PutObject (or multipart upload) of `data`: visible at once, never half-written.
+        """One PutObject of `data`, or a multipart upload above `_MULTIPART_THRESHOLD`: either becomes visible
+        at once, never half-written.
 
         Args:
             rel: the object's path relative to the store's root
             data: the object's bytes
         """
-        # A single PutObject (or a completed multipart upload) becomes visible at once, never half-written.
-        self.fs.pipe_file(self.full(rel), bytes(data))
+        if len(data) > _MULTIPART_THRESHOLD:
+            self._multipart(self.key(rel), memoryview(data))
+        else:
+            self.call("put_object", Bucket=self.bucket, Key=self.key(rel), Body=bytes(data))
+
+    def _multipart(self, key: str, data: memoryview) -> None:
+        upload = self.call("create_multipart_upload", Bucket=self.bucket, Key=key)["UploadId"]
+        try:
+            step, parts = _part_size(len(data)), []
+            for number, at in enumerate(range(0, len(data), step), start=1):
+                resp = self.call(
+                    "upload_part", Bucket=self.bucket, Key=key, UploadId=upload, PartNumber=number,
+                    Body=bytes(data[at : at + step]),
+                )  # fmt: skip
+                parts.append({"PartNumber": number, "ETag": resp["ETag"]})
+            self._complete(key, upload, parts)
+        except BaseException:
+            self._abort(key, upload)
+            raise
+
+    def _complete(self, key: str, upload: str, parts: builtins.list[dict[str, Any]]) -> None:
+        self.call(
+            "complete_multipart_upload", Bucket=self.bucket, Key=key, UploadId=upload,
+            MultipartUpload={"Parts": parts},
+        )  # fmt: skip
+
+    def _abort(self, key: str, upload: str) -> None:
+        with contextlib.suppress(Exception):  # the upload's parts expire with the bucket's lifecycle rules
+            self.call("abort_multipart_upload", Bucket=self.bucket, Key=key, UploadId=upload)
 
     def put_if_not_exists(self, rel: str, data: bytes) -> bool:
         """One conditional PutObject (`If-None-Match: *`); a 412 or 409 answer means the key was taken. If a PUT
@@ -315,14 +382,11 @@ class S3Backend(Backend):
             CommitNotSupportedError: the endpoint does not implement conditional PUT (use `conditional_put='false'` and
                 an external manifest store).
         """
-        # Caveat shared by every S3 client: if a PUT succeeds but its answer is lost, the automatic retry
-        # gets a 412 and we report False although the object is ours. A commit loop that sees False should
-        # therefore check whether the winning manifest names its own transaction file before retrying.
+        from botocore.exceptions import ClientError
+
         try:
             self.call("put_object", Bucket=self.bucket, Key=self.key(rel), Body=bytes(data), IfNoneMatch="*")
-        except FileExistsError:
-            return False  # s3fs's translation of 412 PreconditionFailed (If-None-Match)
-        except OSError as exc:
+        except ClientError as exc:
             found = _client_error(exc)
             if found is None:
                 raise
@@ -335,8 +399,6 @@ class S3Backend(Backend):
                     "pass storage option conditional_put='false' and an external manifest store"
                 ) from exc
             raise
-        finally:
-            self.fs.invalidate_cache(self.full(rel))
         return True
 
     def rename_if_not_exists(self, src: str, dst: str) -> bool:
@@ -349,28 +411,64 @@ class S3Backend(Backend):
         Returns:
             True if `dst` was created, False if it existed.
         """
-        # S3 has no rename: copy the bytes with a conditional PUT, then drop the source if we won.
         if not self.put_if_not_exists(dst, self.get(src)):
             return False
         self.delete_many([src])
         return True
 
     def copy(self, src: str, dst: str) -> None:
-        """One CopyObject (a multipart copy above 5 GB), replacing `dst`.
+        """One CopyObject, replacing `dst` (part by part above CopyObject's 5 GiB).
 
         Args:
             src: the object to copy, relative to the root
             dst: the path written (an object there is replaced)
         """
-        self.fs.cp_file(self.full(src), self.full(dst))  # CopyObject (multipart copy for > 5 GB)
-        self.fs.invalidate_cache(self.full(dst))
+        self.copy_key(self.bucket, self.key(src), self.key(dst))
+
+    def copy_key(self, src_bucket: str, src_key: str, key: str) -> None:
+        """Server-side copy of `s3://src_bucket/src_key` to `key` in this backend's bucket (one client: clones).
+
+        Args:
+            src_bucket: the source's bucket
+            src_key: the source's key
+            key: the key written in this bucket (replaced if it exists)
+        """
+        from botocore.exceptions import ClientError
+
+        source = {"Bucket": src_bucket, "Key": src_key}
+        try:
+            self.call("copy_object", Bucket=self.bucket, Key=key, CopySource=source)
+        except ClientError as exc:
+            found = _client_error(exc)
+            if not found or found[0] != "InvalidRequest":
+                raise
+            size = int(self.call("head_object", **source).get("ContentLength", 0))
+            if size <= _COPY_LIMIT:
+                raise
+            self._multipart_copy(source, key, size)
+
+    def _multipart_copy(self, source: dict[str, str], key: str, size: int) -> None:
+        upload = self.call("create_multipart_upload", Bucket=self.bucket, Key=key)["UploadId"]
+        try:
+            step, parts = _part_size(size), []
+            for number, at in enumerate(range(0, size, step), start=1):
+                resp = self.call(
+                    "upload_part_copy", Bucket=self.bucket, Key=key, UploadId=upload, PartNumber=number,
+                    CopySource=source, CopySourceRange=f"bytes={at}-{min(at + step, size) - 1}",
+                )  # fmt: skip
+                parts.append({"PartNumber": number, "ETag": resp["CopyPartResult"]["ETag"]})
+            self._complete(key, upload, parts)
+        except BaseException:
+            self._abort(key, upload)
+            raise
 
     def _list_page(self, **kwargs: Any) -> dict[str, Any]:
         try:
-            return self.call("list_objects_v2", Bucket=self.bucket, **kwargs)
+            page: dict[str, Any] = self.call("list_objects_v2", Bucket=self.bucket, **kwargs)
         except FileNotFoundError as exc:
             where = f"s3://{self.bucket}/{kwargs.get('Prefix', '')}"
             raise StorageError(f"cannot list {where}: bucket {self.bucket!r} does not exist") from exc
+        return page
 
     def _metas(self, contents: Iterable[dict[str, Any]]) -> Iterator[ObjectMeta]:
         for obj in contents:
@@ -379,13 +477,13 @@ class S3Backend(Backend):
                 continue  # "directory" marker objects written by some tools
             yield ObjectMeta(self.rel_of_key(key), int(obj.get("Size", 0)), to_datetime(obj.get("LastModified")))
 
-    def list(self, prefix: str) -> list[ObjectMeta]:
+    def list(self, prefix: str) -> builtins.list[ObjectMeta]:
         """Every object below `prefix` (ListObjectsV2, following continuation tokens), sorted by path.
 
         Args:
             prefix: the directory to list, relative to the root ('' lists everything)
         """
-        out: list[ObjectMeta] = []
+        out: builtins.list[ObjectMeta] = []
         kwargs: dict[str, Any] = {"Prefix": self.dir_prefix(prefix)}
         while True:
             resp = self._list_page(**kwargs)
@@ -410,7 +508,7 @@ class S3Backend(Backend):
             contents = resp.get("Contents") or []
             if not contents:
                 return None
-            metas = list(self._metas(contents))
+            metas = builtins.list(self._metas(contents))
             if metas:
                 return metas[0]
             kwargs["StartAfter"] = contents[-1]["Key"]  # skip a directory marker
@@ -439,8 +537,6 @@ class S3Backend(Backend):
                     f"deleting {len(errors)} object(s) from s3://{self.bucket} failed, e.g. "
                     f"{first.get('Key')!r}: {first.get('Code')} {first.get('Message', '')}"
                 )
-        for key in keys:
-            self.fs.invalidate_cache(f"{self.bucket}/{key}")
 
 
 def native_arrow_s3(s3_options: dict[str, Any], bucket: str) -> pyarrow.fs.FileSystem | None:
@@ -488,24 +584,25 @@ def native_arrow_s3(s3_options: dict[str, Any], bucket: str) -> pyarrow.fs.FileS
         return None
 
 
-def shared_arrow_s3_filesystem(s3_options: dict[str, Any], fs: Any, bucket: str) -> pyarrow.fs.FileSystem:
-    """One pyarrow filesystem per process and set of options, like the s3fs client (`shared_s3_filesystem`):
-    pyarrow's own S3 client where the options allow it (`native_arrow_s3`), else a bridge to `fs`.
+def shared_arrow_s3_filesystem(s3_options: dict[str, Any], fs: Callable[[], Any], bucket: str) -> pyarrow.fs.FileSystem:
+    """One pyarrow filesystem per process and set of options, like the S3 client (`shared_s3_client`):
+    pyarrow's own S3 client where the options allow it (`native_arrow_s3`), else a bridge to the s3fs filesystem.
 
     Args:
         s3_options: the store's s3fs options (`translate_s3_options`)
-        fs: the store's s3fs filesystem, bridged to when pyarrow's client cannot take the options
+        fs: gives the store's s3fs filesystem, bridged to when pyarrow's client cannot take the options (called
+            only then: s3fs is imported only for such options)
         bucket: the store's bucket (its region is looked up when no option names one)
     """
     import pyarrow.fs as pafs
 
-    key = _s3_cache_key(s3_options)
+    key = s3_cache_key(s3_options)
     with _S3_FILESYSTEMS_LOCK:
         found = _ARROW_S3_FILESYSTEMS.get(key)
     if found is None:
         found = native_arrow_s3(s3_options, bucket)
         if found is None:
-            found = pafs.PyFileSystem(pafs.FSSpecHandler(fs))
+            found = pafs.PyFileSystem(pafs.FSSpecHandler(fs()))
         with _S3_FILESYSTEMS_LOCK:
             _ARROW_S3_FILESYSTEMS[key] = found
     return found

@@ -1,4 +1,5 @@
-"""One object store over fsspec for local paths, ``memory://`` and ``s3://`` (docs/reference/format.md, "Commits").
+"""One object store for local paths, ``memory://``, ``s3://`` (botocore) and other fsspec protocols
+(docs/reference/format.md, "Commits").
 
 Design notes: docs/reference/format.md, "Object stores and their atomic primitive".
 """
@@ -10,8 +11,6 @@ import os
 import threading
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
-
-import fsspec
 
 from mvcc_core.errors import CommitNotSupportedError, MvccError, ObjectNotFoundError, StorageError, UnsafePathError
 from mvcc_core.io.backend import Backend, ObjectMeta, wrappable_errors
@@ -25,8 +24,10 @@ from mvcc_core.io.s3 import (
     shared_s3_filesystem,
     translate_s3_options,
 )
+from mvcc_core.io.s3_client import shared_s3_client
 
 if TYPE_CHECKING:
+    import fsspec
     import pyarrow.fs
 
 
@@ -72,7 +73,6 @@ class ObjectStore:
 
     uri: str
     scheme: str
-    fs: fsspec.AbstractFileSystem
 
     def __init__(self, uri: str, storage_options: dict[str, Any] | None = None) -> None:
         """A store rooted at `uri`."""
@@ -81,6 +81,7 @@ class ObjectStore:
         self._arrow_fs: pyarrow.fs.FileSystem | None = None
         self._arrow_lock = threading.Lock()
         self._siblings: dict[str, ObjectStore] = {}  # `sibling`'s stores, by uri
+        self._fs: fsspec.AbstractFileSystem | None = None
         options = dict(storage_options or {})
         if not isinstance(uri, str) or not uri:
             raise StorageError(f"a table uri must be a non-empty string, got {uri!r}")
@@ -110,38 +111,49 @@ class ObjectStore:
         root = os.path.abspath(os.path.expanduser(root))
         self.scheme = "file"
         self.uri = root if "://" not in uri else f"file://{root}"
-        self.fs = LocalFileSystem()
+        self._fs = LocalFileSystem()
         fsync = options.get("fsync", False)
-        self._backend: Backend = LocalBackend(self.fs, root, fsync=bool(fsync) and not is_false(fsync))
+        self._backend: Backend = LocalBackend(self._fs, root, fsync=bool(fsync) and not is_false(fsync))
 
     def _init_memory(self, rest: str) -> None:
         from fsspec.implementations.memory import MemoryFileSystem
 
-        self.fs = MemoryFileSystem()
+        self._fs = MemoryFileSystem()
         root = MemoryFileSystem._strip_protocol(rest).rstrip("/")
         self.scheme = "memory"
         self.uri = f"memory://{root.lstrip('/')}"
-        self._backend = MemoryBackend(self.fs, root)
+        self._backend = MemoryBackend(self._fs, root)
 
     def _init_s3(self, rest: str, options: dict[str, Any]) -> None:
-
         bucket, _, prefix = rest.partition("/")
         prefix = prefix.strip("/")
         if not bucket:
             raise StorageError(f"an s3 uri needs a bucket: s3://{rest}")
         s3_options, conditional_put = translate_s3_options(options)
         self._s3_options = s3_options
-        self.fs = shared_s3_filesystem(s3_options)
         self.scheme = "s3"
         self.uri = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
-        self._backend = S3Backend(self.fs, bucket, prefix, conditional_put)
+        self._backend = S3Backend(shared_s3_client(s3_options), bucket, prefix, conditional_put)
 
     def _init_other(self, uri: str, scheme: str, options: dict[str, Any]) -> None:
-        self.fs = fsspec.filesystem(scheme, skip_instance_cache=True, **options)
+        import fsspec
+
+        fs = self._fs = fsspec.filesystem(scheme, skip_instance_cache=True, **options)
         self.scheme = scheme
         self.uri = uri.rstrip("/")
-        root = self.fs._strip_protocol(uri)
-        self._backend = Backend(self.fs, root.rstrip("/"))
+        root = fs._strip_protocol(uri)
+        self._backend = Backend(fs, root.rstrip("/"))
+
+    @property
+    def fs(self) -> fsspec.AbstractFileSystem:
+        """An fsspec filesystem on the same storage, for callers that need one (`full_path` names objects in it).
+
+        On S3 it is s3fs's, shared per process and options and built (s3fs imported) on first use: the store's own
+        reads, writes and commits go through botocore's client and never need it.
+        """
+        if self._fs is None:
+            self._fs = shared_s3_filesystem(self._s3_options)
+        return self._fs
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Rebuild from uri and options in the receiving process (compaction tasks, Spark executors).
@@ -197,8 +209,8 @@ class ObjectStore:
         with self._arrow_lock:
             if self._arrow_fs is None:
                 backend = self._backend
-                if self.scheme == "s3" and isinstance(backend, S3Backend):  # shared per process and options, as s3fs
-                    self._arrow_fs = shared_arrow_s3_filesystem(self._s3_options, self.fs, backend.bucket)
+                if self.scheme == "s3" and isinstance(backend, S3Backend):  # shared per process and options
+                    self._arrow_fs = shared_arrow_s3_filesystem(self._s3_options, lambda: self.fs, backend.bucket)
                 else:
                     self._arrow_fs = self._make_arrow_filesystem()
             return self._arrow_fs
@@ -214,7 +226,7 @@ class ObjectStore:
     @contextlib.contextmanager
     def _errors(self, op: str, rel: str) -> Iterator[None]:
         if self._pid != os.getpid():
-            # Inherited through fork: s3fs's event loop and sessions belong to the parent; rebuild.
+            # Inherited through fork: the client's connections (and s3fs's event loop) belong to the parent; rebuild.
             self.__init__(*self._init_args)  # type: ignore[misc]
         try:
             yield
@@ -426,6 +438,35 @@ class ObjectStore:
         src, dst = self._clean(src_rel), self._clean(dst_rel)
         with self._errors("copy", f"{src} -> {dst}"):
             self._backend.copy(src, dst)
+
+    def shares_client(self, other: ObjectStore) -> bool:
+        """Whether `other` reaches its storage through this store's client (one S3 client, one filesystem), so
+        that equal `full_path`s name one object and `copy_from` copies on the server.
+
+        Args:
+            other: another store
+        """
+        mine, theirs = self._backend, other._backend
+        if isinstance(mine, S3Backend) and isinstance(theirs, S3Backend):
+            return mine.s3 is theirs.s3
+        return self.scheme == other.scheme and self._fs is not None and self._fs is other._fs
+
+    def copy_from(self, src: ObjectStore, src_rel: str, dst_rel: str) -> None:
+        """Copy `src_rel` of the store `src` to `dst_rel` here (overwritten if it exists): one server-side
+        CopyObject when both are S3 stores on one client (`shares_client`), else a read and a put.
+
+        Args:
+            src: the store the object is in
+            src_rel: its path there
+            dst_rel: the path to write here
+        """
+        mine, theirs = self._backend, src._backend
+        if not (isinstance(mine, S3Backend) and isinstance(theirs, S3Backend) and self.shares_client(src)):
+            self.put(dst_rel, src.get(src_rel))
+            return
+        source, dst = src._clean(src_rel), self._clean(dst_rel)
+        with self._errors("copy", f"{src.uri}/{source} -> {dst}"):
+            mine.copy_key(theirs.bucket, theirs.key(source), mine.key(dst))
 
     def delete_many(self, rels: Iterable[str]) -> None:
         """Delete objects in batches (S3: DeleteObjects of up to 1000 keys); missing ones are ignored.

@@ -28,7 +28,7 @@ def _same_object(src: ObjectStore, src_rel: str, dst: ObjectStore, dst_rel: str)
         return False
     if src.scheme == "file":
         return os.path.realpath(src.full_path(src_rel)) == os.path.realpath(dst.full_path(dst_rel))
-    return src.fs is dst.fs and src.full_path(src_rel) == dst.full_path(dst_rel)
+    return src.shares_client(dst) and src.full_path(src_rel) == dst.full_path(dst_rel)
 
 
 def check_copy(src: ObjectStore, src_rel: str, dst: ObjectStore, dst_rel: str) -> None:
@@ -60,8 +60,8 @@ def copy_object(src: ObjectStore, src_rel: str, dst: ObjectStore, dst_rel: str) 
         dst_rel: its path there (a plain relative path under `dst`'s root)
     """
     check_copy(src, src_rel, dst, dst_rel)
-    if src.scheme == dst.scheme == "s3" and src.fs is dst.fs:
-        dst.fs.cp_file(src.full_path(src_rel), dst.full_path(dst_rel))
+    if src.scheme == dst.scheme == "s3":
+        dst.copy_from(src, src_rel, dst_rel)  # CopyObject when both are one client, else a read and a put
     elif src.scheme == dst.scheme == "file":
         target = dst.full_path(dst_rel)
         os.makedirs(os.path.dirname(target), exist_ok=True)
