@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -197,6 +197,29 @@ def _read_refs(state: TableState, refs_listing: list[ObjectMeta], version_exists
     )
 
 
+def _check_settings(older_than: timedelta | None, retain_versions: int | None) -> None:
+    """Refuse an age or a floor retention cannot use (None: not given, the table's policy decides)."""
+    if older_than is not None and (not isinstance(older_than, timedelta) or older_than < timedelta(0)):
+        raise ValueError(f"older_than must be a non-negative timedelta, got {older_than!r}")
+    if older_than is not None and (too_long := age_problem(older_than)) is not None:
+        raise ValueError(f"older_than={older_than!r} {too_long}")
+    if retain_versions is not None and (
+        not isinstance(retain_versions, int) or isinstance(retain_versions, bool) or retain_versions < 1
+    ):
+        raise ValueError(f"retain_versions must be a positive int, got {retain_versions!r}")
+
+
+def _latest_config(state: TableState, newest: ManifestLocation) -> Mapping[str, str]:
+    """The configuration of the newest version listed: the handle's own when it is at that version (no request),
+    else that manifest's (one GET); the handle's when that manifest is corrupt (the run reports it)."""
+    if newest.version == state.version:
+        return state.manifest.config
+    try:
+        return read_manifest(state.store, newest, state.committer.handler).config
+    except CorruptManifestError:
+        return state.manifest.config
+
+
 def cleanup_old_versions(
     state: TableState,
     older_than: timedelta | None = None,
@@ -229,21 +252,9 @@ def cleanup_old_versions(
         ValueError: `older_than` is negative or reaches back before the year 1, `retain_versions` is not a
             positive int, or a retention key of the table's policy does not parse
     """
-    if older_than is None or retain_versions is None:  # the policy of the table's latest version
-        try:
-            config = state.latest().manifest.config
-        except CorruptManifestError:  # reported by the run below; the version at hand has a policy too
-            config = state.manifest.config
-        older_than, retain_versions = retention_settings(config, older_than, retain_versions)
-    if not isinstance(older_than, timedelta) or older_than < timedelta(0):
-        raise ValueError(f"older_than must be a non-negative timedelta, got {older_than!r}")
-    if (too_long := age_problem(older_than)) is not None:
-        raise ValueError(f"older_than={older_than!r} {too_long}")
-    if retain_versions is not None and (isinstance(retain_versions, bool) or retain_versions < 1):
-        raise ValueError(f"retain_versions must be a positive int, got {retain_versions!r}")
+    _check_settings(older_than, retain_versions)
     store, handler = state.store, state.committer.handler
     now = datetime.now(UTC)
-    cutoff = now - older_than
 
     # 1. every directory listed once, in one round
     def lister(directory: str) -> Callable[[], list[ObjectMeta]]:
@@ -258,6 +269,12 @@ def cleanup_old_versions(
     versions = [loc.version for loc in locations]
     if not versions:
         return CleanupStats()
+    if older_than is None or retain_versions is None:  # the policy of the table's latest version
+        older_than, retain_versions = retention_settings(
+            _latest_config(state, locations[-1]), older_than, retain_versions
+        )
+        _check_settings(older_than, retain_versions)
+    cutoff = now - older_than
     refs = _read_refs(state, refs_listing, by_version.__contains__)
     listing = refs.listing
     tags = listing.on_branch(branch_of(store))
