@@ -214,3 +214,33 @@ def test_cleanup_killed_at_random_moments_leaves_versions_whole(
         child.send_signal(signal.SIGKILL)
         child.communicate(timeout=60)
         _check_whole_then_rerun(uri, s3_options, s3_client, kept)
+
+
+def test_manifest_reads_are_streamed_with_a_bounded_read_ahead() -> None:
+    """20,000 versions are never all in memory: at most 2 * READ_WORKERS manifests are read ahead of the one
+    being judged, and they arrive in version order."""
+    import threading
+
+    from mvcc_core.format.manifest import ManifestLocation
+    from mvcc_core.format.naming import ManifestNaming
+    from mvcc_core.io import open_store
+    from mvcc_core.maintenance import cleanup
+
+    store = open_store(f"memory://streamed-{time.time_ns()}")
+    lock = threading.Lock()
+    started = [0]
+
+    def read(loc: ManifestLocation) -> str:
+        with lock:
+            started[0] += 1
+        return f"v{loc.version}"
+
+    locations = (ManifestLocation(v, ManifestNaming.V2, f"_versions/{v}.manifest") for v in range(1, 20_001))
+    consumed, most_ahead = 0, 0
+    for loc, result in cleanup._manifests(store, locations, read):
+        consumed += 1
+        assert result == f"v{loc.version}" and loc.version == consumed
+        with lock:
+            most_ahead = max(most_ahead, started[0] - consumed)
+    assert consumed == 20_000
+    assert most_ahead <= 2 * cleanup.READ_WORKERS
