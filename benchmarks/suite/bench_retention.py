@@ -156,6 +156,9 @@ def measure(s3: MotoServer, history: History, delays: list[int], repeat: int) ->
                     proxy.delay_ms = delay
                     runs[side].append(_cleanup(side, uri, mopts, lopts, proxy))
                     proxy.delay_ms = 0
+                    got = runs[side][-1]
+                    total = got["requests"]["total"]
+                    print(f"  {delay} ms, round {i + 1}, {side}: {got['ms']:.0f} ms, {total} requests", flush=True)
                     _check(side, uri, mopts, lopts, history.rows)
                     history.discard(prefix)
             m, lt = (statistics.median(r["ms"] for r in runs[s]) for s in ("mvcc", "lance"))
