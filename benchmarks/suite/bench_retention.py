@@ -9,7 +9,7 @@ every version but the newest `KEEP` (`older_than=0`, `retain_versions=KEEP`). Th
 requests by method and kind, and the most held at once. After each cleanup both tables are opened and checked:
 `KEEP` versions left, every row of the latest there.
 
-    python -m benchmarks.suite.bench_retention --quick             # 200 versions, one round
+    python -m benchmarks.suite.bench_retention --quick             # 200 versions, three rounds
     python -m benchmarks.suite.bench_retention                     # 2,000 versions, three rounds
     python -m benchmarks.suite.bench_retention --huge --out r.json # 20,000 versions
     python -m benchmarks.suite.bench_retention --versions 500 --delays 20
@@ -192,17 +192,17 @@ def _print(results: dict[str, dict[str, Any]]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="200 versions, one round")
+    parser.add_argument("--quick", action="store_true", help="200 versions")
     parser.add_argument("--huge", action="store_true", help="20,000 versions")
     parser.add_argument("--versions", type=int, help="the history's length (default 2,000)")
-    parser.add_argument("--repeat", type=int, help="rounds at each delay (default 3; --quick 1)")
+    parser.add_argument("--repeat", type=int, help="rounds at each delay (default 3)")
     parser.add_argument("--delays", default="0,20", help="the proxy's delays in ms, comma-separated")
     parser.add_argument("--out", help="write the results as JSON here")
     args = parser.parse_args()
     versions = args.versions or (200 if args.quick else 20_000 if args.huge else 2_000)
     if versions <= KEEP:
         parser.error(f"--versions must be more than {KEEP} (the versions each cleanup keeps), got {versions}")
-    repeat = args.repeat or (1 if args.quick else 3)
+    repeat = args.repeat or 3
     if repeat < 1:
         parser.error(f"--repeat must be at least 1, got {repeat}")
     with MotoServer() as s3:
