@@ -89,7 +89,7 @@ def via_proxy(s3_options: dict[str, Any], proxy: LatencyProxy) -> dict[str, Any]
     return {**s3_options, "aws_endpoint": proxy.url}
 
 
-@pytest.mark.parametrize("versions", [40, 120])
+@pytest.mark.parametrize("versions", [25, pytest.param(120, marks=pytest.mark.slow)])
 def test_requests_are_bounded_and_kept_versions_read_the_same(
     s3_uri: str, s3_options: dict[str, Any], via_proxy: dict[str, Any], proxy: LatencyProxy, versions: int
 ) -> None:
@@ -116,7 +116,7 @@ def test_requests_are_bounded_and_kept_versions_read_the_same(
     assert _contents(s3_uri, s3_options, kept) == before
 
 
-def test_tags_and_branches_still_protect_on_s3(
+def test_a_tag_still_protects_its_version_on_s3(
     s3_uri: str, s3_options: dict[str, Any], via_proxy: dict[str, Any], proxy: LatencyProxy
 ) -> None:
     t = _build(s3_uri, s3_options, 30)
