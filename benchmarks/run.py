@@ -241,6 +241,12 @@ def _object_store(r: dict[str, Any]) -> Iterator[Row]:
         yield Row("object_store", f"{name} (local)", "ms", m["mvcc"], "pylance", m["lance"])
 
 
+def _retention(r: dict[str, Any]) -> Iterator[Row]:
+    for name, m in r.items():
+        counts = f"{m['requests']['mvcc']['total']} / {m['requests']['lance']['total']} requests"
+        yield Row("retention", f"{name} (S3; {counts})", "ms", m["mvcc"], "pylance", m["lance"])
+
+
 def _fleet(r: dict[str, Any]) -> Iterator[Row]:
     for store, m in r.items():
         for workers, ms in m["pool_ms"].items():
@@ -266,6 +272,7 @@ READERS: dict[str, Callable[[Any], Iterator[Row]]] = {
     "scan_shapes": _scan_shapes,
     "object_store": _object_store,
     "fleet": _fleet,
+    "retention": _retention,
 }
 
 

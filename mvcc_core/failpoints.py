@@ -48,6 +48,8 @@ POINTS: dict[str, str] = {
     "branch.delete.after_files": "branches.delete: the files only the branch used are removed, its tree not yet",
     "store.local.after_temp": "local disk: a write's temporary file is written whole, not yet linked or renamed",
     "branch.delete.before_ref": "branches.delete: the branch's tree is removed, the ref not yet",
+    "cleanup.after_delete_batch": "retention: one batch of deletions is done, the batches after it not yet",
+    "cleanup.after_manifests": "retention: the old versions' manifests are deleted, the files only they named not yet",
 }
 
 _ACTION = re.compile(r"^(raise|off|exit(?:\((-?\d+)\))?|sleep\((\d+(?:\.\d*)?)\))$")

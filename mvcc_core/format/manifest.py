@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -35,7 +36,7 @@ from mvcc_core.format.naming import (
     manifest_path,
     parse_manifest_name,
 )
-from mvcc_core.io import ObjectStore
+from mvcc_core.io import ObjectMeta, ObjectStore
 
 log = logging.getLogger("mvcc.manifest")
 
@@ -259,8 +260,21 @@ def list_manifests(store: ObjectStore, handler: CommitHandler | None = None) -> 
         handler: the table's commit handler; None for the default (put-if-not-exists on the object store), an external
             store's handler to also see versions it has committed but not yet published
     """
+    return manifests_listed(store, store.list(VERSIONS_DIR), handler)
+
+
+def manifests_listed(
+    store: ObjectStore, listing: Iterable[ObjectMeta], handler: CommitHandler | None = None
+) -> list[ManifestLocation]:
+    """`list_manifests` from a listing of `_versions/` the caller already has (retention lists it once for both).
+
+    Args:
+        store: the table's store (its root)
+        listing: the objects below `_versions/`, as `store.list(VERSIONS_DIR)` returns them
+        handler: the table's commit handler (see `list_manifests`)
+    """
     found: dict[int, ManifestLocation] = {}
-    for meta in store.list(VERSIONS_DIR):
+    for meta in listing:
         parsed = parse_manifest_name(meta.path)
         if parsed is None:
             if manifest_name_out_of_range(meta.path):
