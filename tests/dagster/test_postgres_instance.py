@@ -76,6 +76,8 @@ run_retries:
   enabled: true
 telemetry:
   enabled: false
+code_servers:
+  wait_for_local_processes_on_shutdown: true
 """
 IN_PROGRESS = (dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED)
 FINISHED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
@@ -134,10 +136,13 @@ def home(tmp_path: Path, postgres_db: str, monkeypatch: pytest.MonkeyPatch) -> P
 @pytest.fixture
 def pg_instance(home: Path) -> Iterator[dg.DagsterInstance]:
     """The instance of `home` (``DagsterInstance.get()``, as the webserver and the daemon load it)."""
+    from dagster._core.test_utils import cleanup_test_instance
+
     instance = dg.DagsterInstance.get()
     try:
         yield instance
     finally:
+        cleanup_test_instance(instance)  # the run workers it launched have exited: none holds a connection
         instance.dispose()
 
 
