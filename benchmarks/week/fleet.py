@@ -197,7 +197,7 @@ class Fleet:
         self.writes = 0
         self.nights: list[dict[str, Any]] = []
         self.days: list[dict[str, Any]] = []
-        self.last: dict[str, tuple[int, int, int]] = {}  # table -> (version, live rows, live data bytes)
+        self.last: dict[str, dict[str, Any]] = {}  # table -> its figures at its last measured version
         self.held = 0.0
         self.scratch = home / "scratch"
         self.scratch.mkdir()
@@ -214,7 +214,7 @@ class Fleet:
             t = mvcc.write_table(rows, self.uri(name), commit_message="fleet writer")
             window = f"{week.retention_window(self.s).total_seconds():.0f}s"  # the jobs' older_than: the plan's
             o = options(self.s, name)
-            config = {"mvcc.retention.older_than": window}
+            config: dict[str, str | None] = {"mvcc.retention.older_than": window}
             if o.target_rows_per_fragment is not None and shape(name) == "events":
                 config["mvcc.compaction.target_rows_per_fragment"] = str(o.target_rows_per_fragment)
                 config["mvcc.compaction.materialize_deletions_threshold"] = str(o.materialize_deletions_threshold)
@@ -309,13 +309,13 @@ class Fleet:
         if s["fleet_runs"] == "core":
             for entry in plan.chosen:
                 cpu, wall = cpu_seconds(), time.perf_counter()
-                run = mvcc.compaction.run_fleet(dataclasses.replace(plan, chosen=(entry,)))
+                done = mvcc.compaction.run_fleet(dataclasses.replace(plan, chosen=(entry,)))
                 self.results.append(
                     {
                         "table": entry.name,
                         "day": day,
-                        "success": not run.failed,
-                        "errors": [e.message for r in run.failed for e in r.errors],
+                        "success": not done.failed,
+                        "errors": [e.message for r in done.failed for e in r.errors],
                         "cpu_seconds": cpu_seconds() - cpu,
                         "wall_seconds": time.perf_counter() - wall,
                         "retries": 0,
@@ -372,55 +372,63 @@ class Fleet:
             f"day {day}: hot stored/live data {sum(d['stored_data_bytes'] for d in hot) / max(1, sum(d['live_data_bytes'] for d in hot)):.2f}, "  # noqa: E501
             f"small fragments max {max((d['small_fragments'] for d in hot), default=0)}; idle stored/live data "
             f"{sum(d['stored_data_bytes'] for d in idle) / max(1, sum(d['live_data_bytes'] for d in idle)):.2f}, "
-            f"fragments max {max((d['fragments'] for d in idle), default=0)}; runs {sum(runs_by.values())}",
+            f"fragments max {max((d['fragments'] for d in idle), default=0)}; runs {sum(runs_by.values())}; "
+            f"tick CPU so far {sum(sum(v) for v in self.tick_cpu.values()):.1f} s, writers {self.writer_cpu:.1f} s, "
+            f"wall {time.perf_counter() - self.started:.0f} s",
             flush=True,
         )
 
     def measure(self, name: str) -> dict[str, Any] | None:
-        """One table's day-end figures; the compacted copy is made again only when the version moved."""
+        """One table's day-end figures. What depends on the version only (fragments, live rows, the compacted
+        copy's bytes, the scans) is measured again only when the version moved; stored bytes and versions kept
+        every day (retention removes files without a new version)."""
         uri = self.uri(name)
         try:
             table = mvcc.open_table(uri)
         except mvcc.TableNotFoundError:
             return None
-        fragments = table.get_fragments()
-        live = [f.count_rows() for f in fragments]
-        physical = sum(int(f.physical_rows) for f in fragments)
         root = Path(uri)
         stored_data = dir_bytes(root / "data") + (
             dir_bytes(root / "_deletions") if (root / "_deletions").exists() else 0
         )
-        copy = self.scratch / name
         kept = self.last.get(name)
-        if kept is None or kept[0] != table.version:
+        if kept is None or kept["version"] != table.version:
+            fragments = table.get_fragments()
+            live = [f.count_rows() for f in fragments]
+            physical = sum(int(f.physical_rows) for f in fragments)
             data = scan_once(uri)[0]
+            copy = self.scratch / name
             shutil.rmtree(copy, ignore_errors=True)
             mvcc.write_table(data, str(copy))
-            kept = self.last[name] = (table.version, data.num_rows, dir_bytes(copy / "data"))
-        (scan, scan_cpu), (compacted, compacted_cpu) = best_scans([uri, str(copy)], 3 if shape(name) != "idle" else 1)
+            (scan, scan_cpu), (compacted, compacted_cpu) = best_scans(
+                [uri, str(copy)], 1 if shape(name) == "idle" else 3
+            )
+            kept = self.last[name] = {
+                "table": name,
+                "kind": shape(name),
+                "version": table.version,
+                "fragments": len(fragments),
+                "small_fragments": sum(1 for rows in live if rows < self.small_rows),
+                "live_rows": data.num_rows,
+                "live_bytes": dir_bytes(copy / "data"),
+                "live_data_bytes": dir_bytes(copy / "data"),
+                "deleted_share": round((physical - sum(live)) / physical, 4) if physical else 0.0,
+                "scan_seconds": round(scan, 4),
+                "compacted_scan_seconds": round(compacted, 4),
+                "scan_cpu_seconds": round(scan_cpu, 4),
+                "compacted_scan_cpu_seconds": round(compacted_cpu, 4),
+            }
         return {
-            "table": name,
-            "kind": shape(name),
-            "version": table.version,
-            "fragments": len(fragments),
-            "small_fragments": sum(1 for rows in live if rows < self.small_rows),
-            "live_rows": kept[1],
-            "live_bytes": kept[2],
-            "live_data_bytes": kept[2],
+            **kept,
             "stored_bytes": dir_bytes(root),
             "stored_data_bytes": stored_data,
             "versions_kept": len(table.versions()),
-            "deleted_share": round((physical - sum(live)) / physical, 4) if physical else 0.0,
-            "scan_seconds": round(scan, 4),
-            "compacted_scan_seconds": round(compacted, 4),
-            "scan_cpu_seconds": round(scan_cpu, 4),
-            "compacted_scan_cpu_seconds": round(compacted_cpu, 4),
         }
 
     # -- the week --
     def run(self) -> dict[str, Any]:
         s, hs = self.s, self.s["hour_seconds"]
-        t0 = time.perf_counter()
+        t0 = self.started = time.perf_counter()
         hours = s["days"] * 24
         for h in range(hours + 1):
             held = time.perf_counter()

@@ -163,7 +163,18 @@ def fragmented(uri: str, fragments: int, rows: int = 10) -> mvcc.Table:
 
 def observations(instance: dg.DagsterInstance, key: str) -> list[dict[str, Any]]:
     records = instance.fetch_observations(dg.AssetKey(key), limit=100).records
-    return [{k: v.value for k, v in r.asset_observation.metadata.items()} for r in reversed(records)]
+    return [
+        {k: v.value for k, v in r.asset_observation.metadata.items()}
+        for r in reversed(records)
+        if r.asset_observation is not None
+    ]
+
+
+def run_record(instance: dg.DagsterInstance, run_id: str) -> Any:
+    """The run's record in the instance's run storage (it exists: the test created the run)."""
+    record = instance.get_run_record_by_id(run_id)
+    assert record is not None, run_id
+    return record
 
 
 @pytest.mark.timeout(180)
@@ -234,7 +245,8 @@ def test_sensors_record_and_repair_through_postgres(
     )
     assert stored == [("",)] * 3  # runless: no run id
     latest = pg_instance.get_latest_materialization_event(dg.AssetKey("pg_feed"))
-    assert latest is not None and latest.asset_materialization.metadata["mvcc/version"].value == feed.version
+    assert latest is not None and latest.asset_materialization is not None
+    assert latest.asset_materialization.metadata["mvcc/version"].value == feed.version
 
     small = fragmented(f"{warehouse}/pg_small", 12)
     options = mvcc.compaction.CompactionOptions(target_rows_per_fragment=60)
@@ -271,9 +283,7 @@ def _submit(context: Any, location_name: str, job_name: str) -> str:
     location = workspace.get_code_location(location_name)
     (repo,) = location.get_repositories().values()
     remote_job = location.get_job(
-        JobSubsetSelector(
-            location_name=location_name, repository_name=repo.name, job_name=job_name, op_selection=None
-        )
+        JobSubsetSelector(location_name=location_name, repository_name=repo.name, job_name=job_name, op_selection=None)
     )
     plan = location.get_execution_plan(remote_job, {}, step_keys_to_execute=None, known_state=None, instance=instance)
     run = instance.create_run(
@@ -333,14 +343,14 @@ def test_run_queue_holds_one_run_per_table_on_postgres(
             for table in postgres_defs.TABLES
             for run_id in (_submit(context, location, postgres_defs.JOBS[table]) for _ in range(2))
         }
-        assert {pg_instance.get_run_by_id(r).status for r in runs} == {dg.DagsterRunStatus.QUEUED}
+        assert {run_record(pg_instance, r).dagster_run.status for r in runs} == {dg.DagsterRunStatus.QUEUED}
         together = 0  # polls that saw both tables' runs in progress
         deadline = time.monotonic() + 300
         with QueuedRunCoordinatorDaemon(interval_seconds=1) as queue:
             while True:
                 for item in queue.run_iteration(context):
                     assert not isinstance(item, SerializableErrorInfo), item.to_string()
-                statuses = {r: pg_instance.get_run_by_id(r).status for r in runs}
+                statuses = {r: run_record(pg_instance, r).dagster_run.status for r in runs}
                 busy = [runs[r] for r, s in statuses.items() if s in IN_PROGRESS]
                 assert len(busy) == len(set(busy)), statuses  # never two runs of one table
                 together += len(set(busy)) == 2
@@ -348,7 +358,7 @@ def test_run_queue_holds_one_run_per_table_on_postgres(
                     break
                 assert time.monotonic() < deadline, statuses
                 time.sleep(0.25)
-    records = {r: pg_instance.get_run_record_by_id(r) for r in runs}
+    records = {r: run_record(pg_instance, r) for r in runs}
     assert {rec.dagster_run.status for rec in records.values()} == {dg.DagsterRunStatus.SUCCESS}
     for table in postgres_defs.TABLES:
         first, second = sorted((rec for r, rec in records.items() if runs[r] == table), key=lambda x: x.start_time)
