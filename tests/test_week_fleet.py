@@ -46,6 +46,7 @@ def test_fleet_shape_and_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert nights[1]["advised"] > len(nights[1]["chosen"])  # the budget does not cover every table that asks
     nightly = result["runs"]["fleet_nightly"]
     assert nightly["runs"] == sum(len(n["chosen"]) for n in nights) and nightly["failed"] == 0
+    # each run on the day its night began (night n, at 03:00 of day n, is in day n + 1's figures)
     assert sum(d["maintenance_runs"] for d in days) == nightly["runs"]
     # a chosen table was maintained: its small fragments the next day are fewer than another day's max
     chosen = nights[1]["chosen"][0]

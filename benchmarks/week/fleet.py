@@ -354,17 +354,12 @@ class Fleet:
 
     # -- the day's end --
     def end_of_day(self, day: int) -> None:
-        cpu_by: dict[str, float] = defaultdict(float)
-        runs_by: dict[str, int] = defaultdict(int)
-        for r in self.results:
-            if r["day"] == day - 1:
-                cpu_by[r["table"]] += r["cpu_seconds"]
-                runs_by[r["table"]] += 1
+        ended = sum(1 for r in self.results if r["day"] == day - 1)  # the night's runs ended by now
         for name in self.tables:
             m = self.measure(name)
             if m is None:
                 continue
-            m.update(day=day, maintenance_cpu_seconds=round(cpu_by[name], 3), maintenance_runs=runs_by[name])
+            m["day"] = day
             self.days.append(m)
         hot = [d for d in self.days if d["day"] == day and d["kind"] != "idle"]
         idle = [d for d in self.days if d["day"] == day and d["kind"] == "idle"]
@@ -372,7 +367,7 @@ class Fleet:
             f"day {day}: hot stored/live data {sum(d['stored_data_bytes'] for d in hot) / max(1, sum(d['live_data_bytes'] for d in hot)):.2f}, "  # noqa: E501
             f"small fragments max {max((d['small_fragments'] for d in hot), default=0)}; idle stored/live data "
             f"{sum(d['stored_data_bytes'] for d in idle) / max(1, sum(d['live_data_bytes'] for d in idle)):.2f}, "
-            f"fragments max {max((d['fragments'] for d in idle), default=0)}; runs {sum(runs_by.values())}; "
+            f"fragments max {max((d['fragments'] for d in idle), default=0)}; runs ended {ended}; "
             f"tick CPU so far {sum(sum(v) for v in self.tick_cpu.values()):.1f} s, writers {self.writer_cpu:.1f} s, "
             f"wall {time.perf_counter() - self.started:.0f} s",
             flush=True,
@@ -457,6 +452,16 @@ class Fleet:
         return self.report(time.perf_counter() - t0)
 
     def report(self, wall: float) -> dict[str, Any]:
+        # each day's maintenance: the runs of the night that began it (a run may end after the day's end)
+        cpu_by: dict[tuple[str, int], float] = defaultdict(float)
+        runs_by: dict[tuple[str, int], int] = defaultdict(int)
+        for r in self.results:
+            cpu_by[(r["table"], r["day"] + 1)] += r["cpu_seconds"]
+            runs_by[(r["table"], r["day"] + 1)] += 1
+        for d in self.days:
+            key = (d["table"], d["day"])
+            d.update(maintenance_cpu_seconds=round(cpu_by[key], 3), maintenance_runs=runs_by[key])
+
         def kind(**fields: Any) -> dict[str, Any]:
             return {"runs": 0, "failed": 0, "retries": 0, "conflict_retries": 0, **fields}
 
