@@ -35,6 +35,7 @@ The clock holds while the run pool is full, so the ticks measure ages on the sim
 versions committed before the real instant the simulated hour ``now - retention`` began (the retention
 step's ``cutoff``), as a deployment's runs remove to their tick's time.
 ``--executor in_process`` gives the code location Dagster's in-process executor (default: the jobs' own).
+``--tables N`` runs the fleet instead: N tables on one nightly budget (week/fleet.py).
 ``--report week.json --baseline bare.json`` prints docs/operations/running.md's tables (week/report.py); ``--scaling``
 measures the per-table costs of that page's last section (week/scaling.py).
 """
