@@ -154,6 +154,20 @@ def postgres_database() -> tuple[str, dict[str, Any]]:
     return yaml, {**server, "db": db, "admin_db": parts.path.lstrip("/") or "postgres"}
 
 
+def server_cpu_seconds() -> float | None:
+    """CPU seconds of the local PostgreSQL server so far: its postmaster's and its ended backends' (``/proc``;
+    every client's, not only this run's). None where no postmaster is visible (a remote server)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :].split()
+        if name == "postgres" and rest[1] == "1":  # the postmaster: a child of init
+            return sum(int(x) for x in rest[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
+    return None
+
+
 def drop_database(server: dict[str, Any]) -> None:
     """Drop the run's database (its connections too)."""
     import psycopg2
@@ -569,12 +583,18 @@ def main(a: Any, argv: list[str] | None) -> dict[str, Any]:
     }
     os.environ[week.SETTINGS_ENV] = json.dumps(s)
     sys.path.insert(0, str(week.ROOT))
+    server_cpu = server_cpu_seconds() if server is not None else None
     try:
         fleet = Fleet(s, home)
         try:
             result = fleet.run()
         finally:
             fleet.instance.dispose()
+        if server_cpu is not None:
+            # the server's own CPU is outside this process tree: the instance's cost beside the runs' and ticks'
+            time.sleep(1)  # the closed connections' backends end and are reaped (their CPU then counts)
+            after = server_cpu_seconds()
+            result["fleet"]["postgres_server_cpu_seconds"] = None if after is None else round(after - server_cpu, 2)
     finally:
         if server is not None:
             drop_database(server)
