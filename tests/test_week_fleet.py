@@ -37,6 +37,7 @@ def test_fleet_shape_and_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert {d["day"] for d in days} == {1, 2}
     assert all(set(d) >= FLEET_DAY_KEYS for d in days)
     assert len({d["table"] for d in days}) == 14  # every table measured (the daily ones from day 1 on)
+    assert result["elapsed_seconds"] >= result["wall_seconds"]
     fleet = result["fleet"]
     assert fleet["tables"] == 14 and fleet["runs_path"] == runs and fleet["budget"]["max_tables"] == 3
     assert {"mvcc_version_sensor", "mvcc_health_sensor", "fleet plan"} <= set(fleet["ticks"])
