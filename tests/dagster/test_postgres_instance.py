@@ -72,6 +72,7 @@ concurrency:
         limit: 1
   pools:
     default_limit: 1
+    granularity: run
 run_retries:
   enabled: true
 telemetry:
