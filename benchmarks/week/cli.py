@@ -64,6 +64,31 @@ def parse_arguments(argv: list[str] | None = None, description: str | None = Non
         help="the code location's executor for jobs that do not choose one (default: Dagster's, multiprocess)",
     )
     p.add_argument("--no-maintenance", action="store_true", help="the same traffic, schedule and sensors off")
+    p.add_argument(
+        "--tables",
+        type=int,
+        help="a fleet of this many tables: 10 hot with the week's traffic, the rest nearly idle, one nightly "
+        "budget (week/fleet.py)",
+    )
+    p.add_argument(
+        "--instance",
+        choices=["sqlite", "postgres"],
+        default="sqlite",
+        help="with --tables: the Dagster instance's storage (postgres: a fresh database on MVCC_WEEK_POSTGRES)",
+    )
+    p.add_argument(
+        "--fleet-runs",
+        choices=["dagster", "core"],
+        default="dagster",
+        help="with --tables: the chosen tables' maintenance as the plugin's nightly runs, or run_fleet in-process",
+    )
+    p.add_argument("--max-tables", type=int, help="with --tables: tables maintained a night (default: a tenth)")
+    p.add_argument(
+        "--budget-bytes",
+        type=int,
+        default=32 * 2**20,
+        help="with --tables: bytes the night's compactions may read (plan_fleet's max_bytes)",
+    )
     p.add_argument("--json", type=Path, help="write the result here")
     p.add_argument("--plot", type=Path, help="write the chart here (PNG)")
     p.add_argument("--baseline", type=Path, help="a result JSON to draw beside this one (e.g. --no-maintenance)")
@@ -74,4 +99,8 @@ def parse_arguments(argv: list[str] | None = None, description: str | None = Non
     p.add_argument("--keep", type=Path, help="keep the warehouse and DAGSTER_HOME under this directory")
     if p.parse_known_args(argv)[0].quick:  # the small week's settings as defaults: `--quick --days 21`: 21 days
         p.set_defaults(**QUICK)
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    for flag, value in (("--tables", a.tables), ("--max-tables", a.max_tables), ("--budget-bytes", a.budget_bytes)):
+        if value is not None and value < 1:
+            p.error(f"{flag} must be a positive number, got {value}")
+    return a

@@ -35,6 +35,7 @@ The clock holds while the run pool is full, so the ticks measure ages on the sim
 versions committed before the real instant the simulated hour ``now - retention`` began (the retention
 step's ``cutoff``), as a deployment's runs remove to their tick's time.
 ``--executor in_process`` gives the code location Dagster's in-process executor (default: the jobs' own).
+``--tables N`` runs the fleet instead: N tables on one nightly budget (week/fleet.py).
 ``--report week.json --baseline bare.json`` prints docs/operations/running.md's tables (week/report.py); ``--scaling``
 measures the per-table costs of that page's last section (week/scaling.py).
 """
@@ -320,16 +321,18 @@ def _run_events(instance: dg.DagsterInstance, run_id: str) -> tuple[int, list[st
     return retries, errors
 
 
-def execute_run(job_name: str, run_id: str, tags: dict[str, str]) -> dict[str, Any]:
+def execute_run(
+    job_name: str, run_id: str, tags: dict[str, str], module: str = __name__, fn: str = "job_named"
+) -> dict[str, Any]:
     """Execute the created run `run_id` of `job_name` (as a run launcher does); a failed run is re-executed
     (all steps) up to its job's ``dagster/max_retries`` times, as the daemon's run retries would. Returns the
-    run's measurements."""
+    run's measurements. The run worker rebuilds the job as ``module.fn(job_name)`` (the fleet: one table's)."""
     from dagster._core.execution.api import execute_run as launch  # what `dagster api execute_run` calls
 
     instance = dg.DagsterInstance.get()
     recon = dg.build_reconstructable_job(
-        "benchmarks.week.simulation",
-        "job_named",
+        module,
+        fn,
         reconstructable_args=(job_name,),
         reconstructor_working_directory=str(ROOT),
     )
@@ -676,6 +679,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if a.plot:
             plot(result, a.plot, baseline)
         return result
+    if a.tables:
+        from benchmarks.week.fleet import main as fleet  # N tables on one nightly budget (week/fleet.py)
+
+        return fleet(a, argv)
     if a.scaling:
         from benchmarks.week.scaling import measure_scaling  # it uses this module's traffic: imported when asked for
 
