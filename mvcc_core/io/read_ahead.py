@@ -266,9 +266,10 @@ def read_data_file(store: ObjectStore, rel: str, data_file: pb.DataFile, schema:
 def read_data_files(
     store: ObjectStore, rels: Sequence[str], data_files: Sequence[pb.DataFile], schema: pa.Schema
 ) -> list[pa.Table | None]:
-    """`read_data_file` of each of `data_files` (at `rels` in `store`), in order, on the calling thread: the store's
-    filesystem and the path of each file are looked up once for the run (a run of small files pays them per file
-    otherwise, ~20% of reading a 1,000-row file).
+    """`read_data_file` of each of `data_files` (at `rels` in `store`), in order, on the calling thread, the store's
+    filesystem looked up once for the run: decoding a 1,000-row file takes ~0.1 ms CPU, so the Python bookkeeping
+    around each file is worth keeping to a few microseconds (measured: 1,000 such files, ~160 ms CPU file by file
+    through `read_data_file` before, ~125 ms now, ~105 ms for pyarrow's reader alone).
 
     Args:
         store: the store holding every one of the files
