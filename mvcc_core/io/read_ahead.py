@@ -166,16 +166,27 @@ def read_whole_file(fs: pafs.FileSystem, key: FileKey, schema: pa.Schema) -> pa.
     if is_remote(key[0]):
         return read_file(fs, key, schema)
     metadata = known_metadata(key)
-    with read_errors(key[1]), fs.open_input_file(key[1]) as source:
-        reader = pq.ParquetReader()
-        reader.open(source, metadata=metadata, pre_buffer=False)
-        table = reader.read_all(use_threads=False)
+    try:
+        with fs.open_input_file(key[1]) as source:
+            reader = pq.ParquetReader()
+            reader.open(source, metadata=metadata, pre_buffer=False)
+            table = reader.read_all(use_threads=False)
+    except Exception:  # `read_errors` as a context manager costs a few microseconds per file, on every file
+        with read_errors(key[1]):
+            raise
     if metadata is None:
         remember_metadata(key, reader.metadata)
-    if table.schema.names != schema.names:
-        if not set(schema.names) <= set(table.schema.names):
-            return None
-        table = table.select(schema.names)
+    return _as_schema(table, schema)
+
+
+def _as_schema(table: pa.Table, schema: pa.Schema) -> pa.Table | None:
+    """`table` (a whole file) as `schema`: its columns in that order, a column beyond them (a dropped one) left out;
+    None when it lacks one of them or holds one with another type or nullability."""
+    if table.schema.equals(schema):  # the common case, decided in one call
+        return table
+    if not set(schema.names) <= set(table.schema.names):
+        return None
+    table = table.select(schema.names)
     return table if table.schema.equals(schema) else None  # names, types and nullability
 
 
@@ -250,3 +261,26 @@ def read_data_file(store: ObjectStore, rel: str, data_file: pb.DataFile, schema:
         return read_whole_object(store, rel, data_file.path, schema)
     key = (store.scheme, store.arrow_path(rel), data_file.file_size_bytes)
     return read_whole_file(store.arrow_filesystem(), key, schema)
+
+
+def read_data_files(
+    store: ObjectStore, rels: Sequence[str], data_files: Sequence[pb.DataFile], schema: pa.Schema
+) -> list[pa.Table | None]:
+    """`read_data_file` of each of `data_files` (at `rels` in `store`), in order, on the calling thread, the store's
+    filesystem looked up once for the run: decoding a 1,000-row file takes ~0.1 ms CPU, so the Python bookkeeping
+    around each file is worth keeping to a few microseconds (measured: 1,000 such files, ~160 ms CPU file by file
+    through `read_data_file` before, ~125 ms now, ~105 ms for pyarrow's reader alone).
+
+    Args:
+        store: the store holding every one of the files
+        rels: each file's path relative to that store's root
+        data_files: the files' manifest entries (their sizes and paths), in the order of `rels`
+        schema: the columns expected, with physical names and types
+    """
+    if is_remote(store.scheme):
+        return [read_data_file(store, rel, data_file, schema) for rel, data_file in zip(rels, data_files, strict=True)]
+    fs, scheme = store.arrow_filesystem(), store.scheme
+    return [
+        read_whole_file(fs, (scheme, store.arrow_path(rel), data_file.file_size_bytes), schema)
+        for rel, data_file in zip(rels, data_files, strict=True)
+    ]

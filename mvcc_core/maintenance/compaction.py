@@ -42,7 +42,7 @@ from mvcc_core.format.bases import data_file_location, data_file_uris
 from mvcc_core.format.deletion import read_deletion_vector
 from mvcc_core.format.fragments import ROW_GROUP_ROWS, FragmentWriter
 from mvcc_core.format.row_ids import ROW_ID
-from mvcc_core.io.read_ahead import PHYSICAL_ROWS, READ_THREADS, file_reads, read_ahead, read_data_file, runs
+from mvcc_core.io.read_ahead import PHYSICAL_ROWS, READ_THREADS, file_reads, read_ahead, read_data_files, runs
 from mvcc_core.maintenance import clustering, planner, policy
 from mvcc_core.maintenance.handles import TableLike, state_of
 from mvcc_core.maintenance.options import CompactionOptions
@@ -221,24 +221,33 @@ def _scan(state: TableState, fragments: list[pb.DataFragment], stable: bool, phy
         yield schema_mod.relabel(pa.Table.from_batches([batch]), physical)
 
 
-def _read_plain(state: TableState, frag: pb.DataFragment, physical: pa.Schema, stable: bool) -> pa.Table:
-    """A one-file fragment without deletions, named as `physical` (with `_rowid` last if `stable`)."""
-    data_file = frag.files[0]
-    store, rel = data_file_location(state.store, state.manifest.base_paths, data_file)
-    columns = physical.remove(len(physical) - 1) if stable else physical
-    table = read_data_file(store, rel, data_file, columns)
-    if table is None or table.num_rows != frag.physical_rows:  # the dataset fills and casts (or raises)
-        scanned = list(_scan(state, [frag], stable, physical))
-        return pa.concat_tables(scanned) if scanned else physical.empty_table()
-    if stable:
-        table = table.append_column(physical.field(ROW_ID), pa.array(row_ids.decode(frag), pa.uint64()))
-    return table
-
-
 def _read_plain_run(
     state: TableState, fragments: list[pb.DataFragment], physical: pa.Schema, stable: bool
 ) -> list[pa.Table]:
-    return [_read_plain(state, frag, physical, stable) for frag in fragments]
+    """One-file fragments without deletions, each named as `physical` (with `_rowid` last if `stable`). The files
+    of one store are read in one call (`read_data_files`); a file whose columns differ from `physical` (or whose
+    rows differ from its fragment's) is read through `Scan`, which fills and casts (or raises)."""
+    columns = physical.remove(len(physical) - 1) if stable else physical
+    base_paths = state.manifest.base_paths
+    located = [data_file_location(state.store, base_paths, frag.files[0]) for frag in fragments]
+    tables: list[pa.Table | None] = []
+    start = 0
+    while start < len(fragments):  # runs of files in one store (all of them, unless base paths are mixed)
+        store, end = located[start][0], start + 1
+        while end < len(fragments) and located[end][0] is store:
+            end += 1
+        rels = [rel for _, rel in located[start:end]]
+        tables.extend(read_data_files(store, rels, [f.files[0] for f in fragments[start:end]], columns))
+        start = end
+    out = []
+    for frag, table in zip(fragments, tables, strict=True):
+        if table is None or table.num_rows != frag.physical_rows:  # the dataset fills and casts (or raises)
+            scanned = list(_scan(state, [frag], stable, physical))
+            table = pa.concat_tables(scanned) if scanned else physical.empty_table()
+        elif stable:
+            table = table.append_column(physical.field(ROW_ID), pa.array(row_ids.decode(frag), pa.uint64()))
+        out.append(table)
+    return out
 
 
 def _tables(
