@@ -24,13 +24,26 @@ from spark_helpers import PUSHDOWN, ROOT
 pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (extra 'spark')")
 
 
+# The Spark tests of the fast tier: the documented paths once each (reading, writing, replaceWhere, the native
+# reader and writer, the workers importing this checkout). Every other test that needs the SparkSession runs in
+# the slow tier: a JVM and its jobs cost the fast tier minutes on two cores. Tests that need no session stay fast.
+FAST_SPARK_TESTS = {
+    "test_read.py": {"test_workers_import_this_checkout", "test_read_equals_to_table", "test_not_an_mvcc_path"},
+    "test_write.py": {"test_round_trip_every_type", "test_replace_where"},
+    "test_native_read.py": {"test_every_type_equals_the_data_source"},
+    "test_native_write.py": {"test_native_and_core_writers_make_equal_tables"},
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before the tier's selection in tests/conftest.py reads the slow marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if Path(str(item.fspath)).resolve().is_relative_to(Path(__file__).parent):
+        path = Path(str(item.fspath)).resolve()
+        if path.is_relative_to(Path(__file__).parent):
             item.add_marker(pytest.mark.spark)
-            # One worker runs every Spark test (`--dist loadgroup` in pyproject.toml), so `pytest -n 2` starts one
-            # JVM, not one per worker: about 10-20 s of CPU and 800 MiB less on two cores.
-            item.add_marker(pytest.mark.xdist_group("spark"))
+            name = getattr(item, "originalname", item.name)
+            if "spark" in getattr(item, "fixturenames", ()) and name not in FAST_SPARK_TESTS.get(path.name, set()):
+                item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
